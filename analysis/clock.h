@@ -29,7 +29,8 @@ class RealClock : public Clock {
 // A clock that moves only when told to. Monotonic time starts at 0 and advances with Now().
 class FakeClock : public Clock {
  public:
-  explicit FakeClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000)) : now_(start), start_(start) {}
+  explicit FakeClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000))
+      : now_(start), start_(start) {}
   absl::Time Now() const override {
     absl::MutexLock lock(&mu_);
     return now_;
