@@ -13,6 +13,8 @@ namespace falcon::analysis {
 namespace {
 
 constexpr double kHalfLogPi = 0.5723649429247001;  // 0.5 * log(pi)
+// Merging drops the front of the arrays; they are moved back after this many drops.
+constexpr size_t kCompactAfter = 16;
 
 bool IsFinite(double x) { return std::isfinite(x); }
 
@@ -60,16 +62,19 @@ Bocd::Bocd(const BocdOptions& options) : options_(options) {
   log_one_minus_hazard_ = std::log1p(-options_.hazard);
   // Predictive constants for run lengths below the table size come from the table; longer runs
   // (rare: only hypotheses that survived pruning far past the cap) call lgamma directly.
-  const int table = std::max(64, options_.max_hypotheses + 2);
+  const int table = std::min(1024, std::max(64, options_.max_hypotheses + 2));
   gamma_ratio_.resize(table);
-  log_v_step_.resize(table);
+  growth_.resize(table);
   for (int n = 0; n < table; ++n) {
     gamma_ratio_[n] = ComputeGammaRatio(n);
-    log_v_step_[n] = ComputeLogVStep(n);
+    growth_[n] = ComputeGrowthStep(n);
   }
+  log_prune_ = options_.prune_threshold > 0 ? std::log(options_.prune_threshold)
+                                            : -std::numeric_limits<double>::infinity();
   const double k = options_.prior.k;
   prior_log_v_ = std::log(2.0 * options_.prior.b * (k + 1.0) / k);
-  const size_t cap = static_cast<size_t>(options_.max_hypotheses) + 2;
+  const size_t cap =
+      static_cast<size_t>(std::min(options_.max_hypotheses, 256)) + kCompactAfter + 2;
   for (auto* v : {&mu_, &log_v_, &inv_v_, &log_p_, &scratch_}) v->reserve(cap);
   run_.reserve(cap);
   // Before any data: one hypothesis, r = 0, with the prior's statistics.
@@ -94,7 +99,8 @@ absl::StatusOr<Bocd> Bocd::Create(const BocdOptions& options) {
 //   G(n) = lgamma(alpha + 1/2) - lgamma(alpha).
 // The conjugate update gives beta' = beta + kappa (x - mu)^2 / (2 (kappa + 1)) = beta (1 + u), so
 //   log V' = log V + log(1 + u) + D(n),  D(n) = log((kappa + 2) kappa / (kappa + 1)^2),
-// and one logarithm per hypothesis serves both the predictive and the update.
+// and one logarithm per hypothesis serves both the predictive and the update. G(n), D(n) and the
+// other per-n factors of the update come from tables for short runs.
 double Bocd::ComputeGammaRatio(int64_t n) const {
   const double a = options_.prior.a + 0.5 * static_cast<double>(n);
   if (a < 32) return LGamma(a + 0.5) - LGamma(a);
@@ -105,9 +111,13 @@ double Bocd::ComputeGammaRatio(int64_t n) const {
   return 0.5 * std::log(a) - inv / 8.0 + inv * inv2 / 192.0 - inv * inv2 * inv2 / 640.0;
 }
 
-double Bocd::ComputeLogVStep(int64_t n) const {
+Bocd::GrowthStep Bocd::ComputeGrowthStep(int64_t n) const {
   const double kappa = options_.prior.k + static_cast<double>(n);
-  return std::log1p(-1.0 / ((kappa + 1.0) * (kappa + 1.0)));
+  GrowthStep g;
+  g.inv_kappa_plus_1 = 1.0 / (kappa + 1.0);
+  g.log_v_step = std::log1p(-1.0 / ((kappa + 1.0) * (kappa + 1.0)));
+  g.inv_v_factor = (kappa + 1.0) * (kappa + 1.0) / ((kappa + 2.0) * kappa);
+  return g;
 }
 
 void Bocd::PushPrior(double log_p) {
@@ -133,114 +143,102 @@ absl::Status Bocd::Update(double x) {
     return absl::InvalidArgumentError(
         absl::StrCat("observation ", count_, " is not a finite number: ", x));
   }
-  const size_t live = run_.size();
+  const size_t begin = begin_;
+  const size_t end = run_.size();
   std::vector<double>& w = scratch_;
-  w.resize(live);
+  w.resize(end);
   // 1. Predictive log-likelihood of x under each hypothesis, joint with its posterior; then
   //    grow the hypothesis by x (conjugate update).
   double w_max = -std::numeric_limits<double>::infinity();
-  const double k0 = options_.prior.k;
+  size_t best = begin;
   const double a0 = options_.prior.a;
   const int64_t table = static_cast<int64_t>(gamma_ratio_.size());
-  for (size_t i = 0; i < live; ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const int64_t n = run_[i];
-    const double nd = static_cast<double>(n);
     const double d = x - mu_[i];
     const double u = d * d * inv_v_[i];
     const double log1pu = std::log(1.0 + u);
-    const double gamma_ratio = n < table ? gamma_ratio_[n] : ComputeGammaRatio(n);
-    w[i] = log_p_[i] + gamma_ratio - kHalfLogPi - 0.5 * log_v_[i] - (a0 + 0.5 * nd + 0.5) * log1pu;
-    w_max = std::max(w_max, w[i]);
-    const double kappa = k0 + nd;
-    const double step = n < table ? log_v_step_[n] : ComputeLogVStep(n);
-    mu_[i] = (kappa * mu_[i] + x) / (kappa + 1.0);
-    log_v_[i] += log1pu + step;
-    inv_v_[i] *= (kappa + 1.0) * (kappa + 1.0) / ((1.0 + u) * (kappa + 2.0) * kappa);
+    const bool tabled = n < table;
+    const double gamma_ratio = tabled ? gamma_ratio_[n] : ComputeGammaRatio(n);
+    w[i] = log_p_[i] + gamma_ratio - kHalfLogPi - 0.5 * log_v_[i] -
+           (a0 + 0.5 * static_cast<double>(n) + 0.5) * log1pu;
+    if (w[i] > w_max) {
+      w_max = w[i];
+      best = i;
+    }
+    const GrowthStep g = tabled ? growth_[n] : ComputeGrowthStep(n);
+    mu_[i] += d * g.inv_kappa_plus_1;
+    log_v_[i] += log1pu + g.log_v_step;
+    inv_v_[i] *= g.inv_v_factor / (1.0 + u);
     run_[i] = n + 1;
   }
   // 2. Evidence: log sum_i exp(w_i). Growth keeps (1 - H) of each term and the change point
   //    collects H of the total, so after normalizing P(r = 0) = H.
   double sum = 0.0;
-  for (size_t i = 0; i < live; ++i) sum += std::exp(w[i] - w_max);
-  const double log_evidence = w_max + std::log(sum);
-  for (size_t i = 0; i < live; ++i) log_p_[i] = w[i] + log_one_minus_hazard_ - log_evidence;
-  // The new r = 0 hypothesis (prior statistics), appended: the arrays are in descending run order.
-  PushPrior(log_hazard_);
+  for (size_t i = begin; i < end; ++i) sum += std::exp(w[i] - w_max);
+  const double log_growth = log_one_minus_hazard_ - (w_max + std::log(sum));
   ++count_;
-
-  // 3. MAP segmentation (ocp's findCPprobs): for each hypothesis, the segment starting at
-  //    s = n + 1 - r (1-based) scores log P(r) + best score of segmentations before s. Ties go to
-  //    the longest run, as in ocp (which.max on runs ordered longest first).
-  if (options_.track_map) {
-    const int64_t n = count_;
-    double best_score = -std::numeric_limits<double>::infinity();
-    int64_t best_start = 1;
-    for (size_t i = 0; i < run_.size(); ++i) {
-      const int64_t start = n + 1 - run_[i];
-      const double score = log_p_[i] + map_score_[start - 1];
+  // 3. Normalize, take the MAP step (ocp's findCPprobs: the segment starting at s = n + 1 - r,
+  //    1-based, scores log P(r) + the best score of segmentations before s; ties go to the
+  //    longest run, as ocp's which.max over runs ordered longest first), and drop hypotheses
+  //    below the pruning threshold, except the most probable one.
+  const bool map = options_.track_map;
+  const int64_t n1 = count_ + 1;
+  double best_score = -std::numeric_limits<double>::infinity();
+  int64_t best_start = 1;
+  size_t out = begin;
+  for (size_t i = begin; i < end; ++i) {
+    const double lp = w[i] + log_growth;
+    if (map) {
+      const int64_t start = n1 - run_[i];
+      const double score = lp + map_score_[start - 1];
       if (score > best_score) {
         best_score = score;
         best_start = start;
       }
     }
-    map_score_.push_back(best_score);
-    map_parent_.push_back(best_start);
-  }
-
-  // 4. Prune improbable hypotheses and enforce the cap.
-  Prune();
-  return absl::OkStatus();
-}
-
-void Bocd::MoveHypothesis(size_t from, size_t to) {
-  run_[to] = run_[from];
-  mu_[to] = mu_[from];
-  log_v_[to] = log_v_[from];
-  inv_v_[to] = inv_v_[from];
-  log_p_[to] = log_p_[from];
-}
-
-void Bocd::Prune() {
-  const size_t live = run_.size();
-  if (live <= 1) return;
-  const double log_threshold = options_.prune_threshold > 0
-                                   ? std::log(options_.prune_threshold)
-                                   : -std::numeric_limits<double>::infinity();
-  size_t best = 0;
-  for (size_t i = 1; i < live; ++i) {
-    if (log_p_[i] > log_p_[best]) best = i;
-  }
-  // Keep: r = 0 (the last), the most probable, and everything at or above the threshold.
-  size_t out = 0;
-  for (size_t i = 0; i < live; ++i) {
-    if (!(i == live - 1 || i == best || log_p_[i] >= log_threshold)) continue;
-    if (out != i) {
-      MoveHypothesis(i, out);
-    }
+    if (lp < log_prune_ && i != best) continue;
+    if (out != i) MoveHypothesis(i, out);
+    log_p_[out] = lp;
     ++out;
-  }
-  // Cap: merge the two longest runs (front of the arrays) until at most max_hypotheses remain.
-  size_t front = 0;
-  const size_t cap = static_cast<size_t>(options_.max_hypotheses);
-  while (out - front > cap) {
-    const size_t keep = log_p_[front] > log_p_[front + 1] ? front : front + 1;
-    const double merged = LogAddExp(log_p_[front], log_p_[front + 1]);
-    if (keep == front) MoveHypothesis(front, front + 1);
-    log_p_[front + 1] = merged;
-    ++front;
-  }
-  if (front > 0) {
-    for (size_t i = front; i < out; ++i) MoveHypothesis(i, i - front);
-    out -= front;
   }
   for (auto* v : {&mu_, &log_v_, &inv_v_, &log_p_}) v->resize(out);
   run_.resize(out);
+  // The new r = 0 hypothesis (prior statistics), appended: the arrays are in descending run order.
+  PushPrior(log_hazard_);
+  if (map) {
+    const double score = log_hazard_ + map_score_[n1 - 1];
+    if (score > best_score) {
+      best_score = score;
+      best_start = n1;
+    }
+    map_score_.push_back(best_score);
+    map_parent_.push_back(best_start);
+  }
+  // 4. The cap: merge the two longest runs until at most max_hypotheses remain.
+  const size_t cap = static_cast<size_t>(options_.max_hypotheses);
+  while (run_.size() - begin_ > cap) {
+    const size_t a = begin_, b = begin_ + 1;
+    const double merged = LogAddExp(log_p_[a], log_p_[b]);
+    if (log_p_[a] > log_p_[b]) MoveHypothesis(a, b);
+    log_p_[b] = merged;
+    ++begin_;
+  }
+  // The live range drifts right as runs are merged; move it back now and then (amortized O(1)).
+  if (begin_ >= kCompactAfter) {
+    const size_t live = run_.size() - begin_;
+    for (size_t i = 0; i < live; ++i) MoveHypothesis(begin_ + i, i);
+    for (auto* v : {&mu_, &log_v_, &inv_v_, &log_p_}) v->resize(live);
+    run_.resize(live);
+    begin_ = 0;
+  }
+  return absl::OkStatus();
 }
 
 double Bocd::ChangeProbabilityWithin(int lag) const {
   double p = 0.0;
   // Descending run order: the short runs are at the back.
-  for (size_t i = run_.size(); i-- > 0;) {
+  for (size_t i = run_.size(); i-- > begin_;) {
     if (run_[i] > lag) break;
     if (run_[i] >= 1) p += std::exp(log_p_[i]);
   }
@@ -250,7 +248,7 @@ double Bocd::ChangeProbabilityWithin(int lag) const {
 int64_t Bocd::MostProbableRecentStart(int lag) const {
   int64_t start = -1;
   double best = -std::numeric_limits<double>::infinity();
-  for (size_t i = run_.size(); i-- > 0;) {
+  for (size_t i = run_.size(); i-- > begin_;) {
     if (run_[i] > lag) break;
     if (run_[i] >= 1 && log_p_[i] > best) {
       best = log_p_[i];
@@ -280,17 +278,18 @@ absl::StatusOr<std::vector<int64_t>> Bocd::MapChangePoints() const {
 
 std::vector<Bocd::RunLength> Bocd::Posterior() const {
   std::vector<RunLength> out;
-  out.reserve(run_.size());
-  for (size_t i = run_.size(); i-- > 0;) out.push_back({run_[i], std::exp(log_p_[i])});
+  out.reserve(run_.size() - begin_);
+  for (size_t i = run_.size(); i-- > begin_;) out.push_back({run_[i], std::exp(log_p_[i])});
   return out;
 }
 
 size_t Bocd::MemoryBytes() const {
   size_t bytes = sizeof(*this);
   bytes += run_.capacity() * sizeof(int64_t);
-  for (const auto* v : {&mu_, &log_v_, &inv_v_, &log_p_, &scratch_, &gamma_ratio_, &log_v_step_}) {
+  for (const auto* v : {&mu_, &log_v_, &inv_v_, &log_p_, &scratch_, &gamma_ratio_}) {
     bytes += v->capacity() * sizeof(double);
   }
+  bytes += growth_.capacity() * sizeof(GrowthStep);
   bytes += map_score_.capacity() * sizeof(double) + map_parent_.capacity() * sizeof(int64_t);
   return bytes;
 }

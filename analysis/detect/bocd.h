@@ -83,7 +83,7 @@ class Bocd {
 
   const BocdOptions& options() const { return options_; }
   // Live run-length hypotheses (including r = 0).
-  int live_hypotheses() const { return static_cast<int>(run_.size()); }
+  int live_hypotheses() const { return static_cast<int>(run_.size() - begin_); }
   // Heap and object bytes held now.
   size_t MemoryBytes() const;
 
@@ -96,23 +96,36 @@ class Bocd {
 
  private:
   explicit Bocd(const BocdOptions& options);
-  void Prune();
+  struct GrowthStep {
+    double inv_kappa_plus_1;  // 1 / (kappa + 1)
+    double log_v_step;        // D(n), see bocd.cc.
+    double inv_v_factor;      // (kappa + 1)^2 / ((kappa + 2) kappa)
+  };
   void PushPrior(double log_p);
-  void MoveHypothesis(size_t from, size_t to);
+  void MoveHypothesis(size_t from, size_t to) {
+    run_[to] = run_[from];
+    mu_[to] = mu_[from];
+    log_v_[to] = log_v_[from];
+    inv_v_[to] = inv_v_[from];
+    log_p_[to] = log_p_[from];
+  }
   double ComputeGammaRatio(int64_t n) const;  // G(n), see bocd.cc.
-  double ComputeLogVStep(int64_t n) const;    // D(n), see bocd.cc.
+  GrowthStep ComputeGrowthStep(int64_t n) const;
 
   BocdOptions options_;
   double log_hazard_ = 0.0;
   double log_one_minus_hazard_ = 0.0;
   int64_t count_ = 0;
   double prior_log_v_ = 0.0;
-  // G(n) and D(n) for n < size() (bocd.cc); longer runs compute them directly.
-  std::vector<double> gamma_ratio_, log_v_step_;
+  double log_prune_ = 0.0;
+  // G(n) and the growth factors for n < size() (bocd.cc); longer runs compute them directly.
+  std::vector<double> gamma_ratio_;
+  std::vector<GrowthStep> growth_;
 
-  // Hypotheses, structure of arrays, in descending run length (r = 0 last). For each: run length
-  // (= observations in the run), posterior mean, log V and 1 / V of the predictive (bocd.cc),
-  // and log posterior probability.
+  // Hypotheses, structure of arrays, live in [begin_, size()) in descending run length (r = 0
+  // last). For each: run length (= observations in the run), posterior mean, log V and 1 / V of
+  // the predictive (bocd.cc), and log posterior probability.
+  size_t begin_ = 0;
   std::vector<int64_t> run_;
   std::vector<double> mu_, log_v_, inv_v_, log_p_;
   // Scratch space reused across updates.

@@ -112,6 +112,10 @@ TEST(FalconDetectTest, BadInputExitsNonZeroNamingTheProblem) {
       {"--input /nonexistent.csv --format csv", "/nonexistent.csv: cannot open file"},
       {"--input " + csv + " --format csv --column latency", "no column \"latency\""},
       {"--input " + Temp("empty.csv", "") + " --format csv", "file is empty"},
+      {"--input " + Temp("header.csv", "t\n") + " --format csv", "no data rows"},
+      {"--input " + Temp("e.json", R"({"name":"x","series":[{"label":"a","raw":[]}]})") +
+           " --format tcpd",
+       "series \"x\" is empty"},
       {"--input " + Temp("nan.csv", "t\n1\nNaN\n") + " --format csv", "line 3"},
       {"--input " + Temp("neg.csv", "t\n1\n-2\n") + " --format csv", "negative time -2"},
       {"--input " + csv + " --format csv --prior 0,1,1", "--prior must be m,k,a,b"},
