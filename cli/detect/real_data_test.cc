@@ -77,6 +77,20 @@ INSTANTIATE_TEST_SUITE_P(Datasets, TcpdTest,
                          ::testing::Values("nile", "quality_control_1", "quality_control_2",
                                            "quality_control_3", "well_log"));
 
+// Stronger than the above: every univariate series with a reference output, exactly.
+TEST(TcpdExactTest, AllUnivariateSeriesMatchOcpExactly) {
+  const json reference = LoadJson("tcpd/tcpdbench_default_bocpd.json");
+  int checked = 0;
+  for (const auto& [name, entry] : reference["datasets"].items()) {
+    if (entry.value("multivariate", false)) continue;
+    const DetectInput in = *ReadTcpd(falcon::testing::RealDataPath("tcpd/" + name + ".json"), "");
+    const json out = *RunDetect(in, OcpSettings());
+    EXPECT_EQ(Indices(out["series"][0]), entry["cplocations"].get<std::vector<int64_t>>()) << name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);
+}
+
 // The F1 metric on the real annotations reproduces TCPDBench's scores of ocp's outputs.
 TEST(TcpdF1RealDataTest, MatchesTcpdBenchScores) {
   const json reference = LoadJson("tcpd/tcpdbench_default_bocpd.json");
