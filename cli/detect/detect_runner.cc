@@ -1,0 +1,159 @@
+#include "cli/detect/detect_runner.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "analysis/detect/blame.h"
+#include "analysis/detect/verification.h"
+
+namespace falcon::cli {
+namespace {
+
+using nlohmann::json;
+
+json Ratio(double before, double after) {
+  if (before == 0 || !std::isfinite(after / before)) return nullptr;
+  return after / before;
+}
+
+double Mean(const std::vector<double>& v, size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += v[i];
+  return end > begin ? sum / static_cast<double>(end - begin) : 0.0;
+}
+
+absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& options) {
+  if (s.values.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("series \"", s.name, "\" is empty"));
+  }
+  if (!options.raw) {
+    for (size_t i = 0; i < s.values.size(); ++i) {
+      if (s.values[i] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("series \"", s.name, "\" ", s.origins[i], ": negative time ", s.values[i],
+                         " (verification compares times; use --raw for signed data)"));
+      }
+    }
+  }
+  analysis::SegmentOptions seg;
+  seg.bocd.prior = options.prior;
+  seg.bocd.hazard = 1.0 / options.expected_run_length;
+  seg.bocd.prune_threshold = 1e-4;  // ocp's truncRlim in TCPDBench.
+  seg.bocd.max_hypotheses = 10000;  // ocp's maxRlength: offline, no need to cap lower.
+  seg.zscore = options.zscore && s.values.size() >= 2;
+  seg.probability_lag = 5;
+  absl::StatusOr<analysis::Segmentation> segmentation = analysis::SegmentSeries(s.values, seg);
+  if (!segmentation.ok()) {
+    return absl::Status(segmentation.status().code(),
+                        absl::StrCat("series \"", s.name, "\": ", segmentation.status().message()));
+  }
+  json points = json::array();
+  const std::vector<int64_t>& cps = segmentation->change_points;
+  if (options.raw) {
+    for (size_t j = 0; j < cps.size(); ++j) {
+      const size_t c = static_cast<size_t>(cps[j]);
+      const size_t next = j + 1 < cps.size() ? static_cast<size_t>(cps[j + 1]) : s.values.size();
+      json ratio = 1.0;
+      if (j > 0) {
+        const size_t prev = static_cast<size_t>(cps[j - 1]);
+        ratio = Ratio(Mean(s.values, prev, c), Mean(s.values, c, next));
+      }
+      points.push_back({{"index", cps[j]},
+                        {"kind", "raw"},
+                        {"ratio", ratio},
+                        {"probability", segmentation->probabilities[j]}});
+    }
+  } else {
+    analysis::VerificationOptions v;
+    v.min_relative_change = options.min_change;
+    v.min_gap = options.min_gap;
+    absl::StatusOr<std::vector<analysis::ChangePoint>> kept =
+        analysis::VerifyChangePoints(s.values, cps, segmentation->probabilities, v);
+    if (!kept.ok()) {
+      return absl::Status(kept.status().code(),
+                          absl::StrCat("series \"", s.name, "\": ", kept.status().message()));
+    }
+    for (const analysis::ChangePoint& cp : *kept) {
+      points.push_back({{"index", cp.index},
+                        {"kind", std::string(analysis::ChangeKindName(cp.kind))},
+                        {"ratio", Ratio(cp.mean_before, cp.mean_after)},
+                        {"probability", cp.probability}});
+    }
+  }
+  return json{{"name", s.name}, {"change_points", std::move(points)}};
+}
+
+}  // namespace
+
+absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& options) {
+  if (!(options.expected_run_length > 1) || !std::isfinite(options.expected_run_length)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hazard: the expected run length must be > 1, got ", options.expected_run_length));
+  }
+  analysis::BocdOptions check;
+  check.prior = options.prior;
+  if (absl::Status s = check.Validate(); !s.ok()) return s;
+  if (!(options.min_change > 0 && options.min_change <= 10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_change must be in (0, 10], got ", options.min_change));
+  }
+  if (options.min_gap < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("min_gap must be >= 1, got ", options.min_gap));
+  }
+  if (input.series.empty())
+    return absl::InvalidArgumentError(absl::StrCat(input.path, ": no series"));
+  json out;
+  out["series"] = json::array();
+  for (const NamedSeries& s : input.series) {
+    absl::StatusOr<json> one = AnalyseSeries(s, options);
+    if (!one.ok()) return one.status();
+    out["series"].push_back(*std::move(one));
+  }
+  if (!input.steps.empty()) {
+    analysis::BlameOptions b;
+    b.slow_ratio = options.min_change;
+    json blame = json::array();
+    for (const analysis::BlameInput& step : input.steps) {
+      absl::StatusOr<analysis::BlameResult> r = analysis::BlameStep(step, b);
+      if (!r.ok()) return r.status();
+      for (const analysis::Blame& x : r->blamed) {
+        blame.push_back({{"step", step.step},
+                         {"rank", x.rank},
+                         {"cause", std::string(analysis::CauseName(x.cause))},
+                         {"ratio", x.ratio}});
+      }
+    }
+    out["blame"] = std::move(blame);
+  }
+  return out;
+}
+
+std::string FormatReport(const json& result) {
+  std::string out;
+  for (const json& s : result["series"]) {
+    absl::StrAppend(&out, s["name"].get<std::string>(), ": ", s["change_points"].size(),
+                    " change point(s)\n");
+    for (const json& cp : s["change_points"]) {
+      const std::string ratio =
+          cp["ratio"].is_null() ? "n/a" : absl::StrFormat("%.3f", cp["ratio"].get<double>());
+      absl::StrAppendFormat(&out, "  index %6d  %-9s ratio %s  probability %.3f\n",
+                            cp["index"].get<int64_t>(), cp["kind"].get<std::string>(), ratio,
+                            cp["probability"].get<double>());
+    }
+  }
+  if (result.contains("blame")) {
+    absl::StrAppend(&out, "blame: ", result["blame"].size(), " entr",
+                    result["blame"].size() == 1 ? "y" : "ies", "\n");
+    for (const json& b : result["blame"]) {
+      absl::StrAppendFormat(&out, "  step %6d  rank %5d  %-13s ratio %.3f\n",
+                            b["step"].get<int64_t>(), b["rank"].get<int64_t>(),
+                            b["cause"].get<std::string>(), b["ratio"].get<double>());
+    }
+  }
+  return out;
+}
+
+}  // namespace falcon::cli

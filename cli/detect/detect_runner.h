@@ -1,0 +1,40 @@
+// The analysis behind falcon_detect: BOCD's MAP segmentation of every series, then (unless raw)
+// verification; for ByteDance traces also cross-rank blame per step. Output as JSON:
+//   {"series": [{"name": ..., "change_points": [{"index": i, "kind": k, "ratio": r,
+//                                                "probability": p}, ...]}, ...],
+//    "blame": [{"step": s, "rank": r, "cause": "compute|communication", "ratio": x}, ...]}
+// ("blame" only for ByteDance input). kind is "raw" with --raw (index 0 included, ratio 1 and
+// probability 1 for it), else "slowdown", "recovery" or "speedup". ratio = mean after / mean
+// before (null when the mean before is 0); probability = the lagged change-point probability
+// (analysis/detect/bocd.h, lag 5).
+#ifndef FALCON_CLI_DETECT_DETECT_RUNNER_H_
+#define FALCON_CLI_DETECT_DETECT_RUNNER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "analysis/detect/bocd.h"
+#include "cli/detect/readers.h"
+#include "nlohmann/json.hpp"
+
+namespace falcon::cli {
+
+struct DetectOptions {
+  bool raw = false;                  // MAP segmentation only, no verification.
+  analysis::NormalGammaPrior prior;  // Default m=0, k=1, a=1, b=1 (ocp / TCPDBench).
+  double expected_run_length = 250;  // lambda; hazard = 1 / lambda. > 1.
+  bool zscore = true;                // Standardize each series first.
+  double min_change = 0.10;          // Verification: min relative change of the mean.
+  int min_gap = 10;                  // Verification: min observations between changes.
+};
+
+// kInvalidArgument: an empty series, a negative value when verifying (times), or bad options;
+// the message names the series and the value's origin (line, step or raw index).
+absl::StatusOr<nlohmann::json> RunDetect(const DetectInput& input, const DetectOptions& options);
+
+// A short human-readable report of RunDetect's JSON.
+std::string FormatReport(const nlohmann::json& result);
+
+}  // namespace falcon::cli
+
+#endif  // FALCON_CLI_DETECT_DETECT_RUNNER_H_

@@ -1,0 +1,96 @@
+#include "cli/detect/detect_runner.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace falcon::cli {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+NamedSeries Steps(const std::string& name, std::vector<std::pair<int, double>> runs) {
+  NamedSeries s;
+  s.name = name;
+  std::mt19937 rng(1);
+  std::normal_distribution<double> noise(0, 0.01);
+  for (const auto& [n, level] : runs) {
+    for (int i = 0; i < n; ++i) {
+      s.values.push_back(level * (1 + noise(rng)));
+      s.origins.push_back("line " + std::to_string(s.values.size() + 1));
+    }
+  }
+  return s;
+}
+
+TEST(RunDetectTest, VerifiedChangePointsAsJson) {
+  DetectInput in{"x.csv", {Steps("time", {{100, 1.0}, {40, 1.5}, {60, 1.0}})}, {}};
+  const json out = *RunDetect(in, DetectOptions());
+  ASSERT_EQ(out["series"].size(), 1u);
+  EXPECT_EQ(out["series"][0]["name"], "time");
+  const json& cps = out["series"][0]["change_points"];
+  ASSERT_EQ(cps.size(), 2u);
+  EXPECT_EQ(cps[0]["index"], 100);
+  EXPECT_EQ(cps[0]["kind"], "slowdown");
+  EXPECT_NEAR(cps[0]["ratio"].get<double>(), 1.5, 0.02);
+  EXPECT_GT(cps[0]["probability"].get<double>(), 0.9);
+  EXPECT_EQ(cps[1]["index"], 140);
+  EXPECT_EQ(cps[1]["kind"], "recovery");
+  EXPECT_FALSE(out.contains("blame"));
+  EXPECT_THAT(FormatReport(out), HasSubstr("time: 2 change point(s)"));
+}
+
+TEST(RunDetectTest, RawKeepsIndexZeroAndSignedValues) {
+  NamedSeries s = Steps("v", {{50, 1.0}, {50, 3.0}});
+  for (double& v : s.values) v -= 2.0;  // Negative values are fine without verification.
+  DetectOptions o;
+  o.raw = true;
+  o.expected_run_length = 100;
+  const json out = *RunDetect({"x", {s}, {}}, o);
+  const json& cps = out["series"][0]["change_points"];
+  ASSERT_EQ(cps.size(), 2u);
+  EXPECT_EQ(cps[0]["index"], 0);
+  EXPECT_EQ(cps[0]["kind"], "raw");
+  EXPECT_EQ(cps[0]["ratio"], 1.0);
+  EXPECT_EQ(cps[1]["index"], 50);
+  EXPECT_NEAR(cps[1]["ratio"].get<double>(), -1.0, 0.05);  // Mean -1 -> +1.
+}
+
+TEST(RunDetectTest, BadInputNamesSeriesAndOrigin) {
+  NamedSeries s = Steps("iter", {{30, 1.0}});
+  s.values[7] = -0.5;
+  EXPECT_THAT(RunDetect({"x", {s}, {}}, DetectOptions()).status().message(),
+              HasSubstr("series \"iter\" line 9: negative time -0.5"));
+  EXPECT_THAT(RunDetect({"x", {NamedSeries{"e", {}, {}}}, {}}, DetectOptions()).status().message(),
+              HasSubstr("series \"e\" is empty"));
+  DetectOptions o;
+  o.expected_run_length = 0.01;
+  EXPECT_THAT(RunDetect({"x", {Steps("a", {{5, 1}})}, {}}, o).status().message(),
+              HasSubstr("expected run length must be > 1"));
+  o = DetectOptions();
+  o.prior.k = 0;
+  EXPECT_THAT(RunDetect({"x", {Steps("a", {{5, 1}})}, {}}, o).status().message(),
+              HasSubstr("prior.k"));
+  EXPECT_THAT(RunDetect({"x", {}, {}}, DetectOptions()).status().message(), HasSubstr("no series"));
+}
+
+TEST(RunDetectTest, BlameForStepInput) {
+  analysis::BlameInput step;
+  step.step = 3;
+  for (int r = 0; r < 4; ++r) {
+    step.ranks.push_back({r, 0, absl::Seconds(r == 2 ? 2.0 : 1.0)});
+  }
+  DetectInput in{"x", {Steps("rank_0", {{20, 1.0}})}, {step}};
+  const json out = *RunDetect(in, DetectOptions());
+  ASSERT_EQ(out["blame"].size(), 1u);
+  EXPECT_EQ(out["blame"][0],
+            (json{{"step", 3}, {"rank", 2}, {"cause", "compute"}, {"ratio", 2.0}}));
+  EXPECT_THAT(FormatReport(out), HasSubstr("rank     2  compute"));
+}
+
+}  // namespace
+}  // namespace falcon::cli

@@ -1,0 +1,112 @@
+// falcon_detect: offline change-point analysis of a recorded iteration-time series, so that users
+// can replay their own logs through Falcon's detector (BOCD + verification, FALCON_NOTES.md §2.4)
+// and, for ByteDance traces, cross-rank blame (§2.5).
+//
+//   falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]
+//                 [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]
+//
+// Exit status 0 on success, 1 on any error (message on stderr naming the file, field or flag).
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/detect/detect_runner.h"
+#include "cli/detect/readers.h"
+
+ABSL_FLAG(std::string, input, "", "File to analyse (required).");
+ABSL_FLAG(std::string, format, "", "Input format: csv, tcpd, alibaba or bytedance (required).");
+ABSL_FLAG(std::string, column, "",
+          "Value column (csv: default the last column; alibaba: default batch_time_norm; "
+          "bytedance: default the total of all op columns) or series label (tcpd: default all).");
+ABSL_FLAG(bool, raw, false,
+          "Report BOCD's MAP segmentation as is (kind \"raw\", index 0 included), without "
+          "verification. With --zscore --prior 0,1,1,1 --hazard 100 this reproduces the R package "
+          "ocp as run by TCPDBench.");
+ABSL_FLAG(std::string, prior, "0,1,1,1", "Normal-Gamma prior m,k,a,b (k, a, b > 0).");
+ABSL_FLAG(double, hazard, 250,
+          "Constant hazard, given as the expected run length lambda (> 1): the hazard is "
+          "1/lambda.");
+ABSL_FLAG(bool, zscore, true,
+          "Standardize each series (mean 0, sample sd 1) before BOCD; --nozscore to disable.");
+ABSL_FLAG(bool, json, false, "Print JSON instead of a text report.");
+ABSL_FLAG(double, min_change, 0.10,
+          "Verification: keep a change when the means differ by at least this fraction; also "
+          "the blame threshold over the median.");
+ABSL_FLAG(int, min_gap, 10, "Verification: minimum observations between kept changes.");
+
+namespace {
+
+absl::StatusOr<falcon::analysis::NormalGammaPrior> ParsePrior(const std::string& text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, ',');
+  if (parts.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prior must be m,k,a,b (4 numbers), got \"", text, "\""));
+  }
+  double v[4];
+  const char* names[4] = {"m", "k", "a", "b"};
+  for (int i = 0; i < 4; ++i) {
+    if (!absl::SimpleAtod(parts[i], &v[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prior: ", names[i], " = \"", parts[i], "\" is not a number"));
+    }
+  }
+  return falcon::analysis::NormalGammaPrior{v[0], v[1], v[2], v[3]};
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "falcon_detect: " << status.message() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "offline fail-slow analysis of a recorded series.\n"
+      "  falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]\n"
+      "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", positional[1], "\" (flags only)")));
+  }
+  const std::string input = absl::GetFlag(FLAGS_input);
+  if (input.empty()) return Fail(absl::InvalidArgumentError("--input is required"));
+  if (absl::GetFlag(FLAGS_format).empty()) {
+    return Fail(
+        absl::InvalidArgumentError("--format is required: one of csv, tcpd, alibaba, bytedance"));
+  }
+  absl::StatusOr<falcon::cli::InputFormat> format =
+      falcon::cli::ParseFormat(absl::GetFlag(FLAGS_format));
+  if (!format.ok()) return Fail(format.status());
+  absl::StatusOr<falcon::analysis::NormalGammaPrior> prior = ParsePrior(absl::GetFlag(FLAGS_prior));
+  if (!prior.ok()) return Fail(prior.status());
+
+  falcon::cli::DetectOptions options;
+  options.raw = absl::GetFlag(FLAGS_raw);
+  options.prior = *prior;
+  options.expected_run_length = absl::GetFlag(FLAGS_hazard);
+  options.zscore = absl::GetFlag(FLAGS_zscore);
+  options.min_change = absl::GetFlag(FLAGS_min_change);
+  options.min_gap = absl::GetFlag(FLAGS_min_gap);
+
+  absl::StatusOr<falcon::cli::DetectInput> data =
+      falcon::cli::ReadInput(input, *format, absl::GetFlag(FLAGS_column));
+  if (!data.ok()) return Fail(data.status());
+  absl::StatusOr<nlohmann::json> result = falcon::cli::RunDetect(*data, options);
+  if (!result.ok()) return Fail(result.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << result->dump() << "\n";
+  } else {
+    std::cout << falcon::cli::FormatReport(*result);
+  }
+  return 0;
+}

@@ -1,0 +1,426 @@
+#include "cli/detect/readers.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace falcon::cli {
+namespace {
+
+using analysis::BlameInput;
+using analysis::CommTiming;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+struct CsvTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<int64_t> lines;  // 1-based line number of each row.
+};
+
+// One CSV record: comma-separated, double quotes around a field allow commas and "" inside it.
+std::vector<std::string> SplitCsvLine(absl::string_view line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        fields.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  for (std::string& f : fields) f = std::string(absl::StripAsciiWhitespace(f));
+  return fields;
+}
+
+absl::StatusOr<CsvTable> ParseCsv(const std::string& path, const std::string& text) {
+  CsvTable table;
+  std::istringstream in(text);
+  std::string line;
+  int64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    std::vector<std::string> fields = SplitCsvLine(line);
+    if (table.header.empty()) {
+      table.header = std::move(fields);
+      continue;
+    }
+    if (fields.size() != table.header.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " line ", number, ": ", fields.size(),
+                                                     " fields, the header has ",
+                                                     table.header.size()));
+    }
+    table.rows.push_back(std::move(fields));
+    table.lines.push_back(number);
+  }
+  if (table.header.empty())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": file is empty"));
+  if (table.rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows after the header"));
+  }
+  return table;
+}
+
+absl::StatusOr<size_t> FindColumn(const std::string& path, const CsvTable& t,
+                                  const std::string& name) {
+  for (size_t i = 0; i < t.header.size(); ++i) {
+    if (t.header[i] == name) return i;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": no column \"", name, "\"; columns are: ", absl::StrJoin(t.header, ", ")));
+}
+
+absl::StatusOr<double> ParseNumber(const std::string& path, const CsvTable& t, size_t row,
+                                   size_t col) {
+  const std::string& field = t.rows[row][col];
+  double v = 0;
+  if (!absl::SimpleAtod(field, &v)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " line ", t.lines[row], ", column \"",
+                                                   t.header[col], "\": \"", field,
+                                                   "\" is not a number"));
+  }
+  if (!std::isfinite(v)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " line ", t.lines[row], ", column \"",
+                                                   t.header[col], "\": ", field,
+                                                   " is not a finite number"));
+  }
+  return v;
+}
+
+absl::StatusOr<int64_t> ParseInteger(const std::string& path, const CsvTable& t, size_t row,
+                                     size_t col) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(t.rows[row][col], &v)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " line ", t.lines[row], ", column \"",
+                                                   t.header[col], "\": \"", t.rows[row][col],
+                                                   "\" is not an integer"));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<InputFormat> ParseFormat(absl::string_view name) {
+  if (name == "csv") return InputFormat::kCsv;
+  if (name == "tcpd") return InputFormat::kTcpd;
+  if (name == "alibaba") return InputFormat::kAlibaba;
+  if (name == "bytedance") return InputFormat::kBytedance;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown format \"", name, "\"; expected one of: csv, tcpd, alibaba, bytedance"));
+}
+
+absl::StatusOr<DetectInput> ReadInput(const std::string& path, InputFormat format,
+                                      const std::string& column) {
+  switch (format) {
+    case InputFormat::kCsv:
+      return ReadCsv(path, column);
+    case InputFormat::kTcpd:
+      return ReadTcpd(path, column);
+    case InputFormat::kAlibaba:
+      return ReadAlibaba(path, column);
+    case InputFormat::kBytedance:
+      return ReadBytedance(path, column);
+  }
+  return absl::InvalidArgumentError("unknown format");
+}
+
+absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& column) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<CsvTable> t = ParseCsv(path, *text);
+  if (!t.ok()) return t.status();
+  size_t col = t->header.size() - 1;
+  if (!column.empty()) {
+    absl::StatusOr<size_t> c = FindColumn(path, *t, column);
+    if (!c.ok()) return c.status();
+    col = *c;
+  }
+  DetectInput input{path, {}, {}};
+  NamedSeries s;
+  s.name = t->header[col];
+  for (size_t r = 0; r < t->rows.size(); ++r) {
+    absl::StatusOr<double> v = ParseNumber(path, *t, r, col);
+    if (!v.ok()) return v.status();
+    s.values.push_back(*v);
+    s.origins.push_back(absl::StrCat("line ", t->lines[r]));
+  }
+  input.series.push_back(std::move(s));
+  return input;
+}
+
+absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string& column) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  if (!doc.is_object() || !doc.contains("series") || !doc["series"].is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": expected a TCPD object with a \"series\" array"));
+  }
+  const std::string dataset =
+      doc.contains("name") && doc["name"].is_string() ? doc["name"].get<std::string>() : path;
+  const nlohmann::json& all = doc["series"];
+  DetectInput input{path, {}, {}};
+  for (size_t i = 0; i < all.size(); ++i) {
+    const nlohmann::json& entry = all[i];
+    const std::string label =
+        entry.is_object() && entry.contains("label") && entry["label"].is_string()
+            ? entry["label"].get<std::string>()
+            : absl::StrCat("series[", i, "]");
+    if (!column.empty() && label != column) continue;
+    if (!entry.is_object() || !entry.contains("raw") || !entry["raw"].is_array()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": series \"", label, "\" has no \"raw\" array"));
+    }
+    NamedSeries s;
+    s.name = all.size() == 1 ? dataset : absl::StrCat(dataset, "/", label);
+    const nlohmann::json& raw = entry["raw"];
+    for (size_t j = 0; j < raw.size(); ++j) {
+      if (!raw[j].is_number()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": series \"", label, "\" raw[", j,
+                                                       "] is ", raw[j].dump(), ", not a number"));
+      }
+      const double v = raw[j].get<double>();
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": series \"", label, "\" raw[", j, "] is not finite"));
+      }
+      s.values.push_back(v);
+      s.origins.push_back(absl::StrCat("raw[", j, "]"));
+    }
+    input.series.push_back(std::move(s));
+  }
+  if (input.series.empty()) {
+    return absl::InvalidArgumentError(
+        column.empty() ? absl::StrCat(path, ": no series")
+                       : absl::StrCat(path, ": no series labelled \"", column, "\""));
+  }
+  return input;
+}
+
+absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::string& column) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<CsvTable> t = ParseCsv(path, *text);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<size_t> worker_col = FindColumn(path, *t, "worker");
+  if (!worker_col.ok()) return worker_col.status();
+  absl::StatusOr<size_t> time_col = FindColumn(path, *t, "time");
+  if (!time_col.ok()) return time_col.status();
+  absl::StatusOr<size_t> value_col =
+      FindColumn(path, *t, column.empty() ? std::string("batch_time_norm") : column);
+  if (!value_col.ok()) return value_col.status();
+  // worker -> time -> (value, line) in file order. A repeated row (same worker, time and value,
+  // as job_2_norm.csv has once) is kept, so positions match the source's rows sorted by time.
+  std::map<int64_t, std::map<int64_t, std::vector<std::pair<double, int64_t>>>> by_worker;
+  for (size_t r = 0; r < t->rows.size(); ++r) {
+    absl::StatusOr<int64_t> worker = ParseInteger(path, *t, r, *worker_col);
+    if (!worker.ok()) return worker.status();
+    absl::StatusOr<int64_t> time = ParseInteger(path, *t, r, *time_col);
+    if (!time.ok()) return time.status();
+    absl::StatusOr<double> v = ParseNumber(path, *t, r, *value_col);
+    if (!v.ok()) return v.status();
+    std::vector<std::pair<double, int64_t>>& at = by_worker[*worker][*time];
+    if (!at.empty() && at.front().first != *v) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", t->lines[r], ": worker ", *worker, " has time ", *time,
+                       " twice with different values (", at.front().first, " on line ",
+                       at.front().second, ", ", *v, ")"));
+    }
+    at.emplace_back(*v, t->lines[r]);
+  }
+  DetectInput input{path, {}, {}};
+  for (const auto& [worker, points] : by_worker) {
+    NamedSeries s;
+    s.name = absl::StrCat("worker_", worker);
+    for (const auto& [time, rows] : points) {
+      for (const auto& [value, line] : rows) {
+        s.values.push_back(value);
+        s.origins.push_back(absl::StrCat("line ", line));
+      }
+    }
+    input.series.push_back(std::move(s));
+  }
+  return input;
+}
+
+namespace {
+
+struct RankRow {
+  int64_t rank = 0;
+  int64_t dp = 0;
+  int64_t stage = 0;
+  std::map<std::string, double> ops;  // Op name without "_s" -> seconds.
+  double Op(const std::string& name) const {
+    auto it = ops.find(name);
+    return it == ops.end() ? 0.0 : it->second;
+  }
+};
+
+absl::Duration Seconds(double s) { return absl::Seconds(s); }
+
+BlameInput BuildBlameInput(int64_t step, const std::vector<RankRow>& rows) {
+  BlameInput in;
+  in.step = step;
+  std::map<std::pair<int64_t, int64_t>, const RankRow*> at;  // (dp, stage)
+  int64_t last_stage = 0;
+  for (const RankRow& r : rows) {
+    in.ranks.push_back(
+        {r.rank, r.stage, Seconds(r.Op("forward-compute") + r.Op("backward-compute"))});
+    at[{r.dp, r.stage}] = &r;
+    last_stage = std::max(last_stage, r.stage);
+  }
+  uint64_t next_id = 1;
+  auto add = [&](const std::string& kind, std::vector<analysis::CommMember> members) {
+    if (members.empty()) return;
+    in.comms.push_back(CommTiming{next_id++, kind, 0, std::move(members)});
+  };
+  // Data-parallel groups: same stage, every replica.
+  for (const char* op :
+       {"grads-reduce-scatter", "params-all-gather", "layernorm-grads-all-reduce"}) {
+    std::map<int64_t, std::vector<analysis::CommMember>> by_stage;
+    for (const RankRow& r : rows) {
+      if (r.ops.count(op)) by_stage[r.stage].push_back({r.rank, Seconds(r.Op(op))});
+    }
+    for (auto& [stage, members] : by_stage) add(op, std::move(members));
+  }
+  // Per replica: gradient clipping over its stages; embedding all-reduce of first and last.
+  std::map<int64_t, std::vector<analysis::CommMember>> clip;
+  for (const RankRow& r : rows) {
+    if (r.ops.count("optimizer-clip-main-grad")) {
+      clip[r.dp].push_back({r.rank, Seconds(r.Op("optimizer-clip-main-grad"))});
+    }
+  }
+  for (auto& [dp, members] : clip) add("optimizer-clip-main-grad", std::move(members));
+  for (const auto& [key, first] : at) {
+    const auto [dp, stage] = key;
+    if (stage != 0 || last_stage == 0 || !first->ops.count("embedding-grads-all-reduce")) continue;
+    auto last = at.find({dp, last_stage});
+    if (last == at.end()) continue;
+    add("embedding-grads-all-reduce",
+        {{first->rank, Seconds(first->Op("embedding-grads-all-reduce"))},
+         {last->second->rank, Seconds(last->second->Op("embedding-grads-all-reduce"))}});
+  }
+  // Pipeline links between consecutive stages of a replica.
+  for (const auto& [key, lo] : at) {
+    const auto [dp, stage] = key;
+    auto hi_it = at.find({dp, stage + 1});
+    if (hi_it == at.end()) continue;
+    const RankRow* hi = hi_it->second;
+    if (!lo->ops.count("forward-send") || !lo->ops.count("backward-recv")) continue;
+    add("forward-p2p",
+        {{lo->rank, Seconds(lo->Op("forward-send"))}, {hi->rank, Seconds(hi->Op("forward-recv"))}});
+    add("backward-p2p", {{hi->rank, Seconds(hi->Op("backward-send"))},
+                         {lo->rank, Seconds(lo->Op("backward-recv"))}});
+  }
+  return in;
+}
+
+}  // namespace
+
+absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<CsvTable> t = ParseCsv(path, *text);
+  if (!t.ok()) return t.status();
+  size_t key_cols[4];
+  const char* key_names[4] = {"step", "rank", "dp_rank", "stage"};
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<size_t> c = FindColumn(path, *t, key_names[i]);
+    if (!c.ok()) return c.status();
+    key_cols[i] = *c;
+  }
+  for (const char* needed : {"forward-compute_s", "backward-compute_s"}) {
+    absl::StatusOr<size_t> c = FindColumn(path, *t, needed);
+    if (!c.ok()) return c.status();
+  }
+  std::vector<size_t> op_cols;
+  for (size_t i = 0; i < t->header.size(); ++i) {
+    if (absl::EndsWith(t->header[i], "_s")) op_cols.push_back(i);
+  }
+  if (!column.empty()) {
+    absl::StatusOr<size_t> c = FindColumn(path, *t, column);
+    if (!c.ok()) return c.status();
+  }
+  std::map<int64_t, std::vector<RankRow>> steps;
+  std::map<int64_t, std::map<int64_t, std::pair<double, int64_t>>> by_rank;  // rank -> step -> v
+  for (size_t r = 0; r < t->rows.size(); ++r) {
+    int64_t keys[4];
+    for (int i = 0; i < 4; ++i) {
+      absl::StatusOr<int64_t> v = ParseInteger(path, *t, r, key_cols[i]);
+      if (!v.ok()) return v.status();
+      keys[i] = *v;
+    }
+    RankRow row{keys[1], keys[2], keys[3], {}};
+    double total = 0;
+    double chosen = 0;
+    for (size_t c : op_cols) {
+      absl::StatusOr<double> v = ParseNumber(path, *t, r, c);
+      if (!v.ok()) return v.status();
+      if (*v < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(path, " line ", t->lines[r], ", column \"",
+                                                       t->header[c], "\": negative time ", *v));
+      }
+      const std::string& name = t->header[c];
+      row.ops[name.substr(0, name.size() - 2)] = *v;
+      total += *v;
+      if (name == column) chosen = *v;
+    }
+    if (!column.empty() && !absl::EndsWith(column, "_s")) {
+      absl::StatusOr<size_t> c = FindColumn(path, *t, column);
+      absl::StatusOr<double> v = ParseNumber(path, *t, r, *c);
+      if (!v.ok()) return v.status();
+      chosen = *v;
+    }
+    if (!by_rank[row.rank]
+             .emplace(keys[0], std::make_pair(column.empty() ? total : chosen, t->lines[r]))
+             .second) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " line ", t->lines[r], ": rank ",
+                                                     row.rank, " has step ", keys[0], " twice"));
+    }
+    steps[keys[0]].push_back(std::move(row));
+  }
+  DetectInput input{path, {}, {}};
+  for (const auto& [rank, points] : by_rank) {
+    NamedSeries s;
+    s.name = absl::StrCat("rank_", rank);
+    for (const auto& [step, value_line] : points) {
+      s.values.push_back(value_line.first);
+      s.origins.push_back(absl::StrCat("step ", step, " (line ", value_line.second, ")"));
+    }
+    input.series.push_back(std::move(s));
+  }
+  for (const auto& [step, rows] : steps) input.steps.push_back(BuildBlameInput(step, rows));
+  return input;
+}
+
+}  // namespace falcon::cli

@@ -1,0 +1,65 @@
+// Readers for recorded series that falcon_detect analyses offline. Every error names the file
+// and the line, column, field or worker at fault.
+//
+// Formats:
+// - csv: a header row, then one row per observation; `column` picks the value column (default:
+//   the last one). Comma-separated; double-quoted fields may contain commas.
+// - tcpd: Turing Change Point Dataset JSON ({name, series: [{label, raw: [...]}]}); one series
+//   per entry of "series" (all of them, or the one whose label is `column`).
+// - alibaba: Alibaba PAI mini-batch CSV (<row>,worker,gpu,time,batch_time_norm): one series per
+//   worker ("worker_6"), ordered by "time"; `column` picks the value (default batch_time_norm).
+// - bytedance: the derived per-step, per-rank CSV of the ByteDance straggler study
+//   (step,rank,dp_rank,stage,<op>_s...): one series per rank ("rank_0"), ordered by step, of the
+//   total op time per step (or of `column`); plus per step the compute and communicator timings
+//   for cross-rank blame (analysis/detect/blame.h), see ReadBytedance.
+#ifndef FALCON_CLI_DETECT_READERS_H_
+#define FALCON_CLI_DETECT_READERS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "analysis/detect/blame.h"
+
+namespace falcon::cli {
+
+enum class InputFormat { kCsv, kTcpd, kAlibaba, kBytedance };
+
+// "csv", "tcpd", "alibaba", "bytedance"; kInvalidArgument naming the value otherwise.
+absl::StatusOr<InputFormat> ParseFormat(absl::string_view name);
+
+struct NamedSeries {
+  std::string name;
+  std::vector<double> values;
+  // Where each value came from, for messages: e.g. "line 17" or "raw[16]".
+  std::vector<std::string> origins;
+};
+
+struct DetectInput {
+  std::string path;
+  std::vector<NamedSeries> series;
+  std::vector<analysis::BlameInput> steps;  // kBytedance only, ascending step.
+};
+
+// Reads `path` in `format`. `column` as described above ("" for the default).
+// kNotFound: the file cannot be opened. kInvalidArgument: malformed content, a missing column,
+// a non-numeric, NaN or infinite value, or no data at all.
+absl::StatusOr<DetectInput> ReadInput(const std::string& path, InputFormat format,
+                                      const std::string& column);
+
+absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& column);
+absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string& column);
+absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::string& column);
+// Blame input per step: compute = forward-compute + backward-compute, compared within the PP
+// stage; communicators (bytes unknown, so comparable by kind): per stage the DP groups of
+// grads-reduce-scatter, params-all-gather and layernorm-grads-all-reduce; per DP replica
+// optimizer-clip-main-grad over its stages and embedding-grads-all-reduce between its first and
+// last stage; per pipeline link the forward (send on s, recv on s+1) and backward (send on s+1,
+// recv on s) point-to-point pairs.
+absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column);
+
+}  // namespace falcon::cli
+
+#endif  // FALCON_CLI_DETECT_READERS_H_

@@ -1,0 +1,130 @@
+#include "cli/detect/readers.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace falcon::cli {
+namespace {
+
+using ::testing::DoubleEq;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string WriteTemp(const std::string& name, const std::string& content) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::ofstream(path) << content;
+  return path;
+}
+
+std::string Message(const absl::StatusOr<DetectInput>& r) {
+  return std::string(r.status().message());
+}
+
+TEST(ParseFormatTest, KnownAndUnknown) {
+  EXPECT_EQ(*ParseFormat("csv"), InputFormat::kCsv);
+  EXPECT_EQ(*ParseFormat("tcpd"), InputFormat::kTcpd);
+  EXPECT_EQ(*ParseFormat("alibaba"), InputFormat::kAlibaba);
+  EXPECT_EQ(*ParseFormat("bytedance"), InputFormat::kBytedance);
+  EXPECT_THAT(ParseFormat("parquet").status().message(), HasSubstr("unknown format \"parquet\""));
+}
+
+TEST(ReadCsvTest, DefaultLastColumnOrNamedColumn) {
+  const std::string path =
+      WriteTemp("a.csv", "iteration,\"time, ms\"\r\n1,10.5\n2,11\n\n3,\"12\"\n");
+  const DetectInput in = *ReadCsv(path, "");
+  ASSERT_EQ(in.series.size(), 1u);
+  EXPECT_EQ(in.series[0].name, "time, ms");
+  EXPECT_THAT(in.series[0].values, ElementsAre(10.5, 11, 12));
+  EXPECT_THAT(in.series[0].origins, ElementsAre("line 2", "line 3", "line 5"));
+  EXPECT_THAT(ReadCsv(path, "iteration")->series[0].values, ElementsAre(1, 2, 3));
+}
+
+TEST(ReadCsvTest, BadInputNamesTheProblem) {
+  EXPECT_EQ(ReadCsv("/nonexistent/x.csv", "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Message(ReadCsv(WriteTemp("e.csv", ""), "")), HasSubstr("file is empty"));
+  EXPECT_THAT(Message(ReadCsv(WriteTemp("h.csv", "a,b\n"), "")), HasSubstr("no data rows"));
+  const std::string p = WriteTemp("c.csv", "a,b\n1,2\n3,nan\n5,x\n");
+  EXPECT_THAT(Message(ReadCsv(p, "zz")), HasSubstr("no column \"zz\"; columns are: a, b"));
+  EXPECT_THAT(Message(ReadCsv(p, "b")), HasSubstr("line 3, column \"b\": nan is not a finite"));
+  EXPECT_THAT(Message(ReadCsv(WriteTemp("d.csv", "a,b\n1,2\n5,x\n"), "b")),
+              HasSubstr("line 3, column \"b\": \"x\" is not a number"));
+  EXPECT_THAT(Message(ReadCsv(WriteTemp("f.csv", "a,b\n1,2,3\n"), "")),
+              HasSubstr("line 2: 3 fields, the header has 2"));
+}
+
+TEST(ReadTcpdTest, SeriesAndErrors) {
+  const std::string p =
+      WriteTemp("t.json", R"({"name": "toy", "series": [{"label": "V1", "raw": [1, 2.5, 3]},
+                                             {"label": "V2", "raw": [4, 5, 6]}]})");
+  const DetectInput in = *ReadTcpd(p, "");
+  ASSERT_EQ(in.series.size(), 2u);
+  EXPECT_EQ(in.series[0].name, "toy/V1");
+  EXPECT_THAT(in.series[0].values, ElementsAre(1, 2.5, 3));
+  EXPECT_THAT(ReadTcpd(p, "V2")->series[0].values, ElementsAre(4, 5, 6));
+  EXPECT_THAT(Message(ReadTcpd(p, "V9")), HasSubstr("no series labelled \"V9\""));
+  EXPECT_THAT(
+      Message(ReadTcpd(WriteTemp("n.json", R"({"series":[{"label":"V1","raw":[1,null]}]})"), "")),
+      HasSubstr("series \"V1\" raw[1] is null, not a number"));
+  EXPECT_THAT(Message(ReadTcpd(WriteTemp("b.json", "{"), "")), HasSubstr("not valid JSON"));
+  EXPECT_THAT(Message(ReadTcpd(WriteTemp("o.json", "[]"), "")), HasSubstr("\"series\" array"));
+}
+
+TEST(ReadAlibabaTest, OneSeriesPerWorkerSortedByTime) {
+  const std::string p = WriteTemp("al.csv",
+                                  ",worker,gpu,time,batch_time_norm\n"
+                                  "0,1,25,11,500\n1,0,25,1,400\n2,1,25,1,510\n3,0,25,11,410\n"
+                                  "4,0,25,11,410\n");
+  const DetectInput in = *ReadAlibaba(p, "");
+  ASSERT_EQ(in.series.size(), 2u);
+  EXPECT_EQ(in.series[0].name, "worker_0");
+  EXPECT_THAT(in.series[0].values, ElementsAre(400, 410, 410));  // The repeated row is kept.
+  EXPECT_EQ(in.series[1].name, "worker_1");
+  EXPECT_THAT(in.series[1].values, ElementsAre(510, 500));
+  EXPECT_THAT(Message(ReadAlibaba(WriteTemp("al2.csv",
+                                            ",worker,time,batch_time_norm\n"
+                                            "0,1,1,5\n1,1,1,6\n"),
+                                  "")),
+              HasSubstr("worker 1 has time 1 twice with different values"));
+  EXPECT_THAT(Message(ReadAlibaba(WriteTemp("al3.csv", "worker,time,x\n0,1,5\n"), "")),
+              HasSubstr("no column \"batch_time_norm\""));
+}
+
+TEST(ReadBytedanceTest, SeriesPerRankAndBlameInputPerStep) {
+  const std::string header =
+      "step,rank,dp_rank,stage,forward-compute_s,backward-compute_s,forward-send_s,"
+      "forward-recv_s,backward-send_s,backward-recv_s,grads-reduce-scatter_s\n";
+  const std::string p = WriteTemp("bd.csv", header +
+                                                "5,0,0,0,1,2,0.1,0,0,0.2,0.3\n"
+                                                "5,1,0,1,1,2,0,0.5,0.1,0,0.3\n"
+                                                "3,0,0,0,1,1,0.1,0,0,0.1,0.1\n"
+                                                "3,1,0,1,1,1,0,0.1,0.1,0,0.1\n");
+  const DetectInput in = *ReadBytedance(p, "");
+  ASSERT_EQ(in.series.size(), 2u);
+  EXPECT_EQ(in.series[0].name, "rank_0");
+  EXPECT_THAT(in.series[0].values, ElementsAre(DoubleEq(2.3), DoubleEq(3.6)));  // Steps 3, 5.
+  ASSERT_EQ(in.steps.size(), 2u);
+  const analysis::BlameInput& s5 = in.steps[1];
+  EXPECT_EQ(s5.step, 5);
+  ASSERT_EQ(s5.ranks.size(), 2u);
+  EXPECT_EQ(s5.ranks[1].group, 1);
+  EXPECT_EQ(s5.ranks[1].compute, absl::Seconds(3));
+  // Two DP groups (one per stage) and a forward and a backward pipeline pair.
+  ASSERT_EQ(s5.comms.size(), 4u);
+  EXPECT_EQ(s5.comms[2].kind, "forward-p2p");
+  EXPECT_EQ(s5.comms[2].members[1].busy, absl::Seconds(0.5));
+  EXPECT_THAT(ReadBytedance(p, "forward-compute_s")->series[1].values, ElementsAre(1, 1));
+  EXPECT_THAT(Message(ReadBytedance(p, "nope_s")), HasSubstr("no column \"nope_s\""));
+  EXPECT_THAT(Message(ReadBytedance(WriteTemp("bd2.csv", header + "5,0,0,0,1,-2,0,0,0,0,0\n"), "")),
+              HasSubstr("line 2, column \"backward-compute_s\": negative time"));
+  EXPECT_THAT(
+      Message(ReadBytedance(WriteTemp("bd3.csv", "step,rank,dp_rank,stage\n1,0,0,0\n"), "")),
+      HasSubstr("no column \"forward-compute_s\""));
+}
+
+}  // namespace
+}  // namespace falcon::cli
