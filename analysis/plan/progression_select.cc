@@ -13,8 +13,13 @@ Int128 Term(const OddProgression& p, int64_t k) {
   return (2 * static_cast<Int128>(k) - 1) * p.weight;
 }
 int64_t MaxIndexAtMost(const OddProgression& p, Int128 v) {
-  // (2k − 1)·w <= v  ⇔  k <= (v + w) / (2w).
-  return static_cast<int64_t>((v + p.weight) / (2 * p.weight));
+  // (2k − 1)·w <= v  ⇔  k <= (v + w) / (2w). A 128-bit division is slow, so estimate the
+  // quotient in long double (64-bit mantissa) and correct it with exact multiplications.
+  const Int128 num = v + p.weight, den = 2 * p.weight;
+  Int128 k = static_cast<Int128>(static_cast<long double>(num) / static_cast<long double>(den));
+  while (k > 0 && k * den > num) --k;
+  while ((k + 1) * den <= num) ++k;
+  return static_cast<int64_t>(k);
 }
 
 template <typename P, typename V>

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace falcon::analysis {
@@ -178,9 +179,14 @@ class Search {
           best_move = move;
         }
       };
+      absl::flat_hash_set<Signature> seen;
       for (int u : involved_units_) {
+        seen.clear();
         for (int v = 0; v < p_.units(); ++v) {
           if (v == u || (is_involved_[v] && v < u)) continue;
+          // Swaps with uninvolved units that share a signature score the same; scanning only
+          // the first of each keeps the result identical to a full scan.
+          if (!is_involved_[v] && !seen.insert(SignatureOf(u, v)).second) continue;
           move.assign(1, {u, v});
           consider();
         }
@@ -215,6 +221,28 @@ class Search {
   int64_t bytes() const { return bytes_; }
 
  private:
+  // What decides the key of swapping involved unit u with an uninvolved unit v (one that is
+  // healthy and on a node without slow links): the stage of v's slot b, whether u would leave its
+  // original stage / dp there, the slow-link nodes next to b in its pipeline after the swap, and
+  // whether v would leave its original stage / dp at u's slot a.
+  using Signature = std::tuple<int, bool, bool, int, int, bool, bool>;
+  Signature SignatureOf(int u, int v) const {
+    const int a = slot_of_[u], b = slot_of_[v];
+    auto neighbour = [&](int slot) {
+      if (slot == a) return -1;  // v will be there, on a node without slow links
+      const int node = p_.unit_node[unit_at_[slot]];
+      return p_.pairs_of_node[node].empty() ? -1 : node;
+    };
+    const int s = Stage(b);
+    return {s,
+            s == Stage(u),
+            Dp(b) == Dp(u),
+            s > 0 ? neighbour(b - 1) : -2,
+            s + 1 < p_.pp ? neighbour(b + 1) : -2,
+            Stage(a) == Stage(v),
+            Dp(a) == Dp(v)};
+  }
+
   int Stage(int slot) const { return slot % p_.pp; }
   int Dp(int slot) const { return slot / p_.pp; }
   bool IsEnd(int stage) const { return p_.pp >= 3 && (stage == 0 || stage == p_.pp - 1); }
