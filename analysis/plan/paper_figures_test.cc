@@ -8,6 +8,7 @@
 // GPU is calibrated so that the model reproduces the paper's unmitigated ratio; the model then
 // predicts the mitigated ratio after S2, which must be within 10% of the paper's.
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "analysis/plan/micro_batch_solver.h"
@@ -95,6 +96,8 @@ TEST(PaperFiguresTest, S2WithinTenPercentOfThePaper) {
     const double sigma = model.Calibrate(s.paper_slow);
     ASSERT_NEAR(model.Ratio(sigma), s.paper_slow, 1e-3);
     const double mitigated = model.Ratio(sigma, model.Plan(sigma));
+    std::printf("DP=%d slow groups=%d: paper %.1fx -> %.1fx; model (GPU %.2fx slower) -> %.3fx\n",
+                s.dp, s.slow_replicas, s.paper_slow, s.paper_mitigated, sigma, mitigated);
     EXPECT_LE(std::abs(mitigated / s.paper_mitigated - 1.0), 0.10)
         << "DP=" << s.dp << " slow groups=" << s.slow_replicas << " " << s.paper_slow << "x -> "
         << "model " << mitigated << "x, paper " << s.paper_mitigated << "x";
