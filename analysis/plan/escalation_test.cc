@@ -1,0 +1,243 @@
+#include "analysis/plan/escalation.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace falcon::analysis {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using Action = EscalationStep::Action;
+
+class EscalationTest : public ::testing::Test {
+ protected:
+  Escalation Make(const EscalationOptions& o = {}) {
+    absl::StatusOr<Escalation> e = Escalation::Create(o, clock_);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return *std::move(e);
+  }
+  // Feeds `n` iterations of `t` (advancing the clock by each) from iteration *next on; returns
+  // every step.
+  std::vector<EscalationStep> Run(Escalation& e, int n, absl::Duration t, int64_t* next) {
+    std::vector<EscalationStep> all;
+    for (int i = 0; i < n; ++i) {
+      clock_.Advance(t);
+      absl::StatusOr<std::vector<EscalationStep>> steps = e.OnIteration((*next)++, t);
+      EXPECT_TRUE(steps.ok()) << steps.status();
+      all.insert(all.end(), steps->begin(), steps->end());
+    }
+    return all;
+  }
+  FakeClock clock_;
+};
+
+TEST_F(EscalationTest, ComputeEventClimbsTheWholeLadder) {
+  Escalation e = Make();
+  // Healthy 1 s, slow 2 s: Δt_iter = 1 s, so S2 costs 5 s, S3 60 s, S4 600 s.
+  absl::StatusOr<std::vector<EscalationStep>> start =
+      e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 100);
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_EQ(start->size(), 1u);
+  EXPECT_EQ((*start)[0].action, Action::kApply);
+  EXPECT_EQ((*start)[0].strategy, Strategy::kS1Ignore);
+  EXPECT_THAT((*start)[0].reason,
+              HasSubstr("ladder: S1 ignore 0.00s -> S2 micro-batch 5.00s -> S3 topology 60.00s "
+                        "-> S4 checkpoint-restart 600.00s"));
+  int64_t it = 101;
+  std::vector<EscalationStep> steps = Run(e, 4, absl::Seconds(2), &it);
+  EXPECT_THAT(steps, IsEmpty());  // lost 4 s < 5 s
+  const absl::Time before_s2 = clock_.Now();
+  steps = Run(e, 1, absl::Seconds(2), &it);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].strategy, Strategy::kS2MicroBatch);
+  EXPECT_EQ(steps[0].iteration, 105);
+  EXPECT_EQ(steps[0].lost, absl::Seconds(5));
+  EXPECT_EQ(steps[0].time, before_s2 + absl::Seconds(2));
+  EXPECT_EQ(steps[0].reason, "lost 5.00s >= S2 micro-batch cost 5.00s (5 x Δt_iter 1.00s)");
+  // S2 brings iterations to 1.25 s: 0.25 s lost each; S3 after (60 - 5) / 0.25 = 220 more.
+  steps = Run(e, 219, absl::Milliseconds(1250), &it);
+  EXPECT_THAT(steps, IsEmpty());
+  steps = Run(e, 1, absl::Milliseconds(1250), &it);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].strategy, Strategy::kS3Topology);
+  EXPECT_EQ(steps[0].iteration, 325);
+  EXPECT_THAT(e.in_force(), ElementsAre(Strategy::kS2MicroBatch, Strategy::kS3Topology));
+  // Still 0.25 s lost per iteration: S4 at 600 s, 2160 iterations later; then the event ends.
+  steps = Run(e, 2160, absl::Milliseconds(1250), &it);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].strategy, Strategy::kS4CheckpointRestart);
+  EXPECT_EQ(steps[0].iteration, 2485);
+  EXPECT_THAT(steps[0].reason, HasSubstr("(write 295.00s + read 295.00s + restart 10.00s)"));
+  EXPECT_EQ(steps[1].action, Action::kEnd);
+  EXPECT_FALSE(e.active());
+  EXPECT_THAT(e.in_force(), IsEmpty());
+  for (const EscalationStep& s : e.history()) EXPECT_FALSE(s.reason.empty());
+}
+
+TEST_F(EscalationTest, CommunicationSkipsS2AndUnknownGoesStraightToS4) {
+  Escalation e = Make();
+  ASSERT_TRUE(e.StartEvent(Cause::kCommunication, absl::Seconds(1), absl::Seconds(3), 0).ok());
+  int64_t it = 1;
+  std::vector<EscalationStep> steps = Run(e, 30, absl::Seconds(3), &it);  // lost 60 s
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].strategy, Strategy::kS3Topology);
+  EXPECT_EQ(steps[0].iteration, 30);
+  ASSERT_TRUE(e.OnCleared(31).ok());
+
+  ASSERT_TRUE(e.StartEvent(Cause::kUnknown, absl::Seconds(1), absl::Seconds(3), 40).ok());
+  EXPECT_EQ(e.NextCandidate(), Strategy::kS4CheckpointRestart);
+  it = 41;
+  steps = Run(e, 300, absl::Seconds(3), &it);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].strategy, Strategy::kS4CheckpointRestart);
+  EXPECT_EQ(steps[0].iteration, 340);
+}
+
+TEST_F(EscalationTest, ClearingRevertsS3ThenS2) {
+  EscalationOptions o;
+  o.s3_cost = absl::Seconds(10);
+  Escalation e = Make(o);
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  int64_t it = 1;
+  Run(e, 10, absl::Seconds(2), &it);
+  EXPECT_THAT(e.in_force(), ElementsAre(Strategy::kS2MicroBatch, Strategy::kS3Topology));
+  absl::StatusOr<std::vector<EscalationStep>> steps = e.OnCleared(11);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 3u);
+  EXPECT_EQ((*steps)[0].action, Action::kRevert);
+  EXPECT_EQ((*steps)[0].strategy, Strategy::kS3Topology);
+  EXPECT_EQ((*steps)[0].reason, "event cleared at iteration 11: revert S3 topology");
+  EXPECT_EQ((*steps)[1].strategy, Strategy::kS2MicroBatch);
+  EXPECT_EQ((*steps)[2].action, Action::kEnd);
+  EXPECT_EQ((*steps)[2].strategy, Strategy::kS3Topology);
+  EXPECT_THAT((*steps)[2].reason, HasSubstr("after 10 iterations; lost 10.00s"));
+  EXPECT_FALSE(e.active());
+  EXPECT_THAT(e.in_force(), IsEmpty());
+}
+
+TEST_F(EscalationTest, LadderIsOrderedByCost) {
+  // Δt_iter = 20 s makes S2 cost 100 s > S3's 60 s: S3 comes first, as Algorithm 1 sorts.
+  Escalation e = Make();
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(10), absl::Seconds(30), 0).ok());
+  int64_t it = 1;
+  std::vector<EscalationStep> steps = Run(e, 5, absl::Seconds(30), &it);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].strategy, Strategy::kS3Topology);  // lost 60 s at iteration 3
+  EXPECT_EQ(steps[0].iteration, 3);
+  EXPECT_EQ(steps[1].strategy, Strategy::kS2MicroBatch);  // lost 100 s at iteration 5
+  EXPECT_EQ(steps[1].iteration, 5);
+}
+
+TEST_F(EscalationTest, DisabledLevelsAreSkippedAndRevertedWhenInForce) {
+  EscalationOptions o;
+  o.s2_enabled = false;
+  Escalation e = Make(o);
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  int64_t it = 1;
+  std::vector<EscalationStep> steps = Run(e, 60, absl::Seconds(2), &it);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].strategy, Strategy::kS3Topology);
+  EXPECT_THAT(steps[0].reason, HasSubstr("skipping disabled S2 micro-batch"));
+  // Re-enable S2: the lost time (60 s) already pays for it, so it applies at once.
+  o.s2_enabled = true;
+  absl::StatusOr<std::vector<EscalationStep>> update = e.UpdateOptions(o, 61);
+  ASSERT_TRUE(update.ok());
+  ASSERT_EQ(update->size(), 1u);
+  EXPECT_EQ((*update)[0].strategy, Strategy::kS2MicroBatch);
+  // Disable S3 while in force: reverted.
+  o.s3_enabled = false;
+  update = e.UpdateOptions(o, 62);
+  ASSERT_TRUE(update.ok());
+  ASSERT_EQ(update->size(), 1u);
+  EXPECT_EQ((*update)[0].action, Action::kRevert);
+  EXPECT_EQ((*update)[0].reason, "S3 topology disabled while in force: revert S3 topology");
+  EXPECT_THAT(e.in_force(), ElementsAre(Strategy::kS2MicroBatch));
+}
+
+TEST_F(EscalationTest, MeasuredS3CostAndInapplicableLevels) {
+  Escalation e = Make();
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  int64_t it = 1;
+  ASSERT_EQ(Run(e, 5, absl::Seconds(2), &it).size(), 1u);  // S2
+  // The controller could not improve the micro-batch plan: S2 is dropped.
+  absl::StatusOr<std::vector<EscalationStep>> steps =
+      e.MarkInapplicable(Strategy::kS2MicroBatch, "all DP groups equally slow", 6);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_EQ((*steps)[0].action, Action::kSkip);
+  EXPECT_EQ((*steps)[0].reason, "S2 micro-batch not applicable: all DP groups equally slow");
+  EXPECT_THAT(e.in_force(), IsEmpty());
+  Run(e, 3, absl::Seconds(2), &it);  // lost 8 s
+  // A measured S3 pause of 8 s makes S3 due at once.
+  EscalationOptions o = e.options();
+  o.s3_cost = absl::Seconds(8);
+  steps = e.UpdateOptions(o, 9);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_EQ((*steps)[0].strategy, Strategy::kS3Topology);
+  EXPECT_EQ((*steps)[0].iteration, 9);
+}
+
+TEST_F(EscalationTest, FastIterationsAddNoLoss) {
+  Escalation e = Make();
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  int64_t it = 1;
+  Run(e, 3, absl::Seconds(2), &it);
+  Run(e, 10, absl::Milliseconds(900), &it);
+  EXPECT_EQ(e.lost(), absl::Seconds(3));
+}
+
+TEST_F(EscalationTest, ErrorsAndPreconditions) {
+  Escalation e = Make();
+  EXPECT_EQ(e.OnIteration(1, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(e.OnCleared(1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      e.StartEvent(Cause::kCompute, absl::Seconds(2), absl::Seconds(1), 0).status().message(),
+      HasSubstr("slow: must be finite and > healthy"));
+  EXPECT_THAT(
+      e.StartEvent(Cause::kCompute, absl::ZeroDuration(), absl::Seconds(1), 0).status().message(),
+      HasSubstr("healthy: must be finite and > 0"));
+  ASSERT_TRUE(e.StartEvent(Cause::kCommunication, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  EXPECT_EQ(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(e.OnIteration(1, -absl::Seconds(1)).status().message(), HasSubstr("iteration_time"));
+  EXPECT_THAT(e.MarkInapplicable(Strategy::kS2MicroBatch, "x", 1).status().message(),
+              HasSubstr("not a candidate"));
+  EscalationOptions bad;
+  bad.s2_cost_iterations = -1;
+  EXPECT_THAT(e.UpdateOptions(bad, 1).status().message(), HasSubstr("s2_cost_iterations"));
+  bad = {};
+  bad.restart = -absl::Seconds(1);
+  EXPECT_THAT(Escalation::Create(bad, clock_).status().message(), HasSubstr("restart"));
+}
+
+TEST_F(EscalationTest, SingleLevelIsTwoCompetitive) {
+  // Ski rental: with only S4 (cost C) after S1, an event of n slow iterations losing Δ each
+  // costs the online rule at most 2·OPT + Δ, where OPT = min(n·Δ, C) knows n in advance.
+  EscalationOptions o;
+  o.s2_enabled = o.s3_enabled = false;
+  const absl::Duration delta = absl::Milliseconds(700);
+  const absl::Duration c = o.checkpoint_write + o.checkpoint_read + o.restart;
+  for (int n : {1, 10, 100, 500, 857, 858, 859, 1000, 2000, 5000}) {
+    Escalation e = Make(o);
+    ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(1) + delta, 0).ok());
+    absl::Duration online;
+    for (int i = 1; i <= n && e.active(); ++i) {
+      absl::StatusOr<std::vector<EscalationStep>> steps =
+          e.OnIteration(i, absl::Seconds(1) + delta);
+      ASSERT_TRUE(steps.ok());
+      for (const EscalationStep& s : *steps) {
+        if (s.action == Action::kApply) online += s.cost;
+      }
+    }
+    online += e.lost();
+    const absl::Duration opt = std::min(n * delta, c);
+    EXPECT_LE(online, 2 * opt + delta) << n;
+  }
+}
+
+}  // namespace
+}  // namespace falcon::analysis

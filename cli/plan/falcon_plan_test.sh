@@ -1,0 +1,43 @@
+#!/bin/bash
+# End-to-end test of the falcon_plan binary: output, exit codes and error messages.
+set -u
+BIN="$1"
+DATA="cli/plan/testdata"
+fail=0
+check() {  # check NAME EXPECTED_RC PATTERN -- command...
+  local name="$1" want_rc="$2" pattern="$3"
+  shift 4
+  local out rc
+  out="$("$@" 2>&1)"
+  rc=$?
+  if [[ "$rc" != "$want_rc" ]] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: rc=$rc (want $want_rc), output:"
+    echo "$out"
+    fail=1
+  else
+    echo "ok   $name"
+  fi
+}
+
+check s2-json 0 '^\{"m":\[10,8,6,8\],"makespan":10\.0,"predicted_speedup":1\.2' -- \
+  "$BIN" s2 --times 1,1,1.5,1 --microbatches 32 --multiple 2 --json
+check s2-table 0 'predicted speedup 1\.200x' -- \
+  "$BIN" s2 --times=1,1,1.5,1 --microbatches=32 --multiple=2
+check s2-nan 1 'error: --times\[1\]: is NaN' -- \
+  "$BIN" s2 --times 1,nan --microbatches 4
+check s2-multiple 1 'error: --microbatches: 5 is not a multiple of multiple = 2' -- \
+  "$BIN" s2 --times 1,1 --microbatches 5 --multiple 2
+check s3-json 0 '"slow_links_in_dp":\{"before":1,"after":0\}' -- \
+  "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-links 2-6:4 --json
+check s3-json-layout 0 '"slow_links_in_pp":\{"before":0,"after":1\}' -- \
+  "$BIN" s3 --layout "$DATA/two_nodes.json" --slow-links 0-2:3 --json
+check s3-missing 1 'error: --layout: /nope\.csv: cannot open' -- \
+  "$BIN" s3 --layout /nope.csv
+check s3-bad-rank 1 'error: --slow-ranks\[0\]\.rank: 42 is not a rank' -- \
+  "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-ranks 42
+check escalate 0 'apply  S2 micro-batch .*lost 5\.00s >= S2 micro-batch cost 5\.00s' -- \
+  "$BIN" escalate --trace "$DATA/trace.csv"
+check escalate-json 0 '"events":2' -- "$BIN" escalate --trace "$DATA/trace.csv" --json
+check no-command 2 'falcon_plan s2 --times' -- "$BIN"
+check bad-command 2 "unknown subcommand 'plan'" -- "$BIN" plan
+exit $fail

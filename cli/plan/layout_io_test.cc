@@ -1,0 +1,66 @@
+#include "cli/plan/layout_io.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace falcon::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(LayoutIoTest, ReadsCsvAndJsonFiles) {
+  absl::StatusOr<std::string> csv = ReadFileToString("cli/plan/testdata/four_nodes.csv");
+  ASSERT_TRUE(csv.ok()) << csv.status();
+  absl::StatusOr<analysis::Layout> a = ParseLayout(*csv, "four_nodes.csv");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->world_size(), 8);
+  EXPECT_EQ(a->NodeAt(1, 0), "node2");
+  absl::StatusOr<std::string> json = ReadFileToString("cli/plan/testdata/two_nodes.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  absl::StatusOr<analysis::Layout> b = ParseLayout(*json, "two_nodes.json");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->dp_size(), 2);
+  EXPECT_EQ(b->pp_size(), 2);
+  EXPECT_EQ(b->NodeAt(0, 1), "A");
+}
+
+TEST(LayoutIoTest, RoundTrips) {
+  absl::StatusOr<analysis::Layout> a =
+      ParseLayout(*ReadFileToString("cli/plan/testdata/four_nodes.csv"), "x");
+  ASSERT_TRUE(a.ok());
+  absl::StatusOr<analysis::Layout> from_csv = ParseLayout(LayoutToCsv(*a), "csv");
+  ASSERT_TRUE(from_csv.ok()) << from_csv.status();
+  EXPECT_EQ(*from_csv, *a);
+  absl::StatusOr<analysis::Layout> from_json = ParseLayout(LayoutToJson(*a).dump(), "json");
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(*from_json, *a);
+  // Column order does not matter and extra columns are ignored.
+  absl::StatusOr<analysis::Layout> shuffled =
+      ParseLayout("tp,pp,dp,gpu,node,rank\n0,0,0,7,n,0\n0,0,1,3,m,1\n", "s");
+  ASSERT_TRUE(shuffled.ok()) << shuffled.status();
+  EXPECT_EQ(shuffled->at(1).node, "m");
+}
+
+TEST(LayoutIoTest, ErrorsNameTheField) {
+  auto error = [](absl::string_view text) {
+    absl::StatusOr<analysis::Layout> l = ParseLayout(text, "f");
+    EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(l.status().message());
+  };
+  EXPECT_THAT(error("rank,node,dp,pp\n0,a,0,0\n"), HasSubstr("f:1: header has no column 'tp'"));
+  EXPECT_THAT(error("rank,node,dp,pp,tp\n0,a,x,0,0\n"), HasSubstr("f:2: column dp: 'x'"));
+  EXPECT_THAT(error("rank,node,dp,pp,tp\n0,a,0\n"), HasSubstr("f:2: column pp: missing"));
+  EXPECT_THAT(error("# nothing\n"), HasSubstr("f: no header"));
+  EXPECT_THAT(error("rank,node,dp,pp,tp\n0,a,0,0,0\n0,b,1,0,0\n"),
+              HasSubstr("f: ranks[1] (rank 0).rank: repeats ranks[0]"));
+  EXPECT_THAT(error("{\"layout\": [{\"rank\": 0, \"node\": \"a\", \"dp\": 0, \"pp\": 0}]}"),
+              HasSubstr("f: layout[0].tp: missing"));
+  EXPECT_THAT(error("[{\"rank\": 0, \"node\": 5, \"dp\": 0, \"pp\": 0, \"tp\": 0}]"),
+              HasSubstr("f: [0].node: not a string"));
+  EXPECT_THAT(error("{\"layout\": [1,]"), HasSubstr("f: invalid JSON"));
+  EXPECT_THAT(error("{\"ranks\": []}"), HasSubstr("no \"layout\" array"));
+  EXPECT_EQ(ReadFileToString("/nonexistent/x.csv").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace falcon::cli

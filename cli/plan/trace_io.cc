@@ -1,0 +1,79 @@
+#include "cli/plan/trace_io.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace falcon::cli {
+
+absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::string_view source) {
+  std::map<std::string, size_t> column;
+  std::vector<TraceRow> rows;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    for (std::string& c : cells) c = std::string(absl::StripAsciiWhitespace(c));
+    const std::string where = absl::StrCat(source, ":", line_number);
+    if (column.empty()) {
+      for (size_t i = 0; i < cells.size(); ++i) column[absl::AsciiStrToLower(cells[i])] = i;
+      for (const char* name : {"iteration", "iteration_time_s", "cause"}) {
+        if (column.count(name) == 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": header has no column '", name,
+                           "' (want iteration,iteration_time_s,cause)"));
+        }
+      }
+      continue;
+    }
+    auto cell = [&](const char* name) -> std::string {
+      const size_t i = column.at(name);
+      return i < cells.size() ? cells[i] : std::string();
+    };
+    TraceRow row;
+    row.line = line_number;
+    if (!absl::SimpleAtoi(cell("iteration"), &row.iteration)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": column iteration: '", cell("iteration"), "' is not an integer"));
+    }
+    if (!rows.empty() && row.iteration <= rows.back().iteration) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": column iteration: ", row.iteration,
+                                                     " does not increase (previous ",
+                                                     rows.back().iteration, ")"));
+    }
+    double seconds;
+    if (!absl::SimpleAtod(cell("iteration_time_s"), &seconds) || !std::isfinite(seconds) ||
+        seconds <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": column iteration_time_s: '",
+                                                     cell("iteration_time_s"),
+                                                     "' is not a finite number of seconds > 0"));
+    }
+    row.iteration_time = absl::Seconds(seconds);
+    const std::string cause = absl::AsciiStrToLower(cell("cause"));
+    if (cause == "compute") {
+      row.cause = analysis::Cause::kCompute;
+    } else if (cause == "communication" || cause == "comm") {
+      row.cause = analysis::Cause::kCommunication;
+    } else if (cause == "unknown") {
+      row.cause = analysis::Cause::kUnknown;
+    } else if (cause != "none" && cause != "healthy" && !cause.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": column cause: '", cell("cause"),
+                       "' is not one of none, compute, communication, unknown"));
+    }
+    rows.push_back(row);
+  }
+  if (column.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": no header"));
+  if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": no rows"));
+  return rows;
+}
+
+}  // namespace falcon::cli
