@@ -150,7 +150,9 @@ void AgentLink::Run() {
     DrainRing();
     {
       absl::MutexLock lock(&mu_);
-      if (stop_) break;
+      outbox_.SealOpen();
+      // Stopping: keep trying to deliver until everything is acked or the flush window closes.
+      if (stop_ && (target_.empty() || FlushedLocked() || absl::Now() >= stop_deadline_)) break;
     }
     if (!target_.empty()) {
       auto conn = std::make_unique<Connection>();
@@ -174,10 +176,13 @@ void AgentLink::Run() {
       absl::MutexLock lock(&mu_);
       outbox_.SealOpen();
       const absl::Time now = absl::Now();
-      if (stop_ || now >= until) break;
-      auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
-      mu_.AwaitWithTimeout(absl::Condition(&stopping),
-                           std::min(until - now, options_.flush_interval));
+      const absl::Time limit = stop_ ? std::min(until, stop_deadline_) : until;
+      if (now >= limit || (stop_ && target_.empty())) break;
+      const bool was_stopping = stop_;
+      auto stop_changed = [this, was_stopping]()
+                              ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ != was_stopping; };
+      mu_.AwaitWithTimeout(absl::Condition(&stop_changed),
+                           std::min(limit - now, options_.flush_interval));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -223,7 +228,8 @@ bool AgentLink::Connect(Connection* c) {
     return false;
   }
   absl::MutexLock lock(&mu_);
-  auto settled = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return welcomed_ || broken_ || stop_; };
+  // Not cut short by Stop: a stopping shim still wants to flush (Stop cancels a stuck stream).
+  auto settled = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return welcomed_ || broken_; };
   mu_.AwaitWithTimeout(absl::Condition(&settled), options_.welcome_timeout);
   if (!welcomed_ || broken_) {
     ++stats_.failed_attempts;

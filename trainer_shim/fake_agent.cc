@@ -134,12 +134,17 @@ void FakeAgent::set_ack_batches(bool ack) {
 bool FakeAgent::WaitFor(const std::function<bool()>& predicate, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
+    uint64_t seen = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      seen = events_;
+    }
+    // The predicate runs unlocked: it usually reads this agent's observations.
     if (predicate()) return true;
+    if (absl::Now() >= deadline) return false;
     absl::MutexLock lock(&mu_);
-    const uint64_t seen = events_;
     auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return events_ != seen; };
     // Re-check at least every 10 ms: the predicate may depend on state outside this agent.
-    if (absl::Now() >= deadline) return predicate();
     mu_.AwaitWithTimeout(absl::Condition(&changed), absl::Milliseconds(10));
   }
 }
