@@ -1,5 +1,7 @@
 #include "trainer_shim/agent_link.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <iostream>
 #include <utility>
@@ -60,12 +62,18 @@ void AgentLink::Log(std::string_view message) const {
 void AgentLink::Start() {
   if (started_) return;
   started_ = true;
+  owner_pid_ = getpid();
   thread_ = std::thread([this] { Run(); });
 }
 
 void AgentLink::Stop() {
   if (!started_ || stopped_) return;
   stopped_ = true;
+  if (getpid() != owner_pid_) {
+    // A forked child: the link thread lives only in the parent. Nothing to flush or join.
+    thread_.detach();
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;

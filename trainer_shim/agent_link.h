@@ -75,8 +75,9 @@ class AgentLink {
 
   // Starts the link thread (once).
   void Start();
-  // Flushes to the agent for up to options.shutdown_flush_timeout when connected, then stops both
-  // threads. Idempotent. Records still held afterwards are lost (see Stats::held_records).
+  // Flushes to the agent for up to options.shutdown_flush_timeout (connecting if need be), then
+  // stops both threads. Idempotent. Records still held afterwards are lost (Stats::held_records).
+  // In a forked child (no link thread there) it only marks the link stopped.
   void Stop();
 
   // Sends the communicator now and again after every reconnect.
@@ -131,6 +132,7 @@ class AgentLink {
   std::thread thread_;
   bool started_ = false;  // Owner thread only.
   bool stopped_ = false;  // Owner thread only.
+  int owner_pid_ = 0;     // Process that started the thread (a forked child has none).
 };
 
 }  // namespace falcon::shim

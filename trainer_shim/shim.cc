@@ -50,7 +50,8 @@ Shim::Shim(ShimOptions options, const Clock* clock)
       intake_(DirectiveIntake::Options{options_.job, options_.rank, options_.world_size,
                                        options_.epoch, options_.dp_size,
                                        options_.global_micro_batches}),
-      profiling_(options_.profiling) {
+      profiling_(options_.profiling),
+      owner_pid_(getpid()) {
   AgentLink::Listener* listener = this;
   link_ = std::make_unique<AgentLink>(options_, &ring_, &ring_dropped_, listener,
                                       [this] { return MakeHello(); });
@@ -60,6 +61,12 @@ Shim::~Shim() { Shutdown(); }
 
 void Shim::Shutdown() {
   if (stopped_.exchange(true)) return;
+  if (getpid() != owner_pid_) {
+    // A forked child: the shim's threads exist only in the parent, and its locks may have been
+    // held at fork time. Only mark it stopped.
+    link_->Stop();
+    return;
+  }
   link_->Stop();
   NotifyHold();  // Releases a pause.
 }

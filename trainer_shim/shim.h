@@ -106,7 +106,8 @@ class Shim : private AgentLink::Listener {
   const ShimOptions& options() const { return options_; }
 
   // Flushes to the agent (bounded by options.shutdown_flush_timeout), stops the threads and
-  // releases a pause. Later calls return kFailedPrecondition. Idempotent.
+  // releases a pause. Later calls return kFailedPrecondition. Idempotent. In a child forked from
+  // the creating process it only marks the shim stopped (the threads live in the parent).
   void Shutdown();
 
  private:
@@ -147,6 +148,7 @@ class Shim : private AgentLink::Listener {
   std::atomic<bool> profiling_{false};
   std::atomic<int64_t> profiling_until_ns_{0};  // 0: no limit.
   std::atomic<bool> paused_{false};
+  const int owner_pid_;  // Shutdown in a forked child only marks the shim stopped.
 
   mutable absl::Mutex mu_;
   PauseHandler pause_handler_ ABSL_GUARDED_BY(mu_);

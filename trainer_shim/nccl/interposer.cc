@@ -1,5 +1,7 @@
 #include "trainer_shim/nccl/interposer.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +38,8 @@ Interposer* Interposer::Get() {
   return instance;
 }
 
-Interposer::Interposer(InterposerConfig config) : config_(std::move(config)), cuda_(Cuda()) {}
+Interposer::Interposer(InterposerConfig config)
+    : config_(std::move(config)), cuda_(Cuda()), owner_pid_(getpid()) {}
 
 Interposer::ThreadState& Interposer::Tls() {
   thread_local ThreadState state;
@@ -393,6 +396,7 @@ void Interposer::BeforeCommDestroy(ncclComm_t comm) {
 }
 
 void Interposer::Finish() {
+  if (getpid() != owner_pid_) return;  // A forked child (e.g. a data loader) owns no shim.
   DrainTimed(/*block=*/false);
   {
     // Whatever the GPU has not finished goes out with host timing only.

@@ -119,6 +119,7 @@ class Interposer {
 
   const InterposerConfig config_;
   const CudaApi& cuda_;
+  const int owner_pid_;  // Exit handlers in forked children do nothing.
   CommRegistry comms_;
 
   absl::Mutex shim_mu_;
