@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "trainer_shim/shim_test_util.h"
@@ -170,6 +172,40 @@ TEST_F(ShimTest, ShutdownInAForkedChildDoesNotHang) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   RecordN(*shim, 10, 10);  // The parent's shim is unaffected.
   ASSERT_TRUE(agent_->WaitFor([&] { return agent_->acked_records().size() == 20; }));
+}
+
+TEST_F(ShimTest, ConcurrentProducersAreSerializedWithoutLosingRecords) {
+  std::unique_ptr<Shim> shim = MakeShim();
+  ASSERT_TRUE(WaitConnected(*shim));
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        OpRecord r = Op(i);
+        r.bytes = static_cast<uint64_t>(t) * 1'000'000 + i;  // Identifies the producer and op.
+        while (shim->RecordOp(r).code() == absl::StatusCode::kResourceExhausted) {
+          std::this_thread::yield();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(
+      agent_->WaitFor([&] { return agent_->acked_records().size() == kThreads * kPerThread; }));
+  std::vector<falcon::v1::OpRecord> got = agent_->acked_records();
+  std::set<uint64_t> payloads;
+  std::vector<int> last_per_thread(kThreads, -1);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].seq(), i + 1) << "one sequence across producers";
+    payloads.insert(got[i].bytes());
+    const int t = static_cast<int>(got[i].bytes() / 1'000'000);
+    const int op = static_cast<int>(got[i].bytes() % 1'000'000);
+    EXPECT_GT(op, last_per_thread[t]) << "each producer's records keep their order";
+    last_per_thread[t] = op;
+  }
+  EXPECT_EQ(payloads.size(), static_cast<size_t>(kThreads * kPerThread));
 }
 
 TEST(ShimCreateTest, RejectsBadOptions) {

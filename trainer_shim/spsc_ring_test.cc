@@ -57,14 +57,15 @@ struct Item {
 };
 
 // One producer and one consumer hammer a small ring; every item arrives exactly once, in order,
-// uncorrupted, and every refused push is retried.
+// uncorrupted (a refused push is retried).
 TEST(SpscRingTest, ConcurrentProducerConsumerKeepsOrderAndContent) {
-  constexpr uint64_t kItems = 2'000'000;
+  constexpr uint64_t kItems = 400'000;
   SpscRing<Item> ring(64);
-  uint64_t refused = 0;
   std::thread producer([&] {
     for (uint64_t i = 1; i <= kItems; ++i) {
-      while (!ring.TryPush(Item{i, i * 3})) ++refused;
+      while (!ring.TryPush(Item{i, i * 3})) {
+        std::this_thread::yield();
+      }
     }
   });
   uint64_t expected = 1;
@@ -73,6 +74,7 @@ TEST(SpscRingTest, ConcurrentProducerConsumerKeepsOrderAndContent) {
   bool ok = true;
   while (expected <= kItems) {
     const size_t n = ring.PopBulk(buf.data(), buf.size());
+    if (n == 0) std::this_thread::yield();
     for (size_t i = 0; i < n; ++i) {
       if (buf[i].value != expected || buf[i].check != expected * 3) ok = false;
       sum += buf[i].value;
@@ -86,9 +88,9 @@ TEST(SpscRingTest, ConcurrentProducerConsumerKeepsOrderAndContent) {
 }
 
 // The shim's pattern: the producer never waits, so items are lost when the consumer lags; what
-// arrives is still strictly increasing and pushed + refused adds up.
+// arrives is exactly what was accepted, in order.
 TEST(SpscRingTest, ConcurrentDropOnFullLosesNothingAccepted) {
-  constexpr uint64_t kItems = 500'000;
+  constexpr uint64_t kItems = 200'000;
   SpscRing<uint64_t> ring(32);
   std::vector<uint64_t> accepted;
   accepted.reserve(kItems);
@@ -102,7 +104,11 @@ TEST(SpscRingTest, ConcurrentDropOnFullLosesNothingAccepted) {
   std::vector<uint64_t> received;
   uint64_t v = 0;
   while (!done.load() || ring.SizeApprox() > 0) {
-    if (ring.TryPop(&v)) received.push_back(v);
+    if (ring.TryPop(&v)) {
+      received.push_back(v);
+    } else {
+      std::this_thread::yield();
+    }
   }
   producer.join();
   while (ring.TryPop(&v)) received.push_back(v);
