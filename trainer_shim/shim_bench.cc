@@ -89,7 +89,7 @@ struct RecordCost {
 };
 
 constexpr int kBursts = 60;
-constexpr int kBurst = 8192;  // With 20 ms pauses: never more than the ring holds.
+constexpr int kBurst = 8192;  // With 40 ms pauses: never more than the ring holds.
 
 // Records in bursts, pausing between them (outside the timed region) so the link thread drains
 // the ring and streams to the agent, as it does when a trainer issues ops at realistic rates.
@@ -104,7 +104,7 @@ RecordCost MeasureRecordCost(const std::string& socket, FakeAgent* agent) {
     for (int i = 0; i < kBurst; ++i) (void)(*shim)->RecordOp(MakeOp(i));
     cpu += CpuNs() - c0;
     wall += NowNs() - w0;
-    absl::SleepFor(absl::Milliseconds(20));
+    absl::SleepFor(absl::Milliseconds(40));
   }
   out.cpp_ns = static_cast<double>(cpu) / (kBursts * kBurst);
   out.cpp_wall_ns = static_cast<double>(wall) / (kBursts * kBurst);
@@ -134,7 +134,7 @@ RecordCost MeasureRecordCost(const std::string& socket, FakeAgent* agent) {
       (void)falcon_shim_record_op(&op);
     }
     cpu += CpuNs() - c0;
-    absl::SleepFor(absl::Milliseconds(20));
+    absl::SleepFor(absl::Milliseconds(40));
   }
   out.c_ns = static_cast<double>(cpu) / (kBursts / 2 * kBurst);
   falcon_shim_shutdown();
