@@ -5,7 +5,7 @@ Usage: test_summary.py [--extra NAME=PASSED|FAILED|SKIPPED ...] BEP.json[:VARIAN
 
 A target whose `targetConfigured` event carries `configured.testSize` is a test. Its status comes
 from `testSummary.overallStatus` (PASSED and FLAKY count as passed; NO_STATUS counts as skipped
-only when the build was not attempted, e.g. filtered out); a test without a summary whose
+and so does a test skipped as incompatible with the variant, e.g. CUDA-only under --config=nocuda); a test without a summary whose
 `targetCompleted` failed counts as FAILED_TO_BUILD. Extra results (format check, scripts) are added
 with --extra. Failures go to stderr; the last line on stdout is `N passed, N failed[, N skipped]`.
 Exit status: 1 when anything failed, or when nothing ran at all.
@@ -32,12 +32,17 @@ def read_bep(path):
                 summaries[eid["testSummary"]["label"]] = ev.get("testSummary", {}).get(
                     "overallStatus", "NO_STATUS")
             elif "targetCompleted" in eid:
-                ok = ev.get("completed", {}).get("success", False)
-                completed[eid["targetCompleted"]["label"]] = ok
+                label = eid["targetCompleted"]["label"]
+                if ev.get("aborted", {}).get("reason") == "SKIPPED":
+                    completed[label] = "SKIPPED"  # incompatible with this variant
+                else:
+                    completed[label] = ev.get("completed", {}).get("success", False)
     results = {}
     for label in tests:
         if label in summaries:
             status = summaries[label]
+        elif completed.get(label) == "SKIPPED":
+            status = "NO_STATUS"
         elif label in completed and not completed[label]:
             status = "FAILED_TO_BUILD"
         elif label not in completed:

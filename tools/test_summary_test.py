@@ -41,6 +41,17 @@ class TestSummaryTest(unittest.TestCase):
         self.assertIn("//a:bad [v]", err)
         self.assertIn("FAILED_TO_BUILD", err)
 
+    def test_incompatible_target_is_skipped(self):
+        lines = [
+            ev(id={"targetConfigured": {"label": "//a:ok"}}, configured={"testSize": "SMALL"}),
+            ev(id={"targetConfigured": {"label": "//a:cuda"}}, configured={"testSize": "SMALL"}),
+            ev(id={"testSummary": {"label": "//a:ok"}}, testSummary={"overallStatus": "PASSED"}),
+            ev(id={"targetCompleted": {"label": "//a:cuda"}},
+               aborted={"reason": "SKIPPED", "description": "build was skipped"}),
+        ]
+        rc, line, _ = self.run_summary(lines)
+        self.assertEqual((rc, line), (0, "1 passed, 0 failed, 1 skipped"))
+
     def test_all_green_exits_zero(self):
         lines = [
             ev(id={"targetConfigured": {"label": "//a:ok"}}, configured={"testSize": "SMALL"}),
