@@ -1,0 +1,83 @@
+#include "collective/types.h"
+
+namespace falcon::collective {
+
+const char* DataTypeName(DataType type) {
+  switch (type) {
+    case DataType::kUint8:
+      return "uint8";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+  }
+  return "invalid";
+}
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kProd:
+      return "prod";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+  }
+  return "invalid";
+}
+
+const char* MemoryKindName(MemoryKind kind) {
+  return kind == MemoryKind::kHost ? "host" : kind == MemoryKind::kDevice ? "device" : "invalid";
+}
+
+const char* OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kUnspecified:
+      return "unspecified";
+    case OpKind::kAllReduce:
+      return "all_reduce";
+    case OpKind::kAllGather:
+      return "all_gather";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kAllToAll:
+      return "all_to_all";
+  }
+  return "invalid";
+}
+
+const char* CommKindName(CommKind kind) {
+  switch (kind) {
+    case CommKind::kUnspecified:
+      return "unspecified";
+    case CommKind::kUnknown:
+      return "unknown";
+    case CommKind::kDp:
+      return "dp";
+    case CommKind::kPp:
+      return "pp";
+    case CommKind::kTp:
+      return "tp";
+    case CommKind::kWorld:
+      return "world";
+  }
+  return "invalid";
+}
+
+}  // namespace falcon::collective
