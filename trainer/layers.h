@@ -10,8 +10,8 @@
 #define FALCON_TRAINER_LAYERS_H_
 
 #include <cstdint>
+#include <eigen3/Eigen/Core>
 
-#include "Eigen/Core"
 #include "trainer/model_config.h"
 
 namespace falcon::trainer {
