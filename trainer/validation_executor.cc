@@ -119,7 +119,8 @@ absl::Status ValidationExecutor::RunGemm(const falcon::v1::GemmTest& test,
   Matrix b = Matrix::Constant(k, n, 0.25f);
   Matrix c(m, n);
   for (int i = 0; i < std::min(m, k); ++i) a(i, i) = 1.0f;  // Not a trivially constant product.
-  const int64_t iteration = runtime_->iteration();
+  // Like the link shaper, an unknown iteration (-1) counts as 0.
+  const int64_t iteration = std::max<int64_t>(0, runtime_->iteration());
   int64_t total_ns = 0;
   for (uint32_t rep = 0; rep <= test.repeats(); ++rep) {
     const int64_t start = clock_->MonotonicNanos();
