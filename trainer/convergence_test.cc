@@ -25,7 +25,7 @@ TEST(ConvergenceTest, LossFallsOver200Steps) {
   // Starts near ln(vocab) (a uniform guess over ~76 characters is 4.3 nats) and learns English
   // character statistics (a unigram model alone reaches ~3.1).
   std::printf("loss: first 10 steps %.3f, last 20 steps %.3f\n", first, last);
-  EXPECT_GT(first, 3.8);
+  EXPECT_GT(first, 3.5);
   EXPECT_LT(last, 2.6) << "first " << first << " last " << last;
 }
 

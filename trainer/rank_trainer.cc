@@ -193,6 +193,9 @@ absl::StatusOr<RunResult> RankTrainer::Run() {
     absl::StatusOr<BoundaryOutcome> b = Boundary(t, loss_sum, report);
     if (!b.ok()) return b.status();
     if (b->restart) {
+      // Every rank has written its shard and acked; only then may any rank exit (the launcher
+      // stops the others as soon as one exits).
+      if (absl::Status s = world_->Barrier(); !s.ok()) return s;
       RunResult result;
       result.outcome = RunResult::Outcome::kCheckpointRestart;
       result.iteration = t;
@@ -214,7 +217,9 @@ absl::StatusOr<RunResult> RankTrainer::Run() {
     ++t;
   }
   if (!options_.checkpoint_dir.empty()) {
-    if (absl::Status s = WriteCheckpoint(options_.checkpoint_dir, t, {}); !s.ok()) return s;
+    if (absl::Status s = WriteCheckpoint(options_.checkpoint_dir, t, {}, /*restart=*/false);
+        !s.ok())
+      return s;
   }
   RunResult result;
   result.iteration = t;
@@ -371,19 +376,9 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
       restart_dir_ = ResolveDir(options_.checkpoint_dir, d.checkpoint_restart().checkpoint_dir());
       restart_excluded_.assign(d.checkpoint_restart().excluded_ranks().begin(),
                                d.checkpoint_restart().excluded_ranks().end());
-      if (absl::Status s = WriteCheckpoint(restart_dir_, t, restart_excluded_); !s.ok()) return s;
-      if (rank_ == 0 && !options_.restart_file.empty()) {
-        const nlohmann::json request = {{"checkpoint_dir", restart_dir_},
-                                        {"excluded_ranks", restart_excluded_},
-                                        {"iteration", t}};
-        const std::string tmp = options_.restart_file + ".tmp";
-        std::remove(tmp.c_str());
-        if (absl::Status s = AppendLine(tmp, request.dump()); !s.ok()) return s;
-        if (std::rename(tmp.c_str(), options_.restart_file.c_str()) != 0) {
-          return absl::UnavailableError(
-              absl::StrCat("cannot write restart request '", options_.restart_file, "'"));
-        }
-      }
+      if (absl::Status s = WriteCheckpoint(restart_dir_, t, restart_excluded_, /*restart=*/true);
+          !s.ok())
+        return s;
       reason =
           absl::StrCat("checkpoint of iteration ", t, " written to ", restart_dir_,
                        "; restarting without ranks [", absl::StrJoin(restart_excluded_, ","), "]");
@@ -432,7 +427,7 @@ absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::str
 }
 
 absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
-                                          const std::vector<int>& excluded) {
+                                          const std::vector<int>& excluded, bool restart) {
   if (layout_.PositionOf(rank_).dp == 0) {
     for (int l = stage_->layers().first; l < stage_->layers().end; ++l) {
       const int64_t off = stage_->LayerOffset(l);
@@ -458,6 +453,18 @@ absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
     m.excluded_ranks = excluded;
     m.last_loss = last_loss_;
     if (absl::Status s = WriteManifest(dir, m); !s.ok()) return s;
+    if (restart && !options_.restart_file.empty()) {
+      // For the launcher; written before the barrier, so it exists before any rank exits.
+      const nlohmann::json request = {
+          {"checkpoint_dir", dir}, {"excluded_ranks", excluded}, {"iteration", t}};
+      const std::string tmp = options_.restart_file + ".tmp";
+      std::remove(tmp.c_str());
+      if (absl::Status s = AppendLine(tmp, request.dump()); !s.ok()) return s;
+      if (std::rename(tmp.c_str(), options_.restart_file.c_str()) != 0) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot write restart request '", options_.restart_file, "'"));
+      }
+    }
   }
   return world_->Barrier();
 }

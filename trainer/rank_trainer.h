@@ -130,8 +130,10 @@ class RankTrainer {
   // Applies one due directive at `iteration`; sets *restart for S4.
   absl::Status Apply(const falcon::v1::Directive& d, int64_t iteration, bool* restart);
   absl::Status ApplyTopology(const falcon::v1::Directive& d, std::string* reason);
+  // Collective: layer files from DP group 0, manifest (and, for an S4 `restart`, the launcher's
+  // restart request) from rank 0, between barriers.
   absl::Status WriteCheckpoint(const std::string& dir, int64_t iteration,
-                               const std::vector<int>& excluded);
+                               const std::vector<int>& excluded, bool restart);
   void Ack(const falcon::v1::Directive& d, falcon::v1::AckStatus status, const std::string& reason,
            int64_t applied_iteration);
   absl::Status LogIteration(const IterationReport& report) const;
