@@ -66,6 +66,10 @@ struct TrainerOptions {
   absl::Duration poll_interval = absl::Milliseconds(5);  // Directive polling while paused.
 };
 
+// Exit status of a rank process after an S4 checkpoint_restart directive (EX_TEMPFAIL: the
+// launcher restarts the job from the checkpoint).
+inline constexpr int kExitCheckpointRestart = 75;
+
 // Injected fail-slows this rank applies itself (link faults act inside the communicators).
 struct RankFaults {
   // Stretches every compute phase (forward, backward, optimizer, validation GEMM). May be null.
