@@ -3,6 +3,8 @@
 // The shim engages the gate on every rank at the same iteration boundary (a Pause directive), so
 // all ranks stop at the same op and no op is left half-done; the validation executor then runs its
 // own ops from a thread inside a ScopedBypass. FALCON_NOTES.md §2.6 (lightweight suspension).
+// Engage it at such a consistent point: a rank already inside a collective whose peers are held
+// keeps waiting and fails after its communicator timeout.
 //
 // Thread-safe. The not-paused path of WaitIfPaused is one atomic load.
 #ifndef FALCON_COLLECTIVE_PAUSE_GATE_H_

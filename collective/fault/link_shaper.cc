@@ -35,4 +35,12 @@ absl::Duration LinkShaper::Apply(int src, int dst, uint64_t bytes, int64_t itera
   return d;
 }
 
+absl::Duration LinkShaper::ApplySteps(int src, int dst, uint64_t bytes_per_step, int steps,
+                                      int64_t iteration) const {
+  if (steps <= 0) return absl::ZeroDuration();
+  const absl::Duration d = DelayFor(src, dst, bytes_per_step, iteration) * steps;
+  if (d > absl::ZeroDuration()) sleeper_->Spend(d);
+  return d;
+}
+
 }  // namespace falcon::collective

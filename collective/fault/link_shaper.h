@@ -32,6 +32,10 @@ class LinkShaper {
   absl::Duration DelayFor(int src, int dst, uint64_t bytes, int64_t iteration) const;
   // Spends DelayFor(...) through the sleeper and returns it.
   absl::Duration Apply(int src, int dst, uint64_t bytes, int64_t iteration) const;
+  // Spends `steps` x DelayFor(src, dst, bytes_per_step, iteration) at once and returns it: the
+  // cost of `steps` messages over the link, for transports that cannot shape each message.
+  absl::Duration ApplySteps(int src, int dst, uint64_t bytes_per_step, int steps,
+                            int64_t iteration) const;
 
  private:
   std::vector<LinkFault> faults_;

@@ -41,6 +41,10 @@ TEST(LinkShaperTest, BandwidthCapAddsSerializationTime) {
   EXPECT_EQ(shaper.DelayFor(0, 1, 0, 0), absl::Milliseconds(1));
   // Unknown iteration (-1) counts as iteration 0.
   EXPECT_EQ(shaper.DelayFor(0, 1, 0, -1), absl::Milliseconds(1));
+  // Six ring steps of 125 kB: 6 x (1 ms + 2 ms), spent at once.
+  EXPECT_EQ(shaper.ApplySteps(0, 1, 125'000, 6, 0), absl::Milliseconds(18));
+  EXPECT_EQ(shaper.ApplySteps(1, 0, 125'000, 6, 0), absl::ZeroDuration());
+  EXPECT_EQ(sleeper.spent(), (std::vector<absl::Duration>{absl::Milliseconds(18)}));
 }
 
 TEST(LinkShaperTest, OverlappingFaultsAddDelaysAndTakeTheTighterCap) {

@@ -1,0 +1,273 @@
+#include "collective/launch/launcher.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace falcon::collective {
+namespace {
+
+void RemoveTree(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str()); d != nullptr) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string path = dir + "/" + name;
+      if (e->d_type == DT_DIR) {
+        RemoveTree(path);
+      } else {
+        unlink(path.c_str());
+      }
+    }
+    closedir(d);
+  }
+  rmdir(dir.c_str());
+}
+
+std::vector<int> AllowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  std::string node;
+};
+
+std::string Describe(int rank, const Rank& r, int status) {
+  if (WIFEXITED(status)) {
+    return absl::StrCat("rank ", rank, " (", r.node, ", pid ", r.pid, ") exited with code ",
+                        WEXITSTATUS(status));
+  }
+  const int sig = WTERMSIG(status);
+  return absl::StrCat("rank ", rank, " (", r.node, ", pid ", r.pid, ") was killed by signal ", sig,
+                      " (", strsignal(sig), ")");
+}
+
+}  // namespace
+
+absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
+  if (o.nproc <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("--nproc must be > 0, got ", o.nproc));
+  if (o.pp < 1) return absl::InvalidArgumentError(absl::StrCat("--pp must be >= 1, got ", o.pp));
+  if (o.tp < 1) return absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", o.tp));
+  if (o.dp < 0) return absl::InvalidArgumentError(absl::StrCat("--dp must be >= 1, got ", o.dp));
+  const int dp = o.dp == 0 ? o.nproc / (o.pp * o.tp) : o.dp;
+  if (dp < 1 || dp * o.pp * o.tp != o.nproc) {
+    return absl::InvalidArgumentError(absl::StrCat("--dp x --pp x --tp = ", dp, " x ", o.pp, " x ",
+                                                   o.tp, " must equal --nproc=", o.nproc));
+  }
+  if (o.nodes < 1 || o.nproc % o.nodes != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nodes=", o.nodes, " must be >= 1 and divide --nproc=", o.nproc));
+  }
+  if (o.backend != "gloo" && o.backend != "nccl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend='", o.backend, "': want gloo or nccl"));
+  }
+  if (o.comm_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--comm_timeout_ms must be > 0");
+  }
+  if (o.command.empty() || o.command[0].empty()) {
+    return absl::InvalidArgumentError("no program given: falcon_launch [flags] -- PROGRAM ARGS...");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RankEnv>> PlanRanks(const LaunchOptions& o,
+                                               const std::string& rendezvous_dir) {
+  if (auto s = ValidateLaunchOptions(o); !s.ok()) return s;
+  const int per_node = o.nproc / o.nodes;
+  std::vector<RankEnv> out(o.nproc);
+  for (int r = 0; r < o.nproc; ++r) {
+    RankEnv& e = out[r];
+    e.rank = r;
+    e.world_size = o.nproc;
+    e.local_rank = r % per_node;
+    e.local_world_size = per_node;
+    e.node_index = r / per_node;
+    e.node = absl::StrCat("node", e.node_index);
+    e.num_nodes = o.nodes;
+    e.rendezvous_dir = rendezvous_dir;
+    e.dp = o.dp == 0 ? o.nproc / (o.pp * o.tp) : o.dp;
+    e.pp = o.pp;
+    e.tp = o.tp;
+    e.faults = o.faults;
+    e.backend = o.backend;
+    e.comm_timeout = o.comm_timeout;
+  }
+  return out;
+}
+
+absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
+  if (auto s = ValidateLaunchOptions(o); !s.ok()) return s;
+  std::string root = o.rendezvous_root;
+  if (root.empty()) {
+    const char* tmp = getenv("TMPDIR");
+    root = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  }
+  std::string dir = absl::StrCat(root, "/falcon-rdzv.XXXXXX");
+  if (mkdtemp(dir.data()) == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a rendezvous dir under '", root, "': ", strerror(errno)));
+  }
+  auto plan = PlanRanks(o, dir);
+  if (!plan.ok()) return plan.status();
+
+  // Signals arrive through a signalfd; children get the original mask back before exec.
+  sigset_t mask, old_mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, &old_mask);
+  const int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+  if (sfd < 0) {
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    return absl::InternalError(absl::StrCat("signalfd: ", strerror(errno)));
+  }
+
+  // Everything a child needs, built before any fork.
+  std::vector<std::string> base_env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (strncmp(*e, "FALCON_", 7) != 0) base_env.emplace_back(*e);
+  }
+  std::vector<char*> argv;
+  std::vector<std::string> command = o.command;
+  for (std::string& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::vector<int> cpus = AllowedCpus();
+  const pid_t launcher = getpid();
+
+  std::vector<Rank> ranks(o.nproc);
+  LaunchResult result;
+  int running = 0;
+  bool stopping = false;
+  absl::Time kill_at = absl::InfiniteFuture();
+  auto stop_all = [&](int sig) {
+    for (Rank& r : ranks) {
+      if (r.running) kill(-r.pid, sig);
+    }
+  };
+
+  for (int r = 0; r < o.nproc; ++r) {
+    std::vector<std::string> env = base_env;
+    for (const auto& [k, v] : (*plan)[r].ToVariables()) env.push_back(absl::StrCat(k, "=", v));
+    std::vector<char*> envp;
+    for (std::string& s : env) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    cpu_set_t pin;
+    CPU_ZERO(&pin);
+    if (!cpus.empty()) CPU_SET(cpus[r % cpus.size()], &pin);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      stop_all(SIGKILL);
+      close(sfd);
+      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      return absl::InternalError(absl::StrCat("fork for rank ", r, ": ", strerror(errno)));
+    }
+    if (pid == 0) {
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(127);
+      if (o.pin_cpus && !cpus.empty()) sched_setaffinity(0, sizeof(pin), &pin);
+      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      execvpe(argv[0], argv.data(), envp.data());
+      const char* msg = "falcon_launch: cannot execute the program\n";
+      (void)!write(2, msg, strlen(msg));
+      _exit(127);
+    }
+    setpgid(pid, pid);
+    ranks[r].pid = pid;
+    ranks[r].running = true;
+    ranks[r].node = (*plan)[r].node;
+    ++running;
+  }
+  std::fprintf(stderr,
+               "falcon_launch: started %d ranks on %d nodes (dp=%d pp=%d tp=%d), store %s\n",
+               o.nproc, o.nodes, (*plan)[0].dp, o.pp, o.tp, dir.c_str());
+
+  while (running > 0) {
+    int timeout_ms = -1;
+    if (kill_at != absl::InfiniteFuture()) {
+      timeout_ms =
+          static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(kill_at - absl::Now())));
+    }
+    pollfd pfd{sfd, POLLIN, 0};
+    const int ready = poll(&pfd, 1, timeout_ms);
+    if (ready > 0) {
+      signalfd_siginfo info;
+      if (read(sfd, &info, sizeof(info)) == sizeof(info) &&
+          (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM)) {
+        const int sig = static_cast<int>(info.ssi_signo);
+        std::fprintf(stderr, "falcon_launch: got %s, forwarding to %d ranks\n", strsignal(sig),
+                     running);
+        stop_all(sig);
+        if (!stopping) {
+          stopping = true;
+          result.exit_code = 128 + sig;
+          result.summary = absl::StrCat("stopped by ", strsignal(sig));
+          kill_at = absl::Now() + o.grace;
+        }
+      }
+    }
+    // Reap whoever ended (SIGCHLD may coalesce, so always sweep).
+    for (int r = 0; r < o.nproc; ++r) {
+      Rank& rk = ranks[r];
+      if (!rk.running) continue;
+      int status = 0;
+      if (waitpid(rk.pid, &status, WNOHANG) != rk.pid) continue;
+      rk.running = false;
+      --running;
+      kill(-rk.pid, SIGKILL);  // Anything the rank left in its group.
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && !stopping) {
+        stopping = true;
+        result.failed_rank = r;
+        result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        result.summary = Describe(r, rk, status);
+        std::fprintf(stderr, "falcon_launch: %s; stopping %d other ranks\n", result.summary.c_str(),
+                     running);
+        stop_all(SIGTERM);
+        kill_at = absl::Now() + o.grace;
+      }
+    }
+    if (running > 0 && absl::Now() >= kill_at) {
+      std::fprintf(stderr, "falcon_launch: %d ranks still running after %s, killing them\n",
+                   running, absl::FormatDuration(o.grace).c_str());
+      stop_all(SIGKILL);
+      kill_at = absl::InfiniteFuture();
+    }
+  }
+  close(sfd);
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (!o.keep_rendezvous) RemoveTree(dir);
+  if (result.summary.empty()) result.summary = absl::StrCat("all ", o.nproc, " ranks exited 0");
+  std::fprintf(stderr, "falcon_launch: %s (exit %d)\n", result.summary.c_str(), result.exit_code);
+  return result;
+}
+
+}  // namespace falcon::collective

@@ -1,0 +1,64 @@
+// falcon_launch: starts the N rank processes of a job on this machine, grouped into K emulated
+// nodes, with the FALCON_* environment of launch/rank_env.h and a fresh rendezvous directory;
+// forwards SIGINT/SIGTERM to every rank; and when one rank fails, stops all others and reports
+// that rank.
+//
+// Exit status of RunLaunch (what the binary exits with):
+//   0        every rank exited 0;
+//   c        the first failing rank exited with code c != 0;
+//   128 + s  the first failing rank was killed by signal s, or the launcher itself got signal s
+//            (SIGINT/SIGTERM), forwarded it, and the ranks stopped.
+// Ranks that the launcher stops are not failures. Each rank runs in its own process group (its
+// children are signalled with it) and is SIGKILLed if the launcher dies (PR_SET_PDEATHSIG).
+#ifndef FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_
+#define FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "collective/launch/rank_env.h"
+
+namespace falcon::collective {
+
+struct LaunchOptions {
+  int nproc = 0;                 // Ranks, > 0.
+  int dp = 0;                    // Data-parallel size; 0: nproc / (pp * tp).
+  int pp = 1;                    // Pipeline-parallel size, >= 1.
+  int tp = 1;                    // Tensor-parallel size, >= 1.
+  int nodes = 1;                 // Emulated nodes; must divide nproc. Ranks fill nodes in order.
+  std::string backend = "gloo";  // FALCON_BACKEND.
+  std::string faults;            // FALCON_FAULTS (spec or @file).
+  absl::Duration comm_timeout = absl::Seconds(60);  // FALCON_COMM_TIMEOUT_MS.
+  bool pin_cpus = false;  // Pin rank r to the r-th allowed CPU (mod count), for contention.
+  absl::Duration grace = absl::Seconds(5);  // SIGTERM -> SIGKILL when stopping ranks.
+  std::string rendezvous_root;              // Parent of the fresh store dir; "" = $TMPDIR or /tmp.
+  bool keep_rendezvous = false;             // Leave the store dir behind (debugging).
+  std::vector<std::string> command;         // PROGRAM ARGS...; non-empty.
+};
+
+// kInvalidArgument naming the flag: nproc <= 0, sizes < 1, dp*pp*tp != nproc, nodes not
+// dividing nproc, unknown backend, empty command.
+absl::Status ValidateLaunchOptions(const LaunchOptions& options);
+
+// Each rank's environment (index = global rank) for a job using `rendezvous_dir`.
+absl::StatusOr<std::vector<RankEnv>> PlanRanks(const LaunchOptions& options,
+                                               const std::string& rendezvous_dir);
+
+struct LaunchResult {
+  int exit_code = 0;     // See the header comment.
+  int failed_rank = -1;  // First failing rank, -1 if none.
+  std::string summary;   // One line for humans, e.g. "rank 3 (node1, pid 42) exited with code 3".
+};
+
+// Runs the job to completion (blocks SIGINT/SIGTERM/SIGCHLD in the calling thread and reads them
+// through a signalfd; call from the main thread of a single-threaded process). Progress and the
+// summary go to stderr. Errors: options (kInvalidArgument), store dir or fork failures
+// (kInternal); rank failures are results, not errors.
+absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& options);
+
+}  // namespace falcon::collective
+
+#endif  // FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_

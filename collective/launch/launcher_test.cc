@@ -1,0 +1,241 @@
+// Launcher planning and validation, and falcon_launch end to end: environment of every rank,
+// a failing rank stops the others with its exit code, a crashed rank gives 128+signal, SIGTERM
+// is forwarded, and real Gloo ranks pass the op checks under the launcher (4 ranks, 2 nodes).
+#include "collective/launch/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace falcon::collective {
+namespace {
+
+std::string Runfile(const std::string& path) {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/falcon/", path);
+}
+
+std::string TempDir(const std::string& tag) {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", tag, ".XXXXXX");
+  EXPECT_NE(mkdtemp(dir.data()), nullptr);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+struct LaunchRun {
+  int exit_code = -1;
+  std::string output;  // stdout + stderr.
+};
+
+// Runs falcon_launch with `args`; `on_start(pid)` runs in the parent right after the fork.
+LaunchRun Launch(std::vector<std::string> args, const std::string& outdir,
+                 const std::function<void(pid_t)>& on_start = nullptr) {
+  args.insert(args.begin(), Runfile("collective/falcon_launch"));
+  args.insert(args.begin() + 1, absl::StrCat("--rendezvous_root=", outdir));
+  args.insert(args.begin() + 2, "--grace_ms=2000");
+  const std::string log = outdir + "/launch.log";
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execv(argv[0], argv.data());
+    _exit(126);
+  }
+  if (on_start) on_start(pid);
+  LaunchRun run;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      run.output = "TIMED OUT\n";
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.output += ReadFile(log);
+  return run;
+}
+
+TEST(LauncherTest, PlansNodesLocalRanksAndSizes) {
+  LaunchOptions o;
+  o.nproc = 8;
+  o.dp = 2;
+  o.pp = 2;
+  o.tp = 2;
+  o.nodes = 2;
+  o.faults = "link:src=1,dst=2,delay_ms=1";
+  o.command = {"prog"};
+  auto plan = PlanRanks(o, "/store");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 8u);
+  EXPECT_EQ((*plan)[0].node, "node0");
+  EXPECT_EQ((*plan)[3].node, "node0");
+  EXPECT_EQ((*plan)[4].node, "node1");
+  EXPECT_EQ((*plan)[5].local_rank, 1);
+  EXPECT_EQ((*plan)[5].local_world_size, 4);
+  EXPECT_EQ((*plan)[7].node_index, 1);
+  for (const RankEnv& e : *plan) {
+    EXPECT_EQ(e.rendezvous_dir, "/store");
+    EXPECT_EQ(e.world_size, 8);
+    EXPECT_EQ(e.faults, o.faults);
+  }
+  o.dp = 0;  // Derived.
+  EXPECT_EQ(PlanRanks(o, "/s").value()[0].dp, 2);
+}
+
+TEST(LauncherTest, ValidationNamesTheFlag) {
+  LaunchOptions good;
+  good.nproc = 4;
+  good.dp = 2;
+  good.pp = 2;
+  good.nodes = 2;
+  good.command = {"prog"};
+  ASSERT_TRUE(ValidateLaunchOptions(good).ok());
+  struct Case {
+    std::function<void(LaunchOptions&)> edit;
+    const char* flag;
+  } cases[] = {
+      {[](LaunchOptions& o) { o.nproc = 0; }, "--nproc"},
+      {[](LaunchOptions& o) { o.dp = 3; }, "--dp"},
+      {[](LaunchOptions& o) { o.nodes = 3; }, "--nodes"},
+      {[](LaunchOptions& o) { o.tp = 0; }, "--tp"},
+      {[](LaunchOptions& o) { o.backend = "mpi"; }, "--backend"},
+      {[](LaunchOptions& o) { o.command.clear(); }, "PROGRAM"},
+  };
+  for (const Case& c : cases) {
+    LaunchOptions o = good;
+    c.edit(o);
+    absl::Status s = ValidateLaunchOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.flag;
+    EXPECT_TRUE(absl::StrContains(s.message(), c.flag)) << s;
+  }
+}
+
+TEST(LauncherTest, EveryRankGetsItsEnvironment) {
+  const std::string out = TempDir("env");
+  LaunchRun run =
+      Launch({"--nproc=4", "--dp=2", "--pp=2", "--nodes=2", "--faults=compute:rank=1,factor=2",
+              "--", Runfile("collective/launch/launch_test_child"), "env", out},
+             out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::string store;
+  for (int r = 0; r < 4; ++r) {
+    const std::string env = ReadFile(absl::StrCat(out, "/rank", r, ".env"));
+    EXPECT_TRUE(absl::StrContains(env, absl::StrCat("FALCON_RANK=", r, "\n"))) << env;
+    EXPECT_TRUE(absl::StrContains(env, "FALCON_WORLD_SIZE=4\n"));
+    EXPECT_TRUE(absl::StrContains(env, absl::StrCat("FALCON_LOCAL_RANK=", r % 2, "\n")));
+    EXPECT_TRUE(absl::StrContains(env, absl::StrCat("FALCON_NODE=node", r / 2, "\n")));
+    EXPECT_TRUE(absl::StrContains(env, "FALCON_DP=2\nFALCON_PP=2\nFALCON_TP=1\n"));
+    EXPECT_TRUE(absl::StrContains(env, "FALCON_FAULTS=compute:rank=1,factor=2\n"));
+    const size_t at = env.find("FALCON_RENDEZVOUS=");
+    const std::string mine = env.substr(at, env.find('\n', at) - at);
+    if (r == 0) store = mine;
+    EXPECT_EQ(mine, store) << "all ranks share one store";
+    EXPECT_TRUE(absl::StrContains(mine, out + "/falcon-rdzv."));
+  }
+  EXPECT_FALSE(Exists(store.substr(strlen("FALCON_RENDEZVOUS=")))) << "store dir removed";
+}
+
+TEST(LauncherTest, FailingRankStopsTheOthersAndGivesItsExitCode) {
+  const std::string out = TempDir("fail");
+  LaunchRun run = Launch({"--nproc=4", "--nodes=2", "--",
+                          Runfile("collective/launch/launch_test_child"), "fail", "2", "3", out},
+                         out);
+  EXPECT_EQ(run.exit_code, 3) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "rank 2 (node1, pid")) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "exited with code 3")) << run.output;
+  for (int r : {0, 1, 3}) {
+    EXPECT_TRUE(Exists(absl::StrCat(out, "/term", r))) << "rank " << r << " not stopped\n"
+                                                       << run.output;
+  }
+}
+
+TEST(LauncherTest, CrashedRankGives128PlusSignal) {
+  const std::string out = TempDir("crash");
+  LaunchRun run = Launch(
+      {"--nproc=2", "--", Runfile("collective/launch/launch_test_child"), "crash", "1", out}, out);
+  EXPECT_EQ(run.exit_code, 128 + SIGKILL) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "rank 1 (node0, pid")) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "killed by signal 9")) << run.output;
+  EXPECT_TRUE(Exists(out + "/term0")) << run.output;
+}
+
+TEST(LauncherTest, ForwardsSigtermToEveryRank) {
+  const std::string out = TempDir("sigterm");
+  LaunchRun run = Launch(
+      {"--nproc=3", "--", Runfile("collective/launch/launch_test_child"), "wait", out}, out,
+      [&](pid_t launcher) {
+        // Wait until every rank is up, then stop the job.
+        for (int i = 0; i < 3000; ++i) {
+          if (Exists(out + "/ready0") && Exists(out + "/ready1") && Exists(out + "/ready2")) {
+            break;
+          }
+          absl::SleepFor(absl::Milliseconds(10));
+        }
+        kill(launcher, SIGTERM);
+      });
+  EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(Exists(absl::StrCat(out, "/term", r))) << run.output;
+}
+
+TEST(LauncherTest, MissingProgramFailsClearly) {
+  const std::string out = TempDir("missing");
+  LaunchRun run = Launch({"--nproc=2", "--", "/no/such/program"}, out);
+  EXPECT_EQ(run.exit_code, 127) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "cannot execute")) << run.output;
+  LaunchRun bad = Launch({"--nproc=3", "--dp=2", "--", "/bin/true"}, out);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.output, "--dp")) << bad.output;
+}
+
+TEST(LauncherTest, GlooRanksPassOpChecksUnderTheLauncher) {
+  const std::string out = TempDir("ops");
+  LaunchRun run = Launch({"--nproc=4", "--dp=2", "--pp=2", "--nodes=2", "--comm_timeout_ms=20000",
+                          "--", Runfile("collective/testing/collective_op_check"), "--quick"},
+                         out);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(absl::StrContains(
+        run.output, absl::StrCat("rank ", r, "/4 (node", r / 2, ", gloo): all ops and splits OK")))
+        << run.output;
+  }
+}
+
+TEST(LauncherTest, SilentlyDeadGlooRankIsReportedByItsPeers) {
+  const std::string out = TempDir("die");
+  LaunchRun run = Launch({"--nproc=3", "--comm_timeout_ms=20000", "--",
+                          Runfile("collective/testing/collective_op_check"), "--die_rank=2"},
+                         out);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  for (int r : {0, 1}) {
+    EXPECT_TRUE(absl::StrContains(run.output, absl::StrCat("rank ", r, ": dead peer detected")))
+        << run.output;
+  }
+}
+
+}  // namespace
+}  // namespace falcon::collective
