@@ -18,13 +18,13 @@
 namespace falcon::trainer {
 
 struct ModelConfig {
-  int vocab_size = 0;         // Distinct characters of the corpus, >= 2.
-  int context = 8;            // Characters of context per example, [1, 64].
-  int embed_dim = 32;         // Embedding width per character, >= 1.
-  int hidden = 128;           // Width of the residual stream, >= 1.
-  int ffn = 256;              // Inner width of each MLP block, >= 1.
-  int num_blocks = 4;         // L, the number of MLP blocks, >= 1.
-  int micro_batch_size = 128; // Examples per micro-batch, >= 1.
+  int vocab_size = 0;          // Distinct characters of the corpus, >= 2.
+  int context = 8;             // Characters of context per example, [1, 64].
+  int embed_dim = 32;          // Embedding width per character, >= 1.
+  int hidden = 128;            // Width of the residual stream, >= 1.
+  int ffn = 256;               // Inner width of each MLP block, >= 1.
+  int num_blocks = 4;          // L, the number of MLP blocks, >= 1.
+  int micro_batch_size = 128;  // Examples per micro-batch, >= 1.
 
   // kInvalidArgument naming the field when out of range.
   absl::Status Validate() const;

@@ -47,8 +47,8 @@ std::string ResolveDir(const std::string& base, const std::string& dir) {
 
 absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
     TrainerOptions options, const Corpus* corpus, std::shared_ptr<collective::CommRuntime> runtime,
-    std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks, const RankFaults& faults,
-    const Clock* clock) {
+    std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
+    collective::RankFaults* faults, const Clock* clock) {
   if (options.model.vocab_size != corpus->vocab_size()) {
     return absl::InvalidArgumentError(absl::StrCat("model vocab_size ", options.model.vocab_size,
                                                    " differs from the corpus's ",
@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
 RankTrainer::RankTrainer(TrainerOptions options, const Corpus* corpus,
                          std::shared_ptr<collective::CommRuntime> runtime,
                          std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-                         const RankFaults& faults, const Clock* clock, Layout layout)
+                         collective::RankFaults* faults, const Clock* clock, Layout layout)
     : options_(std::move(options)),
       corpus_(corpus),
       runtime_(std::move(runtime)),
@@ -123,8 +123,9 @@ absl::Status RankTrainer::Init() {
       world_->Split(0, rank_, collective::CommLabel{collective::CommKind::kWorld, "validation"});
   if (!v.ok()) return v.status();
   validation_comm_ = *std::move(v);
-  executor_ = std::make_unique<ValidationExecutor>(validation_comm_.get(), runtime_.get(),
-                                                   faults_.compute, clock_);
+  executor_ = std::make_unique<ValidationExecutor>(
+      validation_comm_.get(), runtime_.get(), faults_ != nullptr ? &faults_->compute() : nullptr,
+      clock_);
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const int64_t act = c.activation_floats();
   act_in_.assign(act, 0);
@@ -229,8 +230,8 @@ absl::StatusOr<RunResult> RankTrainer::Run() {
 
 absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* compute_s) {
   runtime_->SetIteration(t);
-  if (faults_.contention != nullptr) {
-    if (absl::Status s = faults_.contention->OnIteration(t); !s.ok()) return s;
+  if (faults_ != nullptr) {
+    if (absl::Status s = faults_->OnIteration(t); !s.ok()) return s;
   }
   const ModelConfig& c = options_.model;
   const RankPosition pos = layout_.PositionOf(rank_);
@@ -244,8 +245,8 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
   auto compute = [&](auto&& fn) {
     const int64_t start = clock_->MonotonicNanos();
     fn();
-    if (faults_.compute != nullptr) {
-      faults_.compute->Apply(t, absl::Nanoseconds(clock_->MonotonicNanos() - start));
+    if (faults_ != nullptr) {
+      faults_->compute().Apply(t, absl::Nanoseconds(clock_->MonotonicNanos() - start));
     }
     compute_ns += clock_->MonotonicNanos() - start;
   };
@@ -471,16 +472,16 @@ absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
 
 absl::Status RankTrainer::LogIteration(const IterationReport& r) const {
   if (options_.json_log_path.empty()) return absl::OkStatus();
-  nlohmann::json j = {{"iteration", r.iteration},
-                      {"rank", r.rank},
-                      {"loss", r.loss},
-                      {"iteration_time_s", r.iteration_time_s},
-                      {"plan_version", r.plan_version},
-                      {"dp", r.dp_index},
-                      {"pp", r.pp_index},
-                      {"micro_batches", r.micro_batches},
-                      {"compute_s", r.compute_s},
-                      {"pause_s", r.pause_s}};
+  const nlohmann::ordered_json j = {{"iteration", r.iteration},
+                                    {"rank", r.rank},
+                                    {"loss", r.loss},
+                                    {"iteration_time_s", r.iteration_time_s},
+                                    {"plan_version", r.plan_version},
+                                    {"dp", r.dp_index},
+                                    {"pp", r.pp_index},
+                                    {"micro_batches", r.micro_batches},
+                                    {"compute_s", r.compute_s},
+                                    {"pause_s", r.pause_s}};
   return AppendLine(options_.json_log_path, j.dump());
 }
 

@@ -34,8 +34,7 @@
 #include "analysis/clock.h"
 #include "collective/comm_runtime.h"
 #include "collective/communicator.h"
-#include "collective/fault/compute_slowdown.h"
-#include "collective/fault/contention.h"
+#include "collective/fault/rank_faults.h"
 #include "trainer/adam.h"
 #include "trainer/corpus.h"
 #include "trainer/directive_queue.h"
@@ -70,14 +69,6 @@ struct TrainerOptions {
 // launcher restarts the job from the checkpoint).
 inline constexpr int kExitCheckpointRestart = 75;
 
-// Injected fail-slows this rank applies itself (link faults act inside the communicators).
-struct RankFaults {
-  // Stretches every compute phase (forward, backward, optimizer, validation GEMM). May be null.
-  const collective::ComputeSlowdown* compute = nullptr;
-  // Started/stopped at every iteration start. May be null.
-  collective::ContentionController* contention = nullptr;
-};
-
 struct RunResult {
   enum class Outcome { kCompleted, kCheckpointRestart };
   Outcome outcome = Outcome::kCompleted;
@@ -91,13 +82,14 @@ class RankTrainer {
  public:
   // Creates the validation, DP and PP communicators (collective over `world`), initializes or
   // resumes the model. `world` must span every rank in global-rank order. Corpus, runtime,
-  // hooks, the faults' objects and clock must outlive the trainer. kInvalidArgument for a bad
-  // configuration (naming the flag); checkpoint and communicator errors pass through.
+  // hooks, faults (may be null: none; its compute slowdown stretches every compute phase, its
+  // contention follows the iteration) and clock must outlive the trainer. kInvalidArgument for a
+  // bad configuration (naming the flag); checkpoint and communicator errors pass through.
   static absl::StatusOr<std::unique_ptr<RankTrainer>> Create(
       TrainerOptions options, const Corpus* corpus,
       std::shared_ptr<collective::CommRuntime> runtime,
       std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-      const RankFaults& faults, const Clock* clock);
+      collective::RankFaults* faults, const Clock* clock);
 
   // Trains until `steps` iterations are done (then writes the final checkpoint if asked) or an
   // S4 directive is applied. Communicator, checkpoint and log errors pass through.
@@ -120,7 +112,7 @@ class RankTrainer {
   RankTrainer(TrainerOptions options, const Corpus* corpus,
               std::shared_ptr<collective::CommRuntime> runtime,
               std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-              const RankFaults& faults, const Clock* clock, Layout layout);
+              collective::RankFaults* faults, const Clock* clock, Layout layout);
 
   absl::Status Init();
   absl::Status BuildGroupComms();
@@ -150,7 +142,7 @@ class RankTrainer {
   std::unique_ptr<collective::Communicator> dp_comm_;
   std::unique_ptr<collective::Communicator> pp_comm_;
   TrainerHooks* hooks_;
-  RankFaults faults_;
+  collective::RankFaults* faults_;  // May be null.
   const Clock* clock_;
   std::unique_ptr<ValidationExecutor> executor_;
   const int rank_;

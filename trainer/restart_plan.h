@@ -20,8 +20,8 @@ struct RestartPlan {
   int world = 1;
   int dp = 1;
   int pp = 1;
-  int nodes = 1;               // Emulated nodes: the largest divisor of world <= the old count.
-  std::vector<int> old_rank;   // New rank i was old rank old_rank[i].
+  int nodes = 1;              // Emulated nodes: the largest divisor of world <= the old count.
+  std::vector<int> old_rank;  // New rank i was old rank old_rank[i].
   collective::FaultPlan faults;
 };
 

@@ -32,6 +32,7 @@
 #include "trainer/corpus.h"
 #include "trainer/layout.h"
 #include "trainer/restart_plan.h"
+#include "trainer/scripted_hooks.h"
 #include "trainer/worker.h"
 
 ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");
@@ -215,7 +216,8 @@ int RunLauncher(const std::vector<std::string>& args) {
   if (absl::Status s = t.model.Validate(); !s.ok()) return Fail(std::string(s.message()));
   collective::FaultPlan faults;
   if (!absl::GetFlag(FLAGS_faults).empty()) {
-    absl::StatusOr<collective::FaultPlan> f = collective::LoadFaultSpec(absl::GetFlag(FLAGS_faults));
+    absl::StatusOr<collective::FaultPlan> f =
+        collective::LoadFaultSpec(absl::GetFlag(FLAGS_faults));
     if (!f.ok()) return Fail(absl::StrCat("--faults: ", f.status().message()));
     faults = *std::move(f);
   }

@@ -6,10 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/clock.h"
 #include "collective/comm_runtime.h"
-#include "collective/fault/compute_slowdown.h"
-#include "collective/fault/contention.h"
-#include "collective/fault/fault_spec.h"
-#include "collective/fault/sleeper.h"
+#include "collective/fault/rank_faults.h"
 #include "collective/gloo/gloo_communicator.h"
 #include "trainer/corpus.h"
 #include "trainer/scripted_hooks.h"
@@ -23,13 +20,10 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
   }
   absl::StatusOr<Corpus> corpus = Corpus::Load(options.data_path);
   if (!corpus.ok()) return corpus.status();
-  collective::FaultPlan faults;
-  if (!options.faults.empty()) {
-    absl::StatusOr<collective::FaultPlan> plan = collective::LoadFaultSpec(options.faults);
-    if (!plan.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--faults: ", plan.status().message()));
-    }
-    faults = *std::move(plan);
+  absl::StatusOr<std::unique_ptr<collective::RankFaults>> faults =
+      collective::RankFaults::Create(options.faults, options.rank, options.burn_compute_faults);
+  if (!faults.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--faults: ", faults.status().message()));
   }
   std::unique_ptr<TrainerHooks> owned_hooks;
   if (hooks == nullptr) {
@@ -47,7 +41,7 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
   collective::CommRuntimeOptions runtime_options;
   runtime_options.rank = options.rank;
   runtime_options.clock = &clock;
-  runtime_options.link_faults = faults.links;
+  runtime_options.link_faults = (*faults)->plan().links;
   auto runtime = std::make_shared<collective::CommRuntime>(std::move(runtime_options));
   collective::GlooWorldOptions world_options;
   world_options.rank = options.rank;
@@ -58,23 +52,14 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
       collective::CreateGlooWorld(world_options, runtime);
   if (!world.ok()) return world.status();
 
-  collective::SleepingSleeper sleeping;
-  collective::BurningSleeper burning;
-  collective::Sleeper* sleeper =
-      options.burn_compute_faults ? static_cast<collective::Sleeper*>(&burning) : &sleeping;
-  collective::ComputeSlowdown slowdown(faults.compute, options.rank, sleeper);
-  collective::ContentionController contention(faults.contention, options.rank);
-  RankFaults rank_faults;
-  rank_faults.compute = &slowdown;
-  rank_faults.contention = contention.has_faults() ? &contention : nullptr;
-
   TrainerOptions trainer_options = options.trainer;
   trainer_options.model.vocab_size = corpus->vocab_size();
-  absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(
-      std::move(trainer_options), &*corpus, runtime, *std::move(world), hooks, rank_faults, &clock);
+  absl::StatusOr<std::unique_ptr<RankTrainer>> trainer =
+      RankTrainer::Create(std::move(trainer_options), &*corpus, runtime, *std::move(world), hooks,
+                          faults->get(), &clock);
   if (!trainer.ok()) return trainer.status();
   absl::StatusOr<RunResult> result = (*trainer)->Run();
-  contention.StopAll();
+  (*faults)->contention().StopAll();
   return result;
 }
 

@@ -70,7 +70,8 @@ JobRun RunJob(const JobSpec& spec, const std::string& tag) {
           fprintf(stderr, "rank %d: %s\n", rank, std::string(result.status().message()).c_str());
           return 1;
         }
-        return result->outcome == RunResult::Outcome::kCheckpointRestart ? kExitCheckpointRestart : 0;
+        return result->outcome == RunResult::Outcome::kCheckpointRestart ? kExitCheckpointRestart
+                                                                         : 0;
       },
       spec.timeout);
   return run;
