@@ -38,7 +38,8 @@
 ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");
 ABSL_FLAG(int, pp, 2, "pipeline stages");
 ABSL_FLAG(int, microbatches, 8, "micro-batches per global batch (a multiple of --pp)");
-ABSL_FLAG(int64_t, steps, 50, "iterations to train");
+ABSL_FLAG(int64_t, steps, 50,
+          "train until this many iterations are done in all (a resumed run continues to it)");
 ABSL_FLAG(int, layers, 4, "MLP blocks of the model (>= --pp)");
 ABSL_FLAG(int, hidden, 128, "width of the residual stream");
 ABSL_FLAG(int, ffn, 0, "inner width of each block (0: 2 x --hidden)");
@@ -149,6 +150,13 @@ class ProgressHooks : public TrainerHooks {
 };
 
 int RunRank(const collective::RankEnv& env) {
+  if (env.backend != "gloo") {
+    std::fprintf(stderr,
+                 "falcon_train rank %d: backend '%s' is not supported: the reference trainer "
+                 "computes on the CPU and communicates through Gloo\n",
+                 env.rank, env.backend.c_str());
+    return kExitBadConfig;
+  }
   WorkerOptions o;
   o.trainer = TrainerOptionsFromFlags();
   o.trainer.dp = env.dp;  // The launcher's layout wins (it changes after an S4 restart).

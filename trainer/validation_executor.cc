@@ -15,6 +15,11 @@ constexpr uint32_t kMaxRepeats = 100;
 constexpr uint64_t kMaxLinkBytes = uint64_t{1} << 30;
 // Host memory one GEMM test may take (the three matrices): 1 GiB.
 constexpr uint64_t kMaxGemmFloats = uint64_t{1} << 28;
+// Work of one GEMM task, all repetitions and the warm-up: a few seconds of CPU, so ranks waiting
+// for the task at the next agreement stay far inside the communicator timeout.
+constexpr double kMaxGemmFlops = 4e10;
+// Bytes one link of a pass may move, all repetitions and the warm-up.
+constexpr double kMaxLinkTotalBytes = 4.0 * (uint64_t{1} << 30);
 
 }  // namespace
 
@@ -57,6 +62,12 @@ absl::Status ValidationExecutor::CheckTask(const falcon::v1::ValidationTask& tas
           absl::StrCat("validation_task.gemm (", g.m(), " x ", g.n(), " x ", g.k(), ") needs ",
                        floats * 4, " bytes; this executor allows ", kMaxGemmFloats * 4));
     }
+    const double flops = 2.0 * g.m() * g.n() * g.k() * (g.repeats() + 1);
+    if (flops > kMaxGemmFlops) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "validation_task.gemm (", g.m(), " x ", g.n(), " x ", g.k(), ", ", g.repeats(),
+          " repeats + warm-up) is ", flops, " FLOP; a CPU executor allows ", kMaxGemmFlops));
+    }
     return absl::OkStatus();
   }
   if (task.has_link_pass()) {
@@ -64,6 +75,13 @@ absl::Status ValidationExecutor::CheckTask(const falcon::v1::ValidationTask& tas
     for (absl::Status s : {range("link_pass.bytes", l.bytes(), 1, kMaxLinkBytes),
                            range("link_pass.repeats", l.repeats(), 1, kMaxRepeats)}) {
       if (!s.ok()) return s;
+    }
+    const double total = static_cast<double>(l.bytes()) * (l.repeats() + 1);
+    if (total > kMaxLinkTotalBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("validation_task.link_pass moves ", total,
+                                                     " bytes per link (bytes x (repeats + 1)); "
+                                                     "at most ",
+                                                     kMaxLinkTotalBytes, " are allowed"));
     }
     for (int i = 0; i < l.links_size(); ++i) {
       const falcon::v1::Link& link = l.links(i);

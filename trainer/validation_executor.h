@@ -46,8 +46,9 @@ class ValidationExecutor {
   // result whose `error` names the field or the peer (and no timings).
   falcon::v1::ValidationResult Run(const falcon::v1::ValidationTask& task) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Checks a task's fields against common.proto's ranges and the world size. kInvalidArgument
-  // naming the field.
+  // Checks a task's fields against common.proto's ranges and the world size, and bounds its work
+  // (GEMM: 1 GiB of matrices and 4e10 FLOP in all; link pass: 4 GiB per link in all) so a task
+  // ends well inside the communicator timeout. kInvalidArgument naming the field.
   static absl::Status CheckTask(const falcon::v1::ValidationTask& task, int world_size);
 
  private:

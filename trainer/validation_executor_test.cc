@@ -51,6 +51,12 @@ TEST(ValidationExecutorTest, MalformedTasksNameTheField) {
               HasSubstr("gemm.repeats"));
   EXPECT_THAT(std::string(ValidationExecutor::CheckTask(Gemm(65536, 65536, 65536, 1), 1).message()),
               HasSubstr("bytes"));
+  EXPECT_THAT(std::string(ValidationExecutor::CheckTask(Gemm(4096, 4096, 4096, 100), 1).message()),
+              HasSubstr("FLOP"));
+  falcon::v1::ValidationTask huge = LinkPass({{0, 1}}, 1 << 30);
+  huge.mutable_link_pass()->set_repeats(10);
+  EXPECT_THAT(std::string(ValidationExecutor::CheckTask(huge, 2).message()),
+              HasSubstr("bytes per link"));
   EXPECT_THAT(std::string(ValidationExecutor::CheckTask(LinkPass({{0, 0}}, 8), 2).message()),
               HasSubstr("links[0]"));
   EXPECT_THAT(std::string(ValidationExecutor::CheckTask(LinkPass({{0, 1}}, 8), 1).message()),
