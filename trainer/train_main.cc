@@ -54,8 +54,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
 ABSL_FLAG(std::string, resume, "", "resume from this checkpoint directory");
 ABSL_FLAG(std::string, json_log, "", "one JSON line per iteration per rank (truncated at start)");
 ABSL_FLAG(std::string, faults, "", "fault spec or @FILE (collective/fault/fault_spec.h)");
-ABSL_FLAG(bool, burn_compute_faults, false,
-          "compute faults burn CPU instead of sleeping (a slow CPU rather than a slow device)");
+ABSL_FLAG(bool, burn_compute_faults, true,
+          "compute faults burn CPU (visible on shared cores); --noburn_compute_faults sleeps "
+          "instead (a slow device the host waits for)");
 ABSL_FLAG(std::string, directives, "", "directive script for standalone runs (scripted_hooks.h)");
 ABSL_FLAG(std::string, events_log, "", "acks and validation results of the scripted hooks");
 ABSL_FLAG(int, nproc, 0, "rank processes (0: dp x pp); must equal dp x pp");

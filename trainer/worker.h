@@ -23,8 +23,10 @@ struct WorkerOptions {
   std::string rendezvous_dir;  // Shared directory of the job (FALCON_RENDEZVOUS).
   // Fault spec (collective/fault/fault_spec.h), or "@FILE"; empty: none.
   std::string faults;
-  // Compute faults burn the CPU (true) or sleep (false: a slow accelerator the host waits for).
-  bool burn_compute_faults = false;
+  // Compute faults burn the CPU (true: extra CPU work, as a slow or contended CPU) or sleep
+  // (false: a slow accelerator the host waits for). Burning is what makes a compute fail-slow
+  // visible when the ranks share few cores: a sleeping rank hands its CPU to the others.
+  bool burn_compute_faults = true;
   // Directive script (scripted_hooks.h) used when no hooks are given; empty: none.
   std::string directives_path;
   // Events file for the scripted hooks' acks and validation results; empty: none.
