@@ -1,0 +1,488 @@
+#include "trainer/rank_trainer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "trainer/checkpoint.h"
+#include "trainer/directive_sync.h"
+#include "trainer/remap.h"
+#include "trainer/schedule.h"
+
+namespace falcon::trainer {
+namespace {
+
+using collective::HostBuffer;
+
+// Appends one line with a single write() on an O_APPEND descriptor, so the lines of concurrent
+// ranks sharing a file never interleave.
+absl::Status AppendLine(const std::string& path, const std::string& line) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open JSON log '", path, "': ", std::strerror(errno)));
+  }
+  const std::string text = line + "\n";
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!ok) return absl::UnavailableError(absl::StrCat("cannot write JSON log '", path, "'"));
+  return absl::OkStatus();
+}
+
+std::string ResolveDir(const std::string& base, const std::string& dir) {
+  if (dir.empty() || dir[0] == '/' || base.empty()) return dir;
+  return absl::StrCat(base, "/", dir);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
+    TrainerOptions options, const Corpus* corpus, std::shared_ptr<collective::CommRuntime> runtime,
+    std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
+    collective::RankFaults* faults, const Clock* clock) {
+  if (options.model.vocab_size != corpus->vocab_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("model vocab_size ", options.model.vocab_size,
+                                                   " differs from the corpus's ",
+                                                   corpus->vocab_size()));
+  }
+  if (absl::Status s = options.model.Validate(); !s.ok()) return s;
+  if (absl::Status s = options.adam.Validate(); !s.ok()) return s;
+  if (absl::Status s = ValidateParallelConfig(world->size(), options.dp, options.pp,
+                                              options.micro_batches, options.model.num_blocks);
+      !s.ok()) {
+    return s;
+  }
+  if (options.steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--steps ", options.steps, " must be >= 0"));
+  }
+  absl::StatusOr<Layout> layout = Layout::Default(world->size(), options.dp, options.pp);
+  if (!layout.ok()) return layout.status();
+  std::unique_ptr<RankTrainer> t(new RankTrainer(std::move(options), corpus, std::move(runtime),
+                                                 std::move(world), hooks, faults, clock,
+                                                 *std::move(layout)));
+  if (absl::Status s = t->Init(); !s.ok()) return s;
+  return t;
+}
+
+RankTrainer::RankTrainer(TrainerOptions options, const Corpus* corpus,
+                         std::shared_ptr<collective::CommRuntime> runtime,
+                         std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
+                         collective::RankFaults* faults, const Clock* clock, Layout layout)
+    : options_(std::move(options)),
+      corpus_(corpus),
+      runtime_(std::move(runtime)),
+      world_(std::move(world)),
+      hooks_(hooks),
+      faults_(faults),
+      clock_(clock),
+      rank_(world_->rank()),
+      layout_(std::move(layout)) {}
+
+absl::Status RankTrainer::Init() {
+  const ModelConfig& c = options_.model;
+  plan_ = EvenMicroBatchPlan(layout_.dp(), layout_.pp(), options_.micro_batches);
+  stage_ =
+      std::make_unique<StageModel>(c, LayersOfStage(c, layout_.pp(), layout_.PositionOf(rank_).pp));
+  stage_->InitParams(options_.seed);
+  if (!options_.resume_dir.empty()) {
+    absl::StatusOr<CheckpointManifest> m = ReadManifest(options_.resume_dir);
+    if (!m.ok()) return m.status();
+    const ModelConfig& mc = m->model;
+    if (mc.vocab_size != c.vocab_size || mc.context != c.context || mc.embed_dim != c.embed_dim ||
+        mc.hidden != c.hidden || mc.ffn != c.ffn || mc.num_blocks != c.num_blocks ||
+        mc.micro_batch_size != c.micro_batch_size || m->micro_batches != options_.micro_batches) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint '", options_.resume_dir,
+          "' is of another model or global batch (check --layers, --hidden, --microbatches and "
+          "the training text)"));
+    }
+    start_iteration_ = m->iteration;
+    plan_version_ = m->plan_version;
+    last_loss_ = m->last_loss;
+    if (m->dp == layout_.dp() && m->pp == layout_.pp()) plan_ = m->micro_batch_plan;
+    for (int l = stage_->layers().first; l < stage_->layers().end; ++l) {
+      const int64_t off = stage_->LayerOffset(l);
+      if (absl::Status s =
+              ReadLayer(options_.resume_dir, l, stage_->LayerSize(l), stage_->params() + off,
+                        stage_->adam_m() + off, stage_->adam_v() + off);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  absl::StatusOr<std::unique_ptr<collective::Communicator>> v =
+      world_->Split(0, rank_, collective::CommLabel{collective::CommKind::kWorld, "validation"});
+  if (!v.ok()) return v.status();
+  validation_comm_ = *std::move(v);
+  executor_ = std::make_unique<ValidationExecutor>(
+      validation_comm_.get(), runtime_.get(), faults_ != nullptr ? &faults_->compute() : nullptr,
+      clock_);
+  if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
+  const int64_t act = c.activation_floats();
+  act_in_.assign(act, 0);
+  act_out_.assign(act, 0);
+  grad_in_.assign(act, 0);
+  grad_out_.assign(act, 0);
+  context_ids_.assign(int64_t{c.micro_batch_size} * c.context, 0);
+  targets_.assign(c.micro_batch_size, 0);
+  hooks_->RegisterValidationExecutor(executor_.get());
+  hooks_->OnLayout(Context());
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::BuildGroupComms() {
+  const RankPosition p = layout_.PositionOf(rank_);
+  dp_comm_.reset();
+  pp_comm_.reset();
+  absl::StatusOr<std::unique_ptr<collective::Communicator>> dp = world_->Split(
+      p.pp, p.dp, collective::CommLabel{collective::CommKind::kDp, absl::StrCat("dp.pp", p.pp)});
+  if (!dp.ok()) return dp.status();
+  absl::StatusOr<std::unique_ptr<collective::Communicator>> pp = world_->Split(
+      p.dp, p.pp, collective::CommLabel{collective::CommKind::kPp, absl::StrCat("pp.dp", p.dp)});
+  if (!pp.ok()) return pp.status();
+  dp_comm_ = *std::move(dp);
+  pp_comm_ = *std::move(pp);
+  return absl::OkStatus();
+}
+
+RankContext RankTrainer::Context() const {
+  RankContext ctx;
+  ctx.rank = rank_;
+  ctx.world_size = layout_.world();
+  ctx.dp_index = layout_.PositionOf(rank_).dp;
+  ctx.pp_index = layout_.PositionOf(rank_).pp;
+  ctx.dp_size = layout_.dp();
+  ctx.pp_size = layout_.pp();
+  ctx.global_micro_batches = options_.micro_batches;
+  ctx.plan_version = plan_version_;
+  ctx.world_comm_id = world_->id();
+  ctx.validation_comm_id = validation_comm_->id();
+  ctx.dp_comm_id = dp_comm_->id();
+  ctx.pp_comm_id = pp_comm_->id();
+  ctx.runtime = runtime_.get();
+  return ctx;
+}
+
+absl::StatusOr<RunResult> RankTrainer::Run() {
+  int64_t t = start_iteration_;
+  // What the iteration before the next boundary ran with (reported after the boundary agreed).
+  IterationReport r;
+  r.rank = rank_;
+  r.start_ns = clock_->MonotonicNanos();
+  double loss_sum = 0;
+  while (true) {
+    auto report = [&](double agreed_loss_sum, int64_t agreed_ns) -> absl::Status {
+      if (t == start_iteration_) return absl::OkStatus();
+      r.iteration = t - 1;
+      r.end_ns = agreed_ns;
+      r.iteration_time_s = (agreed_ns - r.start_ns) * 1e-9;
+      r.loss = agreed_loss_sum /
+               (static_cast<double>(options_.micro_batches) * options_.model.micro_batch_size);
+      last_loss_ = r.loss;
+      hooks_->OnIteration(r);
+      return LogIteration(r);
+    };
+    absl::StatusOr<BoundaryOutcome> b = Boundary(t, loss_sum, report);
+    if (!b.ok()) return b.status();
+    if (b->restart) {
+      // Every rank has written its shard and acked; only then may any rank exit (the launcher
+      // stops the others as soon as one exits).
+      if (absl::Status s = world_->Barrier(); !s.ok()) return s;
+      RunResult result;
+      result.outcome = RunResult::Outcome::kCheckpointRestart;
+      result.iteration = t;
+      result.last_loss = last_loss_;
+      result.checkpoint_dir = restart_dir_;
+      result.excluded_ranks = restart_excluded_;
+      return result;
+    }
+    if (t >= options_.steps) break;
+    const RankPosition pos = layout_.PositionOf(rank_);
+    r.pause_s = (b->end_ns - b->agreed_ns) * 1e-9;
+    r.start_ns = b->end_ns;
+    r.plan_version = plan_version_;
+    r.dp_index = pos.dp;
+    r.pp_index = pos.pp;
+    r.micro_batches = plan_[pos.dp];
+    loss_sum = 0;
+    if (absl::Status s = RunIteration(t, &loss_sum, &r.compute_s); !s.ok()) return s;
+    ++t;
+  }
+  if (!options_.checkpoint_dir.empty()) {
+    if (absl::Status s = WriteCheckpoint(options_.checkpoint_dir, t, {}, /*restart=*/false);
+        !s.ok())
+      return s;
+  }
+  RunResult result;
+  result.iteration = t;
+  result.last_loss = last_loss_;
+  return result;
+}
+
+absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* compute_s) {
+  runtime_->SetIteration(t);
+  if (faults_ != nullptr) {
+    if (absl::Status s = faults_->OnIteration(t); !s.ok()) return s;
+  }
+  const ModelConfig& c = options_.model;
+  const RankPosition pos = layout_.PositionOf(rank_);
+  const int m = plan_[pos.dp];
+  const int offset = MicroBatchOffset(plan_, pos.dp);
+  const float loss_scale =
+      static_cast<float>(1.0 / (static_cast<double>(options_.micro_batches) * c.micro_batch_size));
+  const int prev = pos.pp - 1, next = pos.pp + 1;  // PP comm ranks are stage indices.
+  int64_t compute_ns = 0;
+  // Times `fn` as compute and stretches it by the active compute fault, if any.
+  auto compute = [&](auto&& fn) {
+    const int64_t start = clock_->MonotonicNanos();
+    fn();
+    if (faults_ != nullptr) {
+      faults_->compute().Apply(t, absl::Nanoseconds(clock_->MonotonicNanos() - start));
+    }
+    compute_ns += clock_->MonotonicNanos() - start;
+  };
+  auto act = [](std::vector<float>& v) { return HostBuffer(v.data(), v.size()); };
+  stage_->ZeroGrads();
+  for (const PipeOp& op : OneFOneBSchedule(layout_.pp(), pos.pp, m)) {
+    const int64_t micro = offset + op.micro;
+    absl::Status s;
+    switch (op.kind) {
+      case PipeOpKind::kRecvForward:
+        s = pp_comm_->Recv(act(act_in_), prev);
+        break;
+      case PipeOpKind::kForward:
+        compute([&] {
+          if (stage_->has_embedding() || stage_->has_head()) {
+            corpus_->FillMicroBatch(options_.seed, t, micro, c.micro_batch_size, c.context,
+                                    context_ids_.data(), targets_.data());
+          }
+          *loss_sum += stage_->Forward(micro, context_ids_.data(), act_in_.data(), targets_.data(),
+                                       loss_scale, act_out_.data());
+        });
+        break;
+      case PipeOpKind::kSendForward:
+        s = pp_comm_->Send(act(act_out_), next);
+        break;
+      case PipeOpKind::kRecvBackward:
+        s = pp_comm_->Recv(act(grad_in_), next);
+        break;
+      case PipeOpKind::kBackward:
+        compute([&] { stage_->Backward(micro, grad_in_.data(), grad_out_.data()); });
+        break;
+      case PipeOpKind::kSendBackward:
+        s = pp_comm_->Send(act(grad_out_), prev);
+        break;
+    }
+    if (!s.ok()) return s;
+  }
+  if (dp_comm_->size() > 1) {
+    const collective::Buffer grads = HostBuffer(stage_->grads(), stage_->num_params());
+    if (absl::Status s = dp_comm_->AllReduce(grads, grads, collective::ReduceOp::kSum); !s.ok()) {
+      return s;
+    }
+  }
+  compute([&] {
+    AdamStep(options_.adam, t + 1, stage_->num_params(), stage_->params(), stage_->grads(),
+             stage_->adam_m(), stage_->adam_v());
+  });
+  *compute_s = compute_ns * 1e-9;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
+    int64_t t, double loss_sum,
+    const std::function<absl::Status(double loss_sum, int64_t agreed_ns)>& report) {
+  runtime_->SetIteration(t);
+  BoundaryOutcome out;
+  bool first = true;
+  while (true) {
+    BoundaryMessage mine;
+    mine.directives = hooks_->PollDirectives(t);
+    if (paused_) mine.tasks = hooks_->PollValidationTasks(t);
+    if (first) mine.loss_sum = loss_sum;
+    mine.pause_expired = paused_ && clock_->MonotonicNanos() >= pause_deadline_ns_;
+    absl::StatusOr<AgreedBoundary> agreed = AgreeAtBoundary(*world_, mine);
+    if (!agreed.ok()) return agreed.status();
+    if (first) {
+      out.loss_sum = agreed->loss_sum;
+      out.agreed_ns = clock_->MonotonicNanos();
+      first = false;
+      if (absl::Status s = report(out.loss_sum, out.agreed_ns); !s.ok()) return s;
+    }
+    // A re-delivered directive is acknowledged again with its first outcome.
+    for (const falcon::v1::Directive& d : mine.directives) {
+      const DirectiveOutcome* o = queue_.OutcomeOf(d.directive_id());
+      if (o != nullptr) Ack(d, o->status, o->reason, o->applied_iteration);
+    }
+    for (const falcon::v1::Directive& d : queue_.Add(agreed->directives)) {
+      if (d.effective_iteration() > t) Ack(d, falcon::v1::ACK_STATUS_RECEIVED, "", -1);
+    }
+    if (paused_) {
+      for (const falcon::v1::ValidationTask& task : agreed->tasks) {
+        if (!executor_->Participates(task)) continue;
+        hooks_->ReportValidation(executor_->Run(task));
+      }
+    }
+    for (const falcon::v1::Directive& d : queue_.PopDue(t)) {
+      if (absl::Status s = Apply(d, t, &out.restart); !s.ok()) return s;
+      if (out.restart) break;
+    }
+    if (out.restart) break;
+    if (paused_ && agreed->pause_expired) paused_ = false;  // The pause released itself.
+    if (!paused_) break;
+    absl::SleepFor(options_.poll_interval);
+  }
+  out.end_ns = clock_->MonotonicNanos();
+  return out;
+}
+
+void RankTrainer::Ack(const falcon::v1::Directive& d, falcon::v1::AckStatus status,
+                      const std::string& reason, int64_t applied_iteration) {
+  if (IsTarget(d, rank_)) hooks_->Ack(d, status, reason, applied_iteration);
+}
+
+absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool* restart) {
+  PlanState state;
+  state.layout = &layout_;
+  state.micro_batches = &plan_;
+  state.total_micro_batches = options_.micro_batches;
+  state.num_blocks = options_.model.num_blocks;
+  state.paused = paused_;
+  if (absl::Status check = CheckDirective(d, state); !check.ok()) {
+    const std::string reason(check.message());
+    queue_.Record(d.directive_id(), {falcon::v1::ACK_STATUS_REJECTED, reason, -1});
+    Ack(d, falcon::v1::ACK_STATUS_REJECTED, reason, -1);
+    return absl::OkStatus();
+  }
+  std::string reason;
+  switch (d.kind_case()) {
+    case falcon::v1::Directive::kMicroBatchPlan:
+      plan_.assign(d.micro_batch_plan().micro_batches().begin(),
+                   d.micro_batch_plan().micro_batches().end());
+      reason = absl::StrCat("micro-batches per DP group: ", absl::StrJoin(plan_, ","));
+      break;
+    case falcon::v1::Directive::kTopologyChange:
+      if (absl::Status s = ApplyTopology(d, &reason); !s.ok()) return s;
+      break;
+    case falcon::v1::Directive::kCheckpointRestart: {
+      restart_dir_ = ResolveDir(options_.checkpoint_dir, d.checkpoint_restart().checkpoint_dir());
+      restart_excluded_.assign(d.checkpoint_restart().excluded_ranks().begin(),
+                               d.checkpoint_restart().excluded_ranks().end());
+      if (absl::Status s = WriteCheckpoint(restart_dir_, t, restart_excluded_, /*restart=*/true);
+          !s.ok())
+        return s;
+      reason =
+          absl::StrCat("checkpoint of iteration ", t, " written to ", restart_dir_,
+                       "; restarting without ranks [", absl::StrJoin(restart_excluded_, ","), "]");
+      *restart = true;
+      break;
+    }
+    case falcon::v1::Directive::kPause:
+      paused_ = true;
+      pause_deadline_ns_ = clock_->MonotonicNanos() + d.pause().max_duration_ns();
+      reason = "paused";
+      break;
+    case falcon::v1::Directive::kResume:
+      paused_ = false;
+      reason = "resumed";
+      break;
+    default:
+      break;
+  }
+  if (d.plan_version() > plan_version_ && (d.has_micro_batch_plan() || d.has_topology_change())) {
+    plan_version_ = d.plan_version();
+  }
+  queue_.Record(d.directive_id(), {falcon::v1::ACK_STATUS_APPLIED, reason, t});
+  Ack(d, falcon::v1::ACK_STATUS_APPLIED, reason, t);
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::string* reason) {
+  const int64_t start = clock_->MonotonicNanos();
+  absl::StatusOr<Layout> next = Layout::FromTopologyChange(d.topology_change(), layout_.world());
+  if (!next.ok()) return next.status();
+  const std::vector<LayerTransfer> plan = PlanRemap(options_.model, layout_, *next);
+  absl::StatusOr<std::unique_ptr<StageModel>> stage =
+      ExecuteRemap(options_.model, *next, plan, *stage_, *world_);
+  if (!stage.ok()) return stage.status();
+  stage_ = *std::move(stage);
+  const bool dp_changed = next->dp() != layout_.dp();
+  layout_ = *std::move(next);
+  if (dp_changed) plan_ = EvenMicroBatchPlan(layout_.dp(), layout_.pp(), options_.micro_batches);
+  if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
+  const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
+  *reason =
+      absl::StrFormat("remapped to %s; moved %d layer copies (%d bytes); pause_s=%.6f",
+                      layout_.ToString(), plan.size(), RemapBytes(options_.model, plan), pause_s);
+  hooks_->OnLayout(Context());
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
+                                          const std::vector<int>& excluded, bool restart) {
+  if (layout_.PositionOf(rank_).dp == 0) {
+    for (int l = stage_->layers().first; l < stage_->layers().end; ++l) {
+      const int64_t off = stage_->LayerOffset(l);
+      if (absl::Status s = WriteLayer(dir, l, stage_->LayerSize(l), stage_->params() + off,
+                                      stage_->adam_m() + off, stage_->adam_v() + off);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  if (absl::Status s = world_->Barrier(); !s.ok()) return s;
+  if (rank_ == 0) {
+    CheckpointManifest m;
+    m.iteration = t;
+    m.plan_version = plan_version_;
+    m.seed = options_.seed;
+    m.model = options_.model;
+    m.world = layout_.world();
+    m.dp = layout_.dp();
+    m.pp = layout_.pp();
+    m.micro_batches = options_.micro_batches;
+    m.micro_batch_plan = plan_;
+    m.excluded_ranks = excluded;
+    m.last_loss = last_loss_;
+    if (absl::Status s = WriteManifest(dir, m); !s.ok()) return s;
+    if (restart && !options_.restart_file.empty()) {
+      // For the launcher; written before the barrier, so it exists before any rank exits.
+      const nlohmann::json request = {
+          {"checkpoint_dir", dir}, {"excluded_ranks", excluded}, {"iteration", t}};
+      const std::string tmp = options_.restart_file + ".tmp";
+      std::remove(tmp.c_str());
+      if (absl::Status s = AppendLine(tmp, request.dump()); !s.ok()) return s;
+      if (std::rename(tmp.c_str(), options_.restart_file.c_str()) != 0) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot write restart request '", options_.restart_file, "'"));
+      }
+    }
+  }
+  return world_->Barrier();
+}
+
+absl::Status RankTrainer::LogIteration(const IterationReport& r) const {
+  if (options_.json_log_path.empty()) return absl::OkStatus();
+  const nlohmann::ordered_json j = {{"iteration", r.iteration},
+                                    {"rank", r.rank},
+                                    {"loss", r.loss},
+                                    {"iteration_time_s", r.iteration_time_s},
+                                    {"plan_version", r.plan_version},
+                                    {"dp", r.dp_index},
+                                    {"pp", r.pp_index},
+                                    {"micro_batches", r.micro_batches},
+                                    {"compute_s", r.compute_s},
+                                    {"pause_s", r.pause_s}};
+  return AppendLine(options_.json_log_path, j.dump());
+}
+
+}  // namespace falcon::trainer

@@ -1,0 +1,168 @@
+// One rank of the reference DP x PP trainer: its pipeline stage of the model, 1F1B over the
+// micro-batches its DP group runs, PP point-to-point for activations and gradients, the DP
+// gradient all-reduce per stage, Adam, and Falcon's directives applied at iteration boundaries
+// (directive_queue.h lists what is accepted):
+//   S2  micro_batch_plan: DP group d runs the global micro-batches [offset_d, offset_d + m_d) of
+//       the same global batch; every micro-batch's loss is scaled by 1/(M*b), so the summed (DP
+//       all-reduce) gradient is the global-batch mean whatever the split (weighted aggregation).
+//   S3  topology_change: pause, move parameters and Adam moments between ranks over the world
+//       communicator through host buffers (remap.h), rebuild the DP/PP communicators, resume; the
+//       pause time is reported (ack reason, IterationReport.pause_s, JSON log).
+//   S4  checkpoint_restart: write a checkpoint (checkpoint.h), ack, and return kCheckpointRestart;
+//       the launcher restarts the job without the excluded ranks and resumes from it.
+//   pause / resume: stop at the boundary; run the agreed validation tasks (validation_executor.h)
+//       until resumed or the pause's max duration passes.
+// Every rank agrees on the directives and the loss at each boundary (directive_sync.h), so all
+// apply a directive at the same iteration.
+//
+// Deterministic given the seed: data (corpus.h) and initialization depend only on the seed,
+// iteration and global micro-batch index, never on the layout.
+//
+// Not thread-safe: Run() on the rank's main thread. The validation executor it registers with the
+// hooks may be called from another thread (validation_executor.h).
+#ifndef FALCON_TRAINER_RANK_TRAINER_H_
+#define FALCON_TRAINER_RANK_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "analysis/clock.h"
+#include "collective/comm_runtime.h"
+#include "collective/communicator.h"
+#include "collective/fault/rank_faults.h"
+#include "trainer/adam.h"
+#include "trainer/corpus.h"
+#include "trainer/directive_queue.h"
+#include "trainer/hooks.h"
+#include "trainer/layout.h"
+#include "trainer/model_config.h"
+#include "trainer/stage_model.h"
+#include "trainer/validation_executor.h"
+
+namespace falcon::trainer {
+
+struct TrainerOptions {
+  ModelConfig model;  // vocab_size must match the corpus.
+  AdamOptions adam;
+  int dp = 1;             // DP groups; dp * pp == world size.
+  int pp = 1;             // Pipeline stages.
+  int micro_batches = 1;  // M per global batch; a multiple of pp.
+  int64_t steps = 100;    // Stop once this many iterations (counted from 0) are done.
+  uint64_t seed = 1;
+  // Final checkpoint at the end of the run when non-empty; relative S4 checkpoint dirs resolve
+  // against it.
+  std::string checkpoint_dir;
+  std::string resume_dir;     // Resume from this checkpoint when non-empty.
+  std::string json_log_path;  // One JSON line per iteration when non-empty.
+  // S4: global rank 0 writes {"checkpoint_dir", "excluded_ranks", "iteration"} here before
+  // returning kCheckpointRestart, for the launcher. Empty: not written.
+  std::string restart_file;
+  absl::Duration poll_interval = absl::Milliseconds(5);  // Directive polling while paused.
+};
+
+// Exit status of a rank process after an S4 checkpoint_restart directive (EX_TEMPFAIL: the
+// launcher restarts the job from the checkpoint).
+inline constexpr int kExitCheckpointRestart = 75;
+
+struct RunResult {
+  enum class Outcome { kCompleted, kCheckpointRestart };
+  Outcome outcome = Outcome::kCompleted;
+  int64_t iteration = 0;            // Next iteration that would run.
+  double last_loss = 0;             // Mean loss of the last finished iteration.
+  std::string checkpoint_dir;       // kCheckpointRestart: where the checkpoint is.
+  std::vector<int> excluded_ranks;  // kCheckpointRestart: ranks to leave out.
+};
+
+class RankTrainer {
+ public:
+  // Creates the validation, DP and PP communicators (collective over `world`), initializes or
+  // resumes the model. `world` must span every rank in global-rank order. Corpus, runtime,
+  // hooks, faults (may be null: none; its compute slowdown stretches every compute phase, its
+  // contention follows the iteration) and clock must outlive the trainer. kInvalidArgument for a
+  // bad configuration (naming the flag); checkpoint and communicator errors pass through.
+  static absl::StatusOr<std::unique_ptr<RankTrainer>> Create(
+      TrainerOptions options, const Corpus* corpus,
+      std::shared_ptr<collective::CommRuntime> runtime,
+      std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
+      collective::RankFaults* faults, const Clock* clock);
+
+  // Trains until `steps` iterations are done (then writes the final checkpoint if asked) or an
+  // S4 directive is applied. Communicator, checkpoint and log errors pass through.
+  absl::StatusOr<RunResult> Run();
+
+  int rank() const { return rank_; }
+  const Layout& layout() const { return layout_; }
+  const StageModel& stage() const { return *stage_; }
+  const std::vector<int>& micro_batch_plan() const { return plan_; }
+  int64_t plan_version() const { return plan_version_; }
+
+ private:
+  struct BoundaryOutcome {
+    double loss_sum = 0;    // Agreed loss of the iteration before the boundary.
+    int64_t agreed_ns = 0;  // When the first agreement finished.
+    int64_t end_ns = 0;     // When the boundary finished (next iteration starts).
+    bool restart = false;   // An S4 directive was applied.
+  };
+
+  RankTrainer(TrainerOptions options, const Corpus* corpus,
+              std::shared_ptr<collective::CommRuntime> runtime,
+              std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
+              collective::RankFaults* faults, const Clock* clock, Layout layout);
+
+  absl::Status Init();
+  absl::Status BuildGroupComms();
+  RankContext Context() const;
+  absl::Status RunIteration(int64_t iteration, double* loss_sum, double* compute_s);
+  // Agrees (carrying `loss_sum` of the iteration before), calls `report` with the agreed loss
+  // right after the first agreement, then applies due directives (looping while paused).
+  absl::StatusOr<BoundaryOutcome> Boundary(
+      int64_t iteration, double loss_sum,
+      const std::function<absl::Status(double loss_sum, int64_t agreed_ns)>& report);
+  // Applies one due directive at `iteration`; sets *restart for S4.
+  absl::Status Apply(const falcon::v1::Directive& d, int64_t iteration, bool* restart);
+  absl::Status ApplyTopology(const falcon::v1::Directive& d, std::string* reason);
+  // Collective: layer files from DP group 0, manifest (and, for an S4 `restart`, the launcher's
+  // restart request) from rank 0, between barriers.
+  absl::Status WriteCheckpoint(const std::string& dir, int64_t iteration,
+                               const std::vector<int>& excluded, bool restart);
+  void Ack(const falcon::v1::Directive& d, falcon::v1::AckStatus status, const std::string& reason,
+           int64_t applied_iteration);
+  absl::Status LogIteration(const IterationReport& report) const;
+
+  TrainerOptions options_;
+  const Corpus* corpus_;
+  std::shared_ptr<collective::CommRuntime> runtime_;
+  std::unique_ptr<collective::Communicator> world_;
+  std::unique_ptr<collective::Communicator> validation_comm_;
+  std::unique_ptr<collective::Communicator> dp_comm_;
+  std::unique_ptr<collective::Communicator> pp_comm_;
+  TrainerHooks* hooks_;
+  collective::RankFaults* faults_;  // May be null.
+  const Clock* clock_;
+  std::unique_ptr<ValidationExecutor> executor_;
+  const int rank_;
+
+  Layout layout_;
+  std::vector<int> plan_;
+  int64_t plan_version_ = 0;
+  int64_t start_iteration_ = 0;
+  std::unique_ptr<StageModel> stage_;
+  DirectiveQueue queue_;
+  bool paused_ = false;
+  int64_t pause_deadline_ns_ = 0;
+  double last_loss_ = 0;
+  std::string restart_dir_;
+  std::vector<int> restart_excluded_;
+  // Reusable point-to-point buffers, [b x hidden] each.
+  std::vector<float> act_in_, act_out_, grad_in_, grad_out_;
+  std::vector<int32_t> context_ids_, targets_;
+};
+
+}  // namespace falcon::trainer
+
+#endif  // FALCON_TRAINER_RANK_TRAINER_H_

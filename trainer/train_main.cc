@@ -1,0 +1,307 @@
+// falcon_train: the reference DP x PP trainer (`./falcon train`).
+//
+//   falcon_train --dp D --pp P --microbatches M --steps N [--layers L --hidden H --seed S
+//                --checkpoint-dir DIR --resume DIR --faults SPEC --directives FILE
+//                --events-log FILE --nodes K] --json-log FILE
+//
+// Started by hand it is the launcher: it checks the configuration, starts D x P rank processes
+// of itself through the collective launcher (collective/launch/launcher.h; each rank sees
+// FALCON_RANK etc.), and when the ranks exit with kExitCheckpointRestart after an S4 directive it
+// restarts them on the layout without the excluded ranks (restart_plan.h), resuming from the
+// checkpoint. Started by the launcher (FALCON_RANK set) it is one rank (worker.h).
+//
+// Flag names accept '-' or '_' (--json-log == --json_log). Exit status: 0 done; 2 bad flags or
+// configuration; otherwise the launcher's (a failing rank's code, or 128 + signal).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collective/fault/fault_spec.h"
+#include "collective/launch/launcher.h"
+#include "collective/launch/rank_env.h"
+#include "nlohmann/json.hpp"
+#include "trainer/corpus.h"
+#include "trainer/layout.h"
+#include "trainer/restart_plan.h"
+#include "trainer/scripted_hooks.h"
+#include "trainer/worker.h"
+
+ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");
+ABSL_FLAG(int, pp, 2, "pipeline stages");
+ABSL_FLAG(int, microbatches, 8, "micro-batches per global batch (a multiple of --pp)");
+ABSL_FLAG(int64_t, steps, 50,
+          "train until this many iterations are done in all (a resumed run continues to it)");
+ABSL_FLAG(int, layers, 4, "MLP blocks of the model (>= --pp)");
+ABSL_FLAG(int, hidden, 128, "width of the residual stream");
+ABSL_FLAG(int, ffn, 0, "inner width of each block (0: 2 x --hidden)");
+ABSL_FLAG(int, context, 8, "characters of context per example");
+ABSL_FLAG(int, embed, 32, "embedding width per character");
+ABSL_FLAG(int, batch, 128, "examples per micro-batch");
+ABSL_FLAG(double, lr, 2e-3, "Adam learning rate");
+ABSL_FLAG(uint64_t, seed, 1, "seed of initialization and data sampling");
+ABSL_FLAG(std::string, data, falcon::trainer::kDefaultCorpusPath, "training text");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "final checkpoint goes here; relative S4 checkpoint dirs resolve against it");
+ABSL_FLAG(std::string, resume, "", "resume from this checkpoint directory");
+ABSL_FLAG(std::string, json_log, "", "one JSON line per iteration per rank (truncated at start)");
+ABSL_FLAG(std::string, faults, "", "fault spec or @FILE (collective/fault/fault_spec.h)");
+ABSL_FLAG(bool, burn_compute_faults, true,
+          "compute faults burn CPU (visible on shared cores); --noburn_compute_faults sleeps "
+          "instead (a slow device the host waits for)");
+ABSL_FLAG(std::string, directives, "", "directive script for standalone runs (scripted_hooks.h)");
+ABSL_FLAG(std::string, events_log, "", "acks and validation results of the scripted hooks");
+ABSL_FLAG(int, nproc, 0, "rank processes (0: dp x pp); must equal dp x pp");
+ABSL_FLAG(int, nodes, 1, "emulated nodes the ranks are grouped into");
+ABSL_FLAG(bool, pin_cpus, false, "pin rank r to the r-th CPU (for contention faults)");
+ABSL_FLAG(int, comm_timeout_ms, 60000, "communicator timeout (a dead peer fails ops after this)");
+ABSL_FLAG(int, max_restarts, 3, "S4 restarts allowed before giving up");
+ABSL_FLAG(int, print_every, 10, "rank 0 prints progress every this many iterations (0: never)");
+ABSL_FLAG(std::string, restart_file, "", "internal: where rank 0 leaves an S4 restart request");
+
+namespace falcon::trainer {
+namespace {
+
+constexpr int kExitBadConfig = 2;
+
+// "--json-log=x" -> "--json_log=x"; stops at a bare "--".
+std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
+  storage->assign(argv, argv + argc);
+  for (size_t i = 1; i < storage->size(); ++i) {
+    std::string& a = (*storage)[i];
+    if (a == "--") break;
+    if (a.size() < 3 || a[0] != '-') continue;
+    const size_t start = a[1] == '-' ? 2 : 1;
+    const size_t end = std::min(a.find('='), a.size());
+    for (size_t k = start; k < end; ++k) {
+      if (a[k] == '-') a[k] = '_';
+    }
+  }
+  std::vector<char*> out;
+  for (std::string& s : *storage) out.push_back(s.data());
+  return out;
+}
+
+TrainerOptions TrainerOptionsFromFlags() {
+  TrainerOptions o;
+  o.model.context = absl::GetFlag(FLAGS_context);
+  o.model.embed_dim = absl::GetFlag(FLAGS_embed);
+  o.model.hidden = absl::GetFlag(FLAGS_hidden);
+  o.model.ffn = absl::GetFlag(FLAGS_ffn) > 0 ? absl::GetFlag(FLAGS_ffn) : 2 * o.model.hidden;
+  o.model.num_blocks = absl::GetFlag(FLAGS_layers);
+  o.model.micro_batch_size = absl::GetFlag(FLAGS_batch);
+  o.adam.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  o.dp = absl::GetFlag(FLAGS_dp);
+  o.pp = absl::GetFlag(FLAGS_pp);
+  o.micro_batches = absl::GetFlag(FLAGS_microbatches);
+  o.steps = absl::GetFlag(FLAGS_steps);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.resume_dir = absl::GetFlag(FLAGS_resume);
+  o.json_log_path = absl::GetFlag(FLAGS_json_log);
+  o.restart_file = absl::GetFlag(FLAGS_restart_file);
+  return o;
+}
+
+// Prints rank 0's progress.
+class ProgressHooks : public TrainerHooks {
+ public:
+  ProgressHooks(TrainerHooks* inner, int every) : inner_(inner), every_(every) {}
+  void OnLayout(const RankContext& c) override { inner_->OnLayout(c); }
+  void OnIteration(const IterationReport& r) override {
+    inner_->OnIteration(r);
+    if (every_ > 0 && (r.iteration + 1) % every_ == 0) {
+      std::printf("iteration %lld  loss %.4f  %.1f ms/iteration  plan %lld\n",
+                  static_cast<long long>(r.iteration), r.loss, r.iteration_time_s * 1e3,
+                  static_cast<long long>(r.plan_version));
+      std::fflush(stdout);
+    }
+  }
+  std::vector<falcon::v1::Directive> PollDirectives(int64_t it) override {
+    return inner_->PollDirectives(it);
+  }
+  void Ack(const falcon::v1::Directive& d, falcon::v1::AckStatus s, const std::string& reason,
+           int64_t applied) override {
+    inner_->Ack(d, s, reason, applied);
+    std::printf("directive %llu: %s %s\n", static_cast<unsigned long long>(d.directive_id()),
+                falcon::v1::AckStatus_Name(s).c_str(), reason.c_str());
+    std::fflush(stdout);
+  }
+  std::vector<falcon::v1::ValidationTask> PollValidationTasks(int64_t it) override {
+    return inner_->PollValidationTasks(it);
+  }
+  void ReportValidation(const falcon::v1::ValidationResult& r) override {
+    inner_->ReportValidation(r);
+  }
+  void RegisterValidationExecutor(ValidationExecutor* e) override {
+    inner_->RegisterValidationExecutor(e);
+  }
+
+ private:
+  TrainerHooks* inner_;
+  int every_;
+};
+
+int RunRank(const collective::RankEnv& env) {
+  if (env.backend != "gloo") {
+    std::fprintf(stderr,
+                 "falcon_train rank %d: backend '%s' is not supported: the reference trainer "
+                 "computes on the CPU and communicates through Gloo\n",
+                 env.rank, env.backend.c_str());
+    return kExitBadConfig;
+  }
+  WorkerOptions o;
+  o.trainer = TrainerOptionsFromFlags();
+  o.trainer.dp = env.dp;  // The launcher's layout wins (it changes after an S4 restart).
+  o.trainer.pp = env.pp;
+  o.data_path = absl::GetFlag(FLAGS_data);
+  o.rank = env.rank;
+  o.world_size = env.world_size;
+  o.rendezvous_dir = env.rendezvous_dir;
+  o.faults = env.faults;
+  o.burn_compute_faults = absl::GetFlag(FLAGS_burn_compute_faults);
+  o.directives_path = absl::GetFlag(FLAGS_directives);
+  o.events_path = absl::GetFlag(FLAGS_events_log);
+  o.comm_timeout = env.comm_timeout;
+  std::unique_ptr<TrainerHooks> hooks;
+  if (!o.directives_path.empty()) {
+    absl::StatusOr<DirectiveScript> script = LoadDirectiveScript(o.directives_path);
+    if (!script.ok()) {
+      std::fprintf(stderr, "falcon_train rank %d: %s\n", env.rank,
+                   std::string(script.status().message()).c_str());
+      return kExitBadConfig;
+    }
+    hooks = std::make_unique<ScriptedHooks>(*std::move(script), env.rank, o.events_path);
+  } else {
+    hooks = std::make_unique<NoopHooks>();
+  }
+  ProgressHooks progress(hooks.get(), env.rank == 0 ? absl::GetFlag(FLAGS_print_every) : 0);
+  absl::StatusOr<RunResult> result = RunWorker(o, &progress);
+  if (!result.ok()) {
+    std::fprintf(stderr, "falcon_train rank %d: %s\n", env.rank,
+                 std::string(result.status().message()).c_str());
+    return absl::IsInvalidArgument(result.status()) ? kExitBadConfig : 1;
+  }
+  if (result->outcome == RunResult::Outcome::kCheckpointRestart) return kExitCheckpointRestart;
+  if (env.rank == 0) {
+    std::printf("done: %lld iterations, final loss %.4f\n",
+                static_cast<long long>(result->iteration), result->last_loss);
+  }
+  return 0;
+}
+
+std::string SelfPath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = '\0';
+  return buf;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "falcon_train: %s\n", message.c_str());
+  return kExitBadConfig;
+}
+
+int RunLauncher(const std::vector<std::string>& args) {
+  TrainerOptions t = TrainerOptionsFromFlags();
+  const int nproc = absl::GetFlag(FLAGS_nproc) > 0 ? absl::GetFlag(FLAGS_nproc) : t.dp * t.pp;
+  if (absl::Status s =
+          ValidateParallelConfig(nproc, t.dp, t.pp, t.micro_batches, t.model.num_blocks);
+      !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  absl::StatusOr<Corpus> corpus = Corpus::Load(absl::GetFlag(FLAGS_data));
+  if (!corpus.ok()) return Fail(std::string(corpus.status().message()));
+  t.model.vocab_size = corpus->vocab_size();
+  if (absl::Status s = t.model.Validate(); !s.ok()) return Fail(std::string(s.message()));
+  collective::FaultPlan faults;
+  if (!absl::GetFlag(FLAGS_faults).empty()) {
+    absl::StatusOr<collective::FaultPlan> f =
+        collective::LoadFaultSpec(absl::GetFlag(FLAGS_faults));
+    if (!f.ok()) return Fail(absl::StrCat("--faults: ", f.status().message()));
+    faults = *std::move(f);
+  }
+  for (const std::string& path : {t.json_log_path, absl::GetFlag(FLAGS_events_log)}) {
+    if (!path.empty() && !std::ofstream(path, std::ios::trunc)) {
+      return Fail(absl::StrCat("cannot write '", path, "'"));
+    }
+  }
+  char control_template[] = "/tmp/falcon_train.XXXXXX";
+  const char* control = mkdtemp(control_template);
+  if (control == nullptr) return Fail("cannot create a control directory under /tmp");
+  const std::string restart_file = std::string(control) + "/restart.json";
+
+  collective::LaunchOptions launch;
+  launch.nproc = nproc;
+  launch.dp = t.dp;
+  launch.pp = t.pp;
+  launch.nodes = absl::GetFlag(FLAGS_nodes);
+  launch.faults = faults.empty() ? "" : faults.ToString();
+  launch.pin_cpus = absl::GetFlag(FLAGS_pin_cpus);
+  launch.comm_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_comm_timeout_ms));
+  std::vector<std::string> extra = {"--restart_file=" + restart_file};
+  for (int restarts = 0;; ++restarts) {
+    launch.command = {SelfPath()};
+    launch.command.insert(launch.command.end(), args.begin() + 1, args.end());
+    launch.command.insert(launch.command.end(), extra.begin(), extra.end());
+    std::remove(restart_file.c_str());
+    absl::StatusOr<collective::LaunchResult> result = collective::RunLaunch(launch);
+    if (!result.ok()) return Fail(std::string(result.status().message()));
+    if (result->exit_code != kExitCheckpointRestart) return result->exit_code;
+    std::ifstream in(restart_file);
+    nlohmann::json request = nlohmann::json::parse(in, nullptr, false);
+    if (request.is_discarded() || !request.contains("checkpoint_dir")) {
+      std::fprintf(stderr, "falcon_train: ranks asked for a restart but left no request\n");
+      return result->exit_code;
+    }
+    if (restarts >= absl::GetFlag(FLAGS_max_restarts)) {
+      std::fprintf(stderr, "falcon_train: giving up after %d restarts\n", restarts);
+      return result->exit_code;
+    }
+    const std::vector<int> excluded = request["excluded_ranks"].get<std::vector<int>>();
+    absl::StatusOr<RestartPlan> plan =
+        PlanRestart(launch.nproc, launch.pp, t.micro_batches, excluded, faults, launch.nodes);
+    if (!plan.ok()) return Fail(absl::StrCat("S4 restart: ", plan.status().message()));
+    std::fprintf(stderr,
+                 "falcon_train: S4 restart from %s without ranks [%s]: DP=%d x PP=%d on %d "
+                 "ranks (old ranks %s)\n",
+                 request["checkpoint_dir"].get<std::string>().c_str(),
+                 absl::StrJoin(excluded, ",").c_str(), plan->dp, plan->pp, plan->world,
+                 absl::StrJoin(plan->old_rank, ",").c_str());
+    faults = plan->faults;
+    launch.nproc = plan->world;
+    launch.dp = plan->dp;
+    launch.nodes = plan->nodes;
+    launch.faults = faults.empty() ? "" : faults.ToString();
+    extra = {"--restart_file=" + restart_file,
+             "--resume=" + request["checkpoint_dir"].get<std::string>()};
+  }
+}
+
+}  // namespace
+}  // namespace falcon::trainer
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "falcon_train --dp D --pp P --microbatches M --steps N [--layers L --hidden H --seed S "
+      "--checkpoint-dir DIR --faults SPEC --directives FILE] --json-log FILE");
+  std::vector<std::string> storage;
+  std::vector<char*> normalized = falcon::trainer::NormalizeFlagNames(argc, argv, &storage);
+  const std::vector<std::string> args = storage;
+  absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
+  absl::StatusOr<falcon::collective::RankEnv> env = falcon::collective::RankEnvFromEnvironment();
+  if (env.ok()) return falcon::trainer::RunRank(*env);
+  if (!absl::IsFailedPrecondition(env.status())) {
+    return falcon::trainer::Fail(std::string(env.status().message()));
+  }
+  return falcon::trainer::RunLauncher(args);
+}
