@@ -1,0 +1,134 @@
+#include "agent/reduce/rank_reducer.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace falcon::agent::reduce {
+
+RankReducer::RankReducer(uint32_t rank, Options options, PeriodFinder finder)
+    : rank_(rank), options_(options), tracker_(options.period, std::move(finder)) {}
+
+int32_t RankReducer::TokenFor(const HeldOp& op) {
+  const uint64_t pair = (uint64_t{op.key.src} << 32) | op.key.dst;
+  auto [it, inserted] =
+      tokens_.try_emplace(std::make_tuple(op.comm_id, static_cast<int>(op.kind), pair),
+                          static_cast<int32_t>(tokens_.size()));
+  return it->second;
+}
+
+void RankReducer::AddOp(const HeldOp& op) {
+  if (ops_.size() >= options_.max_held_ops) {
+    ops_.pop_front();
+    stats_.overflow_ops++;
+  }
+  ops_.push_back(op);
+  max_op_iteration_ = std::max(max_op_iteration_, op.iteration);
+  max_op_start_ns_ = std::max(max_op_start_ns_, op.start_ns);
+  if (hinted_) return;
+  if (std::optional<int64_t> b = tracker_.Add(TokenFor(op), op.start_ns); b.has_value()) {
+    if (boundaries_.empty() || *b >= boundaries_.back()) boundaries_.push_back(*b);
+  }
+  if (boundaries_.empty()) {
+    // A future boundary is the start of one of the last max_anchor ops at the earliest.
+    while (ops_.size() > options_.period.max_anchor) {
+      ops_.pop_front();
+      stats_.unassigned_ops++;
+    }
+  }
+}
+
+void RankReducer::AddHint(const v1::IterationHint& hint, int64_t now_ns) {
+  if (!hinted_) {
+    hinted_ = true;
+    boundaries_.clear();
+  }
+  Hint h;
+  h.start_ns = hint.start_ns();
+  h.end_ns = hint.end_ns();
+  h.plan_version = hint.plan_version();
+  h.arrived_ns = now_ns;
+  hints_[hint.iteration()] = h;
+}
+
+bool RankReducer::BelongsTo(const HeldOp& op, int64_t iteration, const Hint& hint) const {
+  if (op.iteration >= 0) return op.iteration == iteration;
+  return op.start_ns >= hint.start_ns && op.start_ns < hint.end_ns;
+}
+
+bool RankReducer::HintComplete(int64_t iteration, const Hint& hint, int64_t now_ns) const {
+  return max_op_iteration_ > iteration || max_op_start_ns_ >= hint.end_ns ||
+         now_ns - hint.arrived_ns >= absl::ToInt64Nanoseconds(options_.hint_hold);
+}
+
+void RankReducer::TakeHinted(int64_t now_ns, bool flush_all, std::vector<IterationDraft>* out) {
+  for (auto it = hints_.begin(); it != hints_.end();) {
+    const int64_t iteration = it->first;
+    const Hint& hint = it->second;
+    if (!flush_all && !HintComplete(iteration, hint, now_ns)) break;
+    if (hint.end_ns <= hint.start_ns) {
+      stats_.empty_iterations++;
+      it = hints_.erase(it);
+      continue;
+    }
+    IterationDraft d;
+    d.iteration = iteration;
+    d.start_ns = hint.start_ns;
+    d.end_ns = hint.end_ns;
+    d.from_hint = true;
+    d.plan_version = hint.plan_version;
+    d.completed_at_ns = now_ns;
+    std::deque<HeldOp> keep;
+    for (HeldOp& op : ops_) {
+      if (BelongsTo(op, iteration, hint)) {
+        d.ops.push_back(op);
+      } else if ((op.iteration >= 0 && op.iteration < iteration) ||
+                 (op.iteration < 0 && op.start_ns < hint.start_ns)) {
+        stats_.unassigned_ops++;
+      } else {
+        keep.push_back(op);
+      }
+    }
+    ops_.swap(keep);
+    out->push_back(std::move(d));
+    it = hints_.erase(it);
+  }
+}
+
+void RankReducer::TakePeriodic(int64_t now_ns, std::vector<IterationDraft>* out) {
+  while (!boundaries_.empty()) {
+    const int64_t b0 = boundaries_.front();
+    while (!ops_.empty() && ops_.front().start_ns < b0) {
+      ops_.pop_front();
+      stats_.unassigned_ops++;
+    }
+    if (boundaries_.size() < 2) break;
+    const int64_t b1 = boundaries_[1];
+    boundaries_.pop_front();
+    if (b1 <= b0) {
+      stats_.empty_iterations++;
+      continue;
+    }
+    IterationDraft d;
+    d.iteration = next_period_iteration_++;
+    d.start_ns = b0;
+    d.end_ns = b1;
+    d.from_hint = false;
+    d.plan_version = plan_version_;
+    d.completed_at_ns = now_ns;
+    while (!ops_.empty() && ops_.front().start_ns < b1) {
+      d.ops.push_back(ops_.front());
+      ops_.pop_front();
+    }
+    out->push_back(std::move(d));
+  }
+}
+
+void RankReducer::TakeCompleted(int64_t now_ns, bool flush_all, std::vector<IterationDraft>* out) {
+  if (hinted_) {
+    TakeHinted(now_ns, flush_all, out);
+  } else {
+    TakePeriodic(now_ns, out);
+  }
+}
+
+}  // namespace falcon::agent::reduce
