@@ -188,7 +188,7 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
     job.reducer.AddRank(rank_id);
   } else if (new_epoch || rank.info.pid() != hello.rank().pid()) {
     // A new trainer process: a new rank session with its own sequence numbers.
-    job.reducer.ResetRank(rank_id, new_epoch);
+    job.reducer.ResetRank(rank_id, new_epoch, now);
     rank.acked_batch_seq = 0;
     rank.last_op_seq = 0;
     rank.last_hint_iteration = -1;

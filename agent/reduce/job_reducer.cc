@@ -25,17 +25,20 @@ void JobReducer::AddRank(uint32_t rank) {
   if (s.reducer == nullptr) s.reducer = NewReducer(rank);
 }
 
-void JobReducer::ResetRank(uint32_t rank, bool new_epoch) {
+void JobReducer::ResetRank(uint32_t rank, bool new_epoch, int64_t now_ns) {
   RankState& s = ranks_[rank];
   int64_t next_iteration = 0;
   if (s.reducer != nullptr) {
+    // The old process is gone: whatever it hinted is complete; summarize it at the next Flush.
+    std::vector<IterationDraft> drafts;
+    s.reducer->TakeCompleted(now_ns, /*flush_all=*/true, &drafts);
+    for (IterationDraft& d : drafts) s.pending.push_back(std::move(d));
     retired_unassigned_ += s.reducer->stats().unassigned_ops;
     retired_overflow_ += s.reducer->stats().overflow_ops;
     next_iteration = s.reducer->next_period_iteration();
   }
   s.reducer = NewReducer(rank);
   s.reducer->set_next_period_iteration(next_iteration);
-  s.pending.clear();
   s.collective_count.clear();
   s.p2p_count.clear();
   if (new_epoch) s.last_emitted = -1;

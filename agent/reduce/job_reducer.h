@@ -59,9 +59,10 @@ class JobReducer {
 
   // `rank` runs on this node. Creates its reducer when new.
   void AddRank(uint32_t rank);
-  // `rank` restarted (new process): fresh reducer and op instance counters. Iteration numbering
-  // found without hints continues; `new_epoch` also forgets the last emitted iteration.
-  void ResetRank(uint32_t rank, bool new_epoch);
+  // `rank` restarted (new process): iterations the old process hinted are complete (summarized
+  // at the next Flush); then a fresh reducer and op instance counters. Iteration numbering found
+  // without hints continues; `new_epoch` also forgets the last emitted iteration.
+  void ResetRank(uint32_t rank, bool new_epoch, int64_t now_ns);
   // Registers or replaces a communicator (already validated).
   void AddCommunicator(const v1::Communicator& comm);
 

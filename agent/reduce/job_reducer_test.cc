@@ -187,15 +187,31 @@ TEST(JobReducerTest, IterationsStayStrictlyIncreasingAcrossRestartsOfARank) {
   std::vector<v1::IterationSummary> out;
   reducer.Flush(0, true, &out);
   ASSERT_EQ(out.size(), 1u);
-  reducer.ResetRank(0, /*new_epoch=*/false);  // Trainer restarted, same epoch.
+  reducer.ResetRank(0, /*new_epoch=*/false, 0);  // Trainer restarted, same epoch.
   reducer.AddHint(0, Hint(3, 20 * kMs, 30 * kMs), 0);
   reducer.Flush(0, true, &out);
   EXPECT_EQ(out.size(), 1u);
   EXPECT_EQ(reducer.stats().stale_iterations, 1u);
-  reducer.ResetRank(0, /*new_epoch=*/true);  // S4 restart: a new epoch starts over.
+  reducer.ResetRank(0, /*new_epoch=*/true, 0);  // S4 restart: a new epoch starts over.
   reducer.AddHint(0, Hint(3, 40 * kMs, 50 * kMs), 0);
   reducer.Flush(0, true, &out);
   EXPECT_EQ(out.size(), 2u);
+}
+
+TEST(JobReducerTest, RestartedRankKeepsTheOldProcesssLastIteration) {
+  JobReducer reducer({}, ExactPeriodFinder());
+  reducer.AddRank(0);
+  reducer.AddCommunicator(Comm(10, {0}));
+  reducer.AddOps(0, Ops({Rec(10, 2 * kMs, 3 * kMs, 7)}), 0);
+  reducer.AddHint(0, Hint(7, 0, 10 * kMs), 0);
+  std::vector<v1::IterationSummary> out;
+  reducer.Flush(0, false, &out);
+  EXPECT_TRUE(out.empty());  // Iteration 7 may still get late ops.
+  reducer.ResetRank(0, /*new_epoch=*/false, 0);
+  reducer.Flush(0, false, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].iteration(), 7);
+  EXPECT_EQ(out[0].comms(0).busy_ns(), 1 * kMs);
 }
 
 TEST(JobReducerTest, PeriodModeWithoutHints) {
