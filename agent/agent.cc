@@ -9,8 +9,7 @@ namespace falcon::agent {
 Agent::Agent(AgentOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock), summary_interval_(options_.summary_interval) {}
 
-absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options, const Clock& clock,
-                                                    reduce::PeriodFinder finder) {
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options, const Clock& clock) {
   FillDefaults(&options);
   if (absl::Status s = Validate(options); !s.ok()) return s;
   std::unique_ptr<Agent> agent(new Agent(std::move(options), clock));
@@ -29,8 +28,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options, const 
   ControllerLink::Handler* handler = &a;  // Private base: convert here, where it is accessible.
   a.link_ =
       std::make_unique<ControllerLink>(link, a.buffer_.get(), handler, a.metrics_.get(), clock);
-  a.hub_ = std::make_unique<ShimHub>(a.options_.hub, clock, a.metrics_.get(), a.link_.get(),
-                                     std::move(finder));
+  a.hub_ = std::make_unique<ShimHub>(a.options_.hub, clock, a.metrics_.get(), a.link_.get());
 
   if (!a.options_.metrics_listen.empty()) {
     try {

@@ -22,7 +22,6 @@
 #include "agent/agent_metrics.h"
 #include "agent/controller_link.h"
 #include "agent/options.h"
-#include "agent/reduce/period_tracker.h"
 #include "agent/shim_hub.h"
 #include "agent/shim_service.h"
 #include "agent/telemetry_buffer.h"
@@ -36,9 +35,8 @@ class Agent : private ControllerLink::Handler {
  public:
   // Validates `options` (kInvalidArgument naming the setting), binds the shim socket and the
   // metrics port (kUnavailable when either cannot be bound) and starts connecting to the
-  // controller. `clock` must outlive the agent. `finder` finds iteration periods (ACF).
-  static absl::StatusOr<std::unique_ptr<Agent>> Start(AgentOptions options, const Clock& clock,
-                                                      reduce::PeriodFinder finder);
+  // controller. `clock` must outlive the agent.
+  static absl::StatusOr<std::unique_ptr<Agent>> Start(AgentOptions options, const Clock& clock);
   ~Agent() override;
 
   // Graceful stop: closes shim streams (shims keep unacked batches and reconnect to the next

@@ -12,7 +12,6 @@
 #include <string>
 #include <utility>
 
-#include "agent/reduce/exact_period_finder.h"
 #include "agent/testing/fake_controller.h"
 #include "agent/testing/messages.h"
 #include "agent/testing/prometheus_text.h"
@@ -70,7 +69,7 @@ class AgentTest : public ::testing::Test {
     o.heartbeat_interval = absl::Milliseconds(200);
     o.backoff.initial = absl::Milliseconds(20);
     o.backoff.max = absl::Milliseconds(200);
-    auto agent = Agent::Start(o, clock_, reduce::ExactPeriodFinder());
+    auto agent = Agent::Start(o, clock_);
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = std::move(*agent);
   }

@@ -40,9 +40,8 @@ struct RankState {
 };
 
 struct JobState {
-  JobState(const std::string& name, reduce::JobReducer::Options options,
-           reduce::PeriodFinder finder)
-      : name(name), reducer(options, std::move(finder)) {}
+  JobState(const std::string& name, reduce::JobReducer::Options options)
+      : name(name), reducer(options) {}
 
   std::string name;
   uint32_t world_size = 0;

@@ -186,6 +186,7 @@ absl::Status Validate(const AgentOptions& o) {
   if (o.hub.max_raw_ops_per_rank == 0) return Bad("max_raw_ops_per_rank", "must be > 0");
   if (o.hub.reduce.rank.hint_hold < absl::ZeroDuration()) return Bad("hint_hold", "must be >= 0");
   if (o.hub.reduce.match_hold < absl::ZeroDuration()) return Bad("match_hold", "must be >= 0");
+  if (absl::Status s = reduce::JobReducer::Validate(o.hub.reduce); !s.ok()) return s;
   if (absl::Status s = TelemetryBuffer::Validate(o.buffer); !s.ok()) return s;
   if (absl::Status s = Backoff::Validate(o.backoff); !s.ok()) return s;
   return absl::OkStatus();

@@ -19,13 +19,8 @@ v1::AgentToShim ErrorMessage(const absl::Status& status) {
 
 }  // namespace
 
-ShimHub::ShimHub(Options options, const Clock& clock, AgentMetrics* metrics, ControllerSink* sink,
-                 reduce::PeriodFinder finder)
-    : options_(std::move(options)),
-      clock_(clock),
-      metrics_(metrics),
-      sink_(sink),
-      finder_(std::move(finder)) {}
+ShimHub::ShimHub(Options options, const Clock& clock, AgentMetrics* metrics, ControllerSink* sink)
+    : options_(std::move(options)), clock_(clock), metrics_(metrics), sink_(sink) {}
 
 ShimHub::~ShimHub() {
   absl::MutexLock lock(&mu_);
@@ -129,7 +124,7 @@ void ShimHub::OnMessage(uint64_t session, const v1::ShimMessage& msg) {
 JobState& ShimHub::GetOrCreateJob(const v1::ShimHello& hello) {
   auto& slot = jobs_[hello.job()];
   if (slot == nullptr) {
-    slot = std::make_unique<JobState>(hello.job(), options_.reduce, finder_);
+    slot = std::make_unique<JobState>(hello.job(), options_.reduce);
     slot->world_size = hello.world_size();
     slot->epoch = hello.epoch();
     slot->metrics = metrics_->AddJob(hello.job());

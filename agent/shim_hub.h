@@ -33,7 +33,6 @@
 #include "agent/agent_metrics.h"
 #include "agent/job_state.h"
 #include "agent/reduce/job_reducer.h"
-#include "agent/reduce/period_tracker.h"
 #include "analysis/clock.h"
 #include "proto/falcon/v1/shim.pb.h"
 #include "proto/falcon/v1/telemetry.pb.h"
@@ -78,8 +77,8 @@ class ShimHub {
   };
 
   // `metrics` and `sink` must outlive the hub.
-  ShimHub(Options options, const Clock& clock, AgentMetrics* metrics, ControllerSink* sink,
-          reduce::PeriodFinder finder);
+  // REQUIRES: reduce::JobReducer::Validate(options.reduce).ok().
+  ShimHub(Options options, const Clock& clock, AgentMetrics* metrics, ControllerSink* sink);
   ~ShimHub();
 
   // --- Shim streams (from the transport) ---
@@ -144,7 +143,6 @@ class ShimHub {
   const Clock& clock_;
   AgentMetrics* const metrics_;
   ControllerSink* const sink_;
-  const reduce::PeriodFinder finder_;
 
   mutable absl::Mutex mu_;
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;

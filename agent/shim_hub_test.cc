@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "agent/agent_metrics.h"
-#include "agent/reduce/exact_period_finder.h"
 #include "analysis/clock.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
@@ -91,7 +90,7 @@ class ShimHubTest : public ::testing::Test {
   ShimHubTest()
       : registry_(std::make_shared<prometheus::Registry>()),
         metrics_(registry_, "n1", "test"),
-        hub_(Opts(), clock_, &metrics_, &sink_, reduce::ExactPeriodFinder()) {}
+        hub_(Opts(), clock_, &metrics_, &sink_) {}
 
   static ShimHub::Options Opts() {
     ShimHub::Options o;

@@ -11,13 +11,21 @@ constexpr int64_t kMaxIterationTimeNs = int64_t{3600} * 1000 * 1000 * 1000;
 
 }  // namespace
 
-JobReducer::JobReducer(Options options, PeriodFinder finder)
-    : options_(options),
-      finder_(std::move(finder)),
-      instances_(absl::ToInt64Nanoseconds(options.instance_ttl)) {}
+absl::Status JobReducer::Validate(const Options& options) {
+  if (options.match_hold < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("match_hold: must be >= 0");
+  }
+  if (options.instance_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("instance_ttl: must be > 0");
+  }
+  return RankReducer::Validate(options.rank);
+}
+
+JobReducer::JobReducer(Options options)
+    : options_(options), instances_(absl::ToInt64Nanoseconds(options.instance_ttl)) {}
 
 std::unique_ptr<RankReducer> JobReducer::NewReducer(uint32_t rank) const {
-  return std::make_unique<RankReducer>(rank, options_.rank, finder_);
+  return std::make_unique<RankReducer>(rank, options_.rank);
 }
 
 void JobReducer::AddRank(uint32_t rank) {

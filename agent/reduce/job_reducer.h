@@ -24,10 +24,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/reduce/held_op.h"
 #include "agent/reduce/instance_table.h"
-#include "agent/reduce/period_tracker.h"
 #include "agent/reduce/rank_reducer.h"
 #include "google/protobuf/repeated_field.h"
 #include "proto/falcon/v1/common.pb.h"
@@ -55,7 +55,10 @@ class JobReducer {
     size_t instances = 0;           // Instance table entries now.
   };
 
-  JobReducer(Options options, PeriodFinder finder);
+  // kInvalidArgument when the options are invalid.
+  static absl::Status Validate(const Options& options);
+  // REQUIRES: Validate(options).ok().
+  explicit JobReducer(Options options);
 
   // `rank` runs on this node. Creates its reducer when new.
   void AddRank(uint32_t rank);
@@ -99,7 +102,6 @@ class JobReducer {
   v1::IterationSummary Summarize(uint32_t rank, const IterationDraft& d);
 
   const Options options_;
-  PeriodFinder finder_;
   std::map<uint32_t, RankState> ranks_;  // Ordered: deterministic output.
   absl::flat_hash_map<uint64_t, CommInfo> comms_;
   InstanceTable instances_;

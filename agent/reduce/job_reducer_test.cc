@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "agent/reduce/exact_period_finder.h"
 #include "gtest/gtest.h"
 
 namespace falcon::agent::reduce {
@@ -72,7 +71,7 @@ class SlowComputeTest : public ::testing::Test {
       reducer_.AddHint(1, Hint(i, t, t + 20 * kMs), 0);
     }
   }
-  JobReducer reducer_{{}, ExactPeriodFinder()};
+  JobReducer reducer_{{}};
 };
 
 TEST_F(SlowComputeTest, WaitIsTheSpreadOfStartTimes) {
@@ -107,7 +106,7 @@ TEST_F(SlowComputeTest, WaitIsTheSpreadOfStartTimes) {
 }
 
 TEST(JobReducerTest, RemoteMembersGiveNoWaitEstimate) {
-  JobReducer reducer({}, ExactPeriodFinder());
+  JobReducer reducer({});
   reducer.AddRank(0);
   reducer.AddCommunicator(Comm(10, {0, 5}));  // Rank 5 is on another node.
   reducer.AddOps(0, Ops({Rec(10, 5 * kMs, 10 * kMs, 0), Rec(10, 25 * kMs, 26 * kMs, 1)}), 0);
@@ -121,7 +120,7 @@ TEST(JobReducerTest, RemoteMembersGiveNoWaitEstimate) {
 }
 
 TEST(JobReducerTest, DeviceTimeSplitsWaitWhenProfiled) {
-  JobReducer reducer({}, ExactPeriodFinder());
+  JobReducer reducer({});
   reducer.AddRank(0);
   reducer.AddCommunicator(Comm(10, {0, 5}));
   v1::OpRecord r = Rec(10, 5 * kMs, 10 * kMs, 0);
@@ -136,7 +135,7 @@ TEST(JobReducerTest, DeviceTimeSplitsWaitWhenProfiled) {
 }
 
 TEST(JobReducerTest, PointToPointPairsSendWithRecv) {
-  JobReducer reducer({}, ExactPeriodFinder());
+  JobReducer reducer({});
   reducer.AddRank(0);
   reducer.AddRank(1);
   reducer.AddCommunicator(Comm(20, {0, 1}, v1::COMM_KIND_PP));
@@ -163,7 +162,7 @@ TEST(JobReducerTest, PointToPointPairsSendWithRecv) {
 TEST(JobReducerTest, WaitsForOtherParticipantsUpToTheHold) {
   JobReducer::Options options;
   options.match_hold = absl::Seconds(2);
-  JobReducer reducer(options, ExactPeriodFinder());
+  JobReducer reducer(options);
   reducer.AddRank(0);
   reducer.AddRank(1);
   reducer.AddCommunicator(Comm(10, {0, 1}));
@@ -180,7 +179,7 @@ TEST(JobReducerTest, WaitsForOtherParticipantsUpToTheHold) {
 }
 
 TEST(JobReducerTest, IterationsStayStrictlyIncreasingAcrossRestartsOfARank) {
-  JobReducer reducer({}, ExactPeriodFinder());
+  JobReducer reducer({});
   reducer.AddRank(0);
   reducer.AddCommunicator(Comm(10, {0}));
   reducer.AddHint(0, Hint(5, 0, 10 * kMs), 0);
@@ -199,7 +198,7 @@ TEST(JobReducerTest, IterationsStayStrictlyIncreasingAcrossRestartsOfARank) {
 }
 
 TEST(JobReducerTest, RestartedRankKeepsTheOldProcesssLastIteration) {
-  JobReducer reducer({}, ExactPeriodFinder());
+  JobReducer reducer({});
   reducer.AddRank(0);
   reducer.AddCommunicator(Comm(10, {0}));
   reducer.AddOps(0, Ops({Rec(10, 2 * kMs, 3 * kMs, 7)}), 0);
@@ -215,7 +214,9 @@ TEST(JobReducerTest, RestartedRankKeepsTheOldProcesssLastIteration) {
 }
 
 TEST(JobReducerTest, PeriodModeWithoutHints) {
-  JobReducer reducer({}, ExactPeriodFinder());
+  JobReducer::Options options;
+  options.rank.tracker.redetect_every = 128;
+  JobReducer reducer(options);
   reducer.AddRank(0);
   reducer.AddCommunicator(Comm(10, {0, 3}));
   reducer.AddCommunicator(Comm(11, {0, 4}, v1::COMM_KIND_PP));

@@ -5,15 +5,21 @@
 
 namespace falcon::agent::reduce {
 
-RankReducer::RankReducer(uint32_t rank, Options options, PeriodFinder finder)
-    : rank_(rank), options_(options), tracker_(options.period, std::move(finder)) {}
+absl::Status RankReducer::Validate(const Options& options) {
+  if (options.max_held_ops == 0) return absl::InvalidArgumentError("max_held_ops: must be > 0");
+  return analysis::IterationTracker::Create(options.tracker).status();
+}
 
-int32_t RankReducer::TokenFor(const HeldOp& op) {
+RankReducer::RankReducer(uint32_t rank, Options options)
+    : rank_(rank),
+      options_(options),
+      tracker_(*analysis::IterationTracker::Create(options.tracker)) {}
+
+uint64_t RankReducer::Symbol(const HeldOp& op) {
+  // Peers tell apart sends (and receives) on one communicator, e.g. to the next and the
+  // previous pipeline stage.
   const uint64_t pair = (uint64_t{op.key.src} << 32) | op.key.dst;
-  auto [it, inserted] =
-      tokens_.try_emplace(std::make_tuple(op.comm_id, static_cast<int>(op.kind), pair),
-                          static_cast<int32_t>(tokens_.size()));
-  return it->second;
+  return analysis::OpSymbol(static_cast<int>(op.kind), op.comm_id ^ (pair * 0x9E3779B97F4A7C15ull));
 }
 
 void RankReducer::AddOp(const HeldOp& op) {
@@ -25,12 +31,21 @@ void RankReducer::AddOp(const HeldOp& op) {
   max_op_iteration_ = std::max(max_op_iteration_, op.iteration);
   max_op_start_ns_ = std::max(max_op_start_ns_, op.start_ns);
   if (hinted_) return;
-  if (std::optional<int64_t> b = tracker_.Add(TokenFor(op), op.start_ns); b.has_value()) {
-    if (boundaries_.empty() || *b >= boundaries_.back()) boundaries_.push_back(*b);
+  absl::StatusOr<std::optional<absl::Duration>> closed =
+      tracker_.Add(analysis::OpEvent{Symbol(op), op.start_ns});
+  if (!closed.ok()) {
+    stats_.unordered_ops++;
+    return;
   }
-  if (boundaries_.empty()) {
-    // A future boundary is the start of one of the last max_anchor ops at the earliest.
-    while (ops_.size() > options_.period.max_anchor) {
+  if (closed->has_value()) {
+    const int64_t start = op.start_ns - absl::ToInt64Nanoseconds(**closed);
+    spans_.emplace_back(start, op.start_ns);
+    return;
+  }
+  if (spans_.empty()) {
+    // The next iteration reported starts at most one period back; older ops can go.
+    const size_t keep = 4 * static_cast<size_t>(options_.tracker.period.max_lag);
+    while (ops_.size() > keep) {
       ops_.pop_front();
       stats_.unassigned_ops++;
     }
@@ -40,7 +55,7 @@ void RankReducer::AddOp(const HeldOp& op) {
 void RankReducer::AddHint(const v1::IterationHint& hint, int64_t now_ns) {
   if (!hinted_) {
     hinted_ = true;
-    boundaries_.clear();
+    spans_.clear();
   }
   Hint h;
   h.start_ns = hint.start_ns();
@@ -95,27 +110,25 @@ void RankReducer::TakeHinted(int64_t now_ns, bool flush_all, std::vector<Iterati
 }
 
 void RankReducer::TakePeriodic(int64_t now_ns, std::vector<IterationDraft>* out) {
-  while (!boundaries_.empty()) {
-    const int64_t b0 = boundaries_.front();
-    while (!ops_.empty() && ops_.front().start_ns < b0) {
+  while (!spans_.empty()) {
+    const auto [start, end] = spans_.front();
+    spans_.pop_front();
+    while (!ops_.empty() && ops_.front().start_ns < start) {
       ops_.pop_front();
       stats_.unassigned_ops++;
     }
-    if (boundaries_.size() < 2) break;
-    const int64_t b1 = boundaries_[1];
-    boundaries_.pop_front();
-    if (b1 <= b0) {
+    if (end <= start) {
       stats_.empty_iterations++;
       continue;
     }
     IterationDraft d;
     d.iteration = next_period_iteration_++;
-    d.start_ns = b0;
-    d.end_ns = b1;
+    d.start_ns = start;
+    d.end_ns = end;
     d.from_hint = false;
     d.plan_version = plan_version_;
     d.completed_at_ns = now_ns;
-    while (!ops_.empty() && ops_.front().start_ns < b1) {
+    while (!ops_.empty() && ops_.front().start_ns < end) {
       d.ops.push_back(ops_.front());
       ops_.pop_front();
     }

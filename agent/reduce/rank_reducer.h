@@ -5,8 +5,10 @@
 //    holds the ops stamped with iteration i, or, when unstamped (-1), the ops starting inside that
 //    span. Iteration i is complete once an op of a later iteration (or starting at or after
 //    end_ns) has arrived, or `hint_hold` after its hint arrived. Summaries say from_hint = true.
-//  * No hints: the PeriodTracker (ACF period + anchor) marks boundaries; iteration k spans
-//    [boundary k, boundary k+1) and is numbered from 0 per rank, continuing across sessions.
+//  * No hints: analysis::IterationTracker (ACF period, FALCON_NOTES.md §2.3) reports each
+//    iteration as the span between two occurrences of its anchor op; iteration k holds the ops
+//    starting in [start, end) and is numbered from 0 per rank, continuing across sessions.
+//    Each op is a symbol of (op kind, communicator, peer).
 // The first hint switches a rank to hints for good. Ops that fall in no iteration (before the
 // first boundary, or late) are counted as unassigned and dropped.
 //
@@ -19,13 +21,13 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <tuple>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/reduce/held_op.h"
-#include "agent/reduce/period_tracker.h"
+#include "analysis/detect/period_finder.h"
 #include "proto/falcon/v1/shim.pb.h"
 
 namespace falcon::agent::reduce {
@@ -45,17 +47,21 @@ class RankReducer {
  public:
   struct Options {
     absl::Duration hint_hold = absl::Seconds(5);  // Wait for late ops after a hint.
-    size_t max_held_ops = 1 << 20;                // Ops held while boundaries are unknown.
-    PeriodTracker::Options period;
+    size_t max_held_ops = 1 << 20;                // Ops held per rank at most.
+    analysis::IterationTracker::Options tracker;  // Period finding without hints.
   };
 
   struct Stats {
     uint64_t unassigned_ops = 0;    // Dropped: in no iteration.
     uint64_t overflow_ops = 0;      // Dropped: over max_held_ops.
     uint64_t empty_iterations = 0;  // Boundaries with zero length, skipped.
+    uint64_t unordered_ops = 0;     // Started before the previous op: not fed to the tracker.
   };
 
-  RankReducer(uint32_t rank, Options options, PeriodFinder finder);
+  // kInvalidArgument when options.tracker is invalid.
+  static absl::Status Validate(const Options& options);
+  // REQUIRES: Validate(options).ok().
+  RankReducer(uint32_t rank, Options options);
 
   // Adds one op (already validated); `op.key`/`op.matched` are set by the caller.
   void AddOp(const HeldOp& op);
@@ -72,9 +78,10 @@ class RankReducer {
   int64_t next_period_iteration() const { return next_period_iteration_; }
   void set_next_period_iteration(int64_t i) { next_period_iteration_ = i; }
 
-  int32_t TokenFor(const HeldOp& op);
+  // The op's symbol for the period finder: (op kind, communicator, peer).
+  static uint64_t Symbol(const HeldOp& op);
   bool hinted() const { return hinted_; }
-  const PeriodTracker& tracker() const { return tracker_; }
+  const analysis::IterationTracker& tracker() const { return tracker_; }
   size_t held_ops() const { return ops_.size(); }
   const Stats& stats() const { return stats_; }
   uint32_t rank() const { return rank_; }
@@ -93,14 +100,13 @@ class RankReducer {
 
   const uint32_t rank_;
   const Options options_;
-  PeriodTracker tracker_;
-  absl::flat_hash_map<std::tuple<uint64_t, int, uint64_t>, int32_t> tokens_;
+  analysis::IterationTracker tracker_;
   std::deque<HeldOp> ops_;
   bool hinted_ = false;
   std::map<int64_t, Hint> hints_;
   int64_t max_op_iteration_ = -1;
   int64_t max_op_start_ns_ = -1;
-  std::deque<int64_t> boundaries_;  // Period mode: boundary start times not yet consumed.
+  std::deque<std::pair<int64_t, int64_t>> spans_;  // Period mode: [start, end) not yet taken.
   int64_t next_period_iteration_ = 0;
   int64_t plan_version_ = 0;
   Stats stats_;
