@@ -22,15 +22,32 @@ uint64_t RankReducer::Symbol(const HeldOp& op) {
   return analysis::OpSymbol(static_cast<int>(op.kind), op.comm_id ^ (pair * 0x9E3779B97F4A7C15ull));
 }
 
-void RankReducer::AddOp(const HeldOp& op) {
-  if (ops_.size() >= options_.max_held_ops) {
+void RankReducer::DropOldest() {
+  if (!stamped_.empty()) {
+    auto it = stamped_.begin();
+    it->second.erase(it->second.begin());
+    stamped_count_--;
+    if (it->second.empty()) stamped_.erase(it);
+  } else if (!ops_.empty()) {
     ops_.pop_front();
-    stats_.overflow_ops++;
   }
-  ops_.push_back(op);
+  stats_.overflow_ops++;
+}
+
+void RankReducer::AddOp(const HeldOp& op) {
+  if (held_ops() >= options_.max_held_ops) DropOldest();
   max_op_iteration_ = std::max(max_op_iteration_, op.iteration);
   max_op_start_ns_ = std::max(max_op_start_ns_, op.start_ns);
-  if (hinted_) return;
+  if (hinted_) {
+    if (op.iteration >= 0) {
+      stamped_[op.iteration].push_back(op);
+      stamped_count_++;
+    } else {
+      ops_.push_back(op);
+    }
+    return;
+  }
+  ops_.push_back(op);
   absl::StatusOr<std::optional<absl::Duration>> closed =
       tracker_.Add(analysis::OpEvent{Symbol(op), op.start_ns});
   if (!closed.ok()) {
@@ -54,8 +71,19 @@ void RankReducer::AddOp(const HeldOp& op) {
 
 void RankReducer::AddHint(const v1::IterationHint& hint, int64_t now_ns) {
   if (!hinted_) {
+    // Hints from now on. Ops held so far move to their buckets.
     hinted_ = true;
     spans_.clear();
+    std::deque<HeldOp> unstamped;
+    for (HeldOp& op : ops_) {
+      if (op.iteration >= 0) {
+        stamped_[op.iteration].push_back(op);
+        stamped_count_++;
+      } else {
+        unstamped.push_back(op);
+      }
+    }
+    ops_.swap(unstamped);
   }
   Hint h;
   h.start_ns = hint.start_ns();
@@ -63,11 +91,6 @@ void RankReducer::AddHint(const v1::IterationHint& hint, int64_t now_ns) {
   h.plan_version = hint.plan_version();
   h.arrived_ns = now_ns;
   hints_[hint.iteration()] = h;
-}
-
-bool RankReducer::BelongsTo(const HeldOp& op, int64_t iteration, const Hint& hint) const {
-  if (op.iteration >= 0) return op.iteration == iteration;
-  return op.start_ns >= hint.start_ns && op.start_ns < hint.end_ns;
 }
 
 bool RankReducer::HintComplete(int64_t iteration, const Hint& hint, int64_t now_ns) const {
@@ -80,30 +103,39 @@ void RankReducer::TakeHinted(int64_t now_ns, bool flush_all, std::vector<Iterati
     const int64_t iteration = it->first;
     const Hint& hint = it->second;
     if (!flush_all && !HintComplete(iteration, hint, now_ns)) break;
+    // Stamped ops of earlier iterations that were never hinted belong nowhere.
+    while (!stamped_.empty() && stamped_.begin()->first < iteration) {
+      stats_.unassigned_ops += stamped_.begin()->second.size();
+      stamped_count_ -= stamped_.begin()->second.size();
+      stamped_.erase(stamped_.begin());
+    }
+    IterationDraft d;
+    if (!stamped_.empty() && stamped_.begin()->first == iteration) {
+      d.ops = std::move(stamped_.begin()->second);
+      stamped_count_ -= d.ops.size();
+      stamped_.erase(stamped_.begin());
+    }
+    // Unstamped ops go by start time.
+    while (!ops_.empty() && ops_.front().start_ns < hint.end_ns) {
+      if (ops_.front().start_ns >= hint.start_ns) {
+        d.ops.push_back(ops_.front());
+      } else {
+        stats_.unassigned_ops++;
+      }
+      ops_.pop_front();
+    }
     if (hint.end_ns <= hint.start_ns) {
       stats_.empty_iterations++;
+      stats_.unassigned_ops += d.ops.size();
       it = hints_.erase(it);
       continue;
     }
-    IterationDraft d;
     d.iteration = iteration;
     d.start_ns = hint.start_ns;
     d.end_ns = hint.end_ns;
     d.from_hint = true;
     d.plan_version = hint.plan_version;
     d.completed_at_ns = now_ns;
-    std::deque<HeldOp> keep;
-    for (HeldOp& op : ops_) {
-      if (BelongsTo(op, iteration, hint)) {
-        d.ops.push_back(op);
-      } else if ((op.iteration >= 0 && op.iteration < iteration) ||
-                 (op.iteration < 0 && op.start_ns < hint.start_ns)) {
-        stats_.unassigned_ops++;
-      } else {
-        keep.push_back(op);
-      }
-    }
-    ops_.swap(keep);
     out->push_back(std::move(d));
     it = hints_.erase(it);
   }

@@ -82,7 +82,7 @@ class RankReducer {
   static uint64_t Symbol(const HeldOp& op);
   bool hinted() const { return hinted_; }
   const analysis::IterationTracker& tracker() const { return tracker_; }
-  size_t held_ops() const { return ops_.size(); }
+  size_t held_ops() const { return ops_.size() + stamped_count_; }
   const Stats& stats() const { return stats_; }
   uint32_t rank() const { return rank_; }
 
@@ -93,7 +93,6 @@ class RankReducer {
     int64_t plan_version = 0;
     int64_t arrived_ns = 0;
   };
-  bool BelongsTo(const HeldOp& op, int64_t iteration, const Hint& hint) const;
   bool HintComplete(int64_t iteration, const Hint& hint, int64_t now_ns) const;
   void TakeHinted(int64_t now_ns, bool flush_all, std::vector<IterationDraft>* out);
   void TakePeriodic(int64_t now_ns, std::vector<IterationDraft>* out);
@@ -101,7 +100,12 @@ class RankReducer {
   const uint32_t rank_;
   const Options options_;
   analysis::IterationTracker tracker_;
-  std::deque<HeldOp> ops_;
+  void DropOldest();
+
+  std::deque<HeldOp> ops_;  // Unstamped ops (all ops without hints), in arrival order.
+  // With hints: ops stamped by the shim, by iteration.
+  std::map<int64_t, std::vector<HeldOp>> stamped_;
+  size_t stamped_count_ = 0;
   bool hinted_ = false;
   std::map<int64_t, Hint> hints_;
   int64_t max_op_iteration_ = -1;
