@@ -1,0 +1,99 @@
+// Directive intake for one rank (ARCHITECTURE.md §5, falcon.v1.Directive in common.proto).
+//
+// The reader thread hands each directive from the agent to Receive(), which checks it and answers
+// with an ack to send at once: RECEIVED (queued), REJECTED with a reason (malformed, wrong job,
+// stale epoch, already past its iteration), or the previous ack again for a re-delivered id.
+// The trainer thread calls TakeDue() at its safe point: pending directives whose epoch has become
+// stale or whose effective iteration has passed are rejected; those whose effective iteration has
+// arrived are returned in (effective_iteration, directive_id) order. After applying one, the
+// trainer thread calls Complete(), which produces the final APPLIED or REJECTED ack and, when an
+// applied directive carries a newer epoch, advances the epoch fence. Every directive that targets
+// this rank therefore gets exactly one final ack. Thread-safe.
+//
+// Iterations: -1 means the trainer's iteration is unknown (an unmodified trainer under the NCCL
+// interposer); then every pending directive is due at the next safe point and none is late.
+#ifndef FALCON_TRAINER_SHIM_DIRECTIVE_INTAKE_H_
+#define FALCON_TRAINER_SHIM_DIRECTIVE_INTAKE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/falcon/v1/common.pb.h"
+
+namespace falcon::shim {
+
+class DirectiveIntake {
+ public:
+  struct Options {
+    std::string job;
+    uint32_t rank = 0;
+    uint32_t world_size = 1;
+    uint64_t epoch = 0;                 // Initial epoch fence.
+    uint32_t dp_size = 0;               // 0: unknown (micro-batch plan length not checked).
+    uint32_t global_micro_batches = 0;  // 0: unknown (plan sum not checked).
+  };
+  struct Due {
+    std::vector<falcon::v1::Directive> due;      // To apply now, in order.
+    std::vector<falcon::v1::DirectiveAck> acks;  // REJECTED acks for stale/late pending ones.
+  };
+
+  explicit DirectiveIntake(Options options);
+
+  // Structural checks that do not depend on state (ids, kind present, ranges, plan shapes).
+  // kInvalidArgument naming the field.
+  absl::Status CheckWellFormed(const falcon::v1::Directive& d) const;
+
+  // From the agent (reader thread). The ack to send now, or nullopt when the directive does not
+  // target this rank (target_ranks non-empty without it).
+  std::optional<falcon::v1::DirectiveAck> Receive(const falcon::v1::Directive& d);
+
+  // Trainer safe point at `iteration` (>= 0, or -1 unknown).
+  Due TakeDue(int64_t iteration);
+
+  // Trainer finished `d` (returned by TakeDue) at `iteration`: OK -> APPLIED, else REJECTED with
+  // the status message as the reason.
+  falcon::v1::DirectiveAck Complete(const falcon::v1::Directive& d, int64_t iteration,
+                                    const absl::Status& result);
+
+  // Removes and returns the first pending Resume, whatever its effective iteration (a paused rank
+  // cannot reach it). nullopt when none.
+  std::optional<falcon::v1::Directive> TakeResume();
+
+  // Cheap, lock-free: whether anything is pending.
+  bool HasPending() const { return pending_count_.load(std::memory_order_acquire) > 0; }
+  uint64_t epoch() const;
+  // Raises the epoch fence (never lowers it). Pending directives below it are rejected as stale
+  // at the next TakeDue.
+  void AdvanceEpoch(uint64_t epoch);
+
+ private:
+  struct Seen {
+    falcon::v1::DirectiveAck last_ack;
+    bool final = false;  // APPLIED or REJECTED was sent.
+  };
+
+  falcon::v1::DirectiveAck MakeAck(const falcon::v1::Directive& d, falcon::v1::AckStatus status,
+                                   std::string reason, int64_t applied_iteration) const;
+  falcon::v1::DirectiveAck RejectLocked(const falcon::v1::Directive& d, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static bool IsLateExempt(const falcon::v1::Directive& d);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_);
+  int64_t iteration_ ABSL_GUARDED_BY(mu_) = -1;  // Last iteration seen at a safe point.
+  std::vector<falcon::v1::Directive> pending_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Seen> seen_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> pending_count_{0};
+};
+
+}  // namespace falcon::shim
+
+#endif  // FALCON_TRAINER_SHIM_DIRECTIVE_INTAKE_H_

@@ -1,0 +1,231 @@
+#include "trainer_shim/directive_intake.h"
+
+#include "gtest/gtest.h"
+
+namespace falcon::shim {
+namespace {
+
+using falcon::v1::ACK_STATUS_APPLIED;
+using falcon::v1::ACK_STATUS_RECEIVED;
+using falcon::v1::ACK_STATUS_REJECTED;
+using falcon::v1::Directive;
+using falcon::v1::DirectiveAck;
+
+DirectiveIntake::Options Opts() {
+  DirectiveIntake::Options o;
+  o.job = "job1";
+  o.rank = 1;
+  o.world_size = 4;
+  o.epoch = 5;
+  o.dp_size = 2;
+  o.global_micro_batches = 8;
+  return o;
+}
+
+Directive Plan(uint64_t id, uint64_t epoch, int64_t iteration) {
+  Directive d;
+  d.set_directive_id(id);
+  d.set_job("job1");
+  d.set_epoch(epoch);
+  d.set_effective_iteration(iteration);
+  d.set_plan_version(2);
+  d.mutable_micro_batch_plan()->add_micro_batches(5);
+  d.mutable_micro_batch_plan()->add_micro_batches(3);
+  return d;
+}
+
+std::string RejectReason(DirectiveIntake& intake, const Directive& d) {
+  std::optional<DirectiveAck> ack = intake.Receive(d);
+  if (!ack.has_value()) return "<no ack>";
+  if (ack->status() != ACK_STATUS_REJECTED) return "<not rejected>";
+  EXPECT_EQ(ack->applied_iteration(), -1);
+  return ack->reason();
+}
+
+TEST(DirectiveIntakeTest, ReceivedThenDueAtItsIterationThenApplied) {
+  DirectiveIntake intake(Opts());
+  std::optional<DirectiveAck> ack = intake.Receive(Plan(11, 5, 10));
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->status(), ACK_STATUS_RECEIVED);
+  EXPECT_EQ(ack->rank(), 1u);
+  EXPECT_EQ(ack->job(), "job1");
+  EXPECT_TRUE(intake.HasPending());
+  EXPECT_TRUE(intake.TakeDue(8).due.empty());
+  EXPECT_TRUE(intake.TakeDue(9).due.empty());
+  DirectiveIntake::Due due = intake.TakeDue(10);
+  ASSERT_EQ(due.due.size(), 1u);
+  EXPECT_EQ(due.due[0].directive_id(), 11u);
+  EXPECT_FALSE(intake.HasPending());
+  DirectiveAck done = intake.Complete(due.due[0], 10, absl::OkStatus());
+  EXPECT_EQ(done.status(), ACK_STATUS_APPLIED);
+  EXPECT_EQ(done.applied_iteration(), 10);
+  EXPECT_EQ(done.epoch(), 5u);
+}
+
+TEST(DirectiveIntakeTest, DueDirectivesComeInIterationThenIdOrder) {
+  DirectiveIntake intake(Opts());
+  intake.Receive(Plan(30, 5, 4));
+  intake.Receive(Plan(20, 5, 4));
+  intake.Receive(Plan(40, 5, 3));
+  DirectiveIntake::Due due = intake.TakeDue(-1);  // Unknown iteration: all due now.
+  ASSERT_EQ(due.due.size(), 3u);
+  EXPECT_EQ(due.due[0].directive_id(), 40u);
+  EXPECT_EQ(due.due[1].directive_id(), 20u);
+  EXPECT_EQ(due.due[2].directive_id(), 30u);
+}
+
+TEST(DirectiveIntakeTest, StaleEpochRejectedOnArrival) {
+  DirectiveIntake intake(Opts());
+  const std::string reason = RejectReason(intake, Plan(1, 4, 10));
+  EXPECT_NE(reason.find("stale epoch"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("4 < shim epoch 5"), std::string::npos) << reason;
+  EXPECT_FALSE(intake.HasPending());
+}
+
+TEST(DirectiveIntakeTest, AppliedNewerEpochMakesQueuedOlderOnesStale) {
+  DirectiveIntake intake(Opts());
+  ASSERT_EQ(intake.Receive(Plan(1, 6, 3))->status(), ACK_STATUS_RECEIVED);  // S3 at epoch 6.
+  ASSERT_EQ(intake.Receive(Plan(2, 5, 7))->status(), ACK_STATUS_RECEIVED);  // Older plan.
+  DirectiveIntake::Due due = intake.TakeDue(3);
+  ASSERT_EQ(due.due.size(), 1u);
+  intake.Complete(due.due[0], 3, absl::OkStatus());
+  EXPECT_EQ(intake.epoch(), 6u);
+  DirectiveIntake::Due later = intake.TakeDue(7);
+  EXPECT_TRUE(later.due.empty());
+  ASSERT_EQ(later.acks.size(), 1u);
+  EXPECT_EQ(later.acks[0].directive_id(), 2u);
+  EXPECT_EQ(later.acks[0].status(), ACK_STATUS_REJECTED);
+  EXPECT_NE(later.acks[0].reason().find("stale epoch"), std::string::npos);
+  // A directive at the new epoch is fine; one below it is not.
+  EXPECT_EQ(intake.Receive(Plan(3, 6, 9))->status(), ACK_STATUS_RECEIVED);
+  EXPECT_NE(RejectReason(intake, Plan(4, 5, 9)).find("stale epoch"), std::string::npos);
+}
+
+TEST(DirectiveIntakeTest, RejectedResultDoesNotAdvanceTheEpoch) {
+  DirectiveIntake intake(Opts());
+  intake.Receive(Plan(1, 9, 0));
+  DirectiveIntake::Due due = intake.TakeDue(0);
+  DirectiveAck ack = intake.Complete(due.due[0], 0, absl::InternalError("loader busy"));
+  EXPECT_EQ(ack.status(), ACK_STATUS_REJECTED);
+  EXPECT_NE(ack.reason().find("loader busy"), std::string::npos);
+  EXPECT_NE(ack.reason().find("micro_batch_plan"), std::string::npos);
+  EXPECT_EQ(intake.epoch(), 5u);
+}
+
+TEST(DirectiveIntakeTest, LateDirectivesRejectedButResumeIsNot) {
+  DirectiveIntake intake(Opts());
+  intake.TakeDue(10);  // The rank started iteration 10.
+  const std::string reason = RejectReason(intake, Plan(1, 5, 10));
+  EXPECT_NE(reason.find("late"), std::string::npos) << reason;
+  Directive resume;
+  resume.set_directive_id(2);
+  resume.set_job("job1");
+  resume.set_epoch(5);
+  resume.set_effective_iteration(3);
+  resume.mutable_resume();
+  EXPECT_EQ(intake.Receive(resume)->status(), ACK_STATUS_RECEIVED);
+  // Queued, then the rank moves past it.
+  ASSERT_EQ(intake.Receive(Plan(3, 5, 12))->status(), ACK_STATUS_RECEIVED);
+  DirectiveIntake::Due due = intake.TakeDue(13);
+  ASSERT_EQ(due.due.size(), 1u);
+  EXPECT_EQ(due.due[0].directive_id(), 2u);
+  ASSERT_EQ(due.acks.size(), 1u);
+  EXPECT_EQ(due.acks[0].directive_id(), 3u);
+  EXPECT_NE(due.acks[0].reason().find("late"), std::string::npos);
+}
+
+TEST(DirectiveIntakeTest, MalformedDirectivesRejectedWithTheField) {
+  DirectiveIntake intake(Opts());
+  struct Case {
+    std::function<void(Directive*)> mutate;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {[](Directive* d) { d->clear_micro_batch_plan(); }, "directive.kind"},
+      {[](Directive* d) { d->set_effective_iteration(-4); }, "effective_iteration"},
+      {[](Directive* d) { d->set_job(""); }, "directive.job"},
+      {[](Directive* d) { d->mutable_micro_batch_plan()->add_micro_batches(1); },
+       "micro_batches: 3 entries, but dp_size is 2"},
+      {[](Directive* d) { d->mutable_micro_batch_plan()->set_micro_batches(0, 1); },
+       "sum 4 != global micro-batches 8"},
+      {[](Directive* d) { d->set_plan_version(0); }, "plan_version"},
+      {[](Directive* d) { d->add_target_ranks(1), d->add_target_ranks(9); }, "target_ranks[1]"},
+      {[](Directive* d) { d->mutable_pause()->set_max_duration_ns(0); }, "pause.max_duration_ns"},
+      {[](Directive* d) { d->mutable_pause()->set_max_duration_ns(601'000'000'000); },
+       "pause.max_duration_ns"},
+      {[](Directive* d) { d->mutable_topology_change()->add_assignments()->set_rank(0); },
+       "need one per rank"},
+      {[](Directive* d) { d->mutable_checkpoint_restart()->add_excluded_ranks(1); },
+       "checkpoint_dir"},
+      {[](Directive* d) { d->set_reverts_directive_id(d->directive_id()); }, "reverts itself"},
+  };
+  uint64_t id = 100;
+  for (const Case& c : cases) {
+    Directive d = Plan(++id, 5, 50);
+    c.mutate(&d);
+    const std::string reason = RejectReason(intake, d);
+    EXPECT_NE(reason.find("malformed"), std::string::npos) << reason;
+    EXPECT_NE(reason.find(c.field), std::string::npos) << reason;
+  }
+  EXPECT_FALSE(intake.HasPending());
+  Directive zero = Plan(0, 5, 50);
+  EXPECT_NE(RejectReason(intake, zero).find("directive_id"), std::string::npos);
+}
+
+TEST(DirectiveIntakeTest, TopologyNeedsDistinctRanks) {
+  DirectiveIntake intake(Opts());
+  Directive d = Plan(1, 5, 9);
+  auto* t = d.mutable_topology_change();
+  for (uint32_t r : {0u, 1u, 1u, 3u}) t->add_assignments()->set_rank(r);
+  EXPECT_NE(RejectReason(intake, d).find("assignments[2].rank: duplicate 1"), std::string::npos);
+}
+
+TEST(DirectiveIntakeTest, OtherJobRejected) {
+  DirectiveIntake intake(Opts());
+  Directive d = Plan(1, 5, 9);
+  d.set_job("job2");
+  EXPECT_NE(RejectReason(intake, d).find("not this shim's job"), std::string::npos);
+}
+
+TEST(DirectiveIntakeTest, NotTargetedIsIgnored) {
+  DirectiveIntake intake(Opts());
+  Directive d = Plan(1, 5, 9);
+  d.add_target_ranks(0);
+  d.add_target_ranks(2);
+  EXPECT_FALSE(intake.Receive(d).has_value());
+  d.add_target_ranks(1);
+  EXPECT_EQ(intake.Receive(d)->status(), ACK_STATUS_RECEIVED);
+}
+
+TEST(DirectiveIntakeTest, RedeliveryGetsTheSameAnswerAndIsNotQueuedTwice) {
+  DirectiveIntake intake(Opts());
+  EXPECT_EQ(intake.Receive(Plan(7, 5, 2))->status(), ACK_STATUS_RECEIVED);
+  EXPECT_EQ(intake.Receive(Plan(7, 5, 2))->status(), ACK_STATUS_RECEIVED);
+  DirectiveIntake::Due due = intake.TakeDue(2);
+  ASSERT_EQ(due.due.size(), 1u);
+  intake.Complete(due.due[0], 2, absl::OkStatus());
+  std::optional<DirectiveAck> again = intake.Receive(Plan(7, 5, 2));
+  EXPECT_EQ(again->status(), ACK_STATUS_APPLIED);
+  EXPECT_EQ(again->applied_iteration(), 2);
+  EXPECT_FALSE(intake.HasPending());
+}
+
+TEST(DirectiveIntakeTest, TakeResumeIgnoresTheIteration) {
+  DirectiveIntake intake(Opts());
+  Directive resume;
+  resume.set_directive_id(5);
+  resume.set_job("job1");
+  resume.set_epoch(5);
+  resume.set_effective_iteration(1000);
+  resume.mutable_resume();
+  intake.Receive(Plan(4, 5, 1000));
+  intake.Receive(resume);
+  std::optional<Directive> r = intake.TakeResume();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->directive_id(), 5u);
+  EXPECT_FALSE(intake.TakeResume().has_value());
+  EXPECT_TRUE(intake.HasPending()) << "the plan stays queued";
+}
+
+}  // namespace
+}  // namespace falcon::shim

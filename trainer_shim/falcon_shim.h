@@ -1,0 +1,234 @@
+/* Falcon trainer shim: stable, versioned C ABI (for PyTorch/Megatron via ctypes or C++, and for
+ * the NCCL interposer's host process). One shim per process (one rank). All entry points are
+ * thread-safe, never throw, never abort, and return a falcon_shim_status; on failure
+ * falcon_shim_last_error() gives the reason on the calling thread.
+ *
+ * ABI rules: functions are only added, never changed; structs passed in carry struct_size, are
+ * only extended at the end, and the library reads no further than struct_size. Times are host
+ * CLOCK_MONOTONIC nanoseconds (falcon_shim_now_ns). Values mirror the protos in proto/falcon/v1/.
+ *
+ * Typical use:
+ *   falcon_shim_options o; falcon_shim_options_init(&o); o.epoch = 0;
+ *   falcon_shim_init("job", rank, world, "/run/falcon/agent.sock", &o);
+ *   falcon_shim_register_comm(id, FALCON_SHIM_COMM_DP, members, n, "dp0");
+ *   per iteration i: falcon_shim_poll_directives(i, on_directive, ctx);   (safe point)
+ *                    per op: falcon_shim_record_op(&op);
+ *                    falcon_shim_iteration(i, start_ns, end_ns, loss, plan_version);
+ *   falcon_shim_shutdown();
+ */
+#ifndef FALCON_TRAINER_SHIM_FALCON_SHIM_H_
+#define FALCON_TRAINER_SHIM_FALCON_SHIM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FALCON_SHIM_ABI_VERSION 1
+
+/* Status codes: the absl::StatusCode / gRPC numbers. */
+typedef int32_t falcon_shim_status;
+#define FALCON_SHIM_OK 0
+#define FALCON_SHIM_INVALID_ARGUMENT 3    /* A bad argument; last_error names the field. */
+#define FALCON_SHIM_RESOURCE_EXHAUSTED 8  /* Op ring full: the record was dropped (counted). */
+#define FALCON_SHIM_FAILED_PRECONDITION 9 /* Not initialized, already initialized, shut down. */
+#define FALCON_SHIM_INTERNAL 13           /* Unexpected failure inside the shim. */
+
+/* falcon.v1.OpKind */
+#define FALCON_SHIM_OP_ALL_REDUCE 1
+#define FALCON_SHIM_OP_ALL_GATHER 2
+#define FALCON_SHIM_OP_REDUCE_SCATTER 3
+#define FALCON_SHIM_OP_BROADCAST 4
+#define FALCON_SHIM_OP_REDUCE 5
+#define FALCON_SHIM_OP_SEND 6
+#define FALCON_SHIM_OP_RECV 7
+#define FALCON_SHIM_OP_BARRIER 8
+#define FALCON_SHIM_OP_ALL_TO_ALL 9
+
+/* falcon.v1.CommKind */
+#define FALCON_SHIM_COMM_UNKNOWN 1
+#define FALCON_SHIM_COMM_DP 2
+#define FALCON_SHIM_COMM_PP 3
+#define FALCON_SHIM_COMM_TP 4
+#define FALCON_SHIM_COMM_WORLD 5
+
+/* Optional settings; falcon_shim_options_init fills the defaults (see ShimOptions). */
+typedef struct falcon_shim_options {
+  uint32_t struct_size; /* sizeof(falcon_shim_options) */
+  const char* node;     /* Node name; NULL = hostname. */
+  uint32_t local_rank;  /* Default 0. */
+  int32_t gpu;          /* CUDA device; -1 = CPU (default). */
+  int32_t dp_index;     /* Layout position; -1 = unknown (default). */
+  int32_t pp_index;
+  int32_t tp_index;
+  uint32_t dp_size; /* Layout sizes; 0 = unknown (default). */
+  uint32_t pp_size;
+  uint32_t tp_size;
+  uint32_t global_micro_batches;      /* 0 = unknown. */
+  uint64_t epoch;                     /* Starting epoch. Default 0. */
+  uint32_t ring_capacity;             /* Op records in the ring. Default 65536. */
+  uint32_t max_buffered_records;      /* Held for the agent. Default 262144. */
+  uint32_t max_batch_records;         /* Per OpBatch. Default 4096. */
+  uint32_t flush_interval_us;         /* Default 10000. */
+  uint32_t reconnect_initial_ms;      /* Default 50. */
+  uint32_t reconnect_max_ms;          /* Default 5000. */
+  uint32_t shutdown_flush_timeout_ms; /* Default 1000. */
+  int32_t profiling;                  /* Start with device-event profiling on. Default 0. */
+} falcon_shim_options;
+
+/* One timed op (falcon.v1.OpRecord without seq, which the shim assigns). */
+typedef struct falcon_shim_op {
+  uint64_t comm_id; /* Registered communicator; != 0. */
+  uint64_t bytes;   /* Payload this rank sends/contributes, <= 2^40. */
+  int64_t host_start_ns;
+  int64_t host_end_ns;        /* >= host_start_ns. */
+  int64_t device_duration_ns; /* 0 unless timed with device events. */
+  int64_t iteration;          /* -1: the shim stamps the iteration of the last poll. */
+  int32_t op_kind;            /* FALCON_SHIM_OP_* */
+  int32_t peer;               /* Global peer rank for SEND/RECV; -1 otherwise. */
+} falcon_shim_op;
+
+/* Directive kinds handed to the trainer (falcon.v1.Directive oneof field numbers). Pause, resume
+ * and profiling are handled inside the shim. */
+#define FALCON_SHIM_DIRECTIVE_MICRO_BATCH_PLAN 10
+#define FALCON_SHIM_DIRECTIVE_TOPOLOGY_CHANGE 11
+#define FALCON_SHIM_DIRECTIVE_CHECKPOINT_RESTART 12
+
+typedef struct falcon_shim_rank_assignment {
+  uint32_t rank;
+  uint32_t dp_index;
+  uint32_t pp_index;
+  uint32_t tp_index;
+} falcon_shim_rank_assignment;
+
+/* A directive due now. Pointers are valid only during the callback. */
+typedef struct falcon_shim_directive {
+  uint32_t struct_size;
+  int32_t kind; /* FALCON_SHIM_DIRECTIVE_* */
+  uint64_t directive_id;
+  uint64_t epoch;
+  int64_t effective_iteration;
+  int64_t plan_version;
+  uint64_t reverts_directive_id;
+  const char* reason;
+  const uint32_t* micro_batches; /* MICRO_BATCH_PLAN: per dp_index. */
+  uint32_t micro_batches_len;
+  const falcon_shim_rank_assignment* assignments; /* TOPOLOGY_CHANGE. */
+  uint32_t assignments_len;
+  const char* checkpoint_dir; /* CHECKPOINT_RESTART. */
+  const uint32_t* excluded_ranks;
+  uint32_t excluded_ranks_len;
+  const void* serialized; /* The falcon.v1.Directive in wire format. */
+  uint64_t serialized_len;
+} falcon_shim_directive;
+
+/* Apply `directive`. Return 0 when applied; non-zero to reject it, after writing a NUL-terminated
+ * reason of at most reason_capacity bytes into `reason`. Called on the polling thread. */
+typedef int32_t (*falcon_shim_directive_fn)(void* user_data, const falcon_shim_directive* directive,
+                                            char* reason, uint32_t reason_capacity);
+
+/* Told when a pause starts (paused = 1) and ends (0), on the polling thread. */
+typedef void (*falcon_shim_pause_fn)(void* user_data, int32_t paused);
+
+typedef struct falcon_shim_link {
+  uint32_t src_rank;
+  uint32_t dst_rank;
+} falcon_shim_link;
+
+#define FALCON_SHIM_VALIDATION_GEMM 5
+#define FALCON_SHIM_VALIDATION_LINK_PASS 6
+
+/* A validation task (falcon.v1.ValidationTask). Pointers valid only during the callback. */
+typedef struct falcon_shim_validation_task {
+  uint32_t struct_size;
+  int32_t kind; /* FALCON_SHIM_VALIDATION_* */
+  uint64_t task_id;
+  uint64_t epoch;
+  uint32_t repeats;
+  uint32_t gemm_m, gemm_n, gemm_k; /* GEMM */
+  uint32_t pass_index;             /* LINK_PASS */
+  const falcon_shim_link* links;
+  uint32_t links_len;
+  uint64_t link_bytes;
+  uint64_t comm_id;
+} falcon_shim_validation_task;
+
+typedef struct falcon_shim_link_timing {
+  falcon_shim_link link;
+  int64_t duration_ns;
+  uint64_t bytes;
+} falcon_shim_link_timing;
+
+/* Filled by the executor. The shim provides link_timings with room for the task's links. */
+typedef struct falcon_shim_validation_result {
+  int64_t gemm_duration_ns;
+  double gemm_flops;
+  falcon_shim_link_timing* link_timings;
+  uint32_t link_timings_capacity;
+  uint32_t link_timings_len; /* Set by the executor, <= capacity. */
+  char* error;               /* NUL-terminated reason when the test could not run. */
+  uint32_t error_capacity;
+} falcon_shim_validation_result;
+
+/* Run the task; return 0 on success, non-zero with result->error set otherwise. */
+typedef int32_t (*falcon_shim_validation_fn)(void* user_data,
+                                             const falcon_shim_validation_task* task,
+                                             falcon_shim_validation_result* result);
+
+typedef struct falcon_shim_stats {
+  uint32_t struct_size;
+  int32_t connected;
+  int32_t paused;
+  int32_t profiling;
+  uint64_t epoch;
+  uint64_t records_accepted;
+  uint64_t records_dropped_ring;
+  uint64_t records_evicted;
+  uint64_t records_acked;
+  uint64_t held_records;
+  uint64_t batches_sent;
+  uint64_t batches_resent;
+  uint64_t connects;
+  uint64_t directives_applied;
+  uint64_t directives_rejected;
+  uint64_t validation_tasks;
+} falcon_shim_stats;
+
+uint32_t falcon_shim_abi_version(void);
+/* CLOCK_MONOTONIC in nanoseconds: the clock for op and iteration times. */
+int64_t falcon_shim_now_ns(void);
+/* Message of this thread's last failed call ("" if none). Valid until the next call. */
+const char* falcon_shim_last_error(void);
+
+void falcon_shim_options_init(falcon_shim_options* options);
+/* Starts this process's shim. agent_socket: unix socket path ("unix:" prefix optional); NULL or
+ * "" buffers without an agent. options may be NULL. FAILED_PRECONDITION if already running. */
+falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t world_size,
+                                    const char* agent_socket, const falcon_shim_options* options);
+/* Hot path (~20-40 ns). RESOURCE_EXHAUSTED when the ring is full (dropped and counted). */
+falcon_shim_status falcon_shim_record_op(const falcon_shim_op* op);
+falcon_shim_status falcon_shim_register_comm(uint64_t comm_id, int32_t kind,
+                                             const uint32_t* member_ranks, uint32_t member_count,
+                                             const char* name);
+falcon_shim_status falcon_shim_iteration(int64_t iteration, int64_t start_ns, int64_t end_ns,
+                                         double loss, int64_t plan_version);
+/* Safe point at the start of `iteration` (-1 unknown). fn may be NULL (plan directives are then
+ * rejected as unsupported). May hold the caller while the job is paused. */
+falcon_shim_status falcon_shim_poll_directives(int64_t iteration, falcon_shim_directive_fn fn,
+                                               void* user_data);
+falcon_shim_status falcon_shim_set_pause_handler(falcon_shim_pause_fn fn, void* user_data);
+falcon_shim_status falcon_shim_set_validation_executor(falcon_shim_validation_fn fn,
+                                                       void* user_data);
+/* 1 when ops should be timed with device events now; 0 otherwise (also when not initialized). */
+int32_t falcon_shim_profiling_enabled(void);
+falcon_shim_status falcon_shim_get_stats(falcon_shim_stats* stats);
+/* Flushes (bounded by shutdown_flush_timeout_ms) and stops. A new init may follow. */
+falcon_shim_status falcon_shim_shutdown(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FALCON_TRAINER_SHIM_FALCON_SHIM_H_ */

@@ -1,0 +1,72 @@
+#include "trainer_shim/shim_options.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace falcon::shim {
+namespace {
+
+bool IsJobChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+}  // namespace
+
+absl::Status ShimOptions::Validate() const {
+  if (job.empty() || job.size() > 128) {
+    return absl::InvalidArgumentError("options.job: need 1..128 bytes");
+  }
+  for (char c : job) {
+    if (!IsJobChar(c)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.job: '", job, "' has a character outside [A-Za-z0-9._-]"));
+    }
+  }
+  if (world_size < 1 || world_size > 1048576) {
+    return absl::InvalidArgumentError("options.world_size: need [1, 1048576]");
+  }
+  if (rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.rank: ", rank, " >= world_size ", world_size));
+  }
+  if (ring_capacity < 2) return absl::InvalidArgumentError("options.ring_capacity: need >= 2");
+  if (max_batch_records < 1 || max_batch_records > 65536) {
+    return absl::InvalidArgumentError("options.max_batch_records: need [1, 65536]");
+  }
+  if (max_buffered_records < max_batch_records) {
+    return absl::InvalidArgumentError("options.max_buffered_records: need >= max_batch_records");
+  }
+  if (max_pending_hints < 1) {
+    return absl::InvalidArgumentError("options.max_pending_hints: need >= 1");
+  }
+  if (flush_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("options.flush_interval: need > 0");
+  }
+  if (connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("options.connect_timeout: need > 0");
+  }
+  if (welcome_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("options.welcome_timeout: need > 0");
+  }
+  if (shutdown_flush_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("options.shutdown_flush_timeout: need >= 0");
+  }
+  if (absl::Status s = Backoff::Validate(reconnect_backoff); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("options.reconnect_", s.message()));
+  }
+  if (dp_index < -1 || pp_index < -1 || tp_index < -1 || gpu < -1) {
+    return absl::InvalidArgumentError("options.{dp,pp,tp}_index/gpu: need >= -1");
+  }
+  if (absl::StartsWith(agent_socket, "unix:") && agent_socket.size() == 5) {
+    return absl::InvalidArgumentError("options.agent_socket: 'unix:' without a path");
+  }
+  return absl::OkStatus();
+}
+
+std::string ShimOptions::AgentTarget() const {
+  if (agent_socket.empty() || absl::StartsWith(agent_socket, "unix:")) return agent_socket;
+  return absl::StrCat("unix:", agent_socket);
+}
+
+}  // namespace falcon::shim
