@@ -1,0 +1,220 @@
+#include "analysis/detect/online_detector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace falcon::analysis {
+namespace {
+
+BocdOptions ToBocdOptions(const OnlineDetectorOptions& o) {
+  BocdOptions b;
+  b.prior = o.prior;
+  b.hazard = o.thresholds.hazard;
+  b.prune_threshold = o.prune_threshold;
+  b.max_hypotheses = o.max_hypotheses;
+  b.track_map = false;
+  return b;
+}
+
+absl::Status OutOfRange(absl::string_view field, double value, absl::string_view range) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " must be in ", range, ", got ", value));
+}
+
+}  // namespace
+
+absl::Status DetectorThresholds::Validate() const {
+  if (!(verification_ratio > 0 && verification_ratio <= 10)) {
+    return OutOfRange("verification_ratio", verification_ratio, "(0, 10]");
+  }
+  if (min_gap < 1 || min_gap > 10000) return OutOfRange("min_gap", min_gap, "[1, 10000]");
+  if (!(hazard > 0 && hazard < 1)) return OutOfRange("hazard", hazard, "(0, 1)");
+  if (!(change_probability > 0 && change_probability < 1)) {
+    return OutOfRange("change_probability", change_probability, "(0, 1)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OnlineDetectorOptions::Validate() const {
+  if (absl::Status s = thresholds.Validate(); !s.ok()) return s;
+  if (absl::Status s = ToBocdOptions(*this).Validate(); !s.ok()) return s;
+  if (lag < 1 || lag > 1000) return OutOfRange("lag", lag, "[1, 1000]");
+  if (min_after < 1 || min_after > lag) {
+    return OutOfRange("min_after", min_after, absl::StrCat("[1, lag = ", lag, "]"));
+  }
+  if (window < 1 || window > 100000) return OutOfRange("window", window, "[1, 100000]");
+  if (warmup < 2 || warmup > 100000) return OutOfRange("warmup", warmup, "[2, 100000]");
+  if (!(min_relative_scale >= 0 && min_relative_scale <= 1)) {
+    return OutOfRange("min_relative_scale", min_relative_scale, "[0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+OnlineDetector::OnlineDetector(const OnlineDetectorOptions& options, Bocd bocd)
+    : options_(options),
+      bocd_(std::move(bocd)),
+      levels_(options.thresholds.verification_ratio),
+      ring_value_(options.window + options.lag + 1),
+      ring_iteration_(options.window + options.lag + 1) {
+  warmup_values_.reserve(options.warmup);
+}
+
+absl::StatusOr<OnlineDetector> OnlineDetector::Create(const OnlineDetectorOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  absl::StatusOr<Bocd> bocd = Bocd::Create(ToBocdOptions(options));
+  if (!bocd.ok()) return bocd.status();
+  return OnlineDetector(options, *std::move(bocd));
+}
+
+absl::Status OnlineDetector::SetThresholds(const DetectorThresholds& thresholds) {
+  if (absl::Status s = thresholds.Validate(); !s.ok()) return s;
+  if (absl::Status s = bocd_.SetHazard(thresholds.hazard); !s.ok()) return s;
+  options_.thresholds = thresholds;
+  levels_.set_min_relative_change(thresholds.verification_ratio);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::Add(int64_t iteration,
+                                                                 absl::Duration time) {
+  return AddValue(iteration, absl::ToDoubleSeconds(time));
+}
+
+absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t iteration,
+                                                                      double value) {
+  if (!std::isfinite(value) || value < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("iteration time must be finite and >= 0; got ",
+                                                   value, " at iteration ", iteration));
+  }
+  if (observations_ > 0 && iteration <= last_iteration_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "iteration ", iteration, " does not follow the previous iteration ", last_iteration_));
+  }
+  const bool warming = observations_ < options_.warmup;
+  double z = 0;
+  if (!warming) {
+    z = (value - center_) / scale_;
+    if (!std::isfinite(z)) {
+      return absl::InvalidArgumentError(absl::StrCat("iteration time ", value, " at iteration ",
+                                                     iteration, " overflows the standardization"));
+    }
+  }
+  const size_t slot = static_cast<size_t>(observations_) % ring_value_.size();
+  ring_value_[slot] = value;
+  ring_iteration_[slot] = iteration;
+  last_iteration_ = iteration;
+  ++observations_;
+  if (warming) {
+    warmup_values_.push_back(value);
+    if (observations_ < options_.warmup) return std::nullopt;
+    // Standardize with the warm-up's mean and sample deviation, then replay it into BOCD.
+    double mean = 0;
+    for (double v : warmup_values_) mean += v;
+    mean /= static_cast<double>(warmup_values_.size());
+    double ss = 0;
+    for (double v : warmup_values_) ss += (v - mean) * (v - mean);
+    const double sd = std::sqrt(ss / static_cast<double>(warmup_values_.size() - 1));
+    center_ = mean;
+    scale_ = std::max(sd, options_.min_relative_scale * std::abs(mean));
+    if (!(scale_ > 0)) scale_ = 1.0;
+    for (double v : warmup_values_) {
+      absl::Status s = bocd_.Update((v - center_) / scale_);
+      if (!s.ok()) return s;  // Unreachable: warm-up values are finite.
+    }
+    warmup_values_.clear();
+    warmup_values_.shrink_to_fit();
+    return std::nullopt;
+  }
+  if (absl::Status s = bocd_.Update(z); !s.ok()) return s;
+  return Decide();
+}
+
+std::optional<DetectorEvent> OnlineDetector::Decide() {
+  const DetectorThresholds& th = options_.thresholds;
+  const double q = bocd_.ChangeProbabilityWithin(options_.lag);
+  if (q < th.change_probability) return std::nullopt;
+  const int64_t c = bocd_.MostProbableRecentStart(options_.lag);
+  if (c < 0) return std::nullopt;
+  const int64_t n = observations_;
+  if (n - c < options_.min_after) return std::nullopt;
+  if (c - last_kept_ < th.min_gap) return std::nullopt;
+  const int64_t before_begin = std::max(last_kept_, c - options_.window);
+  if (before_begin >= c) return std::nullopt;
+  before_.clear();
+  after_.clear();
+  for (int64_t i = before_begin; i < c; ++i) before_.push_back(ValueAt(i));
+  for (int64_t i = c; i < n; ++i) after_.push_back(ValueAt(i));
+  const LevelComparison cmp = CompareLevels(before_, after_, th.verification_ratio);
+  if (!cmp.significant) return std::nullopt;
+  DetectorEvent event;
+  event.kind = levels_.Classify(cmp.mean_before, cmp.mean_after);
+  event.iteration = IterationAt(c);
+  event.decided_at = last_iteration_;
+  event.ratio = cmp.mean_before > 0 ? cmp.mean_after / cmp.mean_before : 0.0;
+  event.probability = q;
+  event.mean_before = cmp.mean_before;
+  event.mean_after = cmp.mean_after;
+  last_kept_ = c;
+  return event;
+}
+
+double OnlineDetector::change_probability() const {
+  return warmed_up() ? bocd_.ChangeProbabilityWithin(options_.lag) : 0.0;
+}
+
+size_t OnlineDetector::MemoryBytes() const {
+  size_t bytes = sizeof(*this) - sizeof(Bocd) + bocd_.MemoryBytes();
+  bytes += (ring_value_.capacity() + warmup_values_.capacity() + before_.capacity() +
+            after_.capacity()) *
+           sizeof(double);
+  bytes += ring_iteration_.capacity() * sizeof(int64_t);
+  return bytes;
+}
+
+absl::StatusOr<DetectorBank> DetectorBank::Create(const OnlineDetectorOptions& defaults) {
+  if (absl::Status s = defaults.Validate(); !s.ok()) return s;
+  return DetectorBank(defaults);
+}
+
+absl::StatusOr<std::optional<DetectorEvent>> DetectorBank::Add(const SeriesKey& key,
+                                                               int64_t iteration,
+                                                               absl::Duration time) {
+  auto it = detectors_.find(key);
+  if (it == detectors_.end()) {
+    OnlineDetectorOptions options = defaults_;
+    options.thresholds = Thresholds(key.job);
+    absl::StatusOr<OnlineDetector> detector = OnlineDetector::Create(options);
+    if (!detector.ok()) return detector.status();
+    it = detectors_.emplace(key, *std::move(detector)).first;
+  }
+  return it->second.Add(iteration, time);
+}
+
+absl::Status DetectorBank::SetThresholds(absl::string_view job,
+                                         const DetectorThresholds& thresholds) {
+  if (absl::Status s = thresholds.Validate(); !s.ok()) return s;
+  for (auto& [key, detector] : detectors_) {
+    if (key.job != job) continue;
+    if (absl::Status s = detector.SetThresholds(thresholds); !s.ok()) return s;
+  }
+  job_thresholds_[std::string(job)] = thresholds;
+  return absl::OkStatus();
+}
+
+DetectorThresholds DetectorBank::Thresholds(absl::string_view job) const {
+  auto it = job_thresholds_.find(job);
+  return it == job_thresholds_.end() ? defaults_.thresholds : it->second;
+}
+
+void DetectorBank::RemoveJob(absl::string_view job) {
+  absl::erase_if(detectors_, [&](const auto& entry) { return entry.first.job == job; });
+  job_thresholds_.erase(job);
+}
+
+const OnlineDetector* DetectorBank::Find(const SeriesKey& key) const {
+  auto it = detectors_.find(key);
+  return it == detectors_.end() ? nullptr : &it->second;
+}
+
+}  // namespace falcon::analysis

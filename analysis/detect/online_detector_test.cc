@@ -1,0 +1,189 @@
+#include "analysis/detect/online_detector.h"
+
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace falcon::analysis {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Multiplicative Gaussian noise with the given coefficient of variation around `level(i)`.
+template <typename Level>
+std::vector<double> Series(int n, double cv, uint32_t seed, Level level) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> noise(0.0, cv);
+  std::vector<double> out(n);
+  for (int i = 0; i < n; ++i) out[i] = level(i) * (1.0 + noise(rng));
+  return out;
+}
+
+std::vector<DetectorEvent> Feed(OnlineDetector& d, const std::vector<double>& xs) {
+  std::vector<DetectorEvent> events;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    absl::StatusOr<std::optional<DetectorEvent>> e = d.AddValue(static_cast<int64_t>(i), xs[i]);
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (e.ok() && e->has_value()) events.push_back(**e);
+  }
+  return events;
+}
+
+TEST(OnlineDetectorTest, TenPercentStepIsFoundWithinFiveIterations) {
+  // A 10% step sits exactly on the default 10% verification threshold, where the measured ratio
+  // of a few noisy samples falls on either side by chance; verify at 5% to test detection speed.
+  OnlineDetectorOptions o;
+  o.thresholds.verification_ratio = 0.05;
+  int found = 0;
+  for (uint32_t seed = 0; seed < 100; ++seed) {
+    OnlineDetector d = *OnlineDetector::Create(o);
+    const auto xs = Series(260, 0.03, seed, [](int i) { return i < 200 ? 1.0 : 1.1; });
+    const auto events = Feed(d, xs);
+    ASSERT_FALSE(events.empty()) << "seed " << seed;
+    const DetectorEvent& e = events.front();
+    EXPECT_EQ(e.kind, ChangeKind::kSlowdown) << "seed " << seed;
+    EXPECT_NEAR(e.iteration, 200, 2) << "seed " << seed;
+    EXPECT_GE(e.decided_at, e.iteration + o.min_after - 1);
+    if (e.decided_at <= 205 && std::abs(e.iteration - 200) <= 2) ++found;
+  }
+  EXPECT_GE(found, 95);
+}
+
+TEST(OnlineDetectorTest, FifteenPercentStepPassesDefaultVerificationWithinFive) {
+  for (uint32_t seed = 0; seed < 100; ++seed) {
+    OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
+    const auto events =
+        Feed(d, Series(260, 0.03, seed, [](int i) { return i < 200 ? 1.0 : 1.15; }));
+    ASSERT_EQ(events.size(), 1u) << "seed " << seed;
+    EXPECT_LE(events[0].decided_at, 205) << "seed " << seed;
+    EXPECT_NEAR(events[0].ratio, 1.15, 0.05);
+    EXPECT_GT(events[0].probability, 0.9);
+  }
+}
+
+TEST(OnlineDetectorTest, StationaryNoiseGivesNoEvent) {
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
+    EXPECT_TRUE(Feed(d, Series(10000, 0.03, 100 + seed, [](int) { return 1.0; })).empty());
+  }
+}
+
+TEST(OnlineDetectorTest, OnsetThenRecoveryWithDecisionIterations) {
+  OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
+  // Iterations are numbered from 1000 in steps of 10 (sampled every 10th iteration).
+  const auto xs = Series(300, 0.02, 7, [](int i) { return i >= 150 && i < 200 ? 1.5 : 1.0; });
+  std::vector<DetectorEvent> events;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto e = *d.Add(1000 + 10 * static_cast<int64_t>(i), absl::Seconds(xs[i]));
+    if (e.has_value()) events.push_back(*e);
+    if (i == 170) {
+      EXPECT_TRUE(d.in_slowdown());
+    }
+  }
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, ChangeKind::kSlowdown);
+  EXPECT_EQ(events[0].iteration, 1000 + 10 * 150);
+  EXPECT_GE(events[0].decided_at, events[0].iteration + 30);  // min_after = 4 observations.
+  EXPECT_LE(events[0].decided_at, events[0].iteration + 50);
+  EXPECT_NEAR(events[0].mean_before, 1.0, 0.01);
+  EXPECT_NEAR(events[0].mean_after, 1.5, 0.05);
+  EXPECT_EQ(events[1].kind, ChangeKind::kRecovery);
+  EXPECT_EQ(events[1].iteration, 1000 + 10 * 200);
+  EXPECT_FALSE(d.in_slowdown());
+  EXPECT_NEAR(d.healthy_level(), 1.0, 0.01);
+}
+
+TEST(OnlineDetectorTest, SingleSpikesAreNotSlowdowns) {
+  OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
+  auto xs = Series(400, 0.02, 9, [](int) { return 1.0; });
+  for (int i = 50; i < 400; i += 37) xs[i] *= 2.5;  // GC pauses.
+  EXPECT_TRUE(Feed(d, xs).empty());
+}
+
+TEST(OnlineDetectorTest, NoDecisionDuringWarmup) {
+  OnlineDetectorOptions o;
+  o.warmup = 50;
+  OnlineDetector d = *OnlineDetector::Create(o);
+  const auto events = Feed(d, Series(120, 0.02, 3, [](int i) { return i < 30 ? 1.0 : 2.0; }));
+  for (const auto& e : events) EXPECT_GE(e.decided_at, 50);
+  EXPECT_TRUE(d.warmed_up());
+}
+
+TEST(OnlineDetectorTest, ThresholdsCanChangeWhileRunning) {
+  OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
+  DetectorThresholds t;
+  t.verification_ratio = 0.5;  // Only a 50% change counts now.
+  ASSERT_TRUE(d.SetThresholds(t).ok());
+  EXPECT_TRUE(Feed(d, Series(300, 0.02, 4, [](int i) { return i < 150 ? 1.0 : 1.3; })).empty());
+  t.min_gap = 0;
+  EXPECT_THAT(d.SetThresholds(t).message(), HasSubstr("min_gap"));
+  t = DetectorThresholds();
+  t.change_probability = 1.0;
+  EXPECT_THAT(d.SetThresholds(t).message(), HasSubstr("change_probability"));
+}
+
+TEST(OnlineDetectorTest, RejectsBadObservationsAndKeepsState) {
+  OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
+  ASSERT_TRUE(d.AddValue(5, 1.0).ok());
+  EXPECT_THAT(d.AddValue(5, 1.0).status().message(), HasSubstr("iteration 5"));
+  EXPECT_THAT(d.AddValue(6, -1.0).status().message(), HasSubstr(">= 0"));
+  EXPECT_THAT(d.AddValue(6, std::nan("")).status().message(), HasSubstr("iteration 6"));
+  EXPECT_THAT(d.Add(6, absl::InfiniteDuration()).status().message(), HasSubstr("finite"));
+  EXPECT_EQ(d.observations(), 1);
+  EXPECT_TRUE(d.AddValue(6, 1.0).ok());
+}
+
+TEST(OnlineDetectorOptionsTest, ValidatesFields) {
+  OnlineDetectorOptions o;
+  EXPECT_TRUE(o.Validate().ok());
+  o.min_after = o.lag + 1;
+  EXPECT_THAT(o.Validate().message(), HasSubstr("min_after"));
+  o = OnlineDetectorOptions();
+  o.warmup = 1;
+  EXPECT_THAT(OnlineDetector::Create(o).status().message(), HasSubstr("warmup"));
+  o = OnlineDetectorOptions();
+  o.thresholds.hazard = 0;
+  EXPECT_THAT(o.Validate().message(), HasSubstr("hazard"));
+}
+
+TEST(OnlineDetectorTest, MemoryIsBounded) {
+  OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
+  Feed(d, Series(2000, 0.03, 1, [](int) { return 1.0; }));
+  const size_t after_2000 = d.MemoryBytes();
+  for (int i = 2000; i < 20000; ++i) ASSERT_TRUE(d.AddValue(i, 1.0 + 0.01 * (i % 7)).ok());
+  EXPECT_EQ(d.MemoryBytes(), after_2000);
+  EXPECT_LT(after_2000, 16u * 1024);
+}
+
+TEST(DetectorBankTest, SeriesPerRankAndJobWithJobThresholds) {
+  DetectorBank bank = *DetectorBank::Create(OnlineDetectorOptions());
+  DetectorThresholds strict;
+  strict.verification_ratio = 1.0;
+  ASSERT_TRUE(bank.SetThresholds("quiet", strict).ok());
+  const auto xs = Series(300, 0.02, 5, [](int i) { return i < 150 ? 1.0 : 1.4; });
+  int events_loud = 0, events_quiet = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const absl::Duration t = absl::Seconds(xs[i]);
+    for (int64_t rank : {SeriesKey::kJobSeries, int64_t{0}, int64_t{1}}) {
+      if (bank.Add({"loud", rank}, static_cast<int64_t>(i), t)->has_value()) ++events_loud;
+      if (bank.Add({"quiet", rank}, static_cast<int64_t>(i), t)->has_value()) ++events_quiet;
+    }
+  }
+  EXPECT_EQ(events_loud, 3);
+  EXPECT_EQ(events_quiet, 0);
+  EXPECT_EQ(bank.size(), 6u);
+  EXPECT_EQ(bank.Thresholds("quiet").verification_ratio, 1.0);
+  EXPECT_EQ(bank.Thresholds("other").verification_ratio, 0.10);
+  ASSERT_NE(bank.Find({"loud", 1}), nullptr);
+  EXPECT_TRUE(bank.Find({"loud", 1})->in_slowdown());
+  bank.RemoveJob("loud");
+  EXPECT_EQ(bank.size(), 3u);
+  EXPECT_EQ(bank.Find({"loud", 1}), nullptr);
+  EXPECT_FALSE(bank.SetThresholds("quiet", DetectorThresholds{0, 10, 0.1, 0.9}).ok());
+}
+
+}  // namespace
+}  // namespace falcon::analysis
