@@ -1,0 +1,77 @@
+// Validation passes for communication (FALCON_NOTES.md §2.7): testing every pair of ranks is
+// O(N^2); instead the links a collective really uses are split into passes of non-overlapping
+// point-to-point transfers (each rank sends or receives at most once per pass), so all links
+// of a pass run at once and the number of passes is O(1) whatever the group size:
+// - ring of N ranks (links r[i] -> r[i+1 mod N]): even N, 2 passes (even -> next odd, then
+//   odd -> next even); odd N, the same plus a 3rd pass for the closing link r[N-1] -> r[0];
+// - binary tree (links child -> parent): left children at even depth, right children at even
+//   depth, left children at odd depth, right children at odd depth: at most 4 passes.
+// Every transfer has the same size, so a slow link simply takes longer than the others.
+#ifndef FALCON_ANALYSIS_DETECT_VALIDATION_PLAN_H_
+#define FALCON_ANALYSIS_DETECT_VALIDATION_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace falcon::analysis {
+
+struct LinkPair {
+  int64_t src = 0;  // Sending rank.
+  int64_t dst = 0;  // Receiving rank.
+  friend bool operator==(const LinkPair& a, const LinkPair& b) {
+    return a.src == b.src && a.dst == b.dst;
+  }
+};
+
+struct PassPlan {
+  std::vector<std::vector<LinkPair>> passes;  // Non-empty passes, in order.
+};
+
+// `ring`: ranks in ring order, distinct, >= 0. One rank: no links, no passes.
+// kInvalidArgument naming a negative or repeated rank, or an empty ring.
+absl::StatusOr<PassPlan> PlanRingPasses(absl::Span<const int64_t> ring);
+
+struct TreeEdge {
+  int64_t child = 0;
+  int64_t parent = 0;
+  bool left = true;  // The parent's left (true) or right child.
+};
+
+// Edges of one binary tree over distinct ranks. kInvalidArgument naming the rank: a rank with
+// two parents, a parent with two left (or right) children, a self-loop, no single root, or a
+// cycle. No edges: no passes.
+absl::StatusOr<PassPlan> PlanTreePasses(absl::Span<const TreeEdge> edges);
+
+// The binary tree in heap layout over `ranks`: ranks[i]'s children are ranks[2i+1] (left) and
+// ranks[2i+2] (right).
+std::vector<TreeEdge> HeapTree(absl::Span<const int64_t> ranks);
+
+struct LinkMeasurement {
+  int64_t src = 0;
+  int64_t dst = 0;
+  absl::Duration time;  // Time to move the test message over the link, > 0.
+};
+
+struct SlowLink {
+  int64_t src = 0;
+  int64_t dst = 0;
+  int pass = 0;         // Index in the plan.
+  absl::Duration time;  // Mean of its measurements.
+  double ratio = 0;     // time / median over all links of the plan.
+};
+
+// Links whose mean measured time exceeds (1 + slow_ratio) x the median over the plan's links,
+// slowest first. Repeated measurements of a link are averaged.
+// kInvalidArgument: a plan link without measurements or a measurement of a link not in the plan
+// (both named), a time <= 0, or slow_ratio outside (0, 10].
+absl::StatusOr<std::vector<SlowLink>> FindSlowLinks(const PassPlan& plan,
+                                                    absl::Span<const LinkMeasurement> measured,
+                                                    double slow_ratio = 0.10);
+
+}  // namespace falcon::analysis
+
+#endif  // FALCON_ANALYSIS_DETECT_VALIDATION_PLAN_H_
