@@ -73,6 +73,9 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
   }
   r.set_phase(falcon::controller::v1::PHASE_PROFILING);
   r.set_job_baseline_ns(absl::ToInt64Nanoseconds(onset.job_baseline));
+  const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
+  r.set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
+  r.set_slow_samples(after);
   active_[job] = id;
 
   // The suspected state lives inside the detector (BOCD proposed, verification pending); it is
@@ -150,10 +153,28 @@ void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, UnitOfWo
 }
 
 bool EventManager::SeriesRecovered(EventRecord* event, const std::string& series,
-                                   const analysis::DetectorEvent&, UnitOfWork* uow) {
+                                   const analysis::DetectorEvent& recovery, UnitOfWork* uow) {
   bool member = std::find(event->onset_series().begin(), event->onset_series().end(), series) !=
                 event->onset_series().end();
   if (!member) return false;
+  if (series == event->onset_series(0) && event->slow_samples() > 0) {
+    // The samples from the recovery point to its decision were counted as slow: take them out
+    // (their mean is the recovery's mean_after).
+    const int64_t k =
+        std::min<int64_t>(event->slow_samples() - 1,
+                          std::max<int64_t>(0, recovery.decided_at - recovery.iteration + 1));
+    if (k > 0) {
+      event->set_slow_sum_seconds(event->slow_sum_seconds() -
+                                  recovery.mean_after * static_cast<double>(k));
+      event->set_slow_samples(event->slow_samples() - k);
+      Event* e = event->mutable_event();
+      const double mean = event->slow_sum_seconds() / static_cast<double>(event->slow_samples());
+      e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(mean * 1e9)));
+      if (e->healthy_iteration_time_ns() > 0) {
+        e->set_slowdown_ratio(mean * 1e9 / static_cast<double>(e->healthy_iteration_time_ns()));
+      }
+    }
+  }
   if (std::find(event->recovered_series().begin(), event->recovered_series().end(), series) ==
       event->recovered_series().end()) {
     event->add_recovered_series(series);
@@ -216,6 +237,26 @@ void EventManager::AfterTransition(const Event& event, falcon::v1::EventState pr
 void EventManager::Persist(const EventRecord& event, UnitOfWork* uow) {
   uow->txn().PutEvent(event);
   since_persist_[event.event().job()] = 0;
+}
+
+void EventManager::ObserveSeries(const std::string& job, const std::string& series,
+                                 int64_t iteration, absl::Duration time) {
+  EventRecord* event = Active(job);
+  if (event == nullptr || event->onset_series_size() == 0 || event->onset_series(0) != series ||
+      iteration <= event->event().alarm_iteration() || event->slow_samples() == 0) {
+    return;
+  }
+  for (const std::string& r : event->recovered_series()) {
+    if (r == series) return;
+  }
+  event->set_slow_sum_seconds(event->slow_sum_seconds() + absl::ToDoubleSeconds(time));
+  event->set_slow_samples(event->slow_samples() + 1);
+  Event* e = event->mutable_event();
+  const double mean = event->slow_sum_seconds() / static_cast<double>(event->slow_samples());
+  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(mean * 1e9)));
+  if (e->healthy_iteration_time_ns() > 0) {
+    e->set_slowdown_ratio(mean * 1e9 / static_cast<double>(e->healthy_iteration_time_ns()));
+  }
 }
 
 void EventManager::AccountIteration(const std::string& job, int64_t, absl::Duration iteration_time,

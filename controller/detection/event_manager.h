@@ -77,6 +77,12 @@ class EventManager {
   // Stores the record as it is now (fields changed without a transition).
   void Persist(const falcon::controller::v1::EventRecord& event, UnitOfWork* uow);
 
+  // A new sample (seconds) of `series` at `iteration`: when it is the series that opened the job's
+  // active event and still slow, it refines Event.slow_iteration_time_ns and slowdown_ratio
+  // (running mean since the onset).
+  void ObserveSeries(const std::string& job, const std::string& series, int64_t iteration,
+                     absl::Duration time);
+
   // Adds the time lost in one job iteration (iteration_time - healthy) to the job's active event
   // (from CONFIRMED on); stored every `persist_every` iterations and with every transition.
   void AccountIteration(const std::string& job, int64_t iteration, absl::Duration iteration_time,

@@ -58,6 +58,12 @@ class JobEntry {
 
   void set_state(falcon::v1::JobState state) { record_.mutable_job()->set_state(state); }
   void set_ended_time_ns(int64_t t) { record_.set_ended_time_ns(t); }
+  // The micro-batch / topology plan in force (set by mitigation).
+  void set_plan(int64_t plan_version, const std::vector<uint32_t>& micro_batches) {
+    record_.mutable_job()->set_plan_version(plan_version);
+    record_.mutable_job()->clear_micro_batches();
+    for (uint32_t m : micro_batches) record_.mutable_job()->add_micro_batches(m);
+  }
 
   // Merges `reg` as agent_id's part (see JobRegistry::Merge). Errors: FieldError under `path`.
   MaybeFieldError MergeFrom(const std::string& agent_id, const std::string& node,
