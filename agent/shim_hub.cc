@@ -424,6 +424,12 @@ void ShimHub::FlushJob(JobState& job, bool drain, int64_t now_ns,
                        std::vector<v1::TelemetryBatch>* out) {
   std::vector<v1::IterationSummary> summaries;
   job.reducer.Flush(now_ns, drain, &summaries);
+  // Iteration-major order (each rank's iterations stay increasing): a consumer that assembles
+  // job iterations from all ranks completes each one without holding many partial ones.
+  std::stable_sort(summaries.begin(), summaries.end(),
+                   [](const v1::IterationSummary& a, const v1::IterationSummary& b) {
+                     return a.iteration() < b.iteration();
+                   });
   for (const v1::IterationSummary& s : summaries) {
     auto rit = job.ranks.find(s.rank());
     if (rit == job.ranks.end()) continue;

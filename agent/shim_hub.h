@@ -94,8 +94,9 @@ class ShimHub {
   void OnProfiling(const v1::ProfilingControl& control) ABSL_LOCKS_EXCLUDED(mu_);
 
   // --- Telemetry ---
-  // Appends batches for the controller: per job, the summaries of iterations complete by now
-  // (and the registration when it changed), and raw op records of profiled ranks. `drain`: flush
+  // Appends batches for the controller: per job, the summaries of iterations complete by now,
+  // ordered by iteration then rank (and the registration when it changed), and raw op records of
+  // profiled ranks. `drain`: flush
   // everything complete or not (shutdown). Also expires profiling windows and idle jobs.
   void Flush(bool drain, std::vector<v1::TelemetryBatch>* out) ABSL_LOCKS_EXCLUDED(mu_);
   // Every job with ranks here, for AgentHello.

@@ -300,6 +300,25 @@ TEST_F(ShimHubTest, SummariesAlwaysRawOpsOnlyWhileProfiling) {
   for (const auto& b : out) EXPECT_EQ(b.ops_size(), 0);
 }
 
+TEST_F(ShimHubTest, SummariesAreOrderedByIterationThenRank) {
+  FakeStream s0, s1;
+  const uint64_t id0 = Attach(s0, 0);
+  const uint64_t id1 = Attach(s1, 1);
+  for (int i = 0; i < 3; ++i) {
+    hub_.OnMessage(id0, HintMsg(i));
+    hub_.OnMessage(id1, HintMsg(i));
+  }
+  hub_.OnMessage(id0, Ops(1, 0, 4, 1));
+  hub_.OnMessage(id1, Ops(1, 0, 4, 1));
+  std::vector<v1::TelemetryBatch> out;
+  hub_.Flush(false, &out);
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<std::pair<int64_t, uint32_t>> order;
+  for (const auto& s : out[0].iterations()) order.emplace_back(s.iteration(), s.rank());
+  EXPECT_EQ(order, (std::vector<std::pair<int64_t, uint32_t>>{
+                       {0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}}));
+}
+
 TEST_F(ShimHubTest, IdleJobsAreForgotten) {
   FakeStream s;
   const uint64_t id = Attach(s, 0);
