@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,7 +58,7 @@ class AgentTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void StartAgent() {
+  void StartAgent(const std::function<void(AgentOptions&)>& tweak = nullptr) {
     AgentOptions o;
     o.controller = controller_.address();
     o.socket_path = dir_ + "/agent.sock";
@@ -69,6 +70,7 @@ class AgentTest : public ::testing::Test {
     o.heartbeat_interval = absl::Milliseconds(200);
     o.backoff.initial = absl::Milliseconds(20);
     o.backoff.max = absl::Milliseconds(200);
+    if (tweak) tweak(o);
     auto agent = Agent::Start(o, clock_);
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = std::move(*agent);
@@ -187,6 +189,53 @@ TEST_F(AgentTest, SummariesCarryWaitAndTransferFromBothRanks) {
       EXPECT_EQ(s.comms(0).busy_ns(), 3'000'000);
       EXPECT_EQ(s.comms(0).wait_ns(), 0);  // Both ranks started together.
       EXPECT_TRUE(s.from_hint());
+    }
+  }
+}
+
+TEST_F(AgentTest, IterationsFoundFromTheOpStreamWithoutHints) {
+  StartAgent([](AgentOptions& o) { o.hub.reduce.rank.tracker.redetect_every = 128; });
+  auto r0 = Attach(0, 100);
+  ASSERT_TRUE(r0->Send(CommMsg(0xE0, {0, 1}, v1::COMM_KIND_PP)));
+  // Each 12 ms iteration: a send and a receive on the pipeline comm, then a DP all-reduce.
+  uint64_t seq = 1;
+  for (int b = 0; b < 40; ++b) {
+    v1::ShimMessage msg;
+    v1::OpBatch* batch = msg.mutable_op_batch();
+    batch->set_sequence(b + 1);
+    for (int i = b * 10; i < (b + 1) * 10; ++i) {
+      const int64_t t = i * 12'000'000LL;
+      const struct {
+        uint64_t comm;
+        v1::OpKind kind;
+        int32_t peer;
+        int64_t offset;
+      } ops[] = {{0xE0, v1::OP_KIND_SEND, 1, 1'000'000},
+                 {0xE0, v1::OP_KIND_RECV, 1, 3'000'000},
+                 {kDpComm, v1::OP_KIND_ALL_REDUCE, -1, 8'000'000}};
+      for (const auto& op : ops) {
+        v1::OpRecord* r = batch->add_records();
+        r->set_comm_id(op.comm);
+        r->set_op_kind(op.kind);
+        r->set_peer(op.peer);
+        r->set_host_start_ns(t + op.offset);
+        r->set_host_end_ns(t + op.offset + 1'000'000);
+        r->set_seq(seq++);
+        r->set_iteration(-1);
+      }
+    }
+    ASSERT_TRUE(r0->Send(msg));
+  }
+  ASSERT_EQ(LastAck(*r0, 40), 40u);
+  ASSERT_TRUE(store_.WaitFor([](const auto& s) { return SummaryCounts(s).size() >= 300; }, kWait));
+  int64_t expected = 0;
+  for (const v1::TelemetryBatch& b : store_.Batches("agent-n1")) {
+    for (const v1::IterationSummary& s : b.iterations()) {
+      EXPECT_EQ(s.iteration(), expected++);
+      EXPECT_FALSE(s.from_hint());
+      EXPECT_EQ(s.iteration_time_ns(), 12'000'000);
+      EXPECT_EQ(s.compute_ns(), 9'000'000);
+      EXPECT_EQ(s.comms_size(), 2);
     }
   }
 }
