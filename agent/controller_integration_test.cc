@@ -1,0 +1,261 @@
+// The agent against the real controller (//controller:falcon_controller, a separate process with
+// RocksDB): the controller is killed with SIGKILL mid-stream and restarted on the same port and
+// data directory while two ranks keep training. Afterwards the controller's job history has every
+// iteration exactly once with the right job iteration time, and it saw no stale (duplicated) or
+// rejected summary.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "agent/agent.h"
+#include "agent/testing/messages.h"
+#include "agent/testing/prometheus_text.h"
+#include "agent/testing/shim_test_client.h"
+#include "analysis/clock.h"
+#include "gtest/gtest.h"
+#include "proto/falcon/v1/control.grpc.pb.h"
+
+extern char** environ;
+
+namespace falcon::agent {
+namespace {
+
+using testing::ShimTestClient;
+
+constexpr char kJob[] = "ctl-job";
+constexpr uint64_t kComm = 0xC1;
+constexpr absl::Duration kWait = absl::Seconds(60);
+
+std::string ControllerBinary() {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/", std::getenv("TEST_WORKSPACE"),
+                      "/controller/falcon_controller");
+}
+
+// The controller as a child process.
+class ControllerProcess {
+ public:
+  ~ControllerProcess() { Kill(); }
+
+  // Starts it on 127.0.0.1:`port` (0: any) with `data_dir`; waits for its address lines.
+  ::testing::AssertionResult Start(int port, const std::string& data_dir) {
+    log_ = absl::StrCat(data_dir, ".log.", ++starts_);
+    std::vector<std::string> args = {ControllerBinary(),
+                                     absl::StrCat("--listen=127.0.0.1:", port),
+                                     "--metrics_listen=127.0.0.1:0",
+                                     absl::StrCat("--data_dir=", data_dir),
+                                     "--tick=50ms",
+                                     "--job_end_grace=600s"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return ::testing::AssertionFailure() << "posix_spawn: " << rc;
+    const absl::Time deadline = absl::Now() + kWait;
+    while (absl::Now() < deadline) {
+      std::ifstream in(log_);
+      std::stringstream text;
+      text << in.rdbuf();
+      std::string line;
+      std::string listen, metrics;
+      while (std::getline(text, line)) {
+        if (line.rfind("listening on ", 0) == 0) listen = line.substr(13);
+        if (line.rfind("metrics on ", 0) == 0) metrics = line.substr(11);
+      }
+      if (!listen.empty() && !metrics.empty()) {
+        address_ = listen;
+        metrics_ = metrics;
+        return ::testing::AssertionSuccess();
+      }
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return ::testing::AssertionFailure() << "controller exited:\n" << text.str();
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return ::testing::AssertionFailure() << "controller did not start";
+  }
+
+  // SIGKILL: no shutdown, no flush.
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  const std::string& address() const { return address_; }
+  const std::string& metrics() const { return metrics_; }
+  int port() const { return std::stoi(address_.substr(address_.rfind(':') + 1)); }
+
+ private:
+  pid_t pid_ = -1;
+  int starts_ = 0;
+  std::string log_;
+  std::string address_;
+  std::string metrics_;
+};
+
+// Iteration i of rank r lasts 10 ms + (i % 7) us, plus 500 ns on the rank whose turn it is to be
+// the slowest (alternating), so the job iteration time names the rank it came from.
+int64_t Duration(uint32_t rank, int64_t i) {
+  return 10'000'000 + (i % 7) * 1000 + (static_cast<int64_t>(i % 2) == rank ? 500 : 0);
+}
+int64_t Start(int64_t i) { return i * 20'000'000; }
+
+void SendIteration(ShimTestClient& c, uint32_t rank, int64_t i) {
+  v1::ShimMessage ops;
+  v1::OpBatch* b = ops.mutable_op_batch();
+  b->set_sequence(static_cast<uint64_t>(i) + 1);
+  v1::OpRecord* r = b->add_records();
+  r->set_comm_id(kComm);
+  r->set_op_kind(v1::OP_KIND_ALL_REDUCE);
+  r->set_bytes(1 << 20);
+  r->set_peer(-1);
+  r->set_host_start_ns(Start(i) + 6'000'000);
+  r->set_host_end_ns(Start(i) + 9'000'000);
+  r->set_seq(static_cast<uint64_t>(i) + 1);
+  r->set_iteration(i);
+  ASSERT_TRUE(c.Send(ops));
+  v1::ShimMessage hint;
+  hint.mutable_iteration()->set_iteration(i);
+  hint.mutable_iteration()->set_start_ns(Start(i));
+  hint.mutable_iteration()->set_end_ns(Start(i) + Duration(rank, i));
+  ASSERT_TRUE(c.Send(hint));
+}
+
+class ControllerIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/falcon-agent-ctl-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    data_dir_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/controller-data");
+    ASSERT_TRUE(controller_.Start(0, data_dir_));
+  }
+  void TearDown() override {
+    shims_.clear();
+    agent_.reset();
+    controller_.Kill();
+    std::filesystem::remove_all(dir_);
+  }
+
+  v1::Job GetJob() {
+    auto stub = v1::Control::NewStub(
+        grpc::CreateChannel(controller_.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetJobRequest req;
+    req.set_job(kJob);
+    v1::Job job;
+    if (!stub->GetJob(&ctx, req, &job).ok()) job.set_last_iteration(-2);
+    return job;
+  }
+
+  bool WaitJobIteration(int64_t iteration) {
+    const absl::Time deadline = absl::Now() + kWait;
+    while (absl::Now() < deadline) {
+      if (GetJob().last_iteration() >= iteration) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+  double Metric(const std::string& name) {
+    auto body = testing::HttpGet(controller_.metrics(), "/metrics");
+    if (!body.ok()) return -1;
+    auto samples = testing::ParsePrometheusText(*body);
+    if (!samples.ok()) return -1;
+    return testing::FindSample(*samples, name).value_or(0);
+  }
+
+  void Iterations(int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; ++i) {
+      for (uint32_t r = 0; r < 2; ++r) SendIteration(*shims_[r], r, i);
+    }
+  }
+
+  std::string dir_;
+  std::string data_dir_;
+  RealClock clock_;
+  ControllerProcess controller_;
+  std::unique_ptr<Agent> agent_;
+  std::vector<std::unique_ptr<ShimTestClient>> shims_;
+};
+
+TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoSummary) {
+  AgentOptions o;
+  o.controller = controller_.address();
+  o.socket_path = dir_ + "/agent.sock";
+  o.node = "n1";
+  o.agent_id = "agent-n1";
+  o.metrics_listen = "";
+  o.summary_interval = absl::Milliseconds(20);
+  o.backoff.initial = absl::Milliseconds(20);
+  o.backoff.max = absl::Milliseconds(200);
+  auto agent = Agent::Start(o, clock_);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  agent_ = std::move(*agent);
+  for (uint32_t r = 0; r < 2; ++r) {
+    shims_.push_back(std::make_unique<ShimTestClient>(o.socket_path));
+    v1::ShimMessage hello = testing::HelloMsg(kJob, r, 2, 5000 + static_cast<int32_t>(r));
+    ASSERT_TRUE(shims_[r]->Send(hello));
+    ASSERT_TRUE(shims_[r]->Next(v1::AgentToShim::kWelcome).has_value());
+    ASSERT_TRUE(shims_[r]->Send(testing::CommMsg(kComm, {0, 1})));
+  }
+
+  Iterations(0, 100);
+  ASSERT_TRUE(WaitJobIteration(98));
+  Iterations(100, 120);
+  EXPECT_EQ(Metric("falcon_ingest_stale_summaries_total"), 0);
+  controller_.Kill();  // Mid-stream: batches of 100..119 are in flight or buffered.
+  Iterations(120, 200);
+  const int port = controller_.port();
+  ASSERT_TRUE(controller_.Start(port, data_dir_));
+  Iterations(200, 300);
+  for (uint32_t r = 0; r < 2; ++r) SendIteration(*shims_[r], r, 300);  // Completes 299.
+  ASSERT_TRUE(WaitJobIteration(299));
+  ASSERT_TRUE(agent_->Drain(kWait).ok());
+
+  auto stub = v1::Control::NewStub(
+      grpc::CreateChannel(controller_.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  v1::GetHistoryRequest req;
+  req.set_job(kJob);
+  req.set_max_points(10000);
+  v1::GetHistoryResponse history;
+  ASSERT_TRUE(stub->GetHistory(&ctx, req, &history).ok());
+  std::map<int64_t, int64_t> points;
+  for (const v1::HistoryPoint& p : history.points()) {
+    EXPECT_TRUE(points.emplace(p.iteration(), p.iteration_time_ns()).second) << p.iteration();
+  }
+  for (int64_t i = 0; i < 300; ++i) {
+    auto it = points.find(i);
+    ASSERT_NE(it, points.end()) << "iteration " << i << " missing";
+    EXPECT_EQ(it->second, std::max(Duration(0, i), Duration(1, i))) << "iteration " << i;
+  }
+  EXPECT_EQ(Metric("falcon_ingest_stale_summaries_total"), 0);
+  EXPECT_EQ(Metric("falcon_ingest_rejected_batches_total"), 0);
+  EXPECT_EQ(agent_->link().stats().rejected_batches, 0u);
+  EXPECT_EQ(agent_->buffer().stats().dropped_batches, 0u);
+  EXPECT_GE(agent_->link().stats().connects, 2u);
+}
+
+}  // namespace
+}  // namespace falcon::agent

@@ -1,0 +1,150 @@
+// falcon-agent: Falcon's node agent (`./falcon agent ARGS`). See agent/agent.h and
+// agent/options.h for what it does and every setting; `--help` lists the flags.
+//
+// Exit codes: 0 after a clean SIGTERM/SIGINT drain (also when the controller did not acknowledge
+// everything in time: that is reported, not an error), 1 when the agent cannot start (socket or
+// port in use), 2 for bad flags or config.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "agent/agent.h"
+#include "agent/options.h"
+#include "analysis/clock.h"
+
+// Every flag is optional: unset flags leave the config file's value or the default in place.
+#define FALCON_AGENT_FLAG(name, help) \
+  ABSL_FLAG(std::optional<std::string>, name, std::nullopt, help)
+
+FALCON_AGENT_FLAG(controller, "controller address HOST:PORT (required)");
+FALCON_AGENT_FLAG(socket, "unix socket the shims attach to (default /run/falcon/agent.sock)");
+FALCON_AGENT_FLAG(socket_group, "group owning the socket, mode 0660 (default: the agent's group)");
+FALCON_AGENT_FLAG(node, "node name (default: the host name)");
+FALCON_AGENT_FLAG(agent_id, "stable agent id, the controller's dedup key (default: node)");
+FALCON_AGENT_FLAG(metrics_listen,
+                  "HOST:PORT for /metrics; port 0 picks one; empty disables (default "
+                  "0.0.0.0:9464)");
+FALCON_AGENT_FLAG(summary_interval, "flush period of iteration summaries (default 1s)");
+FALCON_AGENT_FLAG(buffer_batches,
+                  "telemetry batches held while the controller is away (default 4096)");
+FALCON_AGENT_FLAG(buffer_bytes, "bytes held while the controller is away (default 64 MiB)");
+FALCON_AGENT_FLAG(backoff_initial, "first reconnect delay (default 100ms)");
+FALCON_AGENT_FLAG(backoff_max, "longest reconnect delay (default 30s)");
+FALCON_AGENT_FLAG(backoff_jitter, "relative jitter of reconnect delays (default 0.2)");
+FALCON_AGENT_FLAG(seed, "seed of the jitter generator (default 1)");
+FALCON_AGENT_FLAG(heartbeat_interval, "heartbeat period on an idle stream (default 5s)");
+FALCON_AGENT_FLAG(drain_timeout,
+                  "on SIGTERM, how long to wait for the controller's acks (default 10s)");
+FALCON_AGENT_FLAG(hint_hold, "how long a hinted iteration waits for late ops (default 5s)");
+FALCON_AGENT_FLAG(match_hold,
+                  "how long an iteration waits for other ranks' matching ops (default 2s)");
+FALCON_AGENT_FLAG(job_idle_timeout, "forget a job this long after its last shim left (10m)");
+FALCON_AGENT_FLAG(max_raw_ops_per_rank,
+                  "raw op records held per profiled rank between flushes (1048576)");
+ABSL_FLAG(std::string, config, "",
+          "optional config file: JSON object or `key = value` lines, keys as the flags; flags "
+          "given on the command line override it");
+
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+
+struct FlagKey {
+  absl::Flag<std::optional<std::string>>* flag;
+  const char* key;
+};
+
+int Run() {
+  const std::vector<FlagKey> flags = {
+      {&FLAGS_controller, "controller"},
+      {&FLAGS_socket, "socket"},
+      {&FLAGS_socket_group, "socket_group"},
+      {&FLAGS_node, "node"},
+      {&FLAGS_agent_id, "agent_id"},
+      {&FLAGS_metrics_listen, "metrics_listen"},
+      {&FLAGS_summary_interval, "summary_interval"},
+      {&FLAGS_buffer_batches, "buffer_batches"},
+      {&FLAGS_buffer_bytes, "buffer_bytes"},
+      {&FLAGS_backoff_initial, "backoff_initial"},
+      {&FLAGS_backoff_max, "backoff_max"},
+      {&FLAGS_backoff_jitter, "backoff_jitter"},
+      {&FLAGS_seed, "seed"},
+      {&FLAGS_heartbeat_interval, "heartbeat_interval"},
+      {&FLAGS_drain_timeout, "drain_timeout"},
+      {&FLAGS_hint_hold, "hint_hold"},
+      {&FLAGS_match_hold, "match_hold"},
+      {&FLAGS_job_idle_timeout, "job_idle_timeout"},
+      {&FLAGS_max_raw_ops_per_rank, "max_raw_ops_per_rank"},
+  };
+  falcon::agent::AgentOptions options;
+  options.version = kVersion;
+  if (const std::string config = absl::GetFlag(FLAGS_config); !config.empty()) {
+    if (absl::Status s = falcon::agent::ApplyConfigFile(config, &options); !s.ok()) {
+      std::fprintf(stderr, "falcon-agent: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  for (const FlagKey& f : flags) {
+    const std::optional<std::string> value = absl::GetFlag(*f.flag);
+    if (!value.has_value()) continue;
+    if (absl::Status s = falcon::agent::ApplyValue(f.key, *value, &options); !s.ok()) {
+      std::fprintf(stderr, "falcon-agent: --%s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+
+  // Signals are taken by sigwait below: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  falcon::RealClock clock;
+  auto agent = falcon::agent::Agent::Start(options, clock);
+  if (!agent.ok()) {
+    std::fprintf(stderr, "falcon-agent: %s\n", agent.status().ToString().c_str());
+    return agent.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  const falcon::agent::AgentOptions& o = (*agent)->options();
+  std::printf("falcon-agent %s: node %s, agent_id %s, shim socket %s, controller %s\n", kVersion,
+              o.node.c_str(), o.agent_id.c_str(), o.socket_path.c_str(), o.controller.c_str());
+  if (!(*agent)->metrics_address().empty()) {
+    std::printf("metrics on %s\n", (*agent)->metrics_address().c_str());
+  }
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::printf("falcon-agent: %s received, draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  std::fflush(stdout);
+  absl::Status drained = (*agent)->Drain(o.drain_timeout);
+  if (drained.ok()) {
+    std::printf("falcon-agent: drained: no batch left unacknowledged\n");
+  } else {
+    std::printf("falcon-agent: drained with loss: %s\n", drained.ToString().c_str());
+  }
+  std::fflush(stdout);
+  agent->reset();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Falcon node agent: serves the shims of the training ranks on this node, reduces their op "
+      "timings to per-iteration summaries and streams them to the controller.\n"
+      "usage: falcon_agent --controller HOST:PORT [--socket PATH] [--config FILE] [flags]");
+  absl::ParseCommandLine(argc, argv);
+  return Run();
+}

@@ -1,0 +1,77 @@
+// Settings of the node agent, and the optional config file.
+//
+// Every setting has one key, used both as a flag name (--key=value) and in the config file.
+// Precedence: defaults < config file < flags given on the command line.
+// Config file: either JSON (an object of key: value, values strings or numbers) or lines of
+// `key = value` (blank lines and lines starting with # are ignored). Durations are written as
+// Abseil durations ("1.5s", "500ms", "10m") or plain numbers of seconds.
+//
+// Keys (default):
+//   controller          controller address host:port (required)
+//   socket              unix socket the shims attach to (/run/falcon/agent.sock)
+//   socket_group        group owning the socket (empty: the agent's group); mode is 0660
+//   node                node name (the host name)
+//   agent_id            stable agent id (the node name)
+//   metrics_listen      HOST:PORT of /metrics; port 0 picks one; empty disables (0.0.0.0:9464)
+//   summary_interval    how often summaries are flushed to the controller (1s)
+//   buffer_batches      telemetry batches held during a controller outage (4096)
+//   buffer_bytes        bytes held during a controller outage (67108864)
+//   backoff_initial     first reconnect delay (100ms); backoff_max: cap (30s)
+//   backoff_jitter      relative jitter of reconnect delays (0.2); seed: its generator seed (1)
+//   heartbeat_interval  heartbeat when the stream is otherwise idle (5s)
+//   drain_timeout       how long SIGTERM waits for the controller to ack buffered data (10s)
+//   hint_hold           how long a hinted iteration waits for late ops (5s)
+//   match_hold          how long an iteration waits for other ranks' matching ops (2s)
+//   job_idle_timeout    forget a job this long after its last shim left (10m)
+//   max_raw_ops_per_rank  raw op records held per profiled rank between flushes (1048576)
+#ifndef FALCON_AGENT_OPTIONS_H_
+#define FALCON_AGENT_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "agent/backoff.h"
+#include "agent/shim_hub.h"
+#include "agent/telemetry_buffer.h"
+
+namespace falcon::agent {
+
+struct AgentOptions {
+  std::string controller;
+  std::string socket_path = "/run/falcon/agent.sock";
+  std::string socket_group;
+  std::string node;      // Filled with the host name by FillDefaults when empty.
+  std::string agent_id;  // Filled with `node` by FillDefaults when empty.
+  std::string metrics_listen = "0.0.0.0:9464";
+  std::string version = "dev";
+  absl::Duration summary_interval = absl::Seconds(1);
+  absl::Duration heartbeat_interval = absl::Seconds(5);
+  absl::Duration drain_timeout = absl::Seconds(10);
+  TelemetryBuffer::Options buffer;
+  Backoff::Options backoff;
+  ShimHub::Options hub;  // hub.node is set from `node`.
+};
+
+// Every key ApplyValue accepts, in the order above.
+const std::vector<std::string>& OptionKeys();
+
+// Sets the setting `key` from its text form. kInvalidArgument naming the key when the key is
+// unknown or the value does not parse.
+absl::Status ApplyValue(absl::string_view key, absl::string_view value, AgentOptions* options);
+
+// Applies a config file (JSON or key = value lines). kNotFound when it cannot be read;
+// kInvalidArgument naming the file, line (or key) and what is wrong.
+absl::Status ApplyConfigFile(const std::string& path, AgentOptions* options);
+
+// Fills node (host name), agent_id (node) and hub.node when empty.
+void FillDefaults(AgentOptions* options);
+
+// kInvalidArgument naming the first setting out of range.
+absl::Status Validate(const AgentOptions& options);
+
+}  // namespace falcon::agent
+
+#endif  // FALCON_AGENT_OPTIONS_H_

@@ -1,0 +1,531 @@
+#include "agent/shim_hub.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "agent/shim_validation.h"
+
+namespace falcon::agent {
+namespace {
+
+constexpr size_t kMaxRememberedPlans = 1024;
+
+v1::AgentToShim ErrorMessage(const absl::Status& status) {
+  v1::AgentToShim out;
+  *out.mutable_error() = ToFieldError(status);
+  return out;
+}
+
+}  // namespace
+
+ShimHub::ShimHub(Options options, const Clock& clock, AgentMetrics* metrics, ControllerSink* sink)
+    : options_(std::move(options)), clock_(clock), metrics_(metrics), sink_(sink) {}
+
+ShimHub::~ShimHub() {
+  absl::MutexLock lock(&mu_);
+  while (!jobs_.empty()) RemoveJob(jobs_.begin());
+}
+
+uint64_t ShimHub::Open(ShimStream* stream) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_session_++;
+  sessions_[id].stream = stream;
+  stats_.sessions_opened++;
+  UpdateSessionGauge();
+  return id;
+}
+
+void ShimHub::OnClosed(uint64_t session) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  const Session& s = it->second;
+  if (s.hello && !s.superseded) {
+    auto jit = jobs_.find(s.job);
+    if (jit != jobs_.end()) {
+      auto rit = jit->second->ranks.find(s.rank);
+      if (rit != jit->second->ranks.end() && rit->second.session_id == session) {
+        rit->second.session_id = 0;
+      }
+      jit->second->last_active_ns = clock_.MonotonicNanos();
+    }
+  }
+  sessions_.erase(it);
+  UpdateSessionGauge();
+}
+
+void ShimHub::UpdateSessionGauge() { metrics_->SetShimSessions(sessions_.size()); }
+
+void ShimHub::Error(Session& s, const absl::Status& status) {
+  stats_.errors++;
+  metrics_->CountShimError();
+  s.stream->Send(ErrorMessage(status));
+}
+
+void ShimHub::OnMessage(uint64_t session, const v1::ShimMessage& msg) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end() || it->second.superseded) return;
+  Session& s = it->second;
+  if (msg.msg_case() == v1::ShimMessage::kHello) {
+    HandleHello(session, s, msg.hello());
+    return;
+  }
+  if (msg.msg_case() == v1::ShimMessage::MSG_NOT_SET) {
+    Error(s, absl::InvalidArgumentError("msg: no message set"));
+    return;
+  }
+  if (!s.hello) {
+    Error(s,
+          absl::InvalidArgumentError("hello: the first message of a stream must be a ShimHello"));
+    return;
+  }
+  auto jit = jobs_.find(s.job);
+  if (jit == jobs_.end()) return;
+  JobState& job = *jit->second;
+  RankState& rank = job.ranks[s.rank];
+  switch (msg.msg_case()) {
+    case v1::ShimMessage::kCommunicator:
+      HandleCommunicator(s, job, msg.communicator());
+      break;
+    case v1::ShimMessage::kOpBatch:
+      HandleOpBatch(s, job, rank, msg.op_batch());
+      break;
+    case v1::ShimMessage::kIteration: {
+      if (absl::Status st = ValidateIterationHint(msg.iteration(), rank.last_hint_iteration);
+          !st.ok()) {
+        Error(s, st);
+        break;
+      }
+      job.reducer.AddHint(s.rank, msg.iteration(), clock_.MonotonicNanos());
+      rank.last_hint_iteration = msg.iteration().iteration();
+      break;
+    }
+    case v1::ShimMessage::kDirectiveAck:
+      HandleDirectiveAck(s, job, rank, msg.directive_ack());
+      break;
+    case v1::ShimMessage::kValidationResult: {
+      if (absl::Status st = ValidateValidationResult(msg.validation_result(), s.job, s.rank);
+          !st.ok()) {
+        Error(s, st);
+        break;
+      }
+      v1::AgentMessage out;
+      *out.mutable_validation_result() = msg.validation_result();
+      sink_->Send(std::move(out));
+      break;
+    }
+    default:
+      Error(s, absl::InvalidArgumentError("msg: unknown message kind"));
+  }
+}
+
+JobState& ShimHub::GetOrCreateJob(const v1::ShimHello& hello) {
+  auto& slot = jobs_[hello.job()];
+  if (slot == nullptr) {
+    slot = std::make_unique<JobState>(hello.job(), options_.reduce);
+    slot->world_size = hello.world_size();
+    slot->epoch = hello.epoch();
+    slot->metrics = metrics_->AddJob(hello.job());
+  }
+  return *slot;
+}
+
+void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
+  if (s.hello) {
+    Error(s, absl::InvalidArgumentError("hello: already received on this stream"));
+    return;
+  }
+  if (absl::Status st = ValidateShimHello(hello); !st.ok()) {
+    Error(s, st);
+    return;
+  }
+  auto existing = jobs_.find(hello.job());
+  if (existing != jobs_.end() && existing->second->world_size != hello.world_size()) {
+    Error(s, absl::InvalidArgumentError(absl::StrCat(
+                 "hello.world_size: job '", hello.job(), "' has world_size ",
+                 existing->second->world_size, " on this node, not ", hello.world_size())));
+    return;
+  }
+  const int64_t now = clock_.MonotonicNanos();
+  JobState& job = GetOrCreateJob(hello);
+  const uint32_t rank_id = hello.rank().rank();
+  const bool new_epoch = hello.epoch() > job.epoch;
+  if (new_epoch) {
+    job.epoch = hello.epoch();
+    job.registration_dirty = true;
+  }
+  auto set_layout = [&job](uint32_t& field, uint32_t value) {
+    if (value != 0 && field != value) {
+      field = value;
+      job.registration_dirty = true;
+    }
+  };
+  set_layout(job.dp_size, hello.dp_size());
+  set_layout(job.pp_size, hello.pp_size());
+  set_layout(job.tp_size, hello.tp_size());
+  set_layout(job.global_micro_batches, hello.global_micro_batches());
+
+  auto [rit, inserted] = job.ranks.try_emplace(rank_id);
+  RankState& rank = rit->second;
+  if (!inserted && rank.session_id != 0 && rank.session_id != id) {
+    auto old = sessions_.find(rank.session_id);
+    if (old != sessions_.end()) {
+      old->second.superseded = true;
+      old->second.stream->Close(absl::AbortedError(
+          absl::StrCat("superseded by a newer session of job '", hello.job(), "' rank ", rank_id)));
+    }
+    stats_.superseded++;
+  }
+  if (inserted) {
+    rank.metrics = metrics_->AddRank(hello.job(), rank_id);
+    job.reducer.AddRank(rank_id);
+  } else if (new_epoch || rank.info.pid() != hello.rank().pid()) {
+    // A new trainer process: a new rank session with its own sequence numbers.
+    job.reducer.ResetRank(rank_id, new_epoch, now);
+    rank.acked_batch_seq = 0;
+    rank.last_op_seq = 0;
+    rank.last_hint_iteration = -1;
+  }
+  if (inserted || rank.info.SerializeAsString() != hello.rank().SerializeAsString()) {
+    rank.info = hello.rank();
+    job.registration_dirty = true;
+  }
+  rank.session_id = id;
+  job.last_active_ns = now;
+  s.hello = true;
+  s.job = hello.job();
+  s.rank = rank_id;
+
+  v1::AgentToShim welcome;
+  welcome.mutable_welcome()->set_session_id(
+      absl::StrCat(options_.node, "/", hello.job(), "/", rank_id, "/", id));
+  welcome.mutable_welcome()->set_acked_sequence(rank.acked_batch_seq);
+  welcome.mutable_welcome()->set_profiling(job.Profiling(rank_id, now));
+  s.stream->Send(welcome);
+  for (const v1::Directive& d : rank.unacked_directives) {
+    v1::AgentToShim out;
+    *out.mutable_directive() = d;
+    s.stream->Send(out);
+  }
+  UpdateSessionGauge();
+}
+
+void ShimHub::HandleCommunicator(Session& s, JobState& job, const v1::Communicator& comm) {
+  if (absl::Status st = ValidateCommunicator(comm, job.world_size, s.rank); !st.ok()) {
+    Error(s, st);
+    return;
+  }
+  auto [it, inserted] = job.comms.try_emplace(comm.comm_id(), comm);
+  if (!inserted) {
+    if (it->second.SerializeAsString() == comm.SerializeAsString()) return;
+    it->second = comm;
+  }
+  job.reducer.AddCommunicator(comm);
+  job.registration_dirty = true;
+}
+
+void ShimHub::HandleOpBatch(Session& s, JobState& job, RankState& rank, const v1::OpBatch& batch) {
+  v1::AgentToShim ack;
+  if (batch.sequence() != 0 && batch.sequence() <= rank.acked_batch_seq) {
+    stats_.duplicate_batches++;
+    ack.mutable_op_batch_ack()->set_sequence(rank.acked_batch_seq);
+    s.stream->Send(ack);
+    return;
+  }
+  OpBatchContext ctx;
+  ctx.world_size = job.world_size;
+  ctx.self_rank = s.rank;
+  ctx.last_op_seq = rank.last_op_seq;
+  auto find_comm = [&job](uint64_t id) -> const v1::Communicator* {
+    auto it = job.comms.find(id);
+    return it == job.comms.end() ? nullptr : &it->second;
+  };
+  if (absl::Status st = ValidateOpBatch(batch, ctx, find_comm); !st.ok()) {
+    Error(s, st);
+    return;
+  }
+  const int64_t now = clock_.MonotonicNanos();
+  job.reducer.AddOps(s.rank, batch.records(), now);
+  rank.metrics.records_in->Increment(batch.records_size());
+  if (batch.dropped_records() > 0) {
+    job.metrics.dropped_shim_ring->Increment(static_cast<double>(batch.dropped_records()));
+  }
+  uint64_t last_comm = 0;
+  prometheus::Histogram* hist = nullptr;
+  for (const v1::OpRecord& r : batch.records()) {
+    if (hist == nullptr || r.comm_id() != last_comm) {
+      last_comm = r.comm_id();
+      const v1::CommKind kind = job.comms.at(last_comm).kind();
+      hist = job.metrics.op_duration[kind < 0 || kind > 5 ? 0 : kind];
+    }
+    hist->Observe(static_cast<double>(r.host_end_ns() - r.host_start_ns()) * 1e-9);
+  }
+  if (job.Profiling(s.rank, now)) {
+    for (const v1::OpRecord& r : batch.records()) {
+      if (rank.raw_ops.size() >= options_.max_raw_ops_per_rank) {
+        job.metrics.dropped_profiling->Increment();
+        continue;
+      }
+      rank.raw_ops.push_back(r);
+    }
+  }
+  if (batch.records_size() > 0) rank.last_op_seq = batch.records(batch.records_size() - 1).seq();
+  rank.acked_batch_seq = batch.sequence();
+  ack.mutable_op_batch_ack()->set_sequence(batch.sequence());
+  s.stream->Send(ack);
+}
+
+void ShimHub::HandleDirectiveAck(Session& s, JobState& job, RankState& rank,
+                                 const v1::DirectiveAck& ack) {
+  if (absl::Status st = ValidateDirectiveAck(ack, s.job, s.rank); !st.ok()) {
+    Error(s, st);
+    return;
+  }
+  if (ack.status() != v1::ACK_STATUS_RECEIVED) {
+    auto& q = rank.unacked_directives;
+    q.erase(std::remove_if(
+                q.begin(), q.end(),
+                [&](const v1::Directive& d) { return d.directive_id() == ack.directive_id(); }),
+            q.end());
+  }
+  if (ack.status() == v1::ACK_STATUS_APPLIED) {
+    auto it = job.directive_plan_versions.find(ack.directive_id());
+    if (it != job.directive_plan_versions.end() && it->second > 0) {
+      job.reducer.SetPlanVersion(s.rank, it->second);
+    }
+  }
+  v1::AgentMessage out;
+  *out.mutable_directive_ack() = ack;
+  sink_->Send(std::move(out));
+}
+
+bool ShimHub::SendToRank(const JobState& job, uint32_t rank, const v1::AgentToShim& msg) {
+  auto rit = job.ranks.find(rank);
+  if (rit == job.ranks.end() || rit->second.session_id == 0) return false;
+  auto sit = sessions_.find(rit->second.session_id);
+  if (sit == sessions_.end()) return false;
+  sit->second.stream->Send(msg);
+  return true;
+}
+
+void ShimHub::OnDirective(const v1::Directive& directive) {
+  absl::MutexLock lock(&mu_);
+  auto jit = jobs_.find(directive.job());
+  if (jit == jobs_.end() || directive.directive_id() == 0) {
+    stats_.ignored_controller_messages++;
+    return;
+  }
+  JobState& job = *jit->second;
+  std::vector<uint32_t> targets;
+  if (directive.target_ranks().empty()) {
+    for (const auto& [rank, r] : job.ranks) targets.push_back(rank);
+  } else {
+    for (uint32_t rank : directive.target_ranks()) {
+      if (job.ranks.count(rank) > 0) targets.push_back(rank);
+    }
+  }
+  if (targets.empty()) {
+    stats_.ignored_controller_messages++;
+    return;
+  }
+  if (job.directive_plan_versions.try_emplace(directive.directive_id(), directive.plan_version())
+          .second) {
+    job.directive_order.push_back(directive.directive_id());
+    if (job.directive_order.size() > kMaxRememberedPlans) {
+      job.directive_plan_versions.erase(job.directive_order.front());
+      job.directive_order.pop_front();
+    }
+  }
+  if (directive.has_profiling()) {
+    ApplyProfiling(job, directive.profiling(), clock_.MonotonicNanos());
+  }
+  v1::AgentToShim out;
+  *out.mutable_directive() = directive;
+  for (uint32_t rank : targets) {
+    auto& q = job.ranks[rank].unacked_directives;
+    q.erase(std::remove_if(q.begin(), q.end(),
+                           [&](const v1::Directive& d) {
+                             return d.directive_id() == directive.directive_id();
+                           }),
+            q.end());
+    q.push_back(directive);
+    while (q.size() > options_.max_unacked_directives) q.pop_front();
+    SendToRank(job, rank, out);
+  }
+  metrics_->CountDirectiveRelayed();
+}
+
+void ShimHub::OnValidationTask(const v1::ValidationTask& task) {
+  absl::MutexLock lock(&mu_);
+  auto jit = jobs_.find(task.job());
+  if (jit == jobs_.end()) {
+    stats_.ignored_controller_messages++;
+    return;
+  }
+  JobState& job = *jit->second;
+  v1::AgentToShim out;
+  *out.mutable_validation_task() = task;
+  bool relayed = false;
+  for (uint32_t rank : task.ranks()) {
+    if (job.ranks.count(rank) == 0) continue;  // Another node's rank.
+    if (SendToRank(job, rank, out)) {
+      relayed = true;
+      continue;
+    }
+    v1::AgentMessage result;
+    v1::ValidationResult* r = result.mutable_validation_result();
+    r->set_task_id(task.task_id());
+    r->set_job(task.job());
+    r->set_rank(rank);
+    r->set_error(absl::StrCat("rank ", rank, " has no live shim session on node ", options_.node));
+    sink_->Send(std::move(result));
+  }
+  if (relayed) metrics_->CountValidationTaskRelayed();
+}
+
+void ShimHub::ApplyProfiling(JobState& job, const v1::ProfilingControl& control, int64_t now_ns) {
+  ProfilingWindow window;
+  window.enabled = control.enabled();
+  window.until_ns = control.max_duration_ns() > 0 ? now_ns + control.max_duration_ns() : 0;
+  if (control.ranks().empty()) {
+    job.profile_all = window;
+    if (!control.enabled()) {
+      for (auto& [rank, r] : job.ranks) r.profiling = window;
+    }
+    return;
+  }
+  for (uint32_t rank : control.ranks()) {
+    auto it = job.ranks.find(rank);
+    if (it != job.ranks.end()) it->second.profiling = window;
+  }
+}
+
+void ShimHub::OnProfiling(const v1::ProfilingControl& control) {
+  absl::MutexLock lock(&mu_);
+  auto jit = jobs_.find(control.job());
+  if (jit == jobs_.end()) {
+    stats_.ignored_controller_messages++;
+    return;
+  }
+  JobState& job = *jit->second;
+  ApplyProfiling(job, control, clock_.MonotonicNanos());
+  v1::AgentToShim out;
+  *out.mutable_profiling() = control;
+  if (control.ranks().empty()) {
+    for (const auto& [rank, r] : job.ranks) SendToRank(job, rank, out);
+  } else {
+    for (uint32_t rank : control.ranks()) SendToRank(job, rank, out);
+  }
+}
+
+void ShimHub::FlushJob(JobState& job, bool drain, int64_t now_ns,
+                       std::vector<v1::TelemetryBatch>* out) {
+  std::vector<v1::IterationSummary> summaries;
+  job.reducer.Flush(now_ns, drain, &summaries);
+  // Iteration-major order (each rank's iterations stay increasing): a consumer that assembles
+  // job iterations from all ranks completes each one without holding many partial ones.
+  std::stable_sort(summaries.begin(), summaries.end(),
+                   [](const v1::IterationSummary& a, const v1::IterationSummary& b) {
+                     return a.iteration() < b.iteration();
+                   });
+  for (const v1::IterationSummary& s : summaries) {
+    auto rit = job.ranks.find(s.rank());
+    if (rit == job.ranks.end()) continue;
+    rit->second.metrics.iteration_time_seconds->Set(static_cast<double>(s.iteration_time_ns()) *
+                                                    1e-9);
+    rit->second.metrics.iterations->Increment();
+  }
+  const reduce::JobReducer::Stats rs = job.reducer.stats();
+  if (rs.unassigned_ops > job.dropped_unassigned_reported) {
+    job.metrics.dropped_unassigned->Increment(
+        static_cast<double>(rs.unassigned_ops - job.dropped_unassigned_reported));
+    job.dropped_unassigned_reported = rs.unassigned_ops;
+  }
+  if (rs.overflow_ops > job.dropped_overflow_reported) {
+    job.metrics.dropped_overflow->Increment(
+        static_cast<double>(rs.overflow_ops - job.dropped_overflow_reported));
+    job.dropped_overflow_reported = rs.overflow_ops;
+  }
+
+  size_t next = 0;
+  while (next < summaries.size() || job.registration_dirty) {
+    v1::TelemetryBatch batch;
+    batch.set_job(job.name);
+    if (job.registration_dirty) {
+      *batch.mutable_registration() = job.Registration();
+      job.registration_dirty = false;
+    }
+    const size_t end =
+        std::min(summaries.size(), next + static_cast<size_t>(options_.max_summaries_per_batch));
+    for (; next < end; ++next) *batch.add_iterations() = std::move(summaries[next]);
+    job.metrics.summaries_out->Increment(batch.iterations_size());
+    out->push_back(std::move(batch));
+  }
+  for (auto& [rank, r] : job.ranks) {
+    for (size_t i = 0; i < r.raw_ops.size();) {
+      v1::TelemetryBatch batch;
+      batch.set_job(job.name);
+      batch.set_op_rank(rank);
+      const size_t end =
+          std::min(r.raw_ops.size(), i + static_cast<size_t>(options_.max_ops_per_batch));
+      for (; i < end; ++i) *batch.add_ops() = std::move(r.raw_ops[i]);
+      job.metrics.ops_out->Increment(batch.ops_size());
+      out->push_back(std::move(batch));
+    }
+    r.raw_ops.clear();
+  }
+}
+
+void ShimHub::RemoveJob(std::map<std::string, std::unique_ptr<JobState>>::iterator it) {
+  for (auto& [rank, r] : it->second->ranks) metrics_->RemoveRank(r.metrics);
+  metrics_->RemoveJob(it->second->metrics);
+  jobs_.erase(it);
+}
+
+void ShimHub::Flush(bool drain, std::vector<v1::TelemetryBatch>* out) {
+  absl::MutexLock lock(&mu_);
+  const int64_t now = clock_.MonotonicNanos();
+  const int64_t idle_ns = absl::ToInt64Nanoseconds(options_.job_idle_timeout);
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    JobState& job = *it->second;
+    const bool idle = !drain && job.LiveSessions() == 0 && now - job.last_active_ns >= idle_ns;
+    FlushJob(job, drain || idle, now, out);
+    if (idle) {
+      RemoveJob(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<v1::JobRegistration> ShimHub::Registrations() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::JobRegistration> out;
+  for (const auto& [name, job] : jobs_) out.push_back(job->Registration());
+  return out;
+}
+
+void ShimHub::CloseAll(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, s] : sessions_) s.stream->Close(status);
+}
+
+size_t ShimHub::live_sessions() const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.size();
+}
+
+ShimHub::Stats ShimHub::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+reduce::JobReducer::Stats ShimHub::job_stats(const std::string& job) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? reduce::JobReducer::Stats{} : it->second->reducer.stats();
+}
+
+}  // namespace falcon::agent

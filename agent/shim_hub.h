@@ -1,0 +1,157 @@
+// The agent's core: shim sessions, per-job state and edge reduction, and routing between shims
+// and the controller. Transport-free: the gRPC layer (ShimService) feeds it stream events, and it
+// answers through ShimStream; messages for the controller go to a ControllerSink.
+//
+// Shim protocol (shim.proto): the first message of a stream must be a ShimHello; the hub answers
+// ShimWelcome{session_id, acked_sequence, profiling}. OpBatch -> OpBatchAck{sequence}; batches at
+// or below the rank session's acked sequence are acknowledged again and ignored (dedup). A rank
+// session is (job, rank, pid): a new pid (restarted trainer) starts a new one; a second stream of
+// the same rank supersedes the first, which is closed with ABORTED. A malformed message is
+// answered with AgentToShim.error (FieldError naming the field) and ignored; the stream stays open
+// and other sessions are unaffected.
+//
+// Controller side: directives go to the live sessions of their target ranks (all local ranks of
+// the job when none are named) and are re-delivered on reconnect until the rank acknowledges;
+// validation tasks go to their local ranks, and a local rank without a live session gets an error
+// result at once; profiling control switches raw-op streaming and is forwarded to the shims.
+//
+// Thread-safe. ShimStream::Send and ControllerSink::Send are called with the hub's mutex held and
+// must not block or call back into the hub.
+#ifndef FALCON_AGENT_SHIM_HUB_H_
+#define FALCON_AGENT_SHIM_HUB_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/agent_metrics.h"
+#include "agent/job_state.h"
+#include "agent/reduce/job_reducer.h"
+#include "analysis/clock.h"
+#include "proto/falcon/v1/shim.pb.h"
+#include "proto/falcon/v1/telemetry.pb.h"
+
+namespace falcon::agent {
+
+// One shim stream as the hub sees it.
+class ShimStream {
+ public:
+  virtual ~ShimStream() = default;
+  // Queues a message to the shim; never blocks.
+  virtual void Send(const v1::AgentToShim& msg) = 0;
+  // Ends the stream with `status` (after queued messages).
+  virtual void Close(const absl::Status& status) = 0;
+};
+
+// Messages for the controller (validation results, directive acks).
+class ControllerSink {
+ public:
+  virtual ~ControllerSink() = default;
+  virtual void Send(v1::AgentMessage msg) = 0;
+};
+
+class ShimHub {
+ public:
+  struct Options {
+    std::string node;  // This node's name.
+    reduce::JobReducer::Options reduce;
+    size_t max_raw_ops_per_rank = 1 << 20;                // Raw ops held per rank while profiling.
+    int max_ops_per_batch = 65536;                        // Raw ops per TelemetryBatch.
+    int max_summaries_per_batch = 65536;                  // Summaries per TelemetryBatch.
+    size_t max_unacked_directives = 64;                   // Per rank; oldest dropped.
+    absl::Duration job_idle_timeout = absl::Minutes(10);  // Forget jobs without sessions.
+  };
+
+  struct Stats {
+    uint64_t sessions_opened = 0;
+    uint64_t errors = 0;                       // Malformed messages answered with FieldError.
+    uint64_t duplicate_batches = 0;            // Op batches at or below the acked sequence.
+    uint64_t superseded = 0;                   // Sessions replaced by a newer one of the same rank.
+    uint64_t ignored_controller_messages = 0;  // For jobs or ranks not on this node.
+  };
+
+  // `metrics` and `sink` must outlive the hub.
+  // REQUIRES: reduce::JobReducer::Validate(options.reduce).ok().
+  ShimHub(Options options, const Clock& clock, AgentMetrics* metrics, ControllerSink* sink);
+  ~ShimHub();
+
+  // --- Shim streams (from the transport) ---
+  // A new stream; returns its session id (> 0). `stream` must stay valid until OnClosed.
+  uint64_t Open(ShimStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnMessage(uint64_t session, const v1::ShimMessage& msg) ABSL_LOCKS_EXCLUDED(mu_);
+  // The stream ended; the hub stops using its ShimStream.
+  void OnClosed(uint64_t session) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // --- Controller messages ---
+  void OnDirective(const v1::Directive& directive) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnValidationTask(const v1::ValidationTask& task) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnProfiling(const v1::ProfilingControl& control) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // --- Telemetry ---
+  // Appends batches for the controller: per job, the summaries of iterations complete by now,
+  // ordered by iteration then rank (and the registration when it changed), and raw op records of
+  // profiled ranks. `drain`: flush
+  // everything complete or not (shutdown). Also expires profiling windows and idle jobs.
+  void Flush(bool drain, std::vector<v1::TelemetryBatch>* out) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every job with ranks here, for AgentHello.
+  std::vector<v1::JobRegistration> Registrations() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Closes every live stream with UNAVAILABLE (drain).
+  void CloseAll(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  size_t live_sessions() const ABSL_LOCKS_EXCLUDED(mu_);
+  Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Reduction stats of one job (zeros when unknown).
+  reduce::JobReducer::Stats job_stats(const std::string& job) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Session {
+    ShimStream* stream = nullptr;
+    bool hello = false;
+    bool superseded = false;
+    std::string job;
+    uint32_t rank = 0;
+  };
+
+  void Error(Session& s, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleCommunicator(Session& s, JobState& job, const v1::Communicator& comm)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleOpBatch(Session& s, JobState& job, RankState& rank, const v1::OpBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleDirectiveAck(Session& s, JobState& job, RankState& rank, const v1::DirectiveAck& ack)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobState& GetOrCreateJob(const v1::ShimHello& hello) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends to the live session of (job, rank), if any; returns whether there was one.
+  bool SendToRank(const JobState& job, uint32_t rank, const v1::AgentToShim& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyProfiling(JobState& job, const v1::ProfilingControl& control, int64_t now_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushJob(JobState& job, bool drain, int64_t now_ns, std::vector<v1::TelemetryBatch>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveJob(std::map<std::string, std::unique_ptr<JobState>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateSessionGauge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  const Clock& clock_;
+  AgentMetrics* const metrics_;
+  ControllerSink* const sink_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<JobState>> jobs_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace falcon::agent
+
+#endif  // FALCON_AGENT_SHIM_HUB_H_

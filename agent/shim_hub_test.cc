@@ -1,0 +1,335 @@
+#include "agent/shim_hub.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/agent_metrics.h"
+#include "analysis/clock.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+
+namespace falcon::agent {
+namespace {
+
+constexpr int64_t kMs = 1000 * 1000;
+
+class FakeStream : public ShimStream {
+ public:
+  void Send(const v1::AgentToShim& msg) override { sent.push_back(msg); }
+  void Close(const absl::Status& status) override { closed = status; }
+  std::vector<v1::AgentToShim> sent;
+  std::optional<absl::Status> closed;
+  std::vector<v1::AgentToShim> Of(v1::AgentToShim::MsgCase kind) const {
+    std::vector<v1::AgentToShim> out;
+    for (const auto& m : sent) {
+      if (m.msg_case() == kind) out.push_back(m);
+    }
+    return out;
+  }
+};
+
+class FakeSink : public ControllerSink {
+ public:
+  void Send(v1::AgentMessage msg) override { sent.push_back(std::move(msg)); }
+  std::vector<v1::AgentMessage> sent;
+};
+
+v1::ShimMessage Hello(uint32_t rank, int32_t pid = 100, const std::string& job = "job1") {
+  v1::ShimMessage m;
+  v1::ShimHello* h = m.mutable_hello();
+  h->set_job(job);
+  h->set_world_size(4);
+  h->mutable_rank()->set_rank(rank);
+  h->mutable_rank()->set_node("n1");
+  h->mutable_rank()->set_pid(pid);
+  h->mutable_rank()->set_gpu(-1);
+  h->mutable_rank()->set_dp_index(-1);
+  h->mutable_rank()->set_pp_index(-1);
+  h->mutable_rank()->set_tp_index(-1);
+  return m;
+}
+
+v1::ShimMessage Comm(uint64_t id, std::vector<uint32_t> members) {
+  v1::ShimMessage m;
+  m.mutable_communicator()->set_comm_id(id);
+  m.mutable_communicator()->set_kind(v1::COMM_KIND_DP);
+  for (uint32_t r : members) m.mutable_communicator()->add_member_ranks(r);
+  return m;
+}
+
+// An op batch with one all-reduce per iteration [first, first + n), 10 ms apart.
+v1::ShimMessage Ops(uint64_t sequence, int first, int n, uint64_t first_seq) {
+  v1::ShimMessage m;
+  v1::OpBatch* b = m.mutable_op_batch();
+  b->set_sequence(sequence);
+  for (int i = 0; i < n; ++i) {
+    v1::OpRecord* r = b->add_records();
+    r->set_comm_id(9);
+    r->set_op_kind(v1::OP_KIND_ALL_REDUCE);
+    r->set_peer(-1);
+    r->set_bytes(4096);
+    r->set_host_start_ns((first + i) * 10 * kMs + 5 * kMs);
+    r->set_host_end_ns((first + i) * 10 * kMs + 8 * kMs);
+    r->set_seq(first_seq + i);
+    r->set_iteration(first + i);
+  }
+  return m;
+}
+
+v1::ShimMessage HintMsg(int64_t iteration) {
+  v1::ShimMessage m;
+  m.mutable_iteration()->set_iteration(iteration);
+  m.mutable_iteration()->set_start_ns(iteration * 10 * kMs);
+  m.mutable_iteration()->set_end_ns((iteration + 1) * 10 * kMs);
+  return m;
+}
+
+class ShimHubTest : public ::testing::Test {
+ protected:
+  ShimHubTest()
+      : registry_(std::make_shared<prometheus::Registry>()),
+        metrics_(registry_, "n1", "test"),
+        hub_(Opts(), clock_, &metrics_, &sink_) {}
+
+  static ShimHub::Options Opts() {
+    ShimHub::Options o;
+    o.node = "n1";
+    return o;
+  }
+
+  // Opens a stream for `rank`, says hello and registers comm 9 = {0, 1}.
+  uint64_t Attach(FakeStream& stream, uint32_t rank, int32_t pid = 100) {
+    const uint64_t id = hub_.Open(&stream);
+    hub_.OnMessage(id, Hello(rank, pid));
+    hub_.OnMessage(id, Comm(9, {0, 1}));
+    return id;
+  }
+
+  FakeClock clock_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  AgentMetrics metrics_;
+  FakeSink sink_;
+  ShimHub hub_;
+};
+
+TEST_F(ShimHubTest, HelloThenBatchesAreAckedAndDuplicatesIgnored) {
+  FakeStream s;
+  const uint64_t id = Attach(s, 0);
+  auto welcome = s.Of(v1::AgentToShim::kWelcome);
+  ASSERT_EQ(welcome.size(), 1u);
+  EXPECT_EQ(welcome[0].welcome().acked_sequence(), 0u);
+  EXPECT_EQ(welcome[0].welcome().session_id(), "n1/job1/0/" + std::to_string(id));
+  EXPECT_FALSE(welcome[0].welcome().profiling());
+
+  hub_.OnMessage(id, Ops(1, 0, 3, 1));
+  hub_.OnMessage(id, Ops(1, 0, 3, 1));  // Resent after a lost ack.
+  hub_.OnMessage(id, Ops(2, 3, 3, 4));
+  auto acks = s.Of(v1::AgentToShim::kOpBatchAck);
+  ASSERT_EQ(acks.size(), 3u);
+  EXPECT_EQ(acks[0].op_batch_ack().sequence(), 1u);
+  EXPECT_EQ(acks[1].op_batch_ack().sequence(), 1u);
+  EXPECT_EQ(acks[2].op_batch_ack().sequence(), 2u);
+  EXPECT_EQ(hub_.stats().duplicate_batches, 1u);
+  EXPECT_TRUE(s.Of(v1::AgentToShim::kError).empty());
+}
+
+TEST_F(ShimHubTest, MalformedMessageGetsFieldErrorAndStreamsGoOn) {
+  FakeStream a, b;
+  const uint64_t ida = Attach(a, 0);
+  const uint64_t idb = Attach(b, 1);
+  v1::ShimMessage bad = Ops(1, 0, 2, 1);
+  bad.mutable_op_batch()->mutable_records(1)->set_host_end_ns(0);
+  hub_.OnMessage(ida, bad);
+  auto errors = a.Of(v1::AgentToShim::kError);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].error().field(), "op_batch.records[1].host_end_ns");
+  EXPECT_FALSE(a.closed.has_value());
+  // Both sessions keep working.
+  hub_.OnMessage(ida, Ops(2, 0, 2, 1));
+  hub_.OnMessage(idb, Ops(1, 0, 2, 1));
+  EXPECT_EQ(a.Of(v1::AgentToShim::kOpBatchAck).back().op_batch_ack().sequence(), 2u);
+  EXPECT_EQ(b.Of(v1::AgentToShim::kOpBatchAck).back().op_batch_ack().sequence(), 1u);
+  EXPECT_TRUE(b.Of(v1::AgentToShim::kError).empty());
+  EXPECT_EQ(hub_.stats().errors, 1u);
+}
+
+TEST_F(ShimHubTest, FirstMessageMustBeHello) {
+  FakeStream s;
+  const uint64_t id = hub_.Open(&s);
+  hub_.OnMessage(id, Ops(1, 0, 1, 1));
+  hub_.OnMessage(id, v1::ShimMessage());
+  auto errors = s.Of(v1::AgentToShim::kError);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].error().field(), "hello");
+  EXPECT_EQ(errors[1].error().field(), "msg");
+  hub_.OnMessage(id, Hello(0));
+  EXPECT_EQ(s.Of(v1::AgentToShim::kWelcome).size(), 1u);
+  hub_.OnMessage(id, Hello(0));
+  EXPECT_EQ(s.Of(v1::AgentToShim::kError).back().error().field(), "hello");
+}
+
+TEST_F(ShimHubTest, ReconnectKeepsTheRankSessionUnlessThePidChanges) {
+  FakeStream s1;
+  const uint64_t id1 = Attach(s1, 0, 100);
+  hub_.OnMessage(id1, Ops(1, 0, 2, 1));
+  hub_.OnMessage(id1, Ops(2, 2, 2, 3));
+  hub_.OnClosed(id1);
+
+  FakeStream s2;
+  const uint64_t id2 = Attach(s2, 0, 100);
+  EXPECT_EQ(s2.Of(v1::AgentToShim::kWelcome)[0].welcome().acked_sequence(), 2u);
+  hub_.OnMessage(id2, Ops(2, 2, 2, 3));  // Unacked resend: deduplicated.
+  EXPECT_EQ(hub_.stats().duplicate_batches, 1u);
+  hub_.OnClosed(id2);
+
+  FakeStream s3;
+  Attach(s3, 0, 101);  // The trainer restarted.
+  EXPECT_EQ(s3.Of(v1::AgentToShim::kWelcome)[0].welcome().acked_sequence(), 0u);
+}
+
+TEST_F(ShimHubTest, NewerStreamOfTheSameRankSupersedesTheOld) {
+  FakeStream s1, s2;
+  const uint64_t id1 = Attach(s1, 0);
+  Attach(s2, 0);
+  ASSERT_TRUE(s1.closed.has_value());
+  EXPECT_EQ(s1.closed->code(), absl::StatusCode::kAborted);
+  hub_.OnMessage(id1, Ops(1, 0, 1, 1));  // Ignored: superseded.
+  EXPECT_TRUE(s1.Of(v1::AgentToShim::kOpBatchAck).empty());
+  hub_.OnClosed(id1);
+  EXPECT_EQ(hub_.stats().superseded, 1u);
+  EXPECT_EQ(hub_.live_sessions(), 1u);
+}
+
+TEST_F(ShimHubTest, DirectivesReachTargetsAndAreRedeliveredUntilAcked) {
+  FakeStream s0, s1;
+  const uint64_t id0 = Attach(s0, 0);
+  const uint64_t id1 = Attach(s1, 1);
+  v1::Directive d;
+  d.set_directive_id(7);
+  d.set_job("job1");
+  d.set_plan_version(3);
+  d.add_target_ranks(1);
+  d.add_target_ranks(3);  // Not on this node.
+  d.mutable_micro_batch_plan()->add_micro_batches(4);
+  hub_.OnDirective(d);
+  EXPECT_TRUE(s0.Of(v1::AgentToShim::kDirective).empty());
+  ASSERT_EQ(s1.Of(v1::AgentToShim::kDirective).size(), 1u);
+
+  hub_.OnClosed(id1);
+  FakeStream s1b;
+  const uint64_t id1b = Attach(s1b, 1);
+  ASSERT_EQ(s1b.Of(v1::AgentToShim::kDirective).size(), 1u);  // Not acked yet: again.
+  v1::ShimMessage ack;
+  ack.mutable_directive_ack()->set_directive_id(7);
+  ack.mutable_directive_ack()->set_job("job1");
+  ack.mutable_directive_ack()->set_rank(1);
+  ack.mutable_directive_ack()->set_status(v1::ACK_STATUS_APPLIED);
+  ack.mutable_directive_ack()->set_applied_iteration(10);
+  hub_.OnMessage(id1b, ack);
+  ASSERT_EQ(sink_.sent.size(), 1u);
+  EXPECT_EQ(sink_.sent[0].directive_ack().directive_id(), 7u);
+  hub_.OnClosed(id1b);
+  FakeStream s1c;
+  Attach(s1c, 1);
+  EXPECT_TRUE(s1c.Of(v1::AgentToShim::kDirective).empty());
+
+  // A directive for a job not on this node is ignored.
+  d.set_job("other");
+  hub_.OnDirective(d);
+  EXPECT_EQ(hub_.stats().ignored_controller_messages, 1u);
+  (void)id0;
+}
+
+TEST_F(ShimHubTest, ValidationTaskForARankWithoutSessionFailsAtOnce) {
+  FakeStream s0, s1;
+  Attach(s0, 0);
+  const uint64_t id1 = Attach(s1, 1);
+  hub_.OnClosed(id1);
+  v1::ValidationTask t;
+  t.set_task_id(5);
+  t.set_job("job1");
+  t.add_ranks(0);
+  t.add_ranks(1);
+  t.add_ranks(2);  // Elsewhere.
+  t.mutable_gemm()->set_m(64);
+  hub_.OnValidationTask(t);
+  ASSERT_EQ(s0.Of(v1::AgentToShim::kValidationTask).size(), 1u);
+  ASSERT_EQ(sink_.sent.size(), 1u);
+  EXPECT_EQ(sink_.sent[0].validation_result().rank(), 1u);
+  EXPECT_NE(sink_.sent[0].validation_result().error().find("no live shim session"),
+            std::string::npos);
+}
+
+TEST_F(ShimHubTest, SummariesAlwaysRawOpsOnlyWhileProfiling) {
+  FakeStream s;
+  const uint64_t id = Attach(s, 0);
+  for (int i = 0; i < 3; ++i) hub_.OnMessage(id, HintMsg(i));
+  hub_.OnMessage(id, Ops(1, 0, 4, 1));
+  std::vector<v1::TelemetryBatch> out;
+  hub_.Flush(false, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].has_registration());
+  EXPECT_EQ(out[0].registration().ranks_size(), 1);
+  EXPECT_EQ(out[0].registration().communicators_size(), 1);
+  EXPECT_EQ(out[0].iterations_size(), 3);
+  EXPECT_EQ(out[0].ops_size(), 0);
+
+  v1::ProfilingControl p;
+  p.set_job("job1");
+  p.set_enabled(true);
+  p.set_max_duration_ns(1000 * kMs);
+  hub_.OnProfiling(p);
+  ASSERT_EQ(s.Of(v1::AgentToShim::kProfiling).size(), 1u);
+  hub_.OnMessage(id, Ops(2, 4, 2, 5));
+  out.clear();
+  hub_.Flush(false, &out);
+  int ops = 0;
+  for (const auto& b : out) {
+    EXPECT_FALSE(b.has_registration());
+    ops += b.ops_size();
+    if (b.ops_size() > 0) {
+      EXPECT_EQ(b.op_rank(), 0u);
+    }
+  }
+  EXPECT_EQ(ops, 2);
+  clock_.Advance(absl::Seconds(2));  // Profiling ran out.
+  hub_.OnMessage(id, Ops(3, 6, 2, 7));
+  out.clear();
+  hub_.Flush(false, &out);
+  for (const auto& b : out) EXPECT_EQ(b.ops_size(), 0);
+}
+
+TEST_F(ShimHubTest, SummariesAreOrderedByIterationThenRank) {
+  FakeStream s0, s1;
+  const uint64_t id0 = Attach(s0, 0);
+  const uint64_t id1 = Attach(s1, 1);
+  for (int i = 0; i < 3; ++i) {
+    hub_.OnMessage(id0, HintMsg(i));
+    hub_.OnMessage(id1, HintMsg(i));
+  }
+  hub_.OnMessage(id0, Ops(1, 0, 4, 1));
+  hub_.OnMessage(id1, Ops(1, 0, 4, 1));
+  std::vector<v1::TelemetryBatch> out;
+  hub_.Flush(false, &out);
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<std::pair<int64_t, uint32_t>> order;
+  for (const auto& s : out[0].iterations()) order.emplace_back(s.iteration(), s.rank());
+  EXPECT_EQ(order, (std::vector<std::pair<int64_t, uint32_t>>{
+                       {0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}}));
+}
+
+TEST_F(ShimHubTest, IdleJobsAreForgotten) {
+  FakeStream s;
+  const uint64_t id = Attach(s, 0);
+  hub_.OnClosed(id);
+  std::vector<v1::TelemetryBatch> out;
+  hub_.Flush(false, &out);
+  EXPECT_EQ(hub_.Registrations().size(), 1u);
+  clock_.Advance(absl::Minutes(11));
+  hub_.Flush(false, &out);
+  EXPECT_TRUE(hub_.Registrations().empty());
+}
+
+}  // namespace
+}  // namespace falcon::agent

@@ -1,0 +1,158 @@
+#include "agent/shim_service.h"
+
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/grpc_util.h"
+
+namespace falcon::agent {
+namespace {
+
+// One Attach stream. Lives until OnDone; the hub stops using it in OnClosed (called from OnDone).
+class AttachReactor final : public grpc::ServerBidiReactor<v1::ShimMessage, v1::AgentToShim>,
+                            public ShimStream {
+ public:
+  AttachReactor(ShimHub* hub, size_t max_queued) : hub_(hub), max_queued_(max_queued) {
+    id_ = hub_->Open(this);
+    StartRead(&in_);
+  }
+
+  void Send(const v1::AgentToShim& msg) override {
+    absl::MutexLock lock(&mu_);
+    if (finish_requested_) return;
+    if (out_.size() >= max_queued_) {
+      RequestFinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                       "shim is not reading: send queue full"));
+      return;
+    }
+    out_.push_back(msg);
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    }
+  }
+
+  void Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    RequestFinishLocked(ToGrpcStatus(status));
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // The shim half-closed, or the stream broke.
+      Close(absl::OkStatus());
+      return;
+    }
+    hub_->OnMessage(id_, in_);
+    absl::MutexLock lock(&mu_);
+    if (!finish_requested_) StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    out_.pop_front();
+    if (!ok) out_.clear();  // No later write can succeed.
+    if (!out_.empty() && !finish_called_) {
+      StartWrite(&out_.front());
+      return;
+    }
+    writing_ = false;
+    if (finish_requested_ && !finish_called_) {
+      finish_called_ = true;
+      Finish(finish_status_);
+    }
+  }
+
+  void OnCancel() override { Close(absl::CancelledError("stream cancelled")); }
+
+  void OnDone() override {
+    hub_->OnClosed(id_);
+    delete this;
+  }
+
+ private:
+  // Finishes once queued writes are out. gRPC never runs reactions inline from Start*/Finish,
+  // so calling them with mu_ held cannot re-enter this object.
+  void RequestFinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finish_requested_) return;
+    finish_requested_ = true;
+    finish_status_ = std::move(status);
+    if (!writing_) {
+      finish_called_ = true;
+      Finish(finish_status_);
+    }
+  }
+
+  ShimHub* const hub_;
+  const size_t max_queued_;
+  uint64_t id_ = 0;
+  v1::ShimMessage in_;
+  absl::Mutex mu_;
+  std::deque<v1::AgentToShim> out_ ABSL_GUARDED_BY(mu_);  // Front is being written.
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::ShimMessage, v1::AgentToShim>* ShimService::Attach(
+    grpc::CallbackServerContext* /*context*/) {
+  return new AttachReactor(hub_, max_queued_);
+}
+
+absl::StatusOr<std::unique_ptr<ShimServer>> ShimServer::Start(const Options& options,
+                                                              ShimHub* hub) {
+  gid_t gid = static_cast<gid_t>(-1);
+  if (!options.group.empty()) {
+    struct group* g = getgrnam(options.group.c_str());
+    if (g == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("socket_group: no group named '", options.group, "'"));
+    }
+    gid = g->gr_gid;
+  }
+  struct stat st;
+  if (lstat(options.socket_path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("socket: ", options.socket_path, " exists and is not a socket"));
+    }
+    unlink(options.socket_path.c_str());  // Left behind by an agent that did not exit cleanly.
+  }
+  std::unique_ptr<ShimServer> server(new ShimServer(options, hub));
+  auto started = StartGrpcServer(absl::StrCat("unix:", options.socket_path), {&server->service_});
+  if (!started.ok()) return started.status();
+  server->server_ = std::move(started->server);
+  if (chmod(options.socket_path.c_str(), options.mode) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("socket: chmod ", options.socket_path, ": ", std::strerror(errno)));
+  }
+  if (gid != static_cast<gid_t>(-1) &&
+      chown(options.socket_path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("socket_group: chown ", options.socket_path, ": ", std::strerror(errno)));
+  }
+  return server;
+}
+
+void ShimServer::Shutdown(absl::Duration grace) {
+  if (server_ == nullptr) return;
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+  server_.reset();
+  unlink(options_.socket_path.c_str());
+}
+
+ShimServer::~ShimServer() { Shutdown(absl::ZeroDuration()); }
+
+}  // namespace falcon::agent

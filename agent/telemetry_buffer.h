@@ -1,0 +1,112 @@
+// Bounded, ordered buffer of telemetry batches waiting for the controller's acknowledgement.
+//
+// Batches enter unnumbered (Push). A batch gets its sequence number (per agent, strictly
+// increasing from 1) the first time it is handed out for sending (NextToSend), so batches
+// dropped before they were ever sent leave no hole in the sequence. Numbered batches stay until
+// the controller acknowledges them (Ack) and are resent in order on each new connection
+// (OnConnected rewinds the send cursor). The controller deduplicates by (agent_id, sequence).
+//
+// Bounds: at most `max_batches` batches and `max_bytes` serialized bytes. When a push exceeds
+// them, the buffer drops, in this order, the oldest unsent batch that carries only raw op records
+// (summaries are kept longest), then the oldest batch of any kind. Dropped batches and the records
+// in them are counted; the count of records dropped since the last numbered batch is stamped into
+// the next batch's `dropped_records`.
+//
+// Thread-safe.
+#ifndef FALCON_AGENT_TELEMETRY_BUFFER_H_
+#define FALCON_AGENT_TELEMETRY_BUFFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/falcon/v1/telemetry.pb.h"
+
+namespace falcon::agent {
+
+class TelemetryBuffer {
+ public:
+  struct Options {
+    // Batches held at most (sent-but-unacked plus unsent). Default: 4096, about 68 min of
+    // summaries at the default 1 s flush interval for one job.
+    size_t max_batches = 4096;
+    // Serialized bytes held at most. Default: 64 MiB, about 70 min of summaries for 8 ranks at
+    // 10 iterations/s with 4 communicators each (~200 bytes per summary).
+    size_t max_bytes = size_t{64} << 20;
+  };
+
+  struct Stats {
+    size_t batches = 0;              // Held now.
+    size_t bytes = 0;                // Serialized bytes held now.
+    size_t unsent = 0;               // Held and not yet sent on the current connection.
+    uint64_t next_sequence = 1;      // Sequence the next numbered batch gets.
+    uint64_t dropped_batches = 0;    // Dropped for space since creation.
+    uint64_t dropped_summaries = 0;  // Iteration summaries inside dropped batches.
+    uint64_t dropped_ops = 0;        // Raw op records inside dropped batches.
+    uint64_t sent_batches = 0;       // First sends.
+    uint64_t resent_batches = 0;     // Sends after the first (after a reconnect).
+    uint64_t acked_batches = 0;      // Removed by acknowledgement.
+  };
+
+  // kInvalidArgument naming the option when a bound is 0.
+  static absl::Status Validate(const Options& options);
+
+  // REQUIRES: Validate(options).ok().
+  explicit TelemetryBuffer(Options options);
+
+  // Appends `batch` (its `sequence` is ignored and assigned later), dropping older batches when
+  // the bounds are exceeded. A single batch larger than max_bytes is dropped itself.
+  void Push(v1::TelemetryBatch batch) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A new controller connection began and the controller already holds every batch up to
+  // `controller_acked` (ControllerHello.acked_sequence): drops those, makes sure new numbers
+  // exceed it, and rewinds the send cursor so every remaining batch is sent again in order.
+  void OnConnected(uint64_t controller_acked) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The next batch to write on the current connection, numbered; nullopt when all are sent.
+  std::optional<v1::TelemetryBatch> NextToSend() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The controller stored every batch up to and including `sequence`: removes them.
+  void Ack(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Lowest numbered batch still held (AgentHello.first_unacked_sequence); 0 when none.
+  uint64_t FirstUnacked() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True when nothing is held (everything pushed so far is acknowledged or dropped).
+  bool Empty() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasUnsent() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until Empty() or `timeout` passes (real time); returns Empty().
+  bool WaitUntilEmpty(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  const Options& options() const { return options_; }
+
+ private:
+  struct Entry {
+    v1::TelemetryBatch batch;
+    size_t bytes = 0;
+    bool numbered = false;  // batch.sequence is valid.
+    bool ever_sent = false;
+  };
+
+  void DropAt(size_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MakeRoom(size_t incoming_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);  // Numbered entries precede unnumbered ones.
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t cursor_ ABSL_GUARDED_BY(mu_) = 0;  // Index of the next entry to send.
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t dropped_records_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace falcon::agent
+
+#endif  // FALCON_AGENT_TELEMETRY_BUFFER_H_

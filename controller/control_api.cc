@@ -1,0 +1,176 @@
+#include "controller/control_api.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace falcon::controller {
+
+absl::Status ControlApi::CheckJob(const std::string& job, const char* field,
+                                  bool allow_empty) const {
+  if (job.empty()) {
+    return allow_empty ? absl::OkStatus()
+                       : absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
+  }
+  if (c_->registry().Find(job) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": unknown job '", job, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<falcon::v1::ListJobsResponse> ControlApi::ListJobs(
+    const falcon::v1::ListJobsRequest&) {
+  falcon::v1::ListJobsResponse out;
+  for (const std::string& name : c_->registry().JobNames()) {
+    *out.add_jobs() = c_->JobView(*c_->registry().Find(name));
+  }
+  return out;
+}
+
+absl::StatusOr<falcon::v1::Job> ControlApi::GetJob(const falcon::v1::GetJobRequest& r) {
+  if (r.job().empty()) return absl::InvalidArgumentError("job: must not be empty");
+  const JobEntry* job = c_->registry().Find(r.job());
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job: unknown job '", r.job(), "'"));
+  return c_->JobView(*job);
+}
+
+absl::StatusOr<falcon::v1::ListEventsResponse> ControlApi::ListEvents(
+    const falcon::v1::ListEventsRequest& r) {
+  if (absl::Status s = CheckJob(r.job(), "job", true); !s.ok()) return s;
+  if (r.limit() > kMaxListLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: ", r.limit(), " exceeds ", kMaxListLimit));
+  }
+  falcon::v1::ListEventsResponse out;
+  for (const auto* e : c_->events().List(r.job(), r.active_only(), r.limit())) {
+    *out.add_events() = e->event();
+  }
+  return out;
+}
+
+absl::StatusOr<falcon::v1::Event> ControlApi::GetEvent(const falcon::v1::GetEventRequest& r) {
+  if (r.event_id() == 0) return absl::InvalidArgumentError("event_id: must be > 0");
+  const auto* e = static_cast<const EventManager&>(c_->events()).Find(r.event_id());
+  if (e == nullptr) {
+    return absl::NotFoundError(absl::StrCat("event_id: event ", r.event_id(), " not found"));
+  }
+  return e->event();
+}
+
+absl::StatusOr<std::vector<falcon::v1::Event>> ControlApi::StartWatch(
+    const falcon::v1::WatchEventsRequest& r) {
+  if (absl::Status s = CheckJob(r.job(), "job", true); !s.ok()) return s;
+  std::vector<falcon::v1::Event> replay;
+  auto open = c_->events().List(r.job(), /*active_only=*/true, 0);
+  for (auto it = open.rbegin(); it != open.rend(); ++it) replay.push_back((*it)->event());
+  return replay;
+}
+
+absl::StatusOr<falcon::v1::ListDirectivesResponse> ControlApi::ListDirectives(
+    const falcon::v1::ListDirectivesRequest& r) {
+  if (absl::Status s = CheckJob(r.job(), "job", true); !s.ok()) return s;
+  if (r.limit() > kMaxListLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: ", r.limit(), " exceeds ", kMaxListLimit));
+  }
+  falcon::v1::ListDirectivesResponse out;
+  for (auto& d : c_->directives().List(r.job(), r.limit())) *out.add_directives() = std::move(d);
+  return out;
+}
+
+absl::StatusOr<falcon::v1::GetHistoryResponse> ControlApi::GetHistory(
+    const falcon::v1::GetHistoryRequest& r) {
+  if (absl::Status s = CheckJob(r.job(), "job", false); !s.ok()) return s;
+  if (r.from_iteration() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("from_iteration: ", r.from_iteration(), " is negative"));
+  }
+  if (r.max_points() > kMaxHistoryPoints) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_points: ", r.max_points(), " exceeds ", kMaxHistoryPoints));
+  }
+  const uint32_t max_points = r.max_points() == 0 ? 10000 : r.max_points();
+  auto points = c_->store().LoadHistory(r.job(), r.from_iteration());
+  if (!points.ok()) return points.status();
+  falcon::v1::GetHistoryResponse out;
+  if (points->size() <= max_points) {
+    for (auto& p : *points) *out.add_points() = std::move(p);
+  } else {
+    // Buckets of equal size in points (the stored points are already one per stride).
+    const size_t n = points->size();
+    for (uint32_t b = 0; b < max_points; ++b) {
+      size_t lo = n * b / max_points, hi = n * (b + 1) / max_points;
+      if (lo >= hi) continue;
+      falcon::v1::HistoryPoint agg;
+      agg.set_iteration((*points)[lo].iteration());
+      agg.set_time_ns((*points)[hi - 1].time_ns());
+      double sum = 0;
+      int64_t plan = 0;
+      for (size_t i = lo; i < hi; ++i) {
+        sum += static_cast<double>((*points)[i].iteration_time_ns());
+        plan = std::max(plan, (*points)[i].plan_version());
+      }
+      agg.set_iteration_time_ns(static_cast<int64_t>(std::llround(sum / (hi - lo))));
+      agg.set_plan_version(plan);
+      *out.add_points() = agg;
+    }
+  }
+  for (const auto* e : c_->events().List(r.job(), false, 0)) {
+    const falcon::v1::Event& ev = e->event();
+    bool ends_before = ev.recovery_iteration() >= 0 && ev.recovery_iteration() < r.from_iteration();
+    if (!ends_before) *out.add_events() = ev;
+  }
+  return out;
+}
+
+absl::StatusOr<falcon::v1::Settings> ControlApi::GetSettings(
+    const falcon::v1::GetSettingsRequest& r) {
+  if (absl::Status s = CheckJob(r.job(), "job", true); !s.ok()) return s;
+  return c_->settings().Get(r.job());
+}
+
+absl::StatusOr<falcon::v1::Settings> ControlApi::SetSettings(
+    const falcon::v1::SetSettingsRequest& r) {
+  if (!r.has_settings()) return absl::InvalidArgumentError("settings: required");
+  return c_->SetSettings(r.settings());
+}
+
+absl::StatusOr<falcon::v1::ForceValidationResponse> ControlApi::ForceValidation(
+    const falcon::v1::ForceValidationRequest& r) {
+  absl::StatusOr<uint64_t> id = c_->ForceValidation(r.job());
+  if (!id.ok()) return id.status();
+  falcon::v1::ForceValidationResponse out;
+  out.set_event_id(*id);
+  return out;
+}
+
+absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
+    const falcon::v1::DryRunPlanRequest& r) {
+  if (absl::Status s = CheckJob(r.job(), "job", false); !s.ok()) return s;
+  if (!falcon::v1::Cause_IsValid(r.cause())) {
+    return absl::InvalidArgumentError(absl::StrCat("cause: unknown cause ", r.cause()));
+  }
+  if (r.slowdown_ratio() < 0 || !std::isfinite(r.slowdown_ratio())) {
+    return absl::InvalidArgumentError("slowdown_ratio: must be finite and >= 0");
+  }
+  const JobEntry* job = c_->registry().Find(r.job());
+  for (int i = 0; i < r.slow_ranks_size(); ++i) {
+    if (job->FindRank(r.slow_ranks(i)) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slow_ranks[", i, "]: rank ", r.slow_ranks(i), " is not registered"));
+    }
+  }
+  for (int i = 0; i < r.slow_links_size(); ++i) {
+    const falcon::v1::Link& l = r.slow_links(i);
+    if (job->FindRank(l.src_rank()) == nullptr || job->FindRank(l.dst_rank()) == nullptr ||
+        l.src_rank() == l.dst_rank()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slow_links[", i, "]: not a link between two registered ranks"));
+    }
+  }
+  return absl::UnimplementedError(
+      "DryRunPlan: mitigation planning is not part of this controller build yet");
+}
+
+}  // namespace falcon::controller

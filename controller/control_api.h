@@ -1,0 +1,55 @@
+// The Control API (control.proto) in domain terms: request validation (kInvalidArgument naming
+// the field; kNotFound where control.proto says so) and responses built from the controller's
+// managers. The gRPC adapter (service/control_service.h) only runs these on the controller loop
+// and converts the Status. Not thread-safe: controller loop only.
+#ifndef FALCON_CONTROLLER_CONTROL_API_H_
+#define FALCON_CONTROLLER_CONTROL_API_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/controller.h"
+#include "proto/falcon/v1/control.pb.h"
+
+namespace falcon::controller {
+
+class ControlApi {
+ public:
+  // Largest `limit` of ListEvents / ListDirectives and `max_points` of GetHistory.
+  static constexpr uint32_t kMaxListLimit = 10000;
+  static constexpr uint32_t kMaxHistoryPoints = 100000;
+
+  explicit ControlApi(Controller* controller) : c_(controller) {}
+
+  absl::StatusOr<falcon::v1::ListJobsResponse> ListJobs(const falcon::v1::ListJobsRequest& r);
+  // kInvalidArgument: empty job. kNotFound: unknown job.
+  absl::StatusOr<falcon::v1::Job> GetJob(const falcon::v1::GetJobRequest& r);
+  // kInvalidArgument: unknown job, limit > kMaxListLimit.
+  absl::StatusOr<falcon::v1::ListEventsResponse> ListEvents(const falcon::v1::ListEventsRequest& r);
+  // kInvalidArgument: event_id 0. kNotFound: unknown event.
+  absl::StatusOr<falcon::v1::Event> GetEvent(const falcon::v1::GetEventRequest& r);
+  // Checks the request and returns the open events to replay first. kInvalidArgument: unknown job.
+  absl::StatusOr<std::vector<falcon::v1::Event>> StartWatch(
+      const falcon::v1::WatchEventsRequest& r);
+  absl::StatusOr<falcon::v1::ListDirectivesResponse> ListDirectives(
+      const falcon::v1::ListDirectivesRequest& r);
+  // kInvalidArgument: empty or unknown job, negative from_iteration, max_points too large.
+  // Points are averaged into at most max_points buckets of equal iteration span.
+  absl::StatusOr<falcon::v1::GetHistoryResponse> GetHistory(const falcon::v1::GetHistoryRequest& r);
+  // kInvalidArgument: unknown job ("" = the defaults for new jobs).
+  absl::StatusOr<falcon::v1::Settings> GetSettings(const falcon::v1::GetSettingsRequest& r);
+  absl::StatusOr<falcon::v1::Settings> SetSettings(const falcon::v1::SetSettingsRequest& r);
+  absl::StatusOr<falcon::v1::ForceValidationResponse> ForceValidation(
+      const falcon::v1::ForceValidationRequest& r);
+  // kUnimplemented: planning arrives with the mitigation issue; the request is still validated.
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRunPlan(const falcon::v1::DryRunPlanRequest& r);
+
+ private:
+  absl::Status CheckJob(const std::string& job, const char* field, bool allow_empty) const;
+  Controller* const c_;
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_CONTROL_API_H_

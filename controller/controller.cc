@@ -1,0 +1,513 @@
+#include "controller/controller.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "controller/util/field_error.h"
+
+namespace falcon::controller {
+
+using falcon::controller::v1::EventRecord;
+
+absl::Status ControllerOptions::Validate() const {
+  if (controller_id.empty()) return absl::InvalidArgumentError("controller_id: must not be empty");
+  if (job_end_grace <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("job_end_grace: must be > 0");
+  }
+  if (absl::Status s = limits.Validate(); !s.ok()) return s;
+  if (absl::Status s = detection.Validate(); !s.ok()) return s;
+  return localization.Validate();
+}
+
+// EventActions for a mitigation hook, bound to the unit of work of the call.
+class Controller::Actions : public EventActions {
+ public:
+  Actions(Controller* c, UnitOfWork* uow) : c_(c), uow_(uow) {}
+
+  absl::Time Now() const override { return c_->clock_->Now(); }
+  const falcon::v1::Event* FindEvent(uint64_t id) const override {
+    const EventRecord* e = c_->events_.Find(id);
+    return e == nullptr ? nullptr : &e->event();
+  }
+  const JobEntry* FindJob(const std::string& job) const override { return c_->registry_.Find(job); }
+  EffectiveSettings Settings(const std::string& job) const override {
+    return c_->settings_.Effective(job);
+  }
+  int64_t LastIteration(const std::string& job) const override {
+    return c_->detection_.LastIteration(job);
+  }
+  absl::Status RecordAction(uint64_t id, const falcon::v1::Action& action) override {
+    EventRecord* e = Active(id);
+    if (e == nullptr) return Missing(id);
+    *e->mutable_event()->add_actions() = action;
+    c_->events_.Persist(*e, uow_);
+    return absl::OkStatus();
+  }
+  absl::Status MarkMitigating(uint64_t id, const std::string& reason) override {
+    EventRecord* e = Active(id);
+    if (e == nullptr) return Missing(id);
+    const falcon::v1::EventState s = e->event().state();
+    if (s != falcon::v1::EVENT_STATE_LOCALIZED && s != falcon::v1::EVENT_STATE_MITIGATING) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("event ", id, " is ", EventStateLabel(s), ", not localized"));
+    }
+    c_->events_.Transition(e, falcon::v1::EVENT_STATE_MITIGATING,
+                           c_->detection_.LastIteration(e->event().job()), reason, uow_);
+    if (JobEntry* job = c_->registry_.Find(e->event().job())) {
+      job->set_state(falcon::v1::JOB_STATE_MITIGATING);
+      c_->registry_.Persist(*job, &uow_->txn());
+    }
+    return absl::OkStatus();
+  }
+  absl::Status SetMitigatedIterationTime(uint64_t id, absl::Duration time) override {
+    EventRecord* e = Active(id);
+    if (e == nullptr) return Missing(id);
+    e->mutable_event()->set_mitigated_iteration_time_ns(absl::ToInt64Nanoseconds(time));
+    c_->events_.Persist(*e, uow_);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> IssueDirective(uint64_t id, falcon::v1::Directive d) override {
+    EventRecord* e = c_->events_.Find(id);
+    if (e == nullptr) return absl::NotFoundError(absl::StrCat("event ", id, " not found"));
+    const JobEntry* job = c_->registry_.Find(e->event().job());
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", e->event().job()));
+    return c_->directives_.Issue(std::move(d), id, *job, uow_);
+  }
+  absl::Status SetJobPlan(const std::string& job_name, int64_t plan_version,
+                          const std::vector<uint32_t>& micro_batches) override {
+    JobEntry* job = c_->registry_.Find(job_name);
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", job_name, "'"));
+    job->set_plan(plan_version, micro_batches);
+    c_->registry_.Persist(*job, &uow_->txn());
+    return absl::OkStatus();
+  }
+  absl::Status CloseEvent(uint64_t id, const std::string& reason) override {
+    EventRecord* e = Active(id);
+    if (e == nullptr) return Missing(id);
+    c_->localizer_.Cancel(e, uow_);
+    c_->events_.Close(e, c_->detection_.LastIteration(e->event().job()), reason, uow_);
+    return absl::OkStatus();
+  }
+
+ private:
+  EventRecord* Active(uint64_t id) {
+    EventRecord* e = c_->events_.Find(id);
+    return e != nullptr && EventManager::IsActiveState(e->event().state()) ? e : nullptr;
+  }
+  absl::Status Missing(uint64_t id) const {
+    return c_->events_.Find(id) == nullptr
+               ? absl::NotFoundError(absl::StrCat("event ", id, " not found"))
+               : absl::FailedPreconditionError(absl::StrCat("event ", id, " is not active"));
+  }
+  Controller* c_;
+  UnitOfWork* uow_;
+};
+
+absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const ControllerOptions& options,
+                                                               KvStore* kv, const Clock* clock,
+                                                               ControllerMetrics* metrics,
+                                                               MitigationHook* hook) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  ControllerStore probe(kv, clock);
+  absl::StatusOr<falcon::controller::v1::MetaRecord> meta = probe.LoadMeta();
+  if (!meta.ok()) return meta.status();
+  std::unique_ptr<Controller> c(new Controller(options, kv, clock, metrics, hook, *meta));
+  if (absl::Status s = c->Load(); !s.ok()) return s;
+  return c;
+}
+
+Controller::Controller(const ControllerOptions& options, KvStore* kv, const Clock* clock,
+                       ControllerMetrics* metrics, MitigationHook* hook,
+                       falcon::controller::v1::MetaRecord meta)
+    : options_(options),
+      clock_(clock),
+      metrics_(metrics),
+      hook_(hook),
+      store_(kv, clock,
+             [metrics](absl::Duration latency, const absl::Status& s) {
+               if (metrics != nullptr) metrics->StoreWrite(latency, s.ok());
+             }),
+      ids_(std::move(meta)),
+      events_(clock, &ids_, metrics),
+      directives_(options.directives, clock, &ids_, &hub_),
+      localizer_(options.localization, clock, &ids_, &hub_, &directives_, &events_, &registry_,
+                 &settings_,
+                 [this](const std::string& job) { return detection_.LastIteration(job); }),
+      detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
+                 metrics) {
+  localizer_.set_verdict_callback([this](EventRecord* event, UnitOfWork* uow) {
+    if (hook_ == nullptr || !settings_.Effective(event->event().job()).mitigation_enabled) return;
+    Actions actions(this, uow);
+    hook_->OnVerdict(event->event(), actions);
+  });
+  detection_.set_recovered_callback([this](EventRecord* event, UnitOfWork* uow) {
+    if (hook_ == nullptr) return;
+    Actions actions(this, uow);
+    hook_->OnRecovered(event->event(), actions);
+  });
+  detection_.set_job_iteration_callback(
+      [this](EventRecord* event, int64_t iteration, absl::Duration t, UnitOfWork* uow) {
+        if (hook_ == nullptr) return;
+        Actions actions(this, uow);
+        hook_->OnJobIteration(event->event(), iteration, t, actions);
+      });
+  settings_.set_listener([this](const std::string& job) { detection_.OnSettingsChanged(job); });
+}
+
+Controller::~Controller() = default;
+
+absl::Status Controller::Load() {
+  auto settings = store_.LoadSettings();
+  if (!settings.ok()) return settings.status();
+  settings_.Load(*settings);
+  auto jobs = store_.LoadJobs();
+  if (!jobs.ok()) return jobs.status();
+  registry_.Load(*jobs);
+  auto agents = store_.LoadAgents();
+  if (!agents.ok()) return agents.status();
+  for (const auto& a : *agents) agents_[a.agent_id()] = AgentState{SequenceTracker(a), a};
+  auto events = store_.LoadEvents();
+  if (!events.ok()) return events.status();
+  events_.Load(*events);
+  auto directives = store_.LoadDirectives();
+  if (!directives.ok()) return directives.status();
+  directives_.Load(*directives);
+  // Until agents reconnect, every job counts as orphaned from now on.
+  for (const std::string& job : registry_.JobNames()) orphaned_since_[job] = clock_->Now();
+  UnitOfWork uow;
+  if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
+  return Commit(&uow);
+}
+
+absl::Status Controller::Commit(UnitOfWork* uow) {
+  absl::Status s = uow->Commit(&store_);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("controller store write failed: ", s.message()));
+  }
+  return s;
+}
+
+void Controller::Reply(AgentSession* session, const falcon::v1::ControllerMessage& message) {
+  if (session->channel != nullptr) session->channel->Send(message);
+}
+
+void Controller::PersistAgent(const std::string& agent_id, UnitOfWork* uow) {
+  AgentState& a = agents_[agent_id];
+  a.record.set_agent_id(agent_id);
+  a.tracker.ToRecord(&a.record);
+  uow->txn().PutAgent(a.record);
+}
+
+absl::Status Controller::OnAgentMessage(AgentSession* session,
+                                        const falcon::v1::AgentMessage& message) {
+  if (message.has_hello()) return OnHello(session, message.hello());
+  if (!session->hello_done) {
+    return absl::FailedPreconditionError("hello: the first message of a stream must be AgentHello");
+  }
+  switch (message.msg_case()) {
+    case falcon::v1::AgentMessage::kBatch:
+      return OnBatch(session, message.batch());
+    case falcon::v1::AgentMessage::kValidationResult:
+      OnValidationResult(message.validation_result());
+      return absl::OkStatus();
+    case falcon::v1::AgentMessage::kDirectiveAck:
+      OnDirectiveAck(message.directive_ack());
+      return absl::OkStatus();
+    case falcon::v1::AgentMessage::kHeartbeat:
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError("msg: empty AgentMessage");
+  }
+}
+
+absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentHello& hello) {
+  if (session->hello_done) {
+    return absl::InvalidArgumentError("hello: AgentHello sent twice on one stream");
+  }
+  if (MaybeFieldError e = ValidateHello(hello)) return ToStatus(*e);
+  // Merge every registration first, so a bad one leaves everything unchanged.
+  std::vector<JobEntry> merged;
+  for (int i = 0; i < hello.jobs_size(); ++i) {
+    std::optional<JobEntry> entry;
+    if (MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(), hello.jobs(i),
+                                            Indexed("hello.jobs", i), &entry)) {
+      return ToStatus(*e);
+    }
+    merged.push_back(std::move(*entry));
+  }
+  UnitOfWork uow;
+  AgentState& agent = agents_[hello.agent_id()];
+  agent.tracker.ForgetBelow(hello.first_unacked_sequence());
+  agent.record.set_node(hello.node());
+  agent.record.set_version(hello.version());
+  agent.record.set_last_hello_time_ns(absl::ToUnixNanos(clock_->Now()));
+  PersistAgent(hello.agent_id(), &uow);
+  std::set<std::string> listed;
+  for (JobEntry& entry : merged) {
+    listed.insert(entry.name());
+    if (entry.job().state() == falcon::v1::JOB_STATE_ENDED) {
+      entry.set_state(falcon::v1::JOB_STATE_TRACKING);
+      entry.set_ended_time_ns(0);
+    }
+    JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
+    detection_.OnJobChanged(*installed);
+    orphaned_since_.erase(installed->name());
+  }
+  // Jobs this agent had before and no longer lists: it has no ranks there any more.
+  for (const std::string& name : registry_.JobNames()) {
+    if (listed.count(name)) continue;
+    JobEntry* job = registry_.Find(name);
+    std::vector<std::string> ids = job->AgentIds();
+    if (std::find(ids.begin(), ids.end(), hello.agent_id()) == ids.end()) continue;
+    falcon::controller::v1::JobRecord record = job->record();
+    JobEntry copy(std::move(record));
+    copy.RemoveAgent(hello.agent_id());
+    JobEntry* installed = registry_.Install(std::move(copy), &uow.txn());
+    detection_.OnJobChanged(*installed);
+    if (installed->AgentIds().empty()) EndJob(installed, "no agent reports the job any more", &uow);
+  }
+  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+
+  session->agent_id = hello.agent_id();
+  session->node = hello.node();
+  session->hello_done = true;
+  session->hub_session = hub_.Attach(hello.agent_id(), session->channel);
+  falcon::v1::ControllerMessage reply;
+  reply.mutable_hello()->set_controller_id(options_.controller_id);
+  reply.mutable_hello()->set_acked_sequence(agent.tracker.acked_sequence());
+  Reply(session, reply);
+  for (const std::string& name : listed) {
+    const JobEntry* job = registry_.Find(name);
+    directives_.Redeliver(hello.agent_id(), *job);
+    localizer_.OnAgentJoined(hello.agent_id(), *job);
+  }
+  if (metrics_ != nullptr) metrics_->AgentsConnected(hub_.connected());
+  return absl::OkStatus();
+}
+
+absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
+                                falcon::v1::FieldError error) {
+  // A rejected batch is not resent: mark its sequence as handled so the watermark moves on.
+  UnitOfWork uow;
+  if (sequence > 0) {
+    agents_[session->agent_id].tracker.MarkStored(sequence);
+    PersistAgent(session->agent_id, &uow);
+  }
+  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (metrics_ != nullptr) metrics_->BatchRejected();
+  falcon::v1::ControllerMessage reply;
+  reply.mutable_batch_ack()->set_sequence(sequence);
+  *reply.mutable_batch_ack()->mutable_error() = std::move(error);
+  Reply(session, reply);
+  return absl::OkStatus();
+}
+
+absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::TelemetryBatch& batch) {
+  if (MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
+    return Reject(session, batch.sequence(), std::move(*e));
+  }
+  AgentState& agent = agents_[session->agent_id];
+  falcon::v1::ControllerMessage ack;
+  ack.mutable_batch_ack()->set_sequence(batch.sequence());
+  if (agent.tracker.IsDuplicate(batch.sequence())) {
+    if (metrics_ != nullptr) metrics_->BatchDuplicate();
+    Reply(session, ack);
+    return absl::OkStatus();
+  }
+  std::optional<JobEntry> tentative;
+  const JobEntry* job = nullptr;
+  if (batch.has_registration()) {
+    if (MaybeFieldError e = registry_.Merge(session->agent_id, session->node, batch.registration(),
+                                            "batch.registration", &tentative)) {
+      return Reject(session, batch.sequence(), std::move(*e));
+    }
+    job = &*tentative;
+  } else {
+    job = registry_.Find(batch.job());
+    if (job == nullptr) {
+      return Reject(
+          session, batch.sequence(),
+          MakeFieldError("batch.job", absl::StrCat("job '", batch.job(), "' is not registered")));
+    }
+  }
+  if (MaybeFieldError e = ValidateBatchData(batch, *job, options_.limits)) {
+    return Reject(session, batch.sequence(), std::move(*e));
+  }
+
+  UnitOfWork uow;
+  JobEntry* entry = nullptr;
+  if (tentative.has_value()) {
+    entry = registry_.Install(std::move(*tentative), &uow.txn());
+    detection_.OnJobChanged(*entry);
+  } else {
+    entry = registry_.Find(batch.job());
+  }
+  if (entry->job().state() == falcon::v1::JOB_STATE_ENDED) {
+    entry->set_state(falcon::v1::JOB_STATE_TRACKING);
+    entry->set_ended_time_ns(0);
+    registry_.Persist(*entry, &uow.txn());
+  }
+  DetectionManager::ApplyStats stats = detection_.ApplySummaries(*entry, batch.iterations(), &uow);
+  if (batch.ops_size() > 0 && detection_.ApplyOps(entry, batch.op_rank(), batch.ops())) {
+    registry_.Persist(*entry, &uow.txn());
+  }
+  agent.tracker.MarkStored(batch.sequence());
+  PersistAgent(session->agent_id, &uow);
+  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (metrics_ != nullptr) {
+    metrics_->BatchApplied();
+    metrics_->Summaries(stats.applied);
+    metrics_->StaleSummaries(stats.stale);
+    metrics_->OpRecords(batch.ops_size());
+  }
+  Reply(session, ack);
+  return absl::OkStatus();
+}
+
+void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) {
+  if (metrics_ != nullptr) metrics_->ValidationResult();
+  if (ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) return;
+  UnitOfWork uow;
+  localizer_.OnValidationResult(result, &uow);
+  Commit(&uow).IgnoreError();  // Counted by the store metrics; the task times out if lost.
+}
+
+void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
+  if (metrics_ != nullptr) metrics_->DirectiveAck();
+  const JobEntry* job = registry_.Find(ack.job());
+  if (ValidateDirectiveAck(ack, job)) return;
+  UnitOfWork uow;
+  DirectiveIssuer::AckOutcome out = directives_.OnAck(ack, *job, &uow);
+  if (out.record != nullptr && out.state_changed) DirectiveStateChanged(*out.record, &uow);
+  Commit(&uow).IgnoreError();
+}
+
+void Controller::DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow) {
+  localizer_.OnDirectiveState(record, uow);
+  if (hook_ != nullptr && record.event_id() != 0) {
+    Actions actions(this, uow);
+    hook_->OnDirectiveState(record, actions);
+  }
+}
+
+void Controller::OnAgentDisconnected(AgentSession* session) {
+  if (!session->hello_done) return;
+  if (hub_.Detach(session->agent_id, session->hub_session)) {
+    for (const std::string& name : registry_.JobNames()) {
+      const JobEntry* job = registry_.Find(name);
+      bool any = false;
+      for (const std::string& a : job->AgentIds()) any = any || hub_.IsConnected(a);
+      if (!any && !orphaned_since_.count(name)) orphaned_since_[name] = clock_->Now();
+    }
+  }
+  if (metrics_ != nullptr) metrics_->AgentsConnected(hub_.connected());
+}
+
+void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uow) {
+  if (job->job().state() == falcon::v1::JOB_STATE_ENDED) return;
+  if (EventRecord* e = events_.Active(job->name())) {
+    localizer_.Cancel(e, uow);
+    events_.Close(e, detection_.LastIteration(job->name()), absl::StrCat("job ended: ", reason),
+                  uow);
+  }
+  job->set_state(falcon::v1::JOB_STATE_ENDED);
+  job->set_ended_time_ns(absl::ToUnixNanos(clock_->Now()));
+  registry_.Persist(*job, &uow->txn());
+  if (metrics_ != nullptr) {
+    const std::string name = job->name();
+    uow->AfterCommit([this, name]() { metrics_->RemoveJob(name); });
+  }
+}
+
+void Controller::Tick() {
+  const absl::Time now = clock_->Now();
+  UnitOfWork uow;
+  for (uint64_t id : directives_.Tick(now, &uow)) {
+    if (const falcon::v1::DirectiveRecord* r = directives_.Find(id)) {
+      DirectiveStateChanged(*r, &uow);
+    }
+  }
+  localizer_.Tick(now, &uow);
+  if (hook_ != nullptr) {
+    Actions actions(this, &uow);
+    hook_->Tick(now, actions);
+  }
+  for (auto it = orphaned_since_.begin(); it != orphaned_since_.end();) {
+    JobEntry* job = registry_.Find(it->first);
+    bool connected = false;
+    if (job != nullptr) {
+      for (const std::string& a : job->AgentIds()) connected = connected || hub_.IsConnected(a);
+    }
+    if (job == nullptr || connected) {
+      orphaned_since_.erase(it++);
+      continue;
+    }
+    if (now - it->second >= options_.job_end_grace) {
+      EndJob(job, "no agent connected", &uow);
+      orphaned_since_.erase(it++);
+      continue;
+    }
+    ++it;
+  }
+  Commit(&uow).IgnoreError();
+}
+
+falcon::v1::Job Controller::JobView(const JobEntry& entry) const {
+  falcon::v1::Job job = entry.job();
+  job.set_last_iteration(detection_.LastIteration(entry.name()));
+  job.set_iteration_time_ns(detection_.LastIterationTimeNs(entry.name()));
+  job.clear_active_event_ids();
+  const EventRecord* active = nullptr;
+  for (const EventRecord* e : events_.List(entry.name(), /*active_only=*/true, 0)) {
+    job.add_active_event_ids(e->event().event_id());
+    active = e;
+  }
+  int64_t healthy = active != nullptr && active->job_baseline_ns() > 0
+                        ? active->job_baseline_ns()
+                        : absl::ToInt64Nanoseconds(detection_.Baseline(entry.name()));
+  job.set_healthy_iteration_time_ns(healthy);
+  return job;
+}
+
+absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::Settings& update) {
+  if (!update.job().empty() && registry_.Find(update.job()) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("settings.job: unknown job '", update.job(), "'"));
+  }
+  UnitOfWork uow;
+  absl::StatusOr<falcon::v1::Settings> overrides = settings_.Prepare(update, &uow.txn());
+  if (!overrides.ok()) return overrides.status();
+  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  settings_.Apply(*overrides);
+  return settings_.Get(update.job());
+}
+
+absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name) {
+  if (job_name.empty()) return absl::InvalidArgumentError("job: must not be empty");
+  const JobEntry* job = registry_.Find(job_name);
+  if (job == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("job: unknown job '", job_name, "'"));
+  }
+  if (const EventRecord* active = events_.Active(job_name)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", job_name, "' has active event ", active->event().event_id(), " (",
+                     EventStateLabel(active->event().state()), ")"));
+  }
+  bool connected = false;
+  for (const std::string& a : job->AgentIds()) connected = connected || hub_.IsConnected(a);
+  if (!connected) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", job_name, "' has no connected agent"));
+  }
+  UnitOfWork uow;
+  EventRecord* event = events_.OpenForced(job_name, detection_.LastIteration(job_name), &uow);
+  localizer_.StartForced(event, &uow);
+  const uint64_t id = event->event().event_id();
+  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  return id;
+}
+
+}  // namespace falcon::controller

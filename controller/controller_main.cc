@@ -1,0 +1,92 @@
+// falcon-controller: the Falcon control plane (./falcon controller ARGS).
+//   --listen HOST:PORT          gRPC (Telemetry + Control, reflection on); port 0 = any free port
+//   --metrics_listen HOST:PORT  Prometheus /metrics; "" = off; port 0 = any free port
+//   --data_dir DIR              RocksDB state (jobs, events, directives, settings, history)
+// Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
+// SIGTERM shuts down cleanly.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "analysis/clock.h"
+#include "controller/service/controller_server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "gRPC listen address HOST:PORT (port 0: any)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9470",
+          "Prometheus /metrics address HOST:PORT (port 0: any; empty: no endpoint)");
+ABSL_FLAG(std::string, data_dir, "falcon-controller-data",
+          "RocksDB directory (created if missing)");
+ABSL_FLAG(bool, sync_writes, false, "fsync the RocksDB log on every commit");
+ABSL_FLAG(std::string, controller_id, "", "ControllerHello.controller_id (default: host name)");
+ABSL_FLAG(absl::Duration, tick, absl::Seconds(1), "period of timeouts and housekeeping");
+ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation");
+ABSL_FLAG(absl::Duration, job_end_grace, absl::Seconds(120),
+          "a job without any connected agent for this long ends");
+
+namespace {
+
+constexpr char kVersion[] = "0.9.0";
+
+std::string Host(const std::string& address) {
+  size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("falcon-controller: Falcon control plane. See --help.");
+  absl::ParseCommandLine(argc, argv);
+
+  // Block the shutdown signals in every thread; main waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  falcon::controller::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  options.tick_interval = absl::GetFlag(FLAGS_tick);
+  options.version = kVersion;
+  std::string id = absl::GetFlag(FLAGS_controller_id);
+  if (id.empty()) {
+    char host[256] = {0};
+    id = gethostname(host, sizeof(host) - 1) == 0 ? absl::StrCat("falcon-controller@", host)
+                                                  : "falcon-controller";
+  }
+  options.controller.controller_id = id;
+  options.controller.localization.profiling_iterations = absl::GetFlag(FLAGS_profiling_iterations);
+  options.controller.job_end_grace = absl::GetFlag(FLAGS_job_end_grace);
+  if (options.data_dir.empty()) {
+    std::cerr << "falcon-controller: --data_dir must not be empty\n";
+    return 2;
+  }
+
+  falcon::RealClock clock;
+  auto server = falcon::controller::ControllerServer::Start(options, &clock);
+  if (!server.ok()) {
+    std::cerr << "falcon-controller: " << server.status() << "\n";
+    return 1;
+  }
+  std::cout << "listening on " << Host(options.listen) << ":" << (*server)->port() << std::endl;
+  if (!options.metrics_listen.empty()) {
+    std::cout << "metrics on " << Host(options.metrics_listen) << ":" << (*server)->metrics_port()
+              << std::endl;
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::cerr << "falcon-controller: signal " << sig << ", shutting down\n";
+  (*server)->Shutdown();
+  return 0;
+}

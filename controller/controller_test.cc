@@ -1,0 +1,370 @@
+// The agent-stream protocol and the pipeline's branches, in process (no gRPC): hello, acks,
+// dedup across restarts, field errors, job end, settings, forced validation, synchronous-training
+// blame, communication verdicts and timeouts.
+#include "controller/controller.h"
+
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <vector>
+
+#include "controller/control_api.h"
+#include "controller/store/in_memory_kv_store.h"
+#include "controller/testing/job_fixtures.h"
+#include "controller/testing/sim_agent.h"
+#include "gtest/gtest.h"
+
+namespace falcon::controller {
+namespace {
+
+using testing::LayoutSpec;
+using testing::SimAgent;
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  ControllerTest() : kv_(ControllerStore::TableNames()), metrics_(registry_, "t") {
+    spec_.dp = 4;
+    spec_.pp = 2;
+    spec_.ranks_per_node = 2;  // 8 ranks on 4 nodes.
+  }
+  void SetUp() override { Start(); }
+
+  void Start(ControllerOptions options = ControllerOptions()) {
+    options_ = options;
+    auto c = Controller::Create(options, &kv_, &clock_, &metrics_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    c_ = std::move(*c);
+  }
+  void ConnectAll() {
+    agents_.clear();
+    for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
+      agents_.push_back(std::make_unique<SimAgent>(testing::NodeName(n), testing::NodeName(n),
+                                                   testing::RanksOfNode(spec_, n)));
+      ASSERT_TRUE(agents_.back()->Connect(*c_, {testing::NodeRegistration(spec_, n)}).ok());
+    }
+  }
+  falcon::v1::TelemetryBatch Batch(const SimAgent& a, int64_t iteration,
+                                   const std::function<int64_t(uint32_t)>& time_ns) {
+    falcon::v1::TelemetryBatch b;
+    b.set_job(spec_.job);
+    for (uint32_t r : a.ranks()) {
+      *b.add_iterations() = testing::MakeSummary(spec_, r, iteration, time_ns(r));
+    }
+    return b;
+  }
+  // Runs iterations [from, to) with `time_ns(rank, iteration)`, agents answering as `responder`.
+  void Run(int64_t from, int64_t to, const std::function<int64_t(uint32_t, int64_t)>& time_ns,
+           const testing::Responder& responder = testing::Responder()) {
+    for (int64_t i = from; i < to; ++i) {
+      for (auto& a : agents_) {
+        auto ack = a->Send(*c_, Batch(*a, i, [&](uint32_t r) { return time_ns(r, i); }));
+        ASSERT_TRUE(ack.ok()) << ack.status();
+        ASSERT_FALSE(ack->has_error()) << ack->error().field() << ": " << ack->error().message();
+      }
+      Settle(responder);
+      clock_.Advance(absl::Milliseconds(100));
+    }
+  }
+  // Lets the agents answer until the controller asks nothing more.
+  void Settle(const testing::Responder& responder) {
+    for (int answered = 1; answered > 0;) {
+      answered = 0;
+      for (auto& a : agents_) answered += a->Respond(*c_, responder);
+    }
+  }
+  std::vector<falcon::v1::Event> Events() {
+    ControlApi api(c_.get());
+    auto r = api.ListEvents({});
+    std::vector<falcon::v1::Event> out(r->events().begin(), r->events().end());
+    return out;
+  }
+
+  LayoutSpec spec_;
+  FakeClock clock_;
+  InMemoryKvStore kv_;
+  prometheus::Registry registry_;
+  ControllerMetrics metrics_;
+  ControllerOptions options_;
+  std::unique_ptr<Controller> c_;
+  std::vector<std::unique_ptr<SimAgent>> agents_;
+};
+
+// 100 ms +-1% noise that differs per rank and iteration, deterministic.
+int64_t Healthy(uint32_t rank, int64_t i) {
+  return 100'000'000 + static_cast<int64_t>(((rank * 7919 + i * 104729) % 201) - 100) * 10'000;
+}
+
+TEST_F(ControllerTest, HelloFirstThenAckEveryBatch) {
+  SimAgent a("a0", "node-0", {0, 1});
+  // Data before the hello ends the stream.
+  falcon::v1::AgentMessage batch;
+  batch.mutable_batch()->set_sequence(1);
+  AgentSession raw;
+  EXPECT_EQ(c_->OnAgentMessage(&raw, batch).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(a.Connect(*c_, {testing::NodeRegistration(spec_, 0)}).ok());
+  EXPECT_EQ(a.hello().acked_sequence(), 0u);
+  EXPECT_EQ(a.hello().controller_id(), options_.controller_id);
+  EXPECT_EQ(a.channel().sent[0].msg_case(), falcon::v1::ControllerMessage::kHello);
+  auto ack = a.Send(*c_, Batch(a, 0, [](uint32_t) { return 100'000'000; }));
+  ASSERT_TRUE(ack.ok());
+  EXPECT_EQ(ack->sequence(), 1u);
+  EXPECT_FALSE(ack->has_error());
+  // A second hello on the same stream is a protocol error.
+  falcon::v1::AgentMessage hello;
+  hello.mutable_hello()->set_agent_id("a0");
+  hello.mutable_hello()->set_node("node-0");
+  EXPECT_EQ(c_->OnAgentMessage(&raw, hello).code(), absl::StatusCode::kOk);  // Fresh session.
+  AgentSession again = raw;
+  EXPECT_EQ(c_->OnAgentMessage(&again, hello).code(), absl::StatusCode::kInvalidArgument);
+  // A malformed hello names the field.
+  AgentSession bad;
+  falcon::v1::AgentMessage bad_hello;
+  bad_hello.mutable_hello()->set_node("n");
+  absl::Status s = c_->OnAgentMessage(&bad, bad_hello);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("hello.agent_id"), std::string::npos);
+}
+
+TEST_F(ControllerTest, DuplicatesAreAckedNotReappliedAcrossRestart) {
+  ConnectAll();
+  Run(0, 5, Healthy);
+  SimAgent& a = *agents_[0];
+  EXPECT_EQ(a.last_sequence(), 5u);
+  // Resend batch 3 on the same stream: acked, not applied (the rank's data does not move).
+  falcon::v1::TelemetryBatch dup = Batch(a, 2, [](uint32_t) { return 999'000'000; });
+  dup.set_sequence(3);
+  auto ack = a.Send(*c_, dup);
+  ASSERT_TRUE(ack.ok());
+  EXPECT_EQ(ack->sequence(), 3u);
+  EXPECT_FALSE(ack->has_error());
+  // Restart the controller on the same store: the hello says everything up to 5 is stored.
+  for (auto& agent : agents_) agent->Disconnect(*c_);
+  c_.reset();
+  Start();
+  ASSERT_TRUE(a.Connect(*c_, {testing::NodeRegistration(spec_, 0)}, /*first_unacked=*/4).ok());
+  EXPECT_EQ(a.hello().acked_sequence(), 5u);
+  // The agent resends 4 and 5 anyway: acknowledged as duplicates; 6 is new.
+  for (uint64_t seq : {4, 5}) {
+    falcon::v1::TelemetryBatch b = Batch(a, 3, [](uint32_t) { return 555'000'000; });
+    b.set_sequence(seq);
+    ASSERT_FALSE(a.Send(*c_, b)->has_error());
+  }
+  auto fresh = a.Send(*c_, Batch(a, 5, [](uint32_t r) { return Healthy(r, 5); }));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->sequence(), 6u);
+  // Stored samples: iterations 0..5 for rank 0, each once, with the original values.
+  std::map<int64_t, int64_t> rank0;
+  ASSERT_TRUE(c_->store()
+                  .ScanSamples(spec_.job,
+                               [&](uint32_t r, int64_t it, int64_t ns) {
+                                 if (r == 0) rank0[it] = ns;
+                               })
+                  .ok());
+  EXPECT_EQ(rank0.size(), 6u);
+  EXPECT_EQ(rank0[2], Healthy(0, 2));
+  EXPECT_EQ(rank0[3], Healthy(0, 3));
+}
+
+TEST_F(ControllerTest, MalformedBatchGetsFieldErrorAndStreamStaysOpen) {
+  ConnectAll();
+  SimAgent& a = *agents_[1];
+  falcon::v1::TelemetryBatch bad = Batch(a, 0, [](uint32_t) { return 100'000'000; });
+  bad.mutable_iterations(1)->set_iteration_time_ns(-5);
+  auto ack = a.Send(*c_, bad);
+  ASSERT_TRUE(ack.ok());
+  EXPECT_EQ(ack->sequence(), 1u);
+  ASSERT_TRUE(ack->has_error());
+  EXPECT_EQ(ack->error().field(), "batch.iterations[1].iteration_time_ns");
+  // Unknown job, unknown rank, unknown comm: all named.
+  falcon::v1::TelemetryBatch unknown_job = Batch(a, 0, [](uint32_t) { return 1; });
+  unknown_job.set_job("nope");
+  EXPECT_EQ(a.Send(*c_, unknown_job)->error().field(), "batch.job");
+  falcon::v1::TelemetryBatch unknown_rank = Batch(a, 0, [](uint32_t) { return 1; });
+  unknown_rank.mutable_iterations(0)->set_rank(8);
+  EXPECT_EQ(a.Send(*c_, unknown_rank)->error().field(), "batch.iterations[0].rank");
+  falcon::v1::TelemetryBatch unknown_comm = Batch(a, 0, [](uint32_t) { return 1; });
+  unknown_comm.mutable_iterations(0)->mutable_comms(0)->set_comm_id(31337);
+  EXPECT_EQ(a.Send(*c_, unknown_comm)->error().field(), "batch.iterations[0].comms[0].comm_id");
+  // The stream goes on; the rejected sequences count as handled (they are not resent).
+  auto good = a.Send(*c_, Batch(a, 0, [](uint32_t r) { return Healthy(r, 0); }));
+  ASSERT_TRUE(good.ok());
+  EXPECT_FALSE(good->has_error());
+  EXPECT_EQ(good->sequence(), 5u);
+  a.Disconnect(*c_);
+  ASSERT_TRUE(a.Connect(*c_, {testing::NodeRegistration(spec_, 1)}).ok());
+  EXPECT_EQ(a.hello().acked_sequence(), 5u);
+}
+
+TEST_F(ControllerTest, SynchronousSlowdownIsBlamedOnTheComputeRankAndValidated) {
+  ConnectAll();
+  // Rank 5's compute slows by 40% from iteration 60; in synchronous training every rank's
+  // iteration takes as long, the others waiting in their communicators.
+  auto time_ns = [](uint32_t r, int64_t i) {
+    return i >= 60 ? Healthy(0, i) * 14 / 10 : Healthy(r, i);
+  };
+  for (int64_t i = 0; i < 90; ++i) {
+    for (auto& a : agents_) {
+      falcon::v1::TelemetryBatch b;
+      b.set_job(spec_.job);
+      for (uint32_t r : a->ranks()) {
+        falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, time_ns(r, i));
+        if (i >= 60) {
+          // The slow rank computes longer; the others wait for it in their DP group.
+          const int64_t extra = Healthy(0, i) * 4 / 10;
+          if (r == 5) {
+            s.set_compute_ns(s.compute_ns() + extra);
+          } else {
+            for (auto& cs : *s.mutable_comms()) {
+              if (cs.comm_id() == 1001) {
+                cs.set_wait_ns(cs.wait_ns() + extra);
+                cs.set_busy_ns(cs.busy_ns() + extra);
+              }
+            }
+            if (r / spec_.dp != 1) s.set_compute_ns(s.compute_ns() + extra);  // Other stage idles.
+          }
+        }
+        *b.add_iterations() = s;
+      }
+      ASSERT_FALSE(a->Send(*c_, b)->has_error());
+    }
+    testing::Responder responder;
+    responder.gemm_ns = [i](uint32_t r) { return r == 5 && i >= 60 ? 1'400'000 : 1'000'000; };
+    Settle(responder);
+    clock_.Advance(absl::Milliseconds(140));
+  }
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  const falcon::v1::Event& e = events[0];
+  EXPECT_NEAR(e.onset_iteration(), 60, 3);
+  EXPECT_EQ(e.cause(), falcon::v1::CAUSE_COMPUTE) << e.DebugString();
+  EXPECT_EQ(std::vector<uint32_t>(e.ranks().begin(), e.ranks().end()), std::vector<uint32_t>{5});
+  // Every rank slowed down, so the rank-level series alone could not name the culprit: the
+  // suspects came from profiling (rank 5 blamed for its compute).
+  const auto* record = c_->events().Find(e.event_id());
+  ASSERT_NE(record, nullptr);
+  EXPECT_NE(std::find(record->suspect_ranks().begin(), record->suspect_ranks().end(), 5u),
+            record->suspect_ranks().end());
+  EXPECT_LT(record->suspect_ranks_size(), 8);
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_LOCALIZED);
+}
+
+TEST_F(ControllerTest, SlowLinkGivesCommunicationVerdict) {
+  ConnectAll();
+  testing::Responder responder;
+  responder.link_ns = [](uint32_t src, uint32_t dst) {
+    return src == 2 && dst == 3 ? 9'000'000 : 2'000'000;
+  };
+  Run(0, 40, Healthy, responder);
+  ASSERT_TRUE(Events().empty());
+  ControlApi api(c_.get());
+  falcon::v1::ForceValidationRequest req;
+  req.set_job(spec_.job);
+  auto forced = api.ForceValidation(req);
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  // A second request while it runs is refused.
+  EXPECT_EQ(api.ForceValidation(req).status().code(), absl::StatusCode::kFailedPrecondition);
+  Run(40, 45, Healthy, responder);
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  const falcon::v1::Event& e = events[0];
+  EXPECT_EQ(e.event_id(), forced->event_id());
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_LOCALIZED);
+  EXPECT_EQ(e.cause(), falcon::v1::CAUSE_COMMUNICATION) << e.DebugString();
+  ASSERT_GE(e.links_size(), 1);
+  EXPECT_EQ(e.links(0).src_rank(), 2u);
+  EXPECT_EQ(e.links(0).dst_rank(), 3u);
+  // Validation ran GEMM on every rank and link passes on every comm (ring and tree).
+  const auto* record = c_->events().Find(e.event_id());
+  EXPECT_GT(record->tasks_size(), 4);
+  for (const auto& t : record->tasks()) EXPECT_TRUE(t.finished());
+  EXPECT_EQ(api.ForceValidation([] {
+                 falcon::v1::ForceValidationRequest r;
+                 r.set_job("unknown");
+                 return r;
+               }())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ControllerTest, SilentAgentsTimeOutIntoAnUnknownVerdict) {
+  ConnectAll();
+  testing::Responder silent;
+  silent.ack_directives = false;
+  silent.answer_tasks = false;
+  Run(0, 30, Healthy, silent);
+  ControlApi api(c_.get());
+  falcon::v1::ForceValidationRequest req;
+  req.set_job(spec_.job);
+  ASSERT_TRUE(api.ForceValidation(req).ok());
+  // Pause not acknowledged: validation starts after pause_ack_timeout; each task times out.
+  for (int k = 0; k < 40; ++k) {
+    clock_.Advance(options_.localization.task_timeout);
+    c_->Tick();
+  }
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].state(), falcon::v1::EVENT_STATE_LOCALIZED);
+  EXPECT_EQ(events[0].cause(), falcon::v1::CAUSE_UNKNOWN);
+  // The directives were never applied: they time out.
+  clock_.Advance(options_.directives.ack_timeout);
+  c_->Tick();
+  for (const auto& d : c_->directives().List(spec_.job, 0)) {
+    EXPECT_EQ(d.state(), falcon::v1::DirectiveRecord::STATE_TIMED_OUT);
+  }
+}
+
+TEST_F(ControllerTest, DetectionCanBeDisabledPerJob) {
+  ConnectAll();
+  ControlApi api(c_.get());
+  falcon::v1::SetSettingsRequest set;
+  set.mutable_settings()->set_job(spec_.job);
+  set.mutable_settings()->set_detection_enabled(false);
+  auto settings = api.SetSettings(set);
+  ASSERT_TRUE(settings.ok());
+  EXPECT_FALSE(settings->detection_enabled());
+  EXPECT_DOUBLE_EQ(settings->hazard(), 1.0 / 250);
+  Run(0, 80, [](uint32_t r, int64_t i) { return i >= 50 && r == 3 ? 200'000'000 : Healthy(r, i); });
+  EXPECT_TRUE(Events().empty());
+  // Out-of-range and unknown-job settings name the field.
+  set.mutable_settings()->set_hazard(2);
+  EXPECT_EQ(api.SetSettings(set).status().code(), absl::StatusCode::kInvalidArgument);
+  set.mutable_settings()->clear_hazard();
+  set.mutable_settings()->set_job("ghost");
+  auto unknown = api.SetSettings(set);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("settings.job"), std::string::npos);
+  // Survives a restart.
+  c_.reset();
+  Start();
+  EXPECT_FALSE(c_->settings().Effective(spec_.job).detection_enabled);
+}
+
+TEST_F(ControllerTest, JobEndsWhenNoAgentStaysConnected) {
+  ConnectAll();
+  Run(
+      0, 60, [](uint32_t r, int64_t i) { return i >= 40 && r == 3 ? 200'000'000 : Healthy(r, i); },
+      [] {
+        testing::Responder silent;
+        silent.answer_tasks = false;
+        return silent;
+      }());
+  ASSERT_EQ(Events().size(), 1u);
+  EXPECT_EQ(Events()[0].state() == falcon::v1::EVENT_STATE_CONFIRMED ||
+                Events()[0].state() == falcon::v1::EVENT_STATE_LOCALIZED,
+            true);
+  for (auto& a : agents_) a->Disconnect(*c_);
+  clock_.Advance(options_.job_end_grace / 2);
+  c_->Tick();
+  EXPECT_NE(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_ENDED);
+  clock_.Advance(options_.job_end_grace);
+  c_->Tick();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_ENDED);
+  EXPECT_EQ(Events()[0].state(), falcon::v1::EVENT_STATE_CLOSED);
+  // A returning agent revives it.
+  ASSERT_TRUE(agents_[0]->Connect(*c_, {testing::NodeRegistration(spec_, 0)}).ok());
+  EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_TRACKING);
+}
+
+}  // namespace
+}  // namespace falcon::controller

@@ -1,0 +1,42 @@
+// One unit of work on the controller loop: the store writes it staged and the actions (messages
+// to agents, listener calls, watcher updates) to run only once those writes are durable. This is
+// how "write before acting" is kept: nothing leaves the controller before its state is stored.
+// Not thread-safe: controller loop only.
+#ifndef FALCON_CONTROLLER_CORE_UNIT_OF_WORK_H_
+#define FALCON_CONTROLLER_CORE_UNIT_OF_WORK_H_
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "controller/store/controller_store.h"
+
+namespace falcon::controller {
+
+class UnitOfWork {
+ public:
+  StoreTxn& txn() { return txn_; }
+  // Runs `action` after a successful commit, in the order added.
+  void AfterCommit(std::function<void()> action) { after_.push_back(std::move(action)); }
+  size_t pending_actions() const { return after_.size(); }
+
+  // Commits the staged writes; on success runs the actions (which may stage and commit nothing
+  // more in this unit). On failure the actions are dropped and the error returned.
+  absl::Status Commit(ControllerStore* store) {
+    absl::Status s = store->Commit(&txn_);
+    std::vector<std::function<void()>> actions;
+    actions.swap(after_);
+    if (!s.ok()) return s;
+    for (auto& a : actions) a();
+    return absl::OkStatus();
+  }
+
+ private:
+  StoreTxn txn_;
+  std::vector<std::function<void()>> after_;
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_CORE_UNIT_OF_WORK_H_

@@ -1,0 +1,58 @@
+#include "controller/core/unit_of_work.h"
+
+#include <vector>
+
+#include "analysis/clock.h"
+#include "controller/core/id_allocator.h"
+#include "controller/store/in_memory_kv_store.h"
+#include "gtest/gtest.h"
+
+namespace falcon::controller {
+namespace {
+
+TEST(UnitOfWorkTest, ActionsRunOnlyAfterADurableCommit) {
+  FakeClock clock;
+  InMemoryKvStore kv(ControllerStore::TableNames());
+  ControllerStore store(&kv, &clock);
+  std::vector<int> order;
+  {
+    UnitOfWork uow;
+    IdAllocator ids(falcon::controller::v1::MetaRecord{});
+    EXPECT_EQ(ids.NextEventId(&uow.txn()), 1u);
+    uow.AfterCommit([&] {
+      // The write is visible when the action runs.
+      order.push_back(static_cast<int>(store.LoadMeta()->next_event_id()));
+    });
+    ASSERT_TRUE(uow.Commit(&store).ok());
+  }
+  EXPECT_EQ(order, std::vector<int>{2});
+  {
+    kv.FailWritesForTest(absl::UnavailableError("full"));
+    UnitOfWork uow;
+    IdAllocator ids(*store.LoadMeta());
+    EXPECT_EQ(ids.NextEventId(&uow.txn()), 2u);
+    uow.AfterCommit([&] { order.push_back(-1); });
+    EXPECT_FALSE(uow.Commit(&store).ok());
+    EXPECT_EQ(uow.pending_actions(), 0u);
+  }
+  EXPECT_EQ(order, std::vector<int>{2});
+}
+
+TEST(IdAllocatorTest, NeverRepeatsAcrossReload) {
+  FakeClock clock;
+  InMemoryKvStore kv(ControllerStore::TableNames());
+  ControllerStore store(&kv, &clock);
+  StoreTxn txn;
+  IdAllocator ids(*store.LoadMeta());
+  EXPECT_EQ(ids.NextTaskId(&txn), 1u);
+  EXPECT_EQ(ids.NextTaskId(&txn), 2u);
+  EXPECT_EQ(ids.NextDirectiveId(&txn), 1u);
+  ASSERT_TRUE(store.Commit(&txn).ok());
+  IdAllocator reloaded(*store.LoadMeta());
+  EXPECT_EQ(reloaded.NextTaskId(&txn), 3u);
+  EXPECT_EQ(reloaded.NextDirectiveId(&txn), 2u);
+  EXPECT_EQ(reloaded.NextEventId(&txn), 1u);
+}
+
+}  // namespace
+}  // namespace falcon::controller

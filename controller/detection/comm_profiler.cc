@@ -1,0 +1,137 @@
+#include "controller/detection/comm_profiler.h"
+
+#include <algorithm>
+
+namespace falcon::controller {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+void CommProfiler::Start() {
+  active_ = true;
+  pending_.clear();
+  judged_ = 0;
+  comm_ratios_.clear();
+  blames_.clear();
+}
+
+CommProfiler::PendingIteration& CommProfiler::Pending(int64_t iteration) {
+  PendingIteration& p = pending_[iteration];
+  while (pending_.size() > max_pending_) pending_.erase(pending_.begin());
+  return p;
+}
+
+void CommProfiler::AddSummary(const falcon::v1::IterationSummary& s, const JobEntry& job) {
+  if (!active_) return;
+  if (pending_.size() >= max_pending_ && s.iteration() < pending_.begin()->first) return;
+  PendingIteration& p = Pending(s.iteration());
+  const falcon::v1::RankInfo* info = job.FindRank(s.rank());
+  analysis::RankCompute rc;
+  rc.rank = s.rank();
+  rc.group = info != nullptr && info->pp_index() >= 0 ? info->pp_index() : 0;
+  rc.compute = absl::Nanoseconds(s.compute_ns());
+  p.ranks.push_back(rc);
+  for (const falcon::v1::CommIterationSummary& c : s.comms()) {
+    const CommInfo* comm = job.FindComm(c.comm_id());
+    if (comm == nullptr) continue;
+    PendingComm& pc = p.comms[c.comm_id()];
+    pc.kind = falcon::v1::CommKind_Name(comm->comm.kind());
+    pc.bytes = std::max<int64_t>(pc.bytes, static_cast<int64_t>(c.bytes()));
+    analysis::CommMember& m = pc.members[s.rank()];
+    m.rank = s.rank();
+    m.busy = absl::Nanoseconds(c.busy_ns());
+    // Keep a device-measured transfer time from raw ops if one is already there.
+    if (m.transfer < absl::ZeroDuration()) {
+      m.transfer = c.transfer_ns() > 0 || c.wait_ns() > 0 ? absl::Nanoseconds(c.transfer_ns())
+                                                          : absl::Nanoseconds(-1);
+    }
+  }
+}
+
+void CommProfiler::AddOps(uint32_t rank,
+                          const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops) {
+  if (!active_) return;
+  // Sum device time per (iteration, comm) first, then overwrite the members' transfer.
+  std::map<std::pair<int64_t, uint64_t>, int64_t> device;
+  for (const falcon::v1::OpRecord& op : ops) {
+    if (op.iteration() < 0 || op.device_duration_ns() <= 0) continue;
+    device[{op.iteration(), op.comm_id()}] += op.device_duration_ns();
+  }
+  for (const auto& [key, ns] : device) {
+    if (pending_.size() >= max_pending_ && key.first < pending_.begin()->first) continue;
+    PendingIteration& p = Pending(key.first);
+    analysis::CommMember& m = p.comms[key.second].members[rank];
+    m.rank = rank;
+    m.transfer = absl::Nanoseconds(ns);
+    if (m.busy < m.transfer) m.busy = m.transfer;
+  }
+}
+
+void CommProfiler::CompleteIteration(int64_t iteration, int64_t job_iteration_time_ns,
+                                     const analysis::BlameOptions& options) {
+  if (!active_) return;
+  auto it = pending_.find(iteration);
+  if (it == pending_.end()) return;
+  analysis::BlameInput input;
+  input.step = iteration;
+  input.iteration_time = absl::Nanoseconds(job_iteration_time_ns);
+  input.ranks = std::move(it->second.ranks);
+  for (auto& [id, pc] : it->second.comms) {
+    if (pc.kind.empty() || pc.members.empty()) continue;  // Ops without a summary of the comm.
+    analysis::CommTiming t;
+    t.comm_id = id;
+    t.kind = pc.kind;
+    t.bytes = pc.bytes;
+    for (auto& [rank, m] : pc.members) t.members.push_back(m);
+    input.comms.push_back(std::move(t));
+  }
+  pending_.erase(pending_.begin(), std::next(it));
+  absl::StatusOr<analysis::BlameResult> result = analysis::BlameStep(input, options);
+  if (!result.ok()) return;  // Inputs are validated; an error here means nothing to judge.
+  ++judged_;
+  for (const analysis::SuspiciousComm& c : result->suspicious) {
+    comm_ratios_[c.comm_id].push_back(c.ratio);
+  }
+  for (const analysis::Blame& b : result->blamed) {
+    blames_[static_cast<uint32_t>(b.rank)].push_back(b);
+  }
+}
+
+ProfileResult CommProfiler::Result() const {
+  ProfileResult r;
+  r.iterations = judged_;
+  if (judged_ == 0) return r;
+  for (const auto& [id, ratios] : comm_ratios_) {
+    double fraction = static_cast<double>(ratios.size()) / judged_;
+    if (fraction < 0.5) continue;
+    r.suspicious.push_back({id, Median(ratios), fraction});
+  }
+  for (const auto& [rank, list] : blames_) {
+    double fraction = static_cast<double>(list.size()) / judged_;
+    if (fraction < 0.5) continue;
+    // The cause seen most often, with its median ratio.
+    int compute = 0;
+    for (const analysis::Blame& b : list) compute += b.cause == analysis::Cause::kCompute;
+    analysis::Cause cause = 2 * compute >= static_cast<int>(list.size())
+                                ? analysis::Cause::kCompute
+                                : analysis::Cause::kCommunication;
+    std::vector<double> ratios;
+    uint64_t comm = 0;
+    for (const analysis::Blame& b : list) {
+      if (b.cause != cause) continue;
+      ratios.push_back(b.ratio);
+      comm = b.comm_id;
+    }
+    r.blamed.push_back({rank, cause, Median(ratios), fraction, comm});
+  }
+  return r;
+}
+
+}  // namespace falcon::controller

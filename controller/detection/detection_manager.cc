@@ -1,0 +1,350 @@
+#include "controller/detection/detection_manager.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_format.h"
+
+namespace falcon::controller {
+
+using falcon::controller::v1::EventRecord;
+
+absl::Status DetectionOptions::Validate() const {
+  if (resume_window_iterations < 32 || resume_window_iterations > 1'000'000) {
+    return absl::InvalidArgumentError("resume_window_iterations: must be in [32, 1000000]");
+  }
+  if (history_stride < 1 || history_stride > 1'000'000) {
+    return absl::InvalidArgumentError("history_stride: must be in [1, 1000000]");
+  }
+  if (max_pending_job_iterations < 1) {
+    return absl::InvalidArgumentError("max_pending_job_iterations: must be >= 1");
+  }
+  return detector.Validate();
+}
+
+void DetectionManager::RecentTimes::Add(int64_t it, int64_t ns) {
+  iteration[next] = it;
+  arrival_ns[next] = ns;
+  next = (next + 1) % kSize;
+  count = std::min(count + 1, kSize);
+}
+
+int64_t DetectionManager::RecentTimes::ArrivalOf(int64_t it) const {
+  int64_t oldest_ns = 0;
+  int64_t oldest_it = INT64_MAX;
+  for (int i = 0; i < count; ++i) {
+    if (iteration[i] == it) return arrival_ns[i];
+    if (iteration[i] < oldest_it) {
+      oldest_it = iteration[i];
+      oldest_ns = arrival_ns[i];
+    }
+  }
+  return oldest_ns;
+}
+
+DetectionManager::DetectionManager(DetectionOptions options, const Clock* clock,
+                                   const JobRegistry* registry, const SettingsManager* settings,
+                                   EventManager* events, Localizer* localizer,
+                                   const ControllerStore* store, ControllerMetrics* metrics)
+    : options_(std::move(options)),
+      clock_(clock),
+      registry_(registry),
+      settings_(settings),
+      events_(events),
+      localizer_(localizer),
+      store_(store),
+      metrics_(metrics) {}
+
+std::unique_ptr<analysis::OnlineDetector> DetectionManager::NewDetector(
+    const std::string& job) const {
+  analysis::OnlineDetectorOptions o = options_.detector;
+  EffectiveSettings s = settings_->Effective(job);
+  o.thresholds.verification_ratio = s.verification_min_ratio;
+  o.thresholds.min_gap = static_cast<int>(s.min_gap_iterations);
+  o.thresholds.hazard = s.hazard;
+  o.thresholds.change_probability = s.change_probability;
+  absl::StatusOr<analysis::OnlineDetector> d = analysis::OnlineDetector::Create(o);
+  if (!d.ok()) d = analysis::OnlineDetector::Create(options_.detector);  // Validated at startup.
+  return std::make_unique<analysis::OnlineDetector>(std::move(*d));
+}
+
+DetectionManager::Pipeline& DetectionManager::PipelineOf(const JobEntry& job) {
+  auto& slot = pipelines_[job.name()];
+  if (slot == nullptr) {
+    slot = std::make_unique<Pipeline>();
+    slot->job = job.name();
+    slot->assembler = JobSeriesAssembler(static_cast<uint32_t>(job.ranks().size()),
+                                         options_.max_pending_job_iterations);
+    slot->job_series.detector = NewDetector(job.name());
+  }
+  return *slot;
+}
+
+DetectionManager::Series& DetectionManager::RankSeriesOf(Pipeline& p, uint32_t rank) {
+  Series& s = p.ranks[rank];
+  if (s.detector == nullptr) s.detector = NewDetector(p.job);
+  return s;
+}
+
+void DetectionManager::OnJobChanged(const JobEntry& job) {
+  PipelineOf(job).assembler.set_expected_ranks(static_cast<uint32_t>(job.ranks().size()));
+}
+
+void DetectionManager::OnSettingsChanged(const std::string& job) {
+  for (auto& [name, p] : pipelines_) {
+    if (!job.empty() && name != job) continue;
+    EffectiveSettings s = settings_->Effective(name);
+    analysis::DetectorThresholds t;
+    t.verification_ratio = s.verification_min_ratio;
+    t.min_gap = static_cast<int>(s.min_gap_iterations);
+    t.hazard = s.hazard;
+    t.change_probability = s.change_probability;
+    // Validated by the settings manager (same ranges), so these cannot fail.
+    p->job_series.detector->SetThresholds(t).IgnoreError();
+    for (auto& [rank, series] : p->ranks) series.detector->SetThresholds(t).IgnoreError();
+  }
+}
+
+DetectionManager::ApplyStats DetectionManager::ApplySummaries(
+    const JobEntry& job,
+    const google::protobuf::RepeatedPtrField<falcon::v1::IterationSummary>& summaries,
+    UnitOfWork* uow) {
+  ApplyStats stats;
+  Pipeline& p = PipelineOf(job);
+  CommProfiler* profiler = localizer_->Profiler(job.name());
+  const int64_t now_ns = absl::ToUnixNanos(clock_->Now());
+  for (const falcon::v1::IterationSummary& s : summaries) {
+    Series& series = RankSeriesOf(p, s.rank());
+    if (s.iteration() <= series.last_iteration) {
+      ++stats.stale;
+      continue;
+    }
+    if (profiler != nullptr) profiler->AddSummary(s, job);
+    Feed(p, job, s.rank(), s.iteration(), s.iteration_time_ns(), s.plan_version(), now_ns,
+         /*replay=*/false, uow);
+    ++stats.applied;
+  }
+  return stats;
+}
+
+void DetectionManager::Feed(Pipeline& p, const JobEntry& job, uint32_t rank, int64_t iteration,
+                            int64_t time_ns, int64_t plan_version, int64_t arrival_ns, bool replay,
+                            UnitOfWork* uow) {
+  Series& s = RankSeriesOf(p, rank);
+  s.last_iteration = iteration;
+  s.recent.Add(iteration, arrival_ns);
+  if (!replay) {
+    uow->txn().PutSample(p.job, rank, iteration, time_ns);
+    if (s.first_stored < 0) s.first_stored = iteration;
+    const int64_t window = options_.resume_window_iterations;
+    if (iteration - s.first_stored > window + window / 4) {
+      s.first_stored = iteration - window;
+      uow->txn().TrimSamples(p.job, rank, s.first_stored);
+    }
+  }
+  absl::StatusOr<std::optional<analysis::DetectorEvent>> ev =
+      s.detector->Add(iteration, absl::Nanoseconds(time_ns));
+  if (!replay) {
+    if (ev.ok() && ev->has_value()) OnDetection(p, RankSeries(rank), s, **ev, uow);
+    events_->ObserveSeries(p.job, RankSeries(rank), iteration, absl::Nanoseconds(time_ns));
+  }
+  std::vector<JobPoint> done;
+  p.assembler.Add(iteration, time_ns, plan_version, &done);
+  for (const JobPoint& point : done) CompleteJobIteration(p, point, arrival_ns, replay, uow);
+  (void)job;
+}
+
+void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, int64_t arrival_ns,
+                                            bool replay, UnitOfWork* uow) {
+  Series& s = p.job_series;
+  s.last_iteration = point.iteration;
+  s.recent.Add(point.iteration, arrival_ns);
+  p.last_iteration = point.iteration;
+  p.last_time_ns = point.iteration_time_ns;
+  absl::StatusOr<std::optional<analysis::DetectorEvent>> ev =
+      s.detector->Add(point.iteration, absl::Nanoseconds(point.iteration_time_ns));
+  if (events_->Active(p.job) == nullptr && !s.detector->in_slowdown()) {
+    constexpr size_t kBaseline = 32;
+    if (p.baseline_ring.size() < kBaseline) {
+      p.baseline_ring.push_back(point.iteration_time_ns);
+    } else {
+      p.baseline_ring[p.baseline_next] = point.iteration_time_ns;
+      p.baseline_next = (p.baseline_next + 1) % kBaseline;
+    }
+  }
+  if (replay) return;
+
+  const int64_t bucket = point.iteration / options_.history_stride * options_.history_stride;
+  if (bucket != p.bucket_start) {
+    p.bucket_start = bucket;
+    p.bucket_sum_ns = 0;
+    p.bucket_count = 0;
+  }
+  p.bucket_sum_ns += point.iteration_time_ns;
+  ++p.bucket_count;
+  p.bucket_plan = point.plan_version;
+  falcon::v1::HistoryPoint h;
+  h.set_iteration(bucket);
+  h.set_time_ns(arrival_ns);
+  h.set_iteration_time_ns(p.bucket_sum_ns / p.bucket_count);
+  h.set_plan_version(p.bucket_plan);
+  uow->txn().PutHistory(p.job, h);
+  if (metrics_ != nullptr) {
+    metrics_->JobIterationTime(p.job, absl::Nanoseconds(point.iteration_time_ns));
+  }
+
+  if (ev.ok() && ev->has_value()) OnDetection(p, kJobSeries, s, **ev, uow);
+  events_->ObserveSeries(p.job, kJobSeries, point.iteration,
+                         absl::Nanoseconds(point.iteration_time_ns));
+  const absl::Duration t = absl::Nanoseconds(point.iteration_time_ns);
+  events_->AccountIteration(p.job, point.iteration, t, uow);
+  localizer_->OnJobIteration(p.job, point.iteration, point.iteration_time_ns, uow);
+  if (EventRecord* active = events_->Active(p.job); active != nullptr && on_job_iteration_) {
+    on_job_iteration_(active, point.iteration, t, uow);
+  }
+}
+
+void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const Series& s,
+                                   const analysis::DetectorEvent& ev, UnitOfWork* uow) {
+  EventRecord* active = events_->Active(p.job);
+  if (ev.kind == analysis::ChangeKind::kSlowdown) {
+    if (!settings_->Effective(p.job).detection_enabled) return;
+    SeriesOnset onset;
+    onset.series = series;
+    onset.detection = ev;
+    onset.onset_time = absl::FromUnixNanos(s.recent.ArrivalOf(ev.iteration));
+    onset.job_iteration = p.last_iteration;
+    onset.job_baseline = Baseline(p.job);
+    if (active != nullptr) {
+      events_->Attach(active, onset, uow);
+    } else {
+      EventRecord* e = events_->Open(p.job, onset, uow);
+      localizer_->Start(e, uow);
+    }
+    return;
+  }
+  if (active == nullptr) return;
+  // A recovery counts once the level is back within the threshold of the healthy one (a
+  // partial recovery keeps the series slowed down). A speed-up on a series the event still
+  // counts as slow means the detector learned the slow level as healthy (its onset lies before
+  // the replay window after a restart): the series is back to a faster level, so it recovered.
+  const bool recovered =
+      (ev.kind == analysis::ChangeKind::kRecovery && !s.detector->in_slowdown()) ||
+      ev.kind == analysis::ChangeKind::kSpeedup;
+  if (!recovered) return;
+  if (events_->SeriesRecovered(active, series, ev, uow)) {
+    localizer_->Cancel(active, uow);
+    events_->Recover(active, ev.iteration, p.last_iteration,
+                     absl::StrFormat("%s back to %.4f s (x%.2f) at iteration %d, verified at %d",
+                                     series, ev.mean_after, ev.ratio, ev.iteration, ev.decided_at),
+                     uow);
+    if (on_recovered_) on_recovered_(active, uow);
+  }
+}
+
+absl::Status DetectionManager::Replay(const JobEntry& job) {
+  // Samples come rank by rank; the job series needs them iteration by iteration.
+  std::map<int64_t, std::vector<std::pair<uint32_t, int64_t>>> by_iteration;
+  absl::Status s = store_->ScanSamples(job.name(), [&](uint32_t rank, int64_t it, int64_t ns) {
+    by_iteration[it].emplace_back(rank, ns);
+  });
+  if (!s.ok()) return s;
+  Pipeline& p = PipelineOf(job);
+  for (const auto& [it, samples] : by_iteration) {
+    for (const auto& [rank, ns] : samples) {
+      Series& series = RankSeriesOf(p, rank);
+      if (it <= series.last_iteration) continue;
+      if (series.first_stored < 0) series.first_stored = it;
+      Feed(p, job, rank, it, ns, 0, 0, /*replay=*/true, nullptr);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DetectionManager::Restore(UnitOfWork* uow) {
+  for (const std::string& name : registry_->JobNames()) {
+    const JobEntry* job = registry_->Find(name);
+    absl::Status s = Replay(*job);
+    if (!s.ok()) return s;
+  }
+  for (EventRecord* event : events_->OpenEvents()) {
+    const JobEntry* job = registry_->Find(event->event().job());
+    if (job == nullptr) {
+      events_->Close(event, -1, "job unknown after a controller restart", uow);
+      continue;
+    }
+    localizer_->Resume(event, uow);
+  }
+  return absl::OkStatus();
+}
+
+bool DetectionManager::ApplyOps(
+    JobEntry* job, uint32_t rank,
+    const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops) {
+  if (CommProfiler* profiler = localizer_->Profiler(job->name())) profiler->AddOps(rank, ops);
+  // Traffic kinds matter only for communicators without a role hint.
+  bool any_unhinted = false;
+  for (const auto& [id, c] : job->comms()) {
+    any_unhinted = any_unhinted || c.hint == falcon::v1::COMM_KIND_UNKNOWN ||
+                   c.hint == falcon::v1::COMM_KIND_UNSPECIFIED;
+  }
+  if (!any_unhinted) return false;
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> counts;
+  for (const falcon::v1::OpRecord& op : ops) {
+    auto& c = counts[op.comm_id()];
+    if (op.op_kind() == falcon::v1::OP_KIND_SEND || op.op_kind() == falcon::v1::OP_KIND_RECV) {
+      ++c.first;
+    } else {
+      ++c.second;
+    }
+  }
+  bool changed = false;
+  for (const auto& [id, c] : counts)
+    changed = job->ObserveTraffic(id, c.first, c.second) || changed;
+  return changed;
+}
+
+void DetectionManager::RemoveJob(const std::string& job, UnitOfWork* uow) {
+  pipelines_.erase(job);
+  uow->txn().DeleteJobSamples(job);
+  if (metrics_ != nullptr) metrics_->RemoveJob(job);
+}
+
+int64_t DetectionManager::LastIteration(const std::string& job) const {
+  auto it = pipelines_.find(job);
+  return it == pipelines_.end() ? -1 : it->second->last_iteration;
+}
+
+int64_t DetectionManager::LastIterationTimeNs(const std::string& job) const {
+  auto it = pipelines_.find(job);
+  return it == pipelines_.end() ? 0 : it->second->last_time_ns;
+}
+
+absl::Duration DetectionManager::Baseline(const std::string& job) const {
+  auto it = pipelines_.find(job);
+  if (it == pipelines_.end() || it->second->baseline_ring.empty()) return absl::ZeroDuration();
+  std::vector<int64_t> v = it->second->baseline_ring;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return absl::Nanoseconds(v[v.size() / 2]);
+}
+
+size_t DetectionManager::MemoryBytes() const {
+  size_t bytes = 0;
+  for (const auto& [name, p] : pipelines_) {
+    bytes += sizeof(Pipeline) + p->baseline_ring.capacity() * sizeof(int64_t);
+    bytes += p->job_series.detector->MemoryBytes();
+    bytes += p->assembler.pending() * (sizeof(JobPoint) + 48);
+    for (const auto& [rank, s] : p->ranks) {
+      bytes += sizeof(s) + sizeof(uint32_t) + s.detector->MemoryBytes();
+    }
+  }
+  return bytes;
+}
+
+size_t DetectionManager::series_count() const {
+  size_t n = 0;
+  for (const auto& [name, p] : pipelines_) n += 1 + p->ranks.size();
+  return n;
+}
+
+}  // namespace falcon::controller

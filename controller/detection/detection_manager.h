@@ -1,0 +1,156 @@
+// The tracking phase (FALCON_NOTES.md §2.4) for every job: one online detector (analysis BOCD +
+// verification) per rank on its iteration times and one on the job's series (max over ranks,
+// job_series.h). A verified slowdown opens the job's event (or joins the active one) and starts
+// localization; a recovery of every series of the event recovers it. Summaries are kept per rank
+// for the last `resume_window_iterations` iterations in the samples table, and replayed into fresh
+// detectors after a restart (events suppressed: they are already stored), so detection resumes
+// where it stopped. Also keeps the downsampled job history and the live per-job figures.
+// Not thread-safe: controller loop only.
+#ifndef FALCON_CONTROLLER_DETECTION_DETECTION_MANAGER_H_
+#define FALCON_CONTROLLER_DETECTION_DETECTION_MANAGER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "analysis/clock.h"
+#include "analysis/detect/online_detector.h"
+#include "controller/core/unit_of_work.h"
+#include "controller/detection/event_manager.h"
+#include "controller/detection/job_series.h"
+#include "controller/detection/localizer.h"
+#include "controller/metrics/controller_metrics.h"
+#include "controller/registry/job_registry.h"
+#include "controller/settings/settings_manager.h"
+#include "controller/store/controller_store.h"
+#include "google/protobuf/repeated_field.h"
+
+namespace falcon::controller {
+
+struct DetectionOptions {
+  // Detector model; the thresholds come from the job's settings. Not reloadable.
+  analysis::OnlineDetectorOptions detector;
+  // Iterations of per-rank samples kept for replay after a restart, [32, 1000000]. Default 512.
+  int64_t resume_window_iterations = 512;
+  // History: one point per this many job iterations (their mean), [1, 1000000]. Default 1.
+  int64_t history_stride = 1;
+  // Incomplete job iterations waiting for silent ranks before being completed anyway.
+  size_t max_pending_job_iterations = 64;
+
+  absl::Status Validate() const;
+};
+
+class DetectionManager {
+ public:
+  // Called inside the unit of work when an event recovered (after the transition is staged).
+  using RecoveredFn = std::function<void(falcon::controller::v1::EventRecord*, UnitOfWork*)>;
+  // Called for each complete job iteration while the job has an active event.
+  using JobIterationFn = std::function<void(falcon::controller::v1::EventRecord*, int64_t,
+                                            absl::Duration, UnitOfWork*)>;
+
+  DetectionManager(DetectionOptions options, const Clock* clock, const JobRegistry* registry,
+                   const SettingsManager* settings, EventManager* events, Localizer* localizer,
+                   const ControllerStore* store, ControllerMetrics* metrics);
+
+  void set_recovered_callback(RecoveredFn fn) { on_recovered_ = std::move(fn); }
+  void set_job_iteration_callback(JobIterationFn fn) { on_job_iteration_ = std::move(fn); }
+
+  // Rebuilds the detectors of every registered job from the stored samples (no events are
+  // raised), then resumes the localization of open events. Errors: store errors.
+  absl::Status Restore(UnitOfWork* uow);
+
+  struct ApplyStats {
+    uint64_t applied = 0;
+    uint64_t stale = 0;  // Iteration not above the rank's last one: skipped.
+  };
+  // Feeds validated summaries of `job`; stages samples, history and event changes in `uow`.
+  ApplyStats ApplySummaries(
+      const JobEntry& job,
+      const google::protobuf::RepeatedPtrField<falcon::v1::IterationSummary>& summaries,
+      UnitOfWork* uow);
+  // Feeds validated raw ops of `rank` (profiling), and counts their kinds per comm for role
+  // inference; true when a communicator's inferred role changed (the caller persists the job).
+  bool ApplyOps(JobEntry* job, uint32_t rank,
+                const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops);
+
+  // The job's registration changed (rank count for the job series).
+  void OnJobChanged(const JobEntry& job);
+  // Settings of `job` changed ("" = the defaults: every job).
+  void OnSettingsChanged(const std::string& job);
+  // Forgets a job's detectors and stored samples.
+  void RemoveJob(const std::string& job, UnitOfWork* uow);
+
+  // Live figures for the Control API: latest complete iteration (-1 none) and its time.
+  int64_t LastIteration(const std::string& job) const;
+  int64_t LastIterationTimeNs(const std::string& job) const;
+  // Healthy job iteration time: median of the recent job iterations before the active event.
+  absl::Duration Baseline(const std::string& job) const;
+  // Approximate heap bytes of all pipelines (benchmarks).
+  size_t MemoryBytes() const;
+  size_t series_count() const;
+
+ private:
+  struct RecentTimes {
+    // (iteration, arrival Unix ns) of the latest samples, a small ring.
+    static constexpr int kSize = 32;
+    int64_t iteration[kSize];
+    int64_t arrival_ns[kSize];
+    int next = 0;
+    int count = 0;
+    void Add(int64_t it, int64_t ns);
+    // Arrival of `it`, or of the oldest kept sample when older.
+    int64_t ArrivalOf(int64_t it) const;
+  };
+  struct Series {
+    std::unique_ptr<analysis::OnlineDetector> detector;
+    int64_t last_iteration = -1;
+    int64_t first_stored = -1;
+    RecentTimes recent;
+  };
+  struct Pipeline {
+    std::string job;
+    absl::flat_hash_map<uint32_t, Series> ranks;
+    Series job_series;
+    JobSeriesAssembler assembler;
+    std::vector<int64_t> baseline_ring;  // Recent job iteration times (ns).
+    size_t baseline_next = 0;
+    int64_t last_iteration = -1;
+    int64_t last_time_ns = 0;
+    int64_t bucket_start = -1;
+    int64_t bucket_sum_ns = 0;
+    int64_t bucket_count = 0;
+    int64_t bucket_plan = 0;
+  };
+
+  Pipeline& PipelineOf(const JobEntry& job);
+  Series& RankSeriesOf(Pipeline& p, uint32_t rank);
+  std::unique_ptr<analysis::OnlineDetector> NewDetector(const std::string& job) const;
+  void Feed(Pipeline& p, const JobEntry& job, uint32_t rank, int64_t iteration, int64_t time_ns,
+            int64_t plan_version, int64_t arrival_ns, bool replay, UnitOfWork* uow);
+  void CompleteJobIteration(Pipeline& p, const JobPoint& point, int64_t arrival_ns, bool replay,
+                            UnitOfWork* uow);
+  void OnDetection(Pipeline& p, const std::string& series, const Series& s,
+                   const analysis::DetectorEvent& ev, UnitOfWork* uow);
+  absl::Status Replay(const JobEntry& job);
+
+  const DetectionOptions options_;
+  const Clock* const clock_;
+  const JobRegistry* const registry_;
+  const SettingsManager* const settings_;
+  EventManager* const events_;
+  Localizer* const localizer_;
+  const ControllerStore* const store_;
+  ControllerMetrics* const metrics_;
+  RecoveredFn on_recovered_;
+  JobIterationFn on_job_iteration_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_DETECTION_DETECTION_MANAGER_H_

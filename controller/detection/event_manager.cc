@@ -1,0 +1,319 @@
+#include "controller/detection/event_manager.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace falcon::controller {
+
+using falcon::controller::v1::EventRecord;
+using falcon::v1::Event;
+
+std::string RankSeries(uint32_t rank) { return absl::StrCat("rank/", rank); }
+
+int64_t SeriesRank(const std::string& series) {
+  constexpr absl::string_view kPrefix = "rank/";
+  if (series.rfind(kPrefix.data(), 0) != 0) return -1;
+  uint32_t r = 0;
+  if (!absl::SimpleAtoi(absl::string_view(series).substr(kPrefix.size()), &r)) return -1;
+  return r;
+}
+
+EventManager::EventManager(const Clock* clock, IdAllocator* ids, ControllerMetrics* metrics)
+    : clock_(clock), ids_(ids), metrics_(metrics) {}
+
+bool EventManager::IsActiveState(falcon::v1::EventState s) {
+  return s == falcon::v1::EVENT_STATE_SUSPECTED || s == falcon::v1::EVENT_STATE_CONFIRMED ||
+         s == falcon::v1::EVENT_STATE_LOCALIZED || s == falcon::v1::EVENT_STATE_MITIGATING;
+}
+
+void EventManager::Load(const std::vector<EventRecord>& records) {
+  events_.clear();
+  active_.clear();
+  for (const EventRecord& r : records) {
+    events_[r.event().event_id()] = r;
+    if (IsActiveState(r.event().state())) {
+      // Should two be active for a job (never written so), keep the newest.
+      active_[r.event().job()] = r.event().event_id();
+    }
+    if (metrics_ != nullptr) {
+      metrics_->EventTransition(falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED,
+                                r.event().state(), r.event().cause());
+    }
+  }
+  if (metrics_ != nullptr) {
+    for (const auto& [job, id] : active_) metrics_->ActiveFailSlows(job, 1);
+  }
+}
+
+EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset, UnitOfWork* uow) {
+  const uint64_t id = ids_->NextEventId(&uow->txn());
+  EventRecord& r = events_[id];
+  Event* e = r.mutable_event();
+  const analysis::DetectorEvent& d = onset.detection;
+  e->set_event_id(id);
+  e->set_job(job);
+  e->set_cause(falcon::v1::CAUSE_UNSPECIFIED);
+  e->set_slowdown_ratio(d.ratio);
+  e->set_onset_iteration(d.iteration);
+  e->set_alarm_iteration(d.decided_at);
+  e->set_verdict_iteration(-1);
+  e->set_recovery_iteration(-1);
+  e->set_onset_time_ns(absl::ToUnixNanos(onset.onset_time));
+  e->set_alarm_time_ns(absl::ToUnixNanos(clock_->Now()));
+  e->set_healthy_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_before * 1e9)));
+  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_after * 1e9)));
+  e->set_rank_level(onset.series != kJobSeries);
+  r.add_onset_series(onset.series);
+  if (int64_t rank = SeriesRank(onset.series); rank >= 0) {
+    r.add_suspect_ranks(static_cast<uint32_t>(rank));
+  }
+  r.set_phase(falcon::controller::v1::PHASE_PROFILING);
+  r.set_job_baseline_ns(absl::ToInt64Nanoseconds(onset.job_baseline));
+  const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
+  r.set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
+  r.set_slow_samples(after);
+  active_[job] = id;
+
+  // The suspected state lives inside the detector (BOCD proposed, verification pending); it is
+  // recorded at the onset so the event's life shows it.
+  falcon::v1::StateTransition* t = e->add_transitions();
+  t->set_state(falcon::v1::EVENT_STATE_SUSPECTED);
+  t->set_time_ns(e->onset_time_ns());
+  t->set_iteration(d.iteration);
+  t->set_reason(absl::StrFormat("change point on %s at iteration %d (p=%.2f)", onset.series,
+                                d.iteration, d.probability));
+  e->set_state(falcon::v1::EVENT_STATE_SUSPECTED);
+  AfterTransition(*e, falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED, uow);
+  Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED,
+             onset.job_iteration >= 0 ? onset.job_iteration : d.decided_at,
+             absl::StrFormat("%s mean %.4f s -> %.4f s (x%.2f) verified at iteration %d",
+                             onset.series, d.mean_before, d.mean_after, d.ratio, d.decided_at),
+             uow);
+  if (metrics_ != nullptr) {
+    const absl::Duration delay = clock_->Now() - onset.onset_time;
+    const int64_t iterations = d.decided_at - d.iteration;
+    uow->AfterCommit([this, delay, iterations]() { metrics_->DetectionDelay(delay, iterations); });
+  }
+  return &r;
+}
+
+EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iteration,
+                                      UnitOfWork* uow) {
+  const uint64_t id = ids_->NextEventId(&uow->txn());
+  EventRecord& r = events_[id];
+  Event* e = r.mutable_event();
+  const int64_t now = absl::ToUnixNanos(clock_->Now());
+  e->set_event_id(id);
+  e->set_job(job);
+  e->set_cause(falcon::v1::CAUSE_UNSPECIFIED);
+  e->set_slowdown_ratio(1.0);
+  e->set_onset_iteration(job_iteration);
+  e->set_alarm_iteration(job_iteration);
+  e->set_verdict_iteration(-1);
+  e->set_recovery_iteration(-1);
+  e->set_onset_time_ns(now);
+  e->set_alarm_time_ns(now);
+  r.set_forced(true);
+  r.set_phase(falcon::controller::v1::PHASE_PAUSING);
+  active_[job] = id;
+  e->set_state(falcon::v1::EVENT_STATE_UNSPECIFIED);
+  Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED, job_iteration,
+             "validation forced by an operator", uow);
+  return &r;
+}
+
+void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, UnitOfWork* uow) {
+  for (const std::string& s : event->onset_series()) {
+    if (s == onset.series) {
+      // The series slowed down further (or again after a partial recovery).
+      auto* rec = event->mutable_recovered_series();
+      rec->erase(std::remove(rec->begin(), rec->end(), onset.series), rec->end());
+      Persist(*event, uow);
+      return;
+    }
+  }
+  event->add_onset_series(onset.series);
+  if (int64_t rank = SeriesRank(onset.series); rank >= 0) {
+    event->add_suspect_ranks(static_cast<uint32_t>(rank));
+  }
+  Event* e = event->mutable_event();
+  if (onset.detection.iteration < e->onset_iteration() || e->onset_iteration() < 0) {
+    e->set_onset_iteration(onset.detection.iteration);
+    e->set_onset_time_ns(absl::ToUnixNanos(onset.onset_time));
+  }
+  if (onset.series == kJobSeries && event->job_baseline_ns() == 0) {
+    event->set_job_baseline_ns(
+        static_cast<int64_t>(std::llround(onset.detection.mean_before * 1e9)));
+  }
+  Persist(*event, uow);
+}
+
+bool EventManager::SeriesRecovered(EventRecord* event, const std::string& series,
+                                   const analysis::DetectorEvent& recovery, UnitOfWork* uow) {
+  bool member = std::find(event->onset_series().begin(), event->onset_series().end(), series) !=
+                event->onset_series().end();
+  if (!member) return false;
+  if (series == event->onset_series(0) && event->slow_samples() > 0) {
+    // The samples from the recovery point to its decision were counted as slow: take them out
+    // (their mean is the recovery's mean_after).
+    const int64_t k =
+        std::min<int64_t>(event->slow_samples() - 1,
+                          std::max<int64_t>(0, recovery.decided_at - recovery.iteration + 1));
+    if (k > 0) {
+      event->set_slow_sum_seconds(event->slow_sum_seconds() -
+                                  recovery.mean_after * static_cast<double>(k));
+      event->set_slow_samples(event->slow_samples() - k);
+      Event* e = event->mutable_event();
+      const double mean = event->slow_sum_seconds() / static_cast<double>(event->slow_samples());
+      e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(mean * 1e9)));
+      if (e->healthy_iteration_time_ns() > 0) {
+        e->set_slowdown_ratio(mean * 1e9 / static_cast<double>(e->healthy_iteration_time_ns()));
+      }
+    }
+  }
+  if (std::find(event->recovered_series().begin(), event->recovered_series().end(), series) ==
+      event->recovered_series().end()) {
+    event->add_recovered_series(series);
+  }
+  Persist(*event, uow);
+  return event->recovered_series_size() >= event->onset_series_size();
+}
+
+void EventManager::Recover(EventRecord* event, int64_t recovery_iteration, int64_t job_iteration,
+                           const std::string& reason, UnitOfWork* uow) {
+  Event* e = event->mutable_event();
+  e->set_recovery_iteration(recovery_iteration);
+  e->set_recovery_time_ns(absl::ToUnixNanos(clock_->Now()));
+  event->set_phase(falcon::controller::v1::PHASE_ENDED);
+  Transition(event, falcon::v1::EVENT_STATE_RECOVERED, job_iteration, reason, uow);
+}
+
+void EventManager::Close(EventRecord* event, int64_t job_iteration, const std::string& reason,
+                         UnitOfWork* uow) {
+  event->set_phase(falcon::controller::v1::PHASE_ENDED);
+  Transition(event, falcon::v1::EVENT_STATE_CLOSED, job_iteration, reason, uow);
+}
+
+void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, int64_t iteration,
+                              const std::string& reason, UnitOfWork* uow) {
+  Event* e = event->mutable_event();
+  const falcon::v1::EventState previous = e->state();
+  const falcon::v1::Cause previous_cause = e->cause();
+  falcon::v1::StateTransition* t = e->add_transitions();
+  t->set_state(state);
+  t->set_time_ns(absl::ToUnixNanos(clock_->Now()));
+  t->set_iteration(iteration);
+  t->set_reason(reason);
+  e->set_state(state);
+  if (!IsActiveState(state)) {
+    auto it = active_.find(e->job());
+    if (it != active_.end() && it->second == e->event_id()) active_.erase(it);
+  }
+  Persist(*event, uow);
+  AfterTransition(*e, previous, previous_cause, uow);
+}
+
+void EventManager::AfterTransition(const Event& event, falcon::v1::EventState previous_state,
+                                   falcon::v1::Cause previous_cause, UnitOfWork* uow) {
+  Event copy = event;
+  uow->AfterCommit([this, copy, previous_state, previous_cause]() {
+    if (metrics_ != nullptr) {
+      metrics_->EventTransition(previous_state, previous_cause, copy.state(), copy.cause());
+      metrics_->ActiveFailSlows(copy.job(), IsActiveState(copy.state()) ? 1 : 0);
+    }
+    // Copy the watchers: one may unwatch from inside its callback.
+    std::vector<Watcher> targets;
+    for (const auto& [id, w] : watchers_) {
+      if (w.job.empty() || w.job == copy.job()) targets.push_back(w.watcher);
+    }
+    for (const Watcher& w : targets) w(copy);
+  });
+}
+
+void EventManager::Persist(const EventRecord& event, UnitOfWork* uow) {
+  uow->txn().PutEvent(event);
+  since_persist_[event.event().job()] = 0;
+}
+
+void EventManager::ObserveSeries(const std::string& job, const std::string& series,
+                                 int64_t iteration, absl::Duration time) {
+  EventRecord* event = Active(job);
+  if (event == nullptr || event->onset_series_size() == 0 || event->onset_series(0) != series ||
+      iteration <= event->event().alarm_iteration() || event->slow_samples() == 0) {
+    return;
+  }
+  for (const std::string& r : event->recovered_series()) {
+    if (r == series) return;
+  }
+  event->set_slow_sum_seconds(event->slow_sum_seconds() + absl::ToDoubleSeconds(time));
+  event->set_slow_samples(event->slow_samples() + 1);
+  Event* e = event->mutable_event();
+  const double mean = event->slow_sum_seconds() / static_cast<double>(event->slow_samples());
+  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(mean * 1e9)));
+  if (e->healthy_iteration_time_ns() > 0) {
+    e->set_slowdown_ratio(mean * 1e9 / static_cast<double>(e->healthy_iteration_time_ns()));
+  }
+}
+
+void EventManager::AccountIteration(const std::string& job, int64_t, absl::Duration iteration_time,
+                                    UnitOfWork* uow, int persist_every) {
+  EventRecord* event = Active(job);
+  if (event == nullptr || event->event().state() == falcon::v1::EVENT_STATE_SUSPECTED) return;
+  int64_t baseline = event->job_baseline_ns() > 0 ? event->job_baseline_ns()
+                                                  : event->event().healthy_iteration_time_ns();
+  double lost = absl::ToDoubleSeconds(iteration_time - absl::Nanoseconds(baseline));
+  if (lost <= 0) return;
+  Event* e = event->mutable_event();
+  e->set_lost_seconds(e->lost_seconds() + lost);
+  if (++since_persist_[job] >= persist_every) Persist(*event, uow);
+}
+
+EventRecord* EventManager::Active(const std::string& job) {
+  auto it = active_.find(job);
+  return it == active_.end() ? nullptr : Find(it->second);
+}
+
+EventRecord* EventManager::Find(uint64_t event_id) {
+  auto it = events_.find(event_id);
+  return it == events_.end() ? nullptr : &it->second;
+}
+
+const EventRecord* EventManager::Find(uint64_t event_id) const {
+  auto it = events_.find(event_id);
+  return it == events_.end() ? nullptr : &it->second;
+}
+
+std::vector<const EventRecord*> EventManager::List(const std::string& job, bool active_only,
+                                                   uint32_t limit) const {
+  std::vector<const EventRecord*> out;
+  for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+    const Event& e = it->second.event();
+    if (!job.empty() && e.job() != job) continue;
+    if (active_only && !IsActiveState(e.state())) continue;
+    out.push_back(&it->second);
+    if (limit > 0 && out.size() >= limit) break;
+  }
+  return out;
+}
+
+std::vector<EventRecord*> EventManager::OpenEvents() {
+  std::vector<EventRecord*> out;
+  for (auto& [id, r] : events_) {
+    if (IsActiveState(r.event().state())) out.push_back(&r);
+  }
+  return out;
+}
+
+uint64_t EventManager::Watch(const std::string& job, Watcher watcher) {
+  uint64_t id = next_watch_++;
+  watchers_[id] = WatchEntry{job, std::move(watcher)};
+  return id;
+}
+
+void EventManager::Unwatch(uint64_t watch_id) { watchers_.erase(watch_id); }
+
+}  // namespace falcon::controller

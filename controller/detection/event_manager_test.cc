@@ -1,0 +1,143 @@
+#include "controller/detection/event_manager.h"
+
+#include <prometheus/registry.h>
+
+#include <vector>
+
+#include "controller/store/in_memory_kv_store.h"
+#include "gtest/gtest.h"
+
+namespace falcon::controller {
+namespace {
+
+using falcon::controller::v1::EventRecord;
+
+class EventManagerTest : public ::testing::Test {
+ protected:
+  EventManagerTest()
+      : kv_(ControllerStore::TableNames()),
+        store_(&kv_, &clock_),
+        metrics_(registry_, "t"),
+        ids_(falcon::controller::v1::MetaRecord{}),
+        events_(&clock_, &ids_, &metrics_) {}
+
+  SeriesOnset Onset(const std::string& series, int64_t iteration) {
+    SeriesOnset o;
+    o.series = series;
+    o.detection.kind = analysis::ChangeKind::kSlowdown;
+    o.detection.iteration = iteration;
+    o.detection.decided_at = iteration + 3;
+    o.detection.ratio = 1.5;
+    o.detection.mean_before = 0.4;
+    o.detection.mean_after = 0.6;
+    o.onset_time = clock_.Now() - absl::Seconds(2);
+    o.job_iteration = iteration + 3;
+    o.job_baseline = absl::Milliseconds(400);
+    return o;
+  }
+  double Gauge(const std::string& name, const std::map<std::string, std::string>& labels) {
+    for (const auto& f : registry_.Collect()) {
+      if (f.name != name) continue;
+      for (const auto& m : f.metric) {
+        std::map<std::string, std::string> got;
+        for (const auto& l : m.label) got[l.name] = l.value;
+        if (got == labels) return m.gauge.value;
+      }
+    }
+    return -1;
+  }
+
+  FakeClock clock_;
+  InMemoryKvStore kv_;
+  ControllerStore store_;
+  prometheus::Registry registry_;
+  ControllerMetrics metrics_;
+  IdAllocator ids_;
+  EventManager events_;
+};
+
+TEST_F(EventManagerTest, OpenRecordsSuspectedAndConfirmedAndNotifiesAfterCommit) {
+  std::vector<falcon::v1::Event> seen;
+  events_.Watch("j", [&](const falcon::v1::Event& e) { seen.push_back(e); });
+  events_.Watch("other", [&](const falcon::v1::Event&) { FAIL() << "wrong job"; });
+  UnitOfWork uow;
+  EventRecord* e = events_.Open("j", Onset(RankSeries(6), 181), &uow);
+  EXPECT_TRUE(seen.empty());
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  ASSERT_EQ(seen.size(), 2u);  // SUSPECTED, CONFIRMED
+  EXPECT_EQ(seen.back().state(), falcon::v1::EVENT_STATE_CONFIRMED);
+  const falcon::v1::Event& ev = e->event();
+  EXPECT_EQ(ev.event_id(), 1u);
+  EXPECT_EQ(ev.onset_iteration(), 181);
+  EXPECT_EQ(ev.alarm_iteration(), 184);
+  EXPECT_EQ(ev.verdict_iteration(), -1);
+  EXPECT_TRUE(ev.rank_level());
+  EXPECT_EQ(ev.healthy_iteration_time_ns(), 400'000'000);
+  EXPECT_EQ(ev.transitions_size(), 2);
+  EXPECT_EQ(ev.transitions(0).state(), falcon::v1::EVENT_STATE_SUSPECTED);
+  EXPECT_EQ(ev.transitions(0).iteration(), 181);
+  EXPECT_EQ(e->suspect_ranks(0), 6u);
+  EXPECT_EQ(events_.Active("j"), e);
+  EXPECT_EQ(Gauge("falcon_events", {{"state", "confirmed"}, {"cause", "none"}}), 1);
+  EXPECT_EQ(Gauge("falcon_active_fail_slows", {{"job", "j"}}), 1);
+  // Stored.
+  auto stored = store_.LoadEvents();
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].event().state(), falcon::v1::EVENT_STATE_CONFIRMED);
+}
+
+TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
+  UnitOfWork uow;
+  EventRecord* e = events_.Open("j", Onset(RankSeries(6), 181), &uow);
+  events_.Attach(e, Onset(kJobSeries, 180), &uow);
+  events_.Attach(e, Onset(kJobSeries, 183), &uow);  // Same series again: no duplicate.
+  EXPECT_EQ(e->onset_series_size(), 2);
+  EXPECT_EQ(e->event().onset_iteration(), 180);  // The earlier onset wins.
+  analysis::DetectorEvent rec;
+  rec.kind = analysis::ChangeKind::kRecovery;
+  EXPECT_FALSE(events_.SeriesRecovered(e, RankSeries(6), rec, &uow));
+  EXPECT_FALSE(events_.SeriesRecovered(e, RankSeries(3), rec, &uow));  // Not a member.
+  EXPECT_TRUE(events_.SeriesRecovered(e, kJobSeries, rec, &uow));
+  events_.Recover(e, 195, 202, "back", &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(e->event().state(), falcon::v1::EVENT_STATE_RECOVERED);
+  EXPECT_EQ(e->event().recovery_iteration(), 195);
+  EXPECT_EQ(events_.Active("j"), nullptr);
+  EXPECT_EQ(Gauge("falcon_active_fail_slows", {{"job", "j"}}), 0);
+  EXPECT_EQ(Gauge("falcon_events", {{"state", "recovered"}, {"cause", "none"}}), 1);
+  // A new onset now opens a second event.
+  EventRecord* second = events_.Open("j", Onset(kJobSeries, 300), &uow);
+  EXPECT_EQ(second->event().event_id(), 2u);
+  EXPECT_EQ(events_.List("j", false, 0).size(), 2u);
+  EXPECT_EQ(events_.List("j", true, 0).size(), 1u);
+  EXPECT_EQ(events_.List("", false, 1)[0]->event().event_id(), 2u);
+}
+
+TEST_F(EventManagerTest, LostSecondsAgainstBaselineAndReload) {
+  UnitOfWork uow;
+  EventRecord* e = events_.Open("j", Onset(kJobSeries, 10), &uow);
+  for (int i = 0; i < 4; ++i) events_.AccountIteration("j", 13 + i, absl::Milliseconds(600), &uow);
+  events_.AccountIteration("j", 17, absl::Milliseconds(300), &uow);  // Faster than baseline.
+  EXPECT_NEAR(e->event().lost_seconds(), 0.8, 1e-9);
+  events_.Close(e, 20, "job ended", &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  events_.Open("k", Onset(kJobSeries, 5), &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+
+  EventManager reloaded(&clock_, &ids_, nullptr);
+  reloaded.Load(*store_.LoadEvents());
+  EXPECT_EQ(reloaded.Active("j"), nullptr);
+  ASSERT_NE(reloaded.Active("k"), nullptr);
+  EXPECT_EQ(reloaded.OpenEvents().size(), 1u);
+  EXPECT_NEAR(reloaded.Find(1)->event().lost_seconds(), 0.8, 1e-9);
+  EXPECT_EQ(reloaded.Find(1)->event().state(), falcon::v1::EVENT_STATE_CLOSED);
+}
+
+TEST_F(EventManagerTest, SeriesNames) {
+  EXPECT_EQ(SeriesRank(RankSeries(12)), 12);
+  EXPECT_EQ(SeriesRank(kJobSeries), -1);
+  EXPECT_EQ(SeriesRank("rank/x"), -1);
+}
+
+}  // namespace
+}  // namespace falcon::controller

@@ -1,0 +1,471 @@
+#include "controller/detection/localizer.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "analysis/detect/validation_plan.h"
+
+namespace falcon::controller {
+
+using falcon::controller::v1::EventRecord;
+using falcon::controller::v1::PendingTask;
+using falcon::controller::v1::Phase;
+
+absl::Status LocalizationOptions::Validate() const {
+  if (profiling_iterations < 1 || profiling_iterations > 1000) {
+    return absl::InvalidArgumentError("profiling_iterations: must be in [1, 1000]");
+  }
+  if (pause_lead_iterations < 0 || pause_lead_iterations > 1000) {
+    return absl::InvalidArgumentError("pause_lead_iterations: must be in [0, 1000]");
+  }
+  if (profiling_timeout <= absl::ZeroDuration() || pause_ack_timeout <= absl::ZeroDuration() ||
+      task_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("profiling/pause/task timeouts: must be > 0");
+  }
+  if (pause_max_duration <= absl::ZeroDuration() || pause_max_duration > absl::Seconds(600)) {
+    return absl::InvalidArgumentError("pause_max_duration: must be in (0, 600 s]");
+  }
+  if (gemm_size < 1 || gemm_size > 65536) {
+    return absl::InvalidArgumentError("gemm_size: must be in [1, 65536]");
+  }
+  if (repeats < 1 || repeats > 100)
+    return absl::InvalidArgumentError("repeats: must be in [1, 100]");
+  if (link_bytes < 1 || link_bytes > (1ull << 30)) {
+    return absl::InvalidArgumentError("link_bytes: must be in [1, 2^30]");
+  }
+  if (!(verdict.gemm_slow_ratio > 0 && verdict.gemm_slow_ratio <= 10) ||
+      !(verdict.link_slow_ratio > 0 && verdict.link_slow_ratio <= 10)) {
+    return absl::InvalidArgumentError("verdict slow ratios: must be in (0, 10]");
+  }
+  return absl::OkStatus();
+}
+
+Localizer::Localizer(LocalizationOptions options, const Clock* clock, IdAllocator* ids,
+                     AgentHub* hub, DirectiveIssuer* directives, EventManager* events,
+                     JobRegistry* registry, const SettingsManager* settings, ProgressFn progress)
+    : options_(options),
+      clock_(clock),
+      ids_(ids),
+      hub_(hub),
+      directives_(directives),
+      events_(events),
+      registry_(registry),
+      settings_(settings),
+      progress_(std::move(progress)) {}
+
+CommProfiler* Localizer::Profiler(const std::string& job) {
+  auto it = profilers_.find(job);
+  return it == profilers_.end() ? nullptr : it->second.get();
+}
+
+void Localizer::SetJobState(const std::string& job, falcon::v1::JobState state, UnitOfWork* uow) {
+  JobEntry* entry = registry_->Find(job);
+  if (entry == nullptr || entry->job().state() == state) return;
+  entry->set_state(state);
+  registry_->Persist(*entry, &uow->txn());
+}
+
+void Localizer::SendProfiling(const JobEntry& job, bool enabled, const std::string& only_agent) {
+  falcon::v1::ControllerMessage msg;
+  falcon::v1::ProfilingControl* p = msg.mutable_profiling();
+  p->set_job(job.name());
+  p->set_enabled(enabled);
+  // Twice the profiling window: the shims stop by themselves if the controller goes away.
+  p->set_max_duration_ns(enabled ? absl::ToInt64Nanoseconds(2 * options_.profiling_timeout) : 0);
+  for (const std::string& agent : job.AgentIds()) {
+    if (only_agent.empty() || agent == only_agent) hub_->Send(agent, msg);
+  }
+}
+
+void Localizer::Start(EventRecord* event, UnitOfWork* uow) { BeginProfiling(event, uow); }
+
+void Localizer::BeginProfiling(EventRecord* event, UnitOfWork* uow) {
+  const std::string job = event->event().job();
+  event->set_phase(falcon::controller::v1::PHASE_PROFILING);
+  event->set_phase_start_iteration(progress_(job));
+  event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.profiling_timeout));
+  events_->Persist(*event, uow);
+  auto& profiler = profilers_[job];
+  if (profiler == nullptr) profiler = std::make_unique<CommProfiler>();
+  profiler->Start();
+  SetJobState(job, falcon::v1::JOB_STATE_PROFILING, uow);
+  if (const JobEntry* entry = registry_->Find(job)) {
+    JobEntry snapshot = *entry;
+    uow->AfterCommit([this, snapshot]() { SendProfiling(snapshot, true, ""); });
+  }
+}
+
+void Localizer::StartForced(EventRecord* event, UnitOfWork* uow) {
+  const JobEntry* job = registry_->Find(event->event().job());
+  if (job == nullptr) return;
+  std::vector<uint64_t> comms;
+  for (const auto& [id, c] : job->comms()) comms.push_back(id);
+  std::sort(comms.begin(), comms.end());
+  PlanAndPause(event, job->ranks(), comms, "forced: every rank and communicator", uow);
+}
+
+void Localizer::Resume(EventRecord* event, UnitOfWork* uow) {
+  const Phase phase = event->phase();
+  if (phase == falcon::controller::v1::PHASE_PAUSING ||
+      phase == falcon::controller::v1::PHASE_VALIDATING) {
+    Release(event, "controller restarted during validation", uow);
+  }
+  if (phase == falcon::controller::v1::PHASE_PROFILING ||
+      phase == falcon::controller::v1::PHASE_PAUSING ||
+      phase == falcon::controller::v1::PHASE_VALIDATING) {
+    event->clear_tasks();
+    event->clear_results();
+    event->set_pause_directive_id(0);
+    if (event->forced()) {
+      StartForced(event, uow);
+    } else {
+      BeginProfiling(event, uow);
+    }
+  }
+}
+
+void Localizer::OnJobIteration(const std::string& job, int64_t iteration, int64_t iteration_time_ns,
+                               UnitOfWork* uow) {
+  CommProfiler* profiler = Profiler(job);
+  EventRecord* event = events_->Active(job);
+  if (profiler == nullptr || event == nullptr ||
+      event->phase() != falcon::controller::v1::PHASE_PROFILING) {
+    return;
+  }
+  analysis::BlameOptions blame;
+  blame.slow_ratio = settings_->Effective(job).suspicious_group_ratio;
+  profiler->CompleteIteration(iteration, iteration_time_ns, blame);
+  if (iteration - event->phase_start_iteration() >= options_.profiling_iterations) {
+    FinishProfiling(event, uow);
+  }
+}
+
+void Localizer::FinishProfiling(EventRecord* event, UnitOfWork* uow) {
+  const std::string job_name = event->event().job();
+  const JobEntry* job = registry_->Find(job_name);
+  if (job == nullptr) return;
+  ProfileResult profile;
+  if (CommProfiler* p = Profiler(job_name)) {
+    profile = p->Result();
+    p->Stop();
+  }
+  {
+    JobEntry snapshot = *job;
+    uow->AfterCommit([this, snapshot]() { SendProfiling(snapshot, false, ""); });
+  }
+
+  // Ranks whose own series slowed down are suspects, unless most ranks slowed down (synchronous
+  // training: everyone waits for the culprit, and only profiling can tell).
+  std::set<uint32_t> ranks;
+  std::vector<uint32_t> rank_level;
+  for (const std::string& s : event->onset_series()) {
+    if (int64_t r = SeriesRank(s); r >= 0) rank_level.push_back(static_cast<uint32_t>(r));
+  }
+  std::string why;
+  if (!rank_level.empty() && 2 * rank_level.size() < job->ranks().size()) {
+    ranks.insert(rank_level.begin(), rank_level.end());
+    why = absl::StrCat("slow series on rank(s) ", absl::StrJoin(rank_level, ","));
+  }
+  std::set<uint64_t> comms;
+  for (const ProfileResult::Comm& c : profile.suspicious) {
+    comms.insert(c.comm_id);
+    absl::StrAppend(&why, why.empty() ? "" : "; ",
+                    absl::StrFormat("comm %d at %.2fx its comparable median", c.comm_id, c.ratio));
+  }
+  for (const ProfileResult::Rank& b : profile.blamed) {
+    ranks.insert(b.rank);
+    if (b.cause == analysis::Cause::kCommunication && b.comm_id != 0) comms.insert(b.comm_id);
+    absl::StrAppend(&why, why.empty() ? "" : "; ",
+                    absl::StrFormat("rank %d blamed (%s, %.2fx)", b.rank,
+                                    analysis::CauseName(b.cause), b.ratio));
+  }
+  if (comms.empty()) {
+    for (uint32_t r : ranks) {
+      for (const CommInfo* c : job->CommsOfRank(r)) comms.insert(c->comm.comm_id());
+    }
+  }
+  if (ranks.empty() && comms.empty()) {
+    ranks.insert(job->ranks().begin(), job->ranks().end());
+    for (const auto& [id, c] : job->comms()) comms.insert(id);
+    why = "no suspect from profiling: every rank and communicator";
+  }
+  absl::StrAppend(&why, absl::StrFormat(" (%d iterations profiled)", profile.iterations));
+  PlanAndPause(event, std::vector<uint32_t>(ranks.begin(), ranks.end()),
+               std::vector<uint64_t>(comms.begin(), comms.end()), why, uow);
+}
+
+void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_ranks,
+                             std::vector<uint64_t> suspect_comms, const std::string& why,
+                             UnitOfWork* uow) {
+  const std::string job_name = event->event().job();
+  const JobEntry* job = registry_->Find(job_name);
+  if (job == nullptr) return;
+  event->clear_suspect_ranks();
+  for (uint32_t r : suspect_ranks) event->add_suspect_ranks(r);
+  event->clear_suspect_comms();
+  for (uint64_t c : suspect_comms) event->add_suspect_comms(c);
+  event->clear_tasks();
+  event->clear_results();
+
+  // GEMM on the suspects and their peers in the suspect comms; a lone rank has nothing to be
+  // compared with, so then on every rank.
+  std::set<uint32_t> gemm(suspect_ranks.begin(), suspect_ranks.end());
+  for (uint64_t id : suspect_comms) {
+    if (const CommInfo* c = job->FindComm(id)) {
+      gemm.insert(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
+    }
+  }
+  if (gemm.size() < 2) gemm.insert(job->ranks().begin(), job->ranks().end());
+  auto new_task = [&](std::vector<uint32_t> ranks, std::vector<uint32_t> expected) {
+    PendingTask* t = event->add_tasks();
+    falcon::v1::ValidationTask* task = t->mutable_task();
+    task->set_task_id(ids_->NextTaskId(&uow->txn()));
+    task->set_job(job_name);
+    task->set_epoch(job->epoch());
+    for (uint32_t r : ranks) task->add_ranks(r);
+    for (uint32_t r : expected) t->add_expected_ranks(r);
+    return task;
+  };
+  if (gemm.size() >= 1) {
+    std::vector<uint32_t> g(gemm.begin(), gemm.end());
+    falcon::v1::GemmTest* test = new_task(g, g)->mutable_gemm();
+    test->set_m(options_.gemm_size);
+    test->set_n(options_.gemm_size);
+    test->set_k(options_.gemm_size);
+    test->set_repeats(options_.repeats);
+  }
+  for (uint64_t id : suspect_comms) {
+    const CommInfo* c = job->FindComm(id);
+    if (c == nullptr || c->comm.member_ranks_size() < 2) continue;
+    std::vector<int64_t> ring(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
+    std::vector<analysis::PassPlan> plans;
+    if (auto p = analysis::PlanRingPasses(ring); p.ok()) plans.push_back(*p);
+    if (options_.tree_passes && ring.size() > 2) {
+      if (auto p = analysis::PlanTreePasses(analysis::HeapTree(ring)); p.ok()) plans.push_back(*p);
+    }
+    uint32_t pass_index = 0;
+    for (const analysis::PassPlan& plan : plans) {
+      for (const std::vector<analysis::LinkPair>& pass : plan.passes) {
+        std::set<uint32_t> ranks, senders;
+        for (const analysis::LinkPair& l : pass) {
+          ranks.insert(static_cast<uint32_t>(l.src));
+          ranks.insert(static_cast<uint32_t>(l.dst));
+          senders.insert(static_cast<uint32_t>(l.src));
+        }
+        falcon::v1::LinkPassTest* test =
+            new_task(std::vector<uint32_t>(ranks.begin(), ranks.end()),
+                     std::vector<uint32_t>(senders.begin(), senders.end()))
+                ->mutable_link_pass();
+        test->set_pass_index(pass_index++);
+        test->set_bytes(options_.link_bytes);
+        test->set_repeats(options_.repeats);
+        test->set_comm_id(id);
+        for (const analysis::LinkPair& l : pass) {
+          falcon::v1::Link* link = test->add_links();
+          link->set_src_rank(static_cast<uint32_t>(l.src));
+          link->set_dst_rank(static_cast<uint32_t>(l.dst));
+        }
+      }
+    }
+  }
+
+  falcon::v1::Directive pause;
+  pause.set_effective_iteration(std::max<int64_t>(0, progress_(job_name)) +
+                                options_.pause_lead_iterations);
+  pause.set_reason(absl::StrCat("validation for event ", event->event().event_id(), ": ", why));
+  pause.mutable_pause()->set_max_duration_ns(absl::ToInt64Nanoseconds(options_.pause_max_duration));
+  event->set_pause_directive_id(directives_->Issue(pause, event->event().event_id(), *job, uow));
+  event->set_phase(falcon::controller::v1::PHASE_PAUSING);
+  event->set_phase_start_iteration(progress_(job_name));
+  event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.pause_ack_timeout));
+  events_->Persist(*event, uow);
+  SetJobState(job_name, falcon::v1::JOB_STATE_VALIDATING, uow);
+}
+
+void Localizer::SendTask(const falcon::v1::ValidationTask& task, const JobEntry& job) {
+  std::set<std::string> agents;
+  for (uint32_t r : task.ranks()) {
+    if (const std::string* a = job.AgentOfRank(r)) agents.insert(*a);
+  }
+  falcon::v1::ControllerMessage msg;
+  *msg.mutable_validation_task() = task;
+  for (const std::string& a : agents) hub_->Send(a, msg);
+}
+
+void Localizer::DispatchNext(EventRecord* event, UnitOfWork* uow) {
+  event->set_phase(falcon::controller::v1::PHASE_VALIDATING);
+  for (PendingTask& t : *event->mutable_tasks()) {
+    if (t.finished()) continue;
+    if (t.sent_time_ns() == 0) {
+      t.set_sent_time_ns(absl::ToUnixNanos(clock_->Now()));
+      event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.task_timeout));
+      events_->Persist(*event, uow);
+      if (const JobEntry* job = registry_->Find(event->event().job())) {
+        JobEntry snapshot = *job;
+        falcon::v1::ValidationTask task = t.task();
+        uow->AfterCommit([this, task, snapshot]() { SendTask(task, snapshot); });
+      }
+    }
+    return;  // One task in flight at a time.
+  }
+  GiveVerdict(event, "", uow);
+}
+
+EventRecord* Localizer::EventOfTask(uint64_t task_id) {
+  for (EventRecord* e : events_->OpenEvents()) {
+    for (const PendingTask& t : e->tasks()) {
+      if (t.task().task_id() == task_id) return e;
+    }
+  }
+  return nullptr;
+}
+
+void Localizer::OnValidationResult(const falcon::v1::ValidationResult& result, UnitOfWork* uow) {
+  EventRecord* event = EventOfTask(result.task_id());
+  if (event == nullptr || event->phase() != falcon::controller::v1::PHASE_VALIDATING) return;
+  PendingTask* task = nullptr;
+  for (PendingTask& t : *event->mutable_tasks()) {
+    if (t.task().task_id() == result.task_id()) task = &t;
+  }
+  if (task == nullptr || task->finished() || task->sent_time_ns() == 0) return;
+  *event->add_results() = result;
+  std::set<uint32_t> answered;
+  for (const falcon::v1::ValidationResult& r : event->results()) {
+    if (r.task_id() == result.task_id()) answered.insert(r.rank());
+  }
+  bool complete = true;
+  for (uint32_t r : task->expected_ranks()) complete = complete && answered.count(r) > 0;
+  if (complete) {
+    task->set_finished(true);
+    DispatchNext(event, uow);
+  } else {
+    events_->Persist(*event, uow);
+  }
+}
+
+void Localizer::OnDirectiveState(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow) {
+  for (EventRecord* event : events_->OpenEvents()) {
+    if (event->phase() != falcon::controller::v1::PHASE_PAUSING ||
+        event->pause_directive_id() != record.directive().directive_id()) {
+      continue;
+    }
+    if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
+      DispatchNext(event, uow);
+    } else if (record.state() == falcon::v1::DirectiveRecord::STATE_REJECTED) {
+      std::string reason;
+      for (const falcon::v1::DirectiveAck& a : record.acks()) {
+        if (a.status() == falcon::v1::ACK_STATUS_REJECTED) {
+          reason = absl::StrCat("rank ", a.rank(), ": ", a.reason());
+        }
+      }
+      GiveVerdict(event, absl::StrCat("pause rejected (", reason, "); nothing validated"), uow);
+    }
+  }
+}
+
+void Localizer::Tick(absl::Time now, UnitOfWork* uow) {
+  const int64_t now_ns = absl::ToUnixNanos(now);
+  for (EventRecord* event : events_->OpenEvents()) {
+    if (event->phase_deadline_ns() == 0 || now_ns < event->phase_deadline_ns()) continue;
+    switch (event->phase()) {
+      case falcon::controller::v1::PHASE_PROFILING:
+        FinishProfiling(event, uow);
+        break;
+      case falcon::controller::v1::PHASE_PAUSING:
+        // Not every rank confirmed the pause: validate anyway, the shims run tasks when paused.
+        DispatchNext(event, uow);
+        break;
+      case falcon::controller::v1::PHASE_VALIDATING:
+        for (PendingTask& t : *event->mutable_tasks()) {
+          if (!t.finished() && t.sent_time_ns() != 0) {
+            t.set_finished(true);
+            break;
+          }
+        }
+        DispatchNext(event, uow);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void Localizer::GiveVerdict(EventRecord* event, const std::string& note, UnitOfWork* uow) {
+  std::vector<PendingTask> tasks(event->tasks().begin(), event->tasks().end());
+  std::vector<falcon::v1::ValidationResult> results(event->results().begin(),
+                                                    event->results().end());
+  Verdict v = JudgeValidation(tasks, results, options_.verdict);
+  falcon::v1::Event* e = event->mutable_event();
+  const std::string job = e->job();
+  e->set_cause(v.cause);
+  e->clear_ranks();
+  e->clear_links();
+  if (v.cause == falcon::v1::CAUSE_UNKNOWN) {
+    // Validation found no culprit; report the ranks whose own series slowed down, if any.
+    for (const std::string& s : event->onset_series()) {
+      if (int64_t r = SeriesRank(s); r >= 0) e->add_ranks(static_cast<uint32_t>(r));
+    }
+  }
+  for (uint32_t r : v.ranks) e->add_ranks(r);
+  for (const falcon::v1::Link& l : v.links) *e->add_links() = l;
+  const int64_t iteration = progress_(job);
+  e->set_verdict_iteration(iteration);
+  e->set_verdict_time_ns(absl::ToUnixNanos(clock_->Now()));
+  event->set_validation_slowdown_ratio(v.ratio);
+  event->set_phase(falcon::controller::v1::PHASE_DONE);
+  event->set_phase_deadline_ns(0);
+  std::string reason = absl::StrFormat("%s: %s; iteration time x%.2f", CauseLabel(v.cause),
+                                       v.reason, e->slowdown_ratio());
+  if (!note.empty()) absl::StrAppend(&reason, "; ", note);
+  Release(event, "validation finished", uow);
+  profilers_.erase(job);
+  SetJobState(job, falcon::v1::JOB_STATE_TRACKING, uow);
+  events_->Transition(event, falcon::v1::EVENT_STATE_LOCALIZED, iteration, reason, uow);
+  if (on_verdict_) on_verdict_(event, uow);
+}
+
+void Localizer::Release(EventRecord* event, const std::string& reason, UnitOfWork* uow) {
+  if (event->pause_directive_id() == 0) return;
+  const JobEntry* job = registry_->Find(event->event().job());
+  if (job == nullptr) return;
+  falcon::v1::Directive resume;
+  resume.set_effective_iteration(std::max<int64_t>(0, progress_(job->name())));
+  resume.set_reason(absl::StrCat("event ", event->event().event_id(), ": ", reason));
+  resume.mutable_resume();
+  event->set_resume_directive_id(directives_->Issue(resume, event->event().event_id(), *job, uow));
+  event->set_pause_directive_id(0);
+  events_->Persist(*event, uow);
+}
+
+void Localizer::Cancel(EventRecord* event, UnitOfWork* uow) {
+  const std::string job = event->event().job();
+  const Phase phase = event->phase();
+  if (phase == falcon::controller::v1::PHASE_PROFILING) {
+    if (const JobEntry* entry = registry_->Find(job)) {
+      JobEntry snapshot = *entry;
+      uow->AfterCommit([this, snapshot]() { SendProfiling(snapshot, false, ""); });
+    }
+  }
+  if (phase == falcon::controller::v1::PHASE_PAUSING ||
+      phase == falcon::controller::v1::PHASE_VALIDATING) {
+    Release(event, "fail-slow cleared during validation", uow);
+  }
+  if (phase == falcon::controller::v1::PHASE_PROFILING ||
+      phase == falcon::controller::v1::PHASE_PAUSING ||
+      phase == falcon::controller::v1::PHASE_VALIDATING) {
+    profilers_.erase(job);
+    event->set_phase_deadline_ns(0);
+    SetJobState(job, falcon::v1::JOB_STATE_TRACKING, uow);
+  }
+}
+
+void Localizer::OnAgentJoined(const std::string& agent_id, const JobEntry& job) {
+  EventRecord* event = events_->Active(job.name());
+  bool profiling = event != nullptr && event->phase() == falcon::controller::v1::PHASE_PROFILING;
+  if (profiling) SendProfiling(job, true, agent_id);
+}
+
+}  // namespace falcon::controller

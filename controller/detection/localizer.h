@@ -1,0 +1,136 @@
+// Localization of a confirmed fail-slow (FALCON_NOTES.md §2.5-§2.7): profiling -> pause ->
+// validation -> verdict. For each active event of a job:
+//  1. PROFILING: the job's agents are told to profile (ProfilingControl on: device-timed raw ops);
+//     the summaries and ops of `profiling_iterations` complete iterations go through the analysis
+//     cross-rank blame (CommProfiler), which flags suspicious communicators and blamed ranks.
+//  2. PAUSING: suspects are chosen (ranks whose own series slowed down, unless most ranks did, as
+//     in synchronous training; blamed ranks; suspicious comms, or else the comms of the suspect
+//     ranks); a Pause directive goes to every rank; the controller waits for every rank to apply
+//     it (or pause_ack_timeout).
+//  3. VALIDATING: one task at a time, so tests never overlap: GEMM on the suspect ranks and their
+//     peers, then the link passes of every suspect comm (analysis PlanRingPasses, plus
+//     PlanTreePasses on a heap tree when tree_passes is on), each until every expected rank
+//     answered or task_timeout.
+//  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; the event becomes LOCALIZED, a
+//     Resume directive releases the ranks, and the verdict callback (mitigation) runs.
+// A recovery or close during localization cancels it (profiling off, Resume when paused). Every
+// step is stored in the event record in the unit of work before its messages are sent.
+// Not thread-safe: controller loop only.
+#ifndef FALCON_CONTROLLER_DETECTION_LOCALIZER_H_
+#define FALCON_CONTROLLER_DETECTION_LOCALIZER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "analysis/clock.h"
+#include "controller/core/agent_hub.h"
+#include "controller/core/directive_issuer.h"
+#include "controller/core/id_allocator.h"
+#include "controller/core/unit_of_work.h"
+#include "controller/detection/comm_profiler.h"
+#include "controller/detection/event_manager.h"
+#include "controller/detection/verdict.h"
+#include "controller/registry/job_registry.h"
+#include "controller/settings/settings_manager.h"
+
+namespace falcon::controller {
+
+struct LocalizationOptions {
+  // Complete job iterations profiled before validation, [1, 1000]. Default 3.
+  int profiling_iterations = 3;
+  // Profiling ends after this long even with fewer iterations. Default 30 s (the artifact: 20 s).
+  absl::Duration profiling_timeout = absl::Seconds(30);
+  // The pause applies this many iterations after the job's latest one, [0, 1000]. Default 2.
+  int pause_lead_iterations = 2;
+  // Validation starts after this long even if not every rank acknowledged the pause.
+  absl::Duration pause_ack_timeout = absl::Seconds(30);
+  // A validation task not answered by every expected rank within this long is given up.
+  absl::Duration task_timeout = absl::Seconds(30);
+  // Pause.max_duration_ns: the shims release themselves after this long. (0, 600 s].
+  absl::Duration pause_max_duration = absl::Seconds(180);
+  // GEMM test and link message size (the paper: FP16/FP32 GEMM, 16-64 MB, 3 repetitions).
+  uint32_t gemm_size = 4096;
+  uint32_t repeats = 3;
+  uint64_t link_bytes = 64ull << 20;
+  // Also validate the links of a binary (heap) tree over each suspect comm (NCCL may use trees).
+  bool tree_passes = true;
+  VerdictOptions verdict;
+
+  absl::Status Validate() const;
+};
+
+class Localizer {
+ public:
+  // Called when a verdict has been staged (event LOCALIZED), inside the same unit of work.
+  using VerdictCallback =
+      std::function<void(falcon::controller::v1::EventRecord* event, UnitOfWork* uow)>;
+  // The job's latest complete iteration, -1 when none.
+  using ProgressFn = std::function<int64_t(const std::string& job)>;
+
+  Localizer(LocalizationOptions options, const Clock* clock, IdAllocator* ids, AgentHub* hub,
+            DirectiveIssuer* directives, EventManager* events, JobRegistry* registry,
+            const SettingsManager* settings, ProgressFn progress);
+
+  void set_verdict_callback(VerdictCallback cb) { on_verdict_ = std::move(cb); }
+
+  // The event was just confirmed: start profiling its job.
+  void Start(falcon::controller::v1::EventRecord* event, UnitOfWork* uow);
+  // An operator forced validation: pause and validate every rank and comm now.
+  void StartForced(falcon::controller::v1::EventRecord* event, UnitOfWork* uow);
+  // After a controller restart: an event still localizing starts over from profiling (ranks
+  // paused before the restart are released first).
+  void Resume(falcon::controller::v1::EventRecord* event, UnitOfWork* uow);
+
+  void OnJobIteration(const std::string& job, int64_t iteration, int64_t iteration_time_ns,
+                      UnitOfWork* uow);
+  // A validation result (validated). Results for unknown or finished tasks are ignored.
+  void OnValidationResult(const falcon::v1::ValidationResult& result, UnitOfWork* uow);
+  // A directive changed state (APPLIED / REJECTED / TIMED_OUT).
+  void OnDirectiveState(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow);
+  // Deadlines of the current phases.
+  void Tick(absl::Time now, UnitOfWork* uow);
+  // Ends the event's localization (it recovered or closed).
+  void Cancel(falcon::controller::v1::EventRecord* event, UnitOfWork* uow);
+  // The agent (re)connected with `job`: resend the profiling state.
+  void OnAgentJoined(const std::string& agent_id, const JobEntry& job);
+
+  // The job's profiler while it is profiled; nullptr otherwise.
+  CommProfiler* Profiler(const std::string& job);
+
+ private:
+  using EventRecord = falcon::controller::v1::EventRecord;
+
+  void BeginProfiling(EventRecord* event, UnitOfWork* uow);
+  void FinishProfiling(EventRecord* event, UnitOfWork* uow);
+  void PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_ranks,
+                    std::vector<uint64_t> suspect_comms, const std::string& why, UnitOfWork* uow);
+  void DispatchNext(EventRecord* event, UnitOfWork* uow);
+  void GiveVerdict(EventRecord* event, const std::string& note, UnitOfWork* uow);
+  void SendProfiling(const JobEntry& job, bool enabled, const std::string& only_agent);
+  void SendTask(const falcon::v1::ValidationTask& task, const JobEntry& job);
+  void Release(EventRecord* event, const std::string& reason, UnitOfWork* uow);
+  void SetJobState(const std::string& job, falcon::v1::JobState state, UnitOfWork* uow);
+  EventRecord* EventOfTask(uint64_t task_id);
+
+  const LocalizationOptions options_;
+  const Clock* const clock_;
+  IdAllocator* const ids_;
+  AgentHub* const hub_;
+  DirectiveIssuer* const directives_;
+  EventManager* const events_;
+  JobRegistry* const registry_;
+  const SettingsManager* const settings_;
+  ProgressFn progress_;
+  VerdictCallback on_verdict_;
+  absl::flat_hash_map<std::string, std::unique_ptr<CommProfiler>> profilers_;
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_DETECTION_LOCALIZER_H_

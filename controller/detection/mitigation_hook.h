@@ -1,0 +1,73 @@
+// The extension point for mitigation (S1-S4 with escalation; the mitigation issue). The detection
+// pipeline ends at a verdict; a MitigationHook takes it from there through EventActions, which
+// the controller implements. Every hook call runs inside the controller's current unit of work:
+// what the hook stages through EventActions (actions, transitions, directives) is stored
+// atomically with the change that triggered the call, and nothing the hook sends leaves before
+// that commit. Hooks run on the controller loop and must not block.
+#ifndef FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_
+#define FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "controller/registry/job_registry.h"
+#include "controller/settings/settings_manager.h"
+#include "proto/falcon/v1/control.pb.h"
+
+namespace falcon::controller {
+
+// What a mitigation strategy may read and do. Errors: kNotFound for an unknown event or job;
+// kFailedPrecondition when the event is not in a state that allows the call.
+class EventActions {
+ public:
+  virtual ~EventActions() = default;
+
+  virtual absl::Time Now() const = 0;
+  virtual const falcon::v1::Event* FindEvent(uint64_t event_id) const = 0;
+  virtual const JobEntry* FindJob(const std::string& job) const = 0;
+  virtual EffectiveSettings Settings(const std::string& job) const = 0;
+  // The job's latest completed iteration (-1 none) and its iteration time.
+  virtual int64_t LastIteration(const std::string& job) const = 0;
+
+  // Appends `action` to the event's log (Event.actions). Active events only.
+  virtual absl::Status RecordAction(uint64_t event_id, const falcon::v1::Action& action) = 0;
+  // LOCALIZED or MITIGATING -> MITIGATING (a new level), and the job to JOB_STATE_MITIGATING.
+  virtual absl::Status MarkMitigating(uint64_t event_id, const std::string& reason) = 0;
+  // Sets Event.mitigated_iteration_time_ns (measured under the plan in force).
+  virtual absl::Status SetMitigatedIterationTime(uint64_t event_id, absl::Duration time) = 0;
+  // Issues `directive` for the event's job (id, job and epoch are filled in); stored PENDING,
+  // sent after the commit. Returns the directive id.
+  virtual absl::StatusOr<uint64_t> IssueDirective(uint64_t event_id,
+                                                  falcon::v1::Directive directive) = 0;
+  // Records the plan in force for the job (Job.plan_version, Job.micro_batches).
+  virtual absl::Status SetJobPlan(const std::string& job, int64_t plan_version,
+                                  const std::vector<uint32_t>& micro_batches) = 0;
+  // -> CLOSED (e.g. the job restarted without the bad ranks).
+  virtual absl::Status CloseEvent(uint64_t event_id, const std::string& reason) = 0;
+};
+
+class MitigationHook {
+ public:
+  virtual ~MitigationHook() = default;
+  // The verdict was just staged (event LOCALIZED); called only when the job's
+  // mitigation_enabled setting is on.
+  virtual void OnVerdict(const falcon::v1::Event& event, EventActions& actions) = 0;
+  // A job iteration completed while the job has an active event (for lost-time escalation and
+  // measuring the plan in force).
+  virtual void OnJobIteration(const falcon::v1::Event& /*event*/, int64_t /*iteration*/,
+                              absl::Duration /*iteration_time*/, EventActions& /*actions*/) {}
+  // The event recovered: revert S2/S3 plans.
+  virtual void OnRecovered(const falcon::v1::Event& /*event*/, EventActions& /*actions*/) {}
+  // A directive tied to an event changed state (APPLIED, REJECTED or TIMED_OUT).
+  virtual void OnDirectiveState(const falcon::v1::DirectiveRecord& /*record*/,
+                                EventActions& /*actions*/) {}
+  // Periodically (the controller's tick), for timeouts.
+  virtual void Tick(absl::Time /*now*/, EventActions& /*actions*/) {}
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_

@@ -1,0 +1,104 @@
+#include "controller/detection/verdict.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace falcon::controller {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& tasks,
+                        const std::vector<falcon::v1::ValidationResult>& results,
+                        const VerdictOptions& options) {
+  std::map<uint64_t, const falcon::v1::ValidationTask*> by_id;
+  for (const auto& t : tasks) by_id[t.task().task_id()] = &t.task();
+
+  std::map<uint32_t, double> gemm;  // rank -> duration ns (latest result wins)
+  // comm -> link (src,dst) -> ns per byte
+  std::map<uint64_t, std::map<std::pair<uint32_t, uint32_t>, double>> links;
+  for (const falcon::v1::ValidationResult& r : results) {
+    auto it = by_id.find(r.task_id());
+    if (it == by_id.end() || !r.error().empty()) continue;
+    const falcon::v1::ValidationTask& task = *it->second;
+    if (task.has_gemm() && r.gemm_duration_ns() > 0) {
+      gemm[r.rank()] = static_cast<double>(r.gemm_duration_ns());
+    }
+    if (task.has_link_pass()) {
+      for (const falcon::v1::LinkTiming& l : r.links()) {
+        uint64_t bytes = l.bytes() > 0 ? l.bytes() : task.link_pass().bytes();
+        if (bytes == 0 || l.duration_ns() <= 0) continue;
+        links[task.link_pass().comm_id()][{l.link().src_rank(), l.link().dst_rank()}] =
+            static_cast<double>(l.duration_ns()) / static_cast<double>(bytes);
+      }
+    }
+  }
+
+  Verdict v;
+  v.gemm_ranks_measured = static_cast<int>(gemm.size());
+  std::vector<std::pair<double, uint32_t>> slow_ranks;
+  double gemm_median = 0;
+  if (gemm.size() >= 2) {
+    std::vector<double> d;
+    for (const auto& [rank, ns] : gemm) d.push_back(ns);
+    gemm_median = Median(d);
+    for (const auto& [rank, ns] : gemm) {
+      if (ns > gemm_median * (1 + options.gemm_slow_ratio)) {
+        slow_ranks.push_back({ns / gemm_median, rank});
+      }
+    }
+  }
+  std::vector<std::pair<double, falcon::v1::Link>> slow_links;
+  std::set<std::pair<uint32_t, uint32_t>> seen_links;
+  for (const auto& [comm, per_link] : links) {
+    v.links_measured += static_cast<int>(per_link.size());
+    if (per_link.size() < 2) continue;
+    std::vector<double> d;
+    for (const auto& [link, x] : per_link) d.push_back(x);
+    double median = Median(d);
+    for (const auto& [link, x] : per_link) {
+      if (x > median * (1 + options.link_slow_ratio) && seen_links.insert(link).second) {
+        falcon::v1::Link l;
+        l.set_src_rank(link.first);
+        l.set_dst_rank(link.second);
+        slow_links.push_back({x / median, l});
+      }
+    }
+  }
+  auto by_ratio = [](const auto& a, const auto& b) { return a.first > b.first; };
+  std::sort(slow_ranks.begin(), slow_ranks.end(), by_ratio);
+  std::sort(slow_links.begin(), slow_links.end(), by_ratio);
+  const double rank_ratio = slow_ranks.empty() ? 0 : slow_ranks[0].first;
+  const double link_ratio = slow_links.empty() ? 0 : slow_links[0].first;
+
+  if (rank_ratio > 0 && rank_ratio >= link_ratio) {
+    v.cause = falcon::v1::CAUSE_COMPUTE;
+    v.ratio = rank_ratio;
+    for (const auto& [r, rank] : slow_ranks) v.ranks.push_back(rank);
+    v.reason = absl::StrFormat("GEMM on rank %d takes %.2fx the median of %d ranks", v.ranks[0],
+                               rank_ratio, v.gemm_ranks_measured);
+  } else if (link_ratio > 0) {
+    v.cause = falcon::v1::CAUSE_COMMUNICATION;
+    v.ratio = link_ratio;
+    for (const auto& [r, link] : slow_links) v.links.push_back(link);
+    v.reason = absl::StrFormat("link %d->%d takes %.2fx the median of its communicator's links",
+                               v.links[0].src_rank(), v.links[0].dst_rank(), link_ratio);
+  } else {
+    v.cause = falcon::v1::CAUSE_UNKNOWN;
+    v.reason = absl::StrCat("no slow GEMM among ", v.gemm_ranks_measured,
+                            " ranks and no slow link among ", v.links_measured, " links");
+  }
+  return v;
+}
+
+}  // namespace falcon::controller

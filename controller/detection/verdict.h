@@ -1,0 +1,41 @@
+// The verdict of a validation (FALCON_NOTES.md §2.7): GEMM times per rank and link times per
+// communicator, each compared with its median. A rank whose GEMM takes more than
+// (1 + gemm_slow_ratio) x the median is a compute culprit; a link whose time per byte exceeds
+// (1 + link_slow_ratio) x the median of its communicator's links is a communication culprit.
+// When both kinds are found, the larger relative slowdown decides the cause. Pure.
+#ifndef FALCON_CONTROLLER_DETECTION_VERDICT_H_
+#define FALCON_CONTROLLER_DETECTION_VERDICT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "controller/store/records.pb.h"
+#include "proto/falcon/v1/common.pb.h"
+
+namespace falcon::controller {
+
+struct VerdictOptions {
+  double gemm_slow_ratio = 0.10;  // (0, 10]. Default 0.10 (the paper's 10%).
+  double link_slow_ratio = 0.10;  // (0, 10].
+};
+
+struct Verdict {
+  falcon::v1::Cause cause = falcon::v1::CAUSE_UNKNOWN;
+  std::vector<uint32_t> ranks;          // Compute culprits, slowest first.
+  std::vector<falcon::v1::Link> links;  // Communication culprits, slowest first.
+  double ratio = 0;                     // Slowest culprit / median; 0 when none.
+  int gemm_ranks_measured = 0;
+  int links_measured = 0;
+  std::string reason;  // For humans: what was measured and found.
+};
+
+// `tasks` are the event's validation tasks and `results` every result received for them; results
+// with an error, or for tasks not in `tasks`, are ignored.
+Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& tasks,
+                        const std::vector<falcon::v1::ValidationResult>& results,
+                        const VerdictOptions& options);
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_DETECTION_VERDICT_H_

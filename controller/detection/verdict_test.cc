@@ -1,0 +1,88 @@
+#include "controller/detection/verdict.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace falcon::controller {
+namespace {
+
+using falcon::controller::v1::PendingTask;
+using falcon::v1::ValidationResult;
+
+PendingTask Gemm(uint64_t id) {
+  PendingTask t;
+  t.mutable_task()->set_task_id(id);
+  t.mutable_task()->mutable_gemm()->set_m(16);
+  return t;
+}
+
+PendingTask Pass(uint64_t id, uint64_t comm) {
+  PendingTask t;
+  t.mutable_task()->set_task_id(id);
+  t.mutable_task()->mutable_link_pass()->set_comm_id(comm);
+  t.mutable_task()->mutable_link_pass()->set_bytes(1000);
+  return t;
+}
+
+ValidationResult GemmResult(uint64_t task, uint32_t rank, int64_t ns) {
+  ValidationResult r;
+  r.set_task_id(task);
+  r.set_rank(rank);
+  r.set_gemm_duration_ns(ns);
+  return r;
+}
+
+ValidationResult LinkResult(uint64_t task, uint32_t src, uint32_t dst, int64_t ns) {
+  ValidationResult r;
+  r.set_task_id(task);
+  r.set_rank(src);
+  falcon::v1::LinkTiming* l = r.add_links();
+  l->mutable_link()->set_src_rank(src);
+  l->mutable_link()->set_dst_rank(dst);
+  l->set_duration_ns(ns);
+  l->set_bytes(1000);
+  return r;
+}
+
+TEST(VerdictTest, SlowGemmIsCompute) {
+  std::vector<ValidationResult> results;
+  for (uint32_t r = 0; r < 8; ++r) results.push_back(GemmResult(1, r, r == 5 ? 1540 : 1000 + r));
+  Verdict v = JudgeValidation({Gemm(1)}, results, {});
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMPUTE);
+  EXPECT_EQ(v.ranks, std::vector<uint32_t>{5});
+  EXPECT_NEAR(v.ratio, 1.54, 0.01);
+  EXPECT_EQ(v.gemm_ranks_measured, 8);
+}
+
+TEST(VerdictTest, SlowLinkIsCommunication) {
+  std::vector<ValidationResult> results;
+  for (uint32_t r = 0; r < 4; ++r) results.push_back(GemmResult(1, r, 1000));
+  results.push_back(LinkResult(2, 0, 1, 100));
+  results.push_back(LinkResult(2, 2, 3, 300));  // Slow.
+  results.push_back(LinkResult(3, 1, 2, 101));
+  results.push_back(LinkResult(3, 3, 0, 99));
+  Verdict v = JudgeValidation({Gemm(1), Pass(2, 9), Pass(3, 9)}, results, {});
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION);
+  ASSERT_EQ(v.links.size(), 1u);
+  EXPECT_EQ(v.links[0].src_rank(), 2u);
+  EXPECT_EQ(v.links[0].dst_rank(), 3u);
+  EXPECT_EQ(v.links_measured, 4);
+}
+
+TEST(VerdictTest, NothingSlowOrErrorsIsUnknown) {
+  std::vector<ValidationResult> results = {GemmResult(1, 0, 1000), GemmResult(1, 1, 1020),
+                                           GemmResult(7, 2, 9999)};  // Task 7 is not ours.
+  ValidationResult failed = GemmResult(1, 3, 5000);
+  failed.set_error("cuda error");
+  results.push_back(failed);
+  Verdict v = JudgeValidation({Gemm(1)}, results, {});
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_UNKNOWN);
+  EXPECT_TRUE(v.ranks.empty());
+  EXPECT_EQ(v.gemm_ranks_measured, 2);
+  EXPECT_FALSE(v.reason.empty());
+  EXPECT_EQ(JudgeValidation({Gemm(1)}, {}, {}).cause, falcon::v1::CAUSE_UNKNOWN);
+}
+
+}  // namespace
+}  // namespace falcon::controller

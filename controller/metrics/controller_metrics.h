@@ -1,0 +1,104 @@
+// The controller's Prometheus metrics (ARCHITECTURE.md: prefix falcon_, base units, _total on
+// counters; labels job, cause, state; never per-op or per-iteration labels). Families are built
+// once in the constructor on a caller-owned Registry; per-job series are removed when a job ends.
+// Thread-safe (prometheus-cpp metrics are; the per-job map is guarded).
+//
+//   falcon_controller_build_info{version}                       gauge, 1
+//   falcon_controller_agents_connected                          gauge
+//   falcon_ingest_batches_total                                 counter, batches applied
+//   falcon_ingest_duplicate_batches_total                       counter, acked, not re-applied
+//   falcon_ingest_rejected_batches_total                        counter, answered with FieldError
+//   falcon_ingest_iteration_summaries_total                     counter
+//   falcon_ingest_op_records_total                              counter
+//   falcon_ingest_stale_summaries_total                         counter, iteration not above the
+//   last falcon_validation_results_total / falcon_directive_acks_total   counters
+//   falcon_events{state,cause}                                  gauge, events now in each state
+//   falcon_event_transitions_total{state,cause}                 counter
+//   falcon_detection_delay_seconds                              histogram, onset -> alarm
+//   falcon_detection_delay_iterations                           histogram, onset -> alarm
+//   falcon_active_fail_slows{job}                               gauge, 0 or 1 (one active
+//   event/job) falcon_job_iteration_time_seconds{job}                      gauge, latest job
+//   iteration time falcon_store_write_latency_seconds                          histogram, one per
+//   commit falcon_store_write_errors_total                             counter
+#ifndef FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
+#define FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/falcon/v1/common.pb.h"
+#include "proto/falcon/v1/control.pb.h"
+
+namespace falcon::controller {
+
+// "suspected", "confirmed", ...; "compute", "communication", "unknown", "none" (not yet known).
+std::string EventStateLabel(falcon::v1::EventState state);
+std::string CauseLabel(falcon::v1::Cause cause);
+
+class ControllerMetrics {
+ public:
+  ControllerMetrics(prometheus::Registry& registry, const std::string& version);
+
+  void AgentsConnected(size_t n) { agents_connected_.Set(static_cast<double>(n)); }
+  void BatchApplied() { batches_.Increment(); }
+  void BatchDuplicate() { duplicates_.Increment(); }
+  void BatchRejected() { rejected_.Increment(); }
+  void Summaries(uint64_t n) { summaries_.Increment(static_cast<double>(n)); }
+  void OpRecords(uint64_t n) { ops_.Increment(static_cast<double>(n)); }
+  void StaleSummaries(uint64_t n) { stale_.Increment(static_cast<double>(n)); }
+  void ValidationResult() { validation_results_.Increment(); }
+  void DirectiveAck() { directive_acks_.Increment(); }
+
+  // An event entered `state` with `cause`; `previous` is its former (state, cause) or UNSPECIFIED
+  // for a new event. Moves it between the falcon_events series and counts the transition.
+  void EventTransition(falcon::v1::EventState previous_state, falcon::v1::Cause previous_cause,
+                       falcon::v1::EventState state, falcon::v1::Cause cause);
+  void DetectionDelay(absl::Duration delay, int64_t iterations);
+  void ActiveFailSlows(const std::string& job, int active);
+  void JobIterationTime(const std::string& job, absl::Duration time);
+  // Drops the job's series.
+  void RemoveJob(const std::string& job);
+  void StoreWrite(absl::Duration latency, bool ok);
+
+ private:
+  prometheus::Gauge& EventsGauge(falcon::v1::EventState state, falcon::v1::Cause cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  prometheus::Gauge& agents_connected_;
+  prometheus::Counter& batches_;
+  prometheus::Counter& duplicates_;
+  prometheus::Counter& rejected_;
+  prometheus::Counter& summaries_;
+  prometheus::Counter& ops_;
+  prometheus::Counter& stale_;
+  prometheus::Counter& validation_results_;
+  prometheus::Counter& directive_acks_;
+  prometheus::Family<prometheus::Gauge>& events_;
+  prometheus::Family<prometheus::Counter>& transitions_;
+  prometheus::Histogram& delay_seconds_;
+  prometheus::Histogram& delay_iterations_;
+  prometheus::Family<prometheus::Gauge>& active_;
+  prometheus::Family<prometheus::Gauge>& iteration_time_;
+  prometheus::Histogram& write_latency_;
+  prometheus::Counter& write_errors_;
+
+  absl::Mutex mu_;
+  std::map<std::pair<int, int>, prometheus::Gauge*> events_by_key_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::pair<prometheus::Gauge*, prometheus::Gauge*>> per_job_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_

@@ -1,0 +1,127 @@
+#include "controller/service/control_service.h"
+
+#include <utility>
+
+#include "controller/service/write_queue.h"
+#include "proto/grpc_util.h"
+
+namespace falcon::controller {
+namespace {
+
+// Streams event transitions: the open events first, then every committed transition.
+class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
+ public:
+  WatchReactor(EventLoop* loop, Controller* controller, ControlApi* api,
+               falcon::v1::WatchEventsRequest request)
+      : loop_(loop), controller_(controller), writes_(this) {
+    loop_->Post([this, api, request] {
+      absl::StatusOr<std::vector<falcon::v1::Event>> replay = api->StartWatch(request);
+      if (!replay.ok()) {
+        writes_.RequestFinish(ToGrpcStatus(replay.status()));
+        return;
+      }
+      for (const falcon::v1::Event& e : *replay) writes_.Write(e);
+      watch_id_ = controller_->events().Watch(
+          request.job(), [this](const falcon::v1::Event& e) { writes_.Write(e); });
+    });
+  }
+
+  void OnWriteDone(bool ok) override { writes_.OnWriteDone(ok); }
+  void OnCancel() override {
+    loop_->Post([this] { writes_.RequestFinish(grpc::Status::CANCELLED); });
+  }
+  void OnDone() override {
+    writes_.MarkDone();
+    loop_->Post([this] {
+      if (watch_id_ != 0) controller_->events().Unwatch(watch_id_);
+      delete this;
+    });
+  }
+
+ private:
+  EventLoop* const loop_;
+  Controller* const controller_;
+  WriteQueue<grpc::ServerWriteReactor<falcon::v1::Event>, falcon::v1::Event> writes_;
+  uint64_t watch_id_ = 0;  // Loop thread only.
+};
+
+}  // namespace
+
+template <typename Req, typename Resp, typename Fn>
+grpc::ServerUnaryReactor* ControlService::Unary(grpc::CallbackServerContext* ctx,
+                                                const Req* request, Resp* response, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  loop_->Post([this, reactor, request, response, fn] {
+    auto result = (api_.*fn)(*request);
+    if (result.ok()) *response = std::move(*result);
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::ListJobs(grpc::CallbackServerContext* ctx,
+                                                   const falcon::v1::ListJobsRequest* request,
+                                                   falcon::v1::ListJobsResponse* response) {
+  return Unary(ctx, request, response, &ControlApi::ListJobs);
+}
+
+grpc::ServerUnaryReactor* ControlService::GetJob(grpc::CallbackServerContext* ctx,
+                                                 const falcon::v1::GetJobRequest* request,
+                                                 falcon::v1::Job* response) {
+  return Unary(ctx, request, response, &ControlApi::GetJob);
+}
+
+grpc::ServerUnaryReactor* ControlService::ListEvents(grpc::CallbackServerContext* ctx,
+                                                     const falcon::v1::ListEventsRequest* request,
+                                                     falcon::v1::ListEventsResponse* response) {
+  return Unary(ctx, request, response, &ControlApi::ListEvents);
+}
+
+grpc::ServerUnaryReactor* ControlService::GetEvent(grpc::CallbackServerContext* ctx,
+                                                   const falcon::v1::GetEventRequest* request,
+                                                   falcon::v1::Event* response) {
+  return Unary(ctx, request, response, &ControlApi::GetEvent);
+}
+
+grpc::ServerWriteReactor<falcon::v1::Event>* ControlService::WatchEvents(
+    grpc::CallbackServerContext*, const falcon::v1::WatchEventsRequest* request) {
+  return new WatchReactor(loop_, controller_, &api_, *request);
+}
+
+grpc::ServerUnaryReactor* ControlService::ListDirectives(
+    grpc::CallbackServerContext* ctx, const falcon::v1::ListDirectivesRequest* request,
+    falcon::v1::ListDirectivesResponse* response) {
+  return Unary(ctx, request, response, &ControlApi::ListDirectives);
+}
+
+grpc::ServerUnaryReactor* ControlService::GetHistory(grpc::CallbackServerContext* ctx,
+                                                     const falcon::v1::GetHistoryRequest* request,
+                                                     falcon::v1::GetHistoryResponse* response) {
+  return Unary(ctx, request, response, &ControlApi::GetHistory);
+}
+
+grpc::ServerUnaryReactor* ControlService::GetSettings(grpc::CallbackServerContext* ctx,
+                                                      const falcon::v1::GetSettingsRequest* request,
+                                                      falcon::v1::Settings* response) {
+  return Unary(ctx, request, response, &ControlApi::GetSettings);
+}
+
+grpc::ServerUnaryReactor* ControlService::SetSettings(grpc::CallbackServerContext* ctx,
+                                                      const falcon::v1::SetSettingsRequest* request,
+                                                      falcon::v1::Settings* response) {
+  return Unary(ctx, request, response, &ControlApi::SetSettings);
+}
+
+grpc::ServerUnaryReactor* ControlService::ForceValidation(
+    grpc::CallbackServerContext* ctx, const falcon::v1::ForceValidationRequest* request,
+    falcon::v1::ForceValidationResponse* response) {
+  return Unary(ctx, request, response, &ControlApi::ForceValidation);
+}
+
+grpc::ServerUnaryReactor* ControlService::DryRunPlan(grpc::CallbackServerContext* ctx,
+                                                     const falcon::v1::DryRunPlanRequest* request,
+                                                     falcon::v1::DryRunPlanResponse* response) {
+  return Unary(ctx, request, response, &ControlApi::DryRunPlan);
+}
+
+}  // namespace falcon::controller

@@ -1,0 +1,67 @@
+// gRPC adapter of falcon.v1.Control: every unary RPC runs ControlApi on the controller loop and
+// finishes its reactor from there; WatchEvents is a write reactor fed by an EventManager watcher.
+// Only translates (proto in, proto out, absl::Status -> grpc::Status).
+#ifndef FALCON_CONTROLLER_SERVICE_CONTROL_SERVICE_H_
+#define FALCON_CONTROLLER_SERVICE_CONTROL_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "controller/control_api.h"
+#include "controller/controller.h"
+#include "controller/service/event_loop.h"
+#include "proto/falcon/v1/control.grpc.pb.h"
+
+namespace falcon::controller {
+
+class ControlService final : public falcon::v1::Control::CallbackService {
+ public:
+  // `loop` and `controller` must outlive the server.
+  ControlService(EventLoop* loop, Controller* controller)
+      : loop_(loop), controller_(controller), api_(controller) {}
+
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const falcon::v1::ListJobsRequest* request,
+                                     falcon::v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx,
+                                   const falcon::v1::GetJobRequest* request,
+                                   falcon::v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListEvents(grpc::CallbackServerContext* ctx,
+                                       const falcon::v1::ListEventsRequest* request,
+                                       falcon::v1::ListEventsResponse* response) override;
+  grpc::ServerUnaryReactor* GetEvent(grpc::CallbackServerContext* ctx,
+                                     const falcon::v1::GetEventRequest* request,
+                                     falcon::v1::Event* response) override;
+  grpc::ServerWriteReactor<falcon::v1::Event>* WatchEvents(
+      grpc::CallbackServerContext* ctx, const falcon::v1::WatchEventsRequest* request) override;
+  grpc::ServerUnaryReactor* ListDirectives(grpc::CallbackServerContext* ctx,
+                                           const falcon::v1::ListDirectivesRequest* request,
+                                           falcon::v1::ListDirectivesResponse* response) override;
+  grpc::ServerUnaryReactor* GetHistory(grpc::CallbackServerContext* ctx,
+                                       const falcon::v1::GetHistoryRequest* request,
+                                       falcon::v1::GetHistoryResponse* response) override;
+  grpc::ServerUnaryReactor* GetSettings(grpc::CallbackServerContext* ctx,
+                                        const falcon::v1::GetSettingsRequest* request,
+                                        falcon::v1::Settings* response) override;
+  grpc::ServerUnaryReactor* SetSettings(grpc::CallbackServerContext* ctx,
+                                        const falcon::v1::SetSettingsRequest* request,
+                                        falcon::v1::Settings* response) override;
+  grpc::ServerUnaryReactor* ForceValidation(grpc::CallbackServerContext* ctx,
+                                            const falcon::v1::ForceValidationRequest* request,
+                                            falcon::v1::ForceValidationResponse* response) override;
+  grpc::ServerUnaryReactor* DryRunPlan(grpc::CallbackServerContext* ctx,
+                                       const falcon::v1::DryRunPlanRequest* request,
+                                       falcon::v1::DryRunPlanResponse* response) override;
+
+ private:
+  template <typename Req, typename Resp, typename Fn>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, const Req* request,
+                                  Resp* response, Fn fn);
+
+  EventLoop* const loop_;
+  Controller* const controller_;
+  ControlApi api_;  // Loop thread only.
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_SERVICE_CONTROL_SERVICE_H_

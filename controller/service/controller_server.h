@@ -1,0 +1,89 @@
+// The assembled controller process: the store (RocksDB in --data_dir, or in memory), the
+// Controller, its loop with the periodic tick, the gRPC server (Telemetry + Control, reflection
+// on) and the Prometheus /metrics endpoint. Used by falcon_controller's main and by the loopback
+// tests. Thread-safe.
+#ifndef FALCON_CONTROLLER_SERVICE_CONTROLLER_SERVER_H_
+#define FALCON_CONTROLLER_SERVICE_CONTROLLER_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "analysis/clock.h"
+#include "controller/controller.h"
+#include "controller/detection/mitigation_hook.h"
+
+namespace prometheus {
+class Exposer;
+class Registry;
+}  // namespace prometheus
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace falcon::controller {
+
+class ControllerMetrics;
+class ControlService;
+class EventLoop;
+class KvStore;
+class TelemetryService;
+
+struct ServerOptions {
+  // gRPC address; port 0 picks a free one (see port()). Default 127.0.0.1:7070.
+  std::string listen = "127.0.0.1:7070";
+  // Prometheus endpoint address; "" = none. Port 0 picks a free one (see metrics_port()).
+  std::string metrics_listen;
+  // RocksDB directory; "" keeps state in memory (lost on exit; tests only).
+  std::string data_dir;
+  // fsync every commit (see RocksDbOptions::sync_writes). Default false.
+  bool sync_writes = false;
+  // How often Controller::Tick runs. Default 1 s.
+  absl::Duration tick_interval = absl::Seconds(1);
+  // Reported as falcon_controller_build_info{version}.
+  std::string version = "dev";
+  ControllerOptions controller;
+};
+
+class ControllerServer {
+ public:
+  // Errors: kInvalidArgument for bad options; kUnavailable when an address cannot be bound or
+  // the data directory is locked; store errors while loading.
+  static absl::StatusOr<std::unique_ptr<ControllerServer>> Start(const ServerOptions& options,
+                                                                 const Clock* clock,
+                                                                 MitigationHook* hook = nullptr);
+  ~ControllerServer();
+
+  // Stops the gRPC server (cancelling open streams), drains the loop and closes the store.
+  // Idempotent.
+  void Shutdown();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  prometheus::Registry& registry() { return *registry_; }
+  // Runs `fn` on the controller loop and waits for it.
+  void RunOnLoop(const std::function<void(Controller&)>& fn);
+
+ private:
+  ControllerServer() = default;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<ControllerMetrics> metrics_;
+  std::unique_ptr<KvStore> kv_;
+  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<TelemetryService> telemetry_;
+  std::unique_ptr<ControlService> control_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_SERVICE_CONTROLLER_SERVER_H_

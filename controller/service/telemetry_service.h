@@ -1,0 +1,33 @@
+// gRPC adapter of falcon.v1.Telemetry: one bidi reactor per agent stream. It only translates:
+// each AgentMessage is run on the controller loop (Controller::OnAgentMessage), the next read
+// starts after it was handled (so a stream is processed strictly in order and a slow store
+// back-pressures its agent), replies go out through a WriteQueue, and an error from the
+// controller ends the stream with that status.
+#ifndef FALCON_CONTROLLER_SERVICE_TELEMETRY_SERVICE_H_
+#define FALCON_CONTROLLER_SERVICE_TELEMETRY_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "controller/controller.h"
+#include "controller/service/event_loop.h"
+#include "proto/falcon/v1/telemetry.grpc.pb.h"
+
+namespace falcon::controller {
+
+class TelemetryService final : public falcon::v1::Telemetry::CallbackService {
+ public:
+  // `loop` and `controller` must outlive the server.
+  TelemetryService(EventLoop* loop, Controller* controller)
+      : loop_(loop), controller_(controller) {}
+
+  grpc::ServerBidiReactor<falcon::v1::AgentMessage, falcon::v1::ControllerMessage>* Connect(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  EventLoop* const loop_;
+  Controller* const controller_;
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_SERVICE_TELEMETRY_SERVICE_H_

@@ -1,0 +1,179 @@
+#include "controller/store/controller_store.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "controller/store/keys.h"
+
+namespace falcon::controller {
+namespace {
+
+constexpr char kMetaKey[] = "meta";
+
+std::string EncodeI64(int64_t v) {
+  std::string out;
+  keys::AppendU64(&out, static_cast<uint64_t>(v));
+  return out;
+}
+
+template <typename Proto>
+absl::StatusOr<std::vector<Proto>> LoadAll(const KvStore& kv, const char* table,
+                                           absl::string_view prefix = "") {
+  std::vector<Proto> out;
+  absl::Status parse_error;
+  absl::Status s = kv.Scan(table, prefix, [&](absl::string_view key, absl::string_view value) {
+    Proto p;
+    if (!p.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      parse_error = absl::DataLossError(absl::StrCat("table ", table, ": record under key of ",
+                                                     key.size(), " bytes does not parse"));
+      return false;
+    }
+    out.push_back(std::move(p));
+    return true;
+  });
+  if (!s.ok()) return s;
+  if (!parse_error.ok()) return parse_error;
+  return out;
+}
+
+}  // namespace
+
+void StoreTxn::PutJob(const v1::JobRecord& record) {
+  batch_.Put(tables::kJobs, record.job().job(), record.SerializeAsString());
+}
+
+void StoreTxn::PutEvent(const v1::EventRecord& record) {
+  batch_.Put(tables::kEvents, keys::EventKey(record.event().event_id()),
+             record.SerializeAsString());
+}
+
+void StoreTxn::PutDirective(const falcon::v1::DirectiveRecord& record) {
+  batch_.Put(tables::kDirectives,
+             keys::DirectiveKey(record.directive().job(), record.directive().directive_id()),
+             record.SerializeAsString());
+}
+
+void StoreTxn::PutSettings(const falcon::v1::Settings& settings) {
+  batch_.Put(tables::kSettings, settings.job(), settings.SerializeAsString());
+}
+
+void StoreTxn::PutHistory(const std::string& job, const falcon::v1::HistoryPoint& point) {
+  batch_.Put(tables::kHistory, keys::HistoryKey(job, point.iteration()), point.SerializeAsString());
+}
+
+void StoreTxn::PutSample(const std::string& job, uint32_t rank, int64_t iteration,
+                         int64_t time_ns) {
+  batch_.Put(tables::kSamples, keys::SampleKey(job, rank, iteration), EncodeI64(time_ns));
+}
+
+void StoreTxn::TrimSamples(const std::string& job, uint32_t rank, int64_t before_iteration) {
+  if (before_iteration <= 0) return;
+  batch_.DeleteRange(tables::kSamples, keys::SamplePrefix(job, rank),
+                     keys::SampleKey(job, rank, before_iteration));
+}
+
+void StoreTxn::DeleteJobSamples(const std::string& job) {
+  std::string begin = keys::JobPrefix(job);
+  std::string end = job;
+  end.push_back('\1');
+  batch_.DeleteRange(tables::kSamples, begin, end);
+}
+
+void StoreTxn::PutAgent(const v1::AgentRecord& record) {
+  batch_.Put(tables::kAgents, record.agent_id(), record.SerializeAsString());
+}
+
+void StoreTxn::PutMeta(const v1::MetaRecord& record) {
+  batch_.Put(tables::kMeta, kMetaKey, record.SerializeAsString());
+}
+
+ControllerStore::ControllerStore(KvStore* kv, const Clock* clock, CommitObserver observer)
+    : kv_(kv), clock_(clock), observer_(std::move(observer)) {}
+
+std::vector<std::string> ControllerStore::TableNames() {
+  return {tables::kJobs,    tables::kEvents,  tables::kDirectives, tables::kSettings,
+          tables::kHistory, tables::kSamples, tables::kAgents,     tables::kMeta};
+}
+
+absl::Status ControllerStore::Commit(StoreTxn* txn) {
+  if (txn->empty()) return absl::OkStatus();
+  int64_t start = clock_->MonotonicNanos();
+  absl::Status s = kv_->Write(txn->batch());
+  if (observer_) observer_(absl::Nanoseconds(clock_->MonotonicNanos() - start), s);
+  txn->batch().Clear();
+  return s;
+}
+
+absl::StatusOr<std::vector<v1::JobRecord>> ControllerStore::LoadJobs() const {
+  return LoadAll<v1::JobRecord>(*kv_, tables::kJobs);
+}
+
+absl::StatusOr<std::vector<v1::EventRecord>> ControllerStore::LoadEvents() const {
+  return LoadAll<v1::EventRecord>(*kv_, tables::kEvents);
+}
+
+absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> ControllerStore::LoadDirectives() const {
+  return LoadAll<falcon::v1::DirectiveRecord>(*kv_, tables::kDirectives);
+}
+
+absl::StatusOr<std::vector<falcon::v1::Settings>> ControllerStore::LoadSettings() const {
+  return LoadAll<falcon::v1::Settings>(*kv_, tables::kSettings);
+}
+
+absl::StatusOr<std::vector<v1::AgentRecord>> ControllerStore::LoadAgents() const {
+  return LoadAll<v1::AgentRecord>(*kv_, tables::kAgents);
+}
+
+absl::StatusOr<v1::MetaRecord> ControllerStore::LoadMeta() const {
+  absl::StatusOr<std::string> value = kv_->Get(tables::kMeta, kMetaKey);
+  if (absl::IsNotFound(value.status())) return v1::MetaRecord();
+  if (!value.ok()) return value.status();
+  v1::MetaRecord meta;
+  if (!meta.ParseFromString(*value))
+    return absl::DataLossError("table meta: record does not parse");
+  return meta;
+}
+
+absl::StatusOr<std::vector<falcon::v1::HistoryPoint>> ControllerStore::LoadHistory(
+    const std::string& job, int64_t from_iteration) const {
+  std::vector<falcon::v1::HistoryPoint> out;
+  absl::Status parse_error;
+  std::string first = keys::HistoryKey(job, from_iteration < 0 ? 0 : from_iteration);
+  std::string end = PrefixSuccessor(keys::JobPrefix(job));
+  absl::Status s =
+      kv_->ScanRange(tables::kHistory, first, end, [&](absl::string_view, absl::string_view value) {
+        falcon::v1::HistoryPoint p;
+        if (!p.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          parse_error = absl::DataLossError("table history: record does not parse");
+          return false;
+        }
+        out.push_back(std::move(p));
+        return true;
+      });
+  if (!s.ok()) return s;
+  if (!parse_error.ok()) return parse_error;
+  return out;
+}
+
+absl::Status ControllerStore::ScanSamples(
+    const std::string& job, const std::function<void(uint32_t, int64_t, int64_t)>& fn) const {
+  absl::Status bad;
+  absl::Status s = kv_->Scan(
+      tables::kSamples, keys::JobPrefix(job), [&](absl::string_view key, absl::string_view value) {
+        std::string parsed_job;
+        uint32_t rank = 0;
+        int64_t iteration = 0;
+        size_t pos = 0;
+        std::optional<uint64_t> v = keys::ReadU64(value, &pos);
+        if (!keys::ParseSampleKey(key, &parsed_job, &rank, &iteration) || !v || parsed_job != job) {
+          bad = absl::DataLossError("table samples: malformed record");
+          return false;
+        }
+        fn(rank, iteration, static_cast<int64_t>(*v));
+        return true;
+      });
+  if (!s.ok()) return s;
+  return bad;
+}
+
+}  // namespace falcon::controller

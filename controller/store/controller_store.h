@@ -1,0 +1,108 @@
+// Typed tables over a KvStore (as Ray's GcsTableStorage over its StoreClient): one table (RocksDB
+// column family) per kind of record. Writes are staged in a StoreTxn and committed atomically, so
+// a telemetry batch's dedup mark and everything it changed land together ("write before acting").
+//
+// Tables and keys (keys.h):
+//   jobs        job name                    -> controller.v1.JobRecord
+//   events      event id                    -> controller.v1.EventRecord
+//   directives  job \0 directive id         -> falcon.v1.DirectiveRecord
+//   settings    job name ("" = defaults)    -> falcon.v1.Settings
+//   history     job \0 bucket iteration     -> falcon.v1.HistoryPoint (downsampled job series)
+//   samples     job \0 rank \0 iteration    -> int64 iteration time ns (recent window per rank,
+//                                              replayed into the detectors after a restart)
+//   agents      agent id                    -> controller.v1.AgentRecord
+//   meta        "meta"                      -> controller.v1.MetaRecord
+//
+// Thread-safety: as thread-safe as the KvStore (both implementations are); StoreTxn is not.
+#ifndef FALCON_CONTROLLER_STORE_CONTROLLER_STORE_H_
+#define FALCON_CONTROLLER_STORE_CONTROLLER_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "analysis/clock.h"
+#include "controller/store/kv_store.h"
+#include "controller/store/records.pb.h"
+#include "proto/falcon/v1/control.pb.h"
+
+namespace falcon::controller {
+
+namespace tables {
+inline constexpr char kJobs[] = "jobs";
+inline constexpr char kEvents[] = "events";
+inline constexpr char kDirectives[] = "directives";
+inline constexpr char kSettings[] = "settings";
+inline constexpr char kHistory[] = "history";
+inline constexpr char kSamples[] = "samples";
+inline constexpr char kAgents[] = "agents";
+inline constexpr char kMeta[] = "meta";
+}  // namespace tables
+
+// Staged writes; commit with ControllerStore::Commit. Later puts of the same key win.
+class StoreTxn {
+ public:
+  void PutJob(const v1::JobRecord& record);
+  void PutEvent(const v1::EventRecord& record);
+  void PutDirective(const falcon::v1::DirectiveRecord& record);
+  void PutSettings(const falcon::v1::Settings& settings);
+  void PutHistory(const std::string& job, const falcon::v1::HistoryPoint& point);
+  void PutSample(const std::string& job, uint32_t rank, int64_t iteration, int64_t time_ns);
+  // Deletes samples of (job, rank) with iteration < `before_iteration`.
+  void TrimSamples(const std::string& job, uint32_t rank, int64_t before_iteration);
+  // Deletes every sample of the job.
+  void DeleteJobSamples(const std::string& job);
+  void PutAgent(const v1::AgentRecord& record);
+  void PutMeta(const v1::MetaRecord& record);
+
+  bool empty() const { return batch_.empty(); }
+  size_t size() const { return batch_.size(); }
+  KvWriteBatch& batch() { return batch_; }
+
+ private:
+  KvWriteBatch batch_;
+};
+
+class ControllerStore {
+ public:
+  // Called after every commit with its latency and status (for metrics); may be empty.
+  using CommitObserver = std::function<void(absl::Duration latency, const absl::Status& status)>;
+
+  // `kv` and `clock` must outlive the store. The KvStore must have been opened with TableNames().
+  ControllerStore(KvStore* kv, const Clock* clock, CommitObserver observer = nullptr);
+
+  // Names of the tables to open the KvStore with.
+  static std::vector<std::string> TableNames();
+
+  // Applies `txn` atomically and clears it. Errors: those of KvStore::Write.
+  absl::Status Commit(StoreTxn* txn);
+
+  // Loaders. Errors: kDataLoss when a stored record does not parse; KvStore errors otherwise.
+  absl::StatusOr<std::vector<v1::JobRecord>> LoadJobs() const;
+  absl::StatusOr<std::vector<v1::EventRecord>> LoadEvents() const;
+  absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> LoadDirectives() const;
+  absl::StatusOr<std::vector<falcon::v1::Settings>> LoadSettings() const;
+  absl::StatusOr<std::vector<v1::AgentRecord>> LoadAgents() const;
+  // The meta record; a default one when none is stored yet.
+  absl::StatusOr<v1::MetaRecord> LoadMeta() const;
+  // History points of `job` with bucket iteration >= from_iteration, in iteration order.
+  absl::StatusOr<std::vector<falcon::v1::HistoryPoint>> LoadHistory(const std::string& job,
+                                                                    int64_t from_iteration) const;
+  // Calls fn(rank, iteration, time_ns) for every stored sample of `job`, ordered by rank then
+  // iteration.
+  absl::Status ScanSamples(const std::string& job,
+                           const std::function<void(uint32_t, int64_t, int64_t)>& fn) const;
+
+ private:
+  KvStore* const kv_;
+  const Clock* const clock_;
+  CommitObserver observer_;
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_STORE_CONTROLLER_STORE_H_

@@ -1,0 +1,169 @@
+#include "controller/store/controller_store.h"
+
+#include <cstdlib>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "analysis/clock.h"
+#include "controller/store/in_memory_kv_store.h"
+#include "controller/store/keys.h"
+#include "controller/store/rocksdb_kv_store.h"
+#include "gtest/gtest.h"
+
+namespace falcon::controller {
+namespace {
+
+TEST(KeysTest, SampleKeysOrderNumericallyAndRoundTrip) {
+  EXPECT_LT(keys::SampleKey("j", 1, 255), keys::SampleKey("j", 1, 256));
+  EXPECT_LT(keys::SampleKey("j", 1, 1'000'000), keys::SampleKey("j", 2, 0));
+  std::string job;
+  uint32_t rank = 0;
+  int64_t iteration = 0;
+  ASSERT_TRUE(
+      keys::ParseSampleKey(keys::SampleKey("job-a", 7, 123456789), &job, &rank, &iteration));
+  EXPECT_EQ(job, "job-a");
+  EXPECT_EQ(rank, 7u);
+  EXPECT_EQ(iteration, 123456789);
+  EXPECT_FALSE(keys::ParseSampleKey("no-separator", &job, &rank, &iteration));
+  EXPECT_FALSE(keys::ParseSampleKey(std::string("j\0\1\2", 4), &job, &rank, &iteration));
+}
+
+class ControllerStoreTest : public ::testing::Test {
+ protected:
+  ControllerStoreTest()
+      : kv_(ControllerStore::TableNames()),
+        store_(&kv_, &clock_, [this](absl::Duration, const absl::Status& s) {
+          ++commits_;
+          if (!s.ok()) ++failures_;
+        }) {}
+  FakeClock clock_;
+  InMemoryKvStore kv_;
+  int commits_ = 0;
+  int failures_ = 0;
+  ControllerStore store_;
+};
+
+TEST_F(ControllerStoreTest, RecordsRoundTripThroughOneCommit) {
+  StoreTxn txn;
+  v1::JobRecord job;
+  job.mutable_job()->set_job("llm");
+  job.mutable_job()->set_world_size(8);
+  txn.PutJob(job);
+  v1::EventRecord event;
+  event.mutable_event()->set_event_id(3);
+  event.mutable_event()->set_job("llm");
+  event.set_phase(v1::PHASE_PROFILING);
+  txn.PutEvent(event);
+  falcon::v1::Settings settings;
+  settings.set_job("llm");
+  settings.set_hazard(0.01);
+  txn.PutSettings(settings);
+  v1::AgentRecord agent;
+  agent.set_agent_id("node-1");
+  agent.set_acked_sequence(41);
+  txn.PutAgent(agent);
+  v1::MetaRecord meta;
+  meta.set_next_event_id(4);
+  txn.PutMeta(meta);
+  falcon::v1::DirectiveRecord directive;
+  directive.mutable_directive()->set_job("llm");
+  directive.mutable_directive()->set_directive_id(9);
+  txn.PutDirective(directive);
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  EXPECT_TRUE(txn.empty());
+  EXPECT_EQ(commits_, 1);
+  EXPECT_EQ(kv_.write_count(), 1);
+
+  EXPECT_EQ(store_.LoadJobs()->at(0).job().world_size(), 8u);
+  EXPECT_EQ(store_.LoadEvents()->at(0).phase(), v1::PHASE_PROFILING);
+  EXPECT_DOUBLE_EQ(store_.LoadSettings()->at(0).hazard(), 0.01);
+  EXPECT_EQ(store_.LoadAgents()->at(0).acked_sequence(), 41u);
+  EXPECT_EQ(store_.LoadMeta()->next_event_id(), 4u);
+  EXPECT_EQ(store_.LoadDirectives()->at(0).directive().directive_id(), 9u);
+}
+
+TEST_F(ControllerStoreTest, MetaDefaultsWhenAbsentAndEmptyCommitIsNoop) {
+  EXPECT_EQ(store_.LoadMeta()->next_event_id(), 0u);
+  StoreTxn txn;
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  EXPECT_EQ(commits_, 0);
+}
+
+TEST_F(ControllerStoreTest, HistoryFromIterationAndPerJob) {
+  StoreTxn txn;
+  for (int64_t it : {0, 10, 20, 300}) {
+    falcon::v1::HistoryPoint p;
+    p.set_iteration(it);
+    p.set_iteration_time_ns(1000 + it);
+    txn.PutHistory("a", p);
+    txn.PutHistory("ab", p);  // A job whose name extends "a" must not leak into "a".
+  }
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  auto points = store_.LoadHistory("a", 10);
+  ASSERT_TRUE(points.ok());
+  ASSERT_EQ(points->size(), 3u);
+  EXPECT_EQ((*points)[0].iteration(), 10);
+  EXPECT_EQ((*points)[2].iteration(), 300);
+  EXPECT_EQ(store_.LoadHistory("a", 0)->size(), 4u);
+  EXPECT_EQ(store_.LoadHistory("zzz", 0)->size(), 0u);
+}
+
+TEST_F(ControllerStoreTest, SamplesTrimPerRankAndDeletePerJob) {
+  StoreTxn txn;
+  for (uint32_t rank : {0u, 1u}) {
+    for (int64_t it = 0; it < 10; ++it) txn.PutSample("j", rank, it, 100 * it + rank);
+  }
+  txn.PutSample("j2", 0, 0, 5);
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  txn.TrimSamples("j", 1, 7);
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  std::vector<std::tuple<uint32_t, int64_t, int64_t>> seen;
+  ASSERT_TRUE(store_
+                  .ScanSamples("j", [&](uint32_t r, int64_t it,
+                                        int64_t ns) { seen.emplace_back(r, it, ns); })
+                  .ok());
+  ASSERT_EQ(seen.size(), 13u);
+  EXPECT_EQ(seen[10], std::make_tuple(1u, int64_t{7}, int64_t{701}));
+  txn.DeleteJobSamples("j");
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  int left = 0;
+  ASSERT_TRUE(store_.ScanSamples("j", [&](uint32_t, int64_t, int64_t) { ++left; }).ok());
+  EXPECT_EQ(left, 0);
+  ASSERT_TRUE(store_.ScanSamples("j2", [&](uint32_t, int64_t, int64_t) { ++left; }).ok());
+  EXPECT_EQ(left, 1);
+}
+
+TEST_F(ControllerStoreTest, CorruptRecordIsDataLoss) {
+  KvWriteBatch bad;
+  bad.Put(tables::kEvents, keys::EventKey(1), "\xff\xff\xff");
+  ASSERT_TRUE(kv_.Write(bad).ok());
+  EXPECT_EQ(store_.LoadEvents().status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(ControllerStoreTest, FailedCommitIsReportedToObserver) {
+  kv_.FailWritesForTest(absl::UnavailableError("disk gone"));
+  StoreTxn txn;
+  v1::MetaRecord meta;
+  txn.PutMeta(meta);
+  EXPECT_EQ(store_.Commit(&txn).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(failures_, 1);
+}
+
+TEST(ControllerStoreRocksDbTest, OpensWithItsTables) {
+  RocksDbOptions options;
+  options.path = std::string(std::getenv("TEST_TMPDIR")) + "/cs_db";
+  auto kv = RocksDbKvStore::Open(options, ControllerStore::TableNames());
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  FakeClock clock;
+  ControllerStore store(kv->get(), &clock);
+  StoreTxn txn;
+  txn.PutSample("j", 3, 5, 42);
+  ASSERT_TRUE(store.Commit(&txn).ok());
+  int64_t got = 0;
+  ASSERT_TRUE(store.ScanSamples("j", [&](uint32_t, int64_t, int64_t ns) { got = ns; }).ok());
+  EXPECT_EQ(got, 42);
+}
+
+}  // namespace
+}  // namespace falcon::controller

@@ -1,0 +1,40 @@
+// A KvStore held in memory (std::map per table), for tests and benchmarks. Thread-safe.
+#ifndef FALCON_CONTROLLER_STORE_IN_MEMORY_KV_STORE_H_
+#define FALCON_CONTROLLER_STORE_IN_MEMORY_KV_STORE_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "controller/store/kv_store.h"
+
+namespace falcon::controller {
+
+class InMemoryKvStore : public KvStore {
+ public:
+  explicit InMemoryKvStore(const std::vector<std::string>& tables);
+
+  absl::Status Write(const KvWriteBatch& batch) override;
+  absl::StatusOr<std::string> Get(absl::string_view table, absl::string_view key) const override;
+  absl::Status ScanRange(absl::string_view table, absl::string_view begin, absl::string_view end,
+                         const KvScanFn& fn) const override;
+  std::vector<std::string> Tables() const override;
+
+  // Makes every later Write fail with `status` (OK restores normal operation).
+  void FailWritesForTest(absl::Status status);
+  // Number of successful Write calls.
+  int64_t write_count() const;
+
+ private:
+  using Table = std::map<std::string, std::string, std::less<>>;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Table, std::less<>> tables_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_writes_ ABSL_GUARDED_BY(mu_);
+  int64_t write_count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace falcon::controller
+
+#endif  // FALCON_CONTROLLER_STORE_IN_MEMORY_KV_STORE_H_

@@ -1,0 +1,76 @@
+#include "controller/store/keys.h"
+
+namespace falcon::controller::keys {
+
+void AppendU32(std::string* out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+}
+
+void AppendU64(std::string* out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+}
+
+std::optional<uint32_t> ReadU32(absl::string_view in, size_t* pos) {
+  if (*pos + 4 > in.size()) return std::nullopt;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(in[(*pos)++]);
+  return v;
+}
+
+std::optional<uint64_t> ReadU64(absl::string_view in, size_t* pos) {
+  if (*pos + 8 > in.size()) return std::nullopt;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(in[(*pos)++]);
+  return v;
+}
+
+std::string EventKey(uint64_t event_id) {
+  std::string key;
+  AppendU64(&key, event_id);
+  return key;
+}
+
+std::string JobPrefix(absl::string_view job) {
+  std::string key(job);
+  key.push_back('\0');
+  return key;
+}
+
+std::string DirectiveKey(absl::string_view job, uint64_t directive_id) {
+  std::string key = JobPrefix(job);
+  AppendU64(&key, directive_id);
+  return key;
+}
+
+std::string HistoryKey(absl::string_view job, int64_t iteration) {
+  std::string key = JobPrefix(job);
+  AppendU64(&key, static_cast<uint64_t>(iteration));
+  return key;
+}
+
+std::string SamplePrefix(absl::string_view job, uint32_t rank) {
+  std::string key = JobPrefix(job);
+  AppendU32(&key, rank);
+  return key;
+}
+
+std::string SampleKey(absl::string_view job, uint32_t rank, int64_t iteration) {
+  std::string key = SamplePrefix(job, rank);
+  AppendU64(&key, static_cast<uint64_t>(iteration));
+  return key;
+}
+
+bool ParseSampleKey(absl::string_view key, std::string* job, uint32_t* rank, int64_t* iteration) {
+  size_t zero = key.find('\0');
+  if (zero == absl::string_view::npos) return false;
+  size_t pos = zero + 1;
+  std::optional<uint32_t> r = ReadU32(key, &pos);
+  std::optional<uint64_t> it = ReadU64(key, &pos);
+  if (!r || !it || pos != key.size()) return false;
+  *job = std::string(key.substr(0, zero));
+  *rank = *r;
+  *iteration = static_cast<int64_t>(*it);
+  return true;
+}
+
+}  // namespace falcon::controller::keys

@@ -1,0 +1,36 @@
+// Key encodings for the controller's tables. Integers are fixed-width big-endian so byte-wise key
+// order equals numeric order; a job name never contains '\0' (JobRegistration.job is
+// [A-Za-z0-9._-]), so "<job>\0" is a safe prefix.
+#ifndef FALCON_CONTROLLER_STORE_KEYS_H_
+#define FALCON_CONTROLLER_STORE_KEYS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace falcon::controller::keys {
+
+void AppendU32(std::string* out, uint32_t v);
+void AppendU64(std::string* out, uint64_t v);
+// Reads a big-endian integer at `*pos` and advances it; nullopt when too short.
+std::optional<uint32_t> ReadU32(absl::string_view in, size_t* pos);
+std::optional<uint64_t> ReadU64(absl::string_view in, size_t* pos);
+
+// events: event id.
+std::string EventKey(uint64_t event_id);
+// directives: "<job>\0" + directive id.
+std::string JobPrefix(absl::string_view job);
+std::string DirectiveKey(absl::string_view job, uint64_t directive_id);
+// history: "<job>\0" + first iteration of the bucket (iterations are >= 0).
+std::string HistoryKey(absl::string_view job, int64_t iteration);
+// samples: "<job>\0" + rank + iteration.
+std::string SamplePrefix(absl::string_view job, uint32_t rank);
+std::string SampleKey(absl::string_view job, uint32_t rank, int64_t iteration);
+// Parses a samples key; false when malformed.
+bool ParseSampleKey(absl::string_view key, std::string* job, uint32_t* rank, int64_t* iteration);
+
+}  // namespace falcon::controller::keys
+
+#endif  // FALCON_CONTROLLER_STORE_KEYS_H_

@@ -1,0 +1,32 @@
+// An AgentChannel that records what the controller sends, for tests.
+#ifndef FALCON_CONTROLLER_TESTING_FAKE_AGENT_CHANNEL_H_
+#define FALCON_CONTROLLER_TESTING_FAKE_AGENT_CHANNEL_H_
+
+#include <vector>
+
+#include "controller/core/agent_hub.h"
+
+namespace falcon::controller::testing {
+
+class FakeAgentChannel : public AgentChannel {
+ public:
+  bool Send(const falcon::v1::ControllerMessage& message) override {
+    if (closed) return false;
+    sent.push_back(message);
+    return true;
+  }
+  // Messages of one kind, in order.
+  std::vector<falcon::v1::ControllerMessage> Of(falcon::v1::ControllerMessage::MsgCase c) const {
+    std::vector<falcon::v1::ControllerMessage> out;
+    for (const auto& m : sent) {
+      if (m.msg_case() == c) out.push_back(m);
+    }
+    return out;
+  }
+  std::vector<falcon::v1::ControllerMessage> sent;
+  bool closed = false;
+};
+
+}  // namespace falcon::controller::testing
+
+#endif  // FALCON_CONTROLLER_TESTING_FAKE_AGENT_CHANNEL_H_

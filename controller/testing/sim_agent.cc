@@ -1,0 +1,117 @@
+#include "controller/testing/sim_agent.h"
+
+#include <algorithm>
+
+namespace falcon::controller::testing {
+
+SimAgent::SimAgent(std::string agent_id, std::string node, std::vector<uint32_t> ranks)
+    : agent_id_(std::move(agent_id)), node_(std::move(node)), ranks_(std::move(ranks)) {}
+
+absl::Status SimAgent::Connect(Controller& c, const std::vector<falcon::v1::JobRegistration>& jobs,
+                               uint64_t first_unacked_sequence) {
+  channel_ = std::make_shared<FakeAgentChannel>();
+  session_ = AgentSession();
+  session_.channel = channel_;
+  handled_ = 0;
+  profiling_.clear();
+  falcon::v1::AgentMessage m;
+  falcon::v1::AgentHello* h = m.mutable_hello();
+  h->set_agent_id(agent_id_);
+  h->set_node(node_);
+  h->set_version("sim");
+  h->set_first_unacked_sequence(first_unacked_sequence);
+  for (const auto& j : jobs) *h->add_jobs() = j;
+  absl::Status s = c.OnAgentMessage(&session_, m);
+  if (!s.ok()) return s;
+  for (const auto& msg : channel_->sent) {
+    if (msg.has_hello()) hello_ = msg.hello();
+  }
+  return s;
+}
+
+void SimAgent::Disconnect(Controller& c) {
+  c.OnAgentDisconnected(&session_);
+  if (channel_) channel_->closed = true;
+}
+
+absl::StatusOr<falcon::v1::BatchAck> SimAgent::Send(Controller& c,
+                                                    falcon::v1::TelemetryBatch batch) {
+  if (batch.sequence() == 0) batch.set_sequence(next_sequence_++);
+  falcon::v1::AgentMessage m;
+  *m.mutable_batch() = std::move(batch);
+  const uint64_t seq = m.batch().sequence();
+  const size_t before = channel_->sent.size();
+  absl::Status s = c.OnAgentMessage(&session_, m);
+  if (!s.ok()) return s;
+  for (size_t i = before; i < channel_->sent.size(); ++i) {
+    const auto& msg = channel_->sent[i];
+    if (msg.has_batch_ack() && msg.batch_ack().sequence() == seq) return msg.batch_ack();
+  }
+  return absl::InternalError("no BatchAck");
+}
+
+int SimAgent::Respond(Controller& c, const Responder& responder) {
+  int answered = 0;
+  // Answers may make the controller send more to this agent; keep going until caught up.
+  while (handled_ < channel_->sent.size()) {
+    const falcon::v1::ControllerMessage msg = channel_->sent[handled_++];
+    if (msg.has_profiling()) {
+      if (msg.profiling().enabled()) {
+        profiling_.insert(msg.profiling().job());
+      } else {
+        profiling_.erase(msg.profiling().job());
+      }
+    }
+    if (msg.has_directive() && responder.ack_directives) {
+      const falcon::v1::Directive& d = msg.directive();
+      for (uint32_t r : ranks_) {
+        bool target = d.target_ranks_size() == 0 ||
+                      std::find(d.target_ranks().begin(), d.target_ranks().end(), r) !=
+                          d.target_ranks().end();
+        if (!target) continue;
+        falcon::v1::AgentMessage ack;
+        falcon::v1::DirectiveAck* a = ack.mutable_directive_ack();
+        a->set_directive_id(d.directive_id());
+        a->set_job(d.job());
+        a->set_rank(r);
+        a->set_epoch(d.epoch());
+        a->set_status(falcon::v1::ACK_STATUS_APPLIED);
+        a->set_applied_iteration(d.effective_iteration());
+        c.OnAgentMessage(&session_, ack).IgnoreError();
+      }
+      ++answered;
+    }
+    if (msg.has_validation_task() && responder.answer_tasks) {
+      const falcon::v1::ValidationTask& t = msg.validation_task();
+      for (uint32_t r : ranks_) {
+        if (std::find(t.ranks().begin(), t.ranks().end(), r) == t.ranks().end()) continue;
+        falcon::v1::AgentMessage res;
+        falcon::v1::ValidationResult* v = res.mutable_validation_result();
+        v->set_task_id(t.task_id());
+        v->set_job(t.job());
+        v->set_rank(r);
+        if (t.has_gemm()) {
+          v->set_gemm_duration_ns(responder.gemm_ns(r));
+          v->set_gemm_flops(2.0 * t.gemm().m() * t.gemm().n() * t.gemm().k() /
+                            (responder.gemm_ns(r) * 1e-9));
+        } else {
+          bool sender = false;
+          for (const falcon::v1::Link& l : t.link_pass().links()) {
+            if (l.src_rank() != r) continue;
+            sender = true;
+            falcon::v1::LinkTiming* lt = v->add_links();
+            *lt->mutable_link() = l;
+            lt->set_duration_ns(responder.link_ns(l.src_rank(), l.dst_rank()));
+            lt->set_bytes(t.link_pass().bytes());
+          }
+          if (!sender) continue;  // Receivers have nothing to report.
+        }
+        c.OnAgentMessage(&session_, res).IgnoreError();
+      }
+      ++answered;
+    }
+  }
+  return answered;
+}
+
+}  // namespace falcon::controller::testing
