@@ -146,7 +146,9 @@ void DetectionManager::Feed(Pipeline& p, const JobEntry& job, uint32_t rank, int
       s.detector->Add(iteration, absl::Nanoseconds(time_ns));
   if (!replay) {
     if (ev.ok() && ev->has_value()) OnDetection(p, RankSeries(rank), s, **ev, uow);
-    events_->ObserveSeries(p.job, RankSeries(rank), iteration, absl::Nanoseconds(time_ns));
+    if (events_->Active(p.job) != nullptr) {
+      events_->ObserveSeries(p.job, RankSeries(rank), iteration, absl::Nanoseconds(time_ns));
+    }
   }
   std::vector<JobPoint> done;
   p.assembler.Add(iteration, time_ns, plan_version, &done);
