@@ -107,8 +107,10 @@ const char* AgentMetrics::CommKindLabel(v1::CommKind kind) {
   }
 }
 
-AgentMetrics::RankSeries AgentMetrics::AddRank(const std::string& job, uint32_t rank) {
-  const prometheus::Labels labels{{"job", job}, {"rank", absl::StrCat(rank)}};
+AgentMetrics::RankSeries AgentMetrics::AddRank(const std::string& job, uint32_t rank, int32_t gpu) {
+  const prometheus::Labels labels{{"job", job},
+                                  {"rank", absl::StrCat(rank)},
+                                  {"gpu", gpu < 0 ? std::string("cpu") : absl::StrCat(gpu)}};
   RankSeries s;
   s.iteration_time_seconds = &iteration_time_.Add(labels);
   s.iterations = &iterations_.Add(labels);

@@ -2,10 +2,10 @@
 // end in _total, labels job/rank/node/...; no per-op or per-iteration labels). Every series carries
 // the constant label node. Series:
 //   falcon_agent_build_info{version}                                 gauge, 1
-//   falcon_agent_iteration_time_seconds{job,rank}                    gauge, latest iteration
-//   falcon_agent_iterations_total{job,rank}                          counter, summaries made
+//   falcon_agent_iteration_time_seconds{job,rank,gpu}                gauge, latest iteration
+//   falcon_agent_iterations_total{job,rank,gpu}                      counter, summaries made
 //   falcon_agent_op_duration_seconds{job,comm_kind}                  histogram, host op time
-//   falcon_agent_records_in_total{job,rank}                          counter, op records from shims
+//   falcon_agent_records_in_total{job,rank,gpu}                      counter, op records from shims
 //   falcon_agent_records_out_total{job,type=summary|op}              counter, records to controller
 //   falcon_agent_records_dropped_total{job,reason}                   counter; reason: shim_ring
 //       (reported by the shim), unassigned (in no iteration), overflow (agent memory bound),
@@ -18,6 +18,7 @@
 //   falcon_agent_shim_sessions                                        gauge, live sessions
 //   falcon_agent_shim_errors_total                                    counter, malformed messages
 //   falcon_agent_directives_relayed_total / _validation_tasks_relayed_total counters
+// gpu is the rank's CUDA device index (DCGM's label, for joins), "cpu" for CPU ranks.
 // Thread-safe (prometheus-cpp metrics are).
 #ifndef FALCON_AGENT_AGENT_METRICS_H_
 #define FALCON_AGENT_AGENT_METRICS_H_
@@ -61,7 +62,8 @@ class AgentMetrics {
   AgentMetrics(std::shared_ptr<prometheus::Registry> registry, const std::string& node,
                const std::string& version);
 
-  RankSeries AddRank(const std::string& job, uint32_t rank);
+  // `gpu`: the rank's device index, -1 for CPU.
+  RankSeries AddRank(const std::string& job, uint32_t rank, int32_t gpu);
   void RemoveRank(const RankSeries& series);
   JobSeries AddJob(const std::string& job);
   void RemoveJob(const JobSeries& series);

@@ -309,7 +309,8 @@ TEST_F(AgentTest, MetricsAreScrapedOverHttp) {
   ASSERT_TRUE(body.ok()) << body.status();
   auto samples = testing::ParsePrometheusText(*body);
   ASSERT_TRUE(samples.ok()) << samples.status();
-  const std::map<std::string, std::string> rank0{{"node", "n1"}, {"job", kJob}, {"rank", "0"}};
+  const std::map<std::string, std::string> rank0{
+      {"node", "n1"}, {"job", kJob}, {"rank", "0"}, {"gpu", "cpu"}};
   using testing::FindSample;
   EXPECT_EQ(FindSample(*samples, "falcon_agent_records_in_total", rank0), 7);
   EXPECT_EQ(FindSample(*samples, "falcon_agent_iterations_total", rank0), 6);
@@ -331,6 +332,28 @@ TEST_F(AgentTest, MetricsAreScrapedOverHttp) {
                        {{"job", kJob}, {"reason", "shim_ring"}}),
             0);
   EXPECT_GE(*FindSample(*samples, "falcon_agent_batches_acked_total"), 1);
+}
+
+TEST_F(AgentTest, ControllerConfigChangesTheFlushInterval) {
+  StartAgent();
+  ASSERT_TRUE(controller_.WaitForAgent(kWait));
+  v1::ControllerMessage msg;
+  msg.mutable_config()->set_summary_interval_ns(1);  // Out of range: ignored.
+  ASSERT_TRUE(controller_.Send(msg));
+  // A directive for a job not on this node is ignored and counted; the stream is ordered, so
+  // once it is counted the config before it was handled.
+  msg.Clear();
+  msg.mutable_directive()->set_directive_id(1);
+  msg.mutable_directive()->set_job("elsewhere");
+  ASSERT_TRUE(controller_.Send(msg));
+  ASSERT_TRUE(store_.WaitFor(
+      [&](const auto&) { return agent_->hub().stats().ignored_controller_messages == 1; }, kWait));
+  EXPECT_EQ(agent_->summary_interval(), absl::Milliseconds(20));
+  msg.Clear();
+  msg.mutable_config()->set_summary_interval_ns(5'000'000);
+  ASSERT_TRUE(controller_.Send(msg));
+  EXPECT_TRUE(store_.WaitFor(
+      [&](const auto&) { return agent_->summary_interval() == absl::Milliseconds(5); }, kWait));
 }
 
 TEST_F(AgentTest, RelaysDirectivesTasksAndProfilingBothWays) {

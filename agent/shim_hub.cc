@@ -179,7 +179,7 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
     stats_.superseded++;
   }
   if (inserted) {
-    rank.metrics = metrics_->AddRank(hello.job(), rank_id);
+    rank.metrics = metrics_->AddRank(hello.job(), rank_id, hello.rank().gpu());
     job.reducer.AddRank(rank_id);
   } else if (new_epoch || rank.info.pid() != hello.rank().pid()) {
     // A new trainer process: a new rank session with its own sequence numbers.
