@@ -14,6 +14,8 @@ PACKAGES=(
   # Tests, demo and tooling: format check, plots, real Prometheus server + promtool, CPU
   # contention for compute fail-slows, HTTP scrapes, systemd unit verification.
   clang-format gnuplot-nox prometheus stress-ng curl systemd
+  # libFuzzer for the controller ingest fuzz target (Debian gcc has none).
+  clang libclang-rt-14-dev
 )
 
 missing=()
