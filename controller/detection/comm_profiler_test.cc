@@ -1,0 +1,99 @@
+#include "controller/detection/comm_profiler.h"
+
+#include <optional>
+
+#include "controller/testing/job_fixtures.h"
+#include "gtest/gtest.h"
+
+namespace falcon::controller {
+namespace {
+
+class CommProfilerTest : public ::testing::Test {
+ protected:
+  CommProfilerTest() {
+    spec_.dp = 4;
+    spec_.pp = 2;
+    spec_.ranks_per_node = 8;
+    StoreTxn txn;
+    std::optional<JobEntry> e;
+    registry_.Merge("a", "node-0", testing::NodeRegistration(spec_, 0), "r", &e);
+    job_ = registry_.Install(std::move(*e), &txn);
+  }
+  // One iteration where `slow_rank` computes `extra` longer and its DP peers wait for it.
+  void AddIteration(CommProfiler& p, int64_t it, int slow_rank, int64_t extra) {
+    for (uint32_t r = 0; r < 8; ++r) {
+      falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, it, 100'000'000 + extra);
+      if (static_cast<int>(r) == slow_rank) {
+        s.set_compute_ns(s.compute_ns() + extra);
+      } else {
+        for (auto& c : *s.mutable_comms()) {
+          if (c.comm_id() == 1000 + r / spec_.dp && slow_rank >= 0 &&
+              r / spec_.dp == static_cast<uint32_t>(slow_rank) / spec_.dp) {
+            c.set_wait_ns(c.wait_ns() + extra);
+            c.set_busy_ns(c.busy_ns() + extra);
+          }
+        }
+      }
+      p.AddSummary(s, *job_);
+    }
+    p.CompleteIteration(it, 100'000'000 + extra, analysis::BlameOptions());
+  }
+
+  testing::LayoutSpec spec_;
+  JobRegistry registry_;
+  JobEntry* job_ = nullptr;
+};
+
+TEST_F(CommProfilerTest, BlamesTheRankThatComputesLongerNotTheOnesWaiting) {
+  CommProfiler p;
+  AddIteration(p, 0, 2, 40'000'000);  // Not active yet: ignored.
+  EXPECT_EQ(p.Result().iterations, 0);
+  p.Start();
+  for (int64_t it = 1; it <= 4; ++it) AddIteration(p, it, 2, 40'000'000);
+  ProfileResult r = p.Result();
+  EXPECT_EQ(r.iterations, 4);
+  ASSERT_EQ(r.blamed.size(), 1u);
+  EXPECT_EQ(r.blamed[0].rank, 2u);
+  EXPECT_EQ(r.blamed[0].cause, analysis::Cause::kCompute);
+  EXPECT_GT(r.blamed[0].ratio, 1.1);
+  EXPECT_DOUBLE_EQ(r.blamed[0].fraction, 1.0);
+  EXPECT_EQ(p.pending_iterations(), 0u);
+}
+
+TEST_F(CommProfilerTest, SlowTransferFromDeviceTimedOpsFlagsTheCommunicator) {
+  CommProfiler p;
+  p.Start();
+  for (int64_t it = 0; it < 3; ++it) {
+    // Every member of stage 1's DP group (comm 1001) moves data 3x longer than stage 0's.
+    for (uint32_t r = 4; r < 8; ++r) {
+      google::protobuf::RepeatedPtrField<falcon::v1::OpRecord> ops;
+      falcon::v1::OpRecord* op = ops.Add();
+      op->set_comm_id(1001);
+      op->set_iteration(it);
+      op->set_device_duration_ns(30'000'000);
+      p.AddOps(r, ops);
+    }
+    AddIteration(p, it, -1, 0);
+  }
+  ProfileResult r = p.Result();
+  ASSERT_EQ(r.suspicious.size(), 1u);
+  EXPECT_EQ(r.suspicious[0].comm_id, 1001u);
+  EXPECT_GT(r.suspicious[0].ratio, 1.1);
+  p.Stop();
+  EXPECT_FALSE(p.active());
+}
+
+TEST_F(CommProfilerTest, HealthyIterationsFlagNothingAndPendingIsBounded) {
+  CommProfiler p(/*max_pending_iterations=*/4);
+  p.Start();
+  for (int64_t it = 0; it < 5; ++it) AddIteration(p, it, -1, 0);
+  EXPECT_TRUE(p.Result().suspicious.empty());
+  EXPECT_TRUE(p.Result().blamed.empty());
+  for (int64_t it = 10; it < 20; ++it) {
+    p.AddSummary(testing::MakeSummary(spec_, 0, it, 100'000'000), *job_);
+  }
+  EXPECT_LE(p.pending_iterations(), 4u);
+}
+
+}  // namespace
+}  // namespace falcon::controller
