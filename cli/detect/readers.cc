@@ -206,8 +206,12 @@ absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string&
     const nlohmann::json& raw = entry["raw"];
     for (size_t j = 0; j < raw.size(); ++j) {
       if (!raw[j].is_number()) {
+        // Name the type rather than dumping the value: dump() recurses (a deeply nested value
+        // would overflow the stack) and a long string would flood the message.
+        std::string shown = raw[j].is_structured() ? std::string("an ") + raw[j].type_name()
+                                                   : raw[j].dump().substr(0, 40);
         return absl::InvalidArgumentError(absl::StrCat(path, ": series \"", label, "\" raw[", j,
-                                                       "] is ", raw[j].dump(), ", not a number"));
+                                                       "] is ", shown, ", not a number"));
       }
       const double v = raw[j].get<double>();
       if (!std::isfinite(v)) {

@@ -71,6 +71,10 @@ TEST(ReadTcpdTest, SeriesAndErrors) {
       Message(ReadTcpd(WriteTemp("n.json", R"({"series":[{"label":"V1","raw":[1,null]}]})"), "")),
       HasSubstr("series \"V1\" raw[1] is null, not a number"));
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("b.json", "{"), "")), HasSubstr("not valid JSON"));
+  // A deeply nested value is named by its type, not dumped (dump() recursed and crashed).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_THAT(Message(ReadTcpd(WriteTemp("d.json", R"({"series":[{"raw":[)" + deep + "]}]}"), "")),
+              HasSubstr("raw[0] is an array, not a number"));
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("o.json", "[]"), "")), HasSubstr("\"series\" array"));
 }
 

@@ -75,8 +75,15 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
   if (o.pp < 1) return absl::InvalidArgumentError(absl::StrCat("--pp must be >= 1, got ", o.pp));
   if (o.tp < 1) return absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", o.tp));
   if (o.dp < 0) return absl::InvalidArgumentError(absl::StrCat("--dp must be >= 1, got ", o.dp));
-  const int dp = o.dp == 0 ? o.nproc / (o.pp * o.tp) : o.dp;
-  if (dp < 1 || dp * o.pp * o.tp != o.nproc) {
+  constexpr int kMaxRanks = 4096;  // one machine's emulated job; also keeps products in range
+  if (o.nproc > kMaxRanks || o.pp > kMaxRanks || o.tp > kMaxRanks || o.dp > kMaxRanks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nproc, --dp, --pp and --tp must each be <= ", kMaxRanks,
+                     "; got --nproc=", o.nproc, " --dp=", o.dp, " --pp=", o.pp, " --tp=", o.tp));
+  }
+  const int64_t pp_tp = int64_t{o.pp} * o.tp;
+  const int64_t dp = o.dp == 0 ? o.nproc / pp_tp : o.dp;
+  if (dp < 1 || dp * pp_tp != o.nproc) {
     return absl::InvalidArgumentError(absl::StrCat("--dp x --pp x --tp = ", dp, " x ", o.pp, " x ",
                                                    o.tp, " must equal --nproc=", o.nproc));
   }

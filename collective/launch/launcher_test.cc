@@ -125,6 +125,18 @@ TEST(LauncherTest, ValidationNamesTheFlag) {
       {[](LaunchOptions& o) { o.tp = 0; }, "--tp"},
       {[](LaunchOptions& o) { o.backend = "mpi"; }, "--backend"},
       {[](LaunchOptions& o) { o.command.clear(); }, "PROGRAM"},
+      // pp x tp overflowing int once divided by zero (SIGFPE) or wrapped to nproc.
+      {[](LaunchOptions& o) {
+         o.pp = 65536;
+         o.tp = 65536;
+       },
+       "--tp"},
+      {[](LaunchOptions& o) {
+         o.dp = 2;
+         o.pp = 2;
+         o.tp = 1073741825;
+       },
+       "--tp"},
   };
   for (const Case& c : cases) {
     LaunchOptions o = good;

@@ -76,7 +76,7 @@ absl::StatusOr<RankEnv> ParseRankEnv(const std::function<const char*(const char*
   if (auto s = ReadInt(lookup, "FALCON_DP", false, 1, &e.dp); !s.ok()) return s;
   if (auto s = ReadInt(lookup, "FALCON_PP", false, 1, &e.pp); !s.ok()) return s;
   if (auto s = ReadInt(lookup, "FALCON_TP", false, 1, &e.tp); !s.ok()) return s;
-  if (e.dp * e.pp * e.tp != e.world_size) {
+  if (int64_t{e.dp} * e.pp * e.tp != int64_t{e.world_size}) {
     return absl::InvalidArgumentError(
         absl::StrCat("FALCON_DP x FALCON_PP x FALCON_TP = ", e.dp, " x ", e.pp, " x ", e.tp,
                      " differs from FALCON_WORLD_SIZE=", e.world_size));
