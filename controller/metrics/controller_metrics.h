@@ -11,7 +11,9 @@
 //   falcon_ingest_iteration_summaries_total                     counter
 //   falcon_ingest_op_records_total                              counter
 //   falcon_ingest_stale_summaries_total                         counter, iteration not above the
-//   last falcon_validation_results_total / falcon_directive_acks_total   counters
+//                                                               rank's last
+//   falcon_validation_results_total                             counter
+//   falcon_directive_acks_total                                 counter
 //   falcon_events{state,cause}                                  gauge, events now in each state
 //   falcon_event_transitions_total{state,cause}                 counter
 //   falcon_detection_delay_seconds                              histogram, onset -> alarm
