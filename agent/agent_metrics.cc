@@ -29,6 +29,11 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, const
                           .Help("Latest iteration time of a rank")
                           .Labels({{"node", node}})
                           .Register(*registry_)),
+      compute_time_(BuildGauge()
+                        .Name("falcon_agent_compute_time_seconds")
+                        .Help("Latest iteration's compute time of a rank (outside comm ops)")
+                        .Labels({{"node", node}})
+                        .Register(*registry_)),
       iterations_(BuildCounter()
                       .Name("falcon_agent_iterations_total")
                       .Help("Iteration summaries made for a rank")
@@ -113,6 +118,7 @@ AgentMetrics::RankSeries AgentMetrics::AddRank(const std::string& job, uint32_t 
                                   {"gpu", gpu < 0 ? std::string("cpu") : absl::StrCat(gpu)}};
   RankSeries s;
   s.iteration_time_seconds = &iteration_time_.Add(labels);
+  s.compute_time_seconds = &compute_time_.Add(labels);
   s.iterations = &iterations_.Add(labels);
   s.records_in = &records_in_.Add(labels);
   return s;
@@ -120,6 +126,7 @@ AgentMetrics::RankSeries AgentMetrics::AddRank(const std::string& job, uint32_t 
 
 void AgentMetrics::RemoveRank(const RankSeries& s) {
   if (s.iteration_time_seconds != nullptr) iteration_time_.Remove(s.iteration_time_seconds);
+  if (s.compute_time_seconds != nullptr) compute_time_.Remove(s.compute_time_seconds);
   if (s.iterations != nullptr) iterations_.Remove(s.iterations);
   if (s.records_in != nullptr) records_in_.Remove(s.records_in);
 }

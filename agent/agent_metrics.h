@@ -3,6 +3,8 @@
 // the constant label node. Series:
 //   falcon_agent_build_info{version}                                 gauge, 1
 //   falcon_agent_iteration_time_seconds{job,rank,gpu}                gauge, latest iteration
+//   falcon_agent_compute_time_seconds{job,rank,gpu}                  gauge, latest iteration's time
+//       outside communication ops (IterationSummary.compute_ns)
 //   falcon_agent_iterations_total{job,rank,gpu}                      counter, summaries made
 //   falcon_agent_op_duration_seconds{job,comm_kind}                  histogram, host op time
 //   falcon_agent_records_in_total{job,rank,gpu}                      counter, op records from shims
@@ -45,6 +47,7 @@ class AgentMetrics {
   // Series of one rank; removed with RemoveRank.
   struct RankSeries {
     prometheus::Gauge* iteration_time_seconds = nullptr;
+    prometheus::Gauge* compute_time_seconds = nullptr;
     prometheus::Counter* iterations = nullptr;
     prometheus::Counter* records_in = nullptr;
   };
@@ -87,6 +90,7 @@ class AgentMetrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>& iteration_time_;
+  prometheus::Family<prometheus::Gauge>& compute_time_;
   prometheus::Family<prometheus::Counter>& iterations_;
   prometheus::Family<prometheus::Histogram>& op_duration_;
   prometheus::Family<prometheus::Counter>& records_in_;

@@ -315,6 +315,10 @@ TEST_F(AgentTest, MetricsAreScrapedOverHttp) {
   EXPECT_EQ(FindSample(*samples, "falcon_agent_records_in_total", rank0), 7);
   EXPECT_EQ(FindSample(*samples, "falcon_agent_iterations_total", rank0), 6);
   EXPECT_DOUBLE_EQ(*FindSample(*samples, "falcon_agent_iteration_time_seconds", rank0), 0.01);
+  // 10 ms iterations with one 3 ms dp op each: 7 ms outside communication.
+  auto compute = FindSample(*samples, "falcon_agent_compute_time_seconds", rank0);
+  ASSERT_TRUE(compute.has_value());
+  EXPECT_NEAR(*compute, 0.007, 1e-9);
   EXPECT_EQ(FindSample(*samples, "falcon_agent_op_duration_seconds_count",
                        {{"job", kJob}, {"comm_kind", "dp"}}),
             7);

@@ -435,6 +435,7 @@ void ShimHub::FlushJob(JobState& job, bool drain, int64_t now_ns,
     if (rit == job.ranks.end()) continue;
     rit->second.metrics.iteration_time_seconds->Set(static_cast<double>(s.iteration_time_ns()) *
                                                     1e-9);
+    rit->second.metrics.compute_time_seconds->Set(static_cast<double>(s.compute_ns()) * 1e-9);
     rit->second.metrics.iterations->Increment();
   }
   const reduce::JobReducer::Stats rs = job.reducer.stats();

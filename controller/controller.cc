@@ -132,7 +132,7 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const Cloc
              }),
       ids_(std::move(meta)),
       events_(clock, &ids_, metrics),
-      directives_(options.directives, clock, &ids_, &hub_),
+      directives_(options.directives, clock, &ids_, &hub_, metrics),
       localizer_(options.localization, clock, &ids_, &hub_, &directives_, &events_, &registry_,
                  &settings_,
                  [this](const std::string& job) { return detection_.LastIteration(job); }),

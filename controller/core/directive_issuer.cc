@@ -8,8 +8,8 @@ namespace falcon::controller {
 using falcon::v1::DirectiveRecord;
 
 DirectiveIssuer::DirectiveIssuer(DirectiveOptions options, const Clock* clock, IdAllocator* ids,
-                                 AgentHub* hub)
-    : options_(options), clock_(clock), ids_(ids), hub_(hub) {}
+                                 AgentHub* hub, ControllerMetrics* metrics)
+    : options_(options), clock_(clock), ids_(ids), hub_(hub), metrics_(metrics) {}
 
 void DirectiveIssuer::Load(const std::vector<DirectiveRecord>& records) {
   records_.clear();
@@ -36,7 +36,10 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   uow->txn().PutDirective(record);
   // Copy what the send needs: the job entry may change before the commit runs the action.
   JobEntry snapshot = job;
-  uow->AfterCommit([this, directive, snapshot]() { SendTo(directive, snapshot, ""); });
+  uow->AfterCommit([this, directive, snapshot]() {
+    if (metrics_ != nullptr) metrics_->DirectiveIssued(directive);
+    SendTo(directive, snapshot, "");
+  });
   return id;
 }
 

@@ -16,6 +16,7 @@
 #include "controller/core/agent_hub.h"
 #include "controller/core/id_allocator.h"
 #include "controller/core/unit_of_work.h"
+#include "controller/metrics/controller_metrics.h"
 #include "controller/registry/job_registry.h"
 #include "proto/falcon/v1/control.pb.h"
 
@@ -28,7 +29,9 @@ struct DirectiveOptions {
 
 class DirectiveIssuer {
  public:
-  DirectiveIssuer(DirectiveOptions options, const Clock* clock, IdAllocator* ids, AgentHub* hub);
+  // `metrics` (nullable, not owned) counts committed directives by strategy.
+  DirectiveIssuer(DirectiveOptions options, const Clock* clock, IdAllocator* ids, AgentHub* hub,
+                  ControllerMetrics* metrics = nullptr);
 
   // Replaces the records with stored ones (ControllerStore::LoadDirectives()).
   void Load(const std::vector<falcon::v1::DirectiveRecord>& records);
@@ -67,6 +70,7 @@ class DirectiveIssuer {
   const Clock* const clock_;
   IdAllocator* const ids_;
   AgentHub* const hub_;
+  ControllerMetrics* const metrics_;
   std::map<uint64_t, falcon::v1::DirectiveRecord> records_;
 };
 

@@ -24,6 +24,25 @@ std::string CauseLabel(falcon::v1::Cause cause) {
   return Lower(falcon::v1::Cause_Name(cause), sizeof("CAUSE_") - 1);
 }
 
+std::string StrategyLabel(const falcon::v1::Directive& directive) {
+  switch (directive.kind_case()) {
+    case falcon::v1::Directive::kMicroBatchPlan:
+      return "s2";
+    case falcon::v1::Directive::kTopologyChange:
+      return "s3";
+    case falcon::v1::Directive::kCheckpointRestart:
+      return "s4";
+    case falcon::v1::Directive::kPause:
+      return "pause";
+    case falcon::v1::Directive::kResume:
+      return "resume";
+    case falcon::v1::Directive::kProfiling:
+      return "profiling";
+    default:
+      return "unknown";
+  }
+}
+
 ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::string& version)
     : agents_connected_(prometheus::BuildGauge()
                             .Name("falcon_controller_agents_connected")
@@ -98,6 +117,15 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
                           .Name("falcon_job_iteration_time_seconds")
                           .Help("Latest job iteration time (max over ranks)")
                           .Register(registry)),
+      job_iterations_(prometheus::BuildCounter()
+                          .Name("falcon_job_iterations_total")
+                          .Help("Job iterations ingested (one per job iteration, all ranks)")
+                          .Register(registry)),
+      directives_issued_(prometheus::BuildCounter()
+                             .Name("falcon_directives_issued_total")
+                             .Help("Directives committed, by strategy (s2, s3, s4) or validation "
+                                   "and profiling kind (pause, resume, profiling)")
+                             .Register(registry)),
       write_latency_(
           prometheus::BuildHistogram()
               .Name("falcon_store_write_latency_seconds")
@@ -147,24 +175,31 @@ void ControllerMetrics::DetectionDelay(absl::Duration delay, int64_t iterations)
 
 void ControllerMetrics::ActiveFailSlows(const std::string& job, int active) {
   absl::MutexLock lock(&mu_);
-  auto& slot = per_job_[job];
-  if (slot.first == nullptr) slot.first = &active_.Add({{"job", job}});
-  slot.first->Set(active);
+  JobSeries& slot = per_job_[job];
+  if (slot.active == nullptr) slot.active = &active_.Add({{"job", job}});
+  slot.active->Set(active);
 }
 
 void ControllerMetrics::JobIterationTime(const std::string& job, absl::Duration time) {
   absl::MutexLock lock(&mu_);
-  auto& slot = per_job_[job];
-  if (slot.second == nullptr) slot.second = &iteration_time_.Add({{"job", job}});
-  slot.second->Set(absl::ToDoubleSeconds(time));
+  JobSeries& slot = per_job_[job];
+  if (slot.iteration_time == nullptr) slot.iteration_time = &iteration_time_.Add({{"job", job}});
+  if (slot.iterations == nullptr) slot.iterations = &job_iterations_.Add({{"job", job}});
+  slot.iteration_time->Set(absl::ToDoubleSeconds(time));
+  slot.iterations->Increment();
+}
+
+void ControllerMetrics::DirectiveIssued(const falcon::v1::Directive& directive) {
+  directives_issued_.Add({{"strategy", StrategyLabel(directive)}}).Increment();
 }
 
 void ControllerMetrics::RemoveJob(const std::string& job) {
   absl::MutexLock lock(&mu_);
   auto it = per_job_.find(job);
   if (it == per_job_.end()) return;
-  if (it->second.first) active_.Remove(it->second.first);
-  if (it->second.second) iteration_time_.Remove(it->second.second);
+  if (it->second.active) active_.Remove(it->second.active);
+  if (it->second.iteration_time) iteration_time_.Remove(it->second.iteration_time);
+  if (it->second.iterations) job_iterations_.Remove(it->second.iterations);
   per_job_.erase(it);
 }
 

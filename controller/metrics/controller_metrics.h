@@ -11,15 +11,25 @@
 //   falcon_ingest_iteration_summaries_total                     counter
 //   falcon_ingest_op_records_total                              counter
 //   falcon_ingest_stale_summaries_total                         counter, iteration not above the
-//   last falcon_validation_results_total / falcon_directive_acks_total   counters
+//                                                               rank's last
+//   falcon_validation_results_total                             counter
+//   falcon_directive_acks_total                                 counter
 //   falcon_events{state,cause}                                  gauge, events now in each state
 //   falcon_event_transitions_total{state,cause}                 counter
 //   falcon_detection_delay_seconds                              histogram, onset -> alarm
 //   falcon_detection_delay_iterations                           histogram, onset -> alarm
 //   falcon_active_fail_slows{job}                               gauge, 0 or 1 (one active
-//   event/job) falcon_job_iteration_time_seconds{job}                      gauge, latest job
-//   iteration time falcon_store_write_latency_seconds                          histogram, one per
-//   commit falcon_store_write_errors_total                             counter
+//                                                               event per job)
+//   falcon_job_iteration_time_seconds{job}                      gauge, latest job iteration time
+//   falcon_job_iterations_total{job}                            counter, job iterations ingested
+//                                                               (alert "detection stalled")
+//   falcon_directives_issued_total{strategy}                    counter, directives committed;
+//                                                               strategy: s2 (micro-batch plan),
+//                                                               s3 (topology change), s4
+//                                                               (checkpoint-restart), pause,
+//                                                               resume (validation), profiling
+//   falcon_store_write_latency_seconds                          histogram, one per commit
+//   falcon_store_write_errors_total                             counter
 #ifndef FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
 #define FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
 
@@ -45,6 +55,9 @@ namespace falcon::controller {
 // "suspected", "confirmed", ...; "compute", "communication", "unknown", "none" (not yet known).
 std::string EventStateLabel(falcon::v1::EventState state);
 std::string CauseLabel(falcon::v1::Cause cause);
+// The strategy label of a directive by its kind: "s2", "s3", "s4", "pause", "resume", "profiling";
+// "unknown" when no kind is set.
+std::string StrategyLabel(const falcon::v1::Directive& directive);
 
 class ControllerMetrics {
  public:
@@ -66,7 +79,10 @@ class ControllerMetrics {
                        falcon::v1::EventState state, falcon::v1::Cause cause);
   void DetectionDelay(absl::Duration delay, int64_t iterations);
   void ActiveFailSlows(const std::string& job, int active);
+  // Sets the job's latest iteration time and counts one ingested job iteration.
   void JobIterationTime(const std::string& job, absl::Duration time);
+  // A directive was committed (counted by StrategyLabel).
+  void DirectiveIssued(const falcon::v1::Directive& directive);
   // Drops the job's series.
   void RemoveJob(const std::string& job);
   void StoreWrite(absl::Duration latency, bool ok);
@@ -90,13 +106,19 @@ class ControllerMetrics {
   prometheus::Histogram& delay_iterations_;
   prometheus::Family<prometheus::Gauge>& active_;
   prometheus::Family<prometheus::Gauge>& iteration_time_;
+  prometheus::Family<prometheus::Counter>& job_iterations_;
+  prometheus::Family<prometheus::Counter>& directives_issued_;
   prometheus::Histogram& write_latency_;
   prometheus::Counter& write_errors_;
 
   absl::Mutex mu_;
   std::map<std::pair<int, int>, prometheus::Gauge*> events_by_key_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::pair<prometheus::Gauge*, prometheus::Gauge*>> per_job_
-      ABSL_GUARDED_BY(mu_);
+  struct JobSeries {
+    prometheus::Gauge* active = nullptr;
+    prometheus::Gauge* iteration_time = nullptr;
+    prometheus::Counter* iterations = nullptr;
+  };
+  std::map<std::string, JobSeries> per_job_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace falcon::controller

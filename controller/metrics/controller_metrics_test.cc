@@ -53,8 +53,13 @@ TEST(ControllerMetricsTest, PerJobSeriesAreRemovedWithTheJob) {
   m.JobIterationTime("j", absl::Milliseconds(250));
   EXPECT_EQ(Value(registry, "falcon_active_fail_slows", {{"job", "j"}}), 1);
   EXPECT_DOUBLE_EQ(Value(registry, "falcon_job_iteration_time_seconds", {{"job", "j"}}), 0.25);
+  m.JobIterationTime("j", absl::Milliseconds(300));
+  EXPECT_DOUBLE_EQ(Value(registry, "falcon_job_iteration_time_seconds", {{"job", "j"}}), 0.3);
+  EXPECT_EQ(Value(registry, "falcon_job_iterations_total", {{"job", "j"}}), 2);
   m.RemoveJob("j");
   EXPECT_EQ(Value(registry, "falcon_active_fail_slows", {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, "falcon_job_iteration_time_seconds", {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, "falcon_job_iterations_total", {{"job", "j"}}), -1);
   m.Summaries(5);
   m.OpRecords(7);
   m.StoreWrite(absl::Microseconds(20), false);
@@ -62,6 +67,29 @@ TEST(ControllerMetricsTest, PerJobSeriesAreRemovedWithTheJob) {
   EXPECT_EQ(Value(registry, "falcon_ingest_op_records_total", {}), 7);
   EXPECT_EQ(Value(registry, "falcon_store_write_errors_total", {}), 1);
   EXPECT_EQ(Value(registry, "falcon_store_write_latency_seconds", {}), 1);
+}
+
+TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
+  prometheus::Registry registry;
+  ControllerMetrics m(registry, "v");
+  falcon::v1::Directive s2;
+  s2.mutable_micro_batch_plan();
+  falcon::v1::Directive s3;
+  s3.mutable_topology_change();
+  falcon::v1::Directive pause;
+  pause.mutable_pause();
+  m.DirectiveIssued(s2);
+  m.DirectiveIssued(s2);
+  m.DirectiveIssued(s3);
+  m.DirectiveIssued(pause);
+  EXPECT_EQ(Value(registry, "falcon_directives_issued_total", {{"strategy", "s2"}}), 2);
+  EXPECT_EQ(Value(registry, "falcon_directives_issued_total", {{"strategy", "s3"}}), 1);
+  EXPECT_EQ(Value(registry, "falcon_directives_issued_total", {{"strategy", "pause"}}), 1);
+  EXPECT_EQ(Value(registry, "falcon_directives_issued_total", {{"strategy", "s4"}}), -1);
+  falcon::v1::Directive s4;
+  s4.mutable_checkpoint_restart();
+  EXPECT_EQ(StrategyLabel(s4), "s4");
+  EXPECT_EQ(StrategyLabel(falcon::v1::Directive()), "unknown");
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# deploy/grafana/falcon-dashboard.json parses as a Grafana dashboard, every panel query uses only
+# metric names the controller and agent export (or recording rules of falcon_rules.yml), and every
+# query is valid PromQL (`promtool check rules` on them, Grafana variables substituted).
+# usage: dashboard_test.sh DASHBOARD RULES CHECKER SOURCES...
+set -euo pipefail
+DASH="$1"
+RULES="$2"
+CHECKER="$3"
+shift 3
+WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/dashboard.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+python3 "$CHECKER" --sources "$@" --rules "$RULES" --dashboard "$DASH" \
+  --emit_rules "$WORK/dashboard_rules.yml"
+grep -q 'expr:' "$WORK/dashboard_rules.yml" || { echo "FAIL: no expressions emitted" >&2; exit 1; }
+if [ -x /usr/bin/promtool ]; then
+  /usr/bin/promtool check rules "$WORK/dashboard_rules.yml"
+else
+  echo "NOTE: /usr/bin/promtool not installed; PromQL syntax not checked"
+fi
+
+# The check can fail: a panel on a metric nobody exports, and a file that does not parse.
+sed 's/falcon_agent_compute_time_seconds/falcon_agent_compute_seconds/' "$DASH" >"$WORK/bad.json"
+if python3 "$CHECKER" --sources "$@" --rules "$RULES" --dashboard "$WORK/bad.json" 2>/dev/null; then
+  echo "FAIL: the check accepted falcon_agent_compute_seconds" >&2
+  exit 1
+fi
+head -c 200 "$DASH" >"$WORK/truncated.json"
+if python3 "$CHECKER" --sources "$@" --dashboard "$WORK/truncated.json" 2>/dev/null; then
+  echo "FAIL: the check accepted a truncated dashboard" >&2
+  exit 1
+fi
+echo PASS
