@@ -76,8 +76,21 @@ class Runner {
     return ctx;
   }
 
-  // Prints the failure of `rpc` and returns its exit code.
-  int Fail(const std::string& rpc, const grpc::Status& s) const {
+  // Prints the failure of `rpc` and returns its exit code. The controller answers most job-scoped
+  // RPCs for an unknown `job` with INVALID_ARGUMENT (GetJob with NOT_FOUND): such a failure is
+  // checked with GetJob and reported as not found (exit 1).
+  int Fail(const std::string& rpc, const grpc::Status& s, const std::string& job = "") const {
+    if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && !job.empty()) {
+      falcon::v1::GetJobRequest req;
+      req.set_job(job);
+      falcon::v1::Job ignored;
+      grpc::Status found = stub_.GetJob(Context().get(), req, &ignored);
+      if (found.error_code() == grpc::StatusCode::NOT_FOUND) {
+        err_ << "falconctl " << inv_.command << ": unknown job '" << job << "' (" << rpc << ": "
+             << CodeName(s.error_code()) << ": " << s.error_message() << ")\n";
+        return kExitNotFound;
+      }
+    }
     const int code = ExitCodeFor(s.error_code());
     err_ << "falconctl " << inv_.command << ": ";
     switch (s.error_code()) {
@@ -133,7 +146,7 @@ class Runner {
     if (inv_.Has("limit")) req.set_limit(static_cast<uint32_t>(*ParseUint(inv_.Flag("limit"), "")));
     falcon::v1::ListEventsResponse resp;
     grpc::Status s = stub_.ListEvents(Context().get(), req, &resp);
-    if (!s.ok()) return Fail("ListEvents", s);
+    if (!s.ok()) return Fail("ListEvents", s, req.job());
     if (inv_.json) {
       nlohmann::json events = nlohmann::json::array();
       for (const auto& e : resp.events()) events.push_back(ToJson(e));
@@ -168,7 +181,7 @@ class Runner {
       return kExitOk;
     }
     grpc::Status s = reader->Finish();
-    if (!s.ok()) return Fail("WatchEvents", s);
+    if (!s.ok()) return Fail("WatchEvents", s, req.job());
     return kExitOk;
   }
 
@@ -197,7 +210,7 @@ class Runner {
     if (inv_.Has("limit")) req.set_limit(static_cast<uint32_t>(*ParseUint(inv_.Flag("limit"), "")));
     falcon::v1::ListDirectivesResponse resp;
     grpc::Status s = stub_.ListDirectives(Context().get(), req, &resp);
-    if (!s.ok()) return Fail("ListDirectives", s);
+    if (!s.ok()) return Fail("ListDirectives", s, req.job());
     // World sizes for "acks x/y" of directives that target every rank.
     std::map<std::string, uint32_t> world;
     if (resp.directives_size() > 0) {
@@ -242,12 +255,12 @@ class Runner {
         }
       }
       s = stub_.SetSettings(Context().get(), req, &result);
-      if (!s.ok()) return Fail("SetSettings", s);
+      if (!s.ok()) return Fail("SetSettings", s, job);
     } else {
       falcon::v1::GetSettingsRequest req;
       req.set_job(job);
       s = stub_.GetSettings(Context().get(), req, &result);
-      if (!s.ok()) return Fail("GetSettings", s);
+      if (!s.ok()) return Fail("GetSettings", s, job);
     }
     if (inv_.json) {
       PrintJson(ToJson(result));
@@ -262,7 +275,7 @@ class Runner {
     req.set_job(inv_.positional[0]);
     falcon::v1::ForceValidationResponse resp;
     grpc::Status s = stub_.ForceValidation(Context().get(), req, &resp);
-    if (!s.ok()) return Fail("ForceValidation", s);
+    if (!s.ok()) return Fail("ForceValidation", s, req.job());
     if (inv_.json) {
       PrintJson({{"job", req.job()}, {"event_id", resp.event_id()}});
     } else {
@@ -283,7 +296,7 @@ class Runner {
            << ")\n";
       return kExitUnavailable;
     }
-    if (!s.ok()) return Fail("DryRunPlan", s);
+    if (!s.ok()) return Fail("DryRunPlan", s, req.job());
     if (inv_.json) {
       nlohmann::json j = ToJson(resp);
       j["job"] = req.job();
@@ -304,7 +317,7 @@ class Runner {
                            : 10000);
     falcon::v1::GetHistoryResponse resp;
     grpc::Status s = stub_.GetHistory(Context().get(), req, &resp);
-    if (!s.ok()) return Fail("GetHistory", s);
+    if (!s.ok()) return Fail("GetHistory", s, req.job());
     const std::string text =
         inv_.json ? HistoryJson(req.job(), resp).dump(2) + "\n" : HistoryCsv(resp);
     if (!inv_.Has("out")) {
