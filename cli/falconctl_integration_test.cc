@@ -379,6 +379,14 @@ TEST_F(FalconctlTest, WholeStoryOfOneComputeFailSlow) {
     EXPECT_TRUE(absl::StrContains(plan.out, "dry-run plan")) << plan;
   }
 
+  // A hypothetical verdict is checked by the controller (a rank it does not know: exit 2, named).
+  Result what_if = Ctl(
+      {"plan", kJob, "--dry-run", "--cause", "compute", "--slow-ranks", "5", "--slowdown", "1.4"});
+  EXPECT_TRUE(what_if.rc == 0 || what_if.rc == 3) << what_if;
+  Result bad_rank = Ctl({"plan", kJob, "--dry-run", "--cause=compute", "--slow-ranks=99"});
+  EXPECT_EQ(bad_rank.rc, 2) << bad_rank;
+  EXPECT_TRUE(absl::StrContains(bad_rank.err, "slow_ranks[0]")) << bad_rank;
+
   // It recovers.
   Feed(kSlowUntil, kSlowUntil + 60);
   Result events = Ctl({"events"});

@@ -1,12 +1,14 @@
 #include "cli/ctl/args.h"
 
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace falcon::cli::ctl {
@@ -73,11 +75,17 @@ const std::vector<CommandSpec>& Commands() {
        1,
        {}},
       {"plan",
-       "plan JOB --dry-run",
-       "What the planner would do for the job's active event; never acts.",
+       "plan JOB --dry-run [--cause compute|communication] [--slow-ranks R,..] "
+       "[--slow-links A-B,..] [--slowdown X]",
+       "What the planner would do for the job's active event (or the hypothetical verdict the "
+       "flags describe); never acts.",
        1,
        1,
-       {{"dry-run", false, "required: only show the plan"}}},
+       {{"dry-run", false, "required: only show the plan"},
+        {"cause", true, "hypothetical verdict: compute, communication or unknown"},
+        {"slow-ranks", true, "hypothetical culprit ranks, e.g. 5,6"},
+        {"slow-links", true, "hypothetical culprit links SRC-DST, e.g. 1-3,2-3"},
+        {"slowdown", true, "hypothetical slow / healthy iteration time, e.g. 1.4"}}},
       {"export",
        "export JOB [--csv] [--out FILE] [--from N] [--max-points N]",
        "Iteration-time history with event marks as CSV (default) or --json.",
@@ -145,6 +153,60 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text, absl::string
     return absl::InvalidArgumentError(absl::StrCat(what, ": '", text, "' must be > 0 and finite"));
   }
   return d;
+}
+
+absl::Status ApplyPlanFlags(const Invocation& inv, falcon::v1::DryRunPlanRequest* req) {
+  if (inv.Has("cause")) {
+    const std::string c = inv.Flag("cause");
+    if (c == "compute") {
+      req->set_cause(falcon::v1::CAUSE_COMPUTE);
+    } else if (c == "communication" || c == "comm") {
+      req->set_cause(falcon::v1::CAUSE_COMMUNICATION);
+    } else if (c == "unknown") {
+      req->set_cause(falcon::v1::CAUSE_UNKNOWN);
+    } else {
+      return UsageError(
+          absl::StrCat("--cause: '", c, "' is not compute, communication or unknown"));
+    }
+  }
+  if (inv.Has("slow-ranks")) {
+    for (absl::string_view r : absl::StrSplit(inv.Flag("slow-ranks"), ',')) {
+      auto v = ParseUint(r, "--slow-ranks");
+      if (!v.ok()) return v.status();
+      if (*v > std::numeric_limits<uint32_t>::max()) {
+        return UsageError(absl::StrCat("--slow-ranks: '", r, "' is out of range"));
+      }
+      req->add_slow_ranks(static_cast<uint32_t>(*v));
+    }
+  }
+  if (inv.Has("slow-links")) {
+    for (absl::string_view l : absl::StrSplit(inv.Flag("slow-links"), ',')) {
+      std::vector<absl::string_view> ends = absl::StrSplit(l, '-');
+      if (ends.size() != 2) {
+        return UsageError(absl::StrCat("--slow-links: '", l, "' is not SRC-DST"));
+      }
+      auto src = ParseUint(ends[0], "--slow-links");
+      if (!src.ok()) return src.status();
+      auto dst = ParseUint(ends[1], "--slow-links");
+      if (!dst.ok()) return dst.status();
+      if (*src > std::numeric_limits<uint32_t>::max() ||
+          *dst > std::numeric_limits<uint32_t>::max()) {
+        return UsageError(absl::StrCat("--slow-links: '", l, "' is out of range"));
+      }
+      auto* link = req->add_slow_links();
+      link->set_src_rank(static_cast<uint32_t>(*src));
+      link->set_dst_rank(static_cast<uint32_t>(*dst));
+    }
+  }
+  if (inv.Has("slowdown")) {
+    double x = 0;
+    if (!absl::SimpleAtod(inv.Flag("slowdown"), &x) || !std::isfinite(x) || x < 1) {
+      return UsageError(
+          absl::StrCat("--slowdown: '", inv.Flag("slowdown"), "' is not a number >= 1"));
+    }
+    req->set_slowdown_ratio(x);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
@@ -288,9 +350,14 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       }
     }
   }
-  if (inv.command == "plan" && !inv.Has("dry-run")) {
-    return UsageError(
-        "plan: --dry-run is required (falconctl never acts; it shows what the planner would do)");
+  if (inv.command == "plan") {
+    if (!inv.Has("dry-run")) {
+      return UsageError(
+          "plan: --dry-run is required (falconctl never acts; it shows what the planner would "
+          "do)");
+    }
+    falcon::v1::DryRunPlanRequest check;
+    if (absl::Status s = ApplyPlanFlags(inv, &check); !s.ok()) return s;
   }
   if (inv.command == "events" && inv.Has("count") && !inv.Has("watch")) {
     return UsageError("events: --count only applies with --watch");

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "proto/falcon/v1/control.pb.h"
 
 namespace falcon::cli::ctl {
 
@@ -46,6 +47,10 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
 
 // The usage text: every command when `command` is empty or unknown, else that command's.
 std::string Usage(absl::string_view command = "");
+
+// `plan` flags --cause, --slow-ranks, --slow-links, --slowdown as a hypothetical verdict in `req`
+// (left as is when none is given). Errors name the flag and the bad item.
+absl::Status ApplyPlanFlags(const Invocation& inv, falcon::v1::DryRunPlanRequest* req);
 
 // Number parsers whose errors name `what` (e.g. "--count" or "event ID").
 absl::StatusOr<uint64_t> ParseUint(absl::string_view text, absl::string_view what);

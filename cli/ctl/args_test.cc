@@ -106,6 +106,32 @@ TEST(ParseArgs, ErrorsNameTheOffendingArgument) {
   EXPECT_NE(Error({"directives", "--watch"}).find("'--watch'"), std::string::npos);
 }
 
+TEST(ParseArgs, PlanHypotheticalVerdict) {
+  Invocation p = MustParse({"plan", "j", "--dry-run", "--cause", "communication",
+                            "--slow-links=1-3,2-3", "--slowdown", "1.5"});
+  falcon::v1::DryRunPlanRequest req;
+  ASSERT_TRUE(ApplyPlanFlags(p, &req).ok());
+  EXPECT_EQ(req.cause(), falcon::v1::CAUSE_COMMUNICATION);
+  ASSERT_EQ(req.slow_links_size(), 2);
+  EXPECT_EQ(req.slow_links(1).src_rank(), 2u);
+  EXPECT_EQ(req.slow_links(1).dst_rank(), 3u);
+  EXPECT_DOUBLE_EQ(req.slowdown_ratio(), 1.5);
+  falcon::v1::DryRunPlanRequest ranks;
+  ASSERT_TRUE(
+      ApplyPlanFlags(MustParse({"plan", "j", "--dry-run", "--slow-ranks", "5,6"}), &ranks).ok());
+  EXPECT_EQ(ranks.slow_ranks_size(), 2);
+  EXPECT_NE(Error({"plan", "j", "--dry-run", "--cause", "cosmic"}).find("--cause"),
+            std::string::npos);
+  EXPECT_NE(Error({"plan", "j", "--dry-run", "--slow-links", "1-x"}).find("--slow-links"),
+            std::string::npos);
+  EXPECT_NE(Error({"plan", "j", "--dry-run", "--slow-links", "13"}).find("'13'"),
+            std::string::npos);
+  EXPECT_NE(Error({"plan", "j", "--dry-run", "--slow-ranks", "a"}).find("--slow-ranks"),
+            std::string::npos);
+  EXPECT_NE(Error({"plan", "j", "--dry-run", "--slowdown", "0.5"}).find("--slowdown"),
+            std::string::npos);
+}
+
 TEST(ParseNumbers, NameWhatIsWrong) {
   EXPECT_EQ(*ParseUint("42", "x"), 42u);
   EXPECT_FALSE(ParseUint("-1", "x").ok());

@@ -288,6 +288,10 @@ class Runner {
   int Plan() {
     falcon::v1::DryRunPlanRequest req;
     req.set_job(inv_.positional[0]);
+    if (absl::Status a = ApplyPlanFlags(inv_, &req); !a.ok()) {  // Checked by ParseArgs too.
+      err_ << "falconctl plan: " << a.message() << "\n";
+      return kExitUsage;
+    }
     falcon::v1::DryRunPlanResponse resp;
     grpc::Status s = stub_.DryRunPlan(Context().get(), req, &resp);
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {

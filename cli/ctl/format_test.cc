@@ -197,6 +197,22 @@ TEST(Render, DirectiveAcks) {
   EXPECT_TRUE(absl::StrContains(RenderDirectives(list, {{"j", 8}}), "2/3"));
 }
 
+TEST(Render, Plan) {
+  falcon::v1::DryRunPlanResponse p;
+  auto* a = p.add_actions();
+  a->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  a->set_reason("lost 12.1 s >= S2 cost 10.0 s");
+  a->set_iteration(70);
+  for (uint32_t m : {2, 4, 4, 6}) p.mutable_micro_batch_plan()->add_micro_batches(m);
+  p.set_predicted_iteration_time_s(0.105);
+  const std::string out = RenderPlan("j", p);
+  EXPECT_TRUE(absl::StrContains(out, "dry-run plan for job j (nothing sent)"));
+  EXPECT_TRUE(absl::StrContains(out, "1     S2 micro-batch  70         lost 12.1 s")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "S2 micro-batches per dp: 2,4,4,6"));
+  EXPECT_TRUE(absl::StrContains(out, "predicted iteration time 105.0 ms"));
+  EXPECT_FALSE(absl::StrContains(out, "S3 layout"));
+}
+
 TEST(HistoryCsv, MarksLandOnTheFirstPointAtOrAfterTheirIteration) {
   falcon::v1::GetHistoryResponse h;
   for (int64_t i : {50, 60, 62, 64, 66, 70, 100, 110}) {
