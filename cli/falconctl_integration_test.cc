@@ -60,10 +60,18 @@ struct Result {
   std::string err;
 };
 
-// Runs `argv` with stdout/stderr to files; `env` entries are added to the environment.
-Result RunProcess(std::vector<std::string> argv, const std::vector<std::string>& env = {}) {
+// A child process with stdout/stderr in files `base`.out/.err.
+struct Child {
+  pid_t pid = -1;
+  std::string base;
+  std::string out() const { return ReadFile(base + ".out"); }
+};
+
+// Starts `argv`; `env` entries are added to the environment ($FALCON_CONTROLLER removed first).
+Child Spawn(std::vector<std::string> argv, const std::vector<std::string>& env = {}) {
   static int n = 0;
-  const std::string base = absl::StrCat(TmpDir(), "/run.", ++n);
+  Child c;
+  c.base = absl::StrCat(TmpDir(), "/run.", ++n);
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -77,24 +85,40 @@ Result RunProcess(std::vector<std::string> argv, const std::vector<std::string>&
   envp.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, (base + ".out").c_str(),
+  posix_spawn_file_actions_addopen(&actions, 1, (c.base + ".out").c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, (base + ".err").c_str(),
+  posix_spawn_file_actions_addopen(&actions, 2, (c.base + ".err").c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  Result r;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  if (posix_spawn(&c.pid, args[0], &actions, nullptr, args.data(), envp.data()) != 0) c.pid = -1;
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    r.err = absl::StrCat("posix_spawn failed: ", rc);
+  return c;
+}
+
+// Waits for `c` to exit; after `timeout` kills it (SIGKILL: rc 137).
+Result Wait(const Child& c, absl::Duration timeout = absl::Seconds(120)) {
+  Result r;
+  if (c.pid <= 0) {
+    r.err = "posix_spawn failed";
     return r;
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (waitpid(c.pid, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      kill(c.pid, SIGKILL);
+      waitpid(c.pid, &status, 0);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = ReadFile(base + ".out");
-  r.err = ReadFile(base + ".err");
+  r.out = ReadFile(c.base + ".out");
+  r.err = ReadFile(c.base + ".err");
   return r;
+}
+
+Result RunProcess(std::vector<std::string> argv, const std::vector<std::string>& env = {}) {
+  return Wait(Spawn(std::move(argv), env));
 }
 
 std::ostream& operator<<(std::ostream& os, const Result& r) {
@@ -387,8 +411,24 @@ TEST_F(FalconctlTest, WholeStoryOfOneComputeFailSlow) {
   EXPECT_EQ(bad_rank.rc, 2) << bad_rank;
   EXPECT_TRUE(absl::StrContains(bad_rank.err, "slow_ranks[0]")) << bad_rank;
 
-  // It recovers.
+  // It recovers, while a watcher (subscribed: it printed the replayed open event) looks on.
+  Child watcher = Spawn({Runfile("cli/falconctl"), "--controller", controller_->address(), "events",
+                         "--watch", "--job", kJob, "--count", "2"});
+  const absl::Time replayed_by = absl::Now() + absl::Seconds(60);
+  while (!absl::StrContains(watcher.out(), "\n") && absl::Now() < replayed_by) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   Feed(kSlowUntil, kSlowUntil + 60);
+  Result watched = Wait(watcher, absl::Seconds(60));
+  ASSERT_EQ(watched.rc, 0) << watched;
+  std::vector<std::string> watch_lines = absl::StrSplit(watched.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(watch_lines.size(), 2u) << watched;
+  EXPECT_TRUE(absl::StrContains(watch_lines[0], "localized") ||
+              absl::StrContains(watch_lines[0], "mitigating"))
+      << watched;
+  EXPECT_TRUE(absl::StrContains(watch_lines[1], "recovered") ||
+              absl::StrContains(watch_lines[1], "mitigating"))
+      << watched;
   Result events = Ctl({"events"});
   ASSERT_EQ(events.rc, 0) << events;
   EXPECT_TRUE(absl::StrContains(events.out, "CULPRIT")) << events;
