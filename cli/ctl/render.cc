@@ -70,8 +70,10 @@ std::string RenderJob(const falcon::v1::Job& j) {
   head.Add({"state", JobStateName(j.state())});
   head.Add({"world", absl::StrCat(j.world_size(), " ranks on ", j.nodes_size(), " nodes (",
                                   absl::StrJoin(j.nodes(), ", "), ")")});
-  head.Add({"layout", absl::StrCat("dp ", j.dp_size(), " x pp ", j.pp_size(), " x tp ",
-                                   std::max<uint32_t>(j.tp_size(), 1))});
+  head.Add({"layout", j.dp_size() == 0 && j.pp_size() == 0
+                          ? "unknown (not hinted)"
+                          : absl::StrCat("dp ", j.dp_size(), " x pp ", j.pp_size(), " x tp ",
+                                         std::max<uint32_t>(j.tp_size(), 1))});
   head.Add({"epoch", absl::StrCat(j.epoch())});
   head.Add({"iteration", FormatIteration(j.last_iteration())});
   head.Add({"iteration time", absl::StrCat(FormatDurationNs(j.iteration_time_ns()), " (healthy ",
