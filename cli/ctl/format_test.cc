@@ -1,0 +1,254 @@
+// Rendering: tables, durations, enum names, proto JSON, settings parsing, the event timeline,
+// directives' ack counts and the history CSV with event marks.
+#include "cli/ctl/format.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "cli/ctl/history_csv.h"
+#include "cli/ctl/render.h"
+#include "cli/ctl/settings_kv.h"
+#include "gtest/gtest.h"
+
+namespace falcon::cli::ctl {
+namespace {
+
+TEST(Table, AlignsColumnsWithoutTrailingBlanks) {
+  Table t({"ID", "NAME", "X"});
+  t.Add({"1", "long-name", ""});
+  t.Add({"123", "b"});
+  EXPECT_EQ(t.Render(),
+            "ID   NAME       X\n"
+            "1    long-name\n"
+            "123  b\n");
+}
+
+TEST(Format, Durations) {
+  EXPECT_EQ(FormatDurationNs(0), "-");
+  EXPECT_EQ(FormatDurationNs(12'300), "12.3 us");
+  EXPECT_EQ(FormatDurationNs(100'900'000), "100.9 ms");
+  EXPECT_EQ(FormatDurationNs(2'500'000'000), "2.500 s");
+  EXPECT_EQ(FormatSeconds(0), "0 s");
+  EXPECT_EQ(FormatSeconds(0.0056), "5.6 ms");
+  EXPECT_EQ(FormatSeconds(12.14), "12.1 s");
+  EXPECT_EQ(FormatSeconds(123.4), "2m 03.4s");
+  EXPECT_EQ(FormatTimeNs(0), "-");
+  EXPECT_EQ(FormatTimeNs(1'700'000'000'123'000'000), "2023-11-14 22:13:20.123");
+  EXPECT_EQ(FormatIteration(-1), "-");
+  EXPECT_EQ(FormatIteration(7), "7");
+}
+
+TEST(Format, EnumNames) {
+  EXPECT_EQ(JobStateName(falcon::v1::JOB_STATE_MITIGATING), "mitigating");
+  EXPECT_EQ(EventStateName(falcon::v1::EVENT_STATE_RECOVERED), "recovered");
+  EXPECT_EQ(CauseName(falcon::v1::CAUSE_COMMUNICATION), "communication");
+  EXPECT_EQ(CauseName(falcon::v1::CAUSE_UNSPECIFIED), "-");
+  EXPECT_EQ(StrategyName(falcon::v1::STRATEGY_S2_MICRO_BATCH), "S2 micro-batch");
+  EXPECT_EQ(DirectiveStateName(falcon::v1::DirectiveRecord::STATE_TIMED_OUT), "timed_out");
+  falcon::v1::Directive d;
+  EXPECT_EQ(DirectiveKindName(d), "none");
+  d.mutable_micro_batch_plan()->add_micro_batches(4);
+  EXPECT_EQ(DirectiveKindName(d), "micro_batch_plan");
+}
+
+TEST(Format, Culprit) {
+  falcon::v1::Event e;
+  EXPECT_EQ(Culprit(e), "-");
+  e.add_ranks(5);
+  EXPECT_EQ(Culprit(e), "rank 5");
+  e.add_ranks(6);
+  auto* l = e.add_links();
+  l->set_src_rank(1);
+  l->set_dst_rank(3);
+  EXPECT_EQ(Culprit(e), "ranks 5,6 link 1->3");
+}
+
+TEST(ToJson, NumbersEnumsAndEveryField) {
+  falcon::v1::Event e;
+  e.set_event_id(9'000'000'000'000ull);
+  e.set_state(falcon::v1::EVENT_STATE_LOCALIZED);
+  e.add_ranks(5);
+  e.set_recovery_iteration(-1);
+  e.add_actions()->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  nlohmann::json j = ToJson(e);
+  EXPECT_EQ(j["event_id"], 9'000'000'000'000ull);  // A number, not a string.
+  EXPECT_EQ(j["state"], "EVENT_STATE_LOCALIZED");
+  EXPECT_EQ(j["ranks"], nlohmann::json::array({5}));
+  EXPECT_EQ(j["recovery_iteration"], -1);
+  EXPECT_EQ(j["lost_seconds"], 0.0);  // Defaults are present.
+  EXPECT_EQ(j["actions"][0]["strategy"], "STRATEGY_S2_MICRO_BATCH");
+  EXPECT_EQ(j["actions"][0]["dry_run"], false);
+  falcon::v1::Settings s;
+  s.set_dry_run(true);
+  nlohmann::json sj = ToJson(s);
+  EXPECT_EQ(sj["dry_run"], true);
+  EXPECT_TRUE(sj["hazard"].is_null());  // Unset optional.
+}
+
+TEST(Settings, ParsesByFieldTypeAndNamesBadInput) {
+  falcon::v1::Settings s;
+  ASSERT_TRUE(ApplySetting("dry_run=on", &s).ok());
+  ASSERT_TRUE(ApplySetting("hazard=0.01", &s).ok());
+  ASSERT_TRUE(ApplySetting("min_gap_iterations=20", &s).ok());
+  ASSERT_TRUE(ApplySetting("s3_enabled=false", &s).ok());
+  EXPECT_TRUE(s.dry_run());
+  EXPECT_DOUBLE_EQ(s.hazard(), 0.01);
+  EXPECT_EQ(s.min_gap_iterations(), 20u);
+  EXPECT_FALSE(s.s3_enabled());
+  EXPECT_FALSE(s.has_s2_enabled());
+  auto err = [&](const char* kv) { return std::string(ApplySetting(kv, &s).message()); };
+  EXPECT_NE(err("turbo=1").find("'turbo'"), std::string::npos);
+  EXPECT_NE(err("job=x").find("'job'"), std::string::npos);
+  EXPECT_NE(err("dry_run=maybe").find("dry_run"), std::string::npos);
+  EXPECT_NE(err("hazard=nan").find("hazard"), std::string::npos);
+  EXPECT_NE(err("min_gap_iterations=-1").find("min_gap_iterations"), std::string::npos);
+  EXPECT_NE(err("min_gap_iterations=99999999999").find("min_gap_iterations"), std::string::npos);
+  EXPECT_NE(err("noequals").find("KEY=VALUE"), std::string::npos);
+  EXPECT_EQ(SettingKeys().front(), "detection_enabled");
+  auto rows = SettingRows(s);
+  EXPECT_EQ(rows[0], (std::pair<std::string, std::string>{"detection_enabled", "(unset)"}));
+}
+
+falcon::v1::Event SampleEvent() {
+  falcon::v1::Event e;
+  e.set_event_id(3);
+  e.set_job("j");
+  e.set_state(falcon::v1::EVENT_STATE_RECOVERED);
+  e.set_cause(falcon::v1::CAUSE_COMPUTE);
+  e.add_ranks(5);
+  e.set_slowdown_ratio(1.4);
+  e.set_onset_iteration(60);
+  e.set_alarm_iteration(63);
+  e.set_verdict_iteration(65);
+  e.set_recovery_iteration(100);
+  e.set_onset_time_ns(1'700'000'000'000'000'000);
+  e.set_alarm_time_ns(1'700'000'000'500'000'000);
+  e.set_verdict_time_ns(1'700'000'001'000'000'000);
+  e.set_recovery_time_ns(1'700'000'010'000'000'000);
+  e.set_healthy_iteration_time_ns(100'000'000);
+  e.set_slow_iteration_time_ns(140'000'000);
+  e.set_mitigated_iteration_time_ns(105'000'000);
+  e.set_lost_seconds(12.1);
+  auto* a = e.add_actions();
+  a->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  a->set_directive_id(7);
+  a->set_iteration(70);
+  a->set_time_ns(1'700'000'002'000'000'000);
+  a->set_reason("lost 12.1 s >= S2 cost 10.0 s");
+  auto* r = e.add_actions();
+  r->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  r->set_revert(true);
+  r->set_dry_run(true);
+  r->set_iteration(101);
+  return e;
+}
+
+TEST(Render, EventTimelineInIterationOrder) {
+  const std::string out = RenderEvent(SampleEvent());
+  EXPECT_TRUE(absl::StrContains(out, "healthy 100.0 ms, slow 140.0 ms, mitigated 105.0 ms"));
+  EXPECT_TRUE(absl::StrContains(out, "lost 12.1 s"));
+  std::vector<std::string> lines = absl::StrSplit(out, '\n');
+  std::vector<std::string> whats;
+  for (const auto& l : lines) {
+    for (const char* w : {"onset", "alarm", "verdict", "action", "revert", "recovery"}) {
+      if (absl::StrContains(l, absl::StrCat("  ", w, " "))) whats.push_back(w);
+    }
+  }
+  EXPECT_EQ(whats, (std::vector<std::string>{"onset", "alarm", "verdict", "action", "recovery",
+                                             "revert"}));
+  EXPECT_TRUE(absl::StrContains(out, "+500.0 ms"));
+  EXPECT_TRUE(absl::StrContains(out, "S2 micro-batch, directive 7: lost 12.1 s >= S2 cost 10.0 s"));
+  EXPECT_TRUE(absl::StrContains(out, "S2 micro-batch, revert, dry-run"));
+}
+
+TEST(Render, EventsJobsAndWatchLine) {
+  falcon::v1::ListEventsResponse events;
+  *events.add_events() = SampleEvent();
+  const std::string table = RenderEvents(events);
+  EXPECT_TRUE(absl::StartsWith(table, "ID  JOB  STATE      CAUSE    CULPRIT"));
+  EXPECT_TRUE(absl::StrContains(table, "x1.40"));
+  EXPECT_EQ(RenderEvents({}), "no events\n");
+  EXPECT_EQ(RenderJobs({}), "no jobs\n");
+  falcon::v1::Event e = SampleEvent();
+  auto* t = e.add_transitions();
+  t->set_state(falcon::v1::EVENT_STATE_RECOVERED);
+  t->set_iteration(103);
+  t->set_reason("back");
+  const std::string line = RenderWatchLine(e);
+  EXPECT_TRUE(absl::StrContains(line, "event 3  job j  recovered  iteration 103")) << line;
+  EXPECT_TRUE(absl::StrContains(line, "(back)")) << line;
+}
+
+TEST(Render, DirectiveAcks) {
+  falcon::v1::DirectiveRecord r;
+  r.mutable_directive()->set_job("j");
+  for (uint32_t rank : {0, 1, 1, 2}) {
+    auto* a = r.add_acks();
+    a->set_rank(rank);
+    a->set_status(rank == 2 ? falcon::v1::ACK_STATUS_REJECTED : falcon::v1::ACK_STATUS_APPLIED);
+  }
+  EXPECT_EQ(AckCount(r, 8), "2/8");  // Distinct ranks; the rejection does not count.
+  EXPECT_EQ(AckCount(r, 0), "2/?");
+  r.mutable_directive()->add_target_ranks(0);
+  r.mutable_directive()->add_target_ranks(1);
+  r.mutable_directive()->add_target_ranks(2);
+  EXPECT_EQ(AckCount(r, 8), "2/3");
+  falcon::v1::ListDirectivesResponse list;
+  *list.add_directives() = r;
+  EXPECT_TRUE(absl::StrContains(RenderDirectives(list, {{"j", 8}}), "2/3"));
+}
+
+TEST(Render, Plan) {
+  falcon::v1::DryRunPlanResponse p;
+  auto* a = p.add_actions();
+  a->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  a->set_reason("lost 12.1 s >= S2 cost 10.0 s");
+  a->set_iteration(70);
+  for (uint32_t m : {2, 4, 4, 6}) p.mutable_micro_batch_plan()->add_micro_batches(m);
+  p.set_predicted_iteration_time_s(0.105);
+  const std::string out = RenderPlan("j", p);
+  EXPECT_TRUE(absl::StrContains(out, "dry-run plan for job j (nothing sent)"));
+  EXPECT_TRUE(absl::StrContains(out, "1     S2 micro-batch  70         lost 12.1 s")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "S2 micro-batches per dp: 2,4,4,6"));
+  EXPECT_TRUE(absl::StrContains(out, "predicted iteration time 105.0 ms"));
+  EXPECT_FALSE(absl::StrContains(out, "S3 layout"));
+}
+
+TEST(HistoryCsv, MarksLandOnTheFirstPointAtOrAfterTheirIteration) {
+  falcon::v1::GetHistoryResponse h;
+  for (int64_t i : {50, 60, 62, 64, 66, 70, 100, 110}) {
+    auto* p = h.add_points();
+    p->set_iteration(i);
+    p->set_time_ns(1000 + i);
+    p->set_iteration_time_ns(i >= 60 && i < 100 ? 140'000'000 : 100'000'000);
+  }
+  *h.add_events() = SampleEvent();  // onset 60, alarm 63, verdict 65, action 70, recovery 100,
+                                    // revert 101.
+  std::vector<std::string> lines = absl::StrSplit(HistoryCsv(h), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 9u);
+  EXPECT_EQ(lines[0], "iteration,time_ns,iteration_time_s,plan_version,event_id,mark");
+  EXPECT_EQ(lines[1], "50,1050,0.100000,0,,");
+  EXPECT_EQ(lines[2], "60,1060,0.140000,0,3,onset");
+  EXPECT_EQ(lines[3], "62,1062,0.140000,0,,");
+  EXPECT_EQ(lines[4], "64,1064,0.140000,0,3,alarm");
+  EXPECT_EQ(lines[5], "66,1066,0.140000,0,3,verdict");
+  EXPECT_EQ(lines[6], "70,1070,0.140000,0,3,action");
+  EXPECT_EQ(lines[7], "100,1100,0.100000,0,3,recovery");
+  EXPECT_EQ(lines[8], "110,1110,0.100000,0,3,action");  // The revert, at 101.
+  nlohmann::json j = HistoryJson("j", h);
+  EXPECT_EQ(j["points"][1]["marks"][0]["mark"], "onset");
+  EXPECT_EQ(j["events"][0]["event_id"], 3);
+}
+
+TEST(HistoryCsv, SeveralMarksOnOneRowAndNoneOutsideTheRange) {
+  falcon::v1::GetHistoryResponse h;
+  for (int64_t i : {61, 80}) h.add_points()->set_iteration(i);
+  *h.add_events() = SampleEvent();
+  std::vector<std::string> lines = absl::StrSplit(HistoryCsv(h), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u);
+  // Onset (60) is before the first point: left out. Alarm, verdict and the action share row 80.
+  EXPECT_EQ(lines[1], "61,0,0.000000,0,,");
+  EXPECT_EQ(lines[2], "80,0,0.000000,0,3;3;3,alarm;verdict;action");
+}
+
+}  // namespace
+}  // namespace falcon::cli::ctl
