@@ -14,7 +14,7 @@ absl::Status ControlApi::CheckJob(const std::string& job, const char* field,
                        : absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
   }
   if (c_->registry().Find(job) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": unknown job '", job, "'"));
+    return absl::NotFoundError(absl::StrCat(field, ": unknown job '", job, "'"));
   }
   return absl::OkStatus();
 }

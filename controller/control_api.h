@@ -25,19 +25,19 @@ class ControlApi {
   absl::StatusOr<falcon::v1::ListJobsResponse> ListJobs(const falcon::v1::ListJobsRequest& r);
   // kInvalidArgument: empty job. kNotFound: unknown job.
   absl::StatusOr<falcon::v1::Job> GetJob(const falcon::v1::GetJobRequest& r);
-  // kInvalidArgument: unknown job, limit > kMaxListLimit.
+  // kNotFound: unknown job. kInvalidArgument: limit > kMaxListLimit.
   absl::StatusOr<falcon::v1::ListEventsResponse> ListEvents(const falcon::v1::ListEventsRequest& r);
   // kInvalidArgument: event_id 0. kNotFound: unknown event.
   absl::StatusOr<falcon::v1::Event> GetEvent(const falcon::v1::GetEventRequest& r);
-  // Checks the request and returns the open events to replay first. kInvalidArgument: unknown job.
+  // Checks the request and returns the open events to replay first. kNotFound: unknown job.
   absl::StatusOr<std::vector<falcon::v1::Event>> StartWatch(
       const falcon::v1::WatchEventsRequest& r);
   absl::StatusOr<falcon::v1::ListDirectivesResponse> ListDirectives(
       const falcon::v1::ListDirectivesRequest& r);
-  // kInvalidArgument: empty or unknown job, negative from_iteration, max_points too large.
-  // Points are averaged into at most max_points buckets of equal iteration span.
+  // kNotFound: unknown job. kInvalidArgument: empty job, negative from_iteration, max_points too
+  // large. Points are averaged into at most max_points buckets of equal iteration span.
   absl::StatusOr<falcon::v1::GetHistoryResponse> GetHistory(const falcon::v1::GetHistoryRequest& r);
-  // kInvalidArgument: unknown job ("" = the defaults for new jobs).
+  // kNotFound: unknown job ("" = the defaults for new jobs).
   absl::StatusOr<falcon::v1::Settings> GetSettings(const falcon::v1::GetSettingsRequest& r);
   absl::StatusOr<falcon::v1::Settings> SetSettings(const falcon::v1::SetSettingsRequest& r);
   absl::StatusOr<falcon::v1::ForceValidationResponse> ForceValidation(

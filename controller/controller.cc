@@ -474,8 +474,7 @@ falcon::v1::Job Controller::JobView(const JobEntry& entry) const {
 
 absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::Settings& update) {
   if (!update.job().empty() && registry_.Find(update.job()) == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("settings.job: unknown job '", update.job(), "'"));
+    return absl::NotFoundError(absl::StrCat("settings.job: unknown job '", update.job(), "'"));
   }
   UnitOfWork uow;
   absl::StatusOr<falcon::v1::Settings> overrides = settings_.Prepare(update, &uow.txn());
@@ -489,7 +488,7 @@ absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name
   if (job_name.empty()) return absl::InvalidArgumentError("job: must not be empty");
   const JobEntry* job = registry_.Find(job_name);
   if (job == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("job: unknown job '", job_name, "'"));
+    return absl::NotFoundError(absl::StrCat("job: unknown job '", job_name, "'"));
   }
   if (const EventRecord* active = events_.Active(job_name)) {
     return absl::FailedPreconditionError(

@@ -284,7 +284,7 @@ TEST_F(ControllerTest, SlowLinkGivesCommunicationVerdict) {
                }())
                 .status()
                 .code(),
-            absl::StatusCode::kInvalidArgument);
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(ControllerTest, SilentAgentsTimeOutIntoAnUnknownVerdict) {
@@ -332,7 +332,7 @@ TEST_F(ControllerTest, DetectionCanBeDisabledPerJob) {
   set.mutable_settings()->clear_hazard();
   set.mutable_settings()->set_job("ghost");
   auto unknown = api.SetSettings(set);
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(unknown.status().message().find("settings.job"), std::string::npos);
   // Survives a restart.
   c_.reset();

@@ -81,7 +81,7 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
     falcon::v1::ListEventsResponse r;
     falcon::v1::ListEventsRequest q;
     q.set_job("ghost");
-    ExpectError(CALL(ListEvents, q, r), kBad, "job");
+    ExpectError(CALL(ListEvents, q, r), grpc::StatusCode::NOT_FOUND, "job");
     q.set_job("");
     q.set_limit(10001);
     ExpectError(CALL(ListEvents, q, r), kBad, "limit");
@@ -97,7 +97,7 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
     falcon::v1::ListDirectivesResponse r;
     falcon::v1::ListDirectivesRequest q;
     q.set_job("ghost");
-    ExpectError(CALL(ListDirectives, q, r), kBad, "job");
+    ExpectError(CALL(ListDirectives, q, r), grpc::StatusCode::NOT_FOUND, "job");
     q.set_job("");
     q.set_limit(20000);
     ExpectError(CALL(ListDirectives, q, r), kBad, "limit");
@@ -118,7 +118,7 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
     falcon::v1::GetSettingsRequest q;
     ASSERT_TRUE(CALL(GetSettings, q, r).ok());  // "" = defaults.
     q.set_job("ghost");
-    ExpectError(CALL(GetSettings, q, r), kBad, "job");
+    ExpectError(CALL(GetSettings, q, r), grpc::StatusCode::NOT_FOUND, "job");
     falcon::v1::SetSettingsRequest s;
     ExpectError(CALL(SetSettings, s, r), kBad, "settings");
     s.mutable_settings()->set_job(spec_.job);
@@ -136,13 +136,13 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
     falcon::v1::ForceValidationRequest q;
     ExpectError(CALL(ForceValidation, q, r), kBad, "job");
     q.set_job("ghost");
-    ExpectError(CALL(ForceValidation, q, r), kBad, "job");
+    ExpectError(CALL(ForceValidation, q, r), grpc::StatusCode::NOT_FOUND, "job");
   }
   {
     falcon::v1::DryRunPlanResponse r;
     falcon::v1::DryRunPlanRequest q;
     q.set_job("ghost");
-    ExpectError(CALL(DryRunPlan, q, r), kBad, "job");
+    ExpectError(CALL(DryRunPlan, q, r), grpc::StatusCode::NOT_FOUND, "job");
     q.set_job(spec_.job);
     q.add_slow_ranks(7);
     ExpectError(CALL(DryRunPlan, q, r), kBad, "slow_ranks[0]");
@@ -159,7 +159,7 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
     auto stream = control_->WatchEvents(&ctx, q);
     falcon::v1::Event e;
     EXPECT_FALSE(stream->Read(&e));
-    ExpectError(stream->Finish(), kBad, "job");
+    ExpectError(stream->Finish(), grpc::StatusCode::NOT_FOUND, "job");
   }
 }
 
