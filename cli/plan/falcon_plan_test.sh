@@ -35,6 +35,8 @@ check s3-missing 1 'error: --layout: /nope\.csv: cannot open' -- \
   "$BIN" s3 --layout /nope.csv
 check s3-bad-rank 1 'error: --slow-ranks\[0\]\.rank: 42 is not a rank' -- \
   "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-ranks 42
+check s3-replica-microbatches 1 'error: --replica-microbatches: must be in \[1, 1000000\]' -- \
+  "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-links 2-6:4 --replica-microbatches 9000000000000000000
 check escalate 0 'apply  S2 micro-batch .*lost 5\.00s >= S2 micro-batch cost 5\.00s' -- \
   "$BIN" escalate --trace "$DATA/trace.csv"
 check escalate-json 0 '"events":2' -- "$BIN" escalate --trace "$DATA/trace.csv" --json

@@ -125,6 +125,11 @@ TEST(PlanS3Test, BadInputNamesTheFlag) {
   r.p2p_s = -1;
   EXPECT_THAT(Error(RunS3(r)), HasSubstr("--p2p-s: must be a finite number"));
   r.p2p_s = 0.01;
+  r.replica_microbatches = int64_t{9'000'000'000'000'000'000};
+  EXPECT_THAT(
+      Error(RunS3(r)),
+      HasSubstr("--replica-microbatches: must be in [1, 1000000], got 9000000000000000000"));
+  r.replica_microbatches = 8;
   r.layout_path = TempFile("bad_layout.csv", "rank,node,dp,pp,tp\n0,a,0,0,0\n1,b,0,0,1\n");
   EXPECT_THAT(Error(RunS3(r)), HasSubstr("TP groups must stay inside a node"));
 }
