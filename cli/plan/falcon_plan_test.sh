@@ -23,6 +23,8 @@ check s2-json 0 '^\{"m":\[10,8,6,8\],"makespan":10\.0,"predicted_speedup":1\.2' 
   "$BIN" s2 --times 1,1,1.5,1 --microbatches 32 --multiple 2 --json
 check s2-table 0 'predicted speedup 1\.200x' -- \
   "$BIN" s2 --times=1,1,1.5,1 --microbatches=32 --multiple=2
+check s2-exclude 0 '"makespan":12\.0,"predicted_speedup":2\.0,"baseline_makespan":24\.0' -- \
+  "$BIN" s2 --times 1,1,3,1 --microbatches 32 --multiple 2 --exclude 2 --json
 check s2-nan 1 'error: --times\[1\]: is NaN' -- \
   "$BIN" s2 --times 1,nan --microbatches 4
 check s2-multiple 1 'error: --microbatches: 5 is not a multiple of multiple = 2' -- \
