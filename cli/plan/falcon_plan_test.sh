@@ -42,6 +42,10 @@ check s3-replica-microbatches 1 'error: --replica-microbatches: must be in \[1, 
 check escalate 0 'apply  S2 micro-batch .*lost 5\.00s >= S2 micro-batch cost 5\.00s' -- \
   "$BIN" escalate --trace "$DATA/trace.csv"
 check escalate-json 0 '"events":2' -- "$BIN" escalate --trace "$DATA/trace.csv" --json
+check help 0 '^falcon_plan: plan Falcon.s mitigations offline' -- "$BIN" --help
+check help-flags 0 '--replica-microbatches .*default: 8' -- "$BIN" --help
+check help-short 0 '--slow-links' -- "$BIN" -h
+check help-subcommand 0 'falcon_plan s2 --times' -- "$BIN" s2 --help
 check no-command 2 'falcon_plan s2 --times' -- "$BIN"
 check bad-command 2 "unknown subcommand 'plan'" -- "$BIN" plan
 exit $fail
