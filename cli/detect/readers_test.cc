@@ -71,6 +71,13 @@ TEST(ReadTcpdTest, SeriesAndErrors) {
       Message(ReadTcpd(WriteTemp("n.json", R"({"series":[{"label":"V1","raw":[1,null]}]})"), "")),
       HasSubstr("series \"V1\" raw[1] is null, not a number"));
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("b.json", "{"), "")), HasSubstr("not valid JSON"));
+  // A parse error says where: line, column and byte offset, and what nlohmann found there.
+  const std::string bad = WriteTemp("b2.json", "{\"series\": [\n  {\"raw\": [1, 2,, 3]}\n]}\n");
+  EXPECT_THAT(Message(ReadTcpd(bad, "")),
+              HasSubstr(bad + ": not valid JSON at line 2, column 17 (byte 30): syntax error"));
+  EXPECT_THAT(Message(ReadTcpd(WriteTemp("b3.json", "{\"series\": ["), "")),
+              HasSubstr("not valid JSON at line 1, column 13 (byte 13): syntax error while parsing "
+                        "value - unexpected end of input"));
   // A deeply nested value is named by its type, not dumped (dump() recursed and crashed).
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("d.json", R"({"series":[{"raw":[)" + deep + "]}]}"), "")),
