@@ -91,7 +91,9 @@ std::vector<std::string> SplitCsvLine(absl::string_view line) {
 
 absl::StatusOr<CsvTable> ParseCsv(const std::string& path, const std::string& text) {
   CsvTable table;
-  std::istringstream in(text);
+  // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
+  constexpr absl::string_view kBom = "\xEF\xBB\xBF";
+  std::istringstream in(absl::StartsWith(text, kBom) ? text.substr(kBom.size()) : text);
   std::string line;
   int64_t number = 0;
   while (std::getline(in, line)) {

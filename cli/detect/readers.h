@@ -3,7 +3,8 @@
 //
 // Formats:
 // - csv: a header row, then one row per observation; `column` picks the value column (default:
-//   the last one). Comma-separated; double-quoted fields may contain commas.
+//   the last one). Comma-separated; double-quoted fields may contain commas. A UTF-8 byte order
+//   mark at the start of the file is skipped (also for alibaba and bytedance).
 // - tcpd: Turing Change Point Dataset JSON ({name, series: [{label, raw: [...]}]}); one series
 //   per entry of "series" (all of them, or the one whose label is `column`).
 // - alibaba: Alibaba PAI mini-batch CSV (<row>,worker,gpu,time,batch_time_norm): one series per

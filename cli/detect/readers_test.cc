@@ -44,6 +44,22 @@ TEST(ReadCsvTest, DefaultLastColumnOrNamedColumn) {
   EXPECT_THAT(ReadCsv(path, "iteration")->series[0].values, ElementsAre(1, 2, 3));
 }
 
+TEST(ReadCsvTest, Utf8ByteOrderMarkIsNotPartOfTheFirstColumnName) {
+  // Spreadsheet exports (Excel "CSV UTF-8") start with EF BB BF.
+  const std::string path = WriteTemp("bom.csv", "\xEF\xBB\xBFiteration,time\r\n1,10\n2,11\n");
+  absl::StatusOr<DetectInput> in = ReadCsv(path, "iteration");
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->series[0].name, "iteration");
+  EXPECT_THAT(in->series[0].values, ElementsAre(1, 2));
+  const std::string bd =
+      WriteTemp("bom_bd.csv",
+                "\xEF\xBB\xBFstep,rank,dp_rank,stage,forward-compute_s,backward-compute_s\n"
+                "1,0,0,0,1,2\n");
+  absl::StatusOr<DetectInput> b = ReadBytedance(bd, "");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_THAT(b->series[0].values, ElementsAre(3));
+}
+
 TEST(ReadCsvTest, BadInputNamesTheProblem) {
   EXPECT_EQ(ReadCsv("/nonexistent/x.csv", "").status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(Message(ReadCsv(WriteTemp("e.csv", ""), "")), HasSubstr("file is empty"));
