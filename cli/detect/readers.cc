@@ -413,6 +413,8 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
   }
   std::map<int64_t, std::vector<RankRow>> steps;
   std::map<int64_t, std::map<int64_t, std::pair<double, int64_t>>> by_rank;  // rank -> step -> v
+  // step -> (dp_rank, stage) -> (rank, line): one rank per cell, or blame drops one silently.
+  std::map<int64_t, std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>>> cells;
   for (size_t r = 0; r < t->rows.size(); ++r) {
     int64_t keys[4];
     for (int i = 0; i < 4; ++i) {
@@ -446,6 +448,14 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
              .second) {
       return absl::InvalidArgumentError(absl::StrCat(path, " line ", t->lines[r], ": rank ",
                                                      row.rank, " has step ", keys[0], " twice"));
+    }
+    const auto [cell, fresh] = cells[keys[0]].emplace(std::make_pair(row.dp, row.stage),
+                                                      std::make_pair(row.rank, t->lines[r]));
+    if (!fresh) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", t->lines[r], ": step ", keys[0], ": rank ", row.rank,
+                       " and rank ", cell->second.first, " (line ", cell->second.second,
+                       ") both have dp_rank ", row.dp, ", stage ", row.stage));
     }
     steps[keys[0]].push_back(std::move(row));
   }

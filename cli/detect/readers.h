@@ -58,7 +58,8 @@ absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::stri
 // grads-reduce-scatter, params-all-gather and layernorm-grads-all-reduce; per DP replica
 // optimizer-clip-main-grad over its stages and embedding-grads-all-reduce between its first and
 // last stage; per pipeline link the forward (send on s, recv on s+1) and backward (send on s+1,
-// recv on s) point-to-point pairs.
+// recv on s) point-to-point pairs. kInvalidArgument also for a rank twice in a step or two ranks
+// with the same (dp_rank, stage) in a step, naming both lines.
 absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column);
 
 }  // namespace falcon::cli

@@ -148,6 +148,12 @@ TEST(ReadBytedanceTest, SeriesPerRankAndBlameInputPerStep) {
   EXPECT_THAT(Message(ReadBytedance(p, "nope_s")), HasSubstr("no column \"nope_s\""));
   EXPECT_THAT(Message(ReadBytedance(WriteTemp("bd2.csv", header + "5,0,0,0,1,-2,0,0,0,0,0\n"), "")),
               HasSubstr("line 2, column \"backward-compute_s\": negative time"));
+  // Two ranks in one (dp_rank, stage) cell of a step: blame would silently drop one of them.
+  EXPECT_THAT(Message(ReadBytedance(WriteTemp("bd4.csv", header + "5,0,0,0,1,2,0.1,0,0,0.2,0.3\n"
+                                                                  "5,1,0,1,1,2,0,0.5,0.1,0,0.3\n"
+                                                                  "5,2,0,1,1,2,0,0.5,0.1,0,0.3\n"),
+                                    "")),
+              HasSubstr("line 4: step 5: rank 2 and rank 1 (line 3) both have dp_rank 0, stage 1"));
   EXPECT_THAT(
       Message(ReadBytedance(WriteTemp("bd3.csv", "step,rank,dp_rank,stage\n1,0,0,0\n"), "")),
       HasSubstr("no column \"forward-compute_s\""));
