@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace falcon::cli {
 
@@ -18,6 +19,7 @@ absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::s
   std::vector<std::string> header;
   std::vector<TraceRow> rows;
   int line_number = 0;
+  absl::ConsumePrefix(&text, "\xEF\xBB\xBF");  // UTF-8 byte order mark (spreadsheet exports)
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
     line = absl::StripAsciiWhitespace(line);

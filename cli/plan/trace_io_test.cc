@@ -25,6 +25,13 @@ TEST(TraceIoTest, ParsesRowsAndCauses) {
   EXPECT_FALSE((*rows)[5].cause.has_value());
 }
 
+TEST(TraceIoTest, SkipsAUtf8ByteOrderMark) {
+  absl::StatusOr<std::vector<TraceRow>> rows =
+      ParseTrace("\xEF\xBB\xBFiteration,iteration_time_s,cause\n0,1,none\n", "bom.csv");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->size(), 1u);
+}
+
 TEST(TraceIoTest, ErrorsNameTheLineAndColumn) {
   auto error = [](absl::string_view text) {
     absl::StatusOr<std::vector<TraceRow>> r = ParseTrace(text, "t.csv");
