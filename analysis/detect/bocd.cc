@@ -308,22 +308,30 @@ absl::StatusOr<std::vector<double>> ZScore(absl::Span<const double> series) {
     return absl::InvalidArgumentError(
         absl::StrCat("z-scoring needs at least 2 values, got ", series.size()));
   }
-  double mean = 0.0;
+  double max_abs = 0.0;
   for (size_t i = 0; i < series.size(); ++i) {
     if (!IsFinite(series[i])) {
       return absl::InvalidArgumentError(
           absl::StrCat("value ", i, " is not a finite number: ", series[i]));
     }
-    mean += series[i];
+    max_abs = std::max(max_abs, std::fabs(series[i]));
+  }
+  // z-scores do not depend on the unit, but the sums below overflow for huge values (1e200
+  // squared) and underflow for tiny ones (1e-300 squared). Scale by the power of two that brings
+  // the largest magnitude into [0.5, 1): exact, so ordinary series give bit-identical results.
+  int exponent = 0;
+  if (max_abs > 0) std::frexp(max_abs, &exponent);
+  std::vector<double> out(series.size());
+  double mean = 0.0;
+  for (size_t i = 0; i < series.size(); ++i) {
+    out[i] = std::ldexp(series[i], -exponent);
+    mean += out[i];
   }
   mean /= static_cast<double>(series.size());
   double ss = 0.0;
-  for (double v : series) ss += (v - mean) * (v - mean);
+  for (double v : out) ss += (v - mean) * (v - mean);
   const double sd = std::sqrt(ss / static_cast<double>(series.size() - 1));
-  std::vector<double> out(series.size());
-  for (size_t i = 0; i < series.size(); ++i) {
-    out[i] = sd > 0 ? (series[i] - mean) / sd : series[i] - mean;
-  }
+  for (double& v : out) v = sd > 0 ? (v - mean) / sd : v - mean;
   return out;
 }
 
@@ -337,6 +345,14 @@ absl::StatusOr<Segmentation> SegmentSeries(absl::Span<const double> series,
     if (!z.ok()) return z.status();
     scaled = *std::move(z);
     series = scaled;
+  } else {
+    for (size_t i = 0; i < series.size(); ++i) {
+      if (std::fabs(series[i]) > kMaxUnscaledObservation) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "value ", i, " (", series[i],
+            ") is too large for BOCD without z-scoring (|x| <= ", kMaxUnscaledObservation, ")"));
+      }
+    }
   }
   BocdOptions bocd_options = options.bocd;
   bocd_options.track_map = true;

@@ -161,13 +161,19 @@ struct Segmentation {
   std::vector<double> lagged_probability;
 };
 
+// Largest magnitude SegmentSeries accepts without z-scoring: the Normal-Gamma sums of squares
+// of larger values overflow. (With z-scoring any finite value is fine.)
+inline constexpr double kMaxUnscaledObservation = 1e100;
+
 // Runs BOCD with track_map over `series`. kInvalidArgument: empty series, a non-finite value
-// (named by index), or bad options.
+// (named by index), a value beyond ±kMaxUnscaledObservation without zscore, or bad options.
 absl::StatusOr<Segmentation> SegmentSeries(absl::Span<const double> series,
                                            const SegmentOptions& options);
 
 // (x - mean) / sd with the sample (n - 1) standard deviation. A constant series is only centered.
-// kInvalidArgument: fewer than 2 values or a non-finite value.
+// Any finite magnitudes work (1e-300 or 1e300 seconds standardize like 1 s): the series is first
+// scaled by a power of two, which is exact. kInvalidArgument: fewer than 2 values or a non-finite
+// value.
 absl::StatusOr<std::vector<double>> ZScore(absl::Span<const double> series);
 
 }  // namespace falcon::analysis

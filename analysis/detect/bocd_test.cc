@@ -10,6 +10,7 @@
 namespace falcon::analysis {
 namespace {
 
+using ::testing::DoubleNear;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -195,6 +196,43 @@ TEST(ZScoreTest, StandardizesWithSampleDeviation) {
   EXPECT_THAT(*ZScore({5.0, 5.0}), ElementsAre(0.0, 0.0));
   EXPECT_FALSE(ZScore({1.0}).ok());
   EXPECT_THAT(ZScore({1.0, INFINITY}).status().message(), HasSubstr("value 1"));
+}
+
+TEST(ZScoreTest, HugeAndTinyFiniteValuesStandardizeLikeOrdinaryOnes) {
+  // z-scores do not depend on the unit: seconds of 1e200 or 1e-300 are finite, valid input. The
+  // plain sums overflow (1e308, squares of 1e200) or underflow (squares of 1e-300).
+  for (double scale : {1e200, 1e307, 1e-300, 1e-310}) {
+    absl::StatusOr<std::vector<double>> z = ZScore({1 * scale, 2 * scale, 3 * scale});
+    ASSERT_TRUE(z.ok()) << scale << ": " << z.status();
+    ASSERT_EQ(z->size(), 3u);
+    EXPECT_NEAR((*z)[0], -1.0, 1e-9) << scale;
+    EXPECT_NEAR((*z)[1], 0.0, 1e-9) << scale;
+    EXPECT_NEAR((*z)[2], 1.0, 1e-9) << scale;
+  }
+  EXPECT_THAT(*ZScore({1e308, 1e308}), ElementsAre(0.0, 0.0));
+  EXPECT_THAT(*ZScore({-1e308, 1e308}),
+              ElementsAre(DoubleNear(-M_SQRT1_2, 1e-15), DoubleNear(M_SQRT1_2, 1e-15)));
+}
+
+TEST(SegmentSeriesTest, ZScoredSeriesGiveTheSameChangePointsAtAnyScale) {
+  std::vector<double> xs = Noise(80, 100.0, 2.0, 9);
+  for (int i = 40; i < 80; ++i) xs[i] += 20.0;
+  SegmentOptions o;
+  o.zscore = true;
+  o.bocd.hazard = 0.01;
+  const Segmentation want = *SegmentSeries(xs, o);
+  for (double scale : {1e200, 1e306, 1e-300}) {
+    std::vector<double> scaled = xs;
+    for (double& x : scaled) x *= scale;
+    absl::StatusOr<Segmentation> got = SegmentSeries(scaled, o);
+    ASSERT_TRUE(got.ok()) << scale << ": " << got.status();
+    EXPECT_EQ(got->change_points, want.change_points) << scale;
+  }
+  // Without z-scoring, values whose squares overflow the model are an error naming the value.
+  o.zscore = false;
+  xs[7] = -1e200;
+  EXPECT_THAT(SegmentSeries(xs, o).status().message(),
+              HasSubstr("value 7 (-1e+200) is too large for BOCD without z-scoring"));
 }
 
 TEST(SegmentSeriesTest, ReportsChangePointsWithProbabilities) {

@@ -39,13 +39,19 @@ double Median(absl::Span<const double> values) {
   std::nth_element(v.begin(), v.begin() + mid, v.end());
   if (v.size() % 2 == 1) return v[mid];
   const double upper = v[mid];
-  return 0.5 * (upper + *std::max_element(v.begin(), v.begin() + mid));
+  const double lower = *std::max_element(v.begin(), v.begin() + mid);
+  const double sum = upper + lower;
+  return std::isfinite(sum) ? 0.5 * sum : 0.5 * upper + 0.5 * lower;  // no overflow near 1e308
 }
 
 double Mean(absl::Span<const double> values) {
   double sum = 0;
   for (double v : values) sum += v;
-  return sum / static_cast<double>(values.size());
+  if (std::isfinite(sum)) return sum / static_cast<double>(values.size());
+  // Finite values whose sum overflows (near 1e308): sum them scaled by an exact power of two.
+  sum = 0;
+  for (double v : values) sum += std::ldexp(v, -64);
+  return std::ldexp(sum / static_cast<double>(values.size()), 64);
 }
 
 }  // namespace

@@ -45,6 +45,18 @@ TEST(CompareLevelsTest, NeedsMeansAndMediansToMove) {
   EXPECT_FALSE(CompareLevels({}, {1.0}, 0.1).significant);
 }
 
+TEST(CompareLevelsTest, HugeAndTinyLevelsCompareLikeOrdinaryOnes) {
+  for (double scale : {1e306, 1e-300}) {
+    const std::vector<double> before(20, 1.0 * scale);
+    const LevelComparison c = CompareLevels(before, {1.5 * scale, 1.5 * scale, 1.6 * scale}, 0.1);
+    EXPECT_TRUE(c.significant) << scale;
+    EXPECT_NEAR(c.mean_after / c.mean_before, 4.6 / 3, 1e-9) << scale;
+    EXPECT_NEAR(c.median_after / c.median_before, 1.5, 1e-9) << scale;
+  }
+  // The median of an even count averages two values whose sum overflows.
+  EXPECT_EQ(CompareLevels({1e308, 1.5e308}, {1e308}, 0.1).median_before, 1.25e308);
+}
+
 TEST(LevelTrackerTest, SlowdownRecoveryAndSpeedup) {
   LevelTracker t(0.1);
   EXPECT_EQ(t.Classify(100, 80), ChangeKind::kSpeedup);

@@ -88,9 +88,9 @@ int StragglerStages(const Problem& p, const std::vector<int>& unit_at) {
 }  // namespace
 
 absl::Status TopologyCostModel::Validate(int pp) const {
-  if (micro_batches < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("micro_batches: must be >= 1, got ", micro_batches));
+  if (micro_batches < 1 || micro_batches > kMaxReplicaMicroBatches) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro_batches: must be in [1, ", kMaxReplicaMicroBatches, "], got ", micro_batches));
   }
   if (stage_compute.size() != 1 && stage_compute.size() != static_cast<size_t>(pp)) {
     return absl::InvalidArgumentError(

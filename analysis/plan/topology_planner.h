@@ -59,9 +59,13 @@ struct SlowRank {
   double slowdown = 1.5;  // Measured compute time / healthy, in [1, 1000].
 };
 
+// Upper bound of TopologyCostModel::micro_batches. With every time at its bound (1 h, slowdown
+// 1000) an iteration stays far inside absl::Duration's finite range.
+inline constexpr int64_t kMaxReplicaMicroBatches = 1'000'000;
+
 // Inputs of the 1F1B cost model (pipeline_cost.h) for a healthy job, and state sizes.
 struct TopologyCostModel {
-  // Micro-batches per replica per iteration, >= 1. Default 8.
+  // Micro-batches per replica per iteration, in [1, kMaxReplicaMicroBatches]. Default 8.
   int64_t micro_batches = 8;
   // Forward + backward time of one micro-batch per stage: one entry (every stage) or P entries.
   std::vector<absl::Duration> stage_compute = {absl::Seconds(1)};

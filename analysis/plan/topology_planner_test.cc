@@ -235,6 +235,21 @@ TEST(TopologyPlannerTest, BadInputNamesTheField) {
   o = {};
   o.model.micro_batches = 0;
   EXPECT_THAT(error({}, {}, o), HasSubstr("micro_batches"));
+  // Unbounded, the cost model's durations saturate and the planner reports an infinite time.
+  o.model.micro_batches = kMaxReplicaMicroBatches + 1;
+  EXPECT_THAT(error({}, {}, o), HasSubstr("micro_batches: must be in [1, 1000000], got 1000001"));
+  o.model.micro_batches = int64_t{9'000'000'000'000'000'000};
+  EXPECT_THAT(error({}, {}, o), HasSubstr("micro_batches: must be in [1, 1000000]"));
+  // At the bound, with every other input at its own bound, times stay finite.
+  o.model.micro_batches = kMaxReplicaMicroBatches;
+  o.model.stage_compute = {absl::Hours(1)};
+  o.model.p2p = absl::Hours(1);
+  o.model.allreduce = absl::Hours(1);
+  absl::StatusOr<TopologyPlan> plan =
+      PlanTopology(FourNodes(), {{2, 6, 1000.0}, {0, 4, 1000.0}}, {{1, 1000.0}}, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_LT(plan->before.iteration, absl::Hours(1e10));
+  EXPECT_LT(plan->after.iteration, absl::Hours(1e10));
   EXPECT_THAT(PlanTopology(Layout(), {}, {}, {}).status().message(), HasSubstr("layout: empty"));
 }
 

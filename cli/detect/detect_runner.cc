@@ -20,9 +20,14 @@ json Ratio(double before, double after) {
 }
 
 double Mean(const std::vector<double>& v, size_t begin, size_t end) {
+  if (end <= begin) return 0.0;
   double sum = 0;
   for (size_t i = begin; i < end; ++i) sum += v[i];
-  return end > begin ? sum / static_cast<double>(end - begin) : 0.0;
+  if (std::isfinite(sum)) return sum / static_cast<double>(end - begin);
+  // Finite values whose sum overflows (near 1e308): sum them scaled by an exact power of two.
+  sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += std::ldexp(v[i], -64);
+  return std::ldexp(sum / static_cast<double>(end - begin), 64);
 }
 
 absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& options) {
@@ -35,6 +40,17 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
         return absl::InvalidArgumentError(
             absl::StrCat("series \"", s.name, "\" ", s.origins[i], ": negative time ", s.values[i],
                          " (verification compares times; use --raw for signed data)"));
+      }
+    }
+  }
+  if (!options.zscore) {
+    // Without z-scoring BOCD sees the values as they are (any finite value is fine with it).
+    for (size_t i = 0; i < s.values.size(); ++i) {
+      if (std::fabs(s.values[i]) > analysis::kMaxUnscaledObservation) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "series \"", s.name, "\" ", s.origins[i], ": ", s.values[i],
+            " is too large for BOCD without z-scoring (|x| <= ", analysis::kMaxUnscaledObservation,
+            "); drop --nozscore"));
       }
     }
   }

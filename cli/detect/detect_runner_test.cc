@@ -44,6 +44,39 @@ TEST(RunDetectTest, VerifiedChangePointsAsJson) {
   EXPECT_THAT(FormatReport(out), HasSubstr("time: 2 change point(s)"));
 }
 
+TEST(RunDetectTest, HugeAndTinySecondsGiveTheSameChangePoints) {
+  // Finite values are valid at any scale: z-scoring makes the analysis unit-free.
+  const NamedSeries base = Steps("time", {{100, 1.0}, {40, 1.5}, {60, 1.0}});
+  for (double scale : {1e200, 1e306, 1e-300}) {
+    NamedSeries s = base;
+    for (double& v : s.values) v *= scale;
+    absl::StatusOr<json> out = RunDetect({"x.csv", {s}, {}}, DetectOptions());
+    ASSERT_TRUE(out.ok()) << scale << ": " << out.status();
+    const json& cps = (*out)["series"][0]["change_points"];
+    ASSERT_EQ(cps.size(), 2u) << scale << ": " << out->dump();
+    EXPECT_EQ(cps[0]["index"], 100);
+    EXPECT_EQ(cps[0]["kind"], "slowdown");
+    EXPECT_NEAR(cps[0]["ratio"].get<double>(), 1.5, 0.02);
+    EXPECT_EQ(cps[1]["index"], 140);
+    EXPECT_EQ(cps[1]["kind"], "recovery");
+    DetectOptions raw;
+    raw.raw = true;
+    out = RunDetect({"x.csv", {s}, {}}, raw);
+    ASSERT_TRUE(out.ok()) << scale << ": " << out.status();
+    ASSERT_GE((*out)["series"][0]["change_points"].size(), 2u) << out->dump();
+    EXPECT_EQ((*out)["series"][0]["change_points"][1]["index"], 100) << out->dump();
+    EXPECT_NEAR((*out)["series"][0]["change_points"][1]["ratio"].get<double>(), 1.5, 0.02);
+  }
+  // Without z-scoring BOCD sees the raw values; squares of 1e200 overflow its model, so that is
+  // an error naming the value, not a silent answer.
+  NamedSeries s = base;
+  s.values[3] = 1e200;
+  DetectOptions o;
+  o.zscore = false;
+  EXPECT_THAT(RunDetect({"x.csv", {s}, {}}, o).status().message(),
+              HasSubstr("series \"time\" line 5: 1e+200 is too large for BOCD without z-scoring"));
+}
+
 TEST(RunDetectTest, RawKeepsIndexZeroAndSignedValues) {
   NamedSeries s = Steps("v", {{50, 1.0}, {50, 3.0}});
   for (double& v : s.values) v -= 2.0;  // Negative values are fine without verification.

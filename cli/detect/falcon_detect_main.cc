@@ -5,7 +5,8 @@
 //   falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]
 //                 [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]
 //
-// Exit status 0 on success, 1 on any error (message on stderr naming the file, field or flag).
+// Exit status 0 on success (and for --help, which prints the usage and every flag), 1 on any
+// error (message on stderr naming the file, field or flag).
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/detect/detect_runner.h"
 #include "cli/detect/readers.h"
+#include "cli/help/flags_help.h"
 
 ABSL_FLAG(std::string, input, "", "File to analyse (required).");
 ABSL_FLAG(std::string, format, "", "Input format: csv, tcpd, alibaba or bytedance (required).");
@@ -69,10 +71,15 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "offline fail-slow analysis of a recorded series.\n"
+  constexpr char kUsage[] =
+      "falcon_detect: offline fail-slow analysis of a recorded series.\n"
       "  falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]\n"
-      "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]");
+      "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]";
+  absl::SetProgramUsageMessage(kUsage);
+  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
+    std::cout << falcon::cli::FlagsHelp(kUsage, "falcon_detect_main.cc", /*dashes=*/false);
+    return 0;
+  }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     return Fail(absl::InvalidArgumentError(

@@ -48,6 +48,16 @@ std::string Temp(const std::string& name, const std::string& content) {
   return path;
 }
 
+TEST(FalconDetectTest, HelpPrintsUsageAndExitsZero) {
+  for (const char* flag : {"--help", "-h", "--helpfull"}) {
+    const Result r = RunBinary(flag);
+    EXPECT_EQ(r.exit_code, 0) << flag << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("falcon_detect --input FILE --format")) << flag;
+    EXPECT_THAT(r.out, HasSubstr("--hazard")) << flag;
+    EXPECT_THAT(r.out, HasSubstr("default: 250")) << flag;
+  }
+}
+
 TEST(FalconDetectTest, ReproducesOcpOnNile) {
   const Result r = RunBinary("--input " + Data("tcpd/nile.json") +
                              " --format tcpd --raw --zscore --prior 0,1,1,1 --hazard 100 --json");

@@ -1,5 +1,6 @@
 #include "cli/detect/readers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -25,6 +26,34 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+// " at line L, column C (byte B): DETAIL" for a JSON parse error in `text`: e.byte is the 1-based
+// offset of the last byte read (size + 1 at the end of the input); DETAIL is nlohmann's message
+// without its prefix and position.
+std::string JsonErrorAt(const std::string& text, const nlohmann::json::parse_error& e) {
+  const size_t byte = std::min<size_t>(e.byte, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i + 1 < byte; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  absl::string_view detail = e.what();
+  if (const size_t at = detail.find("parse error"); at != absl::string_view::npos) {
+    detail.remove_prefix(at);
+    // "parse error at line 2, column 17: syntax error ..." -> "syntax error ..."
+    if (absl::StartsWith(detail, "parse error at ")) {
+      if (const size_t colon = detail.find(": "); colon != absl::string_view::npos) {
+        detail.remove_prefix(colon + 2);
+      }
+    } else if (absl::StartsWith(detail, "parse error: ")) {
+      detail.remove_prefix(13);
+    }
+  }
+  return absl::StrCat(" at line ", line, ", column ", e.byte - line_start, " (byte ", e.byte,
+                      "): ", detail);
 }
 
 struct CsvTable {
@@ -62,7 +91,9 @@ std::vector<std::string> SplitCsvLine(absl::string_view line) {
 
 absl::StatusOr<CsvTable> ParseCsv(const std::string& path, const std::string& text) {
   CsvTable table;
-  std::istringstream in(text);
+  // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
+  constexpr absl::string_view kBom = "\xEF\xBB\xBF";
+  std::istringstream in(absl::StartsWith(text, kBom) ? text.substr(kBom.size()) : text);
   std::string line;
   int64_t number = 0;
   while (std::getline(in, line)) {
@@ -180,8 +211,13 @@ absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& 
 absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string& column) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
-  const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not valid JSON", JsonErrorAt(*text, e)));
+  }
   if (!doc.is_object() || !doc.contains("series") || !doc["series"].is_array()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": expected a TCPD object with a \"series\" array"));
@@ -377,6 +413,8 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
   }
   std::map<int64_t, std::vector<RankRow>> steps;
   std::map<int64_t, std::map<int64_t, std::pair<double, int64_t>>> by_rank;  // rank -> step -> v
+  // step -> (dp_rank, stage) -> (rank, line): one rank per cell, or blame drops one silently.
+  std::map<int64_t, std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>>> cells;
   for (size_t r = 0; r < t->rows.size(); ++r) {
     int64_t keys[4];
     for (int i = 0; i < 4; ++i) {
@@ -410,6 +448,14 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
              .second) {
       return absl::InvalidArgumentError(absl::StrCat(path, " line ", t->lines[r], ": rank ",
                                                      row.rank, " has step ", keys[0], " twice"));
+    }
+    const auto [cell, fresh] = cells[keys[0]].emplace(std::make_pair(row.dp, row.stage),
+                                                      std::make_pair(row.rank, t->lines[r]));
+    if (!fresh) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", t->lines[r], ": step ", keys[0], ": rank ", row.rank,
+                       " and rank ", cell->second.first, " (line ", cell->second.second,
+                       ") both have dp_rank ", row.dp, ", stage ", row.stage));
     }
     steps[keys[0]].push_back(std::move(row));
   }

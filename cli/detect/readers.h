@@ -3,7 +3,8 @@
 //
 // Formats:
 // - csv: a header row, then one row per observation; `column` picks the value column (default:
-//   the last one). Comma-separated; double-quoted fields may contain commas.
+//   the last one). Comma-separated; double-quoted fields may contain commas. A UTF-8 byte order
+//   mark at the start of the file is skipped (also for alibaba and bytedance).
 // - tcpd: Turing Change Point Dataset JSON ({name, series: [{label, raw: [...]}]}); one series
 //   per entry of "series" (all of them, or the one whose label is `column`).
 // - alibaba: Alibaba PAI mini-batch CSV (<row>,worker,gpu,time,batch_time_norm): one series per
@@ -57,7 +58,8 @@ absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::stri
 // grads-reduce-scatter, params-all-gather and layernorm-grads-all-reduce; per DP replica
 // optimizer-clip-main-grad over its stages and embedding-grads-all-reduce between its first and
 // last stage; per pipeline link the forward (send on s, recv on s+1) and backward (send on s+1,
-// recv on s) point-to-point pairs.
+// recv on s) point-to-point pairs. kInvalidArgument also for a rank twice in a step or two ranks
+// with the same (dp_rank, stage) in a step, naming both lines.
 absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column);
 
 }  // namespace falcon::cli

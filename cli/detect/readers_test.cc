@@ -44,6 +44,22 @@ TEST(ReadCsvTest, DefaultLastColumnOrNamedColumn) {
   EXPECT_THAT(ReadCsv(path, "iteration")->series[0].values, ElementsAre(1, 2, 3));
 }
 
+TEST(ReadCsvTest, Utf8ByteOrderMarkIsNotPartOfTheFirstColumnName) {
+  // Spreadsheet exports (Excel "CSV UTF-8") start with EF BB BF.
+  const std::string path = WriteTemp("bom.csv", "\xEF\xBB\xBFiteration,time\r\n1,10\n2,11\n");
+  absl::StatusOr<DetectInput> in = ReadCsv(path, "iteration");
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->series[0].name, "iteration");
+  EXPECT_THAT(in->series[0].values, ElementsAre(1, 2));
+  const std::string bd =
+      WriteTemp("bom_bd.csv",
+                "\xEF\xBB\xBFstep,rank,dp_rank,stage,forward-compute_s,backward-compute_s\n"
+                "1,0,0,0,1,2\n");
+  absl::StatusOr<DetectInput> b = ReadBytedance(bd, "");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_THAT(b->series[0].values, ElementsAre(3));
+}
+
 TEST(ReadCsvTest, BadInputNamesTheProblem) {
   EXPECT_EQ(ReadCsv("/nonexistent/x.csv", "").status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(Message(ReadCsv(WriteTemp("e.csv", ""), "")), HasSubstr("file is empty"));
@@ -71,6 +87,13 @@ TEST(ReadTcpdTest, SeriesAndErrors) {
       Message(ReadTcpd(WriteTemp("n.json", R"({"series":[{"label":"V1","raw":[1,null]}]})"), "")),
       HasSubstr("series \"V1\" raw[1] is null, not a number"));
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("b.json", "{"), "")), HasSubstr("not valid JSON"));
+  // A parse error says where: line, column and byte offset, and what nlohmann found there.
+  const std::string bad = WriteTemp("b2.json", "{\"series\": [\n  {\"raw\": [1, 2,, 3]}\n]}\n");
+  EXPECT_THAT(Message(ReadTcpd(bad, "")),
+              HasSubstr(bad + ": not valid JSON at line 2, column 17 (byte 30): syntax error"));
+  EXPECT_THAT(Message(ReadTcpd(WriteTemp("b3.json", "{\"series\": ["), "")),
+              HasSubstr("not valid JSON at line 1, column 13 (byte 13): syntax error while parsing "
+                        "value - unexpected end of input"));
   // A deeply nested value is named by its type, not dumped (dump() recursed and crashed).
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("d.json", R"({"series":[{"raw":[)" + deep + "]}]}"), "")),
@@ -125,6 +148,12 @@ TEST(ReadBytedanceTest, SeriesPerRankAndBlameInputPerStep) {
   EXPECT_THAT(Message(ReadBytedance(p, "nope_s")), HasSubstr("no column \"nope_s\""));
   EXPECT_THAT(Message(ReadBytedance(WriteTemp("bd2.csv", header + "5,0,0,0,1,-2,0,0,0,0,0\n"), "")),
               HasSubstr("line 2, column \"backward-compute_s\": negative time"));
+  // Two ranks in one (dp_rank, stage) cell of a step: blame would silently drop one of them.
+  EXPECT_THAT(Message(ReadBytedance(WriteTemp("bd4.csv", header + "5,0,0,0,1,2,0.1,0,0,0.2,0.3\n"
+                                                                  "5,1,0,1,1,2,0,0.5,0.1,0,0.3\n"
+                                                                  "5,2,0,1,1,2,0,0.5,0.1,0,0.3\n"),
+                                    "")),
+              HasSubstr("line 4: step 5: rank 2 and rank 1 (line 3) both have dp_rank 0, stage 1"));
   EXPECT_THAT(
       Message(ReadBytedance(WriteTemp("bd3.csv", "step,rank,dp_rank,stage\n1,0,0,0\n"), "")),
       HasSubstr("no column \"forward-compute_s\""));

@@ -1,6 +1,7 @@
 // falcon_plan: offline mitigation planning (`./falcon plan ...`). See plan_commands.h for the
 // subcommands, flags and output. Exit status: 0 ok, 1 bad input or unreadable file (the message
-// names the flag, field or file position), 2 usage error (missing or unknown subcommand).
+// names the flag, field or file position), 2 usage error (missing or unknown subcommand); --help
+// prints the usage and every flag and exits 0.
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "cli/help/flags_help.h"
 #include "cli/plan/plan_commands.h"
 
 // s2
@@ -83,6 +85,11 @@ int Finish(const absl::StatusOr<std::string>& out) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
+    std::fputs(falcon::cli::FlagsHelp(kUsage, "falcon_plan_main.cc", /*dashes=*/true).c_str(),
+               stdout);
+    return 0;
+  }
   std::vector<std::string> rewritten = DashesToUnderscores(argc, argv);
   std::vector<char*> raw;
   for (std::string& a : rewritten) raw.push_back(a.data());

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace falcon::cli {
 namespace {
@@ -130,6 +131,7 @@ absl::StatusOr<Layout> ParseJson(absl::string_view text, absl::string_view sourc
 }  // namespace
 
 absl::StatusOr<Layout> ParseLayout(absl::string_view text, absl::string_view source) {
+  absl::ConsumePrefix(&text, "\xEF\xBB\xBF");  // UTF-8 byte order mark (spreadsheet exports)
   const absl::string_view body = absl::StripLeadingAsciiWhitespace(text);
   if (!body.empty() && (body[0] == '{' || body[0] == '[')) return ParseJson(body, source);
   return ParseCsv(text, source);

@@ -24,6 +24,18 @@ TEST(LayoutIoTest, ReadsCsvAndJsonFiles) {
   EXPECT_EQ(b->NodeAt(0, 1), "A");
 }
 
+TEST(LayoutIoTest, SkipsAUtf8ByteOrderMark) {
+  const std::string bom = "\xEF\xBB\xBF";
+  absl::StatusOr<analysis::Layout> csv =
+      ParseLayout(bom + "rank,node,dp,pp,tp\n0,n,0,0,0\n1,m,1,0,0\n", "bom.csv");
+  ASSERT_TRUE(csv.ok()) << csv.status();
+  EXPECT_EQ(csv->dp_size(), 2);
+  absl::StatusOr<analysis::Layout> json =
+      ParseLayout(bom + R"([{"rank":0,"node":"n","dp":0,"pp":0,"tp":0}])", "bom.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->world_size(), 1);
+}
+
 TEST(LayoutIoTest, RoundTrips) {
   absl::StatusOr<analysis::Layout> a =
       ParseLayout(*ReadFileToString("cli/plan/testdata/four_nodes.csv"), "x");

@@ -1,5 +1,6 @@
 #include "cli/plan/plan_commands.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <utility>
@@ -163,14 +164,34 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
   };
   absl::StatusOr<analysis::MicroBatchSplit> split = analysis::SolveMicroBatches(problem);
   if (!split.ok()) return flagged(split.status());
+  // The baseline is the plan in force, on the same (slow) groups: --exclude only applies to the
+  // new plan. By default every group is in the even split; a --current entry of 0 marks a group
+  // that the plan in force already leaves out.
+  analysis::MicroBatchProblem in_force = problem;
+  in_force.excluded.clear();
   absl::StatusOr<analysis::MicroBatchSplit> baseline;
   std::string baseline_name = "even split";
   if (request.current.empty()) {
-    baseline = analysis::EvenMicroBatches(problem);
+    baseline = analysis::EvenMicroBatches(in_force);
+    if (!baseline.ok() && !problem.excluded.empty()) {
+      // M is too small to give every group q micro-batches, so the plan in force cannot have
+      // been the even split over all groups; fall back to the one over the groups kept.
+      baseline = analysis::EvenMicroBatches(problem);
+      baseline_name = "even split over the groups kept (pass --current for the plan in force)";
+    }
   } else {
     absl::StatusOr<std::vector<int64_t>> current = ParseInts(request.current, "--current");
     if (!current.ok()) return current.status();
-    baseline = analysis::EvaluateMicroBatches(problem, *current);
+    if (current->size() != times->size()) {
+      return absl::InvalidArgumentError(absl::StrCat("--current: has ", current->size(),
+                                                     " entries, want one per DP group (",
+                                                     times->size(), ")"));
+    }
+    if (std::find(current->begin(), current->end(), 0) != current->end()) {
+      in_force.excluded.assign(times->size(), false);
+      for (size_t i = 0; i < current->size(); ++i) in_force.excluded[i] = (*current)[i] == 0;
+    }
+    baseline = analysis::EvaluateMicroBatches(in_force, *current);
     baseline_name = "current plan";
   }
   if (!baseline.ok()) return flagged(baseline.status());

@@ -5,7 +5,8 @@
 //             [--current m1,m2,...] [--json]
 //             JSON: {"m":[...],"makespan":x,"predicted_speedup":y,"baseline_makespan":b,
 //                    "spread":s}; times in seconds. The speedup compares the makespan with the
-//             current plan (--current) or, by default, the even split.
+//             plan in force on the same groups: --current (0 = a group it leaves out) or, by
+//             default, the even split over all groups (--exclude applies to the new plan only).
 //   s3        --layout FILE [--slow-links a-b[:x],...] [--slow-ranks r[:x],...] [cost model
 //             flags] [--json]
 //             JSON: {"layout":[...],"moved_ranks":[...],"predicted_iteration_time_s":{"before",
@@ -34,7 +35,7 @@ struct S2Request {
   int64_t microbatches = 0;  // --microbatches: M, micro-batches per global batch.
   int64_t multiple = 1;      // --multiple: q (PP size under 1F1B).
   std::string exclude;       // --exclude: DP indices to give no micro-batches.
-  std::string current;       // --current: the plan in force, for the speedup; empty = even.
+  std::string current;       // --current: the plan in force, for the speedup; empty = even split.
   bool json = false;
 };
 

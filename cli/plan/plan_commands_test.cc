@@ -54,6 +54,53 @@ TEST(PlanS2Test, JsonMatchesTheIssueShape) {
                                    "predicted speedup 1.200x"));
 }
 
+TEST(PlanS2Test, ExcludeComparesWithTheCurrentPlanThatStillUsesTheGroups) {
+  // Group 2 is 3x slow. Today it runs the even split 8,8,8,8 (makespan 24 s); excluding it gives
+  // 12,10,0,10 (12 s): a 2x speedup. The baseline is not the even split over the other groups.
+  S2Request r;
+  r.times = "1,1,3,1";
+  r.microbatches = 32;
+  r.multiple = 2;
+  r.exclude = "2";
+  r.json = true;
+  absl::StatusOr<std::string> out = RunS2(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  Json j = Json::parse(*out);
+  EXPECT_EQ(j["m"], Json::parse("[12,10,0,10]"));
+  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), 12.0);
+  EXPECT_DOUBLE_EQ(j["baseline_makespan"].get<double>(), 24.0);
+  EXPECT_DOUBLE_EQ(j["predicted_speedup"].get<double>(), 2.0);
+  // The plan in force gives the group to be excluded micro-batches: accepted.
+  r.current = "8,8,8,8";
+  out = RunS2(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  j = Json::parse(*out);
+  EXPECT_DOUBLE_EQ(j["baseline_makespan"].get<double>(), 24.0);
+  EXPECT_DOUBLE_EQ(j["predicted_speedup"].get<double>(), 2.0);
+  // A plan in force that already left the group out is evaluated without it.
+  r.current = "10,10,0,12";
+  out = RunS2(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  j = Json::parse(*out);
+  EXPECT_DOUBLE_EQ(j["baseline_makespan"].get<double>(), 12.0);
+  EXPECT_DOUBLE_EQ(j["predicted_speedup"].get<double>(), 1.0);
+  // M too small for the even split over all groups: the baseline is the one over the kept ones.
+  r.current = "";
+  r.microbatches = 6;
+  r.times = "1,1,3,1";
+  r.json = false;
+  out = RunS2(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, HasSubstr("even split over the groups kept (pass --current for the plan in "
+                              "force) 2.0000 s: predicted speedup 1.000x"));
+  r.microbatches = 32;
+  // Entries of the plan in force are still checked.
+  r.current = "15,1,8,8";
+  EXPECT_THAT(Error(RunS2(r)), HasSubstr("--current[0]: must be a positive multiple of 2, got 15"));
+  r.current = "8,8,16";
+  EXPECT_THAT(Error(RunS2(r)), HasSubstr("--current"));
+}
+
 TEST(PlanS2Test, BadInputNamesTheFlag) {
   S2Request r;
   r.times = "1,nan,1";
@@ -125,6 +172,11 @@ TEST(PlanS3Test, BadInputNamesTheFlag) {
   r.p2p_s = -1;
   EXPECT_THAT(Error(RunS3(r)), HasSubstr("--p2p-s: must be a finite number"));
   r.p2p_s = 0.01;
+  r.replica_microbatches = int64_t{9'000'000'000'000'000'000};
+  EXPECT_THAT(
+      Error(RunS3(r)),
+      HasSubstr("--replica-microbatches: must be in [1, 1000000], got 9000000000000000000"));
+  r.replica_microbatches = 8;
   r.layout_path = TempFile("bad_layout.csv", "rank,node,dp,pp,tp\n0,a,0,0,0\n1,b,0,0,1\n");
   EXPECT_THAT(Error(RunS3(r)), HasSubstr("TP groups must stay inside a node"));
 }

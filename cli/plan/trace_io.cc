@@ -3,19 +3,23 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace falcon::cli {
 
 absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::string_view source) {
   std::map<std::string, size_t> column;
+  std::vector<std::string> header;
   std::vector<TraceRow> rows;
   int line_number = 0;
+  absl::ConsumePrefix(&text, "\xEF\xBB\xBF");  // UTF-8 byte order mark (spreadsheet exports)
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
     line = absl::StripAsciiWhitespace(line);
@@ -24,6 +28,7 @@ absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::s
     for (std::string& c : cells) c = std::string(absl::StripAsciiWhitespace(c));
     const std::string where = absl::StrCat(source, ":", line_number);
     if (column.empty()) {
+      header = cells;
       for (size_t i = 0; i < cells.size(); ++i) column[absl::AsciiStrToLower(cells[i])] = i;
       for (const char* name : {"iteration", "iteration_time_s", "cause"}) {
         if (column.count(name) == 0) {
@@ -34,10 +39,18 @@ absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::s
       }
       continue;
     }
-    auto cell = [&](const char* name) -> std::string {
-      const size_t i = column.at(name);
-      return i < cells.size() ? cells[i] : std::string();
-    };
+    // Every row has the header's columns: a short row is an error, not an empty cause.
+    while (cells.size() > header.size() && cells.back().empty()) cells.pop_back();
+    if (cells.size() < header.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": column ", header[cells.size()],
+                                                     ": missing (the row has ", cells.size(),
+                                                     " columns, the header ", header.size(), ")"));
+    }
+    if (cells.size() > header.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": the row has ", cells.size(),
+                                                     " columns, the header ", header.size()));
+    }
+    auto cell = [&](const char* name) -> const std::string& { return cells[column.at(name)]; };
     TraceRow row;
     row.line = line_number;
     if (!absl::SimpleAtoi(cell("iteration"), &row.iteration)) {

@@ -1,8 +1,10 @@
 // Reading iteration-time traces for `falcon_plan escalate`.
 //
 // Format: CSV with a header naming the columns iteration,iteration_time_s,cause (any order;
-// other columns ignored), one row per iteration in order. Blank lines and lines starting with '#'
-// are skipped. `cause` says what the detector knew at that iteration:
+// other columns ignored), one row per iteration in order, each with the header's number of
+// columns (trailing empty fields aside; a short row is an error naming the missing column). Blank
+// lines and lines starting with '#' are skipped. `cause` says what the detector knew at that
+// iteration:
 //   none (or healthy, or empty)  no fail-slow;
 //   compute | communication (or comm) | unknown   a fail-slow of that cause is active.
 // A run of rows with the same cause is one event; it clears at the next `none` row.

@@ -25,6 +25,13 @@ TEST(TraceIoTest, ParsesRowsAndCauses) {
   EXPECT_FALSE((*rows)[5].cause.has_value());
 }
 
+TEST(TraceIoTest, SkipsAUtf8ByteOrderMark) {
+  absl::StatusOr<std::vector<TraceRow>> rows =
+      ParseTrace("\xEF\xBB\xBFiteration,iteration_time_s,cause\n0,1,none\n", "bom.csv");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->size(), 1u);
+}
+
 TEST(TraceIoTest, ErrorsNameTheLineAndColumn) {
   auto error = [](absl::string_view text) {
     absl::StatusOr<std::vector<TraceRow>> r = ParseTrace(text, "t.csv");
@@ -39,6 +46,14 @@ TEST(TraceIoTest, ErrorsNameTheLineAndColumn) {
   EXPECT_THAT(error(header + "x,1,none\n"), HasSubstr("t.csv:2: column iteration: 'x'"));
   EXPECT_THAT(error(header + "1,1,none\n1,1,none\n"), HasSubstr("t.csv:3: column iteration: 1 "
                                                                 "does not increase"));
+  // A short row is not a healthy row with an empty cause: it names the missing column.
+  EXPECT_THAT(error(header + "0,1,none\n1,1\n"),
+              HasSubstr("t.csv:3: column cause: missing (the row has 2 columns, the header 3)"));
+  EXPECT_THAT(error("cause,iteration,iteration_time_s\ncompute,0\n"),
+              HasSubstr("t.csv:2: column iteration_time_s: missing (the row has 2 columns, the "
+                        "header 3)"));
+  EXPECT_THAT(error(header + "0,1,none,extra\n"),
+              HasSubstr("t.csv:2: the row has 4 columns, the header 3"));
   EXPECT_THAT(error(header + "0,1,gpu\n"), HasSubstr("t.csv:2: column cause: 'gpu'"));
   EXPECT_THAT(error(header), HasSubstr("t.csv: no rows"));
   EXPECT_THAT(error(""), HasSubstr("t.csv: no header"));
