@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "collective/fault/fault_spec.h"
 
 extern char** environ;
 
@@ -67,6 +68,38 @@ std::string Describe(int rank, const Rank& r, int status) {
                       " (", strsignal(sig), ")");
 }
 
+// kInvalidArgument naming --faults, the fault (canonical syntax) and the rank when a fault of
+// `spec` names a global rank outside [0, nproc); the parser's error when `spec` does not parse.
+absl::Status ValidateFaultRanks(const std::string& spec, int nproc) {
+  absl::StatusOr<FaultPlan> plan = LoadFaultSpec(spec);
+  if (!plan.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--faults: ", plan.status().message()));
+  }
+  auto check = [nproc](int rank, const FaultPlan& one) -> absl::Status {
+    if (rank >= 0 && rank < nproc) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("--faults: fault '", one.ToString(),
+                                                   "' names rank ", rank, ", but --nproc=", nproc,
+                                                   " has ranks 0..", nproc - 1));
+  };
+  for (const ComputeFault& f : plan->compute) {
+    FaultPlan one;
+    one.compute = {f};
+    if (auto s = check(f.rank, one); !s.ok()) return s;
+  }
+  for (const LinkFault& f : plan->links) {
+    FaultPlan one;
+    one.links = {f};
+    if (auto s = check(f.src, one); !s.ok()) return s;
+    if (auto s = check(f.dst, one); !s.ok()) return s;
+  }
+  for (const ContentionFault& f : plan->contention) {
+    FaultPlan one;
+    one.contention = {f};
+    if (auto s = check(f.rank, one); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
@@ -97,6 +130,9 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
   }
   if (o.comm_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--comm_timeout_ms must be > 0");
+  }
+  if (!o.faults.empty()) {
+    if (auto s = ValidateFaultRanks(o.faults, o.nproc); !s.ok()) return s;
   }
   if (o.command.empty() || o.command[0].empty()) {
     return absl::InvalidArgumentError("no program given: falcon_launch [flags] -- PROGRAM ARGS...");

@@ -40,7 +40,9 @@ struct LaunchOptions {
 };
 
 // kInvalidArgument naming the flag: nproc <= 0, sizes < 1, dp*pp*tp != nproc, nodes not
-// dividing nproc, unknown backend, empty command.
+// dividing nproc, unknown backend, empty command; --faults that does not parse (an @file that
+// cannot be read included) or names a rank (compute/contention rank, link src or dst) outside
+// [0, nproc), naming the fault and the rank.
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 
 // Each rank's environment (index = global rank) for a job using `rendezvous_dir`.

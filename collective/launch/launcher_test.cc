@@ -147,6 +147,43 @@ TEST(LauncherTest, ValidationNamesTheFlag) {
   }
 }
 
+TEST(LauncherTest, FaultsNamingRanksOutsideTheJobAreRejected) {
+  LaunchOptions o;
+  o.nproc = 8;
+  o.nodes = 2;
+  o.command = {"prog"};
+  o.faults = "compute:rank=7,factor=1.5; link:src=0,dst=7,delay_ms=5; contention:rank=3";
+  ASSERT_TRUE(ValidateLaunchOptions(o).ok()) << ValidateLaunchOptions(o);
+  struct Case {
+    const char* faults;
+    const char* want;  // The fault and the rank, as the message must name them.
+  } cases[] = {
+      {"compute:rank=9,factor=1.5", "compute:rank=9"},
+      {"compute:rank=8,factor=2", "rank 8"},
+      {"link:src=8,dst=1,delay_ms=5", "link:src=8,dst=1"},
+      {"link:src=1,dst=12,bw_mbps=100", "rank 12"},
+      {"compute:rank=0,factor=2; contention:rank=9,workers=1", "contention:rank=9"},
+      {"link:src=0,dst=1,delay_ms=1\ncompute:rank=100,factor=2", "rank 100"},
+      {"compute:rank=x", "--faults"},  // Unparsable specs are rejected before any rank starts.
+  };
+  for (const Case& c : cases) {
+    o.faults = c.faults;
+    absl::Status s = ValidateLaunchOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.faults;
+    EXPECT_TRUE(absl::StrContains(s.message(), c.want)) << c.faults << ": " << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "--faults")) << s;
+    EXPECT_FALSE(PlanRanks(o, "/s").ok()) << c.faults;
+  }
+  // falcon_launch exits 2 and starts nothing.
+  const std::string out = TempDir("badfault");
+  LaunchRun run = Launch({"--nproc=8", "--faults=compute:rank=9,factor=1.5", "--",
+                          Runfile("collective/launch/launch_test_child"), "env", out},
+                         out);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "rank 9")) << run.output;
+  EXPECT_FALSE(Exists(out + "/rank0.env")) << run.output;
+}
+
 TEST(LauncherTest, EveryRankGetsItsEnvironment) {
   const std::string out = TempDir("env");
   LaunchRun run =
