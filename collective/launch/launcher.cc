@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,6 +223,10 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
     std::vector<char*> envp;
     for (std::string& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);
+    // Said by the child if exec fails, with the reason appended (one writev, so ranks' lines
+    // do not interleave; nothing in the child after fork allocates).
+    const std::string exec_error = absl::StrCat("falcon_launch: rank ", r, " (", (*plan)[r].node,
+                                                "): cannot execute '", o.command[0], "': ");
     cpu_set_t pin;
     CPU_ZERO(&pin);
     if (!cpus.empty()) CPU_SET(cpus[r % cpus.size()], &pin);
@@ -239,8 +244,12 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
       if (o.pin_cpus && !cpus.empty()) sched_setaffinity(0, sizeof(pin), &pin);
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       execvpe(argv[0], argv.data(), envp.data());
-      const char* msg = "falcon_launch: cannot execute the program\n";
-      (void)!write(2, msg, strlen(msg));
+      const char* reason = strerrordesc_np(errno);
+      if (reason == nullptr) reason = "unknown error";
+      iovec parts[3] = {{const_cast<char*>(exec_error.data()), exec_error.size()},
+                        {const_cast<char*>(reason), strlen(reason)},
+                        {const_cast<char*>("\n"), 1}};
+      (void)!writev(2, parts, 3);
       _exit(127);
     }
     setpgid(pid, pid);

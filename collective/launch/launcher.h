@@ -8,6 +8,8 @@
 //   c        the first failing rank exited with code c != 0;
 //   128 + s  the first failing rank was killed by signal s, or the launcher itself got signal s
 //            (SIGINT/SIGTERM), forwarded it, and the ranks stopped.
+// A rank whose program cannot be executed prints
+// "falcon_launch: rank R (NODE): cannot execute 'PROGRAM': REASON" and exits 127.
 // Ranks that the launcher stops are not failures. Each rank runs in its own process group (its
 // children are signalled with it) and is SIGKILLed if the launcher dies (PR_SET_PDEATHSIG).
 #ifndef FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_

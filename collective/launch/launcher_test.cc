@@ -255,7 +255,17 @@ TEST(LauncherTest, MissingProgramFailsClearly) {
   const std::string out = TempDir("missing");
   LaunchRun run = Launch({"--nproc=2", "--", "/no/such/program"}, out);
   EXPECT_EQ(run.exit_code, 127) << run.output;
-  EXPECT_TRUE(absl::StrContains(run.output, "cannot execute")) << run.output;
+  // The failing rank names itself, the program and why exec failed (the other rank may be
+  // stopped before it gets to say so).
+  const std::string missing = ": cannot execute '/no/such/program': No such file or directory";
+  EXPECT_TRUE(absl::StrContains(run.output, "rank 0 (node0)" + missing) ||
+              absl::StrContains(run.output, "rank 1 (node0)" + missing))
+      << run.output;
+  LaunchRun not_exec = Launch({"--nproc=1", "--", out}, out);  // A directory.
+  EXPECT_EQ(not_exec.exit_code, 127) << not_exec.output;
+  EXPECT_TRUE(absl::StrContains(not_exec.output, absl::StrCat("rank 0 (node0): cannot execute '",
+                                                              out, "': Permission denied")))
+      << not_exec.output;
   LaunchRun bad = Launch({"--nproc=3", "--dp=2", "--", "/bin/true"}, out);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(bad.output, "--dp")) << bad.output;
