@@ -19,9 +19,9 @@ ABSL_FLAG(int, tp, 1, "tensor-parallel size");
 ABSL_FLAG(int, nodes, 1, "emulated nodes (must divide nproc)");
 ABSL_FLAG(std::string, backend, "gloo", "communicator backend for the ranks: gloo or nccl");
 ABSL_FLAG(std::string, faults, "", "fault spec or @file (collective/fault/fault_spec.h)");
-ABSL_FLAG(int, comm_timeout_ms, 60000, "communicator timeout passed to the ranks");
+ABSL_FLAG(int, comm_timeout_ms, 60000, "communicator timeout passed to the ranks, 1..600000");
 ABSL_FLAG(bool, pin_cpus, false, "pin rank r to the r-th allowed CPU");
-ABSL_FLAG(int, grace_ms, 5000, "time between SIGTERM and SIGKILL when stopping ranks");
+ABSL_FLAG(int, grace_ms, 5000, "time between SIGTERM and SIGKILL when stopping ranks, 0..600000");
 ABSL_FLAG(std::string, rendezvous_root, "", "parent of the fresh store dir (default $TMPDIR)");
 ABSL_FLAG(bool, keep_rendezvous, false, "keep the store dir after the job");
 

@@ -104,6 +104,7 @@ absl::Status ValidateFaultRanks(const std::string& spec, int nproc) {
 }  // namespace
 
 absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
+  constexpr absl::Duration kMaxDuration = absl::Minutes(10);  // --grace_ms, --comm_timeout_ms.
   if (o.nproc <= 0)
     return absl::InvalidArgumentError(absl::StrCat("--nproc must be > 0, got ", o.nproc));
   if (o.pp < 1) return absl::InvalidArgumentError(absl::StrCat("--pp must be >= 1, got ", o.pp));
@@ -129,8 +130,15 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend='", o.backend, "': want gloo or nccl"));
   }
-  if (o.comm_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--comm_timeout_ms must be > 0");
+  if (o.comm_timeout <= absl::ZeroDuration() || o.comm_timeout > kMaxDuration) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--comm_timeout_ms must be in (0, ", absl::ToInt64Milliseconds(kMaxDuration),
+                     "], got ", absl::FormatDuration(o.comm_timeout)));
+  }
+  if (o.grace < absl::ZeroDuration() || o.grace > kMaxDuration) {
+    return absl::InvalidArgumentError(absl::StrCat("--grace_ms must be in [0, ",
+                                                   absl::ToInt64Milliseconds(kMaxDuration),
+                                                   "], got ", absl::FormatDuration(o.grace)));
   }
   if (!o.faults.empty()) {
     if (auto s = ValidateFaultRanks(o.faults, o.nproc); !s.ok()) return s;

@@ -33,16 +33,17 @@ struct LaunchOptions {
   int nodes = 1;                 // Emulated nodes; must divide nproc. Ranks fill nodes in order.
   std::string backend = "gloo";  // FALCON_BACKEND.
   std::string faults;            // FALCON_FAULTS (spec or @file).
-  absl::Duration comm_timeout = absl::Seconds(60);  // FALCON_COMM_TIMEOUT_MS.
+  absl::Duration comm_timeout = absl::Seconds(60);  // FALCON_COMM_TIMEOUT_MS; (0, 10 min].
   bool pin_cpus = false;  // Pin rank r to the r-th allowed CPU (mod count), for contention.
-  absl::Duration grace = absl::Seconds(5);  // SIGTERM -> SIGKILL when stopping ranks.
+  absl::Duration grace = absl::Seconds(5);  // SIGTERM -> SIGKILL when stopping ranks; [0, 10 min].
   std::string rendezvous_root;              // Parent of the fresh store dir; "" = $TMPDIR or /tmp.
   bool keep_rendezvous = false;             // Leave the store dir behind (debugging).
   std::vector<std::string> command;         // PROGRAM ARGS...; non-empty.
 };
 
 // kInvalidArgument naming the flag: nproc <= 0, sizes < 1, dp*pp*tp != nproc, nodes not
-// dividing nproc, unknown backend, empty command; --faults that does not parse (an @file that
+// dividing nproc, unknown backend, empty command, comm_timeout outside (0, 10 min] or grace outside
+// [0, 10 min] (--comm_timeout_ms, --grace_ms); --faults that does not parse (an @file that
 // cannot be read included) or names a rank (compute/contention rank, link src or dst) outside
 // [0, nproc), naming the fault and the rank.
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);

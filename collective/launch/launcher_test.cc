@@ -125,6 +125,12 @@ TEST(LauncherTest, ValidationNamesTheFlag) {
       {[](LaunchOptions& o) { o.tp = 0; }, "--tp"},
       {[](LaunchOptions& o) { o.backend = "mpi"; }, "--backend"},
       {[](LaunchOptions& o) { o.command.clear(); }, "PROGRAM"},
+      // Durations are bounded (10 minutes) and not negative.
+      {[](LaunchOptions& o) { o.grace = absl::Milliseconds(600001); }, "--grace_ms"},
+      {[](LaunchOptions& o) { o.grace = absl::Milliseconds(2147483647); }, "--grace_ms"},
+      {[](LaunchOptions& o) { o.grace = absl::Milliseconds(-1); }, "--grace_ms"},
+      {[](LaunchOptions& o) { o.comm_timeout = absl::Milliseconds(600001); }, "--comm_timeout_ms"},
+      {[](LaunchOptions& o) { o.comm_timeout = absl::InfiniteDuration(); }, "--comm_timeout_ms"},
       // pp x tp overflowing int once divided by zero (SIGFPE) or wrapped to nproc.
       {[](LaunchOptions& o) {
          o.pp = 65536;
@@ -138,6 +144,11 @@ TEST(LauncherTest, ValidationNamesTheFlag) {
        },
        "--tp"},
   };
+  for (absl::Duration d : {absl::ZeroDuration(), absl::Milliseconds(600000)}) {
+    LaunchOptions o = good;
+    o.grace = d;
+    EXPECT_TRUE(ValidateLaunchOptions(o).ok()) << d;
+  }
   for (const Case& c : cases) {
     LaunchOptions o = good;
     c.edit(o);
@@ -266,6 +277,9 @@ TEST(LauncherTest, MissingProgramFailsClearly) {
   EXPECT_TRUE(absl::StrContains(not_exec.output, absl::StrCat("rank 0 (node0): cannot execute '",
                                                               out, "': Permission denied")))
       << not_exec.output;
+  LaunchRun long_grace = Launch({"--nproc=1", "--grace_ms=2147483647", "--", "/bin/true"}, out);
+  EXPECT_EQ(long_grace.exit_code, 2) << long_grace.output;
+  EXPECT_TRUE(absl::StrContains(long_grace.output, "--grace_ms")) << long_grace.output;
   LaunchRun bad = Launch({"--nproc=3", "--dp=2", "--", "/bin/true"}, out);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(bad.output, "--dp")) << bad.output;
