@@ -3,11 +3,15 @@
 //   launch_test_child fail R CODE OUTDIR  rank R exits CODE after 200 ms; others wait for SIGTERM
 //   launch_test_child crash R OUTDIR      rank R kills itself with SIGKILL; others wait
 //   launch_test_child wait OUTDIR         every rank writes OUTDIR/ready<R> and waits for SIGTERM
+//   launch_test_child tree OUTDIR         every rank starts a child of its own (same process
+//                                         group), writes "PID CHILD_PID" to OUTDIR/pids<R> and
+//                                         sleeps 30 s (SIGTERM kills both; the child sleeps 30 s)
 // Waiting ranks write OUTDIR/term<R> when SIGTERM arrives and exit 0; they exit 9 after 30 s.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -64,5 +68,17 @@ int main(int argc, char** argv) {
     return WaitForTerm(argv[3], rank);
   }
   if (mode == "wait") return WaitForTerm(argv[2], rank);
+  if (mode == "tree") {
+    const pid_t child = fork();
+    if (child == 0) {
+      for (int i = 0; i < 300; ++i) usleep(100 * 1000);
+      _exit(9);
+    }
+    const std::string path = std::string(argv[2]) + "/pids" + std::to_string(rank);
+    std::ofstream(path + ".tmp") << getpid() << " " << child << "\n";
+    std::rename((path + ".tmp").c_str(), path.c_str());
+    for (int i = 0; i < 300; ++i) usleep(100 * 1000);
+    return 9;
+  }
   return 2;
 }

@@ -8,10 +8,12 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -67,6 +69,82 @@ std::string Describe(int rank, const Rank& r, int status) {
   const int sig = WTERMSIG(status);
   return absl::StrCat("rank ", rank, " (", r.node, ", pid ", r.pid, ") was killed by signal ", sig,
                       " (", strsignal(sig), ")");
+}
+
+// The guard: a forked copy of the launcher, in a process group of its own, that outlives it by a
+// moment. The launcher tells it through a socket each rank it started (+pid) and reaped (-pid).
+// When the socket closes (the launcher ended, SIGKILL included) it SIGKILLs the process group of
+// every rank not yet reaped, which reaches what the ranks started themselves (PR_SET_PDEATHSIG
+// only reaches the ranks), and exits. Nothing here allocates: `live` holds `max_ranks` slots.
+[[noreturn]] void RunGuard(int fd, pid_t* live, int max_ranks) {
+  int n = 0;
+  char buf[1024];
+  size_t have = 0;
+  for (;;) {
+    const ssize_t got = read(fd, buf + have, sizeof(buf) - have);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    have += static_cast<size_t>(got);
+    size_t used = 0;
+    for (; have - used >= sizeof(int32_t); used += sizeof(int32_t)) {
+      int32_t v;
+      memcpy(&v, buf + used, sizeof(v));
+      if (v > 0 && n < max_ranks) {
+        live[n++] = v;
+      } else if (v < 0) {
+        for (int i = 0; i < n; ++i) {
+          if (live[i] == -v) live[i] = 0;
+        }
+      }
+    }
+    memmove(buf, buf + used, have - used);
+    have -= used;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (live[i] > 0) kill(-live[i], SIGKILL);
+  }
+  _exit(0);
+}
+
+struct Guard {
+  pid_t pid = -1;
+  int fd = -1;  // The launcher's end of the socket.
+
+  // +pid: a rank (and process group) started; -pid: reaped. Best effort: without a guard, ranks
+  // still die with the launcher through PR_SET_PDEATHSIG.
+  void Tell(pid_t rank_pid, bool started) const {
+    if (fd < 0) return;
+    const int32_t v = started ? rank_pid : -rank_pid;
+    (void)!send(fd, &v, sizeof(v), MSG_NOSIGNAL);
+  }
+  // Closes the socket (the guard kills what is left) and reaps the guard.
+  void Stop() {
+    if (fd >= 0) close(fd);
+    fd = -1;
+    if (pid > 0) waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+};
+
+Guard StartGuard(std::vector<pid_t>& live) {
+  Guard g;
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return g;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return g;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);  // Not stopped along with the launcher's process group.
+    close(fds[0]);
+    RunGuard(fds[1], live.data(), static_cast<int>(live.size()));
+  }
+  close(fds[1]);
+  g.pid = pid;
+  g.fd = fds[0];
+  return g;
 }
 
 // kInvalidArgument naming --faults, the fault (canonical syntax) and the rank when a fault of
@@ -213,6 +291,8 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
   argv.push_back(nullptr);
   const std::vector<int> cpus = AllowedCpus();
   const pid_t launcher = getpid();
+  std::vector<pid_t> guard_slots(o.nproc);
+  Guard guard = StartGuard(guard_slots);
 
   std::vector<Rank> ranks(o.nproc);
   LaunchResult result;
@@ -241,6 +321,7 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
     const pid_t pid = fork();
     if (pid < 0) {
       stop_all(SIGKILL);
+      guard.Stop();
       close(sfd);
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       return absl::InternalError(absl::StrCat("fork for rank ", r, ": ", strerror(errno)));
@@ -261,6 +342,7 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
       _exit(127);
     }
     setpgid(pid, pid);
+    guard.Tell(pid, /*started=*/true);
     ranks[r].pid = pid;
     ranks[r].running = true;
     ranks[r].node = (*plan)[r].node;
@@ -303,6 +385,7 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
       rk.running = false;
       --running;
       kill(-rk.pid, SIGKILL);  // Anything the rank left in its group.
+      guard.Tell(rk.pid, /*started=*/false);
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (failed && !stopping) {
         stopping = true;
@@ -322,6 +405,7 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
       kill_at = absl::InfiniteFuture();
     }
   }
+  guard.Stop();
   close(sfd);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   if (!o.keep_rendezvous) RemoveTree(dir);

@@ -11,7 +11,11 @@
 // A rank whose program cannot be executed prints
 // "falcon_launch: rank R (NODE): cannot execute 'PROGRAM': REASON" and exits 127.
 // Ranks that the launcher stops are not failures. Each rank runs in its own process group (its
-// children are signalled with it) and is SIGKILLed if the launcher dies (PR_SET_PDEATHSIG).
+// children are signalled with it). If the launcher dies, even by SIGKILL, every rank is SIGKILLed
+// (PR_SET_PDEATHSIG, set in the child after fork and checked against the launcher's pid), and so
+// is every process group of a rank still running, which takes what the ranks started themselves:
+// a small guard process forked by the launcher (own process group, no exec) does that when its
+// socket to the launcher closes, then exits.
 #ifndef FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_
 #define FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_
 

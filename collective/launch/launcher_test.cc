@@ -1,8 +1,10 @@
 // Launcher planning and validation, and falcon_launch end to end: environment of every rank,
 // a failing rank stops the others with its exit code, a crashed rank gives 128+signal, SIGTERM
-// is forwarded, and real Gloo ranks pass the op checks under the launcher (4 ranks, 2 nodes).
+// is forwarded, a SIGKILLed launcher takes its ranks and their children along, and real Gloo
+// ranks pass the op checks under the launcher (4 ranks, 2 nodes).
 #include "collective/launch/launcher.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -260,6 +263,76 @@ TEST(LauncherTest, ForwardsSigtermToEveryRank) {
       });
   EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
   for (int r = 0; r < 3; ++r) EXPECT_TRUE(Exists(absl::StrCat(out, "/term", r))) << run.output;
+}
+
+// Pids of every rank and of the child each rank started (launch_test_child tree), once all
+// `nproc` ranks wrote them (empty after 30 s).
+std::vector<pid_t> TreePids(const std::string& out, int nproc) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3000 && static_cast<int>(pids.size()) < 2 * nproc; ++i) {
+    pids.clear();
+    for (int r = 0; r < nproc; ++r) {
+      std::istringstream in(ReadFile(absl::StrCat(out, "/pids", r)));
+      pid_t rank_pid = 0, child_pid = 0;
+      if (in >> rank_pid >> child_pid) pids.insert(pids.end(), {rank_pid, child_pid});
+    }
+    if (static_cast<int>(pids.size()) < 2 * nproc) absl::SleepFor(absl::Milliseconds(10));
+  }
+  return static_cast<int>(pids.size()) == 2 * nproc ? pids : std::vector<pid_t>{};
+}
+
+// A process is gone when it no longer exists or is a zombie waiting for its (new) parent.
+bool Gone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z';
+}
+
+// Waits up to 10 s for all of `pids` to be gone; SIGKILLs and returns the ones left.
+std::vector<pid_t> Survivors(const std::vector<pid_t>& pids) {
+  std::vector<pid_t> left = pids;
+  for (int i = 0; i < 1000 && !left.empty(); ++i) {
+    std::vector<pid_t> still;
+    for (pid_t p : left) {
+      if (!Gone(p)) still.push_back(p);
+    }
+    left = still;
+    if (!left.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  for (pid_t p : left) kill(p, SIGKILL);  // Leave nothing running.
+  return left;
+}
+
+TEST(LauncherTest, RanksAndTheirChildrenDieWithAKilledLauncher) {
+  const std::string out = TempDir("sigkill");
+  std::vector<pid_t> pids;
+  LaunchRun run = Launch(
+      {"--nproc=3", "--nodes=3", "--", Runfile("collective/launch/launch_test_child"), "tree", out},
+      out, [&](pid_t launcher) {
+        pids = TreePids(out, 3);
+        kill(launcher, SIGKILL);
+      });
+  EXPECT_EQ(run.exit_code, 128 + SIGKILL) << run.output;
+  ASSERT_EQ(pids.size(), 6u) << run.output;
+  EXPECT_EQ(Survivors(pids), std::vector<pid_t>{})
+      << "outlived a SIGKILLed launcher; (rank, its child) pids: " << absl::StrJoin(pids, " ")
+      << "\n"
+      << run.output;
+}
+
+TEST(LauncherTest, SigtermStopsRanksAndTheirChildren) {
+  const std::string out = TempDir("tree_sigterm");
+  std::vector<pid_t> pids;
+  LaunchRun run =
+      Launch({"--nproc=2", "--", Runfile("collective/launch/launch_test_child"), "tree", out}, out,
+             [&](pid_t launcher) {
+               pids = TreePids(out, 2);
+               kill(launcher, SIGTERM);
+             });
+  EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
+  ASSERT_EQ(pids.size(), 4u) << run.output;
+  EXPECT_EQ(Survivors(pids), std::vector<pid_t>{}) << run.output;
 }
 
 TEST(LauncherTest, MissingProgramFailsClearly) {
