@@ -148,6 +148,11 @@ absl::Status ValidationExecutor::RunGemm(const falcon::v1::GemmTest& test,
       slowdown_->Apply(iteration, absl::Nanoseconds(elapsed));
       elapsed = clock_->MonotonicNanos() - start;
     }
+    if (emulated_gemm_ > absl::ZeroDuration()) {
+      absl::SleepFor(emulated_gemm_ *
+                     (slowdown_ != nullptr ? slowdown_->FactorAt(iteration) : 1.0));
+      elapsed = clock_->MonotonicNanos() - start;
+    }
     if (rep > 0) total_ns += elapsed;  // Repetition 0 warms caches up.
   }
   const int64_t mean_ns = std::max<int64_t>(1, total_ns / test.repeats());

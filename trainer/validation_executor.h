@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "analysis/clock.h"
 #include "collective/comm_runtime.h"
 #include "collective/communicator.h"
@@ -37,6 +38,11 @@ class ValidationExecutor {
   // may be null (no compute faults). All must outlive the executor.
   ValidationExecutor(collective::Communicator* comm, collective::CommRuntime* runtime,
                      const collective::ComputeSlowdown* slowdown, const Clock* clock);
+
+  // Emulated device time added to each GEMM repetition (slept, stretched by the compute fault's
+  // factor), matching the trainer's --emulated_compute_ms, so GEMM validation sees an emulated
+  // slow device above the CPU noise. Call before the first Run(). Default zero.
+  void SetEmulatedGemmTime(absl::Duration per_repeat) { emulated_gemm_ = per_repeat; }
 
   // Whether this rank takes part in `task`: it is listed in task.ranks or, for a link pass, is an
   // endpoint of one of its links.
@@ -62,6 +68,7 @@ class ValidationExecutor {
   const collective::ComputeSlowdown* const slowdown_;
   const Clock* const clock_;
   absl::Mutex mu_;
+  absl::Duration emulated_gemm_ = absl::ZeroDuration();
 };
 
 }  // namespace falcon::trainer

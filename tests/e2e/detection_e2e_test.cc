@@ -28,7 +28,7 @@ namespace falcon::local {
 namespace {
 
 constexpr char kJob[] = "e2e-detect";
-constexpr int kFaultFrom = 40;
+constexpr int kFaultFrom = 100;
 constexpr absl::Duration kVerdictWait = absl::Seconds(90);
 
 // Whether `binary --helpfull` mentions `flag`.
@@ -58,11 +58,11 @@ LocalClusterOptions BaseOptions(const std::string& faults) {
                     "--hidden=32",
                     "--embed=16",
                     "--batch=16",
-                    "--emulated_compute_ms=2",
+                    "--emulated_compute_ms=4",
                     "--noburn_compute_faults",
                     "--print_every=20",
                     absl::StrCat("--faults=", faults)};
-  o.controller_args = {"--tick=100ms"};
+  o.controller_args = {"--tick=100ms", "--validation_gemm_size=128"};
   absl::StatusOr<std::string> controller = FindRunfile("controller/falcon_controller");
   if (controller.ok() && HasFlag(*controller, "mitigation")) {
     o.controller_args.push_back("--mitigation=false");
