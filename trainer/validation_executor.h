@@ -1,11 +1,13 @@
 // Runs the validation benchmarks Falcon sends while a job is paused (FALCON_NOTES.md §2.7):
 //   GemmTest      an m x k by k x n float GEMM with Eigen (the dense library training uses),
-//                 `repeats` timed runs after one warm-up, mean time and FLOP/s reported. An active
-//                 compute fault (collective/fault/compute_slowdown.h) stretches it exactly as it
-//                 stretches training compute, so an emulated slow device is slow here too.
+//                 `repeats` timed runs after one warm-up, the fastest run's time and FLOP/s
+//                 reported (robust to scheduling noise on shared CPUs; a slow device slows every
+//                 run). An active compute fault (collective/fault/compute_slowdown.h) stretches it
+//                 exactly as it stretches training compute, so an emulated slow device is slow here
+//                 too.
 //   LinkPassTest  for each link (src, dst) of the pass: src sends `bytes` and waits for a 1-byte
 //                 acknowledgement, `repeats` timed round trips after one warm-up; the sender
-//                 reports the mean. Links are walked in the listed order on every rank, so ranks
+//                 reports the fastest. Links are walked in the listed order on every rank, so ranks
 //                 in several links cannot deadlock. Link faults act in the transport, so a slow
 //                 link is slow here too.
 // A validation runs on its own communicator (all ranks, comm rank == global rank), never on the
