@@ -83,6 +83,24 @@ std::vector<falcon::v1::Event> ListEvents(LocalCluster& cluster) {
   return {resp.events().begin(), resp.events().end()};
 }
 
+// The reasons of the job's directives (the pause names the profiling's suspects).
+std::string DirectiveReasons(LocalCluster& cluster) {
+  auto stub = cluster.NewControlStub();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  falcon::v1::ListDirectivesRequest req;
+  req.set_job(kJob);
+  falcon::v1::ListDirectivesResponse resp;
+  if (!stub->ListDirectives(&ctx, req, &resp).ok()) return "(ListDirectives failed)";
+  std::string out;
+  for (const auto& d : resp.directives()) {
+    absl::StrAppend(&out, "directive ", d.directive().directive_id(), " (",
+                    falcon::v1::DirectiveRecord::State_Name(d.state()),
+                    "): ", d.directive().reason(), "\n");
+  }
+  return out;
+}
+
 bool Localized(const falcon::v1::Event& e) {
   return e.state() >= falcon::v1::EVENT_STATE_LOCALIZED && e.verdict_iteration() >= 0;
 }
@@ -172,7 +190,7 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
       },
       &event, &last);
   ASSERT_TRUE(ok) << "no COMPUTE event localized within " << kVerdictWait << ":\n"
-                  << Describe(last) << "\ntrainer log:\n"
+                  << Describe(last) << DirectiveReasons(**cluster) << "\ntrainer log:\n"
                   << Tail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
                   << Tail((*cluster)->log_path("controller"));
   PrintFigures(event, absl::Now() - start);
@@ -181,6 +199,36 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
       << event.DebugString();
   EXPECT_GE(event.onset_iteration(), kFaultFrom - 5) << event.DebugString();
   // The trainer is still training (no rank failed).
+  EXPECT_TRUE((*cluster)->TrainerRunning()) << Tail((*cluster)->log_path("trainer"));
+}
+
+// Ranks 1 (node0) and 5 (node2) are the two pipeline stages of DP group 1: every forward
+// activation crosses 1 -> 5, so a 10 ms delay per message slows the whole job, and the bandwidth
+// cap makes the data direction stand out in the validation's link pass (a round trip: a pure
+// delay would slow 5 -> 1's acknowledgement as much as 1 -> 5's data).
+TEST(DetectionE2eTest, LinkFailSlowIsLocalizedToItsLink) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+      StartWithFaults(absl::StrCat("link:src=1,dst=5,delay_ms=10,bw_mbps=200,from=", kFaultFrom));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  falcon::v1::Event event;
+  std::vector<falcon::v1::Event> last;
+  const bool ok = AwaitEvent(
+      **cluster,
+      [](const falcon::v1::Event& e) {
+        return Localized(e) && e.cause() == falcon::v1::CAUSE_COMMUNICATION;
+      },
+      &event, &last);
+  ASSERT_TRUE(ok) << "no COMMUNICATION event localized within " << kVerdictWait << ":\n"
+                  << Describe(last) << DirectiveReasons(**cluster) << "\ntrainer log:\n"
+                  << Tail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
+                  << Tail((*cluster)->log_path("controller"));
+  PrintFigures(event, absl::Now() - start);
+  std::printf("%s", DirectiveReasons(**cluster).c_str());
+  ASSERT_GE(event.links_size(), 1) << event.DebugString();
+  EXPECT_EQ(event.links(0).src_rank(), 1u) << event.DebugString();
+  EXPECT_EQ(event.links(0).dst_rank(), 5u) << event.DebugString();
+  EXPECT_GE(event.onset_iteration(), kFaultFrom - 5) << event.DebugString();
   EXPECT_TRUE((*cluster)->TrainerRunning()) << Tail((*cluster)->log_path("trainer"));
 }
 
