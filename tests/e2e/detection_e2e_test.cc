@@ -52,18 +52,10 @@ LocalClusterOptions BaseOptions(const std::string& faults) {
   o.pp = 2;
   o.nodes = 4;
   o.job = kJob;
-  o.trainer_args = {"--microbatches=32",
-                    "--steps=5000",
-                    "--layers=2",
-                    "--hidden=32",
-                    "--embed=16",
-                    "--batch=16",
-                    "--emulated_compute_ms=8",
-                    "--noburn_compute_faults",
-                    "--print_every=20",
-                    absl::StrCat("--faults=", faults)};
-  o.controller_args = {"--tick=100ms", "--validation_gemm_size=128", "--validation_repeats=5",
-                       "--validation_link_bytes=4194304"};
+  o.trainer_args = TunedTrainerArgs();
+  o.trainer_args.push_back("--steps=5000");
+  o.trainer_args.push_back(absl::StrCat("--faults=", faults));
+  o.controller_args = TunedControllerArgs();
   o.start_trainer = false;
   absl::StatusOr<std::string> controller = FindRunfile("controller/falcon_controller");
   if (controller.ok() && HasFlag(*controller, "mitigation")) {
@@ -153,25 +145,11 @@ bool AwaitEvent(LocalCluster& cluster, Pred want, falcon::v1::Event* found,
   return false;
 }
 
-// Default settings for new jobs: a level shift must exceed 20% to be verified (the machine this
-// runs on is shared and loaded; the injected faults slow the job by about 30%).
-absl::Status SetDefaultSettings(LocalCluster& cluster) {
-  auto stub = cluster.NewControlStub();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  falcon::v1::SetSettingsRequest req;
-  req.mutable_settings()->set_verification_min_ratio(0.2);
-  falcon::v1::Settings out;
-  grpc::Status s = stub->SetSettings(&ctx, req, &out);
-  if (!s.ok()) return absl::UnavailableError(absl::StrCat("SetSettings: ", s.error_message()));
-  return absl::OkStatus();
-}
-
 // Starts the cluster with the trainer running `faults`.
 absl::StatusOr<std::unique_ptr<LocalCluster>> StartWithFaults(const std::string& faults) {
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(BaseOptions(faults));
   if (!cluster.ok()) return cluster.status();
-  if (absl::Status s = SetDefaultSettings(**cluster); !s.ok()) return s;
+  if (absl::Status s = (*cluster)->SetSettings(TunedSettings()); !s.ok()) return s;
   if (absl::Status s = (*cluster)->StartTrainer(); !s.ok()) return s;
   return cluster;
 }
