@@ -111,6 +111,13 @@ std::string Tail(const std::string& path, size_t n = 3000) {
   return t.size() <= n ? t : t.substr(t.size() - n);
 }
 
+// Events that began before the fault: false alarms.
+int FalseAlarms(LocalCluster& cluster) {
+  int n = 0;
+  for (const auto& e : ListEvents(cluster)) n += e.onset_iteration() < kFaultFrom - 5;
+  return n;
+}
+
 void PrintFigures(const falcon::v1::Event& e, absl::Duration wall) {
   std::printf(
       "FIGURES cause=%s ranks=[%s] links=%d healthy_iteration_s=%.4f slow_iteration_s=%.4f "
@@ -172,6 +179,7 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
                   << Tail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
                   << Tail((*cluster)->log_path("controller"));
   PrintFigures(event, absl::Now() - start);
+  EXPECT_EQ(FalseAlarms(**cluster), 0) << Describe(ListEvents(**cluster));
   EXPECT_EQ(std::vector<uint32_t>(event.ranks().begin(), event.ranks().end()),
             std::vector<uint32_t>{5})
       << event.DebugString();
@@ -181,13 +189,13 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
 }
 
 // Ranks 1 (node0) and 5 (node2) are the two pipeline stages of DP group 1: every forward
-// activation crosses 1 -> 5, so a 10 ms delay per message slows the whole job, and the bandwidth
+// activation crosses 1 -> 5, so a 20 ms delay per message slows the whole job, and the bandwidth
 // cap makes the data direction stand out in the validation's link pass (a round trip: a pure
 // delay would slow 5 -> 1's acknowledgement as much as 1 -> 5's data).
 TEST(DetectionE2eTest, LinkFailSlowIsLocalizedToItsLink) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
-      StartWithFaults(absl::StrCat("link:src=1,dst=5,delay_ms=10,bw_mbps=200,from=", kFaultFrom));
+      StartWithFaults(absl::StrCat("link:src=1,dst=5,delay_ms=20,bw_mbps=200,from=", kFaultFrom));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   falcon::v1::Event event;
   std::vector<falcon::v1::Event> last;
@@ -203,6 +211,7 @@ TEST(DetectionE2eTest, LinkFailSlowIsLocalizedToItsLink) {
                   << Tail((*cluster)->log_path("controller"));
   PrintFigures(event, absl::Now() - start);
   std::printf("%s", DirectiveReasons(**cluster).c_str());
+  EXPECT_EQ(FalseAlarms(**cluster), 0) << Describe(ListEvents(**cluster));
   ASSERT_GE(event.links_size(), 1) << event.DebugString();
   EXPECT_EQ(event.links(0).src_rank(), 1u) << event.DebugString();
   EXPECT_EQ(event.links(0).dst_rank(), 5u) << event.DebugString();
