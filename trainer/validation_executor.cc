@@ -183,6 +183,7 @@ absl::Status ValidationExecutor::RunLinkPass(const falcon::v1::LinkPassTest& tes
       if (me == src) {
         const int64_t start = clock_->MonotonicNanos();
         absl::Status s = comm_->Send(data, dst);
+        if (s.ok() && emulated_link_ > absl::ZeroDuration()) absl::SleepFor(emulated_link_);
         if (s.ok()) s = comm_->Recv(ack_buf, dst);
         if (!s.ok()) return s;
         const int64_t elapsed = clock_->MonotonicNanos() - start;

@@ -45,6 +45,11 @@ class ValidationExecutor {
   // factor), matching the trainer's --emulated_compute_ms, so GEMM validation sees an emulated
   // slow device above the CPU noise. Call before the first Run(). Default zero.
   void SetEmulatedGemmTime(absl::Duration per_repeat) { emulated_gemm_ = per_repeat; }
+  // Emulated wire time added to each link-pass message (slept by the sender after the send), so
+  // that on CPU ranks sharing a few cores the contention noise of loopback copies (which made
+  // healthy links look 2x slower than their peers) is small next to the measured time; injected
+  // link faults still add their delay and bandwidth cap on top. Call before the first Run().
+  void SetEmulatedLinkTime(absl::Duration per_message) { emulated_link_ = per_message; }
 
   // Whether this rank takes part in `task`: it is listed in task.ranks or, for a link pass, is an
   // endpoint of one of its links.
@@ -71,6 +76,7 @@ class ValidationExecutor {
   const Clock* const clock_;
   absl::Mutex mu_;
   absl::Duration emulated_gemm_ = absl::ZeroDuration();
+  absl::Duration emulated_link_ = absl::ZeroDuration();
 };
 
 }  // namespace falcon::trainer

@@ -392,12 +392,12 @@ std::vector<pid_t> LocalCluster::pids() {
 }
 
 std::vector<std::string> TunedTrainerArgs() {
-  return {"--microbatches=32",
+  return {"--microbatches=64",
           "--layers=2",
           "--hidden=32",
           "--embed=16",
           "--batch=16",
-          "--emulated_compute_ms=8",
+          "--emulated_compute_ms=4",
           "--noburn_compute_faults",
           "--print_every=20"};
 }

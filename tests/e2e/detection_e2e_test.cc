@@ -189,13 +189,13 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
 }
 
 // Ranks 1 (node0) and 5 (node2) are the two pipeline stages of DP group 1: every forward
-// activation crosses 1 -> 5, so a 20 ms delay per message slows the whole job, and the bandwidth
+// activation crosses 1 -> 5, so a 10 ms delay per message slows the whole job, and the bandwidth
 // cap makes the data direction stand out in the validation's link pass (a round trip: a pure
 // delay would slow 5 -> 1's acknowledgement as much as 1 -> 5's data).
 TEST(DetectionE2eTest, LinkFailSlowIsLocalizedToItsLink) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
-      StartWithFaults(absl::StrCat("link:src=1,dst=5,delay_ms=20,bw_mbps=200,from=", kFaultFrom));
+      StartWithFaults(absl::StrCat("link:src=1,dst=5,delay_ms=10,bw_mbps=200,from=", kFaultFrom));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   falcon::v1::Event event;
   std::vector<falcon::v1::Event> last;
