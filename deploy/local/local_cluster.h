@@ -15,7 +15,8 @@
 // //controller:falcon_controller, //agent:falcon_agent, //trainer:falcon_train) or given
 // explicitly.
 //
-// Not thread-safe: one thread drives a cluster.
+// Not thread-safe: one thread drives a cluster. PR_SET_PDEATHSIG fires when the thread that
+// started a child exits, so start (and restart) from a thread that lives as long as the cluster.
 #ifndef FALCON_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
 #define FALCON_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
 
