@@ -227,5 +227,62 @@ TEST(DirectiveIntakeTest, TakeResumeIgnoresTheIteration) {
   EXPECT_TRUE(intake.HasPending()) << "the plan stays queued";
 }
 
+// Trainer-applied mode: the intake screens, the trainer acks.
+TEST(DirectiveIntakeTest, ScreenForTrainerForwardsOnceAndRejectsOnlyWhatIsBroken) {
+  DirectiveIntake intake(Opts());
+  DirectiveIntake::Screened s = intake.ScreenForTrainer(Plan(1, 5, 0));
+  EXPECT_TRUE(s.forward);
+  EXPECT_FALSE(s.reply.has_value());           // No ack until the trainer acks.
+  s = intake.ScreenForTrainer(Plan(1, 5, 0));  // Re-delivered before any ack: dropped.
+  EXPECT_FALSE(s.forward);
+  EXPECT_FALSE(s.reply.has_value());
+
+  Directive stale = Plan(2, 4, 9);
+  s = intake.ScreenForTrainer(stale);
+  EXPECT_FALSE(s.forward);
+  ASSERT_TRUE(s.reply.has_value());
+  EXPECT_EQ(s.reply->status(), ACK_STATUS_REJECTED);
+  EXPECT_NE(s.reply->reason().find("stale epoch"), std::string::npos);
+
+  Directive not_mine = Plan(3, 5, 9);  // Not a target: forwarded (applied globally), not acked.
+  not_mine.add_target_ranks(2);
+  s = intake.ScreenForTrainer(not_mine);
+  EXPECT_TRUE(s.forward);
+  EXPECT_FALSE(s.reply.has_value());
+  Directive foreign = Plan(4, 5, 9);  // Another job's, not targeting this rank: dropped silently.
+  foreign.add_target_ranks(2);
+  foreign.set_job("job2");
+  s = intake.ScreenForTrainer(foreign);
+  EXPECT_FALSE(s.forward);
+  EXPECT_FALSE(s.reply.has_value());
+}
+
+TEST(DirectiveIntakeTest, TrainerAcksAreSentOncePerOutcomeAndAnsweredOnRedelivery) {
+  DirectiveIntake intake(Opts());
+  const Directive d = Plan(7, 6, 3);
+  ASSERT_TRUE(intake.ScreenForTrainer(d).forward);
+  std::optional<DirectiveAck> a = intake.TrainerAck(d, ACK_STATUS_RECEIVED, "", -1);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->status(), ACK_STATUS_RECEIVED);
+  EXPECT_FALSE(intake.TrainerAck(d, ACK_STATUS_RECEIVED, "", -1).has_value());
+  DirectiveIntake::Screened again = intake.ScreenForTrainer(d);
+  EXPECT_FALSE(again.forward);
+  ASSERT_TRUE(again.reply.has_value());
+  EXPECT_EQ(again.reply->status(), ACK_STATUS_RECEIVED);
+
+  a = intake.TrainerAck(d, ACK_STATUS_APPLIED, "", 3);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->applied_iteration(), 3);
+  EXPECT_EQ(intake.epoch(), 6u);  // An applied newer epoch moves the fence.
+  EXPECT_FALSE(intake.TrainerAck(d, ACK_STATUS_APPLIED, "", 3).has_value());
+  EXPECT_FALSE(intake.TrainerAck(d, ACK_STATUS_REJECTED, "x", -1).has_value());
+  again = intake.ScreenForTrainer(d);
+  EXPECT_FALSE(again.forward);
+  ASSERT_TRUE(again.reply.has_value());
+  EXPECT_EQ(again.reply->status(), ACK_STATUS_APPLIED);
+  // Now older epochs are stale.
+  EXPECT_FALSE(intake.ScreenForTrainer(Plan(8, 5, 9)).forward);
+}
+
 }  // namespace
 }  // namespace falcon::shim
