@@ -1,8 +1,9 @@
 // The orchestrator inside a real Controller (in process, FakeClock, in-memory store), fed by
 // simulated agents that answer validation and ack directives: a compute fail-slow on rank 5 of a
 // DP=4 x PP=2 job goes S1 -> S2 within the escalation budget, the plan in force is measured and
-// is not mistaken for a recovery, and the recovery reverts it; dry run records without sending;
-// with S2 disabled the ladder reaches S4 and the restart closes the event.
+// is not mistaken for a recovery, and the fault clearing (seen in rank 5's compute time per
+// micro-batch, which the plan hides from the iteration time) reverts it; dry run records without
+// sending; with S2 disabled the ladder reaches S4 and the restart closes the event.
 #include "controller/mitigation/orchestrator.h"
 
 #include <memory>
@@ -54,34 +55,45 @@ class OrchestratorTest : public ::testing::Test {
     ASSERT_TRUE(c_->SetSettings(s).ok());
   }
 
-  // The S2 plan the ranks run at iteration `i`: the latest APPLIED micro-batch directive due.
-  bool Mitigated(int64_t i) const {
+  // The micro-batch plan the ranks run at iteration `i`: the latest APPLIED plan directive due
+  // (the even split before any).
+  std::vector<uint32_t> PlanAt(int64_t i) const {
     for (const auto& r : c_->directives().List(spec_.job, 0)) {  // Newest first.
       const falcon::v1::Directive& d = r.directive();
       if (!d.has_micro_batch_plan() || r.state() != falcon::v1::DirectiveRecord::STATE_APPLIED ||
           d.effective_iteration() > i) {
         continue;
       }
-      const auto& m = d.micro_batch_plan().micro_batches();
-      return !std::all_of(m.begin(), m.end(), [&](uint32_t v) { return v == m[0]; });
+      return {d.micro_batch_plan().micro_batches().begin(),
+              d.micro_batch_plan().micro_batches().end()};
     }
-    return false;
+    return {8, 8, 8, 8};
   }
 
-  // Iterations [from, to); rank 5 is slow while `fault(i)`.
+  // Iterations [from, to); rank 5 is slow while `fault(i)`. Under an uneven plan the job takes
+  // kMitigatedNs while the fault lasts and 110 ms after it cleared (the plan's imbalance), and
+  // every rank reports compute time proportional to its group's micro-batches (rank 5's x1.4
+  // while slow): what the per-rank probe sees.
   void Run(int64_t from, int64_t to, const std::function<bool(int64_t)>& fault) {
     for (int64_t i = from; i < to; ++i) {
       const bool slow = fault(i);
-      const bool mitigated = slow && Mitigated(i);
+      const std::vector<uint32_t> plan = PlanAt(i);
+      const bool uneven =
+          !std::all_of(plan.begin(), plan.end(), [&](uint32_t v) { return v == plan[0]; });
       const int64_t noise = ((i * 104729) % 201 - 100) * 10'000;
-      const int64_t t = (slow ? (mitigated ? kMitigatedNs : kSlowNs) : kHealthyNs) + noise;
-      const int64_t extra = t - kHealthyNs - noise;
+      const int64_t base =
+          uneven ? (slow ? kMitigatedNs : 110'000'000) : (slow ? kSlowNs : kHealthyNs);
+      const int64_t t = base + noise;
+      const int64_t extra = base - kHealthyNs;
       for (auto& a : agents_) {
         falcon::v1::TelemetryBatch b;
         b.set_job(spec_.job);
         for (uint32_t r : a->ranks()) {
           falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, t);
-          if (extra > 0) {
+          if (uneven) {
+            const double factor = r == 5 && slow ? 1.4 : 1.0;
+            s.set_compute_ns(static_cast<int64_t>(4'000'000 * plan[r % 4] * factor));
+          } else if (extra > 0) {
             if (r == 5) {
               s.set_compute_ns(s.compute_ns() + extra);
             } else {
@@ -168,10 +180,17 @@ TEST_F(OrchestratorTest, ComputeFailSlowGetsS2ThenRevertOnRecovery) {
             std::vector<uint32_t>(m.begin(), m.end()));
   EXPECT_NEAR(e.mitigated_iteration_time_ns(), kMitigatedNs, 2'000'000);
 
-  // The fault clears: the event recovers and S2 is reverted to the even split.
+  // The fault clears: the job's iteration time hardly moves under the plan (116 -> 110 ms), but
+  // rank 5's compute per micro-batch is back at its peers': the event recovers and S2 is reverted
+  // to the even split.
   Run(120, 230, fault);
   e = OnlyEvent();
   EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_RECOVERED) << e.DebugString();
+  EXPECT_NE(e.transitions(e.transitions_size() - 1).reason().find("compute per micro-batch"),
+            std::string::npos)
+      << e.DebugString();
+  EXPECT_GE(e.recovery_iteration(), 170);
+  EXPECT_LE(e.recovery_iteration(), 185);
   const falcon::v1::Action& last = e.actions(e.actions_size() - 1);
   EXPECT_TRUE(last.revert()) << e.DebugString();
   EXPECT_EQ(last.strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);

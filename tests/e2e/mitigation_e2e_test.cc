@@ -46,12 +46,12 @@ LocalClusterOptions BaseOptions(const std::string& faults, const std::string& da
                     "--hidden=32",
                     "--embed=16",
                     "--batch=16",
-                    "--emulated_compute_ms=4",
+                    "--emulated_compute_ms=8",
                     "--noburn_compute_faults",
                     "--print_every=20",
                     absl::StrCat("--faults=", faults)};
   o.controller_args = {"--tick=100ms", "--validation_gemm_size=128", "--validation_repeats=5",
-                       "--validation_link_bytes=4194304", "--directive_delivery_latency=2s"};
+                       "--validation_link_bytes=16777216", "--directive_delivery_latency=2s"};
   o.start_trainer = false;
   if (!data_dir.empty()) o.data_dir = data_dir;
   return o;
