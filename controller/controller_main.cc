@@ -33,6 +33,10 @@ ABSL_FLAG(int, validation_gemm_size, 1024, "validation GEMM size m = n = k, [1, 
 ABSL_FLAG(int, validation_repeats, 3, "timed repetitions of each validation test, [1, 100]");
 ABSL_FLAG(int64_t, validation_link_bytes, int64_t{64} << 20,
           "bytes per link-pass message, [1, 2^30]");
+ABSL_FLAG(double, validation_link_slow_ratio, 0.10,
+          "a link slower than (1 + this) x its communicator's median is a culprit, (0, 10]");
+ABSL_FLAG(double, validation_gemm_slow_ratio, 0.10,
+          "a rank's GEMM slower than (1 + this) x the median is a culprit, (0, 10]");
 ABSL_FLAG(absl::Duration, job_end_grace, absl::Seconds(120),
           "a job without any connected agent for this long ends");
 ABSL_FLAG(bool, mitigation, true,
@@ -101,6 +105,15 @@ int main(int argc, char** argv) {
     loc.gemm_size = static_cast<uint32_t>(gemm);
     loc.repeats = static_cast<uint32_t>(repeats);
     loc.link_bytes = static_cast<uint64_t>(bytes);
+    loc.verdict.link_slow_ratio = absl::GetFlag(FLAGS_validation_link_slow_ratio);
+    loc.verdict.gemm_slow_ratio = absl::GetFlag(FLAGS_validation_gemm_slow_ratio);
+    for (double r : {loc.verdict.link_slow_ratio, loc.verdict.gemm_slow_ratio}) {
+      if (!(r > 0 && r <= 10)) {
+        std::cerr << "falcon-controller: --validation_link_slow_ratio and "
+                     "--validation_gemm_slow_ratio must be in (0, 10]\n";
+        return 2;
+      }
+    }
   }
   if (options.data_dir.empty()) {
     std::cerr << "falcon-controller: --data_dir must not be empty\n";

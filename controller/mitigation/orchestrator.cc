@@ -416,7 +416,8 @@ void Orchestrator::Revert(EventState& st, const EscalationStep& step, EventActio
 void Orchestrator::OnVerdict(const falcon::v1::Event& event, EventActions& actions) {
   if (events_.count(event.event_id())) return;
   EventState* st = Start(event, actions, /*rebuild=*/false);
-  if (st != nullptr && st->ended) events_.erase(event.event_id());
+  // An S4 keeps its state until its directive closes the event.
+  if (st != nullptr && st->ended && st->s4_directive == 0) events_.erase(event.event_id());
 }
 
 void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iteration,
@@ -436,7 +437,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
     if (st == nullptr) return;
   }
   if (iteration <= st->last_iteration || st->ended) {
-    if (st->ended) events_.erase(event.event_id());
+    if (st->ended && st->s4_directive == 0) events_.erase(event.event_id());
     return;
   }
   st->last_iteration = iteration;

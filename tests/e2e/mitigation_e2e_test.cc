@@ -3,8 +3,9 @@
 // reference trainer (DP=4 x PP=2, 8 ranks, 4 emulated nodes, every rank on the real shim).
 //   - compute fail-slow on rank 5 -> S2 within the escalation budget, iteration time back to
 //     <= 1.15 x healthy;
-//   - link fail-slow between node0 and node1 (ranks 1 -> 2, both in the stage-0 DP group) -> S3
-//     remap -> iteration time improves;
+//   - link fail-slow between node0 and node2 (ranks 1 -> 5, the two stages of DP replica 1: every
+//     activation crosses it) -> S3 remap pairs node0 with node3 instead -> iteration time
+//     improves;
 //   - a compute fault that clears -> the S2 plan is reverted (even split again);
 //   - the controller restarted while an S2 directive is pending -> applied exactly once (the
 //     trainer's JSON log shows the plan version switch once; the record is APPLIED).
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,7 +53,10 @@ LocalClusterOptions BaseOptions(const std::string& faults, const std::string& da
                     "--print_every=20",
                     absl::StrCat("--faults=", faults)};
   o.controller_args = {"--tick=100ms", "--validation_gemm_size=128", "--validation_repeats=5",
-                       "--validation_link_bytes=16777216", "--directive_delivery_latency=2s"};
+                       "--validation_link_bytes=16777216", "--directive_delivery_latency=2s",
+                       // Loaded shared machine: link passes vary up to ~1.8x between runs; an
+                       // injected link fault is many times slower.
+                       "--validation_link_slow_ratio=1.5"};
   o.start_trainer = false;
   if (!data_dir.empty()) o.data_dir = data_dir;
   return o;
@@ -177,12 +182,13 @@ const falcon::v1::Action* FindAction(const falcon::v1::Event& e, falcon::v1::Str
   return nullptr;
 }
 
-const falcon::v1::DirectiveRecord* FindDirective(const std::vector<falcon::v1::DirectiveRecord>& v,
-                                                 uint64_t id) {
+// A copy of directive `id`'s record, if listed.
+std::optional<falcon::v1::DirectiveRecord> FindDirective(
+    const std::vector<falcon::v1::DirectiveRecord>& v, uint64_t id) {
   for (const auto& d : v) {
-    if (d.directive().directive_id() == id) return &d;
+    if (d.directive().directive_id() == id) return d;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 TEST(MitigationE2eTest, ComputeFailSlowGetsS2AndIterationTimeBack) {
@@ -200,8 +206,8 @@ TEST(MitigationE2eTest, ComputeFailSlowGetsS2AndIterationTimeBack) {
               for (const auto& e : Events(c)) {
                 const falcon::v1::Action* a = FindAction(e, falcon::v1::STRATEGY_S2_MICRO_BATCH);
                 if (a == nullptr) continue;
-                const auto* d = FindDirective(Directives(c), a->directive_id());
-                if (d != nullptr && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
+                const auto d = FindDirective(Directives(c), a->directive_id());
+                if (d.has_value() && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
                   event = e;
                   s2_id = a->directive_id();
                   return true;
@@ -240,7 +246,7 @@ TEST(MitigationE2eTest, ComputeFailSlowGetsS2AndIterationTimeBack) {
   }
 }
 
-TEST(MitigationE2eTest, LinkFailSlowInADpGroupGetsS3Remap) {
+TEST(MitigationE2eTest, LinkFailSlowInADpReplicaGetsS3Remap) {
   const absl::Time start = absl::Now();
   falcon::v1::Settings settings;
   settings.set_s3_cost_seconds(3);
@@ -256,8 +262,8 @@ TEST(MitigationE2eTest, LinkFailSlowInADpGroupGetsS3Remap) {
               for (const auto& e : Events(c)) {
                 const falcon::v1::Action* a = FindAction(e, falcon::v1::STRATEGY_S3_TOPOLOGY);
                 if (a == nullptr) continue;
-                const auto* d = FindDirective(Directives(c), a->directive_id());
-                if (d != nullptr && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
+                const auto d = FindDirective(Directives(c), a->directive_id());
+                if (d.has_value() && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
                   event = e;
                   return true;
                 }
@@ -282,7 +288,10 @@ TEST(MitigationE2eTest, LinkFailSlowInADpGroupGetsS3Remap) {
   std::fflush(stdout);
   EXPECT_EQ(event.cause(), falcon::v1::CAUSE_COMMUNICATION) << Dump(c);
   EXPECT_LT(remapped, slow * 0.9) << Dump(c);
-  EXPECT_NE(s3.reason().find("slow links in DP 1 -> 0"), std::string::npos) << s3.reason();
+  ASSERT_GE(event.links_size(), 1) << Dump(c);
+  EXPECT_EQ(event.links(0).src_rank(), 1u) << Dump(c);
+  EXPECT_EQ(event.links(0).dst_rank(), 5u) << Dump(c);
+  EXPECT_NE(s3.reason().find("in PP 1 -> 0"), std::string::npos) << s3.reason();
 }
 
 TEST(MitigationE2eTest, ClearedFaultRevertsTheS2Plan) {
@@ -312,10 +321,10 @@ TEST(MitigationE2eTest, ClearedFaultRevertsTheS2Plan) {
   const falcon::v1::Action& revert =
       *FindAction(event, falcon::v1::STRATEGY_S2_MICRO_BATCH, /*revert=*/true);
   ASSERT_TRUE(Await(c, absl::Seconds(30), [&] {
-    const auto* d = FindDirective(Directives(c), revert.directive_id());
-    return d != nullptr && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED;
+    const auto d = FindDirective(Directives(c), revert.directive_id());
+    return d.has_value() && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED;
   })) << Dump(c);
-  const auto* d = FindDirective(Directives(c), revert.directive_id());
+  const auto d = FindDirective(Directives(c), revert.directive_id());
   EXPECT_EQ(d->directive().reverts_directive_id(),
             FindAction(event, falcon::v1::STRATEGY_S2_MICRO_BATCH)->directive_id());
   const auto& m = d->directive().micro_batch_plan().micro_batches();
@@ -366,12 +375,10 @@ TEST(MitigationE2eTest, ControllerRestartWithPendingDirectiveAppliesItOnce) {
     return false;
   })) << Dump(c);
   ASSERT_TRUE(c.RestartController(/*kill=*/true).ok());
-  const falcon::v1::DirectiveRecord* rec = nullptr;
-  std::vector<falcon::v1::DirectiveRecord> all;
+  std::optional<falcon::v1::DirectiveRecord> rec;
   ASSERT_TRUE(Await(c, absl::Seconds(60), [&] {
-    all = Directives(c);
-    rec = FindDirective(all, id);
-    return rec != nullptr && rec->state() == falcon::v1::DirectiveRecord::STATE_APPLIED;
+    rec = FindDirective(Directives(c), id);
+    return rec.has_value() && rec->state() == falcon::v1::DirectiveRecord::STATE_APPLIED;
   })) << Dump(c);
   const int64_t version = rec->directive().plan_version();
   // Let a few more iterations run, then count: exactly one switch to the plan, no second S2.
