@@ -36,7 +36,10 @@ namespace {
 constexpr char kJob[] = "e2e-mitigate";
 constexpr int kFaultFrom = 40;
 
-LocalClusterOptions BaseOptions(const std::string& faults, const std::string& data_dir = "") {
+// `link_slow_ratio`: compute scenarios raise it (link passes on this loaded machine vary up to
+// ~1.8x between runs, which would out-vote a 1.5x GEMM); the link scenario keeps the default (its
+// culprit sits in a two-member PP communicator, where a link can reach at most ~2x the median).
+LocalClusterOptions BaseOptions(const std::string& faults, double link_slow_ratio) {
   LocalClusterOptions o;
   o.dp = 4;
   o.pp = 2;
@@ -52,13 +55,13 @@ LocalClusterOptions BaseOptions(const std::string& faults, const std::string& da
                     "--noburn_compute_faults",
                     "--print_every=20",
                     absl::StrCat("--faults=", faults)};
-  o.controller_args = {"--tick=100ms", "--validation_gemm_size=128", "--validation_repeats=5",
-                       "--validation_link_bytes=16777216", "--directive_delivery_latency=2s",
-                       // Loaded shared machine: link passes vary up to ~1.8x between runs; an
-                       // injected link fault is many times slower.
-                       "--validation_link_slow_ratio=1.5"};
+  o.controller_args = {"--tick=100ms",
+                       "--validation_gemm_size=128",
+                       "--validation_repeats=5",
+                       "--validation_link_bytes=16777216",
+                       "--directive_delivery_latency=2s",
+                       absl::StrCat("--validation_link_slow_ratio=", link_slow_ratio)};
   o.start_trainer = false;
-  if (!data_dir.empty()) o.data_dir = data_dir;
   return o;
 }
 
@@ -152,8 +155,10 @@ absl::Status SetSettings(LocalCluster& c, const falcon::v1::Settings& s) {
 
 // Defaults for new jobs: 20% verification (a loaded shared machine), and the given costs.
 absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const std::string& faults,
-                                                    falcon::v1::Settings settings) {
-  absl::StatusOr<std::unique_ptr<LocalCluster>> c = LocalCluster::Start(BaseOptions(faults));
+                                                    falcon::v1::Settings settings,
+                                                    double link_slow_ratio = 1.5) {
+  absl::StatusOr<std::unique_ptr<LocalCluster>> c =
+      LocalCluster::Start(BaseOptions(faults, link_slow_ratio));
   if (!c.ok()) return c.status();
   settings.set_verification_min_ratio(0.2);
   if (absl::Status s = SetSettings(**c, settings); !s.ok()) return s;
@@ -252,7 +257,8 @@ TEST(MitigationE2eTest, LinkFailSlowInADpReplicaGetsS3Remap) {
   settings.set_s3_cost_seconds(3);
   settings.set_s4_cost_seconds(1e6);
   auto cluster =
-      Start(absl::StrCat("link:src=1,dst=2,delay_ms=30,bw_mbps=200,from=", kFaultFrom), settings);
+      Start(absl::StrCat("link:src=1,dst=5,delay_ms=10,bw_mbps=200,from=", kFaultFrom), settings,
+            /*link_slow_ratio=*/0.1);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   LocalCluster& c = **cluster;
   falcon::v1::Event event;
