@@ -224,12 +224,12 @@ TEST(MitigationE2eTest, ComputeFailSlowGetsS2AndIterationTimeBack) {
       << Dump(c);
   const falcon::v1::Action& s2 = *FindAction(event, falcon::v1::STRATEGY_S2_MICRO_BATCH);
   const int64_t eff = s2.iteration();
-  // Measure 15 iterations under the plan (after 2 to settle).
-  ASSERT_TRUE(Await(c, absl::Seconds(40), [&] { return GetJob(c).last_iteration() >= eff + 17; }))
+  // Measure 25 iterations under the plan (after 2 to settle): a steadier median on a loaded box.
+  ASSERT_TRUE(Await(c, absl::Seconds(40), [&] { return GetJob(c).last_iteration() >= eff + 27; }))
       << Dump(c);
   const double healthy = event.healthy_iteration_time_ns() * 1e-9;
   const double slow = Median(History(c, event.onset_iteration() + 2, event.alarm_iteration()));
-  const double mitigated = Median(History(c, eff + 2, eff + 17));
+  const double mitigated = Median(History(c, eff + 2, eff + 27));
   std::printf(
       "FIGURES compute: healthy_s=%.4f slow_s=%.4f mitigated_s=%.4f ratio=%.3f onset=%lld "
       "verdict=%lld s2_iteration=%lld s2_directive=%llu reason=\"%s\" wall_s=%.1f\n",
