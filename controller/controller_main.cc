@@ -2,6 +2,7 @@
 //   --listen HOST:PORT          gRPC (Telemetry + Control, reflection on); port 0 = any free port
 //   --metrics_listen HOST:PORT  Prometheus /metrics; "" = off; port 0 = any free port
 //   --data_dir DIR              RocksDB state (jobs, events, directives, settings, history)
+//   --mitigation                S1-S4 mitigation installed (default true; =false: verdicts only)
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
 // SIGTERM shuts down cleanly.
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/clock.h"
+#include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "gRPC listen address HOST:PORT (port 0: any)");
@@ -31,8 +33,23 @@ ABSL_FLAG(int, validation_gemm_size, 1024, "validation GEMM size m = n = k, [1, 
 ABSL_FLAG(int, validation_repeats, 3, "timed repetitions of each validation test, [1, 100]");
 ABSL_FLAG(int64_t, validation_link_bytes, int64_t{64} << 20,
           "bytes per link-pass message, [1, 2^30]");
+ABSL_FLAG(double, validation_link_slow_ratio, 0.10,
+          "a link slower than (1 + this) x its communicator's median is a culprit, (0, 10]");
+ABSL_FLAG(double, validation_gemm_slow_ratio, 0.10,
+          "a rank's GEMM slower than (1 + this) x the median is a culprit, (0, 10]");
 ABSL_FLAG(absl::Duration, job_end_grace, absl::Seconds(120),
           "a job without any connected agent for this long ends");
+ABSL_FLAG(bool, mitigation, true,
+          "install mitigation (S1-S4 with escalation; per-job settings still apply); false: "
+          "verdicts end at LOCALIZED");
+ABSL_FLAG(std::string, s4_checkpoint_dir, "falcon-s4",
+          "S4: checkpoint directory sent to the ranks (relative: under the trainer's "
+          "--checkpoint-dir)");
+ABSL_FLAG(absl::Duration, directive_ack_timeout, absl::Seconds(60),
+          "a directive not applied by every target within this long is TIMED_OUT");
+ABSL_FLAG(absl::Duration, directive_delivery_latency, absl::Seconds(2),
+          "controller -> rank delivery latency (incl. telemetry lag) the effective iteration of a "
+          "plan directive must cover");
 
 namespace {
 
@@ -72,6 +89,8 @@ int main(int argc, char** argv) {
   options.controller.controller_id = id;
   options.controller.localization.profiling_iterations = absl::GetFlag(FLAGS_profiling_iterations);
   options.controller.job_end_grace = absl::GetFlag(FLAGS_job_end_grace);
+  options.controller.directives.ack_timeout = absl::GetFlag(FLAGS_directive_ack_timeout);
+  options.controller.directives.delivery_latency = absl::GetFlag(FLAGS_directive_delivery_latency);
   {
     auto& loc = options.controller.localization;
     const int gemm = absl::GetFlag(FLAGS_validation_gemm_size);
@@ -86,6 +105,15 @@ int main(int argc, char** argv) {
     loc.gemm_size = static_cast<uint32_t>(gemm);
     loc.repeats = static_cast<uint32_t>(repeats);
     loc.link_bytes = static_cast<uint64_t>(bytes);
+    loc.verdict.link_slow_ratio = absl::GetFlag(FLAGS_validation_link_slow_ratio);
+    loc.verdict.gemm_slow_ratio = absl::GetFlag(FLAGS_validation_gemm_slow_ratio);
+    for (double r : {loc.verdict.link_slow_ratio, loc.verdict.gemm_slow_ratio}) {
+      if (!(r > 0 && r <= 10)) {
+        std::cerr << "falcon-controller: --validation_link_slow_ratio and "
+                     "--validation_gemm_slow_ratio must be in (0, 10]\n";
+        return 2;
+      }
+    }
   }
   if (options.data_dir.empty()) {
     std::cerr << "falcon-controller: --data_dir must not be empty\n";
@@ -93,7 +121,11 @@ int main(int argc, char** argv) {
   }
 
   falcon::RealClock clock;
-  auto server = falcon::controller::ControllerServer::Start(options, &clock);
+  falcon::controller::mitigation::OrchestratorOptions mitigation;
+  mitigation.checkpoint_dir = absl::GetFlag(FLAGS_s4_checkpoint_dir);
+  falcon::controller::mitigation::Orchestrator orchestrator(mitigation, &clock);
+  auto server = falcon::controller::ControllerServer::Start(
+      options, &clock, absl::GetFlag(FLAGS_mitigation) ? &orchestrator : nullptr);
   if (!server.ok()) {
     std::cerr << "falcon-controller: " << server.status() << "\n";
     return 1;

@@ -59,6 +59,10 @@ class DetectionManager {
 
   void set_recovered_callback(RecoveredFn fn) { on_recovered_ = std::move(fn); }
   void set_job_iteration_callback(JobIterationFn fn) { on_job_iteration_ = std::move(fn); }
+  // Called for each applied rank summary while the job has an active event.
+  using RankSummaryFn = std::function<void(falcon::controller::v1::EventRecord*,
+                                           const falcon::v1::IterationSummary&, UnitOfWork*)>;
+  void set_rank_summary_callback(RankSummaryFn fn) { on_rank_summary_ = std::move(fn); }
 
   // Rebuilds the detectors of every registered job from the stored samples (no events are
   // raised), then resumes the localization of open events. Errors: store errors.
@@ -88,6 +92,8 @@ class DetectionManager {
   // Live figures for the Control API: latest complete iteration (-1 none) and its time.
   int64_t LastIteration(const std::string& job) const;
   int64_t LastIterationTimeNs(const std::string& job) const;
+  // Highest iteration any rank of the job reported (-1 none): directives take effect after it.
+  int64_t MaxRankIteration(const std::string& job) const;
   // Healthy job iteration time: median of the recent job iterations before the active event.
   absl::Duration Baseline(const std::string& job) const;
   // Approximate heap bytes of all pipelines (benchmarks).
@@ -95,6 +101,13 @@ class DetectionManager {
   size_t series_count() const;
 
  private:
+  // A speed-up that starts where the event's latest mitigation plan took effect (its effective
+  // iteration, within a few iterations) is the plan working, not the fail-slow clearing: it does
+  // not recover the event (a fault that clears later shows as a second speed-up).
+  static constexpr int64_t kPlanSpeedupSlack = 3;
+  static constexpr int64_t kPlanSpeedupWindow = 10;
+  static bool PlanCausedSpeedup(const falcon::v1::Event& event, const analysis::DetectorEvent& ev);
+
   struct RecentTimes {
     // (iteration, arrival Unix ns) of the latest samples, a small ring.
     static constexpr int kSize = 32;
@@ -148,6 +161,7 @@ class DetectionManager {
   ControllerMetrics* const metrics_;
   RecoveredFn on_recovered_;
   JobIterationFn on_job_iteration_;
+  RankSummaryFn on_rank_summary_;
   absl::flat_hash_map<std::string, std::unique_ptr<Pipeline>> pipelines_;
 };
 
