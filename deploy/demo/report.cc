@@ -262,6 +262,10 @@ nlohmann::json ReportJson(const Report& report) {
   j["false_alarms"] = report.false_alarms;
   j["false_alarm_event_ids"] = false_ids;
   j["missed_faults"] = report.missed_faults;
+  if (report.scenario.restart_controller_at_iteration >= 0) {
+    j["event_ids_before_restart"] = report.event_ids_before_restart;
+    j["event_ids_at_end"] = report.event_ids_at_end;
+  }
   return j;
 }
 

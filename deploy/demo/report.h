@@ -77,6 +77,10 @@ struct Report {
   bool interrupted = false;        // Stopped by SIGINT / SIGTERM.
   double wall_time_s = 0;          // Run only (cluster start to stop).
   std::string note;                // Why the run ended early, if it did.
+  // Controller restarts (Scenario::restart_controller_at_iteration): the event ids the
+  // controller listed just before it, and in the last listing of the run.
+  std::vector<uint64_t> event_ids_before_restart;
+  std::vector<uint64_t> event_ids_at_end;
 };
 
 // Median of `history` iteration times (seconds) with iteration in [from, to); 0 when none.
