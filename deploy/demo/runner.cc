@@ -130,6 +130,7 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
 
   ClusterSpec spec;
   spec.job = options.job;
+  spec.layout = scenario.layout;
   spec.nodes = scenario.nodes;
   spec.work_dir = options.work_dir;
   spec.train_args = settings.train_args;

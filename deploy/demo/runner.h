@@ -40,6 +40,7 @@ class Cluster {
 // the job name, node count, data dir.
 struct ClusterSpec {
   std::string job;
+  Layout layout;
   int nodes = 4;
   std::string work_dir;  // Holds the controller's data dir and logs.
   std::vector<std::string> train_args;
