@@ -242,11 +242,17 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
   const int prev = pos.pp - 1, next = pos.pp + 1;  // PP comm ranks are stage indices.
   int64_t compute_ns = 0;
   // Times `fn` as compute and stretches it by the active compute fault, if any.
-  auto compute = [&](auto&& fn) {
+  // `emulated`: units of options_.emulated_compute this phase also spends (slept, as a device the
+  // host waits for), stretched by the fault's factor.
+  auto compute = [&](auto&& fn, int emulated = 0) {
     const int64_t start = clock_->MonotonicNanos();
     fn();
     if (faults_ != nullptr) {
       faults_->compute().Apply(t, absl::Nanoseconds(clock_->MonotonicNanos() - start));
+    }
+    if (emulated > 0 && options_.emulated_compute > absl::ZeroDuration()) {
+      const double factor = faults_ != nullptr ? faults_->compute().FactorAt(t) : 1.0;
+      absl::SleepFor(options_.emulated_compute * (emulated * factor));
     }
     compute_ns += clock_->MonotonicNanos() - start;
   };
@@ -260,14 +266,16 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
         s = pp_comm_->Recv(act(act_in_), prev);
         break;
       case PipeOpKind::kForward:
-        compute([&] {
-          if (stage_->has_embedding() || stage_->has_head()) {
-            corpus_->FillMicroBatch(options_.seed, t, micro, c.micro_batch_size, c.context,
-                                    context_ids_.data(), targets_.data());
-          }
-          *loss_sum += stage_->Forward(micro, context_ids_.data(), act_in_.data(), targets_.data(),
-                                       loss_scale, act_out_.data());
-        });
+        compute(
+            [&] {
+              if (stage_->has_embedding() || stage_->has_head()) {
+                corpus_->FillMicroBatch(options_.seed, t, micro, c.micro_batch_size, c.context,
+                                        context_ids_.data(), targets_.data());
+              }
+              *loss_sum += stage_->Forward(micro, context_ids_.data(), act_in_.data(),
+                                           targets_.data(), loss_scale, act_out_.data());
+            },
+            1);
         break;
       case PipeOpKind::kSendForward:
         s = pp_comm_->Send(act(act_out_), next);
@@ -276,7 +284,7 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
         s = pp_comm_->Recv(act(grad_in_), next);
         break;
       case PipeOpKind::kBackward:
-        compute([&] { stage_->Backward(micro, grad_in_.data(), grad_out_.data()); });
+        compute([&] { stage_->Backward(micro, grad_in_.data(), grad_out_.data()); }, 2);
         break;
       case PipeOpKind::kSendBackward:
         s = pp_comm_->Send(act(grad_out_), prev);

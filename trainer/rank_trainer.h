@@ -63,6 +63,10 @@ struct TrainerOptions {
   // returning kCheckpointRestart, for the launcher. Empty: not written.
   std::string restart_file;
   absl::Duration poll_interval = absl::Milliseconds(5);  // Directive polling while paused.
+  // Emulated device time per micro-batch forward on this stage (backward: twice it), slept after
+  // the real compute and stretched by the rank's compute fault factor (slept too), so iteration
+  // times are stable on a few noisy cores. Zero (default): none.
+  absl::Duration emulated_compute = absl::ZeroDuration();
 };
 
 // Exit status of a rank process after an S4 checkpoint_restart directive (EX_TEMPFAIL: the

@@ -14,6 +14,7 @@
 // configuration; otherwise the launcher's (a failing rank's code, or 128 + signal).
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "collective/fault/fault_spec.h"
 #include "collective/launch/launcher.h"
 #include "collective/launch/rank_env.h"
@@ -34,6 +36,7 @@
 #include "trainer/restart_plan.h"
 #include "trainer/scripted_hooks.h"
 #include "trainer/worker.h"
+#include "trainer_shim/trainer_hooks.h"
 
 ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");
 ABSL_FLAG(int, pp, 2, "pipeline stages");
@@ -65,6 +68,15 @@ ABSL_FLAG(bool, pin_cpus, false, "pin rank r to the r-th CPU (for contention fau
 ABSL_FLAG(int, comm_timeout_ms, 60000, "communicator timeout (a dead peer fails ops after this)");
 ABSL_FLAG(int, max_restarts, 3, "S4 restarts allowed before giving up");
 ABSL_FLAG(int, print_every, 10, "rank 0 prints progress every this many iterations (0: never)");
+ABSL_FLAG(std::string, job, "falcon-train",
+          "job name the ranks report to the node agent ([A-Za-z0-9._-], 1-128 bytes)");
+ABSL_FLAG(std::string, agent_socket, "",
+          "node agent's unix socket; '{node}' is replaced by the rank's emulated node name "
+          "(node0, node1, ...). With it every rank runs the Falcon shim; default: env "
+          "FALCON_AGENT_SOCKET, else none");
+ABSL_FLAG(double, emulated_compute_ms, 0,
+          "emulated device time per micro-batch forward per stage in ms (backward 2x), slept and "
+          "stretched by compute faults; 0: none");
 ABSL_FLAG(std::string, restart_file, "", "internal: where rank 0 leaves an S4 restart request");
 
 namespace falcon::trainer {
@@ -108,6 +120,7 @@ TrainerOptions TrainerOptionsFromFlags() {
   o.resume_dir = absl::GetFlag(FLAGS_resume);
   o.json_log_path = absl::GetFlag(FLAGS_json_log);
   o.restart_file = absl::GetFlag(FLAGS_restart_file);
+  o.emulated_compute = absl::Microseconds(absl::GetFlag(FLAGS_emulated_compute_ms) * 1e3);
   return o;
 }
 
@@ -150,6 +163,42 @@ class ProgressHooks : public TrainerHooks {
   int every_;
 };
 
+// --agent_socket, else FALCON_AGENT_SOCKET; "" when neither.
+std::string AgentSocketTemplate() {
+  std::string s = absl::GetFlag(FLAGS_agent_socket);
+  if (s.empty()) {
+    const char* env = std::getenv("FALCON_AGENT_SOCKET");
+    if (env != nullptr) s = env;
+  }
+  return s;
+}
+
+// Checks the Falcon flags (--job, --agent_socket, --emulated_compute_ms); "" when fine.
+std::string CheckFalconFlags() {
+  const std::string job = absl::GetFlag(FLAGS_job);
+  if (job.empty() || job.size() > 128) return "--job: need 1 to 128 characters";
+  for (char c : job) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return absl::StrCat("--job '", job, "': only [A-Za-z0-9._-] allowed");
+    }
+  }
+  const double ms = absl::GetFlag(FLAGS_emulated_compute_ms);
+  if (!(ms >= 0 && ms <= 10000)) {
+    return absl::StrCat("--emulated_compute_ms ", ms, ": need a number in [0, 10000]");
+  }
+  const std::string socket = AgentSocketTemplate();
+  if (!socket.empty()) {
+    const std::string example = absl::StrReplaceAll(socket, {{"{node}", "node0"}});
+    if (example.size() >= 108) {
+      return absl::StrCat("--agent_socket '", socket, "': a unix socket path must be < 108 bytes");
+    }
+    if (socket.find('{') != std::string::npos && socket.find("{node}") == std::string::npos) {
+      return absl::StrCat("--agent_socket '", socket, "': the only placeholder is {node}");
+    }
+  }
+  return "";
+}
+
 int RunRank(const collective::RankEnv& env) {
   if (env.backend != "gloo") {
     std::fprintf(stderr,
@@ -183,7 +232,36 @@ int RunRank(const collective::RankEnv& env) {
   } else {
     hooks = std::make_unique<NoopHooks>();
   }
-  ProgressHooks progress(hooks.get(), env.rank == 0 ? absl::GetFlag(FLAGS_print_every) : 0);
+  std::unique_ptr<falcon::shim::ShimTrainerHooks> shim_hooks;
+  if (const std::string socket = AgentSocketTemplate(); !socket.empty()) {
+    if (hooks != nullptr && !o.directives_path.empty()) {
+      std::fprintf(stderr,
+                   "falcon_train rank %d: --directives and --agent_socket exclude each "
+                   "other\n",
+                   env.rank);
+      return kExitBadConfig;
+    }
+    falcon::shim::ShimTrainerHooksOptions so;
+    so.job = absl::GetFlag(FLAGS_job);
+    so.agent_socket = absl::StrReplaceAll(socket, {{"{node}", env.node}});
+    so.node = env.node;
+    so.rank = env.rank;
+    so.world_size = env.world_size;
+    so.dp_size = env.dp;
+    so.pp_size = env.pp;
+    so.global_micro_batches = o.trainer.micro_batches;
+    absl::StatusOr<std::unique_ptr<falcon::shim::ShimTrainerHooks>> created =
+        falcon::shim::ShimTrainerHooks::Create(std::move(so));
+    if (!created.ok()) {
+      std::fprintf(stderr, "falcon_train rank %d: %s\n", env.rank,
+                   std::string(created.status().message()).c_str());
+      return kExitBadConfig;
+    }
+    shim_hooks = *std::move(created);
+    o.observer = shim_hooks.get();
+  }
+  ProgressHooks progress(shim_hooks != nullptr ? shim_hooks.get() : hooks.get(),
+                         env.rank == 0 ? absl::GetFlag(FLAGS_print_every) : 0);
   absl::StatusOr<RunResult> result = RunWorker(o, &progress);
   if (!result.ok()) {
     std::fprintf(stderr, "falcon_train rank %d: %s\n", env.rank,
@@ -212,6 +290,7 @@ int Fail(const std::string& message) {
 }
 
 int RunLauncher(const std::vector<std::string>& args) {
+  if (std::string bad = CheckFalconFlags(); !bad.empty()) return Fail(bad);
   TrainerOptions t = TrainerOptionsFromFlags();
   const int nproc = absl::GetFlag(FLAGS_nproc) > 0 ? absl::GetFlag(FLAGS_nproc) : t.dp * t.pp;
   if (absl::Status s =

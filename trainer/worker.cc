@@ -43,6 +43,7 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
   runtime_options.clock = &clock;
   runtime_options.link_faults = (*faults)->plan().links;
   auto runtime = std::make_shared<collective::CommRuntime>(std::move(runtime_options));
+  if (options.observer != nullptr) runtime->SetObserver(options.observer);
   collective::GlooWorldOptions world_options;
   world_options.rank = options.rank;
   world_options.world_size = options.world_size;
@@ -60,6 +61,7 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
   if (!trainer.ok()) return trainer.status();
   absl::StatusOr<RunResult> result = (*trainer)->Run();
   (*faults)->contention().StopAll();
+  runtime->SetObserver(nullptr);
   return result;
 }
 

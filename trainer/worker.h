@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collective/observer.h"
 #include "trainer/hooks.h"
 #include "trainer/rank_trainer.h"
 
@@ -33,6 +34,9 @@ struct WorkerOptions {
   std::string events_path;
   // Rendezvous wait and per-op timeout: a dead or hung peer fails an op after this long.
   absl::Duration comm_timeout = absl::Seconds(60);
+  // Installed as the comm runtime's observer before the world communicator is created, so it sees
+  // every communicator and op (e.g. the shim's hooks). Not owned; must outlive the run. Null: none.
+  collective::OpObserver* observer = nullptr;
 };
 
 // Runs the rank. `hooks` null: ScriptedHooks over directives_path (NoopHooks when empty).

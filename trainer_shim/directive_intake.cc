@@ -239,6 +239,57 @@ DirectiveAck DirectiveIntake::Complete(const Directive& d, int64_t iteration,
   return ack;
 }
 
+DirectiveIntake::Screened DirectiveIntake::ScreenForTrainer(const Directive& d) {
+  Screened out;
+  const bool target = d.target_ranks().empty() ||
+                      std::find(d.target_ranks().begin(), d.target_ranks().end(), options_.rank) !=
+                          d.target_ranks().end();
+  absl::MutexLock lock(&mu_);
+  if (d.directive_id() != 0) {
+    auto it = seen_.find(d.directive_id());
+    if (it != seen_.end()) {
+      if (target && it->second.last_ack.status() != falcon::v1::ACK_STATUS_UNSPECIFIED) {
+        out.reply = it->second.last_ack;
+      }
+      return out;
+    }
+  }
+  std::string reason;
+  if (absl::Status s = CheckWellFormed(d); !s.ok()) {
+    reason = absl::StrCat("malformed: ", s.message());
+  } else if (d.job() != options_.job) {
+    reason =
+        absl::StrCat("directive.job: '", d.job(), "' is not this shim's job '", options_.job, "'");
+  } else if (d.epoch() < epoch_) {
+    reason = absl::StrCat("stale epoch: directive epoch ", d.epoch(), " < shim epoch ", epoch_);
+  }
+  if (!reason.empty()) {
+    if (target) out.reply = RejectLocked(d, std::move(reason));
+    return out;
+  }
+  seen_[d.directive_id()] = Seen{};  // Forwarded; no ack yet.
+  out.forward = true;
+  return out;
+}
+
+std::optional<DirectiveAck> DirectiveIntake::TrainerAck(const Directive& d, AckStatus status,
+                                                        std::string reason,
+                                                        int64_t applied_iteration) {
+  absl::MutexLock lock(&mu_);
+  Seen& seen = seen_[d.directive_id()];
+  if (seen.final) return std::nullopt;
+  if (status == falcon::v1::ACK_STATUS_RECEIVED) {
+    if (seen.last_ack.status() == falcon::v1::ACK_STATUS_RECEIVED) return std::nullopt;
+    seen.last_ack = MakeAck(d, status, "", -1);
+    return seen.last_ack;
+  }
+  const bool applied = status == falcon::v1::ACK_STATUS_APPLIED;
+  if (applied && d.epoch() > epoch_) epoch_ = d.epoch();
+  seen.last_ack = MakeAck(d, status, std::move(reason), applied ? applied_iteration : -1);
+  seen.final = applied || status == falcon::v1::ACK_STATUS_REJECTED;
+  return seen.last_ack;
+}
+
 std::optional<Directive> DirectiveIntake::TakeResume() {
   absl::MutexLock lock(&mu_);
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {

@@ -62,6 +62,26 @@ class DirectiveIntake {
   falcon::v1::DirectiveAck Complete(const falcon::v1::Directive& d, int64_t iteration,
                                     const absl::Status& result);
 
+  // --- Trainer-applied mode (Shim with ShimOptions::trainer_applies_directives). ---
+  // The trainer queues, agrees on (across ranks), applies and acks directives itself; the intake
+  // only screens them and keeps every rank's acks consistent.
+  struct Screened {
+    bool forward = false;                           // Hand to the trainer.
+    std::optional<falcon::v1::DirectiveAck> reply;  // Send to the agent now.
+  };
+  // From the agent (reader thread). A new, well-formed directive of this job and epoch is
+  // forwarded (targets or not: the trainer applies directives globally); one that is not is
+  // rejected (targets only). A re-delivered id is answered with this rank's last ack (final or
+  // RECEIVED) and not forwarded again, so the trainer never sees it twice from this rank. Nothing
+  // is rejected as late: the trainer applies a late directive at its next boundary on every rank.
+  Screened ScreenForTrainer(const falcon::v1::Directive& d);
+  // The trainer acked `d`. The ack to send, or nullopt when this (id, status) was already sent or
+  // the id already has a final outcome (an outcome is sent exactly once). An APPLIED directive
+  // with a newer epoch advances the fence.
+  std::optional<falcon::v1::DirectiveAck> TrainerAck(const falcon::v1::Directive& d,
+                                                     falcon::v1::AckStatus status,
+                                                     std::string reason, int64_t applied_iteration);
+
   // Removes and returns the first pending Resume, whatever its effective iteration (a paused rank
   // cannot reach it). nullopt when none.
   std::optional<falcon::v1::Directive> TakeResume();

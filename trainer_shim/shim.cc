@@ -47,9 +47,12 @@ Shim::Shim(ShimOptions options, const Clock* clock)
       owned_clock_(clock == nullptr ? std::make_unique<RealClock>() : nullptr),
       clock_(clock == nullptr ? owned_clock_.get() : clock),
       ring_(options_.ring_capacity),
-      intake_(DirectiveIntake::Options{options_.job, options_.rank, options_.world_size,
-                                       options_.epoch, options_.dp_size,
-                                       options_.global_micro_batches}),
+      // A trainer that applies directives checks plans against its current layout (which S3
+      // changes), so the intake does not check them against the layout at start.
+      intake_(DirectiveIntake::Options{
+          options_.job, options_.rank, options_.world_size, options_.epoch,
+          options_.trainer_applies_directives ? 0 : options_.dp_size,
+          options_.trainer_applies_directives ? 0 : options_.global_micro_batches}),
       profiling_(options_.profiling),
       owner_pid_(getpid()) {
   AgentLink::Listener* listener = this;
@@ -216,6 +219,22 @@ void Shim::OnWelcome(const falcon::v1::ShimWelcome& welcome) {
 }
 
 void Shim::OnDirective(const Directive& directive) {
+  if (options_.trainer_applies_directives) {
+    DirectiveIntake::Screened screened = intake_.ScreenForTrainer(directive);
+    if (screened.reply.has_value()) SendAck(*screened.reply);
+    if (!screened.forward) return;
+    if (directive.kind_case() == Directive::kProfiling) {  // The shim's own; not the trainer's.
+      ApplyProfiling(directive.profiling());
+      std::optional<falcon::v1::DirectiveAck> ack =
+          intake_.TrainerAck(directive, falcon::v1::ACK_STATUS_APPLIED, "",
+                             current_iteration_.load(std::memory_order_relaxed));
+      if (ack.has_value() && IncludesRank(directive.target_ranks(), options_.rank)) SendAck(*ack);
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    trainer_directives_.push_back(directive);
+    return;
+  }
   std::optional<falcon::v1::DirectiveAck> ack = intake_.Receive(directive);
   if (ack.has_value()) SendAck(*ack);
   NotifyHold();
@@ -303,6 +322,76 @@ void Shim::OnValidationTask(const falcon::v1::ValidationTask& task) {
   validation_tasks_.push_back(task);
   validation_pending_.store(true, std::memory_order_release);
   ++hold_events_;
+}
+
+absl::StatusOr<std::vector<Directive>> Shim::TakeDirectives() {
+  if (!options_.trainer_applies_directives) {
+    return absl::FailedPreconditionError("TakeDirectives: trainer_applies_directives is off");
+  }
+  if (stopped_.load(std::memory_order_relaxed)) {
+    return absl::FailedPreconditionError("shim is shut down");
+  }
+  absl::MutexLock lock(&mu_);
+  std::vector<Directive> out;
+  out.swap(trainer_directives_);
+  return out;
+}
+
+absl::Status Shim::AckDirective(const Directive& directive, falcon::v1::AckStatus status,
+                                const std::string& reason, int64_t applied_iteration) {
+  if (!options_.trainer_applies_directives) {
+    return absl::FailedPreconditionError("AckDirective: trainer_applies_directives is off");
+  }
+  if (stopped_.load(std::memory_order_relaxed)) {
+    return absl::FailedPreconditionError("shim is shut down");
+  }
+  if (directive.directive_id() == 0) {
+    return absl::InvalidArgumentError("directive.directive_id: must be > 0");
+  }
+  if (status != falcon::v1::ACK_STATUS_RECEIVED && status != falcon::v1::ACK_STATUS_APPLIED &&
+      status != falcon::v1::ACK_STATUS_REJECTED) {
+    return absl::InvalidArgumentError("ack.status: must be RECEIVED, APPLIED or REJECTED");
+  }
+  std::optional<falcon::v1::DirectiveAck> ack =
+      intake_.TrainerAck(directive, status, reason, applied_iteration);
+  if (ack.has_value()) SendAck(*ack);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<falcon::v1::ValidationTask>> Shim::TakeValidationTasks() {
+  if (!options_.trainer_applies_directives) {
+    return absl::FailedPreconditionError("TakeValidationTasks: trainer_applies_directives is off");
+  }
+  absl::MutexLock lock(&mu_);
+  std::vector<falcon::v1::ValidationTask> out(validation_tasks_.begin(), validation_tasks_.end());
+  validation_tasks_.clear();
+  validation_pending_.store(false, std::memory_order_release);
+  return out;
+}
+
+absl::Status Shim::ReportValidation(falcon::v1::ValidationResult result) {
+  if (result.task_id() == 0) {
+    return absl::InvalidArgumentError("validation_result.task_id: must be > 0");
+  }
+  if (stopped_.load(std::memory_order_relaxed)) {
+    return absl::FailedPreconditionError("shim is shut down");
+  }
+  result.set_job(options_.job);
+  result.set_rank(options_.rank);
+  {
+    absl::MutexLock lock(&mu_);
+    ++counters_.validation_tasks;
+  }
+  falcon::v1::ShimMessage m;
+  *m.mutable_validation_result() = std::move(result);
+  link_->SendControl(std::move(m));
+  return absl::OkStatus();
+}
+
+absl::Status Shim::SetIteration(int64_t iteration) {
+  if (iteration < -1) return absl::InvalidArgumentError("iteration: must be >= -1");
+  current_iteration_.store(iteration, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 void Shim::RunValidationTasks() {

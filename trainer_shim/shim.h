@@ -22,6 +22,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -95,6 +97,24 @@ class Shim : private AgentLink::Listener {
   // kInvalidArgument: iteration < -1. kFailedPrecondition: after Shutdown.
   absl::Status PollDirectives(int64_t iteration, const DirectiveHandler& handler);
 
+  // --- Trainer-applied mode (options.trainer_applies_directives). Trainer thread. ---
+  // Directives received since the last call, in arrival order, each id at most once (a
+  // re-delivered id is answered by the shim with this rank's last ack). kFailedPrecondition when
+  // the mode is off or after Shutdown.
+  absl::StatusOr<std::vector<falcon::v1::Directive>> TakeDirectives();
+  // Sends the trainer's ack for `directive`: RECEIVED, APPLIED at `applied_iteration`, or REJECTED
+  // with `reason`. Each outcome of an id is sent once (repeats are dropped); a later re-delivery
+  // of the id is answered with it. kInvalidArgument: status unspecified or directive_id 0.
+  // kFailedPrecondition: mode off or after Shutdown.
+  absl::Status AckDirective(const falcon::v1::Directive& directive, falcon::v1::AckStatus status,
+                            const std::string& reason, int64_t applied_iteration);
+  // Validation tasks for this rank received since the last call. kFailedPrecondition: mode off.
+  absl::StatusOr<std::vector<falcon::v1::ValidationTask>> TakeValidationTasks();
+  // Sends a validation result; the shim fills job and rank. kInvalidArgument: task_id 0.
+  absl::Status ReportValidation(falcon::v1::ValidationResult result);
+  // The iteration now running (stamps records with iteration -1). kInvalidArgument: < -1.
+  absl::Status SetIteration(int64_t iteration);
+
   void SetPauseHandler(PauseHandler handler);
   void SetValidationExecutor(ValidationExecutor executor);
 
@@ -154,6 +174,7 @@ class Shim : private AgentLink::Listener {
   PauseHandler pause_handler_ ABSL_GUARDED_BY(mu_);
   ValidationExecutor validation_executor_ ABSL_GUARDED_BY(mu_);
   std::deque<falcon::v1::ValidationTask> validation_tasks_ ABSL_GUARDED_BY(mu_);
+  std::vector<falcon::v1::Directive> trainer_directives_ ABSL_GUARDED_BY(mu_);
   uint64_t hold_events_ ABSL_GUARDED_BY(mu_) = 0;
   Stats counters_ ABSL_GUARDED_BY(mu_);  // Directive, validation and pause counters.
   std::atomic<bool> validation_pending_{false};

@@ -58,6 +58,12 @@ struct ShimOptions {
   absl::Duration flush_interval = absl::Milliseconds(10);
 
   // --- Behaviour. ---
+  // The trainer applies directives itself (it agrees on them across ranks at its iteration
+  // boundaries, e.g. trainer/'s RankTrainer through trainer_shim/trainer_hooks.h): the shim only
+  // screens directives (TakeDirectives), forwards the trainer's acks (AckDirective) and queues
+  // validation tasks (TakeValidationTasks); PollDirectives is not used. Profiling directives are
+  // still applied by the shim. Default false (the shim applies directives in PollDirectives).
+  bool trainer_applies_directives = false;
   bool profiling = false;  // Start with device-event profiling on (the agent may change it).
   // Warnings and state changes (connected, disconnected, rejected directive). Called from any shim
   // thread; must be thread-safe and must not call back into the shim. Default: stderr.
