@@ -2,6 +2,7 @@
 // scenario's fail-slows, prints a live line per second, then a per-event summary, and writes the
 // report folder (report.json, iterations.csv, timeline.png, index.html). See README.md.
 #include <signal.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <cstdio>
@@ -112,6 +113,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.work_dir = std::filesystem::absolute(out + "/run").string();
+  // Agent sockets live in the work dir and unix socket paths must stay under 108 bytes.
+  if (options.work_dir.size() > 70) {
+    std::string tmpl = "/tmp/falcon-demo-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      std::cerr << "falcon_demo: cannot create a work dir under /tmp\n";
+      return 1;
+    }
+    options.work_dir = tmpl;
+  }
   std::filesystem::remove_all(options.work_dir, ec);  // Fresh RocksDB data dir every run.
   std::filesystem::create_directories(options.work_dir, ec);
   options.live = [](const std::string& line) { std::cout << line << std::endl; };

@@ -123,15 +123,15 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       fault_matched[best] = true;
       r.cause_correct = r.cause == f.expected_cause;
       if (f.kind == FaultKind::kLink) {
-        for (const auto& [src, dst] : r.links) {
-          if (src == f.src_rank && dst == f.dst_rank) r.link_direction_correct = true;
-          if ((src == f.src_rank && dst == f.dst_rank) ||
-              (src == f.dst_rank && dst == f.src_rank)) {
-            r.culprit_correct = true;
-          }
+        // Exactly the injected link (either direction).
+        if (r.links.size() == 1) {
+          const auto [src, dst] = r.links[0];
+          r.link_direction_correct = src == f.src_rank && dst == f.dst_rank;
+          r.culprit_correct = r.link_direction_correct || (src == f.dst_rank && dst == f.src_rank);
         }
       } else {
-        r.culprit_correct = std::find(r.ranks.begin(), r.ranks.end(), f.rank) != r.ranks.end();
+        // Exactly the injected rank.
+        r.culprit_correct = r.ranks.size() == 1 && r.ranks[0] == f.rank;
       }
       window_end = std::min(window_end, f.to_iteration);
     } else {

@@ -118,7 +118,7 @@ std::string GnuplotScript(const Report& report, const std::string& csv_path,
                           "set object %d rect from %d, graph 0 to %d, graph 1 fc rgb \"%s\" "
                           "fs solid 0.6 noborder behind\n",
                           obj++, f.from_iteration, to, color);
-    absl::StrAppendFormat(&s, "set label %s at %d, graph 0.97 left textcolor rgb \"#555555\"\n",
+    absl::StrAppendFormat(&s, "set label %s at %d, graph 0.04 left textcolor rgb \"#555555\"\n",
                           GnuplotQuote(absl::StrCat("fault ", FaultKindName(f.kind))),
                           f.from_iteration + 2);
   }

@@ -1,9 +1,10 @@
 """One cc_test per scenario of the suite, each running one gtest case."""
 
-def scenario_test(name, test_filter):
+def scenario_test(name, test_filter, data):
     native.cc_test(
         name = name + "_test",
         size = "large",
+        data = data,
         args = ["--gtest_filter=" + test_filter],
         tags = [
             "e2e",
