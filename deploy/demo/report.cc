@@ -94,6 +94,13 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     if (e.alarm_time_ns() > 0 && e.onset_time_ns() > 0) {
       r.alarm_delay_s = static_cast<double>(e.alarm_time_ns() - e.onset_time_ns()) * 1e-9;
     }
+    for (const auto& t : e.transitions()) {
+      r.transitions.push_back(
+          absl::StrCat(absl::StripPrefix(falcon::v1::EventState_Name(t.state()), "EVENT_STATE_"),
+                       "@", t.iteration(), ": ", t.reason()));
+    }
+    r.rank_level = e.rank_level();
+    r.slowdown_ratio = e.slowdown_ratio();
     for (const auto& a : e.actions()) {
       r.actions.push_back(ActionMark{StrategyName(a.strategy()), a.iteration(), a.revert(),
                                      a.dry_run(), a.reason()});
@@ -247,6 +254,9 @@ nlohmann::json ReportJson(const Report& report) {
                          {"reason", a.reason}});
     }
     je["actions"] = actions;
+    je["transitions"] = e.transitions;
+    je["rank_level"] = e.rank_level;
+    je["slowdown_ratio"] = e.slowdown_ratio;
     je["iteration_time_healthy_s"] = e.iteration_time_healthy_s;
     je["iteration_time_slow_s"] = e.iteration_time_slow_s;
     je["iteration_time_mitigated_s"] = e.iteration_time_mitigated_s;

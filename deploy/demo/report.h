@@ -57,6 +57,10 @@ struct EventReport {
   int64_t alarm_delay_iterations = -1;  // alarm - onset.
   double alarm_delay_s = -1;            // alarm time - onset time.
   std::vector<ActionMark> actions;
+  // "CONFIRMED@93: reason" per state transition, as the controller recorded them.
+  std::vector<std::string> transitions;
+  bool rank_level = false;  // Detected on per-rank series (else the job series).
+  double slowdown_ratio = 0;
   double iteration_time_healthy_s = 0;
   double iteration_time_slow_s = 0;
   double iteration_time_mitigated_s = 0;  // 0: never mitigated (or not measurable).

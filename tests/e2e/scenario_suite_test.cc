@@ -21,7 +21,7 @@ namespace {
 
 // Runs scenario `name` on DP=4 x PP=2, 4 nodes, `iterations` steps; writes the report folder to
 // the test's undeclared outputs for inspection.
-Report Run(const std::string& name, int64_t iterations) {
+Report RunScenarioNamed(const std::string& name, int64_t iterations) {
   absl::StatusOr<Scenario> scenario = MakeScenario(name, Layout{4, 2}, 4, iterations);
   EXPECT_TRUE(scenario.ok()) << scenario.status();
   RunOptions options;
@@ -50,21 +50,21 @@ void ExpectRan(const Report& r) {
 }
 
 TEST(Scenario, HealthyRunRaisesNoEvent) {
-  Report r = Run("healthy", 300);
+  Report r = RunScenarioNamed("healthy", 300);
   ExpectRan(r);
   EXPECT_TRUE(r.events.empty()) << SummaryText(r);
   EXPECT_EQ(r.false_alarms, 0);
 }
 
 TEST(Scenario, TransientBlipIsIgnored) {
-  Report r = Run("blip", 300);
+  Report r = RunScenarioNamed("blip", 300);
   ExpectRan(r);
   EXPECT_TRUE(r.events.empty()) << SummaryText(r);
   EXPECT_EQ(r.false_alarms, 0);
 }
 
 TEST(Scenario, CpuContentionIsDetectedAsCompute) {
-  Report r = Run("contention", 360);
+  Report r = RunScenarioNamed("contention", 360);
   ExpectRan(r);
   const InjectedFault& f = r.scenario.faults[0];
   auto it = std::find_if(r.events.begin(), r.events.end(),
@@ -77,7 +77,7 @@ TEST(Scenario, CpuContentionIsDetectedAsCompute) {
 }
 
 TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
-  Report r = Run("restart", 360);
+  Report r = RunScenarioNamed("restart", 360);
   ExpectRan(r);
   // The restart happened after the event was raised (otherwise the test checks nothing).
   ASSERT_FALSE(r.event_ids_before_restart.empty()) << SummaryText(r);
