@@ -30,6 +30,11 @@ std::string LiveLine(double elapsed_s, const falcon::v1::Job& job,
   for (const auto& l : e->links()) {
     culprit.push_back(absl::StrCat("link ", l.src_rank(), "->", l.dst_rank()));
   }
+  if (culprit.size() > 3) {
+    const size_t more = culprit.size() - 2;
+    culprit.resize(2);
+    culprit.push_back(absl::StrCat("+", more, " more"));
+  }
   std::string last_action;
   for (const auto& a : e->actions()) {
     if (a.dry_run()) continue;

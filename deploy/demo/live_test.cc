@@ -38,6 +38,15 @@ TEST(LiveLineTest, ShowsNewestActiveEventWithCulpritAndLastAction) {
       << line;
 }
 
+TEST(LiveLineTest, LongCulpritListsAreShortened) {
+  falcon::v1::Event e;
+  e.set_event_id(1);
+  e.set_cause(falcon::v1::CAUSE_COMPUTE);
+  for (uint32_t r = 0; r < 8; ++r) e.add_ranks(r);
+  std::string line = LiveLine(1, falcon::v1::Job(), {e});
+  EXPECT_NE(line.find("rank 0, rank 1, +6 more"), std::string::npos) << line;
+}
+
 TEST(LiveLineTest, StartingJob) {
   EXPECT_NE(LiveLine(0, falcon::v1::Job(), {}).find("STARTING"), std::string::npos);
 }

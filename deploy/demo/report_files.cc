@@ -103,7 +103,7 @@ std::string GnuplotScript(const Report& report, const std::string& csv_path,
                                    report.scenario.name, report.settings.layout.dp,
                                    report.settings.layout.pp, report.settings.nodes)));
   s += "set xlabel \"iteration\"\nset ylabel \"iteration time (s)\"\n";
-  s += "set grid ytics lc rgb \"#dddddd\"\nset key top left opaque\n";
+  s += "set grid ytics lc rgb \"#dddddd\"\nset key top right opaque\n";
   // Robust y range: up to 2.5x the median so validation pauses do not flatten the plot.
   double median = MedianIterationTime(report.history, 0, INT64_MAX);
   if (median > 0) absl::StrAppendFormat(&s, "set yrange [0:%.4f]\n", median * 2.5);
@@ -139,6 +139,7 @@ std::string GnuplotScript(const Report& report, const std::string& csv_path,
       vline(e.verdict_iteration, "#7b3294", 1,
             absl::StrCat("verdict ", e.cause == "COMMUNICATION" ? "link" : e.cause), 0.80);
     }
+    if (e.recovery_iteration >= 0) vline(e.recovery_iteration, "#555555", 3, "recovered", 0.90);
     for (const ActionMark& a : e.actions) {
       if (a.dry_run || a.strategy == "S1") continue;
       vline(a.iteration, a.revert ? "#777777" : "#2ca02c", a.revert ? 3 : 1,
