@@ -47,8 +47,8 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
   const std::string out = std::string(outputs != nullptr ? outputs : tmp.c_str()) + "/report";
   const std::string copy = tmp + "/copy/report.json";
   std::filesystem::create_directories(tmp + "/copy");
-  int rc = RunDemo({"deploy/demo/falcon_demo", "--scenario=" + Scenario(), "--iterations=360",
-                    "--duration=60s", "--emulated_compute_ms=2", "--out=" + out,
+  int rc = RunDemo({"deploy/demo/falcon_demo", "--scenario=" + Scenario(), "--iterations=330",
+                    "--duration=60s", "--emulated_compute_ms=3", "--out=" + out,
                     "--json-report=" + copy});
   ASSERT_EQ(rc, 0);
   for (const char* f : {"report.json", "iterations.csv", "timeline.png", "index.html"}) {
