@@ -29,6 +29,8 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(150),
 ABSL_FLAG(int64_t, iterations, 0, "training steps (0: sized from --duration)");
 ABSL_FLAG(double, emulated_compute_ms, 3, "emulated device time per micro-batch forward");
 ABSL_FLAG(int, microbatches, 0, "micro-batches per global batch (0: 8 x DP x PP)");
+ABSL_FLAG(double, s3_cost_seconds, 3,
+          "S3 cost for the escalation (controller default 60 s, sized for large jobs)");
 ABSL_FLAG(std::string, out, "falcon-demo-report", "report folder (created)");
 ABSL_FLAG(std::string, json_report, "", "also copy report.json to this path");
 
@@ -126,6 +128,8 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(options.work_dir, ec);
   options.live = [](const std::string& line) { std::cout << line << std::endl; };
   options.stop = &g_stop;
+  options.settings = falcon::demo::DemoSettings();
+  options.settings.set_s3_cost_seconds(absl::GetFlag(FLAGS_s3_cost_seconds));
   InstallSignalHandlers();
 
   std::cout << "Falcon demo: scenario " << options.scenario.name << " ("

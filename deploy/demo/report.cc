@@ -17,7 +17,7 @@ constexpr int64_t kSettleIterations = 8;
 constexpr int64_t kHealthyWindow = 40;
 // Iterations skipped after onset before the slowed window (the change point is fuzzy).
 constexpr int64_t kOnsetSkip = 2;
-// Tolerance when overlapping an event's range with a fault window.
+// Tolerance on the detected onset before a fault's start.
 constexpr int64_t kMatchSlack = 10;
 
 double Clamp01(double x) { return std::max(0.0, std::min(1.0, x)); }
@@ -114,9 +114,8 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     for (size_t i = 0; i < scenario.faults.size(); ++i) {
       const InjectedFault& f = scenario.faults[i];
       if (!f.expect_event) continue;
-      if (ev_from > f.to_iteration + kMatchSlack || ev_to + kMatchSlack < f.from_iteration) {
-        continue;
-      }
+      // The detected onset lies in the fault's window (give or take the change point's blur).
+      if (ev_from < f.from_iteration - kMatchSlack || ev_from >= f.to_iteration) continue;
       int64_t distance = std::abs(ev_from - f.from_iteration);
       if (best < 0 || distance < best_distance) {
         best = static_cast<int>(i);
@@ -202,6 +201,18 @@ nlohmann::json ReportJson(const Report& report) {
   settings["duration_s"] = report.settings.duration_s;
   settings["fault_spec"] = report.settings.fault_spec;
   settings["train_args"] = report.settings.train_args;
+  {
+    const falcon::v1::Settings& c = report.settings.controller_settings;
+    json cs = json::object();
+    if (c.has_s3_cost_seconds()) cs["s3_cost_seconds"] = c.s3_cost_seconds();
+    if (c.has_s2_cost_iterations()) cs["s2_cost_iterations"] = c.s2_cost_iterations();
+    if (c.has_s4_cost_seconds()) cs["s4_cost_seconds"] = c.s4_cost_seconds();
+    if (c.has_verification_min_ratio()) {
+      cs["verification_min_ratio"] = c.verification_min_ratio();
+    }
+    if (c.has_min_gap_iterations()) cs["min_gap_iterations"] = c.min_gap_iterations();
+    settings["controller_settings"] = cs;
+  }
   if (report.scenario.restart_controller_at_iteration >= 0) {
     settings["restart_controller_at_iteration"] = report.scenario.restart_controller_at_iteration;
   }

@@ -7,8 +7,8 @@
 // first directive, or to the fault's end) and mitigated (median after the last directive has
 // settled, until the fault clears), and the share of the slowdown recovered:
 //   slowdown_recovered = clamp((slow - mitigated) / (slow - healthy), 0, 1)   (0 when unmitigated).
-// An event whose [onset, recovery] range overlaps no injected fault that should raise one
-// (InjectedFault::expect_event) is a false alarm.
+// An event whose detected onset lies in no injected fault's window [from - 10, to) (among the
+// faults that should raise one, InjectedFault::expect_event) is a false alarm.
 #ifndef FALCON_DEPLOY_DEMO_REPORT_H_
 #define FALCON_DEPLOY_DEMO_REPORT_H_
 
@@ -34,6 +34,7 @@ struct RunSettings {
   double duration_s = 0;  // Wall-clock bound of the run.
   std::string fault_spec;
   std::vector<std::string> train_args;
+  falcon::v1::Settings controller_settings;  // Applied through SetSettings.
 };
 
 struct ActionMark {

@@ -106,6 +106,12 @@ TEST(ReportTest, EventOutsideEveryFaultIsAFalseAlarmAndTheFaultIsMissed) {
   EXPECT_EQ(j["false_alarm_event_ids"][0], 3);
 }
 
+TEST(ReportTest, EventStartingBeforeTheFaultIsAFalseAlarmEvenIfItSpansIt) {
+  Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {ComputeEvent(1, 80, 2)});
+  EXPECT_EQ(r.false_alarms, 1);
+  EXPECT_EQ(r.missed_faults.size(), 1u);
+}
+
 TEST(ReportTest, BlipEventsAreFalseAlarms) {
   absl::StatusOr<Scenario> s = MakeScenario("blip", Layout{4, 2}, 4, 400);
   ASSERT_TRUE(s.ok());

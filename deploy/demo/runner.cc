@@ -77,7 +77,27 @@ bool Poll(falcon::v1::Control::StubInterface* control, const std::string& job, O
   return answered;
 }
 
+// Applies `settings` for `job` ("" = defaults for new jobs); false when it failed.
+bool ApplySettings(falcon::v1::Control::StubInterface* control, falcon::v1::Settings settings,
+                   const std::string& job, std::string* error) {
+  settings.set_job(job);
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  falcon::v1::SetSettingsRequest req;
+  *req.mutable_settings() = settings;
+  falcon::v1::Settings reply;
+  grpc::Status s = control->SetSettings(&ctx, req, &reply);
+  if (!s.ok()) *error = s.error_message();
+  return s.ok();
+}
+
 }  // namespace
+
+falcon::v1::Settings DemoSettings() {
+  falcon::v1::Settings s;
+  s.set_s3_cost_seconds(3);
+  return s;
+}
 
 int MicroBatches(const RunOptions& options) {
   if (options.microbatches > 0) return options.microbatches;
@@ -112,6 +132,7 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
   };
   if (!s.faults.empty()) args.push_back(absl::StrCat("--faults=", s.FaultSpec()));
   if (s.pin_cpus) args.push_back("--pin_cpus");
+  args.insert(args.end(), s.train_args.begin(), s.train_args.end());
   args.insert(args.end(), options.extra_train_args.begin(), options.extra_train_args.end());
   return args;
 }
@@ -128,6 +149,7 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   settings.duration_s = absl::ToDoubleSeconds(options.time_limit);
   settings.fault_spec = scenario.FaultSpec();
   settings.train_args = TrainArgs(options);
+  settings.controller_settings = options.settings;
 
   ClusterSpec spec;
   spec.job = options.job;
@@ -139,6 +161,16 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = factory(spec);
   if (!cluster.ok()) return cluster.status();
+
+  const bool has_settings = options.settings.ByteSizeLong() > 0;
+  std::string settings_error;
+  if (has_settings &&
+      !ApplySettings((*cluster)->control(), options.settings, "", &settings_error)) {
+    (*cluster)->Stop();
+    return absl::FailedPreconditionError(
+        absl::StrCat("SetSettings (defaults) failed: ", settings_error));
+  }
+  bool job_settings_applied = !has_settings;
 
   Observed seen;
   std::string note;
@@ -158,6 +190,10 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
     }
     bool answered = Poll((*cluster)->control(), options.job, seen);
     if (answered) last_answer = absl::Now();
+    if (seen.job_known && !job_settings_applied) {
+      job_settings_applied =
+          ApplySettings((*cluster)->control(), options.settings, options.job, &settings_error);
+    }
     if (absl::Now() - last_answer > absl::Seconds(30)) {
       note = "the controller stopped answering";
       break;

@@ -64,7 +64,16 @@ struct RunOptions {
   // Set (e.g. by a signal handler) to stop early; the report still covers what ran.
   const std::atomic<bool>* stop = nullptr;
   std::vector<std::string> extra_train_args;
+  // Detection / mitigation settings applied through the Control API (SetSettings) as defaults
+  // for new jobs right after the cluster starts, and to the job once it registered. Fields left
+  // unset keep the controller's defaults. See DemoSettings().
+  falcon::v1::Settings settings;
 };
+
+// The settings the demo and the suite use: S3's cost scaled to a 8-rank loopback job (a remap
+// takes about a second here, not the 60 s of a thousand-GPU job), so the escalation reaches S3
+// within the demo; everything else at the controller's defaults.
+falcon::v1::Settings DemoSettings();
 
 // The trainer flags for `options` (also recorded in the report's settings).
 std::vector<std::string> TrainArgs(const RunOptions& options);

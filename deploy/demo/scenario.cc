@@ -199,6 +199,8 @@ absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layo
     f.expected_strategy.clear();
     s.faults.push_back(f);
     s.pin_cpus = true;
+    // Contention slows real CPU work, not emulated (slept) device time: a CPU-bound model.
+    s.train_args = {"--emulated_compute_ms=0", "--hidden=128", "--embed=32", "--batch=32"};
   } else if (name == "restart") {
     s.description = "compute fail-slow with a controller restart mid-event";
     s.faults.push_back(ComputeFault(layout, 1.5, At(n, 0.25), At(n, 0.95)));

@@ -67,6 +67,8 @@ struct Scenario {
   int64_t restart_controller_at_iteration = -1;
   // Whether the trainer needs --pin_cpus (contention faults).
   bool pin_cpus = false;
+  // Extra falcon_train flags (after the runner's, so they win).
+  std::vector<std::string> train_args;
 
   // All faults joined with "; " (empty when healthy).
   std::string FaultSpec() const;

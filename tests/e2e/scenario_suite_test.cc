@@ -29,6 +29,7 @@ Report RunScenarioNamed(const std::string& name, int64_t iterations) {
   options.job = "e2e-" + name;
   options.emulated_compute_ms = 3;  // As the demo: less relative noise than 2 ms.
   options.time_limit = absl::Seconds(115);
+  options.settings = DemoSettings();
   // Empty work dir: LocalCluster makes a fresh one (short enough for the agents' sockets).
   options.live = [](const std::string& line) { std::cerr << line << "\n"; };
   absl::StatusOr<Report> report = RunScenario(options, LocalClusterFactory());
