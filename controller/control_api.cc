@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "controller/mitigation/planner.h"
 
 namespace falcon::controller {
 
@@ -169,8 +170,45 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
           absl::StrCat("slow_links[", i, "]: not a link between two registered ranks"));
     }
   }
-  return absl::UnimplementedError(
-      "DryRunPlan: mitigation planning is not part of this controller build yet");
+  // The culprit: the request's hypothetical verdict, else the job's active event.
+  mitigation::Culprit culprit;
+  const falcon::v1::Job view = c_->JobView(*job);
+  absl::Duration healthy = absl::Nanoseconds(view.healthy_iteration_time_ns());
+  const bool hypothetical = r.cause() != falcon::v1::CAUSE_UNSPECIFIED || r.slow_ranks_size() > 0 ||
+                            r.slow_links_size() > 0;
+  if (hypothetical) {
+    culprit.cause = r.cause() != falcon::v1::CAUSE_UNSPECIFIED ? r.cause()
+                    : r.slow_links_size() > 0                  ? falcon::v1::CAUSE_COMMUNICATION
+                                                               : falcon::v1::CAUSE_COMPUTE;
+    culprit.ranks.assign(r.slow_ranks().begin(), r.slow_ranks().end());
+    culprit.links.assign(r.slow_links().begin(), r.slow_links().end());
+    culprit.slowdown_ratio = r.slowdown_ratio() > 1 ? r.slowdown_ratio() : 2.0;
+  } else {
+    const falcon::controller::v1::EventRecord* e = c_->events().Active(r.job());
+    if (e == nullptr || e->event().cause() == falcon::v1::CAUSE_UNSPECIFIED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job '", r.job(),
+          "' has no active event with a verdict; give cause, slow_ranks or slow_links"));
+    }
+    culprit.cause = e->event().cause();
+    culprit.ranks.assign(e->event().ranks().begin(), e->event().ranks().end());
+    culprit.links.assign(e->event().links().begin(), e->event().links().end());
+    culprit.slowdown_ratio =
+        r.slowdown_ratio() > 1 ? r.slowdown_ratio() : std::max(1.0, e->event().slowdown_ratio());
+    if (e->event().healthy_iteration_time_ns() > 0) {
+      healthy = absl::Nanoseconds(e->event().healthy_iteration_time_ns());
+    }
+  }
+  if (healthy <= absl::ZeroDuration()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", r.job(), "' has no healthy iteration time yet"));
+  }
+  absl::StatusOr<mitigation::JobShape> shape = mitigation::ShapeOf(
+      *job, nullptr,
+      std::vector<uint32_t>(view.micro_batches().begin(), view.micro_batches().end()));
+  if (!shape.ok()) return shape.status();
+  return mitigation::DryRun(*shape, c_->settings().Effective(r.job()), culprit, healthy,
+                            c_->clock().Now());
 }
 
 }  // namespace falcon::controller

@@ -42,7 +42,10 @@ class ControlApi {
   absl::StatusOr<falcon::v1::Settings> SetSettings(const falcon::v1::SetSettingsRequest& r);
   absl::StatusOr<falcon::v1::ForceValidationResponse> ForceValidation(
       const falcon::v1::ForceValidationRequest& r);
-  // kUnimplemented: planning arrives with the mitigation issue; the request is still validated.
+  // The escalation ladder and the S2/S3 plans for the job's active event, or for the hypothetical
+  // verdict in the request (cause, slow_ranks, slow_links, slowdown_ratio; default ratio 2).
+  // Never acts. kInvalidArgument naming the field; kFailedPrecondition when there is nothing to
+  // plan for (no verdict, no healthy iteration time, layout unknown).
   absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRunPlan(const falcon::v1::DryRunPlanRequest& r);
 
  private:

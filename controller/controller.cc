@@ -18,6 +18,7 @@ absl::Status ControllerOptions::Validate() const {
     return absl::InvalidArgumentError("job_end_grace: must be > 0");
   }
   if (absl::Status s = limits.Validate(); !s.ok()) return s;
+  if (absl::Status s = directives.Validate(); !s.ok()) return s;
   if (absl::Status s = detection.Validate(); !s.ok()) return s;
   return localization.Validate();
 }
@@ -41,6 +42,11 @@ class Controller::Actions : public EventActions {
   }
   absl::Status RecordAction(uint64_t id, const falcon::v1::Action& action) override {
     EventRecord* e = Active(id);
+    // The reverts that follow a recovery belong to the event's log too.
+    if (e == nullptr) {
+      EventRecord* r = c_->events_.Find(id);
+      if (r != nullptr && r->event().state() == falcon::v1::EVENT_STATE_RECOVERED) e = r;
+    }
     if (e == nullptr) return Missing(id);
     *e->mutable_event()->add_actions() = action;
     c_->events_.Persist(*e, uow_);
@@ -69,12 +75,19 @@ class Controller::Actions : public EventActions {
     c_->events_.Persist(*e, uow_);
     return absl::OkStatus();
   }
-  absl::StatusOr<uint64_t> IssueDirective(uint64_t id, falcon::v1::Directive d) override {
+  absl::StatusOr<uint64_t> IssueDirective(uint64_t id, falcon::v1::Directive d,
+                                          const falcon::v1::Directive* rollback) override {
     EventRecord* e = c_->events_.Find(id);
     if (e == nullptr) return absl::NotFoundError(absl::StrCat("event ", id, " not found"));
     const JobEntry* job = c_->registry_.Find(e->event().job());
     if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", e->event().job()));
-    return c_->directives_.Issue(std::move(d), id, *job, uow_);
+    return c_->directives_.Issue(std::move(d), id, *job, uow_, rollback);
+  }
+  const falcon::v1::DirectiveRecord* FindDirective(uint64_t directive_id) const override {
+    return c_->directives_.Find(directive_id);
+  }
+  int64_t NextEffectiveIteration(const std::string& job) const override {
+    return c_->directives_.EffectiveIteration(job);
   }
   absl::Status SetJobPlan(const std::string& job_name, int64_t plan_version,
                           const std::vector<uint32_t>& micro_batches) override {
@@ -155,6 +168,12 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const Cloc
         hook_->OnJobIteration(event->event(), iteration, t, actions);
       });
   settings_.set_listener([this](const std::string& job) { detection_.OnSettingsChanged(job); });
+  directives_.set_progress_fn([this](const std::string& job) {
+    JobProgress p;
+    p.max_rank_iteration = detection_.MaxRankIteration(job);
+    p.iteration_time = absl::Nanoseconds(detection_.LastIterationTimeNs(job));
+    return p;
+  });
 }
 
 Controller::~Controller() = default;
@@ -381,6 +400,7 @@ void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
   if (ValidateDirectiveAck(ack, job)) return;
   UnitOfWork uow;
   DirectiveIssuer::AckOutcome out = directives_.OnAck(ack, *job, &uow);
+  // A refused ack (out.error: unknown id, stale epoch) changes nothing but its record.
   if (out.record != nullptr && out.state_changed) DirectiveStateChanged(*out.record, &uow);
   Commit(&uow).IgnoreError();
 }
@@ -425,7 +445,10 @@ void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uo
 void Controller::Tick() {
   const absl::Time now = clock_->Now();
   UnitOfWork uow;
-  for (uint64_t id : directives_.Tick(now, &uow)) {
+  for (uint64_t id : directives_.Tick(now, &uow, [this](const std::string& job) -> const JobEntry* {
+         const JobEntry* j = registry_.Find(job);
+         return j != nullptr && j->job().state() != falcon::v1::JOB_STATE_ENDED ? j : nullptr;
+       })) {
     if (const falcon::v1::DirectiveRecord* r = directives_.Find(id)) {
       DirectiveStateChanged(*r, &uow);
     }

@@ -2,6 +2,7 @@
 //   --listen HOST:PORT          gRPC (Telemetry + Control, reflection on); port 0 = any free port
 //   --metrics_listen HOST:PORT  Prometheus /metrics; "" = off; port 0 = any free port
 //   --data_dir DIR              RocksDB state (jobs, events, directives, settings, history)
+//   --mitigation                S1-S4 mitigation installed (default true; =false: verdicts only)
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
 // SIGTERM shuts down cleanly.
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/clock.h"
+#include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "gRPC listen address HOST:PORT (port 0: any)");
@@ -29,6 +31,14 @@ ABSL_FLAG(absl::Duration, tick, absl::Seconds(1), "period of timeouts and housek
 ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation");
 ABSL_FLAG(absl::Duration, job_end_grace, absl::Seconds(120),
           "a job without any connected agent for this long ends");
+ABSL_FLAG(bool, mitigation, true,
+          "install mitigation (S1-S4 with escalation; per-job settings still apply); false: "
+          "verdicts end at LOCALIZED");
+ABSL_FLAG(std::string, s4_checkpoint_dir, "falcon-s4",
+          "S4: checkpoint directory sent to the ranks (relative: under the trainer's "
+          "--checkpoint-dir)");
+ABSL_FLAG(absl::Duration, directive_ack_timeout, absl::Seconds(60),
+          "a directive not applied by every target within this long is TIMED_OUT");
 
 namespace {
 
@@ -68,13 +78,18 @@ int main(int argc, char** argv) {
   options.controller.controller_id = id;
   options.controller.localization.profiling_iterations = absl::GetFlag(FLAGS_profiling_iterations);
   options.controller.job_end_grace = absl::GetFlag(FLAGS_job_end_grace);
+  options.controller.directives.ack_timeout = absl::GetFlag(FLAGS_directive_ack_timeout);
   if (options.data_dir.empty()) {
     std::cerr << "falcon-controller: --data_dir must not be empty\n";
     return 2;
   }
 
   falcon::RealClock clock;
-  auto server = falcon::controller::ControllerServer::Start(options, &clock);
+  falcon::controller::mitigation::OrchestratorOptions mitigation;
+  mitigation.checkpoint_dir = absl::GetFlag(FLAGS_s4_checkpoint_dir);
+  falcon::controller::mitigation::Orchestrator orchestrator(mitigation, &clock);
+  auto server = falcon::controller::ControllerServer::Start(
+      options, &clock, absl::GetFlag(FLAGS_mitigation) ? &orchestrator : nullptr);
   if (!server.ok()) {
     std::cerr << "falcon-controller: " << server.status() << "\n";
     return 1;

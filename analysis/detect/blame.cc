@@ -24,8 +24,8 @@ double Ratio(absl::Duration a, absl::Duration b) {
 
 }  // namespace
 
-absl::string_view CauseName(Cause cause) {
-  return cause == Cause::kCompute ? "compute" : "communication";
+absl::string_view BlameCauseName(BlameCause cause) {
+  return cause == BlameCause::kCompute ? "compute" : "communication";
 }
 
 absl::Status BlameOptions::Validate() const {
@@ -103,7 +103,7 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
     const absl::Duration median = it->second;
     if (r.compute > median * limit && r.compute - median >= material) {
       result.blamed.push_back(
-          {r.rank, Cause::kCompute, Ratio(r.compute, median), r.compute - median, 0});
+          {r.rank, BlameCause::kCompute, Ratio(r.compute, median), r.compute - median, 0});
     }
   }
 
@@ -145,7 +145,7 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
     for (const CommMember& m : input.comms[i].members) most = std::max(most, memberships[m.rank]);
     for (const CommMember& m : input.comms[i].members) {
       if (memberships[m.rank] != most) continue;
-      const Blame b{m.rank, Cause::kCommunication, comm_ratio[i], comm_excess[i],
+      const Blame b{m.rank, BlameCause::kCommunication, comm_ratio[i], comm_excess[i],
                     input.comms[i].comm_id};
       auto [it, inserted] = comm_blame.emplace(m.rank, result.blamed.size());
       if (inserted) {

@@ -65,8 +65,8 @@ struct BlameOptions {
   absl::Status Validate() const;
 };
 
-enum class Cause { kCompute, kCommunication };
-absl::string_view CauseName(Cause cause);  // "compute", "communication"
+enum class BlameCause { kCompute, kCommunication };
+absl::string_view BlameCauseName(BlameCause cause);  // "compute", "communication"
 
 struct SuspiciousComm {
   uint64_t comm_id = 0;
@@ -76,7 +76,7 @@ struct SuspiciousComm {
 
 struct Blame {
   int64_t rank = 0;
-  Cause cause = Cause::kCompute;
+  BlameCause cause = BlameCause::kCompute;
   double ratio = 0;       // Own compute (or the comm's transfer) / the comparable median.
   absl::Duration excess;  // Above the median.
   uint64_t comm_id = 0;   // The communicator, for kCommunication.

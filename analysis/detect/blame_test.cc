@@ -58,7 +58,7 @@ TEST(BlameStepTest, SlowComputeIsBlamedNotTheRanksThatWait) {
   const BlameResult r = *BlameStep(job.Build(), BlameOptions());
   ASSERT_EQ(r.blamed.size(), 1u);
   EXPECT_EQ(r.blamed[0].rank, 1);
-  EXPECT_EQ(r.blamed[0].cause, Cause::kCompute);
+  EXPECT_EQ(r.blamed[0].cause, BlameCause::kCompute);
   EXPECT_DOUBLE_EQ(r.blamed[0].ratio, 1.6);
   EXPECT_EQ(r.blamed[0].excess, Ms(60));
   EXPECT_THAT(r.suspicious, IsEmpty());
@@ -73,7 +73,7 @@ TEST(BlameStepTest, RankWithSlowLinkIsBlamedForCommunication) {
   const BlameResult r = *BlameStep(job.Build(), BlameOptions());
   ASSERT_EQ(r.blamed.size(), 1u);
   EXPECT_EQ(r.blamed[0].rank, 6);
-  EXPECT_EQ(r.blamed[0].cause, Cause::kCommunication);
+  EXPECT_EQ(r.blamed[0].cause, BlameCause::kCommunication);
   EXPECT_DOUBLE_EQ(r.blamed[0].ratio, 3.0);
   ASSERT_EQ(r.suspicious.size(), 2u);
   EXPECT_EQ(r.suspicious[0].comm_id, 101u);
@@ -139,8 +139,8 @@ TEST(BlameStepTest, RejectsBadInputNamingIt) {
 }
 
 TEST(CauseNameTest, Names) {
-  EXPECT_THAT((std::vector<absl::string_view>{CauseName(Cause::kCompute),
-                                              CauseName(Cause::kCommunication)}),
+  EXPECT_THAT((std::vector<absl::string_view>{BlameCauseName(BlameCause::kCompute),
+                                              BlameCauseName(BlameCause::kCommunication)}),
               ElementsAre("compute", "communication"));
 }
 

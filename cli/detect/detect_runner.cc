@@ -122,7 +122,7 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
       for (const analysis::Blame& x : r->blamed) {
         blame.push_back({{"step", step.step},
                          {"rank", x.rank},
-                         {"cause", std::string(analysis::CauseName(x.cause))},
+                         {"cause", std::string(analysis::BlameCauseName(x.cause))},
                          {"ratio", x.ratio}});
       }
     }

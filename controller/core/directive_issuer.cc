@@ -1,19 +1,75 @@
 #include "controller/core/directive_issuer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+
+#include "absl/strings/str_cat.h"
 
 namespace falcon::controller {
 
 using falcon::v1::DirectiveRecord;
 
+absl::Status DirectiveOptions::Validate() const {
+  if (ack_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("directives.ack_timeout: must be > 0");
+  }
+  if (retry_initial <= absl::ZeroDuration() || retry_max < retry_initial) {
+    return absl::InvalidArgumentError(
+        "directives.retry_initial: must be > 0 and <= directives.retry_max");
+  }
+  if (min_lead_iterations < 1 || min_lead_iterations > 1'000'000) {
+    return absl::InvalidArgumentError("directives.min_lead_iterations: must be in [1, 1000000]");
+  }
+  if (delivery_latency < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("directives.delivery_latency: must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
 DirectiveIssuer::DirectiveIssuer(DirectiveOptions options, const Clock* clock, IdAllocator* ids,
                                  AgentHub* hub)
     : options_(options), clock_(clock), ids_(ids), hub_(hub) {}
 
+bool DirectiveIssuer::IsPlan(const falcon::v1::Directive& d) {
+  return d.has_micro_batch_plan() || d.has_topology_change() || d.has_checkpoint_restart();
+}
+
+bool DirectiveIssuer::BumpsEpoch(const falcon::v1::Directive& d) {
+  return d.has_topology_change() || d.has_checkpoint_restart();
+}
+
 void DirectiveIssuer::Load(const std::vector<DirectiveRecord>& records) {
   records_.clear();
-  for (const DirectiveRecord& r : records) records_[r.directive().directive_id()] = r;
+  retries_.clear();
+  issued_epoch_.clear();
+  const absl::Time now = clock_->Now();
+  for (const DirectiveRecord& r : records) {
+    records_[r.directive().directive_id()] = r;
+    if (BumpsEpoch(r.directive())) {
+      uint64_t& e = issued_epoch_[r.directive().job()];
+      e = std::max(e, r.directive().epoch());
+    }
+    // The controller may have stopped before (or right after) sending: re-deliver at once.
+    if (r.state() == DirectiveRecord::STATE_PENDING) {
+      retries_[r.directive().directive_id()] = Retry{now, options_.retry_initial};
+    }
+  }
+}
+
+uint64_t DirectiveIssuer::Epoch(const JobEntry& job) const {
+  auto it = issued_epoch_.find(job.name());
+  return it == issued_epoch_.end() ? job.epoch() : std::max(job.epoch(), it->second);
+}
+
+int64_t DirectiveIssuer::EffectiveIteration(const std::string& job) const {
+  JobProgress p = progress_ ? progress_(job) : JobProgress{};
+  int64_t lead = options_.min_lead_iterations;
+  if (p.iteration_time > absl::ZeroDuration()) {
+    const double n = std::ceil(absl::FDivDuration(options_.delivery_latency, p.iteration_time));
+    lead = std::max<int64_t>(lead, static_cast<int64_t>(std::min(n, 1e6)) + 1);
+  }
+  return std::max<int64_t>(0, p.max_rank_iteration) + lead;
 }
 
 std::vector<uint32_t> DirectiveIssuer::Targets(const falcon::v1::Directive& d,
@@ -23,17 +79,32 @@ std::vector<uint32_t> DirectiveIssuer::Targets(const falcon::v1::Directive& d,
 }
 
 uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_id,
-                                const JobEntry& job, UnitOfWork* uow) {
+                                const JobEntry& job, UnitOfWork* uow,
+                                const falcon::v1::Directive* rollback) {
   const uint64_t id = ids_->NextDirectiveId(&uow->txn());
+  uint64_t epoch = Epoch(job);
+  if (BumpsEpoch(directive)) {
+    ++epoch;
+    issued_epoch_[job.name()] = epoch;
+  }
   directive.set_directive_id(id);
   directive.set_job(job.name());
-  directive.set_epoch(job.epoch());
+  directive.set_epoch(epoch);
+  if (IsPlan(directive)) {
+    directive.set_effective_iteration(
+        std::max(directive.effective_iteration(), EffectiveIteration(job.name())));
+  }
+  const absl::Time now = clock_->Now();
   DirectiveRecord& record = records_[id];
   *record.mutable_directive() = directive;
-  record.set_issued_time_ns(absl::ToUnixNanos(clock_->Now()));
+  record.set_issued_time_ns(absl::ToUnixNanos(now));
   record.set_state(DirectiveRecord::STATE_PENDING);
   record.set_event_id(event_id);
+  record.set_deliveries(1);
+  record.set_last_delivery_time_ns(absl::ToUnixNanos(now));
+  if (rollback != nullptr) *record.mutable_rollback() = *rollback;
   uow->txn().PutDirective(record);
+  retries_[id] = Retry{now + options_.retry_initial, options_.retry_initial};
   // Copy what the send needs: the job entry may change before the commit runs the action.
   JobEntry snapshot = job;
   uow->AfterCommit([this, directive, snapshot]() { SendTo(directive, snapshot, ""); });
@@ -41,9 +112,10 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
 }
 
 void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const JobEntry& job,
-                             const std::string& only_agent) {
+                             const std::string& only_agent, const std::set<uint32_t>& only_ranks) {
   std::set<std::string> agents;
   for (uint32_t r : Targets(d, job)) {
+    if (!only_ranks.empty() && only_ranks.count(r) == 0) continue;
     if (const std::string* a = job.AgentOfRank(r)) agents.insert(*a);
   }
   falcon::v1::ControllerMessage msg;
@@ -53,52 +125,147 @@ void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const JobEntry& job
   }
 }
 
+void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, UnitOfWork* uow,
+                                  AckOutcome* out) {
+  if (record.state() != DirectiveRecord::STATE_PENDING) return;
+  const falcon::v1::DirectiveAck* rejected = nullptr;
+  std::set<uint32_t> applied;
+  for (const falcon::v1::DirectiveAck& a : record.acks()) {
+    if (a.status() == falcon::v1::ACK_STATUS_REJECTED && rejected == nullptr) rejected = &a;
+    if (a.status() == falcon::v1::ACK_STATUS_APPLIED) applied.insert(a.rank());
+  }
+  bool all = true;
+  for (uint32_t r : Targets(record.directive(), job)) all = all && applied.count(r) > 0;
+  const uint64_t id = record.directive().directive_id();
+  if (rejected != nullptr) {
+    record.set_state(DirectiveRecord::STATE_REJECTED);
+    record.set_state_reason(
+        absl::StrCat("rank ", rejected->rank(), " rejected it: ", rejected->reason()));
+    retries_.erase(id);
+    out->state_changed = true;
+    if (!applied.empty() && record.has_rollback()) {
+      falcon::v1::Directive undo = record.rollback();
+      undo.clear_target_ranks();
+      for (uint32_t r : applied) undo.add_target_ranks(r);
+      undo.set_reverts_directive_id(id);
+      undo.set_reason(absl::StrCat("rollback of directive ", id, " (", record.state_reason(),
+                                   ") on the ", applied.size(), " ranks that applied it"));
+      // Copy what the record needs: Issue inserts into records_ and may move it.
+      const uint64_t event_id = record.event_id();
+      const uint64_t undo_id = Issue(std::move(undo), event_id, job, uow);
+      DirectiveRecord& again = records_[id];
+      again.set_rollback_directive_id(undo_id);
+      out->rollback_id = undo_id;
+      out->record = &again;
+      return;
+    }
+  } else if (all) {
+    record.set_state(DirectiveRecord::STATE_APPLIED);
+    retries_.erase(id);
+    out->state_changed = true;
+  }
+}
+
 DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAck& ack,
                                                    const JobEntry& job, UnitOfWork* uow) {
   AckOutcome out;
   auto it = records_.find(ack.directive_id());
-  if (it == records_.end() || it->second.directive().job() != ack.job()) return out;
+  if (it == records_.end() || it->second.directive().job() != ack.job()) {
+    out.error =
+        absl::StrCat("directive ", ack.directive_id(), " of job '", ack.job(), "' is unknown");
+    return out;
+  }
   DirectiveRecord& record = it->second;
+  const uint64_t fence = Epoch(job);
+  if (ack.epoch() != record.directive().epoch()) {
+    out.error = absl::StrCat("ack epoch ", ack.epoch(), " is not directive ", ack.directive_id(),
+                             "'s epoch ", record.directive().epoch());
+    return out;
+  }
   out.record = &record;
+  if (ack.epoch() < fence) {
+    out.error = absl::StrCat("ack epoch ", ack.epoch(), " is older than job '", job.name(),
+                             "' epoch ", fence);
+    if (record.state() == DirectiveRecord::STATE_PENDING) {
+      *record.add_acks() = ack;  // Kept for the record; it does not count.
+      record.set_state(DirectiveRecord::STATE_REJECTED);
+      record.set_state_reason(absl::StrCat("superseded: directive epoch ", ack.epoch(),
+                                           " is older than job epoch ", fence));
+      retries_.erase(ack.directive_id());
+      out.state_changed = true;
+      uow->txn().PutDirective(record);
+    }
+    return out;
+  }
   bool replaced = false;
   for (falcon::v1::DirectiveAck& a : *record.mutable_acks()) {
     if (a.rank() == ack.rank()) {
-      a = ack;
+      // A final answer is never replaced by a RECEIVED that a re-delivery produced late.
+      const bool final_before = a.status() == falcon::v1::ACK_STATUS_APPLIED ||
+                                a.status() == falcon::v1::ACK_STATUS_REJECTED;
+      if (!(final_before && ack.status() == falcon::v1::ACK_STATUS_RECEIVED)) a = ack;
       replaced = true;
     }
   }
   if (!replaced) *record.add_acks() = ack;
-  if (record.state() == DirectiveRecord::STATE_PENDING) {
-    bool rejected = false;
-    std::set<uint32_t> applied;
-    for (const falcon::v1::DirectiveAck& a : record.acks()) {
-      if (a.status() == falcon::v1::ACK_STATUS_REJECTED) rejected = true;
-      if (a.status() == falcon::v1::ACK_STATUS_APPLIED) applied.insert(a.rank());
-    }
-    bool all = true;
-    for (uint32_t r : Targets(record.directive(), job)) all = all && applied.count(r) > 0;
-    if (rejected) {
-      record.set_state(DirectiveRecord::STATE_REJECTED);
-      out.state_changed = true;
-    } else if (all) {
-      record.set_state(DirectiveRecord::STATE_APPLIED);
-      out.state_changed = true;
-    }
-  }
-  uow->txn().PutDirective(record);
+  UpdateState(record, job, uow, &out);
+  DirectiveRecord& stored = records_[ack.directive_id()];
+  out.record = &stored;
+  uow->txn().PutDirective(stored);
   return out;
 }
 
-std::vector<uint64_t> DirectiveIssuer::Tick(absl::Time now, UnitOfWork* uow) {
+std::vector<uint64_t> DirectiveIssuer::Tick(
+    absl::Time now, UnitOfWork* uow,
+    const std::function<const JobEntry*(const std::string&)>& jobs) {
   std::vector<uint64_t> timed_out;
   const int64_t cutoff = absl::ToUnixNanos(now - options_.ack_timeout);
   for (auto& [id, record] : records_) {
-    if (record.state() != DirectiveRecord::STATE_PENDING || record.issued_time_ns() > cutoff) {
+    if (record.state() != DirectiveRecord::STATE_PENDING) continue;
+    if (record.issued_time_ns() <= cutoff) {
+      record.set_state(DirectiveRecord::STATE_TIMED_OUT);
+      std::string missing;
+      std::set<uint32_t> answered;
+      for (const auto& a : record.acks()) {
+        if (a.status() == falcon::v1::ACK_STATUS_APPLIED) answered.insert(a.rank());
+      }
+      int n = 0;
+      for (uint32_t r : record.directive().target_ranks()) {
+        if (!answered.count(r) && n++ < 8) absl::StrAppend(&missing, missing.empty() ? "" : ",", r);
+      }
+      record.set_state_reason(absl::StrCat(
+          "not applied by every target within ", absl::FormatDuration(options_.ack_timeout),
+          " after ", record.deliveries(), " deliveries",
+          missing.empty() ? "" : absl::StrCat(" (missing ranks ", missing, ")")));
+      uow->txn().PutDirective(record);
+      retries_.erase(id);
+      timed_out.push_back(id);
       continue;
     }
-    record.set_state(DirectiveRecord::STATE_TIMED_OUT);
+    auto r = retries_.find(id);
+    if (r == retries_.end() || now < r->second.due || !jobs) continue;
+    const JobEntry* job = jobs(record.directive().job());
+    if (job == nullptr) continue;
+    // Re-deliver to the targets without a final answer (RECEIVED ones too: cheap and harmless).
+    std::set<uint32_t> final_ranks;
+    for (const auto& a : record.acks()) {
+      if (a.status() == falcon::v1::ACK_STATUS_APPLIED ||
+          a.status() == falcon::v1::ACK_STATUS_REJECTED) {
+        final_ranks.insert(a.rank());
+      }
+    }
+    std::set<uint32_t> open;
+    for (uint32_t t : Targets(record.directive(), *job)) {
+      if (!final_ranks.count(t)) open.insert(t);
+    }
+    record.set_deliveries(record.deliveries() + 1);
+    record.set_last_delivery_time_ns(absl::ToUnixNanos(now));
     uow->txn().PutDirective(record);
-    timed_out.push_back(id);
+    r->second.backoff = std::min(options_.retry_max, r->second.backoff * 2);
+    r->second.due = now + r->second.backoff;
+    JobEntry snapshot = *job;
+    falcon::v1::Directive d = record.directive();
+    uow->AfterCommit([this, d, snapshot, open]() { SendTo(d, snapshot, "", open); });
   }
   return timed_out;
 }

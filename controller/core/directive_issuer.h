@@ -1,16 +1,38 @@
-// Directives from the controller to the shims (ARCHITECTURE.md §5): ids, the job's epoch, the
-// effective iteration, persistence before sending, per-rank acks and the resulting state. This is
-// the part the detection pipeline needs (Pause / Resume for validation); the mitigation issue
-// adds retries with idempotent re-delivery and rollback on top of the same records.
+// Directives from the controller to the shims (ARCHITECTURE.md §5, issue 10 part 2): the protocol.
+//   - Ids: durable (IdAllocator); a re-delivery keeps the id, and the shims and the trainer drop a
+//     duplicate id (answering with their first ack), so a directive is never applied twice, also
+//     after a controller restart (records are reloaded and PENDING ones re-delivered).
+//   - Epoch fence: Epoch(job) = max(the epoch the job's shims registered, the epoch of every
+//     topology or checkpoint-restart directive issued for it). Issuing S3 (topology_change) or S4
+//     (checkpoint_restart) bumps it by one: the directive carries the new epoch and every later
+//     directive too; shims reject directives below their fence. An ack of a directive whose epoch
+//     is older than the job's fence is refused (AckOutcome.error names both epochs); the
+//     directive, if still PENDING, becomes REJECTED as superseded (no rollback: the newer epoch
+//     replaces its plan).
+//   - Effective iteration: for plan directives (S2/S3/S4) never below EffectiveIteration(): the
+//     highest iteration any rank reported plus a margin that covers the delivery latency at the
+//     job's iteration time, so every rank receives it before it reaches that iteration.
+//   - Acks from every target: APPLIED when every target rank applied it; REJECTED when one
+//     rejected it (state_reason names the rank and its reason). Then, when some targets had
+//     applied it and the record carries a rollback directive, the rollback is issued to them
+//     (reverts_directive_id = the rejected id) and rollback_directive_id is recorded.
+//   - Retries: a PENDING directive is re-delivered (same id) to the agents of the target ranks
+//     that have not answered finally, after retry_initial, then with exponential backoff up to
+//     retry_max; it becomes TIMED_OUT once ack_timeout (the budget) has passed since issue.
+//   - Every change (issue, delivery count, each ack, state) is staged in the caller's unit of work
+//     and persisted before any message leaves.
 // Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_CORE_DIRECTIVE_ISSUER_H_
 #define FALCON_CONTROLLER_CORE_DIRECTIVE_ISSUER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "analysis/clock.h"
 #include "controller/core/agent_hub.h"
@@ -24,31 +46,69 @@ namespace falcon::controller {
 struct DirectiveOptions {
   // A directive not applied by every target within this long becomes TIMED_OUT. Default: 60 s.
   absl::Duration ack_timeout = absl::Seconds(60);
+  // First re-delivery of a PENDING directive this long after a send; doubled after every
+  // re-delivery up to retry_max. Defaults 5 s and 20 s.
+  absl::Duration retry_initial = absl::Seconds(5);
+  absl::Duration retry_max = absl::Seconds(20);
+  // Effective iteration margin: at least min_lead_iterations ahead of the most advanced rank, and
+  // enough iterations to cover delivery_latency (controller -> agent -> shim -> trainer poll) at
+  // the job's iteration time, plus one. Defaults 2 and 1 s.
+  int64_t min_lead_iterations = 2;
+  absl::Duration delivery_latency = absl::Seconds(1);
+
+  absl::Status Validate() const;
+};
+
+// What the issuer needs to know of a job's progress: the highest iteration any rank reported (-1
+// none) and the latest job iteration time (zero unknown).
+struct JobProgress {
+  int64_t max_rank_iteration = -1;
+  absl::Duration iteration_time;
 };
 
 class DirectiveIssuer {
  public:
   DirectiveIssuer(DirectiveOptions options, const Clock* clock, IdAllocator* ids, AgentHub* hub);
 
-  // Replaces the records with stored ones (ControllerStore::LoadDirectives()).
+  using ProgressFn = std::function<JobProgress(const std::string& job)>;
+  // Where effective iterations and rollbacks read the job's progress (default: none known).
+  void set_progress_fn(ProgressFn fn) { progress_ = std::move(fn); }
+
+  // Replaces the records with stored ones (ControllerStore::LoadDirectives()). PENDING ones are
+  // due for re-delivery at the next Tick.
   void Load(const std::vector<falcon::v1::DirectiveRecord>& records);
 
-  // Assigns directive_id, sets job and the job's epoch, stores the record as PENDING in `uow` and,
-  // after the commit, sends the directive to the agents hosting its target ranks (every rank of
-  // the job when target_ranks is empty). Returns the id.
+  // The job's epoch fence (see above).
+  uint64_t Epoch(const JobEntry& job) const;
+  // The earliest effective iteration a plan directive may carry now (see above).
+  int64_t EffectiveIteration(const std::string& job) const;
+
+  // Assigns directive_id, sets job and the epoch (the fence; bumped first for S3/S4), raises the
+  // effective iteration of a plan directive to EffectiveIteration(), stores the record as PENDING
+  // in `uow` and, after the commit, sends the directive to the agents hosting its target ranks
+  // (every rank of the job when target_ranks is empty). `rollback` (optional) is what to send to
+  // the ranks that applied it should another target reject it. Returns the id.
   uint64_t Issue(falcon::v1::Directive directive, uint64_t event_id, const JobEntry& job,
-                 UnitOfWork* uow);
+                 UnitOfWork* uow, const falcon::v1::Directive* rollback = nullptr);
 
   struct AckOutcome {
-    const falcon::v1::DirectiveRecord* record = nullptr;  // nullptr: unknown directive.
+    const falcon::v1::DirectiveRecord* record = nullptr;  // nullptr: unknown or refused ack.
     bool state_changed = false;                           // PENDING became APPLIED or REJECTED.
+    uint64_t rollback_id = 0;  // A rollback directive was issued (state_changed to REJECTED).
+    std::string error;         // Why the ack was refused (unknown id, wrong job, stale epoch).
   };
   // Records `ack` (one ack per rank; a later ack replaces an earlier one) and recomputes the
-  // state: APPLIED when every target rank applied it, REJECTED when any rejected it.
+  // state: APPLIED when every target rank applied it, REJECTED when any rejected it (then rolls
+  // back, see above). An ack whose epoch differs from its directive's, or is older than the
+  // job's fence, is refused: error says so; a PENDING directive of an older epoch becomes
+  // REJECTED (superseded).
   AckOutcome OnAck(const falcon::v1::DirectiveAck& ack, const JobEntry& job, UnitOfWork* uow);
 
-  // PENDING directives older than ack_timeout become TIMED_OUT. Returns their ids.
-  std::vector<uint64_t> Tick(absl::Time now, UnitOfWork* uow);
+  // PENDING directives older than ack_timeout become TIMED_OUT (returned); the others that are
+  // due are re-delivered (same id) to the agents of the targets without a final ack.
+  // `jobs` resolves the job of a directive for re-delivery (nullptr: skip re-delivery).
+  std::vector<uint64_t> Tick(absl::Time now, UnitOfWork* uow,
+                             const std::function<const JobEntry*(const std::string&)>& jobs = {});
 
   // Sends the job's PENDING directives that target ranks of `agent_id` again (it reconnected;
   // the shims drop duplicates by id).
@@ -61,13 +121,25 @@ class DirectiveIssuer {
   static std::vector<uint32_t> Targets(const falcon::v1::Directive& d, const JobEntry& job);
 
  private:
-  void SendTo(const falcon::v1::Directive& d, const JobEntry& job, const std::string& only_agent);
+  struct Retry {
+    absl::Time due;
+    absl::Duration backoff;
+  };
+  static bool IsPlan(const falcon::v1::Directive& d);
+  static bool BumpsEpoch(const falcon::v1::Directive& d);
+  void SendTo(const falcon::v1::Directive& d, const JobEntry& job, const std::string& only_agent,
+              const std::set<uint32_t>& only_ranks = {});
+  void UpdateState(falcon::v1::DirectiveRecord& record, const JobEntry& job, UnitOfWork* uow,
+                   AckOutcome* out);
 
   const DirectiveOptions options_;
   const Clock* const clock_;
   IdAllocator* const ids_;
   AgentHub* const hub_;
+  ProgressFn progress_;
   std::map<uint64_t, falcon::v1::DirectiveRecord> records_;
+  std::map<uint64_t, Retry> retries_;             // PENDING ones only.
+  std::map<std::string, uint64_t> issued_epoch_;  // job -> highest epoch of its S3/S4.
 };
 
 }  // namespace falcon::controller

@@ -118,10 +118,10 @@ ProfileResult CommProfiler::Result() const {
     if (fraction < 0.5) continue;
     // The cause seen most often, with its median ratio.
     int compute = 0;
-    for (const analysis::Blame& b : list) compute += b.cause == analysis::Cause::kCompute;
-    analysis::Cause cause = 2 * compute >= static_cast<int>(list.size())
-                                ? analysis::Cause::kCompute
-                                : analysis::Cause::kCommunication;
+    for (const analysis::Blame& b : list) compute += b.cause == analysis::BlameCause::kCompute;
+    analysis::BlameCause cause = 2 * compute >= static_cast<int>(list.size())
+                                     ? analysis::BlameCause::kCompute
+                                     : analysis::BlameCause::kCommunication;
     std::vector<double> ratios;
     uint64_t comm = 0;
     for (const analysis::Blame& b : list) {

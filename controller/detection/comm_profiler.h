@@ -29,7 +29,7 @@ struct ProfileResult {
   };
   struct Rank {
     uint32_t rank = 0;
-    analysis::Cause cause = analysis::Cause::kCompute;
+    analysis::BlameCause cause = analysis::BlameCause::kCompute;
     double ratio = 0;
     double fraction = 0;
     uint64_t comm_id = 0;  // For kCommunication.

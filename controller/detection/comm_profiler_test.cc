@@ -54,7 +54,7 @@ TEST_F(CommProfilerTest, BlamesTheRankThatComputesLongerNotTheOnesWaiting) {
   EXPECT_EQ(r.iterations, 4);
   ASSERT_EQ(r.blamed.size(), 1u);
   EXPECT_EQ(r.blamed[0].rank, 2u);
-  EXPECT_EQ(r.blamed[0].cause, analysis::Cause::kCompute);
+  EXPECT_EQ(r.blamed[0].cause, analysis::BlameCause::kCompute);
   EXPECT_GT(r.blamed[0].ratio, 1.1);
   EXPECT_DOUBLE_EQ(r.blamed[0].fraction, 1.0);
   EXPECT_EQ(p.pending_iterations(), 0u);

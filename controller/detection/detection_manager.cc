@@ -234,6 +234,7 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
       (ev.kind == analysis::ChangeKind::kRecovery && !s.detector->in_slowdown()) ||
       ev.kind == analysis::ChangeKind::kSpeedup;
   if (!recovered) return;
+  if (PlanCausedSpeedup(active->event(), ev)) return;
   if (events_->SeriesRecovered(active, series, ev, uow)) {
     localizer_->Cancel(active, uow);
     events_->Recover(active, ev.iteration, p.last_iteration,
@@ -320,6 +321,27 @@ int64_t DetectionManager::LastIteration(const std::string& job) const {
 int64_t DetectionManager::LastIterationTimeNs(const std::string& job) const {
   auto it = pipelines_.find(job);
   return it == pipelines_.end() ? 0 : it->second->last_time_ns;
+}
+
+bool DetectionManager::PlanCausedSpeedup(const falcon::v1::Event& event,
+                                         const analysis::DetectorEvent& ev) {
+  if (event.state() != falcon::v1::EVENT_STATE_MITIGATING) return false;
+  // The latest plan sent for the event (S2/S3 apply, or their revert).
+  for (int i = event.actions_size() - 1; i >= 0; --i) {
+    const falcon::v1::Action& a = event.actions(i);
+    if (a.dry_run() || a.directive_id() == 0) continue;
+    return ev.iteration >= a.iteration() - kPlanSpeedupSlack &&
+           ev.iteration <= a.iteration() + kPlanSpeedupWindow;
+  }
+  return false;
+}
+
+int64_t DetectionManager::MaxRankIteration(const std::string& job) const {
+  auto it = pipelines_.find(job);
+  if (it == pipelines_.end()) return -1;
+  int64_t m = it->second->last_iteration;
+  for (const auto& [rank, s] : it->second->ranks) m = std::max(m, s.last_iteration);
+  return m;
 }
 
 absl::Duration DetectionManager::Baseline(const std::string& job) const {

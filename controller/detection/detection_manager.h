@@ -88,6 +88,8 @@ class DetectionManager {
   // Live figures for the Control API: latest complete iteration (-1 none) and its time.
   int64_t LastIteration(const std::string& job) const;
   int64_t LastIterationTimeNs(const std::string& job) const;
+  // Highest iteration any rank of the job reported (-1 none): directives take effect after it.
+  int64_t MaxRankIteration(const std::string& job) const;
   // Healthy job iteration time: median of the recent job iterations before the active event.
   absl::Duration Baseline(const std::string& job) const;
   // Approximate heap bytes of all pipelines (benchmarks).
@@ -95,6 +97,13 @@ class DetectionManager {
   size_t series_count() const;
 
  private:
+  // A speed-up that starts where the event's latest mitigation plan took effect (its effective
+  // iteration, within a few iterations) is the plan working, not the fail-slow clearing: it does
+  // not recover the event (a fault that clears later shows as a second speed-up).
+  static constexpr int64_t kPlanSpeedupSlack = 3;
+  static constexpr int64_t kPlanSpeedupWindow = 10;
+  static bool PlanCausedSpeedup(const falcon::v1::Event& event, const analysis::DetectorEvent& ev);
+
   struct RecentTimes {
     // (iteration, arrival Unix ns) of the latest samples, a small ring.
     static constexpr int kSize = 32;

@@ -177,10 +177,10 @@ void Localizer::FinishProfiling(EventRecord* event, UnitOfWork* uow) {
   }
   for (const ProfileResult::Rank& b : profile.blamed) {
     ranks.insert(b.rank);
-    if (b.cause == analysis::Cause::kCommunication && b.comm_id != 0) comms.insert(b.comm_id);
+    if (b.cause == analysis::BlameCause::kCommunication && b.comm_id != 0) comms.insert(b.comm_id);
     absl::StrAppend(&why, why.empty() ? "" : "; ",
                     absl::StrFormat("rank %d blamed (%s, %.2fx)", b.rank,
-                                    analysis::CauseName(b.cause), b.ratio));
+                                    analysis::BlameCauseName(b.cause), b.ratio));
   }
   if (comms.empty()) {
     for (uint32_t r : ranks) {
@@ -224,7 +224,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     falcon::v1::ValidationTask* task = t->mutable_task();
     task->set_task_id(ids_->NextTaskId(&uow->txn()));
     task->set_job(job_name);
-    task->set_epoch(job->epoch());
+    task->set_epoch(directives_->Epoch(*job));
     for (uint32_t r : ranks) task->add_ranks(r);
     for (uint32_t r : expected) t->add_expected_ranks(r);
     return task;

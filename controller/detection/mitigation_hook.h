@@ -32,16 +32,25 @@ class EventActions {
   // The job's latest completed iteration (-1 none) and its iteration time.
   virtual int64_t LastIteration(const std::string& job) const = 0;
 
-  // Appends `action` to the event's log (Event.actions). Active events only.
+  // Appends `action` to the event's log (Event.actions). Active events, and recovered ones (the
+  // reverts that follow a recovery).
   virtual absl::Status RecordAction(uint64_t event_id, const falcon::v1::Action& action) = 0;
   // LOCALIZED or MITIGATING -> MITIGATING (a new level), and the job to JOB_STATE_MITIGATING.
   virtual absl::Status MarkMitigating(uint64_t event_id, const std::string& reason) = 0;
   // Sets Event.mitigated_iteration_time_ns (measured under the plan in force).
   virtual absl::Status SetMitigatedIterationTime(uint64_t event_id, absl::Duration time) = 0;
-  // Issues `directive` for the event's job (id, job and epoch are filled in); stored PENDING,
-  // sent after the commit. Returns the directive id.
+  // Issues `directive` for the event's job through the directive protocol
+  // (core/directive_issuer.h): id, job and epoch are filled in (S3/S4 bump the epoch), a plan's
+  // effective iteration is raised ahead of every rank's progress; stored PENDING, sent after the
+  // commit, re-delivered until acked. `rollback` (may be null): what the ranks that applied it
+  // get should another target reject it. Returns the directive id.
   virtual absl::StatusOr<uint64_t> IssueDirective(uint64_t event_id,
-                                                  falcon::v1::Directive directive) = 0;
+                                                  falcon::v1::Directive directive,
+                                                  const falcon::v1::Directive* rollback) = 0;
+  // A directive's record (nullptr: unknown id).
+  virtual const falcon::v1::DirectiveRecord* FindDirective(uint64_t directive_id) const = 0;
+  // The earliest effective iteration a plan directive issued now gets.
+  virtual int64_t NextEffectiveIteration(const std::string& job) const = 0;
   // Records the plan in force for the job (Job.plan_version, Job.micro_batches).
   virtual absl::Status SetJobPlan(const std::string& job, int64_t plan_version,
                                   const std::vector<uint32_t>& micro_batches) = 0;

@@ -150,7 +150,8 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
     q.set_slowdown_ratio(-1);
     ExpectError(CALL(DryRunPlan, q, r), kBad, "slowdown_ratio");
     q.set_slowdown_ratio(1.5);
-    EXPECT_EQ(CALL(DryRunPlan, q, r).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    // No active event and no hypothetical verdict: nothing to plan for.
+    EXPECT_EQ(CALL(DryRunPlan, q, r).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
   {
     grpc::ClientContext ctx;

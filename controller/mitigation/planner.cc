@@ -1,0 +1,313 @@
+#include "controller/mitigation/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "analysis/plan/micro_batch_solver.h"
+#include "analysis/plan/pipeline_cost.h"
+#include "analysis/plan/topology_planner.h"
+
+namespace falcon::controller::mitigation {
+namespace {
+
+std::string Secs(absl::Duration d) { return absl::StrFormat("%.3f s", absl::ToDoubleSeconds(d)); }
+
+// Per-stage compute of one micro-batch, from the healthy iteration time (see planner.h).
+absl::Duration StageCompute(absl::Duration healthy, int64_t m, int pp) {
+  return healthy / static_cast<double>(std::max<int64_t>(1, m + pp - 1));
+}
+
+int64_t PerReplica(const JobShape& shape) {
+  return std::max<int64_t>(1, shape.global_micro_batches / shape.layout.dp_size());
+}
+
+// Slowdown of each (dp, pp) cell for the culprit ranks.
+std::vector<double> CellSlowdowns(const JobShape& shape, const Culprit& culprit, double s) {
+  const analysis::Layout& l = shape.layout;
+  std::vector<double> cell(static_cast<size_t>(l.dp_size()) * l.pp_size(), 1.0);
+  for (uint32_t r : culprit.ranks) {
+    if (static_cast<int>(r) >= l.world_size()) continue;
+    const analysis::RankPlacement& p = l.at(static_cast<int>(r));
+    double& c = cell[static_cast<size_t>(p.dp) * l.pp_size() + p.pp];
+    c = std::max(c, s);
+  }
+  return cell;
+}
+
+absl::StatusOr<absl::Duration> Predict(const JobShape& shape, const std::vector<double>& cells,
+                                       const std::vector<uint32_t>& m, absl::Duration c) {
+  const analysis::Layout& l = shape.layout;
+  analysis::JobTiming t;
+  for (int d = 0; d < l.dp_size(); ++d) {
+    analysis::PipelineTiming rep;
+    for (int p = 0; p < l.pp_size(); ++p) {
+      rep.stage_compute.push_back(c * cells[static_cast<size_t>(d) * l.pp_size() + p]);
+    }
+    rep.boundary_p2p.assign(l.pp_size() - 1, absl::ZeroDuration());
+    rep.micro_batches = m[d];
+    t.replicas.push_back(std::move(rep));
+  }
+  t.stage_allreduce.assign(l.pp_size(), absl::ZeroDuration());
+  absl::StatusOr<analysis::IterationEstimate> e = analysis::EstimateIteration(t);
+  if (!e.ok()) return e.status();
+  return e->iteration;
+}
+
+}  // namespace
+
+std::vector<uint32_t> EvenSplit(int64_t global_micro_batches, int dp, int pp) {
+  std::vector<uint32_t> m(std::max(dp, 0), 0);
+  if (dp <= 0 || pp <= 0) return m;
+  const int64_t blocks = global_micro_batches / pp;
+  for (int d = 0; d < dp; ++d) {
+    m[d] = static_cast<uint32_t>((blocks / dp + (d < blocks % dp ? 1 : 0)) * pp);
+  }
+  return m;
+}
+
+double StageSlowdown(double job_ratio, int64_t m, int pp) {
+  if (!(job_ratio > 1.0)) return 1.0;
+  const double s = 1.0 + (job_ratio - 1.0) * static_cast<double>(m + pp - 1) /
+                             static_cast<double>(std::max<int64_t>(1, m));
+  return std::min(1000.0, s);
+}
+
+absl::StatusOr<JobShape> ShapeOf(const JobEntry& job, const analysis::Layout* layout,
+                                 const std::vector<uint32_t>& micro_batches) {
+  JobShape shape;
+  if (layout != nullptr && layout->world_size() > 0) {
+    shape.layout = *layout;
+  } else {
+    std::vector<analysis::RankPlacement> ranks;
+    for (const falcon::v1::RankInfo& r : job.job().ranks()) {
+      if (r.dp_index() < 0 || r.pp_index() < 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("job '", job.name(), "': rank ", r.rank(),
+                         " has no dp_index/pp_index (layout unknown; cannot plan S2/S3)"));
+      }
+      analysis::RankPlacement p;
+      p.rank = static_cast<int32_t>(r.rank());
+      p.node = r.node();
+      p.dp = r.dp_index();
+      p.pp = r.pp_index();
+      p.tp = std::max(0, r.tp_index());
+      ranks.push_back(std::move(p));
+    }
+    absl::StatusOr<analysis::Layout> l = analysis::Layout::Create(std::move(ranks));
+    if (!l.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job '", job.name(), "' layout: ", l.status().message()));
+    }
+    shape.layout = *std::move(l);
+  }
+  const int dp = shape.layout.dp_size(), pp = shape.layout.pp_size();
+  int64_t m = 0;
+  for (const auto& a : job.record().agents()) {
+    m = std::max<int64_t>(m, a.registration().global_micro_batches());
+  }
+  if (m == 0) m = static_cast<int64_t>(dp) * pp;
+  shape.global_micro_batches = m;
+  if (static_cast<int>(micro_batches.size()) == dp) {
+    shape.micro_batches = micro_batches;
+  } else {
+    shape.micro_batches = EvenSplit(m, dp, pp);
+  }
+  return shape;
+}
+
+absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
+                              absl::Duration healthy) {
+  const analysis::Layout& l = shape.layout;
+  const int D = l.dp_size(), P = l.pp_size();
+  const int64_t m = PerReplica(shape);
+  bool any = false;
+  for (uint32_t r : culprit.ranks) any = any || static_cast<int>(r) < l.world_size();
+  if (!any) return absl::FailedPreconditionError("S2: no culprit rank in the job's layout");
+  const double s = StageSlowdown(culprit.slowdown_ratio, m, P);
+  const absl::Duration c = StageCompute(healthy, m, P);
+  const std::vector<double> cells = CellSlowdowns(shape, culprit, s);
+  // Per DP group speed: the steady-state time per micro-batch is its slowest stage.
+  std::vector<absl::Duration> times;
+  for (int d = 0; d < D; ++d) {
+    double worst = 1.0;
+    for (int p = 0; p < P; ++p) worst = std::max(worst, cells[static_cast<size_t>(d) * P + p]);
+    times.push_back(absl::Nanoseconds(std::llround(worst * 1e6)));
+  }
+  absl::StatusOr<analysis::MicroBatchSplit> split =
+      analysis::SolveMicroBatches(times, shape.global_micro_batches, P);
+  if (!split.ok()) return split.status();
+  S2Plan plan;
+  for (int64_t v : split->micro_batches) plan.micro_batches.push_back(static_cast<uint32_t>(v));
+  absl::StatusOr<absl::Duration> after = Predict(shape, cells, plan.micro_batches, c);
+  if (!after.ok()) return after.status();
+  absl::StatusOr<absl::Duration> before = Predict(shape, cells, shape.micro_batches, c);
+  if (!before.ok()) return before.status();
+  plan.predicted = *after;
+  plan.predicted_current = *before;
+  plan.improves = plan.micro_batches != shape.micro_batches && *after < *before * 0.98;
+  plan.summary =
+      absl::StrFormat("m = [%s] (was [%s]), culprit stage slowdown x%.2f, predicted %s (now %s)",
+                      absl::StrJoin(plan.micro_batches, ", "),
+                      absl::StrJoin(shape.micro_batches, ", "), s, Secs(*after), Secs(*before));
+  return plan;
+}
+
+falcon::v1::TopologyChange ToTopologyChange(const analysis::Layout& layout) {
+  falcon::v1::TopologyChange change;
+  for (const analysis::RankPlacement& p : layout.ranks()) {
+    falcon::v1::RankAssignment* a = change.add_assignments();
+    a->set_rank(static_cast<uint32_t>(p.rank));
+    a->set_dp_index(static_cast<uint32_t>(p.dp));
+    a->set_pp_index(static_cast<uint32_t>(p.pp));
+    a->set_tp_index(static_cast<uint32_t>(p.tp));
+  }
+  return change;
+}
+
+absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
+                              absl::Duration healthy) {
+  const analysis::Layout& l = shape.layout;
+  const int P = l.pp_size();
+  const int64_t m = PerReplica(shape);
+  analysis::TopologyPlannerOptions options;
+  options.model.micro_batches = m;
+  const absl::Duration c = StageCompute(healthy, m, P);
+  options.model.stage_compute = {c};
+  options.model.p2p = c / 20;
+  options.model.allreduce = c;
+  // A link's slowdown from the job's: the extra time sits in the all-reduce over it.
+  const double link_slowdown = std::clamp(
+      1.0 + (culprit.slowdown_ratio - 1.0) * absl::FDivDuration(healthy, c), 1.5, 1000.0);
+  std::vector<analysis::SlowLink> links;
+  for (const falcon::v1::Link& k : culprit.links) {
+    if (static_cast<int>(k.src_rank()) >= l.world_size() ||
+        static_cast<int>(k.dst_rank()) >= l.world_size() || k.src_rank() == k.dst_rank()) {
+      continue;
+    }
+    links.push_back(
+        {static_cast<int32_t>(k.src_rank()), static_cast<int32_t>(k.dst_rank()), link_slowdown});
+  }
+  std::vector<analysis::SlowRank> ranks;
+  const double s = StageSlowdown(culprit.slowdown_ratio, m, P);
+  for (uint32_t r : culprit.ranks) {
+    if (static_cast<int>(r) < l.world_size()) ranks.push_back({static_cast<int32_t>(r), s});
+  }
+  if (links.empty() && ranks.empty()) {
+    return absl::FailedPreconditionError("S3: no culprit link or rank in the job's layout");
+  }
+  absl::StatusOr<analysis::TopologyPlan> t = analysis::PlanTopology(l, links, ranks, options);
+  if (!t.ok()) return t.status();
+  S3Plan plan;
+  plan.layout = t->layout;
+  plan.change = ToTopologyChange(t->layout);
+  plan.predicted = t->after.iteration;
+  plan.predicted_current = t->before.iteration;
+  plan.improves = !t->moved_ranks.empty() && t->after.iteration < t->before.iteration;
+  plan.summary = absl::StrFormat(
+      "%d ranks move; slow links in DP %d -> %d, in PP %d -> %d; straggler stages %d -> %d; "
+      "predicted %s (now %s)%s%s",
+      static_cast<int>(t->moved_ranks.size()), t->slow_links_in_dp_before,
+      t->slow_links_in_dp_after, t->slow_links_in_pp_before, t->slow_links_in_pp_after,
+      t->straggler_stages_before, t->straggler_stages_after, Secs(t->after.iteration),
+      Secs(t->before.iteration), t->notes.empty() ? "" : "; ", absl::StrJoin(t->notes, "; "));
+  return plan;
+}
+
+std::vector<uint32_t> S4Excluded(const Culprit& culprit) {
+  std::set<uint32_t> out(culprit.ranks.begin(), culprit.ranks.end());
+  if (culprit.cause == falcon::v1::CAUSE_COMMUNICATION) {
+    for (const falcon::v1::Link& k : culprit.links) out.insert(k.dst_rank());
+  }
+  return std::vector<uint32_t>(out.begin(), out.end());
+}
+
+absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
+                                                      const EffectiveSettings& settings,
+                                                      const Culprit& culprit,
+                                                      absl::Duration healthy, absl::Time now) {
+  if (healthy <= absl::ZeroDuration()) {
+    return absl::FailedPreconditionError("no healthy iteration time known for the job yet");
+  }
+  const double r = std::max(culprit.slowdown_ratio, 1.0);
+  const absl::Duration delta = healthy * (r - 1.0);
+  falcon::v1::DryRunPlanResponse out;
+  const bool compute = culprit.cause == falcon::v1::CAUSE_COMPUTE;
+  const bool comm = culprit.cause == falcon::v1::CAUSE_COMMUNICATION;
+  struct Rung {
+    falcon::v1::Strategy strategy;
+    absl::Duration cost;
+    bool enabled;
+    std::string why;
+  };
+  std::vector<Rung> ladder;
+  ladder.push_back({falcon::v1::STRATEGY_S1_IGNORE, absl::ZeroDuration(), true, "costs nothing"});
+  if (compute) {
+    ladder.push_back(
+        {falcon::v1::STRATEGY_S2_MICRO_BATCH, delta * settings.s2_cost_iterations,
+         settings.s2_enabled,
+         absl::StrFormat("%g x Δt_iter %s", settings.s2_cost_iterations, Secs(delta))});
+  }
+  if (compute || comm) {
+    ladder.push_back({falcon::v1::STRATEGY_S3_TOPOLOGY, absl::Seconds(settings.s3_cost_seconds),
+                      settings.s3_enabled, "setting"});
+  }
+  ladder.push_back({falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART,
+                    absl::Seconds(settings.s4_cost_seconds), settings.s4_enabled, "setting"});
+  std::stable_sort(ladder.begin(), ladder.end(),
+                   [](const Rung& a, const Rung& b) { return a.cost < b.cost; });
+  bool predicted = false;
+  for (const Rung& rung : ladder) {
+    falcon::v1::Action a;
+    a.set_strategy(rung.strategy);
+    a.set_time_ns(absl::ToUnixNanos(now));
+    a.set_dry_run(true);
+    std::string reason =
+        rung.strategy == falcon::v1::STRATEGY_S1_IGNORE
+            ? "S1 at once (costs nothing)"
+            : absl::StrCat(
+                  "when lost >= ", Secs(rung.cost), " (", rung.why, "); after ~",
+                  delta > absl::ZeroDuration()
+                      ? absl::StrFormat("%.0f", std::ceil(absl::FDivDuration(rung.cost, delta)))
+                      : std::string("?"),
+                  " slow iterations");
+    if (!rung.enabled) absl::StrAppend(&reason, "; disabled for this job");
+    if (rung.strategy == falcon::v1::STRATEGY_S2_MICRO_BATCH) {
+      absl::StatusOr<S2Plan> p = PlanS2(shape, culprit, healthy);
+      if (p.ok()) {
+        for (uint32_t v : p->micro_batches) out.mutable_micro_batch_plan()->add_micro_batches(v);
+        absl::StrAppend(&reason, "; ", p->summary, p->improves ? "" : "; no better plan");
+        if (p->improves && rung.enabled && !predicted) {
+          out.set_predicted_iteration_time_s(absl::ToDoubleSeconds(p->predicted));
+          predicted = true;
+        }
+      } else {
+        absl::StrAppend(&reason, "; not applicable: ", p.status().message());
+      }
+    } else if (rung.strategy == falcon::v1::STRATEGY_S3_TOPOLOGY) {
+      absl::StatusOr<S3Plan> p = PlanS3(shape, culprit, healthy);
+      if (p.ok()) {
+        *out.mutable_topology_change() = p->change;
+        absl::StrAppend(&reason, "; ", p->summary, p->improves ? "" : "; no better layout");
+        if (p->improves && rung.enabled && !predicted) {
+          out.set_predicted_iteration_time_s(absl::ToDoubleSeconds(p->predicted));
+          predicted = true;
+        }
+      } else {
+        absl::StrAppend(&reason, "; not applicable: ", p.status().message());
+      }
+    } else if (rung.strategy == falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART) {
+      absl::StrAppend(&reason, "; restart without ranks [",
+                      absl::StrJoin(S4Excluded(culprit), ", "), "]");
+    }
+    a.set_reason(std::move(reason));
+    *out.add_actions() = std::move(a);
+  }
+  if (!predicted) out.set_predicted_iteration_time_s(absl::ToDoubleSeconds(healthy * r));
+  return out;
+}
+
+}  // namespace falcon::controller::mitigation

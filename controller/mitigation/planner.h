@@ -1,0 +1,95 @@
+// Planning for mitigation (issue 10 part 1), shared by the orchestrator (orchestrator.h) and the
+// Control API's DryRunPlan: a job's shape from its registration, the S2 micro-batch plan
+// (analysis/plan/micro_batch_solver.h, FALCON_NOTES.md §3.3), the S3 topology change
+// (analysis/plan/topology_planner.h, §3.4) and the escalation ladder with its costs (§3.2).
+//
+// The cost model (analysis/plan/pipeline_cost.h, 1F1B) is calibrated from the healthy job
+// iteration time: with an even split of m micro-batches per replica over P stages, healthy ≈
+// (m + P − 1)·c, which gives the per-stage compute c of one micro-batch. A compute culprit's
+// stage slowdown s is derived from the job's slowdown ratio r (slow / healthy iteration time):
+// one stage slowed by s gives slow ≈ (P − 1)·c + m·s·c, so s = 1 + (r − 1)·(m + P − 1)/m.
+// Pure functions; thread-compatible.
+#ifndef FALCON_CONTROLLER_MITIGATION_PLANNER_H_
+#define FALCON_CONTROLLER_MITIGATION_PLANNER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "analysis/plan/layout.h"
+#include "controller/registry/job_registry.h"
+#include "controller/settings/settings_manager.h"
+#include "proto/falcon/v1/control.pb.h"
+
+namespace falcon::controller::mitigation {
+
+// What a verdict (or a hypothetical one) names.
+struct Culprit {
+  falcon::v1::Cause cause = falcon::v1::CAUSE_UNKNOWN;
+  std::vector<uint32_t> ranks;          // Compute culprits.
+  std::vector<falcon::v1::Link> links;  // Communication culprits.
+  double slowdown_ratio = 1.0;          // Slow / healthy job iteration time, > 1.
+};
+
+// The job as the planners see it.
+struct JobShape {
+  analysis::Layout layout;              // rank -> (dp, pp, tp) and node.
+  int64_t global_micro_batches = 0;     // M.
+  std::vector<uint32_t> micro_batches;  // Plan in force, per DP index (even split when none).
+};
+
+// The shape of `job`: `layout` when given (the layout in force after an S3), else the ranks'
+// registered (dp_index, pp_index, tp_index); M from the registration (else dp × pp);
+// `micro_batches` when it has one entry per DP index, else the even split.
+// kFailedPrecondition naming what is missing (layout indices, sizes) or inconsistent.
+absl::StatusOr<JobShape> ShapeOf(const JobEntry& job, const analysis::Layout* layout,
+                                 const std::vector<uint32_t>& micro_batches);
+
+// The trainer's even split: M/P blocks of P micro-batches, the remainder to the lowest indices.
+std::vector<uint32_t> EvenSplit(int64_t global_micro_batches, int dp, int pp);
+
+// Stage slowdown of a compute culprit from the job's ratio (see above), in [1, 1000].
+double StageSlowdown(double job_ratio, int64_t micro_batches_per_replica, int pp);
+
+struct S2Plan {
+  std::vector<uint32_t> micro_batches;  // Per DP index.
+  absl::Duration predicted;             // Iteration time under the plan (cost model).
+  absl::Duration predicted_current;     // ... under the plan in force, with the culprits.
+  bool improves = false;                // predicted < predicted_current by >= 2 %.
+  std::string summary;                  // E.g. "m = [2, 6, 4, 4] (was [4, 4, 4, 4])".
+};
+// S2 for compute culprits. kFailedPrecondition when no culprit rank is in the layout.
+absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
+                              absl::Duration healthy);
+
+struct S3Plan {
+  analysis::Layout layout;            // The complete new layout.
+  falcon::v1::TopologyChange change;  // ... as the directive carries it.
+  absl::Duration predicted;
+  absl::Duration predicted_current;
+  bool improves = false;  // The layout changed and is predicted faster.
+  std::string summary;    // Moves, slow links in DP before/after, notes.
+};
+// S3: takes slow links out of DP (and PP) traffic, packs slow ranks into few stages.
+absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
+                              absl::Duration healthy);
+
+// The complete assignment of `layout` (one entry per rank, tp_index as in the layout).
+falcon::v1::TopologyChange ToTopologyChange(const analysis::Layout& layout);
+
+// Ranks S4 leaves out: the compute culprits; for a link, its destination rank (one side).
+std::vector<uint32_t> S4Excluded(const Culprit& culprit);
+
+// DryRunPlan: the escalation ladder (S1 first, then each enabled candidate with the lost time
+// that pays for it and why, "disabled" ones noted), the S2 / S3 plans when they apply, and the
+// predicted iteration time under the first plan that improves.
+absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
+                                                      const EffectiveSettings& settings,
+                                                      const Culprit& culprit,
+                                                      absl::Duration healthy, absl::Time now);
+
+}  // namespace falcon::controller::mitigation
+
+#endif  // FALCON_CONTROLLER_MITIGATION_PLANNER_H_
