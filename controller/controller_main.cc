@@ -29,6 +29,9 @@ ABSL_FLAG(bool, sync_writes, false, "fsync the RocksDB log on every commit");
 ABSL_FLAG(std::string, controller_id, "", "ControllerHello.controller_id (default: host name)");
 ABSL_FLAG(absl::Duration, tick, absl::Seconds(1), "period of timeouts and housekeeping");
 ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation");
+ABSL_FLAG(uint32_t, validation_gemm_size, 4096,
+          "M = N = K of the validation GEMM (CPU-only trainers cap it: use 1024 there)");
+ABSL_FLAG(uint64_t, validation_link_bytes, 64ull << 20, "bytes per link in validation passes");
 ABSL_FLAG(absl::Duration, job_end_grace, absl::Seconds(120),
           "a job without any connected agent for this long ends");
 ABSL_FLAG(bool, mitigation, true,
@@ -77,6 +80,8 @@ int main(int argc, char** argv) {
   }
   options.controller.controller_id = id;
   options.controller.localization.profiling_iterations = absl::GetFlag(FLAGS_profiling_iterations);
+  options.controller.localization.gemm_size = absl::GetFlag(FLAGS_validation_gemm_size);
+  options.controller.localization.link_bytes = absl::GetFlag(FLAGS_validation_link_bytes);
   options.controller.job_end_grace = absl::GetFlag(FLAGS_job_end_grace);
   options.controller.directives.ack_timeout = absl::GetFlag(FLAGS_directive_ack_timeout);
   if (options.data_dir.empty()) {

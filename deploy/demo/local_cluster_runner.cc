@@ -47,6 +47,7 @@ ClusterFactory LocalClusterFactory() {
       }
       options.trainer_args.push_back(a);
     }
+    options.controller_args = spec.controller_args;
     if (!spec.work_dir.empty()) {
       options.work_dir = spec.work_dir;
       options.keep_work_dir = true;

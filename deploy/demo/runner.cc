@@ -157,6 +157,7 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   spec.nodes = scenario.nodes;
   spec.work_dir = options.work_dir;
   spec.train_args = settings.train_args;
+  spec.controller_args = options.controller_args;
 
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = factory(spec);

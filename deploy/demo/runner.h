@@ -44,6 +44,7 @@ struct ClusterSpec {
   int nodes = 4;
   std::string work_dir;  // Holds the controller's data dir and logs.
   std::vector<std::string> train_args;
+  std::vector<std::string> controller_args;
 };
 
 using ClusterFactory =
@@ -64,6 +65,9 @@ struct RunOptions {
   // Set (e.g. by a signal handler) to stop early; the report still covers what ran.
   const std::atomic<bool>* stop = nullptr;
   std::vector<std::string> extra_train_args;
+  // falcon_controller flags: the validation GEMM sized for the CPU-only trainer (its executor
+  // refuses the 4096^3 default, 4e10 FLOP at most).
+  std::vector<std::string> controller_args = {"--validation_gemm_size=1024"};
   // Detection / mitigation settings applied through the Control API (SetSettings) as defaults
   // for new jobs right after the cluster starts, and to the job once it registered. Fields left
   // unset keep the controller's defaults. See DemoSettings().
