@@ -24,10 +24,11 @@ ABSL_FLAG(std::string, scenario, "compute-link",
           "restart");
 ABSL_FLAG(std::string, layout, "4x2", "DPxPP of the reference trainer");
 ABSL_FLAG(int, nodes, 4, "emulated nodes (one agent each); must divide DP x PP");
-ABSL_FLAG(absl::Duration, duration, absl::Seconds(150),
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(180),
           "training time budget; the run is sized to it and stopped at 1.5x it + 30s");
 ABSL_FLAG(int64_t, iterations, 0, "training steps (0: sized from --duration)");
-ABSL_FLAG(double, emulated_compute_ms, 3, "emulated device time per micro-batch forward");
+ABSL_FLAG(double, emulated_compute_ms, 5,
+          "emulated device time per micro-batch forward (larger: less relative CPU noise)");
 ABSL_FLAG(int, microbatches, 0, "micro-batches per global batch (0: 8 x DP x PP)");
 ABSL_FLAG(double, s3_cost_seconds, 3,
           "S3 cost for the escalation (controller default 60 s, sized for large jobs)");
