@@ -201,6 +201,7 @@ nlohmann::json ReportJson(const Report& report) {
   settings["duration_s"] = report.settings.duration_s;
   settings["fault_spec"] = report.settings.fault_spec;
   settings["train_args"] = report.settings.train_args;
+  settings["warmup_iterations"] = report.settings.warmup_iterations;
   {
     const falcon::v1::Settings& c = report.settings.controller_settings;
     json cs = json::object();

@@ -35,6 +35,7 @@ struct RunSettings {
   std::string fault_spec;
   std::vector<std::string> train_args;
   falcon::v1::Settings controller_settings;  // Applied through SetSettings.
+  int64_t warmup_iterations = 0;             // Detection off before this iteration.
 };
 
 struct ActionMark {

@@ -150,6 +150,7 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   settings.fault_spec = scenario.FaultSpec();
   settings.train_args = TrainArgs(options);
   settings.controller_settings = options.settings;
+  settings.warmup_iterations = options.warmup_iterations;
 
   ClusterSpec spec;
   spec.job = options.job;
@@ -163,15 +164,18 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = factory(spec);
   if (!cluster.ok()) return cluster.status();
 
-  const bool has_settings = options.settings.ByteSizeLong() > 0;
+  falcon::v1::Settings initial = options.settings;
+  const bool warmup = options.warmup_iterations > 0;
+  if (warmup) initial.set_detection_enabled(false);
+  const bool has_settings = initial.ByteSizeLong() > 0;
   std::string settings_error;
-  if (has_settings &&
-      !ApplySettings((*cluster)->control(), options.settings, "", &settings_error)) {
+  if (has_settings && !ApplySettings((*cluster)->control(), initial, "", &settings_error)) {
     (*cluster)->Stop();
     return absl::FailedPreconditionError(
         absl::StrCat("SetSettings (defaults) failed: ", settings_error));
   }
   bool job_settings_applied = !has_settings;
+  bool warmup_done = false;
 
   Observed seen;
   std::string note;
@@ -193,7 +197,13 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
     if (answered) last_answer = absl::Now();
     if (seen.job_known && !job_settings_applied) {
       job_settings_applied =
-          ApplySettings((*cluster)->control(), options.settings, options.job, &settings_error);
+          ApplySettings((*cluster)->control(), initial, options.job, &settings_error);
+    }
+    if (warmup && !warmup_done && seen.job_known &&
+        seen.job.last_iteration() >= options.warmup_iterations) {
+      falcon::v1::Settings on;
+      on.set_detection_enabled(true);
+      warmup_done = ApplySettings((*cluster)->control(), on, options.job, &settings_error);
     }
     if (absl::Now() - last_answer > absl::Seconds(30)) {
       note = "the controller stopped answering";

@@ -72,6 +72,10 @@ struct RunOptions {
   // for new jobs right after the cluster starts, and to the job once it registered. Fields left
   // unset keep the controller's defaults. See DemoSettings().
   falcon::v1::Settings settings;
+  // Detection stays off (SetSettings detection_enabled=false) until the job reaches this
+  // iteration: the first iterations of a fresh job (page faults, connection set-up) are noisy.
+  // 0: on from the start.
+  int64_t warmup_iterations = 30;
 };
 
 // The settings the demo and the suite use: S3's cost scaled to a 8-rank loopback job (a remap

@@ -171,8 +171,8 @@ absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layo
     s.description = "healthy run, no fault: Falcon must stay quiet";
   } else if (name == "compute-link") {
     s.description = "compute fail-slow on one rank, then a slow link between two nodes";
-    s.faults.push_back(ComputeFault(layout, 1.5, At(n, 0.15), At(n, 0.52)));
-    absl::StatusOr<InjectedFault> link = LinkFault(layout, nodes, At(n, 0.62), At(n, 0.97));
+    s.faults.push_back(ComputeFault(layout, 1.5, At(n, 0.25), At(n, 0.57)));
+    absl::StatusOr<InjectedFault> link = LinkFault(layout, nodes, At(n, 0.66), At(n, 0.97));
     if (!link.ok()) return link.status();
     s.faults.push_back(*link);
   } else if (name == "compute") {

@@ -52,7 +52,7 @@ TEST(ScenarioTest, DefaultInjectsComputeThenLinkAcrossNodes) {
   EXPECT_NE(NodeOf(l.src_rank, 8, 4), NodeOf(l.dst_rank, 8, 4));
   EXPECT_EQ(l.expected_cause, "COMMUNICATION");
   EXPECT_EQ(l.expected_strategy, "S3");
-  EXPECT_EQ(c.ToSpec(), "compute:rank=2,factor=1.5,from=150,to=520");
+  EXPECT_EQ(c.ToSpec(), "compute:rank=2,factor=1.5,from=250,to=570");
 }
 
 TEST(ScenarioTest, BlipExpectsNoEventAndHealthyHasNoFault) {
