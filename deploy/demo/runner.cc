@@ -95,7 +95,7 @@ bool ApplySettings(falcon::v1::Control::StubInterface* control, falcon::v1::Sett
 
 falcon::v1::Settings DemoSettings() {
   falcon::v1::Settings s;
-  s.set_s3_cost_seconds(3);
+  s.set_s3_cost_seconds(5);
   return s;
 }
 
