@@ -48,8 +48,10 @@ std::string InjectedFault::ToSpec() const {
     case FaultKind::kCompute:
       return absl::StrFormat("compute:rank=%d,factor=%g,%s", rank, factor, window);
     case FaultKind::kLink:
-      return absl::StrFormat("link:src=%d,dst=%d,delay_ms=%g,%s", src_rank, dst_rank, delay_ms,
-                             window);
+      return absl::StrFormat(
+          "link:src=%d,dst=%d,delay_ms=%g,%s%s", src_rank, dst_rank, delay_ms,
+          bandwidth_mbps > 0 ? absl::StrFormat("bw_mbps=%g,", bandwidth_mbps) : std::string(),
+          window);
     case FaultKind::kContention:
       return absl::StrFormat("contention:rank=%d,workers=%d,%s", rank, workers, window);
   }
@@ -62,7 +64,10 @@ std::string InjectedFault::Describe() const {
     case FaultKind::kCompute:
       return absl::StrFormat("compute x%g on rank %d, %s", factor, rank, window);
     case FaultKind::kLink:
-      return absl::StrFormat("link %d->%d +%g ms per message, %s", src_rank, dst_rank, delay_ms,
+      return absl::StrFormat("link %d->%d +%g ms per message%s, %s", src_rank, dst_rank, delay_ms,
+                             bandwidth_mbps > 0
+                                 ? absl::StrFormat(", capped at %g Mbit/s", bandwidth_mbps)
+                                 : std::string(),
                              window);
     case FaultKind::kContention:
       return absl::StrFormat("CPU contention (%d stress-ng workers) on rank %d, %s", workers, rank,
@@ -117,7 +122,10 @@ absl::StatusOr<InjectedFault> LinkFault(const Layout& layout, int nodes, int64_t
     f.kind = FaultKind::kLink;
     f.src_rank = src;
     f.dst_rank = dst;
+    // The per-message delay slows training (small activation messages); the bandwidth cap is
+    // what validation's 64 MiB link tests see.
     f.delay_ms = 6;
+    f.bandwidth_mbps = 2000;
     f.from_iteration = from;
     f.to_iteration = to;
     f.expected_cause = "COMMUNICATION";

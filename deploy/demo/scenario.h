@@ -35,12 +35,13 @@ const char* FaultKindName(FaultKind kind);  // "compute", "link", "contention".
 // One injected fail-slow, active in iterations [from_iteration, to_iteration).
 struct InjectedFault {
   FaultKind kind = FaultKind::kCompute;
-  int rank = -1;          // Compute / contention: the slowed global rank.
-  int src_rank = -1;      // Link: sending global rank.
-  int dst_rank = -1;      // Link: receiving global rank.
-  double factor = 1.0;    // Compute: time multiplier (>= 1).
-  double delay_ms = 0.0;  // Link: extra latency per message.
-  int workers = 1;        // Contention: stress-ng CPU workers.
+  int rank = -1;              // Compute / contention: the slowed global rank.
+  int src_rank = -1;          // Link: sending global rank.
+  int dst_rank = -1;          // Link: receiving global rank.
+  double factor = 1.0;        // Compute: time multiplier (>= 1).
+  double delay_ms = 0.0;      // Link: extra latency per message.
+  double bandwidth_mbps = 0;  // Link: bandwidth cap in Mbit/s; 0 uncapped.
+  int workers = 1;            // Contention: stress-ng CPU workers.
   int64_t from_iteration = 0;
   int64_t to_iteration = 0;
   // Whether Falcon should raise an event for it (false for sub-threshold blips).
