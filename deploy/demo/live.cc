@@ -37,7 +37,9 @@ std::string LiveLine(double elapsed_s, const falcon::v1::Job& job,
   }
   std::string last_action;
   for (const auto& a : e->actions()) {
-    if (a.dry_run()) continue;
+    if (a.dry_run() || (a.directive_id() == 0 && a.strategy() != falcon::v1::STRATEGY_S1_IGNORE)) {
+      continue;  // Dry runs and skipped rungs.
+    }
     last_action = absl::StrCat(a.revert() ? "revert " : "", StrategyName(a.strategy()));
   }
   absl::StrAppendFormat(

@@ -29,8 +29,13 @@ TEST(LiveLineTest, ShowsNewestActiveEventWithCulpritAndLastAction) {
   l->set_dst_rank(5);
   e.set_slowdown_ratio(1.4);
   e.set_state(falcon::v1::EVENT_STATE_MITIGATING);
-  e.add_actions()->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
-  e.add_actions()->set_strategy(falcon::v1::STRATEGY_S3_TOPOLOGY);
+  auto* s2 = e.add_actions();
+  s2->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  s2->set_directive_id(1);
+  auto* s3 = e.add_actions();
+  s3->set_strategy(falcon::v1::STRATEGY_S3_TOPOLOGY);
+  s3->set_directive_id(2);
+  e.add_actions()->set_strategy(falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART);  // Skipped.
   std::string line = LiveLine(1, job, {old_event, e});
   EXPECT_NE(line.find("MITIGATING"), std::string::npos) << line;
   EXPECT_NE(line.find("event 2 COMMUNICATION link 1->5 x1.40 [MITIGATING, S3] +1"),

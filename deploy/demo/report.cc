@@ -102,8 +102,9 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     r.rank_level = e.rank_level();
     r.slowdown_ratio = e.slowdown_ratio();
     for (const auto& a : e.actions()) {
+      const bool skipped = a.directive_id() == 0 && a.strategy() != falcon::v1::STRATEGY_S1_IGNORE;
       r.actions.push_back(ActionMark{StrategyName(a.strategy()), a.iteration(), a.revert(),
-                                     a.dry_run(), a.reason()});
+                                     a.dry_run(), skipped, a.reason()});
     }
 
     // Match: the event's range overlaps a fault window that should raise an event.
@@ -150,7 +151,7 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
         MedianIterationTime(report.history, std::max<int64_t>(0, onset - kHealthyWindow), onset);
     int64_t first_action = -1, last_action = -1;
     for (const ActionMark& a : r.actions) {
-      if (a.revert || a.dry_run || a.strategy == "S1") continue;
+      if (a.revert || a.dry_run || a.skipped || a.strategy == "S1") continue;
       if (a.iteration >= window_end) continue;
       if (first_action < 0) first_action = a.iteration;
       last_action = std::max(last_action, a.iteration);
@@ -263,6 +264,7 @@ nlohmann::json ReportJson(const Report& report) {
                          {"iteration", a.iteration},
                          {"revert", a.revert},
                          {"dry_run", a.dry_run},
+                         {"skipped", a.skipped},
                          {"reason", a.reason}});
     }
     je["actions"] = actions;
@@ -320,7 +322,7 @@ std::string SummaryText(const Report& report) {
     std::vector<std::string> actions;
     for (const ActionMark& a : e.actions) {
       actions.push_back(absl::StrCat(a.revert ? "revert " : "", a.strategy, "@", a.iteration,
-                                     a.dry_run ? " (dry run)" : ""));
+                                     a.dry_run ? " (dry run)" : "", a.skipped ? " (skipped)" : ""));
     }
     absl::StrAppendFormat(
         &out,

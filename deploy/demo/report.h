@@ -43,6 +43,8 @@ struct ActionMark {
   int64_t iteration = 0;
   bool revert = false;
   bool dry_run = false;
+  // A rung the escalation considered but skipped (no directive; reason starts "skip:").
+  bool skipped = false;
   std::string reason;
 };
 

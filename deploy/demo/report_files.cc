@@ -39,7 +39,7 @@ std::map<int64_t, std::vector<std::string>> Marks(const Report& report) {
       marks[e.recovery_iteration].push_back(absl::StrCat("recovery:", e.event_id));
     }
     for (const ActionMark& a : e.actions) {
-      if (a.dry_run) continue;
+      if (a.dry_run || a.skipped) continue;
       marks[a.iteration].push_back(
           absl::StrCat(a.revert ? "revert_" : "", a.strategy, ":", e.event_id));
     }
@@ -141,7 +141,7 @@ std::string GnuplotScript(const Report& report, const std::string& csv_path,
     }
     if (e.recovery_iteration >= 0) vline(e.recovery_iteration, "#555555", 3, "recovered", 0.90);
     for (const ActionMark& a : e.actions) {
-      if (a.dry_run || a.strategy == "S1") continue;
+      if (a.dry_run || a.skipped || a.strategy == "S1") continue;
       vline(a.iteration, a.revert ? "#777777" : "#2ca02c", a.revert ? 3 : 1,
             a.revert ? absl::StrCat("revert ", a.strategy) : a.strategy, 0.75);
     }

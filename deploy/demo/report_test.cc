@@ -52,10 +52,15 @@ falcon::v1::Event ComputeEvent(uint64_t id, int64_t onset, uint32_t rank) {
   auto* a = e.add_actions();
   a->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
   a->set_iteration(150);
+  a->set_directive_id(3);
+  auto* skip = e.add_actions();  // A skipped rung: no directive, ignored by the windows.
+  skip->set_strategy(falcon::v1::STRATEGY_S3_TOPOLOGY);
+  skip->set_iteration(200);
   auto* r = e.add_actions();
   r->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
   r->set_iteration(306);
   r->set_revert(true);
+  r->set_directive_id(4);
   return e;
 }
 
