@@ -55,7 +55,7 @@ void InstallSignalHandlers() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "falcon_demo [--scenario NAME] [--layout DxP] [--duration 150s] [--out DIR] "
+      "falcon_demo [--scenario NAME] [--layout DxP] [--duration 180s] [--out DIR] "
       "[--json-report PATH]");
   // Accept --json-report as well as --json_report.
   for (int i = 1; i < argc; ++i) {
