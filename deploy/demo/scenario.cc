@@ -125,7 +125,7 @@ absl::StatusOr<InjectedFault> LinkFault(const Layout& layout, int nodes, int64_t
     // The per-message delay slows training (small activation messages); the bandwidth cap is
     // what validation's 64 MiB link tests see.
     f.delay_ms = 6;
-    f.bandwidth_mbps = 2000;
+    f.bandwidth_mbps = 1000;
     f.from_iteration = from;
     f.to_iteration = to;
     f.expected_cause = "COMMUNICATION";
