@@ -104,6 +104,13 @@ class Controller::Actions : public EventActions {
     c_->events_.Close(e, c_->detection_.LastIteration(e->event().job()), reason, uow_);
     return absl::OkStatus();
   }
+  absl::Status RecoverEvent(uint64_t id, int64_t iteration, const std::string& reason) override {
+    EventRecord* e = Active(id);
+    if (e == nullptr) return Missing(id);
+    c_->localizer_.Cancel(e, uow_);
+    c_->events_.Recover(e, iteration, c_->detection_.LastIteration(e->event().job()), reason, uow_);
+    return absl::OkStatus();
+  }
 
  private:
   EventRecord* Active(uint64_t id) {
@@ -161,6 +168,12 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const Cloc
     Actions actions(this, uow);
     hook_->OnRecovered(event->event(), actions);
   });
+  detection_.set_rank_summary_callback(
+      [this](EventRecord* event, const falcon::v1::IterationSummary& s, UnitOfWork* uow) {
+        if (hook_ == nullptr) return;
+        Actions actions(this, uow);
+        hook_->OnRankIteration(event->event(), s, actions);
+      });
   detection_.set_job_iteration_callback(
       [this](EventRecord* event, int64_t iteration, absl::Duration t, UnitOfWork* uow) {
         if (hook_ == nullptr) return;

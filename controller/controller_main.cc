@@ -29,9 +29,14 @@ ABSL_FLAG(bool, sync_writes, false, "fsync the RocksDB log on every commit");
 ABSL_FLAG(std::string, controller_id, "", "ControllerHello.controller_id (default: host name)");
 ABSL_FLAG(absl::Duration, tick, absl::Seconds(1), "period of timeouts and housekeeping");
 ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation");
-ABSL_FLAG(uint32_t, validation_gemm_size, 4096,
-          "M = N = K of the validation GEMM (CPU-only trainers cap it: use 1024 there)");
-ABSL_FLAG(uint64_t, validation_link_bytes, 64ull << 20, "bytes per link in validation passes");
+ABSL_FLAG(int, validation_gemm_size, 1024, "validation GEMM size m = n = k, [1, 65536]");
+ABSL_FLAG(int, validation_repeats, 3, "timed repetitions of each validation test, [1, 100]");
+ABSL_FLAG(int64_t, validation_link_bytes, int64_t{64} << 20,
+          "bytes per link-pass message, [1, 2^30]");
+ABSL_FLAG(double, validation_link_slow_ratio, 0.10,
+          "a link slower than (1 + this) x its communicator's median is a culprit, (0, 10]");
+ABSL_FLAG(double, validation_gemm_slow_ratio, 0.10,
+          "a rank's GEMM slower than (1 + this) x the median is a culprit, (0, 10]");
 ABSL_FLAG(absl::Duration, job_end_grace, absl::Seconds(120),
           "a job without any connected agent for this long ends");
 ABSL_FLAG(bool, mitigation, true,
@@ -42,6 +47,9 @@ ABSL_FLAG(std::string, s4_checkpoint_dir, "falcon-s4",
           "--checkpoint-dir)");
 ABSL_FLAG(absl::Duration, directive_ack_timeout, absl::Seconds(60),
           "a directive not applied by every target within this long is TIMED_OUT");
+ABSL_FLAG(absl::Duration, directive_delivery_latency, absl::Seconds(2),
+          "controller -> rank delivery latency (incl. telemetry lag) the effective iteration of a "
+          "plan directive must cover");
 
 namespace {
 
@@ -80,10 +88,33 @@ int main(int argc, char** argv) {
   }
   options.controller.controller_id = id;
   options.controller.localization.profiling_iterations = absl::GetFlag(FLAGS_profiling_iterations);
-  options.controller.localization.gemm_size = absl::GetFlag(FLAGS_validation_gemm_size);
-  options.controller.localization.link_bytes = absl::GetFlag(FLAGS_validation_link_bytes);
   options.controller.job_end_grace = absl::GetFlag(FLAGS_job_end_grace);
   options.controller.directives.ack_timeout = absl::GetFlag(FLAGS_directive_ack_timeout);
+  options.controller.directives.delivery_latency = absl::GetFlag(FLAGS_directive_delivery_latency);
+  {
+    auto& loc = options.controller.localization;
+    const int gemm = absl::GetFlag(FLAGS_validation_gemm_size);
+    const int repeats = absl::GetFlag(FLAGS_validation_repeats);
+    const int64_t bytes = absl::GetFlag(FLAGS_validation_link_bytes);
+    if (gemm < 1 || gemm > 65536 || repeats < 1 || repeats > 100 || bytes < 1 ||
+        bytes > (int64_t{1} << 30)) {
+      std::cerr << "falcon-controller: --validation_gemm_size must be in [1, 65536], "
+                   "--validation_repeats in [1, 100], --validation_link_bytes in [1, 2^30]\n";
+      return 2;
+    }
+    loc.gemm_size = static_cast<uint32_t>(gemm);
+    loc.repeats = static_cast<uint32_t>(repeats);
+    loc.link_bytes = static_cast<uint64_t>(bytes);
+    loc.verdict.link_slow_ratio = absl::GetFlag(FLAGS_validation_link_slow_ratio);
+    loc.verdict.gemm_slow_ratio = absl::GetFlag(FLAGS_validation_gemm_slow_ratio);
+    for (double r : {loc.verdict.link_slow_ratio, loc.verdict.gemm_slow_ratio}) {
+      if (!(r > 0 && r <= 10)) {
+        std::cerr << "falcon-controller: --validation_link_slow_ratio and "
+                     "--validation_gemm_slow_ratio must be in (0, 10]\n";
+        return 2;
+      }
+    }
+  }
   if (options.data_dir.empty()) {
     std::cerr << "falcon-controller: --data_dir must not be empty\n";
     return 2;

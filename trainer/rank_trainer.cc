@@ -126,6 +126,8 @@ absl::Status RankTrainer::Init() {
   executor_ = std::make_unique<ValidationExecutor>(
       validation_comm_.get(), runtime_.get(), faults_ != nullptr ? &faults_->compute() : nullptr,
       clock_);
+  // An emulated device's GEMM: ten forward micro-batches' worth per repetition.
+  executor_->SetEmulatedGemmTime(options_.emulated_compute * 10);
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const int64_t act = c.activation_floats();
   act_in_.assign(act, 0);

@@ -187,6 +187,10 @@ std::string CheckFalconFlags() {
     return absl::StrCat("--emulated_compute_ms ", ms, ": need a number in [0, 10000]");
   }
   const std::string socket = AgentSocketTemplate();
+  if (!socket.empty() && !absl::GetFlag(FLAGS_directives).empty()) {
+    return "--directives and --agent_socket (or FALCON_AGENT_SOCKET) exclude each other: "
+           "directives come from the script or from Falcon";
+  }
   if (!socket.empty()) {
     const std::string example = absl::StrReplaceAll(socket, {{"{node}", "node0"}});
     if (example.size() >= 108) {

@@ -60,6 +60,44 @@ TEST(TrainMainTest, BadLayoutsAndBatchesAreClearErrors) {
   EXPECT_THAT(o.output, HasSubstr("--faults"));
 }
 
+TEST(TrainMainTest, BadFalconFlagsAreClearErrors) {
+  const std::string dir = testing::FreshDir("falcon_flags");
+  const std::string base = "--dp 1 --pp 1 --microbatches 1 --steps 1 ";
+  Outcome o = Train(base + "--job 'a b'", dir);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.output, HasSubstr("--job 'a b': only [A-Za-z0-9._-] allowed"));
+  o = Train(base + "--emulated_compute_ms -1", dir);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.output, HasSubstr("--emulated_compute_ms -1: need a number in [0, 10000]"));
+  o = Train(base + "--agent_socket /tmp/{rank}.sock", dir);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.output, HasSubstr("the only placeholder is {node}"));
+  o = Train(base + "--agent_socket /tmp/" + std::string(120, 'x'), dir);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.output, HasSubstr("must be < 108 bytes"));
+  o = Train(base + "--agent_socket /tmp/a.sock --directives x.jsonl", dir);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.output, HasSubstr("exclude each other"));
+}
+
+// The shim never stops training: with the agent's socket missing, records are buffered (and the
+// oldest dropped) and the job finishes; the emulated compute shows in compute_s.
+TEST(TrainMainTest, TrainsWithTheShimWhenTheAgentIsAbsent) {
+  const std::string dir = testing::FreshDir("absent_agent");
+  Outcome o = Train(
+      absl::StrCat("--dp 2 --pp 2 --nodes 2 --microbatches 4 --steps 3 --job j1 ",
+                   "--emulated_compute_ms 5 --agent_socket /tmp/falcon-absent-agent-{node}.sock ",
+                   "--json_log ", dir, "/log.jsonl"),
+      dir);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const std::vector<nlohmann::json> log = testing::ReadJsonLines(dir + "/log.jsonl");
+  ASSERT_EQ(log.size(), 12u) << o.output;
+  for (const nlohmann::json& line : log) {
+    // 2 micro-batches per stage: 2 x (5 ms forward + 10 ms backward) slept.
+    EXPECT_GE(line["compute_s"].get<double>(), 0.029) << line.dump();
+  }
+}
+
 TEST(TrainMainTest, TrainsWithFaultsAndWritesOneLinePerIterationPerRank) {
   const std::string dir = testing::FreshDir("train");
   const Outcome o = Train(

@@ -1,11 +1,13 @@
 // Runs the validation benchmarks Falcon sends while a job is paused (FALCON_NOTES.md §2.7):
 //   GemmTest      an m x k by k x n float GEMM with Eigen (the dense library training uses),
-//                 `repeats` timed runs after one warm-up, mean time and FLOP/s reported. An active
-//                 compute fault (collective/fault/compute_slowdown.h) stretches it exactly as it
-//                 stretches training compute, so an emulated slow device is slow here too.
+//                 `repeats` timed runs after one warm-up, the fastest run's time and FLOP/s
+//                 reported (robust to scheduling noise on shared CPUs; a slow device slows every
+//                 run). An active compute fault (collective/fault/compute_slowdown.h) stretches it
+//                 exactly as it stretches training compute, so an emulated slow device is slow here
+//                 too.
 //   LinkPassTest  for each link (src, dst) of the pass: src sends `bytes` and waits for a 1-byte
 //                 acknowledgement, `repeats` timed round trips after one warm-up; the sender
-//                 reports the mean. Links are walked in the listed order on every rank, so ranks
+//                 reports the fastest. Links are walked in the listed order on every rank, so ranks
 //                 in several links cannot deadlock. Link faults act in the transport, so a slow
 //                 link is slow here too.
 // A validation runs on its own communicator (all ranks, comm rank == global rank), never on the
@@ -22,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "analysis/clock.h"
 #include "collective/comm_runtime.h"
 #include "collective/communicator.h"
@@ -37,6 +40,11 @@ class ValidationExecutor {
   // may be null (no compute faults). All must outlive the executor.
   ValidationExecutor(collective::Communicator* comm, collective::CommRuntime* runtime,
                      const collective::ComputeSlowdown* slowdown, const Clock* clock);
+
+  // Emulated device time added to each GEMM repetition (slept, stretched by the compute fault's
+  // factor), matching the trainer's --emulated_compute_ms, so GEMM validation sees an emulated
+  // slow device above the CPU noise. Call before the first Run(). Default zero.
+  void SetEmulatedGemmTime(absl::Duration per_repeat) { emulated_gemm_ = per_repeat; }
 
   // Whether this rank takes part in `task`: it is listed in task.ranks or, for a link pass, is an
   // endpoint of one of its links.
@@ -62,6 +70,7 @@ class ValidationExecutor {
   const collective::ComputeSlowdown* const slowdown_;
   const Clock* const clock_;
   absl::Mutex mu_;
+  absl::Duration emulated_gemm_ = absl::ZeroDuration();
 };
 
 }  // namespace falcon::trainer

@@ -37,6 +37,7 @@ class DirectiveIssuerTest : public ::testing::Test {
     a.set_directive_id(id);
     a.set_job("job");
     a.set_rank(rank);
+    a.set_epoch(1);
     a.set_status(status);
     a.set_applied_iteration(status == falcon::v1::ACK_STATUS_APPLIED ? 10 : -1);
     if (status == falcon::v1::ACK_STATUS_REJECTED) a.set_reason("stale epoch");
@@ -108,6 +109,185 @@ TEST_F(DirectiveIssuerTest, RejectTimeoutRedeliverAndList) {
   EXPECT_EQ(list[0].directive().directive_id(), b);
   EXPECT_EQ(list[0].state(), DirectiveRecord::STATE_TIMED_OUT);
   EXPECT_TRUE(issuer_.List("other", 0).empty());
+}
+
+falcon::v1::Directive PlanDirective(std::vector<uint32_t> m) {
+  falcon::v1::Directive d;
+  for (uint32_t v : m) d.mutable_micro_batch_plan()->add_micro_batches(v);
+  d.set_plan_version(1);
+  return d;
+}
+
+TEST_F(DirectiveIssuerTest, EffectiveIterationAheadOfEveryRank) {
+  issuer_.set_progress_fn([](const std::string&) {
+    JobProgress p;
+    p.max_rank_iteration = 40;
+    p.iteration_time = absl::Milliseconds(100);
+    return p;
+  });
+  // 1 s delivery latency at 100 ms per iteration: 10 iterations + 1 ahead of rank progress.
+  EXPECT_EQ(issuer_.EffectiveIteration("job"), 51);
+  UnitOfWork uow;
+  uint64_t s2 = issuer_.Issue(PlanDirective({2, 2}), 1, job(), &uow);
+  EXPECT_EQ(issuer_.Find(s2)->directive().effective_iteration(), 51);
+  falcon::v1::Directive later = PlanDirective({2, 2});
+  later.set_effective_iteration(80);  // Later than needed: kept.
+  EXPECT_EQ(issuer_.Find(issuer_.Issue(later, 1, job(), &uow))->directive().effective_iteration(),
+            80);
+  falcon::v1::Directive pause;  // Not a plan: the localizer chooses its own iteration.
+  pause.mutable_pause()->set_max_duration_ns(1);
+  pause.set_effective_iteration(12);
+  EXPECT_EQ(issuer_.Find(issuer_.Issue(pause, 1, job(), &uow))->directive().effective_iteration(),
+            12);
+  // Slow iterations: the minimum lead applies.
+  issuer_.set_progress_fn([](const std::string&) { return JobProgress{7, absl::Seconds(30)}; });
+  EXPECT_EQ(issuer_.EffectiveIteration("job"), 9);
+}
+
+TEST_F(DirectiveIssuerTest, RetriesKeepTheIdBackOffAndTimeOut) {
+  auto jobs = [this](const std::string& name) { return registry_.Find(name); };
+  UnitOfWork uow;
+  uint64_t id = issuer_.Issue(PlanDirective({2, 2}), 1, job(), &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  ASSERT_EQ(channels_[0]->sent.size(), 1u);
+  ASSERT_EQ(channels_[1]->sent.size(), 1u);
+  // Before retry_initial: nothing re-sent.
+  clock_.Advance(absl::Seconds(4));
+  UnitOfWork u1;
+  EXPECT_TRUE(issuer_.Tick(clock_.Now(), &u1, jobs).empty());
+  ASSERT_TRUE(u1.Commit(&store_).ok());
+  EXPECT_EQ(channels_[0]->sent.size(), 1u);
+  // After 5 s: re-delivered to both nodes with the same id.
+  clock_.Advance(absl::Seconds(1));
+  UnitOfWork u2;
+  issuer_.Tick(clock_.Now(), &u2, jobs);
+  ASSERT_TRUE(u2.Commit(&store_).ok());
+  ASSERT_EQ(channels_[0]->sent.size(), 2u);
+  ASSERT_EQ(channels_[1]->sent.size(), 2u);
+  EXPECT_EQ(channels_[1]->sent[1].directive().directive_id(), id);
+  EXPECT_EQ(issuer_.Find(id)->deliveries(), 2u);
+  // Node 0's ranks (0, 1) applied it: the next retry goes to node 1 only, after 10 s (backoff).
+  UnitOfWork u3;
+  issuer_.OnAck(Ack(id, 0, falcon::v1::ACK_STATUS_APPLIED), job(), &u3);
+  issuer_.OnAck(Ack(id, 1, falcon::v1::ACK_STATUS_APPLIED), job(), &u3);
+  issuer_.OnAck(Ack(id, 2, falcon::v1::ACK_STATUS_RECEIVED), job(), &u3);
+  clock_.Advance(absl::Seconds(9));
+  issuer_.Tick(clock_.Now(), &u3, jobs);
+  ASSERT_TRUE(u3.Commit(&store_).ok());
+  EXPECT_EQ(channels_[1]->sent.size(), 2u);
+  clock_.Advance(absl::Seconds(1));
+  UnitOfWork u4;
+  issuer_.Tick(clock_.Now(), &u4, jobs);
+  ASSERT_TRUE(u4.Commit(&store_).ok());
+  EXPECT_EQ(channels_[0]->sent.size(), 2u);
+  EXPECT_EQ(channels_[1]->sent.size(), 3u);
+  // The budget: TIMED_OUT, with the reason persisted.
+  clock_.Advance(absl::Seconds(60));
+  UnitOfWork u5;
+  EXPECT_EQ(issuer_.Tick(clock_.Now(), &u5, jobs), std::vector<uint64_t>{id});
+  ASSERT_TRUE(u5.Commit(&store_).ok());
+  auto stored = store_.LoadDirectives();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].state(), DirectiveRecord::STATE_TIMED_OUT);
+  EXPECT_EQ((*stored)[0].deliveries(), 3u);
+  EXPECT_NE((*stored)[0].state_reason().find("3 deliveries"), std::string::npos)
+      << (*stored)[0].state_reason();
+  EXPECT_EQ((*stored)[0].acks_size(), 3);  // Every ack is persisted.
+}
+
+TEST_F(DirectiveIssuerTest, TopologyChangeBumpsTheEpochAndFencesOlderAcks) {
+  UnitOfWork uow;
+  uint64_t s2 = issuer_.Issue(PlanDirective({2, 2}), 1, job(), &uow);
+  EXPECT_EQ(issuer_.Find(s2)->directive().epoch(), 1u);
+  falcon::v1::Directive s3;
+  s3.set_plan_version(2);
+  s3.mutable_topology_change()->add_assignments()->set_rank(0);
+  uint64_t topo = issuer_.Issue(s3, 1, job(), &uow);
+  EXPECT_EQ(issuer_.Find(topo)->directive().epoch(), 2u);
+  EXPECT_EQ(issuer_.Epoch(job()), 2u);
+  falcon::v1::Directive resume;
+  resume.mutable_resume();
+  EXPECT_EQ(issuer_.Find(issuer_.Issue(resume, 1, job(), &uow))->directive().epoch(), 2u);
+  // An ack of the S2 (epoch 1) now: refused, naming both epochs; the S2 is superseded.
+  falcon::v1::DirectiveAck old = Ack(s2, 0, falcon::v1::ACK_STATUS_APPLIED);
+  old.set_epoch(1);
+  auto out = issuer_.OnAck(old, job(), &uow);
+  EXPECT_NE(out.error.find("epoch 1 is older than job 'job' epoch 2"), std::string::npos)
+      << out.error;
+  EXPECT_TRUE(out.state_changed);
+  EXPECT_EQ(issuer_.Find(s2)->state(), DirectiveRecord::STATE_REJECTED);
+  EXPECT_EQ(issuer_.Find(s2)->rollback_directive_id(), 0u);
+  // An ack that misstates its directive's epoch is refused without a change.
+  falcon::v1::DirectiveAck wrong = Ack(topo, 0, falcon::v1::ACK_STATUS_APPLIED);
+  wrong.set_epoch(7);
+  out = issuer_.OnAck(wrong, job(), &uow);
+  EXPECT_FALSE(out.state_changed);
+  EXPECT_FALSE(out.error.empty());
+  EXPECT_EQ(issuer_.Find(topo)->acks_size(), 0);
+  // After a restart the fence comes back from the stored directives.
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  DirectiveIssuer again(DirectiveOptions{}, &clock_, &ids_, &hub_);
+  again.Load(*store_.LoadDirectives());
+  EXPECT_EQ(again.Epoch(job()), 2u);
+}
+
+TEST_F(DirectiveIssuerTest, RejectRollsBackTheRanksThatApplied) {
+  UnitOfWork uow;
+  falcon::v1::Directive undo = PlanDirective({2, 2});
+  undo.set_plan_version(3);
+  uint64_t id = issuer_.Issue(PlanDirective({0, 4}), 9, job(), &uow, &undo);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  channels_[0]->sent.clear();
+  channels_[1]->sent.clear();
+  UnitOfWork u;
+  falcon::v1::DirectiveAck a0 = Ack(id, 0, falcon::v1::ACK_STATUS_APPLIED);
+  falcon::v1::DirectiveAck a1 = Ack(id, 1, falcon::v1::ACK_STATUS_APPLIED);
+  falcon::v1::DirectiveAck r2 = Ack(id, 2, falcon::v1::ACK_STATUS_REJECTED);
+  for (auto* a : {&a0, &a1, &r2}) a->set_epoch(1);
+  issuer_.OnAck(a0, job(), &u);
+  issuer_.OnAck(a1, job(), &u);
+  auto out = issuer_.OnAck(r2, job(), &u);
+  EXPECT_TRUE(out.state_changed);
+  ASSERT_NE(out.rollback_id, 0u);
+  EXPECT_EQ(out.record->state(), DirectiveRecord::STATE_REJECTED);
+  EXPECT_EQ(out.record->rollback_directive_id(), out.rollback_id);
+  EXPECT_NE(out.record->state_reason().find("rank 2"), std::string::npos);
+  const DirectiveRecord* rb = issuer_.Find(out.rollback_id);
+  ASSERT_NE(rb, nullptr);
+  EXPECT_EQ(rb->directive().reverts_directive_id(), id);
+  EXPECT_EQ(rb->event_id(), 9u);
+  EXPECT_EQ(std::vector<uint32_t>(rb->directive().target_ranks().begin(),
+                                  rb->directive().target_ranks().end()),
+            (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(rb->directive().micro_batch_plan().micro_batches(1), 2u);
+  EXPECT_TRUE(channels_[0]->sent.empty());  // Sent after the commit, to node 0 only.
+  ASSERT_TRUE(u.Commit(&store_).ok());
+  ASSERT_EQ(channels_[0]->sent.size(), 1u);
+  EXPECT_TRUE(channels_[1]->sent.empty());
+  EXPECT_EQ(channels_[0]->sent[0].directive().directive_id(), out.rollback_id);
+}
+
+TEST_F(DirectiveIssuerTest, RestartRedeliversPendingWithTheSameId) {
+  UnitOfWork uow;
+  uint64_t id = issuer_.Issue(PlanDirective({2, 2}), 1, job(), &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  // The controller restarts: a fresh issuer (and id allocator) from the store.
+  AgentHub hub;
+  auto ch = std::make_shared<testing::FakeAgentChannel>();
+  hub.Attach(testing::NodeName(1), ch);
+  IdAllocator ids(*store_.LoadMeta());
+  DirectiveIssuer again(DirectiveOptions{}, &clock_, &ids, &hub);
+  again.Load(*store_.LoadDirectives());
+  UnitOfWork u;
+  again.Tick(clock_.Now(), &u, [this](const std::string& n) { return registry_.Find(n); });
+  ASSERT_TRUE(u.Commit(&store_).ok());
+  ASSERT_EQ(ch->sent.size(), 1u);
+  EXPECT_EQ(ch->sent[0].directive().directive_id(), id);
+  EXPECT_EQ(again.Find(id)->deliveries(), 2u);
+  // New directives never reuse the id.
+  UnitOfWork u2;
+  EXPECT_GT(again.Issue(PlanDirective({2, 2}), 1, job(), &u2), id);
 }
 
 }  // namespace

@@ -122,6 +122,9 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
     if (profiler != nullptr) profiler->AddSummary(s, job);
     Feed(p, job, s.rank(), s.iteration(), s.iteration_time_ns(), s.plan_version(), now_ns,
          /*replay=*/false, uow);
+    if (on_rank_summary_) {
+      if (EventRecord* active = events_->Active(p.job)) on_rank_summary_(active, s, uow);
+    }
     ++stats.applied;
   }
   return stats;

@@ -59,6 +59,10 @@ class DetectionManager {
 
   void set_recovered_callback(RecoveredFn fn) { on_recovered_ = std::move(fn); }
   void set_job_iteration_callback(JobIterationFn fn) { on_job_iteration_ = std::move(fn); }
+  // Called for each applied rank summary while the job has an active event.
+  using RankSummaryFn = std::function<void(falcon::controller::v1::EventRecord*,
+                                           const falcon::v1::IterationSummary&, UnitOfWork*)>;
+  void set_rank_summary_callback(RankSummaryFn fn) { on_rank_summary_ = std::move(fn); }
 
   // Rebuilds the detectors of every registered job from the stored samples (no events are
   // raised), then resumes the localization of open events. Errors: store errors.
@@ -157,6 +161,7 @@ class DetectionManager {
   ControllerMetrics* const metrics_;
   RecoveredFn on_recovered_;
   JobIterationFn on_job_iteration_;
+  RankSummaryFn on_rank_summary_;
   absl::flat_hash_map<std::string, std::unique_ptr<Pipeline>> pipelines_;
 };
 

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "controller/registry/job_registry.h"
 #include "controller/settings/settings_manager.h"
+#include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
 namespace falcon::controller {
@@ -56,6 +57,11 @@ class EventActions {
                                   const std::vector<uint32_t>& micro_batches) = 0;
   // -> CLOSED (e.g. the job restarted without the bad ranks).
   virtual absl::Status CloseEvent(uint64_t event_id, const std::string& reason) = 0;
+  // -> RECOVERED at `iteration`: the hook saw the fail-slow clear where the detector cannot (a
+  // plan in force hides it from the job's iteration time). The controller does not call
+  // OnRecovered for it: the hook reverts its plans itself.
+  virtual absl::Status RecoverEvent(uint64_t event_id, int64_t iteration,
+                                    const std::string& reason) = 0;
 };
 
 class MitigationHook {
@@ -68,6 +74,11 @@ class MitigationHook {
   // measuring the plan in force).
   virtual void OnJobIteration(const falcon::v1::Event& /*event*/, int64_t /*iteration*/,
                               absl::Duration /*iteration_time*/, EventActions& /*actions*/) {}
+  // One rank's iteration summary while the job has an active event (per-rank signals such as
+  // compute time per micro-batch, which a plan in force does not hide).
+  virtual void OnRankIteration(const falcon::v1::Event& /*event*/,
+                               const falcon::v1::IterationSummary& /*summary*/,
+                               EventActions& /*actions*/) {}
   // The event recovered: revert S2/S3 plans.
   virtual void OnRecovered(const falcon::v1::Event& /*event*/, EventActions& /*actions*/) {}
   // A directive tied to an event changed state (APPLIED, REJECTED or TIMED_OUT).

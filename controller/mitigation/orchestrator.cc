@@ -36,6 +36,11 @@ struct Orchestrator::EventState {
   int64_t measure_from = -1;
   std::vector<int64_t> measured_ns;
   bool judged = false;
+  // Per-rank compute probe under S2: recent compute time per micro-batch (ns) per rank.
+  std::map<uint32_t, std::vector<double>> per_micro_batch;
+  std::vector<int> rank_dp, rank_pp;  // From the layout when the probe started.
+  bool probe_saw_slow = false;
+  int clear_streak = 0;
 };
 
 namespace {
@@ -411,7 +416,8 @@ void Orchestrator::Revert(EventState& st, const EscalationStep& step, EventActio
 void Orchestrator::OnVerdict(const falcon::v1::Event& event, EventActions& actions) {
   if (events_.count(event.event_id())) return;
   EventState* st = Start(event, actions, /*rebuild=*/false);
-  if (st != nullptr && st->ended) events_.erase(event.event_id());
+  // An S4 keeps its state until its directive closes the event.
+  if (st != nullptr && st->ended && st->s4_directive == 0) events_.erase(event.event_id());
 }
 
 void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iteration,
@@ -431,7 +437,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
     if (st == nullptr) return;
   }
   if (iteration <= st->last_iteration || st->ended) {
-    if (st->ended) events_.erase(event.event_id());
+    if (st->ended && st->s4_directive == 0) events_.erase(event.event_id());
     return;
   }
   st->last_iteration = iteration;
@@ -473,6 +479,79 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
   absl::StatusOr<Steps> steps = st->esc->OnIteration(iteration, iteration_time);
   if (steps.ok()) Execute(*st, *steps, actions);
   if (st->ended && st->s4_directive == 0) events_.erase(event.event_id());
+}
+
+void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
+                                   const falcon::v1::IterationSummary& summary,
+                                   EventActions& actions) {
+  auto it = events_.find(event.event_id());
+  if (it == events_.end()) return;
+  EventState& st = *it->second;
+  if (st.culprit.cause != falcon::v1::CAUSE_COMPUTE || st.s2_directive == 0 ||
+      st.measure_from < 0 || summary.iteration() < st.measure_from + 2) {
+    return;
+  }
+  const JobEntry* job = actions.FindJob(st.job);
+  if (job == nullptr) return;
+  if (st.rank_dp.empty()) {
+    auto layout = layouts_.find(st.job);
+    absl::StatusOr<JobShape> shape =
+        ShapeOf(*job, layout == layouts_.end() ? nullptr : &layout->second, {});
+    if (!shape.ok()) return;
+    for (const analysis::RankPlacement& p : shape->layout.ranks()) {
+      st.rank_dp.push_back(p.dp);
+      st.rank_pp.push_back(p.pp);
+    }
+  }
+  const uint32_t rank = summary.rank();
+  const auto& m = job->job().micro_batches();
+  if (rank >= st.rank_dp.size() || st.rank_dp[rank] >= m.size() || m[st.rank_dp[rank]] == 0) {
+    return;
+  }
+  std::vector<double>& v = st.per_micro_batch[rank];
+  v.push_back(static_cast<double>(summary.compute_ns()) / m[st.rank_dp[rank]]);
+  if (v.size() > 5) v.erase(v.begin());
+  auto median = [](std::vector<double> x) {
+    std::nth_element(x.begin(), x.begin() + x.size() / 2, x.end());
+    return x[x.size() / 2];
+  };
+  const bool culprit =
+      std::find(st.culprit.ranks.begin(), st.culprit.ranks.end(), rank) != st.culprit.ranks.end();
+  if (!culprit || v.size() < 5) return;
+  std::vector<double> peers;
+  for (const auto& [r, samples] : st.per_micro_batch) {
+    if (r == rank || samples.size() < 3 || st.rank_pp[r] != st.rank_pp[rank]) continue;
+    if (std::find(st.culprit.ranks.begin(), st.culprit.ranks.end(), r) != st.culprit.ranks.end()) {
+      continue;
+    }
+    peers.push_back(median(samples));
+  }
+  if (peers.empty()) return;
+  const double peer = median(peers);
+  if (peer <= 0) return;
+  const double ratio = median(v) / peer;
+  const double min_ratio = actions.Settings(st.job).verification_min_ratio;
+  if (ratio >= 1 + min_ratio) {
+    st.probe_saw_slow = true;
+    st.clear_streak = 0;
+    return;
+  }
+  if (!st.probe_saw_slow || ratio >= 1 + min_ratio / 2) {
+    st.clear_streak = 0;
+    return;
+  }
+  if (++st.clear_streak < options_.clear_iterations) return;
+  const int64_t iteration = summary.iteration();
+  const std::string reason = absl::StrFormat(
+      "rank %d compute per micro-batch back to x%.2f of its stage peers' at iteration %d (S2 in "
+      "force hides the fault from the iteration time)",
+      rank, ratio, iteration);
+  if (!actions.RecoverEvent(st.event_id, iteration, reason).ok()) return;
+  st.last_iteration = std::max(st.last_iteration, iteration);
+  absl::StatusOr<Steps> steps =
+      st.esc->active() ? st.esc->OnCleared(iteration) : absl::StatusOr<Steps>(Steps{});
+  if (steps.ok()) Execute(st, *steps, actions);
+  events_.erase(it);
 }
 
 void Orchestrator::OnRecovered(const falcon::v1::Event& event, EventActions& actions) {

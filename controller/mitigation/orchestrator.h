@@ -16,6 +16,11 @@
 //     adding lost time, so the next level comes in turn.
 //   - The plan in force is measured: the median of the iterations since it took effect
 //     (Event.mitigated_iteration_time_ns).
+//   - While S2 is in force the job's iteration time hides the fault (the slow group runs fewer
+//     micro-batches), so the culprit's compute time per micro-batch (IterationSummary.compute_ns
+//     / its group's m_i) is compared with its stage peers': once it was seen slow (>= 1 +
+//     verification_min_ratio) and then stays within half that for clear_iterations, the event is
+//     recovered by the orchestrator (EventActions::RecoverEvent) and the plan reverted.
 //   - When the event recovers, S3 and then S2 are reverted (directives with reverts_directive_id:
 //     the original layout, the plan before S2). An S4 that applied (or timed out: the ranks exit
 //     to restart) closes the event.
@@ -56,6 +61,9 @@ struct OrchestratorOptions {
   int measure_iterations = 5;
   // A plan measured at >= this fraction of the slow iteration time did not help. Default 0.97.
   double no_help_fraction = 0.97;
+  // Consecutive culprit summaries back at its peers' compute speed that clear a compute
+  // fail-slow under S2 (each over a median of the last 5), >= 1. Default 3.
+  int clear_iterations = 3;
 };
 
 class Orchestrator : public MitigationHook {
@@ -67,6 +75,8 @@ class Orchestrator : public MitigationHook {
   void OnVerdict(const falcon::v1::Event& event, EventActions& actions) override;
   void OnJobIteration(const falcon::v1::Event& event, int64_t iteration,
                       absl::Duration iteration_time, EventActions& actions) override;
+  void OnRankIteration(const falcon::v1::Event& event, const falcon::v1::IterationSummary& summary,
+                       EventActions& actions) override;
   void OnRecovered(const falcon::v1::Event& event, EventActions& actions) override;
   void OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventActions& actions) override;
 

@@ -1,0 +1,243 @@
+// The orchestrator inside a real Controller (in process, FakeClock, in-memory store), fed by
+// simulated agents that answer validation and ack directives: a compute fail-slow on rank 5 of a
+// DP=4 x PP=2 job goes S1 -> S2 within the escalation budget, the plan in force is measured and
+// is not mistaken for a recovery, and the fault clearing (seen in rank 5's compute time per
+// micro-batch, which the plan hides from the iteration time) reverts it; dry run records without
+// sending; with S2 disabled the ladder reaches S4 and the restart closes the event.
+#include "controller/mitigation/orchestrator.h"
+
+#include <memory>
+#include <numeric>
+
+#include "controller/control_api.h"
+#include "controller/controller.h"
+#include "controller/store/in_memory_kv_store.h"
+#include "controller/testing/job_fixtures.h"
+#include "controller/testing/sim_agent.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+
+namespace falcon::controller::mitigation {
+namespace {
+
+using testing::LayoutSpec;
+using testing::SimAgent;
+
+constexpr int64_t kHealthyNs = 100'000'000;
+constexpr int64_t kSlowNs = 140'000'000;       // Rank 5 computes 40% longer (job-wide wait).
+constexpr int64_t kMitigatedNs = 116'000'000;  // Under the S2 plan.
+
+class OrchestratorTest : public ::testing::Test {
+ protected:
+  OrchestratorTest()
+      : kv_(ControllerStore::TableNames()),
+        metrics_(registry_, "t"),
+        orchestrator_(OrchestratorOptions{}, &clock_) {
+    spec_.dp = 4;
+    spec_.pp = 2;
+    spec_.ranks_per_node = 2;  // 8 ranks on 4 nodes.
+    auto c = Controller::Create(ControllerOptions(), &kv_, &clock_, &metrics_, &orchestrator_);
+    EXPECT_TRUE(c.ok()) << c.status();
+    c_ = std::move(*c);
+    for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
+      agents_.push_back(std::make_unique<SimAgent>(testing::NodeName(n), testing::NodeName(n),
+                                                   testing::RanksOfNode(spec_, n)));
+      falcon::v1::JobRegistration reg = testing::NodeRegistration(spec_, n);
+      reg.set_global_micro_batches(32);
+      EXPECT_TRUE(agents_.back()->Connect(*c_, {reg}).ok());
+    }
+  }
+
+  void Set(const std::function<void(falcon::v1::Settings*)>& f) {
+    falcon::v1::Settings s;
+    s.set_job(spec_.job);
+    f(&s);
+    ASSERT_TRUE(c_->SetSettings(s).ok());
+  }
+
+  // The micro-batch plan the ranks run at iteration `i`: the latest APPLIED plan directive due
+  // (the even split before any).
+  std::vector<uint32_t> PlanAt(int64_t i) const {
+    for (const auto& r : c_->directives().List(spec_.job, 0)) {  // Newest first.
+      const falcon::v1::Directive& d = r.directive();
+      if (!d.has_micro_batch_plan() || r.state() != falcon::v1::DirectiveRecord::STATE_APPLIED ||
+          d.effective_iteration() > i) {
+        continue;
+      }
+      return {d.micro_batch_plan().micro_batches().begin(),
+              d.micro_batch_plan().micro_batches().end()};
+    }
+    return {8, 8, 8, 8};
+  }
+
+  // Iterations [from, to); rank 5 is slow while `fault(i)`. Under an uneven plan the job takes
+  // kMitigatedNs while the fault lasts and 110 ms after it cleared (the plan's imbalance), and
+  // every rank reports compute time proportional to its group's micro-batches (rank 5's x1.4
+  // while slow): what the per-rank probe sees.
+  void Run(int64_t from, int64_t to, const std::function<bool(int64_t)>& fault) {
+    for (int64_t i = from; i < to; ++i) {
+      const bool slow = fault(i);
+      const std::vector<uint32_t> plan = PlanAt(i);
+      const bool uneven =
+          !std::all_of(plan.begin(), plan.end(), [&](uint32_t v) { return v == plan[0]; });
+      const int64_t noise = ((i * 104729) % 201 - 100) * 10'000;
+      const int64_t base =
+          uneven ? (slow ? kMitigatedNs : 110'000'000) : (slow ? kSlowNs : kHealthyNs);
+      const int64_t t = base + noise;
+      const int64_t extra = base - kHealthyNs;
+      for (auto& a : agents_) {
+        falcon::v1::TelemetryBatch b;
+        b.set_job(spec_.job);
+        for (uint32_t r : a->ranks()) {
+          falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, t);
+          if (uneven) {
+            const double factor = r == 5 && slow ? 1.4 : 1.0;
+            s.set_compute_ns(static_cast<int64_t>(4'000'000 * plan[r % 4] * factor));
+          } else if (extra > 0) {
+            if (r == 5) {
+              s.set_compute_ns(s.compute_ns() + extra);
+            } else {
+              for (auto& cs : *s.mutable_comms()) {
+                if (cs.comm_id() == 1001) {
+                  cs.set_wait_ns(cs.wait_ns() + extra);
+                  cs.set_busy_ns(cs.busy_ns() + extra);
+                }
+              }
+              if (r / spec_.dp != 1) s.set_compute_ns(s.compute_ns() + extra);
+            }
+          }
+          *b.add_iterations() = s;
+        }
+        auto ack = a->Send(*c_, b);
+        ASSERT_TRUE(ack.ok()) << ack.status();
+      }
+      testing::Responder responder;
+      responder.gemm_ns = [slow](uint32_t r) { return r == 5 && slow ? 1'400'000 : 1'000'000; };
+      for (int answered = 1; answered > 0;) {
+        answered = 0;
+        for (auto& a : agents_) answered += a->Respond(*c_, responder);
+      }
+      c_->Tick();
+      clock_.Advance(absl::Nanoseconds(t));
+    }
+  }
+
+  falcon::v1::Event OnlyEvent() {
+    ControlApi api(c_.get());
+    auto r = api.ListEvents({});
+    EXPECT_EQ(r->events_size(), 1);
+    return r->events_size() > 0 ? r->events(0) : falcon::v1::Event();
+  }
+  std::vector<falcon::v1::DirectiveRecord> Plans() {
+    std::vector<falcon::v1::DirectiveRecord> out;
+    for (const auto& r : c_->directives().List(spec_.job, 0)) {
+      if (r.directive().has_micro_batch_plan() || r.directive().has_topology_change() ||
+          r.directive().has_checkpoint_restart()) {
+        out.insert(out.begin(), r);  // Oldest first.
+      }
+    }
+    return out;
+  }
+
+  LayoutSpec spec_;
+  FakeClock clock_;
+  InMemoryKvStore kv_;
+  prometheus::Registry registry_;
+  ControllerMetrics metrics_;
+  Orchestrator orchestrator_;
+  std::unique_ptr<Controller> c_;
+  std::vector<std::unique_ptr<SimAgent>> agents_;
+};
+
+TEST_F(OrchestratorTest, ComputeFailSlowGetsS2ThenRevertOnRecovery) {
+  auto fault = [](int64_t i) { return i >= 60 && i < 170; };
+  Run(0, 120, fault);
+  falcon::v1::Event e = OnlyEvent();
+  ASSERT_EQ(e.cause(), falcon::v1::CAUSE_COMPUTE) << e.DebugString();
+  ASSERT_GE(e.actions_size(), 2) << e.DebugString();
+  EXPECT_EQ(e.actions(0).strategy(), falcon::v1::STRATEGY_S1_IGNORE);
+  const falcon::v1::Action& s2 = e.actions(1);
+  EXPECT_EQ(s2.strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_FALSE(s2.dry_run());
+  EXPECT_NE(s2.directive_id(), 0u);
+  // Why: the lost time paid for S2 (5 x Δt_iter = 0.2 s) within the escalation budget.
+  EXPECT_NE(s2.reason().find("lost "), std::string::npos) << s2.reason();
+  EXPECT_NE(s2.reason().find(">= S2 micro-batch cost 0.2"), std::string::npos) << s2.reason();
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_MITIGATING) << e.DebugString();
+  std::vector<falcon::v1::DirectiveRecord> plans = Plans();
+  ASSERT_EQ(plans.size(), 1u);
+  const auto& m = plans[0].directive().micro_batch_plan().micro_batches();
+  EXPECT_EQ(std::accumulate(m.begin(), m.end(), 0u), 32u);
+  EXPECT_LT(m[1], 8u);  // Rank 5 is in DP group 1.
+  EXPECT_EQ(plans[0].state(), falcon::v1::DirectiveRecord::STATE_APPLIED);
+  // Ahead of every rank when issued: at least the minimum lead past the verdict.
+  EXPECT_GE(s2.iteration(), e.verdict_iteration() + 2);
+  EXPECT_EQ(plans[0].directive().effective_iteration(), s2.iteration());
+  EXPECT_TRUE(plans[0].has_rollback());
+  // The job's plan in force, and the measured iteration time under it.
+  falcon::v1::Job job = c_->JobView(*c_->registry().Find(spec_.job));
+  EXPECT_EQ(std::vector<uint32_t>(job.micro_batches().begin(), job.micro_batches().end()),
+            std::vector<uint32_t>(m.begin(), m.end()));
+  EXPECT_NEAR(e.mitigated_iteration_time_ns(), kMitigatedNs, 2'000'000);
+
+  // The fault clears: the job's iteration time hardly moves under the plan (116 -> 110 ms), but
+  // rank 5's compute per micro-batch is back at its peers': the event recovers and S2 is reverted
+  // to the even split.
+  Run(120, 230, fault);
+  e = OnlyEvent();
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_RECOVERED) << e.DebugString();
+  EXPECT_NE(e.transitions(e.transitions_size() - 1).reason().find("compute per micro-batch"),
+            std::string::npos)
+      << e.DebugString();
+  EXPECT_GE(e.recovery_iteration(), 170);
+  EXPECT_LE(e.recovery_iteration(), 185);
+  const falcon::v1::Action& last = e.actions(e.actions_size() - 1);
+  EXPECT_TRUE(last.revert()) << e.DebugString();
+  EXPECT_EQ(last.strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  plans = Plans();
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[1].directive().reverts_directive_id(), plans[0].directive().directive_id());
+  const auto& even = plans[1].directive().micro_batch_plan().micro_batches();
+  EXPECT_EQ(std::vector<uint32_t>(even.begin(), even.end()), (std::vector<uint32_t>{8, 8, 8, 8}));
+  EXPECT_GT(plans[1].directive().plan_version(), plans[0].directive().plan_version());
+}
+
+TEST_F(OrchestratorTest, DryRunRecordsWithoutSending) {
+  Set([](falcon::v1::Settings* s) { s->set_dry_run(true); });
+  Run(0, 110, [](int64_t i) { return i >= 60; });
+  falcon::v1::Event e = OnlyEvent();
+  ASSERT_GE(e.actions_size(), 2) << e.DebugString();
+  EXPECT_EQ(e.actions(1).strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_TRUE(e.actions(1).dry_run());
+  EXPECT_EQ(e.actions(1).directive_id(), 0u);
+  EXPECT_TRUE(Plans().empty());
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_LOCALIZED);
+}
+
+TEST_F(OrchestratorTest, WithS2DisabledTheLadderReachesS4AndTheRestartClosesTheEvent) {
+  Set([](falcon::v1::Settings* s) {
+    s->set_s2_enabled(false);
+    s->set_s3_cost_seconds(1);
+    s->set_s4_cost_seconds(2);
+  });
+  Run(0, 150, [](int64_t i) { return i >= 60; });
+  falcon::v1::Event e = OnlyEvent();
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_CLOSED) << e.DebugString();
+  for (const auto& a : e.actions()) EXPECT_NE(a.strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  const falcon::v1::Action& last = e.actions(e.actions_size() - 1);
+  EXPECT_EQ(last.strategy(), falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART) << e.DebugString();
+  EXPECT_NE(last.reason().find(">= S4 checkpoint-restart cost 2"), std::string::npos)
+      << last.reason();
+  std::vector<falcon::v1::DirectiveRecord> plans = Plans();
+  ASSERT_FALSE(plans.empty());
+  const falcon::v1::Directive& s4 = plans.back().directive();
+  ASSERT_TRUE(s4.has_checkpoint_restart());
+  EXPECT_EQ(std::vector<uint32_t>(s4.checkpoint_restart().excluded_ranks().begin(),
+                                  s4.checkpoint_restart().excluded_ranks().end()),
+            std::vector<uint32_t>{5});
+  // S4 bumps the epoch fence.
+  EXPECT_GT(s4.epoch(), c_->registry().Find(spec_.job)->epoch());
+}
+
+}  // namespace
+}  // namespace falcon::controller::mitigation

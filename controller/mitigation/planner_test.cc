@@ -1,0 +1,107 @@
+#include "controller/mitigation/planner.h"
+
+#include <numeric>
+
+#include "gtest/gtest.h"
+
+namespace falcon::controller::mitigation {
+namespace {
+
+// DP=4 x PP=2, rank r at dp = r % 4, pp = r / 4; consecutive ranks share a node (node0 = {0, 1},
+// node1 = {2, 3}, ...), so the stage-0 DP group spans node0 and node1.
+JobShape Shape(int64_t m = 32) {
+  std::vector<analysis::RankPlacement> ranks;
+  for (int r = 0; r < 8; ++r) {
+    analysis::RankPlacement p;
+    p.rank = r;
+    p.node = "node" + std::to_string(r / 2);
+    p.dp = r % 4;
+    p.pp = r / 4;
+    ranks.push_back(p);
+  }
+  JobShape s;
+  s.layout = *analysis::Layout::Create(ranks);
+  s.global_micro_batches = m;
+  s.micro_batches = EvenSplit(m, 4, 2);
+  return s;
+}
+
+TEST(PlannerTest, EvenSplitAndStageSlowdown) {
+  EXPECT_EQ(EvenSplit(32, 4, 2), (std::vector<uint32_t>{8, 8, 8, 8}));
+  EXPECT_EQ(EvenSplit(18, 4, 2), (std::vector<uint32_t>{6, 4, 4, 4}));
+  // One stage slowed by s: slow = (P-1)c + m s c, healthy = (m + P - 1)c.
+  EXPECT_NEAR(StageSlowdown(1.4, 8, 2), 1.45, 1e-9);
+  EXPECT_EQ(StageSlowdown(0.9, 8, 2), 1.0);
+}
+
+TEST(PlannerTest, S2ShiftsMicroBatchesAwayFromTheSlowGroup) {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMPUTE;
+  c.ranks = {5};  // dp 1, pp 1
+  c.slowdown_ratio = 1.4;
+  absl::StatusOr<S2Plan> p = PlanS2(Shape(), c, absl::Milliseconds(100));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->micro_batches.size(), 4u);
+  EXPECT_EQ(std::accumulate(p->micro_batches.begin(), p->micro_batches.end(), 0u), 32u);
+  for (uint32_t m : p->micro_batches) EXPECT_EQ(m % 2, 0u);
+  EXPECT_LT(p->micro_batches[1], 8u);
+  for (int d : {0, 2, 3}) EXPECT_GE(p->micro_batches[d], 8u);
+  EXPECT_TRUE(p->improves);
+  EXPECT_LT(p->predicted, p->predicted_current);
+  EXPECT_NE(p->summary.find("was [8, 8, 8, 8]"), std::string::npos) << p->summary;
+  // Too few micro-batches to move (every group needs >= PP): no better plan.
+  absl::StatusOr<S2Plan> tight = PlanS2(Shape(8), c, absl::Milliseconds(100));
+  ASSERT_TRUE(tight.ok());
+  EXPECT_FALSE(tight->improves);
+  // No culprit in the layout.
+  c.ranks = {42};
+  EXPECT_EQ(PlanS2(Shape(), c, absl::Milliseconds(100)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpGroup) {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMMUNICATION;
+  falcon::v1::Link l;
+  l.set_src_rank(0);  // node0 -> node1: both in the stage-0 DP group.
+  l.set_dst_rank(2);
+  c.links = {l};
+  c.slowdown_ratio = 1.5;
+  absl::StatusOr<S3Plan> p = PlanS3(Shape(), c, absl::Milliseconds(100));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->improves) << p->summary;
+  EXPECT_NE(p->summary.find("slow links in DP 1 -> 0"), std::string::npos) << p->summary;
+  EXPECT_EQ(p->change.assignments_size(), 8);
+  // The new layout is a full 4 x 2 grid.
+  EXPECT_EQ(p->layout.dp_size(), 4);
+  EXPECT_EQ(p->layout.pp_size(), 2);
+}
+
+TEST(PlannerTest, DryRunLadderInCostOrderWithReasons) {
+  EffectiveSettings s;
+  s.s3_enabled = false;
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMPUTE;
+  c.ranks = {5};
+  c.slowdown_ratio = 1.4;
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> r =
+      DryRun(Shape(), s, c, absl::Milliseconds(100), absl::FromUnixSeconds(1000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->actions_size(), 4);
+  EXPECT_EQ(r->actions(0).strategy(), falcon::v1::STRATEGY_S1_IGNORE);
+  EXPECT_EQ(r->actions(1).strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_EQ(r->actions(2).strategy(), falcon::v1::STRATEGY_S3_TOPOLOGY);
+  EXPECT_EQ(r->actions(3).strategy(), falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART);
+  for (const auto& a : r->actions()) EXPECT_TRUE(a.dry_run());
+  // S2 costs 5 x 40 ms = 0.2 s: 5 slow iterations.
+  EXPECT_NE(r->actions(1).reason().find("when lost >= 0.200 s"), std::string::npos)
+      << r->actions(1).reason();
+  EXPECT_NE(r->actions(2).reason().find("disabled"), std::string::npos);
+  EXPECT_NE(r->actions(3).reason().find("without ranks [5]"), std::string::npos);
+  EXPECT_EQ(r->micro_batch_plan().micro_batches_size(), 4);
+  EXPECT_GT(r->predicted_iteration_time_s(), 0.1);
+  EXPECT_LT(r->predicted_iteration_time_s(), 0.14);
+}
+
+}  // namespace
+}  // namespace falcon::controller::mitigation

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -361,6 +363,54 @@ void LocalCluster::Stop() {
     std::error_code ec;
     std::filesystem::remove_all(work_dir_, ec);
   }
+}
+
+absl::Status LocalCluster::SetSettings(const falcon::v1::Settings& settings) {
+  auto stub = NewControlStub();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  falcon::v1::SetSettingsRequest req;
+  *req.mutable_settings() = settings;
+  falcon::v1::Settings out;
+  grpc::Status s = stub->SetSettings(&ctx, req, &out);
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        absl::StrCat("SetSettings: ", s.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<pid_t> LocalCluster::pids() {
+  std::vector<pid_t> out;
+  auto add = [&](Child& c) {
+    if (c.pid > 0 && !Reap(c)) out.push_back(c.pid);
+  };
+  add(controller_);
+  for (Child& a : agents_) add(a);
+  add(trainer_);
+  return out;
+}
+
+std::vector<std::string> TunedTrainerArgs() {
+  return {"--microbatches=32",
+          "--layers=2",
+          "--hidden=32",
+          "--embed=16",
+          "--batch=16",
+          "--emulated_compute_ms=8",
+          "--noburn_compute_faults",
+          "--print_every=20"};
+}
+
+std::vector<std::string> TunedControllerArgs() {
+  return {"--tick=100ms", "--validation_gemm_size=128", "--validation_repeats=5",
+          "--validation_link_bytes=4194304"};
+}
+
+falcon::v1::Settings TunedSettings() {
+  falcon::v1::Settings s;
+  s.set_verification_min_ratio(0.2);
+  return s;
 }
 
 std::unique_ptr<falcon::v1::Control::Stub> LocalCluster::NewControlStub() const {

@@ -64,6 +64,16 @@ struct LocalClusterOptions {
   absl::Duration stop_grace = absl::Seconds(5);
 };
 
+// Settings measured to give stable detection on a loaded 2-core machine (tests/e2e,
+// deploy/local/README.md): the trainer sleeps 8 ms of emulated device time per micro-batch forward
+// (16 ms backward), M = 32, a tiny model, compute faults sleep; iteration time about 0.27 s.
+std::vector<std::string> TunedTrainerArgs();
+// Validation sized for CPU ranks: GEMM 128 (plus the trainer's emulated device time), 5 repeats
+// (fastest kept), 4 MiB link passes; 100 ms controller tick.
+std::vector<std::string> TunedControllerArgs();
+// Default job settings for a loaded machine: a level shift must exceed 20% to be verified.
+falcon::v1::Settings TunedSettings();
+
 class LocalCluster {
  public:
   // Starts everything (see above). kNotFound: a binary is missing; kDeadlineExceeded or
@@ -93,6 +103,13 @@ class LocalCluster {
   // Stops trainer, agents and controller (in that order); idempotent. Removes the work
   // directory unless keep_work_dir.
   void Stop();
+
+  // Sets the controller's settings (settings.job empty: the defaults for new jobs; set them
+  // before StartTrainer() so the job starts with them). kUnavailable / the RPC's error otherwise.
+  absl::Status SetSettings(const falcon::v1::Settings& settings);
+
+  // Process ids of the running children (controller, agents, trainer launcher), for checks.
+  std::vector<pid_t> pids();
 
   const std::string& controller_address() const { return controller_address_; }
   const std::string& controller_metrics() const { return controller_metrics_; }  // HOST:PORT

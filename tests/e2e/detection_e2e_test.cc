@@ -28,7 +28,7 @@ namespace falcon::local {
 namespace {
 
 constexpr char kJob[] = "e2e-detect";
-constexpr int kFaultFrom = 40;
+constexpr int kFaultFrom = 60;
 constexpr absl::Duration kVerdictWait = absl::Seconds(90);
 
 // Whether `binary --helpfull` mentions `flag`.
@@ -52,17 +52,11 @@ LocalClusterOptions BaseOptions(const std::string& faults) {
   o.pp = 2;
   o.nodes = 4;
   o.job = kJob;
-  o.trainer_args = {"--microbatches=32",
-                    "--steps=5000",
-                    "--layers=2",
-                    "--hidden=32",
-                    "--embed=16",
-                    "--batch=16",
-                    "--emulated_compute_ms=2",
-                    "--noburn_compute_faults",
-                    "--print_every=20",
-                    absl::StrCat("--faults=", faults)};
-  o.controller_args = {"--tick=100ms"};
+  o.trainer_args = TunedTrainerArgs();
+  o.trainer_args.push_back("--steps=5000");
+  o.trainer_args.push_back(absl::StrCat("--faults=", faults));
+  o.controller_args = TunedControllerArgs();
+  o.start_trainer = false;
   absl::StatusOr<std::string> controller = FindRunfile("controller/falcon_controller");
   if (controller.ok() && HasFlag(*controller, "mitigation")) {
     o.controller_args.push_back("--mitigation=false");
@@ -79,6 +73,24 @@ std::vector<falcon::v1::Event> ListEvents(LocalCluster& cluster) {
   falcon::v1::ListEventsResponse resp;
   if (!stub->ListEvents(&ctx, req, &resp).ok()) return {};
   return {resp.events().begin(), resp.events().end()};
+}
+
+// The reasons of the job's directives (the pause names the profiling's suspects).
+std::string DirectiveReasons(LocalCluster& cluster) {
+  auto stub = cluster.NewControlStub();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  falcon::v1::ListDirectivesRequest req;
+  req.set_job(kJob);
+  falcon::v1::ListDirectivesResponse resp;
+  if (!stub->ListDirectives(&ctx, req, &resp).ok()) return "(ListDirectives failed)";
+  std::string out;
+  for (const auto& d : resp.directives()) {
+    absl::StrAppend(&out, "directive ", d.directive().directive_id(), " (",
+                    falcon::v1::DirectiveRecord::State_Name(d.state()),
+                    "): ", d.directive().reason(), "\n");
+  }
+  return out;
 }
 
 bool Localized(const falcon::v1::Event& e) {
@@ -133,10 +145,19 @@ bool AwaitEvent(LocalCluster& cluster, Pred want, falcon::v1::Event* found,
   return false;
 }
 
+// Starts the cluster with the trainer running `faults`.
+absl::StatusOr<std::unique_ptr<LocalCluster>> StartWithFaults(const std::string& faults) {
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(BaseOptions(faults));
+  if (!cluster.ok()) return cluster.status();
+  if (absl::Status s = (*cluster)->SetSettings(TunedSettings()); !s.ok()) return s;
+  if (absl::Status s = (*cluster)->StartTrainer(); !s.ok()) return s;
+  return cluster;
+}
+
 TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
-      LocalCluster::Start(BaseOptions(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom)));
+      StartWithFaults(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   falcon::v1::Event event;
   std::vector<falcon::v1::Event> last;
@@ -147,7 +168,7 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
       },
       &event, &last);
   ASSERT_TRUE(ok) << "no COMPUTE event localized within " << kVerdictWait << ":\n"
-                  << Describe(last) << "\ntrainer log:\n"
+                  << Describe(last) << DirectiveReasons(**cluster) << "\ntrainer log:\n"
                   << Tail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
                   << Tail((*cluster)->log_path("controller"));
   PrintFigures(event, absl::Now() - start);
@@ -156,6 +177,36 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
       << event.DebugString();
   EXPECT_GE(event.onset_iteration(), kFaultFrom - 5) << event.DebugString();
   // The trainer is still training (no rank failed).
+  EXPECT_TRUE((*cluster)->TrainerRunning()) << Tail((*cluster)->log_path("trainer"));
+}
+
+// Ranks 1 (node0) and 5 (node2) are the two pipeline stages of DP group 1: every forward
+// activation crosses 1 -> 5, so a 10 ms delay per message slows the whole job, and the bandwidth
+// cap makes the data direction stand out in the validation's link pass (a round trip: a pure
+// delay would slow 5 -> 1's acknowledgement as much as 1 -> 5's data).
+TEST(DetectionE2eTest, LinkFailSlowIsLocalizedToItsLink) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+      StartWithFaults(absl::StrCat("link:src=1,dst=5,delay_ms=10,bw_mbps=200,from=", kFaultFrom));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  falcon::v1::Event event;
+  std::vector<falcon::v1::Event> last;
+  const bool ok = AwaitEvent(
+      **cluster,
+      [](const falcon::v1::Event& e) {
+        return Localized(e) && e.cause() == falcon::v1::CAUSE_COMMUNICATION;
+      },
+      &event, &last);
+  ASSERT_TRUE(ok) << "no COMMUNICATION event localized within " << kVerdictWait << ":\n"
+                  << Describe(last) << DirectiveReasons(**cluster) << "\ntrainer log:\n"
+                  << Tail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
+                  << Tail((*cluster)->log_path("controller"));
+  PrintFigures(event, absl::Now() - start);
+  std::printf("%s", DirectiveReasons(**cluster).c_str());
+  ASSERT_GE(event.links_size(), 1) << event.DebugString();
+  EXPECT_EQ(event.links(0).src_rank(), 1u) << event.DebugString();
+  EXPECT_EQ(event.links(0).dst_rank(), 5u) << event.DebugString();
+  EXPECT_GE(event.onset_iteration(), kFaultFrom - 5) << event.DebugString();
   EXPECT_TRUE((*cluster)->TrainerRunning()) << Tail((*cluster)->log_path("trainer"));
 }
 
