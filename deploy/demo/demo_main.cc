@@ -1,0 +1,163 @@
+// falcon_demo (`./falcon demo`): trains the reference job on a local cluster, injects the
+// scenario's fail-slows, prints a live line per second, then a per-event summary, and writes the
+// report folder (report.json, iterations.csv, timeline.png, index.html). See README.md.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "deploy/demo/local_cluster_runner.h"
+#include "deploy/demo/report_files.h"
+#include "deploy/demo/runner.h"
+
+ABSL_FLAG(std::string, scenario, "compute-link",
+          "what to inject: compute-link (default), healthy, compute, link, blip, contention, "
+          "restart");
+ABSL_FLAG(std::string, layout, "4x2", "DPxPP of the reference trainer");
+ABSL_FLAG(int, nodes, 4, "emulated nodes (one agent each); must divide DP x PP");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(180),
+          "training time budget; the run is sized to it and stopped at 1.5x it + 30s");
+ABSL_FLAG(int64_t, iterations, 0, "training steps (0: sized from --duration)");
+ABSL_FLAG(double, emulated_compute_ms, 5,
+          "emulated device time per micro-batch forward (larger: less relative CPU noise)");
+ABSL_FLAG(int, microbatches, 0, "micro-batches per global batch (0: 8 x DP x PP)");
+ABSL_FLAG(double, s3_cost_seconds, 5,
+          "S3 cost for the escalation (controller default 60 s, sized for large jobs)");
+ABSL_FLAG(std::string, out, "falcon-demo-report", "report folder (created)");
+ABSL_FLAG(std::string, json_report, "", "also copy report.json to this path");
+
+namespace {
+
+// Set by the SIGINT / SIGTERM handler; the only state a handler may touch.
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
+
+void InstallSignalHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;  // A second Ctrl-C kills the demo at once.
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "falcon_demo [--scenario NAME] [--layout DxP] [--duration 180s] [--out DIR] "
+      "[--json-report PATH]");
+  // Accept --json-report as well as --json_report.
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--json-report", 0) == 0) {
+      static std::string fixed;
+      fixed = "--json_report" + a.substr(13);
+      argv[i] = fixed.data();
+    }
+  }
+  absl::ParseCommandLine(argc, argv);
+
+  absl::StatusOr<falcon::demo::Layout> layout =
+      falcon::demo::ParseLayout(absl::GetFlag(FLAGS_layout));
+  if (!layout.ok()) {
+    std::cerr << "falcon_demo: " << layout.status().message() << "\n";
+    return 2;
+  }
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  if (duration < absl::Seconds(20) || duration > absl::Hours(2)) {
+    std::cerr << "falcon_demo: --duration must be between 20s and 2h, got "
+              << absl::FormatDuration(duration) << "\n";
+    return 2;
+  }
+  falcon::demo::RunOptions options;
+  options.emulated_compute_ms = absl::GetFlag(FLAGS_emulated_compute_ms);
+  options.microbatches = absl::GetFlag(FLAGS_microbatches);
+  if (options.emulated_compute_ms <= 0 || options.emulated_compute_ms > 1000) {
+    std::cerr << "falcon_demo: --emulated_compute_ms must be in (0, 1000]\n";
+    return 2;
+  }
+  if (options.microbatches < 0 ||
+      (options.microbatches > 0 && options.microbatches % layout->pp != 0)) {
+    std::cerr << "falcon_demo: --microbatches must be 0 or a multiple of PP\n";
+    return 2;
+  }
+  options.scenario.layout = *layout;  // For MicroBatches() below.
+  int64_t iterations = absl::GetFlag(FLAGS_iterations);
+  if (iterations == 0) {
+    absl::Duration per_iteration = falcon::demo::EstimatedIterationTime(
+        *layout, falcon::demo::MicroBatches(options), options.emulated_compute_ms);
+    // ~15% of the budget goes to start-up and validation pauses.
+    iterations = static_cast<int64_t>(0.85 * (duration / per_iteration));
+  }
+  absl::StatusOr<falcon::demo::Scenario> scenario = falcon::demo::MakeScenario(
+      absl::GetFlag(FLAGS_scenario), *layout, absl::GetFlag(FLAGS_nodes), iterations);
+  if (!scenario.ok()) {
+    std::cerr << "falcon_demo: " << scenario.status().message() << "\n";
+    return 2;
+  }
+  options.scenario = *scenario;
+  options.time_limit = duration * 1.5 + absl::Seconds(30);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) {
+    std::cerr << "falcon_demo: --out: cannot create " << out << ": " << ec.message() << "\n";
+    return 2;
+  }
+  options.work_dir = std::filesystem::absolute(out + "/run").string();
+  // Agent sockets live in the work dir and unix socket paths must stay under 108 bytes.
+  if (options.work_dir.size() > 70) {
+    std::string tmpl = "/tmp/falcon-demo-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      std::cerr << "falcon_demo: cannot create a work dir under /tmp\n";
+      return 1;
+    }
+    options.work_dir = tmpl;
+  }
+  std::filesystem::remove_all(options.work_dir, ec);  // Fresh RocksDB data dir every run.
+  std::filesystem::create_directories(options.work_dir, ec);
+  options.live = [](const std::string& line) { std::cout << line << std::endl; };
+  options.stop = &g_stop;
+  options.settings = falcon::demo::DemoSettings();
+  options.settings.set_s3_cost_seconds(absl::GetFlag(FLAGS_s3_cost_seconds));
+  InstallSignalHandlers();
+
+  std::cout << "Falcon demo: scenario " << options.scenario.name << " ("
+            << options.scenario.description << "), DP=" << layout->dp << " x PP=" << layout->pp
+            << " on " << options.scenario.nodes << " emulated nodes, " << iterations
+            << " iterations\n";
+  for (const auto& f : options.scenario.faults) std::cout << "  inject: " << f.Describe() << "\n";
+  std::cout << "  logs and controller data: " << options.work_dir << "\n"
+            << "live: time, iteration, iteration time, job state, active event (Ctrl-C stops)"
+            << std::endl;
+
+  absl::StatusOr<falcon::demo::Report> report =
+      falcon::demo::RunScenario(options, falcon::demo::LocalClusterFactory());
+  if (!report.ok()) {
+    std::cerr << "falcon_demo: " << report.status().message() << "\n";
+    return 1;
+  }
+  if (!report->note.empty()) std::cout << "run ended early: " << report->note << "\n";
+  std::cout << "\n" << falcon::demo::SummaryText(*report);
+  absl::Status written = falcon::demo::WriteReportFolder(*report, out);
+  if (!written.ok()) std::cerr << "falcon_demo: report: " << written.message() << "\n";
+  const std::string json_report = absl::GetFlag(FLAGS_json_report);
+  if (!json_report.empty()) {
+    absl::Status s =
+        falcon::demo::WriteTextFile(json_report, falcon::demo::ReportJson(*report).dump(2) + "\n");
+    if (!s.ok()) std::cerr << "falcon_demo: --json-report: " << s.message() << "\n";
+  }
+  std::cout << "report: " << std::filesystem::absolute(out).string() << "/index.html\n";
+  return report->interrupted ? 130 : (written.ok() ? 0 : 1);
+}

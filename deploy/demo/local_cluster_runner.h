@@ -1,0 +1,14 @@
+// The production ClusterFactory: falcon::local::LocalCluster (//deploy/local:local_cluster) on
+// loopback, with the binaries bazel built next to this one.
+#ifndef FALCON_DEPLOY_DEMO_LOCAL_CLUSTER_RUNNER_H_
+#define FALCON_DEPLOY_DEMO_LOCAL_CLUSTER_RUNNER_H_
+
+#include "deploy/demo/runner.h"
+
+namespace falcon::demo {
+
+ClusterFactory LocalClusterFactory();
+
+}  // namespace falcon::demo
+
+#endif  // FALCON_DEPLOY_DEMO_LOCAL_CLUSTER_RUNNER_H_

@@ -1,0 +1,94 @@
+// Scenario definitions shared by the demo (falcon_demo) and the end-to-end suite (tests/e2e):
+// a job layout, an iteration budget and the fail-slows injected into the reference trainer
+// (collective/fault/fault_spec.h syntax), with what Falcon is expected to find.
+//
+// Fault windows are fractions of the run's iteration budget, so one scenario scales from a short
+// test run to the full demo. Ranks follow trainer/layout.h's default placement (rank r at
+// dp = r % D, pp = r / D) and the launcher's node grouping (ranks [k * R/N, (k+1) * R/N) on
+// node k), so a link fault is chosen between consecutive pipeline stages on different nodes.
+#ifndef FALCON_DEPLOY_DEMO_SCENARIO_H_
+#define FALCON_DEPLOY_DEMO_SCENARIO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace falcon::demo {
+
+// DP x PP of the reference trainer, e.g. "4x2".
+struct Layout {
+  int dp = 4;
+  int pp = 2;
+  int world() const { return dp * pp; }
+  std::string ToString() const;  // "4x2".
+};
+
+// Parses "DxP" (D, P >= 1, D * P <= 64). kInvalidArgument naming --layout.
+absl::StatusOr<Layout> ParseLayout(absl::string_view text);
+
+enum class FaultKind { kCompute, kLink, kContention };
+const char* FaultKindName(FaultKind kind);  // "compute", "link", "contention".
+
+// One injected fail-slow, active in iterations [from_iteration, to_iteration).
+struct InjectedFault {
+  FaultKind kind = FaultKind::kCompute;
+  int rank = -1;              // Compute / contention: the slowed global rank.
+  int src_rank = -1;          // Link: sending global rank.
+  int dst_rank = -1;          // Link: receiving global rank.
+  double factor = 1.0;        // Compute: time multiplier (>= 1).
+  double delay_ms = 0.0;      // Link: extra latency per message.
+  double bandwidth_mbps = 0;  // Link: bandwidth cap in Mbit/s; 0 uncapped.
+  int workers = 1;            // Contention: stress-ng CPU workers.
+  int64_t from_iteration = 0;
+  int64_t to_iteration = 0;
+  // Whether Falcon should raise an event for it (false for sub-threshold blips).
+  bool expect_event = true;
+  // Cause name Falcon should report ("COMPUTE" or "COMMUNICATION").
+  std::string expected_cause;
+  // Strategy the mitigation should reach ("S2", "S3"; empty: no expectation).
+  std::string expected_strategy;
+
+  // The item in fault_spec.h syntax, e.g. "compute:rank=2,factor=1.5,from=100,to=300".
+  std::string ToSpec() const;
+  // "compute ×1.5 on rank 2, iterations [100, 300)".
+  std::string Describe() const;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  Layout layout;
+  int nodes = 4;
+  int64_t iterations = 0;  // Training steps of the run.
+  std::vector<InjectedFault> faults;
+  // Restart the controller when the job reaches this iteration; -1 never.
+  int64_t restart_controller_at_iteration = -1;
+  // Whether the trainer needs --pin_cpus (contention faults).
+  bool pin_cpus = false;
+  // Extra falcon_train flags (after the runner's, so they win).
+  std::vector<std::string> train_args;
+
+  // All faults joined with "; " (empty when healthy).
+  std::string FaultSpec() const;
+};
+
+// Names accepted by MakeScenario, default first: "compute-link", "healthy", "compute", "link",
+// "blip", "contention", "restart".
+std::vector<std::string> ScenarioNames();
+
+// Builds scenario `name` for `layout` on `nodes` emulated nodes over `iterations` steps.
+// kInvalidArgument naming --scenario (unknown name, listing the valid ones), --layout (fewer than
+// 2 DP groups or 2 stages where the scenario needs them) or nodes (not dividing the world, or too
+// few for a link between nodes), or iterations (< 100).
+absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layout, int nodes,
+                                      int64_t iterations);
+
+// Emulated node index of `rank` when `world` ranks are grouped into `nodes` nodes.
+int NodeOf(int rank, int world, int nodes);
+
+}  // namespace falcon::demo
+
+#endif  // FALCON_DEPLOY_DEMO_SCENARIO_H_

@@ -1,0 +1,106 @@
+// Runs falcon_demo itself (the binary `./falcon demo` runs) on a short compute or link scenario
+// and checks report.json, the folder's files and --json-report: the path outside checks use.
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+extern char** environ;
+
+namespace {
+
+// --scenario=NAME from the command line (BUILD args): compute or link.
+std::string g_scenario = "compute";
+
+const std::string& Scenario() { return g_scenario; }
+
+int RunDemo(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+}
+
+TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  const std::string out = std::string(outputs != nullptr ? outputs : tmp.c_str()) + "/report";
+  const std::string copy = tmp + "/copy/report.json";
+  std::filesystem::create_directories(tmp + "/copy");
+  int rc = RunDemo({"deploy/demo/falcon_demo", "--scenario=" + Scenario(), "--iterations=330",
+                    "--duration=60s", "--emulated_compute_ms=3", "--out=" + out,
+                    "--json-report=" + copy});
+  ASSERT_EQ(rc, 0);
+  for (const char* f : {"report.json", "iterations.csv", "timeline.png", "index.html"}) {
+    EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
+  }
+  nlohmann::json j = ReadJson(out + "/report.json");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(ReadJson(copy), j) << "--json-report must be a copy of report.json";
+  EXPECT_EQ(j["false_alarms"], 0) << j.dump(2);
+  EXPECT_TRUE(j["missed_faults"].empty()) << j.dump(2);
+  ASSERT_EQ(j["injected_faults"].size(), 1u);
+  const nlohmann::json& fault = j["injected_faults"][0];
+  ASSERT_GE(j["events"].size(), 1u) << j.dump(2);
+  const nlohmann::json& e = j["events"][0];
+  for (const char* key :
+       {"cause", "ranks", "links", "onset_iteration", "alarm_iteration", "verdict_iteration",
+        "actions", "iteration_time_healthy_s", "iteration_time_slow_s",
+        "iteration_time_mitigated_s", "slowdown_recovered"}) {
+    EXPECT_TRUE(e.contains(key)) << key;
+  }
+  EXPECT_EQ(e["matched_fault"], 0) << j.dump(2);
+  EXPECT_GE(e["alarm_iteration"].get<int64_t>(), e["onset_iteration"].get<int64_t>());
+  EXPECT_GE(e["verdict_iteration"].get<int64_t>(), e["alarm_iteration"].get<int64_t>());
+  ASSERT_FALSE(e["actions"].empty()) << j.dump(2);
+  if (Scenario() == "compute") {
+    EXPECT_EQ(e["cause"], "COMPUTE");
+    ASSERT_EQ(e["ranks"].size(), 1u);
+    EXPECT_EQ(e["ranks"][0], fault["rank"]);
+    EXPECT_EQ(e["actions"][0]["strategy"], "S2") << j.dump(2);
+    EXPECT_GE(e["slowdown_recovered"].get<double>(), 0.6) << j.dump(2);
+  } else {
+    EXPECT_EQ(e["cause"], "COMMUNICATION");
+    ASSERT_EQ(e["links"].size(), 1u);
+    std::vector<int> got = {e["links"][0]["src_rank"], e["links"][0]["dst_rank"]};
+    std::vector<int> want = {fault["src_rank"], fault["dst_rank"]};
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want) << j.dump(2);
+    bool s3 = false;
+    for (const auto& a : e["actions"]) s3 = s3 || a["strategy"] == "S3";
+    EXPECT_TRUE(s3) << j.dump(2);
+  }
+  EXPECT_GT(e["iteration_time_slow_s"].get<double>(), e["iteration_time_healthy_s"].get<double>());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--scenario=", 0) == 0) g_scenario = a.substr(11);
+  }
+  return RUN_ALL_TESTS();
+}
