@@ -111,7 +111,6 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
     UnitOfWork* uow) {
   ApplyStats stats;
   Pipeline& p = PipelineOf(job);
-  CommProfiler* profiler = localizer_->Profiler(job.name());
   const int64_t now_ns = absl::ToUnixNanos(clock_->Now());
   for (const falcon::v1::IterationSummary& s : summaries) {
     Series& series = RankSeriesOf(p, s.rank());
@@ -119,7 +118,9 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
       ++stats.stale;
       continue;
     }
-    if (profiler != nullptr) profiler->AddSummary(s, job);
+    // Looked up per summary: a summary of this batch may end the event (freeing its profiler)
+    // or open one (found by the fuzzer: a pointer kept across the loop was used after free).
+    if (CommProfiler* profiler = localizer_->Profiler(job.name())) profiler->AddSummary(s, job);
     Feed(p, job, s.rank(), s.iteration(), s.iteration_time_ns(), s.plan_version(), now_ns,
          /*replay=*/false, uow);
     if (on_rank_summary_) {
