@@ -36,14 +36,22 @@ struct Orchestrator::EventState {
   int64_t measure_from = -1;
   std::vector<int64_t> measured_ns;
   bool judged = false;
-  // Per-rank compute probe under S2: recent compute time per micro-batch (ns) per rank.
+  // Per-rank compute probe (compute culprits): recent compute time per micro-batch (ns) per rank.
+  // Before S2 it measures the culprit's stage slowdown for the plan; under S2 it tells when the
+  // fault cleared (the plan hides that from the job's iteration time).
   std::map<uint32_t, std::vector<double>> per_micro_batch;
   std::vector<int> rank_dp, rank_pp;  // From the layout when the probe started.
+  std::vector<uint32_t> even_split;   // Micro-batches per DP index when the job has no plan.
   bool probe_saw_slow = false;
   int clear_streak = 0;
 };
 
 namespace {
+
+double Median(std::vector<double> x) {
+  std::nth_element(x.begin(), x.begin() + x.size() / 2, x.end());
+  return x[x.size() / 2];
+}
 
 analysis::Cause ToCause(falcon::v1::Cause c) {
   switch (c) {
@@ -71,6 +79,22 @@ int64_t Median(std::vector<int64_t> v) {
 }
 
 }  // namespace
+
+double Orchestrator::ProbeRatio(const EventState& st, uint32_t rank, size_t min_samples) {
+  auto it = st.per_micro_batch.find(rank);
+  if (it == st.per_micro_batch.end() || it->second.size() < min_samples) return 0;
+  std::vector<double> peers;
+  for (const auto& [r, samples] : st.per_micro_batch) {
+    if (r == rank || samples.size() < 3 || st.rank_pp[r] != st.rank_pp[rank]) continue;
+    if (std::find(st.culprit.ranks.begin(), st.culprit.ranks.end(), r) != st.culprit.ranks.end()) {
+      continue;
+    }
+    peers.push_back(Median(samples));
+  }
+  if (peers.empty()) return 0;
+  const double peer = Median(peers);
+  return peer > 0 ? Median(it->second) / peer : 0;
+}
 
 Orchestrator::Orchestrator(OrchestratorOptions options, const Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
@@ -232,7 +256,13 @@ bool Orchestrator::ApplyS2(EventState& st, const EscalationStep& step, EventActi
     *why_not = std::string(shape.status().message());
     return false;
   }
-  absl::StatusOr<S2Plan> plan = PlanS2(*shape, st.culprit, st.healthy);
+  // The culprits' stage slowdown as the probe measured it (the worst culprit), when it has.
+  Culprit culprit = st.culprit;
+  for (uint32_t r : culprit.ranks) {
+    culprit.measured_stage_slowdown =
+        std::max(culprit.measured_stage_slowdown, ProbeRatio(st, r, 3));
+  }
+  absl::StatusOr<S2Plan> plan = PlanS2(*shape, culprit, st.healthy);
   if (!plan.ok()) {
     *why_not = std::string(plan.status().message());
     return false;
@@ -267,6 +297,7 @@ bool Orchestrator::ApplyS2(EventState& st, const EscalationStep& step, EventActi
       .IgnoreError();
   Record(st, falcon::v1::STRATEGY_S2_MICRO_BATCH, *id, eff, reason, false, actions);
   st.s2_directive = *id;
+  st.per_micro_batch.clear();  // The probe starts over under the plan.
   st.before_s2 = shape->micro_batches;
   st.measure_from = eff;
   st.measured_ns.clear();
@@ -487,10 +518,9 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
   auto it = events_.find(event.event_id());
   if (it == events_.end()) return;
   EventState& st = *it->second;
-  if (st.culprit.cause != falcon::v1::CAUSE_COMPUTE || st.s2_directive == 0 ||
-      st.measure_from < 0 || summary.iteration() < st.measure_from + 2) {
-    return;
-  }
+  if (st.culprit.cause != falcon::v1::CAUSE_COMPUTE) return;
+  const bool before_s2 = st.s2_directive == 0;
+  if (!before_s2 && (st.measure_from < 0 || summary.iteration() < st.measure_from + 2)) return;
   const JobEntry* job = actions.FindJob(st.job);
   if (job == nullptr) return;
   if (st.rank_dp.empty()) {
@@ -502,34 +532,24 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
       st.rank_dp.push_back(p.dp);
       st.rank_pp.push_back(p.pp);
     }
+    st.even_split = shape->micro_batches;
   }
   const uint32_t rank = summary.rank();
-  const auto& m = job->job().micro_batches();
-  if (rank >= st.rank_dp.size() || st.rank_dp[rank] >= m.size() || m[st.rank_dp[rank]] == 0) {
+  std::vector<uint32_t> m(job->job().micro_batches().begin(), job->job().micro_batches().end());
+  if (m.size() != st.even_split.size()) m = st.even_split;
+  if (rank >= st.rank_dp.size() || static_cast<size_t>(st.rank_dp[rank]) >= m.size() ||
+      m[st.rank_dp[rank]] == 0) {
     return;
   }
   std::vector<double>& v = st.per_micro_batch[rank];
   v.push_back(static_cast<double>(summary.compute_ns()) / m[st.rank_dp[rank]]);
   if (v.size() > 5) v.erase(v.begin());
-  auto median = [](std::vector<double> x) {
-    std::nth_element(x.begin(), x.begin() + x.size() / 2, x.end());
-    return x[x.size() / 2];
-  };
+  if (before_s2) return;  // Samples for the plan's measured stage slowdown (ApplyS2).
   const bool culprit =
       std::find(st.culprit.ranks.begin(), st.culprit.ranks.end(), rank) != st.culprit.ranks.end();
-  if (!culprit || v.size() < 5) return;
-  std::vector<double> peers;
-  for (const auto& [r, samples] : st.per_micro_batch) {
-    if (r == rank || samples.size() < 3 || st.rank_pp[r] != st.rank_pp[rank]) continue;
-    if (std::find(st.culprit.ranks.begin(), st.culprit.ranks.end(), r) != st.culprit.ranks.end()) {
-      continue;
-    }
-    peers.push_back(median(samples));
-  }
-  if (peers.empty()) return;
-  const double peer = median(peers);
-  if (peer <= 0) return;
-  const double ratio = median(v) / peer;
+  if (!culprit) return;
+  const double ratio = ProbeRatio(st, rank, 5);
+  if (ratio <= 0) return;
   const double min_ratio = actions.Settings(st.job).verification_min_ratio;
   if (ratio >= 1 + min_ratio) {
     st.probe_saw_slow = true;

@@ -85,6 +85,10 @@ class Orchestrator : public MitigationHook {
 
  private:
   struct EventState;
+  // The culprit `rank`'s compute per micro-batch over the median of its stage peers' (non-culprit
+  // ranks of the same pipeline stage); 0 when there are too few samples (culprit >= min_samples,
+  // each peer >= 3).
+  static double ProbeRatio(const EventState& st, uint32_t rank, size_t min_samples);
   using Steps = std::vector<analysis::EscalationStep>;
 
   EventState* Start(const falcon::v1::Event& event, EventActions& actions, bool rebuild);

@@ -69,6 +69,12 @@ std::vector<uint32_t> EvenSplit(int64_t global_micro_batches, int dp, int pp) {
   return m;
 }
 
+double CulpritStageSlowdown(const Culprit& culprit, int64_t m, int pp) {
+  if (culprit.measured_stage_slowdown > 1.0)
+    return std::min(culprit.measured_stage_slowdown, 1000.0);
+  return StageSlowdown(culprit.slowdown_ratio, m, pp);
+}
+
 double StageSlowdown(double job_ratio, int64_t m, int pp) {
   if (!(job_ratio > 1.0)) return 1.0;
   const double s = 1.0 + (job_ratio - 1.0) * static_cast<double>(m + pp - 1) /
@@ -127,7 +133,7 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
   bool any = false;
   for (uint32_t r : culprit.ranks) any = any || static_cast<int>(r) < l.world_size();
   if (!any) return absl::FailedPreconditionError("S2: no culprit rank in the job's layout");
-  const double s = StageSlowdown(culprit.slowdown_ratio, m, P);
+  const double s = CulpritStageSlowdown(culprit, m, P);
   const absl::Duration c = StageCompute(healthy, m, P);
   const std::vector<double> cells = CellSlowdowns(shape, culprit, s);
   // Per DP group speed: the steady-state time per micro-batch is its slowest stage.
@@ -192,7 +198,7 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
         {static_cast<int32_t>(k.src_rank()), static_cast<int32_t>(k.dst_rank()), link_slowdown});
   }
   std::vector<analysis::SlowRank> ranks;
-  const double s = StageSlowdown(culprit.slowdown_ratio, m, P);
+  const double s = CulpritStageSlowdown(culprit, m, P);
   for (uint32_t r : culprit.ranks) {
     if (static_cast<int>(r) < l.world_size()) ranks.push_back({static_cast<int32_t>(r), s});
   }

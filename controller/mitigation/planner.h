@@ -31,6 +31,9 @@ struct Culprit {
   std::vector<uint32_t> ranks;          // Compute culprits.
   std::vector<falcon::v1::Link> links;  // Communication culprits.
   double slowdown_ratio = 1.0;          // Slow / healthy job iteration time, > 1.
+  // A compute culprit's stage slowdown measured directly (its compute time per micro-batch over
+  // its stage peers'); 0 = not measured, derive it from slowdown_ratio (StageSlowdown).
+  double measured_stage_slowdown = 0;
 };
 
 // The job as the planners see it.
@@ -52,6 +55,8 @@ std::vector<uint32_t> EvenSplit(int64_t global_micro_batches, int dp, int pp);
 
 // Stage slowdown of a compute culprit from the job's ratio (see above), in [1, 1000].
 double StageSlowdown(double job_ratio, int64_t micro_batches_per_replica, int pp);
+// The culprit's measured stage slowdown when it has one (> 1), else StageSlowdown(...).
+double CulpritStageSlowdown(const Culprit& culprit, int64_t micro_batches_per_replica, int pp);
 
 struct S2Plan {
   std::vector<uint32_t> micro_batches;  // Per DP index.

@@ -32,6 +32,25 @@ TEST(PlannerTest, EvenSplitAndStageSlowdown) {
   // One stage slowed by s: slow = (P-1)c + m s c, healthy = (m + P - 1)c.
   EXPECT_NEAR(StageSlowdown(1.4, 8, 2), 1.45, 1e-9);
   EXPECT_EQ(StageSlowdown(0.9, 8, 2), 1.0);
+  // A measured stage slowdown (the culprit's compute per micro-batch over its peers') wins.
+  Culprit c;
+  c.slowdown_ratio = 1.4;
+  EXPECT_NEAR(CulpritStageSlowdown(c, 8, 2), 1.45, 1e-9);
+  c.measured_stage_slowdown = 1.6;
+  EXPECT_DOUBLE_EQ(CulpritStageSlowdown(c, 8, 2), 1.6);
+}
+
+TEST(PlannerTest, S2ShedsMoreWorkForALargerMeasuredStageSlowdown) {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMPUTE;
+  c.ranks = {5};           // dp 1, pp 1
+  c.slowdown_ratio = 1.2;  // Diluted in the job's iteration time...
+  absl::StatusOr<S2Plan> diluted = PlanS2(Shape(64), c, absl::Milliseconds(100));
+  c.measured_stage_slowdown = 1.5;  // ... while the rank itself runs 1.5x slower.
+  absl::StatusOr<S2Plan> measured = PlanS2(Shape(64), c, absl::Milliseconds(100));
+  ASSERT_TRUE(diluted.ok() && measured.ok());
+  EXPECT_LT(measured->micro_batches[1], diluted->micro_batches[1])
+      << diluted->summary << " vs " << measured->summary;
 }
 
 TEST(PlannerTest, S2ShiftsMicroBatchesAwayFromTheSlowGroup) {

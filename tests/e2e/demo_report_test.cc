@@ -77,7 +77,10 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
     EXPECT_EQ(e["cause"], "COMPUTE");
     ASSERT_EQ(e["ranks"].size(), 1u);
     EXPECT_EQ(e["ranks"][0], fault["rank"]);
-    EXPECT_EQ(e["actions"][0]["strategy"], "S2") << j.dump(2);
+    bool s2 = false;  // S1 (keep going) is recorded first; S2 follows once it pays off.
+    for (const auto& a : e["actions"])
+      s2 = s2 || (a["strategy"] == "S2" && !a["revert"].get<bool>() && !a["skipped"].get<bool>());
+    EXPECT_TRUE(s2) << j.dump(2);
     EXPECT_GE(e["slowdown_recovered"].get<double>(), 0.6) << j.dump(2);
   } else {
     EXPECT_EQ(e["cause"], "COMMUNICATION");
