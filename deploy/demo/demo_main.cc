@@ -30,7 +30,7 @@ ABSL_FLAG(int64_t, iterations, 0, "training steps (0: sized from --duration)");
 ABSL_FLAG(double, emulated_compute_ms, 5,
           "emulated device time per micro-batch forward (larger: less relative CPU noise)");
 ABSL_FLAG(int, microbatches, 0, "micro-batches per global batch (0: 8 x DP x PP)");
-ABSL_FLAG(double, s3_cost_seconds, 5,
+ABSL_FLAG(double, s3_cost_seconds, 3,
           "S3 cost for the escalation (controller default 60 s, sized for large jobs)");
 ABSL_FLAG(std::string, out, "falcon-demo-report", "report folder (created)");
 ABSL_FLAG(std::string, json_report, "", "also copy report.json to this path");
