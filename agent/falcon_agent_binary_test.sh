@@ -5,8 +5,10 @@ set -euo pipefail
 AGENT="$1"
 DIR="$(mktemp -d /tmp/falcon-agent-bin-XXXXXX)"  # Short path: unix sockets are limited.
 PID=""
+OLD_PID=""
+NEW_PID=""
 cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null || true
+  for p in $PID $OLD_PID $NEW_PID; do kill -KILL "$p" 2>/dev/null || true; done
   rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -51,6 +53,18 @@ ADDR=$(sed -n 's/^metrics on //p' "$DIR/out")
 grep -q "node conf-node" "$DIR/out" || fail "config file node not applied"
 [ "$(stat -c %a "$DIR/agent.sock")" = 660 ] || fail "socket mode $(stat -c %a "$DIR/agent.sock")"
 
+# A second agent on the same socket is refused (exit 1, naming the path); the first keeps its
+# socket file.
+INODE=$(stat -c %i "$DIR/agent.sock")
+set +e
+out=$("$AGENT" --controller 127.0.0.1:1 --socket "$DIR/agent.sock" --metrics_listen 127.0.0.1:0 2>&1)
+rc=$?
+set -e
+[ "$rc" = 1 ] || fail "second agent on the socket: rc $rc: $out"
+grep -q "another agent is serving $DIR/agent.sock" <<<"$out" || fail "second agent: $out"
+[ "$(stat -c %i "$DIR/agent.sock" 2>/dev/null)" = "$INODE" ] ||
+  fail "second agent replaced or removed the first agent's socket"
+
 # Scrape /metrics over HTTP.
 HOST=${ADDR%:*}
 PORT=${ADDR##*:}
@@ -77,4 +91,44 @@ PID=""
 [ "$rc" = 0 ] || fail "exit code $rc after SIGTERM"
 grep -q "SIGTERM received, draining" "$DIR/out" || fail "no drain message"
 [ -e "$DIR/agent.sock" ] && fail "socket file left behind"
+
+# A stale socket file (its agent was killed) is replaced. An agent whose socket file was replaced
+# by another agent's leaves that one in place when it exits.
+start_agent() {  # start_agent OUTFILE: runs an agent on $DIR/s.sock, sets PID, waits for it.
+  "$AGENT" --controller 127.0.0.1:1 --socket "$DIR/s.sock" --metrics_listen 127.0.0.1:0 \
+    --drain_timeout 0.2 >"$1" 2>&1 &
+  PID=$!
+  for _ in $(seq 1 200); do
+    grep -q "shim socket" "$1" && return 0
+    kill -0 "$PID" 2>/dev/null || { cat "$1" >&2; fail "agent exited early"; }
+    sleep 0.1
+  done
+  fail "agent did not start: $(cat "$1")"
+}
+start_agent "$DIR/out1"
+kill -KILL "$PID"
+wait "$PID" 2>/dev/null || true
+[ -S "$DIR/s.sock" ] || fail "killed agent left no socket file (test premise)"
+start_agent "$DIR/out2"
+OLD_PID=$PID
+rm "$DIR/s.sock"
+start_agent "$DIR/out3"
+NEW_PID=$PID
+INODE=$(stat -c %i "$DIR/s.sock")
+kill -TERM "$OLD_PID"
+wait "$OLD_PID" || fail "replaced agent: exit code $?"
+OLD_PID=""
+[ "$(stat -c %i "$DIR/s.sock" 2>/dev/null)" = "$INODE" ] ||
+  fail "exiting agent removed the socket file of the agent now serving the path"
+set +e
+out=$("$AGENT" --controller 127.0.0.1:1 --socket "$DIR/s.sock" --metrics_listen 127.0.0.1:0 2>&1)
+rc=$?
+set -e
+[ "$rc" = 1 ] || fail "serving agent no longer reachable through its socket: rc $rc: $out"
+PID=$NEW_PID
+kill -TERM "$PID"
+wait "$PID" || fail "last agent: exit code $?"
+PID=""
+NEW_PID=""
+[ -e "$DIR/s.sock" ] && fail "socket file left behind by the last agent"
 echo PASS

@@ -1,10 +1,13 @@
 #include "agent/shim_service.h"
 
 #include <grp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <utility>
@@ -16,6 +19,20 @@
 
 namespace falcon::agent {
 namespace {
+
+// True when a process accepts connections on the unix socket at `path` (another agent serves it);
+// false when nothing answers (a stale file left by an agent that did not exit cleanly).
+bool SomeoneListens(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return false;  // Binding fails later, naming it.
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool answered = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return answered;
+}
 
 // One Attach stream. Lives until OnDone; the hub stops using it in OnClosed (called from OnDone).
 class AttachReactor final : public grpc::ServerBidiReactor<v1::ShimMessage, v1::AgentToShim>,
@@ -127,12 +144,31 @@ absl::StatusOr<std::unique_ptr<ShimServer>> ShimServer::Start(const Options& opt
       return absl::FailedPreconditionError(
           absl::StrCat("socket: ", options.socket_path, " exists and is not a socket"));
     }
+    if (SomeoneListens(options.socket_path)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("socket: another agent is serving ", options.socket_path));
+    }
     unlink(options.socket_path.c_str());  // Left behind by an agent that did not exit cleanly.
   }
   std::unique_ptr<ShimServer> server(new ShimServer(options, hub));
-  auto started = StartGrpcServer(absl::StrCat("unix:", options.socket_path), {&server->service_});
+  // gRPC removes the path it bound when it shuts down, whoever's file is there by then. So bind a
+  // path of this process's own and rename the socket into place: what gRPC later removes is that
+  // (by then absent) private path, and Shutdown removes the public one only while it is ours.
+  std::string bind_path = absl::StrCat(options.socket_path, ".", getpid());
+  if (bind_path.size() >= sizeof(sockaddr_un::sun_path)) bind_path = options.socket_path;
+  auto started = StartGrpcServer(absl::StrCat("unix:", bind_path), {&server->service_});
   if (!started.ok()) return started.status();
   server->server_ = std::move(started->server);
+  if (bind_path != options.socket_path &&
+      std::rename(bind_path.c_str(), options.socket_path.c_str()) != 0) {
+    const int err = errno;
+    unlink(bind_path.c_str());
+    return absl::UnavailableError(absl::StrCat("socket: rename ", bind_path, " to ",
+                                               options.socket_path, ": ", std::strerror(err)));
+  }
+  if (lstat(options.socket_path.c_str(), &st) == 0) {
+    server->bound_ = FileId{st.st_dev, st.st_ino};
+  }
   if (chmod(options.socket_path.c_str(), options.mode) != 0) {
     return absl::PermissionDeniedError(
         absl::StrCat("socket: chmod ", options.socket_path, ": ", std::strerror(errno)));
@@ -150,7 +186,13 @@ void ShimServer::Shutdown(absl::Duration grace) {
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
   server_.reset();
-  unlink(options_.socket_path.c_str());
+  // Remove the socket file only while it is still the one this server bound: after it was
+  // replaced (by hand, then another agent started on the path) it belongs to someone else.
+  struct stat st;
+  if (bound_.has_value() && lstat(options_.socket_path.c_str(), &st) == 0 &&
+      st.st_dev == bound_->dev && st.st_ino == bound_->ino) {
+    unlink(options_.socket_path.c_str());
+  }
 }
 
 ShimServer::~ShimServer() { Shutdown(absl::ZeroDuration()); }
