@@ -14,6 +14,11 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$DIR/out" ] && cat "$DIR/out" >&2; exit 1; }
 
+# --help exits 0 and lists the flags with their defaults.
+out=$("$AGENT" --help 2>&1) || fail "--help: exit status $?: $out"
+grep -q -- "^  --socket (.*) default: " <<<"$out" || fail "--help lists no --socket: $out"
+grep -q -- "^  --controller (.*) default: " <<<"$out" || fail "--help lists no --controller: $out"
+
 # Bad input exits 2 and names the setting.
 set +e
 out=$("$AGENT" 2>&1); rc=$?

@@ -20,6 +20,7 @@
 #include "agent/agent.h"
 #include "agent/options.h"
 #include "analysis/clock.h"
+#include "cli/help/flags_help.h"
 
 // Every flag is optional: unset flags leave the config file's value or the default in place.
 #define FALCON_AGENT_FLAG(name, help) \
@@ -57,6 +58,11 @@ ABSL_FLAG(std::string, config, "",
 namespace {
 
 constexpr char kVersion[] = "0.1.0";
+constexpr char kUsage[] =
+    "Falcon node agent: serves the shims of the training ranks on this node, reduces their op "
+    "timings to per-iteration summaries and streams them to the controller.\n"
+    "usage: falcon_agent --controller HOST:PORT [--socket PATH] [--config FILE] [flags]\n"
+    "Exit status: 0 after a SIGTERM/SIGINT drain, 1 when it cannot start, 2 for bad flags.\n";
 
 struct FlagKey {
   absl::Flag<std::optional<std::string>>* flag;
@@ -141,10 +147,11 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Falcon node agent: serves the shims of the training ranks on this node, reduces their op "
-      "timings to per-iteration summaries and streams them to the controller.\n"
-      "usage: falcon_agent --controller HOST:PORT [--socket PATH] [--config FILE] [flags]");
+  absl::SetProgramUsageMessage(kUsage);
+  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
+    std::fputs(falcon::cli::FlagsHelp(kUsage, "agent/main.cc", /*dashes=*/false).c_str(), stdout);
+    return 0;
+  }
   absl::ParseCommandLine(argc, argv);
   return Run();
 }

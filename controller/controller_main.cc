@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/clock.h"
+#include "cli/help/flags_help.h"
 #include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
@@ -54,6 +55,10 @@ ABSL_FLAG(absl::Duration, directive_delivery_latency, absl::Seconds(2),
 namespace {
 
 constexpr char kVersion[] = "0.9.0";
+constexpr char kUsage[] =
+    "falcon-controller: Falcon control plane (detection, localization, mitigation).\n"
+    "usage: falcon_controller [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
+    "[--data_dir DIR] [flags]\n";
 
 std::string Host(const std::string& address) {
   size_t colon = address.rfind(':');
@@ -63,7 +68,13 @@ std::string Host(const std::string& address) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("falcon-controller: Falcon control plane. See --help.");
+  absl::SetProgramUsageMessage(kUsage);
+  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
+    std::fputs(
+        falcon::cli::FlagsHelp(kUsage, "controller/controller_main.cc", /*dashes=*/false).c_str(),
+        stdout);
+    return 0;
+  }
   absl::ParseCommandLine(argc, argv);
 
   // Block the shutdown signals in every thread; main waits for them below.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cli/help/flags_help.h"
 #include "deploy/demo/local_cluster_runner.h"
 #include "deploy/demo/report_files.h"
 #include "deploy/demo/runner.h"
@@ -37,6 +38,12 @@ ABSL_FLAG(std::string, json_report, "", "also copy report.json to this path");
 
 namespace {
 
+constexpr char kUsage[] =
+    "falcon_demo: trains the reference job on a local emulated cluster, injects the scenario's "
+    "fail-slows and writes a report folder.\n"
+    "usage: falcon_demo [--scenario NAME] [--layout DxP] [--duration 180s] [--out DIR] "
+    "[--json-report PATH]\n";
+
 // Set by the SIGINT / SIGTERM handler; the only state a handler may touch.
 std::atomic<bool> g_stop{false};
 
@@ -54,9 +61,11 @@ void InstallSignalHandlers() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "falcon_demo [--scenario NAME] [--layout DxP] [--duration 180s] [--out DIR] "
-      "[--json-report PATH]");
+  absl::SetProgramUsageMessage(kUsage);
+  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
+    std::cout << falcon::cli::FlagsHelp(kUsage, "deploy/demo/demo_main.cc", /*dashes=*/false);
+    return 0;
+  }
   // Accept --json-report as well as --json_report.
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
