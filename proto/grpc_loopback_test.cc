@@ -82,6 +82,22 @@ TEST(GrpcLoopbackTest, UnreachableServerIsUnavailable) {
       << services.status();
 }
 
+TEST(GrpcLoopbackTest, PortInUseOrOutOfRangeIsAnError) {
+  SettingsOnlyControl service;
+  auto first = StartGrpcServer("127.0.0.1:0", {&service});
+  ASSERT_TRUE(first.ok()) << first.status();
+  // A second server on the same port must not share it (SO_REUSEPORT would split the clients).
+  SettingsOnlyControl other;
+  auto second = StartGrpcServer("127.0.0.1:" + std::to_string(first->port), {&other});
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  for (const char* bad : {"127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:x", "127.0.0.1"}) {
+    auto s = StartGrpcServer(bad, {&other});
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.status().message().find(bad), std::string::npos) << s.status();
+  }
+  first->server->Shutdown();
+}
+
 TEST(GrpcStatusTest, CodesMapOneToOne) {
   for (int code = 0; code <= 16; ++code) {
     absl::Status s(static_cast<absl::StatusCode>(code), code == 0 ? "" : "msg");

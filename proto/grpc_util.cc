@@ -2,14 +2,36 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace falcon {
+namespace {
+
+// "HOST:PORT" (HOST may be "[v6]") must end in a port in [0, 65535]; gRPC itself would wrap a
+// larger one silently. "unix:" addresses are left to gRPC.
+absl::Status CheckPort(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return absl::OkStatus();
+  const size_t colon = address.rfind(':');
+  int64_t port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address '", address, "': expected HOST:PORT with a port in [0, 65535] (0 = any free)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
                                               const std::vector<grpc::Service*>& services) {
+  if (absl::Status s = CheckPort(address); !s.ok()) return s;
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // No SO_REUSEPORT: a second server on a port in use must fail, not split the clients.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   StartedServer started;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
   builder.SetMaxReceiveMessageSize(64 << 20);

@@ -22,7 +22,9 @@ struct StartedServer {
 // Starts a server on `address` ("127.0.0.1:0" picks a free port; "unix:/path" for a unix socket)
 // serving `services`, with gRPC server reflection enabled. Insecure credentials (loopback and
 // node-local sockets; put TLS in front for anything else).
-// Errors: kUnavailable when the address cannot be bound.
+// The port is bound exclusively (no SO_REUSEPORT): a port already in use is an error.
+// Errors: kInvalidArgument for a TCP address whose port is missing or outside [0, 65535];
+// kUnavailable when the address cannot be bound (in use, no such interface).
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
                                               const std::vector<grpc::Service*>& services);
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -98,7 +99,8 @@ int main(int argc, char** argv) {
   }
   if (options.microbatches < 0 ||
       (options.microbatches > 0 && options.microbatches % layout->pp != 0)) {
-    std::cerr << "falcon_demo: --microbatches must be 0 or a multiple of PP\n";
+    std::cerr << "falcon_demo: --microbatches must be 0 or a multiple of PP (" << layout->pp
+              << "), got " << options.microbatches << "\n";
     return 2;
   }
   options.scenario.layout = *layout;  // For MicroBatches() below.
@@ -108,6 +110,15 @@ int main(int argc, char** argv) {
         *layout, falcon::demo::MicroBatches(options), options.emulated_compute_ms);
     // ~15% of the budget goes to start-up and validation pauses.
     iterations = static_cast<int64_t>(0.85 * (duration / per_iteration));
+    if (iterations < falcon::demo::kMinScenarioIterations) {
+      const absl::Duration need = per_iteration * falcon::demo::kMinScenarioIterations / 0.85;
+      std::cerr << "falcon_demo: --duration " << absl::FormatDuration(duration) << " gives only "
+                << iterations << " iterations at about " << absl::FormatDuration(per_iteration)
+                << " each; a scenario needs at least " << falcon::demo::kMinScenarioIterations
+                << ": use --duration " << absl::FormatDuration(absl::Ceil(need, absl::Seconds(1)))
+                << " or more\n";
+      return 2;
+    }
   }
   absl::StatusOr<falcon::demo::Scenario> scenario = falcon::demo::MakeScenario(
       absl::GetFlag(FLAGS_scenario), *layout, absl::GetFlag(FLAGS_nodes), iterations);
@@ -122,6 +133,20 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(out, ec);
   if (ec) {
     std::cerr << "falcon_demo: --out: cannot create " << out << ": " << ec.message() << "\n";
+    return 2;
+  }
+  const std::string json_report = absl::GetFlag(FLAGS_json_report);
+  if (!json_report.empty()) {  // Fail now, not after the run.
+    const bool existed = std::filesystem::exists(json_report, ec);
+    if (!std::ofstream(json_report, std::ios::app)) {
+      std::cerr << "falcon_demo: --json-report: cannot write " << json_report << "\n";
+      return 2;
+    }
+    if (!existed) std::filesystem::remove(json_report, ec);
+  }
+  const double s3_cost = absl::GetFlag(FLAGS_s3_cost_seconds);
+  if (!(s3_cost >= 0 && s3_cost <= 1e6)) {
+    std::cerr << "falcon_demo: --s3_cost_seconds must be in [0, 1e6], got " << s3_cost << "\n";
     return 2;
   }
   options.work_dir = std::filesystem::absolute(out + "/run").string();
@@ -139,7 +164,7 @@ int main(int argc, char** argv) {
   options.live = [](const std::string& line) { std::cout << line << std::endl; };
   options.stop = &g_stop;
   options.settings = falcon::demo::DemoSettings();
-  options.settings.set_s3_cost_seconds(absl::GetFlag(FLAGS_s3_cost_seconds));
+  options.settings.set_s3_cost_seconds(s3_cost);
   InstallSignalHandlers();
 
   std::cout << "Falcon demo: scenario " << options.scenario.name << " ("
@@ -161,7 +186,6 @@ int main(int argc, char** argv) {
   std::cout << "\n" << falcon::demo::SummaryText(*report);
   absl::Status written = falcon::demo::WriteReportFolder(*report, out);
   if (!written.ok()) std::cerr << "falcon_demo: report: " << written.message() << "\n";
-  const std::string json_report = absl::GetFlag(FLAGS_json_report);
   if (!json_report.empty()) {
     absl::Status s =
         falcon::demo::WriteTextFile(json_report, falcon::demo::ReportJson(*report).dump(2) + "\n");

@@ -142,13 +142,13 @@ absl::StatusOr<InjectedFault> LinkFault(const Layout& layout, int nodes, int64_t
 absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layout, int nodes,
                                       int64_t iterations) {
   if (nodes < 1 || layout.world() % nodes != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("nodes: ", nodes, " does not divide the ",
+    return absl::InvalidArgumentError(absl::StrCat("--nodes: ", nodes, " does not divide the ",
                                                    layout.world(), " ranks of --layout ",
                                                    layout.ToString()));
   }
-  if (iterations < 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("iterations: a scenario needs at least 100, got ", iterations));
+  if (iterations < kMinScenarioIterations) {
+    return absl::InvalidArgumentError(absl::StrCat("iterations: a scenario needs at least ",
+                                                   kMinScenarioIterations, ", got ", iterations));
   }
   Scenario s;
   s.name = std::string(name);

@@ -79,10 +79,13 @@ struct Scenario {
 // "blip", "contention", "restart".
 std::vector<std::string> ScenarioNames();
 
+// Fewest training steps a scenario runs (healthy baseline, fault windows, recovery).
+inline constexpr int64_t kMinScenarioIterations = 100;
+
 // Builds scenario `name` for `layout` on `nodes` emulated nodes over `iterations` steps.
 // kInvalidArgument naming --scenario (unknown name, listing the valid ones), --layout (fewer than
 // 2 DP groups or 2 stages where the scenario needs them) or nodes (not dividing the world, or too
-// few for a link between nodes), or iterations (< 100).
+// few for a link between nodes), or iterations (< kMinScenarioIterations).
 absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layout, int nodes,
                                       int64_t iterations);
 
