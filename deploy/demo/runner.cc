@@ -132,6 +132,8 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
       "--batch=8",
       absl::StrCat("--layers=", std::max(2, s.layout.pp)),
       "--print_every=0",
+      // A slow device (emulated) does not steal host CPU: compute faults sleep, not spin.
+      "--noburn_compute_faults",
   };
   if (!s.faults.empty()) args.push_back(absl::StrCat("--faults=", s.FaultSpec()));
   if (s.pin_cpus) args.push_back("--pin_cpus");
