@@ -11,6 +11,8 @@ PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev prometheus-cpp-dev libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev
   libeigen3-dev nlohmann-json3-dev
+  # Logging (glog), command lines (CLI11), HTTP clients in tests and tools (cpp-httplib).
+  libgoogle-glog-dev libcli11-dev libcpp-httplib-dev
   # Tests, demo and tooling: format check, plots, real Prometheus server + promtool, CPU
   # contention for compute fail-slows, HTTP scrapes, systemd unit verification.
   clang-format gnuplot-nox prometheus stress-ng curl systemd
