@@ -137,7 +137,11 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
                         .Name("falcon_store_write_errors_total")
                         .Help("Failed RocksDB writes")
                         .Register(registry)
-                        .Add({})) {
+                        .Add({})),
+      errors_(prometheus::BuildCounter()
+                  .Name("falcon_controller_errors_total")
+                  .Help("Errors handled by logging and going on, by site (where)")
+                  .Register(registry)) {
   prometheus::BuildGauge()
       .Name("falcon_controller_build_info")
       .Help("Build information; the value is always 1")
@@ -187,6 +191,10 @@ void ControllerMetrics::JobIterationTime(const std::string& job, absl::Duration 
   if (slot.iterations == nullptr) slot.iterations = &job_iterations_.Add({{"job", job}});
   slot.iteration_time->Set(absl::ToDoubleSeconds(time));
   slot.iterations->Increment();
+}
+
+void ControllerMetrics::CountError(absl::string_view where) {
+  errors_.Add({{"where", std::string(where)}}).Increment();
 }
 
 void ControllerMetrics::DirectiveIssued(const falcon::v1::Directive& directive) {

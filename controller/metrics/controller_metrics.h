@@ -46,7 +46,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/error_counter.h"
 #include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
@@ -59,7 +61,7 @@ std::string CauseLabel(falcon::v1::Cause cause);
 // "unknown" when no kind is set.
 std::string StrategyLabel(const falcon::v1::Directive& directive);
 
-class ControllerMetrics {
+class ControllerMetrics : public common::ErrorCounter {
  public:
   ControllerMetrics(prometheus::Registry& registry, const std::string& version);
 
@@ -86,6 +88,8 @@ class ControllerMetrics {
   // Drops the job's series.
   void RemoveJob(const std::string& job);
   void StoreWrite(absl::Duration latency, bool ok);
+  // An error handled by logging it and going on: falcon_controller_errors_total{where}.
+  void CountError(absl::string_view where) override;
 
  private:
   prometheus::Gauge& EventsGauge(falcon::v1::EventState state, falcon::v1::Cause cause)
@@ -110,6 +114,7 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>& directives_issued_;
   prometheus::Histogram& write_latency_;
   prometheus::Counter& write_errors_;
+  prometheus::Family<prometheus::Counter>& errors_;
 
   absl::Mutex mu_;
   std::map<std::pair<int, int>, prometheus::Gauge*> events_by_key_ ABSL_GUARDED_BY(mu_);
