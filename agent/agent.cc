@@ -6,10 +6,11 @@
 
 namespace falcon::agent {
 
-Agent::Agent(AgentOptions options, const Clock& clock)
+Agent::Agent(AgentOptions options, const common::Clock& clock)
     : options_(std::move(options)), clock_(clock), summary_interval_(options_.summary_interval) {}
 
-absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options, const Clock& clock) {
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options,
+                                                    const common::Clock& clock) {
   FillDefaults(&options);
   if (absl::Status s = Validate(options); !s.ok()) return s;
   std::unique_ptr<Agent> agent(new Agent(std::move(options), clock));

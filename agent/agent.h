@@ -25,7 +25,7 @@
 #include "agent/shim_hub.h"
 #include "agent/shim_service.h"
 #include "agent/telemetry_buffer.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 
@@ -36,7 +36,8 @@ class Agent : private ControllerLink::Handler {
   // Validates `options` (kInvalidArgument naming the setting), binds the shim socket and the
   // metrics port (kUnavailable when either cannot be bound) and starts connecting to the
   // controller. `clock` must outlive the agent.
-  static absl::StatusOr<std::unique_ptr<Agent>> Start(AgentOptions options, const Clock& clock);
+  static absl::StatusOr<std::unique_ptr<Agent>> Start(AgentOptions options,
+                                                      const common::Clock& clock);
   ~Agent() override;
 
   // Graceful stop: closes shim streams (shims keep unacked batches and reconnect to the next
@@ -58,7 +59,7 @@ class Agent : private ControllerLink::Handler {
   absl::Duration summary_interval() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  Agent(AgentOptions options, const Clock& clock);
+  Agent(AgentOptions options, const common::Clock& clock);
 
   // ControllerLink::Handler
   std::vector<v1::JobRegistration> Registrations() override;
@@ -68,7 +69,7 @@ class Agent : private ControllerLink::Handler {
   void FlushOnce(bool drain);
 
   const AgentOptions options_;
-  const Clock& clock_;
+  const common::Clock& clock_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<TelemetryBuffer> buffer_;

@@ -22,7 +22,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/reduce/held_op.h"
 #include "agent/shim_hub.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "prometheus/registry.h"
 #include "proto/falcon/v1/shim.grpc.pb.h"
 
@@ -119,7 +119,7 @@ struct HubResult {
 
 // Feeds `iterations` iterations of `ranks` ranks through a ShimHub; batches of 10 iterations.
 HubResult RunHub(uint32_t ranks, int iterations, bool hints) {
-  RealClock clock;
+  common::RealClock clock;
   auto registry = std::make_shared<prometheus::Registry>();
   AgentMetrics metrics(registry, "n1", "bench");
   NullSink sink;
@@ -167,7 +167,7 @@ double RunSocket(uint32_t ranks, int iterations) {
   char tmpl[] = "/tmp/falcon-agent-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return 0;
   const std::string dir = tmpl;
-  RealClock clock;
+  common::RealClock clock;
   AgentOptions o;
   o.controller = "127.0.0.1:1";  // Nobody: summaries stay buffered.
   o.socket_path = dir + "/agent.sock";
@@ -231,7 +231,7 @@ struct Memory {
 
 // Memory per rank with `ranks` ranks held in steady state (hinted, flushed every 10 iterations).
 Memory MemoryPerRank(uint32_t ranks) {
-  RealClock clock;
+  common::RealClock clock;
   auto registry = std::make_shared<prometheus::Registry>();
   AgentMetrics metrics(registry, "n1", "bench");
   NullSink sink;

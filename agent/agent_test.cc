@@ -17,7 +17,7 @@
 #include "agent/testing/messages.h"
 #include "agent/testing/prometheus_text.h"
 #include "agent/testing/shim_test_client.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 
 namespace falcon::agent {
@@ -106,7 +106,7 @@ class AgentTest : public ::testing::Test {
   }
 
   std::string dir_;
-  RealClock clock_;
+  common::RealClock clock_;
   FakeControllerStore store_;
   FakeController controller_{&store_};
   std::unique_ptr<Agent> agent_;

@@ -23,7 +23,7 @@
 #include "agent/testing/messages.h"
 #include "agent/testing/prometheus_text.h"
 #include "agent/testing/shim_test_client.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 
@@ -193,7 +193,7 @@ class ControllerIntegrationTest : public ::testing::Test {
 
   std::string dir_;
   std::string data_dir_;
-  RealClock clock_;
+  common::RealClock clock_;
   ControllerProcess controller_;
   std::unique_ptr<Agent> agent_;
   std::vector<std::unique_ptr<ShimTestClient>> shims_;

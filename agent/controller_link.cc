@@ -6,7 +6,7 @@
 namespace falcon::agent {
 
 ControllerLink::ControllerLink(Options options, TelemetryBuffer* buffer, Handler* handler,
-                               AgentMetrics* metrics, const Clock& clock)
+                               AgentMetrics* metrics, const common::Clock& clock)
     : options_(std::move(options)),
       buffer_(buffer),
       handler_(handler),

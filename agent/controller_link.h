@@ -30,7 +30,7 @@
 #include "agent/backoff.h"
 #include "agent/shim_hub.h"
 #include "agent/telemetry_buffer.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "proto/falcon/v1/telemetry.grpc.pb.h"
 
 namespace falcon::agent {
@@ -67,7 +67,7 @@ class ControllerLink : public ControllerSink {
 
   // `buffer`, `handler` and `metrics` must outlive the link.
   ControllerLink(Options options, TelemetryBuffer* buffer, Handler* handler, AgentMetrics* metrics,
-                 const Clock& clock);
+                 const common::Clock& clock);
   ~ControllerLink() override;
 
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
@@ -94,7 +94,7 @@ class ControllerLink : public ControllerSink {
   TelemetryBuffer* const buffer_;
   Handler* const handler_;
   AgentMetrics* const metrics_;
-  const Clock& clock_;
+  const common::Clock& clock_;
 
   mutable absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

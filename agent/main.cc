@@ -19,8 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
 #include "agent/options.h"
-#include "analysis/clock.h"
 #include "cli/help/flags_help.h"
+#include "common/clock.h"
 
 // Every flag is optional: unset flags leave the config file's value or the default in place.
 #define FALCON_AGENT_FLAG(name, help) \
@@ -115,7 +115,7 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  falcon::RealClock clock;
+  falcon::common::RealClock clock;
   auto agent = falcon::agent::Agent::Start(options, clock);
   if (!agent.ok()) {
     std::fprintf(stderr, "falcon-agent: %s\n", agent.status().ToString().c_str());

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/names.h"
 #include "nlohmann/json.hpp"
 
 namespace falcon::agent {
@@ -176,8 +177,8 @@ absl::Status Validate(const AgentOptions& o) {
   if (o.controller.empty()) return Bad("controller", "required (host:port)");
   if (o.socket_path.empty()) return Bad("socket", "required");
   if (o.socket_path.size() > 100) return Bad("socket", "longer than 100 bytes (unix socket limit)");
-  if (o.node.empty()) return Bad("node", "must not be empty");
-  if (o.agent_id.empty()) return Bad("agent_id", "must not be empty");
+  if (absl::Status s = common::ValidateNodeName(o.node, "node"); !s.ok()) return s;
+  if (absl::Status s = common::ValidateAgentId(o.agent_id, "agent_id"); !s.ok()) return s;
   if (o.summary_interval < absl::Milliseconds(1) || o.summary_interval > absl::Seconds(60)) {
     return Bad("summary_interval", "must be in [1ms, 60s]");
   }

@@ -19,7 +19,8 @@ v1::AgentToShim ErrorMessage(const absl::Status& status) {
 
 }  // namespace
 
-ShimHub::ShimHub(Options options, const Clock& clock, AgentMetrics* metrics, ControllerSink* sink)
+ShimHub::ShimHub(Options options, const common::Clock& clock, AgentMetrics* metrics,
+                 ControllerSink* sink)
     : options_(std::move(options)), clock_(clock), metrics_(metrics), sink_(sink) {}
 
 ShimHub::~ShimHub() {

@@ -33,7 +33,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/job_state.h"
 #include "agent/reduce/job_reducer.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "proto/falcon/v1/shim.pb.h"
 #include "proto/falcon/v1/telemetry.pb.h"
 
@@ -78,7 +78,7 @@ class ShimHub {
 
   // `metrics` and `sink` must outlive the hub.
   // REQUIRES: reduce::JobReducer::Validate(options.reduce).ok().
-  ShimHub(Options options, const Clock& clock, AgentMetrics* metrics, ControllerSink* sink);
+  ShimHub(Options options, const common::Clock& clock, AgentMetrics* metrics, ControllerSink* sink);
   ~ShimHub();
 
   // --- Shim streams (from the transport) ---
@@ -141,7 +141,7 @@ class ShimHub {
   void UpdateSessionGauge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  const Clock& clock_;
+  const common::Clock& clock_;
   AgentMetrics* const metrics_;
   ControllerSink* const sink_;
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "agent/agent_metrics.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 
@@ -106,7 +106,7 @@ class ShimHubTest : public ::testing::Test {
     return id;
   }
 
-  FakeClock clock_;
+  common::FakeClock clock_;
   std::shared_ptr<prometheus::Registry> registry_;
   AgentMetrics metrics_;
   FakeSink sink_;

@@ -13,7 +13,7 @@
 
 #include "agent/agent.h"
 #include "agent/testing/fake_controller.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "trainer_shim/shim.h"
 
@@ -130,7 +130,7 @@ class ShimIntegrationTest : public ::testing::Test {
   }
 
   std::string dir_;
-  RealClock clock_;
+  common::RealClock clock_;
   FakeControllerStore store_;
   FakeController controller_{&store_};
   std::unique_ptr<Agent> agent_;

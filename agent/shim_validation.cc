@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/names.h"
 
 namespace falcon::agent {
 namespace {
@@ -29,18 +30,8 @@ absl::Status ValidateLayoutIndex(int32_t index, uint32_t size, absl::string_view
 
 }  // namespace
 
-absl::Status ValidateJobName(absl::string_view job, absl::string_view field) {
-  if (job.empty() || job.size() > 128) return Bad(field, "must be 1 to 128 bytes");
-  for (char c : job) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return Bad(field, "may hold only [A-Za-z0-9._-]");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ValidateShimHello(const v1::ShimHello& hello) {
-  if (absl::Status s = ValidateJobName(hello.job(), "hello.job"); !s.ok()) return s;
+  if (absl::Status s = common::ValidateJobName(hello.job(), "hello.job"); !s.ok()) return s;
   if (!hello.has_rank()) return Bad("hello.rank", "missing");
   if (hello.world_size() < 1 || hello.world_size() > kMaxWorldSize) {
     return Bad("hello.world_size", "must be in [1, 1048576]");
@@ -50,7 +41,7 @@ absl::Status ValidateShimHello(const v1::ShimHello& hello) {
     return Bad("hello.rank.rank",
                absl::StrCat(r.rank(), " is not below world_size ", hello.world_size()));
   }
-  if (r.node().empty()) return Bad("hello.rank.node", "must not be empty");
+  if (absl::Status s = common::ValidateNodeName(r.node(), "hello.rank.node"); !s.ok()) return s;
   if (r.pid() <= 0) return Bad("hello.rank.pid", "must be > 0");
   if (r.gpu() < -1) return Bad("hello.rank.gpu", "must be -1 (CPU) or a device index");
   if (auto s = ValidateLayoutIndex(r.dp_index(), hello.dp_size(), "hello.rank.dp_index"); !s.ok())

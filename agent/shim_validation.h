@@ -20,9 +20,6 @@ inline constexpr int kMaxOpsPerShimBatch = 65536;
 inline constexpr uint64_t kMaxOpBytes = uint64_t{1} << 40;
 inline constexpr int64_t kMaxIterationTimeNs = int64_t{3600} * 1000 * 1000 * 1000;
 
-// Job names: [1, 128] bytes of [A-Za-z0-9._-]. `field` names the field in the error.
-absl::Status ValidateJobName(absl::string_view job, absl::string_view field);
-
 // ShimHello: job, rank (node, pid, rank < world_size), world_size, layout indices.
 absl::Status ValidateShimHello(const v1::ShimHello& hello);
 

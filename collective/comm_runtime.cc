@@ -4,7 +4,7 @@ namespace falcon::collective {
 
 CommRuntime::CommRuntime(CommRuntimeOptions options) : rank_(options.rank) {
   if (options.clock == nullptr) {
-    owned_clock_ = std::make_unique<RealClock>();
+    owned_clock_ = std::make_unique<common::RealClock>();
     clock_ = owned_clock_.get();
   } else {
     clock_ = options.clock;

@@ -12,12 +12,12 @@
 #include <memory>
 #include <vector>
 
-#include "analysis/clock.h"
 #include "collective/fault/fault_spec.h"
 #include "collective/fault/link_shaper.h"
 #include "collective/fault/sleeper.h"
 #include "collective/observer.h"
 #include "collective/pause_gate.h"
+#include "common/clock.h"
 
 namespace falcon::collective {
 
@@ -26,7 +26,7 @@ struct CommRuntimeOptions {
   int rank = 0;
   // Source of host_start_ns/host_end_ns. Default (nullptr): a RealClock owned by the runtime.
   // Must outlive the runtime.
-  const Clock* clock = nullptr;
+  const common::Clock* clock = nullptr;
   // Slow links applied on this rank's send path (only faults with src == rank matter).
   std::vector<LinkFault> link_faults;
   // How link delays are spent. Default (nullptr): a SleepingSleeper owned by the runtime.
@@ -40,7 +40,7 @@ class CommRuntime {
   CommRuntime& operator=(const CommRuntime&) = delete;
 
   int rank() const { return rank_; }
-  const Clock& clock() const { return *clock_; }
+  const common::Clock& clock() const { return *clock_; }
 
   // The observer every op reports to; nullptr (default) reports nothing. Not owned; it must
   // outlive every communicator using this runtime (or be reset to nullptr first).
@@ -65,8 +65,8 @@ class CommRuntime {
 
  private:
   const int rank_;
-  std::unique_ptr<Clock> owned_clock_;
-  const Clock* clock_;
+  std::unique_ptr<common::Clock> owned_clock_;
+  const common::Clock* clock_;
   std::unique_ptr<Sleeper> owned_sleeper_;
   std::unique_ptr<LinkShaper> link_shaper_;
   std::atomic<OpObserver*> observer_{nullptr};

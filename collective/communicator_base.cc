@@ -74,7 +74,7 @@ absl::Status CommunicatorBase::Run(OpKind kind, uint64_t bytes, int peer_global,
         absl::StrCat(Where(), ": communicator is broken by an earlier error: ", h.message()));
   }
   runtime_->pause_gate().WaitIfPaused();
-  const Clock& clock = runtime_->clock();
+  const common::Clock& clock = runtime_->clock();
   op_profiling_ = runtime_->profiling();
   op_device_ns_ = 0;
   const uint64_t seq = runtime_->NextSeq();

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "analysis/clock.h"
 #include "collective/testing/recording_observer.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 
 // Counts heap allocations made by this binary while `g_count_allocations` is set.
@@ -34,7 +34,7 @@ namespace {
 // of `size` members that all pass this member's (color, key) shifted by their rank.
 class FakeComm : public CommunicatorBase {
  public:
-  FakeComm(CommInfo info, std::shared_ptr<CommRuntime> runtime, FakeClock* clock)
+  FakeComm(CommInfo info, std::shared_ptr<CommRuntime> runtime, common::FakeClock* clock)
       : CommunicatorBase(std::move(info), MemoryKind::kHost, std::move(runtime)), clock_(clock) {}
 
   absl::Status next_error;
@@ -69,7 +69,7 @@ class FakeComm : public CommunicatorBase {
   }
 
  private:
-  FakeClock* clock_;
+  common::FakeClock* clock_;
 };
 
 CommInfo WorldInfo(int rank, int size) {
@@ -92,7 +92,7 @@ struct Fixture {
     runtime->SetObserver(&observer);
     comm = std::make_unique<FakeComm>(WorldInfo(rank, size), runtime, &clock);
   }
-  FakeClock clock;
+  common::FakeClock clock;
   testing::RecordingObserver observer;
   std::shared_ptr<CommRuntime> runtime;
   std::unique_ptr<FakeComm> comm;

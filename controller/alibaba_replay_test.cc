@@ -166,7 +166,7 @@ class AlibabaReplayTest : public ::testing::Test {
   LayoutSpec spec_;
   std::map<int, std::vector<double>> data_;
   std::map<int, double> healthy_;
-  FakeClock clock_;
+  common::FakeClock clock_;
   prometheus::Registry registry_;
   std::unique_ptr<InMemoryKvStore> kv_;
   std::unique_ptr<ControllerMetrics> metrics_;

@@ -127,7 +127,8 @@ class Controller::Actions : public EventActions {
 };
 
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const ControllerOptions& options,
-                                                               KvStore* kv, const Clock* clock,
+                                                               KvStore* kv,
+                                                               const common::Clock* clock,
                                                                ControllerMetrics* metrics,
                                                                MitigationHook* hook) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
@@ -139,7 +140,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const ControllerO
   return c;
 }
 
-Controller::Controller(const ControllerOptions& options, KvStore* kv, const Clock* clock,
+Controller::Controller(const ControllerOptions& options, KvStore* kv, const common::Clock* clock,
                        ControllerMetrics* metrics, MitigationHook* hook,
                        falcon::controller::v1::MetaRecord meta)
     : options_(options),

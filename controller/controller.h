@@ -19,7 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/core/agent_hub.h"
 #include "controller/core/directive_issuer.h"
 #include "controller/core/id_allocator.h"
@@ -66,7 +66,7 @@ class Controller {
   // controller; `hook` (may be null: verdicts end at LOCALIZED, i.e. S1) too.
   // Errors: kInvalidArgument for bad options; store errors (kDataLoss on a corrupt record).
   static absl::StatusOr<std::unique_ptr<Controller>> Create(const ControllerOptions& options,
-                                                            KvStore* kv, const Clock* clock,
+                                                            KvStore* kv, const common::Clock* clock,
                                                             ControllerMetrics* metrics,
                                                             MitigationHook* hook = nullptr);
   ~Controller();
@@ -89,7 +89,7 @@ class Controller {
   const DirectiveIssuer& directives() const { return directives_; }
   const AgentHub& hub() const { return hub_; }
   const ControllerStore& store() const { return store_; }
-  const Clock& clock() const { return *clock_; }
+  const common::Clock& clock() const { return *clock_; }
 
   // The Job the Control API serves: the registration plus the live figures.
   falcon::v1::Job JobView(const JobEntry& job) const;
@@ -101,7 +101,7 @@ class Controller {
  private:
   class Actions;  // EventActions bound to one unit of work.
 
-  Controller(const ControllerOptions& options, KvStore* kv, const Clock* clock,
+  Controller(const ControllerOptions& options, KvStore* kv, const common::Clock* clock,
              ControllerMetrics* metrics, MitigationHook* hook,
              falcon::controller::v1::MetaRecord meta);
   absl::Status Load();
@@ -117,7 +117,7 @@ class Controller {
   static void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
 
   const ControllerOptions options_;
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   ControllerMetrics* const metrics_;
   MitigationHook* const hook_;
   ControllerStore store_;

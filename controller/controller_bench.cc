@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/controller.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/store/rocksdb_kv_store.h"
@@ -180,7 +180,7 @@ testing::LayoutSpec Layout1024() {
 // Summaries per second over 1,024 ranks (128 agents, 16 iterations per batch).
 double SummaryThroughput(bool rocks) {
   auto store = MakeStore(rocks);
-  FakeClock clock;
+  common::FakeClock clock;
   auto c = std::move(*Controller::Create(BenchOptions(), store->kv.get(), &clock, nullptr));
   Sim sim(Layout1024(), c.get());
   std::mt19937_64 rng(1);
@@ -196,7 +196,7 @@ double SummaryThroughput(bool rocks) {
 // Op records per second while the job is profiled: batches of 65,536 device-timed ops.
 double OpThroughput(bool rocks, bool parse) {
   auto store = MakeStore(rocks);
-  FakeClock clock;
+  common::FakeClock clock;
   auto c = std::move(*Controller::Create(BenchOptions(), store->kv.get(), &clock, nullptr));
   testing::LayoutSpec spec;
   spec.job = "bench-ops";
@@ -266,7 +266,7 @@ DelayResult DetectionDelay1024() {
   uint64_t rounds = 0;
   for (int trial = 0; trial < 3; ++trial) {
     auto store = MakeStore(false);
-    FakeClock clock;
+    common::FakeClock clock;
     auto c = std::move(*Controller::Create(BenchOptions(), store->kv.get(), &clock, nullptr));
     const long rss0 = RssBytes();
     Sim sim(Layout1024(), c.get());

@@ -16,8 +16,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "analysis/clock.h"
 #include "cli/help/flags_help.h"
+#include "common/clock.h"
 #include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  falcon::RealClock clock;
+  falcon::common::RealClock clock;
   falcon::controller::mitigation::OrchestratorOptions mitigation;
   mitigation.checkpoint_dir = absl::GetFlag(FLAGS_s4_checkpoint_dir);
   falcon::controller::mitigation::Orchestrator orchestrator(mitigation, &clock);

@@ -80,7 +80,7 @@ class ControllerTest : public ::testing::Test {
   }
 
   LayoutSpec spec_;
-  FakeClock clock_;
+  common::FakeClock clock_;
   InMemoryKvStore kv_;
   prometheus::Registry registry_;
   ControllerMetrics metrics_;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/alibaba_data.h"
 #include "controller/testing/http_get.h"
@@ -138,7 +138,7 @@ class LoopbackReplayTest : public ::testing::Test {
   testing::LayoutSpec spec_;
   std::map<int, std::vector<double>> data_;
   std::map<int, double> healthy_;
-  FakeClock clock_;
+  common::FakeClock clock_;
   ServerOptions options_;
   std::unique_ptr<ControllerServer> server_;
   std::unique_ptr<falcon::v1::Control::Stub> control_;

@@ -48,7 +48,7 @@ std::string ResolveDir(const std::string& base, const std::string& dir) {
 absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
     TrainerOptions options, const Corpus* corpus, std::shared_ptr<collective::CommRuntime> runtime,
     std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-    collective::RankFaults* faults, const Clock* clock) {
+    collective::RankFaults* faults, const common::Clock* clock) {
   if (options.model.vocab_size != corpus->vocab_size()) {
     return absl::InvalidArgumentError(absl::StrCat("model vocab_size ", options.model.vocab_size,
                                                    " differs from the corpus's ",
@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
 RankTrainer::RankTrainer(TrainerOptions options, const Corpus* corpus,
                          std::shared_ptr<collective::CommRuntime> runtime,
                          std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-                         collective::RankFaults* faults, const Clock* clock, Layout layout)
+                         collective::RankFaults* faults, const common::Clock* clock, Layout layout)
     : options_(std::move(options)),
       corpus_(corpus),
       runtime_(std::move(runtime)),

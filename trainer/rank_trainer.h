@@ -31,10 +31,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
 #include "collective/comm_runtime.h"
 #include "collective/communicator.h"
 #include "collective/fault/rank_faults.h"
+#include "common/clock.h"
 #include "trainer/adam.h"
 #include "trainer/corpus.h"
 #include "trainer/directive_queue.h"
@@ -93,7 +93,7 @@ class RankTrainer {
       TrainerOptions options, const Corpus* corpus,
       std::shared_ptr<collective::CommRuntime> runtime,
       std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-      collective::RankFaults* faults, const Clock* clock);
+      collective::RankFaults* faults, const common::Clock* clock);
 
   // Trains until `steps` iterations are done (then writes the final checkpoint if asked) or an
   // S4 directive is applied. Communicator, checkpoint and log errors pass through.
@@ -116,7 +116,7 @@ class RankTrainer {
   RankTrainer(TrainerOptions options, const Corpus* corpus,
               std::shared_ptr<collective::CommRuntime> runtime,
               std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-              collective::RankFaults* faults, const Clock* clock, Layout layout);
+              collective::RankFaults* faults, const common::Clock* clock, Layout layout);
 
   absl::Status Init();
   absl::Status BuildGroupComms();
@@ -147,7 +147,7 @@ class RankTrainer {
   std::unique_ptr<collective::Communicator> pp_comm_;
   TrainerHooks* hooks_;
   collective::RankFaults* faults_;  // May be null.
-  const Clock* clock_;
+  const common::Clock* clock_;
   std::unique_ptr<ValidationExecutor> executor_;
   const int rank_;
 

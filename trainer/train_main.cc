@@ -30,6 +30,7 @@
 #include "collective/fault/fault_spec.h"
 #include "collective/launch/launcher.h"
 #include "collective/launch/rank_env.h"
+#include "common/names.h"
 #include "nlohmann/json.hpp"
 #include "trainer/corpus.h"
 #include "trainer/layout.h"
@@ -176,11 +177,8 @@ std::string AgentSocketTemplate() {
 // Checks the Falcon flags (--job, --agent_socket, --emulated_compute_ms); "" when fine.
 std::string CheckFalconFlags() {
   const std::string job = absl::GetFlag(FLAGS_job);
-  if (job.empty() || job.size() > 128) return "--job: need 1 to 128 characters";
-  for (char c : job) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return absl::StrCat("--job '", job, "': only [A-Za-z0-9._-] allowed");
-    }
+  if (absl::Status s = falcon::common::ValidateJobName(job, "--job"); !s.ok()) {
+    return std::string(s.message());
   }
   const double ms = absl::GetFlag(FLAGS_emulated_compute_ms);
   if (!(ms >= 0 && ms <= 10000)) {

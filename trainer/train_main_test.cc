@@ -65,7 +65,7 @@ TEST(TrainMainTest, BadFalconFlagsAreClearErrors) {
   const std::string base = "--dp 1 --pp 1 --microbatches 1 --steps 1 ";
   Outcome o = Train(base + "--job 'a b'", dir);
   EXPECT_EQ(o.exit_code, 2);
-  EXPECT_THAT(o.output, HasSubstr("--job 'a b': only [A-Za-z0-9._-] allowed"));
+  EXPECT_THAT(o.output, HasSubstr("--job: 'a b' is not 1 to 128 bytes of [A-Za-z0-9._-]"));
   o = Train(base + "--emulated_compute_ms -1", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("--emulated_compute_ms -1: need a number in [0, 10000]"));

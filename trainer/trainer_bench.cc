@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/stats.h"
 #include "trainer/corpus.h"
 #include "trainer/remap.h"
 #include "trainer/stage_model.h"
@@ -27,12 +28,6 @@ ModelConfig DefaultModel(int vocab) {
   ModelConfig c;  // The defaults of falcon_train.
   c.vocab_size = vocab;
   return c;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // CPU seconds (user + system) of the waited-for child processes so far.
@@ -113,7 +108,7 @@ int Main() {
       log = testing::ReadJsonLines(run.json_log);
     }
     const double per_iteration = (cpu[1] - cpu[0]) / (steps[1] - steps[0]);
-    const double measured = Median(Times(log, 2, 16));
+    const double measured = common::Median(Times(log, 2, 16));
     Row("DP=4 x PP=2 CPU per iteration, all 8 ranks, ms",
         absl::StrFormat("%.1f", per_iteration * 1e3), "-");
     Row("DP=4 x PP=2 iterations/s on 2 idle cores (CPU bound)",
@@ -130,8 +125,8 @@ int Main() {
       return 1;
     }
     const auto log = testing::ReadJsonLines(run.json_log);
-    const double healthy = Median(Times(log, 2, 12));
-    const double slow = Median(Times(log, 14, 24));
+    const double healthy = common::Median(Times(log, 2, 12));
+    const double slow = common::Median(Times(log, 14, 24));
     Row("iteration time healthy -> rank 3 at 2x compute, ms",
         absl::StrFormat("%.1f -> %.1f (x%.2f)", healthy * 1e3, slow * 1e3,
                         healthy > 0 ? slow / healthy : 0),

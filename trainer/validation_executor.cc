@@ -26,7 +26,7 @@ constexpr double kMaxLinkTotalBytes = 4.0 * (uint64_t{1} << 30);
 ValidationExecutor::ValidationExecutor(collective::Communicator* comm,
                                        collective::CommRuntime* runtime,
                                        const collective::ComputeSlowdown* slowdown,
-                                       const Clock* clock)
+                                       const common::Clock* clock)
     : comm_(comm), runtime_(runtime), slowdown_(slowdown), clock_(clock) {}
 
 absl::Status ValidationExecutor::CheckTask(const falcon::v1::ValidationTask& task, int world_size) {

@@ -25,10 +25,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
 #include "collective/comm_runtime.h"
 #include "collective/communicator.h"
 #include "collective/fault/compute_slowdown.h"
+#include "common/clock.h"
 #include "proto/falcon/v1/common.pb.h"
 
 namespace falcon::trainer {
@@ -39,7 +39,7 @@ class ValidationExecutor {
   // process's comm runtime (pause gate bypass, current iteration for fault windows). `slowdown`
   // may be null (no compute faults). All must outlive the executor.
   ValidationExecutor(collective::Communicator* comm, collective::CommRuntime* runtime,
-                     const collective::ComputeSlowdown* slowdown, const Clock* clock);
+                     const collective::ComputeSlowdown* slowdown, const common::Clock* clock);
 
   // Emulated device time added to each GEMM repetition (slept, stretched by the compute fault's
   // factor), matching the trainer's --emulated_compute_ms, so GEMM validation sees an emulated
@@ -73,7 +73,7 @@ class ValidationExecutor {
   collective::Communicator* const comm_;
   collective::CommRuntime* const runtime_;
   const collective::ComputeSlowdown* const slowdown_;
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   absl::Mutex mu_;
   absl::Duration emulated_gemm_ = absl::ZeroDuration();
   absl::Duration emulated_link_ = absl::ZeroDuration();

@@ -3,10 +3,10 @@
 #include <memory>
 #include <string>
 
-#include "analysis/clock.h"
 #include "collective/comm_runtime.h"
 #include "collective/fault/recording_sleeper.h"
 #include "collective/gloo/gloo_communicator.h"
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/testing/multirank.h"
@@ -70,7 +70,7 @@ TEST(ValidationExecutorTest, MalformedTasksNameTheField) {
 }
 
 struct OneRank {
-  RealClock clock;
+  common::RealClock clock;
   std::shared_ptr<collective::CommRuntime> runtime;
   std::unique_ptr<collective::Communicator> world;
 };

@@ -4,10 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/clock.h"
 #include "collective/comm_runtime.h"
 #include "collective/fault/rank_faults.h"
 #include "collective/gloo/gloo_communicator.h"
+#include "common/clock.h"
 #include "trainer/corpus.h"
 #include "trainer/scripted_hooks.h"
 
@@ -37,7 +37,7 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
     }
     hooks = owned_hooks.get();
   }
-  RealClock clock;
+  common::RealClock clock;
   collective::CommRuntimeOptions runtime_options;
   runtime_options.rank = options.rank;
   runtime_options.clock = &clock;

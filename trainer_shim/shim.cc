@@ -33,7 +33,8 @@ std::string HostName() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Shim>> Shim::Create(ShimOptions options, const Clock* clock) {
+absl::StatusOr<std::unique_ptr<Shim>> Shim::Create(ShimOptions options,
+                                                   const common::Clock* clock) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   if (options.node.empty()) options.node = HostName();
   if (options.pid <= 0) options.pid = static_cast<int32_t>(getpid());
@@ -42,9 +43,9 @@ absl::StatusOr<std::unique_ptr<Shim>> Shim::Create(ShimOptions options, const Cl
   return shim;
 }
 
-Shim::Shim(ShimOptions options, const Clock* clock)
+Shim::Shim(ShimOptions options, const common::Clock* clock)
     : options_(std::move(options)),
-      owned_clock_(clock == nullptr ? std::make_unique<RealClock>() : nullptr),
+      owned_clock_(clock == nullptr ? std::make_unique<common::RealClock>() : nullptr),
       clock_(clock == nullptr ? owned_clock_.get() : clock),
       ring_(options_.ring_capacity),
       // A trainer that applies directives checks plans against its current layout (which S3

@@ -29,7 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "proto/falcon/v1/common.pb.h"
 #include "trainer_shim/agent_link.h"
 #include "trainer_shim/directive_intake.h"
@@ -71,7 +71,7 @@ class Shim : private AgentLink::Listener {
   // kInvalidArgument from ShimOptions::Validate. Starts the link thread. `clock` (not owned; null
   // = a RealClock owned by the shim) times pauses and profiling windows.
   static absl::StatusOr<std::unique_ptr<Shim>> Create(ShimOptions options,
-                                                      const Clock* clock = nullptr);
+                                                      const common::Clock* clock = nullptr);
   ~Shim() override;
   Shim(const Shim&) = delete;
   Shim& operator=(const Shim&) = delete;
@@ -131,7 +131,7 @@ class Shim : private AgentLink::Listener {
   void Shutdown();
 
  private:
-  Shim(ShimOptions options, const Clock* clock);
+  Shim(ShimOptions options, const common::Clock* clock);
 
   // AgentLink::Listener (reader thread).
   void OnWelcome(const falcon::v1::ShimWelcome& welcome) override;
@@ -152,8 +152,8 @@ class Shim : private AgentLink::Listener {
   absl::Status CheckValidationTask(const falcon::v1::ValidationTask& task) const;
 
   const ShimOptions options_;
-  std::unique_ptr<Clock> owned_clock_;
-  const Clock* const clock_;
+  std::unique_ptr<common::Clock> owned_clock_;
+  const common::Clock* const clock_;
 
   // Producer side of RecordOp.
   std::atomic<bool> producer_lock_{false};

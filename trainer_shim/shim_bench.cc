@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/stats.h"
 #include "trainer_shim/fake_agent.h"
 #include "trainer_shim/falcon_shim.h"
 #include "trainer_shim/shim.h"
@@ -54,11 +55,6 @@ double CalibrateUnitsPerNs() {
     best_ns = std::min(best_ns, static_cast<double>(NowNs() - t0));
   }
   return kUnits / best_ns;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v[(v.size() - 1) / 2] + v[v.size() / 2]) / 2;
 }
 
 OpRecord MakeOp(int64_t i) {
@@ -232,16 +228,16 @@ AbResult MeasureAb(const std::string& socket, FakeAgent* agent) {
   }
   out.direct_ns = MeasureDirect(shim->get(), shape.ops);
   (*shim)->Shutdown();
-  const double base = Median(base_cpu);
+  const double base = common::Median(base_cpu);
   out.base_us = base / 1000;
-  out.shim_us = Median(shim_cpu) / 1000;
-  out.added_ns = Median(diffs);
+  out.shim_us = common::Median(shim_cpu) / 1000;
+  out.added_ns = common::Median(diffs);
   double mean = 0, var = 0;
   for (double d : diffs) mean += d / diffs.size();
   for (double d : diffs) var += (d - mean) * (d - mean) / (diffs.size() - 1);
   out.added_se_ns = 1.2533 * std::sqrt(var / diffs.size());
   out.overhead_pct = 100 * out.added_ns / base;
-  out.wall_overhead_pct = 100 * (Median(shim_wall) / Median(base_wall) - 1);
+  out.wall_overhead_pct = 100 * (common::Median(shim_wall) / common::Median(base_wall) - 1);
   out.direct_pct = 100 * out.direct_ns / base;
   return out;
 }

@@ -2,7 +2,7 @@
 // directives, pause and validation, profiling control, iteration hints.
 #include <thread>
 
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "trainer_shim/shim.h"
 #include "trainer_shim/shim_test_util.h"
@@ -177,7 +177,7 @@ TEST_F(ShimTest, PauseHoldsAtTheSafePointRunsValidationAndResumes) {
 }
 
 TEST_F(ShimTest, PauseReleasesItselfAfterMaxDuration) {
-  FakeClock clock;
+  common::FakeClock clock;
   std::unique_ptr<Shim> shim = MakeShim(&clock);
   ASSERT_TRUE(WaitConnected(*shim));
   Directive pause = BaseDirective(51, 5, 0);
@@ -225,7 +225,7 @@ TEST_F(ShimTest, ValidationProblemsComeBackAsErrors) {
 }
 
 TEST_F(ShimTest, ProfilingFollowsTheAgentAndExpires) {
-  FakeClock clock;
+  common::FakeClock clock;
   std::unique_ptr<Shim> shim = MakeShim(&clock);
   ASSERT_TRUE(WaitConnected(*shim));
   EXPECT_FALSE(shim->profiling());

@@ -2,27 +2,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/names.h"
 
 namespace falcon::shim {
-namespace {
-
-bool IsJobChar(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-';
-}
-
-}  // namespace
 
 absl::Status ShimOptions::Validate() const {
-  if (job.empty() || job.size() > 128) {
-    return absl::InvalidArgumentError("options.job: need 1..128 bytes");
-  }
-  for (char c : job) {
-    if (!IsJobChar(c)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("options.job: '", job, "' has a character outside [A-Za-z0-9._-]"));
-    }
-  }
+  if (absl::Status s = common::ValidateJobName(job, "options.job"); !s.ok()) return s;
   if (world_size < 1 || world_size > 1048576) {
     return absl::InvalidArgumentError("options.world_size: need [1, 1048576]");
   }

@@ -15,7 +15,7 @@ namespace falcon::shim {
 
 struct ShimOptions {
   // --- Identity (ShimHello). ---
-  std::string job;          // REQUIRES: [1, 128] bytes of [A-Za-z0-9._-].
+  std::string job;          // REQUIRES: a valid job name (common/names.h).
   uint32_t rank = 0;        // Global rank. REQUIRES: rank < world_size.
   uint32_t world_size = 1;  // REQUIRES: [1, 1048576].
   std::string node;         // Node name. Default: gethostname().

@@ -129,7 +129,7 @@ class ShimTest : public ::testing::Test {
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = *std::move(agent);
   }
-  std::unique_ptr<Shim> MakeShim(const Clock* clock = nullptr) {
+  std::unique_ptr<Shim> MakeShim(const common::Clock* clock = nullptr) {
     auto shim = Shim::Create(FastOptions(socket_, &log_), clock);
     EXPECT_TRUE(shim.ok()) << shim.status();
     return shim.ok() ? *std::move(shim) : nullptr;

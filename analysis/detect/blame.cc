@@ -8,15 +8,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/stats.h"
 
 namespace falcon::analysis {
 namespace {
-
-absl::Duration Median(std::vector<absl::Duration> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 double Ratio(absl::Duration a, absl::Duration b) {
   return b > absl::ZeroDuration() ? absl::FDivDuration(a, b) : 0.0;
@@ -85,7 +80,7 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
   if (result.iteration_time <= absl::ZeroDuration() && !total.empty()) {
     std::vector<absl::Duration> totals;
     for (const auto& [rank, t] : total) totals.push_back(t);
-    result.iteration_time = Median(std::move(totals));
+    result.iteration_time = common::Median(totals);
   }
   const absl::Duration material = result.iteration_time * options.min_excess_fraction;
   const double limit = 1.0 + options.slow_ratio;
@@ -95,7 +90,7 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
   for (const RankCompute& r : input.ranks) by_group[r.group].push_back(r.compute);
   std::map<int64_t, absl::Duration> group_median;
   for (auto& [group, v] : by_group) {
-    if (v.size() >= 2) group_median[group] = Median(v);
+    if (v.size() >= 2) group_median[group] = common::Median(v);
   }
   for (const RankCompute& r : input.ranks) {
     auto it = group_median.find(r.group);
@@ -126,7 +121,7 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
     if (members.size() < 2) continue;
     std::vector<absl::Duration> v;
     for (size_t i : members) v.push_back(transfer[i]);
-    const absl::Duration median = Median(std::move(v));
+    const absl::Duration median = common::Median(v);
     for (size_t i : members) {
       if (!(transfer[i] > median * limit)) continue;
       comm_ratio[i] = Ratio(transfer[i], median);

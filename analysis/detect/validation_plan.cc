@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/stats.h"
 
 namespace falcon::analysis {
 
@@ -150,11 +151,7 @@ absl::StatusOr<std::vector<SlowLink>> FindSlowLinks(const PassPlan& plan,
   }
   std::vector<SlowLink> slow;
   if (means.empty()) return slow;
-  std::vector<absl::Duration> sorted = means;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  const absl::Duration median =
-      n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  const absl::Duration median = common::Median(means);
   for (const auto& [link, acc] : links) {
     const absl::Duration mean = acc.sum / acc.count;
     if (mean > median * (1.0 + slow_ratio)) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/stats.h"
 
 namespace falcon::analysis {
 
@@ -31,39 +32,14 @@ double RelativeChange(double mean_before, double mean_after) {
   return hi / lo - 1.0;
 }
 
-namespace {
-
-double Median(absl::Span<const double> values) {
-  std::vector<double> v(values.begin(), values.end());
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  if (v.size() % 2 == 1) return v[mid];
-  const double upper = v[mid];
-  const double lower = *std::max_element(v.begin(), v.begin() + mid);
-  const double sum = upper + lower;
-  return std::isfinite(sum) ? 0.5 * sum : 0.5 * upper + 0.5 * lower;  // no overflow near 1e308
-}
-
-double Mean(absl::Span<const double> values) {
-  double sum = 0;
-  for (double v : values) sum += v;
-  if (std::isfinite(sum)) return sum / static_cast<double>(values.size());
-  // Finite values whose sum overflows (near 1e308): sum them scaled by an exact power of two.
-  sum = 0;
-  for (double v : values) sum += std::ldexp(v, -64);
-  return std::ldexp(sum / static_cast<double>(values.size()), 64);
-}
-
-}  // namespace
-
 LevelComparison CompareLevels(absl::Span<const double> before, absl::Span<const double> after,
                               double min_relative_change) {
   LevelComparison out;
   if (before.empty() || after.empty()) return out;
-  out.mean_before = Mean(before);
-  out.mean_after = Mean(after);
-  out.median_before = Median(before);
-  out.median_after = Median(after);
+  out.mean_before = common::Mean(before);
+  out.mean_after = common::Mean(after);
+  out.median_before = common::Median(before);
+  out.median_after = common::Median(after);
   out.significant = RelativeChange(out.mean_before, out.mean_after) >= min_relative_change &&
                     RelativeChange(out.median_before, out.median_after) >= min_relative_change &&
                     (out.mean_after > out.mean_before) == (out.median_after > out.median_before);

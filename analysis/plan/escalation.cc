@@ -82,7 +82,7 @@ absl::Status EscalationOptions::Validate() const {
 }
 
 absl::StatusOr<Escalation> Escalation::Create(const EscalationOptions& options,
-                                              const Clock& clock) {
+                                              const common::Clock& clock) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   return Escalation(options, clock);
 }

@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 
 namespace falcon::analysis {
 
@@ -84,7 +84,8 @@ absl::string_view ActionName(EscalationStep::Action action);
 class Escalation {
  public:
   // kInvalidArgument when `options` do not validate. `clock` must outlive the object.
-  static absl::StatusOr<Escalation> Create(const EscalationOptions& options, const Clock& clock);
+  static absl::StatusOr<Escalation> Create(const EscalationOptions& options,
+                                           const common::Clock& clock);
 
   // Starts an event at `iteration`: healthy and slow iteration times as the detector measured
   // them. Returns the first steps (S1 at once). kFailedPrecondition while an event is active;
@@ -131,7 +132,7 @@ class Escalation {
   const std::vector<EscalationStep>& history() const { return history_; }
 
  private:
-  Escalation(const EscalationOptions& options, const Clock& clock)
+  Escalation(const EscalationOptions& options, const common::Clock& clock)
       : options_(options), clock_(&clock) {}
 
   bool Enabled(Strategy s) const;
@@ -144,7 +145,7 @@ class Escalation {
               std::vector<EscalationStep>* out);
 
   EscalationOptions options_;
-  const Clock* clock_;
+  const common::Clock* clock_;
   bool active_ = false;
   Cause cause_ = Cause::kUnknown;
   absl::Duration healthy_;

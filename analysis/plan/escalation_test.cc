@@ -30,7 +30,7 @@ class EscalationTest : public ::testing::Test {
     }
     return all;
   }
-  FakeClock clock_;
+  common::FakeClock clock_;
 };
 
 TEST_F(EscalationTest, ComputeEventClimbsTheWholeLadder) {

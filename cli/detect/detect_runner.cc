@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "analysis/detect/blame.h"
 #include "analysis/detect/verification.h"
+#include "common/stats.h"
 
 namespace falcon::cli {
 namespace {
@@ -17,17 +18,6 @@ using nlohmann::json;
 json Ratio(double before, double after) {
   if (before == 0 || !std::isfinite(after / before)) return nullptr;
   return after / before;
-}
-
-double Mean(const std::vector<double>& v, size_t begin, size_t end) {
-  if (end <= begin) return 0.0;
-  double sum = 0;
-  for (size_t i = begin; i < end; ++i) sum += v[i];
-  if (std::isfinite(sum)) return sum / static_cast<double>(end - begin);
-  // Finite values whose sum overflows (near 1e308): sum them scaled by an exact power of two.
-  sum = 0;
-  for (size_t i = begin; i < end; ++i) sum += std::ldexp(v[i], -64);
-  return std::ldexp(sum / static_cast<double>(end - begin), 64);
 }
 
 absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& options) {
@@ -75,7 +65,9 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
       json ratio = 1.0;
       if (j > 0) {
         const size_t prev = static_cast<size_t>(cps[j - 1]);
-        ratio = Ratio(Mean(s.values, prev, c), Mean(s.values, c, next));
+        const absl::Span<const double> values = s.values;
+        ratio = Ratio(common::Mean(values.subspan(prev, c - prev)),
+                      common::Mean(values.subspan(c, next - c)));
       }
       points.push_back({{"index", cps[j]},
                         {"kind", "raw"},

@@ -13,11 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "analysis/clock.h"
 #include "analysis/plan/escalation.h"
 #include "analysis/plan/micro_batch_solver.h"
 #include "cli/plan/layout_io.h"
 #include "cli/plan/trace_io.h"
+#include "common/clock.h"
 #include "nlohmann/json.hpp"
 
 namespace falcon::cli {
@@ -362,7 +362,7 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
         "--healthy-s: must be a finite number of seconds >= 0, got ", request.healthy_s));
   }
 
-  FakeClock clock(absl::UnixEpoch());
+  common::FakeClock clock(absl::UnixEpoch());
   absl::StatusOr<analysis::Escalation> escalation = analysis::Escalation::Create(options, clock);
   if (!escalation.ok()) return escalation.status();
   analysis::Escalation& e = *escalation;

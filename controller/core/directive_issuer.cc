@@ -27,8 +27,8 @@ absl::Status DirectiveOptions::Validate() const {
   return absl::OkStatus();
 }
 
-DirectiveIssuer::DirectiveIssuer(DirectiveOptions options, const Clock* clock, IdAllocator* ids,
-                                 AgentHub* hub, ControllerMetrics* metrics)
+DirectiveIssuer::DirectiveIssuer(DirectiveOptions options, const common::Clock* clock,
+                                 IdAllocator* ids, AgentHub* hub, ControllerMetrics* metrics)
     : options_(options), clock_(clock), ids_(ids), hub_(hub), metrics_(metrics) {}
 
 bool DirectiveIssuer::IsPlan(const falcon::v1::Directive& d) {

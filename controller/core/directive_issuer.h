@@ -34,7 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/core/agent_hub.h"
 #include "controller/core/id_allocator.h"
 #include "controller/core/unit_of_work.h"
@@ -70,8 +70,8 @@ struct JobProgress {
 class DirectiveIssuer {
  public:
   // `metrics` (nullable, not owned) counts committed directives by strategy.
-  DirectiveIssuer(DirectiveOptions options, const Clock* clock, IdAllocator* ids, AgentHub* hub,
-                  ControllerMetrics* metrics = nullptr);
+  DirectiveIssuer(DirectiveOptions options, const common::Clock* clock, IdAllocator* ids,
+                  AgentHub* hub, ControllerMetrics* metrics = nullptr);
 
   using ProgressFn = std::function<JobProgress(const std::string& job)>;
   // Where effective iterations and rollbacks read the job's progress (default: none known).
@@ -136,7 +136,7 @@ class DirectiveIssuer {
                    AckOutcome* out);
 
   const DirectiveOptions options_;
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   IdAllocator* const ids_;
   AgentHub* const hub_;
   ControllerMetrics* const metrics_;

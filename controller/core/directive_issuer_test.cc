@@ -44,7 +44,7 @@ class DirectiveIssuerTest : public ::testing::Test {
     return a;
   }
 
-  FakeClock clock_;
+  common::FakeClock clock_;
   InMemoryKvStore kv_;
   ControllerStore store_;
   AgentHub hub_;

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/core/id_allocator.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "gtest/gtest.h"
@@ -11,7 +11,7 @@ namespace falcon::controller {
 namespace {
 
 TEST(UnitOfWorkTest, ActionsRunOnlyAfterADurableCommit) {
-  FakeClock clock;
+  common::FakeClock clock;
   InMemoryKvStore kv(ControllerStore::TableNames());
   ControllerStore store(&kv, &clock);
   std::vector<int> order;
@@ -39,7 +39,7 @@ TEST(UnitOfWorkTest, ActionsRunOnlyAfterADurableCommit) {
 }
 
 TEST(IdAllocatorTest, NeverRepeatsAcrossReload) {
-  FakeClock clock;
+  common::FakeClock clock;
   InMemoryKvStore kv(ControllerStore::TableNames());
   ControllerStore store(&kv, &clock);
   StoreTxn txn;

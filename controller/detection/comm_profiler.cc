@@ -2,18 +2,9 @@
 
 #include <algorithm>
 
+#include "common/stats.h"
+
 namespace falcon::controller {
-namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
-
 void CommProfiler::Start() {
   active_ = true;
   pending_.clear();
@@ -111,7 +102,7 @@ ProfileResult CommProfiler::Result() const {
   for (const auto& [id, ratios] : comm_ratios_) {
     double fraction = static_cast<double>(ratios.size()) / judged_;
     if (fraction < 0.5) continue;
-    r.suspicious.push_back({id, Median(ratios), fraction});
+    r.suspicious.push_back({id, common::Median(ratios), fraction});
   }
   for (const auto& [rank, list] : blames_) {
     double fraction = static_cast<double>(list.size()) / judged_;
@@ -129,7 +120,7 @@ ProfileResult CommProfiler::Result() const {
       ratios.push_back(b.ratio);
       comm = b.comm_id;
     }
-    r.blamed.push_back({rank, cause, Median(ratios), fraction, comm});
+    r.blamed.push_back({rank, cause, common::Median(ratios), fraction, comm});
   }
   return r;
 }

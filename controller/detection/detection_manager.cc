@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "common/stats.h"
 
 namespace falcon::controller {
 
@@ -42,7 +43,7 @@ int64_t DetectionManager::RecentTimes::ArrivalOf(int64_t it) const {
   return oldest_ns;
 }
 
-DetectionManager::DetectionManager(DetectionOptions options, const Clock* clock,
+DetectionManager::DetectionManager(DetectionOptions options, const common::Clock* clock,
                                    const JobRegistry* registry, const SettingsManager* settings,
                                    EventManager* events, Localizer* localizer,
                                    const ControllerStore* store, ControllerMetrics* metrics)
@@ -351,9 +352,7 @@ int64_t DetectionManager::MaxRankIteration(const std::string& job) const {
 absl::Duration DetectionManager::Baseline(const std::string& job) const {
   auto it = pipelines_.find(job);
   if (it == pipelines_.end() || it->second->baseline_ring.empty()) return absl::ZeroDuration();
-  std::vector<int64_t> v = it->second->baseline_ring;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return absl::Nanoseconds(v[v.size() / 2]);
+  return absl::Nanoseconds(common::Median(it->second->baseline_ring));
 }
 
 size_t DetectionManager::MemoryBytes() const {

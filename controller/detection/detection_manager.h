@@ -18,8 +18,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
 #include "analysis/detect/online_detector.h"
+#include "common/clock.h"
 #include "controller/core/unit_of_work.h"
 #include "controller/detection/event_manager.h"
 #include "controller/detection/job_series.h"
@@ -53,9 +53,10 @@ class DetectionManager {
   using JobIterationFn = std::function<void(falcon::controller::v1::EventRecord*, int64_t,
                                             absl::Duration, UnitOfWork*)>;
 
-  DetectionManager(DetectionOptions options, const Clock* clock, const JobRegistry* registry,
-                   const SettingsManager* settings, EventManager* events, Localizer* localizer,
-                   const ControllerStore* store, ControllerMetrics* metrics);
+  DetectionManager(DetectionOptions options, const common::Clock* clock,
+                   const JobRegistry* registry, const SettingsManager* settings,
+                   EventManager* events, Localizer* localizer, const ControllerStore* store,
+                   ControllerMetrics* metrics);
 
   void set_recovered_callback(RecoveredFn fn) { on_recovered_ = std::move(fn); }
   void set_job_iteration_callback(JobIterationFn fn) { on_job_iteration_ = std::move(fn); }
@@ -152,7 +153,7 @@ class DetectionManager {
   absl::Status Replay(const JobEntry& job);
 
   const DetectionOptions options_;
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   const JobRegistry* const registry_;
   const SettingsManager* const settings_;
   EventManager* const events_;

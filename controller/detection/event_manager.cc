@@ -22,7 +22,7 @@ int64_t SeriesRank(const std::string& series) {
   return r;
 }
 
-EventManager::EventManager(const Clock* clock, IdAllocator* ids, ControllerMetrics* metrics)
+EventManager::EventManager(const common::Clock* clock, IdAllocator* ids, ControllerMetrics* metrics)
     : clock_(clock), ids_(ids), metrics_(metrics) {}
 
 bool EventManager::IsActiveState(falcon::v1::EventState s) {

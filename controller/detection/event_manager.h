@@ -15,8 +15,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
 #include "analysis/detect/online_detector.h"
+#include "common/clock.h"
 #include "controller/core/id_allocator.h"
 #include "controller/core/unit_of_work.h"
 #include "controller/metrics/controller_metrics.h"
@@ -44,7 +44,7 @@ class EventManager {
  public:
   using Watcher = std::function<void(const falcon::v1::Event&)>;
 
-  EventManager(const Clock* clock, IdAllocator* ids, ControllerMetrics* metrics);
+  EventManager(const common::Clock* clock, IdAllocator* ids, ControllerMetrics* metrics);
 
   // Replaces the events with stored ones (ControllerStore::LoadEvents()); re-derives the active
   // event of each job and the metrics gauges.
@@ -109,7 +109,7 @@ class EventManager {
   void AfterTransition(const falcon::v1::Event& event, falcon::v1::EventState previous_state,
                        falcon::v1::Cause previous_cause, UnitOfWork* uow);
 
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   IdAllocator* const ids_;
   ControllerMetrics* const metrics_;
   std::map<uint64_t, falcon::controller::v1::EventRecord> events_;

@@ -47,7 +47,7 @@ class EventManagerTest : public ::testing::Test {
     return -1;
   }
 
-  FakeClock clock_;
+  common::FakeClock clock_;
   InMemoryKvStore kv_;
   ControllerStore store_;
   prometheus::Registry registry_;

@@ -43,7 +43,7 @@ absl::Status LocalizationOptions::Validate() const {
   return absl::OkStatus();
 }
 
-Localizer::Localizer(LocalizationOptions options, const Clock* clock, IdAllocator* ids,
+Localizer::Localizer(LocalizationOptions options, const common::Clock* clock, IdAllocator* ids,
                      AgentHub* hub, DirectiveIssuer* directives, EventManager* events,
                      JobRegistry* registry, const SettingsManager* settings, ProgressFn progress)
     : options_(options),

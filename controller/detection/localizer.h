@@ -28,7 +28,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/core/agent_hub.h"
 #include "controller/core/directive_issuer.h"
 #include "controller/core/id_allocator.h"
@@ -75,8 +75,8 @@ class Localizer {
   // The job's latest complete iteration, -1 when none.
   using ProgressFn = std::function<int64_t(const std::string& job)>;
 
-  Localizer(LocalizationOptions options, const Clock* clock, IdAllocator* ids, AgentHub* hub,
-            DirectiveIssuer* directives, EventManager* events, JobRegistry* registry,
+  Localizer(LocalizationOptions options, const common::Clock* clock, IdAllocator* ids,
+            AgentHub* hub, DirectiveIssuer* directives, EventManager* events, JobRegistry* registry,
             const SettingsManager* settings, ProgressFn progress);
 
   void set_verdict_callback(VerdictCallback cb) { on_verdict_ = std::move(cb); }
@@ -121,7 +121,7 @@ class Localizer {
   EventRecord* EventOfTask(uint64_t task_id);
 
   const LocalizationOptions options_;
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   IdAllocator* const ids_;
   AgentHub* const hub_;
   DirectiveIssuer* const directives_;

@@ -6,18 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/stats.h"
 
 namespace falcon::controller {
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
-
 Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& tasks,
                         const std::vector<falcon::v1::ValidationResult>& results,
                         const VerdictOptions& options) {
@@ -51,7 +42,7 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   if (gemm.size() >= 2) {
     std::vector<double> d;
     for (const auto& [rank, ns] : gemm) d.push_back(ns);
-    gemm_median = Median(d);
+    gemm_median = common::Median(d);
     for (const auto& [rank, ns] : gemm) {
       if (ns > gemm_median * (1 + options.gemm_slow_ratio)) {
         slow_ranks.push_back({ns / gemm_median, rank});
@@ -65,7 +56,7 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
     if (per_link.size() < 2) continue;
     std::vector<double> d;
     for (const auto& [link, x] : per_link) d.push_back(x);
-    double median = Median(d);
+    double median = common::Median(d);
     for (const auto& [link, x] : per_link) {
       if (x > median * (1 + options.link_slow_ratio) && seen_links.insert(link).second) {
         falcon::v1::Link l;

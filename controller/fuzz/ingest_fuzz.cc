@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/control_api.h"
 #include "controller/controller.h"
 #include "controller/core/agent_hub.h"
@@ -54,7 +54,7 @@ std::string EncodeInput(const std::vector<falcon::v1::AgentMessage>& messages) {
 }
 
 absl::Status FuzzIngestOnce(absl::string_view data) {
-  FakeClock clock;
+  common::FakeClock clock;
   InMemoryKvStore kv(ControllerStore::TableNames());
   ControllerOptions options;
   options.limits.max_ops_per_batch = 4096;  // Keep single inputs cheap.

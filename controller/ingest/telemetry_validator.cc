@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/names.h"
 #include "controller/registry/registration_validator.h"
 
 namespace falcon::controller {
@@ -101,10 +102,10 @@ absl::Status IngestLimits::Validate() const {
 }
 
 MaybeFieldError ValidateHello(const falcon::v1::AgentHello& hello) {
-  if (hello.agent_id().empty() || hello.agent_id().size() > 256) {
+  if (!common::IsValidAgentId(hello.agent_id())) {
     return MakeFieldError("hello.agent_id", "must be 1 to 256 bytes");
   }
-  if (hello.node().empty() || hello.node().size() > 256) {
+  if (!common::IsValidNodeName(hello.node())) {
     return MakeFieldError("hello.node", "must be 1 to 256 bytes");
   }
   if (hello.version().size() > 256) return MakeFieldError("hello.version", "longer than 256 bytes");
@@ -123,8 +124,8 @@ MaybeFieldError ValidateHello(const falcon::v1::AgentHello& hello) {
 MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& batch,
                                       const IngestLimits& limits) {
   if (batch.sequence() == 0) return MakeFieldError("batch.sequence", "must be >= 1");
-  if (!IsValidJobName(batch.job())) {
-    return MakeFieldError("batch.job", "must be 1 to 128 bytes of [A-Za-z0-9._-]");
+  if (!common::IsValidJobName(batch.job())) {
+    return MakeFieldError("batch.job", absl::StrCat("must be ", common::kJobNameRule));
   }
   if (batch.iterations_size() > static_cast<int>(limits.max_iterations_per_batch)) {
     return MakeFieldError("batch.iterations",

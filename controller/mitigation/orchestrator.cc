@@ -96,7 +96,7 @@ double Orchestrator::ProbeRatio(const EventState& st, uint32_t rank, size_t min_
   return peer > 0 ? Median(it->second) / peer : 0;
 }
 
-Orchestrator::Orchestrator(OrchestratorOptions options, const Clock* clock)
+Orchestrator::Orchestrator(OrchestratorOptions options, const common::Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
 
 Orchestrator::~Orchestrator() = default;

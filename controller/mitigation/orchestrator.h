@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "analysis/clock.h"
 #include "analysis/plan/layout.h"
+#include "common/clock.h"
 #include "controller/detection/mitigation_hook.h"
 #include "controller/mitigation/planner.h"
 
@@ -69,7 +69,7 @@ struct OrchestratorOptions {
 class Orchestrator : public MitigationHook {
  public:
   // `clock` must outlive the orchestrator (the controller's).
-  Orchestrator(OrchestratorOptions options, const Clock* clock);
+  Orchestrator(OrchestratorOptions options, const common::Clock* clock);
   ~Orchestrator() override;
 
   void OnVerdict(const falcon::v1::Event& event, EventActions& actions) override;
@@ -106,7 +106,7 @@ class Orchestrator : public MitigationHook {
   analysis::EscalationOptions EscalationOptionsFor(const EffectiveSettings& s) const;
 
   const OrchestratorOptions options_;
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   std::map<uint64_t, std::unique_ptr<EventState>> events_;
   // The layout in force per job after an S3 (the registration may lag behind).
   std::map<std::string, analysis::Layout> layouts_;

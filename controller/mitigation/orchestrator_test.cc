@@ -140,7 +140,7 @@ class OrchestratorTest : public ::testing::Test {
   }
 
   LayoutSpec spec_;
-  FakeClock clock_;
+  common::FakeClock clock_;
   InMemoryKvStore kv_;
   prometheus::Registry registry_;
   ControllerMetrics metrics_;

@@ -2,6 +2,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/names.h"
 
 namespace falcon::controller {
 namespace {
@@ -20,8 +21,9 @@ MaybeFieldError CheckIndex(const std::string& path, const char* name, int32_t in
 
 MaybeFieldError ValidateJobRegistration(const falcon::v1::JobRegistration& reg,
                                         absl::string_view path) {
-  if (!IsValidJobName(reg.job())) {
-    return MakeFieldError(absl::StrCat(path, ".job"), "must be 1 to 128 bytes of [A-Za-z0-9._-]");
+  if (!common::IsValidJobName(reg.job())) {
+    return MakeFieldError(absl::StrCat(path, ".job"),
+                          absl::StrCat("must be ", common::kJobNameRule));
   }
   if (reg.world_size() < 1 || reg.world_size() > kMaxWorldSize) {
     return MakeFieldError(absl::StrCat(path, ".world_size"),
@@ -51,7 +53,7 @@ MaybeFieldError ValidateJobRegistration(const falcon::v1::JobRegistration& reg,
     if (!seen_ranks.insert(r.rank()).second) {
       return MakeFieldError(rp + ".rank", absl::StrCat("rank ", r.rank(), " listed twice"));
     }
-    if (r.node().empty() || r.node().size() > 256) {
+    if (!common::IsValidNodeName(r.node())) {
       return MakeFieldError(rp + ".node", "must be 1 to 256 bytes");
     }
     if (r.pid() <= 0) return MakeFieldError(rp + ".pid", absl::StrCat(r.pid(), " is not > 0"));

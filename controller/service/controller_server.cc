@@ -17,7 +17,7 @@
 namespace falcon::controller {
 
 absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
-    const ServerOptions& options, const Clock* clock, MitigationHook* hook) {
+    const ServerOptions& options, const common::Clock* clock, MitigationHook* hook) {
   if (options.listen.empty()) return absl::InvalidArgumentError("listen: must not be empty");
   if (options.tick_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("tick_interval: must be > 0");

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/controller.h"
 #include "controller/detection/mitigation_hook.h"
 
@@ -53,7 +53,7 @@ class ControllerServer {
   // Errors: kInvalidArgument for bad options; kUnavailable when an address cannot be bound or
   // the data directory is locked; store errors while loading.
   static absl::StatusOr<std::unique_ptr<ControllerServer>> Start(const ServerOptions& options,
-                                                                 const Clock* clock,
+                                                                 const common::Clock* clock,
                                                                  MitigationHook* hook = nullptr);
   ~ControllerServer();
 

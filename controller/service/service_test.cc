@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/job_fixtures.h"
 #include "controller/testing/loopback_agent.h"
@@ -46,7 +46,7 @@ class ServiceTest : public ::testing::Test {
   }
 
   testing::LayoutSpec spec_;
-  FakeClock clock_;
+  common::FakeClock clock_;
   std::unique_ptr<ControllerServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<falcon::v1::Control::Stub> control_;

@@ -87,7 +87,7 @@ void StoreTxn::PutMeta(const v1::MetaRecord& record) {
   batch_.Put(tables::kMeta, kMetaKey, record.SerializeAsString());
 }
 
-ControllerStore::ControllerStore(KvStore* kv, const Clock* clock, CommitObserver observer)
+ControllerStore::ControllerStore(KvStore* kv, const common::Clock* clock, CommitObserver observer)
     : kv_(kv), clock_(clock), observer_(std::move(observer)) {}
 
 std::vector<std::string> ControllerStore::TableNames() {

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/store/kv_store.h"
 #include "controller/store/records.pb.h"
 #include "proto/falcon/v1/control.pb.h"
@@ -73,7 +73,7 @@ class ControllerStore {
   using CommitObserver = std::function<void(absl::Duration latency, const absl::Status& status)>;
 
   // `kv` and `clock` must outlive the store. The KvStore must have been opened with TableNames().
-  ControllerStore(KvStore* kv, const Clock* clock, CommitObserver observer = nullptr);
+  ControllerStore(KvStore* kv, const common::Clock* clock, CommitObserver observer = nullptr);
 
   // Names of the tables to open the KvStore with.
   static std::vector<std::string> TableNames();
@@ -99,7 +99,7 @@ class ControllerStore {
 
  private:
   KvStore* const kv_;
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   CommitObserver observer_;
 };
 

@@ -5,7 +5,7 @@
 #include <tuple>
 #include <vector>
 
-#include "analysis/clock.h"
+#include "common/clock.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/store/keys.h"
 #include "controller/store/rocksdb_kv_store.h"
@@ -37,7 +37,7 @@ class ControllerStoreTest : public ::testing::Test {
           ++commits_;
           if (!s.ok()) ++failures_;
         }) {}
-  FakeClock clock_;
+  common::FakeClock clock_;
   InMemoryKvStore kv_;
   int commits_ = 0;
   int failures_ = 0;
@@ -155,7 +155,7 @@ TEST(ControllerStoreRocksDbTest, OpensWithItsTables) {
   options.path = std::string(std::getenv("TEST_TMPDIR")) + "/cs_db";
   auto kv = RocksDbKvStore::Open(options, ControllerStore::TableNames());
   ASSERT_TRUE(kv.ok()) << kv.status();
-  FakeClock clock;
+  common::FakeClock clock;
   ControllerStore store(kv->get(), &clock);
   StoreTxn txn;
   txn.PutSample("j", 3, 5, 42);

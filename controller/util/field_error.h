@@ -32,9 +32,6 @@ inline absl::Status ToStatus(const falcon::v1::FieldError& e) {
   return absl::InvalidArgumentError(absl::StrCat(e.field(), ": ", e.message()));
 }
 
-// True when `job` is a valid job name: [1, 128] bytes of [A-Za-z0-9._-].
-bool IsValidJobName(absl::string_view job);
-
 }  // namespace falcon::controller
 
 #endif  // FALCON_CONTROLLER_UTIL_FIELD_ERROR_H_

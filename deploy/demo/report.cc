@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/stats.h"
 
 namespace falcon::demo {
 namespace {
@@ -51,10 +52,7 @@ double MedianIterationTime(const std::vector<falcon::v1::HistoryPoint>& history,
       v.push_back(static_cast<double>(p.iteration_time_ns()) * 1e-9);
     }
   }
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return common::Median(v);
 }
 
 Report BuildReport(const Scenario& scenario, const RunSettings& settings,

@@ -1,8 +1,8 @@
-#include "analysis/clock.h"
+#include "common/clock.h"
 
 #include "gtest/gtest.h"
 
-namespace falcon {
+namespace falcon::common {
 namespace {
 
 TEST(FakeClockTest, MovesOnlyWhenAdvanced) {
@@ -27,4 +27,4 @@ TEST(RealClockTest, MonotonicNeverDecreases) {
 }
 
 }  // namespace
-}  // namespace falcon
+}  // namespace falcon::common

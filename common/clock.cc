@@ -1,8 +1,8 @@
-#include "analysis/clock.h"
+#include "common/clock.h"
 
 #include <time.h>
 
-namespace falcon {
+namespace falcon::common {
 
 int64_t RealClock::MonotonicNanos() const {
   timespec ts;
@@ -10,4 +10,4 @@ int64_t RealClock::MonotonicNanos() const {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-}  // namespace falcon
+}  // namespace falcon::common

@@ -1,14 +1,14 @@
 // Injectable clocks. Components take a `const Clock&` (or `Clock*`) instead of calling absl::Now(),
 // so tests drive time with FakeClock. Thread-safe.
-#ifndef FALCON_ANALYSIS_CLOCK_H_
-#define FALCON_ANALYSIS_CLOCK_H_
+#ifndef FALCON_COMMON_CLOCK_H_
+#define FALCON_COMMON_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace falcon {
+namespace falcon::common {
 
 class Clock {
  public:
@@ -51,6 +51,6 @@ class FakeClock : public Clock {
   const absl::Time start_;
 };
 
-}  // namespace falcon
+}  // namespace falcon::common
 
-#endif  // FALCON_ANALYSIS_CLOCK_H_
+#endif  // FALCON_COMMON_CLOCK_H_
