@@ -61,7 +61,7 @@ ControllerLink::Stats ControllerLink::stats() const {
 }
 
 void ControllerLink::Run() {
-  Backoff backoff(options_.backoff);
+  common::Backoff backoff(options_.backoff);
   while (true) {
     {
       absl::MutexLock lock(&mu_);

@@ -27,9 +27,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/agent_metrics.h"
-#include "agent/backoff.h"
 #include "agent/shim_hub.h"
 #include "agent/telemetry_buffer.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "proto/falcon/v1/telemetry.grpc.pb.h"
 
@@ -42,7 +42,7 @@ class ControllerLink : public ControllerSink {
     std::string agent_id;
     std::string node;
     std::string version;
-    Backoff::Options backoff;
+    common::Backoff::Options backoff;
     absl::Duration heartbeat_interval = absl::Seconds(5);
     absl::Duration hello_timeout = absl::Seconds(10);  // Wait for ControllerHello.
     size_t max_outbox = 4096;                          // Results/acks held while disconnected.

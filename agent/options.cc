@@ -189,7 +189,7 @@ absl::Status Validate(const AgentOptions& o) {
   if (o.hub.reduce.match_hold < absl::ZeroDuration()) return Bad("match_hold", "must be >= 0");
   if (absl::Status s = reduce::JobReducer::Validate(o.hub.reduce); !s.ok()) return s;
   if (absl::Status s = TelemetryBuffer::Validate(o.buffer); !s.ok()) return s;
-  if (absl::Status s = Backoff::Validate(o.backoff); !s.ok()) return s;
+  if (absl::Status s = common::Backoff::Validate(o.backoff, "backoff_"); !s.ok()) return s;
   return absl::OkStatus();
 }
 

@@ -33,9 +33,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "agent/backoff.h"
 #include "agent/shim_hub.h"
 #include "agent/telemetry_buffer.h"
+#include "common/backoff.h"
 
 namespace falcon::agent {
 
@@ -51,7 +51,7 @@ struct AgentOptions {
   absl::Duration heartbeat_interval = absl::Seconds(5);
   absl::Duration drain_timeout = absl::Seconds(10);
   TelemetryBuffer::Options buffer;
-  Backoff::Options backoff;
+  common::Backoff::Options backoff;
   ShimHub::Options hub;  // hub.node is set from `node`.
 };
 

@@ -1,6 +1,7 @@
 #include "common/names.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -17,7 +18,8 @@ TEST(JobNameTest, AcceptsTheAllowedCharactersUpTo128Bytes) {
 TEST(JobNameTest, RejectsEmptyTooLongAndOtherCharacters) {
   EXPECT_FALSE(IsValidJobName(""));
   EXPECT_FALSE(IsValidJobName(std::string(129, 'x')));
-  for (absl::string_view bad : {"a b", "a/b", "a:b", "ä", absl::string_view("a\0b", 3)}) {
+  for (absl::string_view bad :
+       std::vector<absl::string_view>{"a b", "a/b", "a:b", "ä", absl::string_view("a\0b", 3)}) {
     EXPECT_FALSE(IsValidJobName(bad)) << bad;
   }
 }

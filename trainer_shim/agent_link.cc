@@ -153,7 +153,7 @@ bool AgentLink::FlushedLocked() const {
 }
 
 void AgentLink::Run() {
-  Backoff backoff(options_.reconnect_backoff);
+  common::Backoff backoff(options_.reconnect_backoff);
   for (;;) {
     DrainRing();
     {

@@ -23,8 +23,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/backoff.h"
 #include "proto/falcon/v1/shim.pb.h"
-#include "trainer_shim/backoff.h"
 #include "trainer_shim/op_record.h"
 #include "trainer_shim/outbox.h"
 #include "trainer_shim/shim_options.h"

@@ -9,8 +9,31 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "proto/falcon/v1/common.pb.h"
 #include "trainer_shim/shim.h"
 #include "trainer_shim/shim_global.h"
+
+// The C ABI cannot include protobuf, so it repeats the wire enums as integer constants; the wire
+// contract (proto/falcon/v1/common.proto) is their single source, and this file does not compile
+// when the two drift apart (a value changed, or a value added to the proto but not to the ABI).
+static_assert(FALCON_SHIM_OP_ALL_REDUCE == falcon::v1::OP_KIND_ALL_REDUCE);
+static_assert(FALCON_SHIM_OP_ALL_GATHER == falcon::v1::OP_KIND_ALL_GATHER);
+static_assert(FALCON_SHIM_OP_REDUCE_SCATTER == falcon::v1::OP_KIND_REDUCE_SCATTER);
+static_assert(FALCON_SHIM_OP_BROADCAST == falcon::v1::OP_KIND_BROADCAST);
+static_assert(FALCON_SHIM_OP_REDUCE == falcon::v1::OP_KIND_REDUCE);
+static_assert(FALCON_SHIM_OP_SEND == falcon::v1::OP_KIND_SEND);
+static_assert(FALCON_SHIM_OP_RECV == falcon::v1::OP_KIND_RECV);
+static_assert(FALCON_SHIM_OP_BARRIER == falcon::v1::OP_KIND_BARRIER);
+static_assert(FALCON_SHIM_OP_ALL_TO_ALL == falcon::v1::OP_KIND_ALL_TO_ALL);
+static_assert(falcon::v1::OpKind_MAX == FALCON_SHIM_OP_ALL_TO_ALL,
+              "a new falcon.v1.OpKind needs its FALCON_SHIM_OP_* constant");
+static_assert(FALCON_SHIM_COMM_UNKNOWN == falcon::v1::COMM_KIND_UNKNOWN);
+static_assert(FALCON_SHIM_COMM_DP == falcon::v1::COMM_KIND_DP);
+static_assert(FALCON_SHIM_COMM_PP == falcon::v1::COMM_KIND_PP);
+static_assert(FALCON_SHIM_COMM_TP == falcon::v1::COMM_KIND_TP);
+static_assert(FALCON_SHIM_COMM_WORLD == falcon::v1::COMM_KIND_WORLD);
+static_assert(falcon::v1::CommKind_MAX == FALCON_SHIM_COMM_WORLD,
+              "a new falcon.v1.CommKind needs its FALCON_SHIM_COMM_* constant");
 
 namespace falcon::shim {
 namespace {

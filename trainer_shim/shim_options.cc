@@ -37,8 +37,9 @@ absl::Status ShimOptions::Validate() const {
   if (shutdown_flush_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("options.shutdown_flush_timeout: need >= 0");
   }
-  if (absl::Status s = Backoff::Validate(reconnect_backoff); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("options.reconnect_", s.message()));
+  if (absl::Status s = common::Backoff::Validate(reconnect_backoff, "options.reconnect_backoff.");
+      !s.ok()) {
+    return s;
   }
   if (dp_index < -1 || pp_index < -1 || tp_index < -1 || gpu < -1) {
     return absl::InvalidArgumentError("options.{dp,pp,tp}_index/gpu: need >= -1");

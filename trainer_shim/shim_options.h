@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "trainer_shim/backoff.h"
+#include "common/backoff.h"
 
 namespace falcon::shim {
 
@@ -37,7 +37,8 @@ struct ShimOptions {
   std::string agent_socket;
   absl::Duration connect_timeout = absl::Seconds(1);  // Per connection attempt. Default 1 s.
   absl::Duration welcome_timeout = absl::Seconds(2);  // Hello -> ShimWelcome. Default 2 s.
-  Backoff::Options reconnect_backoff;                 // Between failed attempts.
+  // Between failed attempts. Default 50 ms, doubling up to 5 s, jitter 0.2.
+  common::Backoff::Options reconnect_backoff{absl::Milliseconds(50), absl::Seconds(5)};
   // How long Shutdown waits for the agent to ack what is buffered (when connected). Default 1 s.
   absl::Duration shutdown_flush_timeout = absl::Seconds(1);
 

@@ -6,6 +6,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "collective/comm_runtime.h"
+#include "proto/falcon/v1/common.pb.h"
+
+// collective::OpKind repeats falcon.v1.OpKind (the wire contract is the single source); it cannot
+// drift.
+static_assert(static_cast<int>(falcon::collective::OpKind::kUnspecified) ==
+              falcon::v1::OP_KIND_UNSPECIFIED);
+static_assert(static_cast<int>(falcon::collective::OpKind::kAllReduce) ==
+              falcon::v1::OP_KIND_ALL_REDUCE);
+static_assert(static_cast<int>(falcon::collective::OpKind::kAllGather) ==
+              falcon::v1::OP_KIND_ALL_GATHER);
+static_assert(static_cast<int>(falcon::collective::OpKind::kReduceScatter) ==
+              falcon::v1::OP_KIND_REDUCE_SCATTER);
+static_assert(static_cast<int>(falcon::collective::OpKind::kBroadcast) ==
+              falcon::v1::OP_KIND_BROADCAST);
+static_assert(static_cast<int>(falcon::collective::OpKind::kReduce) == falcon::v1::OP_KIND_REDUCE);
+static_assert(static_cast<int>(falcon::collective::OpKind::kSend) == falcon::v1::OP_KIND_SEND);
+static_assert(static_cast<int>(falcon::collective::OpKind::kRecv) == falcon::v1::OP_KIND_RECV);
+static_assert(static_cast<int>(falcon::collective::OpKind::kBarrier) ==
+              falcon::v1::OP_KIND_BARRIER);
+static_assert(static_cast<int>(falcon::collective::OpKind::kAllToAll) ==
+              falcon::v1::OP_KIND_ALL_TO_ALL);
+static_assert(static_cast<int>(falcon::collective::OpKind::kAllToAll) == falcon::v1::OpKind_MAX);
 
 namespace falcon::shim {
 

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/csv.h"
 #include "nlohmann/json.hpp"
 
 namespace falcon::cli {
@@ -19,14 +20,6 @@ namespace {
 
 using analysis::BlameInput;
 using analysis::CommTiming;
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 // " at line L, column C (byte B): DETAIL" for a JSON parse error in `text`: e.byte is the 1-based
 // offset of the last byte read (size + 1 at the end of the input); DETAIL is nlohmann's message
@@ -56,108 +49,6 @@ std::string JsonErrorAt(const std::string& text, const nlohmann::json::parse_err
                       "): ", detail);
 }
 
-struct CsvTable {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-  std::vector<int64_t> lines;  // 1-based line number of each row.
-};
-
-// One CSV record: comma-separated, double quotes around a field allow commas and "" inside it.
-std::vector<std::string> SplitCsvLine(absl::string_view line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else {
-      fields.back() += c;
-    }
-  }
-  for (std::string& f : fields) f = std::string(absl::StripAsciiWhitespace(f));
-  return fields;
-}
-
-absl::StatusOr<CsvTable> ParseCsv(const std::string& path, const std::string& text) {
-  CsvTable table;
-  // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
-  constexpr absl::string_view kBom = "\xEF\xBB\xBF";
-  std::istringstream in(absl::StartsWith(text, kBom) ? text.substr(kBom.size()) : text);
-  std::string line;
-  int64_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (absl::StripAsciiWhitespace(line).empty()) continue;
-    std::vector<std::string> fields = SplitCsvLine(line);
-    if (table.header.empty()) {
-      table.header = std::move(fields);
-      continue;
-    }
-    if (fields.size() != table.header.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " line ", number, ": ", fields.size(),
-                                                     " fields, the header has ",
-                                                     table.header.size()));
-    }
-    table.rows.push_back(std::move(fields));
-    table.lines.push_back(number);
-  }
-  if (table.header.empty())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": file is empty"));
-  if (table.rows.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows after the header"));
-  }
-  return table;
-}
-
-absl::StatusOr<size_t> FindColumn(const std::string& path, const CsvTable& t,
-                                  const std::string& name) {
-  for (size_t i = 0; i < t.header.size(); ++i) {
-    if (t.header[i] == name) return i;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": no column \"", name, "\"; columns are: ", absl::StrJoin(t.header, ", ")));
-}
-
-absl::StatusOr<double> ParseNumber(const std::string& path, const CsvTable& t, size_t row,
-                                   size_t col) {
-  const std::string& field = t.rows[row][col];
-  double v = 0;
-  if (!absl::SimpleAtod(field, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " line ", t.lines[row], ", column \"",
-                                                   t.header[col], "\": \"", field,
-                                                   "\" is not a number"));
-  }
-  if (!std::isfinite(v)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " line ", t.lines[row], ", column \"",
-                                                   t.header[col], "\": ", field,
-                                                   " is not a finite number"));
-  }
-  return v;
-}
-
-absl::StatusOr<int64_t> ParseInteger(const std::string& path, const CsvTable& t, size_t row,
-                                     size_t col) {
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(t.rows[row][col], &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " line ", t.lines[row], ", column \"",
-                                                   t.header[col], "\": \"", t.rows[row][col],
-                                                   "\" is not an integer"));
-  }
-  return v;
-}
-
 }  // namespace
 
 absl::StatusOr<InputFormat> ParseFormat(absl::string_view name) {
@@ -185,13 +76,13 @@ absl::StatusOr<DetectInput> ReadInput(const std::string& path, InputFormat forma
 }
 
 absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& column) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = common::ReadTextFile(path);
   if (!text.ok()) return text.status();
-  absl::StatusOr<CsvTable> t = ParseCsv(path, *text);
+  absl::StatusOr<common::CsvTable> t = common::ParseCsv(path, *text);
   if (!t.ok()) return t.status();
   size_t col = t->header.size() - 1;
   if (!column.empty()) {
-    absl::StatusOr<size_t> c = FindColumn(path, *t, column);
+    absl::StatusOr<size_t> c = common::FindColumn(*t, column);
     if (!c.ok()) return c.status();
     col = *c;
   }
@@ -199,7 +90,7 @@ absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& 
   NamedSeries s;
   s.name = t->header[col];
   for (size_t r = 0; r < t->rows.size(); ++r) {
-    absl::StatusOr<double> v = ParseNumber(path, *t, r, col);
+    absl::StatusOr<double> v = common::ParseNumber(*t, r, col);
     if (!v.ok()) return v.status();
     s.values.push_back(*v);
     s.origins.push_back(absl::StrCat("line ", t->lines[r]));
@@ -209,7 +100,7 @@ absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& 
 }
 
 absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string& column) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = common::ReadTextFile(path);
   if (!text.ok()) return text.status();
   nlohmann::json doc;
   try {
@@ -268,46 +159,15 @@ absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string&
 }
 
 absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::string& column) {
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<CsvTable> t = ParseCsv(path, *text);
-  if (!t.ok()) return t.status();
-  absl::StatusOr<size_t> worker_col = FindColumn(path, *t, "worker");
-  if (!worker_col.ok()) return worker_col.status();
-  absl::StatusOr<size_t> time_col = FindColumn(path, *t, "time");
-  if (!time_col.ok()) return time_col.status();
-  absl::StatusOr<size_t> value_col =
-      FindColumn(path, *t, column.empty() ? std::string("batch_time_norm") : column);
-  if (!value_col.ok()) return value_col.status();
-  // worker -> time -> (value, line) in file order. A repeated row (same worker, time and value,
-  // as job_2_norm.csv has once) is kept, so positions match the source's rows sorted by time.
-  std::map<int64_t, std::map<int64_t, std::vector<std::pair<double, int64_t>>>> by_worker;
-  for (size_t r = 0; r < t->rows.size(); ++r) {
-    absl::StatusOr<int64_t> worker = ParseInteger(path, *t, r, *worker_col);
-    if (!worker.ok()) return worker.status();
-    absl::StatusOr<int64_t> time = ParseInteger(path, *t, r, *time_col);
-    if (!time.ok()) return time.status();
-    absl::StatusOr<double> v = ParseNumber(path, *t, r, *value_col);
-    if (!v.ok()) return v.status();
-    std::vector<std::pair<double, int64_t>>& at = by_worker[*worker][*time];
-    if (!at.empty() && at.front().first != *v) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " line ", t->lines[r], ": worker ", *worker, " has time ", *time,
-                       " twice with different values (", at.front().first, " on line ",
-                       at.front().second, ", ", *v, ")"));
-    }
-    at.emplace_back(*v, t->lines[r]);
-  }
+  absl::StatusOr<std::vector<common::AlibabaWorkerSeries>> workers =
+      common::ReadAlibabaPaiCsv(path, column);
+  if (!workers.ok()) return workers.status();
   DetectInput input{path, {}, {}};
-  for (const auto& [worker, points] : by_worker) {
+  for (common::AlibabaWorkerSeries& w : *workers) {
     NamedSeries s;
-    s.name = absl::StrCat("worker_", worker);
-    for (const auto& [time, rows] : points) {
-      for (const auto& [value, line] : rows) {
-        s.values.push_back(value);
-        s.origins.push_back(absl::StrCat("line ", line));
-      }
-    }
+    s.name = absl::StrCat("worker_", w.worker);
+    s.values = std::move(w.values);
+    for (int64_t line : w.lines) s.origins.push_back(absl::StrCat("line ", line));
     input.series.push_back(std::move(s));
   }
   return input;
@@ -388,19 +248,19 @@ BlameInput BuildBlameInput(int64_t step, const std::vector<RankRow>& rows) {
 }  // namespace
 
 absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = common::ReadTextFile(path);
   if (!text.ok()) return text.status();
-  absl::StatusOr<CsvTable> t = ParseCsv(path, *text);
+  absl::StatusOr<common::CsvTable> t = common::ParseCsv(path, *text);
   if (!t.ok()) return t.status();
   size_t key_cols[4];
   const char* key_names[4] = {"step", "rank", "dp_rank", "stage"};
   for (int i = 0; i < 4; ++i) {
-    absl::StatusOr<size_t> c = FindColumn(path, *t, key_names[i]);
+    absl::StatusOr<size_t> c = common::FindColumn(*t, key_names[i]);
     if (!c.ok()) return c.status();
     key_cols[i] = *c;
   }
   for (const char* needed : {"forward-compute_s", "backward-compute_s"}) {
-    absl::StatusOr<size_t> c = FindColumn(path, *t, needed);
+    absl::StatusOr<size_t> c = common::FindColumn(*t, needed);
     if (!c.ok()) return c.status();
   }
   std::vector<size_t> op_cols;
@@ -408,7 +268,7 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
     if (absl::EndsWith(t->header[i], "_s")) op_cols.push_back(i);
   }
   if (!column.empty()) {
-    absl::StatusOr<size_t> c = FindColumn(path, *t, column);
+    absl::StatusOr<size_t> c = common::FindColumn(*t, column);
     if (!c.ok()) return c.status();
   }
   std::map<int64_t, std::vector<RankRow>> steps;
@@ -418,7 +278,7 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
   for (size_t r = 0; r < t->rows.size(); ++r) {
     int64_t keys[4];
     for (int i = 0; i < 4; ++i) {
-      absl::StatusOr<int64_t> v = ParseInteger(path, *t, r, key_cols[i]);
+      absl::StatusOr<int64_t> v = common::ParseInteger(*t, r, key_cols[i]);
       if (!v.ok()) return v.status();
       keys[i] = *v;
     }
@@ -426,7 +286,7 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
     double total = 0;
     double chosen = 0;
     for (size_t c : op_cols) {
-      absl::StatusOr<double> v = ParseNumber(path, *t, r, c);
+      absl::StatusOr<double> v = common::ParseNumber(*t, r, c);
       if (!v.ok()) return v.status();
       if (*v < 0) {
         return absl::InvalidArgumentError(absl::StrCat(path, " line ", t->lines[r], ", column \"",
@@ -438,8 +298,8 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
       if (name == column) chosen = *v;
     }
     if (!column.empty() && !absl::EndsWith(column, "_s")) {
-      absl::StatusOr<size_t> c = FindColumn(path, *t, column);
-      absl::StatusOr<double> v = ParseNumber(path, *t, r, *c);
+      absl::StatusOr<size_t> c = common::FindColumn(*t, column);
+      absl::StatusOr<double> v = common::ParseNumber(*t, r, *c);
       if (!v.ok()) return v.status();
       chosen = *v;
     }

@@ -1,5 +1,5 @@
-// Loads Alibaba PAI per-worker iteration times (../shared/real_data/alibaba_pai_minibatch_time,
-// job_N_norm.csv: "<row>,worker,gpu,time,batch_time_norm"), each worker's series sorted by time.
+// Alibaba PAI per-worker iteration times for the controller's replay tests, in the shape the test
+// fixtures take: the file is read by common::ReadAlibabaPaiCsv (common/csv.h).
 #ifndef FALCON_CONTROLLER_TESTING_ALIBABA_DATA_H_
 #define FALCON_CONTROLLER_TESTING_ALIBABA_DATA_H_
 
@@ -11,8 +11,8 @@
 
 namespace falcon::controller::testing {
 
-// worker -> batch_time_norm values in time order. Errors: kNotFound (file), kInvalidArgument
-// (a malformed line, named by number).
+// worker -> batch_time_norm values in time order. Errors: those of common::ReadAlibabaPaiCsv
+// (kNotFound for the file, kInvalidArgument naming the line).
 absl::StatusOr<std::map<int, std::vector<double>>> LoadAlibabaJob(const std::string& path);
 
 }  // namespace falcon::controller::testing
