@@ -106,7 +106,7 @@ class ShimIntegrationTest : public ::testing::Test {
       ASSERT_TRUE(s.PollDirectives(i, nullptr).ok());
       shim::OpRecord op;
       op.comm_id = kComm;
-      op.op_kind = shim::OpKind::kAllReduce;
+      op.op_kind = shim::OpKind::OP_KIND_ALL_REDUCE;
       op.bytes = 1 << 20;
       op.host_start_ns = i * kIterationNs + 6'000'000;
       op.host_end_ns = i * kIterationNs + 9'000'000;

@@ -109,7 +109,8 @@ absl::Status CommunicatorBase::AllReduce(const Buffer& send, const Buffer& recv,
         Where(), ": all_reduce needs equal send and recv (send ", send.count, " x ",
         DataTypeName(send.dtype), ", recv ", recv.count, " x ", DataTypeName(recv.dtype), ")"));
   }
-  return Run(OpKind::kAllReduce, send.bytes(), -1, -1, [&] { return DoAllReduce(send, recv, op); });
+  return Run(OpKind::OP_KIND_ALL_REDUCE, send.bytes(), -1, -1,
+             [&] { return DoAllReduce(send, recv, op); });
 }
 
 absl::Status CommunicatorBase::AllGather(const Buffer& send, const Buffer& recv) {
@@ -121,7 +122,8 @@ absl::Status CommunicatorBase::AllGather(const Buffer& send, const Buffer& recv)
         " * send.count and equal dtypes (send ", send.count, " x ", DataTypeName(send.dtype),
         ", recv ", recv.count, " x ", DataTypeName(recv.dtype), ")"));
   }
-  return Run(OpKind::kAllGather, send.bytes(), -1, -1, [&] { return DoAllGather(send, recv); });
+  return Run(OpKind::OP_KIND_ALL_GATHER, send.bytes(), -1, -1,
+             [&] { return DoAllGather(send, recv); });
 }
 
 absl::Status CommunicatorBase::ReduceScatter(const Buffer& send, const Buffer& recv, ReduceOp op) {
@@ -133,14 +135,14 @@ absl::Status CommunicatorBase::ReduceScatter(const Buffer& send, const Buffer& r
         " * recv.count and equal dtypes (send ", send.count, " x ", DataTypeName(send.dtype),
         ", recv ", recv.count, " x ", DataTypeName(recv.dtype), ")"));
   }
-  return Run(OpKind::kReduceScatter, send.bytes(), -1, -1,
+  return Run(OpKind::OP_KIND_REDUCE_SCATTER, send.bytes(), -1, -1,
              [&] { return DoReduceScatter(send, recv, op); });
 }
 
 absl::Status CommunicatorBase::Broadcast(const Buffer& buf, int root) {
   if (auto s = CheckBuffer("buf", buf); !s.ok()) return s;
   if (auto s = CheckRank("broadcast root", root); !s.ok()) return s;
-  return Run(OpKind::kBroadcast, buf.bytes(), -1, info_.member_ranks[root],
+  return Run(OpKind::OP_KIND_BROADCAST, buf.bytes(), -1, info_.member_ranks[root],
              [&] { return DoBroadcast(buf, root); });
 }
 
@@ -148,7 +150,7 @@ absl::Status CommunicatorBase::Send(const Buffer& buf, int peer) {
   if (auto s = CheckBuffer("buf", buf); !s.ok()) return s;
   if (auto s = CheckRank("send peer", peer); !s.ok()) return s;
   if (peer == rank()) return absl::InvalidArgumentError(absl::StrCat(Where(), ": send to self"));
-  return Run(OpKind::kSend, buf.bytes(), info_.member_ranks[peer], -1,
+  return Run(OpKind::OP_KIND_SEND, buf.bytes(), info_.member_ranks[peer], -1,
              [&] { return DoSend(buf, peer); });
 }
 
@@ -156,12 +158,12 @@ absl::Status CommunicatorBase::Recv(const Buffer& buf, int peer) {
   if (auto s = CheckBuffer("buf", buf); !s.ok()) return s;
   if (auto s = CheckRank("recv peer", peer); !s.ok()) return s;
   if (peer == rank()) return absl::InvalidArgumentError(absl::StrCat(Where(), ": recv from self"));
-  return Run(OpKind::kRecv, buf.bytes(), info_.member_ranks[peer], -1,
+  return Run(OpKind::OP_KIND_RECV, buf.bytes(), info_.member_ranks[peer], -1,
              [&] { return DoRecv(buf, peer); });
 }
 
 absl::Status CommunicatorBase::Barrier() {
-  return Run(OpKind::kBarrier, 0, -1, -1, [&] { return DoBarrier(); });
+  return Run(OpKind::OP_KIND_BARRIER, 0, -1, -1, [&] { return DoBarrier(); });
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> CommunicatorBase::Split(int color, int key,

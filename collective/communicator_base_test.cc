@@ -123,7 +123,7 @@ TEST(CommunicatorBaseTest, ReportsEveryOpWithFakeClockTimes) {
   EXPECT_EQ(events[3].root, 13);  // Comm rank 3 -> global 13.
   EXPECT_EQ(events[4].peer, 12);
   EXPECT_EQ(events[5].peer, 10);
-  EXPECT_EQ(events[5].kind, OpKind::kRecv);
+  EXPECT_EQ(events[5].kind, OpKind::OP_KIND_RECV);
 }
 
 TEST(CommunicatorBaseTest, InvalidArgumentsNeverReachTheBackend) {

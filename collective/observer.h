@@ -2,8 +2,8 @@
 // (set on CommRuntime), and every communicator reports itself once through OnCommCreated.
 // The trainer shim implements OpObserver to fill its telemetry ring buffer.
 //
-// Deliberately tiny: standard headers and types.h only, so the shim can implement it without
-// pulling in Gloo, NCCL or CUDA.
+// Deliberately tiny: standard headers and types.h (with the wire enums) only, so the shim can
+// implement it without pulling in Gloo, NCCL or CUDA.
 //
 // Hot path contract: OnOp is called synchronously on the thread that issued the op, after the op
 // completed (successfully or not), with a stack-allocated event; the communicator allocates nothing
@@ -25,7 +25,7 @@ namespace falcon::collective {
 // One completed op on one rank; mirrors falcon.v1.OpRecord.
 struct OpEvent {
   uint64_t comm_id = 0;  // Communicator the op ran on; never 0.
-  OpKind kind = OpKind::kUnspecified;
+  OpKind kind = OpKind::OP_KIND_UNSPECIFIED;
   int32_t rank = -1;   // Global rank of the reporting process.
   int32_t peer = -1;   // Peer global rank for kSend (destination) / kRecv (source); -1 otherwise.
   int32_t root = -1;   // Root global rank for kBroadcast; -1 otherwise.

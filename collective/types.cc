@@ -36,32 +36,6 @@ const char* MemoryKindName(MemoryKind kind) {
   return kind == MemoryKind::kHost ? "host" : kind == MemoryKind::kDevice ? "device" : "invalid";
 }
 
-const char* OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kUnspecified:
-      return "unspecified";
-    case OpKind::kAllReduce:
-      return "all_reduce";
-    case OpKind::kAllGather:
-      return "all_gather";
-    case OpKind::kReduceScatter:
-      return "reduce_scatter";
-    case OpKind::kBroadcast:
-      return "broadcast";
-    case OpKind::kReduce:
-      return "reduce";
-    case OpKind::kSend:
-      return "send";
-    case OpKind::kRecv:
-      return "recv";
-    case OpKind::kBarrier:
-      return "barrier";
-    case OpKind::kAllToAll:
-      return "all_to_all";
-  }
-  return "invalid";
-}
-
 const char* CommKindName(CommKind kind) {
   switch (kind) {
     case CommKind::kUnspecified:

@@ -1,15 +1,17 @@
 // Vocabulary shared by every collective backend: element types, reduction operators, memory
 // kinds, op kinds and communicator kinds, and the non-owning Buffer view that ops take.
 //
-// OpKind and CommKind use the numbering of falcon.v1.OpKind / falcon.v1.CommKind
-// (proto/falcon/v1/common.proto), so a shim converts them with a static_cast; this header does not
-// depend on the protos. Plain data only: thread-compatible.
+// OpKind is the wire contract's falcon.v1.OpKind (common/op_kind.h); CommKind uses the numbering
+// of falcon.v1.CommKind (proto/falcon/v1/common.proto), so a shim converts it with a static_cast.
+// Plain data only: thread-compatible.
 #ifndef FALCON_COLLECTIVE_TYPES_H_
 #define FALCON_COLLECTIVE_TYPES_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+
+#include "common/op_kind.h"
 
 namespace falcon::collective {
 
@@ -65,21 +67,8 @@ enum class MemoryKind : uint8_t { kHost = 0, kDevice = 1 };
 
 const char* MemoryKindName(MemoryKind kind);
 
-// Operation kinds; values equal falcon.v1.OpKind.
-enum class OpKind : uint8_t {
-  kUnspecified = 0,
-  kAllReduce = 1,
-  kAllGather = 2,
-  kReduceScatter = 3,
-  kBroadcast = 4,
-  kReduce = 5,
-  kSend = 6,
-  kRecv = 7,
-  kBarrier = 8,
-  kAllToAll = 9,
-};
-
-const char* OpKindName(OpKind kind);
+// Operation kinds: the wire contract's falcon.v1.OpKind (common/op_kind.h).
+using common::OpKind;
 
 // Role hint of a communicator; values equal falcon.v1.CommKind.
 enum class CommKind : uint8_t {

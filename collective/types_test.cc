@@ -8,18 +8,6 @@
 namespace falcon::collective {
 namespace {
 
-TEST(TypesTest, OpKindMatchesWireEnum) {
-  EXPECT_EQ(static_cast<int>(OpKind::kAllReduce), falcon::v1::OP_KIND_ALL_REDUCE);
-  EXPECT_EQ(static_cast<int>(OpKind::kAllGather), falcon::v1::OP_KIND_ALL_GATHER);
-  EXPECT_EQ(static_cast<int>(OpKind::kReduceScatter), falcon::v1::OP_KIND_REDUCE_SCATTER);
-  EXPECT_EQ(static_cast<int>(OpKind::kBroadcast), falcon::v1::OP_KIND_BROADCAST);
-  EXPECT_EQ(static_cast<int>(OpKind::kReduce), falcon::v1::OP_KIND_REDUCE);
-  EXPECT_EQ(static_cast<int>(OpKind::kSend), falcon::v1::OP_KIND_SEND);
-  EXPECT_EQ(static_cast<int>(OpKind::kRecv), falcon::v1::OP_KIND_RECV);
-  EXPECT_EQ(static_cast<int>(OpKind::kBarrier), falcon::v1::OP_KIND_BARRIER);
-  EXPECT_EQ(static_cast<int>(OpKind::kAllToAll), falcon::v1::OP_KIND_ALL_TO_ALL);
-}
-
 TEST(TypesTest, CommKindMatchesWireEnum) {
   EXPECT_EQ(static_cast<int>(CommKind::kUnknown), falcon::v1::COMM_KIND_UNKNOWN);
   EXPECT_EQ(static_cast<int>(CommKind::kDp), falcon::v1::COMM_KIND_DP);
@@ -32,7 +20,6 @@ TEST(TypesTest, SizesNamesAndHostBuffer) {
   EXPECT_EQ(DataTypeSize(DataType::kUint8), 1u);
   EXPECT_EQ(DataTypeSize(DataType::kInt32), 4u);
   EXPECT_EQ(DataTypeSize(DataType::kFloat64), 8u);
-  EXPECT_EQ(std::string(OpKindName(OpKind::kReduceScatter)), "reduce_scatter");
   EXPECT_EQ(std::string(ReduceOpName(ReduceOp::kMax)), "max");
   EXPECT_EQ(std::string(CommKindName(CommKind::kTp)), "tp");
   double d[3];

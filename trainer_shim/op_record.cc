@@ -4,21 +4,6 @@
 #include "absl/strings/str_cat.h"
 #include "proto/falcon/v1/common.pb.h"
 
-// shim::OpKind repeats falcon.v1.OpKind (the wire contract is the single source); it cannot drift.
-static_assert(static_cast<int>(falcon::shim::OpKind::kUnspecified) ==
-              falcon::v1::OP_KIND_UNSPECIFIED);
-static_assert(static_cast<int>(falcon::shim::OpKind::kAllReduce) == falcon::v1::OP_KIND_ALL_REDUCE);
-static_assert(static_cast<int>(falcon::shim::OpKind::kAllGather) == falcon::v1::OP_KIND_ALL_GATHER);
-static_assert(static_cast<int>(falcon::shim::OpKind::kReduceScatter) ==
-              falcon::v1::OP_KIND_REDUCE_SCATTER);
-static_assert(static_cast<int>(falcon::shim::OpKind::kBroadcast) == falcon::v1::OP_KIND_BROADCAST);
-static_assert(static_cast<int>(falcon::shim::OpKind::kReduce) == falcon::v1::OP_KIND_REDUCE);
-static_assert(static_cast<int>(falcon::shim::OpKind::kSend) == falcon::v1::OP_KIND_SEND);
-static_assert(static_cast<int>(falcon::shim::OpKind::kRecv) == falcon::v1::OP_KIND_RECV);
-static_assert(static_cast<int>(falcon::shim::OpKind::kBarrier) == falcon::v1::OP_KIND_BARRIER);
-static_assert(static_cast<int>(falcon::shim::OpKind::kAllToAll) == falcon::v1::OP_KIND_ALL_TO_ALL);
-static_assert(static_cast<int>(falcon::shim::OpKind::kAllToAll) == falcon::v1::OpKind_MAX);
-
 namespace falcon::shim {
 
 absl::Status ValidateCommunicator(const CommunicatorInfo& c, uint32_t world_size) {
@@ -58,7 +43,7 @@ absl::Status ValidateIterationHint(const IterationHint& h) {
 
 void ToProto(const OpRecord& r, falcon::v1::OpRecord* out) {
   out->set_comm_id(r.comm_id);
-  out->set_op_kind(static_cast<falcon::v1::OpKind>(r.op_kind));
+  out->set_op_kind(r.op_kind);
   out->set_bytes(r.bytes);
   out->set_peer(r.peer);
   out->set_host_start_ns(r.host_start_ns);

@@ -11,24 +11,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/op_kind.h"
 #include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/shim.pb.h"
 
 namespace falcon::shim {
 
-// Values equal falcon.v1.OpKind.
-enum class OpKind : int32_t {
-  kUnspecified = 0,
-  kAllReduce = 1,
-  kAllGather = 2,
-  kReduceScatter = 3,
-  kBroadcast = 4,
-  kReduce = 5,
-  kSend = 6,  // peer = destination global rank
-  kRecv = 7,  // peer = source global rank
-  kBarrier = 8,
-  kAllToAll = 9,
-};
+// Operation kinds: the wire contract's falcon.v1.OpKind (common/op_kind.h).
+using common::OpKind;
 
 // Values equal falcon.v1.CommKind.
 enum class CommKind : int32_t {
@@ -49,7 +39,7 @@ struct OpRecord {
   int64_t device_duration_ns = 0;  // CUDA-event time when profiling; 0 otherwise.
   uint64_t seq = 0;                // Per-rank op sequence; assigned by Shim::RecordOp.
   int64_t iteration = -1;          // Iteration the op belongs to; -1 unknown (the shim stamps it).
-  OpKind op_kind = OpKind::kUnspecified;
+  OpKind op_kind = OpKind::OP_KIND_UNSPECIFIED;
   int32_t peer = -1;  // Global peer rank for kSend/kRecv; -1 for collectives.
 };
 static_assert(std::is_trivially_copyable_v<OpRecord>, "OpRecord lives in a ring buffer");
@@ -76,7 +66,7 @@ inline constexpr uint64_t kMaxOpBytes = uint64_t{1} << 40;
 
 // Cheap field checks for the hot path. kInvalidArgument naming the field.
 inline absl::Status ValidateOpRecord(const OpRecord& r) {
-  if (r.op_kind <= OpKind::kUnspecified || r.op_kind > OpKind::kAllToAll) {
+  if (r.op_kind <= OpKind::OP_KIND_UNSPECIFIED || r.op_kind > OpKind::OP_KIND_ALL_TO_ALL) {
     return absl::InvalidArgumentError("op_record.op_kind: unspecified or out of range");
   }
   if (r.comm_id == 0) return absl::InvalidArgumentError("op_record.comm_id: must be non-zero");

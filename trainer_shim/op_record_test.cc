@@ -8,7 +8,7 @@ namespace {
 OpRecord Good() {
   OpRecord r;
   r.comm_id = 0xabcdef;
-  r.op_kind = OpKind::kSend;
+  r.op_kind = OpKind::OP_KIND_SEND;
   r.bytes = 4096;
   r.peer = 5;
   r.host_start_ns = 100;
@@ -22,7 +22,7 @@ OpRecord Good() {
 TEST(OpRecordTest, ValidateNamesTheField) {
   EXPECT_TRUE(ValidateOpRecord(Good()).ok());
   OpRecord r = Good();
-  r.op_kind = OpKind::kUnspecified;
+  r.op_kind = OpKind::OP_KIND_UNSPECIFIED;
   EXPECT_NE(ValidateOpRecord(r).message().find("op_kind"), std::string::npos);
   r = Good();
   r.op_kind = static_cast<OpKind>(42);
@@ -56,9 +56,9 @@ TEST(OpRecordTest, ToProtoCopiesEveryField) {
 }
 
 TEST(OpRecordTest, OpKindValuesMatchTheProto) {
-  EXPECT_EQ(static_cast<int>(OpKind::kAllReduce), falcon::v1::OP_KIND_ALL_REDUCE);
-  EXPECT_EQ(static_cast<int>(OpKind::kRecv), falcon::v1::OP_KIND_RECV);
-  EXPECT_EQ(static_cast<int>(OpKind::kAllToAll), falcon::v1::OP_KIND_ALL_TO_ALL);
+  EXPECT_EQ(static_cast<int>(OpKind::OP_KIND_ALL_REDUCE), falcon::v1::OP_KIND_ALL_REDUCE);
+  EXPECT_EQ(static_cast<int>(OpKind::OP_KIND_RECV), falcon::v1::OP_KIND_RECV);
+  EXPECT_EQ(static_cast<int>(OpKind::OP_KIND_ALL_TO_ALL), falcon::v1::OP_KIND_ALL_TO_ALL);
   EXPECT_EQ(static_cast<int>(CommKind::kWorld), falcon::v1::COMM_KIND_WORLD);
   EXPECT_EQ(static_cast<int>(CommKind::kPp), falcon::v1::COMM_KIND_PP);
 }

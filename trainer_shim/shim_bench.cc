@@ -60,7 +60,7 @@ double CalibrateUnitsPerNs() {
 OpRecord MakeOp(int64_t i) {
   OpRecord r;
   r.comm_id = 42;
-  r.op_kind = OpKind::kAllReduce;
+  r.op_kind = OpKind::OP_KIND_ALL_REDUCE;
   r.bytes = 1 << 20;
   r.host_start_ns = i;
   r.host_end_ns = i + 1;

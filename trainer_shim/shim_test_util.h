@@ -71,7 +71,7 @@ inline ShimOptions FastOptions(const std::string& socket, LogSink* log) {
 inline OpRecord Op(int64_t i) {
   OpRecord r;
   r.comm_id = kComm;
-  r.op_kind = (i % 2 == 0) ? OpKind::kAllReduce : OpKind::kSend;
+  r.op_kind = (i % 2 == 0) ? OpKind::OP_KIND_ALL_REDUCE : OpKind::OP_KIND_SEND;
   r.peer = (i % 2 == 0) ? -1 : 2;
   r.bytes = 1000 + static_cast<uint64_t>(i);
   r.host_start_ns = 10 * i;

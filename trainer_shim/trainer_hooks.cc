@@ -8,27 +8,6 @@
 #include "collective/comm_runtime.h"
 #include "proto/falcon/v1/common.pb.h"
 
-// collective::OpKind repeats falcon.v1.OpKind (the wire contract is the single source); it cannot
-// drift.
-static_assert(static_cast<int>(falcon::collective::OpKind::kUnspecified) ==
-              falcon::v1::OP_KIND_UNSPECIFIED);
-static_assert(static_cast<int>(falcon::collective::OpKind::kAllReduce) ==
-              falcon::v1::OP_KIND_ALL_REDUCE);
-static_assert(static_cast<int>(falcon::collective::OpKind::kAllGather) ==
-              falcon::v1::OP_KIND_ALL_GATHER);
-static_assert(static_cast<int>(falcon::collective::OpKind::kReduceScatter) ==
-              falcon::v1::OP_KIND_REDUCE_SCATTER);
-static_assert(static_cast<int>(falcon::collective::OpKind::kBroadcast) ==
-              falcon::v1::OP_KIND_BROADCAST);
-static_assert(static_cast<int>(falcon::collective::OpKind::kReduce) == falcon::v1::OP_KIND_REDUCE);
-static_assert(static_cast<int>(falcon::collective::OpKind::kSend) == falcon::v1::OP_KIND_SEND);
-static_assert(static_cast<int>(falcon::collective::OpKind::kRecv) == falcon::v1::OP_KIND_RECV);
-static_assert(static_cast<int>(falcon::collective::OpKind::kBarrier) ==
-              falcon::v1::OP_KIND_BARRIER);
-static_assert(static_cast<int>(falcon::collective::OpKind::kAllToAll) ==
-              falcon::v1::OP_KIND_ALL_TO_ALL);
-static_assert(static_cast<int>(falcon::collective::OpKind::kAllToAll) == falcon::v1::OpKind_MAX);
-
 namespace falcon::shim {
 
 absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
@@ -142,7 +121,7 @@ void ShimTrainerHooks::OnOp(const collective::OpEvent& event) noexcept {
   r.host_end_ns = std::max(event.host_end_ns, event.host_start_ns);
   r.device_duration_ns = event.device_duration_ns;
   r.iteration = event.iteration;
-  r.op_kind = static_cast<OpKind>(static_cast<int32_t>(event.kind));
+  r.op_kind = event.kind;
   r.peer = event.peer;
   (void)shim_->RecordOp(r);  // Dropped records are counted by the shim; never block training.
 }

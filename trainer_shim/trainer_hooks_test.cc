@@ -76,7 +76,7 @@ TEST_F(TrainerHooksTest, HelloCommunicatorsOpsAndHintsReachTheAgent) {
   hooks->OnCommCreated(dp);
   collective::OpEvent op;
   op.comm_id = 0xD0;
-  op.kind = collective::OpKind::kSend;
+  op.kind = collective::OpKind::OP_KIND_SEND;
   op.rank = 1;
   op.peer = 0;
   op.bytes = 4096;

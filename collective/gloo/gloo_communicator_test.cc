@@ -101,13 +101,13 @@ TEST(GlooCommunicatorTest, ObserverSeesEveryOpWithKindBytesPeerAndOrder) {
 
     const auto events = observer.events();
     RETURN_IF_ERROR(Expect(events.size() == 7, absl::StrCat("events: ", events.size())));
-    const OpKind kinds[] = {OpKind::kAllReduce,
-                            OpKind::kAllGather,
-                            OpKind::kReduceScatter,
-                            OpKind::kBroadcast,
-                            rank == 0 ? OpKind::kSend : OpKind::kRecv,
-                            OpKind::kBarrier,
-                            OpKind::kBarrier};
+    const OpKind kinds[] = {OpKind::OP_KIND_ALL_REDUCE,
+                            OpKind::OP_KIND_ALL_GATHER,
+                            OpKind::OP_KIND_REDUCE_SCATTER,
+                            OpKind::OP_KIND_BROADCAST,
+                            rank == 0 ? OpKind::OP_KIND_SEND : OpKind::OP_KIND_RECV,
+                            OpKind::OP_KIND_BARRIER,
+                            OpKind::OP_KIND_BARRIER};
     const uint64_t bytes[] = {40, 40, 80, 20, 12, 0, 0};
     for (size_t i = 0; i < events.size(); ++i) {
       const OpEvent& e = events[i];
@@ -289,7 +289,7 @@ TEST(GlooCommunicatorTest, RealLinkDelayShowsInTimingsOfThatPairOnly) {
       }
     }
     for (const OpEvent& e : observer.events()) {
-      if (e.kind != OpKind::kSend) continue;
+      if (e.kind != OpKind::OP_KIND_SEND) continue;
       const absl::Duration took = absl::Nanoseconds(e.host_end_ns - e.host_start_ns);
       const bool slow_link = rank == 2 && e.peer == 3;
       RETURN_IF_ERROR(
@@ -341,8 +341,8 @@ TEST(GlooCommunicatorTest, PauseHoldsNextOpUntilResumeWhileValidationRuns) {
     RETURN_IF_ERROR(s);
     RETURN_IF_ERROR(Expect(v[99] == 3.0f, "held all-reduce result"));
     const auto events = observer.events();
-    RETURN_IF_ERROR(Expect(events.size() == 2 && events[0].kind != OpKind::kAllReduce &&
-                               events[1].kind == OpKind::kAllReduce,
+    RETURN_IF_ERROR(Expect(events.size() == 2 && events[0].kind != OpKind::OP_KIND_ALL_REDUCE &&
+                               events[1].kind == OpKind::OP_KIND_ALL_REDUCE,
                            "validation op reported before the held op"));
     runtime->SetObserver(nullptr);
     return absl::OkStatus();
