@@ -20,6 +20,9 @@
 // flush of the caller's buffers). Only async-signal-safe calls run between fork and exec; argv,
 // env and the files are prepared before fork, so a multithreaded caller may Spawn. A function
 // child of a multithreaded caller may only do what is safe after fork (its concern, not ours).
+// Spawn waits on a close-on-exec pipe: a function child forked meanwhile by another thread holds
+// that pipe open until it ends, which delays this Spawn until then (spawn from one thread when
+// function children live long).
 //
 // parent_death_signal: PR_SET_PDEATHSIG, armed in the child and then checked against the caller's
 // pid (a caller that died before it was armed makes the child exit 127 at once). Linux delivers

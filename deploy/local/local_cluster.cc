@@ -167,7 +167,7 @@ absl::StatusOr<common::Subprocess> LocalCluster::Spawn(const std::string& name,
 }
 
 absl::StatusOr<std::vector<std::string>> LocalCluster::AwaitLines(
-    const Child& child, const std::vector<std::string>& prefixes) {
+    Child& child, const std::vector<std::string>& prefixes) {
   const std::string log = log_path(child.name);
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   for (;;) {

@@ -142,7 +142,7 @@ class LocalCluster {
                                            const std::vector<std::string>& argv,
                                            bool new_process_group);
   // Waits until the log of `name` has a line starting with each prefix; returns the rests.
-  absl::StatusOr<std::vector<std::string>> AwaitLines(const Child& child,
+  absl::StatusOr<std::vector<std::string>> AwaitLines(Child& child,
                                                       const std::vector<std::string>& prefixes);
   void StopChild(Child& child, bool kill_now);
   bool Reap(Child& child);  // True when it has exited.
