@@ -3,17 +3,12 @@
 // data directory while two ranks keep training. Afterwards the controller's job history has every
 // iteration exactly once with the right job iteration time, and it saw no stale (duplicated) or
 // rejected summary.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,10 +19,9 @@
 #include "agent/testing/prometheus_text.h"
 #include "agent/testing/shim_test_client.h"
 #include "common/clock.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
-
-extern char** environ;
 
 namespace falcon::agent {
 namespace {
@@ -57,16 +51,13 @@ class ControllerProcess {
                                      absl::StrCat("--data_dir=", data_dir),
                                      "--tick=50ms",
                                      "--job_end_grace=600s"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return ::testing::AssertionFailure() << "posix_spawn: " << rc;
+    common::SpawnOptions options;
+    options.argv = args;
+    options.stdout_stream = common::Stdio::File(log_);
+    options.stderr_stream = common::Stdio::SameAsStdout();
+    absl::StatusOr<common::Subprocess> proc = common::Subprocess::Spawn(options);
+    if (!proc.ok()) return ::testing::AssertionFailure() << proc.status();
+    proc_ = std::move(*proc);
     const absl::Time deadline = absl::Now() + kWait;
     while (absl::Now() < deadline) {
       std::ifstream in(log_);
@@ -83,9 +74,13 @@ class ControllerProcess {
         metrics_ = metrics;
         return ::testing::AssertionSuccess();
       }
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return ::testing::AssertionFailure() << "controller exited:\n" << text.str();
+      absl::StatusOr<std::optional<common::ExitStatus>> ended = proc_->Poll();
+      if (!ended.ok() || ended->has_value()) {
+        proc_.reset();
+        return ::testing::AssertionFailure()
+               << "controller ended ("
+               << (ended.ok() ? (*ended)->ToString() : ended.status().ToString()) << "):\n"
+               << text.str();
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
@@ -93,19 +88,14 @@ class ControllerProcess {
   }
 
   // SIGKILL: no shutdown, no flush.
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void Kill() { proc_.reset(); }  // ~Subprocess SIGKILLs and reaps a running child.
 
   const std::string& address() const { return address_; }
   const std::string& metrics() const { return metrics_; }
   int port() const { return std::stoi(address_.substr(address_.rfind(':') + 1)); }
 
  private:
-  pid_t pid_ = -1;
+  std::optional<common::Subprocess> proc_;
   int starts_ = 0;
   std::string log_;
   std::string address_;

@@ -5,15 +5,13 @@
 // watches one), the event's timeline, directives, settings (get, set, a bad key and a bad value),
 // exports the history as CSV and JSON, forces a validation, and asks for a dry-run plan; unknown
 // job and event ids exit 1, a dead address exits 3, bad usage exits 2.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/subprocess.h"
 #include "controller/testing/job_fixtures.h"
 #include "controller/testing/loopback_agent.h"
 #include "gtest/gtest.h"
@@ -62,7 +61,7 @@ struct Result {
 
 // A child process with stdout/stderr in files `base`.out/.err.
 struct Child {
-  pid_t pid = -1;
+  absl::StatusOr<common::Subprocess> proc = absl::UnknownError("not started");
   std::string base;
   std::string out() const { return ReadFile(base + ".out"); }
 };
@@ -72,53 +71,44 @@ Child Spawn(std::vector<std::string> argv, const std::vector<std::string>& env =
   static int n = 0;
   Child c;
   c.base = absl::StrCat(TmpDir(), "/run.", ++n);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::vector<std::string> env_store;
+  common::SpawnOptions options;
+  options.argv = std::move(argv);
+  options.env.emplace();
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!absl::StartsWith(*e, "FALCON_CONTROLLER=")) env_store.push_back(*e);
+    if (!absl::StartsWith(*e, "FALCON_CONTROLLER=")) options.env->push_back(*e);
   }
-  for (const auto& e : env) env_store.push_back(e);
-  std::vector<char*> envp;
-  for (auto& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, (c.base + ".out").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, (c.base + ".err").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (posix_spawn(&c.pid, args[0], &actions, nullptr, args.data(), envp.data()) != 0) c.pid = -1;
-  posix_spawn_file_actions_destroy(&actions);
+  options.env->insert(options.env->end(), env.begin(), env.end());
+  options.stdout_stream = common::Stdio::File(c.base + ".out");
+  options.stderr_stream = common::Stdio::File(c.base + ".err");
+  c.proc = common::Subprocess::Spawn(options);
   return c;
 }
 
 // Waits for `c` to exit; after `timeout` kills it (SIGKILL: rc 137).
-Result Wait(const Child& c, absl::Duration timeout = absl::Seconds(120)) {
+Result Wait(Child& c, absl::Duration timeout = absl::Seconds(120)) {
   Result r;
-  if (c.pid <= 0) {
-    r.err = "posix_spawn failed";
+  if (!c.proc.ok()) {
+    r.err = c.proc.status().ToString();
     return r;
   }
-  int status = 0;
-  const absl::Time deadline = absl::Now() + timeout;
-  while (waitpid(c.pid, &status, WNOHANG) == 0) {
-    if (absl::Now() > deadline) {
-      kill(c.pid, SIGKILL);
-      waitpid(c.pid, &status, 0);
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  absl::StatusOr<std::optional<common::ExitStatus>> ended = c.proc->WaitFor(timeout);
+  absl::StatusOr<common::ExitStatus> status = !ended.ok() ? ended.status()
+                                              : ended->has_value()
+                                                  ? absl::StatusOr<common::ExitStatus>(**ended)
+                                                  : c.proc->Stop(SIGKILL, absl::ZeroDuration());
   r.out = ReadFile(c.base + ".out");
   r.err = ReadFile(c.base + ".err");
+  if (!status.ok()) {
+    r.err += status.status().ToString();
+    return r;
+  }
+  r.rc = status->ShellCode();
   return r;
 }
 
 Result RunProcess(std::vector<std::string> argv, const std::vector<std::string>& env = {}) {
-  return Wait(Spawn(std::move(argv), env));
+  Child c = Spawn(std::move(argv), env);
+  return Wait(c);
 }
 
 std::ostream& operator<<(std::ostream& os, const Result& r) {
@@ -138,16 +128,13 @@ class ControllerProcess {
                                      absl::StrCat("--data_dir=", data_dir),
                                      "--tick=50ms",
                                      "--job_end_grace=600s"};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return ::testing::AssertionFailure() << "posix_spawn: " << rc;
+    common::SpawnOptions options;
+    options.argv = argv;
+    options.stdout_stream = common::Stdio::File(log_);
+    options.stderr_stream = common::Stdio::SameAsStdout();
+    absl::StatusOr<common::Subprocess> proc = common::Subprocess::Spawn(options);
+    if (!proc.ok()) return ::testing::AssertionFailure() << proc.status();
+    proc_ = std::move(*proc);
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (absl::Now() < deadline) {
       std::stringstream text(ReadFile(log_));
@@ -158,34 +145,29 @@ class ControllerProcess {
           return ::testing::AssertionSuccess();
         }
       }
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return ::testing::AssertionFailure() << "controller exited:\n" << ReadFile(log_);
+      absl::StatusOr<std::optional<common::ExitStatus>> ended = proc_->Poll();
+      if (!ended.ok() || ended->has_value()) {
+        proc_.reset();
+        return ::testing::AssertionFailure() << "controller ended:\n" << ReadFile(log_);
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
     return ::testing::AssertionFailure() << "controller did not start:\n" << ReadFile(log_);
   }
 
+  // SIGTERM, SIGKILL after 10 s.
   void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline && waitpid(pid_, nullptr, WNOHANG) != pid_) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    if (waitpid(pid_, nullptr, WNOHANG) == 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    pid_ = -1;
+    if (!proc_.has_value()) return;
+    absl::StatusOr<common::ExitStatus> ended = proc_->Stop(SIGTERM, absl::Seconds(10));
+    EXPECT_TRUE(ended.ok()) << ended.status();
+    proc_.reset();
   }
 
   const std::string& address() const { return address_; }
   std::string log() const { return ReadFile(log_); }
 
  private:
-  pid_t pid_ = -1;
+  std::optional<common::Subprocess> proc_;
   std::string log_;
   std::string address_;
 };

@@ -2,8 +2,8 @@
 // 4 rank processes, 4 B .. 64 MiB), and the observer's cost per op (target < 1 us).
 // Run with no arguments; prints a table (figure, value, target). Bus bandwidth follows the
 // nccl-tests convention: size / time * 2 (n - 1) / n.
+#include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,10 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collective/buffer.h"
 #include "collective/comm_runtime.h"
 #include "collective/gloo/gloo_communicator.h"
+#include "common/subprocess.h"
 
 namespace falcon::collective {
 namespace {
@@ -88,21 +90,35 @@ std::vector<Row> Sweep(int n) {
   int fds[2];
   if (pipe(fds) != 0) return {};
   std::fflush(stdout);
-  std::vector<pid_t> pids;
+  std::vector<common::Subprocess> ranks;
   for (int r = 0; r < n; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
+    common::SpawnOptions options;
+    options.name = absl::StrCat("bench rank ", r);
+    options.parent_death_signal = SIGKILL;
+    absl::StatusOr<common::Subprocess> child = common::Subprocess::SpawnFunction(options, [&, r] {
       close(fds[0]);
-      _exit(SweepRank(r, n, dir, fds[1]));
+      return SweepRank(r, n, dir, fds[1]);
+    });
+    if (!child.ok()) {
+      std::fprintf(stderr, "%s\n", child.status().ToString().c_str());
+      break;  // The ranks started cannot meet: their destructors kill and reap them.
     }
-    pids.push_back(pid);
+    ranks.push_back(std::move(*child));
   }
   close(fds[1]);
   std::vector<Row> rows;
   Row row;
-  while (read(fds[0], &row, sizeof(row)) == sizeof(row)) rows.push_back(row);
+  if (static_cast<int>(ranks.size()) == n) {
+    while (read(fds[0], &row, sizeof(row)) == sizeof(row)) rows.push_back(row);
+  }
   close(fds[0]);
-  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  for (common::Subprocess& rank : ranks) {
+    absl::StatusOr<common::ExitStatus> e = rank.Wait();
+    if (!e.ok() || !e->success()) {
+      std::fprintf(stderr, "%s: %s\n", rank.name().c_str(),
+                   e.ok() ? e->ToString().c_str() : e.status().ToString().c_str());
+    }
+  }
   return rows;
 }
 

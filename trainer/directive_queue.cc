@@ -4,8 +4,59 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/micro_batch_plan.h"
 
 namespace falcon::trainer {
+
+absl::StatusOr<analysis::Layout> LayoutFromTopologyChange(const falcon::v1::TopologyChange& change,
+                                                          int world) {
+  if (change.assignments_size() != world) {
+    return absl::InvalidArgumentError(absl::StrCat("topology_change.assignments has ",
+                                                   change.assignments_size(),
+                                                   " entries; the world has ", world, " ranks"));
+  }
+  std::vector<analysis::RankPlacement> ranks;
+  std::vector<bool> seen(world, false);
+  for (int i = 0; i < change.assignments_size(); ++i) {
+    const falcon::v1::RankAssignment& a = change.assignments(i);
+    const std::string field = absl::StrCat("topology_change.assignments[", i, "]");
+    if (a.rank() >= static_cast<uint32_t>(world)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".rank = ", a.rank(), " is outside the world of ", world));
+    }
+    if (seen[a.rank()]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".rank = ", a.rank(), " is assigned twice"));
+    }
+    if (a.tp_index() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".tp_index = ", a.tp_index(),
+                       ": the reference trainer has no tensor parallelism"));
+    }
+    if (a.dp_index() >= static_cast<uint32_t>(world) ||
+        a.pp_index() >= static_cast<uint32_t>(world)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " (dp ", a.dp_index(), ", pp ", a.pp_index(), ") is out of range"));
+    }
+    for (int j = 0; j < i; ++j) {
+      const falcon::v1::RankAssignment& b = change.assignments(j);
+      if (b.dp_index() == a.dp_index() && b.pp_index() == a.pp_index()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("topology_change: ranks ", b.rank(), " and ", a.rank(),
+                         " share position (dp=", a.dp_index(), ", pp=", a.pp_index(), ")"));
+      }
+    }
+    seen[a.rank()] = true;
+    ranks.push_back(analysis::RankPlacement{static_cast<int32_t>(a.rank()), "",
+                                            static_cast<int32_t>(a.dp_index()),
+                                            static_cast<int32_t>(a.pp_index()), 0});
+  }
+  absl::StatusOr<analysis::Layout> layout = analysis::Layout::Create(std::move(ranks));
+  if (!layout.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("topology_change: ", layout.status().message()));
+  }
+  return layout;
+}
 
 bool IsTrainerDirective(const falcon::v1::Directive& d) {
   return d.kind_case() != falcon::v1::Directive::kProfiling &&
@@ -19,7 +70,7 @@ bool IsTarget(const falcon::v1::Directive& d, int rank) {
 }
 
 absl::Status CheckDirective(const falcon::v1::Directive& d, const PlanState& s) {
-  const Layout& layout = *s.layout;
+  const analysis::Layout& layout = *s.layout;
   if (d.directive_id() == 0) return absl::InvalidArgumentError("directive_id must be > 0");
   if (d.effective_iteration() < 0) {
     return absl::InvalidArgumentError(
@@ -28,19 +79,20 @@ absl::Status CheckDirective(const falcon::v1::Directive& d, const PlanState& s) 
   switch (d.kind_case()) {
     case falcon::v1::Directive::kMicroBatchPlan: {
       const auto& m = d.micro_batch_plan().micro_batches();
-      return ValidateMicroBatchPlan(std::vector<int>(m.begin(), m.end()), layout.dp(), layout.pp(),
-                                    s.total_micro_batches);
+      return ValidateMicroBatchPlan(std::vector<int>(m.begin(), m.end()), layout.dp_size(),
+                                    layout.pp_size(), s.total_micro_batches);
     }
     case falcon::v1::Directive::kTopologyChange: {
-      absl::StatusOr<Layout> next = Layout::FromTopologyChange(d.topology_change(), layout.world());
+      absl::StatusOr<analysis::Layout> next =
+          LayoutFromTopologyChange(d.topology_change(), layout.world_size());
       if (!next.ok()) return next.status();
-      if (s.total_micro_batches % next->pp() != 0) {
+      if (s.total_micro_batches % next->pp_size() != 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat("topology_change: PP = ", next->pp(), " does not divide the ",
+            absl::StrCat("topology_change: PP = ", next->pp_size(), " does not divide the ",
                          s.total_micro_batches, " micro-batches of the global batch"));
       }
-      if (next->pp() > s.num_blocks) {
-        return absl::InvalidArgumentError(absl::StrCat("topology_change: PP = ", next->pp(),
+      if (next->pp_size() > s.num_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat("topology_change: PP = ", next->pp_size(),
                                                        " exceeds the ", s.num_blocks,
                                                        " blocks of the model"));
       }
@@ -54,16 +106,16 @@ absl::Status CheckDirective(const falcon::v1::Directive& d, const PlanState& s) 
       std::set<uint32_t> excluded;
       for (int i = 0; i < c.excluded_ranks_size(); ++i) {
         const uint32_t r = c.excluded_ranks(i);
-        if (r >= static_cast<uint32_t>(layout.world()) || !excluded.insert(r).second) {
+        if (r >= static_cast<uint32_t>(layout.world_size()) || !excluded.insert(r).second) {
           return absl::InvalidArgumentError(
               absl::StrCat("checkpoint_restart.excluded_ranks[", i, "] = ", r,
-                           " is a duplicate or outside the world of ", layout.world()));
+                           " is a duplicate or outside the world of ", layout.world_size()));
         }
       }
-      if (layout.world() - static_cast<int>(excluded.size()) < layout.pp()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("checkpoint_restart excludes ", excluded.size(), " of ", layout.world(),
-                         " ranks, leaving fewer than the ", layout.pp(), " a pipeline needs"));
+      if (layout.world_size() - static_cast<int>(excluded.size()) < layout.pp_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "checkpoint_restart excludes ", excluded.size(), " of ", layout.world_size(),
+            " ranks, leaving fewer than the ", layout.pp_size(), " a pipeline needs"));
       }
       return absl::OkStatus();
     }

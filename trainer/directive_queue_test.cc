@@ -20,7 +20,7 @@ falcon::v1::Directive Make(uint64_t id, int64_t at) {
 
 class CheckTest : public ::testing::Test {
  protected:
-  CheckTest() : layout_(*Layout::Default(8, 4, 2)), plan_({2, 2, 2, 2}) {
+  CheckTest() : layout_(*analysis::Layout::Default(8, 4, 2)), plan_({2, 2, 2, 2}) {
     state_.layout = &layout_;
     state_.micro_batches = &plan_;
     state_.total_micro_batches = 8;
@@ -29,7 +29,7 @@ class CheckTest : public ::testing::Test {
   std::string Why(const falcon::v1::Directive& d) {
     return std::string(CheckDirective(d, state_).message());
   }
-  Layout layout_;
+  analysis::Layout layout_;
   std::vector<int> plan_;
   PlanState state_;
 };
@@ -118,6 +118,46 @@ TEST(DirectiveQueueTest, TargetRanks) {
   d.add_target_ranks(2);
   EXPECT_TRUE(IsTarget(d, 2));
   EXPECT_FALSE(IsTarget(d, 5));
+}
+
+falcon::v1::TopologyChange Change(const std::vector<std::vector<int>>& rows) {
+  falcon::v1::TopologyChange c;
+  for (const auto& r : rows) {
+    falcon::v1::RankAssignment* a = c.add_assignments();
+    a->set_rank(r[0]);
+    a->set_dp_index(r[1]);
+    a->set_pp_index(r[2]);
+    if (r.size() > 3) a->set_tp_index(r[3]);
+  }
+  return c;
+}
+
+TEST(LayoutFromTopologyChangeTest, TopologyChangeSwapsPositions) {
+  // The paper's node swap: ranks 1 and 2 exchange their (dp, pp) positions.
+  absl::StatusOr<analysis::Layout> l =
+      LayoutFromTopologyChange(Change({{0, 0, 0}, {1, 0, 1}, {2, 1, 0}, {3, 1, 1}}), 4);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->dp_size(), 2);
+  EXPECT_EQ(l->pp_size(), 2);
+  EXPECT_EQ(l->at(1), (analysis::RankPlacement{1, "", 0, 1, 0}));
+  EXPECT_EQ(l->RankAt(1, 0, 0), 2);
+}
+
+TEST(LayoutFromTopologyChangeTest, MalformedTopologyChangesAreRejected) {
+  EXPECT_THAT(std::string(LayoutFromTopologyChange(Change({{0, 0, 0}}), 2).status().message()),
+              HasSubstr("1 entries"));
+  EXPECT_THAT(
+      std::string(LayoutFromTopologyChange(Change({{0, 0, 0}, {0, 1, 0}}), 2).status().message()),
+      HasSubstr("assigned twice"));
+  EXPECT_THAT(
+      std::string(LayoutFromTopologyChange(Change({{0, 0, 0}, {1, 0, 0}}), 2).status().message()),
+      HasSubstr("share position"));
+  EXPECT_THAT(
+      std::string(
+          LayoutFromTopologyChange(Change({{0, 0, 0}, {1, 1, 0, 1}}), 2).status().message()),
+      HasSubstr("tp_index"));
+  // (0,0), (1,1), (2,2): not a full grid.
+  EXPECT_FALSE(LayoutFromTopologyChange(Change({{0, 0, 0}, {1, 1, 1}, {2, 2, 2}}), 3).ok());
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ struct StageLayers {
 
 // Layers of `stage` in a pipeline of `pp` stages: the embedding goes to stage 0, the head to
 // stage pp-1, and blocks are split evenly (stage s gets blocks [s*L/pp, (s+1)*L/pp)).
-// Requires 1 <= pp <= num_blocks and 0 <= stage < pp (checked by Layout::Validate).
+// Requires 1 <= pp <= num_blocks and 0 <= stage < pp (checked by ValidateParallelConfig).
 StageLayers LayersOfStage(const ModelConfig& config, int pp, int stage);
 
 // Stage of `layer` in a pipeline of `pp` stages.

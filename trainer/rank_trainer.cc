@@ -64,7 +64,8 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
   if (options.steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--steps ", options.steps, " must be >= 0"));
   }
-  absl::StatusOr<Layout> layout = Layout::Default(world->size(), options.dp, options.pp);
+  absl::StatusOr<analysis::Layout> layout =
+      analysis::Layout::Default(world->size(), options.dp, options.pp);
   if (!layout.ok()) return layout.status();
   std::unique_ptr<RankTrainer> t(new RankTrainer(std::move(options), corpus, std::move(runtime),
                                                  std::move(world), hooks, faults, clock,
@@ -76,7 +77,8 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
 RankTrainer::RankTrainer(TrainerOptions options, const Corpus* corpus,
                          std::shared_ptr<collective::CommRuntime> runtime,
                          std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-                         collective::RankFaults* faults, const common::Clock* clock, Layout layout)
+                         collective::RankFaults* faults, const common::Clock* clock,
+                         analysis::Layout layout)
     : options_(std::move(options)),
       corpus_(corpus),
       runtime_(std::move(runtime)),
@@ -89,9 +91,9 @@ RankTrainer::RankTrainer(TrainerOptions options, const Corpus* corpus,
 
 absl::Status RankTrainer::Init() {
   const ModelConfig& c = options_.model;
-  plan_ = EvenMicroBatchPlan(layout_.dp(), layout_.pp(), options_.micro_batches);
+  plan_ = EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(), options_.micro_batches);
   stage_ =
-      std::make_unique<StageModel>(c, LayersOfStage(c, layout_.pp(), layout_.PositionOf(rank_).pp));
+      std::make_unique<StageModel>(c, LayersOfStage(c, layout_.pp_size(), layout_.at(rank_).pp));
   stage_->InitParams(options_.seed);
   if (!options_.resume_dir.empty()) {
     absl::StatusOr<CheckpointManifest> m = ReadManifest(options_.resume_dir);
@@ -108,7 +110,7 @@ absl::Status RankTrainer::Init() {
     start_iteration_ = m->iteration;
     plan_version_ = m->plan_version;
     last_loss_ = m->last_loss;
-    if (m->dp == layout_.dp() && m->pp == layout_.pp()) plan_ = m->micro_batch_plan;
+    if (m->dp == layout_.dp_size() && m->pp == layout_.pp_size()) plan_ = m->micro_batch_plan;
     for (int l = stage_->layers().first; l < stage_->layers().end; ++l) {
       const int64_t off = stage_->LayerOffset(l);
       if (absl::Status s =
@@ -143,7 +145,7 @@ absl::Status RankTrainer::Init() {
 }
 
 absl::Status RankTrainer::BuildGroupComms() {
-  const RankPosition p = layout_.PositionOf(rank_);
+  const analysis::RankPlacement p = layout_.at(rank_);
   dp_comm_.reset();
   pp_comm_.reset();
   absl::StatusOr<std::unique_ptr<collective::Communicator>> dp = world_->Split(
@@ -160,11 +162,11 @@ absl::Status RankTrainer::BuildGroupComms() {
 RankContext RankTrainer::Context() const {
   RankContext ctx;
   ctx.rank = rank_;
-  ctx.world_size = layout_.world();
-  ctx.dp_index = layout_.PositionOf(rank_).dp;
-  ctx.pp_index = layout_.PositionOf(rank_).pp;
-  ctx.dp_size = layout_.dp();
-  ctx.pp_size = layout_.pp();
+  ctx.world_size = layout_.world_size();
+  ctx.dp_index = layout_.at(rank_).dp;
+  ctx.pp_index = layout_.at(rank_).pp;
+  ctx.dp_size = layout_.dp_size();
+  ctx.pp_size = layout_.pp_size();
   ctx.global_micro_batches = options_.micro_batches;
   ctx.plan_version = plan_version_;
   ctx.world_comm_id = world_->id();
@@ -209,7 +211,7 @@ absl::StatusOr<RunResult> RankTrainer::Run() {
       return result;
     }
     if (t >= options_.steps) break;
-    const RankPosition pos = layout_.PositionOf(rank_);
+    const analysis::RankPlacement pos = layout_.at(rank_);
     r.pause_s = (b->end_ns - b->agreed_ns) * 1e-9;
     r.start_ns = b->end_ns;
     r.plan_version = plan_version_;
@@ -237,7 +239,7 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
     if (absl::Status s = faults_->OnIteration(t); !s.ok()) return s;
   }
   const ModelConfig& c = options_.model;
-  const RankPosition pos = layout_.PositionOf(rank_);
+  const analysis::RankPlacement pos = layout_.at(rank_);
   const int m = plan_[pos.dp];
   const int offset = MicroBatchOffset(plan_, pos.dp);
   const float loss_scale =
@@ -261,7 +263,7 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
   };
   auto act = [](std::vector<float>& v) { return HostBuffer(v.data(), v.size()); };
   stage_->ZeroGrads();
-  for (const PipeOp& op : OneFOneBSchedule(layout_.pp(), pos.pp, m)) {
+  for (const PipeOp& op : OneFOneBSchedule(layout_.pp_size(), pos.pp, m)) {
     const int64_t micro = offset + op.micro;
     absl::Status s;
     switch (op.kind) {
@@ -419,16 +421,18 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
 
 absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::string* reason) {
   const int64_t start = clock_->MonotonicNanos();
-  absl::StatusOr<Layout> next = Layout::FromTopologyChange(d.topology_change(), layout_.world());
+  absl::StatusOr<analysis::Layout> next =
+      LayoutFromTopologyChange(d.topology_change(), layout_.world_size());
   if (!next.ok()) return next.status();
   const std::vector<LayerTransfer> plan = PlanRemap(options_.model, layout_, *next);
   absl::StatusOr<std::unique_ptr<StageModel>> stage =
       ExecuteRemap(options_.model, *next, plan, *stage_, *world_);
   if (!stage.ok()) return stage.status();
   stage_ = *std::move(stage);
-  const bool dp_changed = next->dp() != layout_.dp();
+  const bool dp_changed = next->dp_size() != layout_.dp_size();
   layout_ = *std::move(next);
-  if (dp_changed) plan_ = EvenMicroBatchPlan(layout_.dp(), layout_.pp(), options_.micro_batches);
+  if (dp_changed)
+    plan_ = EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(), options_.micro_batches);
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
   *reason =
@@ -440,7 +444,7 @@ absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::str
 
 absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
                                           const std::vector<int>& excluded, bool restart) {
-  if (layout_.PositionOf(rank_).dp == 0) {
+  if (layout_.at(rank_).dp == 0) {
     for (int l = stage_->layers().first; l < stage_->layers().end; ++l) {
       const int64_t off = stage_->LayerOffset(l);
       if (absl::Status s = WriteLayer(dir, l, stage_->LayerSize(l), stage_->params() + off,
@@ -457,9 +461,9 @@ absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
     m.plan_version = plan_version_;
     m.seed = options_.seed;
     m.model = options_.model;
-    m.world = layout_.world();
-    m.dp = layout_.dp();
-    m.pp = layout_.pp();
+    m.world = layout_.world_size();
+    m.dp = layout_.dp_size();
+    m.pp = layout_.pp_size();
     m.micro_batches = options_.micro_batches;
     m.micro_batch_plan = plan_;
     m.excluded_ranks = excluded;

@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "analysis/plan/layout.h"
 #include "collective/comm_runtime.h"
 #include "collective/communicator.h"
 #include "collective/fault/rank_faults.h"
@@ -39,7 +40,7 @@
 #include "trainer/corpus.h"
 #include "trainer/directive_queue.h"
 #include "trainer/hooks.h"
-#include "trainer/layout.h"
+#include "trainer/micro_batch_plan.h"
 #include "trainer/model_config.h"
 #include "trainer/stage_model.h"
 #include "trainer/validation_executor.h"
@@ -100,7 +101,7 @@ class RankTrainer {
   absl::StatusOr<RunResult> Run();
 
   int rank() const { return rank_; }
-  const Layout& layout() const { return layout_; }
+  const analysis::Layout& layout() const { return layout_; }
   const StageModel& stage() const { return *stage_; }
   const std::vector<int>& micro_batch_plan() const { return plan_; }
   int64_t plan_version() const { return plan_version_; }
@@ -116,7 +117,8 @@ class RankTrainer {
   RankTrainer(TrainerOptions options, const Corpus* corpus,
               std::shared_ptr<collective::CommRuntime> runtime,
               std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-              collective::RankFaults* faults, const common::Clock* clock, Layout layout);
+              collective::RankFaults* faults, const common::Clock* clock,
+              analysis::Layout layout);
 
   absl::Status Init();
   absl::Status BuildGroupComms();
@@ -151,7 +153,7 @@ class RankTrainer {
   std::unique_ptr<ValidationExecutor> executor_;
   const int rank_;
 
-  Layout layout_;
+  analysis::Layout layout_;
   std::vector<int> plan_;
   int64_t plan_version_ = 0;
   int64_t start_iteration_ = 0;

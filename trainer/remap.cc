@@ -4,15 +4,15 @@
 
 namespace falcon::trainer {
 
-std::vector<LayerTransfer> PlanRemap(const ModelConfig& config, const Layout& from,
-                                     const Layout& to) {
+std::vector<LayerTransfer> PlanRemap(const ModelConfig& config, const analysis::Layout& from,
+                                     const analysis::Layout& to) {
   std::vector<LayerTransfer> plan;
   for (int layer = 0; layer < config.num_layers(); ++layer) {
     std::vector<int> holders;
     std::vector<int> receivers;
-    for (int r = 0; r < from.world(); ++r) {
-      const bool had = LayersOfStage(config, from.pp(), from.PositionOf(r).pp).Contains(layer);
-      const bool has = LayersOfStage(config, to.pp(), to.PositionOf(r).pp).Contains(layer);
+    for (int r = 0; r < from.world_size(); ++r) {
+      const bool had = LayersOfStage(config, from.pp_size(), from.at(r).pp).Contains(layer);
+      const bool has = LayersOfStage(config, to.pp_size(), to.at(r).pp).Contains(layer);
       if (had) holders.push_back(r);
       if (has && !had) receivers.push_back(r);
     }
@@ -30,13 +30,13 @@ int64_t RemapBytes(const ModelConfig& config, const std::vector<LayerTransfer>& 
 }
 
 absl::StatusOr<std::unique_ptr<StageModel>> ExecuteRemap(const ModelConfig& config,
-                                                         const Layout& to,
+                                                         const analysis::Layout& to,
                                                          const std::vector<LayerTransfer>& plan,
                                                          const StageModel& old_stage,
                                                          collective::Communicator& world) {
   const int me = world.global_rank();
   auto stage =
-      std::make_unique<StageModel>(config, LayersOfStage(config, to.pp(), to.PositionOf(me).pp));
+      std::make_unique<StageModel>(config, LayersOfStage(config, to.pp_size(), to.at(me).pp));
   const StageLayers mine = stage->layers();
   // Layers this rank keeps are copied locally.
   for (int l = mine.first; l < mine.end; ++l) {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "analysis/plan/layout.h"
 #include "collective/communicator.h"
-#include "trainer/layout.h"
 #include "trainer/model_config.h"
 #include "trainer/stage_model.h"
 
@@ -33,8 +33,8 @@ struct LayerTransfer {
 // The copies that take every rank from its stage under `from` to its stage under `to` (same
 // world). Ordered by layer, then destination rank. A layer's receivers take turns over its
 // previous holders (round robin by rank), spreading the load.
-std::vector<LayerTransfer> PlanRemap(const ModelConfig& config, const Layout& from,
-                                     const Layout& to);
+std::vector<LayerTransfer> PlanRemap(const ModelConfig& config, const analysis::Layout& from,
+                                     const analysis::Layout& to);
 
 // Bytes moved by `plan` (parameters plus both Adam moments, float32).
 int64_t RemapBytes(const ModelConfig& config, const std::vector<LayerTransfer>& plan);
@@ -42,7 +42,7 @@ int64_t RemapBytes(const ModelConfig& config, const std::vector<LayerTransfer>& 
 // Builds this rank's stage under `to` from `old_stage` (its stage under `from`) and the transfers
 // of `plan` it takes part in. `world` ranks are global ranks. Communicator errors pass through.
 absl::StatusOr<std::unique_ptr<StageModel>> ExecuteRemap(const ModelConfig& config,
-                                                         const Layout& to,
+                                                         const analysis::Layout& to,
                                                          const std::vector<LayerTransfer>& plan,
                                                          const StageModel& old_stage,
                                                          collective::Communicator& world);

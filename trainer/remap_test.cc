@@ -15,8 +15,10 @@ using ::testing::HasSubstr;
 TEST(RemapPlanTest, SwappingTwoRanksMovesTheirStagesBetweenThem) {
   ModelConfig c = testing::SmallModel();
   c.vocab_size = 10;
-  const Layout from = *Layout::Default(4, 2, 2);  // r0 (0,0) r1 (1,0) r2 (0,1) r3 (1,1)
-  const Layout to = *Layout::FromPositions(2, 2, {{0, 0}, {0, 1}, {1, 0}, {1, 1}});
+  const analysis::Layout from =
+      *analysis::Layout::Default(4, 2, 2);  // r0 (0,0) r1 (1,0) r2 (0,1) r3 (1,1)
+  const analysis::Layout to = *analysis::Layout::Create(
+      {{0, "", 0, 0, 0}, {1, "", 0, 1, 0}, {2, "", 1, 0, 0}, {3, "", 1, 1, 0}});
   const std::vector<LayerTransfer> plan = PlanRemap(c, from, to);
   // Stage 0 = layers 0..2, stage 1 = layers 3..5. Rank 1 gets stage 1 and rank 2 stage 0; the
   // sources alternate over the previous holders.
@@ -34,9 +36,10 @@ TEST(RemapPlanTest, SwappingTwoRanksMovesTheirStagesBetweenThem) {
 TEST(RemapPlanTest, ReshapingSpreadsSourcesAcrossReplicas) {
   ModelConfig c = testing::SmallModel();
   c.vocab_size = 10;
-  const Layout from = *Layout::Default(4, 4, 1);  // Every rank holds every layer.
-  const Layout to = *Layout::Default(4, 1, 4);    // One pipeline of 4 stages.
-  EXPECT_TRUE(PlanRemap(c, from, to).empty());    // Nothing is missing anywhere.
+  const analysis::Layout from =
+      *analysis::Layout::Default(4, 4, 1);                          // Every rank holds every layer.
+  const analysis::Layout to = *analysis::Layout::Default(4, 1, 4);  // One pipeline of 4 stages.
+  EXPECT_TRUE(PlanRemap(c, from, to).empty());                      // Nothing is missing anywhere.
   const std::vector<LayerTransfer> back = PlanRemap(c, to, from);
   // Every rank lacks the layers of the 3 other stages; each comes from its only holder.
   EXPECT_EQ(back.size(), static_cast<size_t>(3 * c.num_layers()));

@@ -33,7 +33,7 @@
 #include "common/names.h"
 #include "nlohmann/json.hpp"
 #include "trainer/corpus.h"
-#include "trainer/layout.h"
+#include "trainer/micro_batch_plan.h"
 #include "trainer/restart_plan.h"
 #include "trainer/scripted_hooks.h"
 #include "trainer/worker.h"

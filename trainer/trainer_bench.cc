@@ -148,9 +148,15 @@ int Main() {
     for (const auto& j : testing::ReadJsonLines(run.json_log)) {
       if (j["iteration"] == 6) pause = std::max(pause, j["pause_s"].get<double>());
     }
-    const Layout from = *Layout::Default(8, 4, 2);
-    const Layout to = *Layout::FromPositions(
-        4, 2, {{0, 0}, {0, 1}, {2, 0}, {3, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 1}});
+    const analysis::Layout from = *analysis::Layout::Default(8, 4, 2);
+    const analysis::Layout to = *analysis::Layout::Create({{0, "", 0, 0, 0},
+                                                           {1, "", 0, 1, 0},
+                                                           {2, "", 2, 0, 0},
+                                                           {3, "", 3, 0, 0},
+                                                           {4, "", 1, 0, 0},
+                                                           {5, "", 1, 1, 0},
+                                                           {6, "", 2, 1, 0},
+                                                           {7, "", 3, 1, 0}});
     Row("S3 remap pause (swap ranks 1 and 4), ms", absl::StrFormat("%.1f", pause * 1e3),
         "< 60 s (paper)");
     Row("S3 state moved, MiB",

@@ -2,14 +2,13 @@
 // bounds, shutdown, fork.
 #include "trainer_shim/shim.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "trainer_shim/shim_test_util.h"
 
@@ -161,15 +160,17 @@ TEST_F(ShimTest, ShutdownInAForkedChildDoesNotHang) {
   std::unique_ptr<Shim> shim = MakeShim();
   ASSERT_TRUE(WaitConnected(*shim));
   RecordN(*shim, 0, 10);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  common::SpawnOptions options;
+  options.name = "forked shim";
+  absl::StatusOr<common::Subprocess> child = common::Subprocess::SpawnFunction(options, [&] {
     shim->Shutdown();  // Must neither flush nor join the parent's threads.
-    _exit(shim->RecordOp(Op(1)).code() == absl::StatusCode::kFailedPrecondition ? 0 : 1);
-  }
-  int status = -1;
-  ASSERT_TRUE(WaitUntil([&] { return waitpid(child, &status, WNOHANG) == child; }));
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return shim->RecordOp(Op(1)).code() == absl::StatusCode::kFailedPrecondition ? 0 : 1;
+  });
+  ASSERT_TRUE(child.ok()) << child.status();
+  absl::StatusOr<std::optional<common::ExitStatus>> ended = child->WaitFor(absl::Seconds(20));
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  ASSERT_TRUE(ended->has_value()) << "the forked child hangs";
+  EXPECT_TRUE((*ended)->success()) << (*ended)->ToString();
   RecordN(*shim, 10, 10);  // The parent's shim is unaffected.
   ASSERT_TRUE(agent_->WaitFor([&] { return agent_->acked_records().size() == 20; }));
 }

@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
   o.pp_size = static_cast<uint32_t>(options.pp_size);
   o.tp_size = options.dp_size > 0 ? 1 : 0;
   if (options.dp_size > 0 && options.pp_size > 0) {
-    // The trainer's default layout: rank r at dp = r % D, pp = r / D (trainer/layout.h).
+    // The trainer's default layout: rank r at dp = r % D, pp = r / D (analysis::Layout::Default).
     o.dp_index = options.rank % options.dp_size;
     o.pp_index = options.rank / options.dp_size;
     o.tp_index = 0;

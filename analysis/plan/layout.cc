@@ -25,7 +25,11 @@ absl::StatusOr<Layout> Layout::Create(std::vector<RankPlacement> ranks) {
           absl::StrCat(where, ".rank: repeats ranks[", entry_of_rank[r.rank], "]"));
     }
     entry_of_rank[r.rank] = i;
-    if (r.node.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ".node: empty"));
+    if (r.node.empty() != ranks[0].node.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".node: ", r.node.empty() ? "empty" : "set", " while ranks[0] has ",
+          ranks[0].node.empty() ? "none" : "one", " (nodes are named for every rank or for none)"));
+    }
     const std::pair<const char*, int32_t> indices[] = {{"dp", r.dp}, {"pp", r.pp}, {"tp", r.tp}};
     for (const auto& [name, value] : indices) {
       if (value < 0 || value >= world) {
@@ -74,6 +78,38 @@ absl::StatusOr<Layout> Layout::Create(std::vector<RankPlacement> ranks) {
     }
   }
   return layout;
+}
+
+absl::StatusOr<Layout> Layout::Default(int world, int dp, int pp) {
+  if (dp < 1 || pp < 1 || static_cast<int64_t>(dp) * pp != world) {
+    return absl::InvalidArgumentError(absl::StrCat("layout DP=", dp, " x PP=", pp, " needs ",
+                                                   static_cast<int64_t>(dp) * pp,
+                                                   " ranks but the world has ", world));
+  }
+  std::vector<RankPlacement> ranks(world);
+  for (int r = 0; r < world; ++r) ranks[r] = RankPlacement{r, "", r % dp, r / dp, 0};
+  return Create(std::move(ranks));
+}
+
+std::vector<int> Layout::PipelineRanks(int dp) const {
+  std::vector<int> out;
+  for (int s = 0; s < pp_size_; ++s) out.push_back(RankAt(dp, s, 0));
+  return out;
+}
+
+std::vector<int> Layout::StageRanks(int pp) const {
+  std::vector<int> out;
+  for (int d = 0; d < dp_size_; ++d) out.push_back(RankAt(d, pp, 0));
+  return out;
+}
+
+std::string Layout::ToString() const {
+  std::string out = absl::StrCat("DP=", dp_size_, " x PP=", pp_size_, " x TP=", tp_size_, " [");
+  for (const RankPlacement& r : ranks_) {
+    absl::StrAppend(&out, r.rank ? " " : "", "r", r.rank, ":(", r.dp, ",", r.pp, ",", r.tp, ")",
+                    r.node.empty() ? "" : "@", r.node);
+  }
+  return out + "]";
 }
 
 }  // namespace falcon::analysis

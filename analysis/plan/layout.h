@@ -1,9 +1,12 @@
-// The hybrid-parallel layout of a job: rank → (dp, pp, tp) and rank → node. The S3 planner reads
-// one and writes a new one; controllers and the trainer exchange it as a complete assignment.
+// The hybrid-parallel layout of a job: rank → (dp, pp, tp) and rank → node. The one layout type of
+// Falcon: the S3 planner reads one and writes a new one, the controller and the trainer exchange it
+// as a complete assignment (TopologyChange), and the reference trainer runs on one.
 //
 // Invariants (checked by Layout::Create): ranks are 0..W−1, each once; every (dp, pp, tp) cell of
 // the D × P × T grid is held by exactly one rank, so W = D·P·T; every TP group (the T ranks of a
-// (dp, pp) cell) sits on one node. Immutable and thread-safe after creation.
+// (dp, pp) cell) sits on one node. Nodes are named for every rank or for none: a layout without
+// nodes is the trainer's view (S3 moves grid positions between rank processes; the processes never
+// change hosts, so the trainer needs no host names). Immutable and thread-safe after creation.
 #ifndef FALCON_ANALYSIS_PLAN_LAYOUT_H_
 #define FALCON_ANALYSIS_PLAN_LAYOUT_H_
 
@@ -17,7 +20,7 @@ namespace falcon::analysis {
 
 struct RankPlacement {
   int32_t rank = 0;  // Global rank, [0, W).
-  std::string node;  // Node (host) name, non-empty.
+  std::string node;  // Node (host) name; empty for every rank of a layout without nodes.
   int32_t dp = 0;    // Data-parallel replica index, [0, D).
   int32_t pp = 0;    // Pipeline stage index, [0, P).
   int32_t tp = 0;    // Tensor-parallel index, [0, T).
@@ -38,6 +41,11 @@ class Layout {
   // twice, or a TP group spans nodes.
   static absl::StatusOr<Layout> Create(std::vector<RankPlacement> ranks);
 
+  // The default placement of `world` ranks as dp × pp (tp 1, no nodes), after Megatron-LM with the
+  // pipeline outermost: rank r sits at dp = r mod D, pp = r div D, so the ranks of one stage are
+  // consecutive. kInvalidArgument naming all three when dp or pp < 1 or dp · pp != world.
+  static absl::StatusOr<Layout> Default(int world, int dp, int pp);
+
   int world_size() const { return static_cast<int>(ranks_.size()); }
   int dp_size() const { return dp_size_; }
   int pp_size() const { return pp_size_; }
@@ -53,6 +61,11 @@ class Layout {
   }
   // Node of the TP group at (dp, pp).
   const std::string& NodeAt(int dp, int pp) const { return ranks_[RankAt(dp, pp, 0)].node; }
+  // The ranks of pipeline `dp` ordered by stage, and of stage `pp` ordered by DP index (tp 0).
+  std::vector<int> PipelineRanks(int dp) const;
+  std::vector<int> StageRanks(int pp) const;
+  // "DP=2 x PP=2 x TP=1 [r0:(0,0,0) r1:(1,0,0) ...]" (node names, when set, after '@').
+  std::string ToString() const;
 
   friend bool operator==(const Layout& a, const Layout& b) { return a.ranks_ == b.ranks_; }
 

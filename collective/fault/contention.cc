@@ -2,15 +2,13 @@
 
 #include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/subprocess.h"
 
 namespace falcon::collective {
 
@@ -20,7 +18,7 @@ ContentionController::ContentionController(const std::vector<ContentionFault>& f
   for (const ContentionFault& f : faults) {
     if (f.rank == rank) faults_.push_back(f);
   }
-  pids_.assign(faults_.size(), 0);
+  procs_.resize(faults_.size());
 }
 
 ContentionController::~ContentionController() { StopAll(); }
@@ -41,9 +39,9 @@ std::vector<int> ContentionController::TargetCpus(const ContentionFault& fault) 
 absl::Status ContentionController::OnIteration(int64_t iteration) {
   for (size_t i = 0; i < faults_.size(); ++i) {
     const bool want = faults_[i].window.Contains(iteration);
-    if (want && pids_[i] == 0) {
+    if (want && !procs_[i].has_value()) {
       if (absl::Status s = Start(i); !s.ok()) return s;
-    } else if (!want && pids_[i] != 0) {
+    } else if (!want && procs_[i].has_value()) {
       Stop(i);
     }
   }
@@ -57,61 +55,43 @@ absl::Status ContentionController::Start(size_t index) {
                                                       "' (install the Debian package stress-ng)"));
   }
   const ContentionFault& f = faults_[index];
-  // Everything the child needs is built before fork: after fork only async-signal-safe calls.
-  std::vector<std::string> args = {options_.stress_ng_path, "--cpu", absl::StrCat(f.workers),
-                                   "--quiet"};
+  common::SpawnOptions options;
+  options.argv = {options_.stress_ng_path, "--cpu", absl::StrCat(f.workers), "--quiet"};
   const std::vector<int> cpus = TargetCpus(f);
   if (!cpus.empty()) {
-    args.push_back("--taskset");
-    args.push_back(absl::StrJoin(cpus, ","));
+    options.argv.push_back("--taskset");
+    options.argv.push_back(absl::StrJoin(cpus, ","));
   }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("contention: fork failed, errno ", errno));
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    execv(argv[0], argv.data());
-    _exit(127);
+  // stress-ng forks its workers: a group of its own lets Stop() take them all, and the rank's
+  // death takes stress-ng.
+  options.new_process_group = true;
+  options.parent_death_signal = SIGKILL;
+  absl::StatusOr<common::Subprocess> proc = common::Subprocess::Spawn(options);
+  if (!proc.ok()) {
+    return absl::InternalError(absl::StrCat("contention: ", proc.status().message()));
   }
-  setpgid(pid, pid);  // Also from the parent, so Stop() can signal the group at once.
-  pids_[index] = pid;
+  procs_[index] = std::move(*proc);
   return absl::OkStatus();
 }
 
 void ContentionController::Stop(size_t index) {
-  const pid_t pid = pids_[index];
-  if (pid == 0) return;
-  pids_[index] = 0;
-  kill(-pid, SIGTERM);
-  kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (true) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!procs_[index].has_value()) return;
+  absl::StatusOr<common::ExitStatus> s = procs_[index]->Stop(SIGTERM, absl::Seconds(2));
+  if (!s.ok()) {
+    // The destructor below still SIGKILLs the group and reaps what is left.
+    std::fprintf(stderr, "contention: stopping stress-ng: %s\n", s.status().ToString().c_str());
   }
+  procs_[index].reset();
 }
 
 void ContentionController::StopAll() {
-  for (size_t i = 0; i < pids_.size(); ++i) Stop(i);
+  for (size_t i = 0; i < procs_.size(); ++i) Stop(i);
 }
 
 std::vector<pid_t> ContentionController::running_pids() const {
   std::vector<pid_t> out;
-  for (pid_t p : pids_) {
-    if (p != 0) out.push_back(p);
+  for (const std::optional<common::Subprocess>& p : procs_) {
+    if (p.has_value()) out.push_back(p->pid());
   }
   return out;
 }

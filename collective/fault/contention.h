@@ -11,11 +11,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "collective/fault/fault_spec.h"
+#include "common/subprocess.h"
 
 namespace falcon::collective {
 
@@ -51,7 +53,7 @@ class ContentionController {
   void Stop(size_t index);
 
   std::vector<ContentionFault> faults_;
-  std::vector<pid_t> pids_;  // Parallel to faults_; 0 when not running.
+  std::vector<std::optional<common::Subprocess>> procs_;  // Parallel to faults_; set: running.
   ContentionOptions options_;
 };
 

@@ -17,6 +17,8 @@
 #include <fstream>
 #include <string>
 
+#include "common/subprocess.h"
+
 namespace {
 
 char g_term_marker[512];  // Written before the handler is installed; read-only afterwards.
@@ -69,11 +71,17 @@ int main(int argc, char** argv) {
   }
   if (mode == "wait") return WaitForTerm(argv[2], rank);
   if (mode == "tree") {
-    const pid_t child = fork();
-    if (child == 0) {
+    falcon::common::SpawnOptions options;
+    options.name = "tree child";
+    auto spawned = falcon::common::Subprocess::SpawnFunction(options, [] {
       for (int i = 0; i < 300; ++i) usleep(100 * 1000);
-      _exit(9);
+      return 9;
+    });
+    if (!spawned.ok()) {
+      std::fprintf(stderr, "%s\n", spawned.status().ToString().c_str());
+      return 2;
     }
+    const pid_t child = spawned->pid();
     const std::string path = std::string(argv[2]) + "/pids" + std::to_string(rank);
     std::ofstream(path + ".tmp") << getpid() << " " << child << "\n";
     std::rename((path + ".tmp").c_str(), path.c_str());

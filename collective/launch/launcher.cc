@@ -6,20 +6,19 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "collective/fault/fault_spec.h"
+#include "common/subprocess.h"
 
 extern char** environ;
 
@@ -56,19 +55,14 @@ std::vector<int> AllowedCpus() {
 }
 
 struct Rank {
-  pid_t pid = -1;
+  std::optional<common::Subprocess> proc;  // Set once started.
   bool running = false;
   std::string node;
 };
 
-std::string Describe(int rank, const Rank& r, int status) {
-  if (WIFEXITED(status)) {
-    return absl::StrCat("rank ", rank, " (", r.node, ", pid ", r.pid, ") exited with code ",
-                        WEXITSTATUS(status));
-  }
-  const int sig = WTERMSIG(status);
-  return absl::StrCat("rank ", rank, " (", r.node, ", pid ", r.pid, ") was killed by signal ", sig,
-                      " (", strsignal(sig), ")");
+std::string Describe(int rank, const Rank& r, const common::ExitStatus& status) {
+  return absl::StrCat("rank ", rank, " (", r.node, ", pid ", r.proc->pid(), ") ",
+                      status.ToString());
 }
 
 // The guard: a forked copy of the launcher, in a process group of its own, that outlives it by a
@@ -107,7 +101,7 @@ std::string Describe(int rank, const Rank& r, int status) {
 }
 
 struct Guard {
-  pid_t pid = -1;
+  std::optional<common::Subprocess> proc;
   int fd = -1;  // The launcher's end of the socket.
 
   // +pid: a rank (and process group) started; -pid: reaped. Best effort: without a guard, ranks
@@ -121,28 +115,41 @@ struct Guard {
   void Stop() {
     if (fd >= 0) close(fd);
     fd = -1;
-    if (pid > 0) waitpid(pid, nullptr, 0);
-    pid = -1;
+    if (proc.has_value()) {
+      if (absl::StatusOr<common::ExitStatus> s = proc->Wait(); !s.ok()) {
+        std::fprintf(stderr, "falcon_launch: %s\n", s.status().ToString().c_str());
+      }
+    }
+    proc.reset();
   }
 };
 
+// Forks the guard (see RunGuard): a function child, in a process group of its own so that it is
+// not stopped along with the launcher's, without a parent-death signal so that it outlives the
+// launcher. Without a guard (socketpair or fork failed, said on stderr) the launch goes on.
 Guard StartGuard(std::vector<pid_t>& live) {
   Guard g;
   int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return g;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    std::fprintf(stderr, "falcon_launch: no guard process (socketpair: %s)\n", strerror(errno));
     return g;
   }
-  if (pid == 0) {
-    setpgid(0, 0);  // Not stopped along with the launcher's process group.
-    close(fds[0]);
-    RunGuard(fds[1], live.data(), static_cast<int>(live.size()));
-  }
+  common::SpawnOptions options;
+  options.name = "falcon_launch guard";
+  options.new_process_group = true;
+  absl::StatusOr<common::Subprocess> proc =
+      common::Subprocess::SpawnFunction(options, [&]() -> int {
+        close(fds[0]);
+        RunGuard(fds[1], live.data(), static_cast<int>(live.size()));
+      });
   close(fds[1]);
-  g.pid = pid;
+  if (!proc.ok()) {
+    close(fds[0]);
+    std::fprintf(stderr, "falcon_launch: no guard process (%s)\n",
+                 proc.status().ToString().c_str());
+    return g;
+  }
+  g.proc = std::move(*proc);
   g.fd = fds[0];
   return g;
 }
@@ -280,17 +287,13 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
     return absl::InternalError(absl::StrCat("signalfd: ", strerror(errno)));
   }
 
-  // Everything a child needs, built before any fork.
+  // Ranks get the caller's environment without FALCON_* plus their own; Spawn unblocks the
+  // signals blocked above in each rank before exec.
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (strncmp(*e, "FALCON_", 7) != 0) base_env.emplace_back(*e);
   }
-  std::vector<char*> argv;
-  std::vector<std::string> command = o.command;
-  for (std::string& a : command) argv.push_back(a.data());
-  argv.push_back(nullptr);
   const std::vector<int> cpus = AllowedCpus();
-  const pid_t launcher = getpid();
   std::vector<pid_t> guard_slots(o.nproc);
   Guard guard = StartGuard(guard_slots);
 
@@ -301,56 +304,50 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
   absl::Time kill_at = absl::InfiniteFuture();
   auto stop_all = [&](int sig) {
     for (Rank& r : ranks) {
-      if (r.running) kill(-r.pid, sig);
+      if (!r.running) continue;
+      if (absl::Status s = r.proc->SignalGroup(sig); !s.ok()) {
+        std::fprintf(stderr, "falcon_launch: %s\n", s.ToString().c_str());
+      }
     }
   };
 
   for (int r = 0; r < o.nproc; ++r) {
-    std::vector<std::string> env = base_env;
-    for (const auto& [k, v] : (*plan)[r].ToVariables()) env.push_back(absl::StrCat(k, "=", v));
-    std::vector<char*> envp;
-    for (std::string& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    // Said by the child if exec fails, with the reason appended (one writev, so ranks' lines
-    // do not interleave; nothing in the child after fork allocates).
-    const std::string exec_error = absl::StrCat("falcon_launch: rank ", r, " (", (*plan)[r].node,
-                                                "): cannot execute '", o.command[0], "': ");
-    cpu_set_t pin;
-    CPU_ZERO(&pin);
-    if (!cpus.empty()) CPU_SET(cpus[r % cpus.size()], &pin);
-    const pid_t pid = fork();
-    if (pid < 0) {
-      stop_all(SIGKILL);
-      guard.Stop();
-      close(sfd);
-      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      return absl::InternalError(absl::StrCat("fork for rank ", r, ": ", strerror(errno)));
+    common::SpawnOptions spawn;
+    spawn.argv = o.command;
+    spawn.env = base_env;
+    for (const auto& [k, v] : (*plan)[r].ToVariables()) {
+      spawn.env->push_back(absl::StrCat(k, "=", v));
     }
-    if (pid == 0) {
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != launcher) _exit(127);
-      if (o.pin_cpus && !cpus.empty()) sched_setaffinity(0, sizeof(pin), &pin);
-      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      execvpe(argv[0], argv.data(), envp.data());
-      const char* reason = strerrordesc_np(errno);
-      if (reason == nullptr) reason = "unknown error";
-      iovec parts[3] = {{const_cast<char*>(exec_error.data()), exec_error.size()},
-                        {const_cast<char*>(reason), strlen(reason)},
-                        {const_cast<char*>("\n"), 1}};
-      (void)!writev(2, parts, 3);
-      _exit(127);
+    spawn.search_path = true;
+    spawn.name = absl::StrCat("rank ", r, " (", (*plan)[r].node, ")");
+    spawn.new_process_group = true;
+    spawn.parent_death_signal = SIGKILL;
+    if (o.pin_cpus && !cpus.empty()) spawn.cpus = {cpus[r % cpus.size()]};
+    absl::StatusOr<common::Subprocess> proc = common::Subprocess::Spawn(spawn);
+    if (!proc.ok()) {
+      // The rank fails to start (the program cannot be executed, or fork failed): a failing rank
+      // with the shell's code 127; the ranks already started are stopped as for any failure.
+      stopping = true;
+      result.failed_rank = r;
+      result.exit_code = 127;
+      result.summary = absl::StrCat(spawn.name, ": ", proc.status().message());
+      std::fprintf(stderr, "falcon_launch: %s; stopping %d other ranks\n", result.summary.c_str(),
+                   running);
+      stop_all(SIGTERM);
+      kill_at = absl::Now() + o.grace;
+      break;
     }
-    setpgid(pid, pid);
-    guard.Tell(pid, /*started=*/true);
-    ranks[r].pid = pid;
+    guard.Tell(proc->pid(), /*started=*/true);
+    ranks[r].proc = std::move(*proc);
     ranks[r].running = true;
     ranks[r].node = (*plan)[r].node;
     ++running;
   }
-  std::fprintf(stderr,
-               "falcon_launch: started %d ranks on %d nodes (dp=%d pp=%d tp=%d), store %s\n",
-               o.nproc, o.nodes, (*plan)[0].dp, o.pp, o.tp, dir.c_str());
+  if (!stopping) {
+    std::fprintf(stderr,
+                 "falcon_launch: started %d ranks on %d nodes (dp=%d pp=%d tp=%d), store %s\n",
+                 o.nproc, o.nodes, (*plan)[0].dp, o.pp, o.tp, dir.c_str());
+  }
 
   while (running > 0) {
     int timeout_ms = -1;
@@ -380,17 +377,25 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
     for (int r = 0; r < o.nproc; ++r) {
       Rank& rk = ranks[r];
       if (!rk.running) continue;
-      int status = 0;
-      if (waitpid(rk.pid, &status, WNOHANG) != rk.pid) continue;
+      absl::StatusOr<std::optional<common::ExitStatus>> ended = rk.proc->Poll();
+      if (!ended.ok()) {
+        // Not ours to wait for any more (reaped elsewhere): counted as ended, status unknown.
+        std::fprintf(stderr, "falcon_launch: %s\n", ended.status().ToString().c_str());
+        ended = std::optional<common::ExitStatus>(common::ExitStatus::Exited(127));
+      }
+      if (!ended->has_value()) continue;
+      const common::ExitStatus status = **ended;
       rk.running = false;
       --running;
-      kill(-rk.pid, SIGKILL);  // Anything the rank left in its group.
-      guard.Tell(rk.pid, /*started=*/false);
-      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && !stopping) {
+      // Anything the rank left in its group.
+      if (absl::Status s = rk.proc->SignalGroup(SIGKILL); !s.ok()) {
+        std::fprintf(stderr, "falcon_launch: %s\n", s.ToString().c_str());
+      }
+      guard.Tell(rk.proc->pid(), /*started=*/false);
+      if (!status.success() && !stopping) {
         stopping = true;
         result.failed_rank = r;
-        result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        result.exit_code = status.ShellCode();
         result.summary = Describe(r, rk, status);
         std::fprintf(stderr, "falcon_launch: %s; stopping %d other ranks\n", result.summary.c_str(),
                      running);

@@ -8,14 +8,17 @@
 //   c        the first failing rank exited with code c != 0;
 //   128 + s  the first failing rank was killed by signal s, or the launcher itself got signal s
 //            (SIGINT/SIGTERM), forwarded it, and the ranks stopped.
-// A rank whose program cannot be executed prints
-// "falcon_launch: rank R (NODE): cannot execute 'PROGRAM': REASON" and exits 127.
+// A rank whose program cannot be executed (or whose process cannot be started) is a failing rank
+// with code 127: the launcher prints
+// "falcon_launch: rank R (NODE): cannot execute 'PROGRAM': REASON; stopping N other ranks", starts
+// no further rank and stops those it started.
 // Ranks that the launcher stops are not failures. Each rank runs in its own process group (its
 // children are signalled with it). If the launcher dies, even by SIGKILL, every rank is SIGKILLed
-// (PR_SET_PDEATHSIG, set in the child after fork and checked against the launcher's pid), and so
+// (PR_SET_PDEATHSIG, armed in the child after fork and checked against the launcher's pid), and so
 // is every process group of a rank still running, which takes what the ranks started themselves:
 // a small guard process forked by the launcher (own process group, no exec) does that when its
-// socket to the launcher closes, then exits.
+// socket to the launcher closes, then exits. Ranks and the guard are common::Subprocess children
+// (common/subprocess.h): a rank is a Spawn, the guard a SpawnFunction.
 #ifndef FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_
 #define FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_
 
@@ -64,8 +67,8 @@ struct LaunchResult {
 
 // Runs the job to completion (blocks SIGINT/SIGTERM/SIGCHLD in the calling thread and reads them
 // through a signalfd; call from the main thread of a single-threaded process). Progress and the
-// summary go to stderr. Errors: options (kInvalidArgument), store dir or fork failures
-// (kInternal); rank failures are results, not errors.
+// summary go to stderr. Errors: options (kInvalidArgument), store dir or signalfd failures
+// (kInternal); rank failures, a rank that cannot be started included, are results, not errors.
 absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& options);
 
 }  // namespace falcon::collective

@@ -5,9 +5,7 @@
 #include "collective/launch/launcher.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 
 namespace falcon::collective {
@@ -47,38 +46,36 @@ struct LaunchRun {
   std::string output;  // stdout + stderr.
 };
 
-// Runs falcon_launch with `args`; `on_start(pid)` runs in the parent right after the fork.
+// Runs falcon_launch with `args`; `on_start(launcher)` runs right after it started.
 LaunchRun Launch(std::vector<std::string> args, const std::string& outdir,
-                 const std::function<void(pid_t)>& on_start = nullptr) {
+                 const std::function<void(common::Subprocess&)>& on_start = nullptr) {
   args.insert(args.begin(), Runfile("collective/falcon_launch"));
   args.insert(args.begin() + 1, absl::StrCat("--rendezvous_root=", outdir));
   args.insert(args.begin() + 2, "--grace_ms=2000");
   const std::string log = outdir + "/launch.log";
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execv(argv[0], argv.data());
-    _exit(126);
-  }
-  if (on_start) on_start(pid);
+  common::SpawnOptions options;
+  options.argv = args;
+  options.stdout_stream = common::Stdio::File(log);
+  options.stderr_stream = common::Stdio::SameAsStdout();
   LaunchRun run;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (absl::Now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      run.output = "TIMED OUT\n";
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
+  absl::StatusOr<common::Subprocess> launcher = common::Subprocess::Spawn(options);
+  if (!launcher.ok()) {
+    run.output = launcher.status().ToString();
+    return run;
   }
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (on_start) on_start(*launcher);
+  absl::StatusOr<std::optional<common::ExitStatus>> ended = launcher->WaitFor(absl::Seconds(60));
+  if (ended.ok() && !ended->has_value()) {
+    run.output = "TIMED OUT\n";
+    absl::StatusOr<common::ExitStatus> killed = launcher->Stop(SIGKILL, absl::ZeroDuration());
+    ended =
+        killed.ok() ? absl::StatusOr<std::optional<common::ExitStatus>>(*killed) : killed.status();
+  }
+  if (!ended.ok()) {
+    run.output += ended.status().ToString() + "\n";
+  } else {
+    run.exit_code = (*ended)->ShellCode();
+  }
   run.output += ReadFile(log);
   return run;
 }
@@ -251,7 +248,7 @@ TEST(LauncherTest, ForwardsSigtermToEveryRank) {
   const std::string out = TempDir("sigterm");
   LaunchRun run = Launch(
       {"--nproc=3", "--", Runfile("collective/launch/launch_test_child"), "wait", out}, out,
-      [&](pid_t launcher) {
+      [&](common::Subprocess& launcher) {
         // Wait until every rank is up, then stop the job.
         for (int i = 0; i < 3000; ++i) {
           if (Exists(out + "/ready0") && Exists(out + "/ready1") && Exists(out + "/ready2")) {
@@ -259,7 +256,7 @@ TEST(LauncherTest, ForwardsSigtermToEveryRank) {
           }
           absl::SleepFor(absl::Milliseconds(10));
         }
-        kill(launcher, SIGTERM);
+        ASSERT_TRUE(launcher.Signal(SIGTERM).ok());
       });
   EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
   for (int r = 0; r < 3; ++r) EXPECT_TRUE(Exists(absl::StrCat(out, "/term", r))) << run.output;
@@ -309,9 +306,9 @@ TEST(LauncherTest, RanksAndTheirChildrenDieWithAKilledLauncher) {
   std::vector<pid_t> pids;
   LaunchRun run = Launch(
       {"--nproc=3", "--nodes=3", "--", Runfile("collective/launch/launch_test_child"), "tree", out},
-      out, [&](pid_t launcher) {
+      out, [&](common::Subprocess& launcher) {
         pids = TreePids(out, 3);
-        kill(launcher, SIGKILL);
+        ASSERT_TRUE(launcher.Signal(SIGKILL).ok());
       });
   EXPECT_EQ(run.exit_code, 128 + SIGKILL) << run.output;
   ASSERT_EQ(pids.size(), 6u) << run.output;
@@ -326,9 +323,9 @@ TEST(LauncherTest, SigtermStopsRanksAndTheirChildren) {
   std::vector<pid_t> pids;
   LaunchRun run =
       Launch({"--nproc=2", "--", Runfile("collective/launch/launch_test_child"), "tree", out}, out,
-             [&](pid_t launcher) {
+             [&](common::Subprocess& launcher) {
                pids = TreePids(out, 2);
-               kill(launcher, SIGTERM);
+               ASSERT_TRUE(launcher.Signal(SIGTERM).ok());
              });
   EXPECT_EQ(run.exit_code, 128 + SIGTERM) << run.output;
   ASSERT_EQ(pids.size(), 4u) << run.output;

@@ -2,15 +2,14 @@
 
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/subprocess.h"
 
 namespace falcon::collective::testing {
 
@@ -18,48 +17,57 @@ std::vector<ChildExit> RunRanks(int n, const std::function<absl::Status(int rank
                                 absl::Duration timeout) {
   std::fflush(stdout);
   std::fflush(stderr);
-  std::vector<pid_t> pids(n, -1);
+  std::vector<std::optional<common::Subprocess>> ranks(n);
   std::vector<ChildExit> exits(n);
-  const pid_t parent = getpid();
+  auto record = [&](int r, const common::ExitStatus& e) {
+    exits[r].exited = e.exited();
+    exits[r].code = e.exited() ? e.code() : -1;
+    exits[r].signal = e.signal();
+  };
   for (int r = 0; r < n; ++r) {
     exits[r].rank = r;
-    const pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(125);
-      absl::Status s = body(r);
-      if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
-      std::fflush(stdout);
-      std::fflush(stderr);
-      _exit(s.ok() ? 0 : 1);
+    common::SpawnOptions options;
+    options.name = absl::StrCat("rank ", r);
+    options.parent_death_signal = SIGKILL;
+    absl::StatusOr<common::Subprocess> child =
+        common::Subprocess::SpawnFunction(options, [&body, r] {
+          absl::Status s = body(r);
+          if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
+          std::fflush(stdout);
+          std::fflush(stderr);
+          return s.ok() ? 0 : 1;
+        });
+    if (!child.ok()) {
+      std::fprintf(stderr, "%s\n", child.status().ToString().c_str());
+      record(r, common::ExitStatus::Exited(125));
+      continue;
     }
-    pids[r] = pid;
+    ranks[r] = std::move(*child);
   }
   const absl::Time deadline = absl::Now() + timeout;
-  int left = n;
-  while (left > 0) {
+  for (;;) {
+    int left = 0;
     for (int r = 0; r < n; ++r) {
-      if (pids[r] <= 0) continue;
-      int status = 0;
-      const pid_t got = waitpid(pids[r], &status, WNOHANG);
-      if (got == pids[r]) {
-        exits[r].exited = WIFEXITED(status);
-        exits[r].code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        exits[r].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        pids[r] = -1;
-        --left;
+      if (!ranks[r].has_value()) continue;
+      absl::StatusOr<std::optional<common::ExitStatus>> ended = ranks[r]->Poll();
+      if (!ended.ok()) {
+        std::fprintf(stderr, "%s\n", ended.status().ToString().c_str());
+        ended = std::optional<common::ExitStatus>(common::ExitStatus::Exited(125));
+      }
+      if (ended->has_value()) {
+        record(r, **ended);
+        ranks[r].reset();
+      } else {
+        ++left;
       }
     }
     if (left == 0) break;
     if (absl::Now() > deadline) {
       for (int r = 0; r < n; ++r) {
-        if (pids[r] <= 0) continue;
-        kill(pids[r], SIGKILL);
-        int status = 0;
-        waitpid(pids[r], &status, 0);
+        if (!ranks[r].has_value()) continue;
+        ranks[r].reset();  // SIGKILLed and reaped.
         exits[r].timed_out = true;
         exits[r].signal = SIGKILL;
-        pids[r] = -1;
       }
       break;
     }

@@ -1,9 +1,5 @@
 #include "deploy/demo/report_files.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-
-extern char** environ;
+#include "common/subprocess.h"
 
 namespace falcon::demo {
 namespace {
@@ -55,23 +50,18 @@ std::string GnuplotQuote(const std::string& s) {
   return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
 }
 
-// Runs argv (no shell); returns its exit status or an error.
+// Runs argv (no shell; argv[0] looked up in PATH) to its end. The spawn error naming the program
+// (kNotFound when it is not installed), or kInternal naming it and how it ended when it fails.
 absl::Status RunProgram(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot run ", args[0], ": ", std::strerror(rc)));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return absl::InternalError(absl::StrCat("waitpid ", args[0]));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat(args[0], " failed (status ", status, ")"));
+  common::SpawnOptions options;
+  options.argv = args;
+  options.search_path = true;
+  absl::StatusOr<common::Subprocess> proc = common::Subprocess::Spawn(options);
+  if (!proc.ok()) return proc.status();
+  absl::StatusOr<common::ExitStatus> ended = proc->Wait();
+  if (!ended.ok()) return ended.status();
+  if (!ended->success()) {
+    return absl::InternalError(absl::StrCat(args[0], " failed (", ended->ToString(), ")"));
   }
   return absl::OkStatus();
 }

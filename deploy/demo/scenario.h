@@ -3,7 +3,7 @@
 // (collective/fault/fault_spec.h syntax), with what Falcon is expected to find.
 //
 // Fault windows are fractions of the run's iteration budget, so one scenario scales from a short
-// test run to the full demo. Ranks follow trainer/layout.h's default placement (rank r at
+// test run to the full demo. Ranks follow the trainer's default placement (rank r at
 // dp = r % D, pp = r / D) and the launcher's node grouping (ranks [k * R/N, (k+1) * R/N) on
 // node k), so a link fault is chosen between consecutive pipeline stages on different nodes.
 #ifndef FALCON_DEPLOY_DEMO_SCENARIO_H_

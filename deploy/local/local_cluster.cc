@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <utility>
 
@@ -153,48 +152,22 @@ std::string LocalCluster::log_path(const std::string& name) const {
   return absl::StrCat(work_dir_, "/", name, ".log");
 }
 
-absl::StatusOr<pid_t> LocalCluster::Spawn(const std::string& name,
-                                          const std::vector<std::string>& args,
-                                          bool new_process_group) {
-  // Everything the child needs is prepared before fork (the parent may have threads).
-  const std::string log = log_path(name);
-  std::vector<char*> argv;
-  std::vector<std::string> storage = args;
-  for (std::string& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return absl::InternalError(absl::StrCat("open '", log, "': ", strerror(errno)));
-  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(log_fd);
-    if (null_fd >= 0) close(null_fd);
-    return absl::InternalError(absl::StrCat("fork for ", name, ": ", strerror(errno)));
-  }
-  if (pid == 0) {
-    if (new_process_group) setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // The parent died before prctl.
-    sigset_t all;
-    sigemptyset(&all);
-    sigprocmask(SIG_SETMASK, &all, nullptr);
-    signal(SIGPIPE, SIG_DFL);
-    if (null_fd >= 0) dup2(null_fd, 0);
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
-    execv(argv[0], argv.data());
-    const char msg[] = "exec failed\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(127);
-  }
-  close(log_fd);
-  if (null_fd >= 0) close(null_fd);
-  return pid;
+absl::StatusOr<common::Subprocess> LocalCluster::Spawn(const std::string& name,
+                                                       const std::vector<std::string>& args,
+                                                       bool new_process_group) {
+  common::SpawnOptions options;
+  options.argv = args;
+  options.name = name;
+  options.new_process_group = new_process_group;
+  options.parent_death_signal = SIGKILL;
+  options.stdin_stream = common::Stdio::Null();
+  options.stdout_stream = common::Stdio::File(log_path(name), /*append=*/true);
+  options.stderr_stream = common::Stdio::SameAsStdout();
+  return common::Subprocess::Spawn(options);
 }
 
 absl::StatusOr<std::vector<std::string>> LocalCluster::AwaitLines(
-    const Child& child, const std::vector<std::string>& prefixes) {
+    Child& child, const std::vector<std::string>& prefixes) {
   const std::string log = log_path(child.name);
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   for (;;) {
@@ -212,10 +185,13 @@ absl::StatusOr<std::vector<std::string>> LocalCluster::AwaitLines(
       }
     }
     if (have == prefixes.size()) return found;
-    int status = 0;
-    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
-      return absl::InternalError(absl::StrCat(child.name, " exited before it was up (status ",
-                                              status, "); log ", log, ":\n", Tail(text)));
+    if (child.proc.has_value()) {
+      absl::StatusOr<std::optional<common::ExitStatus>> ended = child.proc->Poll();
+      if (!ended.ok()) return ended.status();
+      if (ended->has_value()) {
+        return absl::InternalError(absl::StrCat(child.name, " ", (*ended)->ToString(),
+                                                " before it was up; log ", log, ":\n", Tail(text)));
+      }
     }
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(child.name, " not up after ",
@@ -231,17 +207,16 @@ absl::Status LocalCluster::StartController(int port) {
       options_.controller_binary, absl::StrCat("--listen=127.0.0.1:", port),
       "--metrics_listen=127.0.0.1:0", absl::StrCat("--data_dir=", data_dir_)};
   args.insert(args.end(), options_.controller_args.begin(), options_.controller_args.end());
-  controller_ = Child{"controller", -1, std::nullopt};
+  controller_ = Child{"controller", std::nullopt, std::nullopt};
   // A marker, so the address lines of an earlier run in the same log are not taken.
   { std::ofstream(log_path("controller"), std::ios::trunc); }
-  absl::StatusOr<pid_t> pid = Spawn("controller", args, /*new_process_group=*/true);
-  if (!pid.ok()) return pid.status();
-  controller_.pid = *pid;
+  absl::StatusOr<common::Subprocess> proc = Spawn("controller", args, /*new_process_group=*/true);
+  if (!proc.ok()) return proc.status();
+  controller_.proc = std::move(*proc);
   absl::StatusOr<std::vector<std::string>> lines =
       AwaitLines(controller_, {"listening on ", "metrics on "});
   if (!lines.ok()) {
-    Reap(controller_);
-    controller_.pid = -1;
+    controller_.proc.reset();  // Killed (if still running) and reaped.
     return lines.status();
   }
   controller_address_ = (*lines)[0];
@@ -259,9 +234,9 @@ absl::Status LocalCluster::StartAgent(int node) {
                                    "--backoff_max=1s",
                                    "--drain_timeout=2s"};
   args.insert(args.end(), options_.agent_args.begin(), options_.agent_args.end());
-  absl::StatusOr<pid_t> pid = Spawn(name, args, /*new_process_group=*/true);
-  if (!pid.ok()) return pid.status();
-  agents_.push_back(Child{name, *pid, std::nullopt});
+  absl::StatusOr<common::Subprocess> proc = Spawn(name, args, /*new_process_group=*/true);
+  if (!proc.ok()) return proc.status();
+  agents_.push_back(Child{name, std::move(*proc), std::nullopt});
   absl::StatusOr<std::vector<std::string>> lines = AwaitLines(agents_.back(), {"metrics on "});
   if (!lines.ok()) return lines.status();
   agent_metrics_.push_back((*lines)[0]);
@@ -278,37 +253,37 @@ absl::Status LocalCluster::StartTrainer() {
                                    absl::StrCat("--agent_socket=", work_dir_, "/agent-{node}.sock"),
                                    absl::StrCat("--json_log=", trainer_json_log())};
   args.insert(args.end(), options_.trainer_args.begin(), options_.trainer_args.end());
-  absl::StatusOr<pid_t> pid = Spawn("trainer", args, /*new_process_group=*/true);
-  if (!pid.ok()) return pid.status();
-  trainer_ = Child{"trainer", *pid, std::nullopt};
+  absl::StatusOr<common::Subprocess> proc = Spawn("trainer", args, /*new_process_group=*/true);
+  if (!proc.ok()) return proc.status();
+  trainer_ = Child{"trainer", std::move(*proc), std::nullopt};
   return absl::OkStatus();
 }
 
 bool LocalCluster::Reap(Child& child) {
   if (child.exit_code.has_value()) return true;
-  if (child.pid <= 0) return true;
-  int status = 0;
-  const pid_t r = waitpid(child.pid, &status, WNOHANG);
-  if (r == child.pid) {
-    child.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    return true;
-  }
-  if (r < 0 && errno == ECHILD) {
+  if (!child.proc.has_value()) return true;
+  absl::StatusOr<std::optional<common::ExitStatus>> ended = child.proc->Poll();
+  if (!ended.ok()) {  // Reaped elsewhere: it is gone, how is unknown.
+    std::cerr << "local_cluster: " << ended.status() << "\n";
     child.exit_code = -1;
     return true;
   }
-  return false;
+  if (!ended->has_value()) return false;
+  child.exit_code = (*ended)->exited() ? (*ended)->code() : -(*ended)->signal();
+  return true;
 }
 
-bool LocalCluster::TrainerRunning() { return trainer_.pid > 0 && !Reap(trainer_); }
+bool LocalCluster::TrainerRunning() { return trainer_.proc.has_value() && !Reap(trainer_); }
 
 std::optional<int> LocalCluster::TrainerExitCode() {
-  if (trainer_.pid > 0) Reap(trainer_);
+  if (trainer_.proc.has_value()) Reap(trainer_);
   return trainer_.exit_code;
 }
 
 absl::StatusOr<int> LocalCluster::WaitTrainer(absl::Duration timeout) {
-  if (trainer_.pid <= 0) return absl::FailedPreconditionError("the trainer was not started");
+  if (!trainer_.proc.has_value()) {
+    return absl::FailedPreconditionError("the trainer was not started");
+  }
   const absl::Time deadline = absl::Now() + timeout;
   while (!Reap(trainer_)) {
     if (absl::Now() > deadline) {
@@ -320,21 +295,18 @@ absl::StatusOr<int> LocalCluster::WaitTrainer(absl::Duration timeout) {
   return *trainer_.exit_code;
 }
 
+// SIGTERM (or SIGKILL when `kill_now`) to the child and its process group (the launcher's is its
+// own), SIGKILL to both after the grace.
 void LocalCluster::StopChild(Child& child, bool kill_now) {
-  if (child.pid <= 0 || Reap(child)) return;
-  kill(child.pid, kill_now ? SIGKILL : SIGTERM);
-  const absl::Time deadline = absl::Now() + options_.stop_grace;
-  while (!Reap(child)) {
-    if (absl::Now() > deadline) {
-      kill(-child.pid, SIGKILL);  // Its process group (the launcher's is its own).
-      kill(child.pid, SIGKILL);
-      int status = 0;
-      waitpid(child.pid, &status, 0);
-      child.exit_code = -SIGKILL;
-      return;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
+  if (!child.proc.has_value() || Reap(child)) return;
+  absl::StatusOr<common::ExitStatus> ended =
+      child.proc->Stop(kill_now ? SIGKILL : SIGTERM, options_.stop_grace);
+  if (!ended.ok()) {
+    std::cerr << "local_cluster: stopping " << child.name << ": " << ended.status() << "\n";
+    child.exit_code = -1;
+    return;
   }
+  child.exit_code = ended->exited() ? ended->code() : -ended->signal();
 }
 
 void LocalCluster::StopTrainer() { StopChild(trainer_, false); }
@@ -355,7 +327,10 @@ void LocalCluster::Stop() {
   stopped_ = true;
   StopChild(trainer_, false);
   for (Child& a : agents_) {
-    if (a.pid > 0 && !Reap(a)) kill(a.pid, SIGTERM);  // In parallel; each drains briefly.
+    if (!a.proc.has_value() || Reap(a)) continue;
+    // In parallel; each drains briefly. StopChild below escalates whatever this did not reach.
+    if (absl::Status s = a.proc->Signal(SIGTERM); !s.ok())
+      std::cerr << "local_cluster: " << s << "\n";
   }
   for (Child& a : agents_) StopChild(a, false);
   StopChild(controller_, false);
@@ -383,7 +358,7 @@ absl::Status LocalCluster::SetSettings(const falcon::v1::Settings& settings) {
 std::vector<pid_t> LocalCluster::pids() {
   std::vector<pid_t> out;
   auto add = [&](Child& c) {
-    if (c.pid > 0 && !Reap(c)) out.push_back(c.pid);
+    if (c.proc.has_value() && !Reap(c)) out.push_back(c.proc->pid());
   };
   add(controller_);
   for (Child& a : agents_) add(a);

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/subprocess.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 
 namespace falcon::local {
@@ -127,18 +128,21 @@ class LocalCluster {
  private:
   struct Child {
     std::string name;
-    pid_t pid = -1;
-    std::optional<int> exit_code;
+    std::optional<common::Subprocess> proc;  // Set once spawned.
+    std::optional<int> exit_code;            // Code, or -signal; set once reaped.
   };
 
   explicit LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
   absl::Status StartAll();
   absl::Status StartController(int port);
   absl::Status StartAgent(int node);
-  absl::StatusOr<pid_t> Spawn(const std::string& name, const std::vector<std::string>& argv,
-                              bool new_process_group);
+  // Starts `argv` with stdin /dev/null, stdout and stderr appended to log_path(`name`), killed
+  // with this process (SIGKILL).
+  absl::StatusOr<common::Subprocess> Spawn(const std::string& name,
+                                           const std::vector<std::string>& argv,
+                                           bool new_process_group);
   // Waits until the log of `name` has a line starting with each prefix; returns the rests.
-  absl::StatusOr<std::vector<std::string>> AwaitLines(const Child& child,
+  absl::StatusOr<std::vector<std::string>> AwaitLines(Child& child,
                                                       const std::vector<std::string>& prefixes);
   void StopChild(Child& child, bool kill_now);
   bool Reap(Child& child);  // True when it has exited.

@@ -1,20 +1,17 @@
 // Runs falcon_demo itself (the binary `./falcon demo` runs) on a short compute or link scenario
 // and checks report.json, the folder's files and --json-report: the path outside checks use.
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -23,15 +20,18 @@ std::string g_scenario = "compute";
 
 const std::string& Scenario() { return g_scenario; }
 
+// The demo's exit code (128 + signal when killed); -1, with the error on stderr, when it cannot be
+// spawned or waited for.
 int RunDemo(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  falcon::common::SpawnOptions options;
+  options.argv = args;
+  absl::StatusOr<falcon::common::Subprocess> demo = falcon::common::Subprocess::Spawn(options);
+  absl::StatusOr<falcon::common::ExitStatus> ended = demo.ok() ? demo->Wait() : demo.status();
+  if (!ended.ok()) {
+    std::cerr << ended.status() << "\n";
+    return -1;
+  }
+  return ended->ShellCode();
 }
 
 nlohmann::json ReadJson(const std::string& path) {

@@ -6,12 +6,9 @@
 // all three targets and the falcon_ series of the controller and of both agents are there, with
 // the training job in label `falcon_job`. Skipped, with a message, when /usr/bin/prometheus is
 // not installed (deploy/install-deps.sh installs it).
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -19,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -31,10 +29,9 @@
 #include "agent/testing/messages.h"
 #include "agent/testing/prometheus_text.h"
 #include "agent/testing/shim_test_client.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-
-extern char** environ;
 
 namespace falcon {
 namespace {
@@ -61,16 +58,13 @@ class Child {
 
   ::testing::AssertionResult Start(std::vector<std::string> args, const std::string& log) {
     log_ = log;
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return ::testing::AssertionFailure() << "posix_spawn " << args[0] << ": " << rc;
+    falcon::common::SpawnOptions options;
+    options.argv = std::move(args);
+    options.stdout_stream = falcon::common::Stdio::File(log_);
+    options.stderr_stream = falcon::common::Stdio::SameAsStdout();
+    absl::StatusOr<falcon::common::Subprocess> proc = falcon::common::Subprocess::Spawn(options);
+    if (!proc.ok()) return ::testing::AssertionFailure() << proc.status();
+    proc_ = std::move(*proc);
     return ::testing::AssertionSuccess();
   }
 
@@ -93,31 +87,22 @@ class Child {
   }
 
   bool Running() {
-    if (pid_ <= 0) return false;
-    if (waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
-    return pid_ > 0;
+    if (!proc_.has_value()) return false;
+    absl::StatusOr<std::optional<falcon::common::ExitStatus>> ended = proc_->Poll();
+    return ended.ok() && !ended->has_value();
   }
 
   void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
+    if (!proc_.has_value()) return;
+    absl::StatusOr<falcon::common::ExitStatus> ended = proc_->Stop(SIGTERM, absl::Seconds(10));
+    EXPECT_TRUE(ended.ok()) << ended.status();
+    proc_.reset();
   }
 
   const std::string& log() const { return log_; }
 
  private:
-  pid_t pid_ = -1;
+  std::optional<falcon::common::Subprocess> proc_;
   std::string log_;
 };
 

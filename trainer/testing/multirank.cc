@@ -2,59 +2,70 @@
 
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/subprocess.h"
 
 namespace falcon::trainer::testing {
 
 std::vector<RankExit> RunRanks(int n, const std::function<int(int rank)>& body,
                                absl::Duration timeout) {
-  std::vector<pid_t> pids(n, -1);
+  std::vector<std::optional<common::Subprocess>> ranks(n);
   std::vector<RankExit> exits(n);
+  auto record = [&](int r, const common::ExitStatus& e) {
+    exits[r].exited = e.exited();
+    exits[r].code = e.exited() ? e.code() : -1;
+    exits[r].signal = e.signal();
+  };
   fflush(stdout);
   fflush(stderr);
   for (int r = 0; r < n; ++r) {
     exits[r].rank = r;
-    const pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int code = body(r);
-      fflush(stdout);
-      fflush(stderr);
-      _exit(code);
+    common::SpawnOptions options;
+    options.name = absl::StrCat("rank ", r);
+    options.parent_death_signal = SIGKILL;
+    absl::StatusOr<common::Subprocess> child =
+        common::Subprocess::SpawnFunction(options, [&body, r] {
+          const int code = body(r);
+          fflush(stdout);
+          fflush(stderr);
+          return code;
+        });
+    if (!child.ok()) {
+      fprintf(stderr, "%s\n", child.status().ToString().c_str());
+      record(r, common::ExitStatus::Exited(125));
+      continue;
     }
-    pids[r] = pid;
+    ranks[r] = std::move(*child);
   }
   const absl::Time deadline = absl::Now() + timeout;
-  int remaining = n;
-  while (remaining > 0) {
+  for (;;) {
+    int remaining = 0;
     for (int r = 0; r < n; ++r) {
-      if (pids[r] <= 0) continue;
-      int status = 0;
-      const pid_t got = waitpid(pids[r], &status, WNOHANG);
-      if (got != pids[r]) continue;
-      exits[r].exited = WIFEXITED(status);
-      exits[r].code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      exits[r].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-      pids[r] = -1;
-      --remaining;
+      if (!ranks[r].has_value()) continue;
+      absl::StatusOr<std::optional<common::ExitStatus>> ended = ranks[r]->Poll();
+      if (!ended.ok()) {
+        fprintf(stderr, "%s\n", ended.status().ToString().c_str());
+        ended = std::optional<common::ExitStatus>(common::ExitStatus::Exited(125));
+      }
+      if (ended->has_value()) {
+        record(r, **ended);
+        ranks[r].reset();
+      } else {
+        ++remaining;
+      }
     }
     if (remaining == 0) break;
     if (absl::Now() > deadline) {
       for (int r = 0; r < n; ++r) {
-        if (pids[r] <= 0) continue;
-        kill(pids[r], SIGKILL);
-        int status = 0;
-        waitpid(pids[r], &status, 0);
+        if (!ranks[r].has_value()) continue;
+        ranks[r].reset();  // SIGKILLed and reaped.
         exits[r].signal = SIGKILL;
         exits[r].timed_out = true;
-        pids[r] = -1;
       }
       break;
     }

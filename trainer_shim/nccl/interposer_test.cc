@@ -3,8 +3,6 @@
 // groups, communicator membership, device timing and a pause at a safe point.
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,12 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "trainer_shim/fake_agent.h"
 #include "trainer_shim/nccl/comm_registry.h"
@@ -48,44 +48,23 @@ class Child {
  public:
   Child(const std::string& program, const std::vector<std::string>& args,
         const std::vector<std::string>& extra_env) {
-    int in[2], out[2];
-    EXPECT_EQ(pipe(in), 0);
-    EXPECT_EQ(pipe(out), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, in[1]);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    std::vector<std::string> env;
+    common::SpawnOptions options;
+    options.argv = {program};
+    options.argv.insert(options.argv.end(), args.begin(), args.end());
+    options.env.emplace();
     for (char** e = environ; *e != nullptr; ++e) {
       if (!absl::StartsWith(*e, "LD_PRELOAD=") && !absl::StartsWith(*e, "FALCON_")) {
-        env.push_back(*e);
+        options.env->push_back(*e);
       }
     }
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
-    std::vector<char*> envp, argv;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> all_args = {program};
-    all_args.insert(all_args.end(), args.begin(), args.end());
-    for (auto& a : all_args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, program.c_str(), &fa, nullptr, argv.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
+    options.env->insert(options.env->end(), extra_env.begin(), extra_env.end());
+    options.stdin_stream = common::Stdio::Pipe();
+    options.stdout_stream = common::Stdio::Pipe();
+    absl::StatusOr<common::Subprocess> proc = common::Subprocess::Spawn(options);
+    EXPECT_TRUE(proc.ok()) << proc.status();
+    if (proc.ok()) proc_ = std::move(*proc);
   }
-  ~Child() {
-    if (stdin_ >= 0) close(stdin_);
-    if (stdout_ >= 0) close(stdout_);
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
+  // A child still running is SIGKILLed and reaped by ~Subprocess.
 
   // Next stdout line; false at EOF or after 60 s without one.
   bool ReadLine(std::string* line) {
@@ -97,29 +76,30 @@ class Child {
         lines_.push_back(*line);
         return true;
       }
-      pollfd p{stdout_, POLLIN, 0};
+      if (!proc_.has_value()) return false;
+      pollfd p{proc_->stdout_fd(), POLLIN, 0};
       if (poll(&p, 1, 60'000) <= 0) return false;
       char buf[4096];
-      const ssize_t n = read(stdout_, buf, sizeof(buf));
+      const ssize_t n = read(proc_->stdout_fd(), buf, sizeof(buf));
       if (n <= 0) return false;
       buffer_.append(buf, static_cast<size_t>(n));
     }
   }
   void WriteLine(const std::string& s) {
     const std::string l = s + "\n";
-    EXPECT_EQ(write(stdin_, l.data(), l.size()), static_cast<ssize_t>(l.size()));
+    ASSERT_TRUE(proc_.has_value());
+    EXPECT_EQ(write(proc_->stdin_fd(), l.data(), l.size()), static_cast<ssize_t>(l.size()));
   }
   // Reads to EOF and waits; returns the exit status (-1 if abnormal).
   int Finish() {
-    close(stdin_);
-    stdin_ = -1;
+    if (!proc_.has_value()) return -1;
+    proc_->CloseStdin();
     std::string line;
     while (ReadLine(&line)) {
     }
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    absl::StatusOr<common::ExitStatus> status = proc_->Wait();
+    EXPECT_TRUE(status.ok()) << status.status();
+    return status.ok() && status->exited() ? status->code() : -1;
   }
   std::vector<std::string> LinesWithPrefix(const std::string& prefix) const {
     std::vector<std::string> out;
@@ -130,9 +110,7 @@ class Child {
   }
 
  private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  int stdout_ = -1;
+  std::optional<common::Subprocess> proc_;
   std::string buffer_;
   std::vector<std::string> lines_;
 };
