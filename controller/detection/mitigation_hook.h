@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/error_counter.h"
 #include "controller/registry/job_registry.h"
 #include "controller/settings/settings_manager.h"
 #include "proto/falcon/v1/common.pb.h"
@@ -67,6 +68,10 @@ class EventActions {
 class MitigationHook {
  public:
   virtual ~MitigationHook() = default;
+  // Where the hook counts the errors it handles by logging and going on: the controller that
+  // runs the hook passes its metrics (falcon_controller_errors_total{where}) once, before any
+  // other call. `errors` outlives the hook's use of it.
+  virtual void SetErrorCounter(common::ErrorCounter* /*errors*/) {}
   // The verdict was just staged (event LOCALIZED); called only when the job's
   // mitigation_enabled setting is on.
   virtual void OnVerdict(const falcon::v1::Event& event, EventActions& actions) = 0;
