@@ -73,6 +73,26 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   return e;
 }
 
+absl::StatusOr<std::vector<analysis::EscalationStep>> MitigationEvent::StartEscalation(
+    const falcon::v1::Event& event) {
+  const analysis::Cause cause = ToEscalationCause(event.cause());
+  absl::StatusOr<std::vector<analysis::EscalationStep>> steps =
+      esc_->StartEvent(cause, ctx_.healthy, ctx_.slow, ctx_.last_iteration);
+  if (!steps.ok()) return steps.status();
+  LOG(INFO) << "mitigation started " << ctx_.Subject() << " cause=" << analysis::CauseName(cause)
+            << " healthy_s=" << absl::ToDoubleSeconds(ctx_.healthy)
+            << " slow_s=" << absl::ToDoubleSeconds(ctx_.slow) << " lost_s=" << event.lost_seconds();
+  if (event.lost_seconds() <= 0) return steps;
+  absl::StatusOr<std::vector<analysis::EscalationStep>> more =
+      esc_->OnIteration(ctx_.last_iteration, ctx_.healthy + absl::Seconds(event.lost_seconds()));
+  if (!more.ok()) {
+    ctx_.CountError("mitigation_escalation_iteration", more.status());
+    return steps;
+  }
+  steps->insert(steps->end(), more->begin(), more->end());
+  return steps;
+}
+
 MitigationStrategy* MitigationEvent::Of(analysis::Strategy s) {
   switch (s) {
     case analysis::Strategy::kS2MicroBatch:

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "analysis/clock.h"
@@ -47,6 +48,12 @@ class MitigationEvent {
   S2MicroBatch& s2() { return s2_; }
   S3Topology& s3() { return s3_; }
   S4CheckpointRestart& s4() { return s4_; }
+
+  // Starts the escalation of `event` (the one the state was created from) at ctx().last_iteration;
+  // the time lost between onset and verdict (Event.lost_seconds) counts at once. Returns the first
+  // steps; the escalation's errors.
+  absl::StatusOr<std::vector<analysis::EscalationStep>> StartEscalation(
+      const falcon::v1::Event& event);
 
   // The strategy of level `s` (nullptr for S1).
   MitigationStrategy* Of(analysis::Strategy s);

@@ -39,31 +39,14 @@ MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event, EventAction
   }
   MitigationEvent* e = created->get();
   events_[event.event_id()] = *std::move(created);
-  EventContext& ctx = e->ctx();
-  const analysis::Cause cause = ToEscalationCause(event.cause());
-  absl::StatusOr<Steps> steps =
-      e->escalation().StartEvent(cause, ctx.healthy, ctx.slow, ctx.last_iteration);
+  absl::StatusOr<Steps> steps = e->StartEscalation(event);
   if (!steps.ok()) {
-    ctx.CountError("mitigation_escalation_start", steps.status());
+    e->ctx().CountError("mitigation_escalation_start", steps.status());
     events_.erase(event.event_id());
     return nullptr;
   }
-  LOG(INFO) << "mitigation started " << ctx.Subject() << " cause=" << analysis::CauseName(cause)
-            << " healthy_s=" << absl::ToDoubleSeconds(ctx.healthy)
-            << " slow_s=" << absl::ToDoubleSeconds(ctx.slow) << " lost_s=" << event.lost_seconds();
-  Steps all = *std::move(steps);
-  // The time lost between onset and verdict counts at once.
-  if (event.lost_seconds() > 0) {
-    absl::StatusOr<Steps> more = e->escalation().OnIteration(
-        ctx.last_iteration, ctx.healthy + absl::Seconds(event.lost_seconds()));
-    if (more.ok()) {
-      all.insert(all.end(), more->begin(), more->end());
-    } else {
-      ctx.CountError("mitigation_escalation_iteration", more.status());
-    }
-  }
-  Execute(*e, all, "mitigation_escalation_start", actions);
-  ctx.rebuilding = false;
+  Execute(*e, *steps, "mitigation_escalation_start", actions);
+  e->ctx().rebuilding = false;
   return e;
 }
 
@@ -240,32 +223,10 @@ void Orchestrator::OnRecovered(const falcon::v1::Event& event, EventActions& act
   events_.erase(it);
 }
 
-void Orchestrator::SetPlanInForce(const falcon::v1::DirectiveRecord& record,
-                                  EventActions& actions) {
-  const falcon::v1::Directive& d = record.directive();
-  std::vector<uint32_t> m;
-  if (d.has_micro_batch_plan()) {
-    m.assign(d.micro_batch_plan().micro_batches().begin(),
-             d.micro_batch_plan().micro_batches().end());
-  } else if (d.has_topology_change()) {
-    const JobEntry* job = actions.FindJob(d.job());
-    if (job == nullptr) return;  // The job ended: no plan to keep.
-    m.assign(job->job().micro_batches().begin(), job->job().micro_batches().end());
-  } else {
-    return;
-  }
-  if (absl::Status s = actions.SetJobPlan(d.job(), d.plan_version(), m); !s.ok()) {
-    LOG(WARNING) << "plan in force not recorded job=" << d.job() << " event=" << record.event_id()
-                 << " directive=" << d.directive_id()
-                 << " where=mitigation_set_job_plan error=" << s;
-    errors_->CountError("mitigation_set_job_plan");
-  }
-}
-
 void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
                                     EventActions& actions) {
   if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
-    SetPlanInForce(record, actions);
+    RecordPlanInForce(record, actions, *errors_);
   }
   auto it = events_.find(record.event_id());
   if (it == events_.end()) return;

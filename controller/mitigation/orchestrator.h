@@ -71,7 +71,6 @@ class Orchestrator : public MitigationHook {
   void Apply(MitigationEvent& e, const analysis::EscalationStep& step, EventActions& actions);
   void Skip(MitigationEvent& e, analysis::Strategy s, const std::string& why, int64_t iteration,
             EventActions& actions);
-  void SetPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& actions);
 
   const OrchestratorOptions options_;
   const Clock* const clock_;

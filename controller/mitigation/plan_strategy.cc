@@ -1,5 +1,7 @@
 #include "controller/mitigation/plan_strategy.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
@@ -67,6 +69,28 @@ bool PlanStrategy::OnDirectiveState(const falcon::v1::DirectiveRecord& record, E
   directive_ = 0;
   OnDropped(ctx);
   return false;
+}
+
+void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& actions,
+                       common::ErrorCounter& errors) {
+  const falcon::v1::Directive& d = record.directive();
+  std::vector<uint32_t> m;
+  if (d.has_micro_batch_plan()) {
+    m.assign(d.micro_batch_plan().micro_batches().begin(),
+             d.micro_batch_plan().micro_batches().end());
+  } else if (d.has_topology_change()) {
+    const JobEntry* job = actions.FindJob(d.job());
+    if (job == nullptr) return;  // The job ended: no plan to keep.
+    m.assign(job->job().micro_batches().begin(), job->job().micro_batches().end());
+  } else {
+    return;
+  }
+  if (absl::Status s = actions.SetJobPlan(d.job(), d.plan_version(), m); !s.ok()) {
+    LOG(WARNING) << "plan in force not recorded job=" << d.job() << " event=" << record.event_id()
+                 << " directive=" << d.directive_id()
+                 << " where=mitigation_set_job_plan error=" << s;
+    errors.CountError("mitigation_set_job_plan");
+  }
 }
 
 }  // namespace falcon::controller::mitigation

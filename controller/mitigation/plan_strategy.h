@@ -27,6 +27,12 @@ class PlanStrategy : public MitigationStrategy {
   virtual void OnDropped(EventContext& /*ctx*/) {}
 };
 
+// A plan directive (micro-batch plan or topology change) was APPLIED: records the job's plan in
+// force (Job.plan_version, Job.micro_batches; a topology change keeps the micro-batches). A
+// store error is logged and counted at "mitigation_set_job_plan".
+void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& actions,
+                       common::ErrorCounter& errors);
+
 }  // namespace falcon::controller::mitigation
 
 #endif  // FALCON_CONTROLLER_MITIGATION_PLAN_STRATEGY_H_
