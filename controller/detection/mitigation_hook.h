@@ -1,9 +1,9 @@
-// The extension point for mitigation (S1-S4 with escalation; the mitigation issue). The detection
-// pipeline ends at a verdict; a MitigationHook takes it from there through EventActions, which
-// the controller implements. Every hook call runs inside the controller's current unit of work:
-// what the hook stages through EventActions (actions, transitions, directives) is stored
-// atomically with the change that triggered the call, and nothing the hook sends leaves before
-// that commit. Hooks run on the controller loop and must not block.
+// The extension point for mitigation (S1-S4 with escalation; docs/algorithms.md#escalation).
+// The detection pipeline ends at a verdict; a MitigationHook takes it from there through
+// EventActions, which the controller implements. Every hook call runs inside the controller's
+// current unit of work: what the hook stages through EventActions (actions, transitions,
+// directives) is stored atomically with the change that triggered the call, and nothing the hook
+// sends leaves before that commit. Hooks run on the controller loop and must not block.
 #ifndef FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_
 #define FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_
 

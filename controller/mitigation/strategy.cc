@@ -19,11 +19,7 @@ EventContext::EventContext(uint64_t event_id, std::string job, Culprit culprit,
 
 std::string EventContext::Subject() const {
   std::string s = absl::StrCat("job=", job, " event=", event_id);
-  if (culprit.ranks.size() == 1) {
-    absl::StrAppend(&s, " rank=", culprit.ranks[0]);
-  } else if (!culprit.ranks.empty()) {
-    absl::StrAppend(&s, " ranks=", absl::StrJoin(culprit.ranks, ","));
-  }
+  if (!culprit.ranks.empty()) absl::StrAppend(&s, " rank=", absl::StrJoin(culprit.ranks, ","));
   if (!culprit.links.empty()) {
     absl::StrAppend(
         &s, " link=", absl::StrJoin(culprit.links, ",", [](std::string* out, const auto& l) {

@@ -50,7 +50,7 @@ struct EventContext {
   LayoutsInForce* layouts = nullptr;
   common::ErrorCounter* errors = nullptr;
 
-  // "job=<job> event=<id> rank=<r>" (or "ranks=<a>,<b>", "link=<a>-><b>"), for log lines.
+  // "job=<job> event=<id> rank=<r>[,<r>...]" or "... link=<a>-><b>[,...]", for log lines.
   std::string Subject() const;
   // The job's shape with the layout in force and `micro_batches` (see ShapeOf).
   absl::StatusOr<JobShape> Shape(const JobEntry& job,
