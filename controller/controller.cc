@@ -159,6 +159,7 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const comm
                  [this](const std::string& job) { return detection_.LastIteration(job); }),
       detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
                  metrics) {
+  if (hook_ != nullptr && metrics_ != nullptr) hook_->SetErrorCounter(metrics_);
   localizer_.set_verdict_callback([this](EventRecord* event, UnitOfWork* uow) {
     if (hook_ == nullptr || !settings_.Effective(event->event().job()).mitigation_enabled) return;
     Actions actions(this, uow);

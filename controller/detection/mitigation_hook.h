@@ -1,9 +1,9 @@
-// The extension point for mitigation (S1-S4 with escalation; the mitigation issue). The detection
-// pipeline ends at a verdict; a MitigationHook takes it from there through EventActions, which
-// the controller implements. Every hook call runs inside the controller's current unit of work:
-// what the hook stages through EventActions (actions, transitions, directives) is stored
-// atomically with the change that triggered the call, and nothing the hook sends leaves before
-// that commit. Hooks run on the controller loop and must not block.
+// The extension point for mitigation (S1-S4 with escalation; docs/algorithms.md#escalation).
+// The detection pipeline ends at a verdict; a MitigationHook takes it from there through
+// EventActions, which the controller implements. Every hook call runs inside the controller's
+// current unit of work: what the hook stages through EventActions (actions, transitions,
+// directives) is stored atomically with the change that triggered the call, and nothing the hook
+// sends leaves before that commit. Hooks run on the controller loop and must not block.
 #ifndef FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_
 #define FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_
 
@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/error_counter.h"
 #include "controller/registry/job_registry.h"
 #include "controller/settings/settings_manager.h"
 #include "proto/falcon/v1/common.pb.h"
@@ -67,6 +68,10 @@ class EventActions {
 class MitigationHook {
  public:
   virtual ~MitigationHook() = default;
+  // Where the hook counts the errors it handles by logging and going on: the controller that
+  // runs the hook passes its metrics (falcon_controller_errors_total{where}) once, before any
+  // other call. `errors` outlives the hook's use of it.
+  virtual void SetErrorCounter(common::ErrorCounter* /*errors*/) {}
   // The verdict was just staged (event LOCALIZED); called only when the job's
   // mitigation_enabled setting is on.
   virtual void OnVerdict(const falcon::v1::Event& event, EventActions& actions) = 0;

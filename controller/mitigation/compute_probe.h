@@ -1,0 +1,78 @@
+// The compute probe of a compute fail-slow: the culprit's compute time per micro-batch
+// (IterationSummary.compute_ns / the micro-batches of its DP group) against its pipeline-stage
+// peers' (the non-culprit ranks of the same stage), over the last kWindow summaries of each rank.
+//  - Before S2 it measures the culprit's stage slowdown, which the S2 plan uses
+//    (Culprit::measured_stage_slowdown).
+//  - Under S2 the job's iteration time hides the fault (the slow group runs fewer micro-batches),
+//    so the probe tells when it cleared: once the culprit was seen slow (ratio >= 1 + min_ratio)
+//    and then stays below 1 + min_ratio / 2 for `clear_iterations` summaries in a row.
+// See docs/algorithms.md#strategies. Not thread-safe: controller loop only.
+#ifndef FALCON_CONTROLLER_MITIGATION_COMPUTE_PROBE_H_
+#define FALCON_CONTROLLER_MITIGATION_COMPUTE_PROBE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "analysis/plan/layout.h"
+
+namespace falcon::controller::mitigation {
+
+class ComputeProbe {
+ public:
+  // Samples kept per rank.
+  static constexpr size_t kWindow = 5;
+
+  // `culprits`: the compute culprit ranks; `clear_iterations` >= 1.
+  ComputeProbe(std::vector<uint32_t> culprits, int clear_iterations);
+
+  // The ranks' (dp, pp) from the job's layout and the even split (micro-batches per DP index)
+  // used when the job has no plan of the right size. Samples need a layout.
+  bool has_layout() const { return !rank_dp_.empty(); }
+  void SetLayout(const analysis::Layout& layout, std::vector<uint32_t> even_split);
+
+  bool IsCulprit(uint32_t rank) const;
+
+  // One summary of `rank`: compute_ns over its DP group's micro-batches in `micro_batches` (the
+  // plan in force; the even split when its size differs). False when it cannot be attributed
+  // (no layout, rank or DP index out of range, or a group with 0 micro-batches).
+  bool Add(uint32_t rank, int64_t compute_ns, const std::vector<uint32_t>& micro_batches);
+
+  // The median compute per micro-batch of `rank` over the median of its stage peers' medians;
+  // 0 when `rank` has fewer than `min_samples` samples or no peer has 3.
+  double Ratio(uint32_t rank, size_t min_samples) const;
+  // The worst culprit's Ratio (0 when none measured).
+  double WorstCulpritRatio(size_t min_samples) const;
+
+  enum class State {
+    kTooFew,    // Not enough samples for a ratio.
+    kSlow,      // At or above 1 + min_ratio: the fault is there.
+    kNotClear,  // Not seen slow yet, or between the thresholds.
+    kClearing,  // Below 1 + min_ratio / 2, fewer than clear_iterations times in a row.
+    kCleared,   // ... clear_iterations times in a row after it was seen slow.
+  };
+  struct Reading {
+    State state = State::kTooFew;
+    double ratio = 0;
+    int streak = 0;
+  };
+  // Judges the latest sample of culprit `rank` (Ratio over kWindow samples).
+  Reading Observe(uint32_t rank, double min_ratio);
+
+  // Drops the samples (a plan took effect: the probe starts over under it).
+  void ClearSamples() { samples_.clear(); }
+
+ private:
+  std::vector<uint32_t> culprits_;
+  int clear_iterations_;
+  std::map<uint32_t, std::vector<double>> samples_;  // ns per micro-batch, oldest first.
+  std::vector<int> rank_dp_, rank_pp_;
+  std::vector<uint32_t> even_split_;
+  bool saw_slow_ = false;
+  int clear_streak_ = 0;
+};
+
+}  // namespace falcon::controller::mitigation
+
+#endif  // FALCON_CONTROLLER_MITIGATION_COMPUTE_PROBE_H_

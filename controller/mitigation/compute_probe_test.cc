@@ -1,0 +1,99 @@
+#include "controller/mitigation/compute_probe.h"
+
+#include "controller/mitigation/planner.h"
+#include "gtest/gtest.h"
+
+namespace falcon::controller::mitigation {
+namespace {
+
+// DP=4 x PP=2: rank r at dp = r % 4, pp = r / 4. Rank 5 (dp 1, stage 1) is the culprit; its
+// stage peers are 4, 6 and 7.
+analysis::Layout Grid() {
+  std::vector<analysis::RankPlacement> ranks;
+  for (int r = 0; r < 8; ++r) {
+    analysis::RankPlacement p;
+    p.rank = r;
+    p.node = "node" + std::to_string(r / 2);
+    p.dp = r % 4;
+    p.pp = r / 4;
+    ranks.push_back(p);
+  }
+  return *analysis::Layout::Create(ranks);
+}
+
+class ComputeProbeTest : public ::testing::Test {
+ protected:
+  ComputeProbeTest() : probe_({5}, 3) { probe_.SetLayout(Grid(), {8, 8, 8, 8}); }
+
+  // One summary per rank of stage 1: 1 ms per micro-batch, the culprit `factor` slower.
+  void Iteration(double factor, const std::vector<uint32_t>& plan = {8, 8, 8, 8}) {
+    for (uint32_t r : {4u, 5u, 6u, 7u}) {
+      const double per = r == 5 ? 1e6 * factor : 1e6;
+      ASSERT_TRUE(probe_.Add(r, static_cast<int64_t>(per * plan[r % 4]), plan));
+    }
+  }
+
+  ComputeProbe probe_;
+};
+
+TEST_F(ComputeProbeTest, RatioAgainstStagePeersPerMicroBatch) {
+  EXPECT_FALSE(ComputeProbe({5}, 3).has_layout());
+  EXPECT_TRUE(probe_.has_layout());
+  Iteration(1.4);
+  Iteration(1.4);
+  EXPECT_EQ(probe_.Ratio(5, 3), 0);  // Two samples: too few.
+  Iteration(1.4);
+  EXPECT_NEAR(probe_.Ratio(5, 3), 1.4, 1e-9);
+  EXPECT_NEAR(probe_.WorstCulpritRatio(3), 1.4, 1e-9);
+  EXPECT_EQ(probe_.Ratio(5, ComputeProbe::kWindow), 0);
+  // Per micro-batch: an uneven plan (group 1 runs 4) does not read as a speed-up.
+  Iteration(1.4, {10, 4, 9, 9});
+  Iteration(1.4, {10, 4, 9, 9});
+  EXPECT_NEAR(probe_.Ratio(5, ComputeProbe::kWindow), 1.4, 1e-9);
+  // A plan of the wrong size falls back to the even split; out-of-range ranks are refused.
+  EXPECT_TRUE(probe_.Add(4, 8'000'000, {16, 16}));
+  EXPECT_FALSE(probe_.Add(8, 1'000'000, {8, 8, 8, 8}));
+  EXPECT_FALSE(probe_.Add(4, 1'000'000, {0, 8, 8, 8}));
+  probe_.ClearSamples();
+  EXPECT_EQ(probe_.Ratio(5, 1), 0);
+  EXPECT_TRUE(probe_.IsCulprit(5));
+  EXPECT_FALSE(probe_.IsCulprit(4));
+}
+
+TEST_F(ComputeProbeTest, ClearsOnlyAfterSeenSlowAndAStreakBelowHalfTheThreshold) {
+  // Healthy from the start: never cleared (it was never seen slow).
+  for (int i = 0; i < 6; ++i) Iteration(1.0);
+  EXPECT_EQ(probe_.Observe(5, 0.2).state, ComputeProbe::State::kNotClear);
+  probe_.ClearSamples();
+  for (int i = 0; i < 5; ++i) Iteration(1.4);
+  EXPECT_EQ(probe_.Observe(5, 0.2).state, ComputeProbe::State::kSlow);
+  // Between 1 + 0.1 and 1 + 0.2: not clear yet.
+  for (int i = 0; i < 5; ++i) Iteration(1.15);
+  EXPECT_EQ(probe_.Observe(5, 0.2).state, ComputeProbe::State::kNotClear);
+  for (int i = 0; i < 5; ++i) Iteration(1.0);
+  ComputeProbe::Reading r = probe_.Observe(5, 0.2);
+  EXPECT_EQ(r.state, ComputeProbe::State::kClearing);
+  EXPECT_EQ(r.streak, 1);
+  EXPECT_EQ(probe_.Observe(5, 0.2).state, ComputeProbe::State::kClearing);
+  r = probe_.Observe(5, 0.2);
+  EXPECT_EQ(r.state, ComputeProbe::State::kCleared);
+  EXPECT_NEAR(r.ratio, 1.0, 1e-9);
+  // A relapse resets the streak.
+  for (int i = 0; i < 5; ++i) Iteration(1.3);
+  EXPECT_EQ(probe_.Observe(5, 0.2).state, ComputeProbe::State::kSlow);
+  for (int i = 0; i < 5; ++i) Iteration(1.0);
+  EXPECT_EQ(probe_.Observe(5, 0.2).streak, 1);
+}
+
+TEST(ComputeProbe, NoPeersNoRatio) {
+  ComputeProbe probe({4, 5, 6, 7}, 3);  // The whole stage is culprit.
+  probe.SetLayout(Grid(), {8, 8, 8, 8});
+  for (int i = 0; i < 5; ++i) {
+    for (uint32_t r : {4u, 5u, 6u, 7u}) ASSERT_TRUE(probe.Add(r, 8'000'000, {8, 8, 8, 8}));
+  }
+  EXPECT_EQ(probe.Ratio(5, 3), 0);
+  EXPECT_EQ(probe.Observe(5, 0.2).state, ComputeProbe::State::kTooFew);
+}
+
+}  // namespace
+}  // namespace falcon::controller::mitigation

@@ -1,0 +1,38 @@
+#include "controller/mitigation/escalation_settings.h"
+
+#include "gtest/gtest.h"
+
+namespace falcon::controller::mitigation {
+namespace {
+
+TEST(EscalationSettings, LevelsCostsAndCause) {
+  EffectiveSettings s;
+  s.s3_enabled = false;
+  s.s2_cost_iterations = 7;
+  s.s3_cost_seconds = 30;
+  s.s4_cost_seconds = 100;
+  analysis::EscalationOptions o = EscalationOptionsFor(s);
+  EXPECT_TRUE(o.s2_enabled);
+  EXPECT_FALSE(o.s3_enabled);
+  EXPECT_TRUE(o.s4_enabled);
+  EXPECT_EQ(o.s2_cost_iterations, 7);
+  EXPECT_EQ(o.s3_cost, absl::Seconds(30));
+  EXPECT_EQ(o.checkpoint_write + o.checkpoint_read + o.restart, absl::Seconds(100));
+  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_TRUE(SameEscalationOptions(o, EscalationOptionsFor(s)));
+  // Mitigation off disables every level.
+  s.mitigation_enabled = false;
+  analysis::EscalationOptions off = EscalationOptionsFor(s);
+  EXPECT_FALSE(off.s2_enabled || off.s3_enabled || off.s4_enabled);
+  EXPECT_FALSE(SameEscalationOptions(o, off));
+  s.mitigation_enabled = true;
+  s.s4_cost_seconds = 101;
+  EXPECT_FALSE(SameEscalationOptions(o, EscalationOptionsFor(s)));
+
+  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_COMPUTE), analysis::Cause::kCompute);
+  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_COMMUNICATION), analysis::Cause::kCommunication);
+  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_UNKNOWN), analysis::Cause::kUnknown);
+}
+
+}  // namespace
+}  // namespace falcon::controller::mitigation

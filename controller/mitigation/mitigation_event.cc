@@ -1,0 +1,161 @@
+#include "controller/mitigation/mitigation_event.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "controller/mitigation/escalation_settings.h"
+#include "glog/logging.h"
+
+namespace falcon::controller::mitigation {
+
+MitigationEvent::MitigationEvent(uint64_t event_id, std::string job, Culprit culprit,
+                                 const OrchestratorOptions& o)
+    : ctx_(event_id, std::move(job), std::move(culprit), o.measure_iterations, o.no_help_fraction,
+           o.clear_iterations),
+      s4_(o.checkpoint_dir) {}
+
+absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
+    const falcon::v1::Event& event, EventActions& actions, const OrchestratorOptions& options,
+    const common::Clock& clock, LayoutsInForce* layouts, common::ErrorCounter* errors, bool rebuild) {
+  const JobEntry* job = actions.FindJob(event.job());
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", event.job(), "' unknown"));
+  Culprit culprit;
+  culprit.cause = event.cause();
+  culprit.ranks.assign(event.ranks().begin(), event.ranks().end());
+  culprit.links.assign(event.links().begin(), event.links().end());
+  const EffectiveSettings settings = actions.Settings(event.job());
+  absl::Duration healthy = absl::Nanoseconds(event.healthy_iteration_time_ns());
+  absl::Duration slow = absl::Nanoseconds(event.slow_iteration_time_ns());
+  const double ratio = event.slowdown_ratio();
+  if (healthy <= absl::ZeroDuration() && slow > absl::ZeroDuration() && ratio > 1) {
+    healthy = slow / ratio;
+  }
+  if (healthy <= absl::ZeroDuration()) {
+    return absl::FailedPreconditionError("no healthy iteration time to measure against");
+  }
+  if (slow <= healthy) {
+    slow = healthy * (ratio > 1 ? ratio : 1 + std::max(0.01, settings.verification_min_ratio));
+  }
+  culprit.slowdown_ratio = absl::FDivDuration(slow, healthy);
+  absl::StatusOr<analysis::Escalation> esc =
+      analysis::Escalation::Create(EscalationOptionsFor(settings), clock);
+  if (!esc.ok()) return esc.status();
+  std::unique_ptr<MitigationEvent> e(
+      new MitigationEvent(event.event_id(), event.job(), std::move(culprit), options));
+  e->esc_.emplace(*std::move(esc));
+  EventContext& ctx = e->ctx_;
+  ctx.healthy = healthy;
+  ctx.slow = slow;
+  ctx.layouts = layouts;
+  ctx.errors = errors;
+  ctx.last_iteration = std::max(event.verdict_iteration(), actions.LastIteration(event.job()));
+  if (!rebuild) return e;
+  // Plans in force from the event's log (the controller restarted).
+  ctx.rebuilding = true;
+  uint64_t s2 = 0, s3 = 0, s4 = 0;
+  for (const falcon::v1::Action& a : event.actions()) {
+    if (a.dry_run() || a.directive_id() == 0) continue;
+    uint64_t& slot = a.strategy() == falcon::v1::STRATEGY_S2_MICRO_BATCH ? s2
+                     : a.strategy() == falcon::v1::STRATEGY_S3_TOPOLOGY  ? s3
+                                                                         : s4;
+    slot = a.revert() ? 0 : a.directive_id();
+  }
+  absl::StatusOr<JobShape> shape = ShapeOf(*job, nullptr, {});
+  const JobShape* registered = shape.ok() ? &*shape : nullptr;
+  e->s2_.Restore(s2, registered);
+  e->s3_.Restore(s3, registered);
+  e->s4_.Restore(s4, registered);
+  LOG(INFO) << "mitigation state rebuilt " << ctx.Subject() << " s2_directive=" << s2
+            << " s3_directive=" << s3 << " s4_directive=" << s4;
+  return e;
+}
+
+absl::StatusOr<std::vector<analysis::EscalationStep>> MitigationEvent::StartEscalation(
+    const falcon::v1::Event& event) {
+  const analysis::Cause cause = ToEscalationCause(event.cause());
+  absl::StatusOr<std::vector<analysis::EscalationStep>> steps =
+      esc_->StartEvent(cause, ctx_.healthy, ctx_.slow, ctx_.last_iteration);
+  if (!steps.ok()) return steps.status();
+  LOG(INFO) << "mitigation started " << ctx_.Subject() << " cause=" << analysis::CauseName(cause)
+            << " healthy_s=" << absl::ToDoubleSeconds(ctx_.healthy)
+            << " slow_s=" << absl::ToDoubleSeconds(ctx_.slow) << " lost_s=" << event.lost_seconds();
+  if (event.lost_seconds() <= 0) return steps;
+  absl::StatusOr<std::vector<analysis::EscalationStep>> more =
+      esc_->OnIteration(ctx_.last_iteration, ctx_.healthy + absl::Seconds(event.lost_seconds()));
+  if (!more.ok()) {
+    ctx_.CountError("mitigation_escalation_iteration", more.status());
+    return steps;
+  }
+  steps->insert(steps->end(), more->begin(), more->end());
+  return steps;
+}
+
+MitigationStrategy* MitigationEvent::Of(analysis::Strategy s) {
+  switch (s) {
+    case analysis::Strategy::kS2MicroBatch:
+      return &s2_;
+    case analysis::Strategy::kS3Topology:
+      return &s3_;
+    case analysis::Strategy::kS4CheckpointRestart:
+      return &s4_;
+    default:
+      return nullptr;
+  }
+}
+
+MitigationStrategy* MitigationEvent::WithDirective(uint64_t id) {
+  if (id == 0) return nullptr;
+  MitigationStrategy* const levels[] = {&s4_, &s2_, &s3_};
+  for (MitigationStrategy* s : levels) {
+    if (s->directive() == id) return s;
+  }
+  return nullptr;
+}
+
+MitigationStrategy* MitigationEvent::PlanInForce() {
+  if (s3_.directive() != 0) return &s3_;
+  if (s2_.directive() != 0) return &s2_;
+  return nullptr;
+}
+
+std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
+    const falcon::v1::IterationSummary& summary, EventActions& actions) {
+  if (ctx_.culprit.cause != falcon::v1::CAUSE_COMPUTE) return std::nullopt;
+  const bool before_s2 = s2_.directive() == 0;
+  const int64_t from = ctx_.measurement.from();
+  if (!before_s2 && (from < 0 || summary.iteration() < from + 2)) return std::nullopt;
+  const JobEntry* job = actions.FindJob(ctx_.job);
+  if (job == nullptr) return std::nullopt;
+  if (!ctx_.probe.has_layout()) {
+    absl::StatusOr<JobShape> shape = ctx_.Shape(*job, {});
+    if (!shape.ok()) {  // No layout, no attribution: the probe stays off.
+      VLOG(1) << "compute probe off " << ctx_.Subject() << " why=\"" << shape.status() << "\"";
+      return std::nullopt;
+    }
+    ctx_.probe.SetLayout(shape->layout, shape->micro_batches);
+  }
+  const uint32_t rank = summary.rank();
+  const std::vector<uint32_t> m(job->job().micro_batches().begin(),
+                                job->job().micro_batches().end());
+  if (!ctx_.probe.Add(rank, summary.compute_ns(), m)) return std::nullopt;
+  if (before_s2 || !ctx_.probe.IsCulprit(rank)) return std::nullopt;
+  const double min_ratio = actions.Settings(ctx_.job).verification_min_ratio;
+  const ComputeProbe::Reading reading = ctx_.probe.Observe(rank, min_ratio);
+  VLOG(1) << "compute probe " << ctx_.Subject() << " iteration=" << summary.iteration()
+          << " ratio=" << reading.ratio << " clear_streak=" << reading.streak;
+  if (reading.state != ComputeProbe::State::kCleared) return std::nullopt;
+  Recovery r;
+  r.iteration = summary.iteration();
+  r.rank = rank;
+  r.ratio = reading.ratio;
+  r.reason = absl::StrFormat(
+      "rank %d compute per micro-batch back to x%.2f of its stage peers' at iteration %d (S2 in "
+      "force hides the fault from the iteration time)",
+      rank, reading.ratio, r.iteration);
+  return r;
+}
+
+}  // namespace falcon::controller::mitigation

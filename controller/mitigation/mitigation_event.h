@@ -1,0 +1,96 @@
+// The orchestrator's state of one fail-slow event: what its levels share (EventContext), the
+// escalation policy's state machine, and one strategy object per level (S2, S3, S4). Built from
+// the event at its verdict, or rebuilt from the event's log (the plans in force) after a
+// controller restart. See orchestrator.h. Not thread-safe: controller loop only.
+#ifndef FALCON_CONTROLLER_MITIGATION_MITIGATION_EVENT_H_
+#define FALCON_CONTROLLER_MITIGATION_MITIGATION_EVENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "analysis/plan/escalation.h"
+#include "controller/mitigation/s2_micro_batch.h"
+#include "controller/mitigation/s3_topology.h"
+#include "controller/mitigation/s4_checkpoint_restart.h"
+#include "controller/mitigation/strategy.h"
+
+namespace falcon::controller::mitigation {
+
+struct OrchestratorOptions {
+  // S4: checkpoint directory the ranks write to (relative: under the trainer's
+  // --checkpoint-dir). Default "falcon-s4".
+  std::string checkpoint_dir = "falcon-s4";
+  // Iterations measured under a plan before judging it, >= 1. Default 5.
+  int measure_iterations = 5;
+  // A plan measured at >= this fraction of the slow iteration time did not help. Default 0.97.
+  double no_help_fraction = 0.97;
+  // Consecutive culprit summaries back at its peers' compute speed that clear a compute
+  // fail-slow under S2 (each over a median of the last 5), >= 1. Default 3.
+  int clear_iterations = 3;
+};
+
+class MitigationEvent {
+ public:
+  // The state of `event` (its escalation not started). `rebuild`: restores the plans in force
+  // from the event's actions. Errors: kNotFound for an unknown job; kFailedPrecondition without
+  // a healthy iteration time; the escalation's kInvalidArgument for settings out of range.
+  static absl::StatusOr<std::unique_ptr<MitigationEvent>> Create(
+      const falcon::v1::Event& event, EventActions& actions, const OrchestratorOptions& options,
+      const common::Clock& clock, LayoutsInForce* layouts, common::ErrorCounter* errors, bool rebuild);
+
+  EventContext& ctx() { return ctx_; }
+  analysis::Escalation& escalation() { return *esc_; }
+  S2MicroBatch& s2() { return s2_; }
+  S3Topology& s3() { return s3_; }
+  S4CheckpointRestart& s4() { return s4_; }
+
+  // Starts the escalation of `event` (the one the state was created from) at ctx().last_iteration;
+  // the time lost between onset and verdict (Event.lost_seconds) counts at once. Returns the first
+  // steps; the escalation's errors.
+  absl::StatusOr<std::vector<analysis::EscalationStep>> StartEscalation(
+      const falcon::v1::Event& event);
+
+  // The strategy of level `s` (nullptr for S1).
+  MitigationStrategy* Of(analysis::Strategy s);
+  // The strategy whose directive in force is `id` (nullptr: none, or id 0).
+  MitigationStrategy* WithDirective(uint64_t id);
+  // The plan the job runs under (S3 over S2), whose iteration time is measured; nullptr: none.
+  MitigationStrategy* PlanInForce();
+
+  // The escalation ended (kEnd); the state is dropped unless an S4 waits for its directive.
+  void set_ended() { ended_ = true; }
+  bool ended() const { return ended_; }
+  bool Done() const { return ended_ && s4_.directive() == 0; }
+
+  struct Recovery {
+    int64_t iteration = 0;
+    uint32_t rank = 0;
+    double ratio = 0;
+    std::string reason;
+  };
+  // One rank's summary for the compute probe (compute culprits only). Before S2 it samples the
+  // stage slowdown; under S2 (from two iterations after it took effect) it returns the recovery
+  // once the culprit is back at its peers' speed (ComputeProbe::State::kCleared).
+  std::optional<Recovery> ProbeRank(const falcon::v1::IterationSummary& summary,
+                                    EventActions& actions);
+
+ private:
+  MitigationEvent(uint64_t event_id, std::string job, Culprit culprit,
+                  const OrchestratorOptions& options);
+
+  EventContext ctx_;
+  std::optional<analysis::Escalation> esc_;
+  S2MicroBatch s2_;
+  S3Topology s3_;
+  S4CheckpointRestart s4_;
+  bool ended_ = false;
+};
+
+}  // namespace falcon::controller::mitigation
+
+#endif  // FALCON_CONTROLLER_MITIGATION_MITIGATION_EVENT_H_

@@ -1,0 +1,97 @@
+// The orchestrator as a coordinator, driven directly through a recording EventActions: the
+// escalation policy's steps reach the strategy objects, a rejected directive skips its level, a
+// recovery reverts the plan in force, and the calls that fail are counted where they happen.
+#include <memory>
+
+#include "controller/mitigation/fake_event_actions.h"
+#include "controller/mitigation/orchestrator.h"
+#include "gtest/gtest.h"
+
+namespace falcon::controller::mitigation {
+namespace {
+
+// Rank 5 computes 40% longer; 0.3 s were lost before the verdict (S2 costs 5 x 40 ms = 0.2 s).
+falcon::v1::Event ComputeEvent() {
+  falcon::v1::Event e;
+  e.set_event_id(1);
+  e.set_job("job");
+  e.set_state(falcon::v1::EVENT_STATE_LOCALIZED);
+  e.set_cause(falcon::v1::CAUSE_COMPUTE);
+  e.add_ranks(5);
+  e.set_healthy_iteration_time_ns(100'000'000);
+  e.set_slow_iteration_time_ns(140'000'000);
+  e.set_slowdown_ratio(1.4);
+  e.set_verdict_iteration(100);
+  e.set_lost_seconds(0.3);
+  return e;
+}
+
+class OrchestratorUnitTest : public ::testing::Test {
+ protected:
+  OrchestratorUnitTest() : orchestrator_(OrchestratorOptions{}, &clock_) {
+    orchestrator_.SetErrorCounter(&errors_);
+  }
+  falcon::v1::DirectiveRecord Directive(uint64_t id, falcon::v1::DirectiveRecord::State state) {
+    falcon::v1::DirectiveRecord r = actions_.directives.at(id - 1);
+    r.set_state(state);
+    r.set_state_reason("rank 1 refused");
+    return r;
+  }
+
+  common::FakeClock clock_;
+  FakeEventActions actions_;
+  CountingErrorCounter errors_;
+  Orchestrator orchestrator_;
+};
+
+TEST_F(OrchestratorUnitTest, VerdictBuysS2AndARejectedDirectiveSkipsIt) {
+  orchestrator_.OnVerdict(ComputeEvent(), actions_);
+  EXPECT_EQ(orchestrator_.active_events(), 1u);
+  ASSERT_EQ(actions_.actions.size(), 2u);
+  EXPECT_EQ(actions_.actions[0].strategy(), falcon::v1::STRATEGY_S1_IGNORE);
+  EXPECT_EQ(actions_.actions[1].strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  ASSERT_EQ(actions_.directives.size(), 1u);
+  EXPECT_TRUE(actions_.directives[0].directive().has_micro_batch_plan());
+
+  orchestrator_.OnDirectiveState(Directive(1, falcon::v1::DirectiveRecord::STATE_REJECTED),
+                                 actions_);
+  const falcon::v1::Action& skip = actions_.actions.back();
+  EXPECT_EQ(skip.strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_EQ(skip.reason(),
+            "skip: S2 micro-batch not applicable: directive 1 rejected: rank 1 refused");
+  // Not in force: the recovery reverts nothing and ends the event.
+  orchestrator_.OnRecovered(ComputeEvent(), actions_);
+  EXPECT_EQ(actions_.directives.size(), 1u);
+  EXPECT_EQ(orchestrator_.active_events(), 0u);
+  EXPECT_TRUE(errors_.counts.empty());
+}
+
+TEST_F(OrchestratorUnitTest, APlanThatDoesNotHelpIsRevertedAndSkipped) {
+  orchestrator_.OnVerdict(ComputeEvent(), actions_);
+  ASSERT_EQ(actions_.directives.size(), 1u);
+  // The plan takes effect at 103; five iterations after it as slow as before.
+  for (int64_t i = 101; i <= 108; ++i) {
+    orchestrator_.OnJobIteration(ComputeEvent(), i, absl::Milliseconds(140), actions_);
+  }
+  ASSERT_EQ(actions_.directives.size(), 2u);
+  EXPECT_EQ(actions_.directives[1].directive().reverts_directive_id(), 1u);
+  EXPECT_NE(actions_.directives[1].directive().reason().find("it did not help"), std::string::npos);
+  EXPECT_EQ(actions_.mitigated_times.back(), absl::Milliseconds(140));
+  EXPECT_NE(actions_.actions.back().reason().find("skip: S2 micro-batch not applicable"),
+            std::string::npos);
+}
+
+TEST_F(OrchestratorUnitTest, FailedCallsAreLoggedAndCountedWhereTheyHappen) {
+  orchestrator_.OnVerdict(ComputeEvent(), actions_);
+  ASSERT_EQ(actions_.directives.size(), 1u);
+  actions_.fail = absl::UnavailableError("store down");
+  orchestrator_.OnDirectiveState(Directive(1, falcon::v1::DirectiveRecord::STATE_APPLIED),
+                                 actions_);
+  EXPECT_EQ(errors_.counts["mitigation_set_job_plan"], 1);
+  orchestrator_.OnRecovered(ComputeEvent(), actions_);  // The revert cannot be issued.
+  EXPECT_EQ(errors_.counts["mitigation_revert_directive"], 1);
+  EXPECT_EQ(orchestrator_.active_events(), 0u);
+}
+
+}  // namespace
+}  // namespace falcon::controller::mitigation

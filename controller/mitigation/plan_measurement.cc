@@ -1,0 +1,35 @@
+#include "controller/mitigation/plan_measurement.h"
+
+#include <algorithm>
+
+#include "common/stats.h"
+
+namespace falcon::controller::mitigation {
+
+PlanMeasurement::PlanMeasurement(int window, double no_help_fraction)
+    : window_(std::max(1, window)), no_help_fraction_(no_help_fraction) {}
+
+void PlanMeasurement::Restart(int64_t from) {
+  from_ = from;
+  samples_ns_.clear();
+  judged_ = false;
+}
+
+std::optional<absl::Duration> PlanMeasurement::Add(int64_t iteration,
+                                                   absl::Duration iteration_time) {
+  if (from_ < 0 || iteration <= from_) return std::nullopt;
+  samples_ns_.push_back(absl::ToInt64Nanoseconds(iteration_time));
+  if (static_cast<int>(samples_ns_.size()) > window_) samples_ns_.erase(samples_ns_.begin());
+  return absl::Nanoseconds(common::Median(samples_ns_));
+}
+
+std::optional<PlanMeasurement::Judgement> PlanMeasurement::Judge(absl::Duration slow) {
+  if (judged_ || static_cast<int>(samples_ns_.size()) < window_) return std::nullopt;
+  judged_ = true;
+  Judgement j;
+  j.median = absl::Nanoseconds(common::Median(samples_ns_));
+  j.helped = j.median < slow * no_help_fraction_;
+  return j;
+}
+
+}  // namespace falcon::controller::mitigation

@@ -1,0 +1,45 @@
+#include "controller/mitigation/plan_measurement.h"
+
+#include "gtest/gtest.h"
+
+namespace falcon::controller::mitigation {
+namespace {
+
+TEST(PlanMeasurement, MediansAfterTheEffectiveIterationAndJudgesOncePerPlan) {
+  PlanMeasurement m(3, 0.97);
+  EXPECT_EQ(m.from(), -1);
+  EXPECT_FALSE(m.Add(10, absl::Milliseconds(100)).has_value());  // No plan measured.
+  m.Restart(10);
+  EXPECT_EQ(m.from(), 10);
+  EXPECT_FALSE(m.Add(10, absl::Milliseconds(100)).has_value());  // Not after it.
+  EXPECT_EQ(*m.Add(11, absl::Milliseconds(120)), absl::Milliseconds(120));
+  EXPECT_FALSE(m.Judge(absl::Milliseconds(140)).has_value());  // Window not full.
+  EXPECT_EQ(*m.Add(12, absl::Milliseconds(110)), absl::Milliseconds(115));
+  EXPECT_EQ(*m.Add(13, absl::Milliseconds(500)), absl::Milliseconds(120));
+  std::optional<PlanMeasurement::Judgement> j = m.Judge(absl::Milliseconds(140));
+  ASSERT_TRUE(j.has_value());
+  EXPECT_EQ(j->median, absl::Milliseconds(120));
+  EXPECT_TRUE(j->helped);
+  EXPECT_FALSE(m.Judge(absl::Milliseconds(140)).has_value());  // Once per plan.
+  // The window slides: the oldest sample leaves.
+  EXPECT_EQ(*m.Add(14, absl::Milliseconds(500)), absl::Milliseconds(500));
+}
+
+TEST(PlanMeasurement, NoFasterThanTheFractionOfSlowDidNotHelp) {
+  PlanMeasurement m(2, 0.97);
+  m.Restart(0);
+  m.Add(1, absl::Milliseconds(136));
+  m.Add(2, absl::Milliseconds(136));
+  std::optional<PlanMeasurement::Judgement> j = m.Judge(absl::Milliseconds(140));
+  ASSERT_TRUE(j.has_value());
+  EXPECT_FALSE(j->helped);  // 136 >= 0.97 x 140 = 135.8.
+  // A new plan is judged afresh.
+  m.Restart(5);
+  EXPECT_FALSE(m.Judge(absl::Milliseconds(140)).has_value());
+  m.Add(6, absl::Milliseconds(100));
+  m.Add(7, absl::Milliseconds(100));
+  EXPECT_TRUE(m.Judge(absl::Milliseconds(140))->helped);
+}
+
+}  // namespace
+}  // namespace falcon::controller::mitigation

@@ -1,0 +1,38 @@
+// What S2 (micro-batch plan) and S3 (topology change) share: a plan that stays in force until it
+// is reverted with a directive that names it (reverts_directive_id) and restores what it replaced,
+// and that is dropped when its directive is rejected or times out. See strategy.h.
+#ifndef FALCON_CONTROLLER_MITIGATION_PLAN_STRATEGY_H_
+#define FALCON_CONTROLLER_MITIGATION_PLAN_STRATEGY_H_
+
+#include <string>
+
+#include "controller/mitigation/strategy.h"
+
+namespace falcon::controller::mitigation {
+
+class PlanStrategy : public MitigationStrategy {
+ public:
+  void Revert(const analysis::EscalationStep& step, EventContext& ctx,
+              EventActions& actions) override;
+  // REJECTED or TIMED_OUT: the plan is not in force; the caller skips the level. Never ends the
+  // event.
+  bool OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventContext& ctx,
+                        EventActions& actions) override;
+
+ protected:
+  // Fills the revert directive's body (what the plan replaced); returns it for the reason.
+  virtual std::string RevertBody(EventContext& ctx, const JobEntry& job,
+                                 falcon::v1::Directive* directive) = 0;
+  // The plan is no longer in force (reverted or failed).
+  virtual void OnDropped(EventContext& /*ctx*/) {}
+};
+
+// A plan directive (micro-batch plan or topology change) was APPLIED: records the job's plan in
+// force (Job.plan_version, Job.micro_batches; a topology change keeps the micro-batches). A
+// store error is logged and counted at "mitigation_set_job_plan".
+void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& actions,
+                       common::ErrorCounter& errors);
+
+}  // namespace falcon::controller::mitigation
+
+#endif  // FALCON_CONTROLLER_MITIGATION_PLAN_STRATEGY_H_

@@ -1,0 +1,74 @@
+#include "controller/mitigation/s2_micro_batch.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+
+namespace falcon::controller::mitigation {
+
+absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::EscalationStep& step,
+                                                    EventContext& ctx, EventActions& actions) {
+  const JobEntry* job = actions.FindJob(ctx.job);
+  if (job == nullptr) return absl::FailedPreconditionError("job unknown");
+  if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) {
+    return absl::FailedPreconditionError("S2 helps compute fail-slows only");
+  }
+  const std::vector<uint32_t> in_force(job->job().micro_batches().begin(),
+                                       job->job().micro_batches().end());
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, in_force);
+  if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
+  // The culprits' stage slowdown as the probe measured it (the worst culprit), when it has.
+  Culprit culprit = ctx.culprit;
+  culprit.measured_stage_slowdown =
+      std::max(culprit.measured_stage_slowdown, ctx.probe.WorstCulpritRatio(3));
+  absl::StatusOr<S2Plan> plan = PlanS2(*shape, culprit, ctx.healthy);
+  if (!plan.ok()) return absl::FailedPreconditionError(plan.status().message());
+  LOG(INFO) << "S2 plan computed " << ctx.Subject() << " micro_batches=["
+            << absl::StrJoin(plan->micro_batches, ",") << "] was=["
+            << absl::StrJoin(shape->micro_batches, ",")
+            << "] measured_stage_slowdown=" << culprit.measured_stage_slowdown
+            << " predicted_s=" << absl::ToDoubleSeconds(plan->predicted)
+            << " current_s=" << absl::ToDoubleSeconds(plan->predicted_current)
+            << " improves=" << plan->improves;
+  if (!plan->improves) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no better micro-batch plan: ", plan->summary));
+  }
+  PlannedDirective out;
+  out.summary = plan->summary;
+  const int64_t version = job->job().plan_version() + 1;
+  out.directive.set_reason(absl::StrCat(step.reason, "; ", plan->summary));
+  out.directive.set_plan_version(version);
+  for (uint32_t m : plan->micro_batches)
+    out.directive.mutable_micro_batch_plan()->add_micro_batches(m);
+  falcon::v1::Directive& rollback = out.rollback.emplace();
+  rollback.set_plan_version(version + 1);
+  for (uint32_t m : shape->micro_batches) rollback.mutable_micro_batch_plan()->add_micro_batches(m);
+  planned_before_ = shape->micro_batches;
+  return out;
+}
+
+void S2MicroBatch::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_iteration,
+                            EventContext& ctx) {
+  ctx.probe.ClearSamples();  // The probe starts over under the plan.
+  before_ = planned_before_;
+  ctx.measurement.Restart(effective_iteration);
+}
+
+std::string S2MicroBatch::RevertBody(EventContext& ctx, const JobEntry& job,
+                                     falcon::v1::Directive* directive) {
+  std::vector<uint32_t> m = before_;
+  absl::StatusOr<JobShape> shape = ctx.Shape(job, {});
+  if (shape.ok() && m.size() != shape->micro_batches.size()) m = shape->micro_batches;
+  for (uint32_t v : m) directive->mutable_micro_batch_plan()->add_micro_batches(v);
+  return absl::StrCat("micro-batches back to [", absl::StrJoin(m, ", "), "]");
+}
+
+void S2MicroBatch::Restore(uint64_t directive, const JobShape* shape) {
+  MitigationStrategy::Restore(directive, shape);
+  if (shape != nullptr) before_ = shape->micro_batches;
+}
+
+}  // namespace falcon::controller::mitigation

@@ -1,0 +1,43 @@
+// S2, micro-batch rebalance for compute fail-slows: fewer micro-batches for the DP group of the
+// slow rank, more for the others (planner.h: PlanS2, fed with the culprit's stage slowdown as the
+// compute probe measured it). Reverting restores the plan in force before it (the even split when
+// the job had none). See strategy.h and docs/algorithms.md#s2-micro-batch-solver.
+#ifndef FALCON_CONTROLLER_MITIGATION_S2_MICRO_BATCH_H_
+#define FALCON_CONTROLLER_MITIGATION_S2_MICRO_BATCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "controller/mitigation/plan_strategy.h"
+
+namespace falcon::controller::mitigation {
+
+class S2MicroBatch final : public PlanStrategy {
+ public:
+  analysis::Strategy level() const override { return analysis::Strategy::kS2MicroBatch; }
+
+  // kFailedPrecondition with the reason when the job is unknown, the cause is not compute, the
+  // shape is unknown, or no plan is predicted faster than the one in force.
+  absl::StatusOr<PlannedDirective> Plan(const analysis::EscalationStep& step, EventContext& ctx,
+                                        EventActions& actions) override;
+  void Restore(uint64_t directive, const JobShape* shape) override;
+
+  // The micro-batches per DP index the plan in force replaced.
+  const std::vector<uint32_t>& before() const { return before_; }
+
+ protected:
+  absl::string_view what() const override { return "S2 micro-batch plan"; }
+  void OnIssued(const PlannedDirective& plan, int64_t effective_iteration,
+                EventContext& ctx) override;
+  std::string RevertBody(EventContext& ctx, const JobEntry& job,
+                         falcon::v1::Directive* directive) override;
+
+ private:
+  std::vector<uint32_t> before_;
+  std::vector<uint32_t> planned_before_;  // Between Plan and Issue.
+};
+
+}  // namespace falcon::controller::mitigation
+
+#endif  // FALCON_CONTROLLER_MITIGATION_S2_MICRO_BATCH_H_

@@ -1,0 +1,143 @@
+#include "controller/mitigation/strategy.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+
+namespace falcon::controller::mitigation {
+
+EventContext::EventContext(uint64_t event_id, std::string job, Culprit culprit,
+                           int measure_iterations, double no_help_fraction, int clear_iterations)
+    : event_id(event_id),
+      job(std::move(job)),
+      culprit(std::move(culprit)),
+      measurement(measure_iterations, no_help_fraction),
+      probe(this->culprit.ranks, clear_iterations) {}
+
+std::string EventContext::Subject() const {
+  std::string s = absl::StrCat("job=", job, " event=", event_id);
+  if (!culprit.ranks.empty()) absl::StrAppend(&s, " rank=", absl::StrJoin(culprit.ranks, ","));
+  if (!culprit.links.empty()) {
+    absl::StrAppend(
+        &s, " link=", absl::StrJoin(culprit.links, ",", [](std::string* out, const auto& l) {
+          absl::StrAppend(out, l.src_rank(), "->", l.dst_rank());
+        }));
+  }
+  return s;
+}
+
+absl::StatusOr<JobShape> EventContext::Shape(const JobEntry& job_entry,
+                                             const std::vector<uint32_t>& micro_batches) const {
+  const analysis::Layout* layout = nullptr;
+  if (layouts != nullptr) {
+    auto it = layouts->find(job);
+    if (it != layouts->end()) layout = &it->second;
+  }
+  return ShapeOf(job_entry, layout, micro_batches);
+}
+
+void EventContext::Record(EventActions& actions, falcon::v1::Strategy strategy,
+                          uint64_t directive_id, int64_t iteration, const std::string& reason,
+                          bool revert) {
+  if (rebuilding) return;  // Already in the event's log.
+  falcon::v1::Action a;
+  a.set_strategy(strategy);
+  a.set_directive_id(directive_id);
+  a.set_iteration(iteration);
+  a.set_time_ns(absl::ToUnixNanos(actions.Now()));
+  a.set_reason(reason);
+  a.set_dry_run(directive_id == 0 && strategy != falcon::v1::STRATEGY_S1_IGNORE &&
+                actions.Settings(job).dry_run);
+  a.set_revert(revert);
+  // The event may have ended meanwhile (an S4 closed it); the action is then lost.
+  if (absl::Status s = actions.RecordAction(event_id, a); !s.ok()) {
+    CountError("mitigation_record_action", s);
+  }
+}
+
+void EventContext::CountError(absl::string_view where, const absl::Status& status) const {
+  LOG(WARNING) << "mitigation call failed " << Subject() << " where=" << where
+               << " error=" << status;
+  if (errors != nullptr) errors->CountError(where);
+}
+
+absl::string_view ShortName(analysis::Strategy strategy) {
+  switch (strategy) {
+    case analysis::Strategy::kS1Ignore:
+      return "s1";
+    case analysis::Strategy::kS2MicroBatch:
+      return "s2";
+    case analysis::Strategy::kS3Topology:
+      return "s3";
+    case analysis::Strategy::kS4CheckpointRestart:
+      return "s4";
+  }
+  return "unknown";
+}
+
+absl::Status MitigationStrategy::Issue(const analysis::EscalationStep& step,
+                                       const PlannedDirective& plan, EventContext& ctx,
+                                       EventActions& actions) {
+  const auto strategy = static_cast<falcon::v1::Strategy>(level());
+  const std::string& reason = plan.directive.reason();
+  if (actions.Settings(ctx.job).dry_run) {
+    dry_ = true;
+    ctx.Record(actions, strategy, 0, actions.NextEffectiveIteration(ctx.job), reason, false);
+    LOG(INFO) << "plan recorded, not sent (dry run) " << ctx.Subject()
+              << " strategy=" << ShortName(level()) << " plan=\"" << plan.summary << "\"";
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> id = actions.IssueDirective(
+      ctx.event_id, plan.directive, plan.rollback.has_value() ? &*plan.rollback : nullptr);
+  if (!id.ok()) return id.status();
+  const falcon::v1::DirectiveRecord* rec = actions.FindDirective(*id);
+  const int64_t effective =
+      rec != nullptr ? rec->directive().effective_iteration() : step.iteration;
+  if (absl::Status s =
+          actions.MarkMitigating(ctx.event_id, absl::StrCat(what(), " (directive ", *id, ")"));
+      !s.ok()) {
+    ctx.CountError("mitigation_mark_mitigating", s);
+  }
+  ctx.Record(actions, strategy, *id, effective, reason, false);
+  directive_ = *id;
+  OnIssued(plan, effective, ctx);
+  LOG(INFO) << "directive issued " << ctx.Subject() << " directive=" << *id
+            << " strategy=" << ShortName(level()) << " effective_iteration=" << effective
+            << " plan=\"" << plan.summary << "\"";
+  return absl::OkStatus();
+}
+
+std::optional<std::string> MitigationStrategy::Measure(int64_t iteration,
+                                                       absl::Duration iteration_time,
+                                                       EventContext& ctx, EventActions& actions) {
+  const std::optional<absl::Duration> median = ctx.measurement.Add(iteration, iteration_time);
+  if (!median.has_value()) return std::nullopt;
+  if (absl::Status s = actions.SetMitigatedIterationTime(ctx.event_id, *median); !s.ok()) {
+    ctx.CountError("mitigation_set_mitigated_time", s);
+  }
+  VLOG(1) << "iteration under plan " << ctx.Subject() << " strategy=" << ShortName(level())
+          << " iteration=" << iteration << " time_s=" << absl::ToDoubleSeconds(iteration_time)
+          << " median_s=" << absl::ToDoubleSeconds(*median);
+  const std::optional<PlanMeasurement::Judgement> j = ctx.measurement.Judge(ctx.slow);
+  if (!j.has_value()) return std::nullopt;
+  const std::string measured =
+      absl::StrFormat("measured %.3f s under the plan vs slow %.3f s",
+                      absl::ToDoubleSeconds(j->median), absl::ToDoubleSeconds(ctx.slow));
+  if (j->helped) {
+    LOG(INFO) << "plan kept " << ctx.Subject() << " directive=" << directive_
+              << " strategy=" << ShortName(level()) << " why=\"" << measured << "\"";
+    return std::nullopt;
+  }
+  LOG(INFO) << "plan did not help, reverting " << ctx.Subject() << " directive=" << directive_
+            << " strategy=" << ShortName(level()) << " why=\"" << measured << "\"";
+  return absl::StrCat(measured, ": it did not help");
+}
+
+void MitigationStrategy::Restore(uint64_t directive, const JobShape* /*shape*/) {
+  directive_ = directive;
+}
+
+}  // namespace falcon::controller::mitigation
