@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/clock.h"
 #include "cli/help/flags_help.h"
+#include "common/logging/logging.h"
 #include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
@@ -70,12 +71,14 @@ std::string Host(const std::string& address) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::fputs(
-        falcon::cli::FlagsHelp(kUsage, "controller/controller_main.cc", /*dashes=*/false).c_str(),
-        stdout);
+    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
+                                      "controller/controller_main.cc", /*dashes=*/false)
+                   .c_str(),
+               stdout);
     return 0;
   }
   absl::ParseCommandLine(argc, argv);
+  falcon::common::InitLogging(argv[0]);
 
   // Block the shutdown signals in every thread; main waits for them below.
   sigset_t signals;
