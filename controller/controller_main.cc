@@ -5,6 +5,7 @@
 //   --mitigation                S1-S4 mitigation installed (default true; =false: verdicts only)
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
 // SIGTERM shuts down cleanly.
+#include <glog/logging.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -144,6 +145,10 @@ int main(int argc, char** argv) {
     std::cerr << "falcon-controller: " << server.status() << "\n";
     return 1;
   }
+  LOG(INFO) << "controller started controller_id=" << id << " listen=" << Host(options.listen)
+            << ":" << (*server)->port() << " data_dir=" << options.data_dir
+            << " mitigation=" << (absl::GetFlag(FLAGS_mitigation) ? "on" : "off")
+            << " version=" << kVersion;
   std::cout << "listening on " << Host(options.listen) << ":" << (*server)->port() << std::endl;
   if (!options.metrics_listen.empty()) {
     std::cout << "metrics on " << Host(options.metrics_listen) << ":" << (*server)->metrics_port()

@@ -48,7 +48,8 @@ class ControllerMetrics : public common::ErrorCounter {
   void DirectiveAck() { directive_acks_.Increment(); }
 
   // An event entered `state` with `cause`; `previous` is its former (state, cause) or UNSPECIFIED
-  // for a new event. Moves it between the falcon_events series and counts the transition.
+  // for a new event. Moves it between the per-(state, cause) series of metric::kEvents and counts
+  // the transition.
   void EventTransition(falcon::v1::EventState previous_state, falcon::v1::Cause previous_cause,
                        falcon::v1::EventState state, falcon::v1::Cause cause);
   void DetectionDelay(absl::Duration delay, int64_t iterations);
