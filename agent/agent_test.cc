@@ -411,10 +411,19 @@ TEST_F(AgentTest, RelaysDirectivesTasksAndProfilingBothWays) {
   ASSERT_TRUE(r0->Send(result));
 
   ASSERT_TRUE(store_.WaitFor([](const auto& s) { return s.Others().size() >= 2; }, kWait));
+  // The ack (rank 1's stream) and the result (rank 0's stream) may reach the agent in either order.
   const auto others = store_.Others();
-  EXPECT_EQ(others[0].directive_ack().directive_id(), 11u);
-  EXPECT_EQ(others[0].directive_ack().rank(), 1u);
-  EXPECT_EQ(others[1].validation_result().gemm_duration_ns(), 1234);
+  const v1::AgentMessage* ack_out = nullptr;
+  const v1::AgentMessage* result_out = nullptr;
+  for (const v1::AgentMessage& m : others) {
+    if (m.has_directive_ack()) ack_out = &m;
+    if (m.has_validation_result()) result_out = &m;
+  }
+  ASSERT_NE(ack_out, nullptr);
+  ASSERT_NE(result_out, nullptr);
+  EXPECT_EQ(ack_out->directive_ack().directive_id(), 11u);
+  EXPECT_EQ(ack_out->directive_ack().rank(), 1u);
+  EXPECT_EQ(result_out->validation_result().gemm_duration_ns(), 1234);
 
   // Profiling: raw op records of rank 0 reach the controller only while it is on.
   msg.Clear();
