@@ -98,8 +98,8 @@ void ControllerLink::ReadLoop(
         buffer_->OnConnected(msg.hello().acked_sequence());
         const TelemetryBuffer::Stats held = buffer_->stats();
         if (held.unsent > 0) {
-          LOG(INFO) << "resending unacked batches agent=" << options_.agent_id
-                    << " batches=" << held.unsent << " from_sequence=" << buffer_->FirstUnacked()
+          LOG(INFO) << "resending held batches agent=" << options_.agent_id
+                    << " unsent=" << held.unsent
                     << " controller_acked=" << msg.hello().acked_sequence();
         }
         absl::MutexLock lock(&mu_);
