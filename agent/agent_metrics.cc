@@ -4,13 +4,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/agent_metrics_table.h"
 
 namespace falcon::agent {
 namespace {
 
-using prometheus::BuildCounter;
-using prometheus::BuildGauge;
-using prometheus::BuildHistogram;
+using common::AddCounterFamily;
+using common::AddGaugeFamily;
+using common::AddHistogramFamily;
 
 // 10 us .. ~42 s in factors of 2.
 prometheus::Histogram::BucketBoundaries OpBuckets() {
@@ -24,77 +25,41 @@ prometheus::Histogram::BucketBoundaries OpBuckets() {
 AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, const std::string& node,
                            const std::string& version)
     : registry_(std::move(registry)),
-      iteration_time_(BuildGauge()
-                          .Name("falcon_agent_iteration_time_seconds")
-                          .Help("Latest iteration time of a rank")
-                          .Labels({{"node", node}})
-                          .Register(*registry_)),
-      compute_time_(BuildGauge()
-                        .Name("falcon_agent_compute_time_seconds")
-                        .Help("Latest iteration's compute time of a rank (outside comm ops)")
-                        .Labels({{"node", node}})
-                        .Register(*registry_)),
-      iterations_(BuildCounter()
-                      .Name("falcon_agent_iterations_total")
-                      .Help("Iteration summaries made for a rank")
-                      .Labels({{"node", node}})
-                      .Register(*registry_)),
-      op_duration_(BuildHistogram()
-                       .Name("falcon_agent_op_duration_seconds")
-                       .Help("Host duration of collective and p2p ops, per communicator kind")
-                       .Labels({{"node", node}})
-                       .Register(*registry_)),
-      records_in_(BuildCounter()
-                      .Name("falcon_agent_records_in_total")
-                      .Help("Op records received from shims")
-                      .Labels({{"node", node}})
-                      .Register(*registry_)),
-      records_out_(
-          BuildCounter()
-              .Name("falcon_agent_records_out_total")
-              .Help("Records handed to the controller stream (iteration summaries, raw ops)")
-              .Labels({{"node", node}})
-              .Register(*registry_)),
-      records_dropped_(BuildCounter()
-                           .Name("falcon_agent_records_dropped_total")
-                           .Help("Op records dropped before reduction, by reason")
-                           .Labels({{"node", node}})
-                           .Register(*registry_)) {
-  const prometheus::Labels node_label{{"node", node}};
-  auto gauge = [&](const char* name, const char* help) {
-    return &BuildGauge().Name(name).Help(help).Labels(node_label).Register(*registry_).Add({});
+      node_label_{{"node", node}},
+      iteration_time_(AddGaugeFamily(*registry_, metric::kIterationTime, node_label_)),
+      compute_time_(AddGaugeFamily(*registry_, metric::kComputeTime, node_label_)),
+      iterations_(AddCounterFamily(*registry_, metric::kIterations, node_label_)),
+      op_duration_(AddHistogramFamily(*registry_, metric::kOpDuration, node_label_)),
+      records_in_(AddCounterFamily(*registry_, metric::kRecordsIn, node_label_)),
+      records_out_(AddCounterFamily(*registry_, metric::kRecordsOut, node_label_)),
+      records_dropped_(AddCounterFamily(*registry_, metric::kRecordsDropped, node_label_)),
+      errors_(AddCounterFamily(*registry_, metric::kErrors, node_label_)) {
+  auto gauge = [&](const common::MetricSpec& spec) {
+    return &AddGaugeFamily(*registry_, spec, node_label_).Add({});
   };
-  auto counter = [&](const char* name, const char* help) {
-    return &BuildCounter().Name(name).Help(help).Labels(node_label).Register(*registry_).Add({});
+  auto counter = [&](const common::MetricSpec& spec) {
+    return &AddCounterFamily(*registry_, spec, node_label_).Add({});
   };
-  BuildGauge()
-      .Name("falcon_agent_build_info")
-      .Help("Agent build; value 1")
-      .Labels(node_label)
-      .Register(*registry_)
-      .Add({{"version", version}})
-      .Set(1);
-  buffer_batches_ =
-      gauge("falcon_agent_buffer_batches", "Telemetry batches held for the controller");
-  buffer_bytes_ = gauge("falcon_agent_buffer_bytes", "Serialized bytes held for the controller");
-  buffer_occupancy_ =
-      gauge("falcon_agent_buffer_occupancy_ratio", "Buffer fill, the larger of batches and bytes");
-  buffer_dropped_batches_ = counter("falcon_agent_buffer_dropped_batches_total",
-                                    "Telemetry batches dropped because the buffer was full");
-  buffer_dropped_records_ = counter("falcon_agent_buffer_dropped_records_total",
-                                    "Summaries and raw ops inside dropped batches");
-  sent_ = counter("falcon_agent_batches_sent_total", "Telemetry batches sent the first time");
-  resent_ = counter("falcon_agent_batches_resent_total", "Telemetry batches sent again");
-  acked_ = counter("falcon_agent_batches_acked_total", "Telemetry batches the controller stored");
-  rejected_ =
-      counter("falcon_agent_batches_rejected_total", "Telemetry batches the controller rejected");
-  connected_ = gauge("falcon_agent_controller_connected", "1 while the controller stream is up");
-  connects_ = counter("falcon_agent_controller_connects_total", "Controller streams established");
-  shim_sessions_ = gauge("falcon_agent_shim_sessions", "Live shim sessions");
-  shim_errors_ = counter("falcon_agent_shim_errors_total", "Malformed shim messages answered");
-  directives_ = counter("falcon_agent_directives_relayed_total", "Directives relayed to shims");
-  tasks_ =
-      counter("falcon_agent_validation_tasks_relayed_total", "Validation tasks relayed to shims");
+  AddGaugeFamily(*registry_, metric::kBuildInfo, node_label_).Add({{"version", version}}).Set(1);
+  buffer_batches_ = gauge(metric::kBufferBatches);
+  buffer_bytes_ = gauge(metric::kBufferBytes);
+  buffer_occupancy_ = gauge(metric::kBufferOccupancy);
+  buffer_dropped_batches_ = counter(metric::kBufferDroppedBatches);
+  buffer_dropped_records_ = counter(metric::kBufferDroppedRecords);
+  sent_ = counter(metric::kBatchesSent);
+  resent_ = counter(metric::kBatchesResent);
+  acked_ = counter(metric::kBatchesAcked);
+  rejected_ = counter(metric::kBatchesRejected);
+  connected_ = gauge(metric::kControllerConnected);
+  connects_ = counter(metric::kControllerConnects);
+  shim_sessions_ = gauge(metric::kShimSessions);
+  shim_errors_ = counter(metric::kShimErrors);
+  directives_ = counter(metric::kDirectivesRelayed);
+  tasks_ = counter(metric::kValidationTasksRelayed);
+}
+
+void AgentMetrics::CountError(absl::string_view where) {
+  errors_.Add({{"where", std::string(where)}}).Increment();
 }
 
 const char* AgentMetrics::CommKindLabel(v1::CommKind kind) {

@@ -1,26 +1,7 @@
-// The agent's Prometheus metrics (ARCHITECTURE.md "Metrics": prefix falcon_, base units, counters
-// end in _total, labels job/rank/node/...; no per-op or per-iteration labels). Every series carries
-// the constant label node. Series:
-//   falcon_agent_build_info{version}                                 gauge, 1
-//   falcon_agent_iteration_time_seconds{job,rank,gpu}                gauge, latest iteration
-//   falcon_agent_compute_time_seconds{job,rank,gpu}                  gauge, latest iteration's time
-//       outside communication ops (IterationSummary.compute_ns)
-//   falcon_agent_iterations_total{job,rank,gpu}                      counter, summaries made
-//   falcon_agent_op_duration_seconds{job,comm_kind}                  histogram, host op time
-//   falcon_agent_records_in_total{job,rank,gpu}                      counter, op records from shims
-//   falcon_agent_records_out_total{job,type=summary|op}              counter, records to controller
-//   falcon_agent_records_dropped_total{job,reason}                   counter; reason: shim_ring
-//       (reported by the shim), unassigned (in no iteration), overflow (agent memory bound),
-//       profiling (raw-op bound)
-//   falcon_agent_buffer_batches / _buffer_bytes / _buffer_occupancy_ratio   gauges
-//   falcon_agent_buffer_dropped_batches_total / _buffer_dropped_records_total counters
-//   falcon_agent_batches_sent_total / _resent_total / _acked_total / _rejected_total counters
-//   falcon_agent_controller_connected                                 gauge, 0/1
-//   falcon_agent_controller_connects_total                            counter
-//   falcon_agent_shim_sessions                                        gauge, live sessions
-//   falcon_agent_shim_errors_total                                    counter, malformed messages
-//   falcon_agent_directives_relayed_total / _validation_tasks_relayed_total counters
-// gpu is the rank's CUDA device index (DCGM's label, for joins), "cpu" for CPU ranks.
+// The agent's Prometheus metrics. Every name, type, unit, label set and help text is declared
+// once in agent_metrics_table.h (and listed in docs/metrics.md, generated from it); every series
+// carries the constant label node. Errors the agent handles by logging and going on are counted
+// as falcon_agent_errors_total{where} (common/error_counter.h).
 // Thread-safe (prometheus-cpp metrics are).
 #ifndef FALCON_AGENT_AGENT_METRICS_H_
 #define FALCON_AGENT_AGENT_METRICS_H_
@@ -31,8 +12,10 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/telemetry_buffer.h"
+#include "common/error_counter.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -42,7 +25,7 @@
 
 namespace falcon::agent {
 
-class AgentMetrics {
+class AgentMetrics : public common::ErrorCounter {
  public:
   // Series of one rank; removed with RemoveRank.
   struct RankSeries {
@@ -85,10 +68,14 @@ class AgentMetrics {
   void CountDirectiveRelayed() { directives_->Increment(); }
   void CountValidationTaskRelayed() { tasks_->Increment(); }
 
+  // An error handled by logging it and going on: falcon_agent_errors_total{where}.
+  void CountError(absl::string_view where) override;
+
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
+  const prometheus::Labels node_label_;
   prometheus::Family<prometheus::Gauge>& iteration_time_;
   prometheus::Family<prometheus::Gauge>& compute_time_;
   prometheus::Family<prometheus::Counter>& iterations_;
@@ -96,6 +83,7 @@ class AgentMetrics {
   prometheus::Family<prometheus::Counter>& records_in_;
   prometheus::Family<prometheus::Counter>& records_out_;
   prometheus::Family<prometheus::Counter>& records_dropped_;
+  prometheus::Family<prometheus::Counter>& errors_;
   prometheus::Gauge* buffer_batches_;
   prometheus::Gauge* buffer_bytes_;
   prometheus::Gauge* buffer_occupancy_;

@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "agent/agent_metrics_table.h"
 #include "agent/testing/fake_controller.h"
 #include "agent/testing/messages.h"
 #include "agent/testing/prometheus_text.h"
@@ -312,9 +314,9 @@ TEST_F(AgentTest, MetricsAreScrapedOverHttp) {
   const std::map<std::string, std::string> rank0{
       {"node", "n1"}, {"job", kJob}, {"rank", "0"}, {"gpu", "cpu"}};
   using testing::FindSample;
-  EXPECT_EQ(FindSample(*samples, "falcon_agent_records_in_total", rank0), 7);
-  EXPECT_EQ(FindSample(*samples, "falcon_agent_iterations_total", rank0), 6);
-  EXPECT_DOUBLE_EQ(*FindSample(*samples, "falcon_agent_iteration_time_seconds", rank0), 0.01);
+  EXPECT_EQ(FindSample(*samples, metric::kRecordsIn.name, rank0), 7);
+  EXPECT_EQ(FindSample(*samples, metric::kIterations.name, rank0), 6);
+  EXPECT_DOUBLE_EQ(*FindSample(*samples, metric::kIterationTime.name, rank0), 0.01);
   // 10 ms iterations with one 3 ms dp op each: 7 ms outside communication.
   auto compute = FindSample(*samples, "falcon_agent_compute_time_seconds", rank0);
   ASSERT_TRUE(compute.has_value());
@@ -325,17 +327,17 @@ TEST_F(AgentTest, MetricsAreScrapedOverHttp) {
   EXPECT_DOUBLE_EQ(*FindSample(*samples, "falcon_agent_op_duration_seconds_sum",
                                {{"job", kJob}, {"comm_kind", "dp"}}),
                    7 * 0.003);
-  EXPECT_EQ(FindSample(*samples, "falcon_agent_controller_connected", {{"node", "n1"}}), 1);
-  EXPECT_EQ(FindSample(*samples, "falcon_agent_build_info", {{"version", "test-1"}}), 1);
-  EXPECT_EQ(FindSample(*samples, "falcon_agent_shim_sessions"), 1);
-  EXPECT_TRUE(FindSample(*samples, "falcon_agent_buffer_occupancy_ratio").has_value());
+  EXPECT_EQ(FindSample(*samples, metric::kControllerConnected.name, {{"node", "n1"}}), 1);
+  EXPECT_EQ(FindSample(*samples, metric::kBuildInfo.name, {{"version", "test-1"}}), 1);
+  EXPECT_EQ(FindSample(*samples, metric::kShimSessions.name), 1);
+  EXPECT_TRUE(FindSample(*samples, metric::kBufferOccupancy.name).has_value());
   EXPECT_EQ(
       FindSample(*samples, "falcon_agent_records_out_total", {{"job", kJob}, {"type", "summary"}}),
       6);
   EXPECT_EQ(FindSample(*samples, "falcon_agent_records_dropped_total",
                        {{"job", kJob}, {"reason", "shim_ring"}}),
             0);
-  EXPECT_GE(*FindSample(*samples, "falcon_agent_batches_acked_total"), 1);
+  EXPECT_GE(*FindSample(*samples, metric::kBatchesAcked.name), 1);
 }
 
 TEST_F(AgentTest, ControllerConfigChangesTheFlushInterval) {
@@ -409,10 +411,19 @@ TEST_F(AgentTest, RelaysDirectivesTasksAndProfilingBothWays) {
   ASSERT_TRUE(r0->Send(result));
 
   ASSERT_TRUE(store_.WaitFor([](const auto& s) { return s.Others().size() >= 2; }, kWait));
+  // The ack (rank 1's stream) and the result (rank 0's stream) may reach the agent in either order.
   const auto others = store_.Others();
-  EXPECT_EQ(others[0].directive_ack().directive_id(), 11u);
-  EXPECT_EQ(others[0].directive_ack().rank(), 1u);
-  EXPECT_EQ(others[1].validation_result().gemm_duration_ns(), 1234);
+  const v1::AgentMessage* ack_out = nullptr;
+  const v1::AgentMessage* result_out = nullptr;
+  for (const v1::AgentMessage& m : others) {
+    if (m.has_directive_ack()) ack_out = &m;
+    if (m.has_validation_result()) result_out = &m;
+  }
+  ASSERT_NE(ack_out, nullptr);
+  ASSERT_NE(result_out, nullptr);
+  EXPECT_EQ(ack_out->directive_ack().directive_id(), 11u);
+  EXPECT_EQ(ack_out->directive_ack().rank(), 1u);
+  EXPECT_EQ(result_out->validation_result().gemm_duration_ns(), 1234);
 
   // Profiling: raw op records of rank 0 reach the controller only while it is on.
   msg.Clear();

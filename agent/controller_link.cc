@@ -1,7 +1,11 @@
 #include "agent/controller_link.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace falcon::agent {
 
@@ -67,8 +71,17 @@ void ControllerLink::Run() {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
-    if (RunConnection()) backoff.Reset();
+    std::string ended;
+    const bool established = RunConnection(&ended);
+    if (established) backoff.Reset();
     const absl::Duration delay = backoff.Next();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    LOG(WARNING) << (established ? "controller disconnected" : "controller connect failed")
+                 << " agent=" << options_.agent_id << " address=" << options_.address << " "
+                 << ended << " reconnect_in=" << absl::FormatDuration(delay);
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
     if (stopping_) break;
@@ -83,6 +96,12 @@ void ControllerLink::ReadLoop(
     switch (msg.msg_case()) {
       case v1::ControllerMessage::kHello: {
         buffer_->OnConnected(msg.hello().acked_sequence());
+        const TelemetryBuffer::Stats held = buffer_->stats();
+        if (held.unsent > 0) {
+          LOG(INFO) << "resending held batches agent=" << options_.agent_id
+                    << " unsent=" << held.unsent
+                    << " controller_acked=" << msg.hello().acked_sequence();
+        }
         absl::MutexLock lock(&mu_);
         if (generation == generation_) {
           hello_received_ = true;
@@ -92,6 +111,10 @@ void ControllerLink::ReadLoop(
       }
       case v1::ControllerMessage::kBatchAck:
         if (msg.batch_ack().has_error()) {
+          LOG(WARNING) << "batch rejected by the controller agent=" << options_.agent_id
+                       << " sequence=" << msg.batch_ack().sequence()
+                       << " field=" << msg.batch_ack().error().field() << " error=\""
+                       << msg.batch_ack().error().message() << "\"";
           metrics_->CountRejectedBatch();
           absl::MutexLock lock(&mu_);
           stats_.rejected_batches++;
@@ -106,7 +129,7 @@ void ControllerLink::ReadLoop(
   if (generation == generation_) broken_ = true;
 }
 
-bool ControllerLink::RunConnection() {
+bool ControllerLink::RunConnection(std::string* ended) {
   grpc::ChannelArguments args;
   // A fresh channel per attempt, with its own subchannel, so that our backoff (not gRPC's
   // shared reconnect backoff, up to 2 minutes) decides when the next attempt happens.
@@ -163,6 +186,9 @@ bool ControllerLink::RunConnection() {
   if (established) {
     metrics_->SetControllerConnected(true);
     metrics_->CountConnect();
+    LOG(INFO) << "controller connected agent=" << options_.agent_id << " node=" << options_.node
+              << " address=" << options_.address << " jobs=" << h->jobs_size()
+              << " first_unacked=" << h->first_unacked_sequence();
   }
 
   absl::Time last_write = absl::Now();
@@ -216,7 +242,12 @@ bool ControllerLink::RunConnection() {
 
   ctx.TryCancel();
   if (reader.joinable()) reader.join();
-  (void)stream->Finish();  // The stream was cancelled above; its status says nothing new.
+  // Cancelled above, so the status is CANCELLED unless the controller ended the stream first
+  // (an error such as a refused hello): then it says why.
+  const grpc::Status status = stream->Finish();
+  *ended = status.ok() ? "status=OK"
+                       : absl::StrCat("status=", static_cast<int>(status.error_code()), " error=\"",
+                                      status.error_message(), "\"");
   bool was_connected = false;
   {
     absl::MutexLock lock(&mu_);

@@ -85,8 +85,9 @@ class ControllerLink : public ControllerSink {
 
  private:
   void Run();
-  // One connection; returns true when the controller answered the hello.
-  bool RunConnection();
+  // One connection: hello, then the stream until it breaks or Stop. True when the hello was
+  // answered; `*ended` says how the stream ended (its gRPC status).
+  bool RunConnection(std::string* ended);
   void ReadLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream,
                 uint64_t generation);
 

@@ -21,6 +21,7 @@
 #include "agent/options.h"
 #include "cli/help/flags_help.h"
 #include "common/clock.h"
+#include "common/logging/logging.h"
 
 // Every flag is optional: unset flags leave the config file's value or the default in place.
 #define FALCON_AGENT_FLAG(name, help) \
@@ -149,9 +150,13 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::fputs(falcon::cli::FlagsHelp(kUsage, "agent/main.cc", /*dashes=*/false).c_str(), stdout);
+    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
+                                      "agent/main.cc", /*dashes=*/false)
+                   .c_str(),
+               stdout);
     return 0;
   }
   absl::ParseCommandLine(argc, argv);
+  falcon::common::InitLogging(argv[0]);
   return Run();
 }

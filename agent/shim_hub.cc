@@ -1,9 +1,12 @@
 #include "agent/shim_hub.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/shim_validation.h"
 
 namespace falcon::agent {
@@ -42,6 +45,10 @@ void ShimHub::OnClosed(uint64_t session) {
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return;
   const Session& s = it->second;
+  if (s.hello) {
+    LOG(INFO) << "shim session detached job=" << s.job << " rank=" << s.rank
+              << " session=" << session << (s.superseded ? " (superseded)" : "");
+  }
   if (s.hello && !s.superseded) {
     auto jit = jobs_.find(s.job);
     if (jit != jobs_.end()) {
@@ -59,6 +66,9 @@ void ShimHub::OnClosed(uint64_t session) {
 void ShimHub::UpdateSessionGauge() { metrics_->SetShimSessions(sessions_.size()); }
 
 void ShimHub::Error(Session& s, const absl::Status& status) {
+  LOG(WARNING) << "shim message refused job=" << (s.hello ? s.job : "?")
+               << " rank=" << (s.hello ? absl::StrCat(s.rank) : "?") << " error=\""
+               << status.message() << "\"";
   stats_.errors++;
   metrics_->CountShimError();
   s.stream->Send(ErrorMessage(status));
@@ -205,6 +215,11 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
   welcome.mutable_welcome()->set_acked_sequence(rank.acked_batch_seq);
   welcome.mutable_welcome()->set_profiling(job.Profiling(rank_id, now));
   s.stream->Send(welcome);
+  LOG(INFO) << "shim session attached job=" << hello.job() << " rank=" << rank_id
+            << " session=" << id << " pid=" << hello.rank().pid() << " epoch=" << hello.epoch()
+            << " acked_sequence=" << rank.acked_batch_seq
+            << " redelivered_directives=" << rank.unacked_directives.size()
+            << (inserted ? "" : " (reattached)");
   for (const v1::Directive& d : rank.unacked_directives) {
     v1::AgentToShim out;
     *out.mutable_directive() = d;
@@ -297,6 +312,8 @@ void ShimHub::HandleDirectiveAck(Session& s, JobState& job, RankState& rank,
       job.reducer.SetPlanVersion(s.rank, it->second);
     }
   }
+  VLOG(1) << "directive ack from shim job=" << s.job << " rank=" << s.rank
+          << " directive=" << ack.directive_id() << " status=" << v1::AckStatus_Name(ack.status());
   v1::AgentMessage out;
   *out.mutable_directive_ack() = ack;
   sink_->Send(std::move(out));
@@ -315,6 +332,8 @@ void ShimHub::OnDirective(const v1::Directive& directive) {
   absl::MutexLock lock(&mu_);
   auto jit = jobs_.find(directive.job());
   if (jit == jobs_.end() || directive.directive_id() == 0) {
+    LOG(WARNING) << "directive ignored job=" << directive.job()
+                 << " directive=" << directive.directive_id() << " (no rank of the job here)";
     stats_.ignored_controller_messages++;
     return;
   }
@@ -328,6 +347,8 @@ void ShimHub::OnDirective(const v1::Directive& directive) {
     }
   }
   if (targets.empty()) {
+    LOG(WARNING) << "directive ignored job=" << directive.job()
+                 << " directive=" << directive.directive_id() << " (no target rank here)";
     stats_.ignored_controller_messages++;
     return;
   }
@@ -344,6 +365,8 @@ void ShimHub::OnDirective(const v1::Directive& directive) {
   }
   v1::AgentToShim out;
   *out.mutable_directive() = directive;
+  std::vector<uint32_t> delivered;
+  std::vector<uint32_t> queued;  // No live session now: sent when the rank's shim attaches.
   for (uint32_t rank : targets) {
     auto& q = job.ranks[rank].unacked_directives;
     q.erase(std::remove_if(q.begin(), q.end(),
@@ -353,8 +376,14 @@ void ShimHub::OnDirective(const v1::Directive& directive) {
             q.end());
     q.push_back(directive);
     while (q.size() > options_.max_unacked_directives) q.pop_front();
-    SendToRank(job, rank, out);
+    delivered.push_back(rank);
+    if (!SendToRank(job, rank, out)) queued.push_back(rank);
   }
+  LOG(INFO) << "directive delivered to shim job=" << directive.job()
+            << " directive=" << directive.directive_id()
+            << " rank=" << absl::StrJoin(delivered, ",")
+            << (queued.empty() ? ""
+                               : absl::StrCat(" queued_for_reattach=", absl::StrJoin(queued, ",")));
   metrics_->CountDirectiveRelayed();
 }
 
@@ -381,9 +410,15 @@ void ShimHub::OnValidationTask(const v1::ValidationTask& task) {
     r->set_job(task.job());
     r->set_rank(rank);
     r->set_error(absl::StrCat("rank ", rank, " has no live shim session on node ", options_.node));
+    LOG(WARNING) << "validation task not delivered job=" << task.job() << " task=" << task.task_id()
+                 << " rank=" << rank << " (no live shim session; answered with an error)";
     sink_->Send(std::move(result));
   }
-  if (relayed) metrics_->CountValidationTaskRelayed();
+  if (relayed) {
+    VLOG(1) << "validation task delivered to shims job=" << task.job()
+            << " task=" << task.task_id();
+    metrics_->CountValidationTaskRelayed();
+  }
 }
 
 void ShimHub::ApplyProfiling(JobState& job, const v1::ProfilingControl& control, int64_t now_ns) {
@@ -495,6 +530,8 @@ void ShimHub::Flush(bool drain, std::vector<v1::TelemetryBatch>* out) {
     const bool idle = !drain && job.LiveSessions() == 0 && now - job.last_active_ns >= idle_ns;
     FlushJob(job, drain || idle, now, out);
     if (idle) {
+      LOG(INFO) << "job idle, forgotten job=" << it->first << " idle_for="
+                << absl::FormatDuration(absl::Nanoseconds(now - job.last_active_ns));
       RemoveJob(it++);
     } else {
       ++it;

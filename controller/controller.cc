@@ -1,11 +1,14 @@
 #include "controller/controller.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "controller/util/field_error.h"
 
 namespace falcon::controller {
@@ -146,6 +149,7 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const comm
     : options_(options),
       clock_(clock),
       metrics_(metrics),
+      errors_(metrics != nullptr ? static_cast<common::ErrorCounter&>(*metrics) : no_errors_),
       hook_(hook),
       store_(kv, clock,
              [metrics](absl::Duration latency, const absl::Status& s) {
@@ -219,9 +223,18 @@ absl::Status Controller::Load() {
 absl::Status Controller::Commit(UnitOfWork* uow) {
   absl::Status s = uow->Commit(&store_);
   if (!s.ok()) {
+    LOG(ERROR) << "store write failed error=\"" << s.message()
+               << "\"; the unit's state changes stay in memory, its messages are dropped";
     return absl::UnavailableError(absl::StrCat("controller store write failed: ", s.message()));
   }
   return s;
+}
+
+void Controller::CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what) {
+  if (absl::Status s = Commit(uow); !s.ok()) {
+    LOG(WARNING) << what << " not stored where=" << where << " error=\"" << s.message() << "\"";
+    errors_.CountError(where);
+  }
 }
 
 void Controller::Reply(AgentSession* session, const falcon::v1::ControllerMessage& message) {
@@ -280,8 +293,10 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   agent.record.set_last_hello_time_ns(absl::ToUnixNanos(clock_->Now()));
   PersistAgent(hello.agent_id(), &uow);
   std::set<std::string> listed;
+  std::vector<std::string> registered;
   for (JobEntry& entry : merged) {
     listed.insert(entry.name());
+    if (registry_.Find(entry.name()) == nullptr) registered.push_back(entry.name());
     if (entry.job().state() == falcon::v1::JOB_STATE_ENDED) {
       entry.set_state(falcon::v1::JOB_STATE_TRACKING);
       entry.set_ended_time_ns(0);
@@ -309,6 +324,15 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   session->node = hello.node();
   session->hello_done = true;
   session->hub_session = hub_.Attach(hello.agent_id(), session->channel);
+  for (const std::string& name : registered) {
+    const JobEntry* job = registry_.Find(name);
+    LOG(INFO) << "job registered job=" << name << " agent=" << hello.agent_id()
+              << " node=" << hello.node() << " ranks=" << (job ? job->ranks().size() : 0);
+  }
+  LOG(INFO) << "agent connected agent=" << hello.agent_id() << " node=" << hello.node()
+            << " version=" << hello.version() << " jobs=" << absl::StrJoin(listed, ",")
+            << " acked_sequence=" << agent.tracker.acked_sequence()
+            << " first_unacked=" << hello.first_unacked_sequence();
   falcon::v1::ControllerMessage reply;
   reply.mutable_hello()->set_controller_id(options_.controller_id);
   reply.mutable_hello()->set_acked_sequence(agent.tracker.acked_sequence());
@@ -341,12 +365,17 @@ absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
 
 absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::TelemetryBatch& batch) {
   if (MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
+    LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
+                 << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
+                 << e->message() << "\"";
     return Reject(session, batch.sequence(), std::move(*e));
   }
   AgentState& agent = agents_[session->agent_id];
   falcon::v1::ControllerMessage ack;
   ack.mutable_batch_ack()->set_sequence(batch.sequence());
   if (agent.tracker.IsDuplicate(batch.sequence())) {
+    VLOG(1) << "batch resent agent=" << session->agent_id << " job=" << batch.job()
+            << " sequence=" << batch.sequence() << " (already stored; acknowledged again)";
     if (metrics_ != nullptr) metrics_->BatchDuplicate();
     Reply(session, ack);
     return absl::OkStatus();
@@ -356,24 +385,38 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   if (batch.has_registration()) {
     if (MaybeFieldError e = registry_.Merge(session->agent_id, session->node, batch.registration(),
                                             "batch.registration", &tentative)) {
+      LOG(WARNING) << "registration rejected agent=" << session->agent_id
+                   << " job=" << batch.registration().job() << " field=" << e->field()
+                   << " error=\"" << e->message() << "\"";
       return Reject(session, batch.sequence(), std::move(*e));
     }
     job = &*tentative;
   } else {
     job = registry_.Find(batch.job());
     if (job == nullptr) {
+      LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
+                   << " sequence=" << batch.sequence() << " error=\"job is not registered\"";
       return Reject(
           session, batch.sequence(),
           MakeFieldError("batch.job", absl::StrCat("job '", batch.job(), "' is not registered")));
     }
   }
   if (MaybeFieldError e = ValidateBatchData(batch, *job, options_.limits)) {
+    LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << job->name()
+                 << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
+                 << e->message() << "\"";
     return Reject(session, batch.sequence(), std::move(*e));
   }
 
   UnitOfWork uow;
   JobEntry* entry = nullptr;
   if (tentative.has_value()) {
+    if (registry_.Find(tentative->name()) == nullptr) {
+      const std::string line =
+          absl::StrCat("job registered job=", tentative->name(), " agent=", session->agent_id,
+                       " node=", session->node, " ranks=", tentative->ranks().size());
+      uow.AfterCommit([line]() { LOG(INFO) << line; });
+    }
     entry = registry_.Install(std::move(*tentative), &uow.txn());
     detection_.OnJobChanged(*entry);
   } else {
@@ -403,21 +446,39 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
 
 void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) {
   if (metrics_ != nullptr) metrics_->ValidationResult();
-  if (ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) return;
+  if (MaybeFieldError e =
+          ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) {
+    LOG(WARNING) << "validation result refused job=" << result.job() << " task=" << result.task_id()
+                 << " rank=" << result.rank() << " field=" << e->field() << " error=\""
+                 << e->message() << "\"";
+    return;
+  }
   UnitOfWork uow;
   localizer_.OnValidationResult(result, &uow);
-  Commit(&uow).IgnoreError();  // Counted by the store metrics; the task times out if lost.
+  // Lost on a store failure: the task then times out and the verdict goes on without it.
+  CommitOrCount(&uow, "validation_result_commit",
+                absl::StrCat("validation result job=", result.job(), " task=", result.task_id(),
+                             " rank=", result.rank()));
 }
 
 void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
   if (metrics_ != nullptr) metrics_->DirectiveAck();
   const JobEntry* job = registry_.Find(ack.job());
-  if (ValidateDirectiveAck(ack, job)) return;
+  if (MaybeFieldError e = ValidateDirectiveAck(ack, job)) {
+    LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
+                 << " rank=" << ack.rank() << " field=" << e->field() << " error=\"" << e->message()
+                 << "\"";
+    return;
+  }
   UnitOfWork uow;
   DirectiveIssuer::AckOutcome out = directives_.OnAck(ack, *job, &uow);
   // A refused ack (out.error: unknown id, stale epoch) changes nothing but its record.
   if (out.record != nullptr && out.state_changed) DirectiveStateChanged(*out.record, &uow);
-  Commit(&uow).IgnoreError();
+  // Lost on a store failure: the directive stays pending and is re-delivered, and the shim acks
+  // it again.
+  CommitOrCount(&uow, "directive_ack_commit",
+                absl::StrCat("directive ack job=", ack.job(), " directive=", ack.directive_id(),
+                             " rank=", ack.rank()));
 }
 
 void Controller::DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow) {
@@ -430,7 +491,10 @@ void Controller::DirectiveStateChanged(const falcon::v1::DirectiveRecord& record
 
 void Controller::OnAgentDisconnected(AgentSession* session) {
   if (!session->hello_done) return;
-  if (hub_.Detach(session->agent_id, session->hub_session)) {
+  const bool current = hub_.Detach(session->agent_id, session->hub_session);
+  LOG(INFO) << "agent disconnected agent=" << session->agent_id << " node=" << session->node
+            << (current ? "" : " (an older stream; a newer one is connected)");
+  if (current) {
     for (const std::string& name : registry_.JobNames()) {
       const JobEntry* job = registry_.Find(name);
       bool any = false;
@@ -451,6 +515,11 @@ void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uo
   job->set_state(falcon::v1::JOB_STATE_ENDED);
   job->set_ended_time_ns(absl::ToUnixNanos(clock_->Now()));
   registry_.Persist(*job, &uow->txn());
+  {
+    const std::string line =
+        absl::StrCat("job ended job=", job->name(), " reason=\"", reason, "\"");
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
+  }
   if (metrics_ != nullptr) {
     const std::string name = job->name();
     uow->AfterCommit([this, name]() { metrics_->RemoveJob(name); });
@@ -490,7 +559,9 @@ void Controller::Tick() {
     }
     ++it;
   }
-  Commit(&uow).IgnoreError();
+  // Lost on a store failure: timeouts and job ends are decided again on the next tick (their
+  // in-memory state already changed; the store catches up with the next successful commit).
+  CommitOrCount(&uow, "tick_commit", "tick (directive timeouts, validation deadlines, job ends)");
 }
 
 falcon::v1::Job Controller::JobView(const JobEntry& entry) const {
@@ -519,6 +590,8 @@ absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::S
   if (!overrides.ok()) return overrides.status();
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
   settings_.Apply(*overrides);
+  LOG(INFO) << "settings changed job=" << (update.job().empty() ? "*" : update.job()) << " update={"
+            << update.ShortDebugString() << "}";
   return settings_.Get(update.job());
 }
 
@@ -544,6 +617,7 @@ absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name
   localizer_.StartForced(event, &uow);
   const uint64_t id = event->event().event_id();
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  LOG(INFO) << "validation forced job=" << job_name << " event=" << id;
   return id;
 }
 

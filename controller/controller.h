@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/error_counter.h"
 #include "controller/core/agent_hub.h"
 #include "controller/core/directive_issuer.h"
 #include "controller/core/id_allocator.h"
@@ -114,11 +115,16 @@ class Controller {
   void PersistAgent(const std::string& agent_id, UnitOfWork* uow);
   void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow);
   absl::Status Commit(UnitOfWork* uow);
+  // Commits a unit whose caller cannot return the error (a message with no reply, the tick): a
+  // failure is logged with `what` was lost and counted as falcon_controller_errors_total{where}.
+  void CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what);
   static void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
 
   const ControllerOptions options_;
   const common::Clock* const clock_;
   ControllerMetrics* const metrics_;
+  common::NullErrorCounter no_errors_;
+  common::ErrorCounter& errors_;  // *metrics_, or no_errors_ without metrics.
   MitigationHook* const hook_;
   ControllerStore store_;
   IdAllocator ids_;

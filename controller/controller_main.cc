@@ -5,6 +5,7 @@
 //   --mitigation                S1-S4 mitigation installed (default true; =false: verdicts only)
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
 // SIGTERM shuts down cleanly.
+#include <glog/logging.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/help/flags_help.h"
 #include "common/clock.h"
+#include "common/logging/logging.h"
 #include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
@@ -70,12 +72,14 @@ std::string Host(const std::string& address) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::fputs(
-        falcon::cli::FlagsHelp(kUsage, "controller/controller_main.cc", /*dashes=*/false).c_str(),
-        stdout);
+    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
+                                      "controller/controller_main.cc", /*dashes=*/false)
+                   .c_str(),
+               stdout);
     return 0;
   }
   absl::ParseCommandLine(argc, argv);
+  falcon::common::InitLogging(argv[0]);
 
   // Block the shutdown signals in every thread; main waits for them below.
   sigset_t signals;
@@ -141,6 +145,10 @@ int main(int argc, char** argv) {
     std::cerr << "falcon-controller: " << server.status() << "\n";
     return 1;
   }
+  LOG(INFO) << "controller started controller_id=" << id << " listen=" << Host(options.listen)
+            << ":" << (*server)->port() << " data_dir=" << options.data_dir
+            << " mitigation=" << (absl::GetFlag(FLAGS_mitigation) ? "on" : "off")
+            << " version=" << kVersion;
   std::cout << "listening on " << Host(options.listen) << ":" << (*server)->port() << std::endl;
   if (!options.metrics_listen.empty()) {
     std::cout << "metrics on " << Host(options.metrics_listen) << ":" << (*server)->metrics_port()

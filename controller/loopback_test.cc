@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/alibaba_data.h"
 #include "controller/testing/http_get.h"
@@ -168,11 +169,14 @@ TEST_F(LoopbackReplayTest, OneEventOnRank6WatchedHistoryAndMetrics) {
 
   auto body = testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok()) << body.status();
-  EXPECT_NE(body->find("falcon_events{cause=\"compute\",state=\"recovered\"} 1"), std::string::npos)
+  EXPECT_NE(
+      body->find(absl::StrCat(metric::kEvents.name, "{cause=\"compute\",state=\"recovered\"} 1")),
+      std::string::npos)
       << *body;
-  EXPECT_NE(body->find("falcon_ingest_batches_total"), std::string::npos);
-  EXPECT_NE(body->find("falcon_detection_delay_seconds_count 1"), std::string::npos);
-  EXPECT_NE(body->find("falcon_job_iteration_time_seconds{job=\"alibaba-job1\"}"),
+  EXPECT_NE(body->find(metric::kIngestBatches.name), std::string::npos);
+  EXPECT_NE(body->find(absl::StrCat(metric::kDetectionDelaySeconds.name, "_count 1")),
+            std::string::npos);
+  EXPECT_NE(body->find(absl::StrCat(metric::kJobIterationTime.name, "{job=\"alibaba-job1\"}")),
             std::string::npos);
 
   watch_ctx.TryCancel();

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Checks that Prometheus rule files and Grafana dashboards only use metric names Falcon exports.
 
-usage: check_metric_names.py --sources SRC.cc... [--rules RULES.yml...] [--dashboard D.json...]
+usage: check_metric_names.py --metrics METRICS.md... [--rules RULES.yml...] [--dashboard D.json...]
        [--exprs FILE...] [--emit_rules OUT.yml]
 
-Exported names are the "falcon_..." string literals of the metric sources (the .Name(...) and
-gauge()/counter() constants of controller/metrics/controller_metrics.cc and
-agent/agent_metrics.cc); a histogram's _bucket/_sum/_count series count as exported. Recorded
+Exported names are the rows of the metrics reference (docs/metrics.md, printed by
+//tools/metrics_doc from the daemons' metric tables: controller/metrics/metric_table.h and
+agent/agent_metrics_table.h), so this script holds no metric name of its own; a histogram's
+_bucket/_sum/_count series count as exported. Recorded
 names (with ':') must be defined by a `record:` in one of the --rules files. --exprs files are
 rule or rule-test files (their expr: and series: values are checked); --dashboard files must parse as Grafana dashboard JSON, every panel
 target needs an `expr`, and their expressions are checked. Exits 1 listing every unknown name.
@@ -21,11 +22,18 @@ LABELS = {"falcon_job"}  # Label names that start with falcon_ (prometheus.yml r
 SUFFIXES = ("_bucket", "_sum", "_count")
 
 
-def exported(sources):
+ROW = re.compile(r"^\|\s*`(falcon_[a-z0-9_]+)`\s*\|\s*(counter|gauge|histogram)\s*\|", re.M)
+
+
+def exported(tables):
+    """Names of the metrics reference's table rows; a histogram adds its three series."""
     names = set()
-    for path in sources:
+    for path in tables:
         with open(path, encoding="utf-8") as f:
-            names.update(re.findall(r'"(falcon_[a-z0-9_]+)"', f.read()))
+            for name, kind in ROW.findall(f.read()):
+                names.add(name)
+                if kind == "histogram":
+                    names.update(name + s for s in SUFFIXES)
     return names
 
 
@@ -50,11 +58,7 @@ def unknown_in(text, known, records):
             if name not in records:
                 bad.add(name)
             continue
-        base = name
-        for s in SUFFIXES:
-            if name.endswith(s) and name[: -len(s)] in known:
-                base = name[: -len(s)]
-        if base not in known:
+        if name not in known:
             bad.add(name)
     return bad
 
@@ -115,16 +119,17 @@ def dashboard_exprs(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sources", nargs="+", required=True)
+    ap.add_argument("--metrics", nargs="+", required=True,
+                    help="metrics reference markdown (docs/metrics.md or its generated copy)")
     ap.add_argument("--rules", nargs="*", default=[])
     ap.add_argument("--exprs", nargs="*", default=[])
     ap.add_argument("--dashboard", nargs="*", default=[])
     ap.add_argument("--emit_rules", help="write the dashboard expressions (Grafana variables "
                     "substituted) as a rule file, for `promtool check rules`")
     a = ap.parse_args()
-    known = exported(a.sources)
+    known = exported(a.metrics)
     if len(known) < 10:
-        print(f"FAIL: only {len(known)} metric names found in {a.sources}", file=sys.stderr)
+        print(f"FAIL: only {len(known)} metric names found in {a.metrics}", file=sys.stderr)
         return 1
     records = recorded(a.rules)
     errors = []

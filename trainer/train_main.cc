@@ -31,6 +31,7 @@
 #include "collective/launch/launcher.h"
 #include "collective/launch/rank_env.h"
 #include "common/names.h"
+#include "common/logging/logging.h"
 #include "nlohmann/json.hpp"
 #include "trainer/corpus.h"
 #include "trainer/micro_batch_plan.h"
@@ -379,6 +380,7 @@ int main(int argc, char** argv) {
   std::vector<char*> normalized = falcon::trainer::NormalizeFlagNames(argc, argv, &storage);
   const std::vector<std::string> args = storage;
   absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
+  falcon::common::InitLogging(argv[0]);
   absl::StatusOr<falcon::collective::RankEnv> env = falcon::collective::RankEnvFromEnvironment();
   if (env.ok()) return falcon::trainer::RunRank(*env);
   if (!absl::IsFailedPrecondition(env.status())) {

@@ -22,6 +22,7 @@
 #include "cli/detect/detect_runner.h"
 #include "cli/detect/readers.h"
 #include "cli/help/flags_help.h"
+#include "common/logging/logging.h"
 
 ABSL_FLAG(std::string, input, "", "File to analyse (required).");
 ABSL_FLAG(std::string, format, "", "Input format: csv, tcpd, alibaba or bytedance (required).");
@@ -77,10 +78,12 @@ int main(int argc, char** argv) {
       "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]";
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::cout << falcon::cli::FlagsHelp(kUsage, "falcon_detect_main.cc", /*dashes=*/false);
+    std::cout << falcon::cli::FlagsHelp(absl::StrCat(kUsage, "\n", falcon::common::kLoggingUsage),
+                                        "falcon_detect_main.cc", /*dashes=*/false);
     return 0;
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  falcon::common::InitLogging(argv[0]);
   if (positional.size() > 1) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", positional[1], "\" (flags only)")));

@@ -12,8 +12,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "cli/help/flags_help.h"
 #include "cli/plan/plan_commands.h"
+#include "common/logging/logging.h"
 
 // s2
 ABSL_FLAG(std::string, times, "", "s2: seconds per micro-batch of each DP group, t1,t2,...");
@@ -86,7 +88,9 @@ int Finish(const absl::StatusOr<std::string>& out) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::fputs(falcon::cli::FlagsHelp(kUsage, "falcon_plan_main.cc", /*dashes=*/true).c_str(),
+    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
+                                      "falcon_plan_main.cc", /*dashes=*/true)
+                   .c_str(),
                stdout);
     return 0;
   }
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
   std::vector<char*> raw;
   for (std::string& a : rewritten) raw.push_back(a.data());
   const std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
+  falcon::common::InitLogging(argv[0]);
   if (args.size() != 2) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;

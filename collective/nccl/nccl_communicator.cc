@@ -1,6 +1,7 @@
 #include "collective/nccl/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
+#include <glog/logging.h>
 #include <nccl.h>
 
 #include <chrono>
@@ -109,8 +110,15 @@ class NcclCommunicator final : public CommunicatorBase {
     if (comm_ != nullptr) {
       if (health().ok()) {
         ncclCommFinalize(comm_);
-        AwaitComm(comm_, absl::Now() + shared_->timeout, "finalize").IgnoreError();
-        ncclCommDestroy(comm_);
+        // A finalize that fails or does not finish in time leaves peers' operations pending:
+        // abort then (destroy would wait on them).
+        if (absl::Status s = AwaitComm(comm_, absl::Now() + shared_->timeout, "finalize"); s.ok()) {
+          ncclCommDestroy(comm_);
+        } else {
+          LOG(WARNING) << "NCCL communicator finalize failed, aborting it where=" << Where()
+                       << " error=\"" << s.message() << "\"";
+          ncclCommAbort(comm_);
+        }
       } else {
         ncclCommAbort(comm_);
       }

@@ -1,14 +1,34 @@
 #include "controller/core/directive_issuer.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace falcon::controller {
 
 using falcon::v1::DirectiveRecord;
+
+namespace {
+
+// "job=j event=3 directive=12 strategy=s2": the fields every directive log line starts with.
+std::string DirectiveFields(const DirectiveRecord& r) {
+  return absl::StrCat("job=", r.directive().job(), " event=", r.event_id(),
+                      " directive=", r.directive().directive_id(),
+                      " strategy=", StrategyLabel(r.directive()));
+}
+
+// " rank=1,2" for explicit targets, " rank=all" for every rank of the job.
+std::string TargetFields(const falcon::v1::Directive& d) {
+  return d.target_ranks_size() == 0 ? " rank=all"
+                                    : absl::StrCat(" rank=", absl::StrJoin(d.target_ranks(), ","));
+}
+
+}  // namespace
 
 absl::Status DirectiveOptions::Validate() const {
   if (ack_timeout <= absl::ZeroDuration()) {
@@ -107,7 +127,15 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   retries_[id] = Retry{now + options_.retry_initial, options_.retry_initial};
   // Copy what the send needs: the job entry may change before the commit runs the action.
   JobEntry snapshot = job;
-  uow->AfterCommit([this, directive, snapshot]() {
+  std::string line =
+      absl::StrCat("directive issued ", DirectiveFields(record), TargetFields(directive),
+                   " epoch=", epoch, " effective_iteration=", directive.effective_iteration());
+  if (directive.reverts_directive_id() != 0) {
+    absl::StrAppend(&line, " reverts=", directive.reverts_directive_id());
+  }
+  absl::StrAppend(&line, " reason=\"", directive.reason(), "\"");
+  uow->AfterCommit([this, directive, snapshot, line]() {
+    LOG(INFO) << line;
     if (metrics_ != nullptr) metrics_->DirectiveIssued(directive);
     SendTo(directive, snapshot, "");
   });
@@ -146,6 +174,12 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, 
         absl::StrCat("rank ", rejected->rank(), " rejected it: ", rejected->reason()));
     retries_.erase(id);
     out->state_changed = true;
+    {
+      const std::string line =
+          absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", rejected->rank(),
+                       " reason=\"", rejected->reason(), "\"");
+      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+    }
     if (!applied.empty() && record.has_rollback()) {
       falcon::v1::Directive undo = record.rollback();
       undo.clear_target_ranks();
@@ -158,6 +192,10 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, 
       const uint64_t undo_id = Issue(std::move(undo), event_id, job, uow);
       DirectiveRecord& again = records_[id];
       again.set_rollback_directive_id(undo_id);
+      const std::string line =
+          absl::StrCat("directive rolled back ", DirectiveFields(again),
+                       " rank=", absl::StrJoin(applied, ","), " rollback_directive=", undo_id);
+      uow->AfterCommit([line]() { LOG(INFO) << line; });
       out->rollback_id = undo_id;
       out->record = &again;
       return;
@@ -166,6 +204,10 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, 
     record.set_state(DirectiveRecord::STATE_APPLIED);
     retries_.erase(id);
     out->state_changed = true;
+    const std::string line =
+        absl::StrCat("directive acked ", DirectiveFields(record), TargetFields(record.directive()),
+                     " applied=", applied.size(), " deliveries=", record.deliveries());
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
 }
 
@@ -176,6 +218,8 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
   if (it == records_.end() || it->second.directive().job() != ack.job()) {
     out.error =
         absl::StrCat("directive ", ack.directive_id(), " of job '", ack.job(), "' is unknown");
+    LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
+                 << " rank=" << ack.rank() << " error=\"" << out.error << "\"";
     return out;
   }
   DirectiveRecord& record = it->second;
@@ -183,12 +227,16 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
   if (ack.epoch() != record.directive().epoch()) {
     out.error = absl::StrCat("ack epoch ", ack.epoch(), " is not directive ", ack.directive_id(),
                              "'s epoch ", record.directive().epoch());
+    LOG(WARNING) << "directive ack refused " << DirectiveFields(record) << " rank=" << ack.rank()
+                 << " error=\"" << out.error << "\"";
     return out;
   }
   out.record = &record;
   if (ack.epoch() < fence) {
     out.error = absl::StrCat("ack epoch ", ack.epoch(), " is older than job '", job.name(),
                              "' epoch ", fence);
+    LOG(WARNING) << "directive ack refused " << DirectiveFields(record) << " rank=" << ack.rank()
+                 << " error=\"" << out.error << "\"";
     if (record.state() == DirectiveRecord::STATE_PENDING) {
       *record.add_acks() = ack;  // Kept for the record; it does not count.
       record.set_state(DirectiveRecord::STATE_REJECTED);
@@ -197,6 +245,10 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
       retries_.erase(ack.directive_id());
       out.state_changed = true;
       uow->txn().PutDirective(record);
+      const std::string line =
+          absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", ack.rank(),
+                       " reason=\"", record.state_reason(), "\"");
+      uow->AfterCommit([line]() { LOG(WARNING) << line; });
     }
     return out;
   }
@@ -211,6 +263,8 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
     }
   }
   if (!replaced) *record.add_acks() = ack;
+  VLOG(1) << "directive ack " << DirectiveFields(record) << " rank=" << ack.rank()
+          << " status=" << falcon::v1::AckStatus_Name(ack.status());
   UpdateState(record, job, uow, &out);
   DirectiveRecord& stored = records_[ack.directive_id()];
   out.record = &stored;
@@ -243,6 +297,9 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
       uow->txn().PutDirective(record);
       retries_.erase(id);
       timed_out.push_back(id);
+      const std::string line = absl::StrCat("directive timed out ", DirectiveFields(record),
+                                            " reason=\"", record.state_reason(), "\"");
+      uow->AfterCommit([line]() { LOG(WARNING) << line; });
       continue;
     }
     auto r = retries_.find(id);
@@ -268,6 +325,8 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
     r->second.due = now + r->second.backoff;
     JobEntry snapshot = *job;
     falcon::v1::Directive d = record.directive();
+    VLOG(1) << "directive redelivered " << DirectiveFields(record)
+            << " rank=" << absl::StrJoin(open, ",") << " deliveries=" << record.deliveries();
     uow->AfterCommit([this, d, snapshot, open]() { SendTo(d, snapshot, "", open); });
   }
   return timed_out;
@@ -277,6 +336,7 @@ void DirectiveIssuer::Redeliver(const std::string& agent_id, const JobEntry& job
   for (const auto& [id, record] : records_) {
     if (record.state() == DirectiveRecord::STATE_PENDING &&
         record.directive().job() == job.name()) {
+      VLOG(1) << "directive redelivered " << DirectiveFields(record) << " agent=" << agent_id;
       SendTo(record.directive(), job, agent_id);
     }
   }

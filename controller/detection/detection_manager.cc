@@ -1,5 +1,7 @@
 #include "controller/detection/detection_manager.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <map>
 
@@ -100,9 +102,19 @@ void DetectionManager::OnSettingsChanged(const std::string& job) {
     t.min_gap = static_cast<int>(s.min_gap_iterations);
     t.hazard = s.hazard;
     t.change_probability = s.change_probability;
-    // Validated by the settings manager (same ranges), so these cannot fail.
-    p->job_series.detector->SetThresholds(t).IgnoreError();
-    for (auto& [rank, series] : p->ranks) series.detector->SetThresholds(t).IgnoreError();
+    // The settings manager validates the same ranges, so an error here means the two disagree:
+    // the detectors keep their previous thresholds.
+    absl::Status status = p->job_series.detector->SetThresholds(t);
+    for (auto& [rank, series] : p->ranks) status.Update(series.detector->SetThresholds(t));
+    if (!status.ok()) {
+      LOG(WARNING) << "detector thresholds not applied job=" << name << " error=\""
+                   << status.message() << "\"";
+      if (metrics_ != nullptr) metrics_->CountError("detection_set_thresholds");
+      continue;
+    }
+    VLOG(1) << "detector thresholds applied job=" << name
+            << " verification_ratio=" << t.verification_ratio << " min_gap=" << t.min_gap
+            << " hazard=" << t.hazard << " change_probability=" << t.change_probability;
   }
 }
 

@@ -1,16 +1,41 @@
 #include "controller/detection/event_manager.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace falcon::controller {
 
 using falcon::controller::v1::EventRecord;
 using falcon::v1::Event;
+
+namespace {
+
+// " rank=1,2" for culprit (or else suspect) ranks, " link=0->1,2->3" for culprit links.
+std::string CulpritFields(const EventRecord& r) {
+  const Event& e = r.event();
+  std::string out;
+  if (e.ranks_size() > 0) {
+    absl::StrAppend(&out, " rank=", absl::StrJoin(e.ranks(), ","));
+  } else if (e.links_size() == 0 && r.suspect_ranks_size() > 0) {
+    absl::StrAppend(&out, " rank=", absl::StrJoin(r.suspect_ranks(), ","));
+  }
+  if (e.links_size() > 0) {
+    absl::StrAppend(&out, " link=",
+                    absl::StrJoin(e.links(), ",", [](std::string* o, const falcon::v1::Link& l) {
+                      absl::StrAppend(o, l.src_rank(), "->", l.dst_rank());
+                    }));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string RankSeries(uint32_t rank) { return absl::StrCat("rank/", rank); }
 
@@ -87,6 +112,12 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
   t->set_reason(absl::StrFormat("change point on %s at iteration %d (p=%.2f)", onset.series,
                                 d.iteration, d.probability));
   e->set_state(falcon::v1::EVENT_STATE_SUSPECTED);
+  {
+    const std::string line = absl::StrFormat(
+        "event opened job=%s event=%d%s state=suspected series=%s iteration=%d ratio=%.2f", job, id,
+        CulpritFields(r), onset.series, d.iteration, d.ratio);
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
+  }
   AfterTransition(*e, falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED, uow);
   Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED,
              onset.job_iteration >= 0 ? onset.job_iteration : d.decided_at,
@@ -214,6 +245,11 @@ void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, 
     if (it != active_.end() && it->second == e->event_id()) active_.erase(it);
   }
   Persist(*event, uow);
+  const std::string line = absl::StrCat(
+      "event ", EventStateLabel(state), " job=", e->job(), " event=", e->event_id(),
+      CulpritFields(*event), " cause=", CauseLabel(e->cause()), " from=", EventStateLabel(previous),
+      " iteration=", iteration, " reason=\"", reason, "\"");
+  uow->AfterCommit([line]() { LOG(INFO) << line; });
   AfterTransition(*e, previous, previous_cause, uow);
 }
 

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "gtest/gtest.h"
 
@@ -78,8 +79,8 @@ TEST_F(EventManagerTest, OpenRecordsSuspectedAndConfirmedAndNotifiesAfterCommit)
   EXPECT_EQ(ev.transitions(0).iteration(), 181);
   EXPECT_EQ(e->suspect_ranks(0), 6u);
   EXPECT_EQ(events_.Active("j"), e);
-  EXPECT_EQ(Gauge("falcon_events", {{"state", "confirmed"}, {"cause", "none"}}), 1);
-  EXPECT_EQ(Gauge("falcon_active_fail_slows", {{"job", "j"}}), 1);
+  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 1);
+  EXPECT_EQ(Gauge(metric::kActiveFailSlows.name, {{"job", "j"}}), 1);
   // Stored.
   auto stored = store_.LoadEvents();
   ASSERT_EQ(stored->size(), 1u);
@@ -103,8 +104,8 @@ TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
   EXPECT_EQ(e->event().state(), falcon::v1::EVENT_STATE_RECOVERED);
   EXPECT_EQ(e->event().recovery_iteration(), 195);
   EXPECT_EQ(events_.Active("j"), nullptr);
-  EXPECT_EQ(Gauge("falcon_active_fail_slows", {{"job", "j"}}), 0);
-  EXPECT_EQ(Gauge("falcon_events", {{"state", "recovered"}, {"cause", "none"}}), 1);
+  EXPECT_EQ(Gauge(metric::kActiveFailSlows.name, {{"job", "j"}}), 0);
+  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "recovered"}, {"cause", "none"}}), 1);
   // A new onset now opens a second event.
   EventRecord* second = events_.Open("j", Onset(kJobSeries, 300), &uow);
   EXPECT_EQ(second->event().event_id(), 2u);

@@ -1,5 +1,7 @@
 #include "controller/detection/localizer.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <set>
 
@@ -61,6 +63,23 @@ CommProfiler* Localizer::Profiler(const std::string& job) {
   return it == profilers_.end() ? nullptr : it->second.get();
 }
 
+namespace {
+
+// "gemm rank=0,1,2" or "link_pass comm=7 pass=0 link=0->1,2->3".
+std::string TaskFields(const falcon::v1::ValidationTask& t) {
+  if (t.has_link_pass()) {
+    return absl::StrCat(
+        "kind=link_pass comm=", t.link_pass().comm_id(), " pass=", t.link_pass().pass_index(),
+        " link=",
+        absl::StrJoin(t.link_pass().links(), ",", [](std::string* o, const falcon::v1::Link& l) {
+          absl::StrAppend(o, l.src_rank(), "->", l.dst_rank());
+        }));
+  }
+  return absl::StrCat("kind=gemm rank=", absl::StrJoin(t.ranks(), ","));
+}
+
+}  // namespace
+
 void Localizer::SetJobState(const std::string& job, falcon::v1::JobState state, UnitOfWork* uow) {
   JobEntry* entry = registry_->Find(job);
   if (entry == nullptr || entry->job().state() == state) return;
@@ -92,6 +111,13 @@ void Localizer::BeginProfiling(EventRecord* event, UnitOfWork* uow) {
   if (profiler == nullptr) profiler = std::make_unique<CommProfiler>();
   profiler->Start();
   SetJobState(job, falcon::v1::JOB_STATE_PROFILING, uow);
+  {
+    const std::string line =
+        absl::StrCat("event profiling job=", job, " event=", event->event().event_id(),
+                     " iterations=", options_.profiling_iterations,
+                     " timeout=", absl::FormatDuration(options_.profiling_timeout));
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
+  }
   if (const JobEntry* entry = registry_->Find(job)) {
     JobEntry snapshot = *entry;
     uow->AfterCommit([this, snapshot]() { SendProfiling(snapshot, true, ""); });
@@ -283,6 +309,12 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.pause_ack_timeout));
   events_->Persist(*event, uow);
   SetJobState(job_name, falcon::v1::JOB_STATE_VALIDATING, uow);
+  const std::string line =
+      absl::StrCat("validation planned job=", job_name, " event=", event->event().event_id(),
+                   " rank=", absl::StrJoin(suspect_ranks, ","),
+                   " comms=", absl::StrJoin(suspect_comms, ","), " tasks=", event->tasks_size(),
+                   " pause_directive=", event->pause_directive_id(), " why=\"", why, "\"");
+  uow->AfterCommit([line]() { LOG(INFO) << line; });
 }
 
 void Localizer::SendTask(const falcon::v1::ValidationTask& task, const JobEntry& job) {
@@ -296,6 +328,12 @@ void Localizer::SendTask(const falcon::v1::ValidationTask& task, const JobEntry&
 }
 
 void Localizer::DispatchNext(EventRecord* event, UnitOfWork* uow) {
+  if (event->phase() != falcon::controller::v1::PHASE_VALIDATING) {
+    const std::string line =
+        absl::StrCat("event validating job=", event->event().job(),
+                     " event=", event->event().event_id(), " tasks=", event->tasks_size());
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
+  }
   event->set_phase(falcon::controller::v1::PHASE_VALIDATING);
   for (PendingTask& t : *event->mutable_tasks()) {
     if (t.finished()) continue;
@@ -306,7 +344,12 @@ void Localizer::DispatchNext(EventRecord* event, UnitOfWork* uow) {
       if (const JobEntry* job = registry_->Find(event->event().job())) {
         JobEntry snapshot = *job;
         falcon::v1::ValidationTask task = t.task();
-        uow->AfterCommit([this, task, snapshot]() { SendTask(task, snapshot); });
+        const uint64_t event_id = event->event().event_id();
+        uow->AfterCommit([this, task, snapshot, event_id]() {
+          LOG(INFO) << "validation run started job=" << task.job() << " event=" << event_id
+                    << " task=" << task.task_id() << " " << TaskFields(task);
+          SendTask(task, snapshot);
+        });
       }
     }
     return;  // One task in flight at a time.
@@ -332,6 +375,8 @@ void Localizer::OnValidationResult(const falcon::v1::ValidationResult& result, U
   }
   if (task == nullptr || task->finished() || task->sent_time_ns() == 0) return;
   *event->add_results() = result;
+  VLOG(1) << "validation result job=" << result.job() << " event=" << event->event().event_id()
+          << " task=" << result.task_id() << " rank=" << result.rank();
   std::set<uint32_t> answered;
   for (const falcon::v1::ValidationResult& r : event->results()) {
     if (r.task_id() == result.task_id()) answered.insert(r.rank());
@@ -340,6 +385,10 @@ void Localizer::OnValidationResult(const falcon::v1::ValidationResult& result, U
   for (uint32_t r : task->expected_ranks()) complete = complete && answered.count(r) > 0;
   if (complete) {
     task->set_finished(true);
+    const std::string line = absl::StrCat(
+        "validation run finished job=", result.job(), " event=", event->event().event_id(),
+        " task=", result.task_id(), " ", TaskFields(task->task()), " results=", answered.size());
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
     DispatchNext(event, uow);
   } else {
     events_->Persist(*event, uow);
@@ -372,15 +421,24 @@ void Localizer::Tick(absl::Time now, UnitOfWork* uow) {
     if (event->phase_deadline_ns() == 0 || now_ns < event->phase_deadline_ns()) continue;
     switch (event->phase()) {
       case falcon::controller::v1::PHASE_PROFILING:
+        LOG(INFO) << "profiling window ended by its deadline job=" << event->event().job()
+                  << " event=" << event->event().event_id();
         FinishProfiling(event, uow);
         break;
       case falcon::controller::v1::PHASE_PAUSING:
         // Not every rank confirmed the pause: validate anyway, the shims run tasks when paused.
+        LOG(WARNING) << "pause not confirmed by every rank in time job=" << event->event().job()
+                     << " event=" << event->event().event_id()
+                     << " directive=" << event->pause_directive_id() << "; validating anyway";
         DispatchNext(event, uow);
         break;
       case falcon::controller::v1::PHASE_VALIDATING:
         for (PendingTask& t : *event->mutable_tasks()) {
           if (!t.finished() && t.sent_time_ns() != 0) {
+            LOG(WARNING) << "validation run timed out job=" << event->event().job()
+                         << " event=" << event->event().event_id() << " task=" << t.task().task_id()
+                         << " " << TaskFields(t.task())
+                         << " timeout=" << absl::FormatDuration(options_.task_timeout);
             t.set_finished(true);
             break;
           }

@@ -31,7 +31,7 @@ done
 while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || fail=1; done
 [ "$fail" -eq 0 ] || { echo "build_fuzzer: compilation failed" >&2; exit 1; }
 "$CXX" -fsanitize=fuzzer,address "$objdir"/*.o -o "$out" \
-  -lprotobuf -lprometheus-cpp-core \
+  -lprotobuf -lprometheus-cpp-core -lglog \
   -labsl_statusor -labsl_status -labsl_str_format_internal -labsl_strings \
   -labsl_strings_internal -labsl_synchronization -labsl_graphcycles_internal -labsl_time \
   -labsl_civil_time -labsl_time_zone -labsl_hash -labsl_city -labsl_low_level_hash \

@@ -3,8 +3,14 @@
 #include <algorithm>
 #include <cctype>
 
+#include "controller/metrics/metric_table.h"
+
 namespace falcon::controller {
 namespace {
+
+using common::AddCounterFamily;
+using common::AddGaugeFamily;
+using common::AddHistogramFamily;
 
 std::string Lower(std::string s, size_t strip) {
   s = s.substr(std::min(strip, s.size()));
@@ -44,110 +50,34 @@ std::string StrategyLabel(const falcon::v1::Directive& directive) {
 }
 
 ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::string& version)
-    : agents_connected_(prometheus::BuildGauge()
-                            .Name("falcon_controller_agents_connected")
-                            .Help("Agents with a live telemetry stream")
-                            .Register(registry)
-                            .Add({})),
-      batches_(prometheus::BuildCounter()
-                   .Name("falcon_ingest_batches_total")
-                   .Help("Telemetry batches stored and applied")
-                   .Register(registry)
-                   .Add({})),
-      duplicates_(prometheus::BuildCounter()
-                      .Name("falcon_ingest_duplicate_batches_total")
-                      .Help("Telemetry batches received again (acknowledged, not re-applied)")
-                      .Register(registry)
-                      .Add({})),
-      rejected_(prometheus::BuildCounter()
-                    .Name("falcon_ingest_rejected_batches_total")
-                    .Help("Telemetry batches rejected with a field error")
-                    .Register(registry)
-                    .Add({})),
-      summaries_(prometheus::BuildCounter()
-                     .Name("falcon_ingest_iteration_summaries_total")
-                     .Help("Per-rank iteration summaries ingested")
-                     .Register(registry)
-                     .Add({})),
-      ops_(prometheus::BuildCounter()
-               .Name("falcon_ingest_op_records_total")
-               .Help("Raw op records ingested (profiling)")
-               .Register(registry)
-               .Add({})),
-      stale_(prometheus::BuildCounter()
-                 .Name("falcon_ingest_stale_summaries_total")
-                 .Help("Summaries skipped because their iteration was not above the rank's last")
-                 .Register(registry)
-                 .Add({})),
-      validation_results_(prometheus::BuildCounter()
-                              .Name("falcon_validation_results_total")
-                              .Help("Validation results received from agents")
-                              .Register(registry)
-                              .Add({})),
-      directive_acks_(prometheus::BuildCounter()
-                          .Name("falcon_directive_acks_total")
-                          .Help("Directive acknowledgements received from agents")
-                          .Register(registry)
-                          .Add({})),
-      events_(prometheus::BuildGauge()
-                  .Name("falcon_events")
-                  .Help("Fail-slow events by current state and cause")
-                  .Register(registry)),
-      transitions_(prometheus::BuildCounter()
-                       .Name("falcon_event_transitions_total")
-                       .Help("Event state transitions by new state and cause")
-                       .Register(registry)),
-      delay_seconds_(prometheus::BuildHistogram()
-                         .Name("falcon_detection_delay_seconds")
-                         .Help("Time from a fail-slow's onset to its confirmation")
-                         .Register(registry)
+    : agents_connected_(AddGaugeFamily(registry, metric::kAgentsConnected).Add({})),
+      batches_(AddCounterFamily(registry, metric::kIngestBatches).Add({})),
+      duplicates_(AddCounterFamily(registry, metric::kIngestDuplicateBatches).Add({})),
+      rejected_(AddCounterFamily(registry, metric::kIngestRejectedBatches).Add({})),
+      summaries_(AddCounterFamily(registry, metric::kIngestIterationSummaries).Add({})),
+      ops_(AddCounterFamily(registry, metric::kIngestOpRecords).Add({})),
+      stale_(AddCounterFamily(registry, metric::kIngestStaleSummaries).Add({})),
+      validation_results_(AddCounterFamily(registry, metric::kValidationResults).Add({})),
+      directive_acks_(AddCounterFamily(registry, metric::kDirectiveAcks).Add({})),
+      events_(AddGaugeFamily(registry, metric::kEvents)),
+      transitions_(AddCounterFamily(registry, metric::kEventTransitions)),
+      delay_seconds_(AddHistogramFamily(registry, metric::kDetectionDelaySeconds)
                          .Add({}, prometheus::Histogram::BucketBoundaries{0.5, 1, 2, 5, 10, 20, 30,
                                                                           60, 120, 300, 600})),
-      delay_iterations_(prometheus::BuildHistogram()
-                            .Name("falcon_detection_delay_iterations")
-                            .Help("Iterations from a fail-slow's onset to its confirmation")
-                            .Register(registry)
+      delay_iterations_(AddHistogramFamily(registry, metric::kDetectionDelayIterations)
                             .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 3, 4, 5, 7, 10,
                                                                              15, 20, 50, 100})),
-      active_(prometheus::BuildGauge()
-                  .Name("falcon_active_fail_slows")
-                  .Help("Active (not recovered or closed) fail-slow events of the job")
-                  .Register(registry)),
-      iteration_time_(prometheus::BuildGauge()
-                          .Name("falcon_job_iteration_time_seconds")
-                          .Help("Latest job iteration time (max over ranks)")
-                          .Register(registry)),
-      job_iterations_(prometheus::BuildCounter()
-                          .Name("falcon_job_iterations_total")
-                          .Help("Job iterations ingested (one per job iteration, all ranks)")
-                          .Register(registry)),
-      directives_issued_(prometheus::BuildCounter()
-                             .Name("falcon_directives_issued_total")
-                             .Help("Directives committed, by strategy (s2, s3, s4) or validation "
-                                   "and profiling kind (pause, resume, profiling)")
-                             .Register(registry)),
+      active_(AddGaugeFamily(registry, metric::kActiveFailSlows)),
+      iteration_time_(AddGaugeFamily(registry, metric::kJobIterationTime)),
+      job_iterations_(AddCounterFamily(registry, metric::kJobIterations)),
+      directives_issued_(AddCounterFamily(registry, metric::kDirectivesIssued)),
       write_latency_(
-          prometheus::BuildHistogram()
-              .Name("falcon_store_write_latency_seconds")
-              .Help("RocksDB write (one atomic batch) latency")
-              .Register(registry)
+          AddHistogramFamily(registry, metric::kStoreWriteLatency)
               .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
                                                                1e-2, 3e-2, 0.1, 0.3, 1})),
-      write_errors_(prometheus::BuildCounter()
-                        .Name("falcon_store_write_errors_total")
-                        .Help("Failed RocksDB writes")
-                        .Register(registry)
-                        .Add({})),
-      errors_(prometheus::BuildCounter()
-                  .Name("falcon_controller_errors_total")
-                  .Help("Errors handled by logging and going on, by site (where)")
-                  .Register(registry)) {
-  prometheus::BuildGauge()
-      .Name("falcon_controller_build_info")
-      .Help("Build information; the value is always 1")
-      .Register(registry)
-      .Add({{"version", version}})
-      .Set(1);
+      write_errors_(AddCounterFamily(registry, metric::kStoreWriteErrors).Add({})),
+      errors_(AddCounterFamily(registry, metric::kErrors)) {
+  AddGaugeFamily(registry, metric::kBuildInfo).Add({{"version", version}}).Set(1);
 }
 
 prometheus::Gauge& ControllerMetrics::EventsGauge(falcon::v1::EventState state,

@@ -1,35 +1,7 @@
-// The controller's Prometheus metrics (ARCHITECTURE.md: prefix falcon_, base units, _total on
-// counters; labels job, cause, state; never per-op or per-iteration labels). Families are built
-// once in the constructor on a caller-owned Registry; per-job series are removed when a job ends.
-// Thread-safe (prometheus-cpp metrics are; the per-job map is guarded).
-//
-//   falcon_controller_build_info{version}                       gauge, 1
-//   falcon_controller_agents_connected                          gauge
-//   falcon_ingest_batches_total                                 counter, batches applied
-//   falcon_ingest_duplicate_batches_total                       counter, acked, not re-applied
-//   falcon_ingest_rejected_batches_total                        counter, answered with FieldError
-//   falcon_ingest_iteration_summaries_total                     counter
-//   falcon_ingest_op_records_total                              counter
-//   falcon_ingest_stale_summaries_total                         counter, iteration not above the
-//                                                               rank's last
-//   falcon_validation_results_total                             counter
-//   falcon_directive_acks_total                                 counter
-//   falcon_events{state,cause}                                  gauge, events now in each state
-//   falcon_event_transitions_total{state,cause}                 counter
-//   falcon_detection_delay_seconds                              histogram, onset -> alarm
-//   falcon_detection_delay_iterations                           histogram, onset -> alarm
-//   falcon_active_fail_slows{job}                               gauge, 0 or 1 (one active
-//                                                               event per job)
-//   falcon_job_iteration_time_seconds{job}                      gauge, latest job iteration time
-//   falcon_job_iterations_total{job}                            counter, job iterations ingested
-//                                                               (alert "detection stalled")
-//   falcon_directives_issued_total{strategy}                    counter, directives committed;
-//                                                               strategy: s2 (micro-batch plan),
-//                                                               s3 (topology change), s4
-//                                                               (checkpoint-restart), pause,
-//                                                               resume (validation), profiling
-//   falcon_store_write_latency_seconds                          histogram, one per commit
-//   falcon_store_write_errors_total                             counter
+// The controller's Prometheus metrics. Every name, type, unit, label set and help text is
+// declared once in metric_table.h (and listed in docs/metrics.md, generated from it); families are
+// built from that table once in the constructor on a caller-owned Registry; per-job series are
+// removed when a job ends. Thread-safe (prometheus-cpp metrics are; the per-job map is guarded).
 #ifndef FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
 #define FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
 
@@ -45,8 +17,8 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/error_counter.h"
 #include "proto/falcon/v1/common.pb.h"
@@ -76,7 +48,8 @@ class ControllerMetrics : public common::ErrorCounter {
   void DirectiveAck() { directive_acks_.Increment(); }
 
   // An event entered `state` with `cause`; `previous` is its former (state, cause) or UNSPECIFIED
-  // for a new event. Moves it between the falcon_events series and counts the transition.
+  // for a new event. Moves it between the per-(state, cause) series of metric::kEvents and counts
+  // the transition.
   void EventTransition(falcon::v1::EventState previous_state, falcon::v1::Cause previous_cause,
                        falcon::v1::EventState state, falcon::v1::Cause cause);
   void DetectionDelay(absl::Duration delay, int64_t iterations);

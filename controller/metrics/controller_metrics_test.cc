@@ -2,9 +2,14 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "common/metrics/metric_spec.h"
+#include "controller/metrics/metric_table.h"
 #include "gtest/gtest.h"
 
 namespace falcon::controller {
@@ -32,18 +37,19 @@ double Value(prometheus::Registry& registry, const std::string& name,
 TEST(ControllerMetricsTest, EventsMoveBetweenStates) {
   prometheus::Registry registry;
   ControllerMetrics m(registry, "test-1");
-  EXPECT_EQ(Value(registry, "falcon_controller_build_info", {{"version", "test-1"}}), 1);
+  EXPECT_EQ(Value(registry, metric::kBuildInfo.name, {{"version", "test-1"}}), 1);
   m.EventTransition(falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED,
                     falcon::v1::EVENT_STATE_CONFIRMED, falcon::v1::CAUSE_UNSPECIFIED);
   m.EventTransition(falcon::v1::EVENT_STATE_CONFIRMED, falcon::v1::CAUSE_UNSPECIFIED,
                     falcon::v1::EVENT_STATE_LOCALIZED, falcon::v1::CAUSE_COMPUTE);
-  EXPECT_EQ(Value(registry, "falcon_events", {{"state", "confirmed"}, {"cause", "none"}}), 0);
-  EXPECT_EQ(Value(registry, "falcon_events", {{"state", "localized"}, {"cause", "compute"}}), 1);
-  EXPECT_EQ(Value(registry, "falcon_event_transitions_total",
+  EXPECT_EQ(Value(registry, metric::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 0);
+  EXPECT_EQ(Value(registry, metric::kEvents.name, {{"state", "localized"}, {"cause", "compute"}}),
+            1);
+  EXPECT_EQ(Value(registry, metric::kEventTransitions.name,
                   {{"state", "localized"}, {"cause", "compute"}}),
             1);
   m.DetectionDelay(absl::Seconds(3), 3);
-  EXPECT_EQ(Value(registry, "falcon_detection_delay_seconds", {}), 1);
+  EXPECT_EQ(Value(registry, metric::kDetectionDelaySeconds.name, {}), 1);
 }
 
 TEST(ControllerMetricsTest, PerJobSeriesAreRemovedWithTheJob) {
@@ -51,22 +57,22 @@ TEST(ControllerMetricsTest, PerJobSeriesAreRemovedWithTheJob) {
   ControllerMetrics m(registry, "v");
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Milliseconds(250));
-  EXPECT_EQ(Value(registry, "falcon_active_fail_slows", {{"job", "j"}}), 1);
-  EXPECT_DOUBLE_EQ(Value(registry, "falcon_job_iteration_time_seconds", {{"job", "j"}}), 0.25);
+  EXPECT_EQ(Value(registry, metric::kActiveFailSlows.name, {{"job", "j"}}), 1);
+  EXPECT_DOUBLE_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), 0.25);
   m.JobIterationTime("j", absl::Milliseconds(300));
-  EXPECT_DOUBLE_EQ(Value(registry, "falcon_job_iteration_time_seconds", {{"job", "j"}}), 0.3);
-  EXPECT_EQ(Value(registry, "falcon_job_iterations_total", {{"job", "j"}}), 2);
+  EXPECT_DOUBLE_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), 0.3);
+  EXPECT_EQ(Value(registry, metric::kJobIterations.name, {{"job", "j"}}), 2);
   m.RemoveJob("j");
-  EXPECT_EQ(Value(registry, "falcon_active_fail_slows", {{"job", "j"}}), -1);
-  EXPECT_EQ(Value(registry, "falcon_job_iteration_time_seconds", {{"job", "j"}}), -1);
-  EXPECT_EQ(Value(registry, "falcon_job_iterations_total", {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, metric::kActiveFailSlows.name, {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, metric::kJobIterations.name, {{"job", "j"}}), -1);
   m.Summaries(5);
   m.OpRecords(7);
   m.StoreWrite(absl::Microseconds(20), false);
-  EXPECT_EQ(Value(registry, "falcon_ingest_iteration_summaries_total", {}), 5);
-  EXPECT_EQ(Value(registry, "falcon_ingest_op_records_total", {}), 7);
-  EXPECT_EQ(Value(registry, "falcon_store_write_errors_total", {}), 1);
-  EXPECT_EQ(Value(registry, "falcon_store_write_latency_seconds", {}), 1);
+  EXPECT_EQ(Value(registry, metric::kIngestIterationSummaries.name, {}), 5);
+  EXPECT_EQ(Value(registry, metric::kIngestOpRecords.name, {}), 7);
+  EXPECT_EQ(Value(registry, metric::kStoreWriteErrors.name, {}), 1);
+  EXPECT_EQ(Value(registry, metric::kStoreWriteLatency.name, {}), 1);
 }
 
 TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
@@ -82,14 +88,55 @@ TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
   m.DirectiveIssued(s2);
   m.DirectiveIssued(s3);
   m.DirectiveIssued(pause);
-  EXPECT_EQ(Value(registry, "falcon_directives_issued_total", {{"strategy", "s2"}}), 2);
-  EXPECT_EQ(Value(registry, "falcon_directives_issued_total", {{"strategy", "s3"}}), 1);
-  EXPECT_EQ(Value(registry, "falcon_directives_issued_total", {{"strategy", "pause"}}), 1);
-  EXPECT_EQ(Value(registry, "falcon_directives_issued_total", {{"strategy", "s4"}}), -1);
+  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s2"}}), 2);
+  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s3"}}), 1);
+  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "pause"}}), 1);
+  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s4"}}), -1);
   falcon::v1::Directive s4;
   s4.mutable_checkpoint_restart();
   EXPECT_EQ(StrategyLabel(s4), "s4");
   EXPECT_EQ(StrategyLabel(falcon::v1::Directive()), "unknown");
+}
+
+// Every family the controller registers is declared in the table, with its type, and its series
+// carry only the declared labels; the table itself is well formed.
+TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
+  EXPECT_TRUE(common::CheckMetricTable(metric::kAll, metric::kPrefix).empty());
+  prometheus::Registry registry;
+  ControllerMetrics m(registry, "v");
+  falcon::v1::Directive s2;
+  s2.mutable_micro_batch_plan();
+  m.DirectiveIssued(s2);
+  m.EventTransition(falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED,
+                    falcon::v1::EVENT_STATE_CONFIRMED, falcon::v1::CAUSE_UNSPECIFIED);
+  m.ActiveFailSlows("j", 1);
+  m.JobIterationTime("j", absl::Seconds(1));
+  m.CountError("test_site");
+  const auto families = registry.Collect();
+  EXPECT_EQ(families.size(), std::size(metric::kAll));
+  for (const prometheus::MetricFamily& f : families) {
+    const common::MetricSpec* spec = nullptr;
+    for (const common::MetricSpec& s : metric::kAll) {
+      if (f.name == s.name) spec = &s;
+    }
+    ASSERT_NE(spec, nullptr) << f.name << " is not in metric_table.h";
+    EXPECT_EQ(f.help, spec->help);
+    const prometheus::MetricType want =
+        spec->type == common::MetricType::kCounter ? prometheus::MetricType::Counter
+        : spec->type == common::MetricType::kGauge ? prometheus::MetricType::Gauge
+                                                   : prometheus::MetricType::Histogram;
+    EXPECT_EQ(f.type, want) << f.name;
+    const std::vector<std::string> allowed = common::LabelNames(*spec);
+    EXPECT_FALSE(f.metric.empty()) << f.name << " has no series in this test";
+    for (const prometheus::ClientMetric& cm : f.metric) {
+      std::vector<std::string> got;
+      for (const auto& l : cm.label) got.push_back(l.name);
+      std::sort(got.begin(), got.end());
+      std::vector<std::string> want_labels = allowed;
+      std::sort(want_labels.begin(), want_labels.end());
+      EXPECT_EQ(got, want_labels) << f.name;
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "controller/service/control_service.h"
 
+#include <glog/logging.h>
+
 #include <utility>
 
 #include "controller/service/write_queue.h"
@@ -109,12 +111,15 @@ grpc::ServerUnaryReactor* ControlService::GetSettings(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ControlService::SetSettings(grpc::CallbackServerContext* ctx,
                                                       const falcon::v1::SetSettingsRequest* request,
                                                       falcon::v1::Settings* response) {
+  LOG(INFO) << "settings change requested by=" << ctx->peer()
+            << " job=" << (request->settings().job().empty() ? "*" : request->settings().job());
   return Unary(ctx, request, response, &ControlApi::SetSettings);
 }
 
 grpc::ServerUnaryReactor* ControlService::ForceValidation(
     grpc::CallbackServerContext* ctx, const falcon::v1::ForceValidationRequest* request,
     falcon::v1::ForceValidationResponse* response) {
+  LOG(INFO) << "validation forcing requested by=" << ctx->peer() << " job=" << request->job();
   return Unary(ctx, request, response, &ControlApi::ForceValidation);
 }
 

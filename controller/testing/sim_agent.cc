@@ -1,5 +1,7 @@
 #include "controller/testing/sim_agent.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 
 namespace falcon::controller::testing {
@@ -77,7 +79,10 @@ int SimAgent::Respond(Controller& c, const Responder& responder) {
         a->set_epoch(d.epoch());
         a->set_status(falcon::v1::ACK_STATUS_APPLIED);
         a->set_applied_iteration(d.effective_iteration());
-        c.OnAgentMessage(&session_, ack).IgnoreError();
+        // The controller answers acks with OK (a refused ack changes only its record); an
+        // error here is a controller regression, and fails the test that drives this agent.
+        const absl::Status status = c.OnAgentMessage(&session_, ack);
+        CHECK(status.ok()) << "sim agent: directive ack refused: " << status;
       }
       ++answered;
     }
@@ -106,7 +111,8 @@ int SimAgent::Respond(Controller& c, const Responder& responder) {
           }
           if (!sender) continue;  // Receivers have nothing to report.
         }
-        c.OnAgentMessage(&session_, res).IgnoreError();
+        const absl::Status status = c.OnAgentMessage(&session_, res);
+        CHECK(status.ok()) << "sim agent: validation result refused: " << status;
       }
       ++answered;
     }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/help/flags_help.h"
+#include "common/logging/logging.h"
 #include "deploy/demo/local_cluster_runner.h"
 #include "deploy/demo/report_files.h"
 #include "deploy/demo/runner.h"
@@ -64,7 +65,8 @@ void InstallSignalHandlers() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::cout << falcon::cli::FlagsHelp(kUsage, "deploy/demo/demo_main.cc", /*dashes=*/false);
+    std::cout << falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
+                                        "deploy/demo/demo_main.cc", /*dashes=*/false);
     return 0;
   }
   // Accept --json-report as well as --json_report.
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
     }
   }
   absl::ParseCommandLine(argc, argv);
+  falcon::common::InitLogging(argv[0]);
 
   absl::StatusOr<falcon::demo::Layout> layout =
       falcon::demo::ParseLayout(absl::GetFlag(FLAGS_layout));

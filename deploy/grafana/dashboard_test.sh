@@ -2,7 +2,7 @@
 # deploy/grafana/falcon-dashboard.json parses as a Grafana dashboard, every panel query uses only
 # metric names the controller and agent export (or recording rules of falcon_rules.yml), and every
 # query is valid PromQL (`promtool check rules` on them, Grafana variables substituted).
-# usage: dashboard_test.sh DASHBOARD RULES CHECKER SOURCES...
+# usage: dashboard_test.sh DASHBOARD RULES CHECKER METRICS_MD...
 set -euo pipefail
 DASH="$1"
 RULES="$2"
@@ -11,7 +11,7 @@ shift 3
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/dashboard.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
-python3 "$CHECKER" --sources "$@" --rules "$RULES" --dashboard "$DASH" \
+python3 "$CHECKER" --metrics "$@" --rules "$RULES" --dashboard "$DASH" \
   --emit_rules "$WORK/dashboard_rules.yml"
 grep -q 'expr:' "$WORK/dashboard_rules.yml" || { echo "FAIL: no expressions emitted" >&2; exit 1; }
 if [ -x /usr/bin/promtool ]; then
@@ -22,12 +22,12 @@ fi
 
 # The check can fail: a panel on a metric nobody exports, and a file that does not parse.
 sed 's/falcon_agent_compute_time_seconds/falcon_agent_compute_seconds/' "$DASH" >"$WORK/bad.json"
-if python3 "$CHECKER" --sources "$@" --rules "$RULES" --dashboard "$WORK/bad.json" 2>/dev/null; then
+if python3 "$CHECKER" --metrics "$@" --rules "$RULES" --dashboard "$WORK/bad.json" 2>/dev/null; then
   echo "FAIL: the check accepted falcon_agent_compute_seconds" >&2
   exit 1
 fi
 head -c 200 "$DASH" >"$WORK/truncated.json"
-if python3 "$CHECKER" --sources "$@" --dashboard "$WORK/truncated.json" 2>/dev/null; then
+if python3 "$CHECKER" --metrics "$@" --dashboard "$WORK/truncated.json" 2>/dev/null; then
   echo "FAIL: the check accepted a truncated dashboard" >&2
   exit 1
 fi

@@ -2,14 +2,14 @@
 # deploy/prometheus: `promtool check config` of prometheus.yml (with its rule files),
 # `promtool check rules`, the rule unit tests of falcon_rules_test.yml (`promtool test rules`),
 # and that the rules use only metric names the controller and agent export.
-# usage: promtool_test.sh DIR_OF_prometheus.yml CHECKER SOURCES...
+# usage: promtool_test.sh DIR_OF_prometheus.yml CHECKER METRICS_MD...
 set -euo pipefail
 abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 DIR="$1"
 CHECKER="$(abs "$2")"
 shift 2
-SOURCES=()
-for s in "$@"; do SOURCES+=("$(abs "$s")"); done
+METRICS=()
+for s in "$@"; do METRICS+=("$(abs "$s")"); done
 PROMTOOL="${PROMTOOL:-/usr/bin/promtool}"
 if [ ! -x "$PROMTOOL" ]; then
   echo "SKIPPED: $PROMTOOL is not installed (Debian package 'prometheus'; deploy/install-deps.sh)"
@@ -33,13 +33,13 @@ echo "== promtool test rules"
 "$PROMTOOL" test rules falcon_rules_test.yml
 
 echo "== metric names"
-python3 "$CHECKER" --sources "${SOURCES[@]}" --rules falcon_rules.yml \
+python3 "$CHECKER" --metrics "${METRICS[@]}" --rules falcon_rules.yml \
   --exprs falcon_rules.yml falcon_alerts.yml falcon_rules_test.yml
 
 # The checks can fail: a rule on a metric nobody exports, and a broken alert, are caught.
-sed 's/falcon_active_fail_slows) > 0/falcon_active_fail_slowz) > 0/' falcon_alerts.yml >bad.yml
-if python3 "$CHECKER" --sources "${SOURCES[@]}" --exprs bad.yml 2>/dev/null; then
-  echo "FAIL: the metric-name check accepted falcon_active_fail_slowz" >&2
+sed 's/falcon_controller_active_fail_slows) > 0/falcon_controller_active_fail_slowz) > 0/' falcon_alerts.yml >bad.yml
+if python3 "$CHECKER" --metrics "${METRICS[@]}" --exprs bad.yml 2>/dev/null; then
+  echo "FAIL: the metric-name check accepted falcon_controller_active_fail_slowz" >&2
   exit 1
 fi
 sed -i 's/for: 2m/for: 10m/' falcon_alerts.yml

@@ -299,7 +299,7 @@ TEST_F(PrometheusScrapeTest, ScrapesControllerAndAgents) {
   while (absl::Now() < job_deadline) {
     send_some(5);
     ranks = Query("falcon_agent_iterations_total{" + job + "} > 0");
-    controller_iterations = Query("falcon_job_iterations_total{" + job + "} > 0");
+    controller_iterations = Query("falcon_controller_job_iterations_total{" + job + "} > 0");
     if (ranks.size() >= 2 && controller_iterations.size() >= 1) break;
     absl::SleepFor(absl::Milliseconds(250));
   }
@@ -312,7 +312,8 @@ TEST_F(PrometheusScrapeTest, ScrapesControllerAndAgents) {
   EXPECT_EQ(rank_nodes, (std::set<std::string>{"0@node1", "1@node2"}));
   ASSERT_EQ(controller_iterations.size(), 1u);
   EXPECT_EQ(controller_iterations[0]["metric"].value("job", ""), "falcon-controller");
-  EXPECT_EQ(WaitSeries("falcon_job_iteration_time_seconds{" + job + "} > 0", 1).size(), 1u);
+  EXPECT_EQ(WaitSeries("falcon_controller_job_iteration_time_seconds{" + job + "} > 0", 1).size(),
+            1u);
   EXPECT_EQ(WaitSeries("falcon_agent_compute_time_seconds{" + job + "} > 0", 2).size(), 2u);
 
   // The shipped recording rules evaluate against the scraped series.

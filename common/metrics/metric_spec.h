@@ -1,0 +1,69 @@
+// One Prometheus metric as a daemon declares it: name, type, unit, label names and help. Each
+// daemon keeps its metrics in one table of MetricSpec (controller/metrics/metric_table.h,
+// agent/agent_metrics_table.h); its registration builds every family from the table, and the
+// docs' metrics table (docs/metrics.md, printed by //tools/metrics_doc) is rendered from the same
+// table, so a metric's name is written once.
+//
+// Conventions: names carry the daemon's prefix (falcon_controller_, falcon_agent_, falcon_shim_)
+// and a base unit (_seconds, _bytes, _ratio); counters end in _total; labels never carry per-op
+// or per-iteration values.
+#ifndef FALCON_COMMON_METRICS_METRIC_SPEC_H_
+#define FALCON_COMMON_METRICS_METRIC_SPEC_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace falcon::common {
+
+enum class MetricType { kCounter, kGauge, kHistogram };
+
+struct MetricSpec {
+  const char* name;  // Full Prometheus name, e.g. "falcon_controller_events".
+  MetricType type;
+  const char* unit;    // What one unit of the value is: "seconds", "batches", "1" (a 0/1 flag).
+  const char* labels;  // Label names, comma-separated ("job,rank"); "" for none. Includes
+                       // constant labels (the agent's node).
+  const char* help;    // One sentence; the # HELP text and the docs' description.
+};
+
+// "counter", "gauge", "histogram".
+const char* MetricTypeName(MetricType type);
+
+// The spec's label names, in order.
+std::vector<std::string> LabelNames(const MetricSpec& spec);
+
+// Register the spec's family on `registry`, with `constant_labels` on every series. The spec's
+// type must match the call (a mismatch is a programming error: the process aborts).
+prometheus::Family<prometheus::Counter>& AddCounterFamily(
+    prometheus::Registry& registry, const MetricSpec& spec,
+    const prometheus::Labels& constant_labels = {});
+prometheus::Family<prometheus::Gauge>& AddGaugeFamily(
+    prometheus::Registry& registry, const MetricSpec& spec,
+    const prometheus::Labels& constant_labels = {});
+prometheus::Family<prometheus::Histogram>& AddHistogramFamily(
+    prometheus::Registry& registry, const MetricSpec& spec,
+    const prometheus::Labels& constant_labels = {});
+
+// A markdown table of `specs`, one row each in table order:
+//   | Name | Type | Unit | Labels | Help |
+// Pipes in the help are escaped.
+std::string MetricsMarkdownTable(absl::Span<const MetricSpec> specs);
+
+// Checks a table: names unique, each starting with `prefix`, counters ending in _total and only
+// counters, histograms without a _bucket/_sum/_count suffix, help and unit not empty. Returns the
+// problems, one per entry; empty when the table is well formed.
+std::vector<std::string> CheckMetricTable(absl::Span<const MetricSpec> specs,
+                                          absl::string_view prefix);
+
+}  // namespace falcon::common
+
+#endif  // FALCON_COMMON_METRICS_METRIC_SPEC_H_
