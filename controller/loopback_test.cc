@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "analysis/clock.h"
+#include "common/testing/http_get.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/alibaba_data.h"
-#include "controller/testing/http_get.h"
 #include "controller/testing/job_fixtures.h"
 #include "controller/testing/loopback_agent.h"
 #include "gtest/gtest.h"
@@ -166,7 +166,7 @@ TEST_F(LoopbackReplayTest, OneEventOnRank6WatchedHistoryAndMetrics) {
   EXPECT_EQ(history.points_size(), 100);
   EXPECT_EQ(history.events_size(), 1);
 
-  auto body = testing::HttpGet(server_->metrics_port(), "/metrics");
+  auto body = common::testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok()) << body.status();
   EXPECT_NE(body->find("falcon_events{cause=\"compute\",state=\"recovered\"} 1"), std::string::npos)
       << *body;
