@@ -70,14 +70,10 @@ grep -q "another agent is serving $DIR/agent.sock" <<<"$out" || fail "second age
 [ "$(stat -c %i "$DIR/agent.sock" 2>/dev/null)" = "$INODE" ] ||
   fail "second agent replaced or removed the first agent's socket"
 
-# Scrape /metrics over HTTP.
-HOST=${ADDR%:*}
-PORT=${ADDR##*:}
-exec 3<>"/dev/tcp/$HOST/$PORT"
-printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' "$ADDR" >&3
-BODY=$(cat <&3)
-exec 3<&-
-grep -q "200 OK" <<<"$BODY" || fail "HTTP status: $(head -1 <<<"$BODY")"
+# Scrape /metrics over HTTP (curl --fail: a status other than 2xx is an error).
+command -v curl >/dev/null || fail "curl is not installed (deploy/install-deps.sh installs it)"
+BODY=$(curl --silent --show-error --fail --max-time 10 "http://$ADDR/metrics" 2>&1) ||
+  fail "GET http://$ADDR/metrics: $BODY"
 grep -q '^falcon_agent_build_info{.*version="0.1.0"' <<<"$BODY" || fail "no build info"
 grep -q '^falcon_agent_controller_connected{node="conf-node"} 0' <<<"$BODY" ||
   fail "controller_connected not 0"

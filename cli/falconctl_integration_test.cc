@@ -295,11 +295,19 @@ TEST_F(FalconctlTest, UsageErrorsExitTwoAndDeadAddressExitsThree) {
   const std::string bin = Runfile("cli/falconctl");
   Result help = RunProcess({bin, "help"});
   EXPECT_EQ(help.rc, 0) << help;
-  for (const char* command : {"jobs", "event ID", "settings", "export JOB"}) {
+  for (const char* command : {"jobs", "events", "event", "settings", "plan", "export"}) {
     EXPECT_TRUE(absl::StrContains(help.out, command)) << command << "\n" << help;
   }
-  EXPECT_EQ(RunProcess({bin, "--help"}).rc, 0);
-  EXPECT_EQ(RunProcess({bin, "events", "--help"}).rc, 0);
+  Result top = RunProcess({bin, "--help"});
+  EXPECT_EQ(top.rc, 0) << top;
+  EXPECT_EQ(top.out, help.out);
+  Result events_help = RunProcess({bin, "events", "--help"});
+  EXPECT_EQ(events_help.rc, 0) << events_help;
+  EXPECT_TRUE(absl::StrContains(events_help.out, "Usage: falconctl events")) << events_help;
+  EXPECT_TRUE(absl::StrContains(events_help.out, "--watch")) << events_help;
+  Result bad_port = RunProcess({bin, "--controller", "127.0.0.1:70000", "jobs"});
+  EXPECT_EQ(bad_port.rc, 2) << bad_port;
+  EXPECT_TRUE(absl::StrContains(bad_port.err, "--controller")) << bad_port;
 
   Result unknown = RunProcess({bin, "frobnicate"});
   EXPECT_EQ(unknown.rc, 2) << unknown;

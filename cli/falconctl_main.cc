@@ -1,4 +1,4 @@
-// falconctl: Falcon's operator CLI (`./falcon ctl`). See cli/ctl/README.md and `falconctl help`.
+// falconctl: Falcon's operator CLI (`./falcon ctl`). See cli/ctl/README.md and `falconctl --help`.
 #include <cstdlib>
 #include <iostream>
 #include <string>

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "controller/metrics/metric_table.h"
+#include "common/testing/http_get.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/alibaba_data.h"
-#include "controller/testing/http_get.h"
 #include "controller/testing/job_fixtures.h"
 #include "controller/testing/loopback_agent.h"
 #include "gtest/gtest.h"
@@ -167,7 +167,7 @@ TEST_F(LoopbackReplayTest, OneEventOnRank6WatchedHistoryAndMetrics) {
   EXPECT_EQ(history.points_size(), 100);
   EXPECT_EQ(history.events_size(), 1);
 
-  auto body = testing::HttpGet(server_->metrics_port(), "/metrics");
+  auto body = common::testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok()) << body.status();
   EXPECT_NE(
       body->find(absl::StrCat(metric::kEvents.name, "{cause=\"compute\",state=\"recovered\"} 1")),

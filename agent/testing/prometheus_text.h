@@ -1,5 +1,5 @@
-// Test helpers: fetch a page over plain HTTP/1.0 and parse the Prometheus text exposition
-// format (0.0.4) into samples.
+// Test helpers: parse the Prometheus text exposition format (0.0.4) into samples. Pages are
+// fetched with common::testing::HttpGet (common/testing/http_get.h).
 #ifndef FALCON_AGENT_TESTING_PROMETHEUS_TEXT_H_
 #define FALCON_AGENT_TESTING_PROMETHEUS_TEXT_H_
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/testing/http_get.h"
 
 namespace falcon::agent::testing {
 
@@ -18,9 +19,9 @@ struct Sample {
   double value = 0;
 };
 
-// GET http://`host_port``path`; returns the body. kUnavailable on connection errors,
-// kInternal on a non-200 answer.
-absl::StatusOr<std::string> HttpGet(const std::string& host_port, const std::string& path);
+// The scrape tests' HTTP GET is the shared one (body of a 200; kUnavailable without a connection,
+// kInternal on another status).
+using common::testing::HttpGet;
 
 // Parses every sample line; kInvalidArgument naming the line when one does not parse.
 absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text);

@@ -1,10 +1,10 @@
 #include "cli/ctl/args.h"
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
-#include <limits>
-#include <utility>
 
-#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -14,398 +14,394 @@
 namespace falcon::cli::ctl {
 namespace {
 
-struct FlagSpec {
-  const char* name;
-  bool takes_value;
-  const char* help;
-};
+constexpr char kOverview[] =
+    "Falcon's operator CLI: reads jobs, events and directives from the controller's Control "
+    "service, changes settings, starts a validation. `falconctl COMMAND --help` describes one "
+    "command.";
 
-struct CommandSpec {
-  const char* name;
-  const char* synopsis;
-  const char* help;
-  int min_positional;
-  int max_positional;  // -1: unlimited.
-  std::vector<FlagSpec> flags;
-};
+constexpr char kGlobalFooter[] =
+    "Global flags (before or after the command):\n"
+    "  --controller HOST:PORT      default $FALCON_CONTROLLER, else 127.0.0.1:7070\n"
+    "  --timeout D                 per-call deadline, e.g. 5s, 500ms, 2.5 (default 10s)\n"
+    "  --json                      one JSON document instead of tables";
 
-const std::vector<CommandSpec>& Commands() {
-  static const auto* const kCommands = new std::vector<CommandSpec>{
-      {"jobs",
-       "jobs",
-       "List jobs: state, layout, epoch, iteration, iteration time, events.",
-       0,
-       0,
-       {}},
-      {"job", "job JOB", "One job: layout, ranks, communicators, plan in force.", 1, 1, {}},
-      {"events",
-       "events [--job J] [--active] [--limit N] [--watch [--count N]]",
-       "List events; --watch streams one line per event transition until Ctrl-C (or N lines).",
-       0,
-       0,
-       {{"job", true, "only this job"},
-        {"active", false, "only events not recovered or closed"},
-        {"limit", true, "at most N events"},
-        {"watch", false, "stream transitions (WatchEvents) instead of listing"},
-        {"count", true, "with --watch: stop after N transitions"}}},
-      {"event",
-       "event ID",
-       "One event's timeline: onset, alarm, verdict, actions, recovery; iteration times and the "
-       "seconds lost.",
-       1,
-       1,
-       {}},
-      {"directives",
-       "directives [--job J] [--limit N]",
-       "Directives: id, job, epoch, kind, effective iteration, state, acks.",
-       0,
-       0,
-       {{"job", true, "only this job"}, {"limit", true, "at most N directives"}}},
-      {"settings",
-       "settings get [JOB] | settings set [JOB] KEY=VALUE ...",
-       "Per-job settings (no JOB: the defaults for new jobs). Keys as in the Settings message, "
-       "e.g. dry_run=true s2_cost_iterations=8.",
-       1,
-       -1,
-       {}},
-      {"validate",
-       "validate JOB",
-       "Pause the job and run validation now (GEMM on every rank, link passes).",
-       1,
-       1,
-       {}},
-      {"plan",
-       "plan JOB --dry-run [--cause compute|communication] [--slow-ranks R,..] "
-       "[--slow-links A-B,..] [--slowdown X]",
-       "What the planner would do for the job's active event (or the hypothetical verdict the "
-       "flags describe); never acts.",
-       1,
-       1,
-       {{"dry-run", false, "required: only show the plan"},
-        {"cause", true, "hypothetical verdict: compute, communication or unknown"},
-        {"slow-ranks", true, "hypothetical culprit ranks, e.g. 5,6"},
-        {"slow-links", true, "hypothetical culprit links SRC-DST, e.g. 1-3,2-3"},
-        {"slowdown", true, "hypothetical slow / healthy iteration time, e.g. 1.4"}}},
-      {"export",
-       "export JOB [--csv] [--out FILE] [--from N] [--max-points N]",
-       "Iteration-time history with event marks as CSV (default) or --json.",
-       1,
-       1,
-       {{"csv", false, "CSV output (the default)"},
-        {"out", true, "write to FILE instead of stdout"},
-        {"from", true, "first iteration (default 0)"},
-        {"max-points", true, "downsample to at most N points (default 10000)"}}},
-      {"help", "help [COMMAND]", "Show usage.", 0, 1, {}},
-  };
-  return *kCommands;
-}
+constexpr char kExitCodes[] =
+    "Exit codes: 0 ok, 1 not found, 2 usage or invalid argument, 3 controller unavailable,\n"
+    "deadline exceeded, not implemented or other server error.";
 
-const CommandSpec* FindCommand(absl::string_view name) {
-  for (const auto& c : Commands()) {
-    if (name == c.name) return &c;
+// Reads `text` as a duration ("5s", "250ms", "1m" or plain seconds "2.5") into `d`; else returns
+// what is wrong with it (CLI11 prefixes the flag's name; so do the checks below).
+std::string ToDuration(const std::string& text, absl::Duration* d) {
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds) && std::isfinite(seconds)) {
+    *d = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, d)) {
+    return absl::StrCat("'", text, "' is not a duration (e.g. 5s, 500ms, 2.5)");
   }
-  return nullptr;
-}
-
-const FlagSpec* FindFlag(const CommandSpec& spec, absl::string_view name) {
-  for (const auto& f : spec.flags) {
-    if (name == f.name) return &f;
+  if (*d <= absl::ZeroDuration() || *d == absl::InfiniteDuration()) {
+    return absl::StrCat("'", text, "' must be > 0 and finite");
   }
-  return nullptr;
+  return "";
 }
 
-absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
+std::string TimeoutError(const std::string& text) {
+  absl::Duration d;
+  return ToDuration(text, &d);
+}
+
+std::string AddressError(const std::string& address) {
+  absl::string_view a = address;
+  const size_t colon = a.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return absl::StrCat("'", address, "' is not HOST:PORT");
+  }
+  absl::string_view host = a.substr(0, colon);
+  const absl::string_view port = a.substr(colon + 1);
+  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
+    return absl::StrCat("'", address, "': unterminated [IPv6] host");
+  }
+  if (host.empty()) return absl::StrCat("'", address, "' has no host");
+  uint32_t p = 0;
+  if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(port, &p) || p < 1 || p > 65535) {
+    return absl::StrCat("'", address, "': port '", port, "' is not in [1, 65535]");
+  }
+  return "";
+}
+
+// CLI11 reads "-1" into an unsigned integer as its maximum: a count must be decimal digits.
+std::string CountError(const std::string& text) {
+  if (text.empty() || !std::all_of(text.begin(), text.end(), absl::ascii_isdigit)) {
+    return absl::StrCat("'", text, "' is not a non-negative integer");
+  }
+  return "";
+}
+
+std::string SlowLinkError(const std::string& link) {
+  std::vector<absl::string_view> ends = absl::StrSplit(link, '-');
+  uint32_t rank = 0;
+  if (ends.size() != 2 || ends[0].empty() || ends[1].empty() ||
+      !std::all_of(ends[0].begin(), ends[0].end(), absl::ascii_isdigit) ||
+      !std::all_of(ends[1].begin(), ends[1].end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(ends[0], &rank) || !absl::SimpleAtoi(ends[1], &rank)) {
+    return absl::StrCat("'", link, "' is not SRC-DST (two ranks)");
+  }
+  return "";
+}
+
+std::string SlowdownError(const std::string& text) {
+  double x = 0;
+  if (!absl::SimpleAtod(text, &x) || !std::isfinite(x) || x < 1) {
+    return absl::StrCat("'", text, "' is not a number >= 1");
+  }
+  return "";
+}
+
+// The command path of `app` ("falconctl settings set").
+std::string PathOf(const CLI::App& app) {
+  std::vector<std::string> path;
+  for (const CLI::App* a = &app; a != nullptr; a = a->get_parent()) {
+    path.insert(path.begin(), a->get_name());
+  }
+  return absl::StrJoin(path, " ");
+}
+
+// The help text of `app` with its full command path in the usage line.
+std::string HelpOf(const CLI::App& app) {
+  return app.get_formatter()->make_help(&app, PathOf(app), CLI::AppFormatMode::Normal);
+}
+
+// The whole grammar, bound to one Invocation.
+class Grammar {
+ public:
+  explicit Grammar(absl::string_view env_controller)
+      : env_controller_(env_controller), app_(kOverview, "falconctl") {
+    app_.fallthrough();  // Global flags also after the command (subcommands inherit this).
+    app_.require_subcommand(0, 1);  // One command; a second name is an unexpected argument.
+    app_.footer(kExitCodes);
+    controller_ = app_.add_option("--controller", inv_.controller,
+                                  "controller address (default $FALCON_CONTROLLER, else " +
+                                      std::string(kDefaultController) + ")")
+                      ->type_name("HOST:PORT")
+                      ->check(AddressError);
+    app_.add_option("--timeout", timeout_text_,
+                    "per-call deadline, e.g. 5s, 500ms or 2.5 seconds (default 10s)")
+        ->type_name("D")
+        ->check(TimeoutError);
+    app_.add_flag("--json", inv_.json, "one JSON document instead of tables");
+
+    Command("jobs", "List jobs: state, layout, epoch, iteration, iteration time, events.");
+
+    Command("job", "One job: layout, ranks, communicators, plan in force.")
+        ->add_option("JOB", inv_.job, "job name")
+        ->required();
+
+    CLI::App* events = Command("events",
+                               "List events; --watch streams one line per event transition "
+                               "until Ctrl-C (or --count N lines).");
+    events->add_option("--job", inv_.job, "only this job")->type_name("J");
+    CLI::Option* active =
+        events->add_flag("--active", inv_.active, "only events not recovered or closed");
+    events->add_option("--limit", inv_.limit, "at most N events")
+        ->type_name("N")
+        ->check(CountError);
+    CLI::Option* watch = events->add_flag("--watch", inv_.watch,
+                                          "stream transitions (WatchEvents) instead of "
+                                          "listing; JSON Lines with --json");
+    events->add_option("--count", inv_.count, "with --watch: stop after N transitions")
+        ->type_name("N")
+        ->check(CountError)
+        ->needs(watch);
+    active->excludes(watch);
+
+    Command("event",
+            "One event's timeline: onset, alarm, verdict, actions, recovery; iteration times and "
+            "the seconds lost.")
+        ->add_option("ID", inv_.event_id, "event id")
+        ->check(CountError)
+        ->required();
+
+    CLI::App* directives = Command(
+        "directives", "Directives: id, job, epoch, kind, effective iteration, state, acks.");
+    directives->add_option("--job", inv_.job, "only this job")->type_name("J");
+    directives->add_option("--limit", inv_.limit, "at most N directives")
+        ->type_name("N")
+        ->check(CountError);
+
+    settings_ = Command("settings",
+                        "Per-job settings, or with no JOB the defaults for new jobs: settings get "
+                        "[JOB] | settings set [JOB] KEY=VALUE ...");
+    settings_->validate_positionals();  // A KEY=VALUE is never taken for the JOB.
+    get_ = settings_->add_subcommand("get", "Show the settings of JOB (no JOB: the defaults).");
+    get_->add_option("JOB", inv_.job, "job name (none: the defaults for new jobs)")->check(NotKv);
+    set_ = settings_->add_subcommand(
+        "set",
+        "Change settings of JOB (no JOB: the defaults for new jobs). Keys as in the Settings "
+        "message, e.g. dry_run=true s2_cost_iterations=8; prints the settings in force.");
+    set_->add_option("JOB", inv_.job, "job name (none: the defaults for new jobs)")->check(NotKv);
+    set_->add_option("SETTING", inv_.assignments, "one or more settings to change")
+        ->type_name("KEY=VALUE")
+        ->required()
+        ->check([](const std::string& kv) {
+          return kv.find('=') == std::string::npos ? absl::StrCat("'", kv, "' is not KEY=VALUE")
+                                                   : std::string();
+        });
+
+    Command("validate", "Pause the job and run validation now (GEMM on every rank, link passes).")
+        ->add_option("JOB", inv_.job, "job name")
+        ->required();
+
+    CLI::App* plan = Command("plan",
+                             "What the planner would do for the job's active event (or the "
+                             "hypothetical verdict the flags describe); never acts.");
+    plan->add_option("JOB", inv_.job, "job name")->required();
+    plan->add_flag("--dry-run,--dry_run", dry_run_,
+                   "required: falconctl never acts, it only shows the plan")
+        ->required();
+    plan->add_option("--cause", cause_, "hypothetical verdict: compute, communication or unknown")
+        ->type_name("C")
+        ->check(CLI::IsMember({"compute", "communication", "comm", "unknown"}));
+    plan->add_option("--slow-ranks,--slow_ranks", slow_ranks_,
+                     "hypothetical culprit ranks, e.g. 5,6")
+        ->type_name("R,..")
+        ->delimiter(',')
+        ->check(CountError);
+    plan->add_option("--slow-links,--slow_links", slow_links_,
+                     "hypothetical culprit links SRC-DST, e.g. 1-3,2-3")
+        ->type_name("A-B,..")
+        ->delimiter(',')
+        ->check(SlowLinkError);
+    slowdown_ = plan->add_option("--slowdown", slowdown_text_,
+                                 "hypothetical slow / healthy iteration time, e.g. 1.4")
+                    ->type_name("X")
+                    ->check(SlowdownError);
+
+    CLI::App* exp =
+        Command("export", "Iteration-time history with event marks as CSV (default) or --json.");
+    exp->add_option("JOB", inv_.job, "job name")->required();
+    csv_ = exp->add_flag("--csv", "CSV output (the default)");
+    exp->add_option("--out", inv_.out, "write to FILE instead of stdout")
+        ->type_name("FILE")
+        ->check([](const std::string& f) {
+          return f.empty() ? std::string("empty file name") : std::string();
+        });
+    exp->add_option("--from", inv_.from_iteration, "first iteration (default 0)")
+        ->type_name("N")
+        ->check(CountError);
+    exp->add_option("--max-points,--max_points", inv_.max_points,
+                    "downsample to at most N points (default 10000)")
+        ->type_name("N")
+        ->check(CountError);
+
+    help_ = app_.add_subcommand("help", "Show the overview, or one command's help.");
+    help_->add_option("COMMAND", help_topic_, "a command")->check(CLI::IsMember(CommandNames()));
+  }
+
+  absl::StatusOr<Invocation> Parse(const std::vector<std::string>& args) {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back.
+    try {
+      app_.parse(reversed);
+    } catch (const CLI::CallForHelp&) {
+      inv_.help = true;
+      inv_.help_text = app_.help();  // That of the deepest command given.
+      inv_.command = app_.get_subcommands().empty() ? "" : app_.get_subcommands()[0]->get_name();
+      return inv_;
+    } catch (const CLI::ExtrasError& e) {
+      const std::vector<std::string> extras = app_.remaining();
+      if (app_.get_subcommands().empty() && !extras.empty() && extras[0].rfind("-", 0) != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown command '", extras[0],
+                         "' (commands: ", absl::StrJoin(CommandNames(), ", "), ")"));
+      }
+      return UsageError(WithHint(e.what()));
+    } catch (const CLI::ParseError& e) {
+      return UsageError(WithHint(e.what()));
+    }
+    return Finish();
+  }
+
+  absl::StatusOr<std::string> HelpFor(absl::string_view command) const {
+    if (command.empty()) return HelpOf(app_);  // Not app_.help(): that of the command given.
+    for (const CLI::App* sub : {get_, set_}) {
+      if (command == absl::StrCat("settings ", sub->get_name())) return HelpOf(*sub);
+    }
+    for (const CLI::App* sub : app_.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() == command) return HelpOf(*sub);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("unknown command '", command, "'"));
+  }
+
+ private:
+  static std::string NotKv(const std::string& job) {
+    return job.find('=') != std::string::npos ? absl::StrCat("'", job, "' is not a job name")
+                                              : std::string();
+  }
+
+  // `message` and where to read the usage of the command given (the deepest one parsed).
+  std::string WithHint(absl::string_view message) const {
+    const CLI::App* deepest = &app_;
+    while (!deepest->get_subcommands().empty()) deepest = deepest->get_subcommands()[0];
+    return absl::StrCat(message, " (see: ", PathOf(*deepest), " --help)");
+  }
+
+  CLI::App* Command(const std::string& name, const std::string& description) {
+    CLI::App* sub = app_.add_subcommand(name, description);
+    sub->footer(kGlobalFooter);
+    return sub;
+  }
+
+  std::vector<std::string> CommandNames() const {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app_.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub != help_) names.push_back(sub->get_name());
+    }
+    return names;
+  }
+
+  // The checks that span flags, and the values CLI11 leaves as text.
+  absl::StatusOr<Invocation> Finish() {
+    if (help_->parsed()) {
+      inv_.help = true;
+      inv_.command = help_topic_;
+      auto text = HelpFor(help_topic_);
+      if (!text.ok()) return text.status();
+      inv_.help_text = *text;
+      return inv_;
+    }
+    if (app_.get_subcommands().empty()) {
+      return absl::InvalidArgumentError("no command given (try: falconctl --help)");
+    }
+    inv_.command = app_.get_subcommands()[0]->get_name();
+    if (controller_->count() == 0 && !env_controller_.empty()) {
+      if (std::string e = AddressError(env_controller_); !e.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("$FALCON_CONTROLLER: ", e));
+      }
+      inv_.controller = env_controller_;
+    }
+    if (!timeout_text_.empty()) inv_.timeout = *ParseTimeout(timeout_text_, "--timeout");
+    if (settings_->parsed()) {
+      if (!get_->parsed() && !set_->parsed()) {
+        return UsageError("settings: say get or set (see: falconctl settings --help)");
+      }
+      inv_.settings_set = set_->parsed();
+    }
+    if (csv_->count() > 0 && inv_.json) {
+      return UsageError("export: --csv and --json exclude each other");
+    }
+    if (inv_.command == "plan") FillPlan();
+    return inv_;
+  }
+
+  void FillPlan() {
+    falcon::v1::DryRunPlanRequest& req = inv_.plan;
+    req.set_job(inv_.job);
+    if (cause_ == "compute") req.set_cause(falcon::v1::CAUSE_COMPUTE);
+    if (cause_ == "communication" || cause_ == "comm") {
+      req.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+    }
+    if (cause_ == "unknown") req.set_cause(falcon::v1::CAUSE_UNKNOWN);
+    for (uint32_t r : slow_ranks_) req.add_slow_ranks(r);
+    for (const std::string& l : slow_links_) {  // Checked by SlowLinkError.
+      std::vector<absl::string_view> ends = absl::StrSplit(l, '-');
+      uint32_t src = 0;
+      uint32_t dst = 0;
+      if (absl::SimpleAtoi(ends[0], &src) && absl::SimpleAtoi(ends[1], &dst)) {
+        auto* link = req.add_slow_links();
+        link->set_src_rank(src);
+        link->set_dst_rank(dst);
+      }
+    }
+    double x = 0;
+    if (slowdown_->count() > 0 && absl::SimpleAtod(slowdown_text_, &x)) req.set_slowdown_ratio(x);
+  }
+
+  static absl::Status UsageError(absl::string_view message) {
+    return absl::InvalidArgumentError(message);
+  }
+
+  const std::string env_controller_;
+  Invocation inv_;
+  CLI::App app_;
+  CLI::Option* controller_ = nullptr;
+  std::string timeout_text_;
+  CLI::App* settings_ = nullptr;
+  CLI::App* get_ = nullptr;
+  CLI::App* set_ = nullptr;
+  bool dry_run_ = false;
+  std::string cause_;
+  std::vector<uint32_t> slow_ranks_;
+  std::vector<std::string> slow_links_;
+  CLI::Option* slowdown_ = nullptr;
+  std::string slowdown_text_;
+  CLI::Option* csv_ = nullptr;
+  CLI::App* help_ = nullptr;
+  std::string help_topic_;
+};
 
 }  // namespace
 
-std::string Invocation::Flag(const std::string& flag, const std::string& fallback) const {
-  auto it = flags.find(flag);
-  return it == flags.end() ? fallback : it->second;
+absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
+                                     absl::string_view env_controller) {
+  return Grammar(env_controller).Parse(args);
 }
 
-absl::StatusOr<uint64_t> ParseUint(absl::string_view text, absl::string_view what) {
-  uint64_t v = 0;
-  if (text.empty() || text[0] == '-' || text[0] == '+' || !absl::SimpleAtoi(text, &v)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": '", text, "' is not a non-negative integer"));
-  }
-  return v;
-}
-
-absl::StatusOr<int64_t> ParseInt(absl::string_view text, absl::string_view what) {
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(text, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": '", text, "' is not an integer"));
-  }
-  return v;
+absl::StatusOr<std::string> Usage(absl::string_view command) {
+  return Grammar("").HelpFor(command);
 }
 
 absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text, absl::string_view what) {
   absl::Duration d;
-  double seconds = 0;
-  if (absl::SimpleAtod(text, &seconds) && std::isfinite(seconds)) {
-    d = absl::Seconds(seconds);
-  } else if (!absl::ParseDuration(text, &d)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": '", text, "' is not a duration (e.g. 5s, 500ms, 2.5)"));
-  }
-  if (d <= absl::ZeroDuration() || d == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": '", text, "' must be > 0 and finite"));
+  if (std::string e = ToDuration(std::string(text), &d); !e.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", e));
   }
   return d;
 }
 
-absl::Status ApplyPlanFlags(const Invocation& inv, falcon::v1::DryRunPlanRequest* req) {
-  if (inv.Has("cause")) {
-    const std::string c = inv.Flag("cause");
-    if (c == "compute") {
-      req->set_cause(falcon::v1::CAUSE_COMPUTE);
-    } else if (c == "communication" || c == "comm") {
-      req->set_cause(falcon::v1::CAUSE_COMMUNICATION);
-    } else if (c == "unknown") {
-      req->set_cause(falcon::v1::CAUSE_UNKNOWN);
-    } else {
-      return UsageError(
-          absl::StrCat("--cause: '", c, "' is not compute, communication or unknown"));
-    }
-  }
-  if (inv.Has("slow-ranks")) {
-    for (absl::string_view r : absl::StrSplit(inv.Flag("slow-ranks"), ',')) {
-      auto v = ParseUint(r, "--slow-ranks");
-      if (!v.ok()) return v.status();
-      if (*v > std::numeric_limits<uint32_t>::max()) {
-        return UsageError(absl::StrCat("--slow-ranks: '", r, "' is out of range"));
-      }
-      req->add_slow_ranks(static_cast<uint32_t>(*v));
-    }
-  }
-  if (inv.Has("slow-links")) {
-    for (absl::string_view l : absl::StrSplit(inv.Flag("slow-links"), ',')) {
-      std::vector<absl::string_view> ends = absl::StrSplit(l, '-');
-      if (ends.size() != 2) {
-        return UsageError(absl::StrCat("--slow-links: '", l, "' is not SRC-DST"));
-      }
-      auto src = ParseUint(ends[0], "--slow-links");
-      if (!src.ok()) return src.status();
-      auto dst = ParseUint(ends[1], "--slow-links");
-      if (!dst.ok()) return dst.status();
-      if (*src > std::numeric_limits<uint32_t>::max() ||
-          *dst > std::numeric_limits<uint32_t>::max()) {
-        return UsageError(absl::StrCat("--slow-links: '", l, "' is out of range"));
-      }
-      auto* link = req->add_slow_links();
-      link->set_src_rank(static_cast<uint32_t>(*src));
-      link->set_dst_rank(static_cast<uint32_t>(*dst));
-    }
-  }
-  if (inv.Has("slowdown")) {
-    double x = 0;
-    if (!absl::SimpleAtod(inv.Flag("slowdown"), &x) || !std::isfinite(x) || x < 1) {
-      return UsageError(
-          absl::StrCat("--slowdown: '", inv.Flag("slowdown"), "' is not a number >= 1"));
-    }
-    req->set_slowdown_ratio(x);
+absl::Status CheckControllerAddress(absl::string_view address, absl::string_view what) {
+  if (std::string e = AddressError(std::string(address)); !e.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", e));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
-                                     absl::string_view env_controller) {
-  Invocation inv;
-  if (!env_controller.empty()) inv.controller = std::string(env_controller);
-  const CommandSpec* spec = nullptr;
-  bool only_positional = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool is_flag = !only_positional && a.size() > 1 && a[0] == '-';
-    if (!is_flag) {
-      if (spec == nullptr) {
-        spec = FindCommand(a);
-        if (spec == nullptr) {
-          return UsageError(absl::StrCat("unknown command '", a, "' (try: falconctl help)"));
-        }
-        inv.command = a;
-      } else {
-        inv.positional.push_back(a);
-      }
-      continue;
-    }
-    if (a == "--") {
-      only_positional = true;
-      continue;
-    }
-    if (a == "-h") {
-      inv.help = true;
-      continue;
-    }
-    absl::string_view body = a;
-    if (!absl::ConsumePrefix(&body, "--")) {
-      return UsageError(absl::StrCat("unknown flag '", a, "' (flags start with --)"));
-    }
-    std::string name(body.substr(0, body.find('=')));
-    std::optional<std::string> value;
-    if (body.find('=') != absl::string_view::npos) {
-      value = std::string(body.substr(body.find('=') + 1));
-    }
-    // Accept snake_case spellings of dashed flags (--dry_run, --max_points).
-    for (char& c : name) {
-      if (c == '_') c = '-';
-    }
-    auto take_value = [&]() -> absl::StatusOr<std::string> {
-      if (value.has_value()) return *value;
-      if (i + 1 >= args.size()) {
-        return UsageError(absl::StrCat("flag --", name, " needs a value"));
-      }
-      return args[++i];
-    };
-    auto no_value = [&]() -> absl::Status {
-      if (value.has_value() && *value != "true") {
-        return UsageError(absl::StrCat("flag --", name, " takes no value (got '", *value, "')"));
-      }
-      return absl::OkStatus();
-    };
-    if (name == "help") {
-      if (absl::Status s = no_value(); !s.ok()) return s;
-      inv.help = true;
-    } else if (name == "json") {
-      if (absl::Status s = no_value(); !s.ok()) return s;
-      inv.json = true;
-    } else if (name == "controller") {
-      auto v = take_value();
-      if (!v.ok()) return v.status();
-      if (v->empty()) return UsageError("--controller: empty address");
-      inv.controller = *v;
-    } else if (name == "timeout") {
-      auto v = take_value();
-      if (!v.ok()) return v.status();
-      auto d = ParseTimeout(*v, "--timeout");
-      if (!d.ok()) return d.status();
-      inv.timeout = *d;
-    } else {
-      const FlagSpec* f = spec == nullptr ? nullptr : FindFlag(*spec, name);
-      if (f == nullptr) {
-        return UsageError(spec == nullptr ? absl::StrCat("unknown flag '", a, "' before a command")
-                                          : absl::StrCat("unknown flag '", a, "' for command '",
-                                                         spec->name, "'"));
-      }
-      if (f->takes_value) {
-        auto v = take_value();
-        if (!v.ok()) return v.status();
-        inv.flags[name] = *v;
-      } else {
-        if (absl::Status s = no_value(); !s.ok()) return s;
-        inv.flags[name] = "true";
-      }
-    }
-  }
-  if (spec == nullptr) {
-    if (inv.help) {
-      inv.command = "help";
-      return inv;
-    }
-    return UsageError("no command given (try: falconctl help)");
-  }
-  if (inv.command == "help") {
-    inv.help = true;
-    if (!inv.positional.empty()) {
-      if (FindCommand(inv.positional[0]) == nullptr) {
-        return UsageError(absl::StrCat("help: unknown command '", inv.positional[0], "'"));
-      }
-      inv.command = inv.positional[0];
-      inv.positional.clear();
-    }
-    return inv;
-  }
-  if (inv.help) return inv;
-  const int n = static_cast<int>(inv.positional.size());
-  if (n < spec->min_positional) {
-    return UsageError(
-        absl::StrCat(spec->name, ": missing argument (usage: falconctl ", spec->synopsis, ")"));
-  }
-  if (spec->max_positional >= 0 && n > spec->max_positional) {
-    return UsageError(absl::StrCat(spec->name, ": unexpected argument '",
-                                   inv.positional[spec->max_positional], "' (usage: falconctl ",
-                                   spec->synopsis, ")"));
-  }
-  if (inv.command == "settings") {
-    const std::string& verb = inv.positional[0];
-    if (verb != "get" && verb != "set") {
-      return UsageError(absl::StrCat("settings: '", verb, "' is not get or set"));
-    }
-    std::vector<std::string> rest(inv.positional.begin() + 1, inv.positional.end());
-    size_t kv = 0;
-    if (!rest.empty() && rest[0].find('=') == std::string::npos) kv = 1;  // rest[0] is JOB.
-    if (verb == "get" && rest.size() > kv) {
-      return UsageError(absl::StrCat("settings get: unexpected argument '", rest[kv],
-                                     "' (usage: falconctl settings get [JOB])"));
-    }
-    if (verb == "set") {
-      if (rest.size() == kv) {
-        return UsageError("settings set: no KEY=VALUE given");
-      }
-      for (size_t j = kv; j < rest.size(); ++j) {
-        if (rest[j].find('=') == std::string::npos) {
-          return UsageError(absl::StrCat("settings set: '", rest[j], "' is not KEY=VALUE"));
-        }
-      }
-    }
-  }
-  if (inv.command == "plan") {
-    if (!inv.Has("dry-run")) {
-      return UsageError(
-          "plan: --dry-run is required (falconctl never acts; it shows what the planner would "
-          "do)");
-    }
-    falcon::v1::DryRunPlanRequest check;
-    if (absl::Status s = ApplyPlanFlags(inv, &check); !s.ok()) return s;
-  }
-  if (inv.command == "events" && inv.Has("count") && !inv.Has("watch")) {
-    return UsageError("events: --count only applies with --watch");
-  }
-  if (inv.command == "events" && inv.Has("active") && inv.Has("watch")) {
-    return UsageError(
-        "events: --active does not apply with --watch (a watch shows every transition)");
-  }
-  if (inv.command == "export" && inv.Has("csv") && inv.json) {
-    return UsageError("export: --csv and --json exclude each other");
-  }
-  for (const char* numeric : {"limit", "count", "max-points", "from"}) {
-    if (!inv.Has(numeric)) continue;
-    auto v = ParseUint(inv.Flag(numeric), absl::StrCat("--", numeric));
-    if (!v.ok()) return v.status();
-  }
-  return inv;
-}
-
-std::string Usage(absl::string_view command) {
-  const CommandSpec* only = command.empty() || command == "help" ? nullptr : FindCommand(command);
-  std::string out;
-  if (only != nullptr) {
-    absl::StrAppend(&out, "usage: falconctl ", only->synopsis, "\n\n  ", only->help, "\n");
-    if (!only->flags.empty()) absl::StrAppend(&out, "\nflags:\n");
-    for (const auto& f : only->flags) {
-      absl::StrAppend(&out, "  --", f.name, f.takes_value ? " VALUE" : "", "\t", f.help, "\n");
-    }
-  } else {
-    absl::StrAppend(&out,
-                    "usage: falconctl [--controller ADDR] [--timeout D] [--json] COMMAND "
-                    "[ARGS...]\n\nFalcon's operator CLI: talks to the controller's Control "
-                    "service.\n\ncommands:\n");
-    for (const auto& c : Commands())
-      absl::StrAppend(&out, "  ", c.synopsis, "\n      ", c.help, "\n");
-  }
-  absl::StrAppend(
-      &out,
-      "\nglobal flags:\n"
-      "  --controller ADDR  controller address (default $FALCON_CONTROLLER, else ",
-      kDefaultController,
-      ")\n"
-      "  --timeout D        per-call deadline, e.g. 5s or 500ms (default 10s)\n"
-      "  --json             one JSON document instead of tables\n"
-      "  --help             this text\n"
-      "\nexit codes: 0 ok, 1 not found, 2 usage or invalid argument, 3 controller unavailable, "
-      "deadline exceeded, not implemented or other server error\n");
-  return out;
 }
 
 }  // namespace falcon::cli::ctl

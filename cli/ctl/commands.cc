@@ -58,7 +58,7 @@ class Runner {
     const std::string& c = inv_.command;
     if (c == "jobs") return Jobs();
     if (c == "job") return Job();
-    if (c == "events") return inv_.Has("watch") ? Watch() : Events();
+    if (c == "events") return inv_.watch ? Watch() : Events();
     if (c == "event") return Event();
     if (c == "directives") return Directives();
     if (c == "settings") return Settings();
@@ -127,7 +127,7 @@ class Runner {
 
   int Job() {
     falcon::v1::GetJobRequest req;
-    req.set_job(inv_.positional[0]);
+    req.set_job(inv_.job);
     falcon::v1::Job job;
     grpc::Status s = stub_.GetJob(Context().get(), req, &job);
     if (!s.ok()) return Fail("GetJob", s);
@@ -141,9 +141,9 @@ class Runner {
 
   int Events() {
     falcon::v1::ListEventsRequest req;
-    req.set_job(inv_.Flag("job"));
-    req.set_active_only(inv_.Has("active"));
-    if (inv_.Has("limit")) req.set_limit(static_cast<uint32_t>(*ParseUint(inv_.Flag("limit"), "")));
+    req.set_job(inv_.job);
+    req.set_active_only(inv_.active);
+    req.set_limit(inv_.limit);
     falcon::v1::ListEventsResponse resp;
     grpc::Status s = stub_.ListEvents(Context().get(), req, &resp);
     if (!s.ok()) return Fail("ListEvents", s, req.job());
@@ -160,8 +160,8 @@ class Runner {
   // One line per transition (JSON Lines with --json) until the stream ends or --count lines.
   int Watch() {
     falcon::v1::WatchEventsRequest req;
-    req.set_job(inv_.Flag("job"));
-    const uint64_t count = inv_.Has("count") ? *ParseUint(inv_.Flag("count"), "") : 0;
+    req.set_job(inv_.job);
+    const uint64_t count = inv_.count;
     grpc::ClientContext ctx;  // No deadline: a watch runs until Ctrl-C or --count.
     auto reader = stub_.WatchEvents(&ctx, req);
     falcon::v1::Event e;
@@ -186,13 +186,8 @@ class Runner {
   }
 
   int Event() {
-    auto id = ParseUint(inv_.positional[0], "event ID");
-    if (!id.ok()) {
-      err_ << "falconctl event: " << id.status().message() << "\n";
-      return kExitUsage;
-    }
     falcon::v1::GetEventRequest req;
-    req.set_event_id(*id);
+    req.set_event_id(inv_.event_id);
     falcon::v1::Event e;
     grpc::Status s = stub_.GetEvent(Context().get(), req, &e);
     if (!s.ok()) return Fail("GetEvent", s);
@@ -206,8 +201,8 @@ class Runner {
 
   int Directives() {
     falcon::v1::ListDirectivesRequest req;
-    req.set_job(inv_.Flag("job"));
-    if (inv_.Has("limit")) req.set_limit(static_cast<uint32_t>(*ParseUint(inv_.Flag("limit"), "")));
+    req.set_job(inv_.job);
+    req.set_limit(inv_.limit);
     falcon::v1::ListDirectivesResponse resp;
     grpc::Status s = stub_.ListDirectives(Context().get(), req, &resp);
     if (!s.ok()) return Fail("ListDirectives", s, req.job());
@@ -235,19 +230,13 @@ class Runner {
   }
 
   int Settings() {
-    const bool set = inv_.positional[0] == "set";
-    std::vector<std::string> rest(inv_.positional.begin() + 1, inv_.positional.end());
-    std::string job;
-    if (!rest.empty() && rest[0].find('=') == std::string::npos) {
-      job = rest[0];
-      rest.erase(rest.begin());
-    }
+    const std::string& job = inv_.job;
     falcon::v1::Settings result;
     grpc::Status s;
-    if (set) {
+    if (inv_.settings_set) {
       falcon::v1::SetSettingsRequest req;
       req.mutable_settings()->set_job(job);
-      for (const std::string& kv : rest) {
+      for (const std::string& kv : inv_.assignments) {
         absl::Status a = ApplySetting(kv, req.mutable_settings());
         if (!a.ok()) {
           err_ << "falconctl settings set: " << a.message() << "\n";
@@ -272,7 +261,7 @@ class Runner {
 
   int Validate() {
     falcon::v1::ForceValidationRequest req;
-    req.set_job(inv_.positional[0]);
+    req.set_job(inv_.job);
     falcon::v1::ForceValidationResponse resp;
     grpc::Status s = stub_.ForceValidation(Context().get(), req, &resp);
     if (!s.ok()) return Fail("ForceValidation", s, req.job());
@@ -286,12 +275,7 @@ class Runner {
   }
 
   int Plan() {
-    falcon::v1::DryRunPlanRequest req;
-    req.set_job(inv_.positional[0]);
-    if (absl::Status a = ApplyPlanFlags(inv_, &req); !a.ok()) {  // Checked by ParseArgs too.
-      err_ << "falconctl plan: " << a.message() << "\n";
-      return kExitUsage;
-    }
+    const falcon::v1::DryRunPlanRequest& req = inv_.plan;
     falcon::v1::DryRunPlanResponse resp;
     grpc::Status s = stub_.DryRunPlan(Context().get(), req, &resp);
     if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
@@ -313,22 +297,19 @@ class Runner {
 
   int Export() {
     falcon::v1::GetHistoryRequest req;
-    req.set_job(inv_.positional[0]);
-    if (inv_.Has("from"))
-      req.set_from_iteration(static_cast<int64_t>(*ParseUint(inv_.Flag("from"), "")));
-    req.set_max_points(inv_.Has("max-points")
-                           ? static_cast<uint32_t>(*ParseUint(inv_.Flag("max-points"), ""))
-                           : 10000);
+    req.set_job(inv_.job);
+    req.set_from_iteration(inv_.from_iteration);
+    req.set_max_points(inv_.max_points);
     falcon::v1::GetHistoryResponse resp;
     grpc::Status s = stub_.GetHistory(Context().get(), req, &resp);
     if (!s.ok()) return Fail("GetHistory", s, req.job());
     const std::string text =
         inv_.json ? HistoryJson(req.job(), resp).dump(2) + "\n" : HistoryCsv(resp);
-    if (!inv_.Has("out")) {
+    if (inv_.out.empty()) {
       out_ << text;
       return kExitOk;
     }
-    const std::string path = inv_.Flag("out");
+    const std::string& path = inv_.out;
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f << text;
     f.close();
@@ -376,7 +357,7 @@ int Main(const std::vector<std::string>& args, const std::string& env_controller
     return kExitUsage;
   }
   if (inv->help) {
-    out << Usage(inv->command);
+    out << inv->help_text;
     return kExitOk;
   }
   auto channel = grpc::CreateChannel(inv->controller, grpc::InsecureChannelCredentials());

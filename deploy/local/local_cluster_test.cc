@@ -3,10 +3,7 @@
 // process behind.
 #include "deploy/local/local_cluster.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -14,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/http_get.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 
@@ -22,27 +20,10 @@ namespace {
 
 bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
 
-// GET /metrics from HOST:PORT (loopback); empty on failure.
+// The /metrics page at HOST:PORT, or the error in its place.
 std::string Scrape(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  const int port = std::stoi(address.substr(colon + 1));
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[8192];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  return out;
+  absl::StatusOr<std::string> body = common::testing::HttpGet(address, "/metrics");
+  return body.ok() ? *body : body.status().ToString();
 }
 
 absl::Status ListJobs(LocalCluster& cluster) {
