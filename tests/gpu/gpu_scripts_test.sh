@@ -6,10 +6,10 @@
 #     check only from 3 GPUs, all on --backend nccl; a failing check -> "FAILED" and exit 1.
 #   run_shim_gpu.sh: no GPU -> "SKIP" and exit 77 before building anything; a GPU but no built
 #     binaries -> names the missing file and exits 2.
-# Then the GPU-only part (the scripts' real runs) needs a GPU: without one this test is skipped
-# with the reason (a failure under CI=true; tests/testing/skip.sh).
+# The scripts' real runs need a GPU host and are run by hand there; the GPU-only check inside
+# `./falcon test` is //tools:gpu_probe_test in the CUDA variant (skipped, with the reason, where no
+# GPU is visible).
 set -uo pipefail
-source tests/testing/skip.sh
 COLLECTIVE="$(pwd)/tests/gpu/run_collective_gpu.sh"
 SHIM="$(pwd)/tests/gpu/run_shim_gpu.sh"
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/gpu_scripts.XXXXXX")"
@@ -93,10 +93,5 @@ grep -q "^missing .*nccl_real_app (build first)" <<<"$out" || fail "shim: missin
 if ((failures)); then
   echo "gpu_scripts_test: $failures check(s) failed" >&2
   exit 1
-fi
-echo "script logic: all checks passed"
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  falcon_skip_or_fail "no GPU visible (nvidia-smi missing or failing): the scripts' logic passed;" \
-    "their GPU runs (tests/gpu/run_collective_gpu.sh, run_shim_gpu.sh) need a GPU host"
 fi
 echo PASS
