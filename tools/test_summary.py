@@ -13,8 +13,9 @@ A test that passed but printed a line starting with `FALCON-TEST-SKIPPED: ` (tes
 and skip.sh: its tool or data set is missing) in its test.log counts as skipped, with that reason.
 The logs are found through the `testResult` events' `testActionOutput` (file:// URIs).
 
-Extra results (format check, scripts) are added with --extra. Failures go to stderr, skipped tests
-with their reasons to stdout; the last line on stdout is `N passed, N failed, N skipped`.
+Extra results (format check, scripts) are added with --extra. Failures go to stderr; skipped tests
+with their reasons, and the five slowest tests (seconds over all attempts, to keep the suite's
+time in check), to stdout; the last line on stdout is `N passed, N failed, N skipped`.
 Exit status: 1 when anything failed, or when nothing ran at all.
 """
 import json
@@ -106,6 +107,7 @@ def read_bep(path):
 
 def main(argv):
     passed = failed = skipped = 0
+    timings = []
     extras = []
     files = []
     i = 0
@@ -124,8 +126,10 @@ def main(argv):
             print(f"test_summary: cannot read {path}: {e}", file=sys.stderr)
             failed += 1
             continue
-        for label, (status, reasons, _) in sorted(results.items()):
+        for label, (status, reasons, seconds) in sorted(results.items()):
             name = f"{label} [{variant}]" if variant else label
+            if seconds > 0:
+                timings.append((seconds, name))
             if status == "PASSED":
                 passed += 1
             elif status in ("NO_STATUS", "SKIPPED"):
@@ -146,6 +150,9 @@ def main(argv):
         else:
             failed += 1
             print(f"FAILED: {name}", file=sys.stderr)
+    if timings:
+        slowest = sorted(timings, key=lambda t: (-t[0], t[1]))[:5]
+        print("slowest: " + ", ".join(f"{name} {sec:.1f}s" for sec, name in slowest))
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed or passed == 0 else 0
 

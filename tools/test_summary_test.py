@@ -101,6 +101,7 @@ class TestSummaryTest(unittest.TestCase):
         out = p.stdout.strip().splitlines()
         self.assertEqual((p.returncode, out[-1]), (0, "1 passed, 0 failed, 1 skipped"))
         self.assertIn("SKIPPED: //a:tool [v]: promtool is not installed", out)
+        self.assertIn("slowest: //a:ok [v] 1.5s, //a:tool [v] 1.5s", out)
 
     def test_failed_test_with_marker_still_fails(self):
         # Under CI=true the helper fails the test; a failure is never turned into a skip.
