@@ -31,6 +31,7 @@ using testing::LoopbackAgent;
 class LoopbackReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    FALCON_REQUIRE_REAL_DATA();
     auto data = testing::LoadAlibabaJob(
         falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
     ASSERT_TRUE(data.ok()) << data.status();

@@ -1,21 +1,55 @@
 #!/usr/bin/env python3
 """Counts test results from Bazel Build Event Protocol JSON files and prints the CI line.
 
-Usage: test_summary.py [--extra NAME=PASSED|FAILED|SKIPPED ...] BEP.json[:VARIANT] ...
+Usage: test_summary.py [--extra NAME=PASSED|FAILED|SKIPPED[:REASON] ...] BEP.json[:VARIANT] ...
 
 A target whose `targetConfigured` event carries `configured.testSize` is a test. Its status comes
-from `testSummary.overallStatus` (PASSED and FLAKY count as passed; NO_STATUS counts as skipped
-and so does a test skipped as incompatible with the variant, e.g. CUDA-only under --config=nocuda); a test without a summary whose
-`targetCompleted` failed counts as FAILED_TO_BUILD. Extra results (format check, scripts) are added
-with --extra. Failures go to stderr; the last line on stdout is `N passed, N failed[, N skipped]`.
+from `testSummary.overallStatus`: PASSED counts as passed; FLAKY (passed only on a retry) counts
+as failed, since a test must hold on every run; NO_STATUS counts as skipped, and so does a test
+skipped as incompatible with the variant (e.g. CUDA-only under --config=nocuda). A test without a
+summary whose `targetCompleted` failed counts as FAILED_TO_BUILD.
+
+A test that passed but printed a line starting with `FALCON-TEST-SKIPPED: ` (tests/testing/skip.h
+and skip.sh: its tool or data set is missing) in its test.log counts as skipped, with that reason.
+The logs are found through the `testResult` events' `testActionOutput` (file:// URIs).
+
+Extra results (format check, scripts) are added with --extra. Failures go to stderr; skipped tests
+with their reasons, and the five slowest tests (seconds over all attempts, to keep the suite's
+time in check), to stdout; the last line on stdout is `N passed, N failed, N skipped`.
 Exit status: 1 when anything failed, or when nothing ran at all.
 """
 import json
 import sys
+import urllib.parse
+import urllib.request
+
+SKIP_MARKER = "FALCON-TEST-SKIPPED: "
+
+
+def log_path(uri):
+    """Local path of a file:// URI, or None."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    return urllib.request.url2pathname(parsed.path)
+
+
+def skip_reasons(path):
+    """The reasons of the skip marker lines in one test.log (empty when none or unreadable)."""
+    reasons = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(SKIP_MARKER):
+                    reasons.append(line[len(SKIP_MARKER):].strip())
+    except OSError:
+        pass
+    return reasons
 
 
 def read_bep(path):
-    tests, summaries, completed = set(), {}, {}
+    """Returns {label: (status, [skip reasons], seconds)} for every test target in one BEP file."""
+    tests, summaries, completed, logs, seconds = set(), {}, {}, {}, {}
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
@@ -29,8 +63,17 @@ def read_bep(path):
             if "targetConfigured" in eid and "testSize" in ev.get("configured", {}):
                 tests.add(eid["targetConfigured"]["label"])
             elif "testSummary" in eid:
-                summaries[eid["testSummary"]["label"]] = ev.get("testSummary", {}).get(
-                    "overallStatus", "NO_STATUS")
+                summary = ev.get("testSummary", {})
+                label = eid["testSummary"]["label"]
+                summaries[label] = summary.get("overallStatus", "NO_STATUS")
+            elif "testResult" in eid:
+                label = eid["testResult"]["label"]
+                result = ev.get("testResult", {})
+                for out in result.get("testActionOutput", []):
+                    if out.get("name") == "test.log":
+                        logs.setdefault(label, []).append(out.get("uri", ""))
+                ms = int(result.get("testAttemptDurationMillis", 0) or 0)
+                seconds[label] = seconds.get(label, 0) + ms / 1000
             elif "targetCompleted" in eid:
                 label = eid["targetCompleted"]["label"]
                 if ev.get("aborted", {}).get("reason") == "SKIPPED":
@@ -39,22 +82,32 @@ def read_bep(path):
                     completed[label] = ev.get("completed", {}).get("success", False)
     results = {}
     for label in tests:
+        reasons = []
         if label in summaries:
             status = summaries[label]
         elif completed.get(label) == "SKIPPED":
             status = "NO_STATUS"
+            reasons = ["incompatible with this variant"]
         elif label in completed and not completed[label]:
             status = "FAILED_TO_BUILD"
         elif label not in completed:
             status = "NOT_BUILT"
         else:
             status = "NO_STATUS"
-        results[label] = status
+        if status == "PASSED":
+            for uri in logs.get(label, []):
+                p = log_path(uri)
+                if p is not None:
+                    reasons.extend(skip_reasons(p))
+            if reasons:
+                status = "SKIPPED"
+        results[label] = (status, sorted(set(reasons)), seconds.get(label, 0))
     return results
 
 
 def main(argv):
     passed = failed = skipped = 0
+    timings = []
     extras = []
     files = []
     i = 0
@@ -73,28 +126,34 @@ def main(argv):
             print(f"test_summary: cannot read {path}: {e}", file=sys.stderr)
             failed += 1
             continue
-        for label, status in sorted(results.items()):
+        for label, (status, reasons, seconds) in sorted(results.items()):
             name = f"{label} [{variant}]" if variant else label
-            if status in ("PASSED", "FLAKY"):
+            if seconds >= 0.05:  # a cached result reports a few milliseconds
+                timings.append((seconds, name))
+            if status == "PASSED":
                 passed += 1
-            elif status == "NO_STATUS":
+            elif status in ("NO_STATUS", "SKIPPED"):
                 skipped += 1
+                print(f"SKIPPED: {name}: {'; '.join(reasons) or 'not run'}")
             else:
                 failed += 1
-                print(f"FAILED: {name}: {status}", file=sys.stderr)
+                extra = " (passed only on a retry: flaky)" if status == "FLAKY" else ""
+                print(f"FAILED: {name}: {status}{extra}", file=sys.stderr)
     for extra in extras:
-        name, _, status = extra.partition("=")
+        name, _, rest = extra.partition("=")
+        status, _, reason = rest.partition(":")
         if status == "PASSED":
             passed += 1
         elif status == "SKIPPED":
             skipped += 1
+            print(f"SKIPPED: {name}: {reason or 'not run'}")
         else:
             failed += 1
             print(f"FAILED: {name}", file=sys.stderr)
-    line = f"{passed} passed, {failed} failed"
-    if skipped:
-        line += f", {skipped} skipped"
-    print(line)
+    if timings:
+        slowest = sorted(timings, key=lambda t: (-t[0], t[1]))[:5]
+        print("slowest: " + ", ".join(f"{name} {sec:.1f}s" for sec, name in slowest))
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed or passed == 0 else 0
 
 

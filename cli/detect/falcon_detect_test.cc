@@ -59,6 +59,7 @@ TEST(FalconDetectTest, HelpPrintsUsageAndExitsZero) {
 }
 
 TEST(FalconDetectTest, ReproducesOcpOnNile) {
+  FALCON_REQUIRE_REAL_DATA();
   const Result r = RunBinary("--input " + Data("tcpd/nile.json") +
                              " --format tcpd --raw --zscore --prior 0,1,1,1 --hazard 100 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -72,6 +73,7 @@ TEST(FalconDetectTest, ReproducesOcpOnNile) {
 }
 
 TEST(FalconDetectTest, AlibabaJob1OneSeriesPerWorker) {
+  FALCON_REQUIRE_REAL_DATA();
   const Result r = RunBinary("--input " + Data("alibaba_pai_minibatch_time/job_1_norm.csv") +
                              " --format alibaba --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -90,6 +92,7 @@ TEST(FalconDetectTest, AlibabaJob1OneSeriesPerWorker) {
 }
 
 TEST(FalconDetectTest, BytedanceBlame) {
+  FALCON_REQUIRE_REAL_DATA();
   const Result r =
       RunBinary("--input " + Data("bytedance_straggler_analysis/AR_per_step_rank.csv") +
                 " --format bytedance --json");

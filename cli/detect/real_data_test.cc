@@ -49,6 +49,7 @@ class TcpdTest : public ::testing::TestWithParam<std::string> {};
 
 // ocp's change points within +-1 index, at most 2 extra.
 TEST_P(TcpdTest, ReproducesOcp) {
+  FALCON_REQUIRE_REAL_DATA();
   const std::string name = GetParam();
   const json reference = LoadJson("tcpd/tcpdbench_default_bocpd.json");
   ASSERT_FALSE(reference.is_discarded());
@@ -79,6 +80,7 @@ INSTANTIATE_TEST_SUITE_P(Datasets, TcpdTest,
 
 // Stronger than the above: every univariate series with a reference output, exactly.
 TEST(TcpdExactTest, AllUnivariateSeriesMatchOcpExactly) {
+  FALCON_REQUIRE_REAL_DATA();
   const json reference = LoadJson("tcpd/tcpdbench_default_bocpd.json");
   int checked = 0;
   for (const auto& [name, entry] : reference["datasets"].items()) {
@@ -93,6 +95,7 @@ TEST(TcpdExactTest, AllUnivariateSeriesMatchOcpExactly) {
 
 // The F1 metric on the real annotations reproduces TCPDBench's scores of ocp's outputs.
 TEST(TcpdF1RealDataTest, MatchesTcpdBenchScores) {
+  FALCON_REQUIRE_REAL_DATA();
   const json reference = LoadJson("tcpd/tcpdbench_default_bocpd.json");
   const json annotations = LoadJson("tcpd/annotations.json");
   ASSERT_FALSE(reference.is_discarded());
@@ -112,6 +115,7 @@ TEST(TcpdF1RealDataTest, MatchesTcpdBenchScores) {
 }
 
 TEST(AlibabaTest, Job1Worker6SlowsDownAndRecovers) {
+  FALCON_REQUIRE_REAL_DATA();
   const DetectInput in =
       *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
   ASSERT_EQ(in.series.size(), 10u);
@@ -138,6 +142,7 @@ TEST(AlibabaTest, Job1Worker6SlowsDownAndRecovers) {
 }
 
 TEST(AlibabaTest, Job2HasNoChangePoint) {
+  FALCON_REQUIRE_REAL_DATA();
   const DetectInput in =
       *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_2_norm.csv"), "");
   const json out = *RunDetect(in, DetectOptions());
@@ -158,6 +163,7 @@ std::vector<analysis::DetectorEvent> Online(const NamedSeries& s) {
 }
 
 TEST(AlibabaTest, OnlineDetectorOnJob1AndJob2) {
+  FALCON_REQUIRE_REAL_DATA();
   const DetectInput job1 =
       *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
   for (const NamedSeries& s : job1.series) {
@@ -184,6 +190,7 @@ TEST(AlibabaTest, OnlineDetectorOnJob1AndJob2) {
 }
 
 TEST(BytedanceTest, ArBlamesRankZeroOnEveryStepAndNoOtherRank) {
+  FALCON_REQUIRE_REAL_DATA();
   const DetectInput in = *ReadBytedance(
       falcon::testing::RealDataPath("bytedance_straggler_analysis/AR_per_step_rank.csv"), "");
   ASSERT_EQ(in.steps.size(), 44u);

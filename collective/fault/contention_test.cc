@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "tests/testing/skip.h"
 
 namespace falcon::collective {
 namespace {
@@ -22,6 +23,7 @@ std::string Comm(pid_t pid) {
 }
 
 TEST(ContentionTest, RunsStressNgOnlyInsideTheWindow) {
+  FALCON_REQUIRE_EXECUTABLE(ContentionOptions().stress_ng_path, "Debian package stress-ng");
   ContentionFault f;
   f.rank = 1;
   f.workers = 1;
@@ -47,6 +49,7 @@ TEST(ContentionTest, RunsStressNgOnlyInsideTheWindow) {
 }
 
 TEST(ContentionTest, DestructorStopsStressors) {
+  FALCON_REQUIRE_EXECUTABLE(ContentionOptions().stress_ng_path, "Debian package stress-ng");
   ContentionFault f;
   f.cpus = {0};
   pid_t pid = 0;

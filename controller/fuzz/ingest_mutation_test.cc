@@ -125,6 +125,7 @@ class Mutator {
 };
 
 TEST(IngestMutationTest, MutatedRealMessagesKeepTheInvariants) {
+  FALCON_REQUIRE_REAL_DATA();
   auto data = testing::LoadAlibabaJob(
       falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
   ASSERT_TRUE(data.ok()) << data.status();

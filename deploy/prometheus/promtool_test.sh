@@ -4,6 +4,7 @@
 # and that the rules use only metric names the controller and agent export.
 # usage: promtool_test.sh DIR_OF_prometheus.yml CHECKER METRICS_MD...
 set -euo pipefail
+source tests/testing/skip.sh
 abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 DIR="$1"
 CHECKER="$(abs "$2")"
@@ -12,8 +13,7 @@ METRICS=()
 for s in "$@"; do METRICS+=("$(abs "$s")"); done
 PROMTOOL="${PROMTOOL:-/usr/bin/promtool}"
 if [ ! -x "$PROMTOOL" ]; then
-  echo "SKIPPED: $PROMTOOL is not installed (Debian package 'prometheus'; deploy/install-deps.sh)"
-  exit 0
+  falcon_skip_or_fail "$PROMTOOL is not installed (Debian package 'prometheus'; deploy/install-deps.sh)"
 fi
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/promtool.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT

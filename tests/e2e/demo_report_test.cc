@@ -47,8 +47,10 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
   const std::string out = std::string(outputs != nullptr ? outputs : tmp.c_str()) + "/report";
   const std::string copy = tmp + "/copy/report.json";
   std::filesystem::create_directories(tmp + "/copy");
+  // --iterations fixes the run's length; --duration only sets the demo's deadline (1.5x + 30 s):
+  // 120 s leaves a run slowed down by outside load (~100 s idle) room to finish.
   int rc = RunDemo({"deploy/demo/falcon_demo", "--scenario=" + Scenario(), "--iterations=330",
-                    "--duration=60s", "--emulated_compute_ms=3", "--out=" + out,
+                    "--duration=120s", "--emulated_compute_ms=3", "--out=" + out,
                     "--json-report=" + copy});
   ASSERT_EQ(rc, 0);
   for (const char* f : {"report.json", "iterations.csv", "timeline.png", "index.html"}) {
@@ -81,7 +83,10 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
     for (const auto& a : e["actions"])
       s2 = s2 || (a["strategy"] == "S2" && !a["revert"].get<bool>() && !a["skipped"].get<bool>());
     EXPECT_TRUE(s2) << j.dump(2);
-    EXPECT_GE(e["slowdown_recovered"].get<double>(), 0.6) << j.dump(2);
+    // S2 moves whole micro-batches off the slow DP group; measured runs took back 0.74-0.86 of
+    // the slowdown (deploy/local/README.md, the demo's README). 0.5 leaves the medians room for
+    // outside load (bursts of 10-13% measured); a plan that does nothing gives 0.
+    EXPECT_GE(e["slowdown_recovered"].get<double>(), 0.5) << j.dump(2);
   } else {
     EXPECT_EQ(e["cause"], "COMMUNICATION");
     ASSERT_EQ(e["links"].size(), 1u);
@@ -95,6 +100,12 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
     EXPECT_TRUE(s3) << j.dump(2);
   }
   EXPECT_GT(e["iteration_time_slow_s"].get<double>(), e["iteration_time_healthy_s"].get<double>());
+  if (HasFailure()) {  // The evidence: the run's iteration-time series (report.json is above).
+    std::ifstream csv(out + "/iterations.csv");
+    std::stringstream ss;
+    ss << csv.rdbuf();
+    std::cerr << "iterations.csv:\n" << ss.str();
+  }
 }
 
 }  // namespace

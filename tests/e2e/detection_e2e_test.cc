@@ -23,13 +23,16 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
+#include "tests/e2e/evidence.h"
 
 namespace falcon::local {
 namespace {
 
 constexpr char kJob[] = "e2e-detect";
 constexpr int kFaultFrom = 60;
-constexpr absl::Duration kVerdictWait = absl::Seconds(90);
+// A deadline, not a measurement: a verdict takes ~20-40 s here; a machine slowed down by outside
+// load takes longer, and only a missing verdict should fail the test.
+constexpr absl::Duration kVerdictWait = absl::Seconds(180);
 
 // Whether `binary --helpfull` mentions `flag`.
 bool HasFlag(const std::string& binary, const std::string& flag) {
@@ -103,12 +106,11 @@ std::string Describe(const std::vector<falcon::v1::Event>& events) {
   return out.empty() ? "(no events)" : out;
 }
 
-std::string Tail(const std::string& path, size_t n = 3000) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  std::string t = s.str();
-  return t.size() <= n ? t : t.substr(t.size() - n);
+using falcon::e2e::FileTail;
+
+// The job's iteration-time series and event timeline (printed with every failed assertion).
+std::string Evidence(LocalCluster& cluster) {
+  return falcon::e2e::JobEvidence(*cluster.NewControlStub(), kJob);
 }
 
 // Events that began before the fault: false alarms.
@@ -175,17 +177,18 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
       },
       &event, &last);
   ASSERT_TRUE(ok) << "no COMPUTE event localized within " << kVerdictWait << ":\n"
-                  << Describe(last) << DirectiveReasons(**cluster) << "\ntrainer log:\n"
-                  << Tail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
-                  << Tail((*cluster)->log_path("controller"));
+                  << Describe(last) << Evidence(**cluster) << DirectiveReasons(**cluster)
+                  << "\ntrainer log:\n"
+                  << FileTail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
+                  << FileTail((*cluster)->log_path("controller"));
   PrintFigures(event, absl::Now() - start);
-  EXPECT_EQ(FalseAlarms(**cluster), 0) << Describe(ListEvents(**cluster));
+  EXPECT_EQ(FalseAlarms(**cluster), 0) << Evidence(**cluster);
   EXPECT_EQ(std::vector<uint32_t>(event.ranks().begin(), event.ranks().end()),
             std::vector<uint32_t>{5})
-      << event.DebugString();
-  EXPECT_GE(event.onset_iteration(), kFaultFrom - 5) << event.DebugString();
+      << Evidence(**cluster);
+  EXPECT_GE(event.onset_iteration(), kFaultFrom - 5) << Evidence(**cluster);
   // The trainer is still training (no rank failed).
-  EXPECT_TRUE((*cluster)->TrainerRunning()) << Tail((*cluster)->log_path("trainer"));
+  EXPECT_TRUE((*cluster)->TrainerRunning()) << FileTail((*cluster)->log_path("trainer"));
 }
 
 // Ranks 1 (node0) and 5 (node2) are the two pipeline stages of DP group 1: every forward
@@ -206,17 +209,18 @@ TEST(DetectionE2eTest, LinkFailSlowIsLocalizedToItsLink) {
       },
       &event, &last);
   ASSERT_TRUE(ok) << "no COMMUNICATION event localized within " << kVerdictWait << ":\n"
-                  << Describe(last) << DirectiveReasons(**cluster) << "\ntrainer log:\n"
-                  << Tail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
-                  << Tail((*cluster)->log_path("controller"));
+                  << Describe(last) << Evidence(**cluster) << DirectiveReasons(**cluster)
+                  << "\ntrainer log:\n"
+                  << FileTail((*cluster)->log_path("trainer")) << "\ncontroller log:\n"
+                  << FileTail((*cluster)->log_path("controller"));
   PrintFigures(event, absl::Now() - start);
   std::printf("%s", DirectiveReasons(**cluster).c_str());
-  EXPECT_EQ(FalseAlarms(**cluster), 0) << Describe(ListEvents(**cluster));
-  ASSERT_GE(event.links_size(), 1) << event.DebugString();
-  EXPECT_EQ(event.links(0).src_rank(), 1u) << event.DebugString();
-  EXPECT_EQ(event.links(0).dst_rank(), 5u) << event.DebugString();
-  EXPECT_GE(event.onset_iteration(), kFaultFrom - 5) << event.DebugString();
-  EXPECT_TRUE((*cluster)->TrainerRunning()) << Tail((*cluster)->log_path("trainer"));
+  EXPECT_EQ(FalseAlarms(**cluster), 0) << Evidence(**cluster);
+  ASSERT_GE(event.links_size(), 1) << Evidence(**cluster);
+  EXPECT_EQ(event.links(0).src_rank(), 1u) << Evidence(**cluster);
+  EXPECT_EQ(event.links(0).dst_rank(), 5u) << Evidence(**cluster);
+  EXPECT_GE(event.onset_iteration(), kFaultFrom - 5) << Evidence(**cluster);
+  EXPECT_TRUE((*cluster)->TrainerRunning()) << FileTail((*cluster)->log_path("trainer"));
 }
 
 }  // namespace

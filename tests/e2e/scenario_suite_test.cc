@@ -1,10 +1,10 @@
-// The scenario suite (issue 11): real multi-process runs (controller with RocksDB, one agent per
+// The scenario suite: real multi-process runs (controller with RocksDB, one agent per
 // emulated node, the reference trainer on Gloo) through deploy/demo's runner, checked on the
 // report the demo would write. Each target runs one scenario (--gtest_filter in BUILD).
 //
-// Issue 10's compute -> S2, link -> S3, clears -> revert and restart-with-pending-directive tests
-// live beside the controller's mitigation; demo_report_test covers compute and link through
-// falcon_demo's report.
+// The compute -> S2, link -> S3, clears -> revert and restart-with-pending-directive tests are
+// mitigation_e2e_test; demo_report_test covers compute and link through falcon_demo's report.
+// A failed assertion prints the report's summary and the job's iteration-time series.
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -15,6 +15,7 @@
 #include "deploy/demo/report_files.h"
 #include "deploy/demo/runner.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/evidence.h"
 
 namespace falcon::demo {
 namespace {
@@ -28,8 +29,15 @@ Report RunScenarioNamed(const std::string& name, int64_t iterations) {
   options.scenario = *scenario;
   options.job = "e2e-" + name;
   options.emulated_compute_ms = 3;  // As the demo: less relative noise than 2 ms.
-  options.time_limit = absl::Seconds(115);
+  // A deadline, not a measurement: ~70 s on an idle 2-core machine; outside load slows the run,
+  // and ExpectRan needs 80% of the iterations.
+  options.time_limit = absl::Seconds(240);
   options.settings = DemoSettings();
+  // The detection threshold midway between the measured noise and the faults: a loaded 2-core
+  // machine shows bursts of 10-13% lasting several iterations, the 1.5x compute faults slow the
+  // job by 25-30%, the blip by ~3%. The demo's 0.15 sits 2% above the bursts; 0.2 leaves 7% there
+  // and 5-10% below the faults.
+  options.settings.set_verification_min_ratio(0.2);
   // Empty work dir: LocalCluster makes a fresh one (short enough for the agents' sockets).
   options.live = [](const std::string& line) { std::cerr << line << "\n"; };
   absl::StatusOr<Report> report = RunScenario(options, LocalClusterFactory());
@@ -44,24 +52,30 @@ Report RunScenarioNamed(const std::string& name, int64_t iterations) {
   return *std::move(report);
 }
 
+// The report's summary and the job's iteration-time series: what a failed assertion prints.
+std::string Evidence(const Report& r) {
+  return SummaryText(r) + falcon::e2e::FormatSeries(r.history);
+}
+
 // The run reached most of its iterations (the checks below are about a real run).
 void ExpectRan(const Report& r) {
   ASSERT_FALSE(r.history.empty());
-  EXPECT_GE(r.history.back().iteration(), r.scenario.iterations * 8 / 10) << r.note;
+  EXPECT_GE(r.history.back().iteration(), r.scenario.iterations * 8 / 10) << r.note << "\n"
+                                                                          << Evidence(r);
 }
 
 TEST(Scenario, HealthyRunRaisesNoEvent) {
   Report r = RunScenarioNamed("healthy", 280);
   ExpectRan(r);
-  EXPECT_TRUE(r.events.empty()) << SummaryText(r);
-  EXPECT_EQ(r.false_alarms, 0);
+  EXPECT_TRUE(r.events.empty()) << Evidence(r);
+  EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
 }
 
 TEST(Scenario, TransientBlipIsIgnored) {
   Report r = RunScenarioNamed("blip", 280);
   ExpectRan(r);
-  EXPECT_TRUE(r.events.empty()) << SummaryText(r);
-  EXPECT_EQ(r.false_alarms, 0);
+  EXPECT_TRUE(r.events.empty()) << Evidence(r);
+  EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
 }
 
 TEST(Scenario, CpuContentionIsDetectedAsCompute) {
@@ -70,18 +84,17 @@ TEST(Scenario, CpuContentionIsDetectedAsCompute) {
   const InjectedFault& f = r.scenario.faults[0];
   auto it = std::find_if(r.events.begin(), r.events.end(),
                          [](const EventReport& e) { return e.matched_fault == 0; });
-  ASSERT_NE(it, r.events.end()) << SummaryText(r);
-  EXPECT_EQ(it->cause, "COMPUTE") << SummaryText(r);
-  EXPECT_NE(std::find(it->ranks.begin(), it->ranks.end(), f.rank), it->ranks.end())
-      << SummaryText(r);
-  EXPECT_EQ(r.false_alarms, 0) << SummaryText(r);
+  ASSERT_NE(it, r.events.end()) << Evidence(r);
+  EXPECT_EQ(it->cause, "COMPUTE") << Evidence(r);
+  EXPECT_NE(std::find(it->ranks.begin(), it->ranks.end(), f.rank), it->ranks.end()) << Evidence(r);
+  EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
 }
 
 TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
   Report r = RunScenarioNamed("restart", 330);
   ExpectRan(r);
   // The restart happened after the event was raised (otherwise the test checks nothing).
-  ASSERT_FALSE(r.event_ids_before_restart.empty()) << SummaryText(r);
+  ASSERT_FALSE(r.event_ids_before_restart.empty()) << Evidence(r);
   for (uint64_t id : r.event_ids_before_restart) {
     EXPECT_NE(std::find(r.event_ids_at_end.begin(), r.event_ids_at_end.end(), id),
               r.event_ids_at_end.end())
@@ -90,16 +103,16 @@ TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
   }
   int matching = 0;
   for (const EventReport& e : r.events) matching += e.matched_fault == 0 ? 1 : 0;
-  EXPECT_EQ(matching, 1) << "one fault, one event\n" << SummaryText(r);
-  EXPECT_EQ(r.false_alarms, 0) << SummaryText(r);
-  EXPECT_TRUE(r.missed_faults.empty());
+  EXPECT_EQ(matching, 1) << "one fault, one event\n" << Evidence(r);
+  EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
+  EXPECT_TRUE(r.missed_faults.empty()) << Evidence(r);
   for (const EventReport& e : r.events) {
     if (e.matched_fault != 0) continue;
     // Alarm and verdict survive the restart (stored in RocksDB), each recorded once. (Whether the
     // verdict is right is the compute scenarios' business, not this test's.)
-    EXPECT_GE(e.alarm_iteration, e.onset_iteration);
-    EXPECT_GE(e.verdict_iteration, e.alarm_iteration);
-    EXPECT_NE(e.cause, "UNSPECIFIED") << SummaryText(r);
+    EXPECT_GE(e.alarm_iteration, e.onset_iteration) << Evidence(r);
+    EXPECT_GE(e.verdict_iteration, e.alarm_iteration) << Evidence(r);
+    EXPECT_NE(e.cause, "UNSPECIFIED") << Evidence(r);
   }
 }
 

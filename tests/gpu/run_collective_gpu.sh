@@ -8,14 +8,15 @@
 #              1, 2, 4, 8 ranks run while they fit on the visible GPUs.
 # Env: FALCON_BIN=DIR  use prebuilt falcon_launch and collective_op_check from DIR instead of
 #                      building them with Bazel.
-# Exit: 0 all passed (or no GPU: prints SKIP), 1 a check failed.
+# Exit: 0 all passed, 1 a check failed, 77 no GPU visible (prints SKIP and the reason; nothing
+#       was checked).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 max_ranks="${1:-8}"
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIP: no GPU visible (nvidia-smi failed)"
-  exit 0
+  echo "SKIP: no GPU visible (nvidia-smi missing or nvidia-smi -L failed)"
+  exit 77
 fi
 ngpu="$(nvidia-smi -L | grep -c '^GPU')"
 echo "GPUs: ${ngpu}"

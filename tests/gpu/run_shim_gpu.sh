@@ -5,13 +5,19 @@
 #  3. the A/B overhead on iteration time (printed; informative, not a pass/fail gate).
 # Usage (from anywhere in the repository, on a machine with a GPU, CUDA and NCCL):
 #   tests/gpu/run_shim_gpu.sh [iterations=200] [elements=1048576]
-# Needs: bazel (or prebuilt bazel-bin outputs with FALCON_SKIP_BUILD=1), python3. Exit 0 = pass.
+# Needs: bazel (or prebuilt bazel-bin outputs with FALCON_SKIP_BUILD=1), python3.
+# Exit: 0 pass, 1 a check failed, 2 a binary or the fake agent is missing, 77 no GPU visible
+# (prints SKIP and the reason; nothing was checked).
 set -euo pipefail
 
 ITER="${1:-200}"
 ELEMS="${2:-1048576}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIP: no GPU visible (nvidia-smi missing or nvidia-smi -L failed)"
+  exit 77
+fi
 if [[ "${FALCON_SKIP_BUILD:-0}" != 1 ]]; then
   bazel build //trainer_shim/nccl:libfalcon_nccl.so //trainer_shim/nccl:nccl_real_app \
     //trainer_shim:fake_agent_main

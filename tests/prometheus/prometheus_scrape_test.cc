@@ -32,6 +32,7 @@
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/skip.h"
 
 namespace falcon {
 namespace {
@@ -138,11 +139,8 @@ std::string UrlEncode(const std::string& s) {
 class PrometheusScrapeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(kPrometheus, X_OK) != 0) {
-      GTEST_SKIP() << "SKIPPED: " << kPrometheus
-                   << " is not installed (Debian package 'prometheus'; deploy/install-deps.sh "
-                      "installs it)";
-    }
+    FALCON_REQUIRE_EXECUTABLE(kPrometheus,
+                              "Debian package 'prometheus'; deploy/install-deps.sh installs it");
     dir_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/scrape");
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_ + "/targets");
