@@ -1,4 +1,4 @@
-// The agent's Prometheus metrics (ARCHITECTURE.md "Metrics": prefix falcon_, base units, counters
+// The agent's Prometheus metrics (docs/architecture.md#metric-conventions: base units, counters
 // end in _total, labels job/rank/node/...; no per-op or per-iteration labels). Every series carries
 // the constant label node. Series:
 //   falcon_agent_build_info{version}                                 gauge, 1

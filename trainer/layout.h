@@ -1,10 +1,11 @@
 // The hybrid-parallel layout of a training job: DP groups x PP stages, which global rank holds
 // which (dp, pp) position, and how the M micro-batches of a global batch are split across DP groups
-// (the S2 micro-batch plan, FALCON_NOTES.md §3.3).
+// (the S2 micro-batch plan, docs/algorithms.md#s2-micro-batch-solver).
 //
 // Default placement follows Megatron-LM (PP outermost): rank r sits at dp = r % D, pp = r / D, so
-// the ranks of one PP stage are consecutive (FALCON_NOTES.md §3.4, nodes (0,0), (1,0), (0,1),
-// (1,1)). S3 topology changes replace it with any bijection ranks <-> D x P grid.
+// the ranks of one PP stage are consecutive (as in the FALCON paper's §5 topology example,
+// nodes (0,0), (1,0), (0,1), (1,1)). S3 topology changes replace it with any bijection ranks <-> D
+// x P grid.
 //
 // Value type; thread-compatible.
 #ifndef FALCON_TRAINER_LAYOUT_H_

@@ -1,5 +1,5 @@
-// The controller's Prometheus metrics (ARCHITECTURE.md: prefix falcon_, base units, _total on
-// counters; labels job, cause, state; never per-op or per-iteration labels). Families are built
+// The controller's Prometheus metrics (docs/architecture.md#metric-conventions: base units, _total
+// on counters; labels job, cause, state; never per-op or per-iteration labels). Families are built
 // once in the constructor on a caller-owned Registry; per-job series are removed when a job ends.
 // Thread-safe (prometheus-cpp metrics are; the per-job map is guarded).
 //
@@ -45,8 +45,8 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/error_counter.h"
 #include "proto/falcon/v1/common.pb.h"

@@ -1,4 +1,4 @@
-// Mitigation orchestration (issue 10 part 1; FALCON_NOTES.md §3): a MitigationHook that takes a
+// Mitigation orchestration (docs/algorithms.md#escalation): a MitigationHook that takes a
 // verdict through the escalation ladder S1 → S2 → S3 → S4 (analysis/plan/escalation.h, ski
 // rental: a level is bought once the time already lost reaches its cost) and acts through the
 // controller's directive protocol.

@@ -1,7 +1,8 @@
-// Planning for mitigation (issue 10 part 1), shared by the orchestrator (orchestrator.h) and the
+// Planning for mitigation, shared by the orchestrator (orchestrator.h) and the
 // Control API's DryRunPlan: a job's shape from its registration, the S2 micro-batch plan
-// (analysis/plan/micro_batch_solver.h, FALCON_NOTES.md §3.3), the S3 topology change
-// (analysis/plan/topology_planner.h, §3.4) and the escalation ladder with its costs (§3.2).
+// (analysis/plan/micro_batch_solver.h, docs/algorithms.md#s2-micro-batch-solver), the S3
+// topology change (analysis/plan/topology_planner.h, docs/algorithms.md#s3-topology-planner) and
+// the escalation ladder with its costs (docs/algorithms.md#escalation).
 //
 // The cost model (analysis/plan/pipeline_cost.h, 1F1B) is calibrated from the healthy job
 // iteration time: with an even split of m micro-batches per replica over P stages, healthy ≈

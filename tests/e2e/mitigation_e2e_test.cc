@@ -1,6 +1,6 @@
-// Mitigation end to end on a real training run (issue 10's tests): LocalCluster (deploy/local)
-// starts the controller (mitigation on, the default), one agent per emulated node and the
-// reference trainer (DP=4 x PP=2, 8 ranks, 4 emulated nodes, every rank on the real shim).
+// Mitigation end to end on a real training run (S2, S3, revert, restart): LocalCluster
+// (deploy/local) starts the controller (mitigation on, the default), one agent per emulated node
+// and the reference trainer (DP=4 x PP=2, 8 ranks, 4 emulated nodes, every rank on the real shim).
 //   - compute fail-slow on rank 5 -> S2 within the escalation budget, iteration time back to
 //     <= 1.15 x healthy;
 //   - link fail-slow between node0 and node2 (ranks 1 -> 5, the two stages of DP replica 1: every

@@ -1,8 +1,8 @@
-// The scenario suite (issue 11): real multi-process runs (controller with RocksDB, one agent per
+// The scenario suite: real multi-process runs (controller with RocksDB, one agent per
 // emulated node, the reference trainer on Gloo) through deploy/demo's runner, checked on the
 // report the demo would write. Each target runs one scenario (--gtest_filter in BUILD).
 //
-// Issue 10's compute -> S2, link -> S3, clears -> revert and restart-with-pending-directive tests
+// The compute -> S2, link -> S3, clears -> revert and restart-with-pending-directive tests
 // live beside the controller's mitigation; demo_report_test covers compute and link through
 // falcon_demo's report.
 #include <algorithm>
