@@ -1,6 +1,5 @@
-// Localization of a confirmed fail-slow (docs/algorithms.md#profiling,
-// #validation-passes, #verdict): profiling -> pause ->
-// validation -> verdict. For each active event of a job:
+// Localization of a confirmed fail-slow (docs/algorithms.md#profiling, #validation-passes and
+// #verdict): profiling -> pause -> validation -> verdict. For each active event of a job:
 //  1. PROFILING: the job's agents are told to profile (ProfilingControl on: device-timed raw ops);
 //     the summaries and ops of `profiling_iterations` complete iterations go through the analysis
 //     cross-rank blame (CommProfiler), which flags suspicious communicators and blamed ranks.
