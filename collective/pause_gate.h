@@ -2,7 +2,7 @@
 // start, before it touches the transport, until Resume() (or the pause's max hold) releases it.
 // The shim engages the gate on every rank at the same iteration boundary (a Pause directive), so
 // all ranks stop at the same op and no op is left half-done; the validation executor then runs its
-// own ops from a thread inside a ScopedBypass. FALCON_NOTES.md §2.6 (lightweight suspension).
+// own ops from a thread inside a ScopedBypass. docs/algorithms.md#pause (lightweight suspension).
 // Engage it at such a consistent point: a rank already inside a collective whose peers are held
 // keeps waiting and fails after its communicator timeout.
 //

@@ -3,7 +3,7 @@
 Writes @local_cuda//:defs.bzl with HAVE_CUDA (bool) and CUDA_PATH (string), and a BUILD with
 cuda_headers, cudart, cublas and nccl targets (empty libraries when CUDA is absent). The toolkit root
 is $CUDA_PATH, default /usr/local/cuda; it counts as present when bin/nvcc, include/nccl.h and
-lib64/libnccl.so (or lib/) exist. See BUILD_NOTES.md §3.
+lib64/libnccl.so (or lib/) exist; otherwise the build falls back to the CPU-only (Gloo) variant.
 """
 
 def _find_lib_dir(rctx, root):

@@ -5,7 +5,8 @@ grpc_cc_library(name, src, proto_deps = [], deps = [])
   proto_deps: other grpc_cc_library targets whose .proto files `src` imports.
 Produces <name> (cc_library with x.pb.h, x.grpc.pb.h) and <name>_proto_files (the .proto files,
 transitively), so dependent genrules see their imports. Uses /usr/bin/protoc, which matches
-libprotobuf 3.21.12 (BUILD_NOTES.md §1).
+libprotobuf 3.21.12 (Debian 12): generated code must come from the protoc of the same release
+as the library it links against.
 """
 
 def grpc_cc_library(name, src, proto_deps = [], deps = [], visibility = None):

@@ -1,6 +1,7 @@
-// On-disk checkpoints for S4 (checkpoint and restart on healthy ranks, FALCON_NOTES.md §3.5) and
-// for the end of a run. Layout-independent: state is stored per layer, so a job can resume on any
-// DP x PP layout (fewer ranks after an S4 restart included).
+// On-disk checkpoints for S4 (checkpoint and restart on healthy ranks,
+// docs/algorithms.md#s4-checkpoint-and-restart) and for the end of a run. Layout-independent: state
+// is stored per layer, so a job can resume on any DP x PP layout (fewer ranks after an S4 restart
+// included).
 //
 //   DIR/manifest.json     written last (temp file + rename) by global rank 0: iteration to resume
 //                         at, plan version, seed, model shape, layout, micro-batch plan, excluded

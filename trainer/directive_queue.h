@@ -1,7 +1,7 @@
 // Directive bookkeeping on one rank: directives agreed at a boundary wait here until their
 // effective iteration; each id is applied at most once and its outcome remembered, so a
 // re-delivered directive is acknowledged again but never re-applied. CheckDirective validates a
-// due directive against the trainer's current plan (FALCON_NOTES.md §3; common.proto).
+// due directive against the trainer's current plan (docs/architecture.md#directives; common.proto).
 //
 // What the trainer accepts (anything else is REJECTED with the reason):
 //   micro_batch_plan   one count per DP group, each >= 0 and a multiple of PP, summing to M.

@@ -1,8 +1,8 @@
-// S3 (FALCON_NOTES.md §3.4): moving model state when ranks change (dp, pp) positions, without
-// disk. Every DP replica of a stage holds the same parameters and Adam moments, so a rank that
-// moves to stage s' copies each layer of s' it lacks from a rank that held that layer before:
-// PlanRemap lists those copies, ExecuteRemap carries them out through host staging buffers with
-// point-to-point ops on the world communicator.
+// S3 (docs/algorithms.md#s3-topology-planner): moving model state when ranks change (dp, pp)
+// positions, without disk. Every DP replica of a stage holds the same parameters and Adam moments,
+// so a rank that moves to stage s' copies each layer of s' it lacks from a rank that held that
+// layer before: PlanRemap lists those copies, ExecuteRemap carries them out through host staging
+// buffers with point-to-point ops on the world communicator.
 //
 // The transfers are executed in the plan's global order on every rank (each rank skipping the
 // ones it is not part of), so the per-pair order matches and blocking send/recv cannot deadlock.

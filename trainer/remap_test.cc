@@ -59,7 +59,8 @@ TEST(RemapJobTest, TopologyChangeMidRunLeavesTrainingUnchanged) {
   ASSERT_TRUE(a.ok()) << testing::Describe(a.exits);
 
   testing::JobSpec remapped = plain;
-  // The paper's swap (FALCON_NOTES.md §3.4): ranks 1 and 2 exchange positions at iteration 3.
+  // The FALCON paper's swap (§5, Fig. 10 in arXiv 2410.12588): ranks 1 and 2 exchange positions at
+  // iteration 3.
   remapped.directives =
       R"({"directive": {"directive_id": 9, "effective_iteration": 3, "plan_version": 4,)"
       R"( "topology_change": {"assignments": [{"rank": 0, "dp_index": 0, "pp_index": 0},)"

@@ -1,8 +1,9 @@
-// S4 (FALCON_NOTES.md §3.5): the layout a job restarts on after a checkpoint_restart directive.
-// The excluded ranks' processes are gone; the survivors keep their order and are renumbered
-// 0, 1, ...; the pipeline depth stays, and the job runs as many DP groups as the survivors fill
-// (and the global batch can feed: at most M / PP). Injected faults follow the hardware: a fault of
-// an excluded rank (or a link touching one) disappears, the others are renumbered.
+// S4 (docs/algorithms.md#s4-checkpoint-and-restart): the layout a job restarts on after a
+// checkpoint_restart directive. The excluded ranks' processes are gone; the survivors keep their
+// order and are renumbered 0, 1, ...; the pipeline depth stays, and the job runs as many DP groups
+// as the survivors fill (and the global batch can feed: at most M / PP). Injected faults follow the
+// hardware: a fault of an excluded rank (or a link touching one) disappears, the others are
+// renumbered.
 //
 // Pure; thread-safe.
 #ifndef FALCON_TRAINER_RESTART_PLAN_H_

@@ -1,4 +1,5 @@
-// Runs the validation benchmarks Falcon sends while a job is paused (FALCON_NOTES.md §2.7):
+// Runs the validation benchmarks Falcon sends while a job is paused
+// (docs/algorithms.md#validation-passes):
 //   GemmTest      an m x k by k x n float GEMM with Eigen (the dense library training uses),
 //                 `repeats` timed runs after one warm-up, the fastest run's time and FLOP/s
 //                 reported (robust to scheduling noise on shared CPUs; a slow device slows every

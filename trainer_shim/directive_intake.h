@@ -1,4 +1,5 @@
-// Directive intake for one rank (ARCHITECTURE.md §5, falcon.v1.Directive in common.proto).
+// Directive intake for one rank (docs/architecture.md#directives,
+// falcon.v1.Directive in common.proto).
 //
 // The reader thread hands each directive from the agent to Receive(), which checks it and answers
 // with an ack to send at once: RECEIVED (queued), REJECTED with a reason (malformed, wrong job,

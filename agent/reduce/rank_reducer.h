@@ -5,7 +5,8 @@
 //    holds the ops stamped with iteration i, or, when unstamped (-1), the ops starting inside that
 //    span. Iteration i is complete once an op of a later iteration (or starting at or after
 //    end_ns) has arrived, or `hint_hold` after its hint arrived. Summaries say from_hint = true.
-//  * No hints: analysis::IterationTracker (ACF period, FALCON_NOTES.md §2.3) reports each
+//  * No hints: analysis::IterationTracker (ACF period, docs/algorithms.md#iteration-period-acf)
+//  reports each
 //    iteration as the span between two occurrences of its anchor op; iteration k holds the ops
 //    starting in [start, end) and is numbered from 0 per rank, continuing across sessions.
 //    Each op is a symbol of (op kind, communicator, peer).

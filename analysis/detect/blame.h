@@ -1,4 +1,5 @@
-// Cross-rank blame for one iteration (FALCON_NOTES.md §2.5): which rank makes the others wait.
+// Cross-rank blame for one iteration (docs/algorithms.md#cross-rank-blame): which rank makes the
+// others wait.
 //
 // In synchronous training one slow rank slows everyone: its peers sit in collectives and
 // point-to-point receives waiting for it, so their communication time grows while the slow rank

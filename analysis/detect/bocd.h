@@ -1,7 +1,7 @@
 // Bayesian online change-point detection (Adams & MacKay 2007, arXiv:0710.3742) with a
 // Normal-Gamma conjugate model: each segment is Gaussian with unknown mean and variance, so the
 // posterior predictive of the next observation under each run-length hypothesis is a Student-t.
-// FALCON_NOTES.md §2.4 (the paper names BOCD but gives no hazard, model or prior).
+// docs/algorithms.md#bocd (the FALCON paper names BOCD but gives no hazard, model or prior).
 //
 // Conventions (shared with the R package ocp 0.1.1, whose MAP segmentation this reproduces):
 // - Observations are numbered 0, 1, 2, ... in the order given to Update().

@@ -1,8 +1,9 @@
-// Online fail-slow detection on one iteration-time series (FALCON_NOTES.md §2.4): BOCD on the
-// standardized series, a change point proposed when the lagged change-point probability reaches a
-// threshold (0.9 in the paper), then verified (verification.h) and classified. Events carry the
-// iteration of the change and the iteration at which it was decided, so the detection delay is
-// part of the result. The controller keeps one detector per rank and one per job (DetectorBank).
+// Online fail-slow detection on one iteration-time series (docs/algorithms.md#online-detector):
+// BOCD on the standardized series, a change point proposed when the lagged change-point probability
+// reaches a threshold (0.9 in the paper), then verified (verification.h) and classified. Events
+// carry the iteration of the change and the iteration at which it was decided, so the detection
+// delay is part of the result. The controller keeps one detector per rank and one per job
+// (DetectorBank).
 #ifndef FALCON_ANALYSIS_DETECT_ONLINE_DETECTOR_H_
 #define FALCON_ANALYSIS_DETECT_ONLINE_DETECTOR_H_
 

@@ -1,4 +1,5 @@
-// Iteration period from the autocorrelation of the op stream (FALCON_NOTES.md §2.3).
+// Iteration period from the autocorrelation of the op stream
+// (docs/algorithms.md#iteration-period-acf).
 //
 // Each op is a symbol (its kind and communicator, e.g. OpSymbol(kind, comm_id)); training repeats
 // the same symbol sequence every iteration. The period is the first lag k whose autocorrelation

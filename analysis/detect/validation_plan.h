@@ -1,7 +1,7 @@
-// Validation passes for communication (FALCON_NOTES.md §2.7): testing every pair of ranks is
-// O(N^2); instead the links a collective really uses are split into passes of non-overlapping
-// point-to-point transfers (each rank sends or receives at most once per pass), so all links
-// of a pass run at once and the number of passes is O(1) whatever the group size:
+// Validation passes for communication (docs/algorithms.md#validation-passes): testing every pair of
+// ranks is O(N^2); instead the links a collective really uses are split into passes of
+// non-overlapping point-to-point transfers (each rank sends or receives at most once per pass), so
+// all links of a pass run at once and the number of passes is O(1) whatever the group size:
 // - ring of N ranks (links r[i] -> r[i+1 mod N]): even N, 2 passes (even -> next odd, then
 //   odd -> next even); odd N, the same plus a 3rd pass for the closing link r[N-1] -> r[0];
 // - binary tree (links child -> parent): left children at even depth, right children at even

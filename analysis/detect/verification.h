@@ -1,6 +1,6 @@
-// Verification of change points (FALCON_NOTES.md §2.4): BOCD alone flags many harmless level
-// shifts (GC, allocator misses, uneven sequences), so a change point is kept only when the mean
-// before and the mean after differ by at least a threshold (10% in the paper) and it lies at
+// Verification of change points (docs/algorithms.md#verification): BOCD alone flags many harmless
+// level shifts (GC, allocator misses, uneven sequences), so a change point is kept only when the
+// mean before and the mean after differ by at least a threshold (10% in the paper) and it lies at
 // least a minimum number of observations after the previously kept one (10 in the artifact).
 // Kept changes are classified as slowdown, recovery or speed-up against the healthy level.
 #ifndef FALCON_ANALYSIS_DETECT_VERIFICATION_H_

@@ -1,4 +1,5 @@
-// Escalation of mitigations in the style of ski rental (FALCON_NOTES.md §3.2, Algorithm 1).
+// Escalation of mitigations in the style of ski rental (FALCON paper §5, Algorithm 1;
+// docs/algorithms.md#escalation).
 //
 // Per fail-slow event the candidates for its cause are ordered by cost: compute: S1 → S2 → S3 →
 // S4; communication: S1 → S3 → S4 (S2 cannot help a slow link); unknown cause: S1 → S4. The lost

@@ -1,4 +1,5 @@
-// S2: re-balancing micro-batches across DP groups (FALCON_NOTES.md §3.3, Eq. 1).
+// S2: re-balancing micro-batches across DP groups (FALCON paper §5, Eq. 1;
+// docs/algorithms.md#s2-micro-batch-solver).
 //
 // Given each DP group's time per micro-batch t_i (D groups), the global number of micro-batches
 // M and a multiple q (1F1B needs m_i ≡ 0 mod PP, so q = PP; otherwise q = 1), finds integers m_i

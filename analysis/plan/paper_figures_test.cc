@@ -1,6 +1,7 @@
-// Checks the 1F1B cost model + S2 solver against the paper's S2 figures (FALCON_NOTES.md §4.4,
-// Fig. 13/14): one node, 8 GPUs, a weak/medium/severe compute fail-slow on one GPU, iteration time
-// as a multiple of healthy before → after S2.
+// Checks the 1F1B cost model + S2 solver against the paper's S2 figures (FALCON paper §7,
+// Fig. 13 in arXiv 2410.12588, Fig. 14 in the ATC '25 version): one node, 8 GPUs, a
+// weak/medium/severe compute fail-slow on one GPU, iteration time as a multiple of healthy before →
+// after S2.
 //
 // Setup (the paper does not give it; chosen once, documented here): PP = 8 / DP (q = PP under
 // 1F1B), M = 64 micro-batches per global batch, uniform stages, DP all-reduce = 20% of the healthy

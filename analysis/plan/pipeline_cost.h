@@ -1,6 +1,6 @@
 // 1F1B cost model: predicted iteration time of a DP × PP job from per-stage compute per
 // micro-batch, PP point-to-point time, DP all-reduce time and the pipeline bubble. S2 and S3 use
-// it to predict the benefit of a plan (FALCON_NOTES.md §3.3–3.4).
+// it to predict the benefit of a plan (docs/algorithms.md#1f1b-cost-model).
 //
 // Model (an approximation, stated so callers know what it assumes):
 //   - Stage s of a replica spends, per micro-batch, cycle_s = c_s + h_{s−1} + h_s: its forward +

@@ -20,8 +20,9 @@ TEST(PipelineCostTest, UniformPipelineHasTextbookBubble) {
 }
 
 TEST(PipelineCostTest, PaperStragglerToyExample) {
-  // FALCON_NOTES.md §3.4 (b): micro-batch 1 s, slow 1.5 s, healthy iteration 6 s; two stragglers
-  // in two stages of a pipeline: 8.5 s; both in one stage: 8 s. That is P = 3, m = 4.
+  // FALCON paper §5, straggler consolidation example: micro-batch 1 s, slow 1.5 s, healthy
+  // iteration 6 s; two stragglers in two stages of a pipeline: 8.5 s; both in one stage: 8 s. That
+  // is P = 3, m = 4.
   PipelineTiming healthy{{absl::Seconds(1), absl::Seconds(1), absl::Seconds(1)},
                          {absl::ZeroDuration(), absl::ZeroDuration()},
                          4};

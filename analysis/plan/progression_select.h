@@ -1,5 +1,5 @@
 // Order statistics over unions of integer arithmetic progressions: the exact core of the S2
-// micro-batch solver (FALCON_NOTES.md §3.3). Two families:
+// micro-batch solver (docs/algorithms.md#s2-micro-batch-solver). Two families:
 //   Progression:    values k·step          for integer k in [first, last] (int64);
 //   OddProgression: values (2k − 1)·weight for integer k in [first, last] (128-bit), which is
 //                   the marginal cost x² − (x − u)² of the k-th block of size u when weight = u².

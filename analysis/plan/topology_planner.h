@@ -1,6 +1,6 @@
-// S3: changing the parallelism topology (FALCON_NOTES.md §3.4). Given the job layout
-// (rank → (dp, pp, tp) and rank → node), the slow links and the slow ranks that validation found,
-// produces a complete new rank → (dp, pp, tp) assignment that
+// S3: changing the parallelism topology (docs/algorithms.md#s3-topology-planner). Given the job
+// layout (rank → (dp, pp, tp) and rank → node), the slow links and the slow ranks that validation
+// found, produces a complete new rank → (dp, pp, tp) assignment that
 //   (a) takes congested links out of DP groups (heavy gradient traffic, Θ(h²)) and leaves them
 //       carrying at most light PP traffic (Θ(h)) or nothing, as in the paper's node swap;
 //   (b) packs the straggling TP groups into as few PP stages as possible, ⌈#slow groups / D⌉,

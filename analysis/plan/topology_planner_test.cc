@@ -122,8 +122,8 @@ TEST(TopologyPlannerTest, TwoNodesMoveTheCongestedLinkIntoPp) {
 }
 
 TEST(TopologyPlannerTest, PaperTwoStragglerExample) {
-  // FALCON_NOTES.md §3.4 (b): P = 3, m = 4, micro-batch 1 s, stragglers 1.5 s; two stragglers in
-  // two stages of one pipeline: 8.5 s; packed into one (interior) stage: 8 s.
+  // FALCON paper §5, straggler consolidation example: P = 3, m = 4, micro-batch 1 s, stragglers 1.5
+  // s; two stragglers in two stages of one pipeline: 8.5 s; packed into one (interior) stage: 8 s.
   std::map<std::pair<int, int>, std::string> nodes;
   for (int d = 0; d < 2; ++d) {
     for (int p = 0; p < 3; ++p) nodes[{d, p}] = "n" + std::to_string(d * 3 + p);
@@ -144,8 +144,9 @@ TEST(TopologyPlannerTest, PaperTwoStragglerExample) {
 }
 
 TEST(TopologyPlannerTest, SixStragglersSpanTwoStagesOfFour) {
-  // Paper §7 (4DP, 4PP, 16 GPUs): with 6 stragglers one stage holds only 4, so they need 2.
-  // Here replicas 0 and 1 each have three slow stages; afterwards no replica has more than two.
+  // FALCON paper §7, straggler consolidation (4DP, 4PP, 16 GPUs): with 6 stragglers one stage holds
+  // only 4, so they need 2. Here replicas 0 and 1 each have three slow stages; afterwards no
+  // replica has more than two.
   std::map<std::pair<int, int>, std::string> nodes;
   for (int d = 0; d < 4; ++d) {
     for (int p = 0; p < 4; ++p) nodes[{d, p}] = "n" + std::to_string(p / 2);  // 8 GPUs per node

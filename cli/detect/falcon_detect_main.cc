@@ -1,6 +1,7 @@
 // falcon_detect: offline change-point analysis of a recorded iteration-time series, so that users
-// can replay their own logs through Falcon's detector (BOCD + verification, FALCON_NOTES.md §2.4)
-// and, for ByteDance traces, cross-rank blame (§2.5).
+// can replay their own logs through Falcon's detector (BOCD + verification,
+// docs/algorithms.md#bocd) and, for ByteDance traces, cross-rank blame
+// (docs/algorithms.md#cross-rank-blame).
 //
 //   falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]
 //                 [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]

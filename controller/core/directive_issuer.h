@@ -1,4 +1,4 @@
-// Directives from the controller to the shims (ARCHITECTURE.md §5, issue 10 part 2): the protocol.
+// Directives from the controller to the shims (docs/architecture.md#directives): the protocol.
 //   - Ids: durable (IdAllocator); a re-delivery keeps the id, and the shims and the trainer drop a
 //     duplicate id (answering with their first ack), so a directive is never applied twice, also
 //     after a controller restart (records are reloaded and PENDING ones re-delivered).

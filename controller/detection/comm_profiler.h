@@ -1,10 +1,10 @@
-// The profiling phase's data (FALCON_NOTES.md §2.5): per profiled iteration, every rank's compute
-// time and every communicator's per-member busy and transfer time (from the summaries, refined by
-// device-timed raw op records when the ops carry their iteration), judged by the analysis
-// cross-rank blame (analysis/detect/blame.h): comparable communicators (same kind and bytes) above
-// the median by the suspicious-group ratio, and ranks whose own compute or transfer is slow.
-// Aggregated over the profiled iterations: a comm or rank counts when flagged in at least half of
-// them. Not thread-safe.
+// The profiling phase's data (docs/algorithms.md#profiling): per profiled iteration, every rank's
+// compute time and every communicator's per-member busy and transfer time (from the summaries,
+// refined by device-timed raw op records when the ops carry their iteration), judged by the
+// analysis cross-rank blame (analysis/detect/blame.h): comparable communicators (same kind and
+// bytes) above the median by the suspicious-group ratio, and ranks whose own compute or transfer is
+// slow. Aggregated over the profiled iterations: a comm or rank counts when flagged in at least
+// half of them. Not thread-safe.
 #ifndef FALCON_CONTROLLER_DETECTION_COMM_PROFILER_H_
 #define FALCON_CONTROLLER_DETECTION_COMM_PROFILER_H_
 

@@ -1,10 +1,10 @@
-// The tracking phase (FALCON_NOTES.md §2.4) for every job: one online detector (analysis BOCD +
-// verification) per rank on its iteration times and one on the job's series (max over ranks,
-// job_series.h). A verified slowdown opens the job's event (or joins the active one) and starts
-// localization; a recovery of every series of the event recovers it. Summaries are kept per rank
-// for the last `resume_window_iterations` iterations in the samples table, and replayed into fresh
-// detectors after a restart (events suppressed: they are already stored), so detection resumes
-// where it stopped. Also keeps the downsampled job history and the live per-job figures.
+// The tracking phase (docs/algorithms.md#online-detector) for every job: one online detector
+// (analysis BOCD + verification) per rank on its iteration times and one on the job's series (max
+// over ranks, job_series.h). A verified slowdown opens the job's event (or joins the active one)
+// and starts localization; a recovery of every series of the event recovers it. Summaries are kept
+// per rank for the last `resume_window_iterations` iterations in the samples table, and replayed
+// into fresh detectors after a restart (events suppressed: they are already stored), so detection
+// resumes where it stopped. Also keeps the downsampled job history and the live per-job figures.
 // Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_DETECTION_DETECTION_MANAGER_H_
 #define FALCON_CONTROLLER_DETECTION_DETECTION_MANAGER_H_

@@ -1,5 +1,5 @@
-// Localization of a confirmed fail-slow (FALCON_NOTES.md §2.5-§2.7): profiling -> pause ->
-// validation -> verdict. For each active event of a job:
+// Localization of a confirmed fail-slow (docs/algorithms.md#profiling, #validation-passes and
+// #verdict): profiling -> pause -> validation -> verdict. For each active event of a job:
 //  1. PROFILING: the job's agents are told to profile (ProfilingControl on: device-timed raw ops);
 //     the summaries and ops of `profiling_iterations` complete iterations go through the analysis
 //     cross-rank blame (CommProfiler), which flags suspicious communicators and blamed ranks.

@@ -1,4 +1,4 @@
-// The verdict of a validation (FALCON_NOTES.md §2.7): GEMM times per rank and link times per
+// The verdict of a validation (docs/algorithms.md#verdict): GEMM times per rank and link times per
 // communicator, each compared with its median. A rank whose GEMM takes more than
 // (1 + gemm_slow_ratio) x the median is a compute culprit; a link whose time per byte exceeds
 // (1 + link_slow_ratio) x the median of its communicator's links is a communication culprit.

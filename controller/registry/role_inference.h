@@ -1,7 +1,8 @@
 // Infers each communicator's role (DP / PP / TP / WORLD) when the trainer gave no hint, from
 // group sizes, node placement, the job's layout sizes when known, and observed traffic
-// (point-to-point vs collective ops). FALCON_NOTES.md §7: without framework hooks, groups "would
-// have to be classified from communicator size and traffic patterns alone". Pure functions.
+// (point-to-point vs collective ops). Without framework hooks, groups can only be
+// classified from communicator size and traffic patterns (docs/algorithms.md#role-inference). Pure
+// functions.
 #ifndef FALCON_CONTROLLER_REGISTRY_ROLE_INFERENCE_H_
 #define FALCON_CONTROLLER_REGISTRY_ROLE_INFERENCE_H_
 
