@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
-#include "controller/metrics/metric_table.h"
 #include "common/testing/http_get.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/alibaba_data.h"
 #include "controller/testing/job_fixtures.h"

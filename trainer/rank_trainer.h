@@ -117,8 +117,7 @@ class RankTrainer {
   RankTrainer(TrainerOptions options, const Corpus* corpus,
               std::shared_ptr<collective::CommRuntime> runtime,
               std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-              collective::RankFaults* faults, const common::Clock* clock,
-              analysis::Layout layout);
+              collective::RankFaults* faults, const common::Clock* clock, analysis::Layout layout);
 
   absl::Status Init();
   absl::Status BuildGroupComms();

@@ -19,7 +19,8 @@ MitigationEvent::MitigationEvent(uint64_t event_id, std::string job, Culprit cul
 
 absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     const falcon::v1::Event& event, EventActions& actions, const OrchestratorOptions& options,
-    const common::Clock& clock, LayoutsInForce* layouts, common::ErrorCounter* errors, bool rebuild) {
+    const common::Clock& clock, LayoutsInForce* layouts, common::ErrorCounter* errors,
+    bool rebuild) {
   const JobEntry* job = actions.FindJob(event.job());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", event.job(), "' unknown"));
   Culprit culprit;

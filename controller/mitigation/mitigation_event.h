@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/clock.h"
 #include "analysis/plan/escalation.h"
+#include "common/clock.h"
 #include "controller/mitigation/s2_micro_batch.h"
 #include "controller/mitigation/s3_topology.h"
 #include "controller/mitigation/s4_checkpoint_restart.h"
@@ -41,7 +41,8 @@ class MitigationEvent {
   // a healthy iteration time; the escalation's kInvalidArgument for settings out of range.
   static absl::StatusOr<std::unique_ptr<MitigationEvent>> Create(
       const falcon::v1::Event& event, EventActions& actions, const OrchestratorOptions& options,
-      const common::Clock& clock, LayoutsInForce* layouts, common::ErrorCounter* errors, bool rebuild);
+      const common::Clock& clock, LayoutsInForce* layouts, common::ErrorCounter* errors,
+      bool rebuild);
 
   EventContext& ctx() { return ctx_; }
   analysis::Escalation& escalation() { return *esc_; }

@@ -1,4 +1,4 @@
-// Mitigation end to end on a real training run (issue 10's tests): LocalCluster (deploy/local)
+// Mitigation end to end on a real training run: LocalCluster (deploy/local)
 // starts the controller (mitigation on, the default), one agent per emulated node and the
 // reference trainer (DP=4 x PP=2, 8 ranks, 4 emulated nodes, every rank on the real shim).
 //   - compute fail-slow on rank 5 -> S2 within the escalation budget, which recovers at least half
