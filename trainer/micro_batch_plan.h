@@ -1,7 +1,7 @@
 // The S2 micro-batch plan of the reference trainer: how the M micro-batches of a global batch are
 // split across the D DP groups of a DP x PP layout (analysis/plan/layout.h), and the job
 // configuration checks it rests on. Under 1F1B every DP group runs a multiple of PP micro-batches
-// (docs/algorithms.md#s2-micro-batch-redistribution).
+// (docs/algorithms.md#s2-micro-batch-solver).
 #ifndef FALCON_TRAINER_MICRO_BATCH_PLAN_H_
 #define FALCON_TRAINER_MICRO_BATCH_PLAN_H_
 

@@ -37,8 +37,8 @@
 #include "trainer/micro_batch_plan.h"
 #include "trainer/restart_plan.h"
 #include "trainer/scripted_hooks.h"
+#include "trainer/shim_hooks.h"
 #include "trainer/worker.h"
-#include "trainer_shim/trainer_hooks.h"
 
 ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");
 ABSL_FLAG(int, pp, 2, "pipeline stages");
@@ -235,7 +235,7 @@ int RunRank(const collective::RankEnv& env) {
   } else {
     hooks = std::make_unique<NoopHooks>();
   }
-  std::unique_ptr<falcon::shim::ShimTrainerHooks> shim_hooks;
+  std::unique_ptr<falcon::trainer::ShimTrainerHooks> shim_hooks;
   if (const std::string socket = AgentSocketTemplate(); !socket.empty()) {
     if (hooks != nullptr && !o.directives_path.empty()) {
       std::fprintf(stderr,
@@ -244,7 +244,7 @@ int RunRank(const collective::RankEnv& env) {
                    env.rank);
       return kExitBadConfig;
     }
-    falcon::shim::ShimTrainerHooksOptions so;
+    falcon::trainer::ShimTrainerHooksOptions so;
     so.job = absl::GetFlag(FLAGS_job);
     so.agent_socket = absl::StrReplaceAll(socket, {{"{node}", env.node}});
     so.node = env.node;
@@ -253,8 +253,8 @@ int RunRank(const collective::RankEnv& env) {
     so.dp_size = env.dp;
     so.pp_size = env.pp;
     so.global_micro_batches = o.trainer.micro_batches;
-    absl::StatusOr<std::unique_ptr<falcon::shim::ShimTrainerHooks>> created =
-        falcon::shim::ShimTrainerHooks::Create(std::move(so));
+    absl::StatusOr<std::unique_ptr<falcon::trainer::ShimTrainerHooks>> created =
+        falcon::trainer::ShimTrainerHooks::Create(std::move(so));
     if (!created.ok()) {
       std::fprintf(stderr, "falcon_train rank %d: %s\n", env.rank,
                    std::string(created.status().message()).c_str());

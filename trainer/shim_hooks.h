@@ -3,7 +3,8 @@
 // binary links it; the trainer library never depends on the shim.
 //
 // What goes where:
-//   hello (Shim options)    job, rank, node, world, dp/pp sizes, M, epoch: from the options at
+//   hello (shim::Shim options)    job, rank, node, world, dp/pp sizes, M, epoch: from the options
+//   at
 //                           Create (the launcher's layout; an S3 remap is told to the agent
 //                           through the re-registered DP/PP communicators, not the hello).
 //   OnCommCreated (observer) every communicator (world, validation, DP, PP; rebuilt after S3) is
@@ -21,8 +22,8 @@
 //
 // Install it as the comm runtime's observer before the world communicator is created (the worker
 // does so with WorkerOptions::observer), so the world's registration is not missed.
-#ifndef FALCON_TRAINER_SHIM_TRAINER_HOOKS_H_
-#define FALCON_TRAINER_SHIM_TRAINER_HOOKS_H_
+#ifndef FALCON_TRAINER_SHIM_HOOKS_H_
+#define FALCON_TRAINER_SHIM_HOOKS_H_
 
 #include <cstdint>
 #include <functional>
@@ -36,10 +37,10 @@
 #include "trainer/hooks.h"
 #include "trainer_shim/shim.h"
 
-namespace falcon::shim {
+namespace falcon::trainer {
 
 struct ShimTrainerHooksOptions {
-  std::string job;           // REQUIRES: a valid job name (ShimOptions::job).
+  std::string job;           // REQUIRES: a valid job name (shim::ShimOptions::job).
   std::string agent_socket;  // The agent's unix socket; REQUIRES: non-empty.
   std::string node;          // Node name in the hello (emulated node, e.g. "node3").
   int rank = 0;              // Global rank, [0, world_size).
@@ -48,13 +49,14 @@ struct ShimTrainerHooksOptions {
   int pp_size = 0;
   int global_micro_batches = 0;  // M (0: unknown).
   uint64_t epoch = 0;            // Epoch the trainer starts at.
-  // Shim warnings (default: stderr).
+  // shim::Shim warnings (default: stderr).
   std::function<void(std::string_view)> log;
 };
 
 class ShimTrainerHooks final : public trainer::TrainerHooks, public collective::OpObserver {
  public:
-  // Creates and connects the shim. kInvalidArgument naming the bad field (ShimOptions::Validate).
+  // Creates and connects the shim. kInvalidArgument naming the bad field
+  // (shim::ShimOptions::Validate).
   static absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> Create(ShimTrainerHooksOptions options);
   ~ShimTrainerHooks() override;  // Flushes and shuts the shim down.
 
@@ -71,16 +73,16 @@ class ShimTrainerHooks final : public trainer::TrainerHooks, public collective::
   void OnOp(const collective::OpEvent& event) noexcept override;
   void OnCommCreated(const collective::CommInfo& info) noexcept override;
 
-  Shim& shim() { return *shim_; }
+  shim::Shim& shim() { return *shim_; }
 
  private:
-  explicit ShimTrainerHooks(std::unique_ptr<Shim> shim) : shim_(std::move(shim)) {}
+  explicit ShimTrainerHooks(std::unique_ptr<shim::Shim> shim) : shim_(std::move(shim)) {}
   void Warn(std::string_view what, const absl::Status& status);
 
-  std::unique_ptr<Shim> shim_;
+  std::unique_ptr<shim::Shim> shim_;
   collective::CommRuntime* runtime_ = nullptr;  // Seen in OnLayout; observer reset at exit.
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer
 
-#endif  // FALCON_TRAINER_SHIM_TRAINER_HOOKS_H_
+#endif  // FALCON_TRAINER_SHIM_HOOKS_H_
