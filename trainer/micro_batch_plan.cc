@@ -6,7 +6,7 @@
 
 namespace falcon::trainer {
 
-absl::Status ValidateParallelConfig(int world, int dp, int pp, int microbatches, int num_blocks) {
+absl::Status ValidateParallelConfig(int world, int dp, int pp, int micro_batches, int num_blocks) {
   if (dp < 1) return absl::InvalidArgumentError(absl::StrCat("--dp ", dp, " must be >= 1"));
   if (pp < 1) return absl::InvalidArgumentError(absl::StrCat("--pp ", pp, " must be >= 1"));
   if (world != dp * pp) {
@@ -14,9 +14,9 @@ absl::Status ValidateParallelConfig(int world, int dp, int pp, int microbatches,
         "layout --dp ", dp, " x --pp ", pp, " = ", dp * pp, " ranks ",
         world % (dp * pp) != 0 ? "does not divide" : "does not match", " the world size ", world));
   }
-  if (microbatches < pp || microbatches % pp != 0) {
+  if (micro_batches < pp || micro_batches % pp != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--microbatches ", microbatches, " is not a positive multiple of --pp ", pp,
+        absl::StrCat("--micro-batches ", micro_batches, " is not a positive multiple of --pp ", pp,
                      " (under 1F1B every DP group runs a multiple of PP micro-batches)"));
   }
   if (pp > num_blocks) {
@@ -26,15 +26,15 @@ absl::Status ValidateParallelConfig(int world, int dp, int pp, int microbatches,
   return absl::OkStatus();
 }
 
-std::vector<int> EvenMicroBatchPlan(int dp, int pp, int microbatches) {
-  const int chunks = microbatches / pp;
+std::vector<int> EvenMicroBatchPlan(int dp, int pp, int micro_batches) {
+  const int chunks = micro_batches / pp;
   std::vector<int> plan(dp);
   for (int d = 0; d < dp; ++d) plan[d] = (chunks / dp + (d < chunks % dp ? 1 : 0)) * pp;
   return plan;
 }
 
 absl::Status ValidateMicroBatchPlan(const std::vector<int>& plan, int dp, int pp,
-                                    int microbatches) {
+                                    int micro_batches) {
   if (static_cast<int>(plan.size()) != dp) {
     return absl::InvalidArgumentError(absl::StrCat("micro_batch_plan has ", plan.size(),
                                                    " entries; the layout has ", dp, " DP groups"));
@@ -47,9 +47,9 @@ absl::Status ValidateMicroBatchPlan(const std::vector<int>& plan, int dp, int pp
     }
     sum += plan[d];
   }
-  if (sum != microbatches) {
+  if (sum != micro_batches) {
     return absl::InvalidArgumentError(absl::StrCat("micro_batch_plan sums to ", sum,
-                                                   "; the global batch has ", microbatches,
+                                                   "; the global batch has ", micro_batches,
                                                    " micro-batches"));
   }
   return absl::OkStatus();

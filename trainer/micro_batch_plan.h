@@ -12,17 +12,18 @@
 namespace falcon::trainer {
 
 // Checks a job configuration before any rank starts: dp, pp >= 1, dp * pp == world,
-// microbatches >= pp and a multiple of pp (1F1B: every DP group gets a multiple of PP),
+// micro-batches >= pp and a multiple of pp (1F1B: every DP group gets a multiple of PP),
 // pp <= num_blocks (every stage holds at least one block). kInvalidArgument naming the flag.
-absl::Status ValidateParallelConfig(int world, int dp, int pp, int microbatches, int num_blocks);
+absl::Status ValidateParallelConfig(int world, int dp, int pp, int micro_batches, int num_blocks);
 
-// The even split of `microbatches` (a multiple of pp) over `dp` groups in chunks of pp: every
+// The even split of `micro-batches` (a multiple of pp) over `dp` groups in chunks of pp: every
 // group gets floor(chunks / dp) chunks and the first chunks % dp groups one more.
-std::vector<int> EvenMicroBatchPlan(int dp, int pp, int microbatches);
+std::vector<int> EvenMicroBatchPlan(int dp, int pp, int micro_batches);
 
 // Checks an S2 plan: one entry per DP group, each >= 0 and a multiple of pp, summing to
-// `microbatches`. kInvalidArgument naming the entry.
-absl::Status ValidateMicroBatchPlan(const std::vector<int>& plan, int dp, int pp, int microbatches);
+// `micro-batches`. kInvalidArgument naming the entry.
+absl::Status ValidateMicroBatchPlan(const std::vector<int>& plan, int dp, int pp,
+                                    int micro_batches);
 
 // Index of the first global micro-batch of DP group `dp` under `plan` (sum of earlier entries):
 // group d runs global micro-batches [offset, offset + plan[d]).

@@ -21,7 +21,7 @@ TEST(MicroBatchPlanTest, WrongWorldSizeIsAClearError) {
 TEST(MicroBatchPlanTest, MicroBatchesMustBeAMultipleOfPp) {
   absl::Status s = ValidateParallelConfig(4, 2, 2, 7, 4);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("--microbatches 7"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--micro-batches 7"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("--pp 2"));
   EXPECT_FALSE(ValidateParallelConfig(4, 2, 2, 0, 4).ok());
   EXPECT_THAT(std::string(ValidateParallelConfig(4, 1, 4, 8, 2).message()),

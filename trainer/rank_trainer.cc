@@ -104,7 +104,7 @@ absl::Status RankTrainer::Init() {
         mc.micro_batch_size != c.micro_batch_size || m->micro_batches != options_.micro_batches) {
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint '", options_.resume_dir,
-          "' is of another model or global batch (check --layers, --hidden, --microbatches and "
+          "' is of another model or global batch (check --layers, --hidden, --micro-batches and "
           "the training text)"));
     }
     start_iteration_ = m->iteration;

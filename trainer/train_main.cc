@@ -1,6 +1,6 @@
 // falcon_train: the reference DP x PP trainer (`./falcon train`).
 //
-//   falcon_train --dp D --pp P --microbatches M --steps N [--layers L --hidden H --seed S
+//   falcon_train --dp D --pp P --micro-batches M --steps N [--layers L --hidden H --seed S
 //                --checkpoint-dir DIR --resume DIR --faults SPEC --directives FILE
 //                --events-log FILE --nodes K] --json-log FILE
 //
@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "cli/help/flags_help.h"
 #include "collective/fault/fault_spec.h"
 #include "collective/launch/launcher.h"
 #include "collective/launch/rank_env.h"
@@ -42,7 +43,7 @@
 
 ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");
 ABSL_FLAG(int, pp, 2, "pipeline stages");
-ABSL_FLAG(int, microbatches, 8, "micro-batches per global batch (a multiple of --pp)");
+ABSL_FLAG(int, micro_batches, 8, "micro-batches per global batch (a multiple of --pp)");
 ABSL_FLAG(int64_t, steps, 50,
           "train until this many iterations are done in all (a resumed run continues to it)");
 ABSL_FLAG(int, layers, 4, "MLP blocks of the model (>= --pp)");
@@ -86,24 +87,6 @@ namespace {
 
 constexpr int kExitBadConfig = 2;
 
-// "--json-log=x" -> "--json_log=x"; stops at a bare "--".
-std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
-  storage->assign(argv, argv + argc);
-  for (size_t i = 1; i < storage->size(); ++i) {
-    std::string& a = (*storage)[i];
-    if (a == "--") break;
-    if (a.size() < 3 || a[0] != '-') continue;
-    const size_t start = a[1] == '-' ? 2 : 1;
-    const size_t end = std::min(a.find('='), a.size());
-    for (size_t k = start; k < end; ++k) {
-      if (a[k] == '-') a[k] = '_';
-    }
-  }
-  std::vector<char*> out;
-  for (std::string& s : *storage) out.push_back(s.data());
-  return out;
-}
-
 TrainerOptions TrainerOptionsFromFlags() {
   TrainerOptions o;
   o.model.context = absl::GetFlag(FLAGS_context);
@@ -115,7 +98,7 @@ TrainerOptions TrainerOptionsFromFlags() {
   o.adam.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr));
   o.dp = absl::GetFlag(FLAGS_dp);
   o.pp = absl::GetFlag(FLAGS_pp);
-  o.micro_batches = absl::GetFlag(FLAGS_microbatches);
+  o.micro_batches = absl::GetFlag(FLAGS_micro_batches);
   o.steps = absl::GetFlag(FLAGS_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
@@ -374,11 +357,14 @@ int RunLauncher(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "falcon_train --dp D --pp P --microbatches M --steps N [--layers L --hidden H --seed S "
+      "falcon_train --dp D --pp P --micro-batches M --steps N [--layers L --hidden H --seed S "
       "--checkpoint-dir DIR --faults SPEC --directives FILE] --json-log FILE");
-  std::vector<std::string> storage;
-  std::vector<char*> normalized = falcon::trainer::NormalizeFlagNames(argc, argv, &storage);
-  const std::vector<std::string> args = storage;
+  // "--json-log=x" -> "--json_log=x"; --microbatches (the flag's old name) -> --micro_batches.
+  const std::vector<std::string> args =
+      falcon::cli::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
+  std::vector<std::string> storage = args;
+  std::vector<char*> normalized;
+  for (std::string& a : storage) normalized.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
   falcon::common::InitLogging(argv[0]);
   absl::StatusOr<falcon::collective::RankEnv> env = falcon::collective::RankEnvFromEnvironment();

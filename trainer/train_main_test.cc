@@ -43,26 +43,26 @@ Outcome Train(const std::string& args, const std::string& dir) {
 
 TEST(TrainMainTest, BadLayoutsAndBatchesAreClearErrors) {
   const std::string dir = testing::FreshDir("errors");
-  Outcome o = Train("--dp 3 --pp 2 --nproc 8 --microbatches 8 --steps 1", dir);
+  Outcome o = Train("--dp 3 --pp 2 --nproc 8 --micro-batches 8 --steps 1", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("--dp 3 x --pp 2 = 6 ranks does not divide the world size 8"));
-  o = Train("--dp 2 --pp 2 --microbatches 7 --steps 1", dir);
+  o = Train("--dp 2 --pp 2 --micro-batches 7 --steps 1", dir);
   EXPECT_EQ(o.exit_code, 2);
-  EXPECT_THAT(o.output, HasSubstr("--microbatches 7 is not a positive multiple of --pp 2"));
-  o = Train("--dp 1 --pp 4 --layers 2 --microbatches 4 --steps 1", dir);
+  EXPECT_THAT(o.output, HasSubstr("--micro-batches 7 is not a positive multiple of --pp 2"));
+  o = Train("--dp 1 --pp 4 --layers 2 --micro-batches 4 --steps 1", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("--pp 4 exceeds --layers 2"));
-  o = Train("--dp 1 --pp 1 --microbatches 1 --steps 1 --data /nonexistent.txt", dir);
+  o = Train("--dp 1 --pp 1 --micro-batches 1 --steps 1 --data /nonexistent.txt", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("cannot open training text '/nonexistent.txt'"));
-  o = Train("--dp 1 --pp 1 --microbatches 1 --steps 1 --faults 'compute:rank=0'", dir);
+  o = Train("--dp 1 --pp 1 --micro-batches 1 --steps 1 --faults 'compute:rank=0'", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("--faults"));
 }
 
 TEST(TrainMainTest, BadFalconFlagsAreClearErrors) {
   const std::string dir = testing::FreshDir("falcon_flags");
-  const std::string base = "--dp 1 --pp 1 --microbatches 1 --steps 1 ";
+  const std::string base = "--dp 1 --pp 1 --micro-batches 1 --steps 1 ";
   Outcome o = Train(base + "--job 'a b'", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("--job: 'a b' is not 1 to 128 bytes of [A-Za-z0-9._-]"));
@@ -85,7 +85,7 @@ TEST(TrainMainTest, BadFalconFlagsAreClearErrors) {
 TEST(TrainMainTest, TrainsWithTheShimWhenTheAgentIsAbsent) {
   const std::string dir = testing::FreshDir("absent_agent");
   Outcome o = Train(
-      absl::StrCat("--dp 2 --pp 2 --nodes 2 --microbatches 4 --steps 3 --job j1 ",
+      absl::StrCat("--dp 2 --pp 2 --nodes 2 --micro-batches 4 --steps 3 --job j1 ",
                    "--emulated_compute_ms 5 --agent_socket /tmp/falcon-absent-agent-{node}.sock ",
                    "--json_log ", dir, "/log.jsonl"),
       dir);
@@ -101,7 +101,7 @@ TEST(TrainMainTest, TrainsWithTheShimWhenTheAgentIsAbsent) {
 TEST(TrainMainTest, TrainsWithFaultsAndWritesOneLinePerIterationPerRank) {
   const std::string dir = testing::FreshDir("train");
   const Outcome o = Train(
-      "--dp 2 --pp 2 --microbatches 4 --steps 6 --json-log log.jsonl "
+      "--dp 2 --pp 2 --micro-batches 4 --steps 6 --json-log log.jsonl "
       "--faults 'compute:rank=1,factor=1.5,from=2; link:src=2,dst=0,delay_ms=1'",
       dir);
   ASSERT_EQ(o.exit_code, 0) << o.output;
@@ -125,7 +125,7 @@ TEST(TrainMainTest, CheckpointRestartRelaunchesWithoutTheExcludedRank) {
          R"( "checkpoint_restart": {"checkpoint_dir": "ckpt", "excluded_ranks": [1]}}})"
       << "\n";
   const Outcome o = Train(
-      "--dp 2 --pp 2 --microbatches 4 --steps 6 --json-log log.jsonl --checkpoint-dir out "
+      "--dp 2 --pp 2 --micro-batches 4 --steps 6 --json-log log.jsonl --checkpoint-dir out "
       "--directives directives.jsonl --faults 'compute:rank=3,factor=1.5'",
       dir);
   ASSERT_EQ(o.exit_code, 0) << o.output;

@@ -52,4 +52,24 @@ std::string FlagsHelp(absl::string_view usage, absl::string_view file_filter, bo
   return out;
 }
 
+std::vector<std::string> NormalizeFlagNames(int argc, char** argv, const FlagAliases& aliases) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-' || a == "-") continue;
+    const size_t start = a[1] == '-' ? 2 : 1;
+    const size_t end = std::min(a.find('='), a.size());
+    std::string name = a.substr(start, end - start);
+    std::replace(name.begin(), name.end(), '-', '_');
+    // --noflag is Abseil's negation of a boolean flag: alias the flag part.
+    const bool negated =
+        name.size() > 2 && name.compare(0, 2, "no") == 0 && aliases.count(name.substr(2)) > 0;
+    auto it = aliases.find(negated ? name.substr(2) : name);
+    if (it != aliases.end()) name = (negated ? "no" : "") + it->second;
+    a = a.substr(0, start) + name + a.substr(end);
+  }
+  return args;
+}
+
 }  // namespace falcon::cli

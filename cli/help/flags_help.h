@@ -11,7 +11,9 @@
 #ifndef FALCON_CLI_HELP_FLAGS_HELP_H_
 #define FALCON_CLI_HELP_FLAGS_HELP_H_
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -26,6 +28,15 @@ bool WantsHelp(int argc, char** argv);
 //   --name (help text) default: VALUE
 // With `dashes`, flag names are shown with '-' for '_' (tools that accept both spellings).
 std::string FlagsHelp(absl::string_view usage, absl::string_view file_filter, bool dashes);
+
+// Flags renamed over time: old name -> current name (both with underscores). A renamed flag keeps
+// working under its old name, e.g. {"microbatches", "micro_batches"}.
+using FlagAliases = std::map<std::string, std::string>;
+
+// The process's arguments with every flag name before a bare "--" normalized for Abseil: dashes
+// in the name become underscores ("--json-log=x" -> "--json_log=x", "-micro-batches" too), and an
+// old name in `aliases` becomes its current name. Values and positional arguments are untouched.
+std::vector<std::string> NormalizeFlagNames(int argc, char** argv, const FlagAliases& aliases = {});
 
 }  // namespace falcon::cli
 

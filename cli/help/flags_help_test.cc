@@ -44,5 +44,18 @@ TEST(FlagsHelpTest, ListsTheFileFlagsWithDefaults) {
   EXPECT_THAT(FlagsHelp("u", "flags_help_test.cc", false), HasSubstr("--help_test_count"));
 }
 
+TEST(NormalizeFlagNamesTest, DashesAndAliasesInNamesOnly) {
+  std::vector<std::string> in = {"tool",           "--json-log=a-b",   "-micro-batches", "7",
+                                 "--microbatches", "--nomicrobatches", "pos-arg",        "--",
+                                 "--after-dash"};
+  std::vector<char*> argv;
+  for (std::string& a : in) argv.push_back(a.data());
+  const std::vector<std::string> out = NormalizeFlagNames(
+      static_cast<int>(argv.size()), argv.data(), {{"microbatches", "micro_batches"}});
+  EXPECT_EQ(out, (std::vector<std::string>{"tool", "--json_log=a-b", "-micro_batches", "7",
+                                           "--micro_batches", "--nomicro_batches", "pos-arg", "--",
+                                           "--after-dash"}));
+}
+
 }  // namespace
 }  // namespace falcon::cli

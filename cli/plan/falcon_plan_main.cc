@@ -19,7 +19,7 @@
 
 // s2
 ABSL_FLAG(std::string, times, "", "s2: seconds per micro-batch of each DP group, t1,t2,...");
-ABSL_FLAG(int64_t, microbatches, 0, "s2: micro-batches per global batch (M)");
+ABSL_FLAG(int64_t, micro_batches, 0, "s2: micro-batches per global batch (M)");
 ABSL_FLAG(int64_t, multiple, 1,
           "s2: every group's micro-batches are a multiple of this (PP size "
           "under 1F1B)");
@@ -35,7 +35,7 @@ ABSL_FLAG(std::string, stage_compute_s, "1",
           "s3: forward+backward seconds per micro-batch, one value or one per stage");
 ABSL_FLAG(double, p2p_s, 0.02, "s3: healthy PP p2p seconds per micro-batch per boundary");
 ABSL_FLAG(double, allreduce_s, 1.0, "s3: healthy DP all-reduce seconds per stage");
-ABSL_FLAG(int64_t, replica_microbatches, 8, "s3: micro-batches per DP replica per iteration");
+ABSL_FLAG(int64_t, replica_micro_batches, 8, "s3: micro-batches per DP replica per iteration");
 ABSL_FLAG(int64_t, state_bytes, 0, "s3: bytes of state per rank moved when its stage changes");
 ABSL_FLAG(int64_t, dp_state_bytes, 0,
           "s3: bytes of state per rank moved when only its dp index changes");
@@ -55,24 +55,10 @@ namespace {
 
 constexpr char kUsage[] =
     "falcon_plan: plan Falcon's mitigations offline.\n"
-    "  falcon_plan s2 --times t1,t2,... --microbatches M [--multiple q] [--json]\n"
+    "  falcon_plan s2 --times t1,t2,... --micro-batches M [--multiple q] [--json]\n"
     "  falcon_plan s3 --layout FILE [--slow-links a-b[:x],...] [--slow-ranks r[:x],...] [--json]\n"
     "  falcon_plan escalate --trace FILE [--json]\n"
     "Run with --help for every flag.";
-
-// Abseil flag names use underscores; the documented spelling uses dashes (--slow-links). Accept
-// both by rewriting the name part of every "--name[=value]" argument before parsing.
-std::vector<std::string> DashesToUnderscores(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string& a = args[i];
-    if (a == "--") break;
-    if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
-    const size_t end = std::min(a.find('='), a.size());
-    std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
-  }
-  return args;
-}
 
 int Finish(const absl::StatusOr<std::string>& out) {
   if (!out.ok()) {
@@ -94,7 +80,10 @@ int main(int argc, char** argv) {
                stdout);
     return 0;
   }
-  std::vector<std::string> rewritten = DashesToUnderscores(argc, argv);
+  // The documented spelling uses dashes (--slow-links); the pre-unification names stay aliases.
+  std::vector<std::string> rewritten = falcon::cli::NormalizeFlagNames(
+      argc, argv,
+      {{"microbatches", "micro_batches"}, {"replica_microbatches", "replica_micro_batches"}});
   std::vector<char*> raw;
   for (std::string& a : rewritten) raw.push_back(a.data());
   const std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
@@ -108,7 +97,7 @@ int main(int argc, char** argv) {
   if (command == "s2") {
     falcon::cli::S2Request r;
     r.times = absl::GetFlag(FLAGS_times);
-    r.microbatches = absl::GetFlag(FLAGS_microbatches);
+    r.micro_batches = absl::GetFlag(FLAGS_micro_batches);
     r.multiple = absl::GetFlag(FLAGS_multiple);
     r.exclude = absl::GetFlag(FLAGS_exclude);
     r.current = absl::GetFlag(FLAGS_current);
@@ -123,7 +112,7 @@ int main(int argc, char** argv) {
     r.stage_compute_s = absl::GetFlag(FLAGS_stage_compute_s);
     r.p2p_s = absl::GetFlag(FLAGS_p2p_s);
     r.allreduce_s = absl::GetFlag(FLAGS_allreduce_s);
-    r.replica_microbatches = absl::GetFlag(FLAGS_replica_microbatches);
+    r.replica_micro_batches = absl::GetFlag(FLAGS_replica_micro_batches);
     r.state_bytes = absl::GetFlag(FLAGS_state_bytes);
     r.dp_state_bytes = absl::GetFlag(FLAGS_dp_state_bytes);
     r.json = json;

@@ -20,15 +20,15 @@ check() {  # check NAME EXPECTED_RC PATTERN -- command...
 }
 
 check s2-json 0 '^\{"m":\[10,8,6,8\],"makespan":10\.0,"predicted_speedup":1\.2' -- \
-  "$BIN" s2 --times 1,1,1.5,1 --microbatches 32 --multiple 2 --json
+  "$BIN" s2 --times 1,1,1.5,1 --micro-batches 32 --multiple 2 --json
 check s2-table 0 'predicted speedup 1\.200x' -- \
-  "$BIN" s2 --times=1,1,1.5,1 --microbatches=32 --multiple=2
+  "$BIN" s2 --times=1,1,1.5,1 --micro-batches=32 --multiple=2
 check s2-exclude 0 '"makespan":12\.0,"predicted_speedup":2\.0,"baseline_makespan":24\.0' -- \
-  "$BIN" s2 --times 1,1,3,1 --microbatches 32 --multiple 2 --exclude 2 --json
+  "$BIN" s2 --times 1,1,3,1 --micro-batches 32 --multiple 2 --exclude 2 --json
 check s2-nan 1 'error: --times\[1\]: is NaN' -- \
-  "$BIN" s2 --times 1,nan --microbatches 4
-check s2-multiple 1 'error: --microbatches: 5 is not a multiple of multiple = 2' -- \
-  "$BIN" s2 --times 1,1 --microbatches 5 --multiple 2
+  "$BIN" s2 --times 1,nan --micro-batches 4
+check s2-multiple 1 'error: --micro-batches: 5 is not a multiple of multiple = 2' -- \
+  "$BIN" s2 --times 1,1 --micro-batches 5 --multiple 2
 check s3-json 0 '"slow_links_in_dp":\{"before":1,"after":0\}' -- \
   "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-links 2-6:4 --json
 check s3-json-layout 0 '"slow_links_in_pp":\{"before":0,"after":1\}' -- \
@@ -37,13 +37,13 @@ check s3-missing 1 'error: --layout: /nope\.csv: cannot open' -- \
   "$BIN" s3 --layout /nope.csv
 check s3-bad-rank 1 'error: --slow-ranks\[0\]\.rank: 42 is not a rank' -- \
   "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-ranks 42
-check s3-replica-microbatches 1 'error: --replica-microbatches: must be in \[1, 1000000\]' -- \
-  "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-links 2-6:4 --replica-microbatches 9000000000000000000
+check s3-replica-micro-batches 1 'error: --replica-micro-batches: must be in \[1, 1000000\]' -- \
+  "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-links 2-6:4 --replica-micro-batches 9000000000000000000
 check escalate 0 'apply  S2 micro-batch .*lost 5\.00s >= S2 micro-batch cost 5\.00s' -- \
   "$BIN" escalate --trace "$DATA/trace.csv"
 check escalate-json 0 '"events":2' -- "$BIN" escalate --trace "$DATA/trace.csv" --json
 check help 0 '^falcon_plan: plan Falcon.s mitigations offline' -- "$BIN" --help
-check help-flags 0 '--replica-microbatches .*default: 8' -- "$BIN" --help
+check help-flags 0 '--replica-micro-batches .*default: 8' -- "$BIN" --help
 check help-short 0 '--slow-links' -- "$BIN" -h
 check help-subcommand 0 'falcon_plan s2 --times' -- "$BIN" s2 --help
 check no-command 2 'falcon_plan s2 --times' -- "$BIN"

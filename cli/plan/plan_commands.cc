@@ -132,7 +132,7 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
   if (!times.ok()) return times.status();
   analysis::MicroBatchProblem problem;
   problem.micro_batch_times = *times;
-  problem.global_micro_batches = request.microbatches;
+  problem.global_micro_batches = request.micro_batches;
   problem.multiple = request.multiple;
   absl::StatusOr<std::vector<int64_t>> exclude = ParseInts(request.exclude, "--exclude");
   if (!exclude.ok()) return exclude.status();
@@ -151,7 +151,7 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
   auto flagged = [](absl::Status s) {
     std::string m(s.message());
     for (auto [field, flag] : {std::pair{"micro_batch_times", "--times"},
-                               {"global_micro_batches", "--microbatches"},
+                               {"global_micro_batches", "--micro-batches"},
                                {"multiple", "--multiple"},
                                {"excluded", "--exclude"},
                                {"micro_batches", "--current"}}) {
@@ -206,7 +206,7 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
     return out.dump() + "\n";
   }
   std::string text = absl::StrFormat("S2 plan: %d DP groups, M = %d, q = %d\n%4s %14s %14s %12s\n",
-                                     times->size(), request.microbatches, request.multiple, "dp",
+                                     times->size(), request.micro_batches, request.multiple, "dp",
                                      "s/micro-batch", "micro-batches", "finish (s)");
   for (size_t i = 0; i < times->size(); ++i) {
     const int64_t m = split->micro_batches[i];
@@ -250,7 +250,7 @@ absl::StatusOr<std::string> RunS3(const S3Request& request) {
   if (!allreduce.ok()) return allreduce.status();
   model.p2p = *p2p;
   model.allreduce = *allreduce;
-  model.micro_batches = request.replica_microbatches;
+  model.micro_batches = request.replica_micro_batches;
   model.stage_state_bytes_per_rank = request.state_bytes;
   model.dp_state_bytes_per_rank = request.dp_state_bytes;
   absl::StatusOr<analysis::TopologyPlan> plan = PlanTopology(*layout, *links, *ranks, options);
@@ -259,7 +259,7 @@ absl::StatusOr<std::string> RunS3(const S3Request& request) {
     std::string m(plan.status().message());
     for (auto [field, flag] : {std::pair{"slow_links", "--slow-links"},
                                {"slow_ranks", "--slow-ranks"},
-                               {"micro_batches", "--replica-microbatches"},
+                               {"micro_batches", "--replica-micro-batches"},
                                {"stage_compute", "--stage-compute-s"},
                                {"p2p", "--p2p-s"},
                                {"allreduce", "--allreduce-s"},

@@ -1,7 +1,7 @@
 // The subcommands of falcon_plan (`./falcon plan`), as functions of their flag values that return
 // the text to print, so tests can run them without a process. main() only parses flags.
 //
-//   s2        --times t1,t2,... --microbatches M [--multiple q] [--exclude i,j]
+//   s2        --times t1,t2,... --micro-batches M [--multiple q] [--exclude i,j]
 //             [--current m1,m2,...] [--json]
 //             JSON: {"m":[...],"makespan":x,"predicted_speedup":y,"baseline_makespan":b,
 //                    "spread":s}; times in seconds. The speedup compares the makespan with the
@@ -31,24 +31,24 @@
 namespace falcon::cli {
 
 struct S2Request {
-  std::string times;         // --times: seconds per micro-batch per DP group, comma-separated.
-  int64_t microbatches = 0;  // --microbatches: M, micro-batches per global batch.
-  int64_t multiple = 1;      // --multiple: q (PP size under 1F1B).
-  std::string exclude;       // --exclude: DP indices to give no micro-batches.
-  std::string current;       // --current: the plan in force, for the speedup; empty = even split.
+  std::string times;          // --times: seconds per micro-batch per DP group, comma-separated.
+  int64_t micro_batches = 0;  // --micro-batches: M, micro-batches per global batch.
+  int64_t multiple = 1;       // --multiple: q (PP size under 1F1B).
+  std::string exclude;        // --exclude: DP indices to give no micro-batches.
+  std::string current;        // --current: the plan in force, for the speedup; empty = even split.
   bool json = false;
 };
 
 struct S3Request {
-  std::string layout_path;           // --layout
-  std::string slow_links;            // --slow-links: a-b or a-b:slowdown (default 2.0)
-  std::string slow_ranks;            // --slow-ranks: r or r:slowdown (default 1.5)
-  std::string stage_compute_s;       // --stage-compute-s: one value or one per stage
-  double p2p_s = 0.02;               // --p2p-s
-  double allreduce_s = 1.0;          // --allreduce-s
-  int64_t replica_microbatches = 8;  // --replica-microbatches
-  int64_t state_bytes = 0;           // --state-bytes: per rank, moved on a stage change
-  int64_t dp_state_bytes = 0;        // --dp-state-bytes: per rank, moved on a dp change
+  std::string layout_path;            // --layout
+  std::string slow_links;             // --slow-links: a-b or a-b:slowdown (default 2.0)
+  std::string slow_ranks;             // --slow-ranks: r or r:slowdown (default 1.5)
+  std::string stage_compute_s;        // --stage-compute-s: one value or one per stage
+  double p2p_s = 0.02;                // --p2p-s
+  double allreduce_s = 1.0;           // --allreduce-s
+  int64_t replica_micro_batches = 8;  // --replica-micro-batches
+  int64_t state_bytes = 0;            // --state-bytes: per rank, moved on a stage change
+  int64_t dp_state_bytes = 0;         // --dp-state-bytes: per rank, moved on a dp change
   bool json = false;
 };
 

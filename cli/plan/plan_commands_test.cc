@@ -31,7 +31,7 @@ std::string Error(const absl::StatusOr<std::string>& out) {
 TEST(PlanS2Test, JsonMatchesTheIssueShape) {
   S2Request r;
   r.times = "1,1,1.5,1";
-  r.microbatches = 32;
+  r.micro_batches = 32;
   r.multiple = 2;
   r.json = true;
   absl::StatusOr<std::string> out = RunS2(r);
@@ -59,7 +59,7 @@ TEST(PlanS2Test, ExcludeComparesWithTheCurrentPlanThatStillUsesTheGroups) {
   // 12,10,0,10 (12 s): a 2x speedup. The baseline is not the even split over the other groups.
   S2Request r;
   r.times = "1,1,3,1";
-  r.microbatches = 32;
+  r.micro_batches = 32;
   r.multiple = 2;
   r.exclude = "2";
   r.json = true;
@@ -86,14 +86,14 @@ TEST(PlanS2Test, ExcludeComparesWithTheCurrentPlanThatStillUsesTheGroups) {
   EXPECT_DOUBLE_EQ(j["predicted_speedup"].get<double>(), 1.0);
   // M too small for the even split over all groups: the baseline is the one over the kept ones.
   r.current = "";
-  r.microbatches = 6;
+  r.micro_batches = 6;
   r.times = "1,1,3,1";
   r.json = false;
   out = RunS2(r);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(*out, HasSubstr("even split over the groups kept (pass --current for the plan in "
                               "force) 2.0000 s: predicted speedup 1.000x"));
-  r.microbatches = 32;
+  r.micro_batches = 32;
   // Entries of the plan in force are still checked.
   r.current = "15,1,8,8";
   EXPECT_THAT(Error(RunS2(r)), HasSubstr("--current[0]: must be a positive multiple of 2, got 15"));
@@ -104,7 +104,7 @@ TEST(PlanS2Test, ExcludeComparesWithTheCurrentPlanThatStillUsesTheGroups) {
 TEST(PlanS2Test, BadInputNamesTheFlag) {
   S2Request r;
   r.times = "1,nan,1";
-  r.microbatches = 6;
+  r.micro_batches = 6;
   EXPECT_THAT(Error(RunS2(r)), HasSubstr("--times[1]: is NaN"));
   r.times = "1,x";
   EXPECT_THAT(Error(RunS2(r)), HasSubstr("--times[1]: 'x' is not a number"));
@@ -114,9 +114,9 @@ TEST(PlanS2Test, BadInputNamesTheFlag) {
   EXPECT_THAT(Error(RunS2(r)), HasSubstr("--times: required"));
   r.times = "1,1";
   r.multiple = 4;
-  EXPECT_THAT(Error(RunS2(r)), HasSubstr("--microbatches: 6 is not a multiple of multiple = 4"));
+  EXPECT_THAT(Error(RunS2(r)), HasSubstr("--micro-batches: 6 is not a multiple of multiple = 4"));
   r.multiple = 6;
-  EXPECT_THAT(Error(RunS2(r)), HasSubstr("--microbatches: 6 < active groups (2) x multiple (6)"));
+  EXPECT_THAT(Error(RunS2(r)), HasSubstr("--micro-batches: 6 < active groups (2) x multiple (6)"));
   r.multiple = 1;
   r.exclude = "5";
   EXPECT_THAT(Error(RunS2(r)), HasSubstr("--exclude[0]: 5 is not a DP index"));
@@ -172,11 +172,11 @@ TEST(PlanS3Test, BadInputNamesTheFlag) {
   r.p2p_s = -1;
   EXPECT_THAT(Error(RunS3(r)), HasSubstr("--p2p-s: must be a finite number"));
   r.p2p_s = 0.01;
-  r.replica_microbatches = int64_t{9'000'000'000'000'000'000};
+  r.replica_micro_batches = int64_t{9'000'000'000'000'000'000};
   EXPECT_THAT(
       Error(RunS3(r)),
-      HasSubstr("--replica-microbatches: must be in [1, 1000000], got 9000000000000000000"));
-  r.replica_microbatches = 8;
+      HasSubstr("--replica-micro-batches: must be in [1, 1000000], got 9000000000000000000"));
+  r.replica_micro_batches = 8;
   r.layout_path = TempFile("bad_layout.csv", "rank,node,dp,pp,tp\n0,a,0,0,0\n1,b,0,0,1\n");
   EXPECT_THAT(Error(RunS3(r)), HasSubstr("TP groups must stay inside a node"));
 }

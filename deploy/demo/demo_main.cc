@@ -32,7 +32,7 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(180),
 ABSL_FLAG(int64_t, iterations, 0, "training steps (0: sized from --duration)");
 ABSL_FLAG(double, emulated_compute_ms, 5,
           "emulated device time per micro-batch forward (larger: less relative CPU noise)");
-ABSL_FLAG(int, microbatches, 0, "micro-batches per global batch (0: 8 x DP x PP)");
+ABSL_FLAG(int, micro_batches, 0, "micro-batches per global batch (0: 8 x DP x PP)");
 ABSL_FLAG(double, s3_cost_seconds, 3,
           "S3 cost for the escalation (controller default 60 s, sized for large jobs)");
 ABSL_FLAG(std::string, out, "falcon-demo-report", "report folder (created)");
@@ -78,7 +78,12 @@ int main(int argc, char** argv) {
       argv[i] = fixed.data();
     }
   }
-  absl::ParseCommandLine(argc, argv);
+  // Dashes or underscores in flag names; --microbatches (the flag's old name) -> --micro_batches.
+  std::vector<std::string> normalized =
+      falcon::cli::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
+  std::vector<char*> raw;
+  for (std::string& a : normalized) raw.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
   falcon::common::InitLogging(argv[0]);
 
   absl::StatusOr<falcon::demo::Layout> layout =
@@ -95,15 +100,15 @@ int main(int argc, char** argv) {
   }
   falcon::demo::RunOptions options;
   options.emulated_compute_ms = absl::GetFlag(FLAGS_emulated_compute_ms);
-  options.microbatches = absl::GetFlag(FLAGS_microbatches);
+  options.micro_batches = absl::GetFlag(FLAGS_micro_batches);
   if (options.emulated_compute_ms <= 0 || options.emulated_compute_ms > 1000) {
     std::cerr << "falcon_demo: --emulated_compute_ms must be in (0, 1000]\n";
     return 2;
   }
-  if (options.microbatches < 0 ||
-      (options.microbatches > 0 && options.microbatches % layout->pp != 0)) {
-    std::cerr << "falcon_demo: --microbatches must be 0 or a multiple of PP (" << layout->pp
-              << "), got " << options.microbatches << "\n";
+  if (options.micro_batches < 0 ||
+      (options.micro_batches > 0 && options.micro_batches % layout->pp != 0)) {
+    std::cerr << "falcon_demo: --micro-batches must be 0 or a multiple of PP (" << layout->pp
+              << "), got " << options.micro_batches << "\n";
     return 2;
   }
   options.scenario.layout = *layout;  // For MicroBatches() below.

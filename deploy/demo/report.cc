@@ -195,7 +195,7 @@ nlohmann::json ReportJson(const Report& report) {
   settings["pp"] = report.settings.layout.pp;
   settings["nodes"] = report.settings.nodes;
   settings["iterations"] = report.settings.iterations;
-  settings["microbatches"] = report.settings.microbatches;
+  settings["micro-batches"] = report.settings.micro_batches;
   settings["emulated_compute_ms"] = report.settings.emulated_compute_ms;
   settings["duration_s"] = report.settings.duration_s;
   settings["fault_spec"] = report.settings.fault_spec;

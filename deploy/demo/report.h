@@ -29,7 +29,7 @@ struct RunSettings {
   Layout layout;
   int nodes = 4;
   int64_t iterations = 0;  // Steps asked of the trainer.
-  int microbatches = 0;
+  int micro_batches = 0;
   double emulated_compute_ms = 0;
   double duration_s = 0;  // Wall-clock bound of the run.
   std::string fault_spec;

@@ -103,13 +103,13 @@ falcon::v1::Settings DemoSettings() {
 }
 
 int MicroBatches(const RunOptions& options) {
-  if (options.microbatches > 0) return options.microbatches;
+  if (options.micro_batches > 0) return options.micro_batches;
   return 8 * options.scenario.layout.dp * options.scenario.layout.pp;
 }
 
-absl::Duration EstimatedIterationTime(const Layout& layout, int microbatches,
+absl::Duration EstimatedIterationTime(const Layout& layout, int micro_batches,
                                       double emulated_compute_ms) {
-  const double per_group = static_cast<double>(microbatches) / std::max(1, layout.dp);
+  const double per_group = static_cast<double>(micro_batches) / std::max(1, layout.dp);
   const double slots = per_group + layout.pp - 1;
   // Forward X + backward 2X per slot; as much again for messages, real compute, the DP
   // all-reduce and scheduling on a busy CPU (measured: ~0.31 s at 4x2, 64 micro-batches, 3 ms).
@@ -122,7 +122,7 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
       absl::StrCat("--dp=", s.layout.dp),
       absl::StrCat("--pp=", s.layout.pp),
       absl::StrCat("--nodes=", s.nodes),
-      absl::StrCat("--microbatches=", MicroBatches(options)),
+      absl::StrCat("--micro-batches=", MicroBatches(options)),
       absl::StrCat("--steps=", s.iterations),
       absl::StrCat("--job=", options.job),
       absl::StrFormat("--emulated_compute_ms=%g", options.emulated_compute_ms),
@@ -149,7 +149,7 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   settings.layout = scenario.layout;
   settings.nodes = scenario.nodes;
   settings.iterations = scenario.iterations;
-  settings.microbatches = MicroBatches(options);
+  settings.micro_batches = MicroBatches(options);
   settings.emulated_compute_ms = options.emulated_compute_ms;
   settings.duration_s = absl::ToDoubleSeconds(options.time_limit);
   settings.fault_spec = scenario.FaultSpec();

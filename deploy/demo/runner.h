@@ -56,7 +56,7 @@ struct RunOptions {
   // Emulated device time per micro-batch forward per stage (backward 2x); falcon_train
   // --emulated_compute_ms.
   double emulated_compute_ms = 3;
-  int microbatches = 0;  // 0: 8 per (DP group, stage), i.e. 8 x DP x PP.
+  int micro_batches = 0;  // 0: 8 per (DP group, stage), i.e. 8 x DP x PP.
   // Wall-clock bound of the run (cluster start to stop).
   absl::Duration time_limit = absl::Minutes(3);
   std::string work_dir;
@@ -90,12 +90,12 @@ falcon::v1::Settings DemoSettings();
 
 // The trainer flags for `options` (also recorded in the report's settings).
 std::vector<std::string> TrainArgs(const RunOptions& options);
-// Micro-batches used: options.microbatches or 8 x DP x PP.
+// Micro-batches used: options.micro-batches or 8 x DP x PP.
 int MicroBatches(const RunOptions& options);
 
 // A rough iteration time for `layout` under emulated compute (1F1B: (M/D + P - 1) forward and
 // backward slots of 3 x compute_ms, plus overhead), used to size a run from a time budget.
-absl::Duration EstimatedIterationTime(const Layout& layout, int microbatches,
+absl::Duration EstimatedIterationTime(const Layout& layout, int micro_batches,
                                       double emulated_compute_ms);
 
 // Runs the scenario. Errors: the cluster failed to start (its status), or the controller never

@@ -367,7 +367,7 @@ std::vector<pid_t> LocalCluster::pids() {
 }
 
 std::vector<std::string> TunedTrainerArgs() {
-  return {"--microbatches=64",
+  return {"--micro-batches=64",
           "--layers=2",
           "--hidden=32",
           "--embed=16",

@@ -42,7 +42,7 @@ struct LocalClusterOptions {
   int pp = 2;
   int nodes = 4;
   std::string job = "local-job";
-  // Extra falcon_train flags (e.g. "--steps=200", "--microbatches=32", "--faults=..."). The
+  // Extra falcon_train flags (e.g. "--steps=200", "--micro-batches=32", "--faults=..."). The
   // cluster sets --dp, --pp, --nodes, --job, --agent_socket and --json_log itself.
   std::vector<std::string> trainer_args;
   // Extra falcon_controller flags (e.g. "--mitigation=false", "--profiling_iterations=5").

@@ -48,7 +48,7 @@ LocalClusterOptions BaseOptions(const std::string& faults, double link_slow_rati
   o.pp = 2;
   o.nodes = 4;
   o.job = kJob;
-  o.trainer_args = {"--microbatches=64",
+  o.trainer_args = {"--micro-batches=64",
                     "--steps=5000",
                     "--layers=2",
                     "--hidden=32",
