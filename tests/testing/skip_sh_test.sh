@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/testing/skip.sh: skips with the marker line (exit 0) outside CI, fails (exit 1) under CI.
+# tests/testing/skip.sh: skips with the marker line (exit 0) outside CI, fails (exit 1) under CI;
+# a missing GPU is skipped in both.
 set -uo pipefail
 SKIP="$(pwd)/tests/testing/skip.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -20,4 +21,14 @@ done
 
 out="$(run CI=false)"; rc=$?
 [ "$rc" = 0 ] || fail "CI=false: exit $rc, want 0"
+# A missing GPU is skipped in and out of CI (CI machines have none by design).
+for v in true unset; do
+  if [ "$v" = unset ]; then envarg=(-u CI); else envarg=(CI=$v); fi
+  out="$(env "${envarg[@]}" bash -c 'source "$0"; falcon_skip_no_gpu "cudaErrorNoDevice"; echo after' \
+    "$SKIP" 2>&1)"; rc=$?
+  [ "$rc" = 0 ] || fail "no GPU, CI=$v: exit $rc, want 0: $out"
+  grep -qx "FALCON-TEST-SKIPPED: no GPU on this machine: cudaErrorNoDevice" <<<"$out" ||
+    fail "no GPU, CI=$v: no marker line: $out"
+  grep -q after <<<"$out" && fail "no GPU, CI=$v: did not stop the script: $out"
+done
 echo PASS
