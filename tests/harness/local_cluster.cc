@@ -1,4 +1,4 @@
-#include "deploy/local/local_cluster.h"
+#include "tests/harness/local_cluster.h"
 
 #include <fcntl.h>
 #include <signal.h>

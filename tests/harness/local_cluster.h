@@ -1,5 +1,5 @@
-// falcon::local::LocalCluster: a whole Falcon deployment on loopback, for the end-to-end tests,
-// the demo and the Prometheus scrape test. Start() runs, as child processes:
+// falcon::local::LocalCluster: a whole Falcon deployment on loopback, for the end-to-end tests
+// and the demo. Start() runs, as child processes:
 //   1. falcon_controller --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 --data_dir DIR
 //      (a fresh RocksDB directory unless one is given) and waits for `listening on` and
 //      `metrics on`;
@@ -17,8 +17,8 @@
 //
 // Not thread-safe: one thread drives a cluster. PR_SET_PDEATHSIG fires when the thread that
 // started a child exits, so start (and restart) from a thread that lives as long as the cluster.
-#ifndef FALCON_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
-#define FALCON_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
+#ifndef FALCON_TESTS_HARNESS_LOCAL_CLUSTER_H_
+#define FALCON_TESTS_HARNESS_LOCAL_CLUSTER_H_
 
 #include <sys/types.h>
 
@@ -67,7 +67,7 @@ struct LocalClusterOptions {
 };
 
 // Settings measured to give stable detection on a loaded 2-core machine (tests/e2e,
-// deploy/local/README.md): the trainer sleeps 4 ms of emulated device time per micro-batch forward
+// tests/harness/README.md): the trainer sleeps 4 ms of emulated device time per micro-batch forward
 // (8 ms backward), M = 64 (fine-grained S2 plans), a tiny model, compute faults sleep; iteration
 // time about 0.26 s.
 std::vector<std::string> TunedTrainerArgs();
@@ -166,4 +166,4 @@ absl::StatusOr<std::string> FindRunfile(const std::string& path);
 
 }  // namespace falcon::local
 
-#endif  // FALCON_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
+#endif  // FALCON_TESTS_HARNESS_LOCAL_CLUSTER_H_

@@ -1,7 +1,7 @@
 // LocalCluster with real binaries, without the trainer: everything comes up on loopback, the
 // Control API answers, a restarted controller is reconnected by the agents, and Stop() leaves no
 // process behind.
-#include "deploy/local/local_cluster.h"
+#include "tests/harness/local_cluster.h"
 
 #include <signal.h>
 #include <unistd.h>
