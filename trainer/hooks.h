@@ -1,7 +1,7 @@
 // The trainer's side of Falcon's in-process shim (trainer_shim/): what the trainer reports, and
 // how directives and validation tasks reach it. The lead wires the shim to this interface; the
-// trainer itself never depends on the shim. ScriptedHooks (scripted_hooks.h) is the standalone
-// implementation used by `falcon_train --directives FILE` and the tests.
+// trainer itself never depends on the shim. ScriptedHooks (directives/scripted_hooks.h) is the
+// standalone implementation used by `falcon_train --directives FILE` and the tests.
 //
 // Call protocol (all calls come from the rank's training thread):
 //   OnLayout        once at start and again after every S3 remap (new position, new comms).

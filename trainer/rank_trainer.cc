@@ -13,10 +13,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
-#include "trainer/checkpoint.h"
-#include "trainer/directive_sync.h"
-#include "trainer/remap.h"
-#include "trainer/schedule.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/directives/directive_sync.h"
+#include "trainer/directives/remap.h"
+#include "trainer/schedule/schedule.h"
 
 namespace falcon::trainer {
 namespace {

@@ -1,25 +1,26 @@
 // One rank of the reference DP x PP trainer: its pipeline stage of the model, 1F1B over the
 // micro-batches its DP group runs, PP point-to-point for activations and gradients, the DP
 // gradient all-reduce per stage, Adam, and Falcon's directives applied at iteration boundaries
-// (directive_queue.h lists what is accepted):
+// (directives/directive_queue.h lists what is accepted):
 //   S2  micro_batch_plan: DP group d runs the global micro-batches [offset_d, offset_d + m_d) of
 //       the same global batch; every micro-batch's loss is scaled by 1/(M*b), so the summed (DP
 //       all-reduce) gradient is the global-batch mean whatever the split (weighted aggregation).
 //   S3  topology_change: pause, move parameters and Adam moments between ranks over the world
-//       communicator through host buffers (remap.h), rebuild the DP/PP communicators, resume; the
-//       pause time is reported (ack reason, IterationReport.pause_s, JSON log).
-//   S4  checkpoint_restart: write a checkpoint (checkpoint.h), ack, and return kCheckpointRestart;
-//       the launcher restarts the job without the excluded ranks and resumes from it.
-//   pause / resume: stop at the boundary; run the agreed validation tasks (validation_executor.h)
-//       until resumed or the pause's max duration passes.
-// Every rank agrees on the directives and the loss at each boundary (directive_sync.h), so all
-// apply a directive at the same iteration.
+//       communicator through host buffers (directives/remap.h), rebuild the DP/PP communicators,
+//       resume; the pause time is reported (ack reason, IterationReport.pause_s, JSON log).
+//   S4  checkpoint_restart: write a checkpoint (checkpoint/checkpoint.h), ack, and return
+//       kCheckpointRestart; the launcher restarts the job without the excluded ranks and resumes
+//       from it.
+//   pause / resume: stop at the boundary; run the agreed validation tasks
+//       (directives/validation_executor.h) until resumed or the pause's max duration passes.
+// Every rank agrees on the directives and the loss at each boundary (directives/directive_sync.h),
+// so all apply a directive at the same iteration.
 //
-// Deterministic given the seed: data (corpus.h) and initialization depend only on the seed,
+// Deterministic given the seed: data (model/corpus.h) and initialization depend only on the seed,
 // iteration and global micro-batch index, never on the layout.
 //
 // Not thread-safe: Run() on the rank's main thread. The validation executor it registers with the
-// hooks may be called from another thread (validation_executor.h).
+// hooks may be called from another thread (directives/validation_executor.h).
 #ifndef FALCON_TRAINER_RANK_TRAINER_H_
 #define FALCON_TRAINER_RANK_TRAINER_H_
 
@@ -36,14 +37,14 @@
 #include "collective/communicator.h"
 #include "collective/fault/rank_faults.h"
 #include "common/clock.h"
-#include "trainer/adam.h"
-#include "trainer/corpus.h"
-#include "trainer/directive_queue.h"
+#include "trainer/directives/directive_queue.h"
+#include "trainer/directives/micro_batch_plan.h"
+#include "trainer/directives/validation_executor.h"
 #include "trainer/hooks.h"
-#include "trainer/micro_batch_plan.h"
-#include "trainer/model_config.h"
-#include "trainer/stage_model.h"
-#include "trainer/validation_executor.h"
+#include "trainer/model/adam.h"
+#include "trainer/model/corpus.h"
+#include "trainer/model/model_config.h"
+#include "trainer/model/stage_model.h"
 
 namespace falcon::trainer {
 

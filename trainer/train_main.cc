@@ -7,8 +7,8 @@
 // Started by hand it is the launcher: it checks the configuration, starts D x P rank processes
 // of itself through the collective launcher (collective/launch/launcher.h; each rank sees
 // FALCON_RANK etc.), and when the ranks exit with kExitCheckpointRestart after an S4 directive it
-// restarts them on the layout without the excluded ranks (restart_plan.h), resuming from the
-// checkpoint. Started by the launcher (FALCON_RANK set) it is one rank (worker.h).
+// restarts them on the layout without the excluded ranks (checkpoint/restart_plan.h), resuming from
+// the checkpoint. Started by the launcher (FALCON_RANK set) it is one rank (worker.h).
 //
 // Flag names accept '-' or '_' (--json-log == --json_log). Exit status: 0 done; 2 bad flags or
 // configuration; otherwise the launcher's (a failing rank's code, or 128 + signal).
@@ -34,11 +34,11 @@
 #include "common/logging/logging.h"
 #include "common/names.h"
 #include "nlohmann/json.hpp"
-#include "trainer/corpus.h"
-#include "trainer/micro_batch_plan.h"
-#include "trainer/restart_plan.h"
-#include "trainer/scripted_hooks.h"
-#include "trainer/shim_hooks.h"
+#include "trainer/checkpoint/restart_plan.h"
+#include "trainer/directives/micro_batch_plan.h"
+#include "trainer/directives/scripted_hooks.h"
+#include "trainer/directives/shim_hooks.h"
+#include "trainer/model/corpus.h"
 #include "trainer/worker.h"
 
 ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");

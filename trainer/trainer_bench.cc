@@ -16,9 +16,9 @@
 
 #include "absl/strings/str_format.h"
 #include "common/stats.h"
-#include "trainer/corpus.h"
-#include "trainer/remap.h"
-#include "trainer/stage_model.h"
+#include "trainer/directives/remap.h"
+#include "trainer/model/corpus.h"
+#include "trainer/model/stage_model.h"
 #include "trainer/testing/job.h"
 
 namespace falcon::trainer {

@@ -8,8 +8,8 @@
 #include "collective/fault/rank_faults.h"
 #include "collective/gloo/gloo_communicator.h"
 #include "common/clock.h"
-#include "trainer/corpus.h"
-#include "trainer/scripted_hooks.h"
+#include "trainer/directives/scripted_hooks.h"
+#include "trainer/model/corpus.h"
 
 namespace falcon::trainer {
 

@@ -28,7 +28,7 @@ struct WorkerOptions {
   // (false: a slow accelerator the host waits for). Burning is what makes a compute fail-slow
   // visible when the ranks share few cores: a sleeping rank hands its CPU to the others.
   bool burn_compute_faults = true;
-  // Directive script (scripted_hooks.h) used when no hooks are given; empty: none.
+  // Directive script (directives/scripted_hooks.h) used when no hooks are given; empty: none.
   std::string directives_path;
   // Events file for the scripted hooks' acks and validation results; empty: none.
   std::string events_path;

@@ -60,7 +60,7 @@ struct ShimOptions {
 
   // --- Behaviour. ---
   // The trainer applies directives itself (it agrees on them across ranks at its iteration
-  // boundaries, e.g. trainer/'s RankTrainer through trainer/shim_hooks.h): the shim only
+  // boundaries, e.g. trainer/'s RankTrainer through trainer/directives/shim_hooks.h): the shim only
   // screens directives (TakeDirectives), forwards the trainer's acks (AckDirective) and queues
   // validation tasks (TakeValidationTasks); PollDirectives is not used. Profiling directives are
   // still applied by the shim. Default false (the shim applies directives in PollDirectives).

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "deploy/local/local_cluster.h"
+#include "tests/harness/local_cluster.h"
 
 namespace falcon::demo {
 namespace {

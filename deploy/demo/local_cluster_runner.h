@@ -1,4 +1,4 @@
-// The production ClusterFactory: falcon::local::LocalCluster (//deploy/local:local_cluster) on
+// The production ClusterFactory: falcon::local::LocalCluster (//tests/harness:local_cluster) on
 // loopback, with the binaries bazel built next to this one.
 #ifndef FALCON_DEPLOY_DEMO_LOCAL_CLUSTER_RUNNER_H_
 #define FALCON_DEPLOY_DEMO_LOCAL_CLUSTER_RUNNER_H_

@@ -84,7 +84,7 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
       s2 = s2 || (a["strategy"] == "S2" && !a["revert"].get<bool>() && !a["skipped"].get<bool>());
     EXPECT_TRUE(s2) << j.dump(2);
     // S2 moves whole micro-batches off the slow DP group; measured runs took back 0.74-0.86 of
-    // the slowdown (deploy/local/README.md, the demo's README). 0.5 leaves the medians room for
+    // the slowdown (tests/harness/README.md, the demo's README). 0.5 leaves the medians room for
     // outside load (bursts of 10-13% measured); a plan that does nothing gives 0.
     EXPECT_GE(e["slowdown_recovered"].get<double>(), 0.5) << j.dump(2);
   } else {

@@ -1,4 +1,4 @@
-// Detection end to end on a real training run: LocalCluster (deploy/local) starts the controller,
+// Detection end to end on a real training run: LocalCluster (tests/harness) starts the controller,
 // one agent per emulated node and the reference trainer (DP=4 x PP=2, 8 ranks, 4 emulated nodes,
 // every rank on the real shim); a fault injected into the trainer must show up as a controller
 // event with the right cause and culprit, reaching LOCALIZED. Mitigation is off when the
@@ -19,11 +19,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "deploy/local/local_cluster.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 #include "tests/e2e/evidence.h"
+#include "tests/harness/local_cluster.h"
 
 namespace falcon::local {
 namespace {

@@ -1,4 +1,4 @@
-// Mitigation end to end on a real training run: LocalCluster (deploy/local)
+// Mitigation end to end on a real training run: LocalCluster (tests/harness)
 // starts the controller (mitigation on, the default), one agent per emulated node and the
 // reference trainer (DP=4 x PP=2, 8 ranks, 4 emulated nodes, every rank on the real shim).
 //   - compute fail-slow on rank 5 -> S2 within the escalation budget, which recovers at least half
@@ -27,11 +27,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "deploy/local/local_cluster.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 #include "tests/e2e/evidence.h"
+#include "tests/harness/local_cluster.h"
 
 namespace falcon::local {
 namespace {
@@ -241,7 +241,7 @@ TEST(MitigationE2eTest, ComputeFailSlowGetsS2AndIterationTimeBack) {
   EXPECT_GT(slow, healthy * 1.2) << Dump(c);
   // Share of the slowdown S2 took back. Its bound: the plan moves whole micro-batches (64 over 4
   // DP groups, the slow group's stage 1.5x), so the best split leaves ~1.12x healthy of ~1.44x
-  // (deploy/local/README.md measured 1.07-1.19x): ~0.7. 0.5 leaves the median of 25
+  // (tests/harness/README.md measured 1.07-1.19x): ~0.7. 0.5 leaves the median of 25
   // iterations room for outside load (bursts of 10-13% measured); a plan that does nothing gives 0.
   const double recovered = (slow - mitigated) / (slow - healthy);
   EXPECT_GE(recovered, 0.5) << "slowdown recovered " << recovered << "\n" << Dump(c);

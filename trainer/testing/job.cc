@@ -7,7 +7,7 @@
 #include <map>
 
 #include "gtest/gtest.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 namespace falcon::trainer::testing {
 

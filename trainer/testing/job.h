@@ -8,7 +8,7 @@
 
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "trainer/model_config.h"
+#include "trainer/model/model_config.h"
 #include "trainer/testing/multirank.h"
 #include "trainer/worker.h"
 
@@ -25,7 +25,7 @@ struct JobSpec {
   uint64_t seed = 7;
   ModelConfig model = SmallModel();
   int world = 0;               // 0: dp * pp.
-  std::string directives;      // Script text (scripted_hooks.h); empty: none.
+  std::string directives;      // Script text (directives/scripted_hooks.h); empty: none.
   std::string faults;          // Fault spec; empty: none.
   std::string resume_dir;      // Resume from this checkpoint.
   std::string checkpoint_dir;  // Final checkpoint dir; empty: <dir>/final.

@@ -1,0 +1,396 @@
+#include "tests/harness/local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace falcon::local {
+namespace {
+
+constexpr char kWorkspace[] = "falcon";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Tail(const std::string& text, size_t n = 2000) {
+  return text.size() <= n ? text : "..." + text.substr(text.size() - n);
+}
+
+bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = '\0';
+  return buf;
+}
+
+int PortOf(const std::string& address) {
+  int port = 0;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) return 0;
+  return port;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindRunfile(const std::string& path) {
+  std::vector<std::string> candidates;
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  const std::string ws = workspace != nullptr && *workspace != '\0' ? workspace : kWorkspace;
+  for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    const char* dir = std::getenv(var);
+    if (dir != nullptr && *dir != '\0') candidates.push_back(absl::StrCat(dir, "/", ws, "/", path));
+  }
+  const std::string self = SelfExe();
+  if (!self.empty()) {
+    candidates.push_back(absl::StrCat(self, ".runfiles/", ws, "/", path));
+    // A binary run from bazel-bin: its siblings are built there too.
+    std::filesystem::path dir = std::filesystem::path(self).parent_path();
+    for (int up = 0; up < 6 && !dir.empty() && dir != dir.root_path(); ++up) {
+      candidates.push_back((dir / path).string());
+      dir = dir.parent_path();
+    }
+  }
+  for (const std::string& c : candidates) {
+    if (IsExecutable(c)) return c;
+  }
+  return absl::NotFoundError(absl::StrCat("runfile '", path, "' not found (looked in ",
+                                          absl::StrJoin(candidates, ", "),
+                                          "); add it to the data deps or pass its path"));
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions options) {
+  if (options.dp < 1 || options.pp < 1) {
+    return absl::InvalidArgumentError("dp, pp: must be >= 1");
+  }
+  if (options.nodes < 1 || (options.dp * options.pp) % options.nodes != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nodes: ", options.nodes, " must divide dp x pp = ", options.dp * options.pp));
+  }
+  struct Binary {
+    std::string* path;
+    const char* runfile;
+  };
+  for (Binary b : {Binary{&options.controller_binary, "controller/falcon_controller"},
+                   Binary{&options.agent_binary, "agent/falcon_agent"},
+                   Binary{&options.trainer_binary, "trainer/falcon_train"}}) {
+    if (b.path->empty()) {
+      absl::StatusOr<std::string> found = FindRunfile(b.runfile);
+      if (!found.ok()) return found.status();
+      *b.path = *found;
+    } else if (!IsExecutable(*b.path)) {
+      return absl::NotFoundError(absl::StrCat("'", *b.path, "' is not an executable"));
+    }
+  }
+  std::unique_ptr<LocalCluster> cluster(new LocalCluster(std::move(options)));
+  if (absl::Status s = cluster->StartAll(); !s.ok()) {
+    cluster->Stop();
+    return s;
+  }
+  return cluster;
+}
+
+absl::Status LocalCluster::StartAll() {
+  if (options_.work_dir.empty()) {
+    // Short, so unix socket paths stay below 108 bytes.
+    char tmpl[] = "/tmp/falcon-lc.XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      return absl::InternalError(absl::StrCat("mkdtemp /tmp/falcon-lc.XXXXXX: ", strerror(errno)));
+    }
+    work_dir_ = tmpl;
+    own_work_dir_ = !options_.keep_work_dir;
+  } else {
+    work_dir_ = options_.work_dir;
+    std::error_code ec;
+    std::filesystem::create_directories(work_dir_, ec);
+    if (ec) return absl::InternalError(absl::StrCat("work_dir '", work_dir_, "': ", ec.message()));
+  }
+  if (agent_socket(options_.nodes - 1).size() >= 108) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("work_dir '", work_dir_, "': too long for unix socket paths"));
+  }
+  data_dir_ = options_.data_dir.empty() ? work_dir_ + "/controller-data" : options_.data_dir;
+  if (absl::Status s = StartController(0); !s.ok()) return s;
+  for (int n = 0; n < options_.nodes; ++n) {
+    if (absl::Status s = StartAgent(n); !s.ok()) return s;
+  }
+  if (options_.start_trainer) return StartTrainer();
+  return absl::OkStatus();
+}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+std::string LocalCluster::agent_socket(int node) const {
+  return absl::StrCat(work_dir_, "/agent-node", node, ".sock");
+}
+
+std::string LocalCluster::log_path(const std::string& name) const {
+  return absl::StrCat(work_dir_, "/", name, ".log");
+}
+
+absl::StatusOr<common::Subprocess> LocalCluster::Spawn(const std::string& name,
+                                                       const std::vector<std::string>& args,
+                                                       bool new_process_group) {
+  common::SpawnOptions options;
+  options.argv = args;
+  options.name = name;
+  options.new_process_group = new_process_group;
+  options.parent_death_signal = SIGKILL;
+  options.stdin_stream = common::Stdio::Null();
+  options.stdout_stream = common::Stdio::File(log_path(name), /*append=*/true);
+  options.stderr_stream = common::Stdio::SameAsStdout();
+  return common::Subprocess::Spawn(options);
+}
+
+absl::StatusOr<std::vector<std::string>> LocalCluster::AwaitLines(
+    Child& child, const std::vector<std::string>& prefixes) {
+  const std::string log = log_path(child.name);
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  for (;;) {
+    const std::string text = ReadFile(log);
+    std::vector<std::string> found(prefixes.size());
+    size_t have = 0;
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      for (size_t i = 0; i < prefixes.size(); ++i) {
+        if (found[i].empty() && absl::StartsWith(line, prefixes[i])) {
+          found[i] = line.substr(prefixes[i].size());
+          if (!found[i].empty()) ++have;
+        }
+      }
+    }
+    if (have == prefixes.size()) return found;
+    if (child.proc.has_value()) {
+      absl::StatusOr<std::optional<common::ExitStatus>> ended = child.proc->Poll();
+      if (!ended.ok()) return ended.status();
+      if (ended->has_value()) {
+        return absl::InternalError(absl::StrCat(child.name, " ", (*ended)->ToString(),
+                                                " before it was up; log ", log, ":\n", Tail(text)));
+      }
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(child.name, " not up after ",
+                                                      absl::FormatDuration(options_.start_timeout),
+                                                      "; log ", log, ":\n", Tail(text)));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::Status LocalCluster::StartController(int port) {
+  std::vector<std::string> args = {
+      options_.controller_binary, absl::StrCat("--listen=127.0.0.1:", port),
+      "--metrics_listen=127.0.0.1:0", absl::StrCat("--data_dir=", data_dir_)};
+  args.insert(args.end(), options_.controller_args.begin(), options_.controller_args.end());
+  controller_ = Child{"controller", std::nullopt, std::nullopt};
+  // A marker, so the address lines of an earlier run in the same log are not taken.
+  { std::ofstream(log_path("controller"), std::ios::trunc); }
+  absl::StatusOr<common::Subprocess> proc = Spawn("controller", args, /*new_process_group=*/true);
+  if (!proc.ok()) return proc.status();
+  controller_.proc = std::move(*proc);
+  absl::StatusOr<std::vector<std::string>> lines =
+      AwaitLines(controller_, {"listening on ", "metrics on "});
+  if (!lines.ok()) {
+    controller_.proc.reset();  // Killed (if still running) and reaped.
+    return lines.status();
+  }
+  controller_address_ = (*lines)[0];
+  controller_metrics_ = (*lines)[1];
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartAgent(int node) {
+  const std::string name = absl::StrCat("agent-node", node);
+  std::vector<std::string> args = {options_.agent_binary,
+                                   absl::StrCat("--controller=", controller_address_),
+                                   absl::StrCat("--socket=", agent_socket(node)),
+                                   absl::StrCat("--node=node", node),
+                                   "--metrics_listen=127.0.0.1:0",
+                                   "--backoff_max=1s",
+                                   "--drain_timeout=2s"};
+  args.insert(args.end(), options_.agent_args.begin(), options_.agent_args.end());
+  absl::StatusOr<common::Subprocess> proc = Spawn(name, args, /*new_process_group=*/true);
+  if (!proc.ok()) return proc.status();
+  agents_.push_back(Child{name, std::move(*proc), std::nullopt});
+  absl::StatusOr<std::vector<std::string>> lines = AwaitLines(agents_.back(), {"metrics on "});
+  if (!lines.ok()) return lines.status();
+  agent_metrics_.push_back((*lines)[0]);
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartTrainer() {
+  if (TrainerRunning()) return absl::FailedPreconditionError("the trainer is running");
+  std::vector<std::string> args = {options_.trainer_binary,
+                                   absl::StrCat("--dp=", options_.dp),
+                                   absl::StrCat("--pp=", options_.pp),
+                                   absl::StrCat("--nodes=", options_.nodes),
+                                   absl::StrCat("--job=", options_.job),
+                                   absl::StrCat("--agent_socket=", work_dir_, "/agent-{node}.sock"),
+                                   absl::StrCat("--json_log=", trainer_json_log())};
+  args.insert(args.end(), options_.trainer_args.begin(), options_.trainer_args.end());
+  absl::StatusOr<common::Subprocess> proc = Spawn("trainer", args, /*new_process_group=*/true);
+  if (!proc.ok()) return proc.status();
+  trainer_ = Child{"trainer", std::move(*proc), std::nullopt};
+  return absl::OkStatus();
+}
+
+bool LocalCluster::Reap(Child& child) {
+  if (child.exit_code.has_value()) return true;
+  if (!child.proc.has_value()) return true;
+  absl::StatusOr<std::optional<common::ExitStatus>> ended = child.proc->Poll();
+  if (!ended.ok()) {  // Reaped elsewhere: it is gone, how is unknown.
+    std::cerr << "local_cluster: " << ended.status() << "\n";
+    child.exit_code = -1;
+    return true;
+  }
+  if (!ended->has_value()) return false;
+  child.exit_code = (*ended)->exited() ? (*ended)->code() : -(*ended)->signal();
+  return true;
+}
+
+bool LocalCluster::TrainerRunning() { return trainer_.proc.has_value() && !Reap(trainer_); }
+
+std::optional<int> LocalCluster::TrainerExitCode() {
+  if (trainer_.proc.has_value()) Reap(trainer_);
+  return trainer_.exit_code;
+}
+
+absl::StatusOr<int> LocalCluster::WaitTrainer(absl::Duration timeout) {
+  if (!trainer_.proc.has_value()) {
+    return absl::FailedPreconditionError("the trainer was not started");
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!Reap(trainer_)) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("trainer still running after ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return *trainer_.exit_code;
+}
+
+// SIGTERM (or SIGKILL when `kill_now`) to the child and its process group (the launcher's is its
+// own), SIGKILL to both after the grace.
+void LocalCluster::StopChild(Child& child, bool kill_now) {
+  if (!child.proc.has_value() || Reap(child)) return;
+  absl::StatusOr<common::ExitStatus> ended =
+      child.proc->Stop(kill_now ? SIGKILL : SIGTERM, options_.stop_grace);
+  if (!ended.ok()) {
+    std::cerr << "local_cluster: stopping " << child.name << ": " << ended.status() << "\n";
+    child.exit_code = -1;
+    return;
+  }
+  child.exit_code = ended->exited() ? ended->code() : -ended->signal();
+}
+
+void LocalCluster::StopTrainer() { StopChild(trainer_, false); }
+
+absl::Status LocalCluster::RestartController(bool kill_now) {
+  const int port = PortOf(controller_address_);
+  StopChild(controller_, kill_now);
+  absl::Status s = StartController(port);
+  if (!s.ok() && port != 0) {
+    // The port may be taken (or in TIME_WAIT without SO_REUSEADDR): take any.
+    s = StartController(0);
+  }
+  return s;
+}
+
+void LocalCluster::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  StopChild(trainer_, false);
+  for (Child& a : agents_) {
+    if (!a.proc.has_value() || Reap(a)) continue;
+    // In parallel; each drains briefly. StopChild below escalates whatever this did not reach.
+    if (absl::Status s = a.proc->Signal(SIGTERM); !s.ok())
+      std::cerr << "local_cluster: " << s << "\n";
+  }
+  for (Child& a : agents_) StopChild(a, false);
+  StopChild(controller_, false);
+  if (own_work_dir_ && !work_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(work_dir_, ec);
+  }
+}
+
+absl::Status LocalCluster::SetSettings(const falcon::v1::Settings& settings) {
+  auto stub = NewControlStub();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  falcon::v1::SetSettingsRequest req;
+  *req.mutable_settings() = settings;
+  falcon::v1::Settings out;
+  grpc::Status s = stub->SetSettings(&ctx, req, &out);
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        absl::StrCat("SetSettings: ", s.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<pid_t> LocalCluster::pids() {
+  std::vector<pid_t> out;
+  auto add = [&](Child& c) {
+    if (c.proc.has_value() && !Reap(c)) out.push_back(c.proc->pid());
+  };
+  add(controller_);
+  for (Child& a : agents_) add(a);
+  add(trainer_);
+  return out;
+}
+
+std::vector<std::string> TunedTrainerArgs() {
+  return {"--micro-batches=64",
+          "--layers=2",
+          "--hidden=32",
+          "--embed=16",
+          "--batch=16",
+          "--emulated_compute_ms=4",
+          "--noburn_compute_faults",
+          "--print_every=20"};
+}
+
+std::vector<std::string> TunedControllerArgs() {
+  return {"--tick=100ms", "--validation_gemm_size=128", "--validation_repeats=5",
+          "--validation_link_bytes=4194304"};
+}
+
+falcon::v1::Settings TunedSettings() {
+  falcon::v1::Settings s;
+  s.set_verification_min_ratio(0.2);
+  return s;
+}
+
+std::unique_ptr<falcon::v1::Control::Stub> LocalCluster::NewControlStub() const {
+  return falcon::v1::Control::NewStub(
+      grpc::CreateChannel(controller_address_, grpc::InsecureChannelCredentials()));
+}
+
+}  // namespace falcon::local

@@ -1,0 +1,169 @@
+// falcon::local::LocalCluster: a whole Falcon deployment on loopback, for the end-to-end tests
+// and the demo. Start() runs, as child processes:
+//   1. falcon_controller --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 --data_dir DIR
+//      (a fresh RocksDB directory unless one is given) and waits for `listening on` and
+//      `metrics on`;
+//   2. one falcon_agent per emulated node (node0 .. node{K-1}), each on its own unix socket under
+//      the work directory, metrics on port 0, and waits for `metrics on`;
+//   3. the falcon_train launcher (DP x PP ranks on K emulated nodes) with
+//      --agent_socket WORK/agent-{node}.sock, --job, --json_log WORK/train.jsonl and the given
+//      trainer arguments (unless start_trainer is false; then StartTrainer()).
+// Every child's stdout and stderr go to WORK/<name>.log. Children die with the process that
+// started them (PR_SET_PDEATHSIG; the trainer's ranks die with the launcher), and Stop() (also
+// run by the destructor) sends SIGTERM, then SIGKILL after a grace period, so nothing leaks even
+// when a test fails. Binaries are found in the runfiles of the running test or binary (data deps
+// //controller:falcon_controller, //agent:falcon_agent, //trainer:falcon_train) or given
+// explicitly.
+//
+// Not thread-safe: one thread drives a cluster. PR_SET_PDEATHSIG fires when the thread that
+// started a child exits, so start (and restart) from a thread that lives as long as the cluster.
+#ifndef FALCON_TESTS_HARNESS_LOCAL_CLUSTER_H_
+#define FALCON_TESTS_HARNESS_LOCAL_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/subprocess.h"
+#include "proto/falcon/v1/control.grpc.pb.h"
+
+namespace falcon::local {
+
+struct LocalClusterOptions {
+  // Layout of the reference trainer: DP x PP ranks on `nodes` emulated nodes (nodes must divide
+  // DP x PP).
+  int dp = 4;
+  int pp = 2;
+  int nodes = 4;
+  std::string job = "local-job";
+  // Extra falcon_train flags (e.g. "--steps=200", "--micro-batches=32", "--faults=..."). The
+  // cluster sets --dp, --pp, --nodes, --job, --agent_socket and --json_log itself.
+  std::vector<std::string> trainer_args;
+  // Extra falcon_controller flags (e.g. "--mitigation=false", "--profiling_iterations=5").
+  std::vector<std::string> controller_args;
+  // Extra falcon_agent flags (every agent).
+  std::vector<std::string> agent_args;
+  // Where the logs, sockets and (by default) the data directory go. Empty: a fresh directory
+  // under $TEST_TMPDIR or /tmp, removed by Stop() unless keep_work_dir.
+  std::string work_dir;
+  bool keep_work_dir = false;
+  // Controller RocksDB directory. Empty: WORK/controller-data (fresh).
+  std::string data_dir;
+  // Binaries. Empty: found in the runfiles (see above).
+  std::string controller_binary;
+  std::string agent_binary;
+  std::string trainer_binary;
+  bool start_trainer = true;
+  // How long Start() waits for each process's address line.
+  absl::Duration start_timeout = absl::Seconds(60);
+  // SIGTERM -> SIGKILL grace in Stop() and RestartController().
+  absl::Duration stop_grace = absl::Seconds(5);
+};
+
+// Settings measured to give stable detection on a loaded 2-core machine (tests/e2e,
+// tests/harness/README.md): the trainer sleeps 4 ms of emulated device time per micro-batch forward
+// (8 ms backward), M = 64 (fine-grained S2 plans), a tiny model, compute faults sleep; iteration
+// time about 0.26 s.
+std::vector<std::string> TunedTrainerArgs();
+// Validation sized for CPU ranks: GEMM 128 (plus the trainer's emulated device time), 5 repeats
+// (fastest kept), 4 MiB link passes; 100 ms controller tick.
+std::vector<std::string> TunedControllerArgs();
+// Default job settings for a loaded machine: a level shift must exceed 20% to be verified.
+falcon::v1::Settings TunedSettings();
+
+class LocalCluster {
+ public:
+  // Starts everything (see above). kNotFound: a binary is missing; kDeadlineExceeded or
+  // kInternal: a process did not come up (its log's tail is in the message). Whatever was
+  // started is stopped again on error.
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(LocalClusterOptions options);
+  ~LocalCluster();  // Stop().
+  LocalCluster(const LocalCluster&) = delete;
+  LocalCluster& operator=(const LocalCluster&) = delete;
+
+  // Starts the trainer launcher (when options.start_trainer was false, or after it exited).
+  // kFailedPrecondition: it is running.
+  absl::Status StartTrainer();
+  // Whether the launcher still runs; its exit status once it has exited (-signal when killed).
+  bool TrainerRunning();
+  std::optional<int> TrainerExitCode();
+  // Waits up to `timeout` for the launcher to exit; kDeadlineExceeded when it did not.
+  absl::StatusOr<int> WaitTrainer(absl::Duration timeout);
+  // SIGTERM (then SIGKILL after the grace) to the trainer only.
+  void StopTrainer();
+
+  // Stops the controller (SIGTERM, SIGKILL after the grace; or SIGKILL at once when `kill`) and
+  // starts it again on the same data directory and, if it can be bound, the same port (the agents
+  // reconnect on their own). The address may change when the port was taken meanwhile.
+  absl::Status RestartController(bool kill = false);
+
+  // Stops trainer, agents and controller (in that order); idempotent. Removes the work
+  // directory unless keep_work_dir.
+  void Stop();
+
+  // Sets the controller's settings (settings.job empty: the defaults for new jobs; set them
+  // before StartTrainer() so the job starts with them). kUnavailable / the RPC's error otherwise.
+  absl::Status SetSettings(const falcon::v1::Settings& settings);
+
+  // Process ids of the running children (controller, agents, trainer launcher), for checks.
+  std::vector<pid_t> pids();
+
+  const std::string& controller_address() const { return controller_address_; }
+  const std::string& controller_metrics() const { return controller_metrics_; }  // HOST:PORT
+  const std::vector<std::string>& agent_metrics() const { return agent_metrics_; }
+  std::unique_ptr<falcon::v1::Control::Stub> NewControlStub() const;
+  std::string agent_socket(int node) const;
+  const std::string& work_dir() const { return work_dir_; }
+  const std::string& data_dir() const { return data_dir_; }
+  std::string trainer_json_log() const { return work_dir_ + "/train.jsonl"; }
+  std::string log_path(const std::string& name) const;  // "controller", "agent-node0", "trainer"
+  const LocalClusterOptions& options() const { return options_; }
+
+ private:
+  struct Child {
+    std::string name;
+    std::optional<common::Subprocess> proc;  // Set once spawned.
+    std::optional<int> exit_code;            // Code, or -signal; set once reaped.
+  };
+
+  explicit LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
+  absl::Status StartAll();
+  absl::Status StartController(int port);
+  absl::Status StartAgent(int node);
+  // Starts `argv` with stdin /dev/null, stdout and stderr appended to log_path(`name`), killed
+  // with this process (SIGKILL).
+  absl::StatusOr<common::Subprocess> Spawn(const std::string& name,
+                                           const std::vector<std::string>& argv,
+                                           bool new_process_group);
+  // Waits until the log of `name` has a line starting with each prefix; returns the rests.
+  absl::StatusOr<std::vector<std::string>> AwaitLines(Child& child,
+                                                      const std::vector<std::string>& prefixes);
+  void StopChild(Child& child, bool kill_now);
+  bool Reap(Child& child);  // True when it has exited.
+
+  LocalClusterOptions options_;
+  std::string work_dir_;
+  bool own_work_dir_ = false;
+  std::string data_dir_;
+  Child controller_;
+  std::vector<Child> agents_;
+  Child trainer_;
+  std::string controller_address_;
+  std::string controller_metrics_;
+  std::vector<std::string> agent_metrics_;
+  bool stopped_ = false;
+};
+
+// The path of a runfile ("controller/falcon_controller") of the running test or binary, or
+// kNotFound.
+absl::StatusOr<std::string> FindRunfile(const std::string& path);
+
+}  // namespace falcon::local
+
+#endif  // FALCON_TESTS_HARNESS_LOCAL_CLUSTER_H_

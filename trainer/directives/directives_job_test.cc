@@ -1,0 +1,150 @@
+// Multi-process tests of the directives that stop training: S4 checkpoint-restart on fewer ranks,
+// and pause + validation.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/testing/job.h"
+
+namespace falcon::trainer {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::JobRun;
+using testing::JobSpec;
+using testing::ReadJsonLines;
+
+TEST(CheckpointRestartTest, ResumeWithoutTheExcludedRankContinuesTheLossCurve) {
+  JobSpec base;
+  base.dp = 2;
+  base.pp = 2;
+  base.micro_batches = 4;
+  base.steps = 8;
+  const JobRun whole = RunJob(base, "whole");
+  ASSERT_TRUE(whole.ok()) << testing::Describe(whole.exits);
+
+  JobSpec first = base;
+  first.directives =
+      R"({"directive": {"directive_id": 4, "effective_iteration": 4, "plan_version": 1,)"
+      R"( "checkpoint_restart": {"checkpoint_dir": "s4", "excluded_ranks": [3]}}})"
+      "\n";
+  const JobRun before = RunJob(first, "before");
+  for (const testing::RankExit& e : before.exits) {
+    EXPECT_TRUE(e.exited && e.code == 75) << testing::Describe(before.exits);
+  }
+  const std::string ckpt = before.checkpoint_dir + "/s4";
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(ckpt);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->iteration, 4);
+  EXPECT_EQ(manifest->excluded_ranks, std::vector<int>{3});
+  const auto request = ReadJsonLines(before.restart_file);
+  ASSERT_EQ(request.size(), 1u);
+  EXPECT_EQ(request[0]["checkpoint_dir"], ckpt);
+  EXPECT_EQ(request[0]["excluded_ranks"], std::vector<int>{3});
+  for (const auto& e : ReadJsonLines(before.events)) {
+    EXPECT_EQ(e["status"], "ACK_STATUS_APPLIED");
+    EXPECT_THAT(e["reason"].get<std::string>(), HasSubstr("without ranks [3]"));
+  }
+
+  // The launcher restarts 3 healthy ranks as DP=1 x PP=2 (one rank stays spare).
+  JobSpec after = base;
+  after.dp = 1;
+  after.pp = 2;
+  after.resume_dir = ckpt;
+  const JobRun resumed = RunJob(after, "after");
+  ASSERT_TRUE(resumed.ok()) << testing::Describe(resumed.exits);
+  EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(resumed.checkpoint_dir, base.model),
+                                     testing::ReadParams(whole.checkpoint_dir, base.model)),
+            1e-5);
+  const std::vector<double> full = testing::LossCurve(ReadJsonLines(whole.json_log));
+  std::vector<double> joined = testing::LossCurve(ReadJsonLines(before.json_log));
+  ASSERT_EQ(joined.size(), 4u);
+  for (double l : testing::LossCurve(ReadJsonLines(resumed.json_log))) joined.push_back(l);
+  ASSERT_EQ(joined.size(), full.size());
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_NEAR(joined[i], full[i], 1e-5) << i;
+  // The resumed run numbers iterations on from the checkpoint.
+  EXPECT_EQ(ReadJsonLines(resumed.json_log).front()["iteration"], 4);
+}
+
+TEST(PauseValidationTest, PausedJobRunsGemmAndLinkPassesThenResumes) {
+  JobSpec plain;
+  plain.dp = 2;
+  plain.pp = 2;
+  plain.micro_batches = 4;
+  plain.steps = 4;
+  const JobRun a = RunJob(plain, "nopause");
+  ASSERT_TRUE(a.ok()) << testing::Describe(a.exits);
+
+  JobSpec paused = plain;
+  paused.directives =
+      R"({"directive": {"directive_id": 1, "effective_iteration": 2,)"
+      R"( "pause": {"max_duration_ns": 30000000000}}})"
+      "\n"
+      R"({"directive": {"directive_id": 2, "effective_iteration": 2, "resume": {}}})"
+      "\n"
+      R"({"iteration": 2, "validation_task": {"task_id": 11, "job": "t", "ranks": [0, 1, 2, 3],)"
+      R"( "gemm": {"m": 64, "n": 64, "k": 64, "repeats": 2}}})"
+      "\n"
+      R"({"iteration": 2, "validation_task": {"task_id": 12, "job": "t", "ranks": [0, 1, 2, 3],)"
+      R"( "link_pass": {"pass_index": 0, "bytes": 65536, "repeats": 2,)"
+      R"( "links": [{"src_rank": 0, "dst_rank": 1}, {"src_rank": 2, "dst_rank": 3}]}}})"
+      "\n"
+      R"({"iteration": 2, "validation_task": {"task_id": 13, "job": "t", "ranks": [0, 1, 2, 3],)"
+      R"( "link_pass": {"pass_index": 1, "bytes": 65536, "repeats": 2,)"
+      R"( "links": [{"src_rank": 1, "dst_rank": 2}, {"src_rank": 3, "dst_rank": 0}]}}})"
+      "\n";
+  const JobRun b = RunJob(paused, "paused");
+  ASSERT_TRUE(b.ok()) << testing::Describe(b.exits);
+  EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(b.checkpoint_dir, plain.model),
+                                     testing::ReadParams(a.checkpoint_dir, plain.model)),
+            1e-5);
+  int gemms = 0, link_timings = 0, acks = 0;
+  for (const auto& e : ReadJsonLines(b.events)) {
+    if (e["event"] == "ack") {
+      EXPECT_EQ(e["status"], "ACK_STATUS_APPLIED") << e.dump();
+      EXPECT_EQ(e["applied_iteration"], 2);
+      ++acks;
+      continue;
+    }
+    const auto& r = e["result"];
+    EXPECT_FALSE(r.contains("error")) << e.dump();
+    if (r["task_id"] == "11") {  // proto3 JSON writes uint64 as a string.
+      EXPECT_GT(std::stoll(r["gemm_duration_ns"].get<std::string>()), 0);
+      ++gemms;
+    } else {
+      // The sender of each link reports its timing.
+      if (r.contains("links")) {
+        for (const auto& l : r["links"]) {
+          EXPECT_EQ(l["link"].value("src_rank", 0), e["rank"]) << e.dump();
+          ++link_timings;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(gemms, 4);
+  EXPECT_EQ(link_timings, 4);
+  EXPECT_EQ(acks, 8);
+  for (const auto& line : ReadJsonLines(b.json_log)) {
+    if (line["iteration"] == 2) {
+      EXPECT_GT(line["pause_s"].get<double>(), 0);
+    }
+  }
+}
+
+TEST(PauseValidationTest, PauseReleasesItselfAfterItsMaxDuration) {
+  JobSpec spec;
+  spec.dp = 2;
+  spec.pp = 1;
+  spec.micro_batches = 2;
+  spec.steps = 3;
+  spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
+                    R"( "pause": {"max_duration_ns": 200000000}}})"
+                    "\n";
+  const JobRun run = RunJob(spec, "autorelease");
+  ASSERT_TRUE(run.ok()) << testing::Describe(run.exits);
+  EXPECT_EQ(ReadJsonLines(run.json_log).size(), 6u);
+}
+
+}  // namespace
+}  // namespace falcon::trainer
