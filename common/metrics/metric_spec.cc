@@ -2,10 +2,12 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
@@ -105,6 +107,47 @@ std::vector<std::string> CheckMetricTable(absl::Span<const MetricSpec> specs,
     if (s.help == nullptr || *s.help == '\0') problems.push_back(absl::StrCat(name, ": no help"));
     if (s.unit == nullptr || *s.unit == '\0') problems.push_back(absl::StrCat(name, ": no unit"));
     if (s.labels == nullptr) problems.push_back(absl::StrCat(name, ": labels is null"));
+  }
+  return problems;
+}
+
+std::vector<std::string> RegistryMismatches(const std::vector<prometheus::MetricFamily>& families,
+                                            absl::Span<const MetricSpec> specs) {
+  std::vector<std::string> problems;
+  std::set<std::string> collected;
+  for (const prometheus::MetricFamily& f : families) {
+    collected.insert(f.name);
+    const MetricSpec* spec = nullptr;
+    for (const MetricSpec& s : specs) {
+      if (f.name == s.name) spec = &s;
+    }
+    if (spec == nullptr) {
+      problems.push_back(absl::StrCat(f.name, ": registered but not in the table"));
+      continue;
+    }
+    if (f.help != spec->help) problems.push_back(absl::StrCat(f.name, ": help differs"));
+    const prometheus::MetricType want =
+        spec->type == MetricType::kCounter ? prometheus::MetricType::Counter
+        : spec->type == MetricType::kGauge ? prometheus::MetricType::Gauge
+                                           : prometheus::MetricType::Histogram;
+    if (f.type != want) problems.push_back(absl::StrCat(f.name, ": type differs"));
+    if (f.metric.empty()) problems.push_back(absl::StrCat(f.name, ": no series collected"));
+    std::vector<std::string> want_labels = LabelNames(*spec);
+    std::sort(want_labels.begin(), want_labels.end());
+    for (const prometheus::ClientMetric& cm : f.metric) {
+      std::vector<std::string> got;
+      for (const auto& l : cm.label) got.push_back(l.name);
+      std::sort(got.begin(), got.end());
+      if (got != want_labels) {
+        problems.push_back(absl::StrCat(f.name, ": labels {", absl::StrJoin(got, ","),
+                                        "}, table says {", absl::StrJoin(want_labels, ","), "}"));
+      }
+    }
+  }
+  for (const MetricSpec& s : specs) {
+    if (collected.count(s.name) == 0) {
+      problems.push_back(absl::StrCat(s.name, ": in the table but not collected"));
+    }
   }
   return problems;
 }

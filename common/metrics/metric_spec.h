@@ -14,6 +14,7 @@
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
 #include <string>
@@ -63,6 +64,13 @@ std::string MetricsMarkdownTable(absl::Span<const MetricSpec> specs);
 // problems, one per entry; empty when the table is well formed.
 std::vector<std::string> CheckMetricTable(absl::Span<const MetricSpec> specs,
                                           absl::string_view prefix);
+
+// Compares what a registry collected with the table the daemon declares: every collected family
+// is in the table with the same type and help, every table entry was collected with at least one
+// series, and each series carries exactly the table's labels. Returns one line per mismatch
+// naming the metric; empty when registration follows the table. Used by each daemon's tests.
+std::vector<std::string> RegistryMismatches(const std::vector<prometheus::MetricFamily>& families,
+                                            absl::Span<const MetricSpec> specs);
 
 }  // namespace falcon::common
 

@@ -64,5 +64,21 @@ TEST(MetricSpecTest, CheckMetricTable) {
   EXPECT_EQ(CheckMetricTable(bad, "falcon_test_").size(), 7u);
 }
 
+TEST(MetricSpecTest, RegistryMismatchesNamesEachDifference) {
+  prometheus::Registry registry;
+  AddCounterFamily(registry, kRequests).Add({{"job", "j"}}).Increment();
+  AddGaugeFamily(registry, kUp).Add({{"extra", "x"}}).Set(1);
+  const std::vector<MetricSpec> ok = {kRequests};
+  prometheus::Registry only_requests;
+  AddCounterFamily(only_requests, kRequests).Add({{"job", "j"}}).Increment();
+  EXPECT_TRUE(RegistryMismatches(only_requests.Collect(), ok).empty());
+
+  const std::vector<MetricSpec> table = {kRequests, kUp, kLatency};
+  const std::vector<std::string> problems = RegistryMismatches(registry.Collect(), table);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0], "falcon_test_up: labels {extra}, table says {}");
+  EXPECT_EQ(problems[1], "falcon_test_latency_seconds: in the table but not collected");
+}
+
 }  // namespace
 }  // namespace falcon::common
