@@ -20,6 +20,7 @@
 #include "agent/testing/prometheus_text.h"
 #include "agent/testing/shim_test_client.h"
 #include "common/clock.h"
+#include "common/testing/http_get.h"
 #include "gtest/gtest.h"
 
 namespace falcon::agent {
@@ -307,7 +308,7 @@ TEST_F(AgentTest, MetricsAreScrapedOverHttp) {
   ASSERT_TRUE(store_.WaitFor([](const auto& s) { return SummaryCounts(s).size() >= 6; }, kWait));
   agent_->FlushNow();
 
-  auto body = testing::HttpGet(agent_->metrics_address(), "/metrics");
+  auto body = common::testing::HttpGet(agent_->metrics_address(), "/metrics");
   ASSERT_TRUE(body.ok()) << body.status();
   auto samples = testing::ParsePrometheusText(*body);
   ASSERT_TRUE(samples.ok()) << samples.status();

@@ -20,6 +20,7 @@
 #include "agent/testing/shim_test_client.h"
 #include "common/clock.h"
 #include "common/subprocess.h"
+#include "common/testing/http_get.h"
 #include "controller/metrics/metric_table.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
@@ -169,7 +170,7 @@ class ControllerIntegrationTest : public ::testing::Test {
   }
 
   double Metric(const std::string& name) {
-    auto body = testing::HttpGet(controller_.metrics(), "/metrics");
+    auto body = common::testing::HttpGet(controller_.metrics(), "/metrics");
     if (!body.ok()) return -1;
     auto samples = testing::ParsePrometheusText(*body);
     if (!samples.ok()) return -1;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/testing/http_get.h"
 
 namespace falcon::agent::testing {
 
@@ -18,10 +17,6 @@ struct Sample {
   std::map<std::string, std::string> labels;
   double value = 0;
 };
-
-// The scrape tests' HTTP GET is the shared one (body of a 200; kUnavailable without a connection,
-// kInternal on another status).
-using common::testing::HttpGet;
 
 // Parses every sample line; kInvalidArgument naming the line when one does not parse.
 absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text);

@@ -30,6 +30,7 @@
 #include "agent/testing/prometheus_text.h"
 #include "agent/testing/shim_test_client.h"
 #include "common/subprocess.h"
+#include "common/testing/http_get.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/skip.h"
@@ -161,7 +162,7 @@ class PrometheusScrapeTest : public ::testing::Test {
   // Result vector of an instant query; empty on any error.
   nlohmann::json Query(const std::string& promql) {
     auto body =
-        agent::testing::HttpGet(prometheus_address_, "/api/v1/query?query=" + UrlEncode(promql));
+        common::testing::HttpGet(prometheus_address_, "/api/v1/query?query=" + UrlEncode(promql));
     if (!body.ok()) return nlohmann::json::array();
     nlohmann::json j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || j.value("status", "") != "success") return nlohmann::json::array();
