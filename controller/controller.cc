@@ -20,7 +20,12 @@ absl::Status ControllerOptions::Validate() const {
   if (job_end_grace <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("job_end_grace: must be > 0");
   }
+  if (stream_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("stream_idle_timeout: must be > 0");
+  }
   if (absl::Status s = limits.Validate(); !s.ok()) return s;
+  if (absl::Status s = resource_limits.Validate(); !s.ok()) return s;
+  if (absl::Status s = retention.Validate(); !s.ok()) return s;
   if (absl::Status s = directives.Validate(); !s.ok()) return s;
   if (absl::Status s = detection.Validate(); !s.ok()) return s;
   return localization.Validate();
@@ -248,8 +253,17 @@ void Controller::PersistAgent(const std::string& agent_id, UnitOfWork* uow) {
   uow->txn().PutAgent(a.record);
 }
 
+void Controller::OnAgentConnected(AgentSession* session) {
+  session->last_message = clock_->Now();
+  if (!session->ended) sessions_.insert(session);
+}
+
 absl::Status Controller::OnAgentMessage(AgentSession* session,
                                         const falcon::v1::AgentMessage& message) {
+  if (session->ended) {
+    return absl::UnavailableError("the stream was closed (idle timeout); reconnect");
+  }
+  session->last_message = clock_->Now();
   if (message.has_hello()) return OnHello(session, message.hello());
   if (!session->hello_done) {
     return absl::FailedPreconditionError("hello: the first message of a stream must be AgentHello");
@@ -275,6 +289,10 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
     return absl::InvalidArgumentError("hello: AgentHello sent twice on one stream");
   }
   if (MaybeFieldError e = ValidateHello(hello)) return ToStatus(*e);
+  if (std::optional<LimitRefusal> r = CheckHelloLimits(hello, options_.resource_limits)) {
+    CountRefusal(*r);
+    return r->status;
+  }
   // Merge every registration first, so a bad one leaves everything unchanged.
   std::vector<JobEntry> merged;
   for (int i = 0; i < hello.jobs_size(); ++i) {
@@ -306,11 +324,9 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
     orphaned_since_.erase(installed->name());
   }
   // Jobs this agent had before and no longer lists: it has no ranks there any more.
-  for (const std::string& name : registry_.JobNames()) {
+  for (const std::string& name : registry_.JobsOfAgent(hello.agent_id())) {
     if (listed.count(name)) continue;
     JobEntry* job = registry_.Find(name);
-    std::vector<std::string> ids = job->AgentIds();
-    if (std::find(ids.begin(), ids.end(), hello.agent_id()) == ids.end()) continue;
     falcon::controller::v1::JobRecord record = job->record();
     JobEntry copy(std::move(record));
     copy.RemoveAgent(hello.agent_id());
@@ -383,6 +399,21 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   std::optional<JobEntry> tentative;
   const JobEntry* job = nullptr;
   if (batch.has_registration()) {
+    const JobEntry* existing = registry_.Find(batch.job());
+    bool new_for_agent = existing == nullptr;
+    if (existing != nullptr) {
+      const std::vector<std::string> ids = existing->AgentIds();
+      new_for_agent = std::find(ids.begin(), ids.end(), session->agent_id) == ids.end();
+    }
+    if (std::optional<LimitRefusal> r = CheckRegistrationLimits(
+            session->agent_id, batch.registration(), new_for_agent,
+            registry_.JobCountOfAgent(session->agent_id), options_.resource_limits)) {
+      CountRefusal(*r);
+      return Reject(session, batch.sequence(),
+                    MakeFieldError(r->limit == kMaxRanksPerJob ? "batch.registration.world_size"
+                                                               : "batch.registration.job",
+                                   absl::StrCat("RESOURCE_EXHAUSTED: ", r->status.message())));
+    }
     if (MaybeFieldError e = registry_.Merge(session->agent_id, session->node, batch.registration(),
                                             "batch.registration", &tentative)) {
       LOG(WARNING) << "registration rejected agent=" << session->agent_id
@@ -490,12 +521,15 @@ void Controller::DirectiveStateChanged(const falcon::v1::DirectiveRecord& record
 }
 
 void Controller::OnAgentDisconnected(AgentSession* session) {
+  sessions_.erase(session);
+  if (session->ended) return;
+  session->ended = true;
   if (!session->hello_done) return;
   const bool current = hub_.Detach(session->agent_id, session->hub_session);
   LOG(INFO) << "agent disconnected agent=" << session->agent_id << " node=" << session->node
             << (current ? "" : " (an older stream; a newer one is connected)");
   if (current) {
-    for (const std::string& name : registry_.JobNames()) {
+    for (const std::string& name : registry_.JobsOfAgent(session->agent_id)) {
       const JobEntry* job = registry_.Find(name);
       bool any = false;
       for (const std::string& a : job->AgentIds()) any = any || hub_.IsConnected(a);
@@ -526,8 +560,38 @@ void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uo
   }
 }
 
+void Controller::CountRefusal(const LimitRefusal& refusal) {
+  LOG(WARNING) << "registration refused limit=" << refusal.limit << " error=\""
+               << refusal.status.message() << "\"";
+  if (metrics_ != nullptr) metrics_->LimitRefused(refusal.limit);
+}
+
+void Controller::CloseIdleStreams(absl::Time now) {
+  std::vector<AgentSession*> idle;
+  for (AgentSession* s : sessions_) {
+    if (now - s->last_message >= options_.stream_idle_timeout) idle.push_back(s);
+  }
+  for (AgentSession* s : idle) {
+    const std::string who =
+        s->hello_done ? absl::StrCat("agent=", s->agent_id, " node=", s->node) : "agent=(no hello)";
+    LOG(WARNING) << "agent stream timed out " << who << " peer=" << s->peer
+                 << " idle=" << absl::FormatDuration(now - s->last_message)
+                 << " limit=" << absl::FormatDuration(options_.stream_idle_timeout)
+                 << " (no message or heartbeat)";
+    if (metrics_ != nullptr) metrics_->StreamIdleTimeout();
+    if (s->channel != nullptr) {
+      s->channel->Close(absl::UnavailableError(
+          absl::StrCat("stream idle for ", absl::FormatDuration(now - s->last_message),
+                       " (stream_idle_timeout ", absl::FormatDuration(options_.stream_idle_timeout),
+                       "): no message or heartbeat; reconnect")));
+    }
+    OnAgentDisconnected(s);
+  }
+}
+
 void Controller::Tick() {
   const absl::Time now = clock_->Now();
+  CloseIdleStreams(now);
   UnitOfWork uow;
   for (uint64_t id : directives_.Tick(now, &uow, [this](const std::string& job) -> const JobEntry* {
          const JobEntry* j = registry_.Find(job);
@@ -562,6 +626,7 @@ void Controller::Tick() {
   // Lost on a store failure: timeouts and job ends are decided again on the next tick (their
   // in-memory state already changed; the store catches up with the next successful commit).
   CommitOrCount(&uow, "tick_commit", "tick (directive timeouts, validation deadlines, job ends)");
+  SweepRetention(now);
 }
 
 falcon::v1::Job Controller::JobView(const JobEntry& entry) const {
@@ -569,11 +634,8 @@ falcon::v1::Job Controller::JobView(const JobEntry& entry) const {
   job.set_last_iteration(detection_.LastIteration(entry.name()));
   job.set_iteration_time_ns(detection_.LastIterationTimeNs(entry.name()));
   job.clear_active_event_ids();
-  const EventRecord* active = nullptr;
-  for (const EventRecord* e : events_.List(entry.name(), /*active_only=*/true, 0)) {
-    job.add_active_event_ids(e->event().event_id());
-    active = e;
-  }
+  const EventRecord* active = events_.Active(entry.name());
+  if (active != nullptr) job.add_active_event_ids(active->event().event_id());
   int64_t healthy = active != nullptr && active->job_baseline_ns() > 0
                         ? active->job_baseline_ns()
                         : absl::ToInt64Nanoseconds(detection_.Baseline(entry.name()));

@@ -8,6 +8,12 @@
 // with its dedup mark in one atomic write and then acknowledged (BatchAck{sequence}); a duplicate
 // (agent_id, sequence) is acknowledged and not applied; a malformed batch is acknowledged with a
 // FieldError naming the field and not applied, and the stream stays open.
+//
+// Bounded state (docs/operations.md#retention-and-limits): a hello beyond a ResourceLimits limit
+// ends its stream with RESOURCE_EXHAUSTED (a batch's registration beyond one is rejected with a
+// FieldError saying so); a stream on which nothing arrives for stream_idle_timeout is closed and
+// its agent marked disconnected; ended jobs, events and directives are purged a retention period
+// after they ended, by the tick, in batches.
 #ifndef FALCON_CONTROLLER_CONTROLLER_H_
 #define FALCON_CONTROLLER_CONTROLLER_H_
 
@@ -17,6 +23,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -33,6 +40,7 @@
 #include "controller/ingest/telemetry_validator.h"
 #include "controller/metrics/controller_metrics.h"
 #include "controller/registry/job_registry.h"
+#include "controller/resource_limits.h"
 #include "controller/settings/settings_manager.h"
 #include "controller/store/controller_store.h"
 #include "controller/store/kv_store.h"
@@ -40,9 +48,30 @@
 
 namespace falcon::controller {
 
+// How long ended state is kept.
+struct RetentionOptions {
+  // Ended jobs (with their events, directives, history, samples and settings overrides), and the
+  // recovered or closed events and final directives of running jobs, are purged from memory and
+  // store this long after they ended. > 0. Default: 24 h.
+  absl::Duration retention = absl::Hours(24);
+  // Most items (jobs, events, directives) purged in one store write and log line; while more are
+  // due, the next tick purges the next batch. [1, 1000000]. Default: 1000.
+  size_t purge_batch = 1000;
+
+  absl::Status Validate() const;
+  // How often the tick looks for expired state: retention / 10, at most a minute.
+  absl::Duration SweepInterval() const;
+};
+
 struct ControllerOptions {
   std::string controller_id = "falcon-controller";  // ControllerHello.controller_id.
   IngestLimits limits;
+  ResourceLimits resource_limits;
+  RetentionOptions retention;
+  // An agent stream on which nothing (no message, no heartbeat) arrives for this long is closed
+  // with UNAVAILABLE and its agent marked disconnected. Must exceed the agents' heartbeat
+  // interval (5 s by default). > 0 (infinite: never). Default: 60 s.
+  absl::Duration stream_idle_timeout = absl::Seconds(60);
   DetectionOptions detection;
   LocalizationOptions localization;
   DirectiveOptions directives;
@@ -57,8 +86,13 @@ struct AgentSession {
   std::shared_ptr<AgentChannel> channel;  // Where replies go.
   std::string agent_id;                   // Set by the hello.
   std::string node;
+  std::string peer;  // The stream's peer address, for log lines (set by the adapter).
   uint64_t hub_session = 0;
   bool hello_done = false;
+  // Set by the controller: when the latest message arrived, and whether the stream has ended for
+  // it (OnAgentDisconnected ran, or the idle timeout closed it).
+  absl::Time last_message;
+  bool ended = false;
 };
 
 class Controller {
@@ -72,13 +106,19 @@ class Controller {
                                                             MitigationHook* hook = nullptr);
   ~Controller();
 
+  // A stream opened: from now on the idle timeout applies to it. `session` must stay valid until
+  // OnAgentDisconnected(session). Streams never announced (in-process tests) have no idle timeout.
+  void OnAgentConnected(AgentSession* session);
   // One message of an agent stream. OK: keep reading. An error ends the stream with it:
   // kInvalidArgument / kFailedPrecondition for a protocol violation (a hello that is malformed or
-  // comes twice, data before the hello), kUnavailable when the store failed (the agent resends).
+  // comes twice, data before the hello), kResourceExhausted for a hello beyond a ResourceLimits
+  // limit, kUnavailable when the store failed (the agent resends) or the stream was already closed
+  // by the idle timeout.
   absl::Status OnAgentMessage(AgentSession* session, const falcon::v1::AgentMessage& message);
-  // The stream ended.
+  // The stream ended. Idempotent.
   void OnAgentDisconnected(AgentSession* session);
-  // Timeouts (localization phases, directive acks, job end); call about once a second.
+  // Timeouts (localization phases, directive acks, job end, idle streams) and the retention sweep;
+  // call about once a second.
   void Tick();
 
   // Managers, for the Control API and tests.
@@ -91,6 +131,7 @@ class Controller {
   const AgentHub& hub() const { return hub_; }
   const ControllerStore& store() const { return store_; }
   const common::Clock& clock() const { return *clock_; }
+  const ControllerOptions& options() const { return options_; }
 
   // The Job the Control API serves: the registration plus the live figures.
   falcon::v1::Job JobView(const JobEntry& job) const;
@@ -119,6 +160,12 @@ class Controller {
   // failure is logged with `what` was lost and counted as falcon_controller_errors_total{where}.
   void CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what);
   static void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
+  // Closes the announced streams idle for stream_idle_timeout.
+  void CloseIdleStreams(absl::Time now);
+  // Retention (retention.cc): purges one batch of expired state when a sweep is due.
+  void SweepRetention(absl::Time now);
+  // Counts and logs a refused registration.
+  void CountRefusal(const LimitRefusal& refusal);
 
   const ControllerOptions options_;
   const common::Clock* const clock_;
@@ -141,6 +188,8 @@ class Controller {
   };
   absl::flat_hash_map<std::string, AgentState> agents_;
   absl::flat_hash_map<std::string, absl::Time> orphaned_since_;  // job -> no agent connected
+  absl::flat_hash_set<AgentSession*> sessions_;  // Announced streams not yet disconnected.
+  absl::Time next_sweep_ = absl::InfinitePast();
 };
 
 }  // namespace falcon::controller

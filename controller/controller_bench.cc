@@ -53,8 +53,10 @@ class CountingChannel : public AgentChannel {
     ++sent;
     return true;
   }
+  void Close(const absl::Status&) override { ++closed; }
   uint64_t sent = 0;
   uint64_t errors = 0;
+  uint64_t closed = 0;
 };
 
 struct Store {

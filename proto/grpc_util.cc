@@ -26,8 +26,19 @@ absl::Status CheckPort(const std::string& address) {
 }  // namespace
 
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
-                                              const std::vector<grpc::Service*>& services) {
+                                              const std::vector<grpc::Service*>& services,
+                                              const GrpcKeepalive& keepalive) {
   if (absl::Status s = CheckPort(address); !s.ok()) return s;
+  const bool pings = keepalive.time != absl::ZeroDuration();
+  if (pings) {
+    for (const auto& [name, d] : {std::make_pair("keepalive time", keepalive.time),
+                                  std::make_pair("keepalive timeout", keepalive.timeout)}) {
+      if (d <= absl::ZeroDuration() || d > absl::Hours(24)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": ", absl::FormatDuration(d), " is outside (0, 24h]"));
+      }
+    }
+  }
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // No SO_REUSEPORT: a second server on a port in use must fail, not split the clients.
@@ -35,6 +46,15 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
   StartedServer started;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
   builder.SetMaxReceiveMessageSize(64 << 20);
+  if (pings) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                               static_cast<int>(absl::ToInt64Milliseconds(keepalive.time)));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                               static_cast<int>(absl::ToInt64Milliseconds(keepalive.timeout)));
+    // Ping idle connections too, and without a cap on pings between data frames.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   for (grpc::Service* service : services) builder.RegisterService(service);
   started.server = builder.BuildAndStart();
   if (started.server == nullptr) {

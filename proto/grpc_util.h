@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace falcon {
 
@@ -19,14 +20,26 @@ struct StartedServer {
   int port = 0;  // Bound TCP port; 0 for unix-socket addresses.
 };
 
+// HTTP/2 keepalive of a server's connections: the server pings a connection every `time` and
+// closes it (cancelling its streams) when a ping is not answered within `timeout`, so a peer that
+// stopped (a hung or stopped process, a dead host, a cut network) does not hold its streams
+// forever. Each in (0, 24 h]; time zero = no keepalive pings (gRPC's default).
+struct GrpcKeepalive {
+  absl::Duration time = absl::ZeroDuration();
+  absl::Duration timeout = absl::Seconds(20);
+};
+
 // Starts a server on `address` ("127.0.0.1:0" picks a free port; "unix:/path" for a unix socket)
 // serving `services`, with gRPC server reflection enabled. Insecure credentials (loopback and
 // node-local sockets; put TLS in front for anything else).
 // The port is bound exclusively (no SO_REUSEPORT): a port already in use is an error.
-// Errors: kInvalidArgument for a TCP address whose port is missing or outside [0, 65535];
-// kUnavailable when the address cannot be bound (in use, no such interface).
+// `keepalive` (see above) applies to every connection.
+// Errors: kInvalidArgument for a TCP address whose port is missing or outside [0, 65535], or
+// keepalive durations out of range; kUnavailable when the address cannot be bound (in use, no such
+// interface).
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
-                                              const std::vector<grpc::Service*>& services);
+                                              const std::vector<grpc::Service*>& services,
+                                              const GrpcKeepalive& keepalive = GrpcKeepalive());
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);

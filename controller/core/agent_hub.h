@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "proto/falcon/v1/telemetry.pb.h"
 
 namespace falcon::controller {
@@ -21,6 +22,9 @@ class AgentChannel {
   virtual ~AgentChannel() = default;
   // Queues `message` for the agent; never blocks. Returns false when the stream is gone.
   virtual bool Send(const falcon::v1::ControllerMessage& message) = 0;
+  // Ends the stream with `status` (an error) once the queued messages are written; later Sends
+  // return false. Never blocks.
+  virtual void Close(const absl::Status& status) = 0;
 };
 
 class AgentHub {

@@ -347,6 +347,56 @@ const DirectiveRecord* DirectiveIssuer::Find(uint64_t directive_id) const {
   return it == records_.end() ? nullptr : &it->second;
 }
 
+std::vector<const DirectiveRecord*> DirectiveIssuer::ListBefore(const std::string& job,
+                                                                uint64_t before_id,
+                                                                size_t max) const {
+  std::vector<const DirectiveRecord*> out;
+  auto it = before_id == 0 ? records_.end() : records_.lower_bound(before_id);
+  while (it != records_.begin() && out.size() < max) {
+    --it;
+    if (!job.empty() && it->second.directive().job() != job) continue;
+    out.push_back(&it->second);
+  }
+  return out;
+}
+
+std::vector<uint64_t> DirectiveIssuer::Expired(
+    absl::Time cutoff, size_t max, const std::function<bool(const DirectiveRecord&)>& keep) const {
+  std::vector<uint64_t> out;
+  const int64_t cutoff_ns = absl::ToUnixNanos(cutoff);
+  for (const auto& [id, r] : records_) {
+    if (out.size() >= max) break;
+    if (r.state() == DirectiveRecord::STATE_PENDING) continue;
+    if (std::max(r.issued_time_ns(), r.last_delivery_time_ns()) > cutoff_ns) continue;
+    if (BumpsEpoch(r.directive())) {
+      auto fence = issued_epoch_.find(r.directive().job());
+      if (fence != issued_epoch_.end() && fence->second == r.directive().epoch()) continue;
+    }
+    if (keep && keep(r)) continue;
+    out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<uint64_t> DirectiveIssuer::DirectivesOfJobs(
+    const absl::flat_hash_set<std::string>& jobs) const {
+  std::vector<uint64_t> out;
+  if (jobs.empty()) return out;
+  for (const auto& [id, r] : records_) {
+    if (jobs.count(r.directive().job())) out.push_back(id);
+  }
+  return out;
+}
+
+void DirectiveIssuer::Forget(const std::vector<uint64_t>& directive_ids,
+                             const absl::flat_hash_set<std::string>& jobs) {
+  for (uint64_t id : directive_ids) {
+    records_.erase(id);
+    retries_.erase(id);
+  }
+  for (const std::string& job : jobs) issued_epoch_.erase(job);
+}
+
 std::vector<DirectiveRecord> DirectiveIssuer::List(const std::string& job, uint32_t limit) const {
   std::vector<DirectiveRecord> out;
   for (auto it = records_.rbegin(); it != records_.rend(); ++it) {

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -120,6 +121,22 @@ class DirectiveIssuer {
   const falcon::v1::DirectiveRecord* Find(uint64_t directive_id) const;
   // Newest first; job "" = all jobs; limit 0 = all.
   std::vector<falcon::v1::DirectiveRecord> List(const std::string& job, uint32_t limit) const;
+  // A page of List: up to `max` records with ids below `before_id` (0 = from the newest).
+  std::vector<const falcon::v1::DirectiveRecord*> ListBefore(const std::string& job,
+                                                             uint64_t before_id, size_t max) const;
+
+  // Retention. Ids of directives that are final (not PENDING) and were last sent at or before
+  // `cutoff`, oldest first, at most `max`; `keep(record)` true spares one (e.g. its event is still
+  // active), and so is the newest epoch-bumping (S3/S4) directive of each job, which keeps the
+  // job's epoch fence across a restart.
+  std::vector<uint64_t> Expired(
+      absl::Time cutoff, size_t max,
+      const std::function<bool(const falcon::v1::DirectiveRecord&)>& keep) const;
+  // Ids of every directive of the jobs in `jobs`.
+  std::vector<uint64_t> DirectivesOfJobs(const absl::flat_hash_set<std::string>& jobs) const;
+  // Forgets directives (their deletes are staged by the caller) and the epoch fences of `jobs`.
+  void Forget(const std::vector<uint64_t>& directive_ids,
+              const absl::flat_hash_set<std::string>& jobs);
   // Target ranks of a directive (its target_ranks, or every rank of the job).
   static std::vector<uint32_t> Targets(const falcon::v1::Directive& d, const JobEntry& job);
 

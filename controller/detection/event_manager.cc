@@ -313,6 +313,11 @@ EventRecord* EventManager::Active(const std::string& job) {
   return it == active_.end() ? nullptr : Find(it->second);
 }
 
+const EventRecord* EventManager::Active(const std::string& job) const {
+  auto it = active_.find(job);
+  return it == active_.end() ? nullptr : Find(it->second);
+}
+
 EventRecord* EventManager::Find(uint64_t event_id) {
   auto it = events_.find(event_id);
   return it == events_.end() ? nullptr : &it->second;
@@ -334,6 +339,68 @@ std::vector<const EventRecord*> EventManager::List(const std::string& job, bool 
     if (limit > 0 && out.size() >= limit) break;
   }
   return out;
+}
+
+std::vector<const EventRecord*> EventManager::ListBefore(const std::string& job, bool active_only,
+                                                         uint64_t before_id, size_t max) const {
+  std::vector<const EventRecord*> out;
+  auto it = before_id == 0 ? events_.end() : events_.lower_bound(before_id);
+  while (it != events_.begin() && out.size() < max) {
+    --it;
+    const Event& e = it->second.event();
+    if (!job.empty() && e.job() != job) continue;
+    if (active_only && !IsActiveState(e.state())) continue;
+    out.push_back(&it->second);
+  }
+  return out;
+}
+
+absl::Time EventManager::EndTime(const Event& event) {
+  if (IsActiveState(event.state())) return absl::InfiniteFuture();
+  int64_t end_ns = 0;
+  for (const falcon::v1::StateTransition& t : event.transitions()) {
+    end_ns = std::max(end_ns, t.time_ns());
+  }
+  for (const falcon::v1::Action& a : event.actions()) end_ns = std::max(end_ns, a.time_ns());
+  return absl::FromUnixNanos(end_ns);
+}
+
+std::vector<uint64_t> EventManager::Expired(
+    absl::Time cutoff, size_t max, const absl::flat_hash_set<std::string>& skip_jobs) const {
+  std::vector<uint64_t> out;
+  for (const auto& [id, r] : events_) {
+    if (out.size() >= max) break;
+    if (EndTime(r.event()) > cutoff || skip_jobs.count(r.event().job())) continue;
+    out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<uint64_t> EventManager::EventsOfJobs(
+    const absl::flat_hash_set<std::string>& jobs) const {
+  std::vector<uint64_t> out;
+  if (jobs.empty()) return out;
+  for (const auto& [id, r] : events_) {
+    if (jobs.count(r.event().job())) out.push_back(id);
+  }
+  return out;
+}
+
+void EventManager::Forget(const std::vector<uint64_t>& event_ids,
+                          const absl::flat_hash_set<std::string>& jobs) {
+  for (uint64_t id : event_ids) {
+    auto it = events_.find(id);
+    if (it == events_.end()) continue;
+    const Event& e = it->second.event();
+    auto active = active_.find(e.job());
+    if (active != active_.end() && active->second == id) active_.erase(active);
+    if (metrics_ != nullptr) metrics_->EventForgotten(e.state(), e.cause());
+    events_.erase(it);
+  }
+  for (const std::string& job : jobs) {
+    active_.erase(job);
+    since_persist_.erase(job);
+  }
 }
 
 std::vector<EventRecord*> EventManager::OpenEvents() {

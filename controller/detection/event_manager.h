@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "analysis/detect/online_detector.h"
 #include "common/clock.h"
@@ -89,14 +90,34 @@ class EventManager {
                         UnitOfWork* uow, int persist_every = 10);
 
   falcon::controller::v1::EventRecord* Active(const std::string& job);
+  const falcon::controller::v1::EventRecord* Active(const std::string& job) const;
   falcon::controller::v1::EventRecord* Find(uint64_t event_id);
   const falcon::controller::v1::EventRecord* Find(uint64_t event_id) const;
   // Newest first; job "" = all; limit 0 = all.
   std::vector<const falcon::controller::v1::EventRecord*> List(const std::string& job,
                                                                bool active_only,
                                                                uint32_t limit) const;
+  // A page of List: up to `max` events with ids below `before_id` (0 = from the newest), newest
+  // first; job "" = all.
+  std::vector<const falcon::controller::v1::EventRecord*> ListBefore(const std::string& job,
+                                                                     bool active_only,
+                                                                     uint64_t before_id,
+                                                                     size_t max) const;
   // Events not recovered or closed.
   std::vector<falcon::controller::v1::EventRecord*> OpenEvents();
+
+  // Retention. When an event ended: the time of its last transition or action (recovered or
+  // closed events only; absl::InfiniteFuture() for an active one).
+  static absl::Time EndTime(const falcon::v1::Event& event);
+  // Ids of ended events whose EndTime is at or before `cutoff` (oldest id first), at most `max`,
+  // skipping the jobs in `skip_jobs`.
+  std::vector<uint64_t> Expired(absl::Time cutoff, size_t max,
+                                const absl::flat_hash_set<std::string>& skip_jobs) const;
+  // Ids of every event of the jobs in `jobs`.
+  std::vector<uint64_t> EventsOfJobs(const absl::flat_hash_set<std::string>& jobs) const;
+  // Forgets events (their deletes are staged by the caller) and what is kept per job for `jobs`;
+  // the events gauge drops them.
+  void Forget(const std::vector<uint64_t>& event_ids, const absl::flat_hash_set<std::string>& jobs);
 
   // Calls `watcher` with the event after every committed transition of an event of `job`
   // ("" = all). Returns an id for Unwatch.

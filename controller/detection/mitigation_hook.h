@@ -91,6 +91,9 @@ class MitigationHook {
                                 EventActions& /*actions*/) {}
   // Periodically (the controller's tick), for timeouts.
   virtual void Tick(absl::Time /*now*/, EventActions& /*actions*/) {}
+  // The job ended a retention period ago and was purged with its events and directives: forget
+  // whatever is kept for it.
+  virtual void OnJobPurged(const std::string& /*job*/) {}
 };
 
 }  // namespace falcon::controller

@@ -31,7 +31,9 @@ class RecordingChannel : public AgentChannel {
     sent.push_back(m);
     return true;
   }
+  void Close(const absl::Status& status) override { closed = status; }
   std::vector<falcon::v1::ControllerMessage> sent;
+  absl::Status closed;
 };
 
 falcon::v1::AgentMessage Hello() {

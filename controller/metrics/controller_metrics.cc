@@ -76,6 +76,9 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
               .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
                                                                1e-2, 3e-2, 0.1, 0.3, 1})),
       write_errors_(AddCounterFamily(registry, metric::kStoreWriteErrors).Add({})),
+      purged_(AddCounterFamily(registry, metric::kRetentionPurged)),
+      refusals_(AddCounterFamily(registry, metric::kLimitRefusals)),
+      idle_timeouts_(AddCounterFamily(registry, metric::kStreamIdleTimeouts).Add({})),
       errors_(AddCounterFamily(registry, metric::kErrors)) {
   AddGaugeFamily(registry, metric::kBuildInfo).Add({{"version", version}}).Set(1);
 }
@@ -100,6 +103,11 @@ void ControllerMetrics::EventTransition(falcon::v1::EventState previous_state,
   }
   EventsGauge(state, cause).Increment();
   transitions_.Add({{"state", EventStateLabel(state)}, {"cause", CauseLabel(cause)}}).Increment();
+}
+
+void ControllerMetrics::EventForgotten(falcon::v1::EventState state, falcon::v1::Cause cause) {
+  absl::MutexLock lock(&mu_);
+  EventsGauge(state, cause).Decrement();
 }
 
 void ControllerMetrics::DetectionDelay(absl::Duration delay, int64_t iterations) {
@@ -144,6 +152,15 @@ void ControllerMetrics::RemoveJob(const std::string& job) {
 void ControllerMetrics::StoreWrite(absl::Duration latency, bool ok) {
   write_latency_.Observe(absl::ToDoubleSeconds(latency));
   if (!ok) write_errors_.Increment();
+}
+
+void ControllerMetrics::RetentionPurged(absl::string_view kind, uint64_t n) {
+  if (n == 0) return;
+  purged_.Add({{"kind", std::string(kind)}}).Increment(static_cast<double>(n));
+}
+
+void ControllerMetrics::LimitRefused(absl::string_view limit) {
+  refusals_.Add({{"limit", std::string(limit)}}).Increment();
 }
 
 }  // namespace falcon::controller

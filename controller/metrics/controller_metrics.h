@@ -52,6 +52,8 @@ class ControllerMetrics : public common::ErrorCounter {
   // the transition.
   void EventTransition(falcon::v1::EventState previous_state, falcon::v1::Cause previous_cause,
                        falcon::v1::EventState state, falcon::v1::Cause cause);
+  // An event in `state` with `cause` was purged (retention): it leaves metric::kEvents.
+  void EventForgotten(falcon::v1::EventState state, falcon::v1::Cause cause);
   void DetectionDelay(absl::Duration delay, int64_t iterations);
   void ActiveFailSlows(const std::string& job, int active);
   // Sets the job's latest iteration time and counts one ingested job iteration.
@@ -61,6 +63,13 @@ class ControllerMetrics : public common::ErrorCounter {
   // Drops the job's series.
   void RemoveJob(const std::string& job);
   void StoreWrite(absl::Duration latency, bool ok);
+  // Items purged by retention; `kind` is "job", "event" or "directive".
+  void RetentionPurged(absl::string_view kind, uint64_t n);
+  // A registration or stream refused with RESOURCE_EXHAUSTED; `limit` names the flag
+  // ("max_ranks_per_job", "max_jobs_per_agent", "max_streams_per_peer").
+  void LimitRefused(absl::string_view limit);
+  // An agent stream closed by the idle timeout.
+  void StreamIdleTimeout() { idle_timeouts_.Increment(); }
   // An error handled by logging it and going on: falcon_controller_errors_total{where}.
   void CountError(absl::string_view where) override;
 
@@ -87,6 +96,9 @@ class ControllerMetrics : public common::ErrorCounter {
   prometheus::Family<prometheus::Counter>& directives_issued_;
   prometheus::Histogram& write_latency_;
   prometheus::Counter& write_errors_;
+  prometheus::Family<prometheus::Counter>& purged_;
+  prometheus::Family<prometheus::Counter>& refusals_;
+  prometheus::Counter& idle_timeouts_;
   prometheus::Family<prometheus::Counter>& errors_;
 
   absl::Mutex mu_;

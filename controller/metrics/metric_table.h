@@ -75,6 +75,17 @@ inline constexpr MetricSpec kStoreWriteLatency{"falcon_controller_store_write_la
 inline constexpr MetricSpec kStoreWriteErrors{"falcon_controller_store_write_errors_total",
                                               MetricType::kCounter, "writes", "",
                                               "Failed RocksDB writes"};
+inline constexpr MetricSpec kRetentionPurged{
+    "falcon_controller_retention_purged_total", MetricType::kCounter, "items", "kind",
+    "Ended jobs, events and directives purged from memory and store after the retention period, "
+    "by kind (job, event, directive)"};
+inline constexpr MetricSpec kLimitRefusals{
+    "falcon_controller_limit_refusals_total", MetricType::kCounter, "refusals", "limit",
+    "Registrations and streams refused with RESOURCE_EXHAUSTED, by limit (max_ranks_per_job, "
+    "max_jobs_per_agent, max_streams_per_peer)"};
+inline constexpr MetricSpec kStreamIdleTimeouts{
+    "falcon_controller_stream_idle_timeouts_total", MetricType::kCounter, "streams", "",
+    "Agent streams closed because nothing (not even a heartbeat) arrived within the idle timeout"};
 inline constexpr MetricSpec kErrors{"falcon_controller_errors_total", MetricType::kCounter,
                                     "errors", "where",
                                     "Errors handled by logging and going on, by site (where)"};
@@ -101,6 +112,9 @@ inline constexpr MetricSpec kAll[] = {
     kDirectivesIssued,
     kStoreWriteLatency,
     kStoreWriteErrors,
+    kRetentionPurged,
+    kLimitRefusals,
+    kStreamIdleTimeouts,
     kErrors,
 };
 

@@ -249,4 +249,15 @@ void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
        e.ctx().last_iteration, actions);
 }
 
+void Orchestrator::OnJobPurged(const std::string& job) {
+  for (auto it = events_.begin(); it != events_.end();) {
+    if (it->second->ctx().job == job) {
+      it = events_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  layouts_.erase(job);
+}
+
 }  // namespace falcon::controller::mitigation

@@ -57,6 +57,7 @@ class Orchestrator : public MitigationHook {
                        EventActions& actions) override;
   void OnRecovered(const falcon::v1::Event& event, EventActions& actions) override;
   void OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventActions& actions) override;
+  void OnJobPurged(const std::string& job) override;
 
   // Events with orchestration state (tests).
   size_t active_events() const { return events_.size(); }

@@ -252,8 +252,25 @@ void JobEntry::Infer() {
 
 void JobRegistry::Load(const std::vector<JobRecord>& records) {
   jobs_.clear();
+  agent_jobs_.clear();
   for (const JobRecord& r : records) {
-    jobs_[r.job().job()] = std::make_unique<JobEntry>(r);
+    auto& slot = jobs_[r.job().job()];
+    if (slot != nullptr) IndexAgents(*slot, false);
+    slot = std::make_unique<JobEntry>(r);
+    IndexAgents(*slot, true);
+  }
+}
+
+void JobRegistry::IndexAgents(const JobEntry& entry, bool add) {
+  for (const AgentJob& a : entry.record().agents()) {
+    if (add) {
+      agent_jobs_[a.agent_id()].insert(entry.name());
+      continue;
+    }
+    auto it = agent_jobs_.find(a.agent_id());
+    if (it == agent_jobs_.end()) continue;
+    it->second.erase(entry.name());
+    if (it->second.empty()) agent_jobs_.erase(it);
   }
 }
 
@@ -270,8 +287,18 @@ MaybeFieldError JobRegistry::Merge(const std::string& agent_id, const std::strin
 JobEntry* JobRegistry::Install(JobEntry entry, StoreTxn* txn) {
   Persist(entry, txn);
   auto& slot = jobs_[entry.name()];
+  if (slot != nullptr) IndexAgents(*slot, false);
   slot = std::make_unique<JobEntry>(std::move(entry));
+  IndexAgents(*slot, true);
   return slot.get();
+}
+
+bool JobRegistry::Remove(const std::string& job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return false;
+  IndexAgents(*it->second, false);
+  jobs_.erase(it);
+  return true;
 }
 
 void JobRegistry::Persist(const JobEntry& entry, StoreTxn* txn) const {
@@ -290,9 +317,32 @@ const JobEntry* JobRegistry::Find(const std::string& job) const {
 
 std::vector<std::string> JobRegistry::JobNames() const {
   std::vector<std::string> names;
-  for (const auto& [name, entry] : jobs_) names.push_back(name);
-  std::sort(names.begin(), names.end());
+  names.reserve(jobs_.size());
+  for (const auto& [name, entry] : jobs_) names.push_back(name);  // btree: already sorted.
   return names;
+}
+
+std::vector<const JobEntry*> JobRegistry::JobsAfter(const std::string& after, size_t max) const {
+  std::vector<const JobEntry*> out;
+  for (auto it = after.empty() ? jobs_.begin() : jobs_.upper_bound(after);
+       it != jobs_.end() && out.size() < max; ++it) {
+    out.push_back(it->second.get());
+  }
+  return out;
+}
+
+std::vector<std::string> JobRegistry::JobsOfAgent(const std::string& agent_id) const {
+  std::vector<std::string> out;
+  auto it = agent_jobs_.find(agent_id);
+  if (it == agent_jobs_.end()) return out;
+  out.assign(it->second.begin(), it->second.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+size_t JobRegistry::JobCountOfAgent(const std::string& agent_id) const {
+  auto it = agent_jobs_.find(agent_id);
+  return it == agent_jobs_.end() ? 0 : it->second.size();
 }
 
 }  // namespace falcon::controller

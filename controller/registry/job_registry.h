@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "controller/registry/role_inference.h"
 #include "controller/store/controller_store.h"
@@ -103,14 +105,27 @@ class JobRegistry {
   JobEntry* Install(JobEntry entry, StoreTxn* txn);
   // Stages the record of an entry changed in place (state, traffic).
   void Persist(const JobEntry& entry, StoreTxn* txn) const;
+  // Forgets `job` (retention; the caller stages the store's delete). False when unknown.
+  bool Remove(const std::string& job);
 
   JobEntry* Find(const std::string& job);
   const JobEntry* Find(const std::string& job) const;
   std::vector<std::string> JobNames() const;  // Sorted.
+  // Up to `max` jobs whose names sort after `after` ("" = from the first), in name order: the
+  // cursor of paged listings.
+  std::vector<const JobEntry*> JobsAfter(const std::string& after, size_t max) const;
+  // Jobs in which `agent_id` has a part (ended ones included), sorted.
+  std::vector<std::string> JobsOfAgent(const std::string& agent_id) const;
+  // How many jobs `agent_id` has a part in: what --max_jobs_per_agent limits.
+  size_t JobCountOfAgent(const std::string& agent_id) const;
   size_t size() const { return jobs_.size(); }
 
  private:
-  absl::flat_hash_map<std::string, std::unique_ptr<JobEntry>> jobs_;
+  void IndexAgents(const JobEntry& entry, bool add);
+
+  absl::btree_map<std::string, std::unique_ptr<JobEntry>> jobs_;
+  // agent id -> names of the jobs it has a part in.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> agent_jobs_;
 };
 
 }  // namespace falcon::controller

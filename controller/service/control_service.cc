@@ -14,8 +14,13 @@ namespace {
 class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
  public:
   WatchReactor(EventLoop* loop, Controller* controller, ControlApi* api,
-               falcon::v1::WatchEventsRequest request)
-      : loop_(loop), controller_(controller), writes_(this) {
+               falcon::v1::WatchEventsRequest request, service::StreamLimiter* limiter,
+               std::string peer)
+      : loop_(loop),
+        controller_(controller),
+        limiter_(limiter),
+        peer_(std::move(peer)),
+        writes_(this) {
     loop_->Post([this, api, request] {
       absl::StatusOr<std::vector<falcon::v1::Event>> replay = api->StartWatch(request);
       if (!replay.ok()) {
@@ -34,6 +39,7 @@ class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
   }
   void OnDone() override {
     writes_.MarkDone();
+    limiter_->Release(peer_);
     loop_->Post([this] {
       if (watch_id_ != 0) controller_->events().Unwatch(watch_id_);
       delete this;
@@ -43,8 +49,17 @@ class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
  private:
   EventLoop* const loop_;
   Controller* const controller_;
+  service::StreamLimiter* const limiter_;
+  const std::string peer_;
   WriteQueue<grpc::ServerWriteReactor<falcon::v1::Event>, falcon::v1::Event> writes_;
   uint64_t watch_id_ = 0;  // Loop thread only.
+};
+
+// A watch refused before it started (stream limit): finished at once with the refusal.
+class RefusedWatch : public grpc::ServerWriteReactor<falcon::v1::Event> {
+ public:
+  explicit RefusedWatch(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
 };
 
 }  // namespace
@@ -86,8 +101,12 @@ grpc::ServerUnaryReactor* ControlService::GetEvent(grpc::CallbackServerContext* 
 }
 
 grpc::ServerWriteReactor<falcon::v1::Event>* ControlService::WatchEvents(
-    grpc::CallbackServerContext*, const falcon::v1::WatchEventsRequest* request) {
-  return new WatchReactor(loop_, controller_, &api_, *request);
+    grpc::CallbackServerContext* ctx, const falcon::v1::WatchEventsRequest* request) {
+  std::string peer = ctx->peer();
+  if (absl::Status s = limiter_->Admit(peer, "Control.WatchEvents"); !s.ok()) {
+    return new RefusedWatch(s);
+  }
+  return new WatchReactor(loop_, controller_, &api_, *request, limiter_, std::move(peer));
 }
 
 grpc::ServerUnaryReactor* ControlService::ListDirectives(

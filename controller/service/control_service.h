@@ -1,6 +1,7 @@
 // gRPC adapter of falcon.v1.Control: every unary RPC runs ControlApi on the controller loop and
 // finishes its reactor from there; WatchEvents is a write reactor fed by an EventManager watcher.
-// Only translates (proto in, proto out, absl::Status -> grpc::Status).
+// Only translates (proto in, proto out, absl::Status -> grpc::Status). A WatchEvents stream beyond
+// the peer's stream limit (stream_limiter.h) is finished at once with RESOURCE_EXHAUSTED.
 #ifndef FALCON_CONTROLLER_SERVICE_CONTROL_SERVICE_H_
 #define FALCON_CONTROLLER_SERVICE_CONTROL_SERVICE_H_
 
@@ -9,15 +10,16 @@
 #include "controller/control_api.h"
 #include "controller/controller.h"
 #include "controller/service/event_loop.h"
+#include "controller/service/stream_limiter.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 
 namespace falcon::controller {
 
 class ControlService final : public falcon::v1::Control::CallbackService {
  public:
-  // `loop` and `controller` must outlive the server.
-  ControlService(EventLoop* loop, Controller* controller)
-      : loop_(loop), controller_(controller), api_(controller) {}
+  // `loop`, `controller` and `limiter` must outlive the server.
+  ControlService(EventLoop* loop, Controller* controller, service::StreamLimiter* limiter)
+      : loop_(loop), controller_(controller), limiter_(limiter), api_(controller) {}
 
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
                                      const falcon::v1::ListJobsRequest* request,
@@ -59,6 +61,7 @@ class ControlService final : public falcon::v1::Control::CallbackService {
 
   EventLoop* const loop_;
   Controller* const controller_;
+  service::StreamLimiter* const limiter_;
   ControlApi api_;  // Loop thread only.
 };
 

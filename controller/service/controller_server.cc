@@ -9,6 +9,7 @@
 #include "controller/metrics/controller_metrics.h"
 #include "controller/service/control_service.h"
 #include "controller/service/event_loop.h"
+#include "controller/service/stream_limiter.h"
 #include "controller/service/telemetry_service.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/store/rocksdb_kv_store.h"
@@ -41,9 +42,15 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   s->controller_ = std::move(*controller);
   Controller* c = s->controller_.get();
   s->loop_ = std::make_unique<EventLoop>([c] { c->Tick(); }, options.tick_interval);
-  s->telemetry_ = std::make_unique<TelemetryService>(s->loop_.get(), c);
-  s->control_ = std::make_unique<ControlService>(s->loop_.get(), c);
-  auto started = StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()});
+  s->limiter_ = std::make_unique<service::StreamLimiter>(options.controller.resource_limits,
+                                                         s->metrics_.get());
+  s->telemetry_ = std::make_unique<TelemetryService>(s->loop_.get(), c, s->limiter_.get());
+  s->control_ = std::make_unique<ControlService>(s->loop_.get(), c, s->limiter_.get());
+  GrpcKeepalive keepalive;
+  keepalive.time = options.keepalive_time;
+  keepalive.timeout = options.keepalive_timeout;
+  auto started =
+      StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()}, keepalive);
   if (!started.ok()) {
     s->Shutdown();
     return started.status();
@@ -80,6 +87,7 @@ void ControllerServer::Shutdown() {
   server_.reset();
   telemetry_.reset();
   control_.reset();
+  limiter_.reset();
   controller_.reset();
   kv_.reset();
 }

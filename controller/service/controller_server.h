@@ -31,6 +31,9 @@ class ControlService;
 class EventLoop;
 class KvStore;
 class TelemetryService;
+namespace service {
+class StreamLimiter;
+}  // namespace service
 
 struct ServerOptions {
   // gRPC address; port 0 picks a free one (see port()). Default 127.0.0.1:7070.
@@ -43,6 +46,11 @@ struct ServerOptions {
   bool sync_writes = false;
   // How often Controller::Tick runs. Default 1 s.
   absl::Duration tick_interval = absl::Seconds(1);
+  // HTTP/2 keepalive of every connection (proto/grpc_util.h): ping after `keepalive_time`, close
+  // the connection (ending its streams: the agent is marked disconnected) when no answer came
+  // within `keepalive_timeout`. Defaults 30 s and 10 s.
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
   // Reported as falcon_controller_build_info{version}.
   std::string version = "dev";
   ControllerOptions controller;
@@ -75,6 +83,7 @@ class ControllerServer {
   std::unique_ptr<KvStore> kv_;
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<service::StreamLimiter> limiter_;
   std::unique_ptr<TelemetryService> telemetry_;
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<grpc::Server> server_;

@@ -17,17 +17,32 @@ class StreamChannel : public AgentChannel {
   bool Send(const falcon::v1::ControllerMessage& message) override {
     return writes_.Write(message);
   }
+  void Close(const absl::Status& status) override { writes_.RequestFinish(ToGrpcStatus(status)); }
   WriteQueue<Reactor, falcon::v1::ControllerMessage>& writes() { return writes_; }
 
  private:
   WriteQueue<Reactor, falcon::v1::ControllerMessage> writes_;
 };
 
+// A stream refused before it started (stream limit): finished at once with the refusal.
+class RefusedReactor : public Reactor {
+ public:
+  explicit RefusedReactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
 class ConnectReactor : public Reactor {
  public:
-  ConnectReactor(EventLoop* loop, Controller* controller)
-      : loop_(loop), controller_(controller), channel_(std::make_shared<StreamChannel>(this)) {
+  ConnectReactor(EventLoop* loop, Controller* controller, service::StreamLimiter* limiter,
+                 std::string peer)
+      : loop_(loop),
+        controller_(controller),
+        limiter_(limiter),
+        channel_(std::make_shared<StreamChannel>(this)) {
     session_.channel = channel_;
+    session_.peer = std::move(peer);
+    // Before the first read: the loop runs it before any message of the stream.
+    loop_->Post([this] { controller_->OnAgentConnected(&session_); });
     StartRead(&in_);
   }
 
@@ -62,6 +77,7 @@ class ConnectReactor : public Reactor {
 
   void OnDone() override {
     channel_->writes().MarkDone();
+    limiter_->Release(session_.peer);
     // Runs after every task this stream posted before (the loop is FIFO).
     loop_->Post([this] {
       Disconnect();
@@ -78,6 +94,7 @@ class ConnectReactor : public Reactor {
 
   EventLoop* const loop_;
   Controller* const controller_;
+  service::StreamLimiter* const limiter_;
   std::shared_ptr<StreamChannel> channel_;
   AgentSession session_;
   falcon::v1::AgentMessage in_;
@@ -86,8 +103,12 @@ class ConnectReactor : public Reactor {
 
 }  // namespace
 
-Reactor* TelemetryService::Connect(grpc::CallbackServerContext*) {
-  return new ConnectReactor(loop_, controller_);
+Reactor* TelemetryService::Connect(grpc::CallbackServerContext* context) {
+  std::string peer = context->peer();
+  if (absl::Status s = limiter_->Admit(peer, "Telemetry.Connect"); !s.ok()) {
+    return new RefusedReactor(s);
+  }
+  return new ConnectReactor(loop_, controller_, limiter_, std::move(peer));
 }
 
 }  // namespace falcon::controller

@@ -144,4 +144,8 @@ void SettingsManager::Apply(const falcon::v1::Settings& overrides) {
   if (listener_) listener_(overrides.job());
 }
 
+void SettingsManager::Forget(const std::string& job) {
+  if (!job.empty()) overrides_.erase(job);
+}
+
 }  // namespace falcon::controller

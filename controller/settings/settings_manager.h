@@ -65,6 +65,9 @@ class SettingsManager {
                                                StoreTxn* txn) const;
   // Installs an overrides record from Prepare and tells the listener.
   void Apply(const falcon::v1::Settings& overrides);
+  // Drops the overrides of a purged job (ControllerStore's StoreTxn::DeleteJob deletes its row).
+  // Never the defaults ("").
+  void Forget(const std::string& job);
 
  private:
   absl::flat_hash_map<std::string, falcon::v1::Settings> overrides_;

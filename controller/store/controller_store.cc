@@ -79,6 +79,24 @@ void StoreTxn::DeleteJobSamples(const std::string& job) {
   batch_.DeleteRange(tables::kSamples, begin, end);
 }
 
+void StoreTxn::DeleteJob(const std::string& job) {
+  batch_.Delete(tables::kJobs, job);
+  batch_.Delete(tables::kSettings, job);
+  const std::string begin = keys::JobPrefix(job);
+  const std::string end = PrefixSuccessor(begin);
+  batch_.DeleteRange(tables::kDirectives, begin, end);
+  batch_.DeleteRange(tables::kHistory, begin, end);
+  batch_.DeleteRange(tables::kSamples, begin, end);
+}
+
+void StoreTxn::DeleteEvent(uint64_t event_id) {
+  batch_.Delete(tables::kEvents, keys::EventKey(event_id));
+}
+
+void StoreTxn::DeleteDirective(const std::string& job, uint64_t directive_id) {
+  batch_.Delete(tables::kDirectives, keys::DirectiveKey(job, directive_id));
+}
+
 void StoreTxn::PutAgent(const v1::AgentRecord& record) {
   batch_.Put(tables::kAgents, record.agent_id(), record.SerializeAsString());
 }

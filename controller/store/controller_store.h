@@ -59,6 +59,13 @@ class StoreTxn {
   void PutAgent(const v1::AgentRecord& record);
   void PutMeta(const v1::MetaRecord& record);
 
+  // Deletes (retention). DeleteJob removes the job record and every row keyed by the job: its
+  // directives, history, samples and settings overrides; its events are deleted one by one
+  // (DeleteEvent: they are keyed by id).
+  void DeleteJob(const std::string& job);
+  void DeleteEvent(uint64_t event_id);
+  void DeleteDirective(const std::string& job, uint64_t directive_id);
+
   bool empty() const { return batch_.empty(); }
   size_t size() const { return batch_.size(); }
   KvWriteBatch& batch() { return batch_; }

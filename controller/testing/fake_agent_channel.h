@@ -15,6 +15,10 @@ class FakeAgentChannel : public AgentChannel {
     sent.push_back(message);
     return true;
   }
+  void Close(const absl::Status& status) override {
+    closed = true;
+    close_status = status;
+  }
   // Messages of one kind, in order.
   std::vector<falcon::v1::ControllerMessage> Of(falcon::v1::ControllerMessage::MsgCase c) const {
     std::vector<falcon::v1::ControllerMessage> out;
@@ -25,6 +29,7 @@ class FakeAgentChannel : public AgentChannel {
   }
   std::vector<falcon::v1::ControllerMessage> sent;
   bool closed = false;
+  absl::Status close_status;  // What Close ended the stream with.
 };
 
 }  // namespace falcon::controller::testing
