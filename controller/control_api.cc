@@ -3,10 +3,55 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "controller/mitigation/planner.h"
+#include "controller/util/page_token.h"
 
 namespace falcon::controller {
+namespace {
+
+using falcon::controller::v1::EventRecord;
+
+// Items the page may hold: page_size (0 or too large: the maximum), and no more than what is
+// left of `limit` (0 = no limit) after `served`.
+size_t PageCapacity(uint32_t page_size, uint32_t limit, uint64_t served) {
+  size_t n =
+      page_size == 0 || page_size > ControlApi::kMaxPageSize ? ControlApi::kMaxPageSize : page_size;
+  if (limit > 0) n = served >= limit ? 0 : std::min<uint64_t>(n, limit - served);
+  return n;
+}
+
+// Fills one page from `items` (fetched one more than its capacity, to know whether more follow):
+// adds each with `add` until the capacity or the byte budget is reached. Returns how many it added
+// and sets `*more` when items remain for a next page (none when the page is empty).
+template <typename T, typename SizeFn, typename AddFn>
+size_t FillPage(const std::vector<T>& items, size_t capacity, SizeFn size_of, AddFn add,
+                bool* more) {
+  size_t added = 0, bytes = 0;
+  for (const T& item : items) {
+    if (added >= capacity) break;
+    const size_t n = size_of(item);
+    if (added > 0 && bytes + n > ControlApi::kMaxPageBytes) break;
+    bytes += n;
+    add(item);
+    ++added;
+  }
+  *more = added > 0 && added < items.size();
+  return added;
+}
+
+// The id cursor of an events or directives token (0 = from the newest).
+absl::StatusOr<uint64_t> IdCursor(const util::PageToken& t) {
+  uint64_t id = 0;
+  if (t.cursor.empty()) return id;
+  if (!absl::SimpleAtoi(t.cursor, &id) || id == 0) {
+    return absl::InvalidArgumentError("page_token: malformed (not a token this server made)");
+  }
+  return id;
+}
+
+}  // namespace
 
 absl::Status ControlApi::CheckJob(const std::string& job, const char* field,
                                   bool allow_empty) const {
@@ -21,10 +66,24 @@ absl::Status ControlApi::CheckJob(const std::string& job, const char* field,
 }
 
 absl::StatusOr<falcon::v1::ListJobsResponse> ControlApi::ListJobs(
-    const falcon::v1::ListJobsRequest&) {
+    const falcon::v1::ListJobsRequest& r) {
+  absl::StatusOr<util::PageToken> token = util::DecodePageToken(r.page_token(), "jobs", "");
+  if (!token.ok()) return token.status();
+  const size_t capacity = PageCapacity(r.page_size(), 0, token->served);
+  const std::vector<const JobEntry*> jobs = c_->registry().JobsAfter(token->cursor, capacity + 1);
   falcon::v1::ListJobsResponse out;
-  for (const std::string& name : c_->registry().JobNames()) {
-    *out.add_jobs() = c_->JobView(*c_->registry().Find(name));
+  size_t bytes = 0;
+  for (const JobEntry* job : jobs) {
+    if (static_cast<size_t>(out.jobs_size()) >= capacity) break;
+    falcon::v1::Job view = c_->JobView(*job);
+    const size_t n = view.ByteSizeLong();
+    if (out.jobs_size() > 0 && bytes + n > kMaxPageBytes) break;
+    bytes += n;
+    *out.add_jobs() = std::move(view);
+  }
+  if (out.jobs_size() > 0 && static_cast<size_t>(out.jobs_size()) < jobs.size()) {
+    out.set_next_page_token(util::EncodePageToken(
+        {"jobs", "", token->served + out.jobs_size(), out.jobs(out.jobs_size() - 1).job()}));
   }
   return out;
 }
@@ -43,9 +102,24 @@ absl::StatusOr<falcon::v1::ListEventsResponse> ControlApi::ListEvents(
     return absl::InvalidArgumentError(
         absl::StrCat("limit: ", r.limit(), " exceeds ", kMaxListLimit));
   }
+  const std::string filter = absl::StrCat(r.job(), "|", r.active_only(), "|", r.limit());
+  absl::StatusOr<util::PageToken> token = util::DecodePageToken(r.page_token(), "events", filter);
+  if (!token.ok()) return token.status();
+  absl::StatusOr<uint64_t> before = IdCursor(*token);
+  if (!before.ok()) return before.status();
+  const size_t capacity = PageCapacity(r.page_size(), r.limit(), token->served);
+  const std::vector<const EventRecord*> events =
+      static_cast<const EventManager&>(c_->events())
+          .ListBefore(r.job(), r.active_only(), *before, capacity + 1);
   falcon::v1::ListEventsResponse out;
-  for (const auto* e : c_->events().List(r.job(), r.active_only(), r.limit())) {
-    *out.add_events() = e->event();
+  bool more = false;
+  const size_t n = FillPage(
+      events, capacity, [](const EventRecord* e) { return e->event().ByteSizeLong(); },
+      [&](const EventRecord* e) { *out.add_events() = e->event(); }, &more);
+  if (more && (r.limit() == 0 || token->served + n < r.limit())) {
+    out.set_next_page_token(
+        util::EncodePageToken({"events", filter, token->served + n,
+                               absl::StrCat(out.events(out.events_size() - 1).event_id())}));
   }
   return out;
 }
@@ -75,8 +149,25 @@ absl::StatusOr<falcon::v1::ListDirectivesResponse> ControlApi::ListDirectives(
     return absl::InvalidArgumentError(
         absl::StrCat("limit: ", r.limit(), " exceeds ", kMaxListLimit));
   }
+  const std::string filter = absl::StrCat(r.job(), "|", r.limit());
+  absl::StatusOr<util::PageToken> token =
+      util::DecodePageToken(r.page_token(), "directives", filter);
+  if (!token.ok()) return token.status();
+  absl::StatusOr<uint64_t> before = IdCursor(*token);
+  if (!before.ok()) return before.status();
+  const size_t capacity = PageCapacity(r.page_size(), r.limit(), token->served);
+  const std::vector<const falcon::v1::DirectiveRecord*> records =
+      c_->directives().ListBefore(r.job(), *before, capacity + 1);
   falcon::v1::ListDirectivesResponse out;
-  for (auto& d : c_->directives().List(r.job(), r.limit())) *out.add_directives() = std::move(d);
+  bool more = false;
+  const size_t n = FillPage(
+      records, capacity, [](const falcon::v1::DirectiveRecord* d) { return d->ByteSizeLong(); },
+      [&](const falcon::v1::DirectiveRecord* d) { *out.add_directives() = *d; }, &more);
+  if (more && (r.limit() == 0 || token->served + n < r.limit())) {
+    out.set_next_page_token(util::EncodePageToken(
+        {"directives", filter, token->served + n,
+         absl::StrCat(out.directives(out.directives_size() - 1).directive().directive_id())}));
+  }
   return out;
 }
 

@@ -19,19 +19,28 @@ class ControlApi {
   // Largest `limit` of ListEvents / ListDirectives and `max_points` of GetHistory.
   static constexpr uint32_t kMaxListLimit = 10000;
   static constexpr uint32_t kMaxHistoryPoints = 100000;
+  // Paging of ListJobs, ListEvents and ListDirectives (control.proto, AIP-158): a page holds at
+  // most page_size items (0 or more than kMaxPageSize: kMaxPageSize) and ends before its items
+  // pass kMaxPageBytes serialized (it always holds one), so a reply stays well under gRPC's 4 MiB
+  // default; next_page_token continues it (util/page_token.h). kInvalidArgument "page_token: ..."
+  // for a token that is malformed or from a request with other fields.
+  static constexpr uint32_t kMaxPageSize = 1000;
+  static constexpr size_t kMaxPageBytes = size_t{2} << 20;
 
   explicit ControlApi(Controller* controller) : c_(controller) {}
 
+  // In job-name order, paged.
   absl::StatusOr<falcon::v1::ListJobsResponse> ListJobs(const falcon::v1::ListJobsRequest& r);
   // kInvalidArgument: empty job. kNotFound: unknown job.
   absl::StatusOr<falcon::v1::Job> GetJob(const falcon::v1::GetJobRequest& r);
-  // kNotFound: unknown job. kInvalidArgument: limit > kMaxListLimit.
+  // Newest first, paged. kNotFound: unknown job. kInvalidArgument: limit > kMaxListLimit.
   absl::StatusOr<falcon::v1::ListEventsResponse> ListEvents(const falcon::v1::ListEventsRequest& r);
   // kInvalidArgument: event_id 0. kNotFound: unknown event.
   absl::StatusOr<falcon::v1::Event> GetEvent(const falcon::v1::GetEventRequest& r);
   // Checks the request and returns the open events to replay first. kNotFound: unknown job.
   absl::StatusOr<std::vector<falcon::v1::Event>> StartWatch(
       const falcon::v1::WatchEventsRequest& r);
+  // Newest first, paged. kNotFound: unknown job. kInvalidArgument: limit > kMaxListLimit.
   absl::StatusOr<falcon::v1::ListDirectivesResponse> ListDirectives(
       const falcon::v1::ListDirectivesRequest& r);
   // kNotFound: unknown job. kInvalidArgument: empty job, negative from_iteration, max_points too

@@ -111,9 +111,32 @@ class Runner {
 
   void PrintJson(const nlohmann::json& j) const { out_ << j.dump(2) << "\n"; }
 
+  // Runs a paged List RPC (control.proto) page after page, with the invocation's deadline for
+  // each, and gathers every page into `*all`: no reply comes near the message size limit however
+  // many items there are.
+  template <typename Req, typename Resp, typename Items>
+  grpc::Status AllPages(grpc::Status (Control::StubInterface::*rpc)(grpc::ClientContext*,
+                                                                    const Req&, Resp*),
+                        Req req, Items (Resp::*items)(), Resp* all) {
+    all->Clear();
+    for (;;) {
+      Resp page;
+      grpc::Status s = (stub_.*rpc)(Context().get(), req, &page);
+      if (!s.ok()) return s;
+      for (auto& item : *(page.*items)()) *((*all).*items)()->Add() = std::move(item);
+      if (page.next_page_token().empty()) return grpc::Status::OK;
+      req.set_page_token(page.next_page_token());
+    }
+  }
+
+  grpc::Status ListAllJobs(falcon::v1::ListJobsResponse* resp) {
+    return AllPages(&Control::StubInterface::ListJobs, falcon::v1::ListJobsRequest(),
+                    &falcon::v1::ListJobsResponse::mutable_jobs, resp);
+  }
+
   int Jobs() {
     falcon::v1::ListJobsResponse resp;
-    grpc::Status s = stub_.ListJobs(Context().get(), falcon::v1::ListJobsRequest(), &resp);
+    grpc::Status s = ListAllJobs(&resp);
     if (!s.ok()) return Fail("ListJobs", s);
     if (inv_.json) {
       nlohmann::json jobs = nlohmann::json::array();
@@ -145,7 +168,8 @@ class Runner {
     req.set_active_only(inv_.active);
     req.set_limit(inv_.limit);
     falcon::v1::ListEventsResponse resp;
-    grpc::Status s = stub_.ListEvents(Context().get(), req, &resp);
+    grpc::Status s = AllPages(&Control::StubInterface::ListEvents, req,
+                              &falcon::v1::ListEventsResponse::mutable_events, &resp);
     if (!s.ok()) return Fail("ListEvents", s, req.job());
     if (inv_.json) {
       nlohmann::json events = nlohmann::json::array();
@@ -204,13 +228,14 @@ class Runner {
     req.set_job(inv_.job);
     req.set_limit(inv_.limit);
     falcon::v1::ListDirectivesResponse resp;
-    grpc::Status s = stub_.ListDirectives(Context().get(), req, &resp);
+    grpc::Status s = AllPages(&Control::StubInterface::ListDirectives, req,
+                              &falcon::v1::ListDirectivesResponse::mutable_directives, &resp);
     if (!s.ok()) return Fail("ListDirectives", s, req.job());
     // World sizes for "acks x/y" of directives that target every rank.
     std::map<std::string, uint32_t> world;
     if (resp.directives_size() > 0) {
       falcon::v1::ListJobsResponse jobs;
-      if (stub_.ListJobs(Context().get(), falcon::v1::ListJobsRequest(), &jobs).ok()) {
+      if (ListAllJobs(&jobs).ok()) {
         for (const auto& j : jobs.jobs()) world[j.job()] = j.world_size();
       }
     }
