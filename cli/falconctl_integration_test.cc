@@ -522,5 +522,67 @@ TEST_F(FalconctlTest, WholeStoryOfOneComputeFailSlow) {
   EXPECT_TRUE(absl::StrContains(no_job_events.err, "unknown job 'no-such-job'")) << no_job_events;
 }
 
+// A controller whose jobs together pass gRPC's 4 MiB default message size (80 jobs of 1024
+// ranks): falconctl pages through them, so `jobs` lists every one (an unpaged ListJobs reply was
+// refused by the client: RESOURCE_EXHAUSTED, exit 3).
+TEST(FalconctlPagingTest, JobsListsEveryJobPastTheMessageSizeLimit) {
+  ControllerProcess controller;
+  ASSERT_TRUE(controller.Start(TmpDir() + "/paging-data"));
+  std::vector<std::unique_ptr<LoopbackAgent>> agents;
+  for (int a = 0; a < 2; ++a) {
+    std::vector<falcon::v1::JobRegistration> jobs;
+    for (int j = 0; j < 40; ++j) {
+      falcon::v1::JobRegistration reg;
+      reg.set_job(absl::StrCat("paged-", a, "-", j));
+      reg.set_world_size(1024);
+      reg.set_epoch(1);
+      for (uint32_t r = 0; r < 1024; ++r) {
+        falcon::v1::RankInfo* info = reg.add_ranks();
+        info->set_rank(r);
+        info->set_node(absl::StrCat("node-", a));
+        info->set_local_rank(r);
+        info->set_gpu(-1);
+        info->set_pid(static_cast<int32_t>(10000 + r));
+        info->set_dp_index(-1);
+        info->set_pp_index(-1);
+        info->set_tp_index(-1);
+      }
+      jobs.push_back(std::move(reg));
+    }
+    agents.push_back(std::make_unique<LoopbackAgent>(absl::StrCat("node-", a),
+                                                     absl::StrCat("node-", a),
+                                                     std::vector<uint32_t>{}, std::move(jobs)));
+    ASSERT_TRUE(agents.back()->Connect(controller.address(), absl::Seconds(60)).ok());
+  }
+  // Together the jobs are larger than one reply may be.
+  auto control = falcon::v1::Control::NewStub(
+      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials()));
+  size_t bytes = 0;
+  falcon::v1::ListJobsRequest req;
+  for (;;) {
+    grpc::ClientContext ctx;
+    falcon::v1::ListJobsResponse page;
+    grpc::Status s = control->ListJobs(&ctx, req, &page);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    for (const auto& j : page.jobs()) bytes += j.ByteSizeLong();
+    if (page.next_page_token().empty()) break;
+    req.set_page_token(page.next_page_token());
+  }
+  EXPECT_GT(bytes, size_t{4} << 20);
+
+  Result jobs = RunProcess(
+      {Runfile("cli/falconctl"), "--controller", controller.address(), "jobs", "--json"});
+  ASSERT_EQ(jobs.rc, 0) << jobs.err;
+  nlohmann::json j = nlohmann::json::parse(jobs.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << jobs.err;
+  ASSERT_EQ(j["jobs"].size(), 80u);
+  EXPECT_EQ(j["jobs"][0]["job"], "paged-0-0");
+  EXPECT_EQ(j["jobs"][79]["job"], "paged-1-9");
+  Result table =
+      RunProcess({Runfile("cli/falconctl"), "--controller", controller.address(), "jobs"});
+  ASSERT_EQ(table.rc, 0) << table.err;
+  EXPECT_TRUE(absl::StrContains(table.out, "paged-1-39"));
+}
+
 }  // namespace
 }  // namespace falcon::cli

@@ -3,6 +3,9 @@
 //   --metrics_listen HOST:PORT  Prometheus /metrics; "" = off; port 0 = any free port
 //   --data_dir DIR              RocksDB state (jobs, events, directives, settings, history)
 //   --mitigation                S1-S4 mitigation installed (default true; =false: verdicts only)
+//   --retention DURATION        ended jobs, events and directives are purged this long after
+//   --max_ranks_per_job N, --max_jobs_per_agent N, --max_streams_per_peer N   resource limits
+//   --stream_idle_timeout, --keepalive_time, --keepalive_timeout          dead-stream detection
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
 // SIGTERM shuts down cleanly.
 #include <glog/logging.h>
@@ -50,6 +53,25 @@ ABSL_FLAG(std::string, s4_checkpoint_dir, "falcon-s4",
           "--checkpoint-dir)");
 ABSL_FLAG(absl::Duration, directive_ack_timeout, absl::Seconds(60),
           "a directive not applied by every target within this long is TIMED_OUT");
+ABSL_FLAG(absl::Duration, retention, absl::Hours(24),
+          "ended jobs (with their events, directives, history and settings), and recovered or "
+          "closed events and final directives of running jobs, are purged this long after they "
+          "ended");
+ABSL_FLAG(uint32_t, max_ranks_per_job, 16384,
+          "largest world_size a job may register (RESOURCE_EXHAUSTED beyond), [1, 1048576]");
+ABSL_FLAG(uint32_t, max_jobs_per_agent, 256,
+          "most jobs one agent may have a part in (RESOURCE_EXHAUSTED beyond), [1, 1000000]");
+ABSL_FLAG(uint32_t, max_streams_per_peer, 64,
+          "most open agent and watch streams from one peer host (RESOURCE_EXHAUSTED beyond), "
+          "[1, 1000000]");
+ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
+          "an agent stream with no message or heartbeat for this long is closed and its agent "
+          "marked disconnected (must exceed the agents' heartbeat_interval)");
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
+          "HTTP/2 keepalive: ping every connection this often (0: no pings), (0, 24h]");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
+          "HTTP/2 keepalive: close a connection whose ping is not answered within this long, "
+          "(0, 24h]");
 ABSL_FLAG(absl::Duration, directive_delivery_latency, absl::Seconds(2),
           "controller -> rank delivery latency (incl. telemetry lag) the effective iteration of a "
           "plan directive must cover");
@@ -106,6 +128,23 @@ int main(int argc, char** argv) {
   options.controller.job_end_grace = absl::GetFlag(FLAGS_job_end_grace);
   options.controller.directives.ack_timeout = absl::GetFlag(FLAGS_directive_ack_timeout);
   options.controller.directives.delivery_latency = absl::GetFlag(FLAGS_directive_delivery_latency);
+  options.controller.retention.retention = absl::GetFlag(FLAGS_retention);
+  options.controller.resource_limits.max_ranks_per_job = absl::GetFlag(FLAGS_max_ranks_per_job);
+  options.controller.resource_limits.max_jobs_per_agent = absl::GetFlag(FLAGS_max_jobs_per_agent);
+  options.controller.resource_limits.max_streams_per_peer =
+      absl::GetFlag(FLAGS_max_streams_per_peer);
+  options.controller.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
+  options.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  for (const auto& [flag, d] : {std::make_pair("--keepalive_time", options.keepalive_time),
+                                std::make_pair("--keepalive_timeout", options.keepalive_timeout)}) {
+    if (d < absl::ZeroDuration() || d > absl::Hours(24) ||
+        (d == absl::ZeroDuration() && options.keepalive_time != absl::ZeroDuration())) {
+      std::cerr << "falcon-controller: " << flag << " must be in (0, 24h] (--keepalive_time 0: "
+                << "no keepalive pings)\n";
+      return 2;
+    }
+  }
   {
     auto& loc = options.controller.localization;
     const int gemm = absl::GetFlag(FLAGS_validation_gemm_size);
@@ -129,6 +168,10 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+  }
+  if (absl::Status s = options.controller.Validate(); !s.ok()) {
+    std::cerr << "falcon-controller: --" << s.message() << "\n";
+    return 2;
   }
   if (options.data_dir.empty()) {
     std::cerr << "falcon-controller: --data_dir must not be empty\n";
