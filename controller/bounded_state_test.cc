@@ -118,6 +118,18 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
   agent.Disconnect(*c_);
   ASSERT_TRUE(agent.Connect(*c_, {Job("live")}).ok());
   ASSERT_EQ(c_->registry().Find("old-0")->job().state(), falcon::v1::JOB_STATE_ENDED);
+  // Rows keyed by an ended job (and by the live one, which stay).
+  for (const std::string job : {"old-5", "live"}) {
+    falcon::v1::HistoryPoint point;
+    point.set_iteration(7);
+    Put(tables::kHistory, keys::HistoryKey(job, 7), point);
+    falcon::v1::DirectiveRecord d;
+    d.mutable_directive()->set_job(job);
+    Put(tables::kDirectives, keys::DirectiveKey(job, 99), d);
+    KvWriteBatch b;
+    b.Put(tables::kSamples, keys::SampleKey(job, 0, 7), std::string(8, '\0'));
+    ASSERT_TRUE(kv_.Write(b).ok());
+  }
   ASSERT_EQ(Rows(tables::kJobs), 11u);
   ASSERT_EQ(Rows(tables::kSettings), 1u);
 
@@ -130,6 +142,9 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
   EXPECT_EQ(JobNames(), std::vector<std::string>{"live"});
   EXPECT_EQ(Rows(tables::kJobs), 1u);
   EXPECT_EQ(Rows(tables::kSettings), 0u);
+  EXPECT_EQ(Rows(tables::kHistory), 1u);
+  EXPECT_EQ(Rows(tables::kDirectives), 1u);
+  EXPECT_EQ(Rows(tables::kSamples), 1u);
   EXPECT_EQ(Counter(metric::kRetentionPurged.name, {{"kind", "job"}}), 10);
   ControlApi api(c_.get());
   EXPECT_EQ(api.ListJobs({})->jobs_size(), 1);

@@ -162,8 +162,10 @@ class Controller {
   static void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
   // Closes the announced streams idle for stream_idle_timeout.
   void CloseIdleStreams(absl::Time now);
-  // Retention (retention.cc): purges one batch of expired state when a sweep is due.
+  // Retention (retention.cc): purges one batch of expired state when a sweep is due; once no
+  // more is due, releases the memory the purged state held.
   void SweepRetention(absl::Time now);
+  void ReleasePurgedMemory();
   // Counts and logs a refused registration.
   void CountRefusal(const LimitRefusal& refusal);
 
@@ -190,6 +192,7 @@ class Controller {
   absl::flat_hash_map<std::string, absl::Time> orphaned_since_;  // job -> no agent connected
   absl::flat_hash_set<AgentSession*> sessions_;  // Announced streams not yet disconnected.
   absl::Time next_sweep_ = absl::InfinitePast();
+  bool purged_unreleased_ = false;  // Purged since the last ReleasePurgedMemory.
 };
 
 }  // namespace falcon::controller

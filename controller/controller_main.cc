@@ -9,6 +9,7 @@
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
 // SIGTERM shuts down cleanly.
 #include <glog/logging.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -92,6 +93,10 @@ std::string Host(const std::string& address) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One malloc arena for every thread (before any thread starts): the state the loop frees (ended
+  // jobs purged by retention) then goes back to the system instead of staying resident in one
+  // arena per thread that once allocated (glibc creates up to 8 per core).
+  mallopt(M_ARENA_MAX, 1);
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
     std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),

@@ -2,8 +2,12 @@
 // retention period ago: ended jobs with everything keyed by them (events, directives, history,
 // samples, settings overrides), then recovered or closed events and final directives of running
 // jobs. Each batch is one store write and one log line; memory is released only after it
-// committed, so a failed write leaves everything as it was (logged, counted, retried).
+// committed, so a failed write leaves everything as it was (logged, counted, retried). Once a
+// backlog is purged, the memory it held is given back to the system: the store's write buffers
+// are flushed and the allocator's free pages returned (malloc_trim, glibc), so the controller's
+// resident size returns to where it was before the jobs came.
 #include <glog/logging.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <vector>
@@ -65,13 +69,20 @@ void Controller::SweepRetention(absl::Time now) {
   const size_t total = of_jobs + old_events.size() + old_directives.size();
   if (total == 0) {
     next_sweep_ = now + opt.SweepInterval();
+    if (purged_unreleased_) ReleasePurgedMemory();
     return;
   }
 
   UnitOfWork uow;
   for (const std::string& job : job_list) {
     uow.txn().DeleteJob(job);
-    detection_.RemoveJob(job, &uow);
+    if (settings_.HasOverrides(job)) uow.txn().DeleteSettings(job);
+    // Range deletes only where there are rows: a range tombstone per job would cost every later
+    // read of the table.
+    for (const char* table : {tables::kDirectives, tables::kHistory, tables::kSamples}) {
+      absl::StatusOr<bool> rows = store_.HasJobRows(table, job);
+      if (!rows.ok() || *rows) uow.txn().DeleteJobRows(table, job);
+    }
   }
   for (uint64_t id : events) uow.txn().DeleteEvent(id);
   for (uint64_t id : old_events) uow.txn().DeleteEvent(id);
@@ -89,6 +100,7 @@ void Controller::SweepRetention(absl::Time now) {
     VLOG(1) << "job purged job=" << job << " ended="
             << absl::FormatTime(absl::FromUnixNanos(registry_.Find(job)->record().ended_time_ns()));
     registry_.Remove(job);
+    detection_.RemoveJob(job);
     settings_.Forget(job);
     orphaned_since_.erase(job);
     if (hook_ != nullptr) hook_->OnJobPurged(job);
@@ -108,7 +120,25 @@ void Controller::SweepRetention(absl::Time now) {
             << " ended_before=" << absl::FormatTime(cutoff)
             << (total >= max ? " (more due: next batch at the next tick)" : "");
   // A full batch may leave more due: go on at the next tick.
-  next_sweep_ = total >= max ? now : now + opt.SweepInterval();
+  purged_unreleased_ = true;
+  if (total >= max) {
+    next_sweep_ = now;
+  } else {
+    next_sweep_ = now + opt.SweepInterval();
+    ReleasePurgedMemory();
+  }
+}
+
+void Controller::ReleasePurgedMemory() {
+  purged_unreleased_ = false;
+  if (absl::Status s = store_.Flush(); !s.ok()) {
+    LOG(WARNING) << "store flush after a retention purge failed where=retention_flush error=\""
+                 << s.message() << "\"";
+    errors_.CountError("retention_flush");
+  }
+  // A hash map keeps its capacity after erases: give it back once mostly empty.
+  if (orphaned_since_.size() * 4 < orphaned_since_.capacity()) orphaned_since_.rehash(0);
+  malloc_trim(0);
 }
 
 }  // namespace falcon::controller

@@ -324,9 +324,12 @@ bool DetectionManager::ApplyOps(
   return changed;
 }
 
-void DetectionManager::RemoveJob(const std::string& job, UnitOfWork* uow) {
+void DetectionManager::RemoveJob(const std::string& job) {
   pipelines_.erase(job);
-  uow->txn().DeleteJobSamples(job);
+  // A hash map keeps its capacity: give it back once mostly empty (after a large purge).
+  if (pipelines_.size() * 4 < pipelines_.capacity() && pipelines_.capacity() > 1024) {
+    pipelines_.rehash(0);
+  }
   if (metrics_ != nullptr) metrics_->RemoveJob(job);
 }
 

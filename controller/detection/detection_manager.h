@@ -87,8 +87,9 @@ class DetectionManager {
   void OnJobChanged(const JobEntry& job);
   // Settings of `job` changed ("" = the defaults: every job).
   void OnSettingsChanged(const std::string& job);
-  // Forgets a job's detectors and stored samples.
-  void RemoveJob(const std::string& job, UnitOfWork* uow);
+  // Forgets a job's detectors and metric series (retention; the caller deletes its stored
+  // samples).
+  void RemoveJob(const std::string& job);
 
   // Live figures for the Control API: latest complete iteration (-1 none) and its time.
   int64_t LastIteration(const std::string& job) const;

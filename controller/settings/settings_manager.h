@@ -65,6 +65,8 @@ class SettingsManager {
                                                StoreTxn* txn) const;
   // Installs an overrides record from Prepare and tells the listener.
   void Apply(const falcon::v1::Settings& overrides);
+  // Whether `job` has overrides of its own.
+  bool HasOverrides(const std::string& job) const { return overrides_.count(job) > 0; }
   // Drops the overrides of a purged job (ControllerStore's StoreTxn::DeleteJob deletes its row).
   // Never the defaults ("").
   void Forget(const std::string& job);

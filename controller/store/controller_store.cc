@@ -79,14 +79,13 @@ void StoreTxn::DeleteJobSamples(const std::string& job) {
   batch_.DeleteRange(tables::kSamples, begin, end);
 }
 
-void StoreTxn::DeleteJob(const std::string& job) {
-  batch_.Delete(tables::kJobs, job);
-  batch_.Delete(tables::kSettings, job);
+void StoreTxn::DeleteJob(const std::string& job) { batch_.Delete(tables::kJobs, job); }
+
+void StoreTxn::DeleteSettings(const std::string& job) { batch_.Delete(tables::kSettings, job); }
+
+void StoreTxn::DeleteJobRows(const char* table, const std::string& job) {
   const std::string begin = keys::JobPrefix(job);
-  const std::string end = PrefixSuccessor(begin);
-  batch_.DeleteRange(tables::kDirectives, begin, end);
-  batch_.DeleteRange(tables::kHistory, begin, end);
-  batch_.DeleteRange(tables::kSamples, begin, end);
+  batch_.DeleteRange(table, begin, PrefixSuccessor(begin));
 }
 
 void StoreTxn::DeleteEvent(uint64_t event_id) {
@@ -171,6 +170,17 @@ absl::StatusOr<std::vector<falcon::v1::HistoryPoint>> ControllerStore::LoadHisto
   if (!s.ok()) return s;
   if (!parse_error.ok()) return parse_error;
   return out;
+}
+
+absl::StatusOr<bool> ControllerStore::HasJobRows(const char* table, const std::string& job) const {
+  bool found = false;
+  absl::Status s =
+      kv_->Scan(table, keys::JobPrefix(job), [&](absl::string_view, absl::string_view) {
+        found = true;
+        return false;
+      });
+  if (!s.ok()) return s;
+  return found;
 }
 
 absl::Status ControllerStore::ScanSamples(

@@ -59,10 +59,11 @@ class StoreTxn {
   void PutAgent(const v1::AgentRecord& record);
   void PutMeta(const v1::MetaRecord& record);
 
-  // Deletes (retention). DeleteJob removes the job record and every row keyed by the job: its
-  // directives, history, samples and settings overrides; its events are deleted one by one
-  // (DeleteEvent: they are keyed by id).
+  // Deletes (retention): a job's record, its settings overrides, every row of `table` keyed by the
+  // job (directives, history, samples: "<job>\0..."), one event, one directive.
   void DeleteJob(const std::string& job);
+  void DeleteSettings(const std::string& job);
+  void DeleteJobRows(const char* table, const std::string& job);
   void DeleteEvent(uint64_t event_id);
   void DeleteDirective(const std::string& job, uint64_t directive_id);
 
@@ -99,6 +100,11 @@ class ControllerStore {
   // History points of `job` with bucket iteration >= from_iteration, in iteration order.
   absl::StatusOr<std::vector<falcon::v1::HistoryPoint>> LoadHistory(const std::string& job,
                                                                     int64_t from_iteration) const;
+  // Whether `table` (directives, history or samples) has a row keyed by `job`. Errors: KvStore's.
+  absl::StatusOr<bool> HasJobRows(const char* table, const std::string& job) const;
+  // KvStore::Flush (after large deletes).
+  absl::Status Flush() { return kv_->Flush(); }
+
   // Calls fn(rank, iteration, time_ns) for every stored sample of `job`, ordered by rank then
   // iteration.
   absl::Status ScanSamples(const std::string& job,

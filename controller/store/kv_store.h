@@ -76,6 +76,10 @@ class KvStore {
 
   // Names of the tables this store was opened with.
   virtual std::vector<std::string> Tables() const = 0;
+
+  // Frees memory still held for written (and deleted) entries by writing them out; called after
+  // large deletes. The default has nothing to do (a store that frees on delete). Errors: I/O.
+  virtual absl::Status Flush() { return absl::OkStatus(); }
 };
 
 }  // namespace falcon::controller

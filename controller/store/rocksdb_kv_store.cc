@@ -141,6 +141,12 @@ absl::Status RocksDbKvStore::ScanRange(absl::string_view table, absl::string_vie
   return FromRocks(it->status(), "RocksDB scan");
 }
 
+absl::Status RocksDbKvStore::Flush() {
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  return FromRocks(db_->Flush(fo, handles_), "RocksDB flush");
+}
+
 std::vector<std::string> RocksDbKvStore::Tables() const {
   std::vector<std::string> out;
   for (const std::string& n : table_names_) {

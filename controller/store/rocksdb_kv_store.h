@@ -43,6 +43,9 @@ class RocksDbKvStore : public KvStore {
   absl::Status ScanRange(absl::string_view table, absl::string_view begin, absl::string_view end,
                          const KvScanFn& fn) const override;
   std::vector<std::string> Tables() const override;
+  // Flushes every memtable to disk (their memory is freed); automatic compactions then drop the
+  // deleted entries from the files.
+  absl::Status Flush() override;
 
  private:
   RocksDbKvStore(RocksDbOptions options, std::unique_ptr<rocksdb::DB> db,
