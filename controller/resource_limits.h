@@ -1,8 +1,9 @@
-// Bounds on the state a peer can make the controller hold (docs/operations.md#limits): ranks per
-// job, jobs per agent, open streams per peer. A registration or stream beyond a limit is refused
-// with RESOURCE_EXHAUSTED whose message names the limit (as its flag), the peer and the job, and
-// is counted in falcon_controller_limit_refusals_total{limit}. Pure functions; the streams-per-peer
-// count lives in the gRPC adapters (service/stream_limiter.h).
+// Bounds on the state a peer can make the controller hold
+// (docs/operations.md#retention-and-limits): ranks per job, jobs per agent, open streams per peer.
+// A registration or stream beyond a limit is refused with RESOURCE_EXHAUSTED whose message names
+// the limit (as its flag), the peer and the job, and is counted in
+// falcon_controller_limit_refusals_total{limit}. Pure functions; the streams-per-peer count lives
+// in the gRPC adapters (service/stream_limiter.h).
 #ifndef FALCON_CONTROLLER_RESOURCE_LIMITS_H_
 #define FALCON_CONTROLLER_RESOURCE_LIMITS_H_
 
