@@ -167,7 +167,8 @@ absl::StatusOr<json> ParseJson(absl::string_view text, absl::string_view source,
     where = absl::StrCat(" at line ", line, ", column ", builder.error_position() - line_start,
                          " (byte ", builder.error_position(), ")");
   }
-  const std::string path = builder.Path();
+  std::string path = builder.Path();
+  if (path.size() > 200) path = absl::StrCat(path.substr(0, 200), "...");
   if (!path.empty()) absl::StrAppend(&where, where.empty() ? " at " : ", at ", path);
   return absl::InvalidArgumentError(
       absl::StrCat(source, ": not valid JSON", where, ": ", Detail(builder.error())));
