@@ -18,7 +18,8 @@ constexpr size_t kPathMax = 4096;   // Linux PATH_MAX, including the terminating
 constexpr size_t kShownBytes = 64;  // Of a bad value in a message.
 
 absl::Status Bad(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+  return absl::InvalidArgumentError(field.empty() ? std::string(what)
+                                                  : absl::StrCat(field, ": ", what));
 }
 
 // `text` as shown in a message: C-escaped, at most `limit` bytes of it.

@@ -5,7 +5,8 @@
 //
 // Every error is kInvalidArgument whose message starts with `field` (the caller's name for the
 // value: "--tick", "heartbeat_interval"), then ": ", then what is wrong and the accepted range,
-// e.g. "--tick: 1ns is not in [10ms, 1m]".
+// e.g. "--tick: 1ns is not in [10ms, 1m]". With an empty `field` the message starts at what is
+// wrong (for parsers such as CLI11 that prefix the flag's name themselves).
 #ifndef FALCON_COMMON_FLAG_CHECKS_H_
 #define FALCON_COMMON_FLAG_CHECKS_H_
 

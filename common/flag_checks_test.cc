@@ -79,6 +79,7 @@ TEST(ParseCountTest, DecimalDigitsInRangeOnly) {
   EXPECT_EQ(*ParseCount("4294967295", "--limit", 4294967295u), 4294967295u);
   EXPECT_EQ(ParseCount("4294967297", "--limit", 4294967295u).status().message(),
             "--limit: '4294967297' is not an integer in [0, 4294967295]");
+  EXPECT_EQ(ParseCount("-1", "", 10).status().message(), "'-1' is not an integer in [0, 10]");
   for (const char* text : {"", "-1", "+1", "0x10", "1e3", " 1", "99999999999999999999999"}) {
     EXPECT_FALSE(ParseCount(text, "--limit", UINT64_MAX).ok()) << text;
   }
