@@ -95,7 +95,7 @@ TEST(GlooCommunicatorTest, ObserverSeesEveryOpWithKindBytesPeerAndOrder) {
       RETURN_IF_ERROR(c.Recv(HostBuffer(v.data(), 3), 0));
     }
     RETURN_IF_ERROR(c.Barrier());
-    auto sub = c.Split(0, rank, CommLabel{CommKind::kPp, "pp"});
+    auto sub = c.Split(0, rank, CommLabel{CommKind::COMM_KIND_PP, "pp"});
     if (!sub.ok()) return sub.status();
     RETURN_IF_ERROR((*sub)->Barrier());
 
@@ -125,11 +125,13 @@ TEST(GlooCommunicatorTest, ObserverSeesEveryOpWithKindBytesPeerAndOrder) {
     }
     const auto comms = observer.comms();
     RETURN_IF_ERROR(Expect(comms.size() == 2, "two communicators announced"));
-    RETURN_IF_ERROR(Expect(comms[0].comm_id == c.id() && comms[0].kind == CommKind::kWorld &&
+    RETURN_IF_ERROR(Expect(comms[0].comm_id == c.id() &&
+                               comms[0].kind == CommKind::COMM_KIND_WORLD &&
                                comms[0].backend == "gloo" && comms[0].member_ranks.size() == 2,
                            "world announced"));
-    RETURN_IF_ERROR(Expect(comms[1].comm_id == (*sub)->id() && comms[1].kind == CommKind::kPp &&
-                               comms[1].name == "pp" && comms[1].parent_comm_id == c.id(),
+    RETURN_IF_ERROR(Expect(comms[1].comm_id == (*sub)->id() &&
+                               comms[1].kind == CommKind::COMM_KIND_PP && comms[1].name == "pp" &&
+                               comms[1].parent_comm_id == c.id(),
                            "split announced"));
     runtime->SetObserver(nullptr);
     return absl::OkStatus();
