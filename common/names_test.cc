@@ -51,7 +51,9 @@ TEST(AgentIdTest, OneTo256Bytes) {
 // Node names and agent ids travel in proto3 string fields: a peer refuses a message whose
 // string is not UTF-8, so an agent started with --node=$'\xff' could never register.
 TEST(NodeNameTest, MustBeUtf8) {
-  EXPECT_TRUE(IsValidNodeName("n\xc3\xb6" "de"));  // "node" with an o-umlaut.
+  EXPECT_TRUE(
+      IsValidNodeName("n\xc3\xb6"
+                      "de"));  // "node" with an o-umlaut.
   EXPECT_FALSE(IsValidNodeName("\xff"));
   EXPECT_FALSE(IsValidAgentId("a\xc3"));
   EXPECT_EQ(ValidateAgentId("\xff", "agent_id").message(),
