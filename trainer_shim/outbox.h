@@ -68,8 +68,11 @@ class Outbox {
   uint64_t held_records() const { return held_records_; }
   size_t sealed_batches() const { return sealed_.size(); }
   bool empty() const { return sealed_.empty() && open_.records.empty(); }
-  // True when nothing is waiting to be sent (what is held was accepted).
-  bool all_accepted() const { return open_.records.empty() && NextToSend() == nullptr; }
+  // True when the agent has accepted everything held (nothing is open, unsent or in flight).
+  bool all_accepted() const {
+    return open_.records.empty() && pending_dropped_ == 0 &&
+           (sealed_.empty() || sealed_.back().sequence <= accepted_);
+  }
   // Records dropped at the bound before an agent accepted them (reported as dropped_records).
   uint64_t evicted_records() const { return evicted_records_; }
   // Records dropped at the bound after an agent accepted them but before it delivered them: lost

@@ -56,6 +56,7 @@ TEST(OutboxTest, AcceptedBatchesAreHeldUntilReleasedAndNotSentAgain) {
   auto recs = Records(1, 6);
   box.Add(recs.data(), recs.size());  // Batches 1..3.
   while (const Outbox::Batch* b = box.NextToSend()) box.MarkSent(b->sequence);
+  EXPECT_FALSE(box.all_accepted()) << "sent is not accepted";
   box.Accept(3);
   EXPECT_EQ(box.held_records(), 6u) << "accepted is not delivered";
   EXPECT_TRUE(box.all_accepted());
