@@ -6,9 +6,11 @@
 //   * the job stays one job (same name, same agent id) and never ends;
 //   * its event is not closed (localization goes on through the new agent);
 //   * the controller's job history has every iteration from before the kill to well after the
-//     restart: what the killed agent had taken from the shims but not delivered is resent by
-//     the shims to the new agent.
+//     restart: the agent is killed while the trainer is several iterations ahead of the
+//     controller, and what the killed agent had taken from the shims but not delivered is resent
+//     by the shims to the new agent.
 // Every wait is on a condition (with a generous deadline), never a fixed sleep.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -17,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -41,6 +45,24 @@ std::string ReadFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The highest iteration in the trainer's JSON log (one line per rank and iteration); -1 none.
+int64_t LastTrainerIteration(const std::string& json_log) {
+  constexpr absl::string_view kKey = "{\"iteration\":";
+  int64_t last = -1;
+  std::istringstream lines(ReadFile(json_log));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!absl::StartsWith(line, kKey)) continue;
+    const size_t end = line.find(',', kKey.size());
+    int64_t i = -1;
+    if (end != std::string::npos &&
+        absl::SimpleAtoi(line.substr(kKey.size(), end - kKey.size()), &i)) {
+      last = std::max(last, i);
+    }
+  }
+  return last;
 }
 
 void SetDeadline(grpc::ClientContext* ctx) {
@@ -85,10 +107,23 @@ TEST(AgentRestartTest, JobEventAndHistorySurviveAKilledAgent) {
   absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(o);
   ASSERT_TRUE(started.ok()) << started.status();
   LocalCluster& cluster = **started;
-  ASSERT_TRUE(
-      WaitForJob(cluster, [](const falcon::v1::Job& j) { return j.last_iteration() >= 10; }))
-      << "the job never reached iteration 10; controller log:\n"
-      << ReadFile(cluster.log_path("controller"));
+  // Iterations in flight: the trainer has finished several that the controller does not have
+  // yet (the agent holds them until its next flush, every second).
+  int64_t controller_last = -1;
+  {
+    const absl::Time deadline = absl::Now() + kWait;
+    int64_t trainer_last = -1;
+    while (absl::Now() < deadline) {
+      absl::StatusOr<falcon::v1::Job> job = GetJob(cluster);
+      if (job.ok()) controller_last = job->last_iteration();
+      trainer_last = LastTrainerIteration(cluster.trainer_json_log());
+      if (controller_last >= 10 && trainer_last >= controller_last + 4) break;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_GE(trainer_last, controller_last + 4)
+        << "the trainer never got ahead of the controller; controller log:\n"
+        << ReadFile(cluster.log_path("controller"));
+  }
 
   // An open event with directives in flight: a forced validation pauses every rank and sends
   // validation tasks; the agent is killed right away, in the middle of it.
@@ -104,11 +139,8 @@ TEST(AgentRestartTest, JobEventAndHistorySurviveAKilledAgent) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     event_id = resp.event_id();
   }
-  absl::StatusOr<falcon::v1::Job> before = GetJob(cluster);
-  ASSERT_TRUE(before.ok()) << before.status();
-  const int64_t kill_iteration = before->last_iteration();
-
   ASSERT_TRUE(cluster.RestartAgent(0, /*kill=*/true).ok());
+  const int64_t kill_iteration = controller_last;
 
   // The job goes on through the new agent, well past the kill.
   const bool advanced = WaitForJob(
