@@ -363,7 +363,7 @@ void Controller::MarkAway(const JobEntry& job, const std::string& agent_id, absl
   const absl::Time now = clock_->Now();
   if (!presence_.Away(job.name(), agent_id, now)) return;
   std::optional<absl::Time> since = presence_.UnreportedSince(job.name(), job.AgentIds());
-  LOG(INFO) << "agent away from job job=" << job.name() << " agent=" << agent_id << " reason=\""
+  LOG(INFO) << "agent away job=" << job.name() << " agent=" << agent_id << " reason=\""
             << why << "\""
             << (since.has_value()
                     ? absl::StrCat(" reported_by=none job_ends_in=",
@@ -374,7 +374,7 @@ void Controller::MarkAway(const JobEntry& job, const std::string& agent_id, absl
 void Controller::MarkBack(const JobEntry& job, const std::string& agent_id) {
   std::optional<absl::Duration> away = presence_.Back(job.name(), agent_id, clock_->Now());
   if (!away.has_value()) return;
-  LOG(INFO) << "agent back at job job=" << job.name() << " agent=" << agent_id
+  LOG(INFO) << "agent back job=" << job.name() << " agent=" << agent_id
             << " away_for=" << absl::FormatDuration(*away);
   // What it missed, or lost with a restart: PENDING directives and profiling.
   directives_.Redeliver(agent_id, job);
