@@ -121,8 +121,8 @@ absl::Status RankTrainer::Init() {
       }
     }
   }
-  absl::StatusOr<std::unique_ptr<collective::Communicator>> v =
-      world_->Split(0, rank_, collective::CommLabel{collective::CommKind::kWorld, "validation"});
+  absl::StatusOr<std::unique_ptr<collective::Communicator>> v = world_->Split(
+      0, rank_, collective::CommLabel{collective::CommKind::COMM_KIND_WORLD, "validation"});
   if (!v.ok()) return v.status();
   validation_comm_ = *std::move(v);
   executor_ = std::make_unique<ValidationExecutor>(
@@ -149,10 +149,12 @@ absl::Status RankTrainer::BuildGroupComms() {
   dp_comm_.reset();
   pp_comm_.reset();
   absl::StatusOr<std::unique_ptr<collective::Communicator>> dp = world_->Split(
-      p.pp, p.dp, collective::CommLabel{collective::CommKind::kDp, absl::StrCat("dp.pp", p.pp)});
+      p.pp, p.dp,
+      collective::CommLabel{collective::CommKind::COMM_KIND_DP, absl::StrCat("dp.pp", p.pp)});
   if (!dp.ok()) return dp.status();
   absl::StatusOr<std::unique_ptr<collective::Communicator>> pp = world_->Split(
-      p.dp, p.pp, collective::CommLabel{collective::CommKind::kPp, absl::StrCat("pp.dp", p.dp)});
+      p.dp, p.pp,
+      collective::CommLabel{collective::CommKind::COMM_KIND_PP, absl::StrCat("pp.dp", p.dp)});
   if (!pp.ok()) return pp.status();
   dp_comm_ = *std::move(dp);
   pp_comm_ = *std::move(pp);

@@ -18,7 +18,7 @@ namespace {
 TEST_F(ShimTest, StreamsRecordsInOrderAfterHelloAndRegistration) {
   std::unique_ptr<Shim> shim = MakeShim();
   ASSERT_TRUE(WaitConnected(*shim));
-  CommunicatorInfo comm{kComm, CommKind::kDp, {1, 3}, "dp0"};
+  CommunicatorInfo comm{kComm, CommKind::COMM_KIND_DP, {1, 3}, "dp0"};
   ASSERT_TRUE(shim->RegisterCommunicator(comm).ok());
   ASSERT_TRUE(shim->PollDirectives(7, nullptr).ok());  // Iteration 7 starts.
   RecordN(*shim, 0, 500);
@@ -63,7 +63,8 @@ TEST_F(ShimTest, StreamsRecordsInOrderAfterHelloAndRegistration) {
 TEST_F(ShimTest, AgentKilledAndRestartedMidRunLosesNoAcceptedRecord) {
   std::unique_ptr<Shim> shim = MakeShim();
   ASSERT_TRUE(WaitConnected(*shim));
-  ASSERT_TRUE(shim->RegisterCommunicator({kComm, CommKind::kWorld, {0, 1, 2, 3}, ""}).ok());
+  ASSERT_TRUE(
+      shim->RegisterCommunicator({kComm, CommKind::COMM_KIND_WORLD, {0, 1, 2, 3}, ""}).ok());
 
   // Phase 1: delivered and acked.
   RecordN(*shim, 0, 300);
@@ -238,7 +239,7 @@ TEST_F(ShimTest, BadInputsAreRefusedAndShutdownFlushes) {
   OpRecord bad = Op(1);
   bad.comm_id = 0;
   EXPECT_EQ(shim->RecordOp(bad).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(shim->RegisterCommunicator({kComm, CommKind::kDp, {0, 2}, ""}).code(),
+  EXPECT_EQ(shim->RegisterCommunicator({kComm, CommKind::COMM_KIND_DP, {0, 2}, ""}).code(),
             absl::StatusCode::kInvalidArgument)
       << "this rank must be a member";
   EXPECT_EQ(shim->PollDirectives(-2, nullptr).code(), absl::StatusCode::kInvalidArgument);

@@ -22,7 +22,7 @@ TEST(CheckpointRestartTest, ResumeWithoutTheExcludedRankContinuesTheLossCurve) {
   base.micro_batches = 4;
   base.steps = 8;
   const JobRun whole = RunJob(base, "whole");
-  ASSERT_TRUE(whole.ok()) << testing::Describe(whole.exits);
+  ASSERT_TRUE(whole.ok()) << common::testing::Describe(whole.exits);
 
   JobSpec first = base;
   first.directives =
@@ -30,8 +30,8 @@ TEST(CheckpointRestartTest, ResumeWithoutTheExcludedRankContinuesTheLossCurve) {
       R"( "checkpoint_restart": {"checkpoint_dir": "s4", "excluded_ranks": [3]}}})"
       "\n";
   const JobRun before = RunJob(first, "before");
-  for (const testing::RankExit& e : before.exits) {
-    EXPECT_TRUE(e.exited && e.code == 75) << testing::Describe(before.exits);
+  for (const common::testing::RankExit& e : before.exits) {
+    EXPECT_TRUE(e.exited && e.code == 75) << common::testing::Describe(before.exits);
   }
   const std::string ckpt = before.checkpoint_dir + "/s4";
   absl::StatusOr<CheckpointManifest> manifest = ReadManifest(ckpt);
@@ -53,7 +53,7 @@ TEST(CheckpointRestartTest, ResumeWithoutTheExcludedRankContinuesTheLossCurve) {
   after.pp = 2;
   after.resume_dir = ckpt;
   const JobRun resumed = RunJob(after, "after");
-  ASSERT_TRUE(resumed.ok()) << testing::Describe(resumed.exits);
+  ASSERT_TRUE(resumed.ok()) << common::testing::Describe(resumed.exits);
   EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(resumed.checkpoint_dir, base.model),
                                      testing::ReadParams(whole.checkpoint_dir, base.model)),
             1e-5);
@@ -74,7 +74,7 @@ TEST(PauseValidationTest, PausedJobRunsGemmAndLinkPassesThenResumes) {
   plain.micro_batches = 4;
   plain.steps = 4;
   const JobRun a = RunJob(plain, "nopause");
-  ASSERT_TRUE(a.ok()) << testing::Describe(a.exits);
+  ASSERT_TRUE(a.ok()) << common::testing::Describe(a.exits);
 
   JobSpec paused = plain;
   paused.directives =
@@ -95,7 +95,7 @@ TEST(PauseValidationTest, PausedJobRunsGemmAndLinkPassesThenResumes) {
       R"( "links": [{"src_rank": 1, "dst_rank": 2}, {"src_rank": 3, "dst_rank": 0}]}}})"
       "\n";
   const JobRun b = RunJob(paused, "paused");
-  ASSERT_TRUE(b.ok()) << testing::Describe(b.exits);
+  ASSERT_TRUE(b.ok()) << common::testing::Describe(b.exits);
   EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(b.checkpoint_dir, plain.model),
                                      testing::ReadParams(a.checkpoint_dir, plain.model)),
             1e-5);
@@ -142,7 +142,7 @@ TEST(PauseValidationTest, PauseReleasesItselfAfterItsMaxDuration) {
                     R"( "pause": {"max_duration_ns": 200000000}}})"
                     "\n";
   const JobRun run = RunJob(spec, "autorelease");
-  ASSERT_TRUE(run.ok()) << testing::Describe(run.exits);
+  ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
   EXPECT_EQ(ReadJsonLines(run.json_log).size(), 6u);
 }
 

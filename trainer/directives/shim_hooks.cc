@@ -66,7 +66,7 @@ void ShimTrainerHooks::OnLayout(const trainer::RankContext& context) {
   // registration only updates it).
   shim::CommunicatorInfo world;
   world.comm_id = context.world_comm_id;
-  world.kind = shim::CommKind::kWorld;
+  world.kind = shim::CommKind::COMM_KIND_WORLD;
   world.name = "world";
   for (int r = 0; r < context.world_size; ++r) world.member_ranks.push_back(r);
   if (world.comm_id != 0) Warn("world communicator", shim_->RegisterCommunicator(world));
@@ -129,7 +129,7 @@ void ShimTrainerHooks::OnOp(const collective::OpEvent& event) noexcept {
 void ShimTrainerHooks::OnCommCreated(const collective::CommInfo& info) noexcept {
   shim::CommunicatorInfo c;
   c.comm_id = info.comm_id;
-  c.kind = static_cast<shim::CommKind>(static_cast<int32_t>(info.kind));
+  c.kind = info.kind;
   c.name = info.name;
   for (int32_t r : info.member_ranks) c.member_ranks.push_back(static_cast<uint32_t>(r));
   Warn(absl::StrCat("communicator ", info.name), shim_->RegisterCommunicator(c));

@@ -70,7 +70,7 @@ TEST_F(TrainerHooksTest, HelloCommunicatorsOpsAndHintsReachTheAgent) {
   ASSERT_NE(hooks, nullptr);
   collective::CommInfo dp;
   dp.comm_id = 0xD0;
-  dp.kind = collective::CommKind::kDp;
+  dp.kind = collective::CommKind::COMM_KIND_DP;
   dp.name = "dp.pp0";
   dp.member_ranks = {0, 1};
   hooks->OnCommCreated(dp);
