@@ -121,7 +121,8 @@ TEST_F(ShimTest, AgentKilledBeforeDeliveringGetsItsUndeliveredDataResent) {
   agent_ = *std::move(first);
   std::unique_ptr<Shim> shim = MakeShim();
   ASSERT_TRUE(WaitConnected(*shim));
-  ASSERT_TRUE(shim->RegisterCommunicator({kComm, CommKind::kWorld, {0, 1, 2, 3}, ""}).ok());
+  ASSERT_TRUE(
+      shim->RegisterCommunicator({kComm, CommKind::COMM_KIND_WORLD, {0, 1, 2, 3}, ""}).ok());
 
   auto run_iteration = [&](int64_t iteration) {
     ASSERT_TRUE(shim->PollDirectives(iteration, nullptr).ok());
