@@ -363,8 +363,8 @@ void Controller::MarkAway(const JobEntry& job, const std::string& agent_id, absl
   const absl::Time now = clock_->Now();
   if (!presence_.Away(job.name(), agent_id, now)) return;
   std::optional<absl::Time> since = presence_.UnreportedSince(job.name(), job.AgentIds());
-  LOG(INFO) << "agent away job=" << job.name() << " agent=" << agent_id << " reason=\""
-            << why << "\""
+  LOG(INFO) << "agent away job=" << job.name() << " agent=" << agent_id << " reason=\"" << why
+            << "\""
             << (since.has_value()
                     ? absl::StrCat(" reported_by=none job_ends_in=",
                                    absl::FormatDuration(*since + options_.job_end_grace - now))
