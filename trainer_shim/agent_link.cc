@@ -136,7 +136,6 @@ void AgentLink::OnWelcomeLocked(const falcon::v1::ShimWelcome& welcome) {
   if (!delivery_acks_) {
     // An older agent: what it holds counts as delivered (its OpBatchAcks release batches).
     outbox_.Release(welcome.acked_sequence());
-    sent_hints_.clear();
   }
   outbox_.OnReconnect(welcome.acked_sequence());
   stats_.records_acked += before - outbox_.held_records();
@@ -148,6 +147,7 @@ void AgentLink::OnWelcomeLocked(const falcon::v1::ShimWelcome& welcome) {
     *hints_.emplace_front().mutable_iteration() = *it;
   }
   while (!sent_hints_.empty() && sent_hints_.back().iteration() > held) sent_hints_.pop_back();
+  if (!delivery_acks_) sent_hints_.clear();  // An older agent never says what is delivered.
 }
 
 void AgentLink::OnDeliveredLocked(const falcon::v1::DeliveryAck& delivered) {
