@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   }
   options.scenario = *scenario;
   options.time_limit = duration * 1.5 + absl::Seconds(30);
+  options.duration = duration;
   const std::string out = absl::GetFlag(FLAGS_out);
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
   std::cout << "Falcon demo: scenario " << options.scenario.name << " ("
             << options.scenario.description << "), DP=" << layout->dp << " x PP=" << layout->pp
             << " on " << options.scenario.nodes << " emulated nodes, " << iterations
-            << " iterations\n";
+            << " iterations planned\n";
   for (const auto& f : options.scenario.faults) std::cout << "  inject: " << f.Describe() << "\n";
   std::cout << "  logs and controller data: " << options.work_dir << "\n"
             << "live: time, iteration, iteration time, job state, active event (Ctrl-C stops)"
