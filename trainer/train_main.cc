@@ -238,6 +238,7 @@ int RunRank(const collective::RankEnv& env) {
     so.agent_socket = absl::StrReplaceAll(socket, {{"{node}", env.node}});
     so.node = env.node;
     so.rank = env.rank;
+    so.local_rank = env.local_rank;
     so.world_size = env.world_size;
     so.dp_size = env.dp;
     so.pp_size = env.pp;
