@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "deploy/demo/report_files.h"
@@ -390,6 +391,44 @@ TEST(ReportTest, JsonSettingsTellBudgetFromTimeLimit) {
   const nlohmann::json j = ReportJson(r);
   EXPECT_EQ(j["settings"]["duration_s"], 180);
   EXPECT_EQ(j["settings"]["time_limit_s"], 300);
+}
+
+// Every key report.json can hold, at any depth.
+void CollectKeys(const nlohmann::json& j, std::set<std::string>* keys) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      keys->insert(it.key());
+      CollectKeys(it.value(), keys);
+    }
+  } else if (j.is_array()) {
+    for (const auto& v : j) CollectKeys(v, keys);
+  }
+}
+
+TEST(ReportJsonTest, ReadmeDocumentsEveryField) {
+  Scenario scenario = TwoFaultScenario();
+  scenario.restart_controller_at_iteration = 200;
+  falcon::v1::Settings controller;
+  controller.set_s3_cost_seconds(3);
+  controller.set_s2_cost_iterations(5);
+  controller.set_s4_cost_seconds(600);
+  controller.set_verification_min_ratio(0.15);
+  controller.set_min_gap_iterations(10);
+  RunSettings settings;
+  settings.controller_settings = controller;
+  Report r = BuildReport(scenario, settings, TwoFaultHistory(300), TwoFaultEvents());
+  r.note = "stopped by signal";
+  std::set<std::string> keys;
+  CollectKeys(ReportJson(r), &keys);
+  std::ifstream in("deploy/demo/README.md");
+  ASSERT_TRUE(in) << "deploy/demo/README.md is not in the test's data";
+  std::stringstream readme;
+  readme << in.rdbuf();
+  for (const std::string& key : keys) {
+    const bool documented = readme.str().find("`" + key + "`") != std::string::npos ||
+                            readme.str().find("`" + key + "[]`") != std::string::npos;
+    EXPECT_TRUE(documented) << "report.json field `" << key << "` is not in deploy/demo/README.md";
+  }
 }
 
 }  // namespace
