@@ -17,6 +17,13 @@
 // reconnecting), the failure is logged and counted (errors_total{where="batch_commit"}), and
 // until the store has recovered and stored what it missed (ControllerStore) every hello, batch,
 // result, ack and tick is refused or skipped.
+//
+// Agent restarts (docs/architecture.md#agent-restarts): an agent whose stream ends, or whose
+// hello does not list a job it had, is away from that job; the job, its open event and its
+// directives stay as they are. The agent takes the job back by registering it again (hello or
+// batch; its registrations then add to its earlier part for the grace), and its PENDING
+// directives and profiling are sent again then. Tick ends a job all of whose agents have been
+// away for job_end_grace, and removes the part of an agent connected but away that long.
 #ifndef FALCON_CONTROLLER_CONTROLLER_H_
 #define FALCON_CONTROLLER_CONTROLLER_H_
 
@@ -41,6 +48,7 @@
 #include "controller/ingest/sequence_tracker.h"
 #include "controller/ingest/telemetry_validator.h"
 #include "controller/metrics/controller_metrics.h"
+#include "controller/registry/job_presence.h"
 #include "controller/registry/job_registry.h"
 #include "controller/settings/settings_manager.h"
 #include "controller/store/controller_store.h"
@@ -55,7 +63,10 @@ struct ControllerOptions {
   DetectionOptions detection;
   LocalizationOptions localization;
   DirectiveOptions directives;
-  // A job none of whose agents is connected for this long ends (its active event closes).
+  // A job none of whose agents reports it for this long ends (its active event closes); an agent
+  // away from a job this long (connected without re-registering it) loses its part of the job.
+  // Within it a restarted agent takes its jobs back as its shims reattach
+  // (registry/job_presence.h).
   absl::Duration job_end_grace = absl::Seconds(120);
   // false: every unit of work is made durable (synced) before its messages leave. true: the owner
   // calls SyncStore to release them (group commit). Control API writes always sync at once.
@@ -134,6 +145,17 @@ class Controller {
   void OnValidationResult(const falcon::v1::ValidationResult& result);
   void OnDirectiveAck(const falcon::v1::DirectiveAck& ack);
   void EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uow);
+  // `agent_id` stopped reporting `job` (`why`): logs it, and when no agent reports the job any
+  // more, when it will end.
+  void MarkAway(const JobEntry& job, const std::string& agent_id, absl::string_view why);
+  // `agent_id` reports `job` again: logs how long it was away, re-sends its PENDING directives
+  // and profiling. No-op when it was not away.
+  void MarkBack(const JobEntry& job, const std::string& agent_id);
+  // Ends jobs unreported for the grace; removes the parts of agents away for it.
+  void ExpireAbsences(absl::Time now, UnitOfWork* uow);
+  // `reg` of `agent_id`, completed with its earlier part while it rejoins the job.
+  falcon::v1::JobRegistration Rejoined(const std::string& agent_id,
+                                       const falcon::v1::JobRegistration& reg) const;
   void PersistAgent(const std::string& agent_id, UnitOfWork* uow);
   void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow);
   absl::Status Commit(UnitOfWork* uow);
@@ -164,7 +186,7 @@ class Controller {
     falcon::controller::v1::AgentRecord record;
   };
   absl::flat_hash_map<std::string, AgentState> agents_;
-  absl::flat_hash_map<std::string, absl::Time> orphaned_since_;  // job -> no agent connected
+  registry::JobPresence presence_;  // Agents away from their jobs, for job_end_grace.
 };
 
 }  // namespace falcon::controller
