@@ -8,6 +8,7 @@
 #include "controller/store/rocksdb_kv_store.h"
 
 #include <fcntl.h>
+#include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,6 +155,38 @@ TEST(RocksDbKvStoreTest, CleanCloseKeepsEverythingAndTheRecordAcrossReopens) {
     WriteRange(**kv, 300 + 10 * round, 310 + 10 * round);
   }
   EXPECT_EQ(FilesEndingWith(dir, "FALCON_COMMIT").size(), 1u);
+}
+
+TEST(RocksDbKvStoreTest, StoreOfAnEarlierVersionOpensAndIsCheckedFromThenOn) {
+  // As an earlier controller left it: the tables, no commit counter, no commit record.
+  const std::string dir = Dir("upgrade");
+  {
+    rocksdb::Options o;
+    o.create_if_missing = true;
+    o.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {"jobs", {}}, {"events", {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(o, dir, families, &handles, &db).ok());
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(db->Put({}, handles[1], Key(i), "j").ok());
+    for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+    ASSERT_TRUE(db->Close().ok());
+    delete db;
+  }
+  {
+    auto kv = RocksDbKvStore::Open(Options(dir), kTables);
+    ASSERT_TRUE(kv.ok()) << kv.status();
+    EXPECT_EQ(Keys(**kv, "jobs"), Prefix(10));
+    EXPECT_EQ((*kv)->commit(), 0u);
+    WriteRange(**kv, 10, 20);
+    ASSERT_TRUE((*kv)->Sync(kFigures).ok());
+  }
+  // From now on damage is caught.
+  const std::vector<std::string> manifests = FilesEndingWith(dir, "MANIFEST-");
+  ASSERT_EQ(manifests.size(), 1u);
+  Truncate(manifests[0], fs::file_size(manifests[0]) / 2);
+  EXPECT_TRUE(IsDataLossNaming(RocksDbKvStore::Open(Options(dir), kTables).status(), manifests[0]));
 }
 
 TEST(RocksDbKvStoreTest, TornUnsyncedTailOfACrashIsNotDamage) {
