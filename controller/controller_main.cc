@@ -2,6 +2,7 @@
 //   --listen HOST:PORT          gRPC (Telemetry + Control, reflection on); port 0 = any free port
 //   --metrics_listen HOST:PORT  Prometheus /metrics; "" = off; port 0 = any free port
 //   --data_dir DIR              RocksDB state (jobs, events, directives, settings, history)
+//   --store_repair              start on a damaged store by repairing it (what was lost is logged)
 //   --mitigation                S1-S4 mitigation installed (default true; =false: verdicts only)
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
 // SIGTERM shuts down cleanly. Every flag is checked before anything starts (addresses, paths,
@@ -37,7 +38,13 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9470",
           "Prometheus /metrics address HOST:PORT (port 0: any; empty: no endpoint)");
 ABSL_FLAG(std::string, data_dir, "falcon-controller-data",
           "RocksDB directory (created if missing; must not be a file)");
-ABSL_FLAG(bool, sync_writes, false, "fsync the RocksDB log on every commit");
+ABSL_FLAG(bool, sync_writes, true,
+          "acknowledge telemetry only once the RocksDB log is fsynced (false: once the OS has it; "
+          "a power loss can then lose acknowledged batches)");
+ABSL_FLAG(bool, store_repair, false,
+          "start on a damaged store (data_dir) by repairing it; what the damage lost is logged "
+          "and counted (falcon_controller_store_repair_lost). Without it a damaged store is "
+          "refused (DATA_LOSS naming the file)");
 ABSL_FLAG(std::string, controller_id, "",
           "ControllerHello.controller_id, 1 to 256 bytes of UTF-8 (default: host name)");
 ABSL_FLAG(absl::Duration, tick, absl::Seconds(1),
@@ -192,6 +199,7 @@ int main(int argc, char** argv) {
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  options.store_repair = absl::GetFlag(FLAGS_store_repair);
   options.tick_interval = absl::GetFlag(FLAGS_tick);
   options.version = kVersion;
   std::string id = absl::GetFlag(FLAGS_controller_id);

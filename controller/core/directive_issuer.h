@@ -125,6 +125,8 @@ class DirectiveIssuer {
   const falcon::v1::DirectiveRecord* Find(uint64_t directive_id) const;
   // Newest first; job "" = all jobs; limit 0 = all.
   std::vector<falcon::v1::DirectiveRecord> List(const std::string& job, uint32_t limit) const;
+  // Directives held (every state).
+  size_t size() const { return records_.size(); }
   // Target ranks of a directive (its target_ranks, or every rank of the job).
   static std::vector<uint32_t> Targets(const falcon::v1::Directive& d, const JobEntry& job);
 
