@@ -72,8 +72,9 @@ class ShimIntegrationTest : public ::testing::Test {
       auto created = Shim::Create(o);
       ASSERT_TRUE(created.ok()) << created.status();
       shims_.push_back(std::move(*created));
-      ASSERT_TRUE(
-          shims_.back()->RegisterCommunicator({kComm, shim::CommKind::kDp, {0, 1}, "dp"}).ok());
+      ASSERT_TRUE(shims_.back()
+                      ->RegisterCommunicator({kComm, shim::CommKind::COMM_KIND_DP, {0, 1}, "dp"})
+                      .ok());
     }
   }
 

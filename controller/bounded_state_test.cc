@@ -114,9 +114,11 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
   settings.set_job("old-3");
   settings.set_dry_run(true);
   ASSERT_TRUE(c_->SetSettings(settings).ok());
-  // The agent now runs only "live": the ten others end at once.
+  // The agent now runs only "live": the ten others end after the job-end grace.
   agent.Disconnect(*c_);
   ASSERT_TRUE(agent.Connect(*c_, {Job("live")}).ok());
+  clock_.Advance(options.job_end_grace + absl::Seconds(1));
+  c_->Tick();
   ASSERT_EQ(c_->registry().Find("old-0")->job().state(), falcon::v1::JOB_STATE_ENDED);
   // Rows keyed by an ended job (and by the live one, which stay).
   for (const std::string job : {"old-5", "live"}) {
@@ -169,7 +171,10 @@ TEST_F(BoundedStateTest, RetentionPurgesInBatchesOneTickEach) {
   Start(options);
   SimAgent agent("agent-0", "node-0", {0});
   ASSERT_TRUE(agent.Connect(*c_, Jobs("j", 0, 10)).ok());
-  ASSERT_TRUE(agent.Connect(*c_, {}).ok());  // Lists none: all ten end.
+  ASSERT_TRUE(agent.Connect(*c_, {}).ok());  // Lists none: all ten end after the grace.
+  clock_.Advance(options.job_end_grace + absl::Seconds(1));
+  c_->Tick();
+  ASSERT_EQ(c_->registry().Find("j0")->job().state(), falcon::v1::JOB_STATE_ENDED);
   clock_.Advance(absl::Minutes(11));
   std::vector<size_t> left;
   for (int i = 0; i < 4; ++i) {

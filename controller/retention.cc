@@ -69,7 +69,14 @@ void Controller::SweepRetention(absl::Time now) {
   const size_t total = of_jobs + old_events.size() + old_directives.size();
   if (total == 0) {
     next_sweep_ = now + opt.SweepInterval();
-    if (purged_unreleased_) ReleasePurgedMemory();
+    if (purged_unreleased_) {
+      ReleasePurgedMemory();
+    } else if (trim_again_) {
+      // What the store freed after the flush returned (memtables still referenced by a reader
+      // then) goes back now.
+      trim_again_ = false;
+      malloc_trim(0);
+    }
     return;
   }
 
@@ -102,7 +109,7 @@ void Controller::SweepRetention(absl::Time now) {
     registry_.Remove(job);
     detection_.RemoveJob(job);
     settings_.Forget(job);
-    orphaned_since_.erase(job);
+    presence_.Forget(job);
     if (hook_ != nullptr) hook_->OnJobPurged(job);
   }
   events.insert(events.end(), old_events.begin(), old_events.end());
@@ -131,13 +138,12 @@ void Controller::SweepRetention(absl::Time now) {
 
 void Controller::ReleasePurgedMemory() {
   purged_unreleased_ = false;
+  trim_again_ = true;
   if (absl::Status s = store_.Flush(); !s.ok()) {
     LOG(WARNING) << "store flush after a retention purge failed where=retention_flush error=\""
                  << s.message() << "\"";
     errors_.CountError("retention_flush");
   }
-  // A hash map keeps its capacity after erases: give it back once mostly empty.
-  if (orphaned_since_.size() * 4 < orphaned_since_.capacity()) orphaned_since_.rehash(0);
   malloc_trim(0);
 }
 

@@ -1,14 +1,14 @@
 // soak_bench: bounded state under job churn. Starts the real falcon_controller (RocksDB in a
 // temporary directory, gRPC on loopback), registers and ends --jobs one-rank jobs through one
-// agent's streams (each hello lists the next --jobs_per_hello jobs, which ends the jobs of the
-// hello before), then waits until the retention sweep has purged them all
-// (falcon_controller_retention_purged_total{kind="job"}) and ListJobs is empty. Prints the
-// controller's resident memory (VmRSS): cold (idle, agent connected); at the start, after a
-// warm-up round of --warmup_jobs through the same paths (so that what the first use of a code
-// path costs once - code pages, the allocator's and RocksDB's first buffers - is in the start
+// agent's streams (each hello lists the next --jobs_per_hello jobs; the jobs of the hello before,
+// no longer listed, end a --job_end_grace of 1 s later), then waits until the retention sweep has
+// purged them all (falcon_controller_retention_purged_total{kind="job"}) and ListJobs is empty.
+// Prints the controller's resident memory (VmRSS): cold (idle, agent connected); at the start,
+// after a warm-up round of --warmup_jobs through the same paths (so that what the first use of a
+// code path costs once - code pages, the allocator's and RocksDB's first buffers - is in the start
 // figure and not counted as state); at its peak; after the purge; and the ratios. Exits 1 when
-// after / start is above --max_ratio or a phase runs past --time_limit. Loopback only; bounded in
-// time.
+// after / start is above --max_ratio or a phase runs past --time_limit. The controller runs with
+// the allocator settings of its systemd unit (--glibc_tunables). Loopback only; bounded in time.
 #include <signal.h>
 #include <unistd.h>
 
@@ -46,7 +46,11 @@ ABSL_FLAG(absl::Duration, retention, absl::Seconds(30),
           "holds them all");
 ABSL_FLAG(int, warmup_jobs, 1000, "jobs of the warm-up round before the start figure (0: none)");
 ABSL_FLAG(double, max_ratio, 1.10, "largest accepted RSS after purge / RSS at start");
+ABSL_FLAG(std::string, glibc_tunables, "glibc.malloc.tcache_count=0",
+          "GLIBC_TUNABLES of the controller: those deploy/systemd/falcon-controller.service sets");
 ABSL_FLAG(absl::Duration, time_limit, absl::Minutes(8), "bound on the whole run");
+
+extern char** environ;
 
 namespace falcon::controller {
 namespace {
@@ -128,12 +132,18 @@ int Run() {
   } cleanup{dir};
 
   common::SpawnOptions spawn;
-  spawn.argv = {*binary,
-                "--listen=127.0.0.1:0",
-                "--metrics_listen=127.0.0.1:0",
-                absl::StrCat("--data_dir=", dir, "/data"),
-                "--tick=50ms",
+  spawn.argv = {*binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                absl::StrCat("--data_dir=", dir, "/data"), "--tick=50ms",
+                // A job ends once its agent has been away from it this long (the hello after
+                // its own does not list it).
+                "--job_end_grace=1s",
                 absl::StrCat("--retention=", absl::FormatDuration(retention))};
+  // The allocator settings deploy/systemd/falcon-controller.service gives the controller.
+  spawn.env.emplace();
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, "GLIBC_TUNABLES=")) spawn.env->push_back(*e);
+  }
+  spawn.env->push_back(absl::StrCat("GLIBC_TUNABLES=", absl::GetFlag(FLAGS_glibc_tunables)));
   spawn.stdout_stream = common::Stdio::File(dir + "/controller.out");
   spawn.stderr_stream = common::Stdio::File(dir + "/controller.log");
   spawn.parent_death_signal = SIGKILL;
@@ -247,7 +257,8 @@ int Run() {
     return Fail(absl::StrCat("ListJobs after the purge: ", s.error_message(), " ",
                              listed.jobs_size(), " jobs"));
   }
-  absl::SleepFor(absl::Seconds(2));
+  // The sweep after the last purge (every retention / 10) returns what the store freed late.
+  absl::SleepFor(std::max(absl::Seconds(2), retention / 10 + absl::Seconds(1)));
   const int64_t after_rss = RssBytes(pid);
   const double ratio = static_cast<double>(after_rss) / static_cast<double>(start_rss);
   const int64_t data_bytes = [&] {
@@ -263,6 +274,8 @@ int Run() {
   std::printf("%-50s %14s\n", "registering and ending them took",
               absl::FormatDuration(absl::Trunc(registering, absl::Milliseconds(1))).c_str());
   std::printf("%-50s %14s\n", "retention", absl::FormatDuration(retention).c_str());
+  std::printf("%-50s %14s\n", "controller GLIBC_TUNABLES",
+              absl::GetFlag(FLAGS_glibc_tunables).c_str());
   std::printf("%-50s %14s\n", "all purged after (from the first hello)",
               absl::FormatDuration(absl::Trunc(until_purged, absl::Milliseconds(1))).c_str());
   std::printf("%-50s %14.1f\n", "controller RSS cold (MiB)", MiB(cold_rss));

@@ -34,9 +34,9 @@ struct GrpcKeepalive {
 // node-local sockets; put TLS in front for anything else).
 // The port is bound exclusively (no SO_REUSEPORT): a port already in use is an error.
 // `keepalive` (see above) applies to every connection.
-// Errors: kInvalidArgument for a TCP address whose port is missing or outside [0, 65535], or
-// keepalive durations out of range; kUnavailable when the address cannot be bound (in use, no such
-// interface).
+// Errors: kInvalidArgument for a TCP address that common::ParseHostPort refuses (a port missing
+// or outside [0, 65535], a malformed host), or keepalive durations out of range;
+// kUnavailable when the address cannot be bound (in use, no such interface).
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
                                               const std::vector<grpc::Service*>& services,
                                               const GrpcKeepalive& keepalive = GrpcKeepalive());

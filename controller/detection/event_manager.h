@@ -105,6 +105,8 @@ class EventManager {
                                                                      size_t max) const;
   // Events not recovered or closed.
   std::vector<falcon::controller::v1::EventRecord*> OpenEvents();
+  // Events held (every state).
+  size_t size() const { return events_.size(); }
 
   // Retention. When an event ended: the time of its last transition or action (recovered or
   // closed events only; absl::InfiniteFuture() for an active one).

@@ -63,6 +63,9 @@ class ControllerMetrics : public common::ErrorCounter {
   // Drops the job's series.
   void RemoveJob(const std::string& job);
   void StoreWrite(absl::Duration latency, bool ok);
+  void StoreSync(absl::Duration latency, bool ok);
+  // A repair of the damaged store lost `lost` records of `kind` (jobs, events, ...).
+  void StoreRepairLost(const std::string& kind, int64_t lost);
   // Items purged by retention; `kind` is "job", "event" or "directive".
   void RetentionPurged(absl::string_view kind, uint64_t n);
   // A registration or stream refused with RESOURCE_EXHAUSTED; `limit` names the flag
@@ -96,6 +99,8 @@ class ControllerMetrics : public common::ErrorCounter {
   prometheus::Family<prometheus::Counter>& directives_issued_;
   prometheus::Histogram& write_latency_;
   prometheus::Counter& write_errors_;
+  prometheus::Histogram& sync_latency_;
+  prometheus::Family<prometheus::Gauge>& repair_lost_;
   prometheus::Family<prometheus::Counter>& purged_;
   prometheus::Family<prometheus::Counter>& refusals_;
   prometheus::Counter& idle_timeouts_;

@@ -113,6 +113,7 @@ TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Seconds(1));
   m.CountError("test_site");
+  m.StoreRepairLost("jobs", 2);
   m.RetentionPurged("job", 2);
   m.LimitRefused("max_ranks_per_job");
   EXPECT_THAT(common::RegistryMismatches(registry.Collect(), metric::kAll), ::testing::IsEmpty());

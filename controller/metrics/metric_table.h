@@ -74,7 +74,16 @@ inline constexpr MetricSpec kStoreWriteLatency{"falcon_controller_store_write_la
                                                "RocksDB write (one atomic batch) latency"};
 inline constexpr MetricSpec kStoreWriteErrors{"falcon_controller_store_write_errors_total",
                                               MetricType::kCounter, "writes", "",
-                                              "Failed RocksDB writes"};
+                                              "Failed RocksDB writes and log syncs"};
+inline constexpr MetricSpec kStoreSyncLatency{
+    "falcon_controller_store_sync_latency_seconds", MetricType::kHistogram, "seconds", "",
+    "RocksDB log sync (fsync) latency; one sync makes a group of commits durable before their "
+    "acknowledgements go out"};
+inline constexpr MetricSpec kStoreRepairLost{
+    "falcon_controller_store_repair_lost", MetricType::kGauge, "records", "kind",
+    "What repairing a damaged store at this start (--store_repair) lost, by kind (jobs, events, "
+    "directives, batches): the count recorded with the last durable commit minus the count "
+    "after the repair; absent when nothing was repaired"};
 inline constexpr MetricSpec kRetentionPurged{
     "falcon_controller_retention_purged_total", MetricType::kCounter, "items", "kind",
     "Ended jobs, events and directives purged from memory and store after the retention period, "
@@ -112,6 +121,8 @@ inline constexpr MetricSpec kAll[] = {
     kDirectivesIssued,
     kStoreWriteLatency,
     kStoreWriteErrors,
+    kStoreSyncLatency,
+    kStoreRepairLost,
     kRetentionPurged,
     kLimitRefusals,
     kStreamIdleTimeouts,

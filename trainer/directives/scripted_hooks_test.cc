@@ -43,6 +43,31 @@ TEST(ScriptedHooksTest, ParsesAndDeliversAtTheRightIterations) {
   EXPECT_TRUE(hooks.PollDirectives(9).empty());
 }
 
+TEST(ScriptedHooksTest, DeliverAtAndRanksChooseWhenAndToWhom) {
+  absl::StatusOr<DirectiveScript> script = ParseDirectiveScript(
+      R"({"ranks": [1], "deliver_at": 4, "directive": {"directive_id": 5, )"
+      R"("effective_iteration": 2, "resume": {}}})"
+      "\n"
+      R"({"deliver_at": 1, "directive": {"directive_id": 6, "effective_iteration": 3, )"
+      R"("resume": {}}})");
+  ASSERT_TRUE(script.ok()) << script.status();
+  ScriptedHooks rank0(*script, 0), rank1(*script, 1);
+  ASSERT_EQ(rank0.PollDirectives(1).size(), 1u);  // Id 6, delivered early.
+  EXPECT_TRUE(rank0.PollDirectives(9).empty());   // Id 5 is rank 1's only.
+  ASSERT_EQ(rank1.PollDirectives(1).size(), 1u);
+  EXPECT_TRUE(rank1.PollDirectives(3).empty());
+  auto at4 = rank1.PollDirectives(4);
+  ASSERT_EQ(at4.size(), 1u);
+  EXPECT_EQ(at4[0].directive_id(), 5u);
+  EXPECT_THAT(
+      std::string(ParseDirectiveScript(R"({"ranks": 1, "directive": {}})").status().message()),
+      HasSubstr("\"ranks\""));
+  EXPECT_THAT(
+      std::string(
+          ParseDirectiveScript(R"({"deliver_at": -2, "directive": {}})").status().message()),
+      HasSubstr("\"deliver_at\""));
+}
+
 TEST(ScriptedHooksTest, BadLinesNameTheLine) {
   EXPECT_THAT(std::string(ParseDirectiveScript("\n{\"nope\": 1}\n").status().message()),
               HasSubstr("line 2"));
@@ -50,9 +75,26 @@ TEST(ScriptedHooksTest, BadLinesNameTheLine) {
       std::string(ParseDirectiveScript("{\"directive\": {\"pause\": 3}}").status().message()),
       HasSubstr("line 1: directive"));
   EXPECT_THAT(std::string(ParseDirectiveScript("not json").status().message()),
-              HasSubstr("not a JSON object"));
+              HasSubstr("directive script line 1: not valid JSON at line 1, column 2"));
+  EXPECT_THAT(std::string(ParseDirectiveScript("[1]").status().message()),
+              HasSubstr("line 1: not a JSON object"));
   EXPECT_EQ(LoadDirectiveScript("/nonexistent/script").status().code(),
             absl::StatusCode::kNotFound);
+  // A number beyond a double says where; an iteration above 2^63 does not wrap to negative.
+  EXPECT_EQ(std::string(ParseDirectiveScript("\n{\"validation_task\": {}, \"iteration\": 1e400}")
+                            .status()
+                            .message()),
+            "directive script line 2: not valid JSON at line 1, column 42 (byte 42), at "
+            "iteration: number overflow parsing '1e400'");
+  EXPECT_THAT(std::string(ParseDirectiveScript(
+                              "{\"validation_task\": {}, \"iteration\": 18446744073709551615}")
+                              .status()
+                              .message()),
+              HasSubstr("\"iteration\" must be an integer"));
+  // A directory read as an empty script (no directives, no error).
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  EXPECT_EQ(std::string(LoadDirectiveScript(dir).status().message()),
+            "directive script " + dir + ": is a directory, not a file");
 }
 
 TEST(ScriptedHooksTest, RecordsAcksAndResultsAndWritesEvents) {
