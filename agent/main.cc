@@ -149,9 +149,10 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                      "agent/main.cc", /*dashes=*/false)
+  if (falcon::cli::help::WantsHelp(argc,
+                                   argv)) {  // Abseil's own --help lists no flags and exits 1.
+    std::fputs(falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
+                                            "agent/main.cc", /*dashes=*/false)
                    .c_str(),
                stdout);
     return 0;

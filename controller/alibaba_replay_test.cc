@@ -32,7 +32,7 @@ class AlibabaReplayTest : public ::testing::Test {
   void SetUp() override {
     FALCON_REQUIRE_REAL_DATA();
     auto data = testing::LoadAlibabaJob(
-        falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
+        falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
     ASSERT_TRUE(data.ok()) << data.status();
     data_ = *data;
     ASSERT_EQ(data_.size(), 10u);

@@ -33,7 +33,7 @@ class LoopbackReplayTest : public ::testing::Test {
   void SetUp() override {
     FALCON_REQUIRE_REAL_DATA();
     auto data = testing::LoadAlibabaJob(
-        falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
+        falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
     ASSERT_TRUE(data.ok()) << data.status();
     data_ = *data;
     spec_.job = "alibaba-job1";

@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon {
+namespace falcon::proto {
 namespace {
 
 // "HOST:PORT" (HOST may be "[v6]") must end in a port in [0, 65535]; gRPC itself would wrap a
@@ -53,4 +53,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-}  // namespace falcon
+}  // namespace falcon::proto

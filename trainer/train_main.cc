@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
       "--checkpoint-dir DIR --faults SPEC --directives FILE] --json-log FILE");
   // "--json-log=x" -> "--json_log=x"; --microbatches (the flag's old name) -> --micro_batches.
   const std::vector<std::string> args =
-      falcon::cli::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
+      falcon::cli::help::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
   std::vector<std::string> storage = args;
   std::vector<char*> normalized;
   for (std::string& a : storage) normalized.push_back(a.data());

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 void Outbox::EvictForOne() {
   while (held_records_ + 1 > options_.max_records && !sealed_.empty()) {
@@ -62,4 +62,4 @@ void Outbox::OnReconnect(uint64_t agent_acked_sequence) {
   sent_ = 0;
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

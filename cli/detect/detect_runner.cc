@@ -10,7 +10,7 @@
 #include "analysis/detect/verification.h"
 #include "common/stats.h"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
 using nlohmann::json;
@@ -164,4 +164,4 @@ std::string FormatReport(const json& result) {
   return out;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

@@ -17,7 +17,7 @@
 #include "cli/detect/readers.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 
 struct DetectOptions {
   bool raw = false;                  // MAP segmentation only, no verification.
@@ -35,6 +35,6 @@ absl::StatusOr<nlohmann::json> RunDetect(const DetectInput& input, const DetectO
 // A short human-readable report of RunDetect's JSON.
 std::string FormatReport(const nlohmann::json& result);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect
 
 #endif  // FALCON_CLI_DETECT_DETECT_RUNNER_H_

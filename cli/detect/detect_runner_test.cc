@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
 using nlohmann::json;
@@ -126,4 +126,4 @@ TEST(RunDetectTest, BlameForStepInput) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

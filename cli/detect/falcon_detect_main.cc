@@ -78,9 +78,10 @@ int main(int argc, char** argv) {
       "  falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]\n"
       "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]";
   absl::SetProgramUsageMessage(kUsage);
-  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::cout << falcon::cli::FlagsHelp(absl::StrCat(kUsage, "\n", falcon::common::kLoggingUsage),
-                                        "falcon_detect_main.cc", /*dashes=*/false);
+  if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
+    std::cout << falcon::cli::help::FlagsHelp(
+        absl::StrCat(kUsage, "\n", falcon::common::kLoggingUsage), "falcon_detect_main.cc",
+        /*dashes=*/false);
     return 0;
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
@@ -95,13 +96,13 @@ int main(int argc, char** argv) {
     return Fail(
         absl::InvalidArgumentError("--format is required: one of csv, tcpd, alibaba, bytedance"));
   }
-  absl::StatusOr<falcon::cli::InputFormat> format =
-      falcon::cli::ParseFormat(absl::GetFlag(FLAGS_format));
+  absl::StatusOr<falcon::cli::detect::InputFormat> format =
+      falcon::cli::detect::ParseFormat(absl::GetFlag(FLAGS_format));
   if (!format.ok()) return Fail(format.status());
   absl::StatusOr<falcon::analysis::NormalGammaPrior> prior = ParsePrior(absl::GetFlag(FLAGS_prior));
   if (!prior.ok()) return Fail(prior.status());
 
-  falcon::cli::DetectOptions options;
+  falcon::cli::detect::DetectOptions options;
   options.raw = absl::GetFlag(FLAGS_raw);
   options.prior = *prior;
   options.expected_run_length = absl::GetFlag(FLAGS_hazard);
@@ -109,15 +110,15 @@ int main(int argc, char** argv) {
   options.min_change = absl::GetFlag(FLAGS_min_change);
   options.min_gap = absl::GetFlag(FLAGS_min_gap);
 
-  absl::StatusOr<falcon::cli::DetectInput> data =
-      falcon::cli::ReadInput(input, *format, absl::GetFlag(FLAGS_column));
+  absl::StatusOr<falcon::cli::detect::DetectInput> data =
+      falcon::cli::detect::ReadInput(input, *format, absl::GetFlag(FLAGS_column));
   if (!data.ok()) return Fail(data.status());
-  absl::StatusOr<nlohmann::json> result = falcon::cli::RunDetect(*data, options);
+  absl::StatusOr<nlohmann::json> result = falcon::cli::detect::RunDetect(*data, options);
   if (!result.ok()) return Fail(result.status());
   if (absl::GetFlag(FLAGS_json)) {
     std::cout << result->dump() << "\n";
   } else {
-    std::cout << falcon::cli::FormatReport(*result);
+    std::cout << falcon::cli::detect::FormatReport(*result);
   }
   return 0;
 }

@@ -15,7 +15,7 @@
 #include "common/csv.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
 using analysis::BlameInput;
@@ -333,4 +333,4 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
   return input;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

@@ -24,7 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "analysis/detect/blame.h"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 
 enum class InputFormat { kCsv, kTcpd, kAlibaba, kBytedance };
 
@@ -62,6 +62,6 @@ absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::stri
 // with the same (dp_rank, stage) in a step, naming both lines.
 absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect
 
 #endif  // FALCON_CLI_DETECT_READERS_H_

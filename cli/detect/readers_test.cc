@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
 using ::testing::DoubleEq;
@@ -160,4 +160,4 @@ TEST(ReadBytedanceTest, SeriesPerRankAndBlameInputPerStep) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

@@ -17,7 +17,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace falcon::cli {
+namespace falcon::cli::help {
 
 // True when an argument before a bare "--" is -h, -?, --help, --helpshort, --helpfull or
 // --help=... (one or two leading dashes).
@@ -38,6 +38,6 @@ using FlagAliases = std::map<std::string, std::string>;
 // old name in `aliases` becomes its current name. Values and positional arguments are untouched.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, const FlagAliases& aliases = {});
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::help
 
 #endif  // FALCON_CLI_HELP_FLAGS_HELP_H_

@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
 using analysis::Layout;
@@ -168,4 +168,4 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return buffer.str();
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

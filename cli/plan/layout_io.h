@@ -18,7 +18,7 @@
 #include "analysis/plan/layout.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 
 // Parses and validates a layout. `source` names the input in errors ("layout.csv:3: column dp:
 // ..."). kInvalidArgument for malformed text, a missing or non-integer field, or a layout that
@@ -34,6 +34,6 @@ std::string LayoutToCsv(const analysis::Layout& layout);
 // Reads a whole file. kNotFound / kPermissionDenied / kUnknown naming the path.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan
 
 #endif  // FALCON_CLI_PLAN_LAYOUT_IO_H_

@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
 using ::testing::HasSubstr;
@@ -75,4 +75,4 @@ TEST(LayoutIoTest, ErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

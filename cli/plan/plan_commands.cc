@@ -20,7 +20,7 @@
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
 using analysis::Cause;
@@ -459,4 +459,4 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
   return out;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

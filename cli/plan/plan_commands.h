@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "analysis/plan/topology_planner.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 
 struct S2Request {
   std::string times;          // --times: seconds per micro-batch per DP group, comma-separated.
@@ -74,6 +74,6 @@ absl::StatusOr<std::vector<int64_t>> ParseInts(absl::string_view text, absl::str
 absl::StatusOr<std::vector<analysis::SlowLink>> ParseSlowLinks(absl::string_view text);
 absl::StatusOr<std::vector<analysis::SlowRank>> ParseSlowRanks(absl::string_view text);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan
 
 #endif  // FALCON_CLI_PLAN_PLAN_COMMANDS_H_

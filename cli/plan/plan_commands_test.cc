@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
 using ::testing::ElementsAre;
@@ -236,4 +236,4 @@ TEST(PlanEscalateTest, BadInputNamesTheFlagOrLine) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 
 absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::string_view source) {
   std::map<std::string, size_t> column;
@@ -89,4 +89,4 @@ absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::s
   return rows;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

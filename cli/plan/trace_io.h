@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "analysis/plan/escalation.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 
 struct TraceRow {
   int64_t iteration = 0;
@@ -37,6 +37,6 @@ struct TraceRow {
 // or non-positive time, an unknown cause, iterations that do not increase, or no rows.
 absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::string_view source);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan
 
 #endif  // FALCON_CLI_PLAN_TRACE_IO_H_

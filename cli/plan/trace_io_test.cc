@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
 using ::testing::HasSubstr;
@@ -60,4 +60,4 @@ TEST(TraceIoTest, ErrorsNameTheLineAndColumn) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

@@ -23,7 +23,7 @@ absl::StatusCode CodeFor(const std::exception& e) {
 
 }  // namespace
 
-GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context, std::vector<int32_t> members,
+GlooTransport::GlooTransport(std::shared_ptr<::gloo::Context> context, std::vector<int32_t> members,
                              const CommRuntime* runtime, uint64_t slot,
                              std::chrono::milliseconds timeout, ErrorFn error)
     : context_(std::move(context)),
@@ -82,8 +82,8 @@ absl::Status GlooTransport::SendRecv(int dst, const void* send, size_t send_byte
   int waiting_on = src;
   bool sending = false;
   try {
-    std::unique_ptr<gloo::transport::UnboundBuffer> in;
-    std::unique_ptr<gloo::transport::UnboundBuffer> out;
+    std::unique_ptr<::gloo::transport::UnboundBuffer> in;
+    std::unique_ptr<::gloo::transport::UnboundBuffer> out;
     if (recv_bytes > 0) {
       in = context_->createUnboundBuffer(recv, recv_bytes);
       in->recv(src, slot_);

@@ -19,7 +19,7 @@ class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
     loop_->Post([this, api, request] {
       absl::StatusOr<std::vector<falcon::v1::Event>> replay = api->StartWatch(request);
       if (!replay.ok()) {
-        writes_.RequestFinish(ToGrpcStatus(replay.status()));
+        writes_.RequestFinish(proto::ToGrpcStatus(replay.status()));
         return;
       }
       for (const falcon::v1::Event& e : *replay) writes_.Write(e);
@@ -56,7 +56,7 @@ grpc::ServerUnaryReactor* ControlService::Unary(grpc::CallbackServerContext* ctx
   loop_->Post([this, reactor, request, response, fn] {
     auto result = (api_.*fn)(*request);
     if (result.ok()) *response = std::move(*result);
-    reactor->Finish(ToGrpcStatus(result.status()));
+    reactor->Finish(proto::ToGrpcStatus(result.status()));
   });
   return reactor;
 }

@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   s->loop_ = std::make_unique<EventLoop>([c] { c->Tick(); }, options.tick_interval);
   s->telemetry_ = std::make_unique<TelemetryService>(s->loop_.get(), c);
   s->control_ = std::make_unique<ControlService>(s->loop_.get(), c);
-  auto started = StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()});
+  auto started = proto::StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()});
   if (!started.ok()) {
     s->Shutdown();
     return started.status();

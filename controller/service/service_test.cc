@@ -165,7 +165,7 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
 }
 
 TEST_F(ServiceTest, ReflectionListsBothServices) {
-  auto services = ListServicesByReflection(channel_, absl::Seconds(10));
+  auto services = proto::ListServicesByReflection(channel_, absl::Seconds(10));
   ASSERT_TRUE(services.ok()) << services.status();
   for (const char* s : {"falcon.v1.Telemetry", "falcon.v1.Control"}) {
     EXPECT_NE(std::find(services->begin(), services->end(), s), services->end()) << s;

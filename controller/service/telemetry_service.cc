@@ -44,7 +44,7 @@ class ConnectReactor : public Reactor {
       absl::Status s = controller_->OnAgentMessage(&session_, in_);
       if (!s.ok()) {
         Disconnect();
-        channel_->writes().RequestFinish(ToGrpcStatus(s));
+        channel_->writes().RequestFinish(proto::ToGrpcStatus(s));
         return;
       }
       if (!channel_->writes().finish_requested()) StartRead(&in_);

@@ -9,7 +9,7 @@
 #include "absl/strings/strip.h"
 #include "common/stats.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 // Iterations after a directive before the mitigated window starts (plan switch, refill).
@@ -340,4 +340,4 @@ std::string SummaryText(const Report& report) {
   return out;
 }
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

@@ -3,7 +3,7 @@
 #include "collective/fault/fault_spec.h"
 #include "gtest/gtest.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 TEST(LayoutTest, Parses) {
@@ -88,4 +88,4 @@ TEST(ScenarioTest, RejectsBadInputNamingTheField) {
 }
 
 }  // namespace
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
   if (options.dp_size < 0 || options.pp_size < 0 || options.global_micro_batches < 0) {
     return absl::InvalidArgumentError("dp_size, pp_size, global_micro_batches: negative");
   }
-  shim::ShimOptions o;
+  trainer_shim::ShimOptions o;
   o.job = options.job;
   o.rank = static_cast<uint32_t>(options.rank);
   o.world_size = static_cast<uint32_t>(options.world_size);
@@ -41,7 +41,8 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
   o.agent_socket = options.agent_socket;
   o.trainer_applies_directives = true;
   o.log = std::move(options.log);
-  absl::StatusOr<std::unique_ptr<shim::Shim>> shim = shim::Shim::Create(std::move(o));
+  absl::StatusOr<std::unique_ptr<trainer_shim::Shim>> shim =
+      trainer_shim::Shim::Create(std::move(o));
   if (!shim.ok()) return shim.status();
   return std::unique_ptr<ShimTrainerHooks>(new ShimTrainerHooks(*std::move(shim)));
 }
@@ -64,16 +65,16 @@ void ShimTrainerHooks::OnLayout(const trainer::RankContext& context) {
   if (runtime_ != nullptr && runtime_->observer() == nullptr) runtime_->SetObserver(this);
   // The world communicator, in case its creation was not observed (ids are stable, so a second
   // registration only updates it).
-  shim::CommunicatorInfo world;
+  trainer_shim::CommunicatorInfo world;
   world.comm_id = context.world_comm_id;
-  world.kind = shim::CommKind::kWorld;
+  world.kind = trainer_shim::CommKind::kWorld;
   world.name = "world";
   for (int r = 0; r < context.world_size; ++r) world.member_ranks.push_back(r);
   if (world.comm_id != 0) Warn("world communicator", shim_->RegisterCommunicator(world));
 }
 
 void ShimTrainerHooks::OnIteration(const trainer::IterationReport& report) {
-  shim::IterationHint hint;
+  trainer_shim::IterationHint hint;
   hint.iteration = report.iteration;
   hint.start_ns = report.start_ns;
   hint.end_ns = std::max(report.end_ns, report.start_ns);
@@ -114,7 +115,7 @@ void ShimTrainerHooks::ReportValidation(const falcon::v1::ValidationResult& resu
 }
 
 void ShimTrainerHooks::OnOp(const collective::OpEvent& event) noexcept {
-  shim::OpRecord r;
+  trainer_shim::OpRecord r;
   r.comm_id = event.comm_id;
   r.bytes = event.bytes;
   r.host_start_ns = event.host_start_ns;
@@ -127,9 +128,9 @@ void ShimTrainerHooks::OnOp(const collective::OpEvent& event) noexcept {
 }
 
 void ShimTrainerHooks::OnCommCreated(const collective::CommInfo& info) noexcept {
-  shim::CommunicatorInfo c;
+  trainer_shim::CommunicatorInfo c;
   c.comm_id = info.comm_id;
-  c.kind = static_cast<shim::CommKind>(static_cast<int32_t>(info.kind));
+  c.kind = static_cast<trainer_shim::CommKind>(static_cast<int32_t>(info.kind));
   c.name = info.name;
   for (int32_t r : info.member_ranks) c.member_ranks.push_back(static_cast<uint32_t>(r));
   Warn(absl::StrCat("communicator ", info.name), shim_->RegisterCommunicator(c));
