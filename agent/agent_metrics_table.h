@@ -11,8 +11,8 @@
 
 namespace falcon::agent::metric {
 
-using common::MetricSpec;
-using common::MetricType;
+using common::metrics::MetricSpec;
+using common::metrics::MetricType;
 
 inline constexpr char kPrefix[] = "falcon_agent_";
 

@@ -19,13 +19,14 @@ namespace {
 // Every family the agent registers is declared in the table with its type and help, and its
 // series carry exactly the declared labels; the table itself is well formed.
 TEST(AgentMetricsTest, RegistrationMatchesTheTable) {
-  EXPECT_TRUE(common::CheckMetricTable(metric::kAll, metric::kPrefix).empty());
+  EXPECT_TRUE(common::metrics::CheckMetricTable(metric::kAll, metric::kPrefix).empty());
   auto registry = std::make_shared<prometheus::Registry>();
   AgentMetrics m(registry, "n1", "v");
   m.AddRank("j", 0, -1);
   m.AddJob("j");
   m.CountError("test_site");
-  EXPECT_THAT(common::RegistryMismatches(registry->Collect(), metric::kAll), ::testing::IsEmpty());
+  EXPECT_THAT(common::metrics::RegistryMismatches(registry->Collect(), metric::kAll),
+              ::testing::IsEmpty());
 }
 
 TEST(AgentMetricsTest, ErrorsAreCountedBySite) {

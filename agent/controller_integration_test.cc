@@ -215,7 +215,7 @@ TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoS
   Iterations(0, 100);
   ASSERT_TRUE(WaitJobIteration(98));
   Iterations(100, 120);
-  EXPECT_EQ(Metric(controller::metric::kIngestStaleSummaries.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
   controller_.Kill();  // Mid-stream: batches of 100..119 are in flight or buffered.
   Iterations(120, 200);
   const int port = controller_.port();
@@ -242,8 +242,8 @@ TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoS
     ASSERT_NE(it, points.end()) << "iteration " << i << " missing";
     EXPECT_EQ(it->second, std::max(Duration(0, i), Duration(1, i))) << "iteration " << i;
   }
-  EXPECT_EQ(Metric(controller::metric::kIngestStaleSummaries.name), 0);
-  EXPECT_EQ(Metric(controller::metric::kIngestRejectedBatches.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestRejectedBatches.name), 0);
   EXPECT_EQ(agent_->link().stats().rejected_batches, 0u);
   EXPECT_EQ(agent_->buffer().stats().dropped_batches, 0u);
   EXPECT_GE(agent_->link().stats().connects, 2u);

@@ -151,13 +151,14 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::help::WantsHelp(argc,
                                    argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::fputs(falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                            "agent/main.cc", /*dashes=*/false)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage),
+                                     "agent/main.cc", /*dashes=*/false)
+            .c_str(),
+        stdout);
     return 0;
   }
   absl::ParseCommandLine(argc, argv);
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
   return Run();
 }

@@ -31,7 +31,7 @@ absl::StatusOr<falcon::v1::ListJobsResponse> ControlApi::ListJobs(
 
 absl::StatusOr<falcon::v1::Job> ControlApi::GetJob(const falcon::v1::GetJobRequest& r) {
   if (r.job().empty()) return absl::InvalidArgumentError("job: must not be empty");
-  const JobEntry* job = c_->registry().Find(r.job());
+  const registry::JobEntry* job = c_->registry().Find(r.job());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job: unknown job '", r.job(), "'"));
   return c_->JobView(*job);
 }
@@ -52,7 +52,7 @@ absl::StatusOr<falcon::v1::ListEventsResponse> ControlApi::ListEvents(
 
 absl::StatusOr<falcon::v1::Event> ControlApi::GetEvent(const falcon::v1::GetEventRequest& r) {
   if (r.event_id() == 0) return absl::InvalidArgumentError("event_id: must be > 0");
-  const auto* e = static_cast<const EventManager&>(c_->events()).Find(r.event_id());
+  const auto* e = static_cast<const detection::EventManager&>(c_->events()).Find(r.event_id());
   if (e == nullptr) {
     return absl::NotFoundError(absl::StrCat("event_id: event ", r.event_id(), " not found"));
   }
@@ -155,7 +155,7 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
   if (r.slowdown_ratio() < 0 || !std::isfinite(r.slowdown_ratio())) {
     return absl::InvalidArgumentError("slowdown_ratio: must be finite and >= 0");
   }
-  const JobEntry* job = c_->registry().Find(r.job());
+  const registry::JobEntry* job = c_->registry().Find(r.job());
   for (int i = 0; i < r.slow_ranks_size(); ++i) {
     if (job->FindRank(r.slow_ranks(i)) == nullptr) {
       return absl::InvalidArgumentError(

@@ -27,17 +27,19 @@ absl::Status ControllerOptions::Validate() const {
 }
 
 // EventActions for a mitigation hook, bound to the unit of work of the call.
-class Controller::Actions : public EventActions {
+class Controller::Actions : public detection::EventActions {
  public:
-  Actions(Controller* c, UnitOfWork* uow) : c_(c), uow_(uow) {}
+  Actions(Controller* c, core::UnitOfWork* uow) : c_(c), uow_(uow) {}
 
   absl::Time Now() const override { return c_->clock_->Now(); }
   const falcon::v1::Event* FindEvent(uint64_t id) const override {
     const EventRecord* e = c_->events_.Find(id);
     return e == nullptr ? nullptr : &e->event();
   }
-  const JobEntry* FindJob(const std::string& job) const override { return c_->registry_.Find(job); }
-  EffectiveSettings Settings(const std::string& job) const override {
+  const registry::JobEntry* FindJob(const std::string& job) const override {
+    return c_->registry_.Find(job);
+  }
+  settings::EffectiveSettings Settings(const std::string& job) const override {
     return c_->settings_.Effective(job);
   }
   int64_t LastIteration(const std::string& job) const override {
@@ -61,11 +63,11 @@ class Controller::Actions : public EventActions {
     const falcon::v1::EventState s = e->event().state();
     if (s != falcon::v1::EVENT_STATE_LOCALIZED && s != falcon::v1::EVENT_STATE_MITIGATING) {
       return absl::FailedPreconditionError(
-          absl::StrCat("event ", id, " is ", EventStateLabel(s), ", not localized"));
+          absl::StrCat("event ", id, " is ", metrics::EventStateLabel(s), ", not localized"));
     }
     c_->events_.Transition(e, falcon::v1::EVENT_STATE_MITIGATING,
                            c_->detection_.LastIteration(e->event().job()), reason, uow_);
-    if (JobEntry* job = c_->registry_.Find(e->event().job())) {
+    if (registry::JobEntry* job = c_->registry_.Find(e->event().job())) {
       job->set_state(falcon::v1::JOB_STATE_MITIGATING);
       c_->registry_.Persist(*job, &uow_->txn());
     }
@@ -82,7 +84,7 @@ class Controller::Actions : public EventActions {
                                           const falcon::v1::Directive* rollback) override {
     EventRecord* e = c_->events_.Find(id);
     if (e == nullptr) return absl::NotFoundError(absl::StrCat("event ", id, " not found"));
-    const JobEntry* job = c_->registry_.Find(e->event().job());
+    const registry::JobEntry* job = c_->registry_.Find(e->event().job());
     if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", e->event().job()));
     return c_->directives_.Issue(std::move(d), id, *job, uow_, rollback);
   }
@@ -94,7 +96,7 @@ class Controller::Actions : public EventActions {
   }
   absl::Status SetJobPlan(const std::string& job_name, int64_t plan_version,
                           const std::vector<uint32_t>& micro_batches) override {
-    JobEntry* job = c_->registry_.Find(job_name);
+    registry::JobEntry* job = c_->registry_.Find(job_name);
     if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", job_name, "'"));
     job->set_plan(plan_version, micro_batches);
     c_->registry_.Persist(*job, &uow_->txn());
@@ -118,7 +120,7 @@ class Controller::Actions : public EventActions {
  private:
   EventRecord* Active(uint64_t id) {
     EventRecord* e = c_->events_.Find(id);
-    return e != nullptr && EventManager::IsActiveState(e->event().state()) ? e : nullptr;
+    return e != nullptr && detection::EventManager::IsActiveState(e->event().state()) ? e : nullptr;
   }
   absl::Status Missing(uint64_t id) const {
     return c_->events_.Find(id) == nullptr
@@ -126,16 +128,16 @@ class Controller::Actions : public EventActions {
                : absl::FailedPreconditionError(absl::StrCat("event ", id, " is not active"));
   }
   Controller* c_;
-  UnitOfWork* uow_;
+  core::UnitOfWork* uow_;
 };
 
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const ControllerOptions& options,
-                                                               KvStore* kv,
+                                                               store::KvStore* kv,
                                                                const common::Clock* clock,
-                                                               ControllerMetrics* metrics,
-                                                               MitigationHook* hook) {
+                                                               metrics::ControllerMetrics* metrics,
+                                                               detection::MitigationHook* hook) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
-  ControllerStore probe(kv, clock);
+  store::ControllerStore probe(kv, clock);
   absl::StatusOr<falcon::controller::v1::MetaRecord> meta = probe.LoadMeta();
   if (!meta.ok()) return meta.status();
   std::unique_ptr<Controller> c(new Controller(options, kv, clock, metrics, hook, *meta));
@@ -143,9 +145,9 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const ControllerO
   return c;
 }
 
-Controller::Controller(const ControllerOptions& options, KvStore* kv, const common::Clock* clock,
-                       ControllerMetrics* metrics, MitigationHook* hook,
-                       falcon::controller::v1::MetaRecord meta)
+Controller::Controller(const ControllerOptions& options, store::KvStore* kv,
+                       const common::Clock* clock, metrics::ControllerMetrics* metrics,
+                       detection::MitigationHook* hook, falcon::controller::v1::MetaRecord meta)
     : options_(options),
       clock_(clock),
       metrics_(metrics),
@@ -164,31 +166,31 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const comm
       detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
                  metrics) {
   if (hook_ != nullptr && metrics_ != nullptr) hook_->SetErrorCounter(metrics_);
-  localizer_.set_verdict_callback([this](EventRecord* event, UnitOfWork* uow) {
+  localizer_.set_verdict_callback([this](EventRecord* event, core::UnitOfWork* uow) {
     if (hook_ == nullptr || !settings_.Effective(event->event().job()).mitigation_enabled) return;
     Actions actions(this, uow);
     hook_->OnVerdict(event->event(), actions);
   });
-  detection_.set_recovered_callback([this](EventRecord* event, UnitOfWork* uow) {
+  detection_.set_recovered_callback([this](EventRecord* event, core::UnitOfWork* uow) {
     if (hook_ == nullptr) return;
     Actions actions(this, uow);
     hook_->OnRecovered(event->event(), actions);
   });
   detection_.set_rank_summary_callback(
-      [this](EventRecord* event, const falcon::v1::IterationSummary& s, UnitOfWork* uow) {
+      [this](EventRecord* event, const falcon::v1::IterationSummary& s, core::UnitOfWork* uow) {
         if (hook_ == nullptr) return;
         Actions actions(this, uow);
         hook_->OnRankIteration(event->event(), s, actions);
       });
   detection_.set_job_iteration_callback(
-      [this](EventRecord* event, int64_t iteration, absl::Duration t, UnitOfWork* uow) {
+      [this](EventRecord* event, int64_t iteration, absl::Duration t, core::UnitOfWork* uow) {
         if (hook_ == nullptr) return;
         Actions actions(this, uow);
         hook_->OnJobIteration(event->event(), iteration, t, actions);
       });
   settings_.set_listener([this](const std::string& job) { detection_.OnSettingsChanged(job); });
   directives_.set_progress_fn([this](const std::string& job) {
-    JobProgress p;
+    core::JobProgress p;
     p.max_rank_iteration = detection_.MaxRankIteration(job);
     p.iteration_time = absl::Nanoseconds(detection_.LastIterationTimeNs(job));
     return p;
@@ -206,7 +208,7 @@ absl::Status Controller::Load() {
   registry_.Load(*jobs);
   auto agents = store_.LoadAgents();
   if (!agents.ok()) return agents.status();
-  for (const auto& a : *agents) agents_[a.agent_id()] = AgentState{SequenceTracker(a), a};
+  for (const auto& a : *agents) agents_[a.agent_id()] = AgentState{ingest::SequenceTracker(a), a};
   auto events = store_.LoadEvents();
   if (!events.ok()) return events.status();
   events_.Load(*events);
@@ -215,12 +217,12 @@ absl::Status Controller::Load() {
   directives_.Load(*directives);
   // Until agents reconnect, every job counts as orphaned from now on.
   for (const std::string& job : registry_.JobNames()) orphaned_since_[job] = clock_->Now();
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
   return Commit(&uow);
 }
 
-absl::Status Controller::Commit(UnitOfWork* uow) {
+absl::Status Controller::Commit(core::UnitOfWork* uow) {
   absl::Status s = uow->Commit(&store_);
   if (!s.ok()) {
     LOG(ERROR) << "store write failed error=\"" << s.message()
@@ -230,7 +232,8 @@ absl::Status Controller::Commit(UnitOfWork* uow) {
   return s;
 }
 
-void Controller::CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what) {
+void Controller::CommitOrCount(core::UnitOfWork* uow, absl::string_view where,
+                               absl::string_view what) {
   if (absl::Status s = Commit(uow); !s.ok()) {
     LOG(WARNING) << what << " not stored where=" << where << " error=\"" << s.message() << "\"";
     errors_.CountError(where);
@@ -241,7 +244,7 @@ void Controller::Reply(AgentSession* session, const falcon::v1::ControllerMessag
   if (session->channel != nullptr) session->channel->Send(message);
 }
 
-void Controller::PersistAgent(const std::string& agent_id, UnitOfWork* uow) {
+void Controller::PersistAgent(const std::string& agent_id, core::UnitOfWork* uow) {
   AgentState& a = agents_[agent_id];
   a.record.set_agent_id(agent_id);
   a.tracker.ToRecord(&a.record);
@@ -274,18 +277,18 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   if (session->hello_done) {
     return absl::InvalidArgumentError("hello: AgentHello sent twice on one stream");
   }
-  if (MaybeFieldError e = ValidateHello(hello)) return ToStatus(*e);
+  if (util::MaybeFieldError e = ingest::ValidateHello(hello)) return util::ToStatus(*e);
   // Merge every registration first, so a bad one leaves everything unchanged.
-  std::vector<JobEntry> merged;
+  std::vector<registry::JobEntry> merged;
   for (int i = 0; i < hello.jobs_size(); ++i) {
-    std::optional<JobEntry> entry;
-    if (MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(), hello.jobs(i),
-                                            Indexed("hello.jobs", i), &entry)) {
-      return ToStatus(*e);
+    std::optional<registry::JobEntry> entry;
+    if (util::MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(), hello.jobs(i),
+                                                  util::Indexed("hello.jobs", i), &entry)) {
+      return util::ToStatus(*e);
     }
     merged.push_back(std::move(*entry));
   }
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   AgentState& agent = agents_[hello.agent_id()];
   agent.tracker.ForgetBelow(hello.first_unacked_sequence());
   agent.record.set_node(hello.node());
@@ -294,27 +297,27 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   PersistAgent(hello.agent_id(), &uow);
   std::set<std::string> listed;
   std::vector<std::string> registered;
-  for (JobEntry& entry : merged) {
+  for (registry::JobEntry& entry : merged) {
     listed.insert(entry.name());
     if (registry_.Find(entry.name()) == nullptr) registered.push_back(entry.name());
     if (entry.job().state() == falcon::v1::JOB_STATE_ENDED) {
       entry.set_state(falcon::v1::JOB_STATE_TRACKING);
       entry.set_ended_time_ns(0);
     }
-    JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
+    registry::JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
     detection_.OnJobChanged(*installed);
     orphaned_since_.erase(installed->name());
   }
   // Jobs this agent had before and no longer lists: it has no ranks there any more.
   for (const std::string& name : registry_.JobNames()) {
     if (listed.count(name)) continue;
-    JobEntry* job = registry_.Find(name);
+    registry::JobEntry* job = registry_.Find(name);
     std::vector<std::string> ids = job->AgentIds();
     if (std::find(ids.begin(), ids.end(), hello.agent_id()) == ids.end()) continue;
     falcon::controller::v1::JobRecord record = job->record();
-    JobEntry copy(std::move(record));
+    registry::JobEntry copy(std::move(record));
     copy.RemoveAgent(hello.agent_id());
-    JobEntry* installed = registry_.Install(std::move(copy), &uow.txn());
+    registry::JobEntry* installed = registry_.Install(std::move(copy), &uow.txn());
     detection_.OnJobChanged(*installed);
     if (installed->AgentIds().empty()) EndJob(installed, "no agent reports the job any more", &uow);
   }
@@ -325,7 +328,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   session->hello_done = true;
   session->hub_session = hub_.Attach(hello.agent_id(), session->channel);
   for (const std::string& name : registered) {
-    const JobEntry* job = registry_.Find(name);
+    const registry::JobEntry* job = registry_.Find(name);
     LOG(INFO) << "job registered job=" << name << " agent=" << hello.agent_id()
               << " node=" << hello.node() << " ranks=" << (job ? job->ranks().size() : 0);
   }
@@ -338,7 +341,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   reply.mutable_hello()->set_acked_sequence(agent.tracker.acked_sequence());
   Reply(session, reply);
   for (const std::string& name : listed) {
-    const JobEntry* job = registry_.Find(name);
+    const registry::JobEntry* job = registry_.Find(name);
     directives_.Redeliver(hello.agent_id(), *job);
     localizer_.OnAgentJoined(hello.agent_id(), *job);
   }
@@ -349,7 +352,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
 absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
                                 falcon::v1::FieldError error) {
   // A rejected batch is not resent: mark its sequence as handled so the watermark moves on.
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   if (sequence > 0) {
     agents_[session->agent_id].tracker.MarkStored(sequence);
     PersistAgent(session->agent_id, &uow);
@@ -364,7 +367,7 @@ absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
 }
 
 absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::TelemetryBatch& batch) {
-  if (MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
+  if (util::MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
     LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
@@ -380,11 +383,12 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     Reply(session, ack);
     return absl::OkStatus();
   }
-  std::optional<JobEntry> tentative;
-  const JobEntry* job = nullptr;
+  std::optional<registry::JobEntry> tentative;
+  const registry::JobEntry* job = nullptr;
   if (batch.has_registration()) {
-    if (MaybeFieldError e = registry_.Merge(session->agent_id, session->node, batch.registration(),
-                                            "batch.registration", &tentative)) {
+    if (util::MaybeFieldError e =
+            registry_.Merge(session->agent_id, session->node, batch.registration(),
+                            "batch.registration", &tentative)) {
       LOG(WARNING) << "registration rejected agent=" << session->agent_id
                    << " job=" << batch.registration().job() << " field=" << e->field()
                    << " error=\"" << e->message() << "\"";
@@ -396,20 +400,20 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     if (job == nullptr) {
       LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
                    << " sequence=" << batch.sequence() << " error=\"job is not registered\"";
-      return Reject(
-          session, batch.sequence(),
-          MakeFieldError("batch.job", absl::StrCat("job '", batch.job(), "' is not registered")));
+      return Reject(session, batch.sequence(),
+                    util::MakeFieldError(
+                        "batch.job", absl::StrCat("job '", batch.job(), "' is not registered")));
     }
   }
-  if (MaybeFieldError e = ValidateBatchData(batch, *job, options_.limits)) {
+  if (util::MaybeFieldError e = ValidateBatchData(batch, *job, options_.limits)) {
     LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << job->name()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
     return Reject(session, batch.sequence(), std::move(*e));
   }
 
-  UnitOfWork uow;
-  JobEntry* entry = nullptr;
+  core::UnitOfWork uow;
+  registry::JobEntry* entry = nullptr;
   if (tentative.has_value()) {
     if (registry_.Find(tentative->name()) == nullptr) {
       const std::string line =
@@ -427,7 +431,8 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     entry->set_ended_time_ns(0);
     registry_.Persist(*entry, &uow.txn());
   }
-  DetectionManager::ApplyStats stats = detection_.ApplySummaries(*entry, batch.iterations(), &uow);
+  detection::DetectionManager::ApplyStats stats =
+      detection_.ApplySummaries(*entry, batch.iterations(), &uow);
   if (batch.ops_size() > 0 && detection_.ApplyOps(entry, batch.op_rank(), batch.ops())) {
     registry_.Persist(*entry, &uow.txn());
   }
@@ -446,14 +451,14 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
 
 void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) {
   if (metrics_ != nullptr) metrics_->ValidationResult();
-  if (MaybeFieldError e =
+  if (util::MaybeFieldError e =
           ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) {
     LOG(WARNING) << "validation result refused job=" << result.job() << " task=" << result.task_id()
                  << " rank=" << result.rank() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
     return;
   }
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   localizer_.OnValidationResult(result, &uow);
   // Lost on a store failure: the task then times out and the verdict goes on without it.
   CommitOrCount(&uow, "validation_result_commit",
@@ -463,15 +468,15 @@ void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) 
 
 void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
   if (metrics_ != nullptr) metrics_->DirectiveAck();
-  const JobEntry* job = registry_.Find(ack.job());
-  if (MaybeFieldError e = ValidateDirectiveAck(ack, job)) {
+  const registry::JobEntry* job = registry_.Find(ack.job());
+  if (util::MaybeFieldError e = ingest::ValidateDirectiveAck(ack, job)) {
     LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
                  << " rank=" << ack.rank() << " field=" << e->field() << " error=\"" << e->message()
                  << "\"";
     return;
   }
-  UnitOfWork uow;
-  DirectiveIssuer::AckOutcome out = directives_.OnAck(ack, *job, &uow);
+  core::UnitOfWork uow;
+  core::DirectiveIssuer::AckOutcome out = directives_.OnAck(ack, *job, &uow);
   // A refused ack (out.error: unknown id, stale epoch) changes nothing but its record.
   if (out.record != nullptr && out.state_changed) DirectiveStateChanged(*out.record, &uow);
   // Lost on a store failure: the directive stays pending and is re-delivered, and the shim acks
@@ -481,7 +486,8 @@ void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
                              " rank=", ack.rank()));
 }
 
-void Controller::DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow) {
+void Controller::DirectiveStateChanged(const falcon::v1::DirectiveRecord& record,
+                                       core::UnitOfWork* uow) {
   localizer_.OnDirectiveState(record, uow);
   if (hook_ != nullptr && record.event_id() != 0) {
     Actions actions(this, uow);
@@ -496,7 +502,7 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
             << (current ? "" : " (an older stream; a newer one is connected)");
   if (current) {
     for (const std::string& name : registry_.JobNames()) {
-      const JobEntry* job = registry_.Find(name);
+      const registry::JobEntry* job = registry_.Find(name);
       bool any = false;
       for (const std::string& a : job->AgentIds()) any = any || hub_.IsConnected(a);
       if (!any && !orphaned_since_.count(name)) orphaned_since_[name] = clock_->Now();
@@ -505,7 +511,7 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
   if (metrics_ != nullptr) metrics_->AgentsConnected(hub_.connected());
 }
 
-void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uow) {
+void Controller::EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow) {
   if (job->job().state() == falcon::v1::JOB_STATE_ENDED) return;
   if (EventRecord* e = events_.Active(job->name())) {
     localizer_.Cancel(e, uow);
@@ -528,9 +534,10 @@ void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uo
 
 void Controller::Tick() {
   const absl::Time now = clock_->Now();
-  UnitOfWork uow;
-  for (uint64_t id : directives_.Tick(now, &uow, [this](const std::string& job) -> const JobEntry* {
-         const JobEntry* j = registry_.Find(job);
+  core::UnitOfWork uow;
+  for (uint64_t id :
+       directives_.Tick(now, &uow, [this](const std::string& job) -> const registry::JobEntry* {
+         const registry::JobEntry* j = registry_.Find(job);
          return j != nullptr && j->job().state() != falcon::v1::JOB_STATE_ENDED ? j : nullptr;
        })) {
     if (const falcon::v1::DirectiveRecord* r = directives_.Find(id)) {
@@ -543,7 +550,7 @@ void Controller::Tick() {
     hook_->Tick(now, actions);
   }
   for (auto it = orphaned_since_.begin(); it != orphaned_since_.end();) {
-    JobEntry* job = registry_.Find(it->first);
+    registry::JobEntry* job = registry_.Find(it->first);
     bool connected = false;
     if (job != nullptr) {
       for (const std::string& a : job->AgentIds()) connected = connected || hub_.IsConnected(a);
@@ -564,7 +571,7 @@ void Controller::Tick() {
   CommitOrCount(&uow, "tick_commit", "tick (directive timeouts, validation deadlines, job ends)");
 }
 
-falcon::v1::Job Controller::JobView(const JobEntry& entry) const {
+falcon::v1::Job Controller::JobView(const registry::JobEntry& entry) const {
   falcon::v1::Job job = entry.job();
   job.set_last_iteration(detection_.LastIteration(entry.name()));
   job.set_iteration_time_ns(detection_.LastIterationTimeNs(entry.name()));
@@ -585,7 +592,7 @@ absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::S
   if (!update.job().empty() && registry_.Find(update.job()) == nullptr) {
     return absl::NotFoundError(absl::StrCat("settings.job: unknown job '", update.job(), "'"));
   }
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   absl::StatusOr<falcon::v1::Settings> overrides = settings_.Prepare(update, &uow.txn());
   if (!overrides.ok()) return overrides.status();
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
@@ -597,14 +604,14 @@ absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::S
 
 absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name) {
   if (job_name.empty()) return absl::InvalidArgumentError("job: must not be empty");
-  const JobEntry* job = registry_.Find(job_name);
+  const registry::JobEntry* job = registry_.Find(job_name);
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("job: unknown job '", job_name, "'"));
   }
   if (const EventRecord* active = events_.Active(job_name)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job '", job_name, "' has active event ", active->event().event_id(), " (",
-                     EventStateLabel(active->event().state()), ")"));
+                     metrics::EventStateLabel(active->event().state()), ")"));
   }
   bool connected = false;
   for (const std::string& a : job->AgentIds()) connected = connected || hub_.IsConnected(a);
@@ -612,7 +619,7 @@ absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name
     return absl::FailedPreconditionError(
         absl::StrCat("job '", job_name, "' has no connected agent"));
   }
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   EventRecord* event = events_.OpenForced(job_name, detection_.LastIteration(job_name), &uow);
   localizer_.StartForced(event, &uow);
   const uint64_t id = event->event().event_id();

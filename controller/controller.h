@@ -42,10 +42,10 @@ namespace falcon::controller {
 
 struct ControllerOptions {
   std::string controller_id = "falcon-controller";  // ControllerHello.controller_id.
-  IngestLimits limits;
-  DetectionOptions detection;
-  LocalizationOptions localization;
-  DirectiveOptions directives;
+  ingest::IngestLimits limits;
+  detection::DetectionOptions detection;
+  detection::LocalizationOptions localization;
+  core::DirectiveOptions directives;
   // A job none of whose agents is connected for this long ends (its active event closes).
   absl::Duration job_end_grace = absl::Seconds(120);
 
@@ -54,8 +54,8 @@ struct ControllerOptions {
 
 // One agent stream as the controller sees it. Owned by the stream adapter.
 struct AgentSession {
-  std::shared_ptr<AgentChannel> channel;  // Where replies go.
-  std::string agent_id;                   // Set by the hello.
+  std::shared_ptr<core::AgentChannel> channel;  // Where replies go.
+  std::string agent_id;                         // Set by the hello.
   std::string node;
   uint64_t hub_session = 0;
   bool hello_done = false;
@@ -66,10 +66,9 @@ class Controller {
   // Loads every table and resumes open events. `kv`, `clock` and `metrics` must outlive the
   // controller; `hook` (may be null: verdicts end at LOCALIZED, i.e. S1) too.
   // Errors: kInvalidArgument for bad options; store errors (kDataLoss on a corrupt record).
-  static absl::StatusOr<std::unique_ptr<Controller>> Create(const ControllerOptions& options,
-                                                            KvStore* kv, const common::Clock* clock,
-                                                            ControllerMetrics* metrics,
-                                                            MitigationHook* hook = nullptr);
+  static absl::StatusOr<std::unique_ptr<Controller>> Create(
+      const ControllerOptions& options, store::KvStore* kv, const common::Clock* clock,
+      metrics::ControllerMetrics* metrics, detection::MitigationHook* hook = nullptr);
   ~Controller();
 
   // One message of an agent stream. OK: keep reading. An error ends the stream with it:
@@ -82,18 +81,18 @@ class Controller {
   void Tick();
 
   // Managers, for the Control API and tests.
-  const JobRegistry& registry() const { return registry_; }
-  const SettingsManager& settings() const { return settings_; }
-  EventManager& events() { return events_; }
-  const EventManager& events() const { return events_; }
-  const DetectionManager& detection() const { return detection_; }
-  const DirectiveIssuer& directives() const { return directives_; }
-  const AgentHub& hub() const { return hub_; }
-  const ControllerStore& store() const { return store_; }
+  const registry::JobRegistry& registry() const { return registry_; }
+  const settings::SettingsManager& settings() const { return settings_; }
+  detection::EventManager& events() { return events_; }
+  const detection::EventManager& events() const { return events_; }
+  const detection::DetectionManager& detection() const { return detection_; }
+  const core::DirectiveIssuer& directives() const { return directives_; }
+  const core::AgentHub& hub() const { return hub_; }
+  const store::ControllerStore& store() const { return store_; }
   const common::Clock& clock() const { return *clock_; }
 
   // The Job the Control API serves: the registration plus the live figures.
-  falcon::v1::Job JobView(const JobEntry& job) const;
+  falcon::v1::Job JobView(const registry::JobEntry& job) const;
   // Control API writes. Errors: kInvalidArgument naming the field; kFailedPrecondition;
   // kUnavailable when the store failed.
   absl::StatusOr<falcon::v1::Settings> SetSettings(const falcon::v1::Settings& update);
@@ -102,8 +101,8 @@ class Controller {
  private:
   class Actions;  // EventActions bound to one unit of work.
 
-  Controller(const ControllerOptions& options, KvStore* kv, const common::Clock* clock,
-             ControllerMetrics* metrics, MitigationHook* hook,
+  Controller(const ControllerOptions& options, store::KvStore* kv, const common::Clock* clock,
+             metrics::ControllerMetrics* metrics, detection::MitigationHook* hook,
              falcon::controller::v1::MetaRecord meta);
   absl::Status Load();
   absl::Status OnHello(AgentSession* session, const falcon::v1::AgentHello& hello);
@@ -111,32 +110,32 @@ class Controller {
   absl::Status Reject(AgentSession* session, uint64_t sequence, falcon::v1::FieldError error);
   void OnValidationResult(const falcon::v1::ValidationResult& result);
   void OnDirectiveAck(const falcon::v1::DirectiveAck& ack);
-  void EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uow);
-  void PersistAgent(const std::string& agent_id, UnitOfWork* uow);
-  void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow);
-  absl::Status Commit(UnitOfWork* uow);
+  void EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow);
+  void PersistAgent(const std::string& agent_id, core::UnitOfWork* uow);
+  void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, core::UnitOfWork* uow);
+  absl::Status Commit(core::UnitOfWork* uow);
   // Commits a unit whose caller cannot return the error (a message with no reply, the tick): a
   // failure is logged with `what` was lost and counted as falcon_controller_errors_total{where}.
-  void CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what);
+  void CommitOrCount(core::UnitOfWork* uow, absl::string_view where, absl::string_view what);
   static void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
 
   const ControllerOptions options_;
   const common::Clock* const clock_;
-  ControllerMetrics* const metrics_;
+  metrics::ControllerMetrics* const metrics_;
   common::NullErrorCounter no_errors_;
   common::ErrorCounter& errors_;  // *metrics_, or no_errors_ without metrics.
-  MitigationHook* const hook_;
-  ControllerStore store_;
-  IdAllocator ids_;
-  AgentHub hub_;
-  JobRegistry registry_;
-  SettingsManager settings_;
-  EventManager events_;
-  DirectiveIssuer directives_;
-  Localizer localizer_;
-  DetectionManager detection_;
+  detection::MitigationHook* const hook_;
+  store::ControllerStore store_;
+  core::IdAllocator ids_;
+  core::AgentHub hub_;
+  registry::JobRegistry registry_;
+  settings::SettingsManager settings_;
+  detection::EventManager events_;
+  core::DirectiveIssuer directives_;
+  detection::Localizer localizer_;
+  detection::DetectionManager detection_;
   struct AgentState {
-    SequenceTracker tracker;
+    ingest::SequenceTracker tracker;
     falcon::controller::v1::AgentRecord record;
   };
   absl::flat_hash_map<std::string, AgentState> agents_;

@@ -73,14 +73,15 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::help::WantsHelp(argc,
                                    argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::fputs(falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                            "controller/controller_main.cc", /*dashes=*/false)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage),
+                                     "controller/controller_main.cc", /*dashes=*/false)
+            .c_str(),
+        stdout);
     return 0;
   }
   absl::ParseCommandLine(argc, argv);
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
 
   // Block the shutdown signals in every thread; main waits for them below.
   sigset_t signals;
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  falcon::controller::ServerOptions options;
+  falcon::controller::service::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
   falcon::controller::mitigation::OrchestratorOptions mitigation;
   mitigation.checkpoint_dir = absl::GetFlag(FLAGS_s4_checkpoint_dir);
   falcon::controller::mitigation::Orchestrator orchestrator(mitigation, &clock);
-  auto server = falcon::controller::ControllerServer::Start(
+  auto server = falcon::controller::service::ControllerServer::Start(
       options, &clock, absl::GetFlag(FLAGS_mitigation) ? &orchestrator : nullptr);
   if (!server.ok()) {
     std::cerr << "falcon-controller: " << server.status() << "\n";

@@ -22,7 +22,7 @@ using testing::SimAgent;
 
 class ControllerTest : public ::testing::Test {
  protected:
-  ControllerTest() : kv_(ControllerStore::TableNames()), metrics_(registry_, "t") {
+  ControllerTest() : kv_(store::ControllerStore::TableNames()), metrics_(registry_, "t") {
     spec_.dp = 4;
     spec_.pp = 2;
     spec_.ranks_per_node = 2;  // 8 ranks on 4 nodes.
@@ -81,9 +81,9 @@ class ControllerTest : public ::testing::Test {
 
   LayoutSpec spec_;
   common::FakeClock clock_;
-  InMemoryKvStore kv_;
+  store::InMemoryKvStore kv_;
   prometheus::Registry registry_;
-  ControllerMetrics metrics_;
+  metrics::ControllerMetrics metrics_;
   ControllerOptions options_;
   std::unique_ptr<Controller> c_;
   std::vector<std::unique_ptr<SimAgent>> agents_;

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 std::string Secs(absl::Duration d) { return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d)); }
@@ -320,4 +320,4 @@ absl::StatusOr<std::vector<EscalationStep>> Escalation::UpdateOptions(
   return out;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

@@ -31,7 +31,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 // Mitigation strategies in escalation order (the values match falcon.v1.Strategy).
 enum class Strategy { kS1Ignore = 1, kS2MicroBatch = 2, kS3Topology = 3, kS4CheckpointRestart = 4 };
@@ -159,6 +159,6 @@ class Escalation {
   std::vector<EscalationStep> history_;
 };
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan
 
 #endif  // FALCON_ANALYSIS_PLAN_ESCALATION_H_

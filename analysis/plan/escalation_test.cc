@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 using ::testing::ElementsAre;
@@ -240,4 +240,4 @@ TEST_F(EscalationTest, SingleLevelIsTwoCompetitive) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

@@ -36,22 +36,23 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
   if (!options.zscore) {
     // Without z-scoring BOCD sees the values as they are (any finite value is fine with it).
     for (size_t i = 0; i < s.values.size(); ++i) {
-      if (std::fabs(s.values[i]) > analysis::kMaxUnscaledObservation) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "series \"", s.name, "\" ", s.origins[i], ": ", s.values[i],
-            " is too large for BOCD without z-scoring (|x| <= ", analysis::kMaxUnscaledObservation,
-            "); drop --nozscore"));
+      if (std::fabs(s.values[i]) > analysis::detect::kMaxUnscaledObservation) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("series \"", s.name, "\" ", s.origins[i], ": ", s.values[i],
+                         " is too large for BOCD without z-scoring (|x| <= ",
+                         analysis::detect::kMaxUnscaledObservation, "); drop --nozscore"));
       }
     }
   }
-  analysis::SegmentOptions seg;
+  analysis::detect::SegmentOptions seg;
   seg.bocd.prior = options.prior;
   seg.bocd.hazard = 1.0 / options.expected_run_length;
   seg.bocd.prune_threshold = 1e-4;  // ocp's truncRlim in TCPDBench.
   seg.bocd.max_hypotheses = 10000;  // ocp's maxRlength: offline, no need to cap lower.
   seg.zscore = options.zscore && s.values.size() >= 2;
   seg.probability_lag = 5;
-  absl::StatusOr<analysis::Segmentation> segmentation = analysis::SegmentSeries(s.values, seg);
+  absl::StatusOr<analysis::detect::Segmentation> segmentation =
+      analysis::detect::SegmentSeries(s.values, seg);
   if (!segmentation.ok()) {
     return absl::Status(segmentation.status().code(),
                         absl::StrCat("series \"", s.name, "\": ", segmentation.status().message()));
@@ -75,18 +76,18 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
                         {"probability", segmentation->probabilities[j]}});
     }
   } else {
-    analysis::VerificationOptions v;
+    analysis::detect::VerificationOptions v;
     v.min_relative_change = options.min_change;
     v.min_gap = options.min_gap;
-    absl::StatusOr<std::vector<analysis::ChangePoint>> kept =
-        analysis::VerifyChangePoints(s.values, cps, segmentation->probabilities, v);
+    absl::StatusOr<std::vector<analysis::detect::ChangePoint>> kept =
+        analysis::detect::VerifyChangePoints(s.values, cps, segmentation->probabilities, v);
     if (!kept.ok()) {
       return absl::Status(kept.status().code(),
                           absl::StrCat("series \"", s.name, "\": ", kept.status().message()));
     }
-    for (const analysis::ChangePoint& cp : *kept) {
+    for (const analysis::detect::ChangePoint& cp : *kept) {
       points.push_back({{"index", cp.index},
-                        {"kind", std::string(analysis::ChangeKindName(cp.kind))},
+                        {"kind", std::string(analysis::detect::ChangeKindName(cp.kind))},
                         {"ratio", Ratio(cp.mean_before, cp.mean_after)},
                         {"probability", cp.probability}});
     }
@@ -101,7 +102,7 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
     return absl::InvalidArgumentError(absl::StrCat(
         "hazard: the expected run length must be > 1, got ", options.expected_run_length));
   }
-  analysis::BocdOptions check;
+  analysis::detect::BocdOptions check;
   check.prior = options.prior;
   if (absl::Status s = check.Validate(); !s.ok()) return s;
   if (!(options.min_change > 0 && options.min_change <= 10)) {
@@ -121,16 +122,16 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
     out["series"].push_back(*std::move(one));
   }
   if (!input.steps.empty()) {
-    analysis::BlameOptions b;
+    analysis::detect::BlameOptions b;
     b.slow_ratio = options.min_change;
     json blame = json::array();
-    for (const analysis::BlameInput& step : input.steps) {
-      absl::StatusOr<analysis::BlameResult> r = analysis::BlameStep(step, b);
+    for (const analysis::detect::BlameInput& step : input.steps) {
+      absl::StatusOr<analysis::detect::BlameResult> r = analysis::detect::BlameStep(step, b);
       if (!r.ok()) return r.status();
-      for (const analysis::Blame& x : r->blamed) {
+      for (const analysis::detect::Blame& x : r->blamed) {
         blame.push_back({{"step", step.step},
                          {"rank", x.rank},
-                         {"cause", std::string(analysis::BlameCauseName(x.cause))},
+                         {"cause", std::string(analysis::detect::BlameCauseName(x.cause))},
                          {"ratio", x.ratio}});
       }
     }

@@ -20,12 +20,12 @@
 namespace falcon::cli::detect {
 
 struct DetectOptions {
-  bool raw = false;                  // MAP segmentation only, no verification.
-  analysis::NormalGammaPrior prior;  // Default m=0, k=1, a=1, b=1 (ocp / TCPDBench).
-  double expected_run_length = 250;  // lambda; hazard = 1 / lambda. > 1.
-  bool zscore = true;                // Standardize each series first.
-  double min_change = 0.10;          // Verification: min relative change of the mean.
-  int min_gap = 10;                  // Verification: min observations between changes.
+  bool raw = false;                          // MAP segmentation only, no verification.
+  analysis::detect::NormalGammaPrior prior;  // Default m=0, k=1, a=1, b=1 (ocp / TCPDBench).
+  double expected_run_length = 250;          // lambda; hazard = 1 / lambda. > 1.
+  bool zscore = true;                        // Standardize each series first.
+  double min_change = 0.10;                  // Verification: min relative change of the mean.
+  int min_gap = 10;                          // Verification: min observations between changes.
 };
 
 // kInvalidArgument: an empty series, a negative value when verifying (times), or bad options;

@@ -112,7 +112,7 @@ TEST(RunDetectTest, BadInputNamesSeriesAndOrigin) {
 }
 
 TEST(RunDetectTest, BlameForStepInput) {
-  analysis::BlameInput step;
+  analysis::detect::BlameInput step;
   step.step = 3;
   for (int r = 0; r < 4; ++r) {
     step.ranks.push_back({r, 0, absl::Seconds(r == 2 ? 2.0 : 1.0)});

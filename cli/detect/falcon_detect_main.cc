@@ -48,7 +48,7 @@ ABSL_FLAG(int, min_gap, 10, "Verification: minimum observations between kept cha
 
 namespace {
 
-absl::StatusOr<falcon::analysis::NormalGammaPrior> ParsePrior(const std::string& text) {
+absl::StatusOr<falcon::analysis::detect::NormalGammaPrior> ParsePrior(const std::string& text) {
   const std::vector<std::string> parts = absl::StrSplit(text, ',');
   if (parts.size() != 4) {
     return absl::InvalidArgumentError(
@@ -62,7 +62,7 @@ absl::StatusOr<falcon::analysis::NormalGammaPrior> ParsePrior(const std::string&
           absl::StrCat("--prior: ", names[i], " = \"", parts[i], "\" is not a number"));
     }
   }
-  return falcon::analysis::NormalGammaPrior{v[0], v[1], v[2], v[3]};
+  return falcon::analysis::detect::NormalGammaPrior{v[0], v[1], v[2], v[3]};
 }
 
 int Fail(const absl::Status& status) {
@@ -80,12 +80,12 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
     std::cout << falcon::cli::help::FlagsHelp(
-        absl::StrCat(kUsage, "\n", falcon::common::kLoggingUsage), "falcon_detect_main.cc",
+        absl::StrCat(kUsage, "\n", falcon::common::logging::kLoggingUsage), "falcon_detect_main.cc",
         /*dashes=*/false);
     return 0;
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
   if (positional.size() > 1) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", positional[1], "\" (flags only)")));
@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<falcon::cli::detect::InputFormat> format =
       falcon::cli::detect::ParseFormat(absl::GetFlag(FLAGS_format));
   if (!format.ok()) return Fail(format.status());
-  absl::StatusOr<falcon::analysis::NormalGammaPrior> prior = ParsePrior(absl::GetFlag(FLAGS_prior));
+  absl::StatusOr<falcon::analysis::detect::NormalGammaPrior> prior =
+      ParsePrior(absl::GetFlag(FLAGS_prior));
   if (!prior.ok()) return Fail(prior.status());
 
   falcon::cli::detect::DetectOptions options;

@@ -18,8 +18,8 @@
 namespace falcon::cli::detect {
 namespace {
 
-using analysis::BlameInput;
-using analysis::CommTiming;
+using analysis::detect::BlameInput;
+using analysis::detect::CommTiming;
 
 // " at line L, column C (byte B): DETAIL" for a JSON parse error in `text`: e.byte is the 1-based
 // offset of the last byte read (size + 1 at the end of the input); DETAIL is nlohmann's message
@@ -200,21 +200,21 @@ BlameInput BuildBlameInput(int64_t step, const std::vector<RankRow>& rows) {
     last_stage = std::max(last_stage, r.stage);
   }
   uint64_t next_id = 1;
-  auto add = [&](const std::string& kind, std::vector<analysis::CommMember> members) {
+  auto add = [&](const std::string& kind, std::vector<analysis::detect::CommMember> members) {
     if (members.empty()) return;
     in.comms.push_back(CommTiming{next_id++, kind, 0, std::move(members)});
   };
   // Data-parallel groups: same stage, every replica.
   for (const char* op :
        {"grads-reduce-scatter", "params-all-gather", "layernorm-grads-all-reduce"}) {
-    std::map<int64_t, std::vector<analysis::CommMember>> by_stage;
+    std::map<int64_t, std::vector<analysis::detect::CommMember>> by_stage;
     for (const RankRow& r : rows) {
       if (r.ops.count(op)) by_stage[r.stage].push_back({r.rank, Seconds(r.Op(op))});
     }
     for (auto& [stage, members] : by_stage) add(op, std::move(members));
   }
   // Per replica: gradient clipping over its stages; embedding all-reduce of first and last.
-  std::map<int64_t, std::vector<analysis::CommMember>> clip;
+  std::map<int64_t, std::vector<analysis::detect::CommMember>> clip;
   for (const RankRow& r : rows) {
     if (r.ops.count("optimizer-clip-main-grad")) {
       clip[r.dp].push_back({r.rank, Seconds(r.Op("optimizer-clip-main-grad"))});

@@ -41,7 +41,7 @@ struct NamedSeries {
 struct DetectInput {
   std::string path;
   std::vector<NamedSeries> series;
-  std::vector<analysis::BlameInput> steps;  // kBytedance only, ascending step.
+  std::vector<analysis::detect::BlameInput> steps;  // kBytedance only, ascending step.
 };
 
 // Reads `path` in `format`. `column` as described above ("" for the default).

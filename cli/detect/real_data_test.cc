@@ -106,7 +106,8 @@ TEST(TcpdF1RealDataTest, MatchesTcpdBenchScores) {
     for (const auto& [annotator, cps] : annotations[name].items()) {
       sets.push_back(cps.get<std::vector<int64_t>>());
     }
-    const auto f1 = analysis::TcpdF1(sets, entry["cplocations"].get<std::vector<int64_t>>());
+    const auto f1 =
+        analysis::detect::TcpdF1(sets, entry["cplocations"].get<std::vector<int64_t>>());
     ASSERT_TRUE(f1.ok()) << name;
     EXPECT_NEAR(f1->f1, entry["f1"].get<double>(), 1e-9) << name;
     ++checked;
@@ -151,9 +152,10 @@ TEST(AlibabaTest, Job2HasNoChangePoint) {
 }
 
 // The online detector, fed one sample at a time as the controller would.
-std::vector<analysis::DetectorEvent> Online(const NamedSeries& s) {
-  analysis::OnlineDetector d = *analysis::OnlineDetector::Create(analysis::OnlineDetectorOptions());
-  std::vector<analysis::DetectorEvent> events;
+std::vector<analysis::detect::DetectorEvent> Online(const NamedSeries& s) {
+  analysis::detect::OnlineDetector d =
+      *analysis::detect::OnlineDetector::Create(analysis::detect::OnlineDetectorOptions());
+  std::vector<analysis::detect::DetectorEvent> events;
   for (size_t i = 0; i < s.values.size(); ++i) {
     auto e = d.AddValue(static_cast<int64_t>(i), s.values[i]);
     EXPECT_TRUE(e.ok());
@@ -168,10 +170,10 @@ TEST(AlibabaTest, OnlineDetectorOnJob1AndJob2) {
       *ReadAlibaba(falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
   for (const NamedSeries& s : job1.series) {
     const auto events = Online(s);
-    std::vector<analysis::DetectorEvent> slow, recovered;
+    std::vector<analysis::detect::DetectorEvent> slow, recovered;
     for (const auto& e : events) {
-      if (e.kind == analysis::ChangeKind::kSlowdown) slow.push_back(e);
-      if (e.kind == analysis::ChangeKind::kRecovery) recovered.push_back(e);
+      if (e.kind == analysis::detect::ChangeKind::kSlowdown) slow.push_back(e);
+      if (e.kind == analysis::detect::ChangeKind::kRecovery) recovered.push_back(e);
     }
     if (s.name != "worker_6") {
       EXPECT_TRUE(slow.empty()) << s.name << " onset at " << slow.front().iteration;

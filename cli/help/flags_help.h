@@ -2,9 +2,9 @@
 // and exiting with status 1, which scripts read as a failure; a tool calls WantsHelp() before
 // absl::ParseCommandLine and, when it is true, prints FlagsHelp() to stdout and exits 0.
 //
-//   if (falcon::cli::WantsHelp(argc, argv)) {
-//     std::fputs(falcon::cli::FlagsHelp(kUsage, "falcon_plan_main.cc", true).c_str(), stdout);
-//     return 0;
+//   if (falcon::cli::help::WantsHelp(argc, argv)) {
+//     std::fputs(falcon::cli::help::FlagsHelp(kUsage, "falcon_plan_main.cc", true).c_str(),
+//     stdout); return 0;
 //   }
 //
 // Thread-compatible; reads the process's flag registry, no I/O.

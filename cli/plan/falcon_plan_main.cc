@@ -74,10 +74,11 @@ int Finish(const absl::StatusOr<std::string>& out) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::fputs(falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                            "falcon_plan_main.cc", /*dashes=*/true)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage),
+                                     "falcon_plan_main.cc", /*dashes=*/true)
+            .c_str(),
+        stdout);
     return 0;
   }
   // The documented spelling uses dashes (--slow-links); the pre-unification names stay aliases.
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   std::vector<char*> raw;
   for (std::string& a : rewritten) raw.push_back(a.data());
   const std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
   if (args.size() != 2) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;

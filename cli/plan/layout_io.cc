@@ -17,8 +17,8 @@
 namespace falcon::cli::plan {
 namespace {
 
-using analysis::Layout;
-using analysis::RankPlacement;
+using analysis::plan::Layout;
+using analysis::plan::RankPlacement;
 
 constexpr const char* kIntColumns[] = {"rank", "dp", "pp", "tp"};
 

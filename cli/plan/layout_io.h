@@ -23,13 +23,14 @@ namespace falcon::cli::plan {
 // Parses and validates a layout. `source` names the input in errors ("layout.csv:3: column dp:
 // ..."). kInvalidArgument for malformed text, a missing or non-integer field, or a layout that
 // Layout::Create rejects.
-absl::StatusOr<analysis::Layout> ParseLayout(absl::string_view text, absl::string_view source);
+absl::StatusOr<analysis::plan::Layout> ParseLayout(absl::string_view text,
+                                                   absl::string_view source);
 
 // The layout as a JSON array of {"rank","node","dp","pp","tp"} objects, sorted by rank.
-nlohmann::ordered_json LayoutToJson(const analysis::Layout& layout);
+nlohmann::ordered_json LayoutToJson(const analysis::plan::Layout& layout);
 
 // The layout as CSV with the header rank,node,dp,pp,tp.
-std::string LayoutToCsv(const analysis::Layout& layout);
+std::string LayoutToCsv(const analysis::plan::Layout& layout);
 
 // Reads a whole file. kNotFound / kPermissionDenied / kUnknown naming the path.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);

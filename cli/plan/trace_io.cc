@@ -72,11 +72,11 @@ absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::s
     row.iteration_time = absl::Seconds(seconds);
     const std::string cause = absl::AsciiStrToLower(cell("cause"));
     if (cause == "compute") {
-      row.cause = analysis::Cause::kCompute;
+      row.cause = analysis::plan::Cause::kCompute;
     } else if (cause == "communication" || cause == "comm") {
-      row.cause = analysis::Cause::kCommunication;
+      row.cause = analysis::plan::Cause::kCommunication;
     } else if (cause == "unknown") {
-      row.cause = analysis::Cause::kUnknown;
+      row.cause = analysis::plan::Cause::kUnknown;
     } else if (cause != "none" && cause != "healthy" && !cause.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": column cause: '", cell("cause"),

@@ -28,9 +28,9 @@ namespace falcon::cli::plan {
 
 struct TraceRow {
   int64_t iteration = 0;
-  absl::Duration iteration_time;         // > 0
-  std::optional<analysis::Cause> cause;  // nullopt: healthy
-  int line = 0;                          // line number in the file, for messages
+  absl::Duration iteration_time;               // > 0
+  std::optional<analysis::plan::Cause> cause;  // nullopt: healthy
+  int line = 0;                                // line number in the file, for messages
 };
 
 // kInvalidArgument naming "source:line: column ..." for a missing header column, a non-numeric

@@ -31,7 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 // Iterations [from, to).
 struct IterationWindow {
@@ -80,6 +80,6 @@ absl::StatusOr<FaultPlan> ParseFaultSpec(absl::string_view spec);
 // be read; otherwise as ParseFaultSpec.
 absl::StatusOr<FaultPlan> LoadFaultSpec(absl::string_view flag);
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault
 
 #endif  // FALCON_COLLECTIVE_FAULT_FAULT_SPEC_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 namespace {
 
 TEST(FaultSpecTest, ParsesEveryKind) {
@@ -85,4 +85,4 @@ TEST(FaultSpecTest, LoadsFromFileWithAtPrefix) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

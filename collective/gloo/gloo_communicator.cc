@@ -21,7 +21,7 @@
 #include "collective/ring/ring_collectives.h"
 #include "collective/store.h"
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 namespace {
 
 constexpr uint64_t kCollectiveSlot = 1;  // Collectives and split exchanges.
@@ -206,4 +206,4 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooWorld(
   return std::unique_ptr<Communicator>(std::move(*comm));
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo

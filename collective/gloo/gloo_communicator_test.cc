@@ -16,7 +16,7 @@
 #include "collective/testing/recording_observer.h"
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 namespace {
 
 using ::falcon::collective::testing::CheckAllOps;
@@ -229,10 +229,10 @@ TEST(GlooCommunicatorTest, RendezvousTimesOutWhenARankNeverArrives) {
 TEST(GlooCommunicatorTest, LinkFaultDelaysExactlyThatLink) {
   const std::string dir = FreshDir("link");
   auto exits = RunRanks(4, [&](int rank) -> absl::Status {
-    RecordingSleeper recorder;
+    fault::RecordingSleeper recorder;
     CommRuntimeOptions o;
     o.rank = rank;
-    LinkFault f;
+    fault::LinkFault f;
     f.src = 1;
     f.dst = 2;
     f.delay = absl::Milliseconds(7);
@@ -269,7 +269,7 @@ TEST(GlooCommunicatorTest, RealLinkDelayShowsInTimingsOfThatPairOnly) {
     RecordingObserver observer;
     CommRuntimeOptions o;
     o.rank = rank;
-    LinkFault f;
+    fault::LinkFault f;
     f.src = 2;
     f.dst = 3;
     f.delay = delay;
@@ -351,4 +351,4 @@ TEST(GlooCommunicatorTest, PauseHoldsNextOpUntilResumeWhileValidationRuns) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo

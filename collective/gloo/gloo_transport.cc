@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 namespace {
 
 // Which side an exception came from, for the error's peer and wording.
@@ -37,7 +37,7 @@ int GlooTransport::rank() const { return context_->rank; }
 int GlooTransport::size() const { return context_->size; }
 
 void GlooTransport::Shape(int peer, size_t bytes) const {
-  const LinkShaper* shaper = runtime_->link_shaper();
+  const fault::LinkShaper* shaper = runtime_->link_shaper();
   if (shaper == nullptr) return;
   shaper->Apply(members_[context_->rank], members_[peer], bytes, runtime_->iteration());
 }
@@ -112,4 +112,4 @@ absl::Status GlooTransport::SendRecv(int dst, const void* send, size_t send_byte
   return absl::OkStatus();
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo

@@ -22,9 +22,9 @@ namespace gloo {
 class Context;
 }  // namespace gloo
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 
-class GlooTransport : public Transport {
+class GlooTransport : public ring::Transport {
  public:
   // Builds an error about comm rank `peer` (the communicator formats its own identity in).
   using ErrorFn = std::function<absl::Status(absl::StatusCode, int peer, absl::string_view)>;
@@ -54,6 +54,6 @@ class GlooTransport : public Transport {
   ErrorFn error_;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo
 
 #endif  // FALCON_COLLECTIVE_GLOO_GLOO_TRANSPORT_H_

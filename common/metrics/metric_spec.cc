@@ -11,7 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
-namespace falcon::common {
+namespace falcon::common::metrics {
 namespace {
 
 void CheckType(const MetricSpec& spec, MetricType want) {
@@ -152,4 +152,4 @@ std::vector<std::string> RegistryMismatches(const std::vector<prometheus::Metric
   return problems;
 }
 
-}  // namespace falcon::common
+}  // namespace falcon::common::metrics

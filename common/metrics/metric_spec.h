@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace falcon::common {
+namespace falcon::common::metrics {
 
 enum class MetricType { kCounter, kGauge, kHistogram };
 
@@ -72,6 +72,6 @@ std::vector<std::string> CheckMetricTable(absl::Span<const MetricSpec> specs,
 std::vector<std::string> RegistryMismatches(const std::vector<prometheus::MetricFamily>& families,
                                             absl::Span<const MetricSpec> specs);
 
-}  // namespace falcon::common
+}  // namespace falcon::common::metrics
 
 #endif  // FALCON_COMMON_METRICS_METRIC_SPEC_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::common {
+namespace falcon::common::metrics {
 namespace {
 
 constexpr MetricSpec kRequests{"falcon_test_requests_total", MetricType::kCounter, "requests",
@@ -81,4 +81,4 @@ TEST(MetricSpecTest, RegistryMismatchesNamesEachDifference) {
 }
 
 }  // namespace
-}  // namespace falcon::common
+}  // namespace falcon::common::metrics

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 uint64_t AgentHub::Attach(const std::string& agent_id, std::shared_ptr<AgentChannel> channel) {
   Entry& e = channels_[agent_id];
@@ -38,4 +38,4 @@ bool AgentHub::Send(const std::string& agent_id, const falcon::v1::ControllerMes
   return true;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core

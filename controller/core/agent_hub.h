@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "proto/falcon/v1/telemetry.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 // One agent's outbound stream. Implemented by the gRPC reactor (service/) and by fakes in tests.
 class AgentChannel {
@@ -50,6 +50,6 @@ class AgentHub {
   uint64_t dropped_ = 0;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core
 
 #endif  // FALCON_CONTROLLER_CORE_AGENT_HUB_H_

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 using falcon::v1::DirectiveRecord;
 
@@ -19,7 +19,7 @@ namespace {
 std::string DirectiveFields(const DirectiveRecord& r) {
   return absl::StrCat("job=", r.directive().job(), " event=", r.event_id(),
                       " directive=", r.directive().directive_id(),
-                      " strategy=", StrategyLabel(r.directive()));
+                      " strategy=", metrics::StrategyLabel(r.directive()));
 }
 
 // " rank=1,2" for explicit targets, " rank=all" for every rank of the job.
@@ -48,7 +48,8 @@ absl::Status DirectiveOptions::Validate() const {
 }
 
 DirectiveIssuer::DirectiveIssuer(DirectiveOptions options, const common::Clock* clock,
-                                 IdAllocator* ids, AgentHub* hub, ControllerMetrics* metrics)
+                                 IdAllocator* ids, AgentHub* hub,
+                                 metrics::ControllerMetrics* metrics)
     : options_(options), clock_(clock), ids_(ids), hub_(hub), metrics_(metrics) {}
 
 bool DirectiveIssuer::IsPlan(const falcon::v1::Directive& d) {
@@ -77,7 +78,7 @@ void DirectiveIssuer::Load(const std::vector<DirectiveRecord>& records) {
   }
 }
 
-uint64_t DirectiveIssuer::Epoch(const JobEntry& job) const {
+uint64_t DirectiveIssuer::Epoch(const registry::JobEntry& job) const {
   auto it = issued_epoch_.find(job.name());
   return it == issued_epoch_.end() ? job.epoch() : std::max(job.epoch(), it->second);
 }
@@ -93,13 +94,13 @@ int64_t DirectiveIssuer::EffectiveIteration(const std::string& job) const {
 }
 
 std::vector<uint32_t> DirectiveIssuer::Targets(const falcon::v1::Directive& d,
-                                               const JobEntry& job) {
+                                               const registry::JobEntry& job) {
   if (d.target_ranks_size() == 0) return job.ranks();
   return std::vector<uint32_t>(d.target_ranks().begin(), d.target_ranks().end());
 }
 
 uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_id,
-                                const JobEntry& job, UnitOfWork* uow,
+                                const registry::JobEntry& job, UnitOfWork* uow,
                                 const falcon::v1::Directive* rollback) {
   const uint64_t id = ids_->NextDirectiveId(&uow->txn());
   uint64_t epoch = Epoch(job);
@@ -126,7 +127,7 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   uow->txn().PutDirective(record);
   retries_[id] = Retry{now + options_.retry_initial, options_.retry_initial};
   // Copy what the send needs: the job entry may change before the commit runs the action.
-  JobEntry snapshot = job;
+  registry::JobEntry snapshot = job;
   std::string line =
       absl::StrCat("directive issued ", DirectiveFields(record), TargetFields(directive),
                    " epoch=", epoch, " effective_iteration=", directive.effective_iteration());
@@ -142,7 +143,7 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   return id;
 }
 
-void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const JobEntry& job,
+void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const registry::JobEntry& job,
                              const std::string& only_agent, const std::set<uint32_t>& only_ranks) {
   std::set<std::string> agents;
   for (uint32_t r : Targets(d, job)) {
@@ -156,8 +157,8 @@ void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const JobEntry& job
   }
 }
 
-void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, UnitOfWork* uow,
-                                  AckOutcome* out) {
+void DirectiveIssuer::UpdateState(DirectiveRecord& record, const registry::JobEntry& job,
+                                  UnitOfWork* uow, AckOutcome* out) {
   if (record.state() != DirectiveRecord::STATE_PENDING) return;
   const falcon::v1::DirectiveAck* rejected = nullptr;
   std::set<uint32_t> applied;
@@ -212,7 +213,7 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, 
 }
 
 DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAck& ack,
-                                                   const JobEntry& job, UnitOfWork* uow) {
+                                                   const registry::JobEntry& job, UnitOfWork* uow) {
   AckOutcome out;
   auto it = records_.find(ack.directive_id());
   if (it == records_.end() || it->second.directive().job() != ack.job()) {
@@ -274,7 +275,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
 
 std::vector<uint64_t> DirectiveIssuer::Tick(
     absl::Time now, UnitOfWork* uow,
-    const std::function<const JobEntry*(const std::string&)>& jobs) {
+    const std::function<const registry::JobEntry*(const std::string&)>& jobs) {
   std::vector<uint64_t> timed_out;
   const int64_t cutoff = absl::ToUnixNanos(now - options_.ack_timeout);
   for (auto& [id, record] : records_) {
@@ -304,7 +305,7 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
     }
     auto r = retries_.find(id);
     if (r == retries_.end() || now < r->second.due || !jobs) continue;
-    const JobEntry* job = jobs(record.directive().job());
+    const registry::JobEntry* job = jobs(record.directive().job());
     if (job == nullptr) continue;
     // Re-deliver to the targets without a final answer (RECEIVED ones too: cheap and harmless).
     std::set<uint32_t> final_ranks;
@@ -323,7 +324,7 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
     uow->txn().PutDirective(record);
     r->second.backoff = std::min(options_.retry_max, r->second.backoff * 2);
     r->second.due = now + r->second.backoff;
-    JobEntry snapshot = *job;
+    registry::JobEntry snapshot = *job;
     falcon::v1::Directive d = record.directive();
     VLOG(1) << "directive redelivered " << DirectiveFields(record)
             << " rank=" << absl::StrJoin(open, ",") << " deliveries=" << record.deliveries();
@@ -332,7 +333,7 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
   return timed_out;
 }
 
-void DirectiveIssuer::Redeliver(const std::string& agent_id, const JobEntry& job) {
+void DirectiveIssuer::Redeliver(const std::string& agent_id, const registry::JobEntry& job) {
   for (const auto& [id, record] : records_) {
     if (record.state() == DirectiveRecord::STATE_PENDING &&
         record.directive().job() == job.name()) {
@@ -357,4 +358,4 @@ std::vector<DirectiveRecord> DirectiveIssuer::List(const std::string& job, uint3
   return out;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core

@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 using falcon::controller::v1::EventRecord;
 using falcon::v1::Event;
@@ -47,7 +47,8 @@ int64_t SeriesRank(const std::string& series) {
   return r;
 }
 
-EventManager::EventManager(const common::Clock* clock, IdAllocator* ids, ControllerMetrics* metrics)
+EventManager::EventManager(const common::Clock* clock, core::IdAllocator* ids,
+                           metrics::ControllerMetrics* metrics)
     : clock_(clock), ids_(ids), metrics_(metrics) {}
 
 bool EventManager::IsActiveState(falcon::v1::EventState s) {
@@ -74,11 +75,12 @@ void EventManager::Load(const std::vector<EventRecord>& records) {
   }
 }
 
-EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset, UnitOfWork* uow) {
+EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset,
+                                core::UnitOfWork* uow) {
   const uint64_t id = ids_->NextEventId(&uow->txn());
   EventRecord& r = events_[id];
   Event* e = r.mutable_event();
-  const analysis::DetectorEvent& d = onset.detection;
+  const analysis::detect::DetectorEvent& d = onset.detection;
   e->set_event_id(id);
   e->set_job(job);
   e->set_cause(falcon::v1::CAUSE_UNSPECIFIED);
@@ -133,7 +135,7 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
 }
 
 EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iteration,
-                                      UnitOfWork* uow) {
+                                      core::UnitOfWork* uow) {
   const uint64_t id = ids_->NextEventId(&uow->txn());
   EventRecord& r = events_[id];
   Event* e = r.mutable_event();
@@ -157,7 +159,7 @@ EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iterat
   return &r;
 }
 
-void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, UnitOfWork* uow) {
+void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, core::UnitOfWork* uow) {
   for (const std::string& s : event->onset_series()) {
     if (s == onset.series) {
       // The series slowed down further (or again after a partial recovery).
@@ -184,7 +186,8 @@ void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, UnitOfWo
 }
 
 bool EventManager::SeriesRecovered(EventRecord* event, const std::string& series,
-                                   const analysis::DetectorEvent& recovery, UnitOfWork* uow) {
+                                   const analysis::detect::DetectorEvent& recovery,
+                                   core::UnitOfWork* uow) {
   bool member = std::find(event->onset_series().begin(), event->onset_series().end(), series) !=
                 event->onset_series().end();
   if (!member) return false;
@@ -215,7 +218,7 @@ bool EventManager::SeriesRecovered(EventRecord* event, const std::string& series
 }
 
 void EventManager::Recover(EventRecord* event, int64_t recovery_iteration, int64_t job_iteration,
-                           const std::string& reason, UnitOfWork* uow) {
+                           const std::string& reason, core::UnitOfWork* uow) {
   Event* e = event->mutable_event();
   e->set_recovery_iteration(recovery_iteration);
   e->set_recovery_time_ns(absl::ToUnixNanos(clock_->Now()));
@@ -224,13 +227,13 @@ void EventManager::Recover(EventRecord* event, int64_t recovery_iteration, int64
 }
 
 void EventManager::Close(EventRecord* event, int64_t job_iteration, const std::string& reason,
-                         UnitOfWork* uow) {
+                         core::UnitOfWork* uow) {
   event->set_phase(falcon::controller::v1::PHASE_ENDED);
   Transition(event, falcon::v1::EVENT_STATE_CLOSED, job_iteration, reason, uow);
 }
 
 void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, int64_t iteration,
-                              const std::string& reason, UnitOfWork* uow) {
+                              const std::string& reason, core::UnitOfWork* uow) {
   Event* e = event->mutable_event();
   const falcon::v1::EventState previous = e->state();
   const falcon::v1::Cause previous_cause = e->cause();
@@ -246,15 +249,16 @@ void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, 
   }
   Persist(*event, uow);
   const std::string line = absl::StrCat(
-      "event ", EventStateLabel(state), " job=", e->job(), " event=", e->event_id(),
-      CulpritFields(*event), " cause=", CauseLabel(e->cause()), " from=", EventStateLabel(previous),
-      " iteration=", iteration, " reason=\"", reason, "\"");
+      "event ", metrics::EventStateLabel(state), " job=", e->job(), " event=", e->event_id(),
+      CulpritFields(*event), " cause=", metrics::CauseLabel(e->cause()),
+      " from=", metrics::EventStateLabel(previous), " iteration=", iteration, " reason=\"", reason,
+      "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
   AfterTransition(*e, previous, previous_cause, uow);
 }
 
 void EventManager::AfterTransition(const Event& event, falcon::v1::EventState previous_state,
-                                   falcon::v1::Cause previous_cause, UnitOfWork* uow) {
+                                   falcon::v1::Cause previous_cause, core::UnitOfWork* uow) {
   Event copy = event;
   uow->AfterCommit([this, copy, previous_state, previous_cause]() {
     if (metrics_ != nullptr) {
@@ -270,7 +274,7 @@ void EventManager::AfterTransition(const Event& event, falcon::v1::EventState pr
   });
 }
 
-void EventManager::Persist(const EventRecord& event, UnitOfWork* uow) {
+void EventManager::Persist(const EventRecord& event, core::UnitOfWork* uow) {
   uow->txn().PutEvent(event);
   since_persist_[event.event().job()] = 0;
 }
@@ -296,7 +300,7 @@ void EventManager::ObserveSeries(const std::string& job, const std::string& seri
 }
 
 void EventManager::AccountIteration(const std::string& job, int64_t, absl::Duration iteration_time,
-                                    UnitOfWork* uow, int persist_every) {
+                                    core::UnitOfWork* uow, int persist_every) {
   EventRecord* event = Active(job);
   if (event == nullptr || event->event().state() == falcon::v1::EVENT_STATE_SUSPECTED) return;
   int64_t baseline = event->job_baseline_ns() > 0 ? event->job_baseline_ns()
@@ -352,4 +356,4 @@ uint64_t EventManager::Watch(const std::string& job, Watcher watcher) {
 
 void EventManager::Unwatch(uint64_t watch_id) { watchers_.erase(watch_id); }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

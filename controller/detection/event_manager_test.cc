@@ -8,7 +8,7 @@
 #include "controller/store/in_memory_kv_store.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 namespace {
 
 using falcon::controller::v1::EventRecord;
@@ -16,7 +16,7 @@ using falcon::controller::v1::EventRecord;
 class EventManagerTest : public ::testing::Test {
  protected:
   EventManagerTest()
-      : kv_(ControllerStore::TableNames()),
+      : kv_(store::ControllerStore::TableNames()),
         store_(&kv_, &clock_),
         metrics_(registry_, "t"),
         ids_(falcon::controller::v1::MetaRecord{}),
@@ -25,7 +25,7 @@ class EventManagerTest : public ::testing::Test {
   SeriesOnset Onset(const std::string& series, int64_t iteration) {
     SeriesOnset o;
     o.series = series;
-    o.detection.kind = analysis::ChangeKind::kSlowdown;
+    o.detection.kind = analysis::detect::ChangeKind::kSlowdown;
     o.detection.iteration = iteration;
     o.detection.decided_at = iteration + 3;
     o.detection.ratio = 1.5;
@@ -49,11 +49,11 @@ class EventManagerTest : public ::testing::Test {
   }
 
   common::FakeClock clock_;
-  InMemoryKvStore kv_;
-  ControllerStore store_;
+  store::InMemoryKvStore kv_;
+  store::ControllerStore store_;
   prometheus::Registry registry_;
-  ControllerMetrics metrics_;
-  IdAllocator ids_;
+  metrics::ControllerMetrics metrics_;
+  core::IdAllocator ids_;
   EventManager events_;
 };
 
@@ -61,7 +61,7 @@ TEST_F(EventManagerTest, OpenRecordsSuspectedAndConfirmedAndNotifiesAfterCommit)
   std::vector<falcon::v1::Event> seen;
   events_.Watch("j", [&](const falcon::v1::Event& e) { seen.push_back(e); });
   events_.Watch("other", [&](const falcon::v1::Event&) { FAIL() << "wrong job"; });
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   EventRecord* e = events_.Open("j", Onset(RankSeries(6), 181), &uow);
   EXPECT_TRUE(seen.empty());
   ASSERT_TRUE(uow.Commit(&store_).ok());
@@ -79,8 +79,8 @@ TEST_F(EventManagerTest, OpenRecordsSuspectedAndConfirmedAndNotifiesAfterCommit)
   EXPECT_EQ(ev.transitions(0).iteration(), 181);
   EXPECT_EQ(e->suspect_ranks(0), 6u);
   EXPECT_EQ(events_.Active("j"), e);
-  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 1);
-  EXPECT_EQ(Gauge(metric::kActiveFailSlows.name, {{"job", "j"}}), 1);
+  EXPECT_EQ(Gauge(metrics::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 1);
+  EXPECT_EQ(Gauge(metrics::kActiveFailSlows.name, {{"job", "j"}}), 1);
   // Stored.
   auto stored = store_.LoadEvents();
   ASSERT_EQ(stored->size(), 1u);
@@ -88,14 +88,14 @@ TEST_F(EventManagerTest, OpenRecordsSuspectedAndConfirmedAndNotifiesAfterCommit)
 }
 
 TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   EventRecord* e = events_.Open("j", Onset(RankSeries(6), 181), &uow);
   events_.Attach(e, Onset(kJobSeries, 180), &uow);
   events_.Attach(e, Onset(kJobSeries, 183), &uow);  // Same series again: no duplicate.
   EXPECT_EQ(e->onset_series_size(), 2);
   EXPECT_EQ(e->event().onset_iteration(), 180);  // The earlier onset wins.
-  analysis::DetectorEvent rec;
-  rec.kind = analysis::ChangeKind::kRecovery;
+  analysis::detect::DetectorEvent rec;
+  rec.kind = analysis::detect::ChangeKind::kRecovery;
   EXPECT_FALSE(events_.SeriesRecovered(e, RankSeries(6), rec, &uow));
   EXPECT_FALSE(events_.SeriesRecovered(e, RankSeries(3), rec, &uow));  // Not a member.
   EXPECT_TRUE(events_.SeriesRecovered(e, kJobSeries, rec, &uow));
@@ -104,8 +104,8 @@ TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
   EXPECT_EQ(e->event().state(), falcon::v1::EVENT_STATE_RECOVERED);
   EXPECT_EQ(e->event().recovery_iteration(), 195);
   EXPECT_EQ(events_.Active("j"), nullptr);
-  EXPECT_EQ(Gauge(metric::kActiveFailSlows.name, {{"job", "j"}}), 0);
-  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "recovered"}, {"cause", "none"}}), 1);
+  EXPECT_EQ(Gauge(metrics::kActiveFailSlows.name, {{"job", "j"}}), 0);
+  EXPECT_EQ(Gauge(metrics::kEvents.name, {{"state", "recovered"}, {"cause", "none"}}), 1);
   // A new onset now opens a second event.
   EventRecord* second = events_.Open("j", Onset(kJobSeries, 300), &uow);
   EXPECT_EQ(second->event().event_id(), 2u);
@@ -115,7 +115,7 @@ TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
 }
 
 TEST_F(EventManagerTest, LostSecondsAgainstBaselineAndReload) {
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   EventRecord* e = events_.Open("j", Onset(kJobSeries, 10), &uow);
   for (int i = 0; i < 4; ++i) events_.AccountIteration("j", 13 + i, absl::Milliseconds(600), &uow);
   events_.AccountIteration("j", 17, absl::Milliseconds(300), &uow);  // Faster than baseline.
@@ -141,4 +141,4 @@ TEST_F(EventManagerTest, SeriesNames) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

@@ -19,7 +19,7 @@
 #include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 // What a mitigation strategy may read and do. Errors: kNotFound for an unknown event or job;
 // kFailedPrecondition when the event is not in a state that allows the call.
@@ -29,8 +29,8 @@ class EventActions {
 
   virtual absl::Time Now() const = 0;
   virtual const falcon::v1::Event* FindEvent(uint64_t event_id) const = 0;
-  virtual const JobEntry* FindJob(const std::string& job) const = 0;
-  virtual EffectiveSettings Settings(const std::string& job) const = 0;
+  virtual const registry::JobEntry* FindJob(const std::string& job) const = 0;
+  virtual settings::EffectiveSettings Settings(const std::string& job) const = 0;
   // The job's latest completed iteration (-1 none) and its iteration time.
   virtual int64_t LastIteration(const std::string& job) const = 0;
 
@@ -93,6 +93,6 @@ class MitigationHook {
   virtual void Tick(absl::Time /*now*/, EventActions& /*actions*/) {}
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_

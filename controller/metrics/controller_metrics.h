@@ -24,7 +24,7 @@
 #include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::metrics {
 
 // "suspected", "confirmed", ...; "compute", "communication", "unknown", "none" (not yet known).
 std::string EventStateLabel(falcon::v1::EventState state);
@@ -99,6 +99,6 @@ class ControllerMetrics : public common::ErrorCounter {
   std::map<std::string, JobSeries> per_job_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::metrics
 
 #endif  // FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::metrics {
 namespace {
 
 // Value of the series with exactly these labels, -1 when absent.
@@ -38,19 +38,17 @@ double Value(prometheus::Registry& registry, const std::string& name,
 TEST(ControllerMetricsTest, EventsMoveBetweenStates) {
   prometheus::Registry registry;
   ControllerMetrics m(registry, "test-1");
-  EXPECT_EQ(Value(registry, metric::kBuildInfo.name, {{"version", "test-1"}}), 1);
+  EXPECT_EQ(Value(registry, kBuildInfo.name, {{"version", "test-1"}}), 1);
   m.EventTransition(falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED,
                     falcon::v1::EVENT_STATE_CONFIRMED, falcon::v1::CAUSE_UNSPECIFIED);
   m.EventTransition(falcon::v1::EVENT_STATE_CONFIRMED, falcon::v1::CAUSE_UNSPECIFIED,
                     falcon::v1::EVENT_STATE_LOCALIZED, falcon::v1::CAUSE_COMPUTE);
-  EXPECT_EQ(Value(registry, metric::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 0);
-  EXPECT_EQ(Value(registry, metric::kEvents.name, {{"state", "localized"}, {"cause", "compute"}}),
-            1);
-  EXPECT_EQ(Value(registry, metric::kEventTransitions.name,
-                  {{"state", "localized"}, {"cause", "compute"}}),
+  EXPECT_EQ(Value(registry, kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 0);
+  EXPECT_EQ(Value(registry, kEvents.name, {{"state", "localized"}, {"cause", "compute"}}), 1);
+  EXPECT_EQ(Value(registry, kEventTransitions.name, {{"state", "localized"}, {"cause", "compute"}}),
             1);
   m.DetectionDelay(absl::Seconds(3), 3);
-  EXPECT_EQ(Value(registry, metric::kDetectionDelaySeconds.name, {}), 1);
+  EXPECT_EQ(Value(registry, kDetectionDelaySeconds.name, {}), 1);
 }
 
 TEST(ControllerMetricsTest, PerJobSeriesAreRemovedWithTheJob) {
@@ -58,22 +56,22 @@ TEST(ControllerMetricsTest, PerJobSeriesAreRemovedWithTheJob) {
   ControllerMetrics m(registry, "v");
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Milliseconds(250));
-  EXPECT_EQ(Value(registry, metric::kActiveFailSlows.name, {{"job", "j"}}), 1);
-  EXPECT_DOUBLE_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), 0.25);
+  EXPECT_EQ(Value(registry, kActiveFailSlows.name, {{"job", "j"}}), 1);
+  EXPECT_DOUBLE_EQ(Value(registry, kJobIterationTime.name, {{"job", "j"}}), 0.25);
   m.JobIterationTime("j", absl::Milliseconds(300));
-  EXPECT_DOUBLE_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), 0.3);
-  EXPECT_EQ(Value(registry, metric::kJobIterations.name, {{"job", "j"}}), 2);
+  EXPECT_DOUBLE_EQ(Value(registry, kJobIterationTime.name, {{"job", "j"}}), 0.3);
+  EXPECT_EQ(Value(registry, kJobIterations.name, {{"job", "j"}}), 2);
   m.RemoveJob("j");
-  EXPECT_EQ(Value(registry, metric::kActiveFailSlows.name, {{"job", "j"}}), -1);
-  EXPECT_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), -1);
-  EXPECT_EQ(Value(registry, metric::kJobIterations.name, {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, kActiveFailSlows.name, {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, kJobIterationTime.name, {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, kJobIterations.name, {{"job", "j"}}), -1);
   m.Summaries(5);
   m.OpRecords(7);
   m.StoreWrite(absl::Microseconds(20), false);
-  EXPECT_EQ(Value(registry, metric::kIngestIterationSummaries.name, {}), 5);
-  EXPECT_EQ(Value(registry, metric::kIngestOpRecords.name, {}), 7);
-  EXPECT_EQ(Value(registry, metric::kStoreWriteErrors.name, {}), 1);
-  EXPECT_EQ(Value(registry, metric::kStoreWriteLatency.name, {}), 1);
+  EXPECT_EQ(Value(registry, kIngestIterationSummaries.name, {}), 5);
+  EXPECT_EQ(Value(registry, kIngestOpRecords.name, {}), 7);
+  EXPECT_EQ(Value(registry, kStoreWriteErrors.name, {}), 1);
+  EXPECT_EQ(Value(registry, kStoreWriteLatency.name, {}), 1);
 }
 
 TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
@@ -89,10 +87,10 @@ TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
   m.DirectiveIssued(s2);
   m.DirectiveIssued(s3);
   m.DirectiveIssued(pause);
-  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s2"}}), 2);
-  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s3"}}), 1);
-  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "pause"}}), 1);
-  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s4"}}), -1);
+  EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "s2"}}), 2);
+  EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "s3"}}), 1);
+  EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "pause"}}), 1);
+  EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "s4"}}), -1);
   falcon::v1::Directive s4;
   s4.mutable_checkpoint_restart();
   EXPECT_EQ(StrategyLabel(s4), "s4");
@@ -102,7 +100,7 @@ TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
 // Every family the controller registers is declared in the table, with its type, and its series
 // carry only the declared labels; the table itself is well formed.
 TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
-  EXPECT_TRUE(common::CheckMetricTable(metric::kAll, metric::kPrefix).empty());
+  EXPECT_TRUE(common::metrics::CheckMetricTable(kAll, kPrefix).empty());
   prometheus::Registry registry;
   ControllerMetrics m(registry, "v");
   falcon::v1::Directive s2;
@@ -113,8 +111,8 @@ TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Seconds(1));
   m.CountError("test_site");
-  EXPECT_THAT(common::RegistryMismatches(registry.Collect(), metric::kAll), ::testing::IsEmpty());
+  EXPECT_THAT(common::metrics::RegistryMismatches(registry.Collect(), kAll), ::testing::IsEmpty());
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::metrics

@@ -9,10 +9,10 @@
 
 #include "common/metrics/metric_spec.h"
 
-namespace falcon::controller::metric {
+namespace falcon::controller::metrics {
 
-using common::MetricSpec;
-using common::MetricType;
+using common::metrics::MetricSpec;
+using common::metrics::MetricType;
 
 inline constexpr char kPrefix[] = "falcon_controller_";
 
@@ -104,6 +104,6 @@ inline constexpr MetricSpec kAll[] = {
     kErrors,
 };
 
-}  // namespace falcon::controller::metric
+}  // namespace falcon::controller::metrics
 
 #endif  // FALCON_CONTROLLER_METRICS_METRIC_TABLE_H_

@@ -11,8 +11,8 @@
 
 namespace falcon::controller::mitigation {
 
-using analysis::EscalationStep;
-using analysis::Strategy;
+using analysis::plan::EscalationStep;
+using analysis::plan::Strategy;
 
 Orchestrator::Orchestrator(OrchestratorOptions options, const common::Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
@@ -24,8 +24,8 @@ void Orchestrator::SetErrorCounter(common::ErrorCounter* errors) {
   for (auto& [id, st] : events_) st->ctx().errors = errors_;
 }
 
-MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event, EventActions& actions,
-                                     bool rebuild) {
+MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event,
+                                     detection::EventActions& actions, bool rebuild) {
   absl::StatusOr<std::unique_ptr<MitigationEvent>> created =
       MitigationEvent::Create(event, actions, options_, *clock_, &layouts_, errors_, rebuild);
   if (!created.ok()) {
@@ -51,7 +51,7 @@ MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event, EventAction
 }
 
 void Orchestrator::Execute(MitigationEvent& e, const absl::StatusOr<Steps>& steps,
-                           absl::string_view where, EventActions& actions) {
+                           absl::string_view where, detection::EventActions& actions) {
   if (!steps.ok()) {
     e.ctx().CountError(where, steps.status());
     return;
@@ -81,7 +81,8 @@ void Orchestrator::Execute(MitigationEvent& e, const absl::StatusOr<Steps>& step
   }
 }
 
-void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step, EventActions& actions) {
+void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
+                         detection::EventActions& actions) {
   LOG(INFO) << (step.strategy == Strategy::kS1Ignore ? "strategy chosen " : "escalating ")
             << e.ctx().Subject() << " strategy=" << ShortName(step.strategy)
             << " lost_s=" << absl::ToDoubleSeconds(step.lost)
@@ -111,7 +112,7 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step, EventAc
 }
 
 void Orchestrator::Skip(MitigationEvent& e, Strategy s, const std::string& why, int64_t iteration,
-                        EventActions& actions) {
+                        detection::EventActions& actions) {
   LOG(INFO) << "strategy not applicable " << e.ctx().Subject() << " strategy=" << ShortName(s)
             << " why=\"" << why << "\"";
   if (!e.escalation().active()) return;  // The ladder already ended (S4 in the same steps).
@@ -119,14 +120,14 @@ void Orchestrator::Skip(MitigationEvent& e, Strategy s, const std::string& why, 
           actions);
 }
 
-void Orchestrator::OnVerdict(const falcon::v1::Event& event, EventActions& actions) {
+void Orchestrator::OnVerdict(const falcon::v1::Event& event, detection::EventActions& actions) {
   if (events_.count(event.event_id())) return;
   MitigationEvent* st = Start(event, actions, /*rebuild=*/false);
   if (st != nullptr && st->Done()) events_.erase(event.event_id());
 }
 
 void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iteration,
-                                  absl::Duration iteration_time, EventActions& actions) {
+                                  absl::Duration iteration_time, detection::EventActions& actions) {
   auto it = events_.find(event.event_id());
   MitigationEvent* st = nullptr;
   if (it != events_.end()) {
@@ -148,7 +149,8 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
   st->ctx().last_iteration = iteration;
 
   // Settings changed at run time (a level disabled, mitigation off, new costs).
-  const analysis::EscalationOptions want = EscalationOptionsFor(actions.Settings(st->ctx().job));
+  const analysis::plan::EscalationOptions want =
+      EscalationOptionsFor(actions.Settings(st->ctx().job));
   if (!SameEscalationOptions(want, st->escalation().options())) {
     LOG(INFO) << "escalation settings changed " << st->ctx().Subject()
               << " iteration=" << iteration;
@@ -183,7 +185,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
 
 void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
                                    const falcon::v1::IterationSummary& summary,
-                                   EventActions& actions) {
+                                   detection::EventActions& actions) {
   auto it = events_.find(event.event_id());
   if (it == events_.end()) return;
   MitigationEvent& e = *it->second;
@@ -203,7 +205,7 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
   events_.erase(it);
 }
 
-void Orchestrator::OnRecovered(const falcon::v1::Event& event, EventActions& actions) {
+void Orchestrator::OnRecovered(const falcon::v1::Event& event, detection::EventActions& actions) {
   auto it = events_.find(event.event_id());
   if (it == events_.end()) {
     // A restart lost the state: rebuild what is in force from the log, then revert it.
@@ -224,7 +226,7 @@ void Orchestrator::OnRecovered(const falcon::v1::Event& event, EventActions& act
 }
 
 void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
-                                    EventActions& actions) {
+                                    detection::EventActions& actions) {
   if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
     RecordPlanInForce(record, actions, *errors_);
   }

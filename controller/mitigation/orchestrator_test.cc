@@ -30,7 +30,7 @@ constexpr int64_t kMitigatedNs = 116'000'000;  // Under the S2 plan.
 class OrchestratorTest : public ::testing::Test {
  protected:
   OrchestratorTest()
-      : kv_(ControllerStore::TableNames()),
+      : kv_(store::ControllerStore::TableNames()),
         metrics_(registry_, "t"),
         orchestrator_(OrchestratorOptions{}, &clock_) {
     spec_.dp = 4;
@@ -141,9 +141,9 @@ class OrchestratorTest : public ::testing::Test {
 
   LayoutSpec spec_;
   common::FakeClock clock_;
-  InMemoryKvStore kv_;
+  store::InMemoryKvStore kv_;
   prometheus::Registry registry_;
-  ControllerMetrics metrics_;
+  metrics::ControllerMetrics metrics_;
   Orchestrator orchestrator_;
   std::unique_ptr<Controller> c_;
   std::vector<std::unique_ptr<SimAgent>> agents_;

@@ -7,8 +7,8 @@
 
 namespace falcon::controller::mitigation {
 
-void PlanStrategy::Revert(const analysis::EscalationStep& step, EventContext& ctx,
-                          EventActions& actions) {
+void PlanStrategy::Revert(const analysis::plan::EscalationStep& step, EventContext& ctx,
+                          detection::EventActions& actions) {
   const auto strategy = static_cast<falcon::v1::Strategy>(level());
   if (directive_ == 0) {
     if (!dry_) return;
@@ -27,7 +27,7 @@ void PlanStrategy::Revert(const analysis::EscalationStep& step, EventContext& ct
               << " strategy=" << ShortName(level()) << " why=\"" << step.reason << "\"";
     return;
   }
-  const JobEntry* job = actions.FindJob(ctx.job);
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
   if (job == nullptr) {
     // The job is gone: nothing runs the plan any more.
     ctx.CountError("mitigation_revert_job_unknown",
@@ -57,7 +57,7 @@ void PlanStrategy::Revert(const analysis::EscalationStep& step, EventContext& ct
 }
 
 bool PlanStrategy::OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventContext& ctx,
-                                    EventActions& /*actions*/) {
+                                    detection::EventActions& /*actions*/) {
   if (record.state() != falcon::v1::DirectiveRecord::STATE_REJECTED &&
       record.state() != falcon::v1::DirectiveRecord::STATE_TIMED_OUT) {
     return false;
@@ -71,7 +71,7 @@ bool PlanStrategy::OnDirectiveState(const falcon::v1::DirectiveRecord& record, E
   return false;
 }
 
-void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& actions,
+void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, detection::EventActions& actions,
                        common::ErrorCounter& errors) {
   const falcon::v1::Directive& d = record.directive();
   std::vector<uint32_t> m;
@@ -79,7 +79,7 @@ void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& 
     m.assign(d.micro_batch_plan().micro_batches().begin(),
              d.micro_batch_plan().micro_batches().end());
   } else if (d.has_topology_change()) {
-    const JobEntry* job = actions.FindJob(d.job());
+    const registry::JobEntry* job = actions.FindJob(d.job());
     if (job == nullptr) return;  // The job ended: no plan to keep.
     m.assign(job->job().micro_batches().begin(), job->job().micro_batches().end());
   } else {

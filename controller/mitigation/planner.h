@@ -39,7 +39,7 @@ struct Culprit {
 
 // The job as the planners see it.
 struct JobShape {
-  analysis::Layout layout;              // rank -> (dp, pp, tp) and node.
+  analysis::plan::Layout layout;        // rank -> (dp, pp, tp) and node.
   int64_t global_micro_batches = 0;     // M.
   std::vector<uint32_t> micro_batches;  // Plan in force, per DP index (even split when none).
 };
@@ -48,7 +48,8 @@ struct JobShape {
 // registered (dp_index, pp_index, tp_index); M from the registration (else dp × pp);
 // `micro_batches` when it has one entry per DP index, else the even split.
 // kFailedPrecondition naming what is missing (layout indices, sizes) or inconsistent.
-absl::StatusOr<JobShape> ShapeOf(const JobEntry& job, const analysis::Layout* layout,
+absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
+                                 const analysis::plan::Layout* layout,
                                  const std::vector<uint32_t>& micro_batches);
 
 // The trainer's even split: M/P blocks of P micro-batches, the remainder to the lowest indices.
@@ -71,7 +72,7 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
                               absl::Duration healthy);
 
 struct S3Plan {
-  analysis::Layout layout;            // The complete new layout.
+  analysis::plan::Layout layout;      // The complete new layout.
   falcon::v1::TopologyChange change;  // ... as the directive carries it.
   absl::Duration predicted;
   absl::Duration predicted_current;
@@ -83,7 +84,7 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
                               absl::Duration healthy);
 
 // The complete assignment of `layout` (one entry per rank, tp_index as in the layout).
-falcon::v1::TopologyChange ToTopologyChange(const analysis::Layout& layout);
+falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout);
 
 // Ranks S4 leaves out: the compute culprits; for a link, its destination rank (one side).
 std::vector<uint32_t> S4Excluded(const Culprit& culprit);
@@ -92,7 +93,7 @@ std::vector<uint32_t> S4Excluded(const Culprit& culprit);
 // that pays for it and why, "disabled" ones noted), the S2 / S3 plans when they apply, and the
 // predicted iteration time under the first plan that improves.
 absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
-                                                      const EffectiveSettings& settings,
+                                                      const settings::EffectiveSettings& settings,
                                                       const Culprit& culprit,
                                                       absl::Duration healthy, absl::Time now);
 

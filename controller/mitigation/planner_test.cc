@@ -10,9 +10,9 @@ namespace {
 // DP=4 x PP=2, rank r at dp = r % 4, pp = r / 4; consecutive ranks share a node (node0 = {0, 1},
 // node1 = {2, 3}, ...), so the stage-0 DP group spans node0 and node1.
 JobShape Shape(int64_t m = 32) {
-  std::vector<analysis::RankPlacement> ranks;
+  std::vector<analysis::plan::RankPlacement> ranks;
   for (int r = 0; r < 8; ++r) {
-    analysis::RankPlacement p;
+    analysis::plan::RankPlacement p;
     p.rank = r;
     p.node = "node" + std::to_string(r / 2);
     p.dp = r % 4;
@@ -20,7 +20,7 @@ JobShape Shape(int64_t m = 32) {
     ranks.push_back(p);
   }
   JobShape s;
-  s.layout = *analysis::Layout::Create(ranks);
+  s.layout = *analysis::plan::Layout::Create(ranks);
   s.global_micro_batches = m;
   s.micro_batches = EvenSplit(m, 4, 2);
   return s;
@@ -97,7 +97,7 @@ TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpGroup) {
 }
 
 TEST(PlannerTest, DryRunLadderInCostOrderWithReasons) {
-  EffectiveSettings s;
+  settings::EffectiveSettings s;
   s.s3_enabled = false;
   Culprit c;
   c.cause = falcon::v1::CAUSE_COMPUTE;

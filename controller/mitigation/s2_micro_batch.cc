@@ -8,9 +8,10 @@
 
 namespace falcon::controller::mitigation {
 
-absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::EscalationStep& step,
-                                                    EventContext& ctx, EventActions& actions) {
-  const JobEntry* job = actions.FindJob(ctx.job);
+absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::EscalationStep& step,
+                                                    EventContext& ctx,
+                                                    detection::EventActions& actions) {
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
   if (job == nullptr) return absl::FailedPreconditionError("job unknown");
   if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) {
     return absl::FailedPreconditionError("S2 helps compute fail-slows only");
@@ -57,7 +58,7 @@ void S2MicroBatch::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_
   ctx.measurement.Restart(effective_iteration);
 }
 
-std::string S2MicroBatch::RevertBody(EventContext& ctx, const JobEntry& job,
+std::string S2MicroBatch::RevertBody(EventContext& ctx, const registry::JobEntry& job,
                                      falcon::v1::Directive* directive) {
   std::vector<uint32_t> m = before_;
   absl::StatusOr<JobShape> shape = ctx.Shape(job, {});

@@ -15,7 +15,7 @@ class S2MicroBatchTest : public ::testing::Test {
     ctx_.slow = absl::Milliseconds(140);
     ctx_.layouts = &layouts_;
     ctx_.errors = &errors_;
-    step_.strategy = analysis::Strategy::kS2MicroBatch;
+    step_.strategy = analysis::plan::Strategy::kS2MicroBatch;
     step_.iteration = 100;
     step_.reason = "lost 0.20s >= S2 micro-batch cost 0.20s";
   }
@@ -36,12 +36,12 @@ class S2MicroBatchTest : public ::testing::Test {
   CountingErrorCounter errors_;
   LayoutsInForce layouts_;
   EventContext ctx_;
-  analysis::EscalationStep step_;
+  analysis::plan::EscalationStep step_;
   S2MicroBatch s2_;
 };
 
 TEST_F(S2MicroBatchTest, PlansIssuesAndRevertsToThePlanBefore) {
-  EXPECT_EQ(s2_.level(), analysis::Strategy::kS2MicroBatch);
+  EXPECT_EQ(s2_.level(), analysis::plan::Strategy::kS2MicroBatch);
   absl::StatusOr<PlannedDirective> plan = s2_.Plan(step_, ctx_, actions_);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const auto& m = plan->directive.micro_batch_plan().micro_batches();
@@ -66,7 +66,7 @@ TEST_F(S2MicroBatchTest, PlansIssuesAndRevertsToThePlanBefore) {
   EXPECT_EQ(ctx_.measurement.from(), 103);
   EXPECT_EQ(s2_.before(), (std::vector<uint32_t>{8, 8, 8, 8}));
 
-  step_.action = analysis::EscalationStep::Action::kRevert;
+  step_.action = analysis::plan::EscalationStep::Action::kRevert;
   step_.reason = "event cleared at iteration 180: revert S2 micro-batch";
   s2_.Revert(step_, ctx_, actions_);
   EXPECT_EQ(s2_.directive(), 0u);

@@ -8,14 +8,14 @@
 
 namespace falcon::controller::mitigation {
 
-absl::StatusOr<PlannedDirective> S4CheckpointRestart::Plan(const analysis::EscalationStep& step,
-                                                           EventContext& ctx,
-                                                           EventActions& actions) {
+absl::StatusOr<PlannedDirective> S4CheckpointRestart::Plan(
+    const analysis::plan::EscalationStep& step, EventContext& ctx,
+    detection::EventActions& actions) {
   const std::vector<uint32_t> excluded = S4Excluded(ctx.culprit);
   PlannedDirective out;
   out.summary = absl::StrCat("restart without ranks [", absl::StrJoin(excluded, ", "), "]");
   out.directive.set_reason(absl::StrCat(step.reason, "; ", out.summary));
-  const JobEntry* job = actions.FindJob(ctx.job);
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
   out.directive.set_plan_version((job != nullptr ? job->job().plan_version() : 0) + 1);
   out.directive.mutable_checkpoint_restart()->set_checkpoint_dir(checkpoint_dir_);
   for (uint32_t r : excluded) out.directive.mutable_checkpoint_restart()->add_excluded_ranks(r);
@@ -30,7 +30,7 @@ void S4CheckpointRestart::OnIssued(const PlannedDirective& /*plan*/,
 }
 
 bool S4CheckpointRestart::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
-                                           EventContext& ctx, EventActions& actions) {
+                                           EventContext& ctx, detection::EventActions& actions) {
   const falcon::v1::Directive& d = record.directive();
   const uint64_t id = d.directive_id();
   if (record.state() == falcon::v1::DirectiveRecord::STATE_REJECTED) {

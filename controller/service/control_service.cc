@@ -7,7 +7,7 @@
 #include "controller/service/write_queue.h"
 #include "proto/grpc_util.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 // Streams event transitions: the open events first, then every committed transition.
@@ -129,4 +129,4 @@ grpc::ServerUnaryReactor* ControlService::DryRunPlan(grpc::CallbackServerContext
   return Unary(ctx, request, response, &ControlApi::DryRunPlan);
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

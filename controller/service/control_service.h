@@ -11,7 +11,7 @@
 #include "controller/service/event_loop.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 class ControlService final : public falcon::v1::Control::CallbackService {
  public:
@@ -62,6 +62,6 @@ class ControlService final : public falcon::v1::Control::CallbackService {
   ControlApi api_;  // Loop thread only.
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_CONTROL_SERVICE_H_

@@ -14,24 +14,24 @@
 #include "controller/store/rocksdb_kv_store.h"
 #include "proto/grpc_util.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
-    const ServerOptions& options, const common::Clock* clock, MitigationHook* hook) {
+    const ServerOptions& options, const common::Clock* clock, detection::MitigationHook* hook) {
   if (options.listen.empty()) return absl::InvalidArgumentError("listen: must not be empty");
   if (options.tick_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("tick_interval: must be > 0");
   }
   std::unique_ptr<ControllerServer> s(new ControllerServer());
   s->registry_ = std::make_shared<prometheus::Registry>();
-  s->metrics_ = std::make_unique<ControllerMetrics>(*s->registry_, options.version);
+  s->metrics_ = std::make_unique<metrics::ControllerMetrics>(*s->registry_, options.version);
   if (options.data_dir.empty()) {
-    s->kv_ = std::make_unique<InMemoryKvStore>(ControllerStore::TableNames());
+    s->kv_ = std::make_unique<store::InMemoryKvStore>(store::ControllerStore::TableNames());
   } else {
-    RocksDbOptions rocks;
+    store::RocksDbOptions rocks;
     rocks.path = options.data_dir;
     rocks.sync_writes = options.sync_writes;
-    auto kv = RocksDbKvStore::Open(rocks, ControllerStore::TableNames());
+    auto kv = store::RocksDbKvStore::Open(rocks, store::ControllerStore::TableNames());
     if (!kv.ok()) return kv.status();
     s->kv_ = std::move(*kv);
   }
@@ -89,4 +89,4 @@ void ControllerServer::RunOnLoop(const std::function<void(Controller&)>& fn) {
   loop_->RunSync([&] { fn(*c); });
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

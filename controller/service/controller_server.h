@@ -24,12 +24,18 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
-namespace falcon::controller {
-
+namespace falcon::controller::metrics {
 class ControllerMetrics;
+}  // namespace falcon::controller::metrics
+
+namespace falcon::controller::store {
+class KvStore;
+}  // namespace falcon::controller::store
+
+namespace falcon::controller::service {
+
 class ControlService;
 class EventLoop;
-class KvStore;
 class TelemetryService;
 
 struct ServerOptions {
@@ -52,9 +58,9 @@ class ControllerServer {
  public:
   // Errors: kInvalidArgument for bad options; kUnavailable when an address cannot be bound or
   // the data directory is locked; store errors while loading.
-  static absl::StatusOr<std::unique_ptr<ControllerServer>> Start(const ServerOptions& options,
-                                                                 const common::Clock* clock,
-                                                                 MitigationHook* hook = nullptr);
+  static absl::StatusOr<std::unique_ptr<ControllerServer>> Start(
+      const ServerOptions& options, const common::Clock* clock,
+      detection::MitigationHook* hook = nullptr);
   ~ControllerServer();
 
   // Stops the gRPC server (cancelling open streams), drains the loop and closes the store.
@@ -71,8 +77,8 @@ class ControllerServer {
   ControllerServer() = default;
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<ControllerMetrics> metrics_;
-  std::unique_ptr<KvStore> kv_;
+  std::unique_ptr<metrics::ControllerMetrics> metrics_;
+  std::unique_ptr<store::KvStore> kv_;
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<TelemetryService> telemetry_;
@@ -84,6 +90,6 @@ class ControllerServer {
   bool shut_down_ = false;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_CONTROLLER_SERVER_H_

@@ -2,7 +2,7 @@
 
 #include "absl/synchronization/notification.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 EventLoop::EventLoop(std::function<void()> periodic, absl::Duration period)
     : periodic_(std::move(periodic)), period_(period) {
@@ -64,4 +64,4 @@ void EventLoop::Run() {
   }
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 class EventLoop {
  public:
@@ -46,6 +46,6 @@ class EventLoop {
   std::thread thread_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_EVENT_LOOP_H_

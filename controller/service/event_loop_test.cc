@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 TEST(EventLoopTest, RunsInOrderOnOneThread) {
@@ -49,4 +49,4 @@ TEST(EventLoopTest, PeriodicTaskRunsBetweenPosts) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -15,7 +15,7 @@
 #include "proto/falcon/v1/control.grpc.pb.h"
 #include "proto/reflection_client.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 using testing::LoopbackAgent;
@@ -225,4 +225,4 @@ TEST_F(ServiceTest, DataBeforeHelloEndsTheStream) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -5,13 +5,13 @@
 #include "controller/service/write_queue.h"
 #include "proto/grpc_util.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 using Reactor = grpc::ServerBidiReactor<falcon::v1::AgentMessage, falcon::v1::ControllerMessage>;
 
 // The controller's handle on the stream; outlives the reactor when the hub still holds it.
-class StreamChannel : public AgentChannel {
+class StreamChannel : public core::AgentChannel {
  public:
   explicit StreamChannel(Reactor* reactor) : writes_(reactor) {}
   bool Send(const falcon::v1::ControllerMessage& message) override {
@@ -90,4 +90,4 @@ Reactor* TelemetryService::Connect(grpc::CallbackServerContext*) {
   return new ConnectReactor(loop_, controller_);
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -12,7 +12,7 @@
 #include "controller/service/event_loop.h"
 #include "proto/falcon/v1/telemetry.grpc.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 class TelemetryService final : public falcon::v1::Telemetry::CallbackService {
  public:
@@ -28,6 +28,6 @@ class TelemetryService final : public falcon::v1::Telemetry::CallbackService {
   Controller* const controller_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_TELEMETRY_SERVICE_H_

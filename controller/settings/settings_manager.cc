@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::controller {
+namespace falcon::controller::settings {
 namespace {
 
 absl::Status CheckRange(const char* field, double v, double lo, double hi, bool lo_open,
@@ -127,7 +127,7 @@ falcon::v1::Settings SettingsManager::Get(const std::string& job) const {
 }
 
 absl::StatusOr<falcon::v1::Settings> SettingsManager::Prepare(const falcon::v1::Settings& update,
-                                                              StoreTxn* txn) const {
+                                                              store::StoreTxn* txn) const {
   absl::Status valid = ValidateSettings(update);
   if (!valid.ok()) return valid;
   falcon::v1::Settings stored;
@@ -144,4 +144,4 @@ void SettingsManager::Apply(const falcon::v1::Settings& overrides) {
   if (listener_) listener_(overrides.job());
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::settings

@@ -15,7 +15,7 @@
 #include "controller/store/controller_store.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::settings {
 
 // Every setting resolved to a value. Defaults are those documented in control.proto.
 struct EffectiveSettings {
@@ -62,7 +62,7 @@ class SettingsManager {
   // overrides record in `txn`; nothing changes in memory yet. The caller commits `txn`, then
   // calls Apply with the returned record. Errors: kInvalidArgument (ValidateSettings).
   absl::StatusOr<falcon::v1::Settings> Prepare(const falcon::v1::Settings& update,
-                                               StoreTxn* txn) const;
+                                               store::StoreTxn* txn) const;
   // Installs an overrides record from Prepare and tells the listener.
   void Apply(const falcon::v1::Settings& overrides);
 
@@ -71,6 +71,6 @@ class SettingsManager {
   ChangeListener listener_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::settings
 
 #endif  // FALCON_CONTROLLER_SETTINGS_SETTINGS_MANAGER_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::settings {
 namespace {
 
 TEST(SettingsManagerTest, BuiltInDefaultsMatchTheProto) {
@@ -25,7 +25,7 @@ TEST(SettingsManagerTest, LayersDefaultsAndJobOverrides) {
   SettingsManager m;
   std::vector<std::string> changed;
   m.set_listener([&](const std::string& job) { changed.push_back(job); });
-  StoreTxn txn;
+  store::StoreTxn txn;
   falcon::v1::Settings defaults;
   defaults.set_hazard(0.01);
   defaults.set_min_gap_iterations(20);
@@ -69,7 +69,7 @@ TEST(SettingsManagerTest, LayersDefaultsAndJobOverrides) {
 
 TEST(SettingsManagerTest, OutOfRangeFieldsAreNamed) {
   SettingsManager m;
-  StoreTxn txn;
+  store::StoreTxn txn;
   struct Case {
     falcon::v1::Settings s;
     std::string field;
@@ -100,4 +100,4 @@ TEST(SettingsManagerTest, OutOfRangeFieldsAreNamed) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::settings

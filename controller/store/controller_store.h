@@ -30,7 +30,7 @@
 #include "controller/store/records.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 namespace tables {
 inline constexpr char kJobs[] = "jobs";
@@ -103,6 +103,6 @@ class ControllerStore {
   CommitObserver observer_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store
 
 #endif  // FALCON_CONTROLLER_STORE_CONTROLLER_STORE_H_

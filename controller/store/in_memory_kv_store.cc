@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 InMemoryKvStore::InMemoryKvStore(const std::vector<std::string>& tables) {
   for (const std::string& t : tables) tables_[t];
@@ -80,4 +80,4 @@ int64_t InMemoryKvStore::write_count() const {
   return write_count_;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "controller/store/kv_store.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 class InMemoryKvStore : public KvStore {
  public:
@@ -35,6 +35,6 @@ class InMemoryKvStore : public KvStore {
   int64_t write_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store
 
 #endif  // FALCON_CONTROLLER_STORE_IN_MEMORY_KV_STORE_H_

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 // A set of puts and deletes applied atomically by KvStore::Write, in order. Not thread-safe.
 class KvWriteBatch {
@@ -78,6 +78,6 @@ class KvStore {
   virtual std::vector<std::string> Tables() const = 0;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store
 
 #endif  // FALCON_CONTROLLER_STORE_KV_STORE_H_

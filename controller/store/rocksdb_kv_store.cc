@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 namespace {
 
 absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
@@ -149,4 +149,4 @@ std::vector<std::string> RocksDbKvStore::Tables() const {
   return out;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

@@ -16,7 +16,7 @@ class DB;
 class ColumnFamilyHandle;
 }  // namespace rocksdb
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 struct RocksDbOptions {
   // Directory of the database; created when missing. REQUIRES: non-empty.
@@ -57,6 +57,6 @@ class RocksDbKvStore : public KvStore {
   absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*> by_name_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store
 
 #endif  // FALCON_CONTROLLER_STORE_ROCKSDB_KV_STORE_H_

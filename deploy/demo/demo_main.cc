@@ -66,8 +66,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::help::WantsHelp(argc,
                                    argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::cout << falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                              "deploy/demo/demo_main.cc", /*dashes=*/false);
+    std::cout << falcon::cli::help::FlagsHelp(
+        absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage), "deploy/demo/demo_main.cc",
+        /*dashes=*/false);
     return 0;
   }
   // Accept --json-report as well as --json_report.
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
   std::vector<char*> raw;
   for (std::string& a : normalized) raw.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
 
   absl::StatusOr<falcon::deploy::demo::Layout> layout =
       falcon::deploy::demo::ParseLayout(absl::GetFlag(FLAGS_layout));

@@ -7,7 +7,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/testing/job.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using ::testing::HasSubstr;
@@ -34,7 +34,7 @@ TEST(CheckpointRestartTest, ResumeWithoutTheExcludedRankContinuesTheLossCurve) {
     EXPECT_TRUE(e.exited && e.code == 75) << testing::Describe(before.exits);
   }
   const std::string ckpt = before.checkpoint_dir + "/s4";
-  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(ckpt);
+  absl::StatusOr<checkpoint::CheckpointManifest> manifest = checkpoint::ReadManifest(ckpt);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(manifest->iteration, 4);
   EXPECT_EQ(manifest->excluded_ranks, std::vector<int>{3});
@@ -147,4 +147,4 @@ TEST(PauseValidationTest, PauseReleasesItselfAfterItsMaxDuration) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using ::testing::HasSubstr;
@@ -81,4 +81,4 @@ TEST(ScriptedHooksTest, RecordsAcksAndResultsAndWritesEvents) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -8,7 +8,7 @@
 #include "collective/comm_runtime.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
     ShimTrainerHooksOptions options) {
@@ -58,7 +58,7 @@ void ShimTrainerHooks::Warn(std::string_view what, const absl::Status& status) {
             << status.message() << "\n";
 }
 
-void ShimTrainerHooks::OnLayout(const trainer::RankContext& context) {
+void ShimTrainerHooks::OnLayout(const RankContext& context) {
   runtime_ = context.runtime;
   // Normally installed before the world was created (WorkerOptions::observer); a caller that did
   // not still gets the DP/PP/validation communicators' ops from here on.
@@ -73,7 +73,7 @@ void ShimTrainerHooks::OnLayout(const trainer::RankContext& context) {
   if (world.comm_id != 0) Warn("world communicator", shim_->RegisterCommunicator(world));
 }
 
-void ShimTrainerHooks::OnIteration(const trainer::IterationReport& report) {
+void ShimTrainerHooks::OnIteration(const IterationReport& report) {
   trainer_shim::IterationHint hint;
   hint.iteration = report.iteration;
   hint.start_ns = report.start_ns;
@@ -136,4 +136,4 @@ void ShimTrainerHooks::OnCommCreated(const collective::CommInfo& info) noexcept 
   Warn(absl::StrCat("communicator ", info.name), shim_->RegisterCommunicator(c));
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -37,7 +37,7 @@
 #include "trainer/hooks.h"
 #include "trainer_shim/shim.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 struct ShimTrainerHooksOptions {
   std::string job;           // REQUIRES: a valid job name (trainer_shim::ShimOptions::job).
@@ -53,7 +53,7 @@ struct ShimTrainerHooksOptions {
   std::function<void(std::string_view)> log;
 };
 
-class ShimTrainerHooks final : public trainer::TrainerHooks, public collective::OpObserver {
+class ShimTrainerHooks final : public TrainerHooks, public collective::OpObserver {
  public:
   // Creates and connects the shim. kInvalidArgument naming the bad field
   // (trainer_shim::ShimOptions::Validate).
@@ -61,8 +61,8 @@ class ShimTrainerHooks final : public trainer::TrainerHooks, public collective::
   ~ShimTrainerHooks() override;  // Flushes and shuts the shim down.
 
   // TrainerHooks (the rank's training thread).
-  void OnLayout(const trainer::RankContext& context) override;
-  void OnIteration(const trainer::IterationReport& report) override;
+  void OnLayout(const RankContext& context) override;
+  void OnIteration(const IterationReport& report) override;
   std::vector<falcon::v1::Directive> PollDirectives(int64_t iteration) override;
   void Ack(const falcon::v1::Directive& directive, falcon::v1::AckStatus status,
            const std::string& reason, int64_t applied_iteration) override;
@@ -83,6 +83,6 @@ class ShimTrainerHooks final : public trainer::TrainerHooks, public collective::
   collective::CommRuntime* runtime_ = nullptr;  // Seen in OnLayout; observer reset at exit.
 };
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
 
 #endif  // FALCON_TRAINER_DIRECTIVES_SHIM_HOOKS_H_

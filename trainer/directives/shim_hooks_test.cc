@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "trainer_shim/shim_test_util.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using falcon::v1::ACK_STATUS_APPLIED;
@@ -84,7 +84,7 @@ TEST_F(TrainerHooksTest, HelloCommunicatorsOpsAndHintsReachTheAgent) {
   op.host_end_ns = 250;
   op.iteration = 3;
   hooks->OnOp(op);
-  trainer::IterationReport r;
+  IterationReport r;
   r.rank = 1;
   r.iteration = 3;
   r.start_ns = 50;
@@ -212,4 +212,4 @@ TEST_F(TrainerHooksTest, ValidationTasksAndResultsPassThrough) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
