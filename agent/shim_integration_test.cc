@@ -73,7 +73,7 @@ class ShimIntegrationTest : public ::testing::Test {
       ASSERT_TRUE(created.ok()) << created.status();
       shims_.push_back(std::move(*created));
       ASSERT_TRUE(shims_.back()
-                      ->RegisterCommunicator({kComm, trainer_shim::CommKind::kDp, {0, 1}, "dp"})
+                      ->RegisterCommunicator({kComm, common::CommKind::COMM_KIND_DP, {0, 1}, "dp"})
                       .ok());
     }
   }

@@ -37,7 +37,7 @@ namespace falcon::collective {
 
 // Role and name given to a sub-communicator at Split time (reported in CommInfo).
 struct CommLabel {
-  CommKind kind = CommKind::kUnknown;
+  CommKind kind = CommKind::COMM_KIND_UNKNOWN;
   std::string name;
 };
 

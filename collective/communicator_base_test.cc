@@ -75,7 +75,7 @@ class FakeComm : public CommunicatorBase {
 CommInfo WorldInfo(int rank, int size) {
   CommInfo info;
   info.comm_id = 77;
-  info.kind = CommKind::kWorld;
+  info.kind = CommKind::COMM_KIND_WORLD;
   info.name = "world";
   for (int r = 0; r < size; ++r) info.member_ranks.push_back(r + 10);  // Global ranks 10..
   info.comm_rank = rank;
@@ -162,14 +162,14 @@ TEST(CommunicatorBaseTest, TransportErrorBreaksTheCommunicator) {
 TEST(CommunicatorBaseTest, SplitBuildsInfoAndAnnouncesIt) {
   Fixture f(/*rank=*/1, /*size=*/4);
   // Others use color r % 2 and key r: rank 1 joins color 1 with key -5 -> first in the group.
-  auto sub = f.comm->Split(1, -5, CommLabel{CommKind::kTp, "tp"});
+  auto sub = f.comm->Split(1, -5, CommLabel{CommKind::COMM_KIND_TP, "tp"});
   ASSERT_TRUE(sub.ok()) << sub.status();
   const CommInfo& info = (*sub)->info();
   EXPECT_EQ(info.member_ranks, (std::vector<int32_t>{11, 13}));
   EXPECT_EQ(info.comm_rank, 0);
   EXPECT_EQ(info.comm_id, SplitCommId(77, 1, 1));
   EXPECT_EQ(info.parent_comm_id, 77u);
-  EXPECT_EQ(info.kind, CommKind::kTp);
+  EXPECT_EQ(info.kind, CommKind::COMM_KIND_TP);
   const auto comms = f.observer.comms();
   ASSERT_EQ(comms.size(), 1u);
   EXPECT_EQ(comms[0].comm_id, info.comm_id);

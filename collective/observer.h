@@ -45,7 +45,7 @@ struct OpEvent {
 struct CommInfo {
   uint64_t comm_id = 0;         // Shared by all members; never 0.
   uint64_t parent_comm_id = 0;  // Communicator it was split from; 0 for the world.
-  CommKind kind = CommKind::kUnknown;
+  CommKind kind = CommKind::COMM_KIND_UNKNOWN;
   std::string name;                   // Optional human label, e.g. "dp0".
   std::vector<int32_t> member_ranks;  // Global ranks in communicator-rank order.
   int32_t comm_rank = 0;              // This process's rank inside the communicator.

@@ -36,22 +36,4 @@ const char* MemoryKindName(MemoryKind kind) {
   return kind == MemoryKind::kHost ? "host" : kind == MemoryKind::kDevice ? "device" : "invalid";
 }
 
-const char* CommKindName(CommKind kind) {
-  switch (kind) {
-    case CommKind::kUnspecified:
-      return "unspecified";
-    case CommKind::kUnknown:
-      return "unknown";
-    case CommKind::kDp:
-      return "dp";
-    case CommKind::kPp:
-      return "pp";
-    case CommKind::kTp:
-      return "tp";
-    case CommKind::kWorld:
-      return "world";
-  }
-  return "invalid";
-}
-
 }  // namespace falcon::collective

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/comm_kind.h"
 #include "common/op_kind.h"
 
 namespace falcon::collective {
@@ -70,17 +71,9 @@ const char* MemoryKindName(MemoryKind kind);
 // Operation kinds: the wire contract's falcon.v1.OpKind (common/op_kind.h).
 using common::OpKind;
 
-// Role hint of a communicator; values equal falcon.v1.CommKind.
-enum class CommKind : uint8_t {
-  kUnspecified = 0,
-  kUnknown = 1,
-  kDp = 2,
-  kPp = 3,
-  kTp = 4,
-  kWorld = 5,
-};
-
-const char* CommKindName(CommKind kind);
+// Role hint of a communicator: the wire contract's falcon.v1.CommKind (common/comm_kind.h).
+using common::CommKind;
+using common::CommKindName;
 
 // A non-owning view of `count` elements of `dtype` at `data`, in `memory`. Ops read and write
 // through it; the caller keeps the memory alive for the duration of the op.

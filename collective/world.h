@@ -4,7 +4,7 @@
 //   auto env = RankEnvFromEnvironment();
 //   auto runtime = MakeRuntime(*env);          // observer, pause gate, link faults, iteration
 //   auto world = CreateWorld(WorldOptionsFrom(*env), runtime);
-//   auto dp = (*world)->Split(pp_index, dp_index, {CommKind::kDp, "dp"});
+//   auto dp = (*world)->Split(pp_index, dp_index, {CommKind::COMM_KIND_DP, "dp"});
 #ifndef FALCON_COLLECTIVE_WORLD_H_
 #define FALCON_COLLECTIVE_WORLD_H_
 

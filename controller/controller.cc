@@ -164,7 +164,8 @@ Controller::Controller(const ControllerOptions& options, store::KvStore* kv,
                  &settings_,
                  [this](const std::string& job) { return detection_.LastIteration(job); }),
       detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
-                 metrics) {
+                 metrics),
+      presence_(options.job_end_grace) {
   if (hook_ != nullptr && metrics_ != nullptr) hook_->SetErrorCounter(metrics_);
   localizer_.set_verdict_callback([this](EventRecord* event, core::UnitOfWork* uow) {
     if (hook_ == nullptr || !settings_.Effective(event->event().job()).mitigation_enabled) return;
@@ -215,8 +216,12 @@ absl::Status Controller::Load() {
   auto directives = store_.LoadDirectives();
   if (!directives.ok()) return directives.status();
   directives_.Load(*directives);
-  // Until agents reconnect, every job counts as orphaned from now on.
-  for (const std::string& job : registry_.JobNames()) orphaned_since_[job] = clock_->Now();
+  // Until they reconnect, every agent is away from its jobs from now on.
+  for (const std::string& name : registry_.JobNames()) {
+    const registry::JobEntry* job = registry_.Find(name);
+    if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
+    for (const std::string& a : job->AgentIds()) presence_.Away(name, a, clock_->Now());
+  }
   core::UnitOfWork uow;
   if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
   return Commit(&uow);
@@ -282,7 +287,8 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   std::vector<registry::JobEntry> merged;
   for (int i = 0; i < hello.jobs_size(); ++i) {
     std::optional<registry::JobEntry> entry;
-    if (util::MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(), hello.jobs(i),
+    if (util::MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(),
+                                                  Rejoined(hello.agent_id(), hello.jobs(i)),
                                                   util::Indexed("hello.jobs", i), &entry)) {
       return util::ToStatus(*e);
     }
@@ -306,20 +312,6 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
     }
     registry::JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
     detection_.OnJobChanged(*installed);
-    orphaned_since_.erase(installed->name());
-  }
-  // Jobs this agent had before and no longer lists: it has no ranks there any more.
-  for (const std::string& name : registry_.JobNames()) {
-    if (listed.count(name)) continue;
-    registry::JobEntry* job = registry_.Find(name);
-    std::vector<std::string> ids = job->AgentIds();
-    if (std::find(ids.begin(), ids.end(), hello.agent_id()) == ids.end()) continue;
-    falcon::controller::v1::JobRecord record = job->record();
-    registry::JobEntry copy(std::move(record));
-    copy.RemoveAgent(hello.agent_id());
-    registry::JobEntry* installed = registry_.Install(std::move(copy), &uow.txn());
-    detection_.OnJobChanged(*installed);
-    if (installed->AgentIds().empty()) EndJob(installed, "no agent reports the job any more", &uow);
   }
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
 
@@ -342,11 +334,55 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   Reply(session, reply);
   for (const std::string& name : listed) {
     const registry::JobEntry* job = registry_.Find(name);
+    if (presence_.IsAway(name, hello.agent_id())) {
+      MarkBack(*job, hello.agent_id());
+      continue;
+    }
     directives_.Redeliver(hello.agent_id(), *job);
     localizer_.OnAgentJoined(hello.agent_id(), *job);
   }
+  // Jobs this agent had and does not list (restarted, its shims not back yet): it is away from
+  // them; they stay as they are until it registers them again or the grace passes.
+  for (const std::string& name : registry_.JobNames()) {
+    if (listed.count(name)) continue;
+    const registry::JobEntry* job = registry_.Find(name);
+    if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
+    std::vector<std::string> ids = job->AgentIds();
+    if (std::find(ids.begin(), ids.end(), hello.agent_id()) == ids.end()) continue;
+    MarkAway(*job, hello.agent_id(), "its agent said hello without the job");
+  }
   if (metrics_ != nullptr) metrics_->AgentsConnected(hub_.connected());
   return absl::OkStatus();
+}
+
+falcon::v1::JobRegistration Controller::Rejoined(const std::string& agent_id,
+                                                 const falcon::v1::JobRegistration& reg) const {
+  const registry::JobEntry* job = registry_.Find(reg.job());
+  if (job == nullptr || !presence_.Rejoining(reg.job(), agent_id, clock_->Now())) return reg;
+  return registry::WithEarlierPart(*job, agent_id, reg);
+}
+
+void Controller::MarkAway(const registry::JobEntry& job, const std::string& agent_id,
+                          absl::string_view why) {
+  const absl::Time now = clock_->Now();
+  if (!presence_.Away(job.name(), agent_id, now)) return;
+  std::optional<absl::Time> since = presence_.UnreportedSince(job.name(), job.AgentIds());
+  LOG(INFO) << "agent away job=" << job.name() << " agent=" << agent_id << " reason=\"" << why
+            << "\""
+            << (since.has_value()
+                    ? absl::StrCat(" reported_by=none job_ends_in=",
+                                   absl::FormatDuration(*since + options_.job_end_grace - now))
+                    : "");
+}
+
+void Controller::MarkBack(const registry::JobEntry& job, const std::string& agent_id) {
+  std::optional<absl::Duration> away = presence_.Back(job.name(), agent_id, clock_->Now());
+  if (!away.has_value()) return;
+  LOG(INFO) << "agent back job=" << job.name() << " agent=" << agent_id
+            << " away_for=" << absl::FormatDuration(*away);
+  // What it missed, or lost with a restart: PENDING directives and profiling.
+  directives_.Redeliver(agent_id, job);
+  localizer_.OnAgentJoined(agent_id, job);
 }
 
 absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
@@ -367,7 +403,7 @@ absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
 }
 
 absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::TelemetryBatch& batch) {
-  if (util::MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
+  if (util::MaybeFieldError e = ingest::ValidateBatchEnvelope(batch, options_.limits)) {
     LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
@@ -386,9 +422,9 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   std::optional<registry::JobEntry> tentative;
   const registry::JobEntry* job = nullptr;
   if (batch.has_registration()) {
-    if (util::MaybeFieldError e =
-            registry_.Merge(session->agent_id, session->node, batch.registration(),
-                            "batch.registration", &tentative)) {
+    if (util::MaybeFieldError e = registry_.Merge(session->agent_id, session->node,
+                                                  Rejoined(session->agent_id, batch.registration()),
+                                                  "batch.registration", &tentative)) {
       LOG(WARNING) << "registration rejected agent=" << session->agent_id
                    << " job=" << batch.registration().job() << " field=" << e->field()
                    << " error=\"" << e->message() << "\"";
@@ -405,7 +441,7 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
                         "batch.job", absl::StrCat("job '", batch.job(), "' is not registered")));
     }
   }
-  if (util::MaybeFieldError e = ValidateBatchData(batch, *job, options_.limits)) {
+  if (util::MaybeFieldError e = ingest::ValidateBatchData(batch, *job, options_.limits)) {
     LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << job->name()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
@@ -446,13 +482,15 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     metrics_->OpRecords(batch.ops_size());
   }
   Reply(session, ack);
+  // A restarted agent takes its job back with its first batch of it.
+  if (presence_.IsAway(entry->name(), session->agent_id)) MarkBack(*entry, session->agent_id);
   return absl::OkStatus();
 }
 
 void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) {
   if (metrics_ != nullptr) metrics_->ValidationResult();
   if (util::MaybeFieldError e =
-          ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) {
+          ingest::ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) {
     LOG(WARNING) << "validation result refused job=" << result.job() << " task=" << result.task_id()
                  << " rank=" << result.rank() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
@@ -503,9 +541,10 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
   if (current) {
     for (const std::string& name : registry_.JobNames()) {
       const registry::JobEntry* job = registry_.Find(name);
-      bool any = false;
-      for (const std::string& a : job->AgentIds()) any = any || hub_.IsConnected(a);
-      if (!any && !orphaned_since_.count(name)) orphaned_since_[name] = clock_->Now();
+      if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
+      std::vector<std::string> ids = job->AgentIds();
+      if (std::find(ids.begin(), ids.end(), session->agent_id) == ids.end()) continue;
+      MarkAway(*job, session->agent_id, "its agent's stream ended");
     }
   }
   if (metrics_ != nullptr) metrics_->AgentsConnected(hub_.connected());
@@ -518,6 +557,7 @@ void Controller::EndJob(registry::JobEntry* job, const std::string& reason, core
     events_.Close(e, detection_.LastIteration(job->name()), absl::StrCat("job ended: ", reason),
                   uow);
   }
+  presence_.Forget(job->name());
   job->set_state(falcon::v1::JOB_STATE_ENDED);
   job->set_ended_time_ns(absl::ToUnixNanos(clock_->Now()));
   registry_.Persist(*job, &uow->txn());
@@ -535,11 +575,13 @@ void Controller::EndJob(registry::JobEntry* job, const std::string& reason, core
 void Controller::Tick() {
   const absl::Time now = clock_->Now();
   core::UnitOfWork uow;
-  for (uint64_t id :
-       directives_.Tick(now, &uow, [this](const std::string& job) -> const registry::JobEntry* {
-         const registry::JobEntry* j = registry_.Find(job);
-         return j != nullptr && j->job().state() != falcon::v1::JOB_STATE_ENDED ? j : nullptr;
-       })) {
+  auto live = [this](const std::string& job) -> const registry::JobEntry* {
+    const registry::JobEntry* j = registry_.Find(job);
+    return j != nullptr && j->job().state() != falcon::v1::JOB_STATE_ENDED ? j : nullptr;
+  };
+  // Directives of a job whose agent is away (restarting) wait for it.
+  auto held = [this, now](const std::string& job) { return presence_.Held(job, now); };
+  for (uint64_t id : directives_.Tick(now, &uow, live, held)) {
     if (const falcon::v1::DirectiveRecord* r = directives_.Find(id)) {
       DirectiveStateChanged(*r, &uow);
     }
@@ -549,26 +591,43 @@ void Controller::Tick() {
     Actions actions(this, &uow);
     hook_->Tick(now, actions);
   }
-  for (auto it = orphaned_since_.begin(); it != orphaned_since_.end();) {
-    registry::JobEntry* job = registry_.Find(it->first);
-    bool connected = false;
-    if (job != nullptr) {
-      for (const std::string& a : job->AgentIds()) connected = connected || hub_.IsConnected(a);
-    }
-    if (job == nullptr || connected) {
-      orphaned_since_.erase(it++);
-      continue;
-    }
-    if (now - it->second >= options_.job_end_grace) {
-      EndJob(job, "no agent connected", &uow);
-      orphaned_since_.erase(it++);
-      continue;
-    }
-    ++it;
-  }
+  ExpireAbsences(now, &uow);
   // Lost on a store failure: timeouts and job ends are decided again on the next tick (their
   // in-memory state already changed; the store catches up with the next successful commit).
   CommitOrCount(&uow, "tick_commit", "tick (directive timeouts, validation deadlines, job ends)");
+}
+
+void Controller::ExpireAbsences(absl::Time now, core::UnitOfWork* uow) {
+  presence_.Prune(now);
+  const std::string grace = absl::FormatDuration(options_.job_end_grace);
+  for (const std::string& name : presence_.Jobs()) {
+    registry::JobEntry* job = registry_.Find(name);
+    if (job == nullptr || job->job().state() == falcon::v1::JOB_STATE_ENDED) {
+      presence_.Forget(name);
+      continue;
+    }
+    // A connected agent that did not take the job back within the grace has no ranks there any
+    // more. (A disconnected one keeps its part: the job ends below if no other agent reports it.)
+    for (const auto& [agent, since] : presence_.Expired(name, now)) {
+      if (!hub_.IsConnected(agent)) continue;
+      registry::JobEntry copy(job->record());
+      copy.RemoveAgent(agent);
+      job = registry_.Install(std::move(copy), &uow->txn());
+      detection_.OnJobChanged(*job);
+      presence_.Forget(name, agent);
+      const std::string line = absl::StrCat("agent part removed job=", name, " agent=", agent,
+                                            " reason=\"not registered again within ", grace, "\"");
+      uow->AfterCommit([line]() { LOG(INFO) << line; });
+    }
+    if (job->AgentIds().empty()) {
+      EndJob(job, "no agent reports the job any more", uow);
+      continue;
+    }
+    std::optional<absl::Time> since = presence_.UnreportedSince(name, job->AgentIds());
+    if (since.has_value() && now - *since >= options_.job_end_grace) {
+      EndJob(job, absl::StrCat("no agent reported the job for ", grace), uow);
+    }
+  }
 }
 
 falcon::v1::Job Controller::JobView(const registry::JobEntry& entry) const {

@@ -8,6 +8,13 @@
 // with its dedup mark in one atomic write and then acknowledged (BatchAck{sequence}); a duplicate
 // (agent_id, sequence) is acknowledged and not applied; a malformed batch is acknowledged with a
 // FieldError naming the field and not applied, and the stream stays open.
+//
+// Agent restarts (docs/architecture.md#agent-restarts): an agent whose stream ends, or whose
+// hello does not list a job it had, is away from that job; the job, its open event and its
+// directives stay as they are. The agent takes the job back by registering it again (hello or
+// batch; its registrations then add to its earlier part for the grace), and its PENDING
+// directives and profiling are sent again then. Tick ends a job all of whose agents have been
+// away for job_end_grace, and removes the part of an agent connected but away that long.
 #ifndef FALCON_CONTROLLER_CONTROLLER_H_
 #define FALCON_CONTROLLER_CONTROLLER_H_
 
@@ -32,6 +39,7 @@
 #include "controller/ingest/sequence_tracker.h"
 #include "controller/ingest/telemetry_validator.h"
 #include "controller/metrics/controller_metrics.h"
+#include "controller/registry/job_presence.h"
 #include "controller/registry/job_registry.h"
 #include "controller/settings/settings_manager.h"
 #include "controller/store/controller_store.h"
@@ -46,7 +54,10 @@ struct ControllerOptions {
   detection::DetectionOptions detection;
   detection::LocalizationOptions localization;
   core::DirectiveOptions directives;
-  // A job none of whose agents is connected for this long ends (its active event closes).
+  // A job none of whose agents reports it for this long ends (its active event closes); an agent
+  // away from a job this long (connected without re-registering it) loses its part of the job.
+  // Within it a restarted agent takes its jobs back as its shims reattach
+  // (registry/job_presence.h).
   absl::Duration job_end_grace = absl::Seconds(120);
 
   absl::Status Validate() const;
@@ -111,6 +122,17 @@ class Controller {
   void OnValidationResult(const falcon::v1::ValidationResult& result);
   void OnDirectiveAck(const falcon::v1::DirectiveAck& ack);
   void EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow);
+  // `agent_id` stopped reporting `job` (`why`): logs it, and when no agent reports the job any
+  // more, when it will end.
+  void MarkAway(const registry::JobEntry& job, const std::string& agent_id, absl::string_view why);
+  // `agent_id` reports `job` again: logs how long it was away, re-sends its PENDING directives
+  // and profiling. No-op when it was not away.
+  void MarkBack(const registry::JobEntry& job, const std::string& agent_id);
+  // Ends jobs unreported for the grace; removes the parts of agents away for it.
+  void ExpireAbsences(absl::Time now, core::UnitOfWork* uow);
+  // `reg` of `agent_id`, completed with its earlier part while it rejoins the job.
+  falcon::v1::JobRegistration Rejoined(const std::string& agent_id,
+                                       const falcon::v1::JobRegistration& reg) const;
   void PersistAgent(const std::string& agent_id, core::UnitOfWork* uow);
   void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, core::UnitOfWork* uow);
   absl::Status Commit(core::UnitOfWork* uow);
@@ -139,7 +161,7 @@ class Controller {
     falcon::controller::v1::AgentRecord record;
   };
   absl::flat_hash_map<std::string, AgentState> agents_;
-  absl::flat_hash_map<std::string, absl::Time> orphaned_since_;  // job -> no agent connected
+  registry::JobPresence presence_;  // Agents away from their jobs, for job_end_grace.
 };
 
 }  // namespace falcon::controller

@@ -366,5 +366,116 @@ TEST_F(ControllerTest, JobEndsWhenNoAgentStaysConnected) {
   EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_TRACKING);
 }
 
+// An active event with a directive the shims never acknowledge: a slow rank 3 (event, then a
+// pause for validation that stays PENDING).
+testing::Responder Unresponsive() {
+  testing::Responder r;
+  r.answer_tasks = false;
+  r.ack_directives = false;
+  return r;
+}
+int64_t SlowRank3From40(uint32_t r, int64_t i) {
+  return i >= 40 && r == 3 ? 200'000'000 : Healthy(r, i);
+}
+
+bool HasDirective(SimAgent& a) {
+  for (const auto& m : a.channel().sent) {
+    if (m.has_directive()) return true;
+  }
+  return false;
+}
+
+TEST_F(ControllerTest, AnAgentRestartedWithinTheGraceKeepsItsJobEventAndDirectives) {
+  spec_.ranks_per_node = 8;  // One agent has every rank.
+  ConnectAll();
+  ASSERT_EQ(agents_.size(), 1u);
+  Run(0, 60, SlowRank3From40, Unresponsive());
+  ASSERT_EQ(Events().size(), 1u);
+  const falcon::v1::EventState state = Events()[0].state();
+  ASSERT_TRUE(detection::EventManager::IsActiveState(state));
+  ASSERT_FALSE(c_->directives().List(spec_.job, 0).empty());
+  const uint64_t pending = c_->directives().List(spec_.job, 0).back().directive().directive_id();
+  ASSERT_EQ(c_->directives().Find(pending)->state(), falcon::v1::DirectiveRecord::STATE_PENDING);
+
+  // kill -9, then the new process: its hello lists no job (no shim has reattached yet).
+  SimAgent& a = *agents_[0];
+  a.Disconnect(*c_);
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_TRUE(a.Connect(*c_, {}).ok());
+  clock_.Advance(options_.job_end_grace / 2);
+  c_->Tick();
+  const registry::JobEntry* job = c_->registry().Find(spec_.job);
+  EXPECT_NE(job->job().state(), falcon::v1::JOB_STATE_ENDED);
+  EXPECT_EQ(job->ranks().size(), 8u);
+  EXPECT_EQ(job->AgentIds(), std::vector<std::string>{"node-0"});
+  EXPECT_EQ(Events()[0].state(), state) << "the event is untouched";
+
+  // The first shim reattaches: a registration with rank 0 only takes the job back, keeps every
+  // rank of the agent's part (the others come back one by one), and the PENDING directive goes
+  // to the new agent.
+  falcon::v1::JobRegistration partial = testing::NodeRegistration(spec_, 0);
+  partial.mutable_ranks()->DeleteSubrange(1, partial.ranks_size() - 1);
+  falcon::v1::TelemetryBatch b = Batch(a, 60, [](uint32_t r) { return Healthy(r, 60); });
+  *b.mutable_registration() = partial;
+  auto ack = a.Send(*c_, b);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  ASSERT_FALSE(ack->has_error()) << ack->error().message();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->ranks().size(), 8u);
+  EXPECT_TRUE(HasDirective(a)) << "the pending directive is sent again at once";
+  clock_.Advance(options_.job_end_grace);
+  c_->Tick();
+  EXPECT_NE(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_ENDED);
+  EXPECT_TRUE(detection::EventManager::IsActiveState(Events()[0].state()));
+}
+
+TEST_F(ControllerTest, AJobWhoseAgentDoesNotTakeItBackEndsAtTheGrace) {
+  spec_.ranks_per_node = 8;
+  ConnectAll();
+  Run(0, 60, SlowRank3From40, Unresponsive());
+  ASSERT_EQ(Events().size(), 1u);
+  SimAgent& a = *agents_[0];
+  a.Disconnect(*c_);  // The grace runs from here.
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(a.Connect(*c_, {}).ok());  // Back, but its trainer is gone.
+  clock_.Advance(options_.job_end_grace - absl::Seconds(11));
+  c_->Tick();
+  EXPECT_NE(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_ENDED);
+  clock_.Advance(absl::Seconds(1));
+  c_->Tick();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_ENDED);
+  EXPECT_EQ(Events()[0].state(), falcon::v1::EVENT_STATE_CLOSED);
+  EXPECT_NE(Events()[0].transitions().rbegin()->reason().find("job ended"), std::string::npos);
+}
+
+TEST_F(ControllerTest, AnAgentAwayForTheGraceLosesItsPartWhileOthersReportTheJob) {
+  ConnectAll();  // Four agents, two ranks each.
+  Run(0, 20, Healthy);
+  SimAgent& a = *agents_[0];
+  a.Disconnect(*c_);
+  ASSERT_TRUE(a.Connect(*c_, {}).ok());
+  clock_.Advance(options_.job_end_grace - absl::Seconds(1));
+  c_->Tick();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->ranks().size(), 8u) << "within the grace";
+  clock_.Advance(absl::Seconds(1));
+  c_->Tick();
+  const registry::JobEntry* job = c_->registry().Find(spec_.job);
+  EXPECT_EQ(job->ranks().size(), 6u);
+  EXPECT_EQ(job->AgentIds().size(), 3u);
+  EXPECT_EQ(job->job().state(), falcon::v1::JOB_STATE_TRACKING);
+}
+
+TEST_F(ControllerTest, AControllerRestartGivesEveryAgentTheGrace) {
+  spec_.ranks_per_node = 8;
+  ConnectAll();
+  Run(0, 20, Healthy);
+  c_.reset();
+  Start(options_);
+  clock_.Advance(options_.job_end_grace / 2);
+  ASSERT_TRUE(agents_[0]->Connect(*c_, {testing::NodeRegistration(spec_, 0)}).ok());
+  clock_.Advance(options_.job_end_grace);
+  c_->Tick();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_TRACKING);
+}
+
 }  // namespace
 }  // namespace falcon::controller

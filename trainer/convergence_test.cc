@@ -17,7 +17,7 @@ TEST(ConvergenceTest, LossFallsOver200Steps) {
   spec.steps = 200;
   spec.timeout = absl::Seconds(55);
   const testing::JobRun run = testing::RunJob(spec, "converge");
-  ASSERT_TRUE(run.ok()) << testing::Describe(run.exits);
+  ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
   const std::vector<double> loss = testing::LossCurve(testing::ReadJsonLines(run.json_log));
   ASSERT_EQ(loss.size(), 200u);
   const double first = std::accumulate(loss.begin(), loss.begin() + 10, 0.0) / 10;

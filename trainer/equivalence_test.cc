@@ -23,13 +23,13 @@ TEST(EquivalenceTest, DataAndPipelineParallelMatchOneRank) {
   one.micro_batches = 4;
   one.steps = 5;
   const JobRun single = RunJob(one, "single");
-  ASSERT_TRUE(single.ok()) << testing::Describe(single.exits);
+  ASSERT_TRUE(single.ok()) << common::testing::Describe(single.exits);
 
   JobSpec hybrid = one;
   hybrid.dp = 2;
   hybrid.pp = 2;
   const JobRun parallel = RunJob(hybrid, "dp2pp2");
-  ASSERT_TRUE(parallel.ok()) << testing::Describe(parallel.exits);
+  ASSERT_TRUE(parallel.ok()) << common::testing::Describe(parallel.exits);
 
   const auto a = ReadParams(single.checkpoint_dir, one.model);
   const auto b = ReadParams(parallel.checkpoint_dir, one.model);
@@ -41,7 +41,7 @@ TEST(EquivalenceTest, DataAndPipelineParallelMatchOneRank) {
   JobSpec zero = one;
   zero.steps = 0;
   const JobRun init = RunJob(zero, "init");
-  ASSERT_TRUE(init.ok()) << testing::Describe(init.exits);
+  ASSERT_TRUE(init.ok()) << common::testing::Describe(init.exits);
   EXPECT_GT(MaxRelativeDiff(ReadParams(init.checkpoint_dir, one.model), a), 20 * kTolerance);
 
   // One JSON line per iteration per rank, with the same loss everywhere.
@@ -68,7 +68,7 @@ TEST(EquivalenceTest, UnevenMicroBatchPlanGivesTheEvenUpdate) {
   even.micro_batches = 8;
   even.steps = 4;
   const JobRun a = RunJob(even, "even");
-  ASSERT_TRUE(a.ok()) << testing::Describe(a.exits);
+  ASSERT_TRUE(a.ok()) << common::testing::Describe(a.exits);
 
   JobSpec uneven = even;
   uneven.directives =
@@ -79,7 +79,7 @@ TEST(EquivalenceTest, UnevenMicroBatchPlanGivesTheEvenUpdate) {
       R"( "micro_batch_plan": {"micro_batches": [0, 8]}}})"
       "\n";
   const JobRun b = RunJob(uneven, "uneven");
-  ASSERT_TRUE(b.ok()) << testing::Describe(b.exits);
+  ASSERT_TRUE(b.ok()) << common::testing::Describe(b.exits);
   EXPECT_LT(MaxRelativeDiff(ReadParams(b.checkpoint_dir, even.model),
                             ReadParams(a.checkpoint_dir, even.model)),
             kTolerance);
@@ -114,7 +114,7 @@ TEST(EquivalenceTest, InfeasiblePlanIsRejectedAndTrainingGoesOn) {
       R"( "micro_batch_plan": {"micro_batches": [3, 1]}}})"
       "\n";
   const JobRun run = RunJob(spec, "rejected");
-  ASSERT_TRUE(run.ok()) << testing::Describe(run.exits);
+  ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
   int rejected = 0;
   for (const auto& e : ReadJsonLines(run.events)) {
     EXPECT_EQ(e["status"], "ACK_STATUS_REJECTED");

@@ -42,7 +42,7 @@ Outcome Train(const std::string& args, const std::string& dir) {
 }
 
 TEST(TrainMainTest, BadLayoutsAndBatchesAreClearErrors) {
-  const std::string dir = testing::FreshDir("errors");
+  const std::string dir = common::testing::FreshDir("errors");
   Outcome o = Train("--dp 3 --pp 2 --nproc 8 --micro-batches 8 --steps 1", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("--dp 3 x --pp 2 = 6 ranks does not divide the world size 8"));
@@ -61,7 +61,7 @@ TEST(TrainMainTest, BadLayoutsAndBatchesAreClearErrors) {
 }
 
 TEST(TrainMainTest, BadFalconFlagsAreClearErrors) {
-  const std::string dir = testing::FreshDir("falcon_flags");
+  const std::string dir = common::testing::FreshDir("falcon_flags");
   const std::string base = "--dp 1 --pp 1 --micro-batches 1 --steps 1 ";
   Outcome o = Train(base + "--job 'a b'", dir);
   EXPECT_EQ(o.exit_code, 2);
@@ -83,7 +83,7 @@ TEST(TrainMainTest, BadFalconFlagsAreClearErrors) {
 // The shim never stops training: with the agent's socket missing, records are buffered (and the
 // oldest dropped) and the job finishes; the emulated compute shows in compute_s.
 TEST(TrainMainTest, TrainsWithTheShimWhenTheAgentIsAbsent) {
-  const std::string dir = testing::FreshDir("absent_agent");
+  const std::string dir = common::testing::FreshDir("absent_agent");
   Outcome o = Train(
       absl::StrCat("--dp 2 --pp 2 --nodes 2 --micro-batches 4 --steps 3 --job j1 ",
                    "--emulated_compute_ms 5 --agent_socket /tmp/falcon-absent-agent-{node}.sock ",
@@ -99,7 +99,7 @@ TEST(TrainMainTest, TrainsWithTheShimWhenTheAgentIsAbsent) {
 }
 
 TEST(TrainMainTest, TrainsWithFaultsAndWritesOneLinePerIterationPerRank) {
-  const std::string dir = testing::FreshDir("train");
+  const std::string dir = common::testing::FreshDir("train");
   const Outcome o = Train(
       "--dp 2 --pp 2 --micro-batches 4 --steps 6 --json-log log.jsonl "
       "--faults 'compute:rank=1,factor=1.5,from=2; link:src=2,dst=0,delay_ms=1'",
@@ -119,7 +119,7 @@ TEST(TrainMainTest, TrainsWithFaultsAndWritesOneLinePerIterationPerRank) {
 }
 
 TEST(TrainMainTest, CheckpointRestartRelaunchesWithoutTheExcludedRank) {
-  const std::string dir = testing::FreshDir("s4");
+  const std::string dir = common::testing::FreshDir("s4");
   std::ofstream(dir + "/directives.jsonl")
       << R"({"directive": {"directive_id": 1, "effective_iteration": 3, "plan_version": 1,)"
          R"( "checkpoint_restart": {"checkpoint_dir": "ckpt", "excluded_ranks": [1]}}})"

@@ -102,7 +102,8 @@ int Main() {
       const testing::JobRun run = testing::RunJob(spec, "bench_cpu");
       cpu[i] = ChildrenCpuSeconds() - before;
       if (!run.ok()) {
-        std::fprintf(stderr, "DP=4 x PP=2 run failed: %s\n", testing::Describe(run.exits).c_str());
+        std::fprintf(stderr, "DP=4 x PP=2 run failed: %s\n",
+                     common::testing::Describe(run.exits).c_str());
         return 1;
       }
       log = testing::ReadJsonLines(run.json_log);
@@ -121,7 +122,8 @@ int Main() {
     spec.faults = "compute:rank=3,factor=2,from=12";
     const testing::JobRun run = testing::RunJob(spec, "bench_fault");
     if (!run.ok()) {
-      std::fprintf(stderr, "DP=4 x PP=2 run failed: %s\n", testing::Describe(run.exits).c_str());
+      std::fprintf(stderr, "DP=4 x PP=2 run failed: %s\n",
+                   common::testing::Describe(run.exits).c_str());
       return 1;
     }
     const auto log = testing::ReadJsonLines(run.json_log);

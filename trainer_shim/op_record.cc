@@ -11,7 +11,7 @@ absl::Status ValidateCommunicator(const CommunicatorInfo& c, uint32_t world_size
   if (c.member_ranks.empty()) {
     return absl::InvalidArgumentError("communicator.member_ranks: empty");
   }
-  if (c.kind < CommKind::kUnspecified || c.kind > CommKind::kWorld) {
+  if (!::falcon::v1::CommKind_IsValid(c.kind)) {
     return absl::InvalidArgumentError("communicator.kind: out of range");
   }
   if (c.name.size() > 128) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/comm_kind.h"
 #include "common/op_kind.h"
 #include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/shim.pb.h"
@@ -20,15 +21,8 @@ namespace falcon::trainer_shim {
 // Operation kinds: the wire contract's falcon.v1.OpKind (common/op_kind.h).
 using common::OpKind;
 
-// Values equal falcon.v1.CommKind.
-enum class CommKind : int32_t {
-  kUnspecified = 0,
-  kUnknown = 1,
-  kDp = 2,
-  kPp = 3,
-  kTp = 4,
-  kWorld = 5,
-};
+// Role hint of a communicator: the wire contract's falcon.v1.CommKind (common/comm_kind.h).
+using common::CommKind;
 
 // One timed collective or point-to-point op on this rank. Trivially copyable; 64 bytes.
 struct OpRecord {
@@ -47,8 +41,8 @@ static_assert(sizeof(OpRecord) == 64, "OpRecord is one cache line");
 
 // A communicator as the trainer or interposer registers it.
 struct CommunicatorInfo {
-  uint64_t comm_id = 0;                // Shared by all members; != 0.
-  CommKind kind = CommKind::kUnknown;  // Role hint.
+  uint64_t comm_id = 0;                         // Shared by all members; != 0.
+  CommKind kind = CommKind::COMM_KIND_UNKNOWN;  // Role hint.
   std::vector<uint32_t> member_ranks;  // Global ranks in communicator-rank order; distinct.
   std::string name;                    // Optional label, <= 128 bytes.
 };

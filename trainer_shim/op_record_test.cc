@@ -59,8 +59,6 @@ TEST(OpRecordTest, OpKindValuesMatchTheProto) {
   EXPECT_EQ(static_cast<int>(OpKind::OP_KIND_ALL_REDUCE), falcon::v1::OP_KIND_ALL_REDUCE);
   EXPECT_EQ(static_cast<int>(OpKind::OP_KIND_RECV), falcon::v1::OP_KIND_RECV);
   EXPECT_EQ(static_cast<int>(OpKind::OP_KIND_ALL_TO_ALL), falcon::v1::OP_KIND_ALL_TO_ALL);
-  EXPECT_EQ(static_cast<int>(CommKind::kWorld), falcon::v1::COMM_KIND_WORLD);
-  EXPECT_EQ(static_cast<int>(CommKind::kPp), falcon::v1::COMM_KIND_PP);
 }
 
 TEST(OpRecordTest, ValidateCommunicator) {

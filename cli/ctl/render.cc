@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/ctl/format.h"
 #include "cli/ctl/settings_kv.h"
+#include "common/comm_kind.h"
 
 namespace falcon::cli::ctl {
 namespace {
@@ -21,21 +22,6 @@ std::string Layout(const falcon::v1::Job& j) {
 std::string Slowdown(double ratio) { return ratio > 0 ? absl::StrFormat("x%.2f", ratio) : "-"; }
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
-
-std::string CommKindName(falcon::v1::CommKind k) {
-  switch (k) {
-    case falcon::v1::COMM_KIND_DP:
-      return "dp";
-    case falcon::v1::COMM_KIND_PP:
-      return "pp";
-    case falcon::v1::COMM_KIND_TP:
-      return "tp";
-    case falcon::v1::COMM_KIND_WORLD:
-      return "world";
-    default:
-      return "unknown";
-  }
-}
 
 std::string Index(int32_t i) { return i < 0 ? "-" : absl::StrCat(i); }
 
@@ -97,8 +83,8 @@ std::string RenderJob(const falcon::v1::Job& j) {
   absl::StrAppend(&out, "\n", ranks.Render());
   Table comms({"COMM", "KIND", "NAME", "MEMBERS"});
   for (const auto& c : j.communicators()) {
-    comms.Add({absl::StrFormat("0x%x", c.comm_id()), CommKindName(c.kind()), OrDash(c.name()),
-               absl::StrJoin(c.member_ranks(), ",")});
+    comms.Add({absl::StrFormat("0x%x", c.comm_id()), common::CommKindName(c.kind()),
+               OrDash(c.name()), absl::StrJoin(c.member_ranks(), ",")});
   }
   absl::StrAppend(&out, "\n", comms.Render());
   return out;

@@ -74,11 +74,11 @@ int Finish(const absl::StatusOr<std::string>& out) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::fputs(
-        falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage),
-                                     "falcon_plan_main.cc", /*dashes=*/true)
-            .c_str(),
-        stdout);
+    std::fputs(falcon::cli::help::FlagsHelp(
+                   absl::StrCat(kUsage, "\n", falcon::common::logging::kLoggingUsage),
+                   "falcon_plan_main.cc", /*dashes=*/true)
+                   .c_str(),
+               stdout);
     return 0;
   }
   // The documented spelling uses dashes (--slow-links); the pre-unification names stay aliases.

@@ -11,9 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "collective/fault/recording_sleeper.h"
-#include "collective/testing/multiprocess.h"
 #include "collective/testing/op_conformance.h"
 #include "collective/testing/recording_observer.h"
+#include "common/testing/multiprocess.h"
 #include "gtest/gtest.h"
 
 namespace falcon::collective::gloo {
@@ -21,10 +21,10 @@ namespace {
 
 using ::falcon::collective::testing::CheckAllOps;
 using ::falcon::collective::testing::CheckSplits;
-using ::falcon::collective::testing::Describe;
-using ::falcon::collective::testing::FreshDir;
 using ::falcon::collective::testing::RecordingObserver;
-using ::falcon::collective::testing::RunRanks;
+using ::falcon::common::testing::Describe;
+using ::falcon::common::testing::FreshDir;
+using ::falcon::common::testing::RunRanksStatus;
 
 #define RETURN_IF_ERROR(expr)                 \
   do {                                        \
@@ -59,7 +59,7 @@ class GlooOpsTest : public ::testing::TestWithParam<int> {};
 TEST_P(GlooOpsTest, EveryOpAndSplitIsCorrect) {
   const int n = GetParam();
   const std::string dir = FreshDir("ops");
-  auto exits = RunRanks(n, [&](int rank) -> absl::Status {
+  auto exits = RunRanksStatus(n, [&](int rank) -> absl::Status {
     auto world = World(rank, n, dir, Runtime(rank));
     if (!world.ok()) return world.status();
     RETURN_IF_ERROR(Expect((*world)->size() == n && (*world)->rank() == rank, "world shape"));
@@ -73,7 +73,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, GlooOpsTest, ::testing::Values(2, 3, 4, 8));
 
 TEST(GlooCommunicatorTest, ObserverSeesEveryOpWithKindBytesPeerAndOrder) {
   const std::string dir = FreshDir("observer");
-  auto exits = RunRanks(2, [&](int rank) -> absl::Status {
+  auto exits = RunRanksStatus(2, [&](int rank) -> absl::Status {
     RecordingObserver observer;
     auto runtime = Runtime(rank);
     runtime->SetObserver(&observer);
@@ -95,7 +95,7 @@ TEST(GlooCommunicatorTest, ObserverSeesEveryOpWithKindBytesPeerAndOrder) {
       RETURN_IF_ERROR(c.Recv(HostBuffer(v.data(), 3), 0));
     }
     RETURN_IF_ERROR(c.Barrier());
-    auto sub = c.Split(0, rank, CommLabel{CommKind::kPp, "pp"});
+    auto sub = c.Split(0, rank, CommLabel{CommKind::COMM_KIND_PP, "pp"});
     if (!sub.ok()) return sub.status();
     RETURN_IF_ERROR((*sub)->Barrier());
 
@@ -125,11 +125,13 @@ TEST(GlooCommunicatorTest, ObserverSeesEveryOpWithKindBytesPeerAndOrder) {
     }
     const auto comms = observer.comms();
     RETURN_IF_ERROR(Expect(comms.size() == 2, "two communicators announced"));
-    RETURN_IF_ERROR(Expect(comms[0].comm_id == c.id() && comms[0].kind == CommKind::kWorld &&
+    RETURN_IF_ERROR(Expect(comms[0].comm_id == c.id() &&
+                               comms[0].kind == CommKind::COMM_KIND_WORLD &&
                                comms[0].backend == "gloo" && comms[0].member_ranks.size() == 2,
                            "world announced"));
-    RETURN_IF_ERROR(Expect(comms[1].comm_id == (*sub)->id() && comms[1].kind == CommKind::kPp &&
-                               comms[1].name == "pp" && comms[1].parent_comm_id == c.id(),
+    RETURN_IF_ERROR(Expect(comms[1].comm_id == (*sub)->id() &&
+                               comms[1].kind == CommKind::COMM_KIND_PP && comms[1].name == "pp" &&
+                               comms[1].parent_comm_id == c.id(),
                            "split announced"));
     runtime->SetObserver(nullptr);
     return absl::OkStatus();
@@ -139,7 +141,7 @@ TEST(GlooCommunicatorTest, ObserverSeesEveryOpWithKindBytesPeerAndOrder) {
 
 TEST(GlooCommunicatorTest, InvalidArgumentsAreRejectedAndLeaveTheCommUsable) {
   const std::string dir = FreshDir("invalid");
-  auto exits = RunRanks(2, [&](int rank) -> absl::Status {
+  auto exits = RunRanksStatus(2, [&](int rank) -> absl::Status {
     auto world = World(rank, 2, dir, Runtime(rank));
     if (!world.ok()) return world.status();
     Communicator& c = **world;
@@ -170,7 +172,7 @@ TEST(GlooCommunicatorTest, InvalidArgumentsAreRejectedAndLeaveTheCommUsable) {
 
 TEST(GlooCommunicatorTest, DeadRankGivesErrorNamingPeerNotHang) {
   const std::string dir = FreshDir("dead");
-  auto exits = RunRanks(
+  auto exits = RunRanksStatus(
       3,
       [&](int rank) -> absl::Status {
         auto world = World(rank, 3, dir, Runtime(rank), absl::Seconds(10));
@@ -198,7 +200,7 @@ TEST(GlooCommunicatorTest, DeadRankGivesErrorNamingPeerNotHang) {
 
 TEST(GlooCommunicatorTest, HungPeerTimesOutNamingIt) {
   const std::string dir = FreshDir("hung");
-  auto exits = RunRanks(2, [&](int rank) -> absl::Status {
+  auto exits = RunRanksStatus(2, [&](int rank) -> absl::Status {
     auto world = World(rank, 2, dir, Runtime(rank), absl::Milliseconds(300));
     if (!world.ok()) return world.status();
     std::vector<int32_t> v(8);
@@ -215,7 +217,7 @@ TEST(GlooCommunicatorTest, HungPeerTimesOutNamingIt) {
 
 TEST(GlooCommunicatorTest, RendezvousTimesOutWhenARankNeverArrives) {
   const std::string dir = FreshDir("absent");
-  auto exits = RunRanks(1, [&](int) -> absl::Status {
+  auto exits = RunRanksStatus(1, [&](int) -> absl::Status {
     auto world = World(0, 2, dir, Runtime(0), absl::Milliseconds(300));
     return Expect(world.status().code() == absl::StatusCode::kDeadlineExceeded,
                   world.status().ToString());
@@ -228,7 +230,7 @@ TEST(GlooCommunicatorTest, RendezvousTimesOutWhenARankNeverArrives) {
 // sends 1 -> 2 take at least the delay while 2 -> 1 does not.
 TEST(GlooCommunicatorTest, LinkFaultDelaysExactlyThatLink) {
   const std::string dir = FreshDir("link");
-  auto exits = RunRanks(4, [&](int rank) -> absl::Status {
+  auto exits = RunRanksStatus(4, [&](int rank) -> absl::Status {
     fault::RecordingSleeper recorder;
     CommRuntimeOptions o;
     o.rank = rank;
@@ -265,7 +267,7 @@ TEST(GlooCommunicatorTest, RealLinkDelayShowsInTimingsOfThatPairOnly) {
   const std::string dir = FreshDir("linkreal");
   constexpr int kN = 4;
   const absl::Duration delay = absl::Milliseconds(150);
-  auto exits = RunRanks(kN, [&](int rank) -> absl::Status {
+  auto exits = RunRanksStatus(kN, [&](int rank) -> absl::Status {
     RecordingObserver observer;
     CommRuntimeOptions o;
     o.rank = rank;
@@ -307,7 +309,7 @@ TEST(GlooCommunicatorTest, RealLinkDelayShowsInTimingsOfThatPairOnly) {
 // lets the all-reduce finish with the right result.
 TEST(GlooCommunicatorTest, PauseHoldsNextOpUntilResumeWhileValidationRuns) {
   const std::string dir = FreshDir("pause");
-  auto exits = RunRanks(2, [&](int rank) -> absl::Status {
+  auto exits = RunRanksStatus(2, [&](int rank) -> absl::Status {
     RecordingObserver observer;
     auto runtime = Runtime(rank);
     runtime->SetObserver(&observer);

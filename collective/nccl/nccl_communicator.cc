@@ -360,7 +360,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(
   CommInfo info;
   info.comm_id =
       options.world_comm_id != 0 ? options.world_comm_id : WorldCommId(options.world_size);
-  info.kind = CommKind::kWorld;
+  info.kind = CommKind::COMM_KIND_WORLD;
   info.name = "world";
   for (int r = 0; r < options.world_size; ++r) info.member_ranks.push_back(r);
   info.comm_rank = options.rank;

@@ -247,7 +247,8 @@ absl::Status CheckSplits(Communicator& world) {
   }
   // 1. Parity groups, keys reversed: members in descending world rank.
   const int color = me % 2;
-  auto parity = world.Split(color, -me, CommLabel{CommKind::kDp, absl::StrCat("parity", color)});
+  auto parity =
+      world.Split(color, -me, CommLabel{CommKind::COMM_KIND_DP, absl::StrCat("parity", color)});
   if (!parity.ok()) return parity.status();
   if (*parity == nullptr) return absl::InternalError("parity split returned no communicator");
   Communicator& p = **parity;
@@ -260,7 +261,7 @@ absl::Status CheckSplits(Communicator& world) {
                                             absl::StrJoin(p.info().member_ranks, ","), "], want [",
                                             absl::StrJoin(want_members, ","), "]"));
   }
-  if (p.global_rank() != world.global_rank() || p.info().kind != CommKind::kDp ||
+  if (p.global_rank() != world.global_rank() || p.info().kind != CommKind::COMM_KIND_DP ||
       p.info().parent_comm_id != world.id()) {
     return absl::InternalError("parity split: wrong global rank, kind or parent");
   }

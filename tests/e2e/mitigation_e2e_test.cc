@@ -151,14 +151,15 @@ absl::Status SetSettings(harness::LocalCluster& c, const falcon::v1::Settings& s
   return absl::OkStatus();
 }
 
-// Defaults for new jobs: 20% verification (a loaded shared machine), and the given costs.
+// Defaults for new jobs: the harness's verification threshold for a loaded machine, and the given
+// costs.
 absl::StatusOr<std::unique_ptr<harness::LocalCluster>> Start(const std::string& faults,
                                                              falcon::v1::Settings settings,
                                                              double link_slow_ratio = 1.5) {
   absl::StatusOr<std::unique_ptr<harness::LocalCluster>> c =
       harness::LocalCluster::Start(BaseOptions(faults, link_slow_ratio));
   if (!c.ok()) return c.status();
-  settings.set_verification_min_ratio(0.2);
+  settings.set_verification_min_ratio(harness::TunedSettings().verification_min_ratio());
   if (absl::Status s = SetSettings(**c, settings); !s.ok()) return s;
   if (absl::Status s = (*c)->StartTrainer(); !s.ok()) return s;
   return c;

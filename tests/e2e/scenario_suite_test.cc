@@ -16,6 +16,7 @@
 #include "deploy/demo/runner.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evidence.h"
+#include "tests/harness/local_cluster.h"
 
 namespace falcon::tests::e2e {
 namespace {
@@ -38,7 +39,8 @@ deploy::demo::Report RunScenarioNamed(const std::string& name, int64_t iteration
   // machine shows bursts of 10-13% lasting several iterations, the 1.5x compute faults slow the
   // job by 25-30%, the blip by ~3%. The demo's 0.15 sits 2% above the bursts; 0.2 leaves 7% there
   // and 5-10% below the faults.
-  options.settings.set_verification_min_ratio(0.2);
+  options.settings.set_verification_min_ratio(
+      falcon::tests::harness::TunedSettings().verification_min_ratio());
   // Empty work dir: LocalCluster makes a fresh one (short enough for the agents' sockets).
   options.live = [](const std::string& line) { std::cerr << line << "\n"; };
   absl::StatusOr<deploy::demo::Report> report =

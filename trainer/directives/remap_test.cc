@@ -57,7 +57,7 @@ TEST(RemapJobTest, TopologyChangeMidRunLeavesTrainingUnchanged) {
   plain.micro_batches = 4;
   plain.steps = 6;
   const testing::JobRun a = testing::RunJob(plain, "plain");
-  ASSERT_TRUE(a.ok()) << testing::Describe(a.exits);
+  ASSERT_TRUE(a.ok()) << common::testing::Describe(a.exits);
 
   testing::JobSpec remapped = plain;
   // The FALCON paper's swap (§5, Fig. 10 in arXiv 2410.12588): ranks 1 and 2 exchange positions at
@@ -69,7 +69,7 @@ TEST(RemapJobTest, TopologyChangeMidRunLeavesTrainingUnchanged) {
       R"( {"rank": 3, "dp_index": 1, "pp_index": 1}]}}})"
       "\n";
   const testing::JobRun b = testing::RunJob(remapped, "remapped");
-  ASSERT_TRUE(b.ok()) << testing::Describe(b.exits);
+  ASSERT_TRUE(b.ok()) << common::testing::Describe(b.exits);
   EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(b.checkpoint_dir, plain.model),
                                      testing::ReadParams(a.checkpoint_dir, plain.model)),
             1e-5);
@@ -109,7 +109,7 @@ TEST(RemapJobTest, ReshapeFromTwoByTwoToOnePipelineOfFour) {
   plain.micro_batches = 4;
   plain.steps = 4;
   const testing::JobRun a = testing::RunJob(plain, "plain4");
-  ASSERT_TRUE(a.ok()) << testing::Describe(a.exits);
+  ASSERT_TRUE(a.ok()) << common::testing::Describe(a.exits);
   testing::JobSpec reshaped = plain;
   reshaped.directives =
       R"({"directive": {"directive_id": 3, "effective_iteration": 2, "plan_version": 1,)"
@@ -118,7 +118,7 @@ TEST(RemapJobTest, ReshapeFromTwoByTwoToOnePipelineOfFour) {
       R"( {"rank": 3, "dp_index": 0, "pp_index": 3}]}}})"
       "\n";
   const testing::JobRun b = testing::RunJob(reshaped, "reshaped");
-  ASSERT_TRUE(b.ok()) << testing::Describe(b.exits);
+  ASSERT_TRUE(b.ok()) << common::testing::Describe(b.exits);
   EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(b.checkpoint_dir, plain.model),
                                      testing::ReadParams(a.checkpoint_dir, plain.model)),
             1e-5);

@@ -19,6 +19,10 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("rank: ", options.rank, " is outside the world of ", options.world_size));
   }
+  if (options.local_rank < 0 || options.local_rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("local_rank: ", options.local_rank,
+                                                   " is outside [0, ", options.world_size, ")"));
+  }
   if (options.dp_size < 0 || options.pp_size < 0 || options.global_micro_batches < 0) {
     return absl::InvalidArgumentError("dp_size, pp_size, global_micro_batches: negative");
   }
@@ -27,6 +31,7 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
   o.rank = static_cast<uint32_t>(options.rank);
   o.world_size = static_cast<uint32_t>(options.world_size);
   o.node = options.node;
+  o.local_rank = static_cast<uint32_t>(options.local_rank);
   o.dp_size = static_cast<uint32_t>(options.dp_size);
   o.pp_size = static_cast<uint32_t>(options.pp_size);
   o.tp_size = options.dp_size > 0 ? 1 : 0;
@@ -67,7 +72,7 @@ void ShimTrainerHooks::OnLayout(const RankContext& context) {
   // registration only updates it).
   trainer_shim::CommunicatorInfo world;
   world.comm_id = context.world_comm_id;
-  world.kind = trainer_shim::CommKind::kWorld;
+  world.kind = common::CommKind::COMM_KIND_WORLD;
   world.name = "world";
   for (int r = 0; r < context.world_size; ++r) world.member_ranks.push_back(r);
   if (world.comm_id != 0) Warn("world communicator", shim_->RegisterCommunicator(world));
@@ -130,7 +135,7 @@ void ShimTrainerHooks::OnOp(const collective::OpEvent& event) noexcept {
 void ShimTrainerHooks::OnCommCreated(const collective::CommInfo& info) noexcept {
   trainer_shim::CommunicatorInfo c;
   c.comm_id = info.comm_id;
-  c.kind = static_cast<trainer_shim::CommKind>(static_cast<int32_t>(info.kind));
+  c.kind = info.kind;
   c.name = info.name;
   for (int32_t r : info.member_ranks) c.member_ranks.push_back(static_cast<uint32_t>(r));
   Warn(absl::StrCat("communicator ", info.name), shim_->RegisterCommunicator(c));

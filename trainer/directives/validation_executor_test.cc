@@ -7,9 +7,9 @@
 #include "collective/fault/recording_sleeper.h"
 #include "collective/gloo/gloo_communicator.h"
 #include "common/clock.h"
+#include "common/testing/multiprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/testing/multirank.h"
 
 namespace falcon::trainer::directives {
 namespace {
@@ -96,7 +96,7 @@ std::unique_ptr<OneRank> MakeRank(int rank, int world, const std::string& dir,
 }
 
 TEST(ValidationExecutorTest, GemmIsTimedAndStretchedByTheComputeFault) {
-  std::unique_ptr<OneRank> r = MakeRank(0, 1, testing::FreshDir("gemm"));
+  std::unique_ptr<OneRank> r = MakeRank(0, 1, common::testing::FreshDir("gemm"));
   ASSERT_NE(r, nullptr);
   collective::fault::RecordingSleeper sleeper;
   collective::fault::ComputeFault fault;
@@ -118,7 +118,7 @@ TEST(ValidationExecutorTest, GemmIsTimedAndStretchedByTheComputeFault) {
 }
 
 TEST(ValidationExecutorTest, GemmRunsWhileThePauseGateHoldsOtherOps) {
-  std::unique_ptr<OneRank> r = MakeRank(0, 1, testing::FreshDir("gate"));
+  std::unique_ptr<OneRank> r = MakeRank(0, 1, common::testing::FreshDir("gate"));
   ASSERT_NE(r, nullptr);
   ValidationExecutor executor(r->world.get(), r->runtime.get(), nullptr, &r->clock);
   r->runtime->pause_gate().Pause(absl::Seconds(30));
@@ -129,7 +129,7 @@ TEST(ValidationExecutorTest, GemmRunsWhileThePauseGateHoldsOtherOps) {
 }
 
 TEST(ValidationExecutorTest, MalformedTaskGivesAnErrorResult) {
-  std::unique_ptr<OneRank> r = MakeRank(0, 1, testing::FreshDir("bad"));
+  std::unique_ptr<OneRank> r = MakeRank(0, 1, common::testing::FreshDir("bad"));
   ASSERT_NE(r, nullptr);
   ValidationExecutor executor(r->world.get(), r->runtime.get(), nullptr, &r->clock);
   const falcon::v1::ValidationResult result = executor.Run(Gemm(0, 8, 8, 1));
@@ -138,13 +138,13 @@ TEST(ValidationExecutorTest, MalformedTaskGivesAnErrorResult) {
 }
 
 TEST(ValidationExecutorTest, LinkPassTimesEachLinkAtItsSender) {
-  const std::string dir = testing::FreshDir("links");
+  const std::string dir = common::testing::FreshDir("links");
   // The 1 -> 0 link is slowed by 30 ms per message; 0 -> 1 is not.
   collective::fault::LinkFault slow;
   slow.src = 1;
   slow.dst = 0;
   slow.delay = absl::Milliseconds(30);
-  const std::vector<testing::RankExit> exits = testing::RunRanks(
+  const std::vector<common::testing::RankExit> exits = common::testing::RunRanks(
       2,
       [&](int rank) {
         std::unique_ptr<OneRank> r = MakeRank(rank, 2, dir, {slow});
@@ -164,7 +164,8 @@ TEST(ValidationExecutorTest, LinkPassTimesEachLinkAtItsSender) {
         return 0;
       },
       absl::Seconds(40));
-  for (const testing::RankExit& e : exits) EXPECT_TRUE(e.ok()) << testing::Describe(exits);
+  for (const common::testing::RankExit& e : exits)
+    EXPECT_TRUE(e.ok()) << common::testing::Describe(exits);
 }
 
 }  // namespace

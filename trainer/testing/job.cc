@@ -23,7 +23,7 @@ model::ModelConfig SmallModel() {
 }
 
 bool JobRun::ok() const {
-  for (const RankExit& e : exits) {
+  for (const common::testing::RankExit& e : exits) {
     if (!e.ok()) return false;
   }
   return !exits.empty();
@@ -31,7 +31,7 @@ bool JobRun::ok() const {
 
 JobRun RunJob(const JobSpec& spec, const std::string& tag) {
   JobRun run;
-  run.dir = FreshDir(tag);
+  run.dir = common::testing::FreshDir(tag);
   run.checkpoint_dir = spec.checkpoint_dir.empty() ? run.dir + "/final" : spec.checkpoint_dir;
   run.json_log = run.dir + "/log.jsonl";
   run.events = run.dir + "/events.jsonl";
@@ -43,7 +43,7 @@ JobRun RunJob(const JobSpec& spec, const std::string& tag) {
     std::ofstream(script_path) << spec.directives;
   }
   const int world = spec.world > 0 ? spec.world : spec.dp * spec.pp;
-  run.exits = RunRanks(
+  run.exits = common::testing::RunRanks(
       world,
       [&](int rank) {
         WorkerOptions o;

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/testing/multiprocess.h"
 #include "nlohmann/json.hpp"
 #include "trainer/model/model_config.h"
-#include "trainer/testing/multirank.h"
 #include "trainer/worker.h"
 
 namespace falcon::trainer::testing {
@@ -33,7 +33,7 @@ struct JobSpec {
 };
 
 struct JobRun {
-  std::vector<RankExit> exits;
+  std::vector<common::testing::RankExit> exits;
   std::string dir;             // Fresh directory of the run.
   std::string checkpoint_dir;  // Final checkpoint.
   std::string json_log;

@@ -1,4 +1,4 @@
-#include "collective/testing/multiprocess.h"
+#include "common/testing/multiprocess.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -11,14 +11,14 @@
 #include "absl/time/clock.h"
 #include "common/subprocess.h"
 
-namespace falcon::collective::testing {
+namespace falcon::common::testing {
 
-std::vector<ChildExit> RunRanks(int n, const std::function<absl::Status(int rank)>& body,
-                                absl::Duration timeout) {
+std::vector<RankExit> RunRanks(int n, const std::function<int(int rank)>& body,
+                               absl::Duration timeout) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<std::optional<common::Subprocess>> ranks(n);
-  std::vector<ChildExit> exits(n);
+  std::vector<RankExit> exits(n);
   auto record = [&](int r, const common::ExitStatus& e) {
     exits[r].exited = e.exited();
     exits[r].code = e.exited() ? e.code() : -1;
@@ -31,11 +31,10 @@ std::vector<ChildExit> RunRanks(int n, const std::function<absl::Status(int rank
     options.parent_death_signal = SIGKILL;
     absl::StatusOr<common::Subprocess> child =
         common::Subprocess::SpawnFunction(options, [&body, r] {
-          absl::Status s = body(r);
-          if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
+          const int code = body(r);
           std::fflush(stdout);
           std::fflush(stderr);
-          return s.ok() ? 0 : 1;
+          return code;
         });
     if (!child.ok()) {
       std::fprintf(stderr, "%s\n", child.status().ToString().c_str());
@@ -76,6 +75,18 @@ std::vector<ChildExit> RunRanks(int n, const std::function<absl::Status(int rank
   return exits;
 }
 
+std::vector<RankExit> RunRanksStatus(int n, const std::function<absl::Status(int rank)>& body,
+                                     absl::Duration timeout) {
+  return RunRanks(
+      n,
+      [&body](int r) {
+        const absl::Status s = body(r);
+        if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
+        return s.ok() ? 0 : 1;
+      },
+      timeout);
+}
+
 std::string FreshDir(absl::string_view tag) {
   const char* base = std::getenv("TEST_TMPDIR");
   std::string path = absl::StrCat(base != nullptr ? base : "/tmp", "/", tag, ".XXXXXX");
@@ -83,9 +94,9 @@ std::string FreshDir(absl::string_view tag) {
   return path;
 }
 
-std::string Describe(const std::vector<ChildExit>& exits) {
+std::string Describe(const std::vector<RankExit>& exits) {
   std::vector<std::string> parts;
-  for (const ChildExit& e : exits) {
+  for (const RankExit& e : exits) {
     if (e.ok()) {
       parts.push_back(absl::StrCat("rank ", e.rank, " ok"));
     } else if (e.exited) {
@@ -98,4 +109,4 @@ std::string Describe(const std::vector<ChildExit>& exits) {
   return absl::StrJoin(parts, "; ");
 }
 
-}  // namespace falcon::collective::testing
+}  // namespace falcon::common::testing
