@@ -58,6 +58,7 @@ bool EventManager::IsActiveState(falcon::v1::EventState s) {
 void EventManager::Load(const std::vector<EventRecord>& records) {
   events_.clear();
   active_.clear();
+  counted_.clear();
   for (const EventRecord& r : records) {
     events_[r.event().event_id()] = r;
     if (IsActiveState(r.event().state())) {
@@ -65,6 +66,7 @@ void EventManager::Load(const std::vector<EventRecord>& records) {
       active_[r.event().job()] = r.event().event_id();
     }
     if (metrics_ != nullptr) {
+      counted_[r.event().event_id()] = std::make_pair(r.event().state(), r.event().cause());
       metrics_->EventTransition(falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED,
                                 r.event().state(), r.event().cause());
     }
@@ -118,7 +120,7 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
         CulpritFields(r), onset.series, d.iteration, d.ratio);
     uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
-  AfterTransition(*e, falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED, uow);
+  AfterTransition(*e, uow);
   Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED,
              onset.job_iteration >= 0 ? onset.job_iteration : d.decided_at,
              absl::StrFormat("%s mean %.4f s -> %.4f s (x%.2f) verified at iteration %d",
@@ -233,7 +235,6 @@ void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, 
                               const std::string& reason, UnitOfWork* uow) {
   Event* e = event->mutable_event();
   const falcon::v1::EventState previous = e->state();
-  const falcon::v1::Cause previous_cause = e->cause();
   falcon::v1::StateTransition* t = e->add_transitions();
   t->set_state(state);
   t->set_time_ns(absl::ToUnixNanos(clock_->Now()));
@@ -250,14 +251,19 @@ void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, 
       CulpritFields(*event), " cause=", CauseLabel(e->cause()), " from=", EventStateLabel(previous),
       " iteration=", iteration, " reason=\"", reason, "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
-  AfterTransition(*e, previous, previous_cause, uow);
+  AfterTransition(*e, uow);
 }
 
-void EventManager::AfterTransition(const Event& event, falcon::v1::EventState previous_state,
-                                   falcon::v1::Cause previous_cause, UnitOfWork* uow) {
+void EventManager::AfterTransition(const Event& event, UnitOfWork* uow) {
   Event copy = event;
-  uow->AfterCommit([this, copy, previous_state, previous_cause]() {
+  uow->AfterCommit([this, copy]() {
     if (metrics_ != nullptr) {
+      auto it = counted_
+                    .try_emplace(copy.event_id(), falcon::v1::EVENT_STATE_UNSPECIFIED,
+                                 falcon::v1::CAUSE_UNSPECIFIED)
+                    .first;
+      const auto [previous_state, previous_cause] = it->second;
+      it->second = std::make_pair(copy.state(), copy.cause());
       metrics_->EventTransition(previous_state, previous_cause, copy.state(), copy.cause());
       metrics_->ActiveFailSlows(copy.job(), IsActiveState(copy.state()) ? 1 : 0);
     }

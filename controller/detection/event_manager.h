@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -106,8 +107,9 @@ class EventManager {
   static bool IsActiveState(falcon::v1::EventState state);
 
  private:
-  void AfterTransition(const falcon::v1::Event& event, falcon::v1::EventState previous_state,
-                       falcon::v1::Cause previous_cause, UnitOfWork* uow);
+  // After the commit: moves the event in the metrics from the (state, cause) it is counted under
+  // to its new one, and notifies the watchers.
+  void AfterTransition(const falcon::v1::Event& event, UnitOfWork* uow);
 
   const common::Clock* const clock_;
   IdAllocator* const ids_;
@@ -115,6 +117,10 @@ class EventManager {
   std::map<uint64_t, falcon::controller::v1::EventRecord> events_;
   absl::flat_hash_map<std::string, uint64_t> active_;  // job -> event id
   absl::flat_hash_map<std::string, int> since_persist_;
+  // The (state, cause) each event is counted under in falcon_controller_events (committed
+  // transitions only). A verdict sets the cause before its transition, so the event's fields
+  // cannot tell which series to decrement.
+  absl::flat_hash_map<uint64_t, std::pair<falcon::v1::EventState, falcon::v1::Cause>> counted_;
   struct WatchEntry {
     std::string job;
     Watcher watcher;

@@ -2,6 +2,8 @@
 
 #include <prometheus/registry.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "controller/metrics/metric_table.h"
@@ -112,6 +114,45 @@ TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
   EXPECT_EQ(events_.List("j", false, 0).size(), 2u);
   EXPECT_EQ(events_.List("j", true, 0).size(), 1u);
   EXPECT_EQ(events_.List("", false, 1)[0]->event().event_id(), 2u);
+}
+
+// Every series of falcon_controller_events, to check that none went negative.
+TEST_F(EventManagerTest, EventsGaugeFollowsCauseChangesAndNeverGoesNegative) {
+  auto all_series = [&]() {
+    std::map<std::string, double> out;
+    for (const auto& f : registry_.Collect()) {
+      if (f.name != metric::kEvents.name) continue;
+      for (const auto& m : f.metric) {
+        std::string key;
+        for (const auto& l : m.label) key += l.name + "=" + l.value + " ";
+        out[key] = m.gauge.value;
+      }
+    }
+    return out;
+  };
+  UnitOfWork uow;
+  // A compute event: opened without a cause, the verdict sets the cause before its transition
+  // (as the localizer does), then mitigating and recovered.
+  EventRecord* e = events_.Open("j", Onset(RankSeries(2), 50), &uow);
+  e->mutable_event()->set_cause(falcon::v1::CAUSE_COMPUTE);
+  events_.Transition(e, falcon::v1::EVENT_STATE_LOCALIZED, 55, "compute", &uow);
+  events_.Transition(e, falcon::v1::EVENT_STATE_MITIGATING, 56, "S2", &uow);
+  events_.Recover(e, 90, 92, "back", &uow);
+  // A communication event closed while localized.
+  EventRecord* f = events_.Open("j", Onset(kJobSeries, 100), &uow);
+  f->mutable_event()->set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  events_.Transition(f, falcon::v1::EVENT_STATE_LOCALIZED, 105, "link", &uow);
+  events_.Close(f, 110, "job ended", &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  for (const auto& [series, value] : all_series()) {
+    EXPECT_GE(value, 0) << series;
+  }
+  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 0);
+  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "recovered"}, {"cause", "compute"}}), 1);
+  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "closed"}, {"cause", "communication"}}), 1);
+  double total = 0;
+  for (const auto& [series, value] : all_series()) total += value;
+  EXPECT_EQ(total, 2);
 }
 
 TEST_F(EventManagerTest, LostSecondsAgainstBaselineAndReload) {
