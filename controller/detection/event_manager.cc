@@ -84,25 +84,12 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
   e->set_event_id(id);
   e->set_job(job);
   e->set_cause(falcon::v1::CAUSE_UNSPECIFIED);
-  e->set_slowdown_ratio(d.ratio);
-  e->set_onset_iteration(d.iteration);
   e->set_alarm_iteration(d.decided_at);
   e->set_verdict_iteration(-1);
   e->set_recovery_iteration(-1);
-  e->set_onset_time_ns(absl::ToUnixNanos(onset.onset_time));
   e->set_alarm_time_ns(absl::ToUnixNanos(clock_->Now()));
-  e->set_healthy_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_before * 1e9)));
-  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_after * 1e9)));
-  e->set_rank_level(onset.series != kJobSeries);
-  r.add_onset_series(onset.series);
-  if (int64_t rank = SeriesRank(onset.series); rank >= 0) {
-    r.add_suspect_ranks(static_cast<uint32_t>(rank));
-  }
+  SetSlowdown(&r, onset);
   r.set_phase(falcon::controller::v1::PHASE_PROFILING);
-  r.set_job_baseline_ns(absl::ToInt64Nanoseconds(onset.job_baseline));
-  const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
-  r.set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
-  r.set_slow_samples(after);
   active_[job] = id;
 
   // The suspected state lives inside the detector (BOCD proposed, verification pending); it is
@@ -134,6 +121,25 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
   return &r;
 }
 
+void EventManager::SetSlowdown(EventRecord* r, const SeriesOnset& onset) {
+  Event* e = r->mutable_event();
+  const analysis::DetectorEvent& d = onset.detection;
+  e->set_slowdown_ratio(d.ratio);
+  e->set_onset_iteration(d.iteration);
+  e->set_onset_time_ns(absl::ToUnixNanos(onset.onset_time));
+  e->set_healthy_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_before * 1e9)));
+  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_after * 1e9)));
+  e->set_rank_level(onset.series != kJobSeries);
+  r->add_onset_series(onset.series);
+  if (int64_t rank = SeriesRank(onset.series); rank >= 0) {
+    r->add_suspect_ranks(static_cast<uint32_t>(rank));
+  }
+  r->set_job_baseline_ns(absl::ToInt64Nanoseconds(onset.job_baseline));
+  const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
+  r->set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
+  r->set_slow_samples(after);
+}
+
 EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iteration,
                                       UnitOfWork* uow) {
   const uint64_t id = ids_->NextEventId(&uow->txn());
@@ -160,6 +166,12 @@ EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iterat
 }
 
 void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, UnitOfWork* uow) {
+  if (event->onset_series_size() == 0) {
+    // The first slowdown joins a forced validation: the event's figures come from it.
+    SetSlowdown(event, onset);
+    Persist(*event, uow);
+    return;
+  }
   for (const std::string& s : event->onset_series()) {
     if (s == onset.series) {
       // The series slowed down further (or again after a partial recovery).

@@ -59,6 +59,7 @@ class EventManager {
   falcon::controller::v1::EventRecord* OpenForced(const std::string& job, int64_t job_iteration,
                                                   UnitOfWork* uow);
   // Adds another series' onset to the active event (an earlier onset moves the event's onset).
+  // The first onset of a forced event sets its onset, healthy and slow times and slowdown.
   void Attach(falcon::controller::v1::EventRecord* event, const SeriesOnset& onset,
               UnitOfWork* uow);
   // Records that `series` recovered (`recovery` is its kRecovery detection). Returns true when
@@ -109,6 +110,8 @@ class EventManager {
  private:
   // After the commit: moves the event in the metrics from the (state, cause) it is counted under
   // to its new one, and notifies the watchers.
+  // Onset, healthy and slow times, slowdown and running slow mean from the first onset.
+  void SetSlowdown(falcon::controller::v1::EventRecord* r, const SeriesOnset& onset);
   void AfterTransition(const falcon::v1::Event& event, UnitOfWork* uow);
 
   const common::Clock* const clock_;

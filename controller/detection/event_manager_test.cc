@@ -155,6 +155,25 @@ TEST_F(EventManagerTest, EventsGaugeFollowsCauseChangesAndNeverGoesNegative) {
   EXPECT_EQ(total, 2);
 }
 
+TEST_F(EventManagerTest, ASlowdownJoiningAForcedValidationGivesTheEventItsFigures) {
+  UnitOfWork uow;
+  EventRecord* e = events_.OpenForced("j", 70, &uow);
+  EXPECT_EQ(e->event().healthy_iteration_time_ns(), 0);
+  EXPECT_TRUE(e->onset_series().empty());
+  events_.Attach(e, Onset(RankSeries(3), 72), &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(e->onset_series_size(), 1);
+  EXPECT_EQ(e->event().onset_iteration(), 72);
+  EXPECT_EQ(e->event().healthy_iteration_time_ns(), 400'000'000);
+  EXPECT_EQ(e->event().slow_iteration_time_ns(), 600'000'000);
+  EXPECT_DOUBLE_EQ(e->event().slowdown_ratio(), 1.5);
+  EXPECT_TRUE(e->event().rank_level());
+  EXPECT_EQ(e->job_baseline_ns(), 400'000'000);
+  // The running slow mean follows the series from there.
+  events_.ObserveSeries("j", RankSeries(3), 100, absl::Milliseconds(600));
+  EXPECT_EQ(e->slow_samples(), 5);
+}
+
 TEST_F(EventManagerTest, LostSecondsAgainstBaselineAndReload) {
   UnitOfWork uow;
   EventRecord* e = events_.Open("j", Onset(kJobSeries, 10), &uow);

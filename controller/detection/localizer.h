@@ -12,7 +12,9 @@
 //     PlanTreePasses on a heap tree when tree_passes is on), each until every expected rank
 //     answered or task_timeout.
 //  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; the event becomes LOCALIZED, a
-//     Resume directive releases the ranks, and the verdict callback (mitigation) runs.
+//     Resume directive releases the ranks, and the verdict callback (mitigation) runs. A forced
+//     validation of a job without a detected slowdown names no culprit (cause UNKNOWN, what was
+//     measured in the reason) and closes the event instead (docs/algorithms.md#verdict).
 // A recovery or close during localization cancels it (profiling off, Resume when paused). Every
 // step is stored in the event record in the unit of work before its messages are sent.
 // Not thread-safe: controller loop only.

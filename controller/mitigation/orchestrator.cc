@@ -30,13 +30,18 @@ MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event, EventAction
       MitigationEvent::Create(event, actions, options_, *clock_, &layouts_, errors_, rebuild);
   if (!created.ok()) {
     if (absl::IsNotFound(created.status())) return nullptr;  // The job is gone.
-    LOG(WARNING) << "mitigation not started job=" << event.job() << " event=" << event.event_id()
-                 << " error=" << created.status();
-    // Settings are validated before they reach the escalation: out of range is a bug.
-    if (absl::IsInvalidArgument(created.status()))
-      errors_->CountError("mitigation_escalation_create");
+    // Tried again at every job iteration (the event may change): logged and counted once per
+    // event and error.
+    std::string& last = not_started_[event.event_id()];
+    if (last != created.status().ToString()) {
+      last = created.status().ToString();
+      LOG(WARNING) << "mitigation not started job=" << event.job() << " event=" << event.event_id()
+                   << " error=\"" << created.status() << "\"";
+      errors_->CountError("mitigation_start");
+    }
     return nullptr;
   }
+  not_started_.erase(event.event_id());
   MitigationEvent* e = created->get();
   events_[event.event_id()] = *std::move(created);
   absl::StatusOr<Steps> steps = e->StartEscalation(event);
@@ -204,6 +209,7 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
 }
 
 void Orchestrator::OnRecovered(const falcon::v1::Event& event, EventActions& actions) {
+  not_started_.erase(event.event_id());
   auto it = events_.find(event.event_id());
   if (it == events_.end()) {
     // A restart lost the state: rebuild what is in force from the log, then revert it.

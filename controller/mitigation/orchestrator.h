@@ -77,6 +77,8 @@ class Orchestrator : public MitigationHook {
   common::NullErrorCounter no_errors_;
   common::ErrorCounter* errors_ = &no_errors_;
   std::map<uint64_t, std::unique_ptr<MitigationEvent>> events_;
+  // Events whose mitigation could not start, with the error last logged for each.
+  std::map<uint64_t, std::string> not_started_;
   LayoutsInForce layouts_;
 };
 
