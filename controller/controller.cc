@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/util/field_error.h"
 
 namespace falcon::controller {
@@ -159,7 +160,7 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const comm
       events_(clock, &ids_, metrics),
       directives_(options.directives, clock, &ids_, &hub_, metrics),
       localizer_(options.localization, clock, &ids_, &hub_, &directives_, &events_, &registry_,
-                 &settings_,
+                 &settings_, &errors_,
                  [this](const std::string& job) { return detection_.LastIteration(job); }),
       detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
                  metrics) {
@@ -225,6 +226,7 @@ absl::Status Controller::Commit(UnitOfWork* uow) {
   if (!s.ok()) {
     LOG(ERROR) << "store write failed error=\"" << s.message()
                << "\"; the unit's state changes stay in memory, its messages are dropped";
+    errors_.CountError(metric::where::kStoreWrite);
     return absl::UnavailableError(absl::StrCat("controller store write failed: ", s.message()));
   }
   return s;
@@ -349,6 +351,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
 absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
                                 falcon::v1::FieldError error) {
   // A rejected batch is not resent: mark its sequence as handled so the watermark moves on.
+  errors_.CountError(metric::where::kBatchRejected);  // Each caller logged why.
   UnitOfWork uow;
   if (sequence > 0) {
     agents_[session->agent_id].tracker.MarkStored(sequence);
@@ -451,12 +454,13 @@ void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) 
     LOG(WARNING) << "validation result refused job=" << result.job() << " task=" << result.task_id()
                  << " rank=" << result.rank() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
+    errors_.CountError(metric::where::kValidationResultRefused);
     return;
   }
   UnitOfWork uow;
   localizer_.OnValidationResult(result, &uow);
   // Lost on a store failure: the task then times out and the verdict goes on without it.
-  CommitOrCount(&uow, "validation_result_commit",
+  CommitOrCount(&uow, metric::where::kValidationResultCommit,
                 absl::StrCat("validation result job=", result.job(), " task=", result.task_id(),
                              " rank=", result.rank()));
 }
@@ -468,6 +472,7 @@ void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
     LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
                  << " rank=" << ack.rank() << " field=" << e->field() << " error=\"" << e->message()
                  << "\"";
+    errors_.CountError(metric::where::kDirectiveAckRefused);
     return;
   }
   UnitOfWork uow;
@@ -476,7 +481,7 @@ void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
   if (out.record != nullptr && out.state_changed) DirectiveStateChanged(*out.record, &uow);
   // Lost on a store failure: the directive stays pending and is re-delivered, and the shim acks
   // it again.
-  CommitOrCount(&uow, "directive_ack_commit",
+  CommitOrCount(&uow, metric::where::kDirectiveAckCommit,
                 absl::StrCat("directive ack job=", ack.job(), " directive=", ack.directive_id(),
                              " rank=", ack.rank()));
 }
@@ -561,7 +566,8 @@ void Controller::Tick() {
   }
   // Lost on a store failure: timeouts and job ends are decided again on the next tick (their
   // in-memory state already changed; the store catches up with the next successful commit).
-  CommitOrCount(&uow, "tick_commit", "tick (directive timeouts, validation deadlines, job ends)");
+  CommitOrCount(&uow, metric::where::kTickCommit,
+                "tick (directive timeouts, validation deadlines, job ends)");
 }
 
 falcon::v1::Job Controller::JobView(const JobEntry& entry) const {

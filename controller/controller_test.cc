@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "controller/control_api.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/testing/job_fixtures.h"
 #include "controller/testing/sim_agent.h"
@@ -71,6 +72,16 @@ class ControllerTest : public ::testing::Test {
       answered = 0;
       for (auto& a : agents_) answered += a->Respond(*c_, responder);
     }
+  }
+  // falcon_controller_errors_total{where}; -1 when there is no such series.
+  double ErrorCount(const std::string& where) {
+    for (const auto& f : registry_.Collect()) {
+      if (f.name != metric::kErrors.name) continue;
+      for (const auto& m : f.metric) {
+        if (m.label.size() == 1 && m.label[0].value == where) return m.counter.value;
+      }
+    }
+    return -1;
   }
   std::vector<falcon::v1::Event> Events() {
     ControlApi api(c_.get());
@@ -337,9 +348,39 @@ TEST_F(ControllerTest, SilentAgentsTimeOutIntoAnUnknownVerdict) {
   // The directives were never applied: they time out.
   clock_.Advance(options_.directives.ack_timeout);
   c_->Tick();
+  int directives = 0;
   for (const auto& d : c_->directives().List(spec_.job, 0)) {
     EXPECT_EQ(d.state(), falcon::v1::DirectiveRecord::STATE_TIMED_OUT);
+    ++directives;
   }
+  // Every timeout was logged as a warning and counted at its site.
+  EXPECT_EQ(ErrorCount(metric::where::kValidationPauseTimeout), 1);
+  EXPECT_EQ(ErrorCount(metric::where::kValidationTaskTimeout),
+            c_->events().Find(events[0].event_id())->tasks_size());
+  EXPECT_EQ(ErrorCount(metric::where::kDirectiveTimedOut), directives);
+}
+
+TEST_F(ControllerTest, RefusedMessagesAreCountedWhereTheyAreLogged) {
+  ConnectAll();
+  SimAgent& a = *agents_[0];
+  falcon::v1::TelemetryBatch bad = Batch(a, 0, [](uint32_t) { return 100'000'000; });
+  bad.mutable_iterations(0)->set_iteration_time_ns(-5);
+  ASSERT_TRUE(a.Send(*c_, bad)->has_error());
+  EXPECT_EQ(ErrorCount(metric::where::kBatchRejected), 1);
+  falcon::v1::AgentMessage ack;
+  ack.mutable_directive_ack()->set_job(spec_.job);
+  ack.mutable_directive_ack()->set_directive_id(77);  // Never issued.
+  ack.mutable_directive_ack()->set_rank(0);
+  ack.mutable_directive_ack()->set_status(falcon::v1::ACK_STATUS_APPLIED);
+  AgentSession session;
+  session.hello_done = true;
+  session.agent_id = a.agent_id();
+  ASSERT_TRUE(c_->OnAgentMessage(&session, ack).ok());
+  EXPECT_EQ(ErrorCount(metric::where::kDirectiveAckRefused), 1);
+  falcon::v1::AgentMessage result;
+  result.mutable_validation_result()->set_job("ghost");
+  ASSERT_TRUE(c_->OnAgentMessage(&session, result).ok());
+  EXPECT_EQ(ErrorCount(metric::where::kValidationResultRefused), 1);
 }
 
 TEST_F(ControllerTest, DetectionCanBeDisabledPerJob) {

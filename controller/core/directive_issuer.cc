@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/metrics/metric_table.h"
 
 namespace falcon::controller {
 
@@ -98,6 +99,10 @@ std::vector<uint32_t> DirectiveIssuer::Targets(const falcon::v1::Directive& d,
   return std::vector<uint32_t>(d.target_ranks().begin(), d.target_ranks().end());
 }
 
+void DirectiveIssuer::CountError(absl::string_view where) const {
+  if (metrics_ != nullptr) metrics_->CountError(where);
+}
+
 uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_id,
                                 const JobEntry& job, UnitOfWork* uow,
                                 const falcon::v1::Directive* rollback) {
@@ -178,7 +183,10 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, 
       const std::string line =
           absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", rejected->rank(),
                        " reason=\"", rejected->reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metric::where::kDirectiveRejected);
+      });
     }
     if (!applied.empty() && record.has_rollback()) {
       falcon::v1::Directive undo = record.rollback();
@@ -220,6 +228,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
         absl::StrCat("directive ", ack.directive_id(), " of job '", ack.job(), "' is unknown");
     LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
                  << " rank=" << ack.rank() << " error=\"" << out.error << "\"";
+    CountError(metric::where::kDirectiveAckRefused);
     return out;
   }
   DirectiveRecord& record = it->second;
@@ -229,6 +238,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
                              "'s epoch ", record.directive().epoch());
     LOG(WARNING) << "directive ack refused " << DirectiveFields(record) << " rank=" << ack.rank()
                  << " error=\"" << out.error << "\"";
+    CountError(metric::where::kDirectiveAckRefused);
     return out;
   }
   out.record = &record;
@@ -237,6 +247,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
                              "' epoch ", fence);
     LOG(WARNING) << "directive ack refused " << DirectiveFields(record) << " rank=" << ack.rank()
                  << " error=\"" << out.error << "\"";
+    CountError(metric::where::kDirectiveAckRefused);
     if (record.state() == DirectiveRecord::STATE_PENDING) {
       *record.add_acks() = ack;  // Kept for the record; it does not count.
       record.set_state(DirectiveRecord::STATE_REJECTED);
@@ -248,7 +259,10 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
       const std::string line =
           absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", ack.rank(),
                        " reason=\"", record.state_reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metric::where::kDirectiveRejected);
+      });
     }
     return out;
   }
@@ -299,7 +313,10 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
       timed_out.push_back(id);
       const std::string line = absl::StrCat("directive timed out ", DirectiveFields(record),
                                             " reason=\"", record.state_reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metric::where::kDirectiveTimedOut);
+      });
       continue;
     }
     auto r = retries_.find(id);

@@ -69,7 +69,8 @@ struct JobProgress {
 
 class DirectiveIssuer {
  public:
-  // `metrics` (nullable, not owned) counts committed directives by strategy.
+  // `metrics` (nullable, not owned) counts committed directives by strategy, and the rejected,
+  // timed-out and refused ones it logs as falcon_controller_errors_total{where}.
   DirectiveIssuer(DirectiveOptions options, const common::Clock* clock, IdAllocator* ids,
                   AgentHub* hub, ControllerMetrics* metrics = nullptr);
 
@@ -134,6 +135,8 @@ class DirectiveIssuer {
               const std::set<uint32_t>& only_ranks = {});
   void UpdateState(falcon::v1::DirectiveRecord& record, const JobEntry& job, UnitOfWork* uow,
                    AckOutcome* out);
+  // Counts a handled error logged at `where` (metric::where), when there are metrics.
+  void CountError(absl::string_view where) const;
 
   const DirectiveOptions options_;
   const common::Clock* const clock_;

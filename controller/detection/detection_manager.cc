@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/stats.h"
+#include "controller/metrics/metric_table.h"
 
 namespace falcon::controller {
 
@@ -109,7 +110,7 @@ void DetectionManager::OnSettingsChanged(const std::string& job) {
     if (!status.ok()) {
       LOG(WARNING) << "detector thresholds not applied job=" << name << " error=\""
                    << status.message() << "\"";
-      if (metrics_ != nullptr) metrics_->CountError("detection_set_thresholds");
+      if (metrics_ != nullptr) metrics_->CountError(metric::where::kDetectionSetThresholds);
       continue;
     }
     VLOG(1) << "detector thresholds applied job=" << name

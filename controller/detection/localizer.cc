@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/detect/validation_plan.h"
+#include "controller/metrics/metric_table.h"
 
 namespace falcon::controller {
 
@@ -47,7 +48,8 @@ absl::Status LocalizationOptions::Validate() const {
 
 Localizer::Localizer(LocalizationOptions options, const common::Clock* clock, IdAllocator* ids,
                      AgentHub* hub, DirectiveIssuer* directives, EventManager* events,
-                     JobRegistry* registry, const SettingsManager* settings, ProgressFn progress)
+                     JobRegistry* registry, const SettingsManager* settings,
+                     common::ErrorCounter* errors, ProgressFn progress)
     : options_(options),
       clock_(clock),
       ids_(ids),
@@ -56,6 +58,7 @@ Localizer::Localizer(LocalizationOptions options, const common::Clock* clock, Id
       events_(events),
       registry_(registry),
       settings_(settings),
+      errors_(errors != nullptr ? errors : &no_errors_),
       progress_(std::move(progress)) {}
 
 CommProfiler* Localizer::Profiler(const std::string& job) {
@@ -430,6 +433,7 @@ void Localizer::Tick(absl::Time now, UnitOfWork* uow) {
         LOG(WARNING) << "pause not confirmed by every rank in time job=" << event->event().job()
                      << " event=" << event->event().event_id()
                      << " directive=" << event->pause_directive_id() << "; validating anyway";
+        errors_->CountError(metric::where::kValidationPauseTimeout);
         DispatchNext(event, uow);
         break;
       case falcon::controller::v1::PHASE_VALIDATING:
@@ -439,6 +443,7 @@ void Localizer::Tick(absl::Time now, UnitOfWork* uow) {
                          << " event=" << event->event().event_id() << " task=" << t.task().task_id()
                          << " " << TaskFields(t.task())
                          << " timeout=" << absl::FormatDuration(options_.task_timeout);
+            errors_->CountError(metric::where::kValidationTaskTimeout);
             t.set_finished(true);
             break;
           }

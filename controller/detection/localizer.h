@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/error_counter.h"
 #include "controller/core/agent_hub.h"
 #include "controller/core/directive_issuer.h"
 #include "controller/core/id_allocator.h"
@@ -77,9 +78,10 @@ class Localizer {
   // The job's latest complete iteration, -1 when none.
   using ProgressFn = std::function<int64_t(const std::string& job)>;
 
+  // `errors` (not owned; nullptr: not counted) counts the timeouts it logs.
   Localizer(LocalizationOptions options, const common::Clock* clock, IdAllocator* ids,
             AgentHub* hub, DirectiveIssuer* directives, EventManager* events, JobRegistry* registry,
-            const SettingsManager* settings, ProgressFn progress);
+            const SettingsManager* settings, common::ErrorCounter* errors, ProgressFn progress);
 
   void set_verdict_callback(VerdictCallback cb) { on_verdict_ = std::move(cb); }
 
@@ -130,6 +132,8 @@ class Localizer {
   EventManager* const events_;
   JobRegistry* const registry_;
   const SettingsManager* const settings_;
+  common::NullErrorCounter no_errors_;
+  common::ErrorCounter* const errors_;
   ProgressFn progress_;
   VerdictCallback on_verdict_;
   absl::flat_hash_map<std::string, std::unique_ptr<CommProfiler>> profilers_;

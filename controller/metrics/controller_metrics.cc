@@ -78,6 +78,8 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
       write_errors_(AddCounterFamily(registry, metric::kStoreWriteErrors).Add({})),
       errors_(AddCounterFamily(registry, metric::kErrors)) {
   AddGaugeFamily(registry, metric::kBuildInfo).Add({{"version", version}}).Set(1);
+  // Every known site from the start, so the series exist (at 0) before the first error.
+  for (const common::ErrorSite& site : metric::kErrorSites) errors_.Add({{"where", site.where}});
 }
 
 prometheus::Gauge& ControllerMetrics::EventsGauge(falcon::v1::EventState state,

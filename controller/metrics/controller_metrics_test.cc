@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -114,6 +115,27 @@ TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
   m.JobIterationTime("j", absl::Seconds(1));
   m.CountError("test_site");
   EXPECT_THAT(common::RegistryMismatches(registry.Collect(), metric::kAll), ::testing::IsEmpty());
+}
+
+// falcon_controller_errors_total has a series per known site from the start, at 0; the list is
+// well formed.
+TEST(ControllerMetricsTest, ErrorSitesExistAtZeroBeforeTheFirstError) {
+  EXPECT_TRUE(common::CheckErrorSites(metric::kErrorSites).empty());
+  prometheus::Registry registry;
+  ControllerMetrics m(registry, "v");
+  auto errors = [&]() {
+    std::map<std::string, double> out;
+    for (const auto& f : registry.Collect()) {
+      if (f.name != metric::kErrors.name) continue;
+      for (const auto& c : f.metric) out[c.label.at(0).value] = c.counter.value;
+    }
+    return out;
+  };
+  std::map<std::string, double> before = errors();
+  EXPECT_EQ(before.size(), std::size(metric::kErrorSites));
+  for (const common::ErrorSite& site : metric::kErrorSites) EXPECT_EQ(before[site.where], 0);
+  m.CountError(metric::where::kDirectiveTimedOut);
+  EXPECT_EQ(errors()[metric::where::kDirectiveTimedOut], 1);
 }
 
 }  // namespace

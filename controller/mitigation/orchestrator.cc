@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/mitigation/escalation_settings.h"
 #include "glog/logging.h"
 
@@ -37,7 +38,7 @@ MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event, EventAction
       last = created.status().ToString();
       LOG(WARNING) << "mitigation not started job=" << event.job() << " event=" << event.event_id()
                    << " error=\"" << created.status() << "\"";
-      errors_->CountError("mitigation_start");
+      errors_->CountError(metric::where::kMitigationStart);
     }
     return nullptr;
   }
@@ -46,11 +47,11 @@ MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event, EventAction
   events_[event.event_id()] = *std::move(created);
   absl::StatusOr<Steps> steps = e->StartEscalation(event);
   if (!steps.ok()) {
-    e->ctx().CountError("mitigation_escalation_start", steps.status());
+    e->ctx().CountError(metric::where::kMitigationEscalationStart, steps.status());
     events_.erase(event.event_id());
     return nullptr;
   }
-  Execute(*e, *steps, "mitigation_escalation_start", actions);
+  Execute(*e, *steps, metric::where::kMitigationEscalationStart, actions);
   e->ctx().rebuilding = false;
   return e;
 }
@@ -107,7 +108,8 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step, EventAc
     return;
   }
   if (s == &e.s4()) {  // The last level: nothing to skip to.
-    LOG(WARNING) << "S4 not issued " << e.ctx().Subject() << " error=" << issued;
+    LOG(WARNING) << "S4 not issued " << e.ctx().Subject() << " error=\"" << issued << "\"";
+    errors_->CountError(metric::where::kMitigationS4Issue);
     e.ctx().Record(actions, falcon::v1::STRATEGY_S1_IGNORE, 0, step.iteration,
                    absl::StrCat("S4 not issued: ", issued.message()), false);
     return;
@@ -120,8 +122,8 @@ void Orchestrator::Skip(MitigationEvent& e, Strategy s, const std::string& why, 
   LOG(INFO) << "strategy not applicable " << e.ctx().Subject() << " strategy=" << ShortName(s)
             << " why=\"" << why << "\"";
   if (!e.escalation().active()) return;  // The ladder already ended (S4 in the same steps).
-  Execute(e, e.escalation().MarkInapplicable(s, why, iteration), "mitigation_escalation_skip",
-          actions);
+  Execute(e, e.escalation().MarkInapplicable(s, why, iteration),
+          metric::where::kMitigationEscalationSkip, actions);
 }
 
 void Orchestrator::OnVerdict(const falcon::v1::Event& event, EventActions& actions) {
@@ -157,8 +159,8 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
   if (!SameEscalationOptions(want, st->escalation().options())) {
     LOG(INFO) << "escalation settings changed " << st->ctx().Subject()
               << " iteration=" << iteration;
-    Execute(*st, st->escalation().UpdateOptions(want, iteration), "mitigation_escalation_settings",
-            actions);
+    Execute(*st, st->escalation().UpdateOptions(want, iteration),
+            metric::where::kMitigationEscalationSettings, actions);
   }
 
   // Measure the plan in force; one that does not help is reverted and its level skipped.
@@ -178,7 +180,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
 
   if (st->escalation().active()) {
     Execute(*st, st->escalation().OnIteration(iteration, iteration_time),
-            "mitigation_escalation_iteration", actions);
+            metric::where::kMitigationEscalationIteration, actions);
     VLOG(1) << "job iteration " << st->ctx().Subject() << " iteration=" << iteration
             << " time_s=" << absl::ToDoubleSeconds(iteration_time)
             << " lost_s=" << absl::ToDoubleSeconds(st->escalation().lost());
@@ -198,12 +200,13 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
   LOG(INFO) << "recovery detected by compute probe job=" << ctx.job << " event=" << ctx.event_id
             << " rank=" << r->rank << " iteration=" << r->iteration << " ratio=" << r->ratio;
   if (absl::Status s = actions.RecoverEvent(ctx.event_id, r->iteration, r->reason); !s.ok()) {
-    ctx.CountError("mitigation_recover_event", s);
+    ctx.CountError(metric::where::kMitigationRecoverEvent, s);
     return;
   }
   ctx.last_iteration = std::max(ctx.last_iteration, r->iteration);
   if (e.escalation().active()) {
-    Execute(e, e.escalation().OnCleared(r->iteration), "mitigation_escalation_cleared", actions);
+    Execute(e, e.escalation().OnCleared(r->iteration), metric::where::kMitigationEscalationCleared,
+            actions);
   }
   events_.erase(it);
 }
@@ -224,7 +227,8 @@ void Orchestrator::OnRecovered(const falcon::v1::Event& event, EventActions& act
   LOG(INFO) << "event recovered, reverting plans in force " << e.ctx().Subject()
             << " iteration=" << iteration;
   if (e.escalation().active()) {
-    Execute(e, e.escalation().OnCleared(iteration), "mitigation_escalation_cleared", actions);
+    Execute(e, e.escalation().OnCleared(iteration), metric::where::kMitigationEscalationCleared,
+            actions);
   }
   events_.erase(it);
 }
