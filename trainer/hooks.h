@@ -10,9 +10,12 @@
 //                   (effective_iteration <= iteration) not returned before. The trainer also
 //                   accepts directives due later and holds them until their iteration.
 //   PollValidationTasks  every poll interval while paused.
-//   Ack             for every directive this rank is a target of: RECEIVED when queued for a later
-//                   iteration, then APPLIED (applied_iteration = the boundary) or REJECTED with the
-//                   reason. A re-delivered id is acked again with its first outcome.
+//   Ack             for every directive this rank is a target of, once per outcome: RECEIVED
+//                   ("queued for iteration N") when queued for a later iteration, then APPLIED
+//                   (applied_iteration = the boundary; reason: what changed) or REJECTED with the
+//                   reason; the reason is never empty. An id PollDirectives returns again is acked
+//                   again with its first outcome; an id it returns only after this rank applied it
+//                   (the ranks agreed on another rank's copy) is not acked a second time.
 //   ReportValidation  one result per validation task this rank took part in.
 //   OnIteration     after every iteration, once the global loss is known.
 //   RegisterValidationExecutor  once, so a shim that pauses by holding collective ops (the pause

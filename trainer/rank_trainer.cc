@@ -333,13 +333,19 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
       first = false;
       if (absl::Status s = report(out.loss_sum, out.agreed_ns); !s.ok()) return s;
     }
-    // A re-delivered directive is acknowledged again with its first outcome.
+    // A directive this rank's hooks deliver again is acknowledged again with its first outcome.
+    // The first delivery of one this rank already applied (the ranks agreed on another rank's
+    // copy a boundary earlier) is not: its outcome was acknowledged when it was applied.
     for (const falcon::v1::Directive& d : mine.directives) {
+      const bool again = !queue_.MarkDelivered(d.directive_id());
       const DirectiveOutcome* o = queue_.OutcomeOf(d.directive_id());
-      if (o != nullptr) Ack(d, o->status, o->reason, o->applied_iteration);
+      if (again && o != nullptr) Ack(d, o->status, o->reason, o->applied_iteration);
     }
     for (const falcon::v1::Directive& d : queue_.Add(agreed->directives)) {
-      if (d.effective_iteration() > t) Ack(d, falcon::v1::ACK_STATUS_RECEIVED, "", -1);
+      if (d.effective_iteration() > t) {
+        Ack(d, falcon::v1::ACK_STATUS_RECEIVED,
+            absl::StrCat("queued for iteration ", d.effective_iteration()), -1);
+      }
     }
     if (paused_) {
       for (const falcon::v1::ValidationTask& task : agreed->tasks) {
@@ -411,6 +417,7 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
       reason = "resumed";
       break;
     default:
+      reason = "applied";  // CheckDirective lets no other kind through; never an empty reason.
       break;
   }
   if (d.plan_version() > plan_version_ && (d.has_micro_batch_plan() || d.has_topology_change())) {

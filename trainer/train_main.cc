@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "cli/help/flags_help.h"
 #include "collective/fault/fault_spec.h"
 #include "collective/launch/launcher.h"
@@ -112,7 +113,8 @@ TrainerOptions TrainerOptionsFromFlags() {
 // Prints rank 0's progress.
 class ProgressHooks : public TrainerHooks {
  public:
-  ProgressHooks(TrainerHooks* inner, int every) : inner_(inner), every_(every) {}
+  ProgressHooks(TrainerHooks* inner, int rank, int every)
+      : inner_(inner), rank_(rank), every_(every) {}
   void OnLayout(const RankContext& c) override { inner_->OnLayout(c); }
   void OnIteration(const IterationReport& r) override {
     inner_->OnIteration(r);
@@ -129,8 +131,11 @@ class ProgressHooks : public TrainerHooks {
   void Ack(const falcon::v1::Directive& d, falcon::v1::AckStatus s, const std::string& reason,
            int64_t applied) override {
     inner_->Ack(d, s, reason, applied);
-    std::printf("directive %llu: %s %s\n", static_cast<unsigned long long>(d.directive_id()),
-                falcon::v1::AckStatus_Name(s).c_str(), reason.c_str());
+    // One line per rank and outcome: "directive 3 rank 2: APPLIED micro-batches per DP group: ..."
+    std::printf(
+        "directive %llu rank %d: %s %s\n", static_cast<unsigned long long>(d.directive_id()), rank_,
+        std::string(absl::StripPrefix(falcon::v1::AckStatus_Name(s), "ACK_STATUS_")).c_str(),
+        reason.c_str());
     std::fflush(stdout);
   }
   std::vector<falcon::v1::ValidationTask> PollValidationTasks(int64_t it) override {
@@ -145,6 +150,7 @@ class ProgressHooks : public TrainerHooks {
 
  private:
   TrainerHooks* inner_;
+  int rank_;
   int every_;
 };
 
@@ -232,6 +238,7 @@ int RunRank(const collective::RankEnv& env) {
     so.agent_socket = absl::StrReplaceAll(socket, {{"{node}", env.node}});
     so.node = env.node;
     so.rank = env.rank;
+    so.local_rank = env.local_rank;
     so.world_size = env.world_size;
     so.dp_size = env.dp;
     so.pp_size = env.pp;
@@ -246,7 +253,7 @@ int RunRank(const collective::RankEnv& env) {
     shim_hooks = *std::move(created);
     o.observer = shim_hooks.get();
   }
-  ProgressHooks progress(shim_hooks != nullptr ? shim_hooks.get() : hooks.get(),
+  ProgressHooks progress(shim_hooks != nullptr ? shim_hooks.get() : hooks.get(), env.rank,
                          env.rank == 0 ? absl::GetFlag(FLAGS_print_every) : 0);
   absl::StatusOr<RunResult> result = RunWorker(o, &progress);
   if (!result.ok()) {

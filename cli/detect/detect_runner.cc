@@ -20,6 +20,13 @@ json Ratio(double before, double after) {
   return after / before;
 }
 
+json PointJson(const analysis::ChangePoint& cp) {
+  return {{"index", cp.index},
+          {"kind", std::string(analysis::ChangeKindName(cp.kind))},
+          {"ratio", Ratio(cp.mean_before, cp.mean_after)},
+          {"probability", cp.probability}};
+}
+
 absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& options) {
   if (s.values.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("series \"", s.name, "\" is empty"));
@@ -50,7 +57,8 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
   seg.bocd.prune_threshold = 1e-4;  // ocp's truncRlim in TCPDBench.
   seg.bocd.max_hypotheses = 10000;  // ocp's maxRlength: offline, no need to cap lower.
   seg.zscore = options.zscore && s.values.size() >= 2;
-  seg.probability_lag = 5;
+  // The statistic the online detector thresholds (its lag), so min_probability means the same.
+  seg.probability_lag = analysis::OnlineDetectorOptions().lag;
   absl::StatusOr<analysis::Segmentation> segmentation = analysis::SegmentSeries(s.values, seg);
   if (!segmentation.ok()) {
     return absl::Status(segmentation.status().code(),
@@ -58,6 +66,7 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
   }
   json points = json::array();
   const std::vector<int64_t>& cps = segmentation->change_points;
+  json below = json::array();  // Verified changes left out for their probability.
   if (options.raw) {
     for (size_t j = 0; j < cps.size(); ++j) {
       const size_t c = static_cast<size_t>(cps[j]);
@@ -78,20 +87,31 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
     analysis::VerificationOptions v;
     v.min_relative_change = options.min_change;
     v.min_gap = options.min_gap;
-    absl::StatusOr<std::vector<analysis::ChangePoint>> kept =
-        analysis::VerifyChangePoints(s.values, cps, segmentation->probabilities, v);
-    if (!kept.ok()) {
-      return absl::Status(kept.status().code(),
-                          absl::StrCat("series \"", s.name, "\": ", kept.status().message()));
+    std::vector<int64_t> candidates;
+    std::vector<double> probabilities;
+    for (size_t j = 0; j < cps.size(); ++j) {
+      if (cps[j] > 0 && segmentation->probabilities[j] < options.min_probability) continue;
+      candidates.push_back(cps[j]);
+      probabilities.push_back(segmentation->probabilities[j]);
     }
-    for (const analysis::ChangePoint& cp : *kept) {
-      points.push_back({{"index", cp.index},
-                        {"kind", std::string(analysis::ChangeKindName(cp.kind))},
-                        {"ratio", Ratio(cp.mean_before, cp.mean_after)},
-                        {"probability", cp.probability}});
+    absl::StatusOr<std::vector<analysis::ChangePoint>> kept =
+        analysis::VerifyChangePoints(s.values, candidates, probabilities, v);
+    // What verification keeps of every segment start: those below min_probability are listed
+    // apart (what --min_probability 0 would report).
+    absl::StatusOr<std::vector<analysis::ChangePoint>> all =
+        analysis::VerifyChangePoints(s.values, cps, segmentation->probabilities, v);
+    if (!kept.ok() || !all.ok()) {
+      const absl::Status& e = kept.ok() ? all.status() : kept.status();
+      return absl::Status(e.code(), absl::StrCat("series \"", s.name, "\": ", e.message()));
+    }
+    for (const analysis::ChangePoint& cp : *kept) points.push_back(PointJson(cp));
+    for (const analysis::ChangePoint& cp : *all) {
+      if (cp.probability < options.min_probability) below.push_back(PointJson(cp));
     }
   }
-  return json{{"name", s.name}, {"change_points", std::move(points)}};
+  json out = {{"name", s.name}, {"change_points", std::move(points)}};
+  if (!options.raw) out["below_min_probability"] = below;
+  return out;
 }
 
 }  // namespace
@@ -111,9 +131,14 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
   if (options.min_gap < 1) {
     return absl::InvalidArgumentError(absl::StrCat("min_gap must be >= 1, got ", options.min_gap));
   }
+  if (!(options.min_probability >= 0 && options.min_probability <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_probability must be in [0, 1], got ", options.min_probability));
+  }
   if (input.series.empty())
     return absl::InvalidArgumentError(absl::StrCat(input.path, ": no series"));
   json out;
+  if (!options.raw) out["min_probability"] = options.min_probability;
   out["series"] = json::array();
   for (const NamedSeries& s : input.series) {
     absl::StatusOr<json> one = AnalyseSeries(s, options);
@@ -143,7 +168,16 @@ std::string FormatReport(const json& result) {
   std::string out;
   for (const json& s : result["series"]) {
     absl::StrAppend(&out, s["name"].get<std::string>(), ": ", s["change_points"].size(),
-                    " change point(s)\n");
+                    " change point(s)");
+    const size_t below =
+        s.contains("below_min_probability") ? s["below_min_probability"].size() : 0;
+    if (below > 0) {
+      absl::StrAppendFormat(&out,
+                            " (%d more below change probability %.2f left out; "
+                            "--min_probability 0 lists them)",
+                            below, result["min_probability"].get<double>());
+    }
+    absl::StrAppend(&out, "\n");
     for (const json& cp : s["change_points"]) {
       const std::string ratio =
           cp["ratio"].is_null() ? "n/a" : absl::StrFormat("%.3f", cp["ratio"].get<double>());

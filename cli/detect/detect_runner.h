@@ -1,12 +1,19 @@
-// The analysis behind falcon_detect: BOCD's MAP segmentation of every series, then (unless raw)
-// verification; for ByteDance traces also cross-rank blame per step. Output as JSON:
-//   {"series": [{"name": ..., "change_points": [{"index": i, "kind": k, "ratio": r,
-//                                                "probability": p}, ...]}, ...],
+// The analysis behind falcon_detect (docs/algorithms.md#offline-detection): BOCD's MAP
+// segmentation of every series, then (unless raw) the segment starts whose change-point
+// probability reaches min_probability go to verification; for ByteDance traces also cross-rank
+// blame per step. Output as JSON:
+//   {"min_probability": m,
+//    "series": [{"name": ..., "change_points": [{"index": i, "kind": k, "ratio": r,
+//                                                "probability": p}, ...],
+//                "below_min_probability": [<change points as above>]}, ...],
 //    "blame": [{"step": s, "rank": r, "cause": "compute|communication", "ratio": x}, ...]}
-// ("blame" only for ByteDance input). kind is "raw" with --raw (index 0 included, ratio 1 and
-// probability 1 for it), else "slowdown", "recovery" or "speedup". ratio = mean after / mean
-// before (null when the mean before is 0); probability = the lagged change-point probability
-// (analysis/detect/bocd.h, lag 5).
+// ("blame" only for ByteDance input; "min_probability" and "below_min_probability" not with raw:
+// the changes verification keeps when every segment start is verified whose probability is below
+// min_probability, i.e. what min_probability 0 would add). kind is "raw" with raw (index 0
+// included, ratio 1 and probability 1 for it), else "slowdown", "recovery" or "speedup". ratio =
+// mean after / mean before (null when the mean before is 0); probability = the largest lagged
+// change-point probability while the change was recent (analysis/detect/bocd.h), with the online
+// detector's lag (10).
 #ifndef FALCON_CLI_DETECT_DETECT_RUNNER_H_
 #define FALCON_CLI_DETECT_DETECT_RUNNER_H_
 
@@ -14,13 +21,18 @@
 
 #include "absl/status/statusor.h"
 #include "analysis/detect/bocd.h"
+#include "analysis/detect/online_detector.h"
 #include "cli/detect/readers.h"
 #include "nlohmann/json.hpp"
 
 namespace falcon::cli {
 
 struct DetectOptions {
-  bool raw = false;                  // MAP segmentation only, no verification.
+  bool raw = false;  // MAP segmentation only, no verification.
+  // Segment starts whose change-point probability is below this are not verified (nor
+  // reported): the online detector's change_probability, so the tool reports what Falcon would
+  // propose. [0, 1]; 0 verifies every segment start. Ignored with raw.
+  double min_probability = analysis::DetectorThresholds().change_probability;
   analysis::NormalGammaPrior prior;  // Default m=0, k=1, a=1, b=1 (ocp / TCPDBench).
   double expected_run_length = 250;  // lambda; hazard = 1 / lambda. > 1.
   bool zscore = true;                // Standardize each series first.

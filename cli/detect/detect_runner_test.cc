@@ -44,6 +44,24 @@ TEST(RunDetectTest, VerifiedChangePointsAsJson) {
   EXPECT_THAT(FormatReport(out), HasSubstr("time: 2 change point(s)"));
 }
 
+TEST(RunDetectTest, ChangesBelowMinProbabilityAreListedApart) {
+  DetectInput in{"x.csv", {Steps("time", {{100, 1.0}, {40, 1.5}, {60, 1.0}})}, {}};
+  DetectOptions options;
+  EXPECT_DOUBLE_EQ(options.min_probability, 0.9);  // The online detector's change_probability.
+  options.min_probability = 1.0;                   // Nothing reaches it.
+  const json out = *RunDetect(in, options);
+  EXPECT_TRUE(out["series"][0]["change_points"].empty()) << out;
+  ASSERT_EQ(out["series"][0]["below_min_probability"].size(), 2u) << out;
+  EXPECT_EQ(out["series"][0]["below_min_probability"][0]["index"], 100) << out;
+  EXPECT_EQ(out["series"][0]["below_min_probability"][0]["kind"], "slowdown") << out;
+  EXPECT_THAT(FormatReport(out),
+              HasSubstr("time: 0 change point(s) (2 more below change probability 1.00 left out"));
+  options.min_probability = 0;
+  EXPECT_EQ((*RunDetect(in, options))["series"][0]["change_points"].size(), 2u);
+  options.min_probability = 1.5;
+  EXPECT_THAT(std::string(RunDetect(in, options).status().message()), HasSubstr("min_probability"));
+}
+
 TEST(RunDetectTest, HugeAndTinySecondsGiveTheSameChangePoints) {
   // Finite values are valid at any scale: z-scoring makes the analysis unit-free.
   const NamedSeries base = Steps("time", {{100, 1.0}, {40, 1.5}, {60, 1.0}});

@@ -4,7 +4,8 @@
 // (docs/algorithms.md#cross-rank-blame).
 //
 //   falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]
-//                 [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]
+//                 [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--min_probability P]
+//                 [--json]
 //
 // Exit status 0 on success (and for --help, which prints the usage and every flag), 1 on any
 // error (message on stderr naming the file, field or flag).
@@ -45,6 +46,10 @@ ABSL_FLAG(double, min_change, 0.10,
           "Verification: keep a change when the means differ by at least this fraction; also "
           "the blame threshold over the median.");
 ABSL_FLAG(int, min_gap, 10, "Verification: minimum observations between kept changes.");
+ABSL_FLAG(double, min_probability, falcon::cli::DetectOptions().min_probability,
+          "Verify (and report) a segment start only when its change-point probability reaches "
+          "this: the online detector's change_probability (0.9, lag 10). 0 verifies every "
+          "segment start of the MAP segmentation. Ignored with --raw.");
 
 namespace {
 
@@ -76,7 +81,8 @@ int main(int argc, char** argv) {
   constexpr char kUsage[] =
       "falcon_detect: offline fail-slow analysis of a recorded series.\n"
       "  falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]\n"
-      "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--json]";
+      "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--min_probability P]\n"
+      "                [--json]";
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
     std::cout << falcon::cli::FlagsHelp(absl::StrCat(kUsage, "\n", falcon::common::kLoggingUsage),
@@ -108,6 +114,7 @@ int main(int argc, char** argv) {
   options.zscore = absl::GetFlag(FLAGS_zscore);
   options.min_change = absl::GetFlag(FLAGS_min_change);
   options.min_gap = absl::GetFlag(FLAGS_min_gap);
+  options.min_probability = absl::GetFlag(FLAGS_min_probability);
 
   absl::StatusOr<falcon::cli::DetectInput> data =
       falcon::cli::ReadInput(input, *format, absl::GetFlag(FLAGS_column));

@@ -141,6 +141,24 @@ TEST(AlibabaTest, Job1Worker6SlowsDownAndRecovers) {
   EXPECT_EQ(recoveries, 1);
 }
 
+// Verified changes are reported at the online detector's change probability (0.9, lag 10) only:
+// job 1's workers 4 and 5 run ~10% faster from about index 80, at probabilities far below it.
+TEST(AlibabaTest, Job1ReportsChangesAtTheOnlineDetectorsProbabilityOnly) {
+  FALCON_REQUIRE_REAL_DATA();
+  const DetectInput in =
+      *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
+  const json out = *RunDetect(in, DetectOptions());
+  for (const json& s : out["series"]) {
+    for (const json& cp : s["change_points"]) {
+      EXPECT_GE(cp["probability"].get<double>(), 0.9) << s["name"] << " " << cp;
+    }
+    if (s["name"] == "worker_4") {
+      EXPECT_TRUE(s["change_points"].empty()) << s;
+    }
+  }
+  EXPECT_THAT(FormatReport(out), ::testing::Not(::testing::HasSubstr("probability 0.0")));
+}
+
 TEST(AlibabaTest, Job2HasNoChangePoint) {
   FALCON_REQUIRE_REAL_DATA();
   const DetectInput in =

@@ -74,7 +74,7 @@ int Finish(const absl::StatusOr<std::string>& out) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
+    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, "\n", falcon::common::kLoggingUsage),
                                       "falcon_plan_main.cc", /*dashes=*/true)
                    .c_str(),
                stdout);

@@ -42,8 +42,17 @@ check s3-replica-micro-batches 1 'error: --replica-micro-batches: must be in \[1
 check escalate 0 'apply  S2 micro-batch .*lost 5\.00s >= S2 micro-batch cost 5\.00s' -- \
   "$BIN" escalate --trace "$DATA/trace.csv"
 check escalate-json 0 '"events":2' -- "$BIN" escalate --trace "$DATA/trace.csv" --json
+# Every `./falcon plan` example of the README runs as written from the repository root.
+n=0
+while IFS= read -r line; do
+  n=$((n + 1))
+  read -r -a words <<<"${line#./falcon plan }"
+  check "readme-example-$n" 0 '.' -- "$BIN" "${words[@]}"
+done < <(grep '^\./falcon plan ' cli/plan/README.md)
+[[ "$n" -ge 4 ]] || { echo "FAIL readme-examples: found $n"; fail=1; }
 check help 0 '^falcon_plan: plan Falcon.s mitigations offline' -- "$BIN" --help
 check help-flags 0 '--replica-micro-batches .*default: 8' -- "$BIN" --help
+check help-logging-line 0 '^Logging: glog' -- "$BIN" --help
 check help-short 0 '--slow-links' -- "$BIN" -h
 check help-subcommand 0 'falcon_plan s2 --times' -- "$BIN" s2 --help
 check no-command 2 'falcon_plan s2 --times' -- "$BIN"

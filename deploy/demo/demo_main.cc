@@ -43,8 +43,10 @@ namespace {
 constexpr char kUsage[] =
     "falcon_demo: trains the reference job on a local emulated cluster, injects the scenario's "
     "fail-slows and writes a report folder.\n"
-    "usage: falcon_demo [--scenario NAME] [--layout DxP] [--duration 180s] [--out DIR] "
-    "[--json-report PATH]\n";
+    "usage: falcon_demo [--scenario NAME] [--layout DxP] [--nodes N] [--duration 180s]\n"
+    "                   [--iterations N] [--emulated_compute_ms MS] [--micro-batches M]\n"
+    "                   [--s3_cost_seconds S] [--out DIR] [--json-report PATH]\n"
+    "Flag names take dashes or underscores alike (--json-report = --json_report).\n";
 
 // Set by the SIGINT / SIGTERM handler; the only state a handler may touch.
 std::atomic<bool> g_stop{false};
@@ -69,16 +71,8 @@ int main(int argc, char** argv) {
                                         "deploy/demo/demo_main.cc", /*dashes=*/false);
     return 0;
   }
-  // Accept --json-report as well as --json_report.
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--json-report", 0) == 0) {
-      static std::string fixed;
-      fixed = "--json_report" + a.substr(13);
-      argv[i] = fixed.data();
-    }
-  }
-  // Dashes or underscores in flag names; --microbatches (the flag's old name) -> --micro_batches.
+  // Dashes or underscores in flag names (--json-report = --json_report); --microbatches (the
+  // flag's old name) -> --micro_batches.
   std::vector<std::string> normalized =
       falcon::cli::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
   std::vector<char*> raw;
@@ -136,6 +130,7 @@ int main(int argc, char** argv) {
   }
   options.scenario = *scenario;
   options.time_limit = duration * 1.5 + absl::Seconds(30);
+  options.duration = duration;
   const std::string out = absl::GetFlag(FLAGS_out);
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
@@ -178,7 +173,7 @@ int main(int argc, char** argv) {
   std::cout << "Falcon demo: scenario " << options.scenario.name << " ("
             << options.scenario.description << "), DP=" << layout->dp << " x PP=" << layout->pp
             << " on " << options.scenario.nodes << " emulated nodes, " << iterations
-            << " iterations\n";
+            << " iterations planned\n";
   for (const auto& f : options.scenario.faults) std::cout << "  inject: " << f.Describe() << "\n";
   std::cout << "  logs and controller data: " << options.work_dir << "\n"
             << "live: time, iteration, iteration time, job state, active event (Ctrl-C stops)"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,18 +13,75 @@
 namespace falcon::demo {
 namespace {
 
-// Iterations after a directive before the mitigated window starts (plan switch, refill).
+// Iterations after a directive or its revert before the plan in force has settled (plan switch,
+// pipeline refill).
 constexpr int64_t kSettleIterations = 8;
-// Iterations of the healthy window before onset.
+// Iterations of the healthy window before onset, and the fewest it may hold.
 constexpr int64_t kHealthyWindow = 40;
+constexpr int64_t kMinHealthyIterations = 10;
+// Iterations after an injected fault's end that still count as touched by it.
+constexpr int64_t kFaultTail = 2;
 // Iterations skipped after onset before the slowed window (the change point is fuzzy).
 constexpr int64_t kOnsetSkip = 2;
 // Tolerance on the detected onset before a fault's start.
 constexpr int64_t kMatchSlack = 10;
 
-double Clamp01(double x) { return std::max(0.0, std::min(1.0, x)); }
+// Iterations [from, to).
+struct Span {
+  int64_t from = 0;
+  int64_t to = 0;
+};
+
+std::string It(int64_t it) { return it < 0 ? "-" : absl::StrCat(it); }
+
+bool IsDirective(const ActionMark& a) {
+  return !a.revert && !a.dry_run && !a.skipped && a.strategy != "S1";
+}
+
+// When `e`'s mitigation was in force: from its first directive until kSettleIterations after
+// the revert that follows its last directive, or to `end` when none followed.
+std::optional<Span> MitigationSpan(const EventReport& e, int64_t end) {
+  int64_t first = -1, last = -1, revert = -1;
+  for (const ActionMark& a : e.actions) {
+    if (a.dry_run || a.skipped || a.strategy == "S1") continue;
+    if (a.revert) {
+      revert = std::max(revert, a.iteration);
+    } else {
+      if (first < 0 || a.iteration < first) first = a.iteration;
+      last = std::max(last, a.iteration);
+    }
+  }
+  if (first < 0) return std::nullopt;
+  return Span{first, revert > last ? revert + kSettleIterations : end};
+}
+
+// The healthy window before `end`: the last kHealthyWindow iterations of the latest stretch of
+// at least kMinHealthyIterations that no span in `touched` covers; nullopt when none.
+std::optional<Span> HealthyWindow(int64_t end, const std::vector<Span>& touched) {
+  auto is_touched = [&touched](int64_t i) {
+    for (const Span& s : touched) {
+      if (i >= s.from && i < s.to) return true;
+    }
+    return false;
+  };
+  int64_t stretch_end = end;  // The clean stretch being walked is [i + 1, stretch_end).
+  for (int64_t i = end - 1; i >= -1; --i) {
+    if (i >= 0 && !is_touched(i)) continue;
+    if (stretch_end - (i + 1) >= kMinHealthyIterations) {
+      return Span{std::max(i + 1, stretch_end - kHealthyWindow), stretch_end};
+    }
+    stretch_end = i;
+  }
+  return std::nullopt;
+}
 
 }  // namespace
+
+std::string ActionLabel(const ActionMark& a) {
+  return absl::StrCat(a.revert ? "revert " : "", a.strategy, "@", a.iteration,
+                      a.dry_run ? " (dry run)" : "", a.skipped ? " (skipped)" : "",
+                      a.after_end ? " (after the end)" : "");
+}
 
 std::string StrategyName(falcon::v1::Strategy strategy) {
   switch (strategy) {
@@ -67,6 +125,7 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     for (auto& [it, p] : by_iteration) report.history.push_back(std::move(p));
   }
   const int64_t end_iteration = report.history.empty() ? 0 : report.history.back().iteration() + 1;
+  report.iterations_completed = end_iteration;
 
   std::vector<falcon::v1::Event> sorted = events;
   std::sort(sorted.begin(), sorted.end(),
@@ -100,9 +159,15 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     r.rank_level = e.rank_level();
     r.slowdown_ratio = e.slowdown_ratio();
     for (const auto& a : e.actions()) {
-      const bool skipped = a.directive_id() == 0 && a.strategy() != falcon::v1::STRATEGY_S1_IGNORE;
-      r.actions.push_back(ActionMark{StrategyName(a.strategy()), a.iteration(), a.revert(),
-                                     a.dry_run(), skipped, a.reason()});
+      ActionMark mark;
+      mark.strategy = StrategyName(a.strategy());
+      mark.iteration = a.iteration();
+      mark.revert = a.revert();
+      mark.dry_run = a.dry_run();
+      mark.skipped = a.directive_id() == 0 && a.strategy() != falcon::v1::STRATEGY_S1_IGNORE;
+      mark.after_end = a.iteration() >= end_iteration;
+      mark.reason = a.reason();
+      r.actions.push_back(std::move(mark));
     }
 
     // Match: the event's range overlaps a fault window that should raise an event.
@@ -123,6 +188,9 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     }
     r.matched_fault = best;
     int64_t window_end = ev_to;
+    const int64_t onset = std::max<int64_t>(0, r.onset_iteration);
+    int64_t healthy_end = onset;  // The healthy window ends before the slowdown starts.
+    int64_t slow_from = onset + kOnsetSkip;
     if (best >= 0) {
       const InjectedFault& f = scenario.faults[best];
       fault_matched[best] = true;
@@ -139,39 +207,92 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
         r.culprit_correct = r.ranks.size() == 1 && r.ranks[0] == f.rank;
       }
       window_end = std::min(window_end, f.to_iteration);
+      r.fault_start_iteration = f.from_iteration;
+      if (r.alarm_iteration >= 0)
+        r.alarm_after_fault_iterations = r.alarm_iteration - f.from_iteration;
+      healthy_end = std::min(healthy_end, f.from_iteration);
+      slow_from = std::max(slow_from, f.from_iteration);
+      if (r.onset_iteration >= 0 && r.onset_iteration < f.from_iteration) {
+        r.notes.push_back(absl::StrCat(
+            "the detector's change point (it ", r.onset_iteration, ") lies ",
+            f.from_iteration - r.onset_iteration, " it before the fault started (it ",
+            f.from_iteration,
+            "): the change point is placed where the series' level shifts, which noise just "
+            "before the fault can move earlier"));
+      }
     } else {
       ++report.false_alarms;
     }
 
-    // Iteration times.
-    const int64_t onset = std::max<int64_t>(0, r.onset_iteration);
-    r.iteration_time_healthy_s =
-        MedianIterationTime(report.history, std::max<int64_t>(0, onset - kHealthyWindow), onset);
+    // Healthy: iterations no injected fault, earlier event or mitigation in force touches.
+    std::vector<Span> touched;
+    for (const InjectedFault& f : scenario.faults) {
+      touched.push_back(Span{f.from_iteration, f.to_iteration + kFaultTail});
+    }
+    for (const EventReport& earlier : report.events) {
+      if (earlier.onset_iteration >= onset) continue;
+      touched.push_back(
+          Span{std::max<int64_t>(0, earlier.onset_iteration),
+               earlier.recovery_iteration >= 0 ? earlier.recovery_iteration : end_iteration});
+      if (std::optional<Span> m = MitigationSpan(earlier, end_iteration)) touched.push_back(*m);
+    }
+    if (std::optional<Span> w = HealthyWindow(healthy_end, touched)) {
+      r.healthy_from = w->from;
+      r.healthy_to = w->to;
+      r.iteration_time_healthy_s = MedianIterationTime(report.history, w->from, w->to);
+    }
+    if (r.iteration_time_healthy_s == 0) {
+      r.healthy_from = r.healthy_to = -1;
+      r.notes.push_back(absl::StrCat(
+          "no healthy baseline: before it ", healthy_end, " no ", kMinHealthyIterations,
+          " recorded iterations in a row are free of injected faults, earlier events and "
+          "mitigations in force"));
+    }
+
     int64_t first_action = -1, last_action = -1;
     for (const ActionMark& a : r.actions) {
-      if (a.revert || a.dry_run || a.skipped || a.strategy == "S1") continue;
+      if (!IsDirective(a)) continue;
       if (a.iteration >= window_end) continue;
       if (first_action < 0) first_action = a.iteration;
       last_action = std::max(last_action, a.iteration);
     }
     int64_t slow_end = first_action >= 0 ? first_action : window_end;
-    r.iteration_time_slow_s = MedianIterationTime(report.history, onset + kOnsetSkip, slow_end);
+    r.iteration_time_slow_s = MedianIterationTime(report.history, slow_from, slow_end);
     if (r.iteration_time_slow_s == 0) {
-      r.iteration_time_slow_s = MedianIterationTime(report.history, onset, slow_end);
+      r.iteration_time_slow_s =
+          MedianIterationTime(report.history, std::max(onset, slow_from - kOnsetSkip), slow_end);
     }
     if (last_action >= 0) {
       r.iteration_time_mitigated_s =
           MedianIterationTime(report.history, last_action + kSettleIterations, window_end);
     }
-    const double gap = r.iteration_time_slow_s - r.iteration_time_healthy_s;
-    if (r.iteration_time_mitigated_s > 0 && gap > 0) {
-      r.slowdown_recovered =
-          Clamp01((r.iteration_time_slow_s - r.iteration_time_mitigated_s) / gap);
+    const double healthy = r.iteration_time_healthy_s;
+    const double slow = r.iteration_time_slow_s;
+    const double mitigated = r.iteration_time_mitigated_s;
+    if (mitigated > 0 && healthy > 0 && slow > healthy) {
+      r.slowdown_recovered = (slow - mitigated) / (slow - healthy);
+      if (mitigated < healthy) {
+        r.notes.push_back(absl::StrFormat(
+            "mitigated %.3f s is %.1f%% below the healthy baseline %.3f s, so more than the "
+            "slowdown is recovered: the plan in force (or the noise of a shared CPU) makes the "
+            "job faster than it was before the fault",
+            mitigated, 100 * (healthy - mitigated) / healthy, healthy));
+      } else if (mitigated > slow) {
+        r.notes.push_back(absl::StrFormat(
+            "mitigated %.3f s is slower than slowed %.3f s: the mitigation made it worse",
+            mitigated, slow));
+      }
+    } else if (mitigated > 0 && healthy > 0) {
+      r.notes.push_back(absl::StrFormat(
+          "slowed %.3f s is not above healthy %.3f s: no slowdown to recover", slow, healthy));
     }
     report.events.push_back(std::move(r));
   }
   for (size_t i = 0; i < scenario.faults.size(); ++i) {
-    if (scenario.faults[i].expect_event && !fault_matched[i]) {
+    if (fault_matched[i]) continue;
+    if (scenario.faults[i].from_iteration >= end_iteration) {
+      report.unreached_faults.push_back(static_cast<int>(i));
+    } else if (scenario.faults[i].expect_event) {
       report.missed_faults.push_back(static_cast<int>(i));
     }
   }
@@ -186,7 +307,7 @@ nlohmann::json ReportJson(const Report& report) {
   j["interrupted"] = report.interrupted;
   j["wall_time_s"] = report.wall_time_s;
   if (!report.note.empty()) j["note"] = report.note;
-  j["iterations_completed"] = report.history.empty() ? 0 : report.history.back().iteration() + 1;
+  j["iterations_completed"] = report.iterations_completed;
 
   json settings;
   settings["scenario"] = report.settings.scenario;
@@ -198,6 +319,7 @@ nlohmann::json ReportJson(const Report& report) {
   settings["micro-batches"] = report.settings.micro_batches;
   settings["emulated_compute_ms"] = report.settings.emulated_compute_ms;
   settings["duration_s"] = report.settings.duration_s;
+  settings["time_limit_s"] = report.settings.time_limit_s;
   settings["fault_spec"] = report.settings.fault_spec;
   settings["train_args"] = report.settings.train_args;
   settings["warmup_iterations"] = report.settings.warmup_iterations;
@@ -256,6 +378,11 @@ nlohmann::json ReportJson(const Report& report) {
     je["recovery_iteration"] = e.recovery_iteration;
     je["alarm_delay_iterations"] = e.alarm_delay_iterations;
     je["alarm_delay_s"] = e.alarm_delay_s;
+    auto or_null = [](int64_t v) { return v >= 0 ? json(v) : json(nullptr); };
+    je["fault_start_iteration"] = or_null(e.fault_start_iteration);
+    je["alarm_after_fault_iterations"] = e.fault_start_iteration >= 0 && e.alarm_iteration >= 0
+                                             ? json(e.alarm_after_fault_iterations)
+                                             : json(nullptr);
     json actions = json::array();
     for (const ActionMark& a : e.actions) {
       actions.push_back({{"strategy", a.strategy},
@@ -263,6 +390,7 @@ nlohmann::json ReportJson(const Report& report) {
                          {"revert", a.revert},
                          {"dry_run", a.dry_run},
                          {"skipped", a.skipped},
+                         {"after_end", a.after_end},
                          {"reason", a.reason}});
     }
     je["actions"] = actions;
@@ -270,9 +398,15 @@ nlohmann::json ReportJson(const Report& report) {
     je["rank_level"] = e.rank_level;
     je["slowdown_ratio"] = e.slowdown_ratio;
     je["iteration_time_healthy_s"] = e.iteration_time_healthy_s;
+    je["healthy_window"] =
+        e.healthy_from >= 0
+            ? json({{"from_iteration", e.healthy_from}, {"to_iteration", e.healthy_to}})
+            : json(nullptr);
     je["iteration_time_slow_s"] = e.iteration_time_slow_s;
     je["iteration_time_mitigated_s"] = e.iteration_time_mitigated_s;
-    je["slowdown_recovered"] = e.slowdown_recovered;
+    je["slowdown_recovered"] =
+        e.slowdown_recovered.has_value() ? json(*e.slowdown_recovered) : json(nullptr);
+    je["notes"] = e.notes;
     je["matched_fault"] = e.matched_fault >= 0 ? json(e.matched_fault) : json(nullptr);
     je["cause_correct"] = e.cause_correct;
     je["culprit_correct"] = e.culprit_correct;
@@ -284,6 +418,7 @@ nlohmann::json ReportJson(const Report& report) {
   j["false_alarms"] = report.false_alarms;
   j["false_alarm_event_ids"] = false_ids;
   j["missed_faults"] = report.missed_faults;
+  j["unreached_faults"] = report.unreached_faults;
   if (report.scenario.restart_controller_at_iteration >= 0) {
     j["event_ids_before_restart"] = report.event_ids_before_restart;
     j["event_ids_at_end"] = report.event_ids_at_end;
@@ -300,12 +435,65 @@ std::string Culprit(const EventReport& e) {
   return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
 }
 
+std::string Seconds(double s) { return s > 0 ? absl::StrFormat("%.3f s", s) : "-"; }
+
 }  // namespace
 
+std::string IterationsLine(const Report& report) {
+  std::string line = absl::StrCat(report.iterations_completed);
+  if (report.settings.iterations > 0) {
+    absl::StrAppend(&line, " of ", report.settings.iterations);
+  }
+  return absl::StrCat(line, " iterations");
+}
+
+std::string EventTimesLine(const EventReport& e) {
+  std::string out;
+  if (e.fault_start_iteration >= 0) {
+    const int64_t lead = e.fault_start_iteration - e.onset_iteration;
+    absl::StrAppend(&out, "fault from it ", e.fault_start_iteration, ", change point it ",
+                    It(e.onset_iteration),
+                    e.onset_iteration < 0 || lead == 0 ? ""
+                    : lead > 0 ? absl::StrCat(" (", lead, " it before the fault)")
+                               : absl::StrCat(" (", -lead, " it after the fault started)"));
+  } else {
+    absl::StrAppend(&out, "change point it ", It(e.onset_iteration));
+  }
+  absl::StrAppend(&out, ", alarm it ", It(e.alarm_iteration));
+  if (e.alarm_iteration >= 0) {
+    std::vector<std::string> delays;
+    if (e.fault_start_iteration >= 0) {
+      delays.push_back(
+          e.alarm_after_fault_iterations >= 0
+              ? absl::StrCat(e.alarm_after_fault_iterations, " it after the fault started")
+              : absl::StrCat(-e.alarm_after_fault_iterations, " it before the fault started"));
+    }
+    if (e.alarm_delay_iterations >= 0) {
+      delays.push_back(
+          absl::StrCat(e.alarm_delay_iterations, " it",
+                       e.alarm_delay_s >= 0 ? absl::StrFormat(" / %.1f s", e.alarm_delay_s) : "",
+                       " after the change point"));
+    }
+    if (!delays.empty()) absl::StrAppend(&out, " (", absl::StrJoin(delays, "; "), ")");
+  }
+  absl::StrAppend(&out, "\n  verdict it ", It(e.verdict_iteration), ", ",
+                  e.recovery_iteration >= 0 ? absl::StrCat("recovered it ", e.recovery_iteration)
+                                            : "not recovered");
+  return out;
+}
+
+std::string RecoveredText(const EventReport& e) {
+  if (e.slowdown_recovered.has_value()) {
+    return absl::StrFormat("%.0f%% of the slowdown recovered", 100 * *e.slowdown_recovered);
+  }
+  if (e.iteration_time_mitigated_s <= 0) return "nothing mitigated";
+  return "share recovered not measurable";
+}
+
 std::string SummaryText(const Report& report) {
-  std::string out = absl::StrFormat("=== Falcon demo summary: scenario %s, layout %s, %d nodes\n",
-                                    report.scenario.name, report.settings.layout.ToString(),
-                                    report.settings.nodes);
+  std::string out = absl::StrFormat(
+      "=== Falcon demo summary: scenario %s, layout %s, %d nodes, %s\n", report.scenario.name,
+      report.settings.layout.ToString(), report.settings.nodes, IterationsLine(report));
   for (size_t i = 0; i < report.scenario.faults.size(); ++i) {
     absl::StrAppend(&out, "injected #", i, ": ", report.scenario.faults[i].Describe(),
                     report.scenario.faults[i].expect_event ? "" : " (should be ignored)", "\n");
@@ -318,23 +506,28 @@ std::string SummaryText(const Report& report) {
                                              e.cause_correct ? "correct" : "WRONG", ", culprit ",
                                              e.culprit_correct ? "correct" : "WRONG");
     std::vector<std::string> actions;
-    for (const ActionMark& a : e.actions) {
-      actions.push_back(absl::StrCat(a.revert ? "revert " : "", a.strategy, "@", a.iteration,
-                                     a.dry_run ? " (dry run)" : "", a.skipped ? " (skipped)" : ""));
+    for (const ActionMark& a : e.actions) actions.push_back(ActionLabel(a));
+    std::string healthy = Seconds(e.iteration_time_healthy_s);
+    if (e.healthy_from >= 0) {
+      absl::StrAppend(&healthy, " (it ", e.healthy_from, "-", e.healthy_to - 1, ")");
     }
-    absl::StrAppendFormat(
-        &out,
-        "event %d [%s] %s on %s: %s\n"
-        "  onset it %d, alarm it %d (delay %d it, %.1f s), verdict it %d, recovery it %d\n"
-        "  actions: %s\n"
-        "  iteration time healthy %.3f s, slowed %.3f s, mitigated %.3f s -> %.0f%% of the "
-        "slowdown recovered\n",
-        e.event_id, e.state, e.cause, Culprit(e), verdict, e.onset_iteration, e.alarm_iteration,
-        e.alarm_delay_iterations, e.alarm_delay_s, e.verdict_iteration, e.recovery_iteration,
-        actions.empty() ? "none" : absl::StrJoin(actions, ", "), e.iteration_time_healthy_s,
-        e.iteration_time_slow_s, e.iteration_time_mitigated_s, 100 * e.slowdown_recovered);
+    absl::StrAppendFormat(&out,
+                          "event %d [%s] %s on %s: %s\n"
+                          "  %s\n"
+                          "  actions: %s\n"
+                          "  iteration time healthy %s, slowed %s, mitigated %s -> %s\n",
+                          e.event_id, e.state, e.cause, Culprit(e), verdict, EventTimesLine(e),
+                          actions.empty() ? "none" : absl::StrJoin(actions, ", "), healthy,
+                          Seconds(e.iteration_time_slow_s), Seconds(e.iteration_time_mitigated_s),
+                          RecoveredText(e));
+    for (const std::string& note : e.notes) absl::StrAppend(&out, "  note: ", note, "\n");
   }
   for (int i : report.missed_faults) absl::StrAppend(&out, "MISSED: injected #", i, "\n");
+  for (int i : report.unreached_faults) {
+    absl::StrAppend(&out, "injected #", i, " not reached: the run ended at it ",
+                    report.iterations_completed, " before the fault's start at it ",
+                    report.scenario.faults[i].from_iteration, "\n");
+  }
   absl::StrAppendFormat(&out, "false alarms: %d; run wall time %.0f s%s\n", report.false_alarms,
                         report.wall_time_s, report.interrupted ? " (interrupted)" : "");
   return out;

@@ -2,17 +2,31 @@
 // job's history and events as the Control API returns them (GetHistory, ListEvents), matched
 // against the injected faults.
 //
-// Per event: cause, culprit, onset / alarm / verdict iterations, alarm delay, actions, and the
-// iteration time healthy (median over the window before onset), slowed (median from onset to the
-// first directive, or to the fault's end) and mitigated (median after the last directive has
-// settled, until the fault clears), and the share of the slowdown recovered:
-//   slowdown_recovered = clamp((slow - mitigated) / (slow - healthy), 0, 1)   (0 when unmitigated).
-// An event whose detected onset lies in no injected fault's window [from - 10, to) (among the
-// faults that should raise one, InjectedFault::expect_event) is a false alarm.
+// Per event: cause, culprit, the injected fault's first iteration next to the detector's change
+// point (onset_iteration; it can lie a few iterations before or after the fault's start), alarm /
+// verdict / recovery iterations, alarm delay, actions, and the iteration times (medians of the
+// job history):
+//  - healthy: the latest stretch of up to 40 iterations before the change point (and before the
+//    matched fault's start) that no injected fault, no earlier event and no mitigation in force
+//    touches (a mitigation counts from its directive until 8 iterations after its revert, a fault
+//    until 2 iterations after its end); at least 10 iterations, else there is no baseline and the
+//    event says so (notes);
+//  - slowed: from the later of change point + 2 and the fault's start to the first directive, or
+//    to the fault's end;
+//  - mitigated: from 8 iterations after the last directive until the fault clears;
+//  - slowdown_recovered = (slow - mitigated) / (slow - healthy), not clamped: above 1 when the
+//    mitigated time is below the healthy baseline, below 0 when the mitigation made it slower
+//    (both explained in the event's notes); unset when nothing was mitigated or there is no
+//    baseline.
+// An event whose change point lies in no injected fault's window [from - 10, to) (among the
+// faults that should raise one, InjectedFault::expect_event) is a false alarm. A fault whose
+// window starts after the last recorded iteration (run interrupted or cut short) is "not
+// reached", not missed.
 #ifndef FALCON_DEPLOY_DEMO_REPORT_H_
 #define FALCON_DEPLOY_DEMO_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +45,8 @@ struct RunSettings {
   int64_t iterations = 0;  // Steps asked of the trainer.
   int micro_batches = 0;
   double emulated_compute_ms = 0;
-  double duration_s = 0;  // Wall-clock bound of the run.
+  double duration_s = 0;    // Training time budget the run was sized from (--duration); 0 unset.
+  double time_limit_s = 0;  // Wall-clock bound of the run (cluster start to stop).
   std::string fault_spec;
   std::vector<std::string> train_args;
   falcon::v1::Settings controller_settings;  // Applied through SetSettings.
@@ -45,8 +60,14 @@ struct ActionMark {
   bool dry_run = false;
   // A rung the escalation considered but skipped (no directive; reason starts "skip:").
   bool skipped = false;
+  // At or past the last recorded iteration (a directive takes effect at a later iteration than
+  // it is issued at; the run ended first).
+  bool after_end = false;
   std::string reason;
 };
+
+// "S2@58", "revert S2@160 (after the end)", "S3@88 (skipped)", "S2@60 (dry run)".
+std::string ActionLabel(const ActionMark& action);
 
 struct EventReport {
   uint64_t event_id = 0;
@@ -54,22 +75,32 @@ struct EventReport {
   std::string cause;  // "COMPUTE", "COMMUNICATION", "UNKNOWN".
   std::vector<int> ranks;
   std::vector<std::pair<int, int>> links;  // (src_rank, dst_rank).
-  int64_t onset_iteration = -1;
+  int64_t onset_iteration = -1;            // The detector's change point.
   int64_t alarm_iteration = -1;
   int64_t verdict_iteration = -1;
   int64_t recovery_iteration = -1;
-  int64_t alarm_delay_iterations = -1;  // alarm - onset.
+  int64_t alarm_delay_iterations = -1;  // alarm - onset (change point).
   double alarm_delay_s = -1;            // alarm time - onset time.
+  // The matched fault's first iteration; -1 for a false alarm.
+  int64_t fault_start_iteration = -1;
+  // alarm - fault_start_iteration; -1 for a false alarm or no alarm.
+  int64_t alarm_after_fault_iterations = -1;
   std::vector<ActionMark> actions;
   // "CONFIRMED@93: reason" per state transition, as the controller recorded them.
   std::vector<std::string> transitions;
   bool rank_level = false;  // Detected on per-rank series (else the job series).
   double slowdown_ratio = 0;
-  double iteration_time_healthy_s = 0;
+  double iteration_time_healthy_s = 0;  // 0: no healthy baseline (see notes).
+  // The healthy window [healthy_from, healthy_to); -1, -1 when there is none.
+  int64_t healthy_from = -1;
+  int64_t healthy_to = -1;
   double iteration_time_slow_s = 0;
   double iteration_time_mitigated_s = 0;  // 0: never mitigated (or not measurable).
-  double slowdown_recovered = 0;          // [0, 1].
-  int matched_fault = -1;                 // Index into Scenario::faults; -1 false alarm.
+  // (slow - mitigated) / (slow - healthy), unclamped; unset: nothing mitigated, or no baseline.
+  std::optional<double> slowdown_recovered;
+  // Why a figure is missing or out of the usual range, in words (printed under the event).
+  std::vector<std::string> notes;
+  int matched_fault = -1;  // Index into Scenario::faults; -1 false alarm.
   bool cause_correct = false;
   bool culprit_correct = false;  // Rank or link (either direction) named as injected.
   bool link_direction_correct = false;
@@ -82,9 +113,14 @@ struct Report {
   std::vector<EventReport> events;
   int false_alarms = 0;
   std::vector<int> missed_faults;  // Faults expected to raise an event that matched none.
-  bool interrupted = false;        // Stopped by SIGINT / SIGTERM.
-  double wall_time_s = 0;          // Run only (cluster start to stop).
-  std::string note;                // Why the run ended early, if it did.
+  // Faults whose window starts after the last recorded iteration (never injected).
+  std::vector<int> unreached_faults;
+  // Iterations the controller recorded (last recorded iteration + 1); the one count the summary,
+  // index.html and report.json show (settings.iterations is the number planned).
+  int64_t iterations_completed = 0;
+  bool interrupted = false;  // Stopped by SIGINT / SIGTERM.
+  double wall_time_s = 0;    // Run only (cluster start to stop).
+  std::string note;          // Why the run ended early, if it did.
   // Controller restarts (Scenario::restart_controller_at_iteration): the event ids the
   // controller listed just before it, and in the last listing of the run.
   std::vector<uint64_t> event_ids_before_restart;
@@ -106,6 +142,18 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
 
 // report.json (field names are part of the outside contract; see the header comment).
 nlohmann::json ReportJson(const Report& report);
+
+// "155 of 156 iterations": recorded (iterations_completed) of planned (settings.iterations).
+std::string IterationsLine(const Report& report);
+
+// The event's iterations in words, two lines (the second indented by two blanks): "fault from
+// it 47, change point it 45 (2 it before the fault), alarm it 48 (1 it after the fault started;
+// 3 it / 1.0 s after the change point)\n  verdict it 52, recovered it 152"; "-" and "not
+// recovered" for what did not happen.
+std::string EventTimesLine(const EventReport& event);
+
+// "46% of the slowdown recovered", "nothing mitigated" or "share recovered not measurable".
+std::string RecoveredText(const EventReport& event);
 
 // The end-of-run summary, one block per event, for the terminal.
 std::string SummaryText(const Report& report);

@@ -34,9 +34,9 @@ std::map<int64_t, std::vector<std::string>> Marks(const Report& report) {
       marks[e.recovery_iteration].push_back(absl::StrCat("recovery:", e.event_id));
     }
     for (const ActionMark& a : e.actions) {
-      if (a.dry_run || a.skipped) continue;
-      marks[a.iteration].push_back(
-          absl::StrCat(a.revert ? "revert_" : "", a.strategy, ":", e.event_id));
+      if (a.dry_run) continue;
+      marks[a.iteration].push_back(absl::StrCat(
+          a.revert ? "revert_" : "", a.skipped ? "skipped_" : "", a.strategy, ":", e.event_id));
     }
   }
   return marks;
@@ -45,6 +45,8 @@ std::map<int64_t, std::vector<std::string>> Marks(const Report& report) {
 std::string HtmlEscape(const std::string& s) {
   return absl::StrReplaceAll(s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
 }
+
+std::string Cell(int64_t iteration) { return iteration < 0 ? "-" : absl::StrCat(iteration); }
 
 std::string GnuplotQuote(const std::string& s) {
   return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
@@ -99,39 +101,50 @@ std::string GnuplotScript(const Report& report, const std::string& csv_path,
   if (median > 0) absl::StrAppendFormat(&s, "set yrange [0:%.4f]\n", median * 2.5);
   int64_t last = report.history.empty() ? 1 : report.history.back().iteration();
   absl::StrAppendFormat(&s, "set xrange [0:%d]\n", std::max<int64_t>(1, last));
+  // A label at iteration x: left of its line, or right of it near the right edge (so it stays
+  // inside the plot; a label is about 12% of the width).
+  const int64_t margin = std::max<int64_t>(3, last * 12 / 100);
+  auto label = [&](const std::string& text, int64_t x, double y, const char* color) {
+    const bool right = x + 1 > last - margin;
+    absl::StrAppendFormat(&s, "set label %s at %d, graph %.2f %s textcolor rgb \"%s\"\n",
+                          GnuplotQuote(text), right ? std::max<int64_t>(0, x - 1) : x + 1, y,
+                          right ? "right" : "left", color);
+  };
   int obj = 1;
   for (size_t i = 0; i < report.scenario.faults.size(); ++i) {
     const InjectedFault& f = report.scenario.faults[i];
+    if (f.from_iteration > last) continue;  // Not reached.
     const char* color = f.kind == FaultKind::kLink ? "#cfe0ff" : "#ffd6d6";
-    int64_t to = std::min<int64_t>(f.to_iteration, std::max<int64_t>(last, f.from_iteration));
+    int64_t to = std::min<int64_t>(f.to_iteration, last);
     absl::StrAppendFormat(&s,
                           "set object %d rect from %d, graph 0 to %d, graph 1 fc rgb \"%s\" "
                           "fs solid 0.6 noborder behind\n",
                           obj++, f.from_iteration, to, color);
-    absl::StrAppendFormat(&s, "set label %s at %d, graph 0.04 left textcolor rgb \"#555555\"\n",
-                          GnuplotQuote(absl::StrCat("fault ", FaultKindName(f.kind))),
-                          f.from_iteration + 2);
+    label(absl::StrCat("fault ", FaultKindName(f.kind)), f.from_iteration + 1, 0.04, "#555555");
   }
   int arrow = 1;
-  auto vline = [&](int64_t x, const char* color, int dash, const std::string& label, double y) {
+  // A vertical line at iteration x (none outside the recorded iterations).
+  auto vline = [&](int64_t x, const char* color, int dash, const std::string& text, double y) {
+    if (x < 0 || x > last) return;
     absl::StrAppendFormat(
         &s,
         "set arrow %d from %d, graph 0 to %d, graph 1 nohead lc rgb \"%s\" lw 1.5 "
         "dt %d\n",
         arrow++, x, x, color, dash);
-    absl::StrAppendFormat(&s, "set label %s at %d, graph %.2f left textcolor rgb \"%s\"\n",
-                          GnuplotQuote(label), x + 1, y, color);
+    label(text, x, y, color);
   };
   for (const EventReport& e : report.events) {
-    if (e.onset_iteration >= 0) vline(e.onset_iteration, "#e69f00", 2, "onset", 0.90);
-    if (e.alarm_iteration >= 0) vline(e.alarm_iteration, "#d62728", 1, "alarm", 0.85);
-    if (e.verdict_iteration >= 0) {
-      vline(e.verdict_iteration, "#7b3294", 1,
-            absl::StrCat("verdict ", e.cause == "COMMUNICATION" ? "link" : e.cause), 0.80);
-    }
-    if (e.recovery_iteration >= 0) vline(e.recovery_iteration, "#555555", 3, "recovered", 0.90);
+    vline(e.onset_iteration, "#e69f00", 2, "change point", 0.90);
+    vline(e.alarm_iteration, "#d62728", 1, "alarm", 0.85);
+    vline(e.verdict_iteration, "#7b3294", 1,
+          absl::StrCat("verdict ", e.cause == "COMMUNICATION" ? "link" : e.cause), 0.80);
+    vline(e.recovery_iteration, "#555555", 3, "recovered", 0.90);
     for (const ActionMark& a : e.actions) {
-      if (a.dry_run || a.skipped || a.strategy == "S1") continue;
+      if (a.dry_run || a.strategy == "S1") continue;
+      if (a.skipped) {
+        vline(a.iteration, "#aaaaaa", 3, absl::StrCat(a.strategy, " skipped"), 0.70);
+        continue;
+      }
       vline(a.iteration, a.revert ? "#777777" : "#2ca02c", a.revert ? 3 : 1,
             a.revert ? absl::StrCat("revert ", a.strategy) : a.strategy, 0.75);
     }
@@ -153,41 +166,55 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
       &h, "<h1>Falcon demo: ", HtmlEscape(report.scenario.name), "</h1>\n<p>",
       HtmlEscape(report.scenario.description), ". Layout DP=", report.settings.layout.dp,
       " &times; PP=", report.settings.layout.pp, " on ", report.settings.nodes, " emulated nodes; ",
-      report.history.empty() ? 0 : report.history.back().iteration() + 1, " iterations in ",
-      absl::StrFormat("%.0f", report.wall_time_s), " s", report.interrupted ? " (interrupted)" : "",
-      ".</p>\n");
+      IterationsLine(report), " in ", absl::StrFormat("%.0f", report.wall_time_s), " s",
+      report.interrupted ? " (interrupted)" : "", ".</p>\n");
   absl::StrAppend(&h, "<img src=\"", HtmlEscape(png_name),
                   "\" alt=\"iteration time timeline\" width=\"1000\">\n");
   h += "<h2>Events</h2>\n<table><tr><th>event</th><th>state</th><th>cause</th><th>culprit</th>"
-       "<th>onset</th><th>alarm</th><th>alarm delay</th><th>verdict</th><th>actions</th>"
-       "<th>healthy s</th><th>slowed s</th><th>mitigated s</th><th>recovered</th>"
-       "<th>matches</th></tr>\n";
+       "<th>fault from</th><th>change point</th><th>alarm</th><th>alarm delay</th>"
+       "<th>verdict</th><th>recovered at</th><th>actions</th><th>healthy s</th><th>slowed s</th>"
+       "<th>mitigated s</th><th>recovered</th><th>matches</th></tr>\n";
+  auto seconds = [](double v) { return v > 0 ? absl::StrFormat("%.3f", v) : std::string("-"); };
   for (const EventReport& e : report.events) {
     std::vector<std::string> culprit, actions;
     for (int r : e.ranks) culprit.push_back(absl::StrCat("rank ", r));
     for (const auto& [a, b] : e.links) culprit.push_back(absl::StrCat("link ", a, "&rarr;", b));
-    for (const ActionMark& a : e.actions) {
-      actions.push_back(absl::StrCat(a.revert ? "revert " : "", a.strategy, "@", a.iteration));
-    }
+    for (const ActionMark& a : e.actions) actions.push_back(HtmlEscape(ActionLabel(a)));
     std::string match = e.matched_fault < 0
                             ? "<span class=\"bad\">false alarm</span>"
                             : absl::StrCat("fault #", e.matched_fault,
                                            e.cause_correct && e.culprit_correct
                                                ? " (correct)"
                                                : " <span class=\"bad\">(wrong culprit)</span>");
-    absl::StrAppendFormat(
-        &h,
-        "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td>"
-        "<td>%d it / %.1f s</td><td>%d</td><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.3f</td>"
-        "<td>%.0f%%</td><td>%s</td></tr>\n",
-        e.event_id, e.state, e.cause, absl::StrJoin(culprit, ", "), e.onset_iteration,
-        e.alarm_iteration, e.alarm_delay_iterations, e.alarm_delay_s, e.verdict_iteration,
-        absl::StrJoin(actions, ", "), e.iteration_time_healthy_s, e.iteration_time_slow_s,
-        e.iteration_time_mitigated_s, 100 * e.slowdown_recovered, match);
+    std::string delay = "-";
+    if (e.alarm_delay_iterations >= 0) {
+      delay = absl::StrCat(
+          e.alarm_delay_iterations, " it",
+          e.alarm_delay_s >= 0 ? absl::StrFormat(" / %.1f s", e.alarm_delay_s) : std::string());
+    }
+    std::string recovered = e.slowdown_recovered.has_value()
+                                ? absl::StrFormat("%.0f%%", 100 * *e.slowdown_recovered)
+                                : std::string("-");
+    absl::StrAppend(
+        &h, "<tr><td>", e.event_id, "</td><td>", e.state, "</td><td>", e.cause, "</td><td>",
+        absl::StrJoin(culprit, ", "), "</td><td>", Cell(e.fault_start_iteration), "</td><td>",
+        Cell(e.onset_iteration), "</td><td>", Cell(e.alarm_iteration), "</td><td>", delay,
+        "</td><td>", Cell(e.verdict_iteration), "</td><td>",
+        e.recovery_iteration >= 0 ? absl::StrCat(e.recovery_iteration) : "not recovered",
+        "</td><td>", absl::StrJoin(actions, ", "), "</td><td>", seconds(e.iteration_time_healthy_s),
+        "</td><td>", seconds(e.iteration_time_slow_s), "</td><td>",
+        seconds(e.iteration_time_mitigated_s), "</td><td>", recovered, "</td><td>", match,
+        "</td></tr>\n");
   }
   h += "</table>\n";
+  for (const EventReport& e : report.events) {
+    for (const std::string& note : e.notes) {
+      absl::StrAppend(&h, "<p>Event ", e.event_id, ": ", HtmlEscape(note), ".</p>\n");
+    }
+  }
   absl::StrAppend(&h, "<p>False alarms: ", report.false_alarms,
                   ". Missed faults: ", report.missed_faults.size(),
+                  ". Faults not reached before the run ended: ", report.unreached_faults.size(),
                   ".</p>\n<h2>Injected faults</h2>\n<ul>\n");
   for (const InjectedFault& f : report.scenario.faults) {
     absl::StrAppend(&h, "<li>", HtmlEscape(f.Describe()), " <code>", HtmlEscape(f.ToSpec()),
@@ -195,7 +222,8 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
   }
   absl::StrAppend(&h, "</ul>\n<h2>Summary</h2>\n<pre>", HtmlEscape(SummaryText(report)),
                   "</pre>\n<p>Data: <a href=\"report.json\">report.json</a>, "
-                  "<a href=\"iterations.csv\">iterations.csv</a>.</p>\n</body></html>\n");
+                  "<a href=\"iterations.csv\">iterations.csv</a>, "
+                  "<a href=\"timeline.gp\">timeline.gp</a>.</p>\n</body></html>\n");
   return h;
 }
 

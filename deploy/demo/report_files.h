@@ -12,11 +12,15 @@ namespace falcon::demo {
 
 // "iteration,iteration_time_s,plan_version,marks": one row per iteration of the history; marks
 // joins with ';' what happened there: fault_start:N, fault_end:N (injected fault N),
-// onset:E, alarm:E, verdict:E, recovery:E (event E), and S2:E / revert_S2:E for actions.
+// onset:E (the change point), alarm:E, verdict:E, recovery:E (event E), and S2:E / revert_S2:E /
+// skipped_S3:E for actions (dry runs left out).
 std::string IterationsCsv(const Report& report);
 
 // A gnuplot script that reads `csv_path` and draws `png_path` (terminal `terminal`, "pngcairo" or
-// "png"): iteration time over iterations, fault windows shaded, event marks as vertical lines.
+// "png"): iteration time over iterations, fault windows shaded, event marks (change point, alarm,
+// verdict, recovery, directives, reverts, skipped rungs) as labelled vertical lines; marks outside
+// the recorded iterations (a revert taking effect after the run ended) are left out, and labels
+// near the right edge sit left of their line so they stay inside the plot.
 std::string GnuplotScript(const Report& report, const std::string& csv_path,
                           const std::string& png_path, const std::string& terminal);
 

@@ -1,8 +1,10 @@
 #include "deploy/demo/report.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "deploy/demo/report_files.h"
@@ -85,7 +87,10 @@ TEST(ReportTest, MatchesComputeEventAndComputesRecovery) {
   EXPECT_NEAR(e.iteration_time_healthy_s, 0.2, 1e-9);
   EXPECT_NEAR(e.iteration_time_slow_s, 0.3, 1e-9);
   EXPECT_NEAR(e.iteration_time_mitigated_s, 0.22, 1e-9);
-  EXPECT_NEAR(e.slowdown_recovered, 0.8, 1e-6);
+  ASSERT_TRUE(e.slowdown_recovered.has_value());
+  EXPECT_NEAR(*e.slowdown_recovered, 0.8, 1e-6);
+  EXPECT_EQ(e.healthy_from, 60);
+  EXPECT_EQ(e.healthy_to, 100);
   EXPECT_EQ(r.false_alarms, 0);
   EXPECT_TRUE(r.missed_faults.empty());
 }
@@ -104,7 +109,7 @@ TEST(ReportTest, EventOutsideEveryFaultIsAFalseAlarmAndTheFaultIsMissed) {
   Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
   EXPECT_EQ(r.false_alarms, 1);
   ASSERT_EQ(r.missed_faults.size(), 1u);
-  EXPECT_EQ(r.events[0].slowdown_recovered, 0);
+  EXPECT_FALSE(r.events[0].slowdown_recovered.has_value());
   EXPECT_EQ(r.events[0].iteration_time_mitigated_s, 0);
   nlohmann::json j = ReportJson(r);
   EXPECT_EQ(j["false_alarms"], 1);
@@ -193,6 +198,237 @@ TEST(ReportFilesTest, CsvMarksAndFolder) {
   std::stringstream hs;
   hs << html.rdbuf();
   EXPECT_NE(hs.str().find("<img src=\"timeline.png\""), std::string::npos);
+}
+
+// The compute-link walkthrough: a compute fault [100, 180) mitigated by S2 at 130 (reverted at
+// 190), then a link fault from 210, detected at 212 and mitigated by S3 at 230.
+std::vector<falcon::v1::HistoryPoint> TwoFaultHistory(int n) {
+  std::vector<falcon::v1::HistoryPoint> h;
+  for (int i = 0; i < n; ++i) {
+    double t = 0.32;
+    if (i >= 100 && i < 130) t = 0.42;  // Compute fault.
+    if (i >= 130 && i < 180) t = 0.37;  // S2 in force.
+    if (i >= 180 && i < 190) t = 0.36;  // Fault over, S2 still in force (imbalanced).
+    if (i >= 210 && i < 230) t = 0.45;  // Link fault.
+    if (i >= 230) t = 0.33;             // S3 in force.
+    falcon::v1::HistoryPoint p;
+    p.set_iteration(i);
+    p.set_iteration_time_ns(static_cast<int64_t>(t * 1e9));
+    h.push_back(p);
+  }
+  return h;
+}
+
+Scenario TwoFaultScenario() {
+  absl::StatusOr<Scenario> s = MakeScenario("compute-link", Layout{4, 2}, 4, 400);
+  EXPECT_TRUE(s.ok());
+  s->faults[0].from_iteration = 100;
+  s->faults[0].to_iteration = 180;
+  s->faults[1].from_iteration = 210;
+  s->faults[1].to_iteration = 390;
+  return *s;
+}
+
+std::vector<falcon::v1::Event> TwoFaultEvents() {
+  falcon::v1::Event e1 = ComputeEvent(1, 101, 2);
+  e1.clear_actions();
+  auto* s2 = e1.add_actions();
+  s2->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  s2->set_iteration(130);
+  s2->set_directive_id(3);
+  auto* rv = e1.add_actions();
+  rv->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  rv->set_iteration(190);
+  rv->set_revert(true);
+  rv->set_directive_id(4);
+  e1.set_recovery_iteration(182);
+  falcon::v1::Event e2;
+  e2.set_event_id(2);
+  e2.set_state(falcon::v1::EVENT_STATE_MITIGATING);
+  e2.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  auto* l = e2.add_links();
+  l->set_src_rank(1);
+  l->set_dst_rank(5);
+  e2.set_onset_iteration(212);
+  e2.set_alarm_iteration(215);
+  e2.set_verdict_iteration(222);
+  e2.set_recovery_iteration(-1);
+  auto* s3 = e2.add_actions();
+  s3->set_strategy(falcon::v1::STRATEGY_S3_TOPOLOGY);
+  s3->set_iteration(230);
+  s3->set_directive_id(5);
+  return {e1, e2};
+}
+
+TEST(ReportTest, HealthyBaselineSkipsEarlierFaultsAndMitigations) {
+  Report r = BuildReport(TwoFaultScenario(), RunSettings(), TwoFaultHistory(300), TwoFaultEvents());
+  ASSERT_EQ(r.events.size(), 2u);
+  const EventReport& e = r.events[1];
+  EXPECT_EQ(e.matched_fault, 1);
+  // Not the 40 iterations before 212, which hold the compute fault's S2 (0.36-0.37 s).
+  EXPECT_NEAR(e.iteration_time_healthy_s, 0.32, 1e-9);
+  EXPECT_NEAR(e.iteration_time_slow_s, 0.45, 1e-9);
+  EXPECT_NEAR(e.iteration_time_mitigated_s, 0.33, 1e-9);
+}
+
+TEST(ReportTest, NoHealthyBaselineIsSaidNotClamped) {
+  Scenario s = TwoFaultScenario();
+  s.faults[0].from_iteration = 5;  // Nothing clean before the compute fault either.
+  std::vector<falcon::v1::Event> events = TwoFaultEvents();
+  events[1].set_onset_iteration(200);  // Only [198, 200) after the S2 revert settles.
+  s.faults[1].from_iteration = 200;
+  Report r = BuildReport(s, RunSettings(), TwoFaultHistory(300), events);
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[1].iteration_time_healthy_s, 0);
+  const std::string summary = SummaryText(r);
+  EXPECT_NE(summary.find("no healthy baseline"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("100% of the slowdown"), std::string::npos) << summary;
+}
+
+TEST(ReportTest, MitigatedBelowHealthyIsNotClamped) {
+  auto h = History(400);
+  for (auto& p : h) {
+    if (p.iteration() >= 150 && p.iteration() < 300) p.set_iteration_time_ns(190'000'000);
+  }
+  Report r = BuildReport(ComputeScenario(), RunSettings(), h, {ComputeEvent(7, 101, 2)});
+  ASSERT_EQ(r.events.size(), 1u);
+  // (0.3 - 0.19) / (0.3 - 0.2) = 1.1: more than the slowdown, said so.
+  const std::string summary = SummaryText(r);
+  EXPECT_NE(summary.find("110% of the slowdown recovered"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("below the healthy"), std::string::npos) << summary;
+}
+
+TEST(ReportTest, NoRawMinusOneInTheSummaryOrHtml) {
+  Report r = BuildReport(TwoFaultScenario(), RunSettings(), TwoFaultHistory(300), TwoFaultEvents());
+  const std::string summary = SummaryText(r);
+  EXPECT_EQ(summary.find("-1"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("not recovered"), std::string::npos) << summary;
+  const std::string html = IndexHtml(r, "timeline.png");
+  EXPECT_EQ(html.find(">-1<"), std::string::npos) << html;
+}
+
+TEST(ReportTest, FaultAfterTheRunEndedIsNotReachedNotMissed) {
+  // Interrupted at iteration 103: the link fault due at 210 never started.
+  std::vector<falcon::v1::Event> events = TwoFaultEvents();
+  events.resize(1);
+  events[0].clear_actions();
+  events[0].set_recovery_iteration(-1);
+  Report r = BuildReport(TwoFaultScenario(), RunSettings(), TwoFaultHistory(104), events);
+  EXPECT_TRUE(r.missed_faults.empty());
+  const std::string summary = SummaryText(r);
+  EXPECT_EQ(summary.find("MISSED"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("injected #1 not reached"), std::string::npos) << summary;
+  EXPECT_EQ(ReportJson(r)["unreached_faults"], nlohmann::json::array({1}));
+}
+
+TEST(ReportTest, ChangePointBeforeTheFaultIsShownBesideTheFaultStart) {
+  // The change point (a noise spike at 98) precedes the fault at 100; the alarm comes at 103.
+  falcon::v1::Event e = ComputeEvent(1, 98, 2);
+  e.set_alarm_iteration(103);
+  Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].matched_fault, 0);
+  const std::string summary = SummaryText(r);
+  EXPECT_NE(summary.find("fault from it 100, change point it 98 (2 it before the fault)"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("alarm it 103 (3 it after the fault started"), std::string::npos)
+      << summary;
+  const nlohmann::json j = ReportJson(r);
+  EXPECT_EQ(j["events"][0]["fault_start_iteration"], 100);
+  EXPECT_EQ(j["events"][0]["alarm_after_fault_iterations"], 3);
+  EXPECT_EQ(j["events"][0]["onset_iteration"], 98);
+}
+
+TEST(ReportFilesTest, ActionsAfterTheEndAndSkippedRungsAreMarked) {
+  // The run recorded iterations 0..299; the revert takes effect at 306.
+  Report r = BuildReport(ComputeScenario(), RunSettings(), History(300), {ComputeEvent(7, 101, 2)});
+  const std::string summary = SummaryText(r);
+  EXPECT_NE(summary.find("revert S2@306 (after the end)"), std::string::npos) << summary;
+  const std::string html = IndexHtml(r, "timeline.png");
+  EXPECT_NE(html.find("S3@200 (skipped)"), std::string::npos) << html;
+  EXPECT_NE(html.find("revert S2@306 (after the end)"), std::string::npos) << html;
+  const std::string gp = GnuplotScript(r, "i.csv", "t.png", "png");
+  EXPECT_EQ(gp.find("from 306,"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("\"S3 skipped\""), std::string::npos) << gp;
+}
+
+TEST(ReportFilesTest, OneIterationCountEverywhere) {
+  RunSettings settings;
+  settings.iterations = 301;  // Planned; 300 recorded.
+  Report r = BuildReport(ComputeScenario(), settings, History(300), {ComputeEvent(7, 101, 2)});
+  EXPECT_NE(SummaryText(r).find("300 of 301 iterations"), std::string::npos) << SummaryText(r);
+  EXPECT_NE(IndexHtml(r, "t.png").find("300 of 301 iterations"), std::string::npos);
+  EXPECT_EQ(ReportJson(r)["iterations_completed"], 300);
+}
+
+TEST(ReportFilesTest, LabelsStayInsideThePlot) {
+  // Recovery at 299, the last iteration: its label must not start right of the x range.
+  falcon::v1::Event e = ComputeEvent(7, 101, 2);
+  e.set_recovery_iteration(299);
+  Report r = BuildReport(ComputeScenario(), RunSettings(), History(300), {e});
+  const std::string gp = GnuplotScript(r, "i.csv", "t.png", "png");
+  EXPECT_NE(gp.find("set xrange [0:299]"), std::string::npos) << gp;
+  std::istringstream lines(gp);
+  for (std::string line; std::getline(lines, line);) {
+    int x = 0;
+    char align[16] = {0};
+    const size_t at = line.find(" at ");
+    if (line.rfind("set label", 0) != 0 || at == std::string::npos) continue;
+    ASSERT_EQ(std::sscanf(line.c_str() + at, " at %d, graph %*f %15s", &x, align), 2) << line;
+    EXPECT_LE(x, 299) << line;
+    if (std::string(align) == "left") {
+      EXPECT_LE(x, 299 - 20) << "a left label near the right edge: " << line;
+    }
+  }
+}
+
+TEST(ReportTest, JsonSettingsTellBudgetFromTimeLimit) {
+  RunSettings settings;
+  settings.duration_s = 180;
+  settings.time_limit_s = 300;
+  Report r = BuildReport(ComputeScenario(), settings, History(400), {});
+  const nlohmann::json j = ReportJson(r);
+  EXPECT_EQ(j["settings"]["duration_s"], 180);
+  EXPECT_EQ(j["settings"]["time_limit_s"], 300);
+}
+
+// Every key report.json can hold, at any depth.
+void CollectKeys(const nlohmann::json& j, std::set<std::string>* keys) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      keys->insert(it.key());
+      CollectKeys(it.value(), keys);
+    }
+  } else if (j.is_array()) {
+    for (const auto& v : j) CollectKeys(v, keys);
+  }
+}
+
+TEST(ReportJsonTest, ReadmeDocumentsEveryField) {
+  Scenario scenario = TwoFaultScenario();
+  scenario.restart_controller_at_iteration = 200;
+  falcon::v1::Settings controller;
+  controller.set_s3_cost_seconds(3);
+  controller.set_s2_cost_iterations(5);
+  controller.set_s4_cost_seconds(600);
+  controller.set_verification_min_ratio(0.15);
+  controller.set_min_gap_iterations(10);
+  RunSettings settings;
+  settings.controller_settings = controller;
+  Report r = BuildReport(scenario, settings, TwoFaultHistory(300), TwoFaultEvents());
+  r.note = "stopped by signal";
+  std::set<std::string> keys;
+  CollectKeys(ReportJson(r), &keys);
+  std::ifstream in("deploy/demo/README.md");
+  ASSERT_TRUE(in) << "deploy/demo/README.md is not in the test's data";
+  std::stringstream readme;
+  readme << in.rdbuf();
+  for (const std::string& key : keys) {
+    const bool documented = readme.str().find("`" + key + "`") != std::string::npos ||
+                            readme.str().find("`" + key + "[]`") != std::string::npos;
+    EXPECT_TRUE(documented) << "report.json field `" << key << "` is not in deploy/demo/README.md";
+  }
 }
 
 }  // namespace

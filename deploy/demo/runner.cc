@@ -151,7 +151,8 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   settings.iterations = scenario.iterations;
   settings.micro_batches = MicroBatches(options);
   settings.emulated_compute_ms = options.emulated_compute_ms;
-  settings.duration_s = absl::ToDoubleSeconds(options.time_limit);
+  settings.duration_s = absl::ToDoubleSeconds(options.duration);
+  settings.time_limit_s = absl::ToDoubleSeconds(options.time_limit);
   settings.fault_spec = scenario.FaultSpec();
   settings.train_args = TrainArgs(options);
   settings.controller_settings = options.settings;
@@ -237,8 +238,13 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
     }
     if (seen.job_known && seen.job.last_iteration() >= scenario.iterations - 1) break;
     if ((*cluster)->TrainerExited()) {
-      // One more poll picks up the last iterations.
-      Poll((*cluster)->control(), options.job, seen);
+      // The agents forward the last iterations within a report period: poll until the last one
+      // arrived (or a few seconds passed), so every count of the report is the trainer's.
+      for (int i = 0; i < 3; ++i) {
+        Poll((*cluster)->control(), options.job, seen);
+        if (seen.job.last_iteration() >= scenario.iterations - 1) break;
+        absl::SleepFor(kPollPeriod);
+      }
       if (seen.job.last_iteration() < scenario.iterations * 95 / 100) {
         note = absl::StrCat("the trainer exited at iteration ", seen.job.last_iteration());
       }

@@ -59,6 +59,9 @@ struct RunOptions {
   int micro_batches = 0;  // 0: 8 per (DP group, stage), i.e. 8 x DP x PP.
   // Wall-clock bound of the run (cluster start to stop).
   absl::Duration time_limit = absl::Minutes(3);
+  // The training time budget the run was sized from (falcon_demo --duration), recorded in the
+  // report's settings; zero when the caller sized it otherwise.
+  absl::Duration duration = absl::ZeroDuration();
   std::string work_dir;
   // Called once per second with the live line; null: quiet.
   std::function<void(const std::string&)> live;

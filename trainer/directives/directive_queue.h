@@ -1,6 +1,8 @@
 // Directive bookkeeping on one rank: directives agreed at a boundary wait here until their
 // effective iteration; each id is applied at most once and its outcome remembered, so a
-// re-delivered directive is acknowledged again but never re-applied. CheckDirective validates a
+// directive this rank's hooks deliver again is acknowledged again but never re-applied (the
+// first delivery of an id the rank already applied from another rank's copy is not acknowledged
+// again: it was, when applied). CheckDirective validates a
 // due directive against the trainer's current plan (docs/architecture.md#directives; common.proto).
 //
 // What the trainer accepts (anything else is REJECTED with the reason):
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,11 +76,14 @@ class DirectiveQueue {
   // The final outcome of `id`, or nullptr while pending or unknown.
   const DirectiveOutcome* OutcomeOf(uint64_t id) const;
   bool Known(uint64_t id) const { return pending_.count(id) > 0 || done_.count(id) > 0; }
+  // Notes that this rank's hooks delivered `id`; true the first time, false for a re-delivery.
+  bool MarkDelivered(uint64_t id) { return delivered_.insert(id).second; }
   size_t pending() const { return pending_.size(); }
 
  private:
   std::map<uint64_t, falcon::v1::Directive> pending_;
   std::map<uint64_t, DirectiveOutcome> done_;
+  std::set<uint64_t> delivered_;  // Ids this rank's hooks returned.
 };
 
 }  // namespace falcon::trainer

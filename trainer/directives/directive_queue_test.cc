@@ -112,6 +112,13 @@ TEST(DirectiveQueueTest, HoldsUntilDueAppliesOnceAndSkipsProfiling) {
   EXPECT_EQ(q.PopDue(10).size(), 1u);
 }
 
+TEST(DirectiveQueueTest, MarkDeliveredTellsARedeliveryFromTheFirst) {
+  DirectiveQueue q;
+  EXPECT_TRUE(q.MarkDelivered(3));
+  EXPECT_FALSE(q.MarkDelivered(3));
+  EXPECT_TRUE(q.MarkDelivered(4));
+}
+
 TEST(DirectiveQueueTest, TargetRanks) {
   falcon::v1::Directive d = Make(1, 0);
   EXPECT_TRUE(IsTarget(d, 5));

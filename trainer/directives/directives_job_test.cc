@@ -1,6 +1,8 @@
 // Multi-process tests of the directives that stop training: S4 checkpoint-restart on fewer ranks,
 // and pause + validation.
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -144,6 +146,53 @@ TEST(PauseValidationTest, PauseReleasesItselfAfterItsMaxDuration) {
   const JobRun run = RunJob(spec, "autorelease");
   ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
   EXPECT_EQ(ReadJsonLines(run.json_log).size(), 6u);
+}
+
+// Agents deliver a directive to the ranks of different nodes at different boundaries, and the
+// ranks agree on a directive as soon as one of them has it: a rank can get its own copy after it
+// applied the directive. Each rank acknowledges each outcome of an id once, with a reason.
+TEST(DirectiveAckTest, EachRankAcksEachOutcomeOnceWhenDeliveriesDiffer) {
+  JobSpec spec;
+  spec.dp = 2;
+  spec.pp = 1;
+  spec.micro_batches = 4;
+  spec.steps = 6;
+  spec.directives =
+      // Pause at 1; rank 0 gets the resume while paused, rank 1 only at boundary 2.
+      R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
+      R"( "pause": {"max_duration_ns": 20000000000}}})"
+      "\n"
+      R"({"ranks": [0], "directive": {"directive_id": 2, "effective_iteration": 1, "resume": {}}})"
+      "\n"
+      R"({"ranks": [1], "deliver_at": 2,)"
+      R"( "directive": {"directive_id": 2, "effective_iteration": 1, "resume": {}}})"
+      "\n"
+      // A plan rank 1 gets a boundary after rank 0 (who applies it for both at 3).
+      R"({"ranks": [0], "directive": {"directive_id": 3, "effective_iteration": 3,)"
+      R"( "plan_version": 1, "micro_batch_plan": {"micro_batches": [3, 1]}}})"
+      "\n"
+      R"({"ranks": [1], "deliver_at": 4, "directive": {"directive_id": 3,)"
+      R"( "effective_iteration": 3, "plan_version": 1, "micro_batch_plan": {"micro_batches": [3, 1]}}})"
+      "\n"
+      // A plan delivered two boundaries early: RECEIVED, then APPLIED.
+      R"({"deliver_at": 2, "directive": {"directive_id": 4, "effective_iteration": 4,)"
+      R"( "plan_version": 2, "micro_batch_plan": {"micro_batches": [2, 2]}}})"
+      "\n";
+  const JobRun run = RunJob(spec, "acks");
+  ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
+  std::map<std::tuple<int, uint64_t, std::string>, int> acks;
+  for (const auto& e : ReadJsonLines(run.events)) {
+    if (e["event"] != "ack") continue;
+    ++acks[{e["rank"].get<int>(), e["directive_id"].get<uint64_t>(),
+            e["status"].get<std::string>()}];
+    EXPECT_FALSE(e["reason"].get<std::string>().empty()) << e.dump();
+  }
+  std::map<std::tuple<int, uint64_t, std::string>, int> want;
+  for (int rank : {0, 1}) {
+    for (uint64_t id : {1, 2, 3, 4}) want[{rank, id, "ACK_STATUS_APPLIED"}] = 1;
+    want[{rank, 4, "ACK_STATUS_RECEIVED"}] = 1;
+  }
+  EXPECT_EQ(acks, want);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -43,9 +44,26 @@ absl::StatusOr<DirectiveScript> ParseDirectiveScript(absl::string_view text) {
     const std::string where = absl::StrCat("directive script line ", line_no, ": ");
     if (!j.is_object()) return absl::InvalidArgumentError(where + "not a JSON object");
     if (j.contains("directive")) {
-      falcon::v1::Directive d;
-      if (absl::Status s = FromJson(j["directive"], &d); !s.ok()) {
+      ScriptedDirective d;
+      if (absl::Status s = FromJson(j["directive"], &d.directive); !s.ok()) {
         return absl::InvalidArgumentError(where + "directive: " + std::string(s.message()));
+      }
+      if (j.contains("deliver_at")) {
+        if (!j["deliver_at"].is_number_integer() || j["deliver_at"].get<int64_t>() < 0) {
+          return absl::InvalidArgumentError(where + "\"deliver_at\" must be an integer >= 0");
+        }
+        d.deliver_at = j["deliver_at"].get<int64_t>();
+      }
+      if (j.contains("ranks")) {
+        if (!j["ranks"].is_array()) {
+          return absl::InvalidArgumentError(where + "\"ranks\" must be an array of ranks");
+        }
+        for (const auto& r : j["ranks"]) {
+          if (!r.is_number_integer() || r.get<int>() < 0) {
+            return absl::InvalidArgumentError(where + "\"ranks\" must hold integers >= 0");
+          }
+          d.ranks.push_back(r.get<int>());
+        }
       }
       script.directives.push_back(std::move(d));
     } else if (j.contains("validation_task")) {
@@ -90,8 +108,14 @@ std::vector<falcon::v1::Directive> ScriptedHooks::PollDirectives(int64_t iterati
   }
   std::vector<falcon::v1::Directive> out;
   for (size_t i = 0; i < script_.directives.size(); ++i) {
-    const falcon::v1::Directive& d = script_.directives[i];
-    if (directive_sent_[i] || d.effective_iteration() > iteration) continue;
+    const ScriptedDirective& item = script_.directives[i];
+    const falcon::v1::Directive& d = item.directive;
+    const int64_t at = item.deliver_at >= 0 ? item.deliver_at : d.effective_iteration();
+    if (directive_sent_[i] || at > iteration) continue;
+    if (!item.ranks.empty() &&
+        std::find(item.ranks.begin(), item.ranks.end(), rank_) == item.ranks.end()) {
+      continue;
+    }
     if (d.has_resume() && tasks_pending) continue;
     directive_sent_[i] = true;
     out.push_back(d);

@@ -3,11 +3,14 @@
 // (JSON lines) and are kept in memory.
 //
 // Script: one JSON object per line ('#' lines and blank lines are skipped), either
-//   {"directive": <falcon.v1.Directive in proto3 JSON>}
+//   {"directive": <falcon.v1.Directive in proto3 JSON>, "deliver_at": I, "ranks": [R, ...]}
 //   {"validation_task": <falcon.v1.ValidationTask in proto3 JSON>, "iteration": I}
 // Directives are delivered once, at the first PollDirectives(iteration) with
-// iteration >= effective_iteration; a Resume is held back while a validation task due at or
-// before that iteration has not been delivered yet, so scripted tasks run inside the pause.
+// iteration >= deliver_at (default: the directive's effective_iteration), to the ranks listed in
+// "ranks" (default: every rank; agents deliver to the ranks of different nodes at different
+// times, and a line per group of ranks emulates that); a Resume is held back while a validation
+// task due at or before that iteration has not been delivered yet, so scripted tasks run inside
+// the pause.
 // Tasks are delivered once, at the first PollValidationTasks(iteration) with iteration >= I
 // (default 0), i.e. while the trainer is paused at or after iteration I.
 //
@@ -33,8 +36,14 @@ struct ScriptedTask {
   falcon::v1::ValidationTask task;
 };
 
+struct ScriptedDirective {
+  falcon::v1::Directive directive;
+  int64_t deliver_at = -1;  // -1: at directive.effective_iteration().
+  std::vector<int> ranks;   // Empty: every rank.
+};
+
 struct DirectiveScript {
-  std::vector<falcon::v1::Directive> directives;
+  std::vector<ScriptedDirective> directives;
   std::vector<ScriptedTask> tasks;
 };
 

@@ -43,6 +43,31 @@ TEST(ScriptedHooksTest, ParsesAndDeliversAtTheRightIterations) {
   EXPECT_TRUE(hooks.PollDirectives(9).empty());
 }
 
+TEST(ScriptedHooksTest, DeliverAtAndRanksChooseWhenAndToWhom) {
+  absl::StatusOr<DirectiveScript> script = ParseDirectiveScript(
+      R"({"ranks": [1], "deliver_at": 4, "directive": {"directive_id": 5, )"
+      R"("effective_iteration": 2, "resume": {}}})"
+      "\n"
+      R"({"deliver_at": 1, "directive": {"directive_id": 6, "effective_iteration": 3, )"
+      R"("resume": {}}})");
+  ASSERT_TRUE(script.ok()) << script.status();
+  ScriptedHooks rank0(*script, 0), rank1(*script, 1);
+  ASSERT_EQ(rank0.PollDirectives(1).size(), 1u);  // Id 6, delivered early.
+  EXPECT_TRUE(rank0.PollDirectives(9).empty());   // Id 5 is rank 1's only.
+  ASSERT_EQ(rank1.PollDirectives(1).size(), 1u);
+  EXPECT_TRUE(rank1.PollDirectives(3).empty());
+  auto at4 = rank1.PollDirectives(4);
+  ASSERT_EQ(at4.size(), 1u);
+  EXPECT_EQ(at4[0].directive_id(), 5u);
+  EXPECT_THAT(
+      std::string(ParseDirectiveScript(R"({"ranks": 1, "directive": {}})").status().message()),
+      HasSubstr("\"ranks\""));
+  EXPECT_THAT(
+      std::string(
+          ParseDirectiveScript(R"({"deliver_at": -2, "directive": {}})").status().message()),
+      HasSubstr("\"deliver_at\""));
+}
+
 TEST(ScriptedHooksTest, BadLinesNameTheLine) {
   EXPECT_THAT(std::string(ParseDirectiveScript("\n{\"nope\": 1}\n").status().message()),
               HasSubstr("line 2"));

@@ -19,6 +19,10 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("rank: ", options.rank, " is outside the world of ", options.world_size));
   }
+  if (options.local_rank < 0 || options.local_rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("local_rank: ", options.local_rank,
+                                                   " is outside [0, ", options.world_size, ")"));
+  }
   if (options.dp_size < 0 || options.pp_size < 0 || options.global_micro_batches < 0) {
     return absl::InvalidArgumentError("dp_size, pp_size, global_micro_batches: negative");
   }
@@ -27,6 +31,7 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
   o.rank = static_cast<uint32_t>(options.rank);
   o.world_size = static_cast<uint32_t>(options.world_size);
   o.node = options.node;
+  o.local_rank = static_cast<uint32_t>(options.local_rank);
   o.dp_size = static_cast<uint32_t>(options.dp_size);
   o.pp_size = static_cast<uint32_t>(options.pp_size);
   o.tp_size = options.dp_size > 0 ? 1 : 0;

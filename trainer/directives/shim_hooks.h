@@ -45,7 +45,8 @@ struct ShimTrainerHooksOptions {
   std::string node;          // Node name in the hello (emulated node, e.g. "node3").
   int rank = 0;              // Global rank, [0, world_size).
   int world_size = 1;
-  int dp_size = 0;  // Layout at start (0: unknown).
+  int local_rank = 0;  // Rank index inside its node, [0, world_size) (falconctl job's LOCAL).
+  int dp_size = 0;     // Layout at start (0: unknown).
   int pp_size = 0;
   int global_micro_batches = 0;  // M (0: unknown).
   uint64_t epoch = 0;            // Epoch the trainer starts at.

@@ -33,6 +33,7 @@ class TrainerHooksTest : public shim::ShimTest {
     o.node = "node1";
     o.rank = 1;
     o.world_size = 4;
+    o.local_rank = 1;  // The second rank of its node.
     o.dp_size = 2;
     o.pp_size = 2;
     o.global_micro_batches = 8;
@@ -61,6 +62,9 @@ TEST_F(TrainerHooksTest, BadOptionsAreRejectedNamingTheField) {
   o.world_size = 4;
   EXPECT_NE(ShimTrainerHooks::Create(o).status().message().find("rank"), std::string::npos);
   o.rank = 0;
+  o.local_rank = 4;
+  EXPECT_NE(ShimTrainerHooks::Create(o).status().message().find("local_rank"), std::string::npos);
+  o.local_rank = 0;
   o.job = "bad job";
   EXPECT_FALSE(ShimTrainerHooks::Create(o).ok());
 }
@@ -99,6 +103,7 @@ TEST_F(TrainerHooksTest, HelloCommunicatorsOpsAndHintsReachTheAgent) {
   const falcon::v1::ShimHello hello = agent_->hellos().back();
   EXPECT_EQ(hello.job(), "job1");
   EXPECT_EQ(hello.rank().node(), "node1");
+  EXPECT_EQ(hello.rank().local_rank(), 1u);
   EXPECT_EQ(hello.rank().dp_index(), 1);  // Rank 1 of DP=2: dp = r % D, pp = r / D.
   EXPECT_EQ(hello.rank().pp_index(), 0);
   EXPECT_EQ(hello.dp_size(), 2u);
