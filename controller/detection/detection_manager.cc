@@ -255,7 +255,8 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
   if (PlanCausedSpeedup(active->event(), ev)) return;
   if (events_->SeriesRecovered(active, series, ev, uow)) {
     localizer_->Cancel(active, uow);
-    events_->Recover(active, ev.iteration, p.last_iteration,
+    // The transition where the detector verified the recovery, as the reason says.
+    events_->Recover(active, ev.iteration, std::max(p.last_iteration, ev.decided_at),
                      absl::StrFormat("%s back to %.4f s (x%.2f) at iteration %d, verified at %d",
                                      series, ev.mean_after, ev.ratio, ev.iteration, ev.decided_at),
                      uow);

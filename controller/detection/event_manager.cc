@@ -17,15 +17,13 @@ using falcon::v1::Event;
 
 namespace {
 
-// " rank=1,2" for culprit (or else suspect) ranks, " link=0->1,2->3" for culprit links.
+// " rank=1,2" for culprit ranks, " link=0->1,2->3" for culprit links; nothing before a verdict
+// names them (the series that slowed first is often not the culprit's: in synchronous training
+// every rank slows down).
 std::string CulpritFields(const EventRecord& r) {
   const Event& e = r.event();
   std::string out;
-  if (e.ranks_size() > 0) {
-    absl::StrAppend(&out, " rank=", absl::StrJoin(e.ranks(), ","));
-  } else if (e.links_size() == 0 && r.suspect_ranks_size() > 0) {
-    absl::StrAppend(&out, " rank=", absl::StrJoin(r.suspect_ranks(), ","));
-  }
+  if (e.ranks_size() > 0) absl::StrAppend(&out, " rank=", absl::StrJoin(e.ranks(), ","));
   if (e.links_size() > 0) {
     absl::StrAppend(&out, " link=",
                     absl::StrJoin(e.links(), ",", [](std::string* o, const falcon::v1::Link& l) {
@@ -108,8 +106,8 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
     uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
   AfterTransition(*e, uow);
-  Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED,
-             onset.job_iteration >= 0 ? onset.job_iteration : d.decided_at,
+  // Confirmed where the detector verified the slowdown: the alarm.
+  Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED, d.decided_at,
              absl::StrFormat("%s mean %.4f s -> %.4f s (x%.2f) verified at iteration %d",
                              onset.series, d.mean_before, d.mean_after, d.ratio, d.decided_at),
              uow);
@@ -234,7 +232,9 @@ void EventManager::Recover(EventRecord* event, int64_t recovery_iteration, int64
   e->set_recovery_iteration(recovery_iteration);
   e->set_recovery_time_ns(absl::ToUnixNanos(clock_->Now()));
   event->set_phase(falcon::controller::v1::PHASE_ENDED);
-  Transition(event, falcon::v1::EVENT_STATE_RECOVERED, job_iteration, reason, uow);
+  // Not before the recovery itself (a rank's summary can be ahead of the job's iterations).
+  Transition(event, falcon::v1::EVENT_STATE_RECOVERED, std::max(job_iteration, recovery_iteration),
+             reason, uow);
 }
 
 void EventManager::Close(EventRecord* event, int64_t job_iteration, const std::string& reason,

@@ -66,7 +66,8 @@ class EventManager {
   // this was the last series of the event still slow (the caller then calls Recover).
   bool SeriesRecovered(falcon::controller::v1::EventRecord* event, const std::string& series,
                        const analysis::DetectorEvent& recovery, UnitOfWork* uow);
-  // -> RECOVERED at recovery_iteration (the first iteration back at the healthy level).
+  // -> RECOVERED: recovery_iteration is the first iteration back at the healthy level, the
+  // transition's iteration max(job_iteration, recovery_iteration).
   void Recover(falcon::controller::v1::EventRecord* event, int64_t recovery_iteration,
                int64_t job_iteration, const std::string& reason, UnitOfWork* uow);
   // -> CLOSED (dismissed, job ended, restarted).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/log_capture.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "gtest/gtest.h"
@@ -172,6 +173,30 @@ TEST_F(EventManagerTest, ASlowdownJoiningAForcedValidationGivesTheEventItsFigure
   // The running slow mean follows the series from there.
   events_.ObserveSeries("j", RankSeries(3), 100, absl::Milliseconds(600));
   EXPECT_EQ(e->slow_samples(), 5);
+}
+
+TEST_F(EventManagerTest, TransitionsHappenWhereTheirReasonsSayAndNameNoRankBeforeAVerdict) {
+  common::testing::LogCapture log;
+  UnitOfWork uow;
+  SeriesOnset onset = Onset(RankSeries(0), 60);  // Decided at 63 ...
+  onset.job_iteration = 61;                      // ... while the job completed only 61.
+  EventRecord* e = events_.Open("j", onset, &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(e->event().alarm_iteration(), 63);
+  EXPECT_EQ(e->event().transitions(1).state(), falcon::v1::EVENT_STATE_CONFIRMED);
+  EXPECT_EQ(e->event().transitions(1).iteration(), 63);
+  // Rank 0 slowed first, which does not make it the culprit: no rank until the verdict.
+  ASSERT_EQ(log.Count("event opened job=j event=1 state=suspected series=rank/0 "), 1);
+  ASSERT_EQ(log.Count("event confirmed job=j event=1 cause=none "), 1);
+  e->mutable_event()->set_cause(falcon::v1::CAUSE_COMPUTE);
+  e->mutable_event()->add_ranks(2);
+  events_.Transition(e, falcon::v1::EVENT_STATE_LOCALIZED, 66, "compute", &uow);
+  // A recovery seen in a rank's summary ahead of the job's iterations.
+  events_.Recover(e, 90, 88, "back at iteration 90", &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(log.Count("event localized job=j event=1 rank=2 cause=compute"), 1);
+  EXPECT_EQ(e->event().transitions(e->event().transitions_size() - 1).iteration(), 90);
+  EXPECT_EQ(e->event().recovery_iteration(), 90);
 }
 
 TEST_F(EventManagerTest, LostSecondsAgainstBaselineAndReload) {

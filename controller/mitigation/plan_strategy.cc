@@ -50,9 +50,9 @@ void PlanStrategy::Revert(const analysis::EscalationStep& step, EventContext& ct
   const int64_t effective =
       rec != nullptr ? rec->directive().effective_iteration() : step.iteration;
   ctx.Record(actions, strategy, *id, effective, d.reason(), /*revert=*/true);
-  LOG(INFO) << "revert issued " << ctx.Subject() << " directive=" << *id
-            << " reverts=" << directive_ << " strategy=" << ShortName(level())
-            << " effective_iteration=" << effective << " why=\"" << d.reason() << "\"";
+  // The issuer logs the directive (with reverts=); this one is detail.
+  VLOG(1) << "revert issued " << ctx.Subject() << " directive=" << *id << " reverts=" << directive_
+          << " strategy=" << ShortName(level());
   OnDropped(ctx);
   directive_ = 0;
 }

@@ -147,6 +147,8 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
       analysis::SolveMicroBatches(times, shape.global_micro_batches, P);
   if (!split.ok()) return split.status();
   S2Plan plan;
+  plan.stage_slowdown = s;
+  plan.stage_slowdown_measured = culprit.measured_stage_slowdown > 1.0;
   for (int64_t v : split->micro_batches) plan.micro_batches.push_back(static_cast<uint32_t>(v));
   absl::StatusOr<absl::Duration> after = Predict(shape, cells, plan.micro_batches, c);
   if (!after.ok()) return after.status();

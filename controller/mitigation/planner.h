@@ -61,10 +61,13 @@ double CulpritStageSlowdown(const Culprit& culprit, int64_t micro_batches_per_re
 
 struct S2Plan {
   std::vector<uint32_t> micro_batches;  // Per DP index.
-  absl::Duration predicted;             // Iteration time under the plan (cost model).
-  absl::Duration predicted_current;     // ... under the plan in force, with the culprits.
-  bool improves = false;                // predicted < predicted_current by >= 2 %.
-  std::string summary;                  // E.g. "m = [2, 6, 4, 4] (was [4, 4, 4, 4])".
+  double stage_slowdown = 1;            // The culprits' stage slowdown the plan is sized for.
+  bool stage_slowdown_measured =
+      false;                         // Measured (Culprit::measured_stage_slowdown), not derived.
+  absl::Duration predicted;          // Iteration time under the plan (cost model).
+  absl::Duration predicted_current;  // ... under the plan in force, with the culprits.
+  bool improves = false;             // predicted < predicted_current by >= 2 %.
+  std::string summary;               // E.g. "m = [2, 6, 4, 4] (was [4, 4, 4, 4])".
 };
 // S2 for compute culprits. kFailedPrecondition when no culprit rank is in the layout.
 absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,

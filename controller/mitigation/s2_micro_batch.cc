@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
 
@@ -28,7 +29,8 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::EscalationSt
   LOG(INFO) << "S2 plan computed " << ctx.Subject() << " micro_batches=["
             << absl::StrJoin(plan->micro_batches, ",") << "] was=["
             << absl::StrJoin(shape->micro_batches, ",")
-            << "] measured_stage_slowdown=" << culprit.measured_stage_slowdown
+            << "] stage_slowdown=" << absl::StrFormat("%.2f", plan->stage_slowdown)
+            << " stage_slowdown_from=" << (plan->stage_slowdown_measured ? "probe" : "job_ratio")
             << " predicted_s=" << absl::ToDoubleSeconds(plan->predicted)
             << " current_s=" << absl::ToDoubleSeconds(plan->predicted_current)
             << " improves=" << plan->improves;

@@ -105,9 +105,10 @@ absl::Status MitigationStrategy::Issue(const analysis::EscalationStep& step,
   ctx.Record(actions, strategy, *id, effective, reason, false);
   directive_ = *id;
   OnIssued(plan, effective, ctx);
-  LOG(INFO) << "directive issued " << ctx.Subject() << " directive=" << *id
-            << " strategy=" << ShortName(level()) << " effective_iteration=" << effective
-            << " plan=\"" << plan.summary << "\"";
+  // The directive's line (with its epoch, targets and reason, which holds the plan) is the
+  // issuer's; this one is detail.
+  VLOG(1) << "plan issued " << ctx.Subject() << " directive=" << *id
+          << " strategy=" << ShortName(level()) << " plan=\"" << plan.summary << "\"";
   return absl::OkStatus();
 }
 
