@@ -332,7 +332,8 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
               << " node=" << hello.node() << " ranks=" << (job ? job->ranks().size() : 0);
   }
   LOG(INFO) << "agent connected agent=" << hello.agent_id() << " node=" << hello.node()
-            << " version=" << hello.version() << " jobs=" << absl::StrJoin(listed, ",")
+            << " version=" << hello.version()
+            << (listed.empty() ? "" : absl::StrCat(" jobs=", absl::StrJoin(listed, ",")))
             << " acked_sequence=" << agent.tracker.acked_sequence()
             << " first_unacked=" << hello.first_unacked_sequence();
   falcon::v1::ControllerMessage reply;
@@ -596,8 +597,9 @@ absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::S
   if (!overrides.ok()) return overrides.status();
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
   settings_.Apply(*overrides);
-  LOG(INFO) << "settings changed job=" << (update.job().empty() ? "*" : update.job()) << " update={"
-            << update.ShortDebugString() << "}";
+  const std::string fields = SettingsFields(update);
+  LOG(INFO) << "settings changed job=" << (update.job().empty() ? "*" : update.job())
+            << (fields.empty() ? "" : " ") << fields;
   return settings_.Get(update.job());
 }
 

@@ -4,7 +4,7 @@
 //   --data_dir DIR              RocksDB state (jobs, events, directives, settings, history)
 //   --mitigation                S1-S4 mitigation installed (default true; =false: verdicts only)
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
-// SIGTERM shuts down cleanly.
+// SIGTERM shuts down cleanly (ControllerServer::Shutdown), each step a glog line.
 #include <glog/logging.h>
 #include <signal.h>
 #include <unistd.h>
@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  std::cerr << "falcon-controller: signal " << sig << ", shutting down\n";
+  LOG(INFO) << "shutdown requested signal=" << (sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();
+  LOG(INFO) << "controller stopped controller_id=" << id;
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/testing/log_capture.h"
 #include "controller/control_api.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
@@ -407,6 +408,31 @@ TEST_F(ControllerTest, DetectionCanBeDisabledPerJob) {
   c_.reset();
   Start();
   EXPECT_FALSE(c_->settings().Effective(spec_.job).detection_enabled);
+}
+
+TEST_F(ControllerTest, SettingsAndConnectionsAreLoggedAsKeyValuePairs) {
+  common::testing::LogCapture log;
+  SimAgent idle("idle", "node-9", {});
+  ASSERT_TRUE(idle.Connect(*c_, {}).ok());  // An agent without jobs yet.
+  ConnectAll();
+  falcon::v1::Settings s;
+  s.set_job(spec_.job);
+  s.set_dry_run(true);
+  s.set_verification_min_ratio(0.2);
+  ASSERT_TRUE(c_->SetSettings(s).ok());
+  s.clear_job();
+  s.clear_dry_run();
+  ASSERT_TRUE(c_->SetSettings(s).ok());
+  EXPECT_EQ(log.Count("settings changed job=job dry_run=true verification_min_ratio=0.2"), 1);
+  EXPECT_EQ(log.Count("settings changed job=* verification_min_ratio=0.2"), 1);
+  const std::vector<std::string> idle_line = log.Matching("agent connected agent=idle ");
+  ASSERT_EQ(idle_line.size(), 1u);
+  EXPECT_EQ(idle_line[0].find("jobs="), std::string::npos) << idle_line[0];
+  EXPECT_EQ(log.Count("agent connected agent=node-0 node=node-0 version=sim jobs=job "), 1);
+  for (const std::string& l : log.Lines()) {
+    EXPECT_EQ(l.find("={"), std::string::npos) << l;  // No proto text.
+    EXPECT_EQ(l.find("= "), std::string::npos) << l;  // No empty value.
+  }
 }
 
 TEST_F(ControllerTest, JobEndsWhenNoAgentStaysConnected) {

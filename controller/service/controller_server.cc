@@ -1,5 +1,6 @@
 #include "controller/service/controller_server.h"
 
+#include <glog/logging.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
@@ -23,6 +24,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
     return absl::InvalidArgumentError("tick_interval: must be > 0");
   }
   std::unique_ptr<ControllerServer> s(new ControllerServer());
+  s->data_dir_ = options.data_dir;
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->metrics_ = std::make_unique<ControllerMetrics>(*s->registry_, options.version);
   if (options.data_dir.empty()) {
@@ -70,18 +72,25 @@ ControllerServer::~ControllerServer() { Shutdown(); }
 void ControllerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  const bool serving = server_ != nullptr;  // Else Start failed: nothing to tell.
+  if (serving) LOG(INFO) << "controller shutting down port=" << port_;
   exposer_.reset();
   if (server_ != nullptr) {
     // Open streams are cancelled; their reactors finish through the loop, which still runs.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
+    LOG(INFO) << "grpc server stopped port=" << port_ << " (open streams cancelled)";
   }
   loop_.reset();  // Drains what the reactors posted.
+  if (serving) LOG(INFO) << "controller loop drained (pending work committed)";
   server_.reset();
   telemetry_.reset();
   control_.reset();
   controller_.reset();
   kv_.reset();
+  if (serving) {
+    LOG(INFO) << "store closed data_dir=" << (data_dir_.empty() ? "(in memory)" : data_dir_);
+  }
 }
 
 void ControllerServer::RunOnLoop(const std::function<void(Controller&)>& fn) {

@@ -57,8 +57,8 @@ class ControllerServer {
                                                                  MitigationHook* hook = nullptr);
   ~ControllerServer();
 
-  // Stops the gRPC server (cancelling open streams), drains the loop and closes the store.
-  // Idempotent.
+  // Stops the gRPC server (cancelling open streams), drains the loop (what it runs is committed)
+  // and closes the store, logging each step. Idempotent.
   void Shutdown();
 
   int port() const { return port_; }
@@ -79,6 +79,7 @@ class ControllerServer {
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string data_dir_;
   int port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;
