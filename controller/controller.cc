@@ -629,4 +629,14 @@ absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name
   return id;
 }
 
+absl::StatusOr<falcon::v1::DryRunPlanResponse> Controller::DryRunActive(const std::string& job) {
+  if (hook_ == nullptr) return absl::UnimplementedError("mitigation is not installed");
+  const EventRecord* event = events_.Active(job);
+  if (event == nullptr)
+    return absl::NotFoundError(absl::StrCat("job '", job, "': no active event"));
+  UnitOfWork scratch;  // Never committed: a dry run stages nothing.
+  Actions actions(this, &scratch);
+  return hook_->DryRun(event->event(), actions);
+}
+
 }  // namespace falcon::controller

@@ -98,6 +98,9 @@ class Controller {
   // kUnavailable when the store failed.
   absl::StatusOr<falcon::v1::Settings> SetSettings(const falcon::v1::Settings& update);
   absl::StatusOr<uint64_t> ForceValidation(const std::string& job);
+  // The mitigation hook's dry run of the job's active event (MitigationHook::DryRun); acts on
+  // nothing. kNotFound without an active event or hook state; kUnimplemented without a hook.
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRunActive(const std::string& job);
 
  private:
   class Actions;  // EventActions bound to one unit of work.

@@ -259,4 +259,50 @@ void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
        e.ctx().last_iteration, actions);
 }
 
+absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(const falcon::v1::Event& event,
+                                                                    EventActions& actions) {
+  auto it = events_.find(event.event_id());
+  if (it == events_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("event ", event.event_id(), " has no mitigation state"));
+  }
+  MitigationEvent& e = *it->second;
+  const EventContext& ctx = e.ctx();
+  const JobEntry* job = actions.FindJob(ctx.job);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", ctx.job, "' unknown"));
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, e.s2().PlanBase(*job));
+  if (!shape.ok()) return shape.status();
+  LadderState state;
+  state.iteration = std::max(ctx.last_iteration, actions.LastIteration(ctx.job));
+  state.lost = e.escalation().lost();
+  for (const EscalationStep& step : e.escalation().history()) {
+    const auto strategy = static_cast<falcon::v1::Strategy>(step.strategy);
+    switch (step.action) {
+      case EscalationStep::Action::kApply: {
+        // A plan's directive takes effect later than decided: show where it did.
+        int64_t at = step.iteration;
+        if (MitigationStrategy* s = e.Of(step.strategy); s != nullptr && s->directive() != 0) {
+          if (const falcon::v1::DirectiveRecord* r = actions.FindDirective(s->directive())) {
+            at = r->directive().effective_iteration();
+          }
+        }
+        state.taken[strategy] = {at, absl::StrCat("applied at iteration ", at, ": ", step.reason)};
+        break;
+      }
+      case EscalationStep::Action::kSkip:
+        state.taken[strategy] = {step.iteration, absl::StrCat("skipped at iteration ",
+                                                              step.iteration, ": ", step.reason)};
+        break;
+      case EscalationStep::Action::kRevert:
+        state.taken[strategy] = {step.iteration, absl::StrCat("reverted at iteration ",
+                                                              step.iteration, ": ", step.reason)};
+        break;
+      case EscalationStep::Action::kEnd:
+        break;
+    }
+  }
+  return mitigation::DryRun(*shape, actions.Settings(ctx.job), S2MicroBatch::SizingCulprit(ctx),
+                            ctx.healthy, actions.Now(), state);
+}
+
 }  // namespace falcon::controller::mitigation

@@ -57,6 +57,11 @@ class Orchestrator : public MitigationHook {
                        EventActions& actions) override;
   void OnRecovered(const falcon::v1::Event& event, EventActions& actions) override;
   void OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventActions& actions) override;
+  // The ladder of the event's escalation (applied and skipped levels at their iterations, the
+  // rest projected from the lost time), S2 planned as S2 plans (SizingCulprit, from the plan an
+  // S2 in force replaced), S3 from the layout in force.
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const falcon::v1::Event& event,
+                                                        EventActions& actions) override;
 
   // Events with orchestration state (tests).
   size_t active_events() const { return events_.size(); }

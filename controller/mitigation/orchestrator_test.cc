@@ -253,6 +253,50 @@ TEST_F(OrchestratorTest, TheLogTellsOneConsistentStory) {
   EXPECT_TRUE(log.Warnings().empty()) << log.Warnings()[0];
 }
 
+// falconctl plan JOB --dry-run while S2 is in force and the fault is live: the plan is the one in
+// force (sized from the culprit's measured slowdown, as S2 did), never its undoing, and every step
+// shows its real or projected iteration.
+TEST_F(OrchestratorTest, DryRunDuringS2PlansAsS2DidAndShowsRealIterations) {
+  auto fault = [](int64_t i) { return i >= 60 && i < 170; };
+  Run(0, 120, fault);
+  const falcon::v1::Event e = OnlyEvent();
+  ASSERT_EQ(e.state(), falcon::v1::EVENT_STATE_MITIGATING) << e.DebugString();
+  std::vector<falcon::v1::DirectiveRecord> plans = Plans();
+  ASSERT_EQ(plans.size(), 1u);
+  const auto& in_force = plans[0].directive().micro_batch_plan().micro_batches();
+  ControlApi api(c_.get());
+  falcon::v1::DryRunPlanRequest req;
+  req.set_job(spec_.job);
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> r = api.DryRunPlan(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(std::vector<uint32_t>(r->micro_batch_plan().micro_batches().begin(),
+                                  r->micro_batch_plan().micro_batches().end()),
+            std::vector<uint32_t>(in_force.begin(), in_force.end()))
+      << r->DebugString();
+  const int64_t now = c_->JobView(*c_->registry().Find(spec_.job)).last_iteration();
+  ASSERT_EQ(r->actions_size(), 4) << r->DebugString();
+  for (const falcon::v1::Action& a : r->actions()) {
+    switch (a.strategy()) {
+      case falcon::v1::STRATEGY_S1_IGNORE:
+        EXPECT_EQ(a.iteration(), e.actions(0).iteration()) << a.reason();
+        break;
+      case falcon::v1::STRATEGY_S2_MICRO_BATCH: {  // Taken: where it took effect.
+        EXPECT_EQ(a.iteration(), e.actions(1).iteration()) << a.reason();
+        EXPECT_NE(a.reason().find("applied at iteration"), std::string::npos) << a.reason();
+        // Planned as S2 plans: from the split S2 replaced, sized for the stage slowdown the probe
+        // measures now (rank 5 computes 40% longer per micro-batch).
+        EXPECT_NE(a.reason().find("(was [8, 8, 8, 8]), culprit stage slowdown x1.40"),
+                  std::string::npos)
+            << a.reason();
+        break;
+      }
+      default:  // To come: when the lost time would pay for it.
+        EXPECT_GT(a.iteration(), now) << a.reason();
+        break;
+    }
+  }
+}
+
 TEST_F(OrchestratorTest, DryRunRecordsWithoutSending) {
   Set([](falcon::v1::Settings* s) { s->set_dry_run(true); });
   Run(0, 110, [](int64_t i) { return i >= 60; });

@@ -16,15 +16,9 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::EscalationSt
   if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) {
     return absl::FailedPreconditionError("S2 helps compute fail-slows only");
   }
-  const std::vector<uint32_t> in_force(job->job().micro_batches().begin(),
-                                       job->job().micro_batches().end());
-  absl::StatusOr<JobShape> shape = ctx.Shape(*job, in_force);
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, PlanBase(*job));
   if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
-  // The culprits' stage slowdown as the probe measured it (the worst culprit), when it has.
-  Culprit culprit = ctx.culprit;
-  culprit.measured_stage_slowdown =
-      std::max(culprit.measured_stage_slowdown, ctx.probe.WorstCulpritRatio(3));
-  absl::StatusOr<S2Plan> plan = PlanS2(*shape, culprit, ctx.healthy);
+  absl::StatusOr<S2Plan> plan = PlanS2(*shape, SizingCulprit(ctx), ctx.healthy);
   if (!plan.ok()) return absl::FailedPreconditionError(plan.status().message());
   LOG(INFO) << "S2 plan computed " << ctx.Subject() << " micro_batches=["
             << absl::StrJoin(plan->micro_batches, ",") << "] was=["
@@ -50,6 +44,18 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::EscalationSt
   for (uint32_t m : shape->micro_batches) rollback.mutable_micro_batch_plan()->add_micro_batches(m);
   planned_before_ = shape->micro_batches;
   return out;
+}
+
+Culprit S2MicroBatch::SizingCulprit(const EventContext& ctx) {
+  Culprit culprit = ctx.culprit;
+  culprit.measured_stage_slowdown =
+      std::max(culprit.measured_stage_slowdown, ctx.probe.WorstCulpritRatio(3));
+  return culprit;
+}
+
+std::vector<uint32_t> S2MicroBatch::PlanBase(const JobEntry& job) const {
+  if (directive_ != 0 && !before_.empty()) return before_;
+  return std::vector<uint32_t>(job.job().micro_batches().begin(), job.job().micro_batches().end());
 }
 
 void S2MicroBatch::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_iteration,
