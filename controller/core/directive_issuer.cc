@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/directive_kind.h"
 #include "controller/metrics/metric_table.h"
 
 namespace falcon::controller {
@@ -20,7 +21,7 @@ namespace {
 std::string DirectiveFields(const DirectiveRecord& r) {
   return absl::StrCat("job=", r.directive().job(), " event=", r.event_id(),
                       " directive=", r.directive().directive_id(),
-                      " strategy=", StrategyLabel(r.directive()));
+                      " strategy=", common::DirectiveKindName(r.directive()));
 }
 
 // " rank=1,2" for explicit targets, " rank=all" for every rank of the job.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/directive_kind.h"
 #include "controller/metrics/metric_table.h"
 
 namespace falcon::controller {
@@ -28,25 +29,6 @@ std::string EventStateLabel(falcon::v1::EventState state) {
 std::string CauseLabel(falcon::v1::Cause cause) {
   if (cause == falcon::v1::CAUSE_UNSPECIFIED) return "none";
   return Lower(falcon::v1::Cause_Name(cause), sizeof("CAUSE_") - 1);
-}
-
-std::string StrategyLabel(const falcon::v1::Directive& directive) {
-  switch (directive.kind_case()) {
-    case falcon::v1::Directive::kMicroBatchPlan:
-      return "s2";
-    case falcon::v1::Directive::kTopologyChange:
-      return "s3";
-    case falcon::v1::Directive::kCheckpointRestart:
-      return "s4";
-    case falcon::v1::Directive::kPause:
-      return "pause";
-    case falcon::v1::Directive::kResume:
-      return "resume";
-    case falcon::v1::Directive::kProfiling:
-      return "profiling";
-    default:
-      return "unknown";
-  }
 }
 
 ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::string& version)
@@ -130,7 +112,8 @@ void ControllerMetrics::CountError(absl::string_view where) {
 }
 
 void ControllerMetrics::DirectiveIssued(const falcon::v1::Directive& directive) {
-  directives_issued_.Add({{"strategy", StrategyLabel(directive)}}).Increment();
+  directives_issued_.Add({{"strategy", std::string(common::DirectiveKindName(directive))}})
+      .Increment();
 }
 
 void ControllerMetrics::RemoveJob(const std::string& job) {

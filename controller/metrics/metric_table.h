@@ -2,8 +2,9 @@
 // controller exports. ControllerMetrics registers its families from these specs, and the docs'
 // metrics table (docs/metrics.md, printed by //tools/metrics_doc) is rendered from kAll; no
 // other file spells a controller metric name in code. Every name starts with falcon_controller_.
-// Label values: state and cause as EventStateLabel/CauseLabel, strategy as StrategyLabel
-// (controller_metrics.h); job is the training job; where is one of kErrorSites (below).
+// Label values: state and cause as EventStateLabel/CauseLabel (controller_metrics.h), strategy
+// as the directive's kind word (common/directive_kind.h); job is the training job; where is one of
+// kErrorSites (below).
 #ifndef FALCON_CONTROLLER_METRICS_METRIC_TABLE_H_
 #define FALCON_CONTROLLER_METRICS_METRIC_TABLE_H_
 
