@@ -20,6 +20,7 @@
 #include "cli/help/flags_help.h"
 #include "common/clock.h"
 #include "common/logging/logging.h"
+#include "common/version.h"
 #include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
@@ -29,7 +30,8 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9470",
 ABSL_FLAG(std::string, data_dir, "falcon-controller-data",
           "RocksDB directory (created if missing)");
 ABSL_FLAG(bool, sync_writes, false, "fsync the RocksDB log on every commit");
-ABSL_FLAG(std::string, controller_id, "", "ControllerHello.controller_id (default: host name)");
+ABSL_FLAG(std::string, controller_id, "",
+          "ControllerHello.controller_id (default: falcon-controller@<host name>)");
 ABSL_FLAG(absl::Duration, tick, absl::Seconds(1), "period of timeouts and housekeeping");
 ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation");
 ABSL_FLAG(int, validation_gemm_size, 1024, "validation GEMM size m = n = k, [1, 65536]");
@@ -56,7 +58,6 @@ ABSL_FLAG(absl::Duration, directive_delivery_latency, absl::Seconds(2),
 
 namespace {
 
-constexpr char kVersion[] = "0.9.0";
 constexpr char kUsage[] =
     "falcon-controller: Falcon control plane (detection, localization, mitigation).\n"
     "usage: falcon_controller [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
@@ -71,6 +72,7 @@ std::string Host(const std::string& address) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  falcon::common::InstallVersionFlag("falcon-controller");
   if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
     std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
                                       "controller/controller_main.cc", /*dashes=*/false)
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
   options.tick_interval = absl::GetFlag(FLAGS_tick);
-  options.version = kVersion;
+  options.version = falcon::common::kFalconVersion;
   std::string id = absl::GetFlag(FLAGS_controller_id);
   if (id.empty()) {
     char host[256] = {0};
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
   LOG(INFO) << "controller started controller_id=" << id << " listen=" << Host(options.listen)
             << ":" << (*server)->port() << " data_dir=" << options.data_dir
             << " mitigation=" << (absl::GetFlag(FLAGS_mitigation) ? "on" : "off")
-            << " version=" << kVersion;
+            << " version=" << falcon::common::kFalconVersion;
   std::cout << "listening on " << Host(options.listen) << ":" << (*server)->port() << std::endl;
   if (!options.metrics_listen.empty()) {
     std::cout << "metrics on " << Host(options.metrics_listen) << ":" << (*server)->metrics_port()
