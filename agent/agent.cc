@@ -30,6 +30,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options,
   a.link_ =
       std::make_unique<ControllerLink>(link, a.buffer_.get(), handler, a.metrics_.get(), clock);
   a.hub_ = std::make_unique<ShimHub>(a.options_.hub, clock, a.metrics_.get(), a.link_.get());
+  // Batches the controller acknowledged (or the buffer dropped) tell the shims what is delivered.
+  a.buffer_->set_on_settled(
+      [hub = a.hub_.get()](const std::vector<uint64_t>& tags) { hub->OnSettled(tags); });
 
   if (!a.options_.metrics_listen.empty()) {
     try {
@@ -104,8 +107,9 @@ void Agent::OnControllerMessage(const v1::ControllerMessage& msg) {
 void Agent::FlushOnce(bool drain) {
   absl::MutexLock flush_lock(&flush_mu_);
   std::vector<v1::TelemetryBatch> batches;
-  hub_->Flush(drain, &batches);
-  for (v1::TelemetryBatch& b : batches) buffer_->Push(std::move(b));
+  std::vector<uint64_t> tags;
+  hub_->Flush(drain, &batches, &tags);
+  for (size_t i = 0; i < batches.size(); ++i) buffer_->Push(std::move(batches[i]), tags[i]);
   if (!batches.empty()) link_->Notify();
   metrics_->UpdateBuffer(buffer_->stats(), buffer_->options());
 }

@@ -108,6 +108,25 @@ class AgentTest : public ::testing::Test {
     return last;
   }
 
+  // Waits until the hub has handled everything sent on `c` so far (the hint after the last batch
+  // too): a repeated, empty batch `acked` (the last acknowledged) is acknowledged again once the
+  // messages ahead of it on the stream are handled (counted as a duplicate).
+  static bool Barrier(ShimTestClient& c, uint64_t acked) {
+    v1::ShimMessage barrier;
+    barrier.mutable_op_batch()->set_sequence(acked);
+    return c.Send(barrier) && c.Next(v1::AgentToShim::kOpBatchAck, kWait).has_value();
+  }
+
+  // Polls `done` every 5 ms for up to kWait.
+  static bool WaitUntil(const std::function<bool()>& done) {
+    const absl::Time deadline = absl::Now() + kWait;
+    while (!done()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return true;
+  }
+
   std::string dir_;
   common::RealClock clock_;
   FakeControllerStore store_;
@@ -135,7 +154,10 @@ TEST_F(AgentTest, ControllerKilledAndRestartedMidStreamLosesAndDuplicatesNoSumma
   SendIterations(*r1, 80, 100);
   EXPECT_EQ(LastAck(*r0, 100), 100u);  // Shims are served throughout.
   EXPECT_EQ(LastAck(*r1, 100), 100u);
+  ASSERT_TRUE(Barrier(*r0, 100) && Barrier(*r1, 100));
   agent_->FlushNow();
+  // Sent (and lost by the controller) before it dies.
+  ASSERT_TRUE(WaitUntil([&] { return agent_->buffer().stats().unsent == 0; }));
   controller_.Kill();
 
   // Outage: summaries are buffered.
@@ -154,6 +176,7 @@ TEST_F(AgentTest, ControllerKilledAndRestartedMidStreamLosesAndDuplicatesNoSumma
   SendIterations(*r1, 200, 300);
   EXPECT_EQ(LastAck(*r0, 300), 300u);
   EXPECT_EQ(LastAck(*r1, 300), 300u);
+  ASSERT_TRUE(Barrier(*r0, 300) && Barrier(*r1, 300));  // Hints 299 handled before the drain.
   ASSERT_TRUE(agent_->Drain(kWait).ok());
 
   const auto counts = SummaryCounts(store_);

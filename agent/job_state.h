@@ -26,8 +26,18 @@ struct ProfilingWindow {
   bool ActiveAt(int64_t now_ns) const { return enabled && (until_ns == 0 || now_ns < until_ns); }
 };
 
+// An op batch accepted from a rank's shim and not yet delivered: what decides when it is (see
+// ShimHub, delivery).
+struct PendingOpBatch {
+  uint64_t sequence = 0;
+  int64_t max_iteration = -1;           // Highest stamped iteration of its records; -1 none.
+  int64_t max_unstamped_start_ns = -1;  // Latest start of its unstamped records; -1 none.
+  int64_t max_start_ns = -1;            // Latest start of any of its records; -1 none.
+};
+
 struct RankState {
   v1::RankInfo info;
+  uint64_t generation = 0;       // Rank session number, unique in the hub.
   uint64_t session_id = 0;       // Live session; 0 when none.
   uint64_t acked_batch_seq = 0;  // Highest OpBatch.sequence accepted in this rank session.
   uint64_t last_op_seq = 0;      // Highest OpRecord.seq accepted.
@@ -36,6 +46,15 @@ struct RankState {
   std::deque<v1::Directive> unacked_directives;  // Re-delivered on reconnect until acked.
   std::vector<v1::OpRecord> raw_ops;             // Waiting to be streamed while profiling.
   uint64_t dropped_reported = 0;                 // Unassigned+overflow already exported.
+  // Delivery: accepted batches the controller does not have yet (oldest first), and the
+  // watermarks sent to the shim in DeliveryAck.
+  std::deque<PendingOpBatch> undelivered;
+  uint64_t delivered_sequence = 0;
+  int64_t delivered_iteration = -1;  // Highest iteration whose summary the controller has.
+  int64_t delivered_end_ns = -1;     // Latest end (host monotonic) of a delivered iteration.
+  // An earlier agent delivered every iteration up to this one (ShimHello.delivered_iteration):
+  // resent stamped ops and hints at or below it are skipped. -1 none.
+  int64_t resumed_after = -1;
   AgentMetrics::RankSeries metrics;
 };
 

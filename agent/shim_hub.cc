@@ -3,7 +3,9 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -106,6 +108,10 @@ void ShimHub::OnMessage(uint64_t session, const v1::ShimMessage& msg) {
       HandleOpBatch(s, job, rank, msg.op_batch());
       break;
     case v1::ShimMessage::kIteration: {
+      if (msg.iteration().iteration() <= rank.resumed_after) {
+        stats_.skipped_delivered_hints++;  // An earlier agent delivered it.
+        break;
+      }
       if (absl::Status st = ValidateIterationHint(msg.iteration(), rank.last_hint_iteration);
           !st.ok()) {
         Error(s, st);
@@ -191,6 +197,7 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
     }
     stats_.superseded++;
   }
+  bool new_session = inserted;
   if (inserted) {
     rank.metrics = metrics_->AddRank(hello.job(), rank_id, hello.rank().gpu());
     job.reducer.AddRank(rank_id);
@@ -200,6 +207,22 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
     rank.acked_batch_seq = 0;
     rank.last_op_seq = 0;
     rank.last_hint_iteration = -1;
+    new_session = true;
+  }
+  if (new_session) {
+    rank.generation = next_generation_++;
+    rank.undelivered.clear();
+    rank.delivered_sequence = 0;
+    rank.delivered_iteration = -1;
+    rank.delivered_end_ns = -1;
+    rank.resumed_after = -1;
+    if (hello.has_delivered_iteration() && hello.delivered_iteration() >= 0) {
+      // An earlier agent delivered this process's iterations up to here (it died, or this one
+      // forgot the job): resent data at or below it is skipped.
+      rank.resumed_after = hello.delivered_iteration();
+      rank.delivered_iteration = hello.delivered_iteration();
+      job.reducer.ContinueAfter(rank_id, hello.delivered_iteration());
+    }
   }
   if (inserted || rank.info.SerializeAsString() != hello.rank().SerializeAsString()) {
     rank.info = hello.rank();
@@ -216,12 +239,23 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
       absl::StrCat(options_.node, "/", hello.job(), "/", rank_id, "/", id));
   welcome.mutable_welcome()->set_acked_sequence(rank.acked_batch_seq);
   welcome.mutable_welcome()->set_profiling(job.Profiling(rank_id, now));
+  welcome.mutable_welcome()->set_delivery_acks(true);
+  if (rank.last_hint_iteration >= 0) {
+    welcome.mutable_welcome()->set_hinted_iteration(rank.last_hint_iteration);
+  }
   s.stream->Send(welcome);
   LOG(INFO) << "shim session attached job=" << hello.job() << " rank=" << rank_id
             << " session=" << id << " pid=" << hello.rank().pid() << " epoch=" << hello.epoch()
             << " acked_sequence=" << rank.acked_batch_seq
             << " redelivered_directives=" << rank.unacked_directives.size()
+            << (rank.resumed_after >= 0 && new_session
+                    ? absl::StrCat(" resumed_after_iteration=", rank.resumed_after)
+                    : "")
             << (inserted ? "" : " (reattached)");
+  // What was delivered while the shim was away (or before it came back).
+  if (rank.delivered_sequence > 0 || rank.delivered_iteration >= 0) {
+    AdvanceDelivery(job, rank, rank_id, /*always=*/true);
+  }
   for (const v1::Directive& d : rank.unacked_directives) {
     v1::AgentToShim out;
     *out.mutable_directive() = d;
@@ -265,7 +299,28 @@ void ShimHub::HandleOpBatch(Session& s, JobState& job, RankState& rank, const v1
     return;
   }
   const int64_t now = clock_.MonotonicNanos();
-  job.reducer.AddOps(s.rank, batch.records(), now);
+  PendingOpBatch pending;
+  pending.sequence = batch.sequence();
+  int skip = 0;  // Stamped records an earlier agent delivered (resent after it died).
+  for (const v1::OpRecord& r : batch.records()) {
+    pending.max_start_ns = std::max(pending.max_start_ns, r.host_start_ns());
+    if (r.iteration() >= 0) {
+      pending.max_iteration = std::max(pending.max_iteration, r.iteration());
+      skip += r.iteration() <= rank.resumed_after;
+    } else {
+      pending.max_unstamped_start_ns = std::max(pending.max_unstamped_start_ns, r.host_start_ns());
+    }
+  }
+  if (skip == 0) {
+    job.reducer.AddOps(s.rank, batch.records(), now);
+  } else {
+    google::protobuf::RepeatedPtrField<v1::OpRecord> fresh;
+    for (const v1::OpRecord& r : batch.records()) {
+      if (r.iteration() < 0 || r.iteration() > rank.resumed_after) *fresh.Add() = r;
+    }
+    stats_.skipped_delivered_ops += skip;
+    job.reducer.AddOps(s.rank, fresh, now);
+  }
   rank.metrics.records_in->Increment(batch.records_size());
   if (batch.dropped_records() > 0) {
     job.metrics.dropped_shim_ring->Increment(static_cast<double>(batch.dropped_records()));
@@ -293,6 +348,68 @@ void ShimHub::HandleOpBatch(Session& s, JobState& job, RankState& rank, const v1
   rank.acked_batch_seq = batch.sequence();
   ack.mutable_op_batch_ack()->set_sequence(batch.sequence());
   s.stream->Send(ack);
+  if (rank.undelivered.size() >= options_.max_undelivered_batches) {
+    // Bounded: the oldest counts as delivered (the shim may drop its copy).
+    rank.delivered_sequence = rank.undelivered.front().sequence;
+    rank.undelivered.pop_front();
+    stats_.undelivered_overflow++;
+  }
+  rank.undelivered.push_back(pending);
+  // It may be delivered already (resent data of delivered iterations, or no records).
+  AdvanceDelivery(job, rank, s.rank, /*always=*/false);
+}
+
+void ShimHub::AdvanceDelivery(const JobState& job, RankState& rank, uint32_t rank_id, bool always) {
+  const reduce::RankReducer* reducer = job.reducer.rank_reducer(rank_id);
+  const bool hinted = reducer != nullptr && reducer->hinted();
+  auto delivered = [&](const PendingOpBatch& b) {
+    if (!hinted) return b.max_start_ns < 0 || b.max_start_ns < rank.delivered_end_ns;
+    return (b.max_iteration < 0 || b.max_iteration <= rank.delivered_iteration) &&
+           (b.max_unstamped_start_ns < 0 || b.max_unstamped_start_ns < rank.delivered_end_ns);
+  };
+  bool moved = always;
+  while (!rank.undelivered.empty() && delivered(rank.undelivered.front())) {
+    rank.delivered_sequence = rank.undelivered.front().sequence;
+    rank.undelivered.pop_front();
+    moved = true;
+  }
+  if (!moved) return;
+  v1::AgentToShim out;
+  out.mutable_delivered()->set_sequence(rank.delivered_sequence);
+  out.mutable_delivered()->set_iteration(rank.delivered_iteration);
+  if (SendToRank(job, rank_id, out)) stats_.delivery_acks++;
+}
+
+void ShimHub::OnSettled(const std::vector<uint64_t>& tags) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<JobState*, uint32_t>> touched;
+  for (uint64_t tag : tags) {
+    auto it = marks_.find(tag);
+    if (it == marks_.end()) continue;
+    for (const DeliveryMark& m : it->second) {
+      auto jit = jobs_.find(m.job);
+      if (jit == jobs_.end()) continue;
+      auto rit = jit->second->ranks.find(m.rank);
+      if (rit == jit->second->ranks.end() || rit->second.generation != m.generation) continue;
+      RankState& r = rit->second;
+      bool raised = false;
+      if (m.iteration > r.delivered_iteration) {
+        r.delivered_iteration = m.iteration;
+        raised = true;
+      }
+      if (m.end_ns > r.delivered_end_ns) {
+        r.delivered_end_ns = m.end_ns;
+        raised = true;
+      }
+      if (raised) touched.emplace_back(jit->second.get(), m.rank);
+    }
+    marks_.erase(it);
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (auto& [job, rank] : touched) {
+    AdvanceDelivery(*job, job->ranks.at(rank), rank, /*always=*/true);
+  }
 }
 
 void ShimHub::HandleDirectiveAck(Session& s, JobState& job, RankState& rank,
@@ -462,7 +579,7 @@ void ShimHub::OnProfiling(const v1::ProfilingControl& control) {
 }
 
 void ShimHub::FlushJob(JobState& job, bool drain, int64_t now_ns,
-                       std::vector<v1::TelemetryBatch>* out) {
+                       std::vector<v1::TelemetryBatch>* out, std::vector<uint64_t>* delivery_tags) {
   std::vector<v1::IterationSummary> summaries;
   job.reducer.Flush(now_ns, drain, &summaries);
   // Iteration-major order (each rank's iterations stay increasing): a consumer that assembles
@@ -503,6 +620,27 @@ void ShimHub::FlushJob(JobState& job, bool drain, int64_t now_ns,
         std::min(summaries.size(), next + static_cast<size_t>(options_.max_summaries_per_batch));
     for (; next < end; ++next) *batch.add_iterations() = std::move(summaries[next]);
     job.metrics.summaries_out->Increment(batch.iterations_size());
+    if (delivery_tags != nullptr) {
+      // Per rank, the highest iteration (summaries are ordered by iteration).
+      std::map<uint32_t, DeliveryMark> by_rank;
+      for (const v1::IterationSummary& sum : batch.iterations()) {
+        auto rit = job.ranks.find(sum.rank());
+        if (rit == job.ranks.end()) continue;
+        DeliveryMark& m = by_rank[sum.rank()];
+        m.job = job.name;
+        m.rank = sum.rank();
+        m.generation = rit->second.generation;
+        m.iteration = sum.iteration();
+        m.end_ns = sum.start_ns() + sum.iteration_time_ns();
+      }
+      uint64_t tag = 0;
+      if (!by_rank.empty()) {
+        tag = next_tag_++;
+        std::vector<DeliveryMark>& marks = marks_[tag];
+        for (auto& [rank, m] : by_rank) marks.push_back(std::move(m));
+      }
+      delivery_tags->push_back(tag);
+    }
     out->push_back(std::move(batch));
   }
   for (auto& [rank, r] : job.ranks) {
@@ -514,6 +652,7 @@ void ShimHub::FlushJob(JobState& job, bool drain, int64_t now_ns,
           std::min(r.raw_ops.size(), i + static_cast<size_t>(options_.max_ops_per_batch));
       for (; i < end; ++i) *batch.add_ops() = std::move(r.raw_ops[i]);
       job.metrics.ops_out->Increment(batch.ops_size());
+      if (delivery_tags != nullptr) delivery_tags->push_back(0);
       out->push_back(std::move(batch));
     }
     r.raw_ops.clear();
@@ -526,14 +665,15 @@ void ShimHub::RemoveJob(std::map<std::string, std::unique_ptr<JobState>>::iterat
   jobs_.erase(it);
 }
 
-void ShimHub::Flush(bool drain, std::vector<v1::TelemetryBatch>* out) {
+void ShimHub::Flush(bool drain, std::vector<v1::TelemetryBatch>* out,
+                    std::vector<uint64_t>* delivery_tags) {
   absl::MutexLock lock(&mu_);
   const int64_t now = clock_.MonotonicNanos();
   const int64_t idle_ns = absl::ToInt64Nanoseconds(options_.job_idle_timeout);
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     JobState& job = *it->second;
     const bool idle = !drain && job.LiveSessions() == 0 && now - job.last_active_ns >= idle_ns;
-    FlushJob(job, drain || idle, now, out);
+    FlushJob(job, drain || idle, now, out, delivery_tags);
     if (idle) {
       LOG(INFO) << "job idle, forgotten job=" << it->first << " idle_for="
                 << absl::FormatDuration(absl::Nanoseconds(now - job.last_active_ns));

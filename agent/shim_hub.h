@@ -3,12 +3,25 @@
 // answers through ShimStream; messages for the controller go to a ControllerSink.
 //
 // Shim protocol (shim.proto): the first message of a stream must be a ShimHello; the hub answers
-// ShimWelcome{session_id, acked_sequence, profiling}. OpBatch -> OpBatchAck{sequence}; batches at
-// or below the rank session's acked sequence are acknowledged again and ignored (dedup). A rank
+// ShimWelcome{session_id, acked_sequence, profiling, delivery_acks, hinted_iteration}. OpBatch ->
+// OpBatchAck{sequence}; batches at or below the rank session's acked sequence are acknowledged
+// again and ignored (dedup). A rank
 // session is (job, rank, pid): a new pid (restarted trainer) starts a new one; a second stream of
 // the same rank supersedes the first, which is closed with ABORTED. A malformed message is
 // answered with AgentToShim.error (FieldError naming the field) and ignored; the stream stays open
 // and other sessions are unaffected.
+//
+// Delivery (ShimWelcome.delivery_acks, DeliveryAck): a shim keeps what the agent accepted until
+// the agent says the controller has it, so a killed agent loses nothing. Per rank session the hub
+// keeps the accepted op batches not yet delivered; Flush tags each summary batch it makes, and
+// OnSettled (the TelemetryBuffer's settle callback: acknowledged by the controller, or dropped
+// and counted) raises the rank's delivered iteration. A batch is delivered once every record in
+// it belongs to a delivered iteration: stamped records by their iteration, the others by start
+// time before the end of the delivered iteration (with hints; without hints all go by start
+// time). DeliveryAck{sequence, iteration} then goes to the live session (and again after every
+// reattach). A shim that reattaches to a new agent says what was delivered before
+// (ShimHello.delivered_iteration): the hub skips resent stamped records and hints at or below it
+// and the reducer resumes after it (JobReducer::ContinueAfter).
 //
 // Controller side: directives go to the live sessions of their target ranks (all local ranks of
 // the job when none are named) and are re-delivered on reconnect until the rank acknowledges;
@@ -27,6 +40,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -61,10 +75,13 @@ class ShimHub {
   struct Options {
     std::string node;  // This node's name.
     reduce::JobReducer::Options reduce;
-    size_t max_raw_ops_per_rank = 1 << 20;                // Raw ops held per rank while profiling.
-    int max_ops_per_batch = 65536;                        // Raw ops per TelemetryBatch.
-    int max_summaries_per_batch = 65536;                  // Summaries per TelemetryBatch.
-    size_t max_unacked_directives = 64;                   // Per rank; oldest dropped.
+    size_t max_raw_ops_per_rank = 1 << 20;  // Raw ops held per rank while profiling.
+    int max_ops_per_batch = 65536;          // Raw ops per TelemetryBatch.
+    int max_summaries_per_batch = 65536;    // Summaries per TelemetryBatch.
+    size_t max_unacked_directives = 64;     // Per rank; oldest dropped.
+    // Accepted op batches awaiting delivery, per rank; beyond it the oldest counts as delivered
+    // (the shim may forget it: lost only if the agent dies before delivering it).
+    size_t max_undelivered_batches = 65536;
     absl::Duration job_idle_timeout = absl::Minutes(10);  // Forget jobs without sessions.
   };
 
@@ -74,6 +91,10 @@ class ShimHub {
     uint64_t duplicate_batches = 0;            // Op batches at or below the acked sequence.
     uint64_t superseded = 0;                   // Sessions replaced by a newer one of the same rank.
     uint64_t ignored_controller_messages = 0;  // For jobs or ranks not on this node.
+    uint64_t skipped_delivered_ops = 0;        // Resent records an earlier agent had delivered.
+    uint64_t skipped_delivered_hints = 0;      // Resent hints an earlier agent had delivered.
+    uint64_t undelivered_overflow = 0;         // Batches released at max_undelivered_batches.
+    uint64_t delivery_acks = 0;                // DeliveryAck messages sent.
   };
 
   // `metrics` and `sink` must outlive the hub.
@@ -98,7 +119,13 @@ class ShimHub {
   // ordered by iteration then rank (and the registration when it changed), and raw op records of
   // profiled ranks. `drain`: flush
   // everything complete or not (shutdown). Also expires profiling windows and idle jobs.
-  void Flush(bool drain, std::vector<v1::TelemetryBatch>* out) ABSL_LOCKS_EXCLUDED(mu_);
+  // `delivery_tags` (optional): one tag per batch appended to `out` (0: nothing to report); pass
+  // each to OnSettled once its batch has left the TelemetryBuffer (acknowledged or dropped).
+  void Flush(bool drain, std::vector<v1::TelemetryBatch>* out,
+             std::vector<uint64_t>* delivery_tags = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // The batches of these tags settled: raises the delivered iterations of their ranks and sends
+  // DeliveryAck to the shims whose batches are now delivered. Unknown tags are ignored.
+  void OnSettled(const std::vector<uint64_t>& tags) ABSL_LOCKS_EXCLUDED(mu_);
   // Every job with ranks here, for AgentHello.
   std::vector<v1::JobRegistration> Registrations() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -134,7 +161,11 @@ class ShimHub {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyProfiling(JobState& job, const v1::ProfilingControl& control, int64_t now_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FlushJob(JobState& job, bool drain, int64_t now_ns, std::vector<v1::TelemetryBatch>* out)
+  void FlushJob(JobState& job, bool drain, int64_t now_ns, std::vector<v1::TelemetryBatch>* out,
+                std::vector<uint64_t>* delivery_tags) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pops the rank's delivered batches and, when a watermark moved (or `always`), sends
+  // DeliveryAck to its live session.
+  void AdvanceDelivery(const JobState& job, RankState& rank, uint32_t rank_id, bool always)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveJob(std::map<std::string, std::unique_ptr<JobState>>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -149,6 +180,17 @@ class ShimHub {
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<JobState>> jobs_ ABSL_GUARDED_BY(mu_);
+  // What each tagged summary batch delivers once it settles: per rank, its highest iteration.
+  struct DeliveryMark {
+    std::string job;
+    uint32_t rank = 0;
+    uint64_t generation = 0;  // Rank session the summaries came from.
+    int64_t iteration = 0;
+    int64_t end_ns = 0;
+  };
+  absl::flat_hash_map<uint64_t, std::vector<DeliveryMark>> marks_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -347,5 +347,108 @@ TEST_F(ShimHubTest, IdleJobsAreForgotten) {
   EXPECT_TRUE(hub_.Registrations().empty());
 }
 
+// The summary batches of a Flush with their tags; registration-only batches are left out.
+std::vector<std::pair<v1::TelemetryBatch, uint64_t>> FlushTagged(ShimHub& hub) {
+  std::vector<v1::TelemetryBatch> out;
+  std::vector<uint64_t> tags;
+  hub.Flush(false, &out, &tags);
+  EXPECT_EQ(out.size(), tags.size());
+  std::vector<std::pair<v1::TelemetryBatch, uint64_t>> summaries;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].iterations_size() > 0) summaries.emplace_back(out[i], tags[i]);
+  }
+  return summaries;
+}
+
+std::vector<int64_t> Iterations(const std::vector<std::pair<v1::TelemetryBatch, uint64_t>>& b) {
+  std::vector<int64_t> out;
+  for (const auto& [batch, tag] : b) {
+    for (const auto& s : batch.iterations()) out.push_back(s.iteration());
+  }
+  return out;
+}
+
+TEST_F(ShimHubTest, DeliveryAcksFollowWhatTheControllerAcknowledged) {
+  FakeStream s;
+  const uint64_t id = Attach(s, 0);
+  ASSERT_TRUE(s.Of(v1::AgentToShim::kWelcome)[0].welcome().delivery_acks());
+  hub_.OnMessage(id, Ops(1, 0, 1, 1));
+  hub_.OnMessage(id, HintMsg(0));
+  hub_.OnMessage(id, Ops(2, 1, 1, 2));
+  hub_.OnMessage(id, HintMsg(1));
+  hub_.OnMessage(id, Ops(3, 2, 1, 3));  // Iteration 2 is not hinted yet.
+  auto first = FlushTagged(hub_);
+  EXPECT_EQ(Iterations(first), (std::vector<int64_t>{0, 1}));
+  EXPECT_TRUE(s.Of(v1::AgentToShim::kDelivered).empty()) << "flushed is not delivered";
+
+  std::vector<uint64_t> tags;
+  for (const auto& [batch, tag] : first) tags.push_back(tag);
+  hub_.OnSettled(tags);
+  auto delivered = s.Of(v1::AgentToShim::kDelivered);
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0].delivered().sequence(), 2u) << "batch 3 holds iteration 2";
+  EXPECT_EQ(delivered[0].delivered().iteration(), 1);
+  hub_.OnSettled(tags);  // Settling twice changes nothing.
+  EXPECT_EQ(s.Of(v1::AgentToShim::kDelivered).size(), 1u);
+
+  hub_.OnMessage(id, HintMsg(2));
+  hub_.OnMessage(id, Ops(4, 3, 1, 4));
+  auto second = FlushTagged(hub_);
+  EXPECT_EQ(Iterations(second), (std::vector<int64_t>{2}));
+  hub_.OnSettled({second[0].second});
+  delivered = s.Of(v1::AgentToShim::kDelivered);
+  ASSERT_EQ(delivered.size(), 2u);
+  EXPECT_EQ(delivered[1].delivered().sequence(), 3u);
+  EXPECT_EQ(delivered[1].delivered().iteration(), 2);
+}
+
+TEST_F(ShimHubTest, AShimResumedFromAnEarlierAgentSkipsWhatThatAgentDelivered) {
+  FakeStream s;
+  const uint64_t id = hub_.Open(&s);
+  v1::ShimMessage hello = Hello(0);
+  hello.mutable_hello()->set_delivered_iteration(1);
+  hub_.OnMessage(id, hello);
+  hub_.OnMessage(id, Comm(9, {0, 1}));
+  // The resend: batch 7 straddles delivered iteration 1 and iteration 2.
+  hub_.OnMessage(id, HintMsg(1));  // Delivered before: skipped.
+  hub_.OnMessage(id, HintMsg(2));
+  hub_.OnMessage(id, Ops(7, 1, 2, 2));
+  hub_.OnMessage(id, Ops(8, 3, 1, 4));
+  EXPECT_TRUE(s.Of(v1::AgentToShim::kError).empty());
+  EXPECT_EQ(hub_.stats().skipped_delivered_ops, 1u);
+  EXPECT_EQ(hub_.stats().skipped_delivered_hints, 1u);
+  auto flushed = FlushTagged(hub_);
+  EXPECT_EQ(Iterations(flushed), (std::vector<int64_t>{2}));
+  hub_.OnSettled({flushed[0].second});
+  auto delivered = s.Of(v1::AgentToShim::kDelivered);
+  ASSERT_FALSE(delivered.empty());
+  EXPECT_EQ(delivered.back().delivered().sequence(), 7u);
+  EXPECT_EQ(delivered.back().delivered().iteration(), 2);
+}
+
+TEST_F(ShimHubTest, AReattachedShimLearnsTheHintsHeldAndWhatWasDelivered) {
+  FakeStream s1;
+  const uint64_t id = Attach(s1, 0);
+  hub_.OnMessage(id, Ops(1, 0, 1, 1));
+  hub_.OnMessage(id, HintMsg(0));
+  hub_.OnMessage(id, Ops(2, 1, 1, 2));
+  auto flushed = FlushTagged(hub_);
+  ASSERT_EQ(Iterations(flushed), (std::vector<int64_t>{0}));
+  hub_.OnClosed(id);
+  hub_.OnSettled({flushed[0].second});  // Delivered while the shim is away.
+
+  FakeStream s2;
+  Attach(s2, 0);  // Same process.
+  auto welcome = s2.Of(v1::AgentToShim::kWelcome);
+  ASSERT_EQ(welcome.size(), 1u);
+  EXPECT_EQ(welcome[0].welcome().acked_sequence(), 2u);
+  ASSERT_TRUE(welcome[0].welcome().has_hinted_iteration());
+  EXPECT_EQ(welcome[0].welcome().hinted_iteration(), 0);
+  auto delivered = s2.Of(v1::AgentToShim::kDelivered);
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0].delivered().sequence(), 1u);
+  EXPECT_EQ(delivered[0].delivered().iteration(), 0);
+}
+
 }  // namespace
 }  // namespace falcon::agent

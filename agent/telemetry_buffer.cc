@@ -1,6 +1,7 @@
 #include "agent/telemetry_buffer.h"
 
 #include <utility>
+#include <vector>
 
 namespace falcon::agent {
 
@@ -16,8 +17,13 @@ absl::Status TelemetryBuffer::Validate(const Options& options) {
 
 TelemetryBuffer::TelemetryBuffer(Options options) : options_(options) {}
 
-void TelemetryBuffer::DropAt(size_t index) {
+void TelemetryBuffer::Settle(const std::vector<uint64_t>& settled) const {
+  if (!settled.empty() && on_settled_) on_settled_(settled);
+}
+
+void TelemetryBuffer::DropAt(size_t index, std::vector<uint64_t>* settled) {
   Entry& e = entries_[index];
+  if (e.tag != 0) settled->push_back(e.tag);
   stats_.dropped_batches++;
   stats_.dropped_summaries += e.batch.iterations_size();
   stats_.dropped_ops += e.batch.ops_size();
@@ -27,7 +33,7 @@ void TelemetryBuffer::DropAt(size_t index) {
   if (index < cursor_) cursor_--;
 }
 
-void TelemetryBuffer::MakeRoom(size_t incoming_bytes) {
+void TelemetryBuffer::MakeRoom(size_t incoming_bytes, std::vector<uint64_t>* settled) {
   while (!entries_.empty() && (entries_.size() + 1 > options_.max_batches ||
                                bytes_ + incoming_bytes > options_.max_bytes)) {
     // Unnumbered entries were never sent, so dropping one from the middle leaves no hole in the
@@ -40,40 +46,56 @@ void TelemetryBuffer::MakeRoom(size_t incoming_bytes) {
         break;
       }
     }
-    DropAt(victim);
+    DropAt(victim, settled);
   }
 }
 
-void TelemetryBuffer::Push(v1::TelemetryBatch batch) {
+void TelemetryBuffer::Push(v1::TelemetryBatch batch, uint64_t tag) {
   batch.clear_sequence();
   batch.clear_dropped_records();
   const size_t bytes = batch.ByteSizeLong();
-  absl::MutexLock lock(&mu_);
-  if (bytes > options_.max_bytes) {
-    stats_.dropped_batches++;
-    stats_.dropped_summaries += batch.iterations_size();
-    stats_.dropped_ops += batch.ops_size();
-    dropped_records_pending_ += batch.iterations_size() + batch.ops_size();
-    return;
+  std::vector<uint64_t> settled;
+  {
+    absl::MutexLock lock(&mu_);
+    if (bytes > options_.max_bytes) {
+      stats_.dropped_batches++;
+      stats_.dropped_summaries += batch.iterations_size();
+      stats_.dropped_ops += batch.ops_size();
+      dropped_records_pending_ += batch.iterations_size() + batch.ops_size();
+      if (tag != 0) settled.push_back(tag);
+    } else {
+      MakeRoom(bytes, &settled);
+      Entry e;
+      e.batch = std::move(batch);
+      e.tag = tag;
+      e.bytes = bytes;
+      bytes_ += bytes;
+      entries_.push_back(std::move(e));
+    }
   }
-  MakeRoom(bytes);
-  Entry e;
-  e.batch = std::move(batch);
-  e.bytes = bytes;
-  bytes_ += bytes;
-  entries_.push_back(std::move(e));
+  Settle(settled);
 }
 
-void TelemetryBuffer::OnConnected(uint64_t controller_acked) {
-  absl::MutexLock lock(&mu_);
+void TelemetryBuffer::PopAcked(uint64_t sequence, std::vector<uint64_t>* settled) {
   while (!entries_.empty() && entries_.front().numbered &&
-         entries_.front().batch.sequence() <= controller_acked) {
+         entries_.front().batch.sequence() <= sequence) {
+    if (entries_.front().tag != 0) settled->push_back(entries_.front().tag);
     bytes_ -= entries_.front().bytes;
     entries_.pop_front();
     stats_.acked_batches++;
+    if (cursor_ > 0) cursor_--;
   }
-  if (next_sequence_ <= controller_acked) next_sequence_ = controller_acked + 1;
-  cursor_ = 0;
+}
+
+void TelemetryBuffer::OnConnected(uint64_t controller_acked) {
+  std::vector<uint64_t> settled;
+  {
+    absl::MutexLock lock(&mu_);
+    PopAcked(controller_acked, &settled);
+    if (next_sequence_ <= controller_acked) next_sequence_ = controller_acked + 1;
+    cursor_ = 0;
+  }
+  Settle(settled);
 }
 
 std::optional<v1::TelemetryBatch> TelemetryBuffer::NextToSend() {
@@ -96,14 +118,12 @@ std::optional<v1::TelemetryBatch> TelemetryBuffer::NextToSend() {
 }
 
 void TelemetryBuffer::Ack(uint64_t sequence) {
-  absl::MutexLock lock(&mu_);
-  while (!entries_.empty() && entries_.front().numbered &&
-         entries_.front().batch.sequence() <= sequence) {
-    bytes_ -= entries_.front().bytes;
-    entries_.pop_front();
-    stats_.acked_batches++;
-    if (cursor_ > 0) cursor_--;
+  std::vector<uint64_t> settled;
+  {
+    absl::MutexLock lock(&mu_);
+    PopAcked(sequence, &settled);
   }
+  Settle(settled);
 }
 
 uint64_t TelemetryBuffer::FirstUnacked() const {

@@ -6,6 +6,10 @@
 // the controller acknowledges them (Ack) and are resent in order on each new connection
 // (OnConnected rewinds the send cursor). The controller deduplicates by (agent_id, sequence).
 //
+// Settlement: a batch pushed with a non-zero `tag` reports that tag to the settle callback once it
+// leaves the buffer, acknowledged (the controller stored it) or dropped (counted below); the agent
+// tells its shims what was delivered from it (ShimHub::OnSettled).
+//
 // Bounds: at most `max_batches` batches and `max_bytes` serialized bytes. When a push exceeds
 // them, the buffer drops, in this order, the oldest unsent batch that carries only raw op records
 // (summaries are kept longest), then the oldest batch of any kind. Dropped batches and the records
@@ -19,7 +23,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -58,9 +64,15 @@ class TelemetryBuffer {
   // REQUIRES: Validate(options).ok().
   explicit TelemetryBuffer(Options options);
 
+  // Called with the tags of batches that left the buffer (acknowledged or dropped), outside the
+  // buffer's lock, on the thread that removed them. Set before the buffer is used.
+  using SettledFn = std::function<void(const std::vector<uint64_t>& tags)>;
+  void set_on_settled(SettledFn fn) { on_settled_ = std::move(fn); }
+
   // Appends `batch` (its `sequence` is ignored and assigned later), dropping older batches when
-  // the bounds are exceeded. A single batch larger than max_bytes is dropped itself.
-  void Push(v1::TelemetryBatch batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // the bounds are exceeded. A single batch larger than max_bytes is dropped itself. `tag`
+  // (0: none) is reported when the batch settles.
+  void Push(v1::TelemetryBatch batch, uint64_t tag = 0) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A new controller connection began and the controller already holds every batch up to
   // `controller_acked` (ControllerHello.acked_sequence): drops those, makes sure new numbers
@@ -89,15 +101,22 @@ class TelemetryBuffer {
  private:
   struct Entry {
     v1::TelemetryBatch batch;
+    uint64_t tag = 0;
     size_t bytes = 0;
     bool numbered = false;  // batch.sequence is valid.
     bool ever_sent = false;
   };
 
-  void DropAt(size_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MakeRoom(size_t incoming_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removals append the tags of the batches removed to `settled`.
+  void DropAt(size_t index, std::vector<uint64_t>* settled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MakeRoom(size_t incoming_bytes, std::vector<uint64_t>* settled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PopAcked(uint64_t sequence, std::vector<uint64_t>* settled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Settle(const std::vector<uint64_t>& settled) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
+  SettledFn on_settled_;
   mutable absl::Mutex mu_;
   std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);  // Numbered entries precede unnumbered ones.
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -143,6 +143,29 @@ TEST(TelemetryBufferTest, AnOversizedBatchIsDroppedAlone) {
   EXPECT_EQ(s.dropped_batches, 1u);
 }
 
+TEST(TelemetryBufferTest, TagsSettleWhenAckedOrDropped) {
+  TelemetryBuffer buf({/*max_batches=*/2, /*max_bytes=*/size_t{1} << 20});
+  std::vector<uint64_t> settled;
+  buf.set_on_settled([&](const std::vector<uint64_t>& tags) {
+    settled.insert(settled.end(), tags.begin(), tags.end());
+  });
+  buf.Push(Summaries(0, 1));  // Untagged: never reported.
+  buf.Push(Summaries(1, 1), 11);
+  buf.OnConnected(0);
+  EXPECT_EQ(DrainSequences(buf), (std::vector<uint64_t>{1, 2}));
+  EXPECT_TRUE(settled.empty()) << "sent is not settled";
+  buf.Ack(2);
+  EXPECT_EQ(settled, (std::vector<uint64_t>{11}));
+  buf.Push(Summaries(2, 1), 13);
+  buf.Push(Summaries(3, 1), 14);
+  buf.Push(Summaries(4, 1), 15);  // Full: drops the oldest (tag 13).
+  EXPECT_EQ(settled, (std::vector<uint64_t>{11, 13}));
+  buf.OnConnected(5);  // A reconnect: nothing of ours is numbered yet.
+  EXPECT_EQ(DrainSequences(buf), (std::vector<uint64_t>{6, 7}));
+  buf.Ack(7);
+  EXPECT_EQ(settled, (std::vector<uint64_t>{11, 13, 14, 15}));
+}
+
 TEST(TelemetryBufferTest, ValidateNamesTheOption) {
   TelemetryBuffer::Options o;
   o.max_batches = 0;

@@ -163,8 +163,13 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const comm
                  &settings_, &errors_,
                  [this](const std::string& job) { return detection_.LastIteration(job); }),
       detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
-                 metrics) {
+                 metrics),
+      presence_(options.job_end_grace) {
   if (hook_ != nullptr && metrics_ != nullptr) hook_->SetErrorCounter(metrics_);
+  store_.set_figures([this] { return Figures(); });
+  store_.set_sync_observer([metrics](absl::Duration latency, const absl::Status& s) {
+    if (metrics != nullptr) metrics->StoreSync(latency, s.ok());
+  });
   localizer_.set_verdict_callback([this](EventRecord* event, UnitOfWork* uow) {
     if (hook_ == nullptr || !settings_.Effective(event->event().job()).mitigation_enabled) return;
     Actions actions(this, uow);
@@ -214,22 +219,87 @@ absl::Status Controller::Load() {
   auto directives = store_.LoadDirectives();
   if (!directives.ok()) return directives.status();
   directives_.Load(*directives);
-  // Until agents reconnect, every job counts as orphaned from now on.
-  for (const std::string& job : registry_.JobNames()) orphaned_since_[job] = clock_->Now();
+  // Until they reconnect, every agent is away from its jobs from now on.
+  for (const std::string& name : registry_.JobNames()) {
+    const JobEntry* job = registry_.Find(name);
+    if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
+    for (const std::string& a : job->AgentIds()) presence_.Away(name, a, clock_->Now());
+  }
   UnitOfWork uow;
   if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
-  return Commit(&uow);
+  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  return SyncStore();
 }
 
 absl::Status Controller::Commit(UnitOfWork* uow) {
+  hub_.Hold();  // Its messages wait until the state they announce is durable (SyncStore).
+  const bool was_healthy = store_.healthy();
   absl::Status s = uow->Commit(&store_);
   if (!s.ok()) {
-    LOG(ERROR) << "store write failed error=\"" << s.message()
-               << "\"; the unit's state changes stay in memory, its messages are dropped";
-    errors_.CountError(metric::where::kStoreWrite);
+    if (was_healthy) {
+      LOG(ERROR) << "store write failed error=\"" << s.message()
+                 << "\"; the unit's state changes stay in memory and its writes are kept for "
+                    "when the store recovers; its messages are dropped";
+      errors_.CountError(metric::where::kStoreWrite);
+    }
     return absl::UnavailableError(absl::StrCat("controller store write failed: ", s.message()));
   }
+  if (!options_.group_commit) return SyncStore();
+  return absl::OkStatus();
+}
+
+absl::Status Controller::SyncStore() {
+  if (store_.healthy() && !store_.has_unsynced()) {
+    hub_.Release();
+    return absl::OkStatus();
+  }
+  const bool was_healthy = store_.healthy();
+  absl::Status s = store_.Sync();
+  if (s.ok()) {
+    if (!was_healthy) {
+      LOG(WARNING) << "store recovered: the writes kept since its failure are stored, "
+                   << hub_.held_messages() << " held messages go out";
+    }
+    hub_.Release();
+    return s;
+  }
+  if (was_healthy) {
+    LOG(ERROR) << "store sync failed error=\"" << s.message()
+               << "\"; nothing is acknowledged until the store recovers";
+    errors_.CountError(metric::where::kStoreSync);
+  }
   return s;
+}
+
+absl::Status Controller::EnsureStore() {
+  if (store_.healthy()) return absl::OkStatus();
+  return SyncStore();
+}
+
+absl::StatusOr<store::StoreFigures> Controller::StoredFigures(const ControllerStore& store) {
+  auto jobs = store.LoadJobs();
+  if (!jobs.ok()) return jobs.status();
+  auto events = store.LoadEvents();
+  if (!events.ok()) return events.status();
+  auto directives = store.LoadDirectives();
+  if (!directives.ok()) return directives.status();
+  auto agents = store.LoadAgents();
+  if (!agents.ok()) return agents.status();
+  uint64_t batches = 0;
+  for (const auto& a : *agents) batches += SequenceTracker(a).acked_sequence();
+  return store::StoreFigures{{"jobs", jobs->size()},
+                             {"events", events->size()},
+                             {"directives", directives->size()},
+                             {"batches", batches}};
+}
+
+store::StoreFigures Controller::Figures() const {
+  uint64_t batches = 0;
+  for (const auto& [id, agent] : agents_) batches += agent.tracker.acked_sequence();
+  return {{"jobs", registry_.size()},
+          {"events", events_.size()},
+          {"directives", directives_.size()},
+          {"batches", batches}};
 }
 
 void Controller::CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what) {
@@ -240,7 +310,7 @@ void Controller::CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::s
 }
 
 void Controller::Reply(AgentSession* session, const falcon::v1::ControllerMessage& message) {
-  if (session->channel != nullptr) session->channel->Send(message);
+  hub_.SendTo(session->channel, message);
 }
 
 void Controller::PersistAgent(const std::string& agent_id, UnitOfWork* uow) {
@@ -277,11 +347,18 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
     return absl::InvalidArgumentError("hello: AgentHello sent twice on one stream");
   }
   if (MaybeFieldError e = ValidateHello(hello)) return ToStatus(*e);
+  if (absl::Status s = EnsureStore(); !s.ok()) {
+    LOG(WARNING) << "agent refused: store unavailable agent=" << hello.agent_id()
+                 << " node=" << hello.node() << " error=\"" << s.message() << "\"";
+    errors_.CountError(metric::where::kHelloStoreUnavailable);
+    return s;
+  }
   // Merge every registration first, so a bad one leaves everything unchanged.
   std::vector<JobEntry> merged;
   for (int i = 0; i < hello.jobs_size(); ++i) {
     std::optional<JobEntry> entry;
-    if (MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(), hello.jobs(i),
+    if (MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(),
+                                            Rejoined(hello.agent_id(), hello.jobs(i)),
                                             Indexed("hello.jobs", i), &entry)) {
       return ToStatus(*e);
     }
@@ -305,22 +382,13 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
     }
     JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
     detection_.OnJobChanged(*installed);
-    orphaned_since_.erase(installed->name());
   }
-  // Jobs this agent had before and no longer lists: it has no ranks there any more.
-  for (const std::string& name : registry_.JobNames()) {
-    if (listed.count(name)) continue;
-    JobEntry* job = registry_.Find(name);
-    std::vector<std::string> ids = job->AgentIds();
-    if (std::find(ids.begin(), ids.end(), hello.agent_id()) == ids.end()) continue;
-    falcon::controller::v1::JobRecord record = job->record();
-    JobEntry copy(std::move(record));
-    copy.RemoveAgent(hello.agent_id());
-    JobEntry* installed = registry_.Install(std::move(copy), &uow.txn());
-    detection_.OnJobChanged(*installed);
-    if (installed->AgentIds().empty()) EndJob(installed, "no agent reports the job any more", &uow);
+  if (absl::Status s = Commit(&uow); !s.ok()) {
+    LOG(WARNING) << "agent hello not stored agent=" << hello.agent_id() << " node=" << hello.node()
+                 << " error=\"" << s.message() << "\"";
+    errors_.CountError(metric::where::kHelloCommit);
+    return s;
   }
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
 
   session->agent_id = hello.agent_id();
   session->node = hello.node();
@@ -342,11 +410,54 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   Reply(session, reply);
   for (const std::string& name : listed) {
     const JobEntry* job = registry_.Find(name);
+    if (presence_.IsAway(name, hello.agent_id())) {
+      MarkBack(*job, hello.agent_id());
+      continue;
+    }
     directives_.Redeliver(hello.agent_id(), *job);
     localizer_.OnAgentJoined(hello.agent_id(), *job);
   }
+  // Jobs this agent had and does not list (restarted, its shims not back yet): it is away from
+  // them; they stay as they are until it registers them again or the grace passes.
+  for (const std::string& name : registry_.JobNames()) {
+    if (listed.count(name)) continue;
+    const JobEntry* job = registry_.Find(name);
+    if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
+    std::vector<std::string> ids = job->AgentIds();
+    if (std::find(ids.begin(), ids.end(), hello.agent_id()) == ids.end()) continue;
+    MarkAway(*job, hello.agent_id(), "its agent said hello without the job");
+  }
   if (metrics_ != nullptr) metrics_->AgentsConnected(hub_.connected());
   return absl::OkStatus();
+}
+
+falcon::v1::JobRegistration Controller::Rejoined(const std::string& agent_id,
+                                                 const falcon::v1::JobRegistration& reg) const {
+  const JobEntry* job = registry_.Find(reg.job());
+  if (job == nullptr || !presence_.Rejoining(reg.job(), agent_id, clock_->Now())) return reg;
+  return WithEarlierPart(*job, agent_id, reg);
+}
+
+void Controller::MarkAway(const JobEntry& job, const std::string& agent_id, absl::string_view why) {
+  const absl::Time now = clock_->Now();
+  if (!presence_.Away(job.name(), agent_id, now)) return;
+  std::optional<absl::Time> since = presence_.UnreportedSince(job.name(), job.AgentIds());
+  LOG(INFO) << "agent away job=" << job.name() << " agent=" << agent_id << " reason=\"" << why
+            << "\""
+            << (since.has_value()
+                    ? absl::StrCat(" reported_by=none job_ends_in=",
+                                   absl::FormatDuration(*since + options_.job_end_grace - now))
+                    : "");
+}
+
+void Controller::MarkBack(const JobEntry& job, const std::string& agent_id) {
+  std::optional<absl::Duration> away = presence_.Back(job.name(), agent_id, clock_->Now());
+  if (!away.has_value()) return;
+  LOG(INFO) << "agent back job=" << job.name() << " agent=" << agent_id
+            << " away_for=" << absl::FormatDuration(*away);
+  // What it missed, or lost with a restart: PENDING directives and profiling.
+  directives_.Redeliver(agent_id, job);
+  localizer_.OnAgentJoined(agent_id, job);
 }
 
 absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
@@ -358,7 +469,12 @@ absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
     agents_[session->agent_id].tracker.MarkStored(sequence);
     PersistAgent(session->agent_id, &uow);
   }
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (absl::Status s = Commit(&uow); !s.ok()) {
+    LOG(WARNING) << "batch rejection not stored agent=" << session->agent_id
+                 << " sequence=" << sequence << " error=\"" << s.message() << "\"";
+    errors_.CountError(metric::where::kBatchCommit);
+    return s;
+  }
   if (metrics_ != nullptr) metrics_->BatchRejected();
   falcon::v1::ControllerMessage reply;
   reply.mutable_batch_ack()->set_sequence(sequence);
@@ -368,6 +484,15 @@ absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
 }
 
 absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::TelemetryBatch& batch) {
+  if (absl::Status s = EnsureStore(); !s.ok()) {
+    // Nothing is applied (nor acknowledged, not even a duplicate): the stream ends and the agent
+    // resends everything unacknowledged once it is accepted again.
+    LOG(WARNING) << "batch refused: store unavailable agent=" << session->agent_id
+                 << " job=" << batch.job() << " sequence=" << batch.sequence() << " error=\""
+                 << s.message() << "\"";
+    errors_.CountError(metric::where::kBatchStoreUnavailable);
+    return s;
+  }
   if (MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
     LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
@@ -387,7 +512,8 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   std::optional<JobEntry> tentative;
   const JobEntry* job = nullptr;
   if (batch.has_registration()) {
-    if (MaybeFieldError e = registry_.Merge(session->agent_id, session->node, batch.registration(),
+    if (MaybeFieldError e = registry_.Merge(session->agent_id, session->node,
+                                            Rejoined(session->agent_id, batch.registration()),
                                             "batch.registration", &tentative)) {
       LOG(WARNING) << "registration rejected agent=" << session->agent_id
                    << " job=" << batch.registration().job() << " field=" << e->field()
@@ -437,7 +563,15 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   }
   agent.tracker.MarkStored(batch.sequence());
   PersistAgent(session->agent_id, &uow);
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (absl::Status s = Commit(&uow); !s.ok()) {
+    // Not acknowledged: the stream ends and the agent resends the batch. Its changes stay in
+    // memory and its writes are kept: once the store recovers they are stored, and the resent
+    // batch is then acknowledged as a duplicate (ControllerStore).
+    LOG(WARNING) << "batch not stored agent=" << session->agent_id << " job=" << entry->name()
+                 << " sequence=" << batch.sequence() << " error=\"" << s.message() << "\"";
+    errors_.CountError(metric::where::kBatchCommit);
+    return s;
+  }
   if (metrics_ != nullptr) {
     metrics_->BatchApplied();
     metrics_->Summaries(stats.applied);
@@ -445,6 +579,8 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     metrics_->OpRecords(batch.ops_size());
   }
   Reply(session, ack);
+  // A restarted agent takes its job back with its first batch of it.
+  if (presence_.IsAway(entry->name(), session->agent_id)) MarkBack(*entry, session->agent_id);
   return absl::OkStatus();
 }
 
@@ -456,6 +592,13 @@ void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) 
                  << " rank=" << result.rank() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
     errors_.CountError(metric::where::kValidationResultRefused);
+    return;
+  }
+  if (absl::Status s = EnsureStore(); !s.ok()) {
+    // Dropped: the task then times out and the verdict goes on without it.
+    LOG(WARNING) << "validation result dropped: store unavailable job=" << result.job()
+                 << " task=" << result.task_id() << " rank=" << result.rank();
+    errors_.CountError(metric::where::kValidationResultStoreUnavailable);
     return;
   }
   UnitOfWork uow;
@@ -474,6 +617,13 @@ void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
                  << " rank=" << ack.rank() << " field=" << e->field() << " error=\"" << e->message()
                  << "\"";
     errors_.CountError(metric::where::kDirectiveAckRefused);
+    return;
+  }
+  if (absl::Status s = EnsureStore(); !s.ok()) {
+    // Dropped: the directive stays pending and is re-delivered, and the shim acks it again.
+    LOG(WARNING) << "directive ack dropped: store unavailable job=" << ack.job()
+                 << " directive=" << ack.directive_id() << " rank=" << ack.rank();
+    errors_.CountError(metric::where::kDirectiveAckStoreUnavailable);
     return;
   }
   UnitOfWork uow;
@@ -503,9 +653,10 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
   if (current) {
     for (const std::string& name : registry_.JobNames()) {
       const JobEntry* job = registry_.Find(name);
-      bool any = false;
-      for (const std::string& a : job->AgentIds()) any = any || hub_.IsConnected(a);
-      if (!any && !orphaned_since_.count(name)) orphaned_since_[name] = clock_->Now();
+      if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
+      std::vector<std::string> ids = job->AgentIds();
+      if (std::find(ids.begin(), ids.end(), session->agent_id) == ids.end()) continue;
+      MarkAway(*job, session->agent_id, "its agent's stream ended");
     }
   }
   if (metrics_ != nullptr) metrics_->AgentsConnected(hub_.connected());
@@ -518,6 +669,7 @@ void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uo
     events_.Close(e, detection_.LastIteration(job->name()), absl::StrCat("job ended: ", reason),
                   uow);
   }
+  presence_.Forget(job->name());
   job->set_state(falcon::v1::JOB_STATE_ENDED);
   job->set_ended_time_ns(absl::ToUnixNanos(clock_->Now()));
   registry_.Persist(*job, &uow->txn());
@@ -533,12 +685,17 @@ void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uo
 }
 
 void Controller::Tick() {
+  // Timeouts and job ends wait while the store cannot record them (the store recovers here too).
+  if (!EnsureStore().ok()) return;
   const absl::Time now = clock_->Now();
   UnitOfWork uow;
-  for (uint64_t id : directives_.Tick(now, &uow, [this](const std::string& job) -> const JobEntry* {
-         const JobEntry* j = registry_.Find(job);
-         return j != nullptr && j->job().state() != falcon::v1::JOB_STATE_ENDED ? j : nullptr;
-       })) {
+  auto live = [this](const std::string& job) -> const JobEntry* {
+    const JobEntry* j = registry_.Find(job);
+    return j != nullptr && j->job().state() != falcon::v1::JOB_STATE_ENDED ? j : nullptr;
+  };
+  // Directives of a job whose agent is away (restarting) wait for it.
+  auto held = [this, now](const std::string& job) { return presence_.Held(job, now); };
+  for (uint64_t id : directives_.Tick(now, &uow, live, held)) {
     if (const falcon::v1::DirectiveRecord* r = directives_.Find(id)) {
       DirectiveStateChanged(*r, &uow);
     }
@@ -548,27 +705,44 @@ void Controller::Tick() {
     Actions actions(this, &uow);
     hook_->Tick(now, actions);
   }
-  for (auto it = orphaned_since_.begin(); it != orphaned_since_.end();) {
-    JobEntry* job = registry_.Find(it->first);
-    bool connected = false;
-    if (job != nullptr) {
-      for (const std::string& a : job->AgentIds()) connected = connected || hub_.IsConnected(a);
-    }
-    if (job == nullptr || connected) {
-      orphaned_since_.erase(it++);
-      continue;
-    }
-    if (now - it->second >= options_.job_end_grace) {
-      EndJob(job, "no agent connected", &uow);
-      orphaned_since_.erase(it++);
-      continue;
-    }
-    ++it;
-  }
+  ExpireAbsences(now, &uow);
   // Lost on a store failure: timeouts and job ends are decided again on the next tick (their
   // in-memory state already changed; the store catches up with the next successful commit).
   CommitOrCount(&uow, metric::where::kTickCommit,
                 "tick (directive timeouts, validation deadlines, job ends)");
+}
+
+void Controller::ExpireAbsences(absl::Time now, UnitOfWork* uow) {
+  presence_.Prune(now);
+  const std::string grace = absl::FormatDuration(options_.job_end_grace);
+  for (const std::string& name : presence_.Jobs()) {
+    JobEntry* job = registry_.Find(name);
+    if (job == nullptr || job->job().state() == falcon::v1::JOB_STATE_ENDED) {
+      presence_.Forget(name);
+      continue;
+    }
+    // A connected agent that did not take the job back within the grace has no ranks there any
+    // more. (A disconnected one keeps its part: the job ends below if no other agent reports it.)
+    for (const auto& [agent, since] : presence_.Expired(name, now)) {
+      if (!hub_.IsConnected(agent)) continue;
+      JobEntry copy(job->record());
+      copy.RemoveAgent(agent);
+      job = registry_.Install(std::move(copy), &uow->txn());
+      detection_.OnJobChanged(*job);
+      presence_.Forget(name, agent);
+      const std::string line = absl::StrCat("agent part removed job=", name, " agent=", agent,
+                                            " reason=\"not registered again within ", grace, "\"");
+      uow->AfterCommit([line]() { LOG(INFO) << line; });
+    }
+    if (job->AgentIds().empty()) {
+      EndJob(job, "no agent reports the job any more", uow);
+      continue;
+    }
+    std::optional<absl::Time> since = presence_.UnreportedSince(name, job->AgentIds());
+    if (since.has_value() && now - *since >= options_.job_end_grace) {
+      EndJob(job, absl::StrCat("no agent reported the job for ", grace), uow);
+    }
+  }
 }
 
 falcon::v1::Job Controller::JobView(const JobEntry& entry) const {
@@ -592,14 +766,23 @@ absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::S
   if (!update.job().empty() && registry_.Find(update.job()) == nullptr) {
     return absl::NotFoundError(absl::StrCat("settings.job: unknown job '", update.job(), "'"));
   }
+  if (absl::Status s = EnsureStore(); !s.ok()) return s;
   UnitOfWork uow;
   absl::StatusOr<falcon::v1::Settings> overrides = settings_.Prepare(update, &uow.txn());
   if (!overrides.ok()) return overrides.status();
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  // Applied first, like every unit: should the store fail now, the change stays in memory and
+  // its write is kept and stored once the store recovers (ControllerStore).
   settings_.Apply(*overrides);
   const std::string fields = SettingsFields(update);
   LOG(INFO) << "settings changed job=" << (update.job().empty() ? "*" : update.job())
             << (fields.empty() ? "" : " ") << fields;
+  // The Control API answers once the change is durable.
+  absl::Status s = Commit(&uow);
+  if (s.ok()) s = SyncStore();
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("settings applied but not yet durable: ", s.message()));
+  }
   return settings_.Get(update.job());
 }
 
@@ -620,11 +803,13 @@ absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name
     return absl::FailedPreconditionError(
         absl::StrCat("job '", job_name, "' has no connected agent"));
   }
+  if (absl::Status s = EnsureStore(); !s.ok()) return s;
   UnitOfWork uow;
   EventRecord* event = events_.OpenForced(job_name, detection_.LastIteration(job_name), &uow);
   localizer_.StartForced(event, &uow);
   const uint64_t id = event->event().event_id();
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (absl::Status s = SyncStore(); !s.ok()) return s;
   LOG(INFO) << "validation forced job=" << job_name << " event=" << id;
   return id;
 }

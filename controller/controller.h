@@ -5,9 +5,25 @@
 //
 // Agent stream, per telemetry.proto: AgentHello first -> ControllerHello{acked_sequence =
 // highest contiguous stored sequence of that agent}; every TelemetryBatch is validated, stored
-// with its dedup mark in one atomic write and then acknowledged (BatchAck{sequence}); a duplicate
-// (agent_id, sequence) is acknowledged and not applied; a malformed batch is acknowledged with a
-// FieldError naming the field and not applied, and the stream stays open.
+// with its dedup mark in one atomic write and acknowledged (BatchAck{sequence}) once that write is
+// durable; a duplicate (agent_id, sequence) is acknowledged and not applied; a malformed batch is
+// acknowledged with a FieldError naming the field and not applied, and the stream stays open.
+//
+// Durable acks: every message to agents waits in the AgentHub until the store has synced the
+// state it announces (SyncStore). Without group_commit each unit of work syncs at once; with it,
+// the owner calls SyncStore after a burst of messages (the controller loop does, after the tasks
+// queued at once), so one fsync covers many batches. A failed write or sync never advances an
+// acknowledged sequence: the batch's stream ends with UNAVAILABLE (the agent resends it after
+// reconnecting), the failure is logged and counted (errors_total{where="batch_commit"}), and
+// until the store has recovered and stored what it missed (ControllerStore) every hello, batch,
+// result, ack and tick is refused or skipped.
+//
+// Agent restarts (docs/architecture.md#agent-restarts): an agent whose stream ends, or whose
+// hello does not list a job it had, is away from that job; the job, its open event and its
+// directives stay as they are. The agent takes the job back by registering it again (hello or
+// batch; its registrations then add to its earlier part for the grace), and its PENDING
+// directives and profiling are sent again then. Tick ends a job all of whose agents have been
+// away for job_end_grace, and removes the part of an agent connected but away that long.
 #ifndef FALCON_CONTROLLER_CONTROLLER_H_
 #define FALCON_CONTROLLER_CONTROLLER_H_
 
@@ -32,6 +48,7 @@
 #include "controller/ingest/sequence_tracker.h"
 #include "controller/ingest/telemetry_validator.h"
 #include "controller/metrics/controller_metrics.h"
+#include "controller/registry/job_presence.h"
 #include "controller/registry/job_registry.h"
 #include "controller/settings/settings_manager.h"
 #include "controller/store/controller_store.h"
@@ -46,8 +63,14 @@ struct ControllerOptions {
   DetectionOptions detection;
   LocalizationOptions localization;
   DirectiveOptions directives;
-  // A job none of whose agents is connected for this long ends (its active event closes).
+  // A job none of whose agents reports it for this long ends (its active event closes); an agent
+  // away from a job this long (connected without re-registering it) loses its part of the job.
+  // Within it a restarted agent takes its jobs back as its shims reattach
+  // (registry/job_presence.h).
   absl::Duration job_end_grace = absl::Seconds(120);
+  // false: every unit of work is made durable (synced) before its messages leave. true: the owner
+  // calls SyncStore to release them (group commit). Control API writes always sync at once.
+  bool group_commit = false;
 
   absl::Status Validate() const;
 };
@@ -78,8 +101,18 @@ class Controller {
   absl::Status OnAgentMessage(AgentSession* session, const falcon::v1::AgentMessage& message);
   // The stream ended.
   void OnAgentDisconnected(AgentSession* session);
-  // Timeouts (localization phases, directive acks, job end); call about once a second.
+  // Timeouts (localization phases, directive acks, job end); call about once a second. Skipped
+  // while the store is failed and cannot recover yet.
   void Tick();
+  // Makes what was committed durable and sends the messages that waited for it. While the store
+  // is failed, tries to recover it (ControllerStore::Sync). Errors: kUnavailable.
+  absl::Status SyncStore();
+  // Figures of what the controller holds (recorded with each sync, compared after a repair):
+  // jobs, events, directives, batches (the sum of the agents' acknowledged sequences).
+  store::StoreFigures Figures() const;
+  // The same figures of what `store` holds (before a controller loads and acts on it).
+  // Errors: those of the loaders.
+  static absl::StatusOr<store::StoreFigures> StoredFigures(const ControllerStore& store);
 
   // Managers, for the Control API and tests.
   const JobRegistry& registry() const { return registry_; }
@@ -115,13 +148,26 @@ class Controller {
   void OnValidationResult(const falcon::v1::ValidationResult& result);
   void OnDirectiveAck(const falcon::v1::DirectiveAck& ack);
   void EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uow);
+  // `agent_id` stopped reporting `job` (`why`): logs it, and when no agent reports the job any
+  // more, when it will end.
+  void MarkAway(const JobEntry& job, const std::string& agent_id, absl::string_view why);
+  // `agent_id` reports `job` again: logs how long it was away, re-sends its PENDING directives
+  // and profiling. No-op when it was not away.
+  void MarkBack(const JobEntry& job, const std::string& agent_id);
+  // Ends jobs unreported for the grace; removes the parts of agents away for it.
+  void ExpireAbsences(absl::Time now, UnitOfWork* uow);
+  // `reg` of `agent_id`, completed with its earlier part while it rejoins the job.
+  falcon::v1::JobRegistration Rejoined(const std::string& agent_id,
+                                       const falcon::v1::JobRegistration& reg) const;
   void PersistAgent(const std::string& agent_id, UnitOfWork* uow);
   void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow);
   absl::Status Commit(UnitOfWork* uow);
+  // OK when the store is healthy or recovers now; kUnavailable otherwise.
+  absl::Status EnsureStore();
   // Commits a unit whose caller cannot return the error (a message with no reply, the tick): a
   // failure is logged with `what` was lost and counted as falcon_controller_errors_total{where}.
   void CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what);
-  static void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
+  void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
 
   const ControllerOptions options_;
   const common::Clock* const clock_;
@@ -143,7 +189,7 @@ class Controller {
     falcon::controller::v1::AgentRecord record;
   };
   absl::flat_hash_map<std::string, AgentState> agents_;
-  absl::flat_hash_map<std::string, absl::Time> orphaned_since_;  // job -> no agent connected
+  registry::JobPresence presence_;  // Agents away from their jobs, for job_end_grace.
 };
 
 }  // namespace falcon::controller

@@ -74,15 +74,25 @@ class ControllerTest : public ::testing::Test {
       for (auto& a : agents_) answered += a->Respond(*c_, responder);
     }
   }
-  // falcon_controller_errors_total{where}; -1 when there is no such series.
-  double ErrorCount(const std::string& where) {
-    for (const auto& f : registry_.Collect()) {
-      if (f.name != metric::kErrors.name) continue;
-      for (const auto& m : f.metric) {
-        if (m.label.size() == 1 && m.label[0].value == where) return m.counter.value;
+  // falcon_controller_errors_total{where}.
+  double Errors(const std::string& where) {
+    for (const auto& family : registry_.Collect()) {
+      if (family.name != metric::kErrors.name) continue;
+      for (const auto& m : family.metric) {
+        for (const auto& l : m.label) {
+          if (l.name == "where" && l.value == where) return m.counter.value;
+        }
       }
     }
-    return -1;
+    return 0;
+  }
+  // Acks of `seq` the agent received on its current stream.
+  static int AcksOf(SimAgent& a, uint64_t seq) {
+    int n = 0;
+    for (const auto& m : a.channel().Of(falcon::v1::ControllerMessage::kBatchAck)) {
+      n += m.batch_ack().sequence() == seq ? 1 : 0;
+    }
+    return n;
   }
   std::vector<falcon::v1::Event> Events() {
     ControlApi api(c_.get());
@@ -355,10 +365,10 @@ TEST_F(ControllerTest, SilentAgentsTimeOutIntoAnUnknownVerdict) {
     ++directives;
   }
   // Every timeout was logged as a warning and counted at its site.
-  EXPECT_EQ(ErrorCount(metric::where::kValidationPauseTimeout), 1);
-  EXPECT_EQ(ErrorCount(metric::where::kValidationTaskTimeout),
+  EXPECT_EQ(Errors(metric::where::kValidationPauseTimeout), 1);
+  EXPECT_EQ(Errors(metric::where::kValidationTaskTimeout),
             c_->events().Find(events[0].event_id())->tasks_size());
-  EXPECT_EQ(ErrorCount(metric::where::kDirectiveTimedOut), directives);
+  EXPECT_EQ(Errors(metric::where::kDirectiveTimedOut), directives);
 }
 
 TEST_F(ControllerTest, RefusedMessagesAreCountedWhereTheyAreLogged) {
@@ -367,7 +377,7 @@ TEST_F(ControllerTest, RefusedMessagesAreCountedWhereTheyAreLogged) {
   falcon::v1::TelemetryBatch bad = Batch(a, 0, [](uint32_t) { return 100'000'000; });
   bad.mutable_iterations(0)->set_iteration_time_ns(-5);
   ASSERT_TRUE(a.Send(*c_, bad)->has_error());
-  EXPECT_EQ(ErrorCount(metric::where::kBatchRejected), 1);
+  EXPECT_EQ(Errors(metric::where::kBatchRejected), 1);
   falcon::v1::AgentMessage ack;
   ack.mutable_directive_ack()->set_job(spec_.job);
   ack.mutable_directive_ack()->set_directive_id(77);  // Never issued.
@@ -377,11 +387,11 @@ TEST_F(ControllerTest, RefusedMessagesAreCountedWhereTheyAreLogged) {
   session.hello_done = true;
   session.agent_id = a.agent_id();
   ASSERT_TRUE(c_->OnAgentMessage(&session, ack).ok());
-  EXPECT_EQ(ErrorCount(metric::where::kDirectiveAckRefused), 1);
+  EXPECT_EQ(Errors(metric::where::kDirectiveAckRefused), 1);
   falcon::v1::AgentMessage result;
   result.mutable_validation_result()->set_job("ghost");
   ASSERT_TRUE(c_->OnAgentMessage(&session, result).ok());
-  EXPECT_EQ(ErrorCount(metric::where::kValidationResultRefused), 1);
+  EXPECT_EQ(Errors(metric::where::kValidationResultRefused), 1);
 }
 
 TEST_F(ControllerTest, DetectionCanBeDisabledPerJob) {
@@ -458,6 +468,221 @@ TEST_F(ControllerTest, JobEndsWhenNoAgentStaysConnected) {
   EXPECT_EQ(Events()[0].state(), falcon::v1::EVENT_STATE_CLOSED);
   // A returning agent revives it.
   ASSERT_TRUE(agents_[0]->Connect(*c_, {testing::NodeRegistration(spec_, 0)}).ok());
+  EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_TRACKING);
+}
+
+// A store write that fails (a full disk) leaves the batch unacknowledged and the acknowledged
+// sequence where it was; once the store works again the batch's writes are stored, and then, and
+// only then, acknowledged; after a restart the store has the batch.
+TEST_F(ControllerTest, FailedWriteNeverAdvancesTheAckedSequence) {
+  ConnectAll();
+  Run(0, 3, Healthy);  // Batches 1..3 of every agent: stored and acknowledged.
+  SimAgent& a = *agents_[0];
+  const auto reg = testing::NodeRegistration(spec_, 0);
+  kv_.FailWritesForTest(absl::UnavailableError("No space left on device"));
+  falcon::v1::TelemetryBatch fourth = Batch(a, 3, [](uint32_t r) { return Healthy(r, 3); });
+  fourth.set_sequence(4);
+  EXPECT_EQ(a.Send(*c_, fourth).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(AcksOf(a, 4), 0);
+  EXPECT_EQ(Errors("batch_commit"), 1);
+  // The stream ended; while the disk is full the agent's reconnect is refused, and nothing at all
+  // is acknowledged to it (its ControllerHello would be).
+  a.Disconnect(*c_);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(a.Connect(*c_, {reg}, /*first_unacked_sequence=*/4).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(a.channel().sent.empty());
+  EXPECT_GE(Errors("hello_store_unavailable"), 1);
+  // Space is back: the next hello recovers the store, which then holds batch 4.
+  kv_.FailWritesForTest(absl::OkStatus());
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(a.Connect(*c_, {reg}, 4).ok());
+  EXPECT_EQ(a.hello().acked_sequence(), 4u);
+  // Resent anyway: acknowledged as a duplicate, not applied again.
+  fourth.set_sequence(4);
+  auto dup = a.Send(*c_, fourth);
+  ASSERT_TRUE(dup.ok()) << dup.status();
+  EXPECT_FALSE(dup->has_error());
+  a.set_next_sequence(5);
+  ASSERT_TRUE(a.Send(*c_, Batch(a, 4, [](uint32_t r) { return Healthy(r, 4); })).ok());
+  // Restart on the same store: everything acknowledged is there, iteration 3 exactly once.
+  for (auto& agent : agents_) agent->Disconnect(*c_);
+  c_.reset();
+  Start();
+  ASSERT_TRUE(a.Connect(*c_, {reg}, 6).ok());
+  EXPECT_EQ(a.hello().acked_sequence(), 5u);
+  std::map<int64_t, int> rank0;
+  ASSERT_TRUE(c_->store()
+                  .ScanSamples(spec_.job,
+                               [&](uint32_t r, int64_t it, int64_t) {
+                                 if (r == 0) rank0[it]++;
+                               })
+                  .ok());
+  EXPECT_EQ(rank0, (std::map<int64_t, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+}
+
+// A write that succeeds but cannot be made durable is not acknowledged either.
+TEST_F(ControllerTest, FailedSyncHoldsTheAckUntilTheStoreRecovers) {
+  ConnectAll();
+  Run(0, 2, Healthy);
+  SimAgent& a = *agents_[1];
+  kv_.FailSyncsForTest(absl::UnavailableError("fsync: I/O error"));
+  auto ack = a.Send(*c_, Batch(a, 2, [](uint32_t r) { return Healthy(r, 2); }));
+  EXPECT_EQ(ack.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(AcksOf(a, 3), 0);
+  EXPECT_EQ(Errors("batch_commit"), 1);
+  EXPECT_FALSE(c_->store().healthy());
+  // Timeouts wait too: a tick while failed changes nothing.
+  kv_.FailSyncsForTest(absl::OkStatus());
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(c_->SyncStore().ok());
+  EXPECT_TRUE(c_->store().healthy());
+  EXPECT_EQ(c_->Figures(),
+            (store::StoreFigures{{"jobs", 1}, {"events", 0}, {"directives", 0}, {"batches", 9}}));
+  EXPECT_EQ(kv_.last_figures(), c_->Figures());
+}
+
+// With group commit every message waits for one sync covering the whole burst.
+TEST_F(ControllerTest, GroupCommitReleasesHellosAndAcksAfterOneSync) {
+  ControllerOptions options;
+  options.group_commit = true;
+  c_.reset();
+  Start(options);
+  std::vector<std::unique_ptr<SimAgent>> agents;
+  for (uint32_t n = 0; n < 2; ++n) {
+    agents.push_back(std::make_unique<SimAgent>(testing::NodeName(n), testing::NodeName(n),
+                                                testing::RanksOfNode(spec_, n)));
+    ASSERT_TRUE(agents.back()->Connect(*c_, {testing::NodeRegistration(spec_, n)}).ok());
+    EXPECT_TRUE(agents.back()->channel().sent.empty());
+  }
+  int64_t syncs = kv_.sync_count();
+  ASSERT_TRUE(c_->SyncStore().ok());
+  EXPECT_EQ(kv_.sync_count(), syncs + 1);
+  for (auto& a : agents) {
+    ASSERT_EQ(a->channel().sent.size(), 1u);
+    EXPECT_TRUE(a->channel().sent[0].has_hello());
+  }
+  for (auto& a : agents) {
+    EXPECT_EQ(a->Send(*c_, Batch(*a, 0, [](uint32_t r) { return Healthy(r, 0); })).status().code(),
+              absl::StatusCode::kInternal);  // No BatchAck yet.
+    EXPECT_EQ(AcksOf(*a, 1), 0);
+  }
+  ASSERT_TRUE(c_->SyncStore().ok());
+  EXPECT_EQ(kv_.sync_count(), syncs + 2);
+  for (auto& a : agents) EXPECT_EQ(AcksOf(*a, 1), 1);
+  // Nothing new: a sync costs nothing.
+  ASSERT_TRUE(c_->SyncStore().ok());
+  EXPECT_EQ(kv_.sync_count(), syncs + 2);
+}
+
+// An active event with a directive the shims never acknowledge: a slow rank 3 (event, then a
+// pause for validation that stays PENDING).
+testing::Responder Unresponsive() {
+  testing::Responder r;
+  r.answer_tasks = false;
+  r.ack_directives = false;
+  return r;
+}
+int64_t SlowRank3From40(uint32_t r, int64_t i) {
+  return i >= 40 && r == 3 ? 200'000'000 : Healthy(r, i);
+}
+
+bool HasDirective(SimAgent& a) {
+  for (const auto& m : a.channel().sent) {
+    if (m.has_directive()) return true;
+  }
+  return false;
+}
+
+TEST_F(ControllerTest, AnAgentRestartedWithinTheGraceKeepsItsJobEventAndDirectives) {
+  spec_.ranks_per_node = 8;  // One agent has every rank.
+  ConnectAll();
+  ASSERT_EQ(agents_.size(), 1u);
+  Run(0, 60, SlowRank3From40, Unresponsive());
+  ASSERT_EQ(Events().size(), 1u);
+  const falcon::v1::EventState state = Events()[0].state();
+  ASSERT_TRUE(EventManager::IsActiveState(state));
+  ASSERT_FALSE(c_->directives().List(spec_.job, 0).empty());
+  const uint64_t pending = c_->directives().List(spec_.job, 0).back().directive().directive_id();
+  ASSERT_EQ(c_->directives().Find(pending)->state(), falcon::v1::DirectiveRecord::STATE_PENDING);
+
+  // kill -9, then the new process: its hello lists no job (no shim has reattached yet).
+  SimAgent& a = *agents_[0];
+  a.Disconnect(*c_);
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_TRUE(a.Connect(*c_, {}).ok());
+  clock_.Advance(options_.job_end_grace / 2);
+  c_->Tick();
+  const JobEntry* job = c_->registry().Find(spec_.job);
+  EXPECT_NE(job->job().state(), falcon::v1::JOB_STATE_ENDED);
+  EXPECT_EQ(job->ranks().size(), 8u);
+  EXPECT_EQ(job->AgentIds(), std::vector<std::string>{"node-0"});
+  EXPECT_EQ(Events()[0].state(), state) << "the event is untouched";
+
+  // The first shim reattaches: a registration with rank 0 only takes the job back, keeps every
+  // rank of the agent's part (the others come back one by one), and the PENDING directive goes
+  // to the new agent.
+  falcon::v1::JobRegistration partial = testing::NodeRegistration(spec_, 0);
+  partial.mutable_ranks()->DeleteSubrange(1, partial.ranks_size() - 1);
+  falcon::v1::TelemetryBatch b = Batch(a, 60, [](uint32_t r) { return Healthy(r, 60); });
+  *b.mutable_registration() = partial;
+  auto ack = a.Send(*c_, b);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  ASSERT_FALSE(ack->has_error()) << ack->error().message();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->ranks().size(), 8u);
+  EXPECT_TRUE(HasDirective(a)) << "the pending directive is sent again at once";
+  clock_.Advance(options_.job_end_grace);
+  c_->Tick();
+  EXPECT_NE(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_ENDED);
+  EXPECT_TRUE(EventManager::IsActiveState(Events()[0].state()));
+}
+
+TEST_F(ControllerTest, AJobWhoseAgentDoesNotTakeItBackEndsAtTheGrace) {
+  spec_.ranks_per_node = 8;
+  ConnectAll();
+  Run(0, 60, SlowRank3From40, Unresponsive());
+  ASSERT_EQ(Events().size(), 1u);
+  SimAgent& a = *agents_[0];
+  a.Disconnect(*c_);  // The grace runs from here.
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(a.Connect(*c_, {}).ok());  // Back, but its trainer is gone.
+  clock_.Advance(options_.job_end_grace - absl::Seconds(11));
+  c_->Tick();
+  EXPECT_NE(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_ENDED);
+  clock_.Advance(absl::Seconds(1));
+  c_->Tick();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_ENDED);
+  EXPECT_EQ(Events()[0].state(), falcon::v1::EVENT_STATE_CLOSED);
+  EXPECT_NE(Events()[0].transitions().rbegin()->reason().find("job ended"), std::string::npos);
+}
+
+TEST_F(ControllerTest, AnAgentAwayForTheGraceLosesItsPartWhileOthersReportTheJob) {
+  ConnectAll();  // Four agents, two ranks each.
+  Run(0, 20, Healthy);
+  SimAgent& a = *agents_[0];
+  a.Disconnect(*c_);
+  ASSERT_TRUE(a.Connect(*c_, {}).ok());
+  clock_.Advance(options_.job_end_grace - absl::Seconds(1));
+  c_->Tick();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->ranks().size(), 8u) << "within the grace";
+  clock_.Advance(absl::Seconds(1));
+  c_->Tick();
+  const JobEntry* job = c_->registry().Find(spec_.job);
+  EXPECT_EQ(job->ranks().size(), 6u);
+  EXPECT_EQ(job->AgentIds().size(), 3u);
+  EXPECT_EQ(job->job().state(), falcon::v1::JOB_STATE_TRACKING);
+}
+
+TEST_F(ControllerTest, AControllerRestartGivesEveryAgentTheGrace) {
+  spec_.ranks_per_node = 8;
+  ConnectAll();
+  Run(0, 20, Healthy);
+  c_.reset();
+  Start(options_);
+  clock_.Advance(options_.job_end_grace / 2);
+  ASSERT_TRUE(agents_[0]->Connect(*c_, {testing::NodeRegistration(spec_, 0)}).ok());
+  clock_.Advance(options_.job_end_grace);
+  c_->Tick();
   EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_TRACKING);
 }
 

@@ -115,11 +115,47 @@ void AgentLink::SendControl(falcon::v1::ShimMessage message) {
 
 void AgentLink::SendHint(const falcon::v1::IterationHint& hint) {
   absl::MutexLock lock(&mu_);
-  if (hints_.size() >= options_.max_pending_hints) {
-    hints_.pop_front();
+  *hints_.emplace_back().mutable_iteration() = hint;
+  BoundHintsLocked();
+}
+
+void AgentLink::BoundHintsLocked() {
+  while (hints_.size() + sent_hints_.size() > options_.max_pending_hints) {
+    if (!sent_hints_.empty()) {
+      sent_hints_.pop_front();
+    } else {
+      hints_.pop_front();
+    }
     ++stats_.hints_dropped;
   }
-  *hints_.emplace_back().mutable_iteration() = hint;
+}
+
+void AgentLink::OnWelcomeLocked(const falcon::v1::ShimWelcome& welcome) {
+  delivery_acks_ = welcome.delivery_acks();
+  const uint64_t before = outbox_.held_records();
+  if (!delivery_acks_) {
+    // An older agent: what it holds counts as delivered (its OpBatchAcks release batches).
+    outbox_.Release(welcome.acked_sequence());
+  }
+  outbox_.OnReconnect(welcome.acked_sequence());
+  stats_.records_acked += before - outbox_.held_records();
+  // Hints sent earlier and not delivered go again, before the newer ones, unless this agent
+  // already holds them (the same agent, reattached).
+  const int64_t held = welcome.has_hinted_iteration() ? welcome.hinted_iteration() : -1;
+  for (auto it = sent_hints_.rbegin(); it != sent_hints_.rend(); ++it) {
+    if (it->iteration() <= held) break;
+    *hints_.emplace_front().mutable_iteration() = *it;
+  }
+  while (!sent_hints_.empty() && sent_hints_.back().iteration() > held) sent_hints_.pop_back();
+  if (!delivery_acks_) sent_hints_.clear();  // An older agent never says what is delivered.
+}
+
+void AgentLink::OnDeliveredLocked(const falcon::v1::DeliveryAck& delivered) {
+  stats_.records_acked += outbox_.Release(delivered.sequence());
+  delivered_iteration_ = std::max(delivered_iteration_, delivered.iteration());
+  while (!sent_hints_.empty() && sent_hints_.front().iteration() <= delivered_iteration_) {
+    sent_hints_.pop_front();
+  }
 }
 
 AgentLink::Stats AgentLink::stats() const {
@@ -127,6 +163,8 @@ AgentLink::Stats AgentLink::stats() const {
   Stats s = stats_;
   s.held_records = outbox_.held_records();
   s.records_evicted = outbox_.evicted_records();
+  s.records_evicted_accepted = outbox_.evicted_accepted_records();
+  s.delivered_iteration = delivered_iteration_;
   s.last_sequence = outbox_.last_sequence();
   return s;
 }
@@ -148,8 +186,9 @@ void AgentLink::DrainRing() {
 }
 
 bool AgentLink::FlushedLocked() const {
-  return outbox_.empty() && control_.empty() && hints_.empty() && comms_sent_ == comms_.size() &&
-         ring_->SizeApprox() == 0;
+  // Accepted is enough: the agent delivers what it holds without this process.
+  return outbox_.all_accepted() && control_.empty() && hints_.empty() &&
+         comms_sent_ == comms_.size() && ring_->SizeApprox() == 0;
 }
 
 void AgentLink::Run() {
@@ -225,6 +264,9 @@ bool AgentLink::Connect(Connection* c) {
   {
     absl::MutexLock lock(&mu_);
     hello.mutable_hello()->set_first_unacked_sequence(outbox_.first_unacked_sequence());
+    if (delivered_iteration_ >= 0) {
+      hello.mutable_hello()->set_delivered_iteration(delivered_iteration_);
+    }
     broken_ = false;
     welcomed_ = false;
     active_ctx_ = &c->ctx;
@@ -257,10 +299,8 @@ void AgentLink::ReadLoop(Connection* c) {
       case falcon::v1::AgentToShim::kWelcome: {
         {
           absl::MutexLock lock(&mu_);
-          // Forget what the agent already holds; everything else is resent in sequence order.
-          const uint64_t before = outbox_.held_records();
-          outbox_.OnReconnect(msg.welcome().acked_sequence());
-          stats_.records_acked += before - outbox_.held_records();
+          // Everything the agent does not hold is resent in sequence order.
+          OnWelcomeLocked(msg.welcome());
           welcomed_ = true;
         }
         listener_->OnWelcome(msg.welcome());
@@ -268,7 +308,13 @@ void AgentLink::ReadLoop(Connection* c) {
       }
       case falcon::v1::AgentToShim::kOpBatchAck: {
         absl::MutexLock lock(&mu_);
-        stats_.records_acked += outbox_.Ack(msg.op_batch_ack().sequence());
+        outbox_.Accept(msg.op_batch_ack().sequence());
+        if (!delivery_acks_) stats_.records_acked += outbox_.Release(msg.op_batch_ack().sequence());
+        break;
+      }
+      case falcon::v1::AgentToShim::kDelivered: {
+        absl::MutexLock lock(&mu_);
+        OnDeliveredLocked(msg.delivered());
         break;
       }
       case falcon::v1::AgentToShim::kDirective:
@@ -327,15 +373,23 @@ bool AgentLink::WritePending(Connection* c) {
     }
     if (what == kNone) return true;
     if (!c->stream->Write(m)) {
+      absl::MutexLock lock(&mu_);
       if (what == kControl) {
-        absl::MutexLock lock(&mu_);
         control_.push_front(std::move(m));  // Acks and results are never dropped.
+      } else if (what == kHint) {
+        hints_.push_front(std::move(m));  // Sent again on the next connection.
       }
       return false;
     }
     absl::MutexLock lock(&mu_);
     if (what == kComm) {
       ++comms_sent_;
+    } else if (what == kHint) {
+      // Kept until delivered, for a resend to the next agent should this one die first.
+      if (delivery_acks_ && m.iteration().iteration() > delivered_iteration_) {
+        sent_hints_.push_back(std::move(*m.mutable_iteration()));
+        BoundHintsLocked();
+      }
     } else if (what == kBatch) {
       outbox_.MarkSent(sequence);
       ++stats_.batches_sent;

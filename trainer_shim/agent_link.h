@@ -2,11 +2,17 @@
 // into an Outbox of sequenced batches and streams them over falcon.v1.Shim/Attach on the agent's
 // unix socket, plus a reader thread per connection that dispatches what the agent sends.
 //
-// Lifecycle of a connection: new channel -> ShimHello (with first_unacked_sequence) -> wait for
-// ShimWelcome (forget batches up to its acked_sequence; everything else is resent) -> resend all
-// communicator registrations -> stream acks, results, hints and batches every flush_interval.
+// Lifecycle of a connection: new channel -> ShimHello (with first_unacked_sequence and the
+// delivered_iteration learnt so far) -> wait for ShimWelcome (everything above its
+// acked_sequence is resent; hints above its hinted_iteration too) -> resend all communicator
+// registrations -> stream acks, results, hints and batches every flush_interval.
 // A broken stream or a failed attempt is retried after an exponential backoff; while the agent is
 // away the ring is still drained, so the Outbox keeps the newest records up to its bound.
+//
+// Delivery (an agent whose welcome says delivery_acks): batches the agent accepted (OpBatchAck)
+// and hints it was sent stay here until its DeliveryAck says the controller has them, so an agent
+// that dies (kill -9) loses nothing: its replacement gets them again (docs/architecture.md
+// #shim--agent). Batches and hints dropped at the bounds are counted (Stats).
 //
 // Threads: Start/Stop from the owner; RegisterCommunicator/SendControl/SendHint from any thread;
 // Listener methods are called on the reader thread and must not block for long.
@@ -56,12 +62,17 @@ class AgentLink {
     uint64_t failed_attempts = 0;  // Attempts that never got a ShimWelcome.
     uint64_t batches_sent = 0;     // OpBatch writes, resends included.
     uint64_t batches_resent = 0;   // Writes of a sequence sent before.
-    uint64_t records_acked = 0;    // Records released by agent acks.
-    uint64_t records_evicted = 0;  // Dropped from the outbox at its bound.
-    uint64_t hints_dropped = 0;    // Iteration hints dropped at max_pending_hints.
-    uint64_t held_records = 0;     // In the outbox now.
-    uint64_t last_sequence = 0;    // Highest batch sequence sealed so far.
-    uint64_t agent_errors = 0;     // FieldError messages from the agent.
+    uint64_t records_acked = 0;    // Records released by agent acks (delivered).
+    uint64_t records_evicted = 0;  // Dropped from the outbox at its bound before an agent had them.
+    // Dropped at the bound after the agent accepted them, before it delivered them: lost only if
+    // that agent dies first.
+    uint64_t records_evicted_accepted = 0;
+    // Iteration hints dropped at max_pending_hints (queued, or sent and held for a resend).
+    uint64_t hints_dropped = 0;
+    int64_t delivered_iteration = -1;  // Highest iteration the agent reported delivered.
+    uint64_t held_records = 0;         // In the outbox now.
+    uint64_t last_sequence = 0;        // Highest batch sequence sealed so far.
+    uint64_t agent_errors = 0;         // FieldError messages from the agent.
   };
 
   // `ring` and `ring_dropped` (records the producer could not push) must outlive the link.
@@ -75,8 +86,9 @@ class AgentLink {
 
   // Starts the link thread (once).
   void Start();
-  // Flushes to the agent for up to options.shutdown_flush_timeout (connecting if need be), then
-  // stops both threads. Idempotent. Records still held afterwards are lost (Stats::held_records).
+  // Flushes to the agent for up to options.shutdown_flush_timeout (connecting if need be) until
+  // the agent has accepted everything, then stops both threads. Idempotent. Records it has not
+  // accepted by then are lost.
   // In a forked child (no link thread there) it only marks the link stopped.
   void Stop();
 
@@ -84,7 +96,8 @@ class AgentLink {
   void RegisterCommunicator(const falcon::v1::Communicator& communicator);
   // A directive ack or validation result: kept until written, never dropped.
   void SendControl(falcon::v1::ShimMessage message);
-  // An iteration hint: the oldest are dropped beyond options.max_pending_hints.
+  // An iteration hint: kept until delivered (or, with an older agent, sent); the oldest are
+  // dropped beyond options.max_pending_hints.
   void SendHint(const falcon::v1::IterationHint& hint);
 
   Stats stats() const;
@@ -101,6 +114,11 @@ class AgentLink {
   // Writes everything pending; false when the stream broke.
   bool WritePending(Connection* c);
   bool FlushedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWelcomeLocked(const falcon::v1::ShimWelcome& welcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDeliveredLocked(const falcon::v1::DeliveryAck& delivered)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the oldest hints (sent copies first) while more than max_pending_hints are held.
+  void BoundHintsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Log(std::string_view message) const;
 
   const ShimOptions options_;
@@ -119,7 +137,11 @@ class AgentLink {
   std::vector<falcon::v1::Communicator> comms_ ABSL_GUARDED_BY(mu_);
   size_t comms_sent_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<falcon::v1::ShimMessage> control_ ABSL_GUARDED_BY(mu_);
-  std::deque<falcon::v1::ShimMessage> hints_ ABSL_GUARDED_BY(mu_);
+  std::deque<falcon::v1::ShimMessage> hints_ ABSL_GUARDED_BY(mu_);  // To send.
+  // Sent to an agent with delivery acks, not yet delivered (ascending iterations).
+  std::deque<falcon::v1::IterationHint> sent_hints_ ABSL_GUARDED_BY(mu_);
+  bool delivery_acks_ ABSL_GUARDED_BY(mu_) = false;  // The current agent sends DeliveryAck.
+  int64_t delivered_iteration_ ABSL_GUARDED_BY(mu_) = -1;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

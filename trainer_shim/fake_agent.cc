@@ -82,6 +82,10 @@ void FakeAgent::OnMessage(const falcon::v1::ShimMessage& message, Stream* stream
         w->set_session_id(absl::StrCat("fake-", hellos_.size()));
         w->set_acked_sequence(options_.welcome_acked_sequence);
         w->set_profiling(options_.profiling);
+        w->set_delivery_acks(options_.delivery_acks);
+        if (options_.welcome_hinted_iteration >= 0) {
+          w->set_hinted_iteration(options_.welcome_hinted_iteration);
+        }
         has_reply = true;
         break;
       }
@@ -123,6 +127,13 @@ bool FakeAgent::Send(const falcon::v1::AgentToShim& message) {
 bool FakeAgent::SendDirective(const falcon::v1::Directive& directive) {
   falcon::v1::AgentToShim m;
   *m.mutable_directive() = directive;
+  return Send(m);
+}
+
+bool FakeAgent::SendDelivered(uint64_t sequence, int64_t iteration) {
+  falcon::v1::AgentToShim m;
+  m.mutable_delivered()->set_sequence(sequence);
+  m.mutable_delivered()->set_iteration(iteration);
   return Send(m);
 }
 

@@ -1,8 +1,9 @@
 // FakeAgent: a test double of the node agent's side of falcon.v1.Shim/Attach, serving one unix
 // socket. It records everything shims send, acks op batches (switchable), answers ShimHello with a
-// ShimWelcome, and lets the test push directives, validation tasks and profiling control to the
-// attached stream. Stop() drops every stream at once, like a killed agent; a new FakeAgent on the
-// same path is a restarted one (it knows nothing of the old one's batches). Thread-safe.
+// ShimWelcome, and lets the test push directives, validation tasks, profiling control and
+// delivery acks to the attached stream. Stop() drops every stream at once, like a killed agent; a
+// new FakeAgent on the same path is a restarted one (it knows nothing of the old one's batches).
+// Thread-safe.
 #ifndef FALCON_TRAINER_SHIM_FAKE_AGENT_H_
 #define FALCON_TRAINER_SHIM_FAKE_AGENT_H_
 
@@ -34,6 +35,11 @@ class FakeAgent {
     bool ack_batches = true;              // Answer each OpBatch with an OpBatchAck.
     bool profiling = false;               // ShimWelcome.profiling.
     uint64_t welcome_acked_sequence = 0;  // ShimWelcome.acked_sequence (a fresh agent holds none).
+    // ShimWelcome.delivery_acks: the shim then holds accepted batches and sent hints until a
+    // DeliveryAck (sent by the test with SendDelivered) releases them.
+    bool delivery_acks = false;
+    // ShimWelcome.hinted_iteration (-1: unset, a fresh agent holds no hint).
+    int64_t welcome_hinted_iteration = -1;
   };
 
   // kUnavailable when the socket cannot be bound.
@@ -50,6 +56,8 @@ class FakeAgent {
   // Writes to the attached shim stream (the latest). False when none is attached.
   bool Send(const falcon::v1::AgentToShim& message);
   bool SendDirective(const falcon::v1::Directive& directive);
+  // DeliveryAck{sequence, iteration}.
+  bool SendDelivered(uint64_t sequence, int64_t iteration);
   void set_ack_batches(bool ack);
 
   // Waits (real time, up to `timeout`) until `predicate` holds; checks it whenever a message

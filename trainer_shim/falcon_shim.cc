@@ -375,6 +375,7 @@ falcon_shim_status falcon_shim_get_stats(falcon_shim_stats* stats) {
     c.directives_applied = s.directives_applied;
     c.directives_rejected = s.directives_rejected;
     c.validation_tasks = s.validation_tasks;
+    c.records_evicted_accepted = s.link.records_evicted_accepted;
     const uint32_t caller_size = stats->struct_size;
     std::memcpy(static_cast<void*>(stats), &c, std::min<size_t>(caller_size, sizeof(c)));
     stats->struct_size = std::min<uint32_t>(caller_size, sizeof(c));

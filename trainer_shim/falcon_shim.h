@@ -194,6 +194,9 @@ typedef struct falcon_shim_stats {
   uint64_t directives_applied;
   uint64_t directives_rejected;
   uint64_t validation_tasks;
+  /* Accepted by the agent, then dropped at the buffer bound before the agent delivered them:
+   * lost only if that agent dies first. */
+  uint64_t records_evicted_accepted;
 } falcon_shim_stats;
 
 uint32_t falcon_shim_abi_version(void);

@@ -9,11 +9,16 @@ void Outbox::EvictForOne() {
     Batch& oldest = sealed_.front();
     const uint64_t n = oldest.records.size();
     held_records_ -= n;
-    evicted_records_ += n;
-    // Keep the drop information the evicted batch carried, plus the evicted records themselves.
-    pending_dropped_ += n + oldest.dropped_records;
+    if (oldest.sequence <= accepted_) {
+      // The agent has it (and its drop count): only the copy for a resend goes.
+      evicted_accepted_records_ += n;
+    } else {
+      evicted_records_ += n;
+      // Keep the drop information the evicted batch carried, plus the evicted records themselves.
+      pending_dropped_ += n + oldest.dropped_records;
+    }
     sealed_.pop_front();
-    if (sent_ > 0) --sent_;
+    if (done_ > 0) --done_;
   }
 }
 
@@ -39,27 +44,33 @@ void Outbox::SealOpen() {
 }
 
 const Outbox::Batch* Outbox::NextToSend() const {
-  return sent_ < sealed_.size() ? &sealed_[sent_] : nullptr;
+  return done_ < sealed_.size() ? &sealed_[done_] : nullptr;
 }
 
 void Outbox::MarkSent(uint64_t sequence) {
-  if (sent_ < sealed_.size() && sealed_[sent_].sequence == sequence) ++sent_;
+  if (done_ < sealed_.size() && sealed_[done_].sequence == sequence) ++done_;
 }
 
-uint64_t Outbox::Ack(uint64_t sequence) {
+void Outbox::Accept(uint64_t sequence) {
+  accepted_ = std::max(accepted_, sequence);
+  while (done_ < sealed_.size() && sealed_[done_].sequence <= accepted_) ++done_;
+}
+
+uint64_t Outbox::Release(uint64_t sequence) {
   uint64_t released = 0;
   while (!sealed_.empty() && sealed_.front().sequence <= sequence) {
     released += sealed_.front().records.size();
     held_records_ -= sealed_.front().records.size();
     sealed_.pop_front();
-    if (sent_ > 0) --sent_;
+    if (done_ > 0) --done_;
   }
   return released;
 }
 
 void Outbox::OnReconnect(uint64_t agent_acked_sequence) {
-  Ack(agent_acked_sequence);
-  sent_ = 0;
+  accepted_ = 0;
+  done_ = 0;
+  Accept(agent_acked_sequence);
 }
 
 }  // namespace falcon::shim

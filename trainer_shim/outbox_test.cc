@@ -38,17 +38,65 @@ TEST(OutboxTest, BatchesAreSealedAtTheSizeLimitAndOnFlush) {
   EXPECT_EQ(box.first_unacked_sequence(), 1u);
 }
 
-TEST(OutboxTest, AckReleasesUpToTheSequence) {
+TEST(OutboxTest, ReleaseForgetsUpToTheSequence) {
   Outbox box({100, 2});
   auto recs = Records(1, 6);
   box.Add(recs.data(), recs.size());
-  EXPECT_EQ(box.Ack(2), 4u);
+  EXPECT_EQ(box.Release(2), 4u);
   EXPECT_EQ(box.first_unacked_sequence(), 3u);
   EXPECT_EQ(box.held_records(), 2u);
-  EXPECT_EQ(box.Ack(2), 0u) << "a repeated ack releases nothing";
-  EXPECT_EQ(box.Ack(3), 2u);
+  EXPECT_EQ(box.Release(2), 0u) << "a repeated release frees nothing";
+  EXPECT_EQ(box.Release(3), 2u);
   EXPECT_TRUE(box.empty());
   EXPECT_EQ(box.first_unacked_sequence(), 0u);
+}
+
+TEST(OutboxTest, AcceptedBatchesAreHeldUntilReleasedAndNotSentAgain) {
+  Outbox box({100, 2});
+  auto recs = Records(1, 6);
+  box.Add(recs.data(), recs.size());  // Batches 1..3.
+  while (const Outbox::Batch* b = box.NextToSend()) box.MarkSent(b->sequence);
+  EXPECT_FALSE(box.all_accepted()) << "sent is not accepted";
+  box.Accept(3);
+  EXPECT_EQ(box.held_records(), 6u) << "accepted is not delivered";
+  EXPECT_TRUE(box.all_accepted());
+  // The same agent again (it holds everything up to 3): nothing to resend.
+  box.OnReconnect(3);
+  EXPECT_EQ(box.NextToSend(), nullptr);
+  EXPECT_EQ(box.Release(1), 2u);
+  EXPECT_EQ(box.first_unacked_sequence(), 2u);
+}
+
+TEST(OutboxTest, ANewAgentGetsEverythingTheOldOneDidNotDeliver) {
+  Outbox box({100, 2});
+  auto recs = Records(1, 8);
+  box.Add(recs.data(), recs.size());  // Batches 1..4.
+  while (const Outbox::Batch* b = box.NextToSend()) box.MarkSent(b->sequence);
+  box.Accept(4);
+  box.Release(1);  // The old agent delivered batch 1, then died.
+  box.OnReconnect(0);
+  std::vector<uint64_t> resent;
+  while (const Outbox::Batch* b = box.NextToSend()) {
+    resent.push_back(b->sequence);
+    box.MarkSent(b->sequence);
+  }
+  EXPECT_EQ(resent, (std::vector<uint64_t>{2, 3, 4}));
+  EXPECT_EQ(box.held_records(), 6u);
+}
+
+TEST(OutboxTest, EvictingAcceptedBatchesIsCountedApartAndNotReportedAsDropped) {
+  Outbox box({/*max_records=*/4, /*max_batch_records=*/2});
+  auto first = Records(1, 4);
+  box.Add(first.data(), first.size());  // Batches 1, 2.
+  while (const Outbox::Batch* b = box.NextToSend()) box.MarkSent(b->sequence);
+  box.Accept(2);
+  auto more = Records(5, 4);
+  box.Add(more.data(), more.size());  // Evicts batches 1 and 2 (accepted), seals 3 and 4.
+  EXPECT_EQ(box.evicted_accepted_records(), 4u);
+  EXPECT_EQ(box.evicted_records(), 0u);
+  ASSERT_NE(box.NextToSend(), nullptr);
+  EXPECT_EQ(box.NextToSend()->sequence, 3u);
+  EXPECT_EQ(box.NextToSend()->dropped_records, 0u) << "the agent holds them: nothing was lost";
 }
 
 TEST(OutboxTest, ReconnectResendsEverythingTheAgentDoesNotHold) {
@@ -56,9 +104,9 @@ TEST(OutboxTest, ReconnectResendsEverythingTheAgentDoesNotHold) {
   auto recs = Records(1, 8);
   box.Add(recs.data(), recs.size());  // Batches 1..4.
   while (const Outbox::Batch* b = box.NextToSend()) box.MarkSent(b->sequence);
-  box.Ack(1);
+  box.Release(1);
   EXPECT_EQ(box.NextToSend(), nullptr);
-  // The new agent already holds batch 2 (e.g. it persisted it): resend from 3.
+  // The agent already holds batch 2: resend from 3.
   box.OnReconnect(2);
   ASSERT_NE(box.NextToSend(), nullptr);
   EXPECT_EQ(box.NextToSend()->sequence, 3u);
@@ -66,7 +114,7 @@ TEST(OutboxTest, ReconnectResendsEverythingTheAgentDoesNotHold) {
   // A fresh agent holds nothing: everything still held goes again.
   box.MarkSent(3);
   box.OnReconnect(0);
-  EXPECT_EQ(box.NextToSend()->sequence, 3u);
+  EXPECT_EQ(box.NextToSend()->sequence, 2u) << "held, so not delivered: batch 2 goes again too";
 }
 
 TEST(OutboxTest, KeepsTheNewestRecordsAtTheBoundAndReportsDrops) {

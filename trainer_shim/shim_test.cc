@@ -109,6 +109,101 @@ TEST_F(ShimTest, AgentKilledAndRestartedMidRunLosesNoAcceptedRecord) {
   EXPECT_TRUE(log_.Contains("lost the agent"));
 }
 
+// With an agent that sends delivery acks, what it accepted but did not deliver survives its
+// death: the shim resends those batches and hints to the next agent, and forgets only what a
+// DeliveryAck covered.
+TEST_F(ShimTest, AgentKilledBeforeDeliveringGetsItsUndeliveredDataResent) {
+  agent_->Stop();
+  FakeAgent::Options with_delivery;
+  with_delivery.delivery_acks = true;
+  auto first = FakeAgent::Start(socket_, with_delivery);
+  ASSERT_TRUE(first.ok()) << first.status();
+  agent_ = *std::move(first);
+  std::unique_ptr<Shim> shim = MakeShim();
+  ASSERT_TRUE(WaitConnected(*shim));
+  ASSERT_TRUE(
+      shim->RegisterCommunicator({kComm, CommKind::COMM_KIND_WORLD, {0, 1, 2, 3}, ""}).ok());
+
+  auto run_iteration = [&](int64_t iteration) {
+    ASSERT_TRUE(shim->PollDirectives(iteration, nullptr).ok());
+    RecordN(*shim, 100 * iteration, 100);
+    // Iteration i ends: everything recorded so far is sealed before its hint is sent.
+    ASSERT_TRUE(WaitUntil([&] {
+      return shim->stats().link.held_records >= static_cast<uint64_t>(100 * (iteration + 1));
+    }));
+    ASSERT_TRUE(agent_->WaitFor([&] {
+      return agent_->acked_records().size() == static_cast<size_t>(100 * (iteration + 1));
+    }));
+    ASSERT_TRUE(
+        shim->RecordIteration({iteration, 100 * iteration, 100 * iteration + 99, 1.0, 0}).ok());
+    ASSERT_TRUE(agent_->WaitFor(
+        [&] { return agent_->hints().size() == static_cast<size_t>(iteration + 1); }));
+  };
+  run_iteration(0);
+  run_iteration(1);
+  EXPECT_EQ(shim->stats().link.held_records, 200u) << "accepted, not delivered: still held";
+
+  // The agent delivers iteration 0 (every batch of its records), then dies.
+  uint64_t iteration0_through = 0;
+  for (const auto& b : agent_->batches()) {
+    bool only0 = true;
+    for (const auto& r : b.records()) only0 = only0 && r.iteration() == 0;
+    if (only0) iteration0_through = std::max(iteration0_through, b.sequence());
+  }
+  ASSERT_GT(iteration0_through, 0u);
+  ASSERT_TRUE(agent_->SendDelivered(iteration0_through, 0));
+  ASSERT_TRUE(WaitUntil([&] { return shim->stats().link.delivered_iteration == 0; }));
+  EXPECT_EQ(shim->stats().link.held_records, 100u);
+  agent_->Stop();
+  ASSERT_TRUE(WaitUntil([&] { return !shim->stats().link.connected; }));
+
+  auto second = FakeAgent::Start(socket_, with_delivery);
+  ASSERT_TRUE(second.ok()) << second.status();
+  agent_ = *std::move(second);
+  ASSERT_TRUE(agent_->WaitFor([&] { return agent_->acked_records().size() == 100; }));
+  ASSERT_TRUE(agent_->WaitFor([&] { return agent_->hints().size() == 1; }));
+  std::set<uint64_t> resent = SeqSet(agent_->acked_records());
+  EXPECT_EQ(*resent.begin(), 101u);
+  EXPECT_EQ(*resent.rbegin(), 200u);
+  EXPECT_EQ(agent_->hints()[0].iteration(), 1) << "the delivered hint is not resent";
+  ASSERT_EQ(agent_->hellos().size(), 1u);
+  ASSERT_TRUE(agent_->hellos()[0].has_delivered_iteration());
+  EXPECT_EQ(agent_->hellos()[0].delivered_iteration(), 0);
+  EXPECT_EQ(agent_->hellos()[0].first_unacked_sequence(), iteration0_through + 1);
+  const AgentLink::Stats s = shim->stats().link;
+  EXPECT_EQ(s.records_evicted, 0u);
+  EXPECT_EQ(s.records_evicted_accepted, 0u);
+  EXPECT_EQ(s.hints_dropped, 0u);
+
+  // Delivered by the new agent: released.
+  ASSERT_TRUE(agent_->SendDelivered(shim->stats().link.last_sequence, 1));
+  EXPECT_TRUE(WaitUntil([&] { return shim->stats().link.held_records == 0; }));
+}
+
+// The same agent reattached (its welcome names the hints it holds): only later hints are resent.
+TEST_F(ShimTest, ReattachResendsOnlyTheHintsTheAgentDoesNotHold) {
+  agent_->Stop();
+  FakeAgent::Options with_delivery;
+  with_delivery.delivery_acks = true;
+  auto first = FakeAgent::Start(socket_, with_delivery);
+  ASSERT_TRUE(first.ok());
+  agent_ = *std::move(first);
+  std::unique_ptr<Shim> shim = MakeShim();
+  ASSERT_TRUE(WaitConnected(*shim));
+  for (int64_t i = 0; i < 3; ++i)
+    ASSERT_TRUE(shim->RecordIteration({i, 10 * i, 10 * i + 9, 1, 0}).ok());
+  ASSERT_TRUE(agent_->WaitFor([&] { return agent_->hints().size() == 3; }));
+  agent_->Stop();
+  ASSERT_TRUE(WaitUntil([&] { return !shim->stats().link.connected; }));
+
+  with_delivery.welcome_hinted_iteration = 1;
+  auto again = FakeAgent::Start(socket_, with_delivery);
+  ASSERT_TRUE(again.ok());
+  agent_ = *std::move(again);
+  ASSERT_TRUE(agent_->WaitFor([&] { return agent_->hints().size() == 1; }));
+  EXPECT_EQ(agent_->hints()[0].iteration(), 2);
+}
+
 TEST_F(ShimTest, KeepsTheNewestRecordsWithinTheBoundWhileNoAgentListens) {
   agent_->Stop();
   agent_.reset();

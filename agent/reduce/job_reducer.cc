@@ -52,6 +52,13 @@ void JobReducer::ResetRank(uint32_t rank, bool new_epoch, int64_t now_ns) {
   if (new_epoch) s.last_emitted = -1;
 }
 
+void JobReducer::ContinueAfter(uint32_t rank, int64_t iteration) {
+  RankState& s = ranks_[rank];
+  if (s.reducer == nullptr) s.reducer = NewReducer(rank);
+  s.last_emitted = std::max(s.last_emitted, iteration);
+  s.reducer->set_next_period_iteration(std::max(s.reducer->next_period_iteration(), iteration + 1));
+}
+
 void JobReducer::AddCommunicator(const v1::Communicator& comm) {
   CommInfo& info = comms_[comm.comm_id()];
   info.kind = comm.kind();

@@ -66,6 +66,10 @@ class JobReducer {
   // at the next Flush); then a fresh reducer and op instance counters. Iteration numbering found
   // without hints continues; `new_epoch` also forgets the last emitted iteration.
   void ResetRank(uint32_t rank, bool new_epoch, int64_t now_ns);
+  // `rank` resumes after `iteration`, which an earlier agent already delivered (ShimHello
+  // .delivered_iteration): iterations at or below it are stale (dropped, counted), and numbering
+  // without hints continues after it. REQUIRES: AddRank(rank) was called.
+  void ContinueAfter(uint32_t rank, int64_t iteration);
   // Registers or replaces a communicator (already validated).
   void AddCommunicator(const v1::Communicator& comm);
 

@@ -213,6 +213,26 @@ TEST(JobReducerTest, RestartedRankKeepsTheOldProcesssLastIteration) {
   EXPECT_EQ(out[0].comms(0).busy_ns(), 1 * kMs);
 }
 
+// A rank resumed by a new agent after iteration 7 was delivered by an earlier one: resent data of
+// iteration 7 makes no summary, iteration 8 does; numbering without hints would go on at 8.
+TEST(JobReducerTest, ContinueAfterDropsWhatAnEarlierAgentDelivered) {
+  JobReducer reducer({});
+  reducer.AddRank(0);
+  reducer.AddCommunicator(Comm(10, {0}));
+  reducer.ContinueAfter(0, 7);
+  EXPECT_EQ(reducer.rank_reducer(0)->next_period_iteration(), 8);
+  reducer.AddOps(0, Ops({Rec(10, 2 * kMs, 3 * kMs, 7), Rec(10, 12 * kMs, 13 * kMs, 8)}), 0);
+  reducer.AddHint(0, Hint(7, 0, 10 * kMs), 0);
+  reducer.AddHint(0, Hint(8, 10 * kMs, 20 * kMs), 0);
+  std::vector<v1::IterationSummary> out;
+  reducer.Flush(0, true, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].iteration(), 8);
+  EXPECT_EQ(reducer.stats().stale_iterations, 1u);
+  reducer.ContinueAfter(0, 3);  // Never moves back.
+  EXPECT_EQ(reducer.rank_reducer(0)->next_period_iteration(), 8);
+}
+
 TEST(JobReducerTest, PeriodModeWithoutHints) {
   JobReducer::Options options;
   options.rank.tracker.redetect_every = 128;

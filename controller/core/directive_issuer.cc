@@ -74,7 +74,9 @@ void DirectiveIssuer::Load(const std::vector<DirectiveRecord>& records) {
     }
     // The controller may have stopped before (or right after) sending: re-deliver at once.
     if (r.state() == DirectiveRecord::STATE_PENDING) {
-      retries_[r.directive().directive_id()] = Retry{now, options_.retry_initial};
+      retries_[r.directive().directive_id()] =
+          Retry{now, options_.retry_initial,
+                absl::FromUnixNanos(r.issued_time_ns()) + options_.ack_timeout};
     }
   }
 }
@@ -130,7 +132,8 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   record.set_last_delivery_time_ns(absl::ToUnixNanos(now));
   if (rollback != nullptr) *record.mutable_rollback() = *rollback;
   uow->txn().PutDirective(record);
-  retries_[id] = Retry{now + options_.retry_initial, options_.retry_initial};
+  retries_[id] =
+      Retry{now + options_.retry_initial, options_.retry_initial, now + options_.ack_timeout};
   // Copy what the send needs: the job entry may change before the commit runs the action.
   JobEntry snapshot = job;
   std::string line =
@@ -288,13 +291,21 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
 }
 
 std::vector<uint64_t> DirectiveIssuer::Tick(
-    absl::Time now, UnitOfWork* uow,
-    const std::function<const JobEntry*(const std::string&)>& jobs) {
+    absl::Time now, UnitOfWork* uow, const std::function<const JobEntry*(const std::string&)>& jobs,
+    const std::function<bool(const std::string&)>& held) {
   std::vector<uint64_t> timed_out;
-  const int64_t cutoff = absl::ToUnixNanos(now - options_.ack_timeout);
   for (auto& [id, record] : records_) {
     if (record.state() != DirectiveRecord::STATE_PENDING) continue;
-    if (record.issued_time_ns() <= cutoff) {
+    auto r = retries_.find(id);
+    absl::Time deadline = absl::FromUnixNanos(record.issued_time_ns()) + options_.ack_timeout;
+    if (r != retries_.end()) {
+      // Held: the whole budget is left once the job's agents are back.
+      if (held && held(record.directive().job())) {
+        r->second.deadline = std::max(r->second.deadline, now + options_.ack_timeout);
+      }
+      deadline = r->second.deadline;
+    }
+    if (now >= deadline) {
       record.set_state(DirectiveRecord::STATE_TIMED_OUT);
       std::string missing;
       std::set<uint32_t> answered;
@@ -320,7 +331,6 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
       });
       continue;
     }
-    auto r = retries_.find(id);
     if (r == retries_.end() || now < r->second.due || !jobs) continue;
     const JobEntry* job = jobs(record.directive().job());
     if (job == nullptr) continue;

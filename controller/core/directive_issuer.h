@@ -18,7 +18,10 @@
 //     (reverts_directive_id = the rejected id) and rollback_directive_id is recorded.
 //   - Retries: a PENDING directive is re-delivered (same id) to the agents of the target ranks
 //     that have not answered finally, after retry_initial, then with exponential backoff up to
-//     retry_max; it becomes TIMED_OUT once ack_timeout (the budget) has passed since issue.
+//     retry_max; it becomes TIMED_OUT once ack_timeout (the budget) has passed since issue. While
+//     its job is *held* (an agent of it is away, within the job-end grace: an agent restart) it
+//     does not time out, and the whole budget is left when the hold ends (kept in memory: after a
+//     controller restart the budget runs from the issue again).
 //   - Every change (issue, delivery count, each ack, state) is staged in the caller's unit of work
 //     and persisted before any message leaves.
 // Not thread-safe: controller loop only.
@@ -110,9 +113,11 @@ class DirectiveIssuer {
 
   // PENDING directives older than ack_timeout become TIMED_OUT (returned); the others that are
   // due are re-delivered (same id) to the agents of the targets without a final ack.
-  // `jobs` resolves the job of a directive for re-delivery (nullptr: skip re-delivery).
+  // `jobs` resolves the job of a directive for re-delivery (nullptr: skip re-delivery); `held`
+  // says whether a job is held (see above; unset: none is).
   std::vector<uint64_t> Tick(absl::Time now, UnitOfWork* uow,
-                             const std::function<const JobEntry*(const std::string&)>& jobs = {});
+                             const std::function<const JobEntry*(const std::string&)>& jobs = {},
+                             const std::function<bool(const std::string&)>& held = {});
 
   // Sends the job's PENDING directives that target ranks of `agent_id` again (it reconnected;
   // the shims drop duplicates by id).
@@ -121,6 +126,8 @@ class DirectiveIssuer {
   const falcon::v1::DirectiveRecord* Find(uint64_t directive_id) const;
   // Newest first; job "" = all jobs; limit 0 = all.
   std::vector<falcon::v1::DirectiveRecord> List(const std::string& job, uint32_t limit) const;
+  // Directives held (every state).
+  size_t size() const { return records_.size(); }
   // Target ranks of a directive (its target_ranks, or every rank of the job).
   static std::vector<uint32_t> Targets(const falcon::v1::Directive& d, const JobEntry& job);
 
@@ -128,6 +135,7 @@ class DirectiveIssuer {
   struct Retry {
     absl::Time due;
     absl::Duration backoff;
+    absl::Time deadline;  // TIMED_OUT from then on: issue + ack_timeout, later if held.
   };
   static bool IsPlan(const falcon::v1::Directive& d);
   static bool BumpsEpoch(const falcon::v1::Directive& d);

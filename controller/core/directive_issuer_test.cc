@@ -196,6 +196,31 @@ TEST_F(DirectiveIssuerTest, RetriesKeepTheIdBackOffAndTimeOut) {
   EXPECT_EQ((*stored)[0].acks_size(), 3);  // Every ack is persisted.
 }
 
+TEST_F(DirectiveIssuerTest, AHeldJobsDirectiveDoesNotTimeOutAndGetsItsBudgetBack) {
+  auto jobs = [this](const std::string& name) { return registry_.Find(name); };
+  bool held = false;
+  auto is_held = [&held](const std::string&) { return held; };
+  UnitOfWork uow;
+  const uint64_t id = issuer_.Issue(PlanDirective({2, 2}), 1, job(), &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  clock_.Advance(absl::Seconds(30));
+  held = true;  // An agent of the job restarts.
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    UnitOfWork u;
+    EXPECT_TRUE(issuer_.Tick(clock_.Now(), &u, jobs, is_held).empty()) << "held at " << i;
+    ASSERT_TRUE(u.Commit(&store_).ok());
+  }
+  held = false;  // Back 110 s after the issue: the whole 60 s budget is left from the last hold.
+  clock_.Advance(absl::Seconds(59));
+  UnitOfWork u1;
+  EXPECT_TRUE(issuer_.Tick(clock_.Now(), &u1, jobs, is_held).empty());
+  EXPECT_EQ(issuer_.Find(id)->state(), DirectiveRecord::STATE_PENDING);
+  clock_.Advance(absl::Seconds(1));
+  UnitOfWork u2;
+  EXPECT_EQ(issuer_.Tick(clock_.Now(), &u2, jobs, is_held), std::vector<uint64_t>{id});
+}
+
 TEST_F(DirectiveIssuerTest, TopologyChangeBumpsTheEpochAndFencesOlderAcks) {
   UnitOfWork uow;
   uint64_t s2 = issuer_.Issue(PlanDirective({2, 2}), 1, job(), &uow);

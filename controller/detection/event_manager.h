@@ -100,6 +100,8 @@ class EventManager {
                                                                uint32_t limit) const;
   // Events not recovered or closed.
   std::vector<falcon::controller::v1::EventRecord*> OpenEvents();
+  // Events held (every state).
+  size_t size() const { return events_.size(); }
 
   // Calls `watcher` with the event after every committed transition of an event of `job`
   // ("" = all). Returns an id for Unwatch.

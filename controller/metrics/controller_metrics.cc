@@ -58,6 +58,11 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
               .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
                                                                1e-2, 3e-2, 0.1, 0.3, 1})),
       write_errors_(AddCounterFamily(registry, metric::kStoreWriteErrors).Add({})),
+      sync_latency_(
+          AddHistogramFamily(registry, metric::kStoreSyncLatency)
+              .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
+                                                               1e-2, 3e-2, 0.1, 0.3, 1})),
+      repair_lost_(AddGaugeFamily(registry, metric::kStoreRepairLost)),
       errors_(AddCounterFamily(registry, metric::kErrors)) {
   AddGaugeFamily(registry, metric::kBuildInfo).Add({{"version", version}}).Set(1);
   // Every known site from the start, so the series exist (at 0) before the first error.
@@ -124,6 +129,15 @@ void ControllerMetrics::RemoveJob(const std::string& job) {
   if (it->second.iteration_time) iteration_time_.Remove(it->second.iteration_time);
   if (it->second.iterations) job_iterations_.Remove(it->second.iterations);
   per_job_.erase(it);
+}
+
+void ControllerMetrics::StoreSync(absl::Duration latency, bool ok) {
+  sync_latency_.Observe(absl::ToDoubleSeconds(latency));
+  if (!ok) write_errors_.Increment();
+}
+
+void ControllerMetrics::StoreRepairLost(const std::string& kind, int64_t lost) {
+  repair_lost_.Add({{"kind", kind}}).Set(static_cast<double>(lost));
 }
 
 void ControllerMetrics::StoreWrite(absl::Duration latency, bool ok) {

@@ -58,6 +58,9 @@ class ControllerMetrics : public common::ErrorCounter {
   // Drops the job's series.
   void RemoveJob(const std::string& job);
   void StoreWrite(absl::Duration latency, bool ok);
+  void StoreSync(absl::Duration latency, bool ok);
+  // A repair of the damaged store lost `lost` records of `kind` (jobs, events, ...).
+  void StoreRepairLost(const std::string& kind, int64_t lost);
   // An error handled by logging it and going on: falcon_controller_errors_total{where}.
   void CountError(absl::string_view where) override;
 
@@ -84,6 +87,8 @@ class ControllerMetrics : public common::ErrorCounter {
   prometheus::Family<prometheus::Counter>& directives_issued_;
   prometheus::Histogram& write_latency_;
   prometheus::Counter& write_errors_;
+  prometheus::Histogram& sync_latency_;
+  prometheus::Family<prometheus::Gauge>& repair_lost_;
   prometheus::Family<prometheus::Counter>& errors_;
 
   absl::Mutex mu_;

@@ -110,6 +110,7 @@ TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Seconds(1));
   m.CountError("test_site");
+  m.StoreRepairLost("jobs", 2);
   EXPECT_THAT(common::RegistryMismatches(registry.Collect(), metric::kAll), ::testing::IsEmpty());
 }
 

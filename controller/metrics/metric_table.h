@@ -75,7 +75,16 @@ inline constexpr MetricSpec kStoreWriteLatency{"falcon_controller_store_write_la
                                                "RocksDB write (one atomic batch) latency"};
 inline constexpr MetricSpec kStoreWriteErrors{"falcon_controller_store_write_errors_total",
                                               MetricType::kCounter, "writes", "",
-                                              "Failed RocksDB writes"};
+                                              "Failed RocksDB writes and log syncs"};
+inline constexpr MetricSpec kStoreSyncLatency{
+    "falcon_controller_store_sync_latency_seconds", MetricType::kHistogram, "seconds", "",
+    "RocksDB log sync (fsync) latency; one sync makes a group of commits durable before their "
+    "acknowledgements go out"};
+inline constexpr MetricSpec kStoreRepairLost{
+    "falcon_controller_store_repair_lost", MetricType::kGauge, "records", "kind",
+    "What repairing a damaged store at this start (--store_repair) lost, by kind (jobs, events, "
+    "directives, batches): the count recorded with the last durable commit minus the count "
+    "after the repair; absent when nothing was repaired"};
 inline constexpr MetricSpec kErrors{"falcon_controller_errors_total", MetricType::kCounter,
                                     "errors", "where",
                                     "Errors handled by logging and going on, by site (where)"};
@@ -102,14 +111,24 @@ inline constexpr MetricSpec kAll[] = {
     kDirectivesIssued,
     kStoreWriteLatency,
     kStoreWriteErrors,
+    kStoreSyncLatency,
+    kStoreRepairLost,
     kErrors,
 };
 
 // The sites of falcon_controller_errors_total{where}: every handled error the controller logs
-// (LOG(WARNING), or LOG(ERROR) for the store) is counted at one of these, and each series exists
-// from the start at 0. Code passes the constants; the list below describes each.
+// (LOG(WARNING), or LOG(ERROR) for a store write or sync) is counted at one of these, and each
+// series exists from the start at 0. Code passes the constants; the list below describes each.
 namespace where {
 inline constexpr char kStoreWrite[] = "store_write";
+inline constexpr char kStoreSync[] = "store_sync";
+inline constexpr char kStoreRepair[] = "store_repair";
+inline constexpr char kHelloStoreUnavailable[] = "hello_store_unavailable";
+inline constexpr char kHelloCommit[] = "hello_commit";
+inline constexpr char kBatchStoreUnavailable[] = "batch_store_unavailable";
+inline constexpr char kBatchCommit[] = "batch_commit";
+inline constexpr char kValidationResultStoreUnavailable[] = "validation_result_store_unavailable";
+inline constexpr char kDirectiveAckStoreUnavailable[] = "directive_ack_store_unavailable";
 inline constexpr char kBatchRejected[] = "batch_rejected";
 inline constexpr char kValidationResultRefused[] = "validation_result_refused";
 inline constexpr char kValidationResultCommit[] = "validation_result_commit";
@@ -140,8 +159,29 @@ inline constexpr char kMitigationS4Issue[] = "mitigation_s4_issue";
 
 inline constexpr common::ErrorSite kErrorSites[] = {
     {where::kStoreWrite,
-     "A RocksDB write failed (also in store_write_errors_total): the unit's messages are dropped, "
-     "its in-memory changes stay until the next successful write"},
+     "The store failed a write (also in store_write_errors_total): the unit's messages are "
+     "dropped, its changes stay in memory and its writes are kept until the store recovers; "
+     "counted once per failure"},
+    {where::kStoreSync,
+     "The store failed to sync its log: nothing is acknowledged until it recovers; counted once "
+     "per failure"},
+    {where::kStoreRepair,
+     "The store was damaged and repaired at start (--store_repair): what was lost is logged and "
+     "in store_repair_lost"},
+    {where::kHelloStoreUnavailable,
+     "An agent's hello came while the store is failing: the stream is refused, the agent "
+     "reconnects"},
+    {where::kHelloCommit, "An agent's hello could not be stored: the stream is refused"},
+    {where::kBatchStoreUnavailable,
+     "A telemetry batch came while the store is failing: not applied nor acknowledged, the agent "
+     "resends it"},
+    {where::kBatchCommit,
+     "A telemetry batch (or its rejection) could not be stored: not acknowledged, the agent "
+     "resends it"},
+    {where::kValidationResultStoreUnavailable,
+     "A validation result came while the store is failing: dropped, its task times out"},
+    {where::kDirectiveAckStoreUnavailable,
+     "A directive ack came while the store is failing: dropped, the directive is re-delivered"},
     {where::kBatchRejected,
      "A telemetry batch or registration failed validation: the agent got a field error (also in "
      "ingest_rejected_batches_total)"},

@@ -139,6 +139,33 @@ bool JobEntry::RemoveAgent(const std::string& agent_id) {
   return true;
 }
 
+falcon::v1::JobRegistration WithEarlierPart(const JobEntry& job, const std::string& agent_id,
+                                            falcon::v1::JobRegistration reg) {
+  for (const AgentJob& a : job.record().agents()) {
+    if (a.agent_id() != agent_id) continue;
+    const falcon::v1::JobRegistration& earlier = a.registration();
+    if (earlier.epoch() != reg.epoch() || earlier.world_size() != reg.world_size()) return reg;
+    std::set<uint32_t> ranks;
+    for (const falcon::v1::RankInfo& r : reg.ranks()) ranks.insert(r.rank());
+    for (const falcon::v1::RankInfo& r : earlier.ranks()) {
+      if (ranks.insert(r.rank()).second) *reg.add_ranks() = r;
+    }
+    std::set<uint64_t> comms;
+    for (const falcon::v1::Communicator& c : reg.communicators()) comms.insert(c.comm_id());
+    for (const falcon::v1::Communicator& c : earlier.communicators()) {
+      if (comms.insert(c.comm_id()).second) *reg.add_communicators() = c;
+    }
+    if (reg.dp_size() == 0) reg.set_dp_size(earlier.dp_size());
+    if (reg.pp_size() == 0) reg.set_pp_size(earlier.pp_size());
+    if (reg.tp_size() == 0) reg.set_tp_size(earlier.tp_size());
+    if (reg.global_micro_batches() == 0) {
+      reg.set_global_micro_batches(earlier.global_micro_batches());
+    }
+    return reg;
+  }
+  return reg;
+}
+
 void JobEntry::Rebuild() {
   falcon::v1::Job* job = record_.mutable_job();
   const falcon::v1::JobState state = job->state();

@@ -82,6 +82,14 @@ class JobEntry {
   absl::flat_hash_map<uint64_t, CommInfo> comms_;
 };
 
+// `reg` completed with `agent_id`'s current part of `job`: the ranks and communicators that part
+// has and `reg` lacks are added, and layout sizes `reg` leaves 0 are taken from it. Only when the
+// part has the same epoch and world_size (otherwise `reg` is returned as it is). For an agent
+// rejoining a job (registry/job_presence.h): its shims reattach one at a time, and the job keeps
+// its ranks meanwhile.
+falcon::v1::JobRegistration WithEarlierPart(const JobEntry& job, const std::string& agent_id,
+                                            falcon::v1::JobRegistration reg);
+
 class JobRegistry {
  public:
   JobRegistry() = default;

@@ -130,5 +130,37 @@ TEST(JobRegistryTest, LoadRestoresFromRecords) {
   EXPECT_EQ(reloaded.JobNames(), (std::vector<std::string>{"job"}));
 }
 
+TEST(JobRegistryTest, WithEarlierPartKeepsTheRanksOfARejoiningAgent) {
+  LayoutSpec spec;
+  spec.dp = 4;
+  spec.pp = 1;
+  spec.ranks_per_node = 2;
+  JobRegistry registry;
+  StoreTxn txn;
+  const falcon::v1::JobRegistration full = NodeRegistration(spec, 0);  // Ranks 0 and 1.
+  ASSERT_EQ(full.ranks_size(), 2);
+  JobEntry* job = Register(&registry, "a0", "node-0", full, &txn);
+  Register(&registry, "a1", "node-1", NodeRegistration(spec, 1), &txn);
+
+  // The restarted agent's first registration has only the shim that came back first.
+  falcon::v1::JobRegistration partial = full;
+  partial.mutable_ranks()->DeleteSubrange(1, 1);
+  partial.clear_communicators();
+  partial.set_dp_size(0);
+  job = registry.Find(spec.job);
+  const falcon::v1::JobRegistration merged = WithEarlierPart(*job, "a0", partial);
+  EXPECT_EQ(merged.ranks_size(), 2);
+  EXPECT_EQ(merged.communicators_size(), full.communicators_size());
+  EXPECT_EQ(merged.dp_size(), full.dp_size());
+  job = Register(&registry, "a0", "node-0", merged, &txn);
+  EXPECT_EQ(job->ranks(), (std::vector<uint32_t>{0, 1, 2, 3}));
+
+  // Another agent's part is not borrowed; another epoch starts over.
+  EXPECT_EQ(WithEarlierPart(*job, "a9", partial).ranks_size(), 1);
+  falcon::v1::JobRegistration next_epoch = partial;
+  next_epoch.set_epoch(full.epoch() + 1);
+  EXPECT_EQ(WithEarlierPart(*job, "a0", next_epoch).ranks_size(), 1);
+}
+
 }  // namespace
 }  // namespace falcon::controller

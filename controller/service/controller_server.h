@@ -39,8 +39,13 @@ struct ServerOptions {
   std::string metrics_listen;
   // RocksDB directory; "" keeps state in memory (lost on exit; tests only).
   std::string data_dir;
-  // fsync every commit (see RocksDbOptions::sync_writes). Default false.
-  bool sync_writes = false;
+  // Acknowledge only what the log has fsynced (RocksDbOptions::sync_writes); false: what the
+  // operating system holds (survives a controller crash, not a power loss). Default true.
+  bool sync_writes = true;
+  // Open a damaged store by repairing it (RocksDbOptions::repair), logging and counting what was
+  // lost (falcon_controller_store_repair_lost); false: refuse to start with kDataLoss naming the
+  // damaged file. Default false.
+  bool store_repair = false;
   // How often Controller::Tick runs. Default 1 s.
   absl::Duration tick_interval = absl::Seconds(1);
   // Reported as falcon_controller_build_info{version}.

@@ -236,11 +236,30 @@ absl::Status LocalCluster::StartAgent(int node) {
   args.insert(args.end(), options_.agent_args.begin(), options_.agent_args.end());
   absl::StatusOr<common::Subprocess> proc = Spawn(name, args, /*new_process_group=*/true);
   if (!proc.ok()) return proc.status();
-  agents_.push_back(Child{name, std::move(*proc), std::nullopt});
-  absl::StatusOr<std::vector<std::string>> lines = AwaitLines(agents_.back(), {"metrics on "});
+  const size_t index = static_cast<size_t>(node);
+  if (index == agents_.size()) {
+    agents_.push_back(Child{name, std::nullopt, std::nullopt});
+    agent_metrics_.emplace_back();
+  }
+  agents_[index] = Child{name, std::move(*proc), std::nullopt};
+  absl::StatusOr<std::vector<std::string>> lines = AwaitLines(agents_[index], {"metrics on "});
   if (!lines.ok()) return lines.status();
-  agent_metrics_.push_back((*lines)[0]);
+  agent_metrics_[index] = (*lines)[0];
   return absl::OkStatus();
+}
+
+absl::Status LocalCluster::RestartAgent(int node, bool kill_now) {
+  if (node < 0 || static_cast<size_t>(node) >= agents_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node: ", node, " is not an agent of the cluster"));
+  }
+  StopChild(agents_[node], kill_now);
+  // A fresh log, so the address line of the stopped agent is not taken; the old one is kept.
+  const std::string log = log_path(absl::StrCat("agent-node", node));
+  std::error_code ec;
+  std::filesystem::rename(log, log + ".1", ec);
+  if (ec) return absl::InternalError(absl::StrCat("rename '", log, "': ", ec.message()));
+  return StartAgent(node);
 }
 
 absl::Status LocalCluster::StartTrainer() {

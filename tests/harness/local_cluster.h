@@ -102,6 +102,11 @@ class LocalCluster {
   // starts it again on the same data directory and, if it can be bound, the same port (the agents
   // reconnect on their own). The address may change when the port was taken meanwhile.
   absl::Status RestartController(bool kill = false);
+  // Stops agent `node` (SIGTERM and its drain, or SIGKILL at once when `kill`) and starts it again
+  // with the same flags, socket and node name (so the same agent id); the shims reconnect on
+  // their own. Its earlier log moves to log_path("agent-nodeK") + ".1"; agent_metrics()[node]
+  // is updated. kInvalidArgument: no such node.
+  absl::Status RestartAgent(int node, bool kill = false);
 
   // Stops trainer, agents and controller (in that order); idempotent. Removes the work
   // directory unless keep_work_dir.
@@ -135,6 +140,7 @@ class LocalCluster {
   explicit LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
   absl::Status StartAll();
   absl::Status StartController(int port);
+  // Starts agent `node` into agents_[node] (appended when node == agents_.size()).
   absl::Status StartAgent(int node);
   // Starts `argv` with stdin /dev/null, stdout and stderr appended to log_path(`name`), killed
   // with this process (SIGKILL).
