@@ -56,6 +56,9 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, const
   shim_errors_ = counter(metric::kShimErrors);
   directives_ = counter(metric::kDirectivesRelayed);
   tasks_ = counter(metric::kValidationTasksRelayed);
+  // Every known site from the start, so the series exist (at 0) before the first error.
+  for (const common::metrics::ErrorSite& site : metric::kErrorSites)
+    errors_.Add({{"where", site.where}});
 }
 
 void AgentMetrics::CountError(absl::string_view where) {

@@ -1,8 +1,9 @@
 // The agent against the real controller (//controller:falcon_controller, a separate process with
 // RocksDB): the controller is killed with SIGKILL mid-stream and restarted on the same port and
-// data directory while two ranks keep training. Afterwards the controller's job history has every
-// iteration exactly once with the right job iteration time, and it saw no stale (duplicated) or
-// rejected summary.
+// data directory while two ranks keep training; and the controller's disk (a small tmpfs) fills up
+// mid-stream and is freed again. Afterwards the controller's job history has every iteration
+// exactly once with the right job iteration time, also after a restart, and it saw no stale
+// (duplicated) or rejected summary.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,8 @@
 #include "controller/metrics/metric_table.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
+#include "tests/testing/skip.h"
+#include "tests/testing/tmpfs.h"
 
 namespace falcon::agent {
 namespace {
@@ -46,7 +49,8 @@ class ControllerProcess {
 
   // Starts it on 127.0.0.1:`port` (0: any) with `data_dir`; waits for its address lines.
   ::testing::AssertionResult Start(int port, const std::string& data_dir) {
-    log_ = absl::StrCat(data_dir, ".log.", ++starts_);
+    // Beside the test's other outputs (not in data_dir, which may be a tmpfs that fills up).
+    log_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/controller.log.", ++starts_);
     std::vector<std::string> args = {ControllerBinary(),
                                      absl::StrCat("--listen=127.0.0.1:", port),
                                      "--metrics_listen=127.0.0.1:0",
@@ -148,6 +152,51 @@ class ControllerIntegrationTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
+  // The agent (fast reconnects) and two shims of a 2-rank job.
+  void StartAgentAndShims() {
+    AgentOptions o;
+    o.controller = controller_.address();
+    o.socket_path = dir_ + "/agent.sock";
+    o.node = "n1";
+    o.agent_id = "agent-n1";
+    o.metrics_listen = "";
+    o.summary_interval = absl::Milliseconds(20);
+    o.backoff.initial = absl::Milliseconds(20);
+    o.backoff.max = absl::Milliseconds(200);
+    auto agent = Agent::Start(o, clock_);
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = std::move(*agent);
+    for (uint32_t r = 0; r < 2; ++r) {
+      shims_.push_back(std::make_unique<ShimTestClient>(o.socket_path));
+      v1::ShimMessage hello = testing::HelloMsg(kJob, r, 2, 5000 + static_cast<int32_t>(r));
+      ASSERT_TRUE(shims_[r]->Send(hello));
+      ASSERT_TRUE(shims_[r]->Next(v1::AgentToShim::kWelcome).has_value());
+      ASSERT_TRUE(shims_[r]->Send(testing::CommMsg(kComm, {0, 1})));
+    }
+  }
+
+  // The controller's stored job history has iterations [0, n) exactly once, each with the job
+  // iteration time (the slower rank's).
+  void ExpectHistoryExactlyOnce(int64_t n) {
+    auto stub = v1::Control::NewStub(
+        grpc::CreateChannel(controller_.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::GetHistoryRequest req;
+    req.set_job(kJob);
+    req.set_max_points(10000);
+    v1::GetHistoryResponse history;
+    ASSERT_TRUE(stub->GetHistory(&ctx, req, &history).ok());
+    std::map<int64_t, int64_t> points;
+    for (const v1::HistoryPoint& p : history.points()) {
+      EXPECT_TRUE(points.emplace(p.iteration(), p.iteration_time_ns()).second) << p.iteration();
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      auto it = points.find(i);
+      ASSERT_NE(it, points.end()) << "iteration " << i << " missing";
+      EXPECT_EQ(it->second, std::max(Duration(0, i), Duration(1, i))) << "iteration " << i;
+    }
+  }
+
   v1::Job GetJob() {
     auto stub = v1::Control::NewStub(
         grpc::CreateChannel(controller_.address(), grpc::InsecureChannelCredentials()));
@@ -192,25 +241,7 @@ class ControllerIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoSummary) {
-  AgentOptions o;
-  o.controller = controller_.address();
-  o.socket_path = dir_ + "/agent.sock";
-  o.node = "n1";
-  o.agent_id = "agent-n1";
-  o.metrics_listen = "";
-  o.summary_interval = absl::Milliseconds(20);
-  o.backoff.initial = absl::Milliseconds(20);
-  o.backoff.max = absl::Milliseconds(200);
-  auto agent = Agent::Start(o, clock_);
-  ASSERT_TRUE(agent.ok()) << agent.status();
-  agent_ = std::move(*agent);
-  for (uint32_t r = 0; r < 2; ++r) {
-    shims_.push_back(std::make_unique<ShimTestClient>(o.socket_path));
-    v1::ShimMessage hello = testing::HelloMsg(kJob, r, 2, 5000 + static_cast<int32_t>(r));
-    ASSERT_TRUE(shims_[r]->Send(hello));
-    ASSERT_TRUE(shims_[r]->Next(v1::AgentToShim::kWelcome).has_value());
-    ASSERT_TRUE(shims_[r]->Send(testing::CommMsg(kComm, {0, 1})));
-  }
+  ASSERT_NO_FATAL_FAILURE(StartAgentAndShims());
 
   Iterations(0, 100);
   ASSERT_TRUE(WaitJobIteration(98));
@@ -225,28 +256,90 @@ TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoS
   ASSERT_TRUE(WaitJobIteration(299));
   ASSERT_TRUE(agent_->Drain(kWait).ok());
 
-  auto stub = v1::Control::NewStub(
-      grpc::CreateChannel(controller_.address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  v1::GetHistoryRequest req;
-  req.set_job(kJob);
-  req.set_max_points(10000);
-  v1::GetHistoryResponse history;
-  ASSERT_TRUE(stub->GetHistory(&ctx, req, &history).ok());
-  std::map<int64_t, int64_t> points;
-  for (const v1::HistoryPoint& p : history.points()) {
-    EXPECT_TRUE(points.emplace(p.iteration(), p.iteration_time_ns()).second) << p.iteration();
-  }
-  for (int64_t i = 0; i < 300; ++i) {
-    auto it = points.find(i);
-    ASSERT_NE(it, points.end()) << "iteration " << i << " missing";
-    EXPECT_EQ(it->second, std::max(Duration(0, i), Duration(1, i))) << "iteration " << i;
-  }
+  ExpectHistoryExactlyOnce(300);
   EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
   EXPECT_EQ(Metric(controller::metrics::kIngestRejectedBatches.name), 0);
   EXPECT_EQ(agent_->link().stats().rejected_batches, 0u);
   EXPECT_EQ(agent_->buffer().stats().dropped_batches, 0u);
   EXPECT_GE(agent_->link().stats().connects, 2u);
+}
+
+// The controller's data directory on a small tmpfs that fills up mid-stream: writes fail, nothing
+// is acknowledged that was not stored, the agent keeps and resends what was not acknowledged, and
+// once space returns every iteration ends up stored exactly once, also across a restart.
+class ControllerDiskFullTest : public ControllerIntegrationTest {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/falcon-agent-ctl-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto disk = tests::testing::Tmpfs::Mount(
+        absl::StrCat(std::getenv("TEST_TMPDIR"), "/controller-disk"), 8 << 20);
+    if (!disk.ok()) FALCON_SKIP_OR_FAIL(std::string(disk.status().message()));
+    disk_ = std::move(*disk);
+    data_dir_ = disk_->path() + "/controller-data";
+    ASSERT_TRUE(controller_.Start(0, data_dir_));
+  }
+  void TearDown() override {
+    ControllerIntegrationTest::TearDown();  // The controller is gone before the unmount.
+    disk_.reset();
+  }
+
+  double Errors(const std::string& where) {
+    auto body = common::testing::HttpGet(controller_.metrics(), "/metrics");
+    if (!body.ok()) return -1;
+    auto samples = testing::ParsePrometheusText(*body);
+    if (!samples.ok()) return -1;
+    return testing::FindSample(*samples, controller::metrics::kErrors.name, {{"where", where}})
+        .value_or(0);
+  }
+
+  std::unique_ptr<tests::testing::Tmpfs> disk_;
+};
+
+TEST_F(ControllerDiskFullTest, FullDiskLosesAndDuplicatesNoSummaryAcrossARestart) {
+  ASSERT_NO_FATAL_FAILURE(StartAgentAndShims());
+  Iterations(0, 100);
+  ASSERT_TRUE(WaitJobIteration(98));
+
+  ASSERT_TRUE(disk_->Fill("filler").ok());
+  // Training goes on while the controller cannot store: writes fail, the streams end and the
+  // agent keeps everything not acknowledged.
+  int64_t i = 100;
+  const absl::Time deadline = absl::Now() + kWait;
+  while (Errors("batch_commit") < 1 && absl::Now() < deadline) {
+    Iterations(i, i + 5);
+    i += 5;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_GE(Errors("batch_commit"), 1) << "no store write failed";
+  // Keep the disk full (whatever RocksDB frees by closing its log is taken again) for a while:
+  // the controller's recovery attempts fail, hellos and batches are refused.
+  for (int round = 0; round < 40; ++round) {
+    ASSERT_TRUE(disk_->Fill("filler").ok());
+    Iterations(i, i + 2);
+    i += 2;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_GE(Errors("hello_store_unavailable") + Errors("batch_store_unavailable"), 1);
+  EXPECT_LT(GetJob().last_iteration(), i - 50);
+  ASSERT_TRUE(disk_->Free("filler").ok());
+  const int64_t end = i + 100;
+  Iterations(i, end);
+  for (uint32_t r = 0; r < 2; ++r) SendIteration(*shims_[r], r, end);  // Completes end - 1.
+  ASSERT_TRUE(WaitJobIteration(end - 1));
+  ASSERT_TRUE(agent_->Drain(kWait).ok());
+  ExpectHistoryExactlyOnce(end);
+  EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestRejectedBatches.name), 0);
+  EXPECT_EQ(agent_->link().stats().rejected_batches, 0u);
+  EXPECT_EQ(agent_->buffer().stats().dropped_batches, 0u);
+  EXPECT_GE(agent_->link().stats().connects, 2u);
+
+  // Everything acknowledged was durable: a SIGKILL and restart keep all of it.
+  controller_.Kill();
+  ASSERT_TRUE(controller_.Start(controller_.port(), data_dir_));
+  ExpectHistoryExactlyOnce(end);
 }
 
 }  // namespace

@@ -37,6 +37,47 @@ set -e
 [ "$rc" = 2 ] || fail "bad config: rc $rc"
 grep -q "bad.conf:1: bogus: unknown setting" <<<"$out" || fail "bad config: $out"
 
+# Out-of-range values exit 2 naming the setting; each of these used to start an agent (bounded
+# by `timeout` here so that a regression fails instead of hanging).
+expect_refused() {  # expect_refused PATTERN ARGS...
+  local pattern="$1"
+  shift
+  set +e
+  out=$(timeout 20 "$AGENT" --socket "$DIR/refused.sock" "$@" 2>&1)
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] || fail "$*: rc $rc (want 2): $out"
+  grep -qF -- "$pattern" <<<"$out" || fail "$*: want '$pattern' in: $out"
+}
+C="--controller=127.0.0.1:1"
+expect_refused "heartbeat_interval: 'inf' is not a finite duration" $C --heartbeat_interval=inf
+expect_refused "heartbeat_interval: 1ns is not in [10ms, 10m]" $C --heartbeat_interval=1ns
+expect_refused "drain_timeout: 'inf' is not a finite duration" $C --drain_timeout=inf
+expect_refused "job_idle_timeout: 0 is not in [1s, 168h]" $C --job_idle_timeout=0
+expect_refused "controller: '127.0.0.1:99999': port '99999' is not in [1, 65535]" \
+  --controller=127.0.0.1:99999
+expect_refused "controller: required" --controller=
+expect_refused "metrics_listen: '127.0.0.1:99999': port '99999' is not in [0, 65535]" $C \
+  --metrics_listen=127.0.0.1:99999
+expect_refused "node: must be 1 to 256 bytes of UTF-8" $C --node=$'\xff'
+expect_refused "unexpected argument 'stray'" $C stray
+expect_refused "config $DIR: is a directory, not a file" $C --config "$DIR"
+
+# An empty --metrics_listen disables /metrics (it bound 0.0.0.0:9464, the default).
+"$AGENT" --controller 127.0.0.1:1 --socket "$DIR/nometrics.sock" --metrics_listen= \
+  --drain_timeout 0.2 >"$DIR/out" 2>&1 &
+PID=$!
+for _ in $(seq 1 200); do
+  grep -q "shim socket" "$DIR/out" && break
+  kill -0 "$PID" 2>/dev/null || fail "agent with --metrics_listen= exited early"
+  sleep 0.1
+done
+grep -q "shim socket" "$DIR/out" || fail "agent with --metrics_listen= did not start"
+grep -q "^metrics on" "$DIR/out" && fail "--metrics_listen= still serves /metrics"
+kill -TERM "$PID"
+wait "$PID" || fail "agent with --metrics_listen=: exit code $?"
+PID=""
+
 # A config file, overridden by a flag. No controller listens on port 1: the agent keeps retrying.
 cat > "$DIR/agent.conf" <<CONF
 # test config
@@ -74,7 +115,10 @@ grep -q "another agent is serving $DIR/agent.sock" <<<"$out" || fail "second age
 command -v curl >/dev/null || fail "curl is not installed (deploy/install-deps.sh installs it)"
 BODY=$(curl --silent --show-error --fail --max-time 10 "http://$ADDR/metrics" 2>&1) ||
   fail "GET http://$ADDR/metrics: $BODY"
-grep -q '^falcon_agent_build_info{.*version="0.1.0"' <<<"$BODY" || fail "no build info"
+VERSION=$("$AGENT" --version | awk '{print $2}')  # "falcon-agent X.Y.Z" (common/version.h)
+[ -n "$VERSION" ] || fail "--version printed no version"
+grep -q "^falcon_agent_build_info{.*version=\"$VERSION\"" <<<"$BODY" ||
+  fail "no build info with version $VERSION"
 grep -q '^falcon_agent_controller_connected{node="conf-node"} 0' <<<"$BODY" ||
   fail "controller_connected not 0"
 

@@ -17,48 +17,77 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "agent/agent.h"
 #include "agent/options.h"
 #include "cli/help/flags_help.h"
 #include "common/clock.h"
+#include "common/flag_checks.h"
 #include "common/logging/logging.h"
+#include "common/version.h"
+
+namespace falcon::agent {
+
+// A setting given on the command line, or not. Unlike std::optional<std::string>, for which
+// Abseil reads `--flag=` as "unset", an empty value is a value: `--metrics_listen=` disables
+// /metrics (it used to leave the default 0.0.0.0:9464 in place) and `--controller=` is refused.
+struct SettingFlag {
+  std::optional<std::string> value;
+};
+
+bool AbslParseFlag(absl::string_view text, SettingFlag* flag, std::string*) {
+  flag->value = std::string(text);
+  return true;
+}
+
+std::string AbslUnparseFlag(const SettingFlag& flag) { return flag.value.value_or(""); }
+
+}  // namespace falcon::agent
 
 // Every flag is optional: unset flags leave the config file's value or the default in place.
 #define FALCON_AGENT_FLAG(name, help) \
-  ABSL_FLAG(std::optional<std::string>, name, std::nullopt, help)
+  ABSL_FLAG(falcon::agent::SettingFlag, name, falcon::agent::SettingFlag{}, help)
 
-FALCON_AGENT_FLAG(controller, "controller address HOST:PORT (required)");
+FALCON_AGENT_FLAG(controller, "controller address HOST:PORT, port in [1, 65535] (required)");
 FALCON_AGENT_FLAG(socket, "unix socket the shims attach to (default /run/falcon/agent.sock)");
 FALCON_AGENT_FLAG(socket_group, "group owning the socket, mode 0660 (default: the agent's group)");
 FALCON_AGENT_FLAG(node, "node name (default: the host name)");
 FALCON_AGENT_FLAG(agent_id, "stable agent id, the controller's dedup key (default: node)");
 FALCON_AGENT_FLAG(metrics_listen,
-                  "HOST:PORT for /metrics; port 0 picks one; empty disables (default "
-                  "0.0.0.0:9464)");
-FALCON_AGENT_FLAG(summary_interval, "flush period of iteration summaries (default 1s)");
+                  "HOST:PORT for /metrics; port 0 picks one; empty (--metrics_listen=) disables "
+                  "(default 0.0.0.0:9464)");
+FALCON_AGENT_FLAG(summary_interval,
+                  "flush period of iteration summaries, in [1ms, 60s] (default 1s)");
 FALCON_AGENT_FLAG(buffer_batches,
-                  "telemetry batches held while the controller is away (default 4096)");
-FALCON_AGENT_FLAG(buffer_bytes, "bytes held while the controller is away (default 64 MiB)");
-FALCON_AGENT_FLAG(backoff_initial, "first reconnect delay (default 100ms)");
-FALCON_AGENT_FLAG(backoff_max, "longest reconnect delay (default 30s)");
-FALCON_AGENT_FLAG(backoff_jitter, "relative jitter of reconnect delays (default 0.2)");
+                  "telemetry batches held while the controller is away, in [1, 2^20] (default "
+                  "4096)");
+FALCON_AGENT_FLAG(buffer_bytes,
+                  "bytes held while the controller is away, in [1, 2^36] (default 64 MiB)");
+FALCON_AGENT_FLAG(backoff_initial, "first reconnect delay, in [1ms, 10m] (default 100ms)");
+FALCON_AGENT_FLAG(backoff_max, "longest reconnect delay, in [backoff_initial, 1h] (default 30s)");
+FALCON_AGENT_FLAG(backoff_jitter, "relative jitter of reconnect delays, in [0, 1) (default 0.2)");
 FALCON_AGENT_FLAG(seed, "seed of the jitter generator (default 1)");
-FALCON_AGENT_FLAG(heartbeat_interval, "heartbeat period on an idle stream (default 5s)");
+FALCON_AGENT_FLAG(heartbeat_interval,
+                  "heartbeat period on an idle stream, in [10ms, 10m] (default 5s)");
 FALCON_AGENT_FLAG(drain_timeout,
-                  "on SIGTERM, how long to wait for the controller's acks (default 10s)");
-FALCON_AGENT_FLAG(hint_hold, "how long a hinted iteration waits for late ops (default 5s)");
+                  "on SIGTERM, how long to wait for the controller's acks, in [0, 10m] (default "
+                  "10s)");
+FALCON_AGENT_FLAG(hint_hold,
+                  "how long a hinted iteration waits for late ops, in [0, 10m] (default 5s)");
 FALCON_AGENT_FLAG(match_hold,
-                  "how long an iteration waits for other ranks' matching ops (default 2s)");
-FALCON_AGENT_FLAG(job_idle_timeout, "forget a job this long after its last shim left (10m)");
+                  "how long an iteration waits for other ranks' matching ops, in [0, 10m] "
+                  "(default 2s)");
+FALCON_AGENT_FLAG(job_idle_timeout,
+                  "forget a job this long after its last shim left, in [1s, 7d] (default 10m)");
 FALCON_AGENT_FLAG(max_raw_ops_per_rank,
-                  "raw op records held per profiled rank between flushes (1048576)");
+                  "raw op records held per profiled rank between flushes, in [1, 2^26] (default "
+                  "1048576)");
 ABSL_FLAG(std::string, config, "",
           "optional config file: JSON object or `key = value` lines, keys as the flags; flags "
           "given on the command line override it");
 
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
 constexpr char kUsage[] =
     "Falcon node agent: serves the shims of the training ranks on this node, reduces their op "
     "timings to per-iteration summaries and streams them to the controller.\n"
@@ -66,7 +95,7 @@ constexpr char kUsage[] =
     "Exit status: 0 after a SIGTERM/SIGINT drain, 1 when it cannot start, 2 for bad flags.\n";
 
 struct FlagKey {
-  absl::Flag<std::optional<std::string>>* flag;
+  absl::Flag<falcon::agent::SettingFlag>* flag;
   const char* key;
 };
 
@@ -93,7 +122,7 @@ int Run() {
       {&FLAGS_max_raw_ops_per_rank, "max_raw_ops_per_rank"},
   };
   falcon::agent::AgentOptions options;
-  options.version = kVersion;
+  options.version = falcon::common::kFalconVersion;
   if (const std::string config = absl::GetFlag(FLAGS_config); !config.empty()) {
     if (absl::Status s = falcon::agent::ApplyConfigFile(config, &options); !s.ok()) {
       std::fprintf(stderr, "falcon-agent: %s\n", std::string(s.message()).c_str());
@@ -101,7 +130,7 @@ int Run() {
     }
   }
   for (const FlagKey& f : flags) {
-    const std::optional<std::string> value = absl::GetFlag(*f.flag);
+    const std::optional<std::string> value = absl::GetFlag(*f.flag).value;
     if (!value.has_value()) continue;
     if (absl::Status s = falcon::agent::ApplyValue(f.key, *value, &options); !s.ok()) {
       std::fprintf(stderr, "falcon-agent: --%s\n", std::string(s.message()).c_str());
@@ -123,8 +152,9 @@ int Run() {
     return agent.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const falcon::agent::AgentOptions& o = (*agent)->options();
-  std::printf("falcon-agent %s: node %s, agent_id %s, shim socket %s, controller %s\n", kVersion,
-              o.node.c_str(), o.agent_id.c_str(), o.socket_path.c_str(), o.controller.c_str());
+  std::printf("falcon-agent %s: node %s, agent_id %s, shim socket %s, controller %s\n",
+              falcon::common::kFalconVersion, o.node.c_str(), o.agent_id.c_str(),
+              o.socket_path.c_str(), o.controller.c_str());
   if (!(*agent)->metrics_address().empty()) {
     std::printf("metrics on %s\n", (*agent)->metrics_address().c_str());
   }
@@ -149,6 +179,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  falcon::common::InstallVersionFlag("falcon-agent");
   if (falcon::cli::help::WantsHelp(argc,
                                    argv)) {  // Abseil's own --help lists no flags and exits 1.
     std::fputs(
@@ -158,7 +189,11 @@ int main(int argc, char** argv) {
         stdout);
     return 0;
   }
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   falcon::common::logging::InitLogging(argv[0]);
+  if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
+    std::fprintf(stderr, "falcon-agent: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   return Run();
 }

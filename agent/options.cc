@@ -2,16 +2,18 @@
 
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <limits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/flag_checks.h"
+#include "common/host_port.h"
+#include "common/json_parse.h"
 #include "common/names.h"
+#include "common/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace falcon::agent {
@@ -21,24 +23,22 @@ absl::Status Bad(absl::string_view key, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(key, ": ", what));
 }
 
+// Finite durations only ("inf" and NaN are refused here, ranges in Validate).
 absl::Status ParseDurationValue(absl::string_view key, absl::string_view value,
                                 absl::Duration* out) {
-  double seconds = 0;
-  if (absl::SimpleAtod(value, &seconds)) {
-    *out = absl::Seconds(seconds);
-  } else if (!absl::ParseDuration(value, out)) {
-    return Bad(key, absl::StrCat("'", value, "' is not a duration (e.g. 1s, 500ms, 2.5)"));
-  }
+  absl::StatusOr<absl::Duration> d = common::ParseDuration(value, key);
+  if (!d.ok()) return d.status();
+  *out = *d;
   return absl::OkStatus();
 }
 
+// Decimal digits within T (never truncated to T); ranges in Validate.
 template <typename T>
 absl::Status ParseUint(absl::string_view key, absl::string_view value, T* out) {
-  uint64_t v = 0;
-  if (!absl::SimpleAtoi(value, &v)) {
-    return Bad(key, absl::StrCat("'", value, "' is not a non-negative integer"));
-  }
-  *out = static_cast<T>(v);
+  absl::StatusOr<uint64_t> v =
+      common::ParseCount(value, key, static_cast<uint64_t>(std::numeric_limits<T>::max()));
+  if (!v.ok()) return v.status();
+  *out = static_cast<T>(*v);
   return absl::OkStatus();
 }
 
@@ -92,7 +92,9 @@ absl::Status ApplyValue(absl::string_view key, absl::string_view value, AgentOpt
   } else if (key == "backoff_max") {
     return ParseDurationValue(key, v, &o->backoff.max);
   } else if (key == "backoff_jitter") {
-    if (!absl::SimpleAtod(v, &o->backoff.jitter)) return Bad(key, "not a number");
+    if (!absl::SimpleAtod(v, &o->backoff.jitter)) {
+      return Bad(key, absl::StrCat("'", absl::CHexEscape(v.substr(0, 64)), "' is not a number"));
+    }
   } else if (key == "seed") {
     return ParseUint(key, v, &o->backoff.seed);
   } else if (key == "heartbeat_interval") {
@@ -114,18 +116,17 @@ absl::Status ApplyValue(absl::string_view key, absl::string_view value, AgentOpt
 }
 
 absl::Status ApplyConfigFile(const std::string& path, AgentOptions* options) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("config ", path, ": cannot read (", std::strerror(errno), ")"));
+  absl::StatusOr<std::string> read = common::ReadTextFile(path, kMaxConfigFileBytes);
+  if (!read.ok()) {
+    return absl::Status(read.status().code(), absl::StrCat("config ", read.status().message()));
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string& text = *read;
   const absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(text);
   if (!trimmed.empty() && trimmed.front() == '{') {
-    const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) {
+    absl::StatusOr<nlohmann::json> parsed = common::ParseJson(text, absl::StrCat("config ", path));
+    if (!parsed.ok()) return parsed.status();
+    const nlohmann::json& doc = *parsed;
+    if (!doc.is_object()) {
       return absl::InvalidArgumentError(absl::StrCat("config ", path, ": not a JSON object"));
     }
     for (const auto& [key, value] : doc.items()) {
@@ -175,18 +176,57 @@ void FillDefaults(AgentOptions* options) {
 
 absl::Status Validate(const AgentOptions& o) {
   if (o.controller.empty()) return Bad("controller", "required (host:port)");
+  if (absl::Status s =
+          common::ParseHostPort(o.controller, "controller", common::PortZero::kRefused).status();
+      !s.ok()) {
+    return s;
+  }
+  if (!o.metrics_listen.empty()) {  // Empty: no /metrics endpoint.
+    if (absl::Status s =
+            common::ParseHostPort(o.metrics_listen, "metrics_listen", common::PortZero::kAnyFree)
+                .status();
+        !s.ok()) {
+      return s;
+    }
+  }
   if (o.socket_path.empty()) return Bad("socket", "required");
   if (o.socket_path.size() > 100) return Bad("socket", "longer than 100 bytes (unix socket limit)");
   if (absl::Status s = common::ValidateNodeName(o.node, "node"); !s.ok()) return s;
   if (absl::Status s = common::ValidateAgentId(o.agent_id, "agent_id"); !s.ok()) return s;
-  if (o.summary_interval < absl::Milliseconds(1) || o.summary_interval > absl::Seconds(60)) {
-    return Bad("summary_interval", "must be in [1ms, 60s]");
+  struct DurationRange {
+    const char* key;
+    absl::Duration value;
+    absl::Duration min;
+    absl::Duration max;
+  };
+  const DurationRange durations[] = {
+      {"summary_interval", o.summary_interval, absl::Milliseconds(1), absl::Seconds(60)},
+      {"heartbeat_interval", o.heartbeat_interval, absl::Milliseconds(10), absl::Minutes(10)},
+      {"drain_timeout", o.drain_timeout, absl::ZeroDuration(), absl::Minutes(10)},
+      {"hint_hold", o.hub.reduce.rank.hint_hold, absl::ZeroDuration(), absl::Minutes(10)},
+      {"match_hold", o.hub.reduce.match_hold, absl::ZeroDuration(), absl::Minutes(10)},
+      {"job_idle_timeout", o.hub.job_idle_timeout, absl::Seconds(1), absl::Hours(7 * 24)},
+      {"backoff_initial", o.backoff.initial, absl::Milliseconds(1), absl::Minutes(10)},
+      {"backoff_max", o.backoff.max, absl::Milliseconds(1), absl::Hours(1)},
+  };
+  for (const DurationRange& d : durations) {
+    if (absl::Status s = common::CheckDurationIn(d.value, d.key, d.min, d.max); !s.ok()) return s;
   }
-  if (o.heartbeat_interval <= absl::ZeroDuration()) return Bad("heartbeat_interval", "must be > 0");
-  if (o.drain_timeout < absl::ZeroDuration()) return Bad("drain_timeout", "must be >= 0");
-  if (o.hub.max_raw_ops_per_rank == 0) return Bad("max_raw_ops_per_rank", "must be > 0");
-  if (o.hub.reduce.rank.hint_hold < absl::ZeroDuration()) return Bad("hint_hold", "must be >= 0");
-  if (o.hub.reduce.match_hold < absl::ZeroDuration()) return Bad("match_hold", "must be >= 0");
+  struct CountRange {
+    const char* key;
+    uint64_t value;
+    uint64_t max;
+  };
+  const CountRange counts[] = {
+      {"buffer_batches", o.buffer.max_batches, kMaxBufferBatches},
+      {"buffer_bytes", o.buffer.max_bytes, kMaxBufferBytes},
+      {"max_raw_ops_per_rank", o.hub.max_raw_ops_per_rank, kMaxRawOpsPerRank},
+  };
+  for (const CountRange& c : counts) {
+    if (c.value < 1 || c.value > c.max) {
+      return Bad(c.key, absl::StrCat(c.value, " is not in [1, ", c.max, "]"));
+    }
+  }
   if (absl::Status s = reduce::JobReducer::Validate(o.hub.reduce); !s.ok()) return s;
   if (absl::Status s = TelemetryBuffer::Validate(o.buffer); !s.ok()) return s;
   if (absl::Status s = common::Backoff::Validate(o.backoff, "backoff_"); !s.ok()) return s;

@@ -2,31 +2,37 @@
 //
 // Every setting has one key, used both as a flag name (--key=value) and in the config file.
 // Precedence: defaults < config file < flags given on the command line.
-// Config file: either JSON (an object of key: value, values strings or numbers) or lines of
-// `key = value` (blank lines and lines starting with # are ignored). Durations are written as
-// Abseil durations ("1.5s", "500ms", "10m") or plain numbers of seconds.
+// Config file (at most 1 MiB): either JSON (an object of key: value, values strings or numbers)
+// or lines of `key = value` (blank lines and lines starting with # are ignored). Durations are
+// written as Abseil durations ("1.5s", "500ms", "10m") or plain numbers of seconds; never
+// infinite. Counts are decimal digits.
 //
-// Keys (default):
-//   controller          controller address host:port (required)
-//   socket              unix socket the shims attach to (/run/falcon/agent.sock)
+// Keys (default) [accepted range, checked by Validate]:
+//   controller          controller address HOST:PORT, port in [1, 65535] (required)
+//   socket              unix socket the shims attach to (/run/falcon/agent.sock) [1-100 bytes]
 //   socket_group        group owning the socket (empty: the agent's group); mode is 0660
-//   node                node name (the host name)
-//   agent_id            stable agent id (the node name)
+//   node                node name (the host name) [1 to 256 bytes of UTF-8]
+//   agent_id            stable agent id (the node name) [1 to 256 bytes of UTF-8]
 //   metrics_listen      HOST:PORT of /metrics; port 0 picks one; empty disables (0.0.0.0:9464)
-//   summary_interval    how often summaries are flushed to the controller (1s)
-//   buffer_batches      telemetry batches held during a controller outage (4096)
-//   buffer_bytes        bytes held during a controller outage (67108864)
-//   backoff_initial     first reconnect delay (100ms); backoff_max: cap (30s)
-//   backoff_jitter      relative jitter of reconnect delays (0.2); seed: its generator seed (1)
-//   heartbeat_interval  heartbeat when the stream is otherwise idle (5s)
+//   summary_interval    how often summaries are flushed to the controller (1s) [1ms, 60s]
+//   buffer_batches      telemetry batches held during a controller outage (4096) [1, 2^20]
+//   buffer_bytes        bytes held during a controller outage (67108864) [1, 2^36]
+//   backoff_initial     first reconnect delay (100ms) [1ms, 10m]; backoff_max: cap (30s)
+//                       [backoff_initial, 1h]
+//   backoff_jitter      relative jitter of reconnect delays (0.2) [0, 1); seed: its generator
+//                       seed (1)
+//   heartbeat_interval  heartbeat when the stream is otherwise idle (5s) [10ms, 10m]
 //   drain_timeout       how long SIGTERM waits for the controller to ack buffered data (10s)
-//   hint_hold           how long a hinted iteration waits for late ops (5s)
-//   match_hold          how long an iteration waits for other ranks' matching ops (2s)
-//   job_idle_timeout    forget a job this long after its last shim left (10m)
+//                       [0, 10m]
+//   hint_hold           how long a hinted iteration waits for late ops (5s) [0, 10m]
+//   match_hold          how long an iteration waits for other ranks' matching ops (2s) [0, 10m]
+//   job_idle_timeout    forget a job this long after its last shim left (10m) [1s, 7d]
 //   max_raw_ops_per_rank  raw op records held per profiled rank between flushes (1048576)
+//                       [1, 2^26]
 #ifndef FALCON_AGENT_OPTIONS_H_
 #define FALCON_AGENT_OPTIONS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,6 +44,11 @@
 #include "common/backoff.h"
 
 namespace falcon::agent {
+
+inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxBufferBatches = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 36;
+inline constexpr uint64_t kMaxRawOpsPerRank = uint64_t{1} << 26;
 
 struct AgentOptions {
   std::string controller;
@@ -63,13 +74,14 @@ const std::vector<std::string>& OptionKeys();
 absl::Status ApplyValue(absl::string_view key, absl::string_view value, AgentOptions* options);
 
 // Applies a config file (JSON or key = value lines). kNotFound when it cannot be read;
-// kInvalidArgument naming the file, line (or key) and what is wrong.
+// kInvalidArgument naming the file, line (or key, or JSON position) and what is wrong, also for a
+// directory; kResourceExhausted for a file over kMaxConfigFileBytes.
 absl::Status ApplyConfigFile(const std::string& path, AgentOptions* options);
 
 // Fills node (host name), agent_id (node) and hub.node when empty.
 void FillDefaults(AgentOptions* options);
 
-// kInvalidArgument naming the first setting out of range.
+// kInvalidArgument naming the first setting out of range (the ranges above).
 absl::Status Validate(const AgentOptions& options);
 
 }  // namespace falcon::agent

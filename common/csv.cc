@@ -1,9 +1,7 @@
 #include "common/csv.h"
 
 #include <cmath>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -11,16 +9,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace falcon::common {
-
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 std::vector<std::string> SplitCsvLine(absl::string_view line) {
   std::vector<std::string> fields(1);
@@ -53,12 +45,13 @@ absl::StatusOr<CsvTable> ParseCsv(const std::string& path, const std::string& te
   table.path = path;
   // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
   constexpr absl::string_view kBom = "\xEF\xBB\xBF";
-  std::istringstream in(absl::StartsWith(text, kBom) ? text.substr(kBom.size()) : text);
-  std::string line;
+  absl::string_view body = text;
+  absl::ConsumePrefix(&body, kBom);
   int64_t number = 0;
-  while (std::getline(in, line)) {
+  // Line by line over the text, without copying it.
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
     ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    absl::ConsumeSuffix(&line, "\r");
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     std::vector<std::string> fields = SplitCsvLine(line);
     if (table.header.empty()) {
@@ -82,8 +75,9 @@ absl::StatusOr<CsvTable> ParseCsv(const std::string& path, const std::string& te
   return table;
 }
 
-absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
+absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path, uint64_t max_bytes,
+                                     absl::string_view limit_name) {
+  absl::StatusOr<std::string> text = ReadTextFile(path, max_bytes, limit_name);
   if (!text.ok()) return text.status();
   return ParseCsv(path, *text);
 }
@@ -123,8 +117,10 @@ absl::StatusOr<int64_t> ParseInteger(const CsvTable& t, size_t row, size_t col) 
 }
 
 absl::StatusOr<std::vector<AlibabaWorkerSeries>> ReadAlibabaPaiCsv(const std::string& path,
-                                                                   absl::string_view column) {
-  absl::StatusOr<CsvTable> t = ReadCsvFile(path);
+                                                                   absl::string_view column,
+                                                                   uint64_t max_bytes,
+                                                                   absl::string_view limit_name) {
+  absl::StatusOr<CsvTable> t = ReadCsvFile(path, max_bytes, limit_name);
   if (!t.ok()) return t.status();
   absl::StatusOr<size_t> worker_col = FindColumn(*t, "worker");
   if (!worker_col.ok()) return worker_col.status();

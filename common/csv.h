@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/text_file.h"
 
 namespace falcon::common {
 
@@ -23,17 +24,16 @@ struct CsvTable {
   std::vector<int64_t> lines;                  // 1-based line number of each row.
 };
 
-// The whole file. kNotFound when it cannot be opened.
-absl::StatusOr<std::string> ReadTextFile(const std::string& path);
-
 // One CSV record split into trimmed fields.
 std::vector<std::string> SplitCsvLine(absl::string_view line);
 
 // kInvalidArgument: a row whose field count differs from the header's, an empty file, or no
 // data rows.
 absl::StatusOr<CsvTable> ParseCsv(const std::string& path, const std::string& text);
-// ReadTextFile + ParseCsv.
-absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path);
+// ReadTextFile (at most `max_bytes`, `limit_name` as there) + ParseCsv.
+absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path,
+                                     uint64_t max_bytes = kDefaultMaxTextFileBytes,
+                                     absl::string_view limit_name = "");
 
 // Index of the column named `name`; kInvalidArgument listing the columns otherwise.
 absl::StatusOr<size_t> FindColumn(const CsvTable& t, absl::string_view name);
@@ -50,9 +50,10 @@ struct AlibabaWorkerSeries {
   std::vector<double> values;
   std::vector<int64_t> lines;  // Source line of each value.
 };
-// `column` picks the value column ("" = batch_time_norm).
-absl::StatusOr<std::vector<AlibabaWorkerSeries>> ReadAlibabaPaiCsv(const std::string& path,
-                                                                   absl::string_view column = "");
+// `column` picks the value column ("" = batch_time_norm); the file is read as by ReadCsvFile.
+absl::StatusOr<std::vector<AlibabaWorkerSeries>> ReadAlibabaPaiCsv(
+    const std::string& path, absl::string_view column = "",
+    uint64_t max_bytes = kDefaultMaxTextFileBytes, absl::string_view limit_name = "");
 
 }  // namespace falcon::common
 

@@ -5,7 +5,8 @@
 // Rules:
 //  - Job name: 1 to 128 bytes of [A-Za-z0-9._-]. Job names become store-key prefixes
 //    (never contain '\0'), Prometheus label values and file names, hence the restricted set.
-//  - Node name and agent id: 1 to 256 bytes, any byte (host names come from gethostname()).
+//  - Node name and agent id: 1 to 256 bytes of UTF-8 (host names come from gethostname(); the
+//    names travel in proto3 string fields, which a peer refuses to parse unless they are UTF-8).
 //
 // The Validate* functions return kInvalidArgument whose message starts with `field` (the
 // caller's name for the value: "hello.job", "--job", "options.job"), then ": ", then the rule.
@@ -28,6 +29,9 @@ inline constexpr absl::string_view kJobNameRule = "1 to 128 bytes of [A-Za-z0-9.
 
 bool IsValidJobName(absl::string_view name);
 absl::Status ValidateJobName(absl::string_view name, absl::string_view field);
+
+// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF).
+bool IsValidUtf8(absl::string_view text);
 
 bool IsValidNodeName(absl::string_view name);
 absl::Status ValidateNodeName(absl::string_view name, absl::string_view field);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "controller/mitigation/planner.h"
 
@@ -173,6 +174,8 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
   // The culprit: the request's hypothetical verdict, else the job's active event.
   mitigation::Culprit culprit;
   const falcon::v1::Job view = c_->JobView(*job);
+  mitigation::LadderState state;
+  state.iteration = std::max<int64_t>(0, view.last_iteration());
   absl::Duration healthy = absl::Nanoseconds(view.healthy_iteration_time_ns());
   const bool hypothetical = r.cause() != falcon::v1::CAUSE_UNSPECIFIED || r.slow_ranks_size() > 0 ||
                             r.slow_links_size() > 0;
@@ -189,6 +192,25 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
       return absl::FailedPreconditionError(absl::StrCat(
           "job '", r.job(),
           "' has no active event with a verdict; give cause, slow_ranks or slow_links"));
+    }
+    // Planned as mitigation plans it (the culprit's measured slowdown, the plan an S2 in force
+    // replaced, the ladder where it stands), unless the request overrides the slowdown.
+    if (r.slowdown_ratio() == 0) {
+      absl::StatusOr<falcon::v1::DryRunPlanResponse> live = c_->DryRunActive(r.job());
+      if (live.ok() ||
+          (!absl::IsNotFound(live.status()) && !absl::IsUnimplemented(live.status()))) {
+        return live;
+      }
+    }
+    // Without mitigation state (mitigation off): from the event's record and its actions.
+    state.lost = absl::Seconds(e->event().lost_seconds());
+    for (const falcon::v1::Action& a : e->event().actions()) {
+      const char* what = a.revert()                               ? "reverted"
+                         : absl::StartsWith(a.reason(), "skip: ") ? "skipped"
+                                                                  : "applied";
+      state.taken[a.strategy()] = {a.iteration(),
+                                   absl::StrCat(what, " at iteration ", a.iteration(),
+                                                a.dry_run() ? " (dry run)" : "", ": ", a.reason())};
     }
     culprit.cause = e->event().cause();
     culprit.ranks.assign(e->event().ranks().begin(), e->event().ranks().end());
@@ -208,7 +230,7 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
       std::vector<uint32_t>(view.micro_batches().begin(), view.micro_batches().end()));
   if (!shape.ok()) return shape.status();
   return mitigation::DryRun(*shape, c_->settings().Effective(r.job()), culprit, healthy,
-                            c_->clock().Now());
+                            c_->clock().Now(), state);
 }
 
 }  // namespace falcon::controller

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/util/field_error.h"
 
 namespace falcon::controller {
@@ -161,12 +162,16 @@ Controller::Controller(const ControllerOptions& options, store::KvStore* kv,
       events_(clock, &ids_, metrics),
       directives_(options.directives, clock, &ids_, &hub_, metrics),
       localizer_(options.localization, clock, &ids_, &hub_, &directives_, &events_, &registry_,
-                 &settings_,
+                 &settings_, &errors_,
                  [this](const std::string& job) { return detection_.LastIteration(job); }),
       detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
                  metrics),
       presence_(options.job_end_grace) {
   if (hook_ != nullptr && metrics_ != nullptr) hook_->SetErrorCounter(metrics_);
+  store_.set_figures([this] { return Figures(); });
+  store_.set_sync_observer([metrics](absl::Duration latency, const absl::Status& s) {
+    if (metrics != nullptr) metrics->StoreSync(latency, s.ok());
+  });
   localizer_.set_verdict_callback([this](EventRecord* event, core::UnitOfWork* uow) {
     if (hook_ == nullptr || !settings_.Effective(event->event().job()).mitigation_enabled) return;
     Actions actions(this, uow);
@@ -224,17 +229,79 @@ absl::Status Controller::Load() {
   }
   core::UnitOfWork uow;
   if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
-  return Commit(&uow);
+  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  return SyncStore();
 }
 
 absl::Status Controller::Commit(core::UnitOfWork* uow) {
+  hub_.Hold();  // Its messages wait until the state they announce is durable (SyncStore).
+  const bool was_healthy = store_.healthy();
   absl::Status s = uow->Commit(&store_);
   if (!s.ok()) {
-    LOG(ERROR) << "store write failed error=\"" << s.message()
-               << "\"; the unit's state changes stay in memory, its messages are dropped";
+    if (was_healthy) {
+      LOG(ERROR) << "store write failed error=\"" << s.message()
+                 << "\"; the unit's state changes stay in memory and its writes are kept for "
+                    "when the store recovers; its messages are dropped";
+      errors_.CountError(metrics::where::kStoreWrite);
+    }
     return absl::UnavailableError(absl::StrCat("controller store write failed: ", s.message()));
   }
+  if (!options_.group_commit) return SyncStore();
+  return absl::OkStatus();
+}
+
+absl::Status Controller::SyncStore() {
+  if (store_.healthy() && !store_.has_unsynced()) {
+    hub_.Release();
+    return absl::OkStatus();
+  }
+  const bool was_healthy = store_.healthy();
+  absl::Status s = store_.Sync();
+  if (s.ok()) {
+    if (!was_healthy) {
+      LOG(WARNING) << "store recovered: the writes kept since its failure are stored, "
+                   << hub_.held_messages() << " held messages go out";
+    }
+    hub_.Release();
+    return s;
+  }
+  if (was_healthy) {
+    LOG(ERROR) << "store sync failed error=\"" << s.message()
+               << "\"; nothing is acknowledged until the store recovers";
+    errors_.CountError(metrics::where::kStoreSync);
+  }
   return s;
+}
+
+absl::Status Controller::EnsureStore() {
+  if (store_.healthy()) return absl::OkStatus();
+  return SyncStore();
+}
+
+absl::StatusOr<store::StoreFigures> Controller::StoredFigures(const store::ControllerStore& store) {
+  auto jobs = store.LoadJobs();
+  if (!jobs.ok()) return jobs.status();
+  auto events = store.LoadEvents();
+  if (!events.ok()) return events.status();
+  auto directives = store.LoadDirectives();
+  if (!directives.ok()) return directives.status();
+  auto agents = store.LoadAgents();
+  if (!agents.ok()) return agents.status();
+  uint64_t batches = 0;
+  for (const auto& a : *agents) batches += ingest::SequenceTracker(a).acked_sequence();
+  return store::StoreFigures{{"jobs", jobs->size()},
+                             {"events", events->size()},
+                             {"directives", directives->size()},
+                             {"batches", batches}};
+}
+
+store::StoreFigures Controller::Figures() const {
+  uint64_t batches = 0;
+  for (const auto& [id, agent] : agents_) batches += agent.tracker.acked_sequence();
+  return {{"jobs", registry_.size()},
+          {"events", events_.size()},
+          {"directives", directives_.size()},
+          {"batches", batches}};
 }
 
 void Controller::CommitOrCount(core::UnitOfWork* uow, absl::string_view where,
@@ -246,7 +313,7 @@ void Controller::CommitOrCount(core::UnitOfWork* uow, absl::string_view where,
 }
 
 void Controller::Reply(AgentSession* session, const falcon::v1::ControllerMessage& message) {
-  if (session->channel != nullptr) session->channel->Send(message);
+  hub_.SendTo(session->channel, message);
 }
 
 void Controller::PersistAgent(const std::string& agent_id, core::UnitOfWork* uow) {
@@ -283,6 +350,12 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
     return absl::InvalidArgumentError("hello: AgentHello sent twice on one stream");
   }
   if (util::MaybeFieldError e = ingest::ValidateHello(hello)) return util::ToStatus(*e);
+  if (absl::Status s = EnsureStore(); !s.ok()) {
+    LOG(WARNING) << "agent refused: store unavailable agent=" << hello.agent_id()
+                 << " node=" << hello.node() << " error=\"" << s.message() << "\"";
+    errors_.CountError(metrics::where::kHelloStoreUnavailable);
+    return s;
+  }
   // Merge every registration first, so a bad one leaves everything unchanged.
   std::vector<registry::JobEntry> merged;
   for (int i = 0; i < hello.jobs_size(); ++i) {
@@ -313,7 +386,12 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
     registry::JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
     detection_.OnJobChanged(*installed);
   }
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (absl::Status s = Commit(&uow); !s.ok()) {
+    LOG(WARNING) << "agent hello not stored agent=" << hello.agent_id() << " node=" << hello.node()
+                 << " error=\"" << s.message() << "\"";
+    errors_.CountError(metrics::where::kHelloCommit);
+    return s;
+  }
 
   session->agent_id = hello.agent_id();
   session->node = hello.node();
@@ -325,7 +403,8 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
               << " node=" << hello.node() << " ranks=" << (job ? job->ranks().size() : 0);
   }
   LOG(INFO) << "agent connected agent=" << hello.agent_id() << " node=" << hello.node()
-            << " version=" << hello.version() << " jobs=" << absl::StrJoin(listed, ",")
+            << " version=" << hello.version()
+            << (listed.empty() ? "" : absl::StrCat(" jobs=", absl::StrJoin(listed, ",")))
             << " acked_sequence=" << agent.tracker.acked_sequence()
             << " first_unacked=" << hello.first_unacked_sequence();
   falcon::v1::ControllerMessage reply;
@@ -388,12 +467,18 @@ void Controller::MarkBack(const registry::JobEntry& job, const std::string& agen
 absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
                                 falcon::v1::FieldError error) {
   // A rejected batch is not resent: mark its sequence as handled so the watermark moves on.
+  errors_.CountError(metrics::where::kBatchRejected);  // Each caller logged why.
   core::UnitOfWork uow;
   if (sequence > 0) {
     agents_[session->agent_id].tracker.MarkStored(sequence);
     PersistAgent(session->agent_id, &uow);
   }
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (absl::Status s = Commit(&uow); !s.ok()) {
+    LOG(WARNING) << "batch rejection not stored agent=" << session->agent_id
+                 << " sequence=" << sequence << " error=\"" << s.message() << "\"";
+    errors_.CountError(metrics::where::kBatchCommit);
+    return s;
+  }
   if (metrics_ != nullptr) metrics_->BatchRejected();
   falcon::v1::ControllerMessage reply;
   reply.mutable_batch_ack()->set_sequence(sequence);
@@ -403,7 +488,16 @@ absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
 }
 
 absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::TelemetryBatch& batch) {
-  if (util::MaybeFieldError e = ingest::ValidateBatchEnvelope(batch, options_.limits)) {
+  if (absl::Status s = EnsureStore(); !s.ok()) {
+    // Nothing is applied (nor acknowledged, not even a duplicate): the stream ends and the agent
+    // resends everything unacknowledged once it is accepted again.
+    LOG(WARNING) << "batch refused: store unavailable agent=" << session->agent_id
+                 << " job=" << batch.job() << " sequence=" << batch.sequence() << " error=\""
+                 << s.message() << "\"";
+    errors_.CountError(metrics::where::kBatchStoreUnavailable);
+    return s;
+  }
+  if (util::MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
     LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
@@ -474,7 +568,15 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   }
   agent.tracker.MarkStored(batch.sequence());
   PersistAgent(session->agent_id, &uow);
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (absl::Status s = Commit(&uow); !s.ok()) {
+    // Not acknowledged: the stream ends and the agent resends the batch. Its changes stay in
+    // memory and its writes are kept: once the store recovers they are stored, and the resent
+    // batch is then acknowledged as a duplicate (ControllerStore).
+    LOG(WARNING) << "batch not stored agent=" << session->agent_id << " job=" << entry->name()
+                 << " sequence=" << batch.sequence() << " error=\"" << s.message() << "\"";
+    errors_.CountError(metrics::where::kBatchCommit);
+    return s;
+  }
   if (metrics_ != nullptr) {
     metrics_->BatchApplied();
     metrics_->Summaries(stats.applied);
@@ -494,12 +596,20 @@ void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) 
     LOG(WARNING) << "validation result refused job=" << result.job() << " task=" << result.task_id()
                  << " rank=" << result.rank() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
+    errors_.CountError(metrics::where::kValidationResultRefused);
+    return;
+  }
+  if (absl::Status s = EnsureStore(); !s.ok()) {
+    // Dropped: the task then times out and the verdict goes on without it.
+    LOG(WARNING) << "validation result dropped: store unavailable job=" << result.job()
+                 << " task=" << result.task_id() << " rank=" << result.rank();
+    errors_.CountError(metrics::where::kValidationResultStoreUnavailable);
     return;
   }
   core::UnitOfWork uow;
   localizer_.OnValidationResult(result, &uow);
   // Lost on a store failure: the task then times out and the verdict goes on without it.
-  CommitOrCount(&uow, "validation_result_commit",
+  CommitOrCount(&uow, metrics::where::kValidationResultCommit,
                 absl::StrCat("validation result job=", result.job(), " task=", result.task_id(),
                              " rank=", result.rank()));
 }
@@ -511,6 +621,14 @@ void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
     LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
                  << " rank=" << ack.rank() << " field=" << e->field() << " error=\"" << e->message()
                  << "\"";
+    errors_.CountError(metrics::where::kDirectiveAckRefused);
+    return;
+  }
+  if (absl::Status s = EnsureStore(); !s.ok()) {
+    // Dropped: the directive stays pending and is re-delivered, and the shim acks it again.
+    LOG(WARNING) << "directive ack dropped: store unavailable job=" << ack.job()
+                 << " directive=" << ack.directive_id() << " rank=" << ack.rank();
+    errors_.CountError(metrics::where::kDirectiveAckStoreUnavailable);
     return;
   }
   core::UnitOfWork uow;
@@ -519,7 +637,7 @@ void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
   if (out.record != nullptr && out.state_changed) DirectiveStateChanged(*out.record, &uow);
   // Lost on a store failure: the directive stays pending and is re-delivered, and the shim acks
   // it again.
-  CommitOrCount(&uow, "directive_ack_commit",
+  CommitOrCount(&uow, metrics::where::kDirectiveAckCommit,
                 absl::StrCat("directive ack job=", ack.job(), " directive=", ack.directive_id(),
                              " rank=", ack.rank()));
 }
@@ -573,6 +691,8 @@ void Controller::EndJob(registry::JobEntry* job, const std::string& reason, core
 }
 
 void Controller::Tick() {
+  // Timeouts and job ends wait while the store cannot record them (the store recovers here too).
+  if (!EnsureStore().ok()) return;
   const absl::Time now = clock_->Now();
   core::UnitOfWork uow;
   auto live = [this](const std::string& job) -> const registry::JobEntry* {
@@ -594,7 +714,8 @@ void Controller::Tick() {
   ExpireAbsences(now, &uow);
   // Lost on a store failure: timeouts and job ends are decided again on the next tick (their
   // in-memory state already changed; the store catches up with the next successful commit).
-  CommitOrCount(&uow, "tick_commit", "tick (directive timeouts, validation deadlines, job ends)");
+  CommitOrCount(&uow, metrics::where::kTickCommit,
+                "tick (directive timeouts, validation deadlines, job ends)");
 }
 
 void Controller::ExpireAbsences(absl::Time now, core::UnitOfWork* uow) {
@@ -651,13 +772,23 @@ absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::S
   if (!update.job().empty() && registry_.Find(update.job()) == nullptr) {
     return absl::NotFoundError(absl::StrCat("settings.job: unknown job '", update.job(), "'"));
   }
+  if (absl::Status s = EnsureStore(); !s.ok()) return s;
   core::UnitOfWork uow;
   absl::StatusOr<falcon::v1::Settings> overrides = settings_.Prepare(update, &uow.txn());
   if (!overrides.ok()) return overrides.status();
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  // Applied first, like every unit: should the store fail now, the change stays in memory and
+  // its write is kept and stored once the store recovers (ControllerStore).
   settings_.Apply(*overrides);
-  LOG(INFO) << "settings changed job=" << (update.job().empty() ? "*" : update.job()) << " update={"
-            << update.ShortDebugString() << "}";
+  const std::string fields = settings::SettingsFields(update);
+  LOG(INFO) << "settings changed job=" << (update.job().empty() ? "*" : update.job())
+            << (fields.empty() ? "" : " ") << fields;
+  // The Control API answers once the change is durable.
+  absl::Status s = Commit(&uow);
+  if (s.ok()) s = SyncStore();
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("settings applied but not yet durable: ", s.message()));
+  }
   return settings_.Get(update.job());
 }
 
@@ -678,13 +809,25 @@ absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name
     return absl::FailedPreconditionError(
         absl::StrCat("job '", job_name, "' has no connected agent"));
   }
+  if (absl::Status s = EnsureStore(); !s.ok()) return s;
   core::UnitOfWork uow;
   EventRecord* event = events_.OpenForced(job_name, detection_.LastIteration(job_name), &uow);
   localizer_.StartForced(event, &uow);
   const uint64_t id = event->event().event_id();
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  if (absl::Status s = SyncStore(); !s.ok()) return s;
   LOG(INFO) << "validation forced job=" << job_name << " event=" << id;
   return id;
+}
+
+absl::StatusOr<falcon::v1::DryRunPlanResponse> Controller::DryRunActive(const std::string& job) {
+  if (hook_ == nullptr) return absl::UnimplementedError("mitigation is not installed");
+  const EventRecord* event = events_.Active(job);
+  if (event == nullptr)
+    return absl::NotFoundError(absl::StrCat("job '", job, "': no active event"));
+  core::UnitOfWork scratch;  // Never committed: a dry run stages nothing.
+  Actions actions(this, &scratch);
+  return hook_->DryRun(event->event(), actions);
 }
 
 }  // namespace falcon::controller

@@ -5,9 +5,18 @@
 //
 // Agent stream, per telemetry.proto: AgentHello first -> ControllerHello{acked_sequence =
 // highest contiguous stored sequence of that agent}; every TelemetryBatch is validated, stored
-// with its dedup mark in one atomic write and then acknowledged (BatchAck{sequence}); a duplicate
-// (agent_id, sequence) is acknowledged and not applied; a malformed batch is acknowledged with a
-// FieldError naming the field and not applied, and the stream stays open.
+// with its dedup mark in one atomic write and acknowledged (BatchAck{sequence}) once that write is
+// durable; a duplicate (agent_id, sequence) is acknowledged and not applied; a malformed batch is
+// acknowledged with a FieldError naming the field and not applied, and the stream stays open.
+//
+// Durable acks: every message to agents waits in the AgentHub until the store has synced the
+// state it announces (SyncStore). Without group_commit each unit of work syncs at once; with it,
+// the owner calls SyncStore after a burst of messages (the controller loop does, after the tasks
+// queued at once), so one fsync covers many batches. A failed write or sync never advances an
+// acknowledged sequence: the batch's stream ends with UNAVAILABLE (the agent resends it after
+// reconnecting), the failure is logged and counted (errors_total{where="batch_commit"}), and
+// until the store has recovered and stored what it missed (ControllerStore) every hello, batch,
+// result, ack and tick is refused or skipped.
 //
 // Agent restarts (docs/architecture.md#agent-restarts): an agent whose stream ends, or whose
 // hello does not list a job it had, is away from that job; the job, its open event and its
@@ -59,6 +68,9 @@ struct ControllerOptions {
   // Within it a restarted agent takes its jobs back as its shims reattach
   // (registry/job_presence.h).
   absl::Duration job_end_grace = absl::Seconds(120);
+  // false: every unit of work is made durable (synced) before its messages leave. true: the owner
+  // calls SyncStore to release them (group commit). Control API writes always sync at once.
+  bool group_commit = false;
 
   absl::Status Validate() const;
 };
@@ -88,8 +100,18 @@ class Controller {
   absl::Status OnAgentMessage(AgentSession* session, const falcon::v1::AgentMessage& message);
   // The stream ended.
   void OnAgentDisconnected(AgentSession* session);
-  // Timeouts (localization phases, directive acks, job end); call about once a second.
+  // Timeouts (localization phases, directive acks, job end); call about once a second. Skipped
+  // while the store is failed and cannot recover yet.
   void Tick();
+  // Makes what was committed durable and sends the messages that waited for it. While the store
+  // is failed, tries to recover it (ControllerStore::Sync). Errors: kUnavailable.
+  absl::Status SyncStore();
+  // Figures of what the controller holds (recorded with each sync, compared after a repair):
+  // jobs, events, directives, batches (the sum of the agents' acknowledged sequences).
+  store::StoreFigures Figures() const;
+  // The same figures of what `store` holds (before a controller loads and acts on it).
+  // Errors: those of the loaders.
+  static absl::StatusOr<store::StoreFigures> StoredFigures(const store::ControllerStore& store);
 
   // Managers, for the Control API and tests.
   const registry::JobRegistry& registry() const { return registry_; }
@@ -108,6 +130,9 @@ class Controller {
   // kUnavailable when the store failed.
   absl::StatusOr<falcon::v1::Settings> SetSettings(const falcon::v1::Settings& update);
   absl::StatusOr<uint64_t> ForceValidation(const std::string& job);
+  // The mitigation hook's dry run of the job's active event (MitigationHook::DryRun); acts on
+  // nothing. kNotFound without an active event or hook state; kUnimplemented without a hook.
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRunActive(const std::string& job);
 
  private:
   class Actions;  // EventActions bound to one unit of work.
@@ -136,10 +161,12 @@ class Controller {
   void PersistAgent(const std::string& agent_id, core::UnitOfWork* uow);
   void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, core::UnitOfWork* uow);
   absl::Status Commit(core::UnitOfWork* uow);
+  // OK when the store is healthy or recovers now; kUnavailable otherwise.
+  absl::Status EnsureStore();
   // Commits a unit whose caller cannot return the error (a message with no reply, the tick): a
   // failure is logged with `what` was lost and counted as falcon_controller_errors_total{where}.
   void CommitOrCount(core::UnitOfWork* uow, absl::string_view where, absl::string_view what);
-  static void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
+  void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
 
   const ControllerOptions options_;
   const common::Clock* const clock_;

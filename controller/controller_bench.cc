@@ -1,11 +1,15 @@
 // controller_bench: ingest throughput on one core (summaries/s, op records/s), memory per rank,
 // and detection delay with 1,024 simulated ranks. Runs the Controller in process on one thread
 // (the controller loop is single-threaded by design), with the in-memory store and with RocksDB
-// in a temporary directory. Prints a table: figure, value, target.
+// in a temporary directory. Also the cost of durable acknowledgements in wall-clock time (an
+// fsync waits without using the CPU): RocksDB ingest with acks sent once the write is in the
+// operating system (the controller before durable acks) against acks sent after an fsync, one per
+// batch or one per group of batches (group commit). Prints a table: figure, value, target.
 #include <prometheus/registry.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -66,7 +70,7 @@ struct Store {
   }
 };
 
-std::unique_ptr<Store> MakeStore(bool rocks) {
+std::unique_ptr<Store> MakeStore(bool rocks, bool sync_writes = true) {
   auto s = std::make_unique<Store>();
   if (!rocks) {
     s->kv = std::make_unique<store::InMemoryKvStore>(store::ControllerStore::TableNames());
@@ -76,6 +80,7 @@ std::unique_ptr<Store> MakeStore(bool rocks) {
   s->dir = mkdtemp(tmpl);
   store::RocksDbOptions o;
   o.path = s->dir;
+  o.sync_writes = sync_writes;
   s->kv = std::move(*store::RocksDbKvStore::Open(o, store::ControllerStore::TableNames()));
   return s;
 }
@@ -99,6 +104,9 @@ class Sim {
       agents_.push_back(std::move(a));
     }
   }
+  // Called after every batch (e.g. to sync a group of them).
+  void set_after_batch(std::function<void()> fn) { after_batch_ = std::move(fn); }
+
   // Sends iterations [from, from + count) of every rank, `per_batch` iterations per batch.
   uint64_t Run(int64_t from, int64_t count, int per_batch,
                const std::function<int64_t(uint32_t, int64_t)>& time_ns) {
@@ -127,6 +135,7 @@ class Sim {
           }
         }
         if (!c_->OnAgentMessage(&a.session, m).ok()) std::abort();
+        if (after_batch_) after_batch_();
       }
     }
     return summaries;
@@ -148,6 +157,7 @@ class Sim {
   };
   testing::LayoutSpec spec_;
   Controller* c_;
+  std::function<void()> after_batch_;
   std::vector<falcon::v1::IterationSummary> templates_;
   std::vector<Agent> agents_;
 };
@@ -177,12 +187,22 @@ testing::LayoutSpec Layout1024() {
   return spec;
 }
 
-// Summaries per second over 1,024 ranks (128 agents, 16 iterations per batch).
+// Summaries per second over 1,024 ranks (128 agents, 16 iterations per batch). With RocksDB the
+// acks are durable, one fsync per round of the 128 agents (group commit, as the controller loop
+// does when they arrive together).
 double SummaryThroughput(bool rocks) {
   auto store = MakeStore(rocks);
   common::FakeClock clock;
-  auto c = std::move(*Controller::Create(BenchOptions(), store->kv.get(), &clock, nullptr));
+  ControllerOptions options = BenchOptions();
+  options.group_commit = true;
+  auto c = std::move(*Controller::Create(options, store->kv.get(), &clock, nullptr));
   Sim sim(Layout1024(), c.get());
+  int pending = 0;
+  sim.set_after_batch([&] {
+    if (++pending < 128) return;
+    pending = 0;
+    if (!c->SyncStore().ok()) std::abort();
+  });
   std::mt19937_64 rng(1);
   auto healthy = [&](uint32_t, int64_t) { return Noisy(rng, 1e8, 0.03); };
   sim.Run(0, 32, 16, healthy);  // Warm-up (detector warm-up, allocations).
@@ -191,6 +211,44 @@ double SummaryThroughput(bool rocks) {
   double s = Seconds(t0, Clock::now());
   if (sim.errors() > 0) std::abort();
   return n / s;
+}
+
+// Summaries per wall-clock second over 1,024 ranks with RocksDB (128 agents, 16 iterations per
+// batch): `durable` false acknowledges once the write is in the operating system; true after an
+// fsync, every `group` batches (1: one per batch; 128: one per round of all agents).
+double WallSummaryThroughput(bool durable, int group, double* sync_ms = nullptr) {
+  auto store = MakeStore(true, durable);
+  common::FakeClock clock;
+  ControllerOptions options = BenchOptions();
+  options.group_commit = true;  // Synced below, as the controller loop does after a burst.
+  auto c = std::move(*Controller::Create(options, store->kv.get(), &clock, nullptr));
+  Sim sim(Layout1024(), c.get());
+  int pending = 0;
+  double sync_seconds = 0;
+  int syncs = 0;
+  sim.set_after_batch([&] {
+    if (++pending < group) return;
+    pending = 0;
+    const auto s0 = std::chrono::steady_clock::now();
+    if (!c->SyncStore().ok()) std::abort();
+    sync_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+    ++syncs;
+  });
+  std::mt19937_64 rng(1);
+  auto healthy = [&](uint32_t, int64_t) { return Noisy(rng, 1e8, 0.03); };
+  sim.Run(0, 32, 16, healthy);
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t n = sim.Run(32, 96, 16, healthy);
+  if (!c->SyncStore().ok()) std::abort();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (sim.errors() > 0) std::abort();
+  if (sync_ms != nullptr) *sync_ms = syncs > 0 ? 1e3 * sync_seconds / syncs : 0;
+  return static_cast<double>(n) / s;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // Op records per second while the job is profiled: batches of 65,536 device-timed ops.
@@ -308,6 +366,37 @@ int main() {
       {"summaries/s, 1,024 ranks, in-memory store", absl::StrFormat("%.0f", sum_mem), "-"});
   const double sum_rocks = falcon::controller::SummaryThroughput(true);
   rows.push_back({"summaries/s, 1,024 ranks, RocksDB", absl::StrFormat("%.0f", sum_rocks), "-"});
+  {
+    using falcon::controller::Median;
+    using falcon::controller::WallSummaryThroughput;
+    // Interleaved rounds, medians: the three see the same machine load.
+    std::vector<double> before_runs, per_batch_runs, grouped_runs, sync_1_runs, sync_128_runs;
+    for (int round = 0; round < 5; ++round) {
+      double ms = 0;
+      before_runs.push_back(WallSummaryThroughput(false, 1));
+      per_batch_runs.push_back(WallSummaryThroughput(true, 1, &ms));
+      sync_1_runs.push_back(ms);
+      grouped_runs.push_back(WallSummaryThroughput(true, 128, &ms));
+      sync_128_runs.push_back(ms);
+    }
+    const double before = Median(before_runs);
+    const double per_batch = Median(per_batch_runs);
+    const double grouped = Median(grouped_runs);
+    const double sync_ms_1 = Median(sync_1_runs);
+    const double sync_ms_128 = Median(sync_128_runs);
+    rows.push_back({"wall summaries/s, 1,024 ranks, RocksDB, acks not durable (no fsync)",
+                    absl::StrFormat("%.0f", before), "-"});
+    rows.push_back({"wall summaries/s, 1,024 ranks, RocksDB, durable acks, fsync per batch",
+                    absl::StrFormat("%.0f", per_batch), "-"});
+    rows.push_back({"wall summaries/s, 1,024 ranks, RocksDB, durable acks, fsync per 128 batches",
+                    absl::StrFormat("%.0f", grouped), "-"});
+    rows.push_back({"durable / not durable ingest, fsync per batch (ratio)",
+                    absl::StrFormat("%.2f", per_batch / before), "-"});
+    rows.push_back({"durable / not durable ingest, group commit of 128 batches (ratio)",
+                    absl::StrFormat("%.2f", grouped / before), "-"});
+    rows.push_back({"store sync (fsync + commit record) latency, per batch / per 128 (ms)",
+                    absl::StrFormat("%.2f / %.2f", sync_ms_1, sync_ms_128), "-"});
+  }
   const double ops_mem = falcon::controller::OpThroughput(false, false);
   rows.push_back(
       {"op records/s, profiling, in-memory store", absl::StrFormat("%.0f", ops_mem), ">= 1000000"});

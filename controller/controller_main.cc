@@ -2,9 +2,12 @@
 //   --listen HOST:PORT          gRPC (Telemetry + Control, reflection on); port 0 = any free port
 //   --metrics_listen HOST:PORT  Prometheus /metrics; "" = off; port 0 = any free port
 //   --data_dir DIR              RocksDB state (jobs, events, directives, settings, history)
+//   --store_repair              start on a damaged store by repairing it (what was lost is logged)
 //   --mitigation                S1-S4 mitigation installed (default true; =false: verdicts only)
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
-// SIGTERM shuts down cleanly.
+// SIGTERM shuts down cleanly (ControllerServer::Shutdown), each step a glog line. Every flag is
+// checked before anything starts (addresses, paths, durations finite and within the range its
+// help states, no positional arguments): a bad one exits 2 with a message naming it.
 #include <glog/logging.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,26 +15,43 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/help/flags_help.h"
 #include "common/clock.h"
+#include "common/flag_checks.h"
+#include "common/host_port.h"
 #include "common/logging/logging.h"
+#include "common/names.h"
+#include "common/version.h"
 #include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "gRPC listen address HOST:PORT (port 0: any)");
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
+          "gRPC listen address HOST:PORT, port in [0, 65535] (0: any free)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9470",
           "Prometheus /metrics address HOST:PORT (port 0: any; empty: no endpoint)");
 ABSL_FLAG(std::string, data_dir, "falcon-controller-data",
-          "RocksDB directory (created if missing)");
-ABSL_FLAG(bool, sync_writes, false, "fsync the RocksDB log on every commit");
-ABSL_FLAG(std::string, controller_id, "", "ControllerHello.controller_id (default: host name)");
-ABSL_FLAG(absl::Duration, tick, absl::Seconds(1), "period of timeouts and housekeeping");
-ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation");
+          "RocksDB directory (created if missing; must not be a file)");
+ABSL_FLAG(bool, sync_writes, true,
+          "acknowledge telemetry only once the RocksDB log is fsynced (false: once the OS has it; "
+          "a power loss can then lose acknowledged batches)");
+ABSL_FLAG(bool, store_repair, false,
+          "start on a damaged store (data_dir) by repairing it; what the damage lost is logged "
+          "and counted (falcon_controller_store_repair_lost). Without it a damaged store is "
+          "refused (DATA_LOSS naming the file)");
+ABSL_FLAG(std::string, controller_id, "",
+          "ControllerHello.controller_id, 1 to 256 bytes of UTF-8 (default: "
+          "falcon-controller@<host name>)");
+ABSL_FLAG(absl::Duration, tick, absl::Seconds(1),
+          "period of timeouts and housekeeping, [10ms, 1m]");
+ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation, [1, 1000]");
 ABSL_FLAG(int, validation_gemm_size, 1024, "validation GEMM size m = n = k, [1, 65536]");
 ABSL_FLAG(int, validation_repeats, 3, "timed repetitions of each validation test, [1, 100]");
 ABSL_FLAG(int64_t, validation_link_bytes, int64_t{64} << 20,
@@ -41,22 +61,21 @@ ABSL_FLAG(double, validation_link_slow_ratio, 0.10,
 ABSL_FLAG(double, validation_gemm_slow_ratio, 0.10,
           "a rank's GEMM slower than (1 + this) x the median is a culprit, (0, 10]");
 ABSL_FLAG(absl::Duration, job_end_grace, absl::Seconds(120),
-          "a job without any connected agent for this long ends");
+          "a job without any connected agent for this long ends, [1s, 7d]");
 ABSL_FLAG(bool, mitigation, true,
           "install mitigation (S1-S4 with escalation; per-job settings still apply); false: "
           "verdicts end at LOCALIZED");
 ABSL_FLAG(std::string, s4_checkpoint_dir, "falcon-s4",
           "S4: checkpoint directory sent to the ranks (relative: under the trainer's "
-          "--checkpoint-dir)");
+          "--checkpoint-dir); not empty");
 ABSL_FLAG(absl::Duration, directive_ack_timeout, absl::Seconds(60),
-          "a directive not applied by every target within this long is TIMED_OUT");
+          "a directive not applied by every target within this long is TIMED_OUT, [1s, 24h]");
 ABSL_FLAG(absl::Duration, directive_delivery_latency, absl::Seconds(2),
           "controller -> rank delivery latency (incl. telemetry lag) the effective iteration of a "
-          "plan directive must cover");
+          "plan directive must cover, [0, 10m]");
 
 namespace {
 
-constexpr char kVersion[] = "0.9.0";
 constexpr char kUsage[] =
     "falcon-controller: Falcon control plane (detection, localization, mitigation).\n"
     "usage: falcon_controller [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
@@ -67,10 +86,91 @@ std::string Host(const std::string& address) {
   return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
+// The checks of every flag that the libraries would take silently or report later without the
+// flag's name. The first failure, naming the flag.
+absl::Status CheckFlags() {
+  using falcon::common::CheckDurationIn;
+  if (const std::string listen = absl::GetFlag(FLAGS_listen); !absl::StartsWith(listen, "unix:")) {
+    if (absl::Status s =
+            falcon::common::ParseHostPort(listen, "--listen", falcon::common::PortZero::kAnyFree)
+                .status();
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (const std::string metrics = absl::GetFlag(FLAGS_metrics_listen); !metrics.empty()) {
+    if (absl::Status s = falcon::common::ParseHostPort(metrics, "--metrics_listen",
+                                                       falcon::common::PortZero::kAnyFree)
+                             .status();
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s =
+          falcon::common::CheckDirectoryPath(absl::GetFlag(FLAGS_data_dir), "--data_dir");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          falcon::common::CheckPath(absl::GetFlag(FLAGS_s4_checkpoint_dir), "--s4_checkpoint_dir");
+      !s.ok()) {
+    return s;
+  }
+  if (const std::string id = absl::GetFlag(FLAGS_controller_id);
+      !id.empty() && !falcon::common::IsValidAgentId(id)) {
+    return absl::InvalidArgumentError("--controller_id: must be 1 to 256 bytes of UTF-8");
+  }
+  const struct {
+    const char* flag;
+    absl::Duration value;
+    absl::Duration min;
+    absl::Duration max;
+  } durations[] = {
+      // Below 10ms the housekeeping loop spins a core (1ns: 45% CPU idle); inf stops it.
+      {"--tick", absl::GetFlag(FLAGS_tick), absl::Milliseconds(10), absl::Minutes(1)},
+      {"--job_end_grace", absl::GetFlag(FLAGS_job_end_grace), absl::Seconds(1),
+       absl::Hours(7 * 24)},
+      {"--directive_ack_timeout", absl::GetFlag(FLAGS_directive_ack_timeout), absl::Seconds(1),
+       absl::Hours(24)},
+      {"--directive_delivery_latency", absl::GetFlag(FLAGS_directive_delivery_latency),
+       absl::ZeroDuration(), absl::Minutes(10)},
+  };
+  for (const auto& d : durations) {
+    if (absl::Status s = CheckDurationIn(d.value, d.flag, d.min, d.max); !s.ok()) return s;
+  }
+  const struct {
+    const char* flag;
+    int64_t value;
+    int64_t min;
+    int64_t max;
+  } integers[] = {
+      {"--profiling_iterations", absl::GetFlag(FLAGS_profiling_iterations), 1, 1000},
+      {"--validation_gemm_size", absl::GetFlag(FLAGS_validation_gemm_size), 1, 65536},
+      {"--validation_repeats", absl::GetFlag(FLAGS_validation_repeats), 1, 100},
+      {"--validation_link_bytes", absl::GetFlag(FLAGS_validation_link_bytes), 1, int64_t{1} << 30},
+  };
+  for (const auto& i : integers) {
+    if (absl::Status s = falcon::common::CheckIntegerIn(i.value, i.flag, i.min, i.max); !s.ok()) {
+      return s;
+    }
+  }
+  for (const auto& [flag, ratio] :
+       {std::pair<const char*, double>{"--validation_link_slow_ratio",
+                                       absl::GetFlag(FLAGS_validation_link_slow_ratio)},
+        std::pair<const char*, double>{"--validation_gemm_slow_ratio",
+                                       absl::GetFlag(FLAGS_validation_gemm_slow_ratio)}}) {
+    if (!(ratio > 0 && ratio <= 10)) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", ratio, " is not in (0, 10]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  falcon::common::InstallVersionFlag("falcon-controller");
   if (falcon::cli::help::WantsHelp(argc,
                                    argv)) {  // Abseil's own --help lists no flags and exits 1.
     std::fputs(
@@ -80,8 +180,16 @@ int main(int argc, char** argv) {
         stdout);
     return 0;
   }
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   falcon::common::logging::InitLogging(argv[0]);
+  if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
+    std::cerr << "falcon-controller: " << s.message() << "\n";
+    return 2;
+  }
+  if (absl::Status s = CheckFlags(); !s.ok()) {
+    std::cerr << "falcon-controller: " << s.message() << "\n";
+    return 2;
+  }
 
   // Block the shutdown signals in every thread; main waits for them below.
   sigset_t signals;
@@ -95,8 +203,9 @@ int main(int argc, char** argv) {
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  options.store_repair = absl::GetFlag(FLAGS_store_repair);
   options.tick_interval = absl::GetFlag(FLAGS_tick);
-  options.version = kVersion;
+  options.version = falcon::common::kFalconVersion;
   std::string id = absl::GetFlag(FLAGS_controller_id);
   if (id.empty()) {
     char host[256] = {0};
@@ -110,31 +219,14 @@ int main(int argc, char** argv) {
   options.controller.directives.delivery_latency = absl::GetFlag(FLAGS_directive_delivery_latency);
   {
     auto& loc = options.controller.localization;
-    const int gemm = absl::GetFlag(FLAGS_validation_gemm_size);
+    const int gemm = absl::GetFlag(FLAGS_validation_gemm_size);  // Ranges: CheckFlags.
     const int repeats = absl::GetFlag(FLAGS_validation_repeats);
     const int64_t bytes = absl::GetFlag(FLAGS_validation_link_bytes);
-    if (gemm < 1 || gemm > 65536 || repeats < 1 || repeats > 100 || bytes < 1 ||
-        bytes > (int64_t{1} << 30)) {
-      std::cerr << "falcon-controller: --validation_gemm_size must be in [1, 65536], "
-                   "--validation_repeats in [1, 100], --validation_link_bytes in [1, 2^30]\n";
-      return 2;
-    }
     loc.gemm_size = static_cast<uint32_t>(gemm);
     loc.repeats = static_cast<uint32_t>(repeats);
     loc.link_bytes = static_cast<uint64_t>(bytes);
     loc.verdict.link_slow_ratio = absl::GetFlag(FLAGS_validation_link_slow_ratio);
     loc.verdict.gemm_slow_ratio = absl::GetFlag(FLAGS_validation_gemm_slow_ratio);
-    for (double r : {loc.verdict.link_slow_ratio, loc.verdict.gemm_slow_ratio}) {
-      if (!(r > 0 && r <= 10)) {
-        std::cerr << "falcon-controller: --validation_link_slow_ratio and "
-                     "--validation_gemm_slow_ratio must be in (0, 10]\n";
-        return 2;
-      }
-    }
-  }
-  if (options.data_dir.empty()) {
-    std::cerr << "falcon-controller: --data_dir must not be empty\n";
-    return 2;
   }
 
   falcon::common::RealClock clock;
@@ -150,7 +242,7 @@ int main(int argc, char** argv) {
   LOG(INFO) << "controller started controller_id=" << id << " listen=" << Host(options.listen)
             << ":" << (*server)->port() << " data_dir=" << options.data_dir
             << " mitigation=" << (absl::GetFlag(FLAGS_mitigation) ? "on" : "off")
-            << " version=" << kVersion;
+            << " version=" << falcon::common::kFalconVersion;
   std::cout << "listening on " << Host(options.listen) << ":" << (*server)->port() << std::endl;
   if (!options.metrics_listen.empty()) {
     std::cout << "metrics on " << Host(options.metrics_listen) << ":" << (*server)->metrics_port()
@@ -158,7 +250,8 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  std::cerr << "falcon-controller: signal " << sig << ", shutting down\n";
+  LOG(INFO) << "shutdown requested signal=" << (sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();
+  LOG(INFO) << "controller stopped controller_id=" << id;
   return 0;
 }

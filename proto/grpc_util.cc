@@ -3,24 +3,17 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 
 namespace falcon::proto {
 namespace {
 
-// "HOST:PORT" (HOST may be "[v6]") must end in a port in [0, 65535]; gRPC itself would wrap a
-// larger one silently. "unix:" addresses are left to gRPC.
+// "HOST:PORT" (common/host_port.h; gRPC itself would wrap a port above 65535 onto another one).
+// "unix:" addresses are left to gRPC.
 absl::Status CheckPort(const std::string& address) {
   if (absl::StartsWith(address, "unix:")) return absl::OkStatus();
-  const size_t colon = address.rfind(':');
-  int64_t port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "address '", address, "': expected HOST:PORT with a port in [0, 65535] (0 = any free)"));
-  }
-  return absl::OkStatus();
+  return common::ParseHostPort(address, "address", common::PortZero::kAnyFree).status();
 }
 
 }  // namespace

@@ -23,7 +23,8 @@ struct StartedServer {
 // serving `services`, with gRPC server reflection enabled. Insecure credentials (loopback and
 // node-local sockets; put TLS in front for anything else).
 // The port is bound exclusively (no SO_REUSEPORT): a port already in use is an error.
-// Errors: kInvalidArgument for a TCP address whose port is missing or outside [0, 65535];
+// Errors: kInvalidArgument for a TCP address that common::ParseHostPort refuses (a port missing
+// or outside [0, 65535], a malformed host);
 // kUnavailable when the address cannot be bound (in use, no such interface).
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
                                               const std::vector<grpc::Service*>& services);

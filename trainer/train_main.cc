@@ -10,15 +10,23 @@
 // restarts them on the layout without the excluded ranks (checkpoint/restart_plan.h), resuming from
 // the checkpoint. Started by the launcher (FALCON_RANK set) it is one rank (worker.h).
 //
-// Flag names accept '-' or '_' (--json-log == --json_log). Exit status: 0 done; 2 bad flags or
-// configuration; otherwise the launcher's (a failing rank's code, or 128 + signal).
+// Flag names accept '-' or '_' (--json-log == --json_log). Every flag is checked before any rank
+// starts (ranges in --help; files and directories exist and are of the right kind; no positional
+// arguments). The launcher's control directory ($TMPDIR, else /tmp: falcon_train.XXXXXX) is
+// removed when it exits. Exit status: 0 done (and --help, which prints every flag on stdout); 2
+// bad flags or configuration; otherwise the launcher's (a failing rank's code, or 128 + signal).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -32,8 +40,11 @@
 #include "collective/fault/fault_spec.h"
 #include "collective/launch/launcher.h"
 #include "collective/launch/rank_env.h"
+#include "common/flag_checks.h"
+#include "common/json_parse.h"
 #include "common/logging/logging.h"
 #include "common/names.h"
+#include "common/text_file.h"
 #include "nlohmann/json.hpp"
 #include "trainer/checkpoint/restart_plan.h"
 #include "trainer/directives/micro_batch_plan.h"
@@ -46,19 +57,20 @@ ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");
 ABSL_FLAG(int, pp, 2, "pipeline stages");
 ABSL_FLAG(int, micro_batches, 8, "micro-batches per global batch (a multiple of --pp)");
 ABSL_FLAG(int64_t, steps, 50,
-          "train until this many iterations are done in all (a resumed run continues to it)");
+          "train until this many iterations are done in all (a resumed run continues to it), "
+          "[0, 10^9]");
 ABSL_FLAG(int, layers, 4, "MLP blocks of the model (>= --pp)");
 ABSL_FLAG(int, hidden, 128, "width of the residual stream");
-ABSL_FLAG(int, ffn, 0, "inner width of each block (0: 2 x --hidden)");
+ABSL_FLAG(int, ffn, 0, "inner width of each block, [0, 65536] (0: 2 x --hidden)");
 ABSL_FLAG(int, context, 8, "characters of context per example");
 ABSL_FLAG(int, embed, 32, "embedding width per character");
 ABSL_FLAG(int, batch, 128, "examples per micro-batch");
-ABSL_FLAG(double, lr, 2e-3, "Adam learning rate");
+ABSL_FLAG(double, lr, 2e-3, "Adam learning rate, (0, 1]");
 ABSL_FLAG(uint64_t, seed, 1, "seed of initialization and data sampling");
 ABSL_FLAG(std::string, data, falcon::trainer::model::kDefaultCorpusPath, "training text");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "final checkpoint goes here; relative S4 checkpoint dirs resolve against it");
-ABSL_FLAG(std::string, resume, "", "resume from this checkpoint directory");
+ABSL_FLAG(std::string, resume, "", "resume from this checkpoint directory (must exist)");
 ABSL_FLAG(std::string, json_log, "", "one JSON line per iteration per rank (truncated at start)");
 ABSL_FLAG(std::string, faults, "", "fault spec or @FILE (collective/fault/fault_spec.h)");
 ABSL_FLAG(bool, burn_compute_faults, true,
@@ -70,8 +82,9 @@ ABSL_FLAG(int, nproc, 0, "rank processes (0: dp x pp); must equal dp x pp");
 ABSL_FLAG(int, nodes, 1, "emulated nodes the ranks are grouped into");
 ABSL_FLAG(bool, pin_cpus, false, "pin rank r to the r-th CPU (for contention faults)");
 ABSL_FLAG(int, comm_timeout_ms, 60000, "communicator timeout (a dead peer fails ops after this)");
-ABSL_FLAG(int, max_restarts, 3, "S4 restarts allowed before giving up");
-ABSL_FLAG(int, print_every, 10, "rank 0 prints progress every this many iterations (0: never)");
+ABSL_FLAG(int, max_restarts, 3, "S4 restarts allowed before giving up, [0, 100]");
+ABSL_FLAG(int, print_every, 10,
+          "rank 0 prints progress every this many iterations (0: never), [0, 10^9]");
 ABSL_FLAG(std::string, job, "falcon-train",
           "job name the ranks report to the node agent ([A-Za-z0-9._-], 1-128 bytes)");
 ABSL_FLAG(std::string, agent_socket, "",
@@ -164,8 +177,9 @@ std::string AgentSocketTemplate() {
   return s;
 }
 
-// Checks the Falcon flags (--job, --agent_socket, --emulated_compute_ms); "" when fine.
-std::string CheckFalconFlags() {
+// Checks the flags a rank would only find fault with after the launch (or never): ranges,
+// paths, the Falcon flags (--job, --agent_socket, --emulated_compute_ms); "" when fine.
+std::string CheckFlags() {
   const std::string job = absl::GetFlag(FLAGS_job);
   if (absl::Status s = falcon::common::ValidateJobName(job, "--job"); !s.ok()) {
     return std::string(s.message());
@@ -173,6 +187,35 @@ std::string CheckFalconFlags() {
   const double ms = absl::GetFlag(FLAGS_emulated_compute_ms);
   if (!(ms >= 0 && ms <= 10000)) {
     return absl::StrCat("--emulated_compute_ms ", ms, ": need a number in [0, 10000]");
+  }
+  const double lr = absl::GetFlag(FLAGS_lr);
+  if (!(lr > 0 && lr <= 1)) return absl::StrCat("--lr: ", lr, " is not a number in (0, 1]");
+  const struct {
+    const char* flag;
+    int64_t value;
+    int64_t min;
+    int64_t max;
+  } integers[] = {
+      {"--steps", absl::GetFlag(FLAGS_steps), 0, 1000000000},
+      {"--ffn", absl::GetFlag(FLAGS_ffn), 0, 65536},
+      {"--max_restarts", absl::GetFlag(FLAGS_max_restarts), 0, 100},
+      {"--print_every", absl::GetFlag(FLAGS_print_every), 0, 1000000000},
+  };
+  for (const auto& i : integers) {
+    if (absl::Status s = falcon::common::CheckIntegerIn(i.value, i.flag, i.min, i.max); !s.ok()) {
+      return std::string(s.message());
+    }
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
+    if (absl::Status s = falcon::common::CheckDirectoryPath(dir, "--checkpoint_dir"); !s.ok()) {
+      return std::string(s.message());
+    }
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_resume); !dir.empty()) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::StrCat("--resume: '", dir, "' is not a directory");
+    }
   }
   const std::string socket = AgentSocketTemplate();
   if (!socket.empty() && !absl::GetFlag(FLAGS_directives).empty()) {
@@ -188,7 +231,73 @@ std::string CheckFalconFlags() {
       return absl::StrCat("--agent_socket '", socket, "': the only placeholder is {node}");
     }
   }
+  if (const std::string script = absl::GetFlag(FLAGS_directives); !script.empty()) {
+    if (absl::Status s = directives::LoadDirectiveScript(script).status(); !s.ok()) {
+      return absl::StrCat("--directives: ", s.message());
+    }
+  }
   return "";
+}
+
+// The launcher's control directory (where rank 0 leaves an S4 restart request), removed with
+// what it holds when the launcher returns, however it returns.
+class ControlDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<ControlDir>> Create() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string path =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/falcon_train.XXXXXX");
+    if (mkdtemp(path.data()) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("cannot create a control directory '", path, "': ", std::strerror(errno)));
+    }
+    return std::unique_ptr<ControlDir>(new ControlDir(std::move(path)));
+  }
+  ~ControlDir() {
+    std::remove(restart_file().c_str());
+    if (::rmdir(path_.c_str()) != 0) {
+      std::fprintf(stderr, "falcon_train: cannot remove the control directory '%s': %s\n",
+                   path_.c_str(), std::strerror(errno));
+    }
+  }
+  std::string restart_file() const { return path_ + "/restart.json"; }
+
+ private:
+  explicit ControlDir(std::string path) : path_(std::move(path)) {}
+  const std::string path_;
+};
+
+// Rank 0's S4 restart request (written by this program, checked all the same: never an
+// exception). kInvalidArgument naming what is missing.
+struct RestartRequest {
+  std::string checkpoint_dir;
+  std::vector<int> excluded_ranks;
+};
+
+absl::StatusOr<RestartRequest> ReadRestartRequest(const std::string& path) {
+  absl::StatusOr<std::string> text = falcon::common::ReadTextFile(path, 1 << 20);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<nlohmann::json> j = falcon::common::ParseJson(*text, path);
+  if (!j.ok()) return j.status();
+  RestartRequest r;
+  if (!j->is_object() || !j->contains("checkpoint_dir") || !(*j)["checkpoint_dir"].is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no \"checkpoint_dir\" string"));
+  }
+  r.checkpoint_dir = (*j)["checkpoint_dir"].get<std::string>();
+  if (j->contains("excluded_ranks")) {
+    const nlohmann::json& ranks = (*j)["excluded_ranks"];
+    if (!ranks.is_array()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": \"excluded_ranks\" is not an array"));
+    }
+    for (const nlohmann::json& rank : ranks) {
+      if (!rank.is_number_integer() || rank.get<int64_t>() < 0 || rank.get<int64_t>() > 4096) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": \"excluded_ranks\" holds ", rank.dump(), ", not a rank"));
+      }
+      r.excluded_ranks.push_back(rank.get<int>());
+    }
+  }
+  return r;
 }
 
 int RunRank(const collective::launch::RankEnv& env) {
@@ -285,7 +394,7 @@ int Fail(const std::string& message) {
 }
 
 int RunLauncher(const std::vector<std::string>& args) {
-  if (std::string bad = CheckFalconFlags(); !bad.empty()) return Fail(bad);
+  if (std::string bad = CheckFlags(); !bad.empty()) return Fail(bad);
   TrainerOptions t = TrainerOptionsFromFlags();
   const int nproc = absl::GetFlag(FLAGS_nproc) > 0 ? absl::GetFlag(FLAGS_nproc) : t.dp * t.pp;
   if (absl::Status s = directives::ValidateParallelConfig(nproc, t.dp, t.pp, t.micro_batches,
@@ -304,15 +413,16 @@ int RunLauncher(const std::vector<std::string>& args) {
     if (!f.ok()) return Fail(absl::StrCat("--faults: ", f.status().message()));
     faults = *std::move(f);
   }
-  for (const std::string& path : {t.json_log_path, absl::GetFlag(FLAGS_events_log)}) {
+  for (const auto& [flag, path] :
+       {std::pair<const char*, std::string>{"--json_log", t.json_log_path},
+        std::pair<const char*, std::string>{"--events_log", absl::GetFlag(FLAGS_events_log)}}) {
     if (!path.empty() && !std::ofstream(path, std::ios::trunc)) {
-      return Fail(absl::StrCat("cannot write '", path, "'"));
+      return Fail(absl::StrCat(flag, ": cannot write '", path, "'"));
     }
   }
-  char control_template[] = "/tmp/falcon_train.XXXXXX";
-  const char* control = mkdtemp(control_template);
-  if (control == nullptr) return Fail("cannot create a control directory under /tmp");
-  const std::string restart_file = std::string(control) + "/restart.json";
+  absl::StatusOr<std::unique_ptr<ControlDir>> control = ControlDir::Create();
+  if (!control.ok()) return Fail(std::string(control.status().message()));
+  const std::string restart_file = (*control)->restart_file();
 
   collective::launch::LaunchOptions launch;
   launch.nproc = nproc;
@@ -331,33 +441,31 @@ int RunLauncher(const std::vector<std::string>& args) {
     absl::StatusOr<collective::launch::LaunchResult> result = collective::launch::RunLaunch(launch);
     if (!result.ok()) return Fail(std::string(result.status().message()));
     if (result->exit_code != kExitCheckpointRestart) return result->exit_code;
-    std::ifstream in(restart_file);
-    nlohmann::json request = nlohmann::json::parse(in, nullptr, false);
-    if (request.is_discarded() || !request.contains("checkpoint_dir")) {
-      std::fprintf(stderr, "falcon_train: ranks asked for a restart but left no request\n");
+    absl::StatusOr<RestartRequest> request = ReadRestartRequest(restart_file);
+    if (!request.ok()) {
+      std::fprintf(stderr, "falcon_train: ranks asked for a restart but left no request: %s\n",
+                   std::string(request.status().message()).c_str());
       return result->exit_code;
     }
     if (restarts >= absl::GetFlag(FLAGS_max_restarts)) {
       std::fprintf(stderr, "falcon_train: giving up after %d restarts\n", restarts);
       return result->exit_code;
     }
-    const std::vector<int> excluded = request["excluded_ranks"].get<std::vector<int>>();
+    const std::vector<int>& excluded = request->excluded_ranks;
     absl::StatusOr<checkpoint::RestartPlan> plan = checkpoint::PlanRestart(
         launch.nproc, launch.pp, t.micro_batches, excluded, faults, launch.nodes);
     if (!plan.ok()) return Fail(absl::StrCat("S4 restart: ", plan.status().message()));
     std::fprintf(stderr,
                  "falcon_train: S4 restart from %s without ranks [%s]: DP=%d x PP=%d on %d "
                  "ranks (old ranks %s)\n",
-                 request["checkpoint_dir"].get<std::string>().c_str(),
-                 absl::StrJoin(excluded, ",").c_str(), plan->dp, plan->pp, plan->world,
-                 absl::StrJoin(plan->old_rank, ",").c_str());
+                 request->checkpoint_dir.c_str(), absl::StrJoin(excluded, ",").c_str(), plan->dp,
+                 plan->pp, plan->world, absl::StrJoin(plan->old_rank, ",").c_str());
     faults = plan->faults;
     launch.nproc = plan->world;
     launch.dp = plan->dp;
     launch.nodes = plan->nodes;
     launch.faults = faults.empty() ? "" : faults.ToString();
-    extra = {"--restart_file=" + restart_file,
-             "--resume=" + request["checkpoint_dir"].get<std::string>()};
+    extra = {"--restart_file=" + restart_file, "--resume=" + request->checkpoint_dir};
   }
 }
 
@@ -365,17 +473,33 @@ int RunLauncher(const std::vector<std::string>& args) {
 }  // namespace falcon::trainer
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "falcon_train --dp D --pp P --micro-batches M --steps N [--layers L --hidden H --seed S "
-      "--checkpoint-dir DIR --faults SPEC --directives FILE] --json-log FILE");
+  constexpr char kUsage[] =
+      "falcon_train: the reference DP x PP trainer (launcher and rank processes).\n"
+      "usage: falcon_train --dp D --pp P --micro-batches M --steps N [--layers L --hidden H "
+      "--seed S --checkpoint-dir DIR --faults SPEC --directives FILE] --json-log FILE\n"
+      "Flag names accept '-' or '_'. Exit status: 0 done, 2 bad flags or configuration, else a "
+      "failing rank's code or 128 + signal.\n";
+  absl::SetProgramUsageMessage(kUsage);
+  if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
+    std::fputs(
+        falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage),
+                                     "train_main.cc", /*dashes=*/true)
+            .c_str(),
+        stdout);
+    return 0;
+  }
   // "--json-log=x" -> "--json_log=x"; --microbatches (the flag's old name) -> --micro_batches.
   const std::vector<std::string> args =
       falcon::cli::help::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
   std::vector<std::string> storage = args;
   std::vector<char*> normalized;
   for (std::string& a : storage) normalized.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
   falcon::common::logging::InitLogging(argv[0]);
+  if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
+    return falcon::trainer::Fail(std::string(s.message()));
+  }
   absl::StatusOr<falcon::collective::launch::RankEnv> env =
       falcon::collective::launch::RankEnvFromEnvironment();
   if (env.ok()) return falcon::trainer::RunRank(*env);

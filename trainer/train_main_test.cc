@@ -1,4 +1,6 @@
 // End to end: the falcon_train binary as `./falcon train` runs it (launcher + rank processes).
+#include <dirent.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -7,7 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/subprocess.h"
+#include "common/testing/run_binary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/testing/job.h"
@@ -143,6 +149,115 @@ TEST(TrainMainTest, CheckpointRestartRelaunchesWithoutTheExcludedRank) {
   EXPECT_EQ(after, 2 * 3);
   const std::vector<double> loss = testing::LossCurve(log);
   EXPECT_EQ(loss.size(), 6u);
+}
+
+std::string Binary() {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/falcon/trainer/falcon_train");
+}
+
+// Small model flags, as Train() adds them.
+std::vector<std::string> SmallRun(std::vector<std::string> extra) {
+  std::vector<std::string> argv = {Binary(),    "--hidden=32", "--ffn=64",       "--batch=8",
+                                   "--embed=8", "--context=4", "--print_every=0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+// The names in `dir` that start with "falcon_train.".
+std::vector<std::string> ControlDirs(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str()); d != nullptr) {
+    while (const dirent* e = readdir(d)) {
+      if (absl::StartsWith(e->d_name, "falcon_train.")) out.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// `falcon_train --help` exited 1 (Abseil's own --help).
+TEST(TrainMainTest, HelpPrintsEveryFlagOnStdoutAndExitsZero) {
+  for (const char* flag : {"--help", "-h"}) {
+    absl::StatusOr<common::testing::BinaryRun> r = common::testing::RunBinary({Binary(), flag});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, common::ExitStatus::Exited(0)) << flag << ": " << r->output();
+    EXPECT_THAT(r->out, HasSubstr("usage: falcon_train --dp D --pp P")) << flag;
+    EXPECT_THAT(r->out, HasSubstr("  --micro-batches (")) << flag;
+    EXPECT_THAT(r->out, HasSubstr("  --lr (Adam learning rate, (0, 1]) default: 0.002")) << flag;
+  }
+}
+
+// Every run left an empty /tmp/falcon_train.XXXXXX behind. The control directory now lives under
+// $TMPDIR while the launcher runs (seen here) and is gone after it ends, also when it is stopped
+// by SIGTERM mid-run or ends normally.
+TEST(TrainMainTest, ControlDirectoryIsRemovedWhenTheLauncherEnds) {
+  const std::string tmp = common::testing::FreshDir("control_dir");
+  std::vector<std::string> env = {"TMPDIR=" + tmp, "PATH=/usr/bin:/bin"};
+  common::SpawnOptions options;
+  // 10 s of emulated compute per micro-batch: the run outlasts the test.
+  options.argv = SmallRun(
+      {"--dp=1", "--pp=1", "--micro-batches=1", "--steps=1000", "--emulated_compute_ms=10000"});
+  options.env = env;
+  options.stdout_stream = common::Stdio::File(tmp + "/long.out");
+  options.stderr_stream = common::Stdio::SameAsStdout();
+  absl::StatusOr<common::Subprocess> launcher = common::Subprocess::Spawn(options);
+  ASSERT_TRUE(launcher.ok()) << launcher.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (ControlDirs(tmp).empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(ControlDirs(tmp).size(), 1u) << "no control directory under $TMPDIR";
+  ASSERT_TRUE(launcher->Signal(SIGTERM).ok());
+  absl::StatusOr<std::optional<common::ExitStatus>> ended = launcher->WaitFor(absl::Seconds(60));
+  ASSERT_TRUE(ended.ok() && ended->has_value()) << "launcher did not end after SIGTERM";
+  EXPECT_THAT(ControlDirs(tmp), ::testing::IsEmpty());
+
+  common::testing::RunOptions run;
+  run.env = env;
+  absl::StatusOr<common::testing::BinaryRun> done = common::testing::RunBinary(
+      SmallRun({"--dp=1", "--pp=1", "--micro-batches=1", "--steps=1"}), run);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->status, common::ExitStatus::Exited(0)) << done->output();
+  EXPECT_THAT(ControlDirs(tmp), ::testing::IsEmpty());
+}
+
+// Each of these was accepted (and ignored, or only refused by a rank after the launch), or
+// aborted: --data /dev/zero threw std::bad_alloc.
+TEST(TrainMainTest, BadFlagsAreRefusedBeforeTheLaunch) {
+  const std::string dir = common::testing::FreshDir("bad_flags");
+  std::ofstream(dir + "/a-file") << "x";
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"--lr=nan"}, "--lr: nan is not a number in (0, 1]"},
+      {{"--lr=-1"}, "--lr: -1 is not a number in (0, 1]"},
+      {{"--steps=-5"}, "--steps: -5 is not in [0, 1000000000]"},
+      {{"--max_restarts=-1"}, "--max_restarts: -1 is not in [0, 100]"},
+      {{"--print_every=-1"}, "--print_every: -1 is not in [0, 1000000000]"},
+      {{"--ffn=-5"}, "--ffn: -5 is not in [0, 65536]"},
+      {{"--data=/dev/zero"}, "training text: /dev/zero: larger than the limit of 67108864 bytes"},
+      {{"--data=" + dir}, "training text: " + dir + ": is a directory, not a file"},
+      {{"--resume=/nonexistent"}, "--resume: '/nonexistent' is not a directory"},
+      {{"--checkpoint_dir=" + dir + "/a-file"},
+       "--checkpoint_dir: '" + dir + "/a-file' exists and is not a directory"},
+      {{"--faults=@" + dir}, "--faults: fault spec file " + dir + ": is a directory, not a file"},
+      {{"--directives=" + dir},
+       "--directives: directive script " + dir + ": is a directory, not a file"},
+      {{"--json_log=" + dir}, "--json_log: cannot write '" + dir + "'"},
+      {{"stray"}, "unexpected argument 'stray'"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"--dp=1", "--pp=1", "--micro-batches=1", "--steps=1"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    common::testing::RunOptions run;
+    run.timeout = absl::Seconds(60);
+    absl::StatusOr<common::testing::BinaryRun> r = common::testing::RunBinary(SmallRun(args), run);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, common::ExitStatus::Exited(2)) << c.args[0] << ": " << r->output();
+    EXPECT_THAT(r->err, HasSubstr("falcon_train: " + c.message)) << c.args[0];
+    EXPECT_THAT(r->output(), ::testing::Not(HasSubstr("falcon_launch: started"))) << c.args[0];
+  }
 }
 
 }  // namespace

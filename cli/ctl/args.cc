@@ -5,11 +5,15 @@
 #include <cmath>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/flag_checks.h"
+#include "common/host_port.h"
+#include "common/names.h"
 
 namespace falcon::cli::ctl {
 namespace {
@@ -50,31 +54,30 @@ std::string TimeoutError(const std::string& text) {
 }
 
 std::string AddressError(const std::string& address) {
-  absl::string_view a = address;
-  const size_t colon = a.rfind(':');
-  if (colon == absl::string_view::npos) {
-    return absl::StrCat("'", address, "' is not HOST:PORT");
-  }
-  absl::string_view host = a.substr(0, colon);
-  const absl::string_view port = a.substr(colon + 1);
-  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
-    return absl::StrCat("'", address, "': unterminated [IPv6] host");
-  }
-  if (host.empty()) return absl::StrCat("'", address, "' has no host");
-  uint32_t p = 0;
-  if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(port, &p) || p < 1 || p > 65535) {
-    return absl::StrCat("'", address, "': port '", port, "' is not in [1, 65535]");
-  }
-  return "";
+  return std::string(
+      common::ParseHostPort(address, "", common::PortZero::kRefused).status().message());
 }
 
-// CLI11 reads "-1" into an unsigned integer as its maximum: a count must be decimal digits.
-std::string CountError(const std::string& text) {
-  if (text.empty() || !std::all_of(text.begin(), text.end(), absl::ascii_isdigit)) {
-    return absl::StrCat("'", text, "' is not a non-negative integer");
-  }
-  return "";
+// An integer option in [0, max], written in decimal digits. CLI11 alone reads "-1" into an
+// unsigned option as its maximum, "010" as octal 8, and clamps an overflowing value
+// (99999999999999999999 became 2^64 - 1); this transform refuses all three and hands CLI11 the
+// canonical decimal form, so its conversion is exact.
+CLI::Validator Decimal(uint64_t max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        absl::StatusOr<uint64_t> v = common::ParseCount(text, "", max);
+        if (!v.ok()) return std::string(v.status().message());
+        text = std::to_string(*v);
+        return "";
+      },
+      "", "decimal");
+}
+
+// A job name (common/names.h); also tells a JOB positional from a KEY=VALUE ('=' is not allowed).
+std::string JobNameError(const std::string& job) {
+  if (common::IsValidJobName(job)) return "";
+  return absl::StrCat("'", absl::CHexEscape(job.substr(0, common::kMaxJobNameBytes + 1)),
+                      "' is not a job name (", common::kJobNameRule, ")");
 }
 
 std::string SlowLinkError(const std::string& link) {
@@ -134,23 +137,24 @@ class Grammar {
 
     Command("job", "One job: layout, ranks, communicators, plan in force.")
         ->add_option("JOB", inv_.job, "job name")
+        ->check(JobNameError)
         ->required();
 
     CLI::App* events = Command("events",
                                "List events; --watch streams one line per event transition "
                                "until Ctrl-C (or --count N lines).");
-    events->add_option("--job", inv_.job, "only this job")->type_name("J");
+    events->add_option("--job", inv_.job, "only this job")->type_name("J")->check(JobNameError);
     CLI::Option* active =
         events->add_flag("--active", inv_.active, "only events not recovered or closed");
     events->add_option("--limit", inv_.limit, "at most N events")
         ->type_name("N")
-        ->check(CountError);
+        ->transform(Decimal(UINT32_MAX));
     CLI::Option* watch = events->add_flag("--watch", inv_.watch,
                                           "stream transitions (WatchEvents) instead of "
                                           "listing; JSON Lines with --json");
     events->add_option("--count", inv_.count, "with --watch: stop after N transitions")
         ->type_name("N")
-        ->check(CountError)
+        ->transform(Decimal(UINT64_MAX))
         ->needs(watch);
     active->excludes(watch);
 
@@ -158,27 +162,29 @@ class Grammar {
             "One event's timeline: onset, alarm, verdict, actions, recovery; iteration times and "
             "the seconds lost.")
         ->add_option("ID", inv_.event_id, "event id")
-        ->check(CountError)
+        ->transform(Decimal(UINT64_MAX))
         ->required();
 
     CLI::App* directives = Command(
         "directives", "Directives: id, job, epoch, kind, effective iteration, state, acks.");
-    directives->add_option("--job", inv_.job, "only this job")->type_name("J");
+    directives->add_option("--job", inv_.job, "only this job")->type_name("J")->check(JobNameError);
     directives->add_option("--limit", inv_.limit, "at most N directives")
         ->type_name("N")
-        ->check(CountError);
+        ->transform(Decimal(UINT32_MAX));
 
     settings_ = Command("settings",
                         "Per-job settings, or with no JOB the defaults for new jobs: settings get "
                         "[JOB] | settings set [JOB] KEY=VALUE ...");
     settings_->validate_positionals();  // A KEY=VALUE is never taken for the JOB.
     get_ = settings_->add_subcommand("get", "Show the settings of JOB (no JOB: the defaults).");
-    get_->add_option("JOB", inv_.job, "job name (none: the defaults for new jobs)")->check(NotKv);
+    get_->add_option("JOB", inv_.job, "job name (none: the defaults for new jobs)")
+        ->check(JobNameError);
     set_ = settings_->add_subcommand(
         "set",
         "Change settings of JOB (no JOB: the defaults for new jobs). Keys as in the Settings "
         "message, e.g. dry_run=true s2_cost_iterations=8; prints the settings in force.");
-    set_->add_option("JOB", inv_.job, "job name (none: the defaults for new jobs)")->check(NotKv);
+    set_->add_option("JOB", inv_.job, "job name (none: the defaults for new jobs)")
+        ->check(JobNameError);
     set_->add_option("SETTING", inv_.assignments, "one or more settings to change")
         ->type_name("KEY=VALUE")
         ->required()
@@ -189,12 +195,13 @@ class Grammar {
 
     Command("validate", "Pause the job and run validation now (GEMM on every rank, link passes).")
         ->add_option("JOB", inv_.job, "job name")
+        ->check(JobNameError)
         ->required();
 
     CLI::App* plan = Command("plan",
                              "What the planner would do for the job's active event (or the "
                              "hypothetical verdict the flags describe); never acts.");
-    plan->add_option("JOB", inv_.job, "job name")->required();
+    plan->add_option("JOB", inv_.job, "job name")->check(JobNameError)->required();
     plan->add_flag("--dry-run,--dry_run", dry_run_,
                    "required: falconctl never acts, it only shows the plan")
         ->required();
@@ -205,7 +212,7 @@ class Grammar {
                      "hypothetical culprit ranks, e.g. 5,6")
         ->type_name("R,..")
         ->delimiter(',')
-        ->check(CountError);
+        ->transform(Decimal(UINT32_MAX));
     plan->add_option("--slow-links,--slow_links", slow_links_,
                      "hypothetical culprit links SRC-DST, e.g. 1-3,2-3")
         ->type_name("A-B,..")
@@ -218,7 +225,7 @@ class Grammar {
 
     CLI::App* exp =
         Command("export", "Iteration-time history with event marks as CSV (default) or --json.");
-    exp->add_option("JOB", inv_.job, "job name")->required();
+    exp->add_option("JOB", inv_.job, "job name")->check(JobNameError)->required();
     csv_ = exp->add_flag("--csv", "CSV output (the default)");
     exp->add_option("--out", inv_.out, "write to FILE instead of stdout")
         ->type_name("FILE")
@@ -227,11 +234,11 @@ class Grammar {
         });
     exp->add_option("--from", inv_.from_iteration, "first iteration (default 0)")
         ->type_name("N")
-        ->check(CountError);
+        ->transform(Decimal(INT64_MAX));
     exp->add_option("--max-points,--max_points", inv_.max_points,
                     "downsample to at most N points (default 10000)")
         ->type_name("N")
-        ->check(CountError);
+        ->transform(Decimal(UINT32_MAX));
 
     help_ = app_.add_subcommand("help", "Show the overview, or one command's help.");
     help_->add_option("COMMAND", help_topic_, "a command")->check(CLI::IsMember(CommandNames()));
@@ -272,11 +279,6 @@ class Grammar {
   }
 
  private:
-  static std::string NotKv(const std::string& job) {
-    return job.find('=') != std::string::npos ? absl::StrCat("'", job, "' is not a job name")
-                                              : std::string();
-  }
-
   // `message` and where to read the usage of the command given (the deepest one parsed).
   std::string WithHint(absl::string_view message) const {
     const CLI::App* deepest = &app_;

@@ -9,8 +9,14 @@
 //   Flags take `--name=value` or `--name value`; booleans take no value. Dashed flags also take
 //   their snake_case spelling (--dry_run, --max_points, --slow_ranks, --slow_links).
 //
+//   Integer arguments are decimal digits within their type's range (--limit and --max-points in
+//   [0, 2^32), --count and event IDs in [0, 2^64), --from in [0, 2^63), ranks in [0, 2^32)): no
+//   sign, no octal, never wrapped or clamped. JOB arguments and --job follow the job-name rule
+//   (common/names.h).
+//
 // Errors: kInvalidArgument whose message names the offending argument (unknown command, unknown
-// flag, missing or extra positional, bad number or address); falconctl maps it to exit code 2.
+// flag, missing or extra positional, bad number, job name or address); falconctl maps it to exit
+// code 2.
 #ifndef FALCON_CLI_CTL_ARGS_H_
 #define FALCON_CLI_CTL_ARGS_H_
 

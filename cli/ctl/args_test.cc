@@ -213,6 +213,51 @@ TEST(ParseArgs, PlanHypotheticalVerdict) {
   EXPECT_ERROR_NAMES((Args{"plan", "j", "--dry-run", "--slowdown", "nan"}), "--slowdown");
 }
 
+// Integers are decimal and within their type: CLI11 alone read "010" as octal 8 and clamped
+// 99999999999999999999 to 2^64 - 1 (the hand-written parser before it wrapped --limit 4294967297
+// to 1).
+TEST(ParseArgs, IntegersAreDecimalAndRangeChecked) {
+  EXPECT_EQ(Error({"events", "--limit", "4294967297"}),
+            "--limit: '4294967297' is not an integer in [0, 4294967295] (see: falconctl events "
+            "--help)");
+  EXPECT_EQ(MustParse({"events", "--limit", "4294967295"}).limit, 4294967295u);
+  EXPECT_EQ(MustParse({"events", "--limit", "010"}).limit, 10u);
+  EXPECT_EQ(MustParse({"directives", "--limit=0008"}).limit, 8u);
+  EXPECT_ERROR_NAMES((Args{"events", "--limit", "0x10"}), "--limit: '0x10' is not an integer");
+  EXPECT_ERROR_NAMES((Args{"event", "99999999999999999999"}),
+                     "'99999999999999999999' is not an integer in [0, 18446744073709551615]");
+  EXPECT_EQ(MustParse({"event", "18446744073709551615"}).event_id, UINT64_MAX);
+  EXPECT_ERROR_NAMES((Args{"events", "--watch", "--count", "18446744073709551616"}), "--count");
+  EXPECT_ERROR_NAMES((Args{"export", "j", "--from", "9223372036854775808"}),
+                     "--from: '9223372036854775808' is not an integer in [0, 9223372036854775807]");
+  EXPECT_EQ(MustParse({"export", "j", "--from", "9223372036854775807"}).from_iteration, INT64_MAX);
+  EXPECT_ERROR_NAMES((Args{"export", "j", "--max-points", "4294967296"}), "--max-points");
+  EXPECT_ERROR_NAMES((Args{"plan", "j", "--dry-run", "--slow-ranks", "1,4294967296"}),
+                     "--slow-ranks: '4294967296' is not an integer in [0, 4294967295]");
+  EXPECT_EQ(
+      MustParse({"plan", "j", "--dry-run", "--slow-ranks", "07,4294967295"}).plan.slow_ranks(0),
+      7u);
+}
+
+// A job name that is not one (a non-UTF-8 one made protobuf log an error and send it anyway).
+TEST(ParseArgs, JobNamesFollowTheRule) {
+  EXPECT_ERROR_NAMES((Args{"job", "\xff"}),
+                     "JOB: '\\xff' is not a job name (1 to 128 bytes of [A-Za-z0-9._-])");
+  EXPECT_ERROR_NAMES((Args{"job", ""}), "JOB: '' is not a job name");
+  EXPECT_ERROR_NAMES((Args{"export", "a b"}), "'a b' is not a job name");
+  EXPECT_ERROR_NAMES((Args{"events", "--job", std::string(129, 'j')}), "--job");
+  EXPECT_ERROR_NAMES((Args{"directives", "--job="}), "--job");
+  EXPECT_ERROR_NAMES((Args{"validate", "j/k"}), "'j/k' is not a job name");
+  EXPECT_EQ(MustParse({"settings", "get", "job-1.a_b"}).job, "job-1.a_b");
+}
+
+TEST(ParseArgs, ControllerHostIsChecked) {
+  EXPECT_ERROR_NAMES((Args{"jobs", "--controller", "a b:7070"}),
+                     "--controller: 'a b:7070': host 'a b' is not a DNS name");
+  EXPECT_ERROR_NAMES((Args{"jobs", "--controller", "127.0.0.1:99999"}),
+                     "--controller: '127.0.0.1:99999': port '99999' is not in [1, 65535]");
+}
+
 TEST(ParseTimeout, NamesWhatIsWrong) {
   EXPECT_EQ(*ParseTimeout("1m", "t"), absl::Minutes(1));
   EXPECT_EQ(*ParseTimeout("2.5", "t"), absl::Milliseconds(2500));

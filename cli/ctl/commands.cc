@@ -20,6 +20,12 @@ namespace {
 
 using falcon::v1::Control;
 
+// JSON text that never throws: a string that is not UTF-8 (proto3 strings are, but nothing here
+// should abort on one) is written with U+FFFD in place of the bad bytes.
+std::string Dump(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string CodeName(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::CANCELLED:
@@ -109,7 +115,7 @@ class Runner {
     return code;
   }
 
-  void PrintJson(const nlohmann::json& j) const { out_ << j.dump(2) << "\n"; }
+  void PrintJson(const nlohmann::json& j) const { out_ << Dump(j, 2) << "\n"; }
 
   int Jobs() {
     falcon::v1::ListJobsResponse resp;
@@ -169,7 +175,7 @@ class Runner {
     while ((count == 0 || seen < count) && reader->Read(&e)) {
       ++seen;
       if (inv_.json) {
-        out_ << ToJson(e).dump() << "\n";
+        out_ << Dump(ToJson(e), -1) << "\n";
       } else {
         out_ << RenderWatchLine(e) << "\n";
       }
@@ -304,7 +310,7 @@ class Runner {
     grpc::Status s = stub_.GetHistory(Context().get(), req, &resp);
     if (!s.ok()) return Fail("GetHistory", s, req.job());
     const std::string text =
-        inv_.json ? HistoryJson(req.job(), resp).dump(2) + "\n" : HistoryCsv(resp);
+        inv_.json ? Dump(HistoryJson(req.job(), resp), 2) + "\n" : HistoryCsv(resp);
     if (inv_.out.empty()) {
       out_ << text;
       return kExitOk;

@@ -5,10 +5,12 @@
 //
 //   falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]
 //                 [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--min_probability P]
-//                 [--json]
+//                 [--json] [--max_input_bytes N]
 //
 // Exit status 0 on success (and for --help, which prints the usage and every flag), 1 on any
-// error (message on stderr naming the file, field or flag).
+// error (message on stderr naming the file, field or flag), never a crash: the input is read up
+// to --max_input_bytes, JSON errors (also numbers beyond a double) name the line and field, and
+// names that are not UTF-8 are written to --json output with U+FFFD in place of bad bytes.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -24,6 +26,7 @@
 #include "cli/detect/detect_runner.h"
 #include "cli/detect/readers.h"
 #include "cli/help/flags_help.h"
+#include "common/flag_checks.h"
 #include "common/logging/logging.h"
 
 ABSL_FLAG(std::string, input, "", "File to analyse (required).");
@@ -50,6 +53,9 @@ ABSL_FLAG(double, min_probability, falcon::cli::detect::DetectOptions().min_prob
           "Verify (and report) a segment start only when its change-point probability reaches "
           "this: the online detector's change_probability (0.9, lag 10). 0 verifies every "
           "segment start of the MAP segmentation. Ignored with --raw.");
+ABSL_FLAG(int64_t, max_input_bytes, int64_t{64} << 20,
+          "Refuse an input file larger than this many bytes, in [1, 2^36] (64 GiB); the default "
+          "is 64 MiB.");
 
 namespace {
 
@@ -92,9 +98,12 @@ int main(int argc, char** argv) {
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   falcon::common::logging::InitLogging(argv[0]);
-  if (positional.size() > 1) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument \"", positional[1], "\" (flags only)")));
+  if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) return Fail(s);
+  const int64_t max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
+  if (absl::Status s =
+          falcon::common::CheckIntegerIn(max_input_bytes, "--max_input_bytes", 1, int64_t{1} << 36);
+      !s.ok()) {
+    return Fail(s);
   }
   const std::string input = absl::GetFlag(FLAGS_input);
   if (input.empty()) return Fail(absl::InvalidArgumentError("--input is required"));
@@ -118,13 +127,16 @@ int main(int argc, char** argv) {
   options.min_gap = absl::GetFlag(FLAGS_min_gap);
   options.min_probability = absl::GetFlag(FLAGS_min_probability);
 
-  absl::StatusOr<falcon::cli::detect::DetectInput> data =
-      falcon::cli::detect::ReadInput(input, *format, absl::GetFlag(FLAGS_column));
+  absl::StatusOr<falcon::cli::detect::DetectInput> data = falcon::cli::detect::ReadInput(
+      input, *format, absl::GetFlag(FLAGS_column),
+      falcon::cli::detect::ReadLimits{static_cast<uint64_t>(max_input_bytes)});
   if (!data.ok()) return Fail(data.status());
   absl::StatusOr<nlohmann::json> result = falcon::cli::detect::RunDetect(*data, options);
   if (!result.ok()) return Fail(result.status());
   if (absl::GetFlag(FLAGS_json)) {
-    std::cout << result->dump() << "\n";
+    // Series names come from the input (CSV headers): not always UTF-8, which dump() would throw
+    // on. Bad bytes become U+FFFD.
+    std::cout << result->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << falcon::cli::detect::FormatReport(*result);
   }

@@ -1,7 +1,4 @@
 // Runs the falcon_detect binary (path in argv[1]) on real data and on bad input.
-#include <sys/wait.h>
-
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -9,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
+#include "common/testing/run_binary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -26,16 +25,19 @@ struct Result {
   std::string out;  // stdout and stderr together.
 };
 
+// Runs the binary with `args` split at spaces (no argument here contains one). exit_code is the
+// shell's: 128 + signal for a crash.
 Result RunBinary(const std::string& args) {
   Result r;
-  const std::string cmd = g_binary + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::vector<std::string> argv = {g_binary};
+  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
+  absl::StatusOr<falcon::common::testing::BinaryRun> run = falcon::common::testing::RunBinary(argv);
+  if (!run.ok()) {
+    r.out = run.status().ToString();
+    return r;
+  }
+  r.exit_code = run->status.ShellCode();
+  r.out = run->output();
   return r;
 }
 
@@ -145,6 +147,51 @@ TEST(FalconDetectTest, BadInputExitsNonZeroNamingTheProblem) {
   EXPECT_EQ(
       RunBinary("--input " + Temp("neg2.csv", "t\n1\n-2\n3\n") + " --format csv --raw").exit_code,
       0);
+}
+
+// Each of these aborted (SIGABRT, exit 134) or grew without bound before.
+TEST(FalconDetectTest, HostileInputIsAnErrorNeverACrash) {
+  // A JSON number beyond the range of a double: nlohmann's out_of_range escaped.
+  const std::string big = Temp("big.json", R"({"series":[{"label":"a","raw":[1,2,1e400]}]})");
+  Result r = RunBinary("--input " + big + " --format tcpd");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(big + ": not valid JSON at line 1, column 40 (byte 40), at "
+                                     "series[0].raw[2]: number overflow parsing '1e400'"));
+  // An endless input: bounded by --max_input_bytes (it grew to 6.3 GB).
+  r = RunBinary("--input /dev/zero --format csv");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("/dev/zero: larger than the limit of 67108864 bytes "
+                               "(--max_input_bytes)"));
+  r = RunBinary("--input /dev/zero --format tcpd --max_input_bytes 1000");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("larger than the limit of 1000 bytes (--max_input_bytes)"));
+  for (const char* bad : {"0", "-1", "68719476737"}) {
+    r = RunBinary("--input /dev/zero --format csv --max_input_bytes " + std::string(bad));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_THAT(
+        r.out, HasSubstr("--max_input_bytes: " + std::string(bad) + " is not in [1, 68719476736]"));
+  }
+  // A CSV header that is not UTF-8, printed as JSON: dump() threw type_error.316.
+  const std::string latin1 = Temp("latin1.csv", "t\xb5s\n1\n2\n3\n");
+  r = RunBinary("--input " + latin1 + " --format csv --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"name\":\"t\xef\xbf\xbds\""));  // U+FFFD
+  // A directory is not an (empty) file.
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  r = RunBinary(std::string("--input ") + tmp + " --format csv");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(std::string(tmp) + ": is a directory, not a file"));
+  // Ranks out of range in a ByteDance trace.
+  r = RunBinary(
+      "--input " +
+      Temp("bd.csv",
+           "step,rank,dp_rank,stage,forward-compute_s,backward-compute_s\n1,-1,0,0,1,1\n") +
+      " --format bytedance");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("column \"rank\": -1 is not in [0, 2147483647]"));
+  r = RunBinary("--input " + big + " --format tcpd stray");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("unexpected argument 'stray'"));
 }
 
 }  // namespace

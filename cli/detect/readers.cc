@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/csv.h"
+#include "common/json_parse.h"
 #include "nlohmann/json.hpp"
 
 namespace falcon::cli::detect {
@@ -21,32 +22,10 @@ namespace {
 using analysis::detect::BlameInput;
 using analysis::detect::CommTiming;
 
-// " at line L, column C (byte B): DETAIL" for a JSON parse error in `text`: e.byte is the 1-based
-// offset of the last byte read (size + 1 at the end of the input); DETAIL is nlohmann's message
-// without its prefix and position.
-std::string JsonErrorAt(const std::string& text, const nlohmann::json::parse_error& e) {
-  const size_t byte = std::min<size_t>(e.byte, text.size());
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i + 1 < byte; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  absl::string_view detail = e.what();
-  if (const size_t at = detail.find("parse error"); at != absl::string_view::npos) {
-    detail.remove_prefix(at);
-    // "parse error at line 2, column 17: syntax error ..." -> "syntax error ..."
-    if (absl::StartsWith(detail, "parse error at ")) {
-      if (const size_t colon = detail.find(": "); colon != absl::string_view::npos) {
-        detail.remove_prefix(colon + 2);
-      }
-    } else if (absl::StartsWith(detail, "parse error: ")) {
-      detail.remove_prefix(13);
-    }
-  }
-  return absl::StrCat(" at line ", line, ", column ", e.byte - line_start, " (byte ", e.byte,
-                      "): ", detail);
+constexpr char kLimitName[] = "--max_input_bytes";
+
+absl::StatusOr<std::string> ReadLimited(const std::string& path, const ReadLimits& limits) {
+  return common::ReadTextFile(path, limits.max_bytes, kLimitName);
 }
 
 }  // namespace
@@ -61,22 +40,23 @@ absl::StatusOr<InputFormat> ParseFormat(absl::string_view name) {
 }
 
 absl::StatusOr<DetectInput> ReadInput(const std::string& path, InputFormat format,
-                                      const std::string& column) {
+                                      const std::string& column, const ReadLimits& limits) {
   switch (format) {
     case InputFormat::kCsv:
-      return ReadCsv(path, column);
+      return ReadCsv(path, column, limits);
     case InputFormat::kTcpd:
-      return ReadTcpd(path, column);
+      return ReadTcpd(path, column, limits);
     case InputFormat::kAlibaba:
-      return ReadAlibaba(path, column);
+      return ReadAlibaba(path, column, limits);
     case InputFormat::kBytedance:
-      return ReadBytedance(path, column);
+      return ReadBytedance(path, column, limits);
   }
   return absl::InvalidArgumentError("unknown format");
 }
 
-absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& column) {
-  absl::StatusOr<std::string> text = common::ReadTextFile(path);
+absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& column,
+                                    const ReadLimits& limits) {
+  absl::StatusOr<std::string> text = ReadLimited(path, limits);
   if (!text.ok()) return text.status();
   absl::StatusOr<common::CsvTable> t = common::ParseCsv(path, *text);
   if (!t.ok()) return t.status();
@@ -99,16 +79,13 @@ absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& 
   return input;
 }
 
-absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string& column) {
-  absl::StatusOr<std::string> text = common::ReadTextFile(path);
+absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string& column,
+                                     const ReadLimits& limits) {
+  absl::StatusOr<std::string> text = ReadLimited(path, limits);
   if (!text.ok()) return text.status();
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not valid JSON", JsonErrorAt(*text, e)));
-  }
+  absl::StatusOr<nlohmann::json> parsed = common::ParseJson(*text, path);
+  if (!parsed.ok()) return parsed.status();
+  nlohmann::json doc = *std::move(parsed);
   if (!doc.is_object() || !doc.contains("series") || !doc["series"].is_array()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": expected a TCPD object with a \"series\" array"));
@@ -158,9 +135,10 @@ absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string&
   return input;
 }
 
-absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::string& column) {
+absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::string& column,
+                                        const ReadLimits& limits) {
   absl::StatusOr<std::vector<common::AlibabaWorkerSeries>> workers =
-      common::ReadAlibabaPaiCsv(path, column);
+      common::ReadAlibabaPaiCsv(path, column, limits.max_bytes, kLimitName);
   if (!workers.ok()) return workers.status();
   DetectInput input{path, {}, {}};
   for (common::AlibabaWorkerSeries& w : *workers) {
@@ -247,8 +225,9 @@ BlameInput BuildBlameInput(int64_t step, const std::vector<RankRow>& rows) {
 
 }  // namespace
 
-absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column) {
-  absl::StatusOr<std::string> text = common::ReadTextFile(path);
+absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column,
+                                          const ReadLimits& limits) {
+  absl::StatusOr<std::string> text = ReadLimited(path, limits);
   if (!text.ok()) return text.status();
   absl::StatusOr<common::CsvTable> t = common::ParseCsv(path, *text);
   if (!t.ok()) return t.status();
@@ -280,6 +259,11 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
     for (int i = 0; i < 4; ++i) {
       absl::StatusOr<int64_t> v = common::ParseInteger(*t, r, key_cols[i]);
       if (!v.ok()) return v.status();
+      if (*v < 0 || *v > INT32_MAX) {  // Ranks are uint32 on the wire; no rank -1 or 2^40.
+        return absl::InvalidArgumentError(absl::StrCat(path, " line ", t->lines[r], ", column \"",
+                                                       key_names[i], "\": ", *v,
+                                                       " is not in [0, 2147483647]"));
+      }
       keys[i] = *v;
     }
     RankRow row{keys[1], keys[2], keys[3], {}};

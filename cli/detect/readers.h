@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "analysis/detect/blame.h"
+#include "common/text_file.h"
 
 namespace falcon::cli::detect {
 
@@ -44,23 +45,36 @@ struct DetectInput {
   std::vector<analysis::detect::BlameInput> steps;  // kBytedance only, ascending step.
 };
 
-// Reads `path` in `format`. `column` as described above ("" for the default).
-// kNotFound: the file cannot be opened. kInvalidArgument: malformed content, a missing column,
-// a non-numeric, NaN or infinite value, or no data at all.
-absl::StatusOr<DetectInput> ReadInput(const std::string& path, InputFormat format,
-                                      const std::string& column);
+// The bound on an input file: at most `max_bytes` (falcon_detect's --max_input_bytes), so that an
+// endless input (/dev/zero) or a huge one fails with an error naming the limit.
+struct ReadLimits {
+  uint64_t max_bytes = common::kDefaultMaxTextFileBytes;
+};
 
-absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& column);
-absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string& column);
-absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::string& column);
+// Reads `path` in `format`. `column` as described above ("" for the default).
+// kNotFound: the file cannot be opened. kInvalidArgument: a directory, malformed content (a JSON
+// error names the line, column and field, e.g. a number beyond the range of a double), a missing
+// column, a non-numeric, NaN or infinite value, or no data at all. kResourceExhausted: the file
+// is larger than limits.max_bytes.
+absl::StatusOr<DetectInput> ReadInput(const std::string& path, InputFormat format,
+                                      const std::string& column, const ReadLimits& limits = {});
+
+absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& column,
+                                    const ReadLimits& limits = {});
+absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string& column,
+                                     const ReadLimits& limits = {});
+absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::string& column,
+                                        const ReadLimits& limits = {});
 // Blame input per step: compute = forward-compute + backward-compute, compared within the PP
 // stage; communicators (bytes unknown, so comparable by kind): per stage the DP groups of
 // grads-reduce-scatter, params-all-gather and layernorm-grads-all-reduce; per DP replica
 // optimizer-clip-main-grad over its stages and embedding-grads-all-reduce between its first and
 // last stage; per pipeline link the forward (send on s, recv on s+1) and backward (send on s+1,
 // recv on s) point-to-point pairs. kInvalidArgument also for a rank twice in a step or two ranks
-// with the same (dp_rank, stage) in a step, naming both lines.
-absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column);
+// with the same (dp_rank, stage) in a step, naming both lines, and for a step, rank, dp_rank or
+// stage outside [0, 2^31).
+absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column,
+                                          const ReadLimits& limits = {});
 
 }  // namespace falcon::cli::detect
 

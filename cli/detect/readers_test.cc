@@ -89,16 +89,50 @@ TEST(ReadTcpdTest, SeriesAndErrors) {
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("b.json", "{"), "")), HasSubstr("not valid JSON"));
   // A parse error says where: line, column and byte offset, and what nlohmann found there.
   const std::string bad = WriteTemp("b2.json", "{\"series\": [\n  {\"raw\": [1, 2,, 3]}\n]}\n");
-  EXPECT_THAT(Message(ReadTcpd(bad, "")),
-              HasSubstr(bad + ": not valid JSON at line 2, column 17 (byte 30): syntax error"));
+  EXPECT_THAT(
+      Message(ReadTcpd(bad, "")),
+      HasSubstr(bad + ": not valid JSON at line 2, column 17 (byte 30), at series[0].raw[2]: "
+                      "syntax error"));
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("b3.json", "{\"series\": ["), "")),
-              HasSubstr("not valid JSON at line 1, column 13 (byte 13): syntax error while parsing "
-                        "value - unexpected end of input"));
-  // A deeply nested value is named by its type, not dumped (dump() recursed and crashed).
+              HasSubstr("not valid JSON at line 1, column 13 (byte 13), at series[0]: syntax error "
+                        "while parsing value - unexpected end of input"));
+  // A deeply nested value is refused while parsing (dump() recursed and crashed); a shallow one
+  // is named by its type, not dumped.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("d.json", R"({"series":[{"raw":[)" + deep + "]}]}"), "")),
+              HasSubstr("at series[0].raw[0][0]"));
+  EXPECT_THAT(Message(ReadTcpd(WriteTemp("d.json", R"({"series":[{"raw":[)" + deep + "]}]}"), "")),
+              HasSubstr("nested deeper than 100 levels"));
+  EXPECT_THAT(Message(ReadTcpd(WriteTemp("d2.json", R"({"series":[{"raw":[[[1]]]}]})"), "")),
               HasSubstr("raw[0] is an array, not a number"));
   EXPECT_THAT(Message(ReadTcpd(WriteTemp("o.json", "[]"), "")), HasSubstr("\"series\" array"));
+}
+
+// 1e400 parses as a valid JSON number beyond the range of a double: nlohmann threw
+// out_of_range, uncaught, and falcon_detect aborted (SIGABRT).
+TEST(ReadTcpdTest, NumberBeyondDoubleRangeIsAnErrorNamingTheField) {
+  const std::string p =
+      WriteTemp("big.json", "{\"series\": [{\"label\": \"a\", \"raw\": [1, 2,\n 1e400]}]}");
+  absl::StatusOr<DetectInput> in = ReadTcpd(p, "");
+  EXPECT_EQ(in.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(in), p + ": not valid JSON at line 2, column 6 (byte 47), at "
+                             "series[0].raw[2]: number overflow parsing '1e400'");
+}
+
+// falcon_detect --input /dev/zero grew to 6.3 GB; a directory read as an empty file.
+TEST(ReadInputTest, InputIsBoundedAndMustBeAFile) {
+  for (InputFormat f :
+       {InputFormat::kCsv, InputFormat::kTcpd, InputFormat::kAlibaba, InputFormat::kBytedance}) {
+    absl::StatusOr<DetectInput> in = ReadInput("/dev/zero", f, "", ReadLimits{1 << 20});
+    EXPECT_EQ(in.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(Message(in), "/dev/zero: larger than the limit of 1048576 bytes (--max_input_bytes)");
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string dir = tmp != nullptr ? tmp : "/tmp";
+    EXPECT_EQ(Message(ReadInput(dir, f, "")), dir + ": is a directory, not a file");
+  }
+  const std::string p = WriteTemp("limit.csv", "t\n1\n2\n");
+  EXPECT_TRUE(ReadCsv(p, "", ReadLimits{6}).ok());
+  EXPECT_EQ(ReadCsv(p, "", ReadLimits{5}).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST(ReadAlibabaTest, OneSeriesPerWorkerSortedByTime) {
@@ -157,6 +191,21 @@ TEST(ReadBytedanceTest, SeriesPerRankAndBlameInputPerStep) {
   EXPECT_THAT(
       Message(ReadBytedance(WriteTemp("bd3.csv", "step,rank,dp_rank,stage\n1,0,0,0\n"), "")),
       HasSubstr("no column \"forward-compute_s\""));
+}
+
+// A rank -1 or 99999999999999 became a series "rank_-1" / "rank_99999999999999".
+TEST(ReadBytedanceTest, KeysOutOfRangeAreNamed) {
+  const std::string header = "step,rank,dp_rank,stage,forward-compute_s,backward-compute_s\n";
+  EXPECT_EQ(Message(ReadBytedance(WriteTemp("r1.csv", header + "1,-1,0,0,1,1\n"), "")),
+            WriteTemp("r1.csv", header + "1,-1,0,0,1,1\n") +
+                " line 2, column \"rank\": -1 is not in [0, 2147483647]");
+  EXPECT_THAT(
+      Message(ReadBytedance(WriteTemp("r2.csv", header + "1,99999999999999,0,0,1,1\n"), "")),
+      HasSubstr("column \"rank\": 99999999999999 is not in [0, 2147483647]"));
+  EXPECT_THAT(Message(ReadBytedance(WriteTemp("r3.csv", header + "1,0,0,-2,1,1\n"), "")),
+              HasSubstr("column \"stage\": -2 is not in"));
+  EXPECT_THAT(Message(ReadBytedance(WriteTemp("r4.csv", header + "-5,0,0,0,1,1\n"), "")),
+              HasSubstr("column \"step\": -5 is not in"));
 }
 
 }  // namespace

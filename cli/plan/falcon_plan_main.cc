@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/help/flags_help.h"
 #include "cli/plan/plan_commands.h"
+#include "common/flag_checks.h"
 #include "common/logging/logging.h"
 
 // s2
@@ -50,6 +51,8 @@ ABSL_FLAG(double, restart_s, 10, "escalate: S4 restart seconds");
 ABSL_FLAG(std::string, disable, "", "escalate: levels to disable, any of s2,s3,s4");
 // all
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
+ABSL_FLAG(int64_t, max_input_bytes, int64_t{64} << 20,
+          "s3, escalate: refuse a --layout or --trace file larger than this, in [1, 2^36]");
 
 namespace {
 
@@ -89,9 +92,20 @@ int main(int argc, char** argv) {
   for (std::string& a : rewritten) raw.push_back(a.data());
   const std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
   falcon::common::logging::InitLogging(argv[0]);
+  if (args.size() > 2) {
+    std::fprintf(stderr, "falcon_plan: unexpected argument '%s' (one subcommand, then flags)\n%s\n",
+                 args[2], kUsage);
+    return 2;
+  }
   if (args.size() != 2) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;
+  }
+  const int64_t max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
+  if (absl::Status s =
+          falcon::common::CheckIntegerIn(max_input_bytes, "--max-input-bytes", 1, int64_t{1} << 36);
+      !s.ok()) {
+    return Finish(s);
   }
   const std::string command = args[1];
   const bool json = absl::GetFlag(FLAGS_json);
@@ -108,6 +122,7 @@ int main(int argc, char** argv) {
   if (command == "s3") {
     falcon::cli::plan::S3Request r;
     r.layout_path = absl::GetFlag(FLAGS_layout);
+    r.max_input_bytes = static_cast<uint64_t>(max_input_bytes);
     r.slow_links = absl::GetFlag(FLAGS_slow_links);
     r.slow_ranks = absl::GetFlag(FLAGS_slow_ranks);
     r.stage_compute_s = absl::GetFlag(FLAGS_stage_compute_s);
@@ -122,6 +137,7 @@ int main(int argc, char** argv) {
   if (command == "escalate") {
     falcon::cli::plan::EscalateRequest r;
     r.trace_path = absl::GetFlag(FLAGS_trace);
+    r.max_input_bytes = static_cast<uint64_t>(max_input_bytes);
     r.healthy_s = absl::GetFlag(FLAGS_healthy_s);
     r.s2_cost_iterations = absl::GetFlag(FLAGS_s2_cost_iterations);
     r.s3_cost_s = absl::GetFlag(FLAGS_s3_cost_s);

@@ -42,6 +42,26 @@ check s3-replica-micro-batches 1 'error: --replica-micro-batches: must be in \[1
 check escalate 0 'apply  S2 micro-batch .*lost 5\.00s >= S2 micro-batch cost 5\.00s' -- \
   "$BIN" escalate --trace "$DATA/trace.csv"
 check escalate-json 0 '"events":2' -- "$BIN" escalate --trace "$DATA/trace.csv" --json
+# Hostile input: each of these aborted (exit 134) or read without bound before.
+TMP="${TEST_TMPDIR:-/tmp}"
+printf '{"layout":[{"rank":0,"node":"a","dp":1e400,"pp":0,"tp":0}]}' >"$TMP/overflow.json"
+check s3-number-overflow 1 \
+  "error: $TMP/overflow.json: not valid JSON at line 1, column 42 \(byte 42\), at layout\[0\]\.dp: number overflow parsing '1e400'" -- \
+  "$BIN" s3 --layout "$TMP/overflow.json"
+printf '[{"rank":18446744073709551615,"node":"a","dp":0,"pp":0,"tp":0}]' >"$TMP/huge_rank.json"
+check s3-huge-rank 1 "\[0\]\.rank: 18446744073709551615 is out of range" -- \
+  "$BIN" s3 --layout "$TMP/huge_rank.json"
+printf 'rank,node,dp,pp,tp\n0,n\xff,0,0,0\n1,n\xfe,1,0,0\n' >"$TMP/latin1.csv"
+check s3-non-utf8-node-json 0 $'"node":"n\xef\xbf\xbd"' -- "$BIN" s3 --layout "$TMP/latin1.csv" --json
+check s3-endless-layout 1 'error: --layout: /dev/zero: larger than the limit of 67108864 bytes \(--max-input-bytes\)' -- \
+  "$BIN" s3 --layout /dev/zero
+check escalate-endless-trace 1 'error: --trace: /dev/zero: larger than the limit of 4096 bytes \(--max-input-bytes\)' -- \
+  "$BIN" escalate --trace /dev/zero --max-input-bytes 4096
+check escalate-directory 1 "error: --trace: $TMP: is a directory, not a file" -- "$BIN" escalate --trace "$TMP"
+check max-input-bytes-range 1 'error: --max-input-bytes: 0 is not in \[1, 68719476736\]' -- \
+  "$BIN" s3 --layout "$DATA/four_nodes.csv" --max-input-bytes 0
+check stray-argument 2 "falcon_plan: unexpected argument 'stray'" -- \
+  "$BIN" s3 --layout "$DATA/four_nodes.csv" stray
 # Every `./falcon plan` example of the README runs as written from the repository root.
 n=0
 while IFS= read -r line; do

@@ -1,10 +1,6 @@
 #include "cli/plan/layout_io.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -13,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/json_parse.h"
 
 namespace falcon::cli::plan {
 namespace {
@@ -81,12 +78,9 @@ absl::StatusOr<Layout> ParseCsv(absl::string_view text, absl::string_view source
 }
 
 absl::StatusOr<Layout> ParseJson(absl::string_view text, absl::string_view source) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
-  }
+  absl::StatusOr<nlohmann::json> parsed = common::ParseJson(text, source);
+  if (!parsed.ok()) return parsed.status();
+  nlohmann::json doc = *std::move(parsed);
   const nlohmann::json* list = &doc;
   std::string path = "";
   if (doc.is_object()) {
@@ -111,9 +105,15 @@ absl::StatusOr<Layout> ParseJson(absl::string_view text, absl::string_view sourc
         return absl::InvalidArgumentError(
             absl::StrCat(where, ".", name, ": ", e.contains(name) ? "not an integer" : "missing"));
       }
+      // An unsigned value above INT64_MAX would wrap in get<int64_t>() (2^64 - 1 -> -1).
+      if (e[name].is_number_unsigned() && e[name].get<uint64_t>() > uint64_t{INT32_MAX}) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".", name, ": ", e[name].dump(), " is out of range"));
+      }
       const int64_t v = e[name].get<int64_t>();
       if (v < INT32_MIN || v > INT32_MAX) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ".", name, ": out of range"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".", name, ": ", v, " is out of range"));
       }
       const std::string n = name;
       (n == "rank" ? r.rank : n == "dp" ? r.dp : n == "pp" ? r.pp : r.tp) = static_cast<int32_t>(v);
@@ -151,21 +151,6 @@ std::string LayoutToCsv(const Layout& layout) {
     absl::StrAppend(&out, r.rank, ",", r.node, ",", r.dp, ",", r.pp, ",", r.tp, "\n");
   }
   return out;
-}
-
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    const std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    if (err == EACCES) return absl::PermissionDeniedError(message);
-    return absl::UnknownError(message);
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::UnknownError(absl::StrCat(path, ": read error"));
-  return buffer.str();
 }
 
 }  // namespace falcon::cli::plan

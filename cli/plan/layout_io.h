@@ -7,7 +7,7 @@
 //           0,node1,0,0,0
 //   JSON: {"layout": [{"rank": 0, "node": "node1", "dp": 0, "pp": 0, "tp": 0}, ...]} or the bare
 //         array. Other keys are ignored, so the output of `falcon_plan s3 --json` reads back.
-// Thread-compatible; no I/O except ReadFileToString.
+// Thread-compatible; no I/O (files are read with common::ReadTextFile).
 #ifndef FALCON_CLI_PLAN_LAYOUT_IO_H_
 #define FALCON_CLI_PLAN_LAYOUT_IO_H_
 
@@ -21,8 +21,9 @@
 namespace falcon::cli::plan {
 
 // Parses and validates a layout. `source` names the input in errors ("layout.csv:3: column dp:
-// ..."). kInvalidArgument for malformed text, a missing or non-integer field, or a layout that
-// Layout::Create rejects.
+// ..."). kInvalidArgument for malformed text (a JSON error names the line, column and field, also
+// for a number beyond the range of a double), a missing or non-integer field, an integer outside
+// [-2^31, 2^31), or a layout that Layout::Create rejects.
 absl::StatusOr<analysis::plan::Layout> ParseLayout(absl::string_view text,
                                                    absl::string_view source);
 
@@ -31,9 +32,6 @@ nlohmann::ordered_json LayoutToJson(const analysis::plan::Layout& layout);
 
 // The layout as CSV with the header rank,node,dp,pp,tp.
 std::string LayoutToCsv(const analysis::plan::Layout& layout);
-
-// Reads a whole file. kNotFound / kPermissionDenied / kUnknown naming the path.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 }  // namespace falcon::cli::plan
 

@@ -1,5 +1,6 @@
 #include "cli/plan/layout_io.h"
 
+#include "common/text_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -9,13 +10,13 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(LayoutIoTest, ReadsCsvAndJsonFiles) {
-  absl::StatusOr<std::string> csv = ReadFileToString("cli/plan/testdata/four_nodes.csv");
+  absl::StatusOr<std::string> csv = common::ReadTextFile("cli/plan/testdata/four_nodes.csv");
   ASSERT_TRUE(csv.ok()) << csv.status();
   absl::StatusOr<analysis::plan::Layout> a = ParseLayout(*csv, "four_nodes.csv");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->world_size(), 8);
   EXPECT_EQ(a->NodeAt(1, 0), "node2");
-  absl::StatusOr<std::string> json = ReadFileToString("cli/plan/testdata/two_nodes.json");
+  absl::StatusOr<std::string> json = common::ReadTextFile("cli/plan/testdata/two_nodes.json");
   ASSERT_TRUE(json.ok()) << json.status();
   absl::StatusOr<analysis::plan::Layout> b = ParseLayout(*json, "two_nodes.json");
   ASSERT_TRUE(b.ok()) << b.status();
@@ -38,7 +39,7 @@ TEST(LayoutIoTest, SkipsAUtf8ByteOrderMark) {
 
 TEST(LayoutIoTest, RoundTrips) {
   absl::StatusOr<analysis::plan::Layout> a =
-      ParseLayout(*ReadFileToString("cli/plan/testdata/four_nodes.csv"), "x");
+      ParseLayout(*common::ReadTextFile("cli/plan/testdata/four_nodes.csv"), "x");
   ASSERT_TRUE(a.ok());
   absl::StatusOr<analysis::plan::Layout> from_csv = ParseLayout(LayoutToCsv(*a), "csv");
   ASSERT_TRUE(from_csv.ok()) << from_csv.status();
@@ -69,9 +70,30 @@ TEST(LayoutIoTest, ErrorsNameTheField) {
               HasSubstr("f: layout[0].tp: missing"));
   EXPECT_THAT(error("[{\"rank\": 0, \"node\": 5, \"dp\": 0, \"pp\": 0, \"tp\": 0}]"),
               HasSubstr("f: [0].node: not a string"));
-  EXPECT_THAT(error("{\"layout\": [1,]"), HasSubstr("f: invalid JSON"));
+  EXPECT_THAT(error("{\"layout\": [1,]"),
+              HasSubstr("f: not valid JSON at line 1, column 15 (byte 15), at layout[1]: syntax "
+                        "error"));
   EXPECT_THAT(error("{\"ranks\": []}"), HasSubstr("no \"layout\" array"));
-  EXPECT_EQ(ReadFileToString("/nonexistent/x.csv").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(common::ReadTextFile("/nonexistent/x.csv").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// 1e400 aborted falcon_plan s3 (nlohmann's out_of_range escaped); 2^64 - 1 wrapped to rank -1.
+TEST(LayoutIoTest, NumbersOutOfRangeAreErrorsNamingTheField) {
+  auto error = [](absl::string_view text) {
+    absl::StatusOr<analysis::plan::Layout> l = ParseLayout(text, "f");
+    EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(l.status().message());
+  };
+  EXPECT_EQ(error(R"({"layout": [{"rank": 0, "node": "a", "dp": 1e400, "pp": 0, "tp": 0}]})"),
+            "f: not valid JSON at line 1, column 48 (byte 48), at layout[0].dp: number overflow "
+            "parsing '1e400'");
+  EXPECT_EQ(error(R"([{"rank": 18446744073709551615, "node": "a", "dp": 0, "pp": 0, "tp": 0}])"),
+            "f: [0].rank: 18446744073709551615 is out of range");
+  EXPECT_EQ(error(R"([{"rank": 0, "node": "a", "dp": -2147483649, "pp": 0, "tp": 0}])"),
+            "f: [0].dp: -2147483649 is out of range");
+  EXPECT_THAT(error(R"([{"rank": 0, "node": "a", "dp": 0, "pp": 1.5, "tp": 0}])"),
+              HasSubstr("f: [0].pp: not an integer"));
 }
 
 }  // namespace

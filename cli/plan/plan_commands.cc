@@ -28,6 +28,12 @@ using analysis::plan::EscalationStep;
 using analysis::plan::Strategy;
 using Json = nlohmann::ordered_json;
 
+// Node names come from the layout file and need not be UTF-8 (dump() would throw on them):
+// bad bytes become U+FFFD.
+std::string Dump(const Json& out) {
+  return out.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
 // Splits a comma-separated flag value; an empty value gives no items.
 std::vector<std::string> Items(absl::string_view text) {
   std::vector<std::string> items;
@@ -204,7 +210,7 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
     out["predicted_speedup"] = speedup;
     out["baseline_makespan"] = Seconds(baseline->makespan);
     out["spread"] = Seconds(split->spread);
-    return out.dump() + "\n";
+    return Dump(out);
   }
   std::string text = absl::StrFormat("S2 plan: %d DP groups, M = %d, q = %d\n%4s %14s %14s %12s\n",
                                      times->size(), request.micro_batches, request.multiple, "dp",
@@ -223,7 +229,8 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
 
 absl::StatusOr<std::string> RunS3(const S3Request& request) {
   if (request.layout_path.empty()) return absl::InvalidArgumentError("--layout: required");
-  absl::StatusOr<std::string> text = ReadFileToString(request.layout_path);
+  absl::StatusOr<std::string> text =
+      common::ReadTextFile(request.layout_path, request.max_input_bytes, "--max-input-bytes");
   if (!text.ok()) return Annotate(text.status(), "--layout: ");
   absl::StatusOr<analysis::plan::Layout> layout = ParseLayout(*text, request.layout_path);
   if (!layout.ok()) return layout.status();
@@ -291,7 +298,7 @@ absl::StatusOr<std::string> RunS3(const S3Request& request) {
     out["straggler_stages"] = {{"before", plan->straggler_stages_before},
                                {"after", plan->straggler_stages_after}};
     out["notes"] = plan->notes;
-    return out.dump() + "\n";
+    return Dump(out);
   }
   std::set<std::string> nodes;
   for (const analysis::plan::RankPlacement& r : layout->ranks()) nodes.insert(r.node);
@@ -323,7 +330,8 @@ absl::StatusOr<std::string> RunS3(const S3Request& request) {
 
 absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
   if (request.trace_path.empty()) return absl::InvalidArgumentError("--trace: required");
-  absl::StatusOr<std::string> text = ReadFileToString(request.trace_path);
+  absl::StatusOr<std::string> text =
+      common::ReadTextFile(request.trace_path, request.max_input_bytes, "--max-input-bytes");
   if (!text.ok()) return Annotate(text.status(), "--trace: ");
   absl::StatusOr<std::vector<TraceRow>> rows = ParseTrace(*text, request.trace_path);
   if (!rows.ok()) return rows.status();
@@ -449,7 +457,7 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
                               {"reason", s.reason}});
     }
     out["notes"] = notes;
-    return out.dump() + "\n";
+    return Dump(out);
   }
   std::string out =
       absl::StrFormat("%d event(s), %d decision(s)\n%9s %10s  %-6s %-22s %s\n", events,

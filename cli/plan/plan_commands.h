@@ -15,8 +15,10 @@
 //             Replays the trace through the escalation state machine and prints each decision
 //             with its reason.
 //
-// Every function returns kInvalidArgument naming the flag or the file position for bad input,
-// and kNotFound/kPermissionDenied for a file it cannot read.
+// Every function returns kInvalidArgument naming the flag or the file position for bad input
+// (also a directory given as --layout or --trace), kNotFound/kPermissionDenied for a file it
+// cannot read, and kResourceExhausted naming --max-input-bytes for a file larger than that.
+// JSON output replaces bytes that are not UTF-8 (in node names) with U+FFFD.
 #ifndef FALCON_CLI_PLAN_PLAN_COMMANDS_H_
 #define FALCON_CLI_PLAN_PLAN_COMMANDS_H_
 
@@ -27,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "analysis/plan/topology_planner.h"
+#include "common/text_file.h"
 
 namespace falcon::cli::plan {
 
@@ -40,7 +43,8 @@ struct S2Request {
 };
 
 struct S3Request {
-  std::string layout_path;            // --layout
+  std::string layout_path;                                      // --layout
+  uint64_t max_input_bytes = common::kDefaultMaxTextFileBytes;  // --max-input-bytes
   std::string slow_links;             // --slow-links: a-b or a-b:slowdown (default 2.0)
   std::string slow_ranks;             // --slow-ranks: r or r:slowdown (default 1.5)
   std::string stage_compute_s;        // --stage-compute-s: one value or one per stage
@@ -53,7 +57,8 @@ struct S3Request {
 };
 
 struct EscalateRequest {
-  std::string trace_path;           // --trace
+  std::string trace_path;                                       // --trace
+  uint64_t max_input_bytes = common::kDefaultMaxTextFileBytes;  // --max-input-bytes
   double healthy_s = 0;             // --healthy-s: 0 = mean of the healthy rows before an event
   double s2_cost_iterations = 5;    // --s2-cost-iterations
   double s3_cost_s = 60;            // --s3-cost-s

@@ -1,8 +1,6 @@
 #include "collective/fault/fault_spec.h"
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -10,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/text_file.h"
 
 namespace falcon::collective::fault {
 namespace {
@@ -216,11 +215,12 @@ absl::StatusOr<FaultPlan> ParseFaultSpec(absl::string_view spec) {
 
 absl::StatusOr<FaultPlan> LoadFaultSpec(absl::string_view flag) {
   if (!absl::ConsumePrefix(&flag, "@")) return ParseFaultSpec(flag);
-  std::ifstream in{std::string(flag)};
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read fault spec file '", flag, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseFaultSpec(text.str());
+  absl::StatusOr<std::string> text = common::ReadTextFile(std::string(flag), kMaxFaultSpecBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("fault spec file ", text.status().message()));
+  }
+  return ParseFaultSpec(*text);
 }
 
 std::string FaultPlan::ToString() const {

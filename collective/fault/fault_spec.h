@@ -76,8 +76,13 @@ struct FaultPlan {
 // field on any error.
 absl::StatusOr<FaultPlan> ParseFaultSpec(absl::string_view spec);
 
+// Fault spec files are small; a larger one is refused (kResourceExhausted).
+inline constexpr uint64_t kMaxFaultSpecBytes = uint64_t{1} << 20;
+
 // `flag` is either a spec or "@PATH" naming a file that holds one. kNotFound when the file cannot
-// be read; otherwise as ParseFaultSpec.
+// be read, kInvalidArgument for a directory, kResourceExhausted above kMaxFaultSpecBytes
+// (common::ReadTextFile, the message starting "fault spec file PATH: "); otherwise as
+// ParseFaultSpec.
 absl::StatusOr<FaultPlan> LoadFaultSpec(absl::string_view flag);
 
 }  // namespace falcon::collective::fault

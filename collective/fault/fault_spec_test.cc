@@ -82,6 +82,11 @@ TEST(FaultSpecTest, LoadsFromFileWithAtPrefix) {
   EXPECT_EQ(plan->links.size(), 1u);
   EXPECT_EQ(LoadFaultSpec("@/no/such/file").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(LoadFaultSpec("compute:rank=0,factor=3").value().compute.size(), 1u);
+  // A directory read as an empty spec (no faults, no error); an endless file was read forever.
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  EXPECT_EQ(LoadFaultSpec("@" + dir).status().message(),
+            "fault spec file " + dir + ": is a directory, not a file");
+  EXPECT_EQ(LoadFaultSpec("@/dev/zero").status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -35,6 +35,21 @@ TEST(MetricSpecDeathTest, ATypeMismatchAborts) {
   EXPECT_DEATH(AddGaugeFamily(registry, kRequests), "declared a counter, registered as a gauge");
 }
 
+TEST(MetricSpecTest, ErrorSites) {
+  const ErrorSite good[] = {{"store_write", "A write failed | retried"}, {"tick2", "x"}};
+  EXPECT_TRUE(CheckErrorSites(good).empty());
+  EXPECT_EQ(ErrorSitesMarkdownTable(good),
+            "| `where` | What happened |\n"
+            "|---|---|\n"
+            "| `store_write` | A write failed \\| retried |\n"
+            "| `tick2` | x |\n");
+  const ErrorSite bad[] = {
+      {"store_write", "a"}, {"store_write", "b"}, {"Bad-Site", "c"}, {"", "d"}, {"no_what", ""}};
+  EXPECT_EQ(CheckErrorSites(bad),
+            (std::vector<std::string>{"store_write: listed twice", "'Bad-Site': not snake_case",
+                                      "'': not snake_case", "no_what: no description"}));
+}
+
 TEST(MetricSpecTest, LabelNames) {
   EXPECT_EQ(LabelNames(kLatency), (std::vector<std::string>{"job", "rank"}));
   EXPECT_TRUE(LabelNames(kUp).empty());

@@ -31,11 +31,34 @@ std::vector<std::string> AgentHub::ConnectedAgents() const {
 
 bool AgentHub::Send(const std::string& agent_id, const falcon::v1::ControllerMessage& message) {
   auto it = channels_.find(agent_id);
-  if (it == channels_.end() || !it->second.channel->Send(message)) {
+  if (it == channels_.end()) {
+    ++dropped_;
+    return false;
+  }
+  return SendTo(it->second.channel, message);
+}
+
+bool AgentHub::SendTo(const std::shared_ptr<AgentChannel>& channel,
+                      const falcon::v1::ControllerMessage& message) {
+  if (channel == nullptr) return false;
+  if (held_) {
+    queued_.emplace_back(channel, message);
+    return true;
+  }
+  if (!channel->Send(message)) {
     ++dropped_;
     return false;
   }
   return true;
+}
+
+void AgentHub::Release() {
+  held_ = false;
+  std::vector<std::pair<std::shared_ptr<AgentChannel>, falcon::v1::ControllerMessage>> queued;
+  queued.swap(queued_);
+  for (const auto& [channel, message] : queued) {
+    if (!channel->Send(message)) ++dropped_;
+  }
 }
 
 }  // namespace falcon::controller::core

@@ -1,13 +1,16 @@
 // The connected agents and the way to reach them: one AgentChannel per live telemetry stream.
 // Messages to an agent that is not connected are dropped (and counted); state that must reach it
-// is resent when it reconnects (profiling state, pending directives). Not thread-safe: controller
-// loop only; AgentChannel::Send itself must be safe to call from the loop.
+// is resent when it reconnects (profiling state, pending directives). While held (Hold), messages
+// wait in order and go out on Release: the controller holds them until the state they announce
+// (a BatchAck, a ControllerHello's acked_sequence, a directive) is durable. Not thread-safe:
+// controller loop only; AgentChannel::Send itself must be safe to call from the loop.
 #ifndef FALCON_CONTROLLER_CORE_AGENT_HUB_H_
 #define FALCON_CONTROLLER_CORE_AGENT_HUB_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -35,8 +38,18 @@ class AgentHub {
   size_t connected() const { return channels_.size(); }
   std::vector<std::string> ConnectedAgents() const;  // Sorted.
 
-  // Sends to one agent; false when it is not connected or its stream is gone.
+  // Sends to one agent; false when it is not connected or its stream is gone (while held: when
+  // it is not connected).
   bool Send(const std::string& agent_id, const falcon::v1::ControllerMessage& message);
+  // Sends on `channel` (the stream a message came in on), in order with Send.
+  bool SendTo(const std::shared_ptr<AgentChannel>& channel,
+              const falcon::v1::ControllerMessage& message);
+  // Queue messages from now on.
+  void Hold() { held_ = true; }
+  // Sends the queued messages in order and stops queueing.
+  void Release();
+  bool held() const { return held_; }
+  size_t held_messages() const { return queued_.size(); }
   // Messages not delivered because the agent was not connected.
   uint64_t dropped() const { return dropped_; }
 
@@ -48,6 +61,8 @@ class AgentHub {
   absl::flat_hash_map<std::string, Entry> channels_;
   uint64_t next_session_ = 1;
   uint64_t dropped_ = 0;
+  bool held_ = false;
+  std::vector<std::pair<std::shared_ptr<AgentChannel>, falcon::v1::ControllerMessage>> queued_;
 };
 
 }  // namespace falcon::controller::core

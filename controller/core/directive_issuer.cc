@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/directive_kind.h"
+#include "controller/metrics/metric_table.h"
 
 namespace falcon::controller::core {
 
@@ -19,7 +21,7 @@ namespace {
 std::string DirectiveFields(const DirectiveRecord& r) {
   return absl::StrCat("job=", r.directive().job(), " event=", r.event_id(),
                       " directive=", r.directive().directive_id(),
-                      " strategy=", metrics::StrategyLabel(r.directive()));
+                      " strategy=", common::DirectiveKindName(r.directive()));
 }
 
 // " rank=1,2" for explicit targets, " rank=all" for every rank of the job.
@@ -99,6 +101,10 @@ std::vector<uint32_t> DirectiveIssuer::Targets(const falcon::v1::Directive& d,
                                                const registry::JobEntry& job) {
   if (d.target_ranks_size() == 0) return job.ranks();
   return std::vector<uint32_t>(d.target_ranks().begin(), d.target_ranks().end());
+}
+
+void DirectiveIssuer::CountError(absl::string_view where) const {
+  if (metrics_ != nullptr) metrics_->CountError(where);
 }
 
 uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_id,
@@ -182,7 +188,10 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const registry::JobEn
       const std::string line =
           absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", rejected->rank(),
                        " reason=\"", rejected->reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metrics::where::kDirectiveRejected);
+      });
     }
     if (!applied.empty() && record.has_rollback()) {
       falcon::v1::Directive undo = record.rollback();
@@ -224,6 +233,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
         absl::StrCat("directive ", ack.directive_id(), " of job '", ack.job(), "' is unknown");
     LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
                  << " rank=" << ack.rank() << " error=\"" << out.error << "\"";
+    CountError(metrics::where::kDirectiveAckRefused);
     return out;
   }
   DirectiveRecord& record = it->second;
@@ -233,6 +243,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
                              "'s epoch ", record.directive().epoch());
     LOG(WARNING) << "directive ack refused " << DirectiveFields(record) << " rank=" << ack.rank()
                  << " error=\"" << out.error << "\"";
+    CountError(metrics::where::kDirectiveAckRefused);
     return out;
   }
   out.record = &record;
@@ -241,6 +252,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
                              "' epoch ", fence);
     LOG(WARNING) << "directive ack refused " << DirectiveFields(record) << " rank=" << ack.rank()
                  << " error=\"" << out.error << "\"";
+    CountError(metrics::where::kDirectiveAckRefused);
     if (record.state() == DirectiveRecord::STATE_PENDING) {
       *record.add_acks() = ack;  // Kept for the record; it does not count.
       record.set_state(DirectiveRecord::STATE_REJECTED);
@@ -252,7 +264,10 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
       const std::string line =
           absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", ack.rank(),
                        " reason=\"", record.state_reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metrics::where::kDirectiveRejected);
+      });
     }
     return out;
   }
@@ -312,7 +327,10 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
       timed_out.push_back(id);
       const std::string line = absl::StrCat("directive timed out ", DirectiveFields(record),
                                             " reason=\"", record.state_reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metrics::where::kDirectiveTimedOut);
+      });
       continue;
     }
     if (r == retries_.end() || now < r->second.due || !jobs) continue;

@@ -72,7 +72,8 @@ struct JobProgress {
 
 class DirectiveIssuer {
  public:
-  // `metrics` (nullable, not owned) counts committed directives by strategy.
+  // `metrics` (nullable, not owned) counts committed directives by strategy, and the rejected,
+  // timed-out and refused ones it logs as falcon_controller_errors_total{where}.
   DirectiveIssuer(DirectiveOptions options, const common::Clock* clock, IdAllocator* ids,
                   AgentHub* hub, metrics::ControllerMetrics* metrics = nullptr);
 
@@ -127,6 +128,8 @@ class DirectiveIssuer {
   const falcon::v1::DirectiveRecord* Find(uint64_t directive_id) const;
   // Newest first; job "" = all jobs; limit 0 = all.
   std::vector<falcon::v1::DirectiveRecord> List(const std::string& job, uint32_t limit) const;
+  // Directives held (every state).
+  size_t size() const { return records_.size(); }
   // Target ranks of a directive (its target_ranks, or every rank of the job).
   static std::vector<uint32_t> Targets(const falcon::v1::Directive& d,
                                        const registry::JobEntry& job);
@@ -143,6 +146,8 @@ class DirectiveIssuer {
               const std::string& only_agent, const std::set<uint32_t>& only_ranks = {});
   void UpdateState(falcon::v1::DirectiveRecord& record, const registry::JobEntry& job,
                    UnitOfWork* uow, AckOutcome* out);
+  // Counts a handled error logged at `where` (metric::where), when there are metrics.
+  void CountError(absl::string_view where) const;
 
   const DirectiveOptions options_;
   const common::Clock* const clock_;

@@ -1,7 +1,8 @@
 // One unit of work on the controller loop: the store writes it staged and the actions (messages
-// to agents, listener calls, watcher updates) to run only once those writes are durable. This is
-// how "write before acting" is kept: nothing leaves the controller before its state is stored.
-// Not thread-safe: controller loop only.
+// to agents, listener calls, watcher updates) to run only once those writes are stored. This is
+// how "write before acting" is kept: nothing leaves the controller before its state is stored
+// (messages to agents also wait until it is durable: the controller holds them in its AgentHub
+// until ControllerStore::Sync). Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_CORE_UNIT_OF_WORK_H_
 #define FALCON_CONTROLLER_CORE_UNIT_OF_WORK_H_
 

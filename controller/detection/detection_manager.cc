@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/stats.h"
+#include "controller/metrics/metric_table.h"
 
 namespace falcon::controller::detection {
 
@@ -111,7 +112,7 @@ void DetectionManager::OnSettingsChanged(const std::string& job) {
     if (!status.ok()) {
       LOG(WARNING) << "detector thresholds not applied job=" << name << " error=\""
                    << status.message() << "\"";
-      if (metrics_ != nullptr) metrics_->CountError("detection_set_thresholds");
+      if (metrics_ != nullptr) metrics_->CountError(metrics::where::kDetectionSetThresholds);
       continue;
     }
     VLOG(1) << "detector thresholds applied job=" << name
@@ -257,7 +258,8 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
   if (PlanCausedSpeedup(active->event(), ev)) return;
   if (events_->SeriesRecovered(active, series, ev, uow)) {
     localizer_->Cancel(active, uow);
-    events_->Recover(active, ev.iteration, p.last_iteration,
+    // The transition where the detector verified the recovery, as the reason says.
+    events_->Recover(active, ev.iteration, std::max(p.last_iteration, ev.decided_at),
                      absl::StrFormat("%s back to %.4f s (x%.2f) at iteration %d, verified at %d",
                                      series, ev.mean_after, ev.ratio, ev.iteration, ev.decided_at),
                      uow);

@@ -17,15 +17,13 @@ using falcon::v1::Event;
 
 namespace {
 
-// " rank=1,2" for culprit (or else suspect) ranks, " link=0->1,2->3" for culprit links.
+// " rank=1,2" for culprit ranks, " link=0->1,2->3" for culprit links; nothing before a verdict
+// names them (the series that slowed first is often not the culprit's: in synchronous training
+// every rank slows down).
 std::string CulpritFields(const EventRecord& r) {
   const Event& e = r.event();
   std::string out;
-  if (e.ranks_size() > 0) {
-    absl::StrAppend(&out, " rank=", absl::StrJoin(e.ranks(), ","));
-  } else if (e.links_size() == 0 && r.suspect_ranks_size() > 0) {
-    absl::StrAppend(&out, " rank=", absl::StrJoin(r.suspect_ranks(), ","));
-  }
+  if (e.ranks_size() > 0) absl::StrAppend(&out, " rank=", absl::StrJoin(e.ranks(), ","));
   if (e.links_size() > 0) {
     absl::StrAppend(&out, " link=",
                     absl::StrJoin(e.links(), ",", [](std::string* o, const falcon::v1::Link& l) {
@@ -59,6 +57,7 @@ bool EventManager::IsActiveState(falcon::v1::EventState s) {
 void EventManager::Load(const std::vector<EventRecord>& records) {
   events_.clear();
   active_.clear();
+  counted_.clear();
   for (const EventRecord& r : records) {
     events_[r.event().event_id()] = r;
     if (IsActiveState(r.event().state())) {
@@ -66,6 +65,7 @@ void EventManager::Load(const std::vector<EventRecord>& records) {
       active_[r.event().job()] = r.event().event_id();
     }
     if (metrics_ != nullptr) {
+      counted_[r.event().event_id()] = std::make_pair(r.event().state(), r.event().cause());
       metrics_->EventTransition(falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED,
                                 r.event().state(), r.event().cause());
     }
@@ -84,25 +84,12 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
   e->set_event_id(id);
   e->set_job(job);
   e->set_cause(falcon::v1::CAUSE_UNSPECIFIED);
-  e->set_slowdown_ratio(d.ratio);
-  e->set_onset_iteration(d.iteration);
   e->set_alarm_iteration(d.decided_at);
   e->set_verdict_iteration(-1);
   e->set_recovery_iteration(-1);
-  e->set_onset_time_ns(absl::ToUnixNanos(onset.onset_time));
   e->set_alarm_time_ns(absl::ToUnixNanos(clock_->Now()));
-  e->set_healthy_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_before * 1e9)));
-  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_after * 1e9)));
-  e->set_rank_level(onset.series != kJobSeries);
-  r.add_onset_series(onset.series);
-  if (int64_t rank = SeriesRank(onset.series); rank >= 0) {
-    r.add_suspect_ranks(static_cast<uint32_t>(rank));
-  }
+  SetSlowdown(&r, onset);
   r.set_phase(falcon::controller::v1::PHASE_PROFILING);
-  r.set_job_baseline_ns(absl::ToInt64Nanoseconds(onset.job_baseline));
-  const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
-  r.set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
-  r.set_slow_samples(after);
   active_[job] = id;
 
   // The suspected state lives inside the detector (BOCD proposed, verification pending); it is
@@ -120,9 +107,9 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
         CulpritFields(r), onset.series, d.iteration, d.ratio);
     uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
-  AfterTransition(*e, falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED, uow);
-  Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED,
-             onset.job_iteration >= 0 ? onset.job_iteration : d.decided_at,
+  AfterTransition(*e, uow);
+  // Confirmed where the detector verified the slowdown: the alarm.
+  Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED, d.decided_at,
              absl::StrFormat("%s mean %.4f s -> %.4f s (x%.2f) verified at iteration %d",
                              onset.series, d.mean_before, d.mean_after, d.ratio, d.decided_at),
              uow);
@@ -132,6 +119,25 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
     uow->AfterCommit([this, delay, iterations]() { metrics_->DetectionDelay(delay, iterations); });
   }
   return &r;
+}
+
+void EventManager::SetSlowdown(EventRecord* r, const SeriesOnset& onset) {
+  Event* e = r->mutable_event();
+  const analysis::detect::DetectorEvent& d = onset.detection;
+  e->set_slowdown_ratio(d.ratio);
+  e->set_onset_iteration(d.iteration);
+  e->set_onset_time_ns(absl::ToUnixNanos(onset.onset_time));
+  e->set_healthy_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_before * 1e9)));
+  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_after * 1e9)));
+  e->set_rank_level(onset.series != kJobSeries);
+  r->add_onset_series(onset.series);
+  if (int64_t rank = SeriesRank(onset.series); rank >= 0) {
+    r->add_suspect_ranks(static_cast<uint32_t>(rank));
+  }
+  r->set_job_baseline_ns(absl::ToInt64Nanoseconds(onset.job_baseline));
+  const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
+  r->set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
+  r->set_slow_samples(after);
 }
 
 EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iteration,
@@ -160,6 +166,12 @@ EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iterat
 }
 
 void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, core::UnitOfWork* uow) {
+  if (event->onset_series_size() == 0) {
+    // The first slowdown joins a forced validation: the event's figures come from it.
+    SetSlowdown(event, onset);
+    Persist(*event, uow);
+    return;
+  }
   for (const std::string& s : event->onset_series()) {
     if (s == onset.series) {
       // The series slowed down further (or again after a partial recovery).
@@ -223,7 +235,9 @@ void EventManager::Recover(EventRecord* event, int64_t recovery_iteration, int64
   e->set_recovery_iteration(recovery_iteration);
   e->set_recovery_time_ns(absl::ToUnixNanos(clock_->Now()));
   event->set_phase(falcon::controller::v1::PHASE_ENDED);
-  Transition(event, falcon::v1::EVENT_STATE_RECOVERED, job_iteration, reason, uow);
+  // Not before the recovery itself (a rank's summary can be ahead of the job's iterations).
+  Transition(event, falcon::v1::EVENT_STATE_RECOVERED, std::max(job_iteration, recovery_iteration),
+             reason, uow);
 }
 
 void EventManager::Close(EventRecord* event, int64_t job_iteration, const std::string& reason,
@@ -236,7 +250,6 @@ void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, 
                               const std::string& reason, core::UnitOfWork* uow) {
   Event* e = event->mutable_event();
   const falcon::v1::EventState previous = e->state();
-  const falcon::v1::Cause previous_cause = e->cause();
   falcon::v1::StateTransition* t = e->add_transitions();
   t->set_state(state);
   t->set_time_ns(absl::ToUnixNanos(clock_->Now()));
@@ -254,14 +267,19 @@ void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, 
       " from=", metrics::EventStateLabel(previous), " iteration=", iteration, " reason=\"", reason,
       "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
-  AfterTransition(*e, previous, previous_cause, uow);
+  AfterTransition(*e, uow);
 }
 
-void EventManager::AfterTransition(const Event& event, falcon::v1::EventState previous_state,
-                                   falcon::v1::Cause previous_cause, core::UnitOfWork* uow) {
+void EventManager::AfterTransition(const Event& event, core::UnitOfWork* uow) {
   Event copy = event;
-  uow->AfterCommit([this, copy, previous_state, previous_cause]() {
+  uow->AfterCommit([this, copy]() {
     if (metrics_ != nullptr) {
+      auto it = counted_
+                    .try_emplace(copy.event_id(), falcon::v1::EVENT_STATE_UNSPECIFIED,
+                                 falcon::v1::CAUSE_UNSPECIFIED)
+                    .first;
+      const auto [previous_state, previous_cause] = it->second;
+      it->second = std::make_pair(copy.state(), copy.cause());
       metrics_->EventTransition(previous_state, previous_cause, copy.state(), copy.cause());
       metrics_->ActiveFailSlows(copy.job(), IsActiveState(copy.state()) ? 1 : 0);
     }

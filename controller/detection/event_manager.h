@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -59,13 +60,15 @@ class EventManager {
   falcon::controller::v1::EventRecord* OpenForced(const std::string& job, int64_t job_iteration,
                                                   core::UnitOfWork* uow);
   // Adds another series' onset to the active event (an earlier onset moves the event's onset).
+  // The first onset of a forced event sets its onset, healthy and slow times and slowdown.
   void Attach(falcon::controller::v1::EventRecord* event, const SeriesOnset& onset,
               core::UnitOfWork* uow);
   // Records that `series` recovered (`recovery` is its kRecovery detection). Returns true when
   // this was the last series of the event still slow (the caller then calls Recover).
   bool SeriesRecovered(falcon::controller::v1::EventRecord* event, const std::string& series,
                        const analysis::detect::DetectorEvent& recovery, core::UnitOfWork* uow);
-  // -> RECOVERED at recovery_iteration (the first iteration back at the healthy level).
+  // -> RECOVERED: recovery_iteration is the first iteration back at the healthy level, the
+  // transition's iteration max(job_iteration, recovery_iteration).
   void Recover(falcon::controller::v1::EventRecord* event, int64_t recovery_iteration,
                int64_t job_iteration, const std::string& reason, core::UnitOfWork* uow);
   // -> CLOSED (dismissed, job ended, restarted).
@@ -98,6 +101,8 @@ class EventManager {
                                                                uint32_t limit) const;
   // Events not recovered or closed.
   std::vector<falcon::controller::v1::EventRecord*> OpenEvents();
+  // Events held (every state).
+  size_t size() const { return events_.size(); }
 
   // Calls `watcher` with the event after every committed transition of an event of `job`
   // ("" = all). Returns an id for Unwatch.
@@ -107,8 +112,11 @@ class EventManager {
   static bool IsActiveState(falcon::v1::EventState state);
 
  private:
-  void AfterTransition(const falcon::v1::Event& event, falcon::v1::EventState previous_state,
-                       falcon::v1::Cause previous_cause, core::UnitOfWork* uow);
+  // After the commit: moves the event in the metrics from the (state, cause) it is counted under
+  // to its new one, and notifies the watchers.
+  // Onset, healthy and slow times, slowdown and running slow mean from the first onset.
+  void SetSlowdown(falcon::controller::v1::EventRecord* r, const SeriesOnset& onset);
+  void AfterTransition(const falcon::v1::Event& event, core::UnitOfWork* uow);
 
   const common::Clock* const clock_;
   core::IdAllocator* const ids_;
@@ -116,6 +124,10 @@ class EventManager {
   std::map<uint64_t, falcon::controller::v1::EventRecord> events_;
   absl::flat_hash_map<std::string, uint64_t> active_;  // job -> event id
   absl::flat_hash_map<std::string, int> since_persist_;
+  // The (state, cause) each event is counted under in falcon_controller_events (committed
+  // transitions only). A verdict sets the cause before its transition, so the event's fields
+  // cannot tell which series to decrement.
+  absl::flat_hash_map<uint64_t, std::pair<falcon::v1::EventState, falcon::v1::Cause>> counted_;
   struct WatchEntry {
     std::string job;
     Watcher watcher;

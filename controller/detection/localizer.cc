@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/detect/validation_plan.h"
+#include "controller/metrics/metric_table.h"
 
 namespace falcon::controller::detection {
 
@@ -48,7 +49,8 @@ absl::Status LocalizationOptions::Validate() const {
 Localizer::Localizer(LocalizationOptions options, const common::Clock* clock,
                      core::IdAllocator* ids, core::AgentHub* hub, core::DirectiveIssuer* directives,
                      EventManager* events, registry::JobRegistry* registry,
-                     const settings::SettingsManager* settings, ProgressFn progress)
+                     const settings::SettingsManager* settings, common::ErrorCounter* errors,
+                     ProgressFn progress)
     : options_(options),
       clock_(clock),
       ids_(ids),
@@ -57,6 +59,7 @@ Localizer::Localizer(LocalizationOptions options, const common::Clock* clock,
       events_(events),
       registry_(registry),
       settings_(settings),
+      errors_(errors != nullptr ? errors : &no_errors_),
       progress_(std::move(progress)) {}
 
 CommProfiler* Localizer::Profiler(const std::string& job) {
@@ -436,6 +439,7 @@ void Localizer::Tick(absl::Time now, core::UnitOfWork* uow) {
         LOG(WARNING) << "pause not confirmed by every rank in time job=" << event->event().job()
                      << " event=" << event->event().event_id()
                      << " directive=" << event->pause_directive_id() << "; validating anyway";
+        errors_->CountError(metrics::where::kValidationPauseTimeout);
         DispatchNext(event, uow);
         break;
       case falcon::controller::v1::PHASE_VALIDATING:
@@ -445,6 +449,7 @@ void Localizer::Tick(absl::Time now, core::UnitOfWork* uow) {
                          << " event=" << event->event().event_id() << " task=" << t.task().task_id()
                          << " " << TaskFields(t.task())
                          << " timeout=" << absl::FormatDuration(options_.task_timeout);
+            errors_->CountError(metrics::where::kValidationTaskTimeout);
             t.set_finished(true);
             break;
           }
@@ -464,6 +469,19 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
   Verdict v = JudgeValidation(tasks, results, options_.verdict);
   falcon::v1::Event* e = event->mutable_event();
   const std::string job = e->job();
+  // A forced validation of a job whose slowdown detection never saw: differences between ranks
+  // or links that do not slow the job are not a fail-slow (on shared CPUs concurrent link tests
+  // alone differ by tens of percent), so it names no culprit; what it measured stays in the
+  // reason, and the event closes below (docs/algorithms.md#verdict).
+  const bool no_slowdown = event->forced() && event->onset_series_size() == 0;
+  std::string measured;
+  if (no_slowdown && v.cause != falcon::v1::CAUSE_UNKNOWN) {
+    measured = v.reason;
+    v.cause = falcon::v1::CAUSE_UNKNOWN;
+    v.ranks.clear();
+    v.links.clear();
+    v.ratio = 0;
+  }
   e->set_cause(v.cause);
   e->clear_ranks();
   e->clear_links();
@@ -481,13 +499,26 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
   event->set_validation_slowdown_ratio(v.ratio);
   event->set_phase(falcon::controller::v1::PHASE_DONE);
   event->set_phase_deadline_ns(0);
-  std::string reason = absl::StrFormat("%s: %s; iteration time x%.2f", metrics::CauseLabel(v.cause),
-                                       v.reason, e->slowdown_ratio());
+  std::string reason =
+      no_slowdown
+          ? absl::StrCat(metrics::CauseLabel(v.cause),
+                         ": forced validation of a job without a detected "
+                         "slowdown names no culprit (",
+                         measured.empty() ? v.reason : absl::StrCat("measured: ", measured), ")")
+          : absl::StrFormat("%s: %s; iteration time x%.2f", metrics::CauseLabel(v.cause), v.reason,
+                            e->slowdown_ratio());
   if (!note.empty()) absl::StrAppend(&reason, "; ", note);
   Release(event, "validation finished", uow);
   profilers_.erase(job);
   SetJobState(job, falcon::v1::JOB_STATE_TRACKING, uow);
   events_->Transition(event, falcon::v1::EVENT_STATE_LOCALIZED, iteration, reason, uow);
+  if (no_slowdown) {
+    // Nothing slowed the job, so there is nothing to mitigate and nothing to wait for.
+    events_->Close(event, iteration,
+                   "forced validation done: the job has no detected slowdown, nothing to mitigate",
+                   uow);
+    return;
+  }
   if (on_verdict_) on_verdict_(event, uow);
 }
 

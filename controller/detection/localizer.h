@@ -12,7 +12,9 @@
 //     PlanTreePasses on a heap tree when tree_passes is on), each until every expected rank
 //     answered or task_timeout.
 //  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; the event becomes LOCALIZED, a
-//     Resume directive releases the ranks, and the verdict callback (mitigation) runs.
+//     Resume directive releases the ranks, and the verdict callback (mitigation) runs. A forced
+//     validation of a job without a detected slowdown names no culprit (cause UNKNOWN, what was
+//     measured in the reason) and closes the event instead (docs/algorithms.md#verdict).
 // A recovery or close during localization cancels it (profiling off, Resume when paused). Every
 // step is stored in the event record in the unit of work before its messages are sent.
 // Not thread-safe: controller loop only.
@@ -29,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/error_counter.h"
 #include "controller/core/agent_hub.h"
 #include "controller/core/directive_issuer.h"
 #include "controller/core/id_allocator.h"
@@ -75,10 +78,11 @@ class Localizer {
   // The job's latest complete iteration, -1 when none.
   using ProgressFn = std::function<int64_t(const std::string& job)>;
 
+  // `errors` (not owned; nullptr: not counted) counts the timeouts it logs.
   Localizer(LocalizationOptions options, const common::Clock* clock, core::IdAllocator* ids,
             core::AgentHub* hub, core::DirectiveIssuer* directives, EventManager* events,
             registry::JobRegistry* registry, const settings::SettingsManager* settings,
-            ProgressFn progress);
+            common::ErrorCounter* errors, ProgressFn progress);
 
   void set_verdict_callback(VerdictCallback cb) { on_verdict_ = std::move(cb); }
 
@@ -130,6 +134,8 @@ class Localizer {
   EventManager* const events_;
   registry::JobRegistry* const registry_;
   const settings::SettingsManager* const settings_;
+  common::NullErrorCounter no_errors_;
+  common::ErrorCounter* const errors_;
   ProgressFn progress_;
   VerdictCallback on_verdict_;
   absl::flat_hash_map<std::string, std::unique_ptr<CommProfiler>> profilers_;

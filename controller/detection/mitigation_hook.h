@@ -91,6 +91,15 @@ class MitigationHook {
                                 EventActions& /*actions*/) {}
   // Periodically (the controller's tick), for timeouts.
   virtual void Tick(absl::Time /*now*/, EventActions& /*actions*/) {}
+  // DryRunPlan for the active `event` as the hook plans it now: the escalation ladder (steps
+  // taken with their iterations, steps to come with the iteration the lost time pays for them)
+  // and the plans computed as its strategies compute them. Reads only: stages nothing through
+  // `actions`. kNotFound when the hook holds no state for the event (no verdict yet, mitigation
+  // off for the job); kUnimplemented by default.
+  virtual absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const falcon::v1::Event& /*event*/,
+                                                                EventActions& /*actions*/) {
+    return absl::UnimplementedError("this mitigation hook does not plan dry runs");
+  }
 };
 
 }  // namespace falcon::controller::detection

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/directive_kind.h"
 #include "controller/metrics/metric_table.h"
 
 namespace falcon::controller::metrics {
@@ -28,25 +29,6 @@ std::string EventStateLabel(falcon::v1::EventState state) {
 std::string CauseLabel(falcon::v1::Cause cause) {
   if (cause == falcon::v1::CAUSE_UNSPECIFIED) return "none";
   return Lower(falcon::v1::Cause_Name(cause), sizeof("CAUSE_") - 1);
-}
-
-std::string StrategyLabel(const falcon::v1::Directive& directive) {
-  switch (directive.kind_case()) {
-    case falcon::v1::Directive::kMicroBatchPlan:
-      return "s2";
-    case falcon::v1::Directive::kTopologyChange:
-      return "s3";
-    case falcon::v1::Directive::kCheckpointRestart:
-      return "s4";
-    case falcon::v1::Directive::kPause:
-      return "pause";
-    case falcon::v1::Directive::kResume:
-      return "resume";
-    case falcon::v1::Directive::kProfiling:
-      return "profiling";
-    default:
-      return "unknown";
-  }
 }
 
 ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::string& version)
@@ -76,8 +58,15 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
               .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
                                                                1e-2, 3e-2, 0.1, 0.3, 1})),
       write_errors_(AddCounterFamily(registry, kStoreWriteErrors).Add({})),
+      sync_latency_(
+          AddHistogramFamily(registry, kStoreSyncLatency)
+              .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
+                                                               1e-2, 3e-2, 0.1, 0.3, 1})),
+      repair_lost_(AddGaugeFamily(registry, kStoreRepairLost)),
       errors_(AddCounterFamily(registry, kErrors)) {
   AddGaugeFamily(registry, kBuildInfo).Add({{"version", version}}).Set(1);
+  // Every known site from the start, so the series exist (at 0) before the first error.
+  for (const common::metrics::ErrorSite& site : kErrorSites) errors_.Add({{"where", site.where}});
 }
 
 prometheus::Gauge& ControllerMetrics::EventsGauge(falcon::v1::EventState state,
@@ -128,7 +117,8 @@ void ControllerMetrics::CountError(absl::string_view where) {
 }
 
 void ControllerMetrics::DirectiveIssued(const falcon::v1::Directive& directive) {
-  directives_issued_.Add({{"strategy", StrategyLabel(directive)}}).Increment();
+  directives_issued_.Add({{"strategy", std::string(common::DirectiveKindName(directive))}})
+      .Increment();
 }
 
 void ControllerMetrics::RemoveJob(const std::string& job) {
@@ -139,6 +129,15 @@ void ControllerMetrics::RemoveJob(const std::string& job) {
   if (it->second.iteration_time) iteration_time_.Remove(it->second.iteration_time);
   if (it->second.iterations) job_iterations_.Remove(it->second.iterations);
   per_job_.erase(it);
+}
+
+void ControllerMetrics::StoreSync(absl::Duration latency, bool ok) {
+  sync_latency_.Observe(absl::ToDoubleSeconds(latency));
+  if (!ok) write_errors_.Increment();
+}
+
+void ControllerMetrics::StoreRepairLost(const std::string& kind, int64_t lost) {
+  repair_lost_.Add({{"kind", kind}}).Set(static_cast<double>(lost));
 }
 
 void ControllerMetrics::StoreWrite(absl::Duration latency, bool ok) {

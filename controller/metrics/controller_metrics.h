@@ -29,9 +29,6 @@ namespace falcon::controller::metrics {
 // "suspected", "confirmed", ...; "compute", "communication", "unknown", "none" (not yet known).
 std::string EventStateLabel(falcon::v1::EventState state);
 std::string CauseLabel(falcon::v1::Cause cause);
-// The strategy label of a directive by its kind: "s2", "s3", "s4", "pause", "resume", "profiling";
-// "unknown" when no kind is set.
-std::string StrategyLabel(const falcon::v1::Directive& directive);
 
 class ControllerMetrics : public common::ErrorCounter {
  public:
@@ -56,11 +53,14 @@ class ControllerMetrics : public common::ErrorCounter {
   void ActiveFailSlows(const std::string& job, int active);
   // Sets the job's latest iteration time and counts one ingested job iteration.
   void JobIterationTime(const std::string& job, absl::Duration time);
-  // A directive was committed (counted by StrategyLabel).
+  // A directive was committed (counted by its kind word, common::DirectiveKindName).
   void DirectiveIssued(const falcon::v1::Directive& directive);
   // Drops the job's series.
   void RemoveJob(const std::string& job);
   void StoreWrite(absl::Duration latency, bool ok);
+  void StoreSync(absl::Duration latency, bool ok);
+  // A repair of the damaged store lost `lost` records of `kind` (jobs, events, ...).
+  void StoreRepairLost(const std::string& kind, int64_t lost);
   // An error handled by logging it and going on: falcon_controller_errors_total{where}.
   void CountError(absl::string_view where) override;
 
@@ -87,6 +87,8 @@ class ControllerMetrics : public common::ErrorCounter {
   prometheus::Family<prometheus::Counter>& directives_issued_;
   prometheus::Histogram& write_latency_;
   prometheus::Counter& write_errors_;
+  prometheus::Histogram& sync_latency_;
+  prometheus::Family<prometheus::Gauge>& repair_lost_;
   prometheus::Family<prometheus::Counter>& errors_;
 
   absl::Mutex mu_;

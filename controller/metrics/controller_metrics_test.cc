@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,10 +92,6 @@ TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
   EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "s3"}}), 1);
   EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "pause"}}), 1);
   EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "s4"}}), -1);
-  falcon::v1::Directive s4;
-  s4.mutable_checkpoint_restart();
-  EXPECT_EQ(StrategyLabel(s4), "s4");
-  EXPECT_EQ(StrategyLabel(falcon::v1::Directive()), "unknown");
 }
 
 // Every family the controller registers is declared in the table, with its type, and its series
@@ -111,7 +108,29 @@ TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Seconds(1));
   m.CountError("test_site");
+  m.StoreRepairLost("jobs", 2);
   EXPECT_THAT(common::metrics::RegistryMismatches(registry.Collect(), kAll), ::testing::IsEmpty());
+}
+
+// falcon_controller_errors_total has a series per known site from the start, at 0; the list is
+// well formed.
+TEST(ControllerMetricsTest, ErrorSitesExistAtZeroBeforeTheFirstError) {
+  EXPECT_TRUE(common::metrics::CheckErrorSites(kErrorSites).empty());
+  prometheus::Registry registry;
+  ControllerMetrics m(registry, "v");
+  auto errors = [&]() {
+    std::map<std::string, double> out;
+    for (const auto& f : registry.Collect()) {
+      if (f.name != kErrors.name) continue;
+      for (const auto& c : f.metric) out[c.label.at(0).value] = c.counter.value;
+    }
+    return out;
+  };
+  std::map<std::string, double> before = errors();
+  EXPECT_EQ(before.size(), std::size(kErrorSites));
+  for (const common::metrics::ErrorSite& site : kErrorSites) EXPECT_EQ(before[site.where], 0);
+  m.CountError(where::kDirectiveTimedOut);
+  EXPECT_EQ(errors()[where::kDirectiveTimedOut], 1);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/mitigation/escalation_settings.h"
 #include "glog/logging.h"
 
@@ -88,7 +89,7 @@ absl::StatusOr<std::vector<analysis::plan::EscalationStep>> MitigationEvent::Sta
   absl::StatusOr<std::vector<analysis::plan::EscalationStep>> more =
       esc_->OnIteration(ctx_.last_iteration, ctx_.healthy + absl::Seconds(event.lost_seconds()));
   if (!more.ok()) {
-    ctx_.CountError("mitigation_escalation_iteration", more.status());
+    ctx_.CountError(metrics::where::kMitigationEscalationIteration, more.status());
     return steps;
   }
   steps->insert(steps->end(), more->begin(), more->end());

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/mitigation/escalation_settings.h"
 #include "glog/logging.h"
 
@@ -30,22 +31,27 @@ MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event,
       MitigationEvent::Create(event, actions, options_, *clock_, &layouts_, errors_, rebuild);
   if (!created.ok()) {
     if (absl::IsNotFound(created.status())) return nullptr;  // The job is gone.
-    LOG(WARNING) << "mitigation not started job=" << event.job() << " event=" << event.event_id()
-                 << " error=" << created.status();
-    // Settings are validated before they reach the escalation: out of range is a bug.
-    if (absl::IsInvalidArgument(created.status()))
-      errors_->CountError("mitigation_escalation_create");
+    // Tried again at every job iteration (the event may change): logged and counted once per
+    // event and error.
+    std::string& last = not_started_[event.event_id()];
+    if (last != created.status().ToString()) {
+      last = created.status().ToString();
+      LOG(WARNING) << "mitigation not started job=" << event.job() << " event=" << event.event_id()
+                   << " error=\"" << created.status() << "\"";
+      errors_->CountError(metrics::where::kMitigationStart);
+    }
     return nullptr;
   }
+  not_started_.erase(event.event_id());
   MitigationEvent* e = created->get();
   events_[event.event_id()] = *std::move(created);
   absl::StatusOr<Steps> steps = e->StartEscalation(event);
   if (!steps.ok()) {
-    e->ctx().CountError("mitigation_escalation_start", steps.status());
+    e->ctx().CountError(metrics::where::kMitigationEscalationStart, steps.status());
     events_.erase(event.event_id());
     return nullptr;
   }
-  Execute(*e, *steps, "mitigation_escalation_start", actions);
+  Execute(*e, *steps, metrics::where::kMitigationEscalationStart, actions);
   e->ctx().rebuilding = false;
   return e;
 }
@@ -103,7 +109,8 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
     return;
   }
   if (s == &e.s4()) {  // The last level: nothing to skip to.
-    LOG(WARNING) << "S4 not issued " << e.ctx().Subject() << " error=" << issued;
+    LOG(WARNING) << "S4 not issued " << e.ctx().Subject() << " error=\"" << issued << "\"";
+    errors_->CountError(metrics::where::kMitigationS4Issue);
     e.ctx().Record(actions, falcon::v1::STRATEGY_S1_IGNORE, 0, step.iteration,
                    absl::StrCat("S4 not issued: ", issued.message()), false);
     return;
@@ -116,8 +123,8 @@ void Orchestrator::Skip(MitigationEvent& e, Strategy s, const std::string& why, 
   LOG(INFO) << "strategy not applicable " << e.ctx().Subject() << " strategy=" << ShortName(s)
             << " why=\"" << why << "\"";
   if (!e.escalation().active()) return;  // The ladder already ended (S4 in the same steps).
-  Execute(e, e.escalation().MarkInapplicable(s, why, iteration), "mitigation_escalation_skip",
-          actions);
+  Execute(e, e.escalation().MarkInapplicable(s, why, iteration),
+          metrics::where::kMitigationEscalationSkip, actions);
 }
 
 void Orchestrator::OnVerdict(const falcon::v1::Event& event, detection::EventActions& actions) {
@@ -154,8 +161,8 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
   if (!SameEscalationOptions(want, st->escalation().options())) {
     LOG(INFO) << "escalation settings changed " << st->ctx().Subject()
               << " iteration=" << iteration;
-    Execute(*st, st->escalation().UpdateOptions(want, iteration), "mitigation_escalation_settings",
-            actions);
+    Execute(*st, st->escalation().UpdateOptions(want, iteration),
+            metrics::where::kMitigationEscalationSettings, actions);
   }
 
   // Measure the plan in force; one that does not help is reverted and its level skipped.
@@ -175,7 +182,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
 
   if (st->escalation().active()) {
     Execute(*st, st->escalation().OnIteration(iteration, iteration_time),
-            "mitigation_escalation_iteration", actions);
+            metrics::where::kMitigationEscalationIteration, actions);
     VLOG(1) << "job iteration " << st->ctx().Subject() << " iteration=" << iteration
             << " time_s=" << absl::ToDoubleSeconds(iteration_time)
             << " lost_s=" << absl::ToDoubleSeconds(st->escalation().lost());
@@ -195,17 +202,19 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
   LOG(INFO) << "recovery detected by compute probe job=" << ctx.job << " event=" << ctx.event_id
             << " rank=" << r->rank << " iteration=" << r->iteration << " ratio=" << r->ratio;
   if (absl::Status s = actions.RecoverEvent(ctx.event_id, r->iteration, r->reason); !s.ok()) {
-    ctx.CountError("mitigation_recover_event", s);
+    ctx.CountError(metrics::where::kMitigationRecoverEvent, s);
     return;
   }
   ctx.last_iteration = std::max(ctx.last_iteration, r->iteration);
   if (e.escalation().active()) {
-    Execute(e, e.escalation().OnCleared(r->iteration), "mitigation_escalation_cleared", actions);
+    Execute(e, e.escalation().OnCleared(r->iteration), metrics::where::kMitigationEscalationCleared,
+            actions);
   }
   events_.erase(it);
 }
 
 void Orchestrator::OnRecovered(const falcon::v1::Event& event, detection::EventActions& actions) {
+  not_started_.erase(event.event_id());
   auto it = events_.find(event.event_id());
   if (it == events_.end()) {
     // A restart lost the state: rebuild what is in force from the log, then revert it.
@@ -220,7 +229,8 @@ void Orchestrator::OnRecovered(const falcon::v1::Event& event, detection::EventA
   LOG(INFO) << "event recovered, reverting plans in force " << e.ctx().Subject()
             << " iteration=" << iteration;
   if (e.escalation().active()) {
-    Execute(e, e.escalation().OnCleared(iteration), "mitigation_escalation_cleared", actions);
+    Execute(e, e.escalation().OnCleared(iteration), metrics::where::kMitigationEscalationCleared,
+            actions);
   }
   events_.erase(it);
 }
@@ -249,6 +259,52 @@ void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
        absl::StrCat("directive ", id, " ", rejected ? "rejected" : "timed out", ": ",
                     record.state_reason()),
        e.ctx().last_iteration, actions);
+}
+
+absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
+    const falcon::v1::Event& event, detection::EventActions& actions) {
+  auto it = events_.find(event.event_id());
+  if (it == events_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("event ", event.event_id(), " has no mitigation state"));
+  }
+  MitigationEvent& e = *it->second;
+  const EventContext& ctx = e.ctx();
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", ctx.job, "' unknown"));
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, e.s2().PlanBase(*job));
+  if (!shape.ok()) return shape.status();
+  LadderState state;
+  state.iteration = std::max(ctx.last_iteration, actions.LastIteration(ctx.job));
+  state.lost = e.escalation().lost();
+  for (const EscalationStep& step : e.escalation().history()) {
+    const auto strategy = static_cast<falcon::v1::Strategy>(step.strategy);
+    switch (step.action) {
+      case EscalationStep::Action::kApply: {
+        // A plan's directive takes effect later than decided: show where it did.
+        int64_t at = step.iteration;
+        if (MitigationStrategy* s = e.Of(step.strategy); s != nullptr && s->directive() != 0) {
+          if (const falcon::v1::DirectiveRecord* r = actions.FindDirective(s->directive())) {
+            at = r->directive().effective_iteration();
+          }
+        }
+        state.taken[strategy] = {at, absl::StrCat("applied at iteration ", at, ": ", step.reason)};
+        break;
+      }
+      case EscalationStep::Action::kSkip:
+        state.taken[strategy] = {step.iteration, absl::StrCat("skipped at iteration ",
+                                                              step.iteration, ": ", step.reason)};
+        break;
+      case EscalationStep::Action::kRevert:
+        state.taken[strategy] = {step.iteration, absl::StrCat("reverted at iteration ",
+                                                              step.iteration, ": ", step.reason)};
+        break;
+      case EscalationStep::Action::kEnd:
+        break;
+    }
+  }
+  return mitigation::DryRun(*shape, actions.Settings(ctx.job), S2MicroBatch::SizingCulprit(ctx),
+                            ctx.healthy, actions.Now(), state);
 }
 
 }  // namespace falcon::controller::mitigation

@@ -58,6 +58,11 @@ class Orchestrator : public detection::MitigationHook {
   void OnRecovered(const falcon::v1::Event& event, detection::EventActions& actions) override;
   void OnDirectiveState(const falcon::v1::DirectiveRecord& record,
                         detection::EventActions& actions) override;
+  // The ladder of the event's escalation (applied and skipped levels at their iterations, the
+  // rest projected from the lost time), S2 planned as S2 plans (SizingCulprit, from the plan an
+  // S2 in force replaced), S3 from the layout in force.
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const falcon::v1::Event& event,
+                                                        detection::EventActions& actions) override;
 
   // Events with orchestration state (tests).
   size_t active_events() const { return events_.size(); }
@@ -80,6 +85,8 @@ class Orchestrator : public detection::MitigationHook {
   common::NullErrorCounter no_errors_;
   common::ErrorCounter* errors_ = &no_errors_;
   std::map<uint64_t, std::unique_ptr<MitigationEvent>> events_;
+  // Events whose mitigation could not start, with the error last logged for each.
+  std::map<uint64_t, std::string> not_started_;
   LayoutsInForce layouts_;
 };
 

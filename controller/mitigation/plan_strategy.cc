@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "controller/metrics/metric_table.h"
 #include "glog/logging.h"
 
 namespace falcon::controller::mitigation {
@@ -20,7 +21,7 @@ void PlanStrategy::Revert(const analysis::plan::EscalationStep& step, EventConte
     a.set_dry_run(true);
     a.set_revert(true);
     if (absl::Status s = actions.RecordAction(ctx.event_id, a); !s.ok()) {
-      ctx.CountError("mitigation_record_action", s);
+      ctx.CountError(metrics::where::kMitigationRecordAction, s);
     }
     dry_ = false;
     LOG(INFO) << "revert recorded, not sent (dry run) " << ctx.Subject()
@@ -30,7 +31,7 @@ void PlanStrategy::Revert(const analysis::plan::EscalationStep& step, EventConte
   const registry::JobEntry* job = actions.FindJob(ctx.job);
   if (job == nullptr) {
     // The job is gone: nothing runs the plan any more.
-    ctx.CountError("mitigation_revert_job_unknown",
+    ctx.CountError(metrics::where::kMitigationRevertJobUnknown,
                    absl::NotFoundError(absl::StrCat("job '", ctx.job, "' unknown")));
     return;
   }
@@ -42,16 +43,16 @@ void PlanStrategy::Revert(const analysis::plan::EscalationStep& step, EventConte
   absl::StatusOr<uint64_t> id = actions.IssueDirective(ctx.event_id, d, nullptr);
   if (!id.ok()) {
     // The plan stays in force; the next revert step (recovery, level disabled) tries again.
-    ctx.CountError("mitigation_revert_directive", id.status());
+    ctx.CountError(metrics::where::kMitigationRevertDirective, id.status());
     return;
   }
   const falcon::v1::DirectiveRecord* rec = actions.FindDirective(*id);
   const int64_t effective =
       rec != nullptr ? rec->directive().effective_iteration() : step.iteration;
   ctx.Record(actions, strategy, *id, effective, d.reason(), /*revert=*/true);
-  LOG(INFO) << "revert issued " << ctx.Subject() << " directive=" << *id
-            << " reverts=" << directive_ << " strategy=" << ShortName(level())
-            << " effective_iteration=" << effective << " why=\"" << d.reason() << "\"";
+  // The issuer logs the directive (with reverts=); this one is detail.
+  VLOG(1) << "revert issued " << ctx.Subject() << " directive=" << *id << " reverts=" << directive_
+          << " strategy=" << ShortName(level());
   OnDropped(ctx);
   directive_ = 0;
 }
@@ -88,8 +89,8 @@ void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, detection::Eve
   if (absl::Status s = actions.SetJobPlan(d.job(), d.plan_version(), m); !s.ok()) {
     LOG(WARNING) << "plan in force not recorded job=" << d.job() << " event=" << record.event_id()
                  << " directive=" << d.directive_id()
-                 << " where=mitigation_set_job_plan error=" << s;
-    errors.CountError("mitigation_set_job_plan");
+                 << " where=" << metrics::where::kMitigationSetJobPlan << " error=" << s;
+    errors.CountError(metrics::where::kMitigationSetJobPlan);
   }
 }
 

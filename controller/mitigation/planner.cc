@@ -148,6 +148,8 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
       analysis::plan::SolveMicroBatches(times, shape.global_micro_batches, P);
   if (!split.ok()) return split.status();
   S2Plan plan;
+  plan.stage_slowdown = s;
+  plan.stage_slowdown_measured = culprit.measured_stage_slowdown > 1.0;
   for (int64_t v : split->micro_batches) plan.micro_batches.push_back(static_cast<uint32_t>(v));
   absl::StatusOr<absl::Duration> after = Predict(shape, cells, plan.micro_batches, c);
   if (!after.ok()) return after.status();
@@ -236,7 +238,8 @@ std::vector<uint32_t> S4Excluded(const Culprit& culprit) {
 absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
                                                       const settings::EffectiveSettings& settings,
                                                       const Culprit& culprit,
-                                                      absl::Duration healthy, absl::Time now) {
+                                                      absl::Duration healthy, absl::Time now,
+                                                      const LadderState& state) {
   if (healthy <= absl::ZeroDuration()) {
     return absl::FailedPreconditionError("no healthy iteration time known for the job yet");
   }
@@ -273,15 +276,25 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
     a.set_strategy(rung.strategy);
     a.set_time_ns(absl::ToUnixNanos(now));
     a.set_dry_run(true);
-    std::string reason =
-        rung.strategy == falcon::v1::STRATEGY_S1_IGNORE
-            ? "S1 at once (costs nothing)"
-            : absl::StrCat(
-                  "when lost >= ", Secs(rung.cost), " (", rung.why, "); after ~",
-                  delta > absl::ZeroDuration()
-                      ? absl::StrFormat("%.0f", std::ceil(absl::FDivDuration(rung.cost, delta)))
-                      : std::string("?"),
-                  " slow iterations");
+    std::string reason;
+    auto taken = state.taken.find(rung.strategy);
+    if (taken != state.taken.end()) {
+      a.set_iteration(taken->second.iteration);
+      reason = taken->second.what;
+    } else if (rung.strategy == falcon::v1::STRATEGY_S1_IGNORE) {
+      a.set_iteration(state.iteration);
+      reason = "S1 at once (costs nothing)";
+    } else {
+      // Slow iterations until the lost time reaches the cost.
+      const absl::Duration due = std::max(absl::ZeroDuration(), rung.cost - state.lost);
+      const int64_t more = delta > absl::ZeroDuration()
+                               ? static_cast<int64_t>(std::ceil(absl::FDivDuration(due, delta)))
+                               : -1;
+      if (more >= 0) a.set_iteration(state.iteration + more);
+      reason = absl::StrCat("when lost >= ", Secs(rung.cost), " (", rung.why, "); after ~",
+                            more >= 0 ? absl::StrCat(more) : std::string("?"),
+                            state.lost > absl::ZeroDuration() ? " more" : "", " slow iterations");
+    }
     if (!rung.enabled) absl::StrAppend(&reason, "; disabled for this job");
     if (rung.strategy == falcon::v1::STRATEGY_S2_MICRO_BATCH) {
       absl::StatusOr<S2Plan> p = PlanS2(shape, culprit, healthy);

@@ -29,6 +29,12 @@ class S2MicroBatch final : public PlanStrategy {
   // The micro-batches per DP index the plan in force replaced.
   const std::vector<uint32_t>& before() const { return before_; }
 
+  // What S2 sizes its plan for: the event's culprit with the stage slowdown the compute probe
+  // measured (the worst culprit's, when it has one).
+  static Culprit SizingCulprit(const EventContext& ctx);
+  // The micro-batches S2 plans from: those its plan in force replaced, else the job's in force.
+  std::vector<uint32_t> PlanBase(const registry::JobEntry& job) const;
+
  protected:
   absl::string_view what() const override { return "S2 micro-batch plan"; }
   void OnIssued(const PlannedDirective& plan, int64_t effective_iteration,

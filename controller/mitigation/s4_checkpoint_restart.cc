@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/metrics/metric_table.h"
 #include "glog/logging.h"
 
 namespace falcon::controller::mitigation {
@@ -36,8 +37,9 @@ bool S4CheckpointRestart::OnDirectiveState(const falcon::v1::DirectiveRecord& re
   if (record.state() == falcon::v1::DirectiveRecord::STATE_REJECTED) {
     directive_ = 0;
     const std::string why = absl::StrCat("S4 directive ", id, " failed: ", record.state_reason());
-    LOG(WARNING) << "S4 rejected " << ctx.Subject() << " directive=" << id << " why=\""
-                 << record.state_reason() << "\"";
+    // The rejection itself is logged and counted where the directive's state changed.
+    LOG(INFO) << "S4 failed " << ctx.Subject() << " directive=" << id << " why=\""
+              << record.state_reason() << "\"";
     ctx.Record(actions, falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART, 0, ctx.last_iteration, why,
                false);
     return false;
@@ -46,7 +48,7 @@ bool S4CheckpointRestart::OnDirectiveState(const falcon::v1::DirectiveRecord& re
       "restarted without ranks [", absl::StrJoin(d.checkpoint_restart().excluded_ranks(), ", "),
       "] (S4, directive ", id, ")");
   if (absl::Status s = actions.CloseEvent(ctx.event_id, reason); !s.ok()) {
-    ctx.CountError("mitigation_close_event", s);
+    ctx.CountError(metrics::where::kMitigationCloseEvent, s);
   } else {
     LOG(INFO) << "event closed by S4 " << ctx.Subject() << " directive=" << id
               << " state=" << falcon::v1::DirectiveRecord::State_Name(record.state());

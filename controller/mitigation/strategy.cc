@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "controller/metrics/metric_table.h"
 #include "glog/logging.h"
 
 namespace falcon::controller::mitigation {
@@ -54,7 +55,7 @@ void EventContext::Record(detection::EventActions& actions, falcon::v1::Strategy
   a.set_revert(revert);
   // The event may have ended meanwhile (an S4 closed it); the action is then lost.
   if (absl::Status s = actions.RecordAction(event_id, a); !s.ok()) {
-    CountError("mitigation_record_action", s);
+    CountError(metrics::where::kMitigationRecordAction, s);
   }
 }
 
@@ -99,14 +100,15 @@ absl::Status MitigationStrategy::Issue(const analysis::plan::EscalationStep& ste
   if (absl::Status s =
           actions.MarkMitigating(ctx.event_id, absl::StrCat(what(), " (directive ", *id, ")"));
       !s.ok()) {
-    ctx.CountError("mitigation_mark_mitigating", s);
+    ctx.CountError(metrics::where::kMitigationMarkMitigating, s);
   }
   ctx.Record(actions, strategy, *id, effective, reason, false);
   directive_ = *id;
   OnIssued(plan, effective, ctx);
-  LOG(INFO) << "directive issued " << ctx.Subject() << " directive=" << *id
-            << " strategy=" << ShortName(level()) << " effective_iteration=" << effective
-            << " plan=\"" << plan.summary << "\"";
+  // The directive's line (with its epoch, targets and reason, which holds the plan) is the
+  // issuer's; this one is detail.
+  VLOG(1) << "plan issued " << ctx.Subject() << " directive=" << *id
+          << " strategy=" << ShortName(level()) << " plan=\"" << plan.summary << "\"";
   return absl::OkStatus();
 }
 
@@ -117,7 +119,7 @@ std::optional<std::string> MitigationStrategy::Measure(int64_t iteration,
   const std::optional<absl::Duration> median = ctx.measurement.Add(iteration, iteration_time);
   if (!median.has_value()) return std::nullopt;
   if (absl::Status s = actions.SetMitigatedIterationTime(ctx.event_id, *median); !s.ok()) {
-    ctx.CountError("mitigation_set_mitigated_time", s);
+    ctx.CountError(metrics::where::kMitigationSetMitigatedTime, s);
   }
   VLOG(1) << "iteration under plan " << ctx.Subject() << " strategy=" << ShortName(level())
           << " iteration=" << iteration << " time_s=" << absl::ToDoubleSeconds(iteration_time)

@@ -24,9 +24,9 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
-namespace falcon::controller::metrics {
+namespace falcon::controller::service {
 class ControllerMetrics;
-}  // namespace falcon::controller::metrics
+}  // namespace falcon::controller::service
 
 namespace falcon::controller::store {
 class KvStore;
@@ -45,8 +45,13 @@ struct ServerOptions {
   std::string metrics_listen;
   // RocksDB directory; "" keeps state in memory (lost on exit; tests only).
   std::string data_dir;
-  // fsync every commit (see RocksDbOptions::sync_writes). Default false.
-  bool sync_writes = false;
+  // Acknowledge only what the log has fsynced (RocksDbOptions::sync_writes); false: what the
+  // operating system holds (survives a controller crash, not a power loss). Default true.
+  bool sync_writes = true;
+  // Open a damaged store by repairing it (RocksDbOptions::repair), logging and counting what was
+  // lost (falcon_controller_store_repair_lost); false: refuse to start with kDataLoss naming the
+  // damaged file. Default false.
+  bool store_repair = false;
   // How often Controller::Tick runs. Default 1 s.
   absl::Duration tick_interval = absl::Seconds(1);
   // Reported as falcon_controller_build_info{version}.
@@ -63,8 +68,8 @@ class ControllerServer {
       detection::MitigationHook* hook = nullptr);
   ~ControllerServer();
 
-  // Stops the gRPC server (cancelling open streams), drains the loop and closes the store.
-  // Idempotent.
+  // Stops the gRPC server (cancelling open streams), drains the loop (what it runs is committed)
+  // and closes the store, logging each step. Idempotent.
   void Shutdown();
 
   int port() const { return port_; }
@@ -85,6 +90,7 @@ class ControllerServer {
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string data_dir_;
   int port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;

@@ -4,8 +4,9 @@
 
 namespace falcon::controller::service {
 
-EventLoop::EventLoop(std::function<void()> periodic, absl::Duration period)
-    : periodic_(std::move(periodic)), period_(period) {
+EventLoop::EventLoop(std::function<void()> periodic, absl::Duration period,
+                     std::function<void()> after_burst)
+    : periodic_(std::move(periodic)), period_(period), after_burst_(std::move(after_burst)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -38,7 +39,19 @@ uint64_t EventLoop::tasks_run() const {
 
 void EventLoop::Run() {
   absl::Time next_periodic = absl::Now() + period_;
+  int burst = 0;  // Tasks run since the burst task last ran.
   for (;;) {
+    if (burst > 0 && after_burst_) {
+      bool dry = false;
+      {
+        absl::MutexLock lock(&mu_);
+        dry = queue_.empty();
+      }
+      if (dry || burst >= kMaxBurst) {
+        after_burst_();
+        burst = 0;
+      }
+    }
     std::function<void()> task;
     {
       absl::MutexLock lock(&mu_);
@@ -56,9 +69,13 @@ void EventLoop::Run() {
         return;
       }
     }
-    if (task) task();
+    if (task) {
+      task();
+      ++burst;
+    }
     if (periodic_ && absl::Now() >= next_periodic) {
       periodic_();
+      ++burst;
       next_periodic = absl::Now() + period_;
     }
   }

@@ -1,6 +1,8 @@
 // The controller loop: one thread that runs every piece of controller logic in the order it was
 // posted, so the managers need no locks (as Ray's GCS main io_context). gRPC reactors post work
-// here and never block; an optional periodic task (the controller tick) runs between posts.
+// here and never block; an optional periodic task (the controller tick) runs between posts, and an
+// optional burst task (the controller's group commit: one store sync for everything the burst
+// committed) runs once the queue has run dry, or after kMaxBurst tasks in a row.
 // Thread-safe.
 #ifndef FALCON_CONTROLLER_SERVICE_EVENT_LOOP_H_
 #define FALCON_CONTROLLER_SERVICE_EVENT_LOOP_H_
@@ -17,9 +19,14 @@ namespace falcon::controller::service {
 
 class EventLoop {
  public:
-  // Starts the loop thread. `periodic` (may be empty) runs every `period` of real time.
+  // Tasks run at most before the burst task runs.
+  static constexpr int kMaxBurst = 64;
+
+  // Starts the loop thread. `periodic` (may be empty) runs every `period` of real time;
+  // `after_burst` (may be empty) after every run of tasks (periodic included), see above.
   explicit EventLoop(std::function<void()> periodic = nullptr,
-                     absl::Duration period = absl::Seconds(1));
+                     absl::Duration period = absl::Seconds(1),
+                     std::function<void()> after_burst = nullptr);
   // Runs what is queued, then stops and joins the thread.
   ~EventLoop();
 
@@ -39,6 +46,7 @@ class EventLoop {
 
   std::function<void()> periodic_;
   const absl::Duration period_;
+  std::function<void()> after_burst_;
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,8 +1,10 @@
 #include "controller/service/event_loop.h"
 
 #include <atomic>
+#include <string>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
 namespace falcon::controller::service {
@@ -46,6 +48,29 @@ TEST(EventLoopTest, PeriodicTaskRunsBetweenPosts) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_GE(ticks.load(), 3);
+}
+
+// The burst task runs once after the tasks that were queued together (a group commit covers them
+// all), at the latest after kMaxBurst of them, and before the loop waits or stops.
+TEST(EventLoopTest, BurstTaskRunsAfterEachRunOfQueuedTasks) {
+  std::vector<std::string> order;  // Loop thread only; read after the loop has stopped.
+  absl::Notification release;
+  const int n = EventLoop::kMaxBurst + 10;
+  {
+    EventLoop loop(nullptr, absl::Seconds(1), [&] { order.push_back("sync"); });
+    loop.Post([&] { release.WaitForNotification(); });
+    for (int i = 0; i < n; ++i) loop.Post([&, i] { order.push_back(std::to_string(i)); });
+    loop.Post([&] { order.push_back("last"); });
+    release.Notify();
+  }  // Stopping drains the queue; the last burst still gets its sync.
+  // The blocked first task and the next kMaxBurst - 1, a sync, the rest, a sync.
+  std::vector<std::string> want;
+  for (int i = 0; i < EventLoop::kMaxBurst - 1; ++i) want.push_back(std::to_string(i));
+  want.push_back("sync");
+  for (int i = EventLoop::kMaxBurst - 1; i < n; ++i) want.push_back(std::to_string(i));
+  want.push_back("last");
+  want.push_back("sync");
+  EXPECT_EQ(order, want);
 }
 
 }  // namespace

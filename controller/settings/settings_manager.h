@@ -42,6 +42,10 @@ struct EffectiveSettings {
 // "settings.hazard: 1.5 is outside (0, 1)".
 absl::Status ValidateSettings(const falcon::v1::Settings& settings);
 
+// The fields set in `settings` (job excepted) as "key=value" pairs in the message's order,
+// separated by spaces: "dry_run=true verification_min_ratio=0.2"; "" when none is set.
+std::string SettingsFields(const falcon::v1::Settings& settings);
+
 class SettingsManager {
  public:
   // Called after a successful Set with the job whose settings changed ("" = the defaults, which

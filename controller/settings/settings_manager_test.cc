@@ -67,6 +67,19 @@ TEST(SettingsManagerTest, LayersDefaultsAndJobOverrides) {
   EXPECT_EQ(reloaded.Effective("a").min_gap_iterations, 20u);
 }
 
+TEST(SettingsManagerTest, SettingsFieldsAreKeyValuePairsOfTheSetFields) {
+  falcon::v1::Settings s;
+  s.set_job("demo");
+  EXPECT_EQ(SettingsFields(s), "");
+  s.set_detection_enabled(false);
+  s.set_verification_min_ratio(0.15);
+  s.set_min_gap_iterations(12);
+  s.set_s3_cost_seconds(3);
+  EXPECT_EQ(SettingsFields(s),
+            "detection_enabled=false verification_min_ratio=0.15 min_gap_iterations=12 "
+            "s3_cost_seconds=3");
+}
+
 TEST(SettingsManagerTest, OutOfRangeFieldsAreNamed) {
   SettingsManager m;
   store::StoreTxn txn;

@@ -97,11 +97,59 @@ std::vector<std::string> ControllerStore::TableNames() {
 
 absl::Status ControllerStore::Commit(StoreTxn* txn) {
   if (txn->empty()) return absl::OkStatus();
-  int64_t start = clock_->MonotonicNanos();
-  absl::Status s = kv_->Write(txn->batch());
-  if (observer_) observer_(absl::Nanoseconds(clock_->MonotonicNanos() - start), s);
+  KvWriteBatch batch = std::move(txn->batch());
   txn->batch().Clear();
+  if (!failure_.ok()) {
+    unsynced_.push_back(std::move(batch));
+    return absl::UnavailableError(
+        absl::StrCat("store unavailable since a failure: ", failure_.message()));
+  }
+  const int64_t start = clock_->MonotonicNanos();
+  absl::Status s = kv_->Write(batch);
+  if (observer_) observer_(absl::Nanoseconds(clock_->MonotonicNanos() - start), s);
+  if (absl::IsInvalidArgument(s)) return s;  // A bug (unknown table): writing again cannot help.
+  if (!s.ok()) failure_ = s;
+  unsynced_.push_back(std::move(batch));
   return s;
+}
+
+absl::Status ControllerStore::Sync() {
+  if (failure_.ok() && unsynced_.empty()) return absl::OkStatus();
+  if (!failure_.ok()) {
+    const int64_t now = clock_->MonotonicNanos();
+    if (last_recovery_ns_.has_value() &&
+        absl::Nanoseconds(now - *last_recovery_ns_) < retry_interval_) {
+      return absl::UnavailableError(
+          absl::StrCat("store unavailable since a failure: ", failure_.message()));
+    }
+    last_recovery_ns_ = now;
+    if (absl::Status s = kv_->Recover(); !s.ok()) {
+      failure_ = s;
+      return absl::UnavailableError(absl::StrCat("store recovery failed: ", s.message()));
+    }
+    KvWriteBatch kept;
+    for (const KvWriteBatch& b : unsynced_) kept.Append(KvWriteBatch(b));
+    const int64_t start = clock_->MonotonicNanos();
+    absl::Status s = kv_->Write(kept);
+    if (observer_) observer_(absl::Nanoseconds(clock_->MonotonicNanos() - start), s);
+    if (!s.ok()) {
+      failure_ = s;
+      return absl::UnavailableError(
+          absl::StrCat("store write after recovery failed: ", s.message()));
+    }
+    unsynced_.clear();
+    unsynced_.push_back(std::move(kept));
+    failure_ = absl::OkStatus();
+  }
+  const int64_t start = clock_->MonotonicNanos();
+  absl::Status s = kv_->Sync(figures_ ? figures_() : store::StoreFigures());
+  if (sync_observer_) sync_observer_(absl::Nanoseconds(clock_->MonotonicNanos() - start), s);
+  if (!s.ok()) {
+    failure_ = s;
+    return absl::UnavailableError(absl::StrCat("store sync failed: ", s.message()));
+  }
+  unsynced_.clear();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<v1::JobRecord>> ControllerStore::LoadJobs() const {

@@ -2,6 +2,14 @@
 // column family) per kind of record. Writes are staged in a StoreTxn and committed atomically, so
 // a telemetry batch's dedup mark and everything it changed land together ("write before acting").
 //
+// Durability: Commit writes (visible at once, survives a crash of the process); Sync makes every
+// commit so far durable (KvStore::Sync), and only then may the controller say so (acknowledge a
+// batch). Commits are kept in memory until synced. When a commit or sync fails the store is
+// failed (healthy() false): the kept commits, and any commit made while failed, are written again,
+// ahead of anything later and in one atomic batch, by the next Sync once the KvStore recovers. So
+// the store always ends up holding exactly the controller's in-memory state, and a failed write
+// is never skipped over by a later one.
+//
 // Tables and keys (keys.h):
 //   jobs        job name                    -> controller.v1.JobRecord
 //   events      event id                    -> controller.v1.EventRecord
@@ -69,8 +77,11 @@ class StoreTxn {
 
 class ControllerStore {
  public:
-  // Called after every commit with its latency and status (for metrics); may be empty.
+  // Called after every commit (and, set_sync_observer, every sync) with its latency and status
+  // (for metrics); may be empty.
   using CommitObserver = std::function<void(absl::Duration latency, const absl::Status& status)>;
+  // What the store holds, recorded with each sync (KvStore::Sync).
+  using FiguresFn = std::function<store::StoreFigures()>;
 
   // `kv` and `clock` must outlive the store. The KvStore must have been opened with TableNames().
   ControllerStore(KvStore* kv, const common::Clock* clock, CommitObserver observer = nullptr);
@@ -78,8 +89,28 @@ class ControllerStore {
   // Names of the tables to open the KvStore with.
   static std::vector<std::string> TableNames();
 
-  // Applies `txn` atomically and clears it. Errors: those of KvStore::Write.
+  void set_sync_observer(CommitObserver observer) { sync_observer_ = std::move(observer); }
+  void set_figures(FiguresFn figures) { figures_ = std::move(figures); }
+  // Least time between two recovery attempts of a failed store. Default: 1 s.
+  void set_retry_interval(absl::Duration interval) { retry_interval_ = interval; }
+
+  // Writes `txn` atomically and clears it; durable after the next successful Sync. On failure,
+  // and while the store is failed, the writes are kept (see the file comment). Errors:
+  // kUnavailable while failed; those of KvStore::Write (kInvalidArgument for an unknown table: a
+  // bug, not kept).
   absl::Status Commit(StoreTxn* txn);
+
+  // Makes every commit so far durable. When the store is failed, first recovers it (at most once
+  // per retry interval) and writes the kept commits again. OK: everything committed is durable
+  // and the store is healthy. Errors: kUnavailable naming the failure.
+  absl::Status Sync();
+
+  // False from a failed commit or sync until a Sync succeeds.
+  bool healthy() const { return failure_.ok(); }
+  // The failure while not healthy.
+  const absl::Status& failure() const { return failure_; }
+  // Commits written (or kept) since the last successful Sync.
+  bool has_unsynced() const { return !unsynced_.empty(); }
 
   // Loaders. Errors: kDataLoss when a stored record does not parse; KvStore errors otherwise.
   absl::StatusOr<std::vector<v1::JobRecord>> LoadJobs() const;
@@ -101,6 +132,12 @@ class ControllerStore {
   KvStore* const kv_;
   const common::Clock* const clock_;
   CommitObserver observer_;
+  CommitObserver sync_observer_;
+  FiguresFn figures_;
+  absl::Duration retry_interval_ = absl::Seconds(1);
+  std::vector<KvWriteBatch> unsynced_;  // Written or kept since the last successful Sync.
+  absl::Status failure_;
+  std::optional<int64_t> last_recovery_ns_;  // MonotonicNanos of the last recovery attempt.
 };
 
 }  // namespace falcon::controller::store

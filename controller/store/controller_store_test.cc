@@ -150,6 +150,63 @@ TEST_F(ControllerStoreTest, FailedCommitIsReportedToObserver) {
   EXPECT_EQ(failures_, 1);
 }
 
+int64_t SampleOf(const ControllerStore& store, int64_t iteration) {
+  int64_t got = -1;
+  EXPECT_TRUE(store
+                  .ScanSamples("j",
+                               [&](uint32_t, int64_t it, int64_t ns) {
+                                 if (it == iteration) got = ns;
+                               })
+                  .ok());
+  return got;
+}
+
+TEST_F(ControllerStoreTest, FailedCommitsAreKeptAndStoredInOrderOnceTheStoreRecovers) {
+  StoreTxn ok;
+  ok.PutSample("j", 0, 1, 10);
+  ASSERT_TRUE(store_.Commit(&ok).ok());
+  kv_.FailWritesForTest(absl::UnavailableError("No space left on device"));
+  StoreTxn first;
+  first.PutSample("j", 0, 2, 20);
+  first.PutSample("j", 0, 3, 30);
+  EXPECT_EQ(store_.Commit(&first).code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(store_.healthy());
+  StoreTxn second;  // Made while failed: kept behind the first, never written ahead of it.
+  second.PutSample("j", 0, 3, 31);
+  second.TrimSamples("j", 0, 2);
+  EXPECT_EQ(store_.Commit(&second).code(), absl::StatusCode::kUnavailable);
+  const int64_t writes = kv_.write_count();
+  EXPECT_EQ(store_.Sync().code(), absl::StatusCode::kUnavailable);  // Still full.
+  kv_.FailWritesForTest(absl::OkStatus());
+  // At most one recovery attempt per retry interval.
+  EXPECT_EQ(store_.Sync().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(kv_.write_count(), writes);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(store_.Sync().ok());
+  EXPECT_TRUE(store_.healthy());
+  EXPECT_FALSE(store_.has_unsynced());
+  EXPECT_EQ(kv_.write_count(), writes + 1);  // Both kept commits in one atomic write.
+  EXPECT_EQ(SampleOf(store_, 1), -1);        // Trimmed by the second.
+  EXPECT_EQ(SampleOf(store_, 2), 20);
+  EXPECT_EQ(SampleOf(store_, 3), 31);
+}
+
+TEST_F(ControllerStoreTest, FailedSyncKeepsTheUnsyncedCommitsForTheRecovery) {
+  StoreTxn txn;
+  txn.PutSample("j", 0, 5, 50);
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  EXPECT_TRUE(store_.has_unsynced());
+  kv_.FailSyncsForTest(absl::UnavailableError("fsync: I/O error"));
+  EXPECT_EQ(store_.Sync().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(store_.healthy());
+  kv_.FailSyncsForTest(absl::OkStatus());
+  clock_.Advance(absl::Seconds(1));
+  const int64_t writes = kv_.write_count();
+  ASSERT_TRUE(store_.Sync().ok());
+  EXPECT_EQ(kv_.write_count(), writes + 1);  // Written again: a failed sync may have lost it.
+  EXPECT_EQ(SampleOf(store_, 5), 50);
+}
+
 TEST(ControllerStoreRocksDbTest, OpensWithItsTables) {
   RocksDbOptions options;
   options.path = std::string(std::getenv("TEST_TMPDIR")) + "/cs_db";

@@ -10,7 +10,14 @@ InMemoryKvStore::InMemoryKvStore(const std::vector<std::string>& tables) {
 
 absl::Status InMemoryKvStore::Write(const KvWriteBatch& batch) {
   absl::MutexLock lock(&mu_);
-  if (!fail_writes_.ok()) return fail_writes_;
+  if (!broken_.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("store needs recovery after a failure: ", broken_.message()));
+  }
+  if (!fail_writes_.ok()) {
+    broken_ = fail_writes_;
+    return fail_writes_;
+  }
   for (const KvWriteBatch::Op& op : batch.ops()) {
     if (tables_.find(op.table) == tables_.end()) {
       return absl::InvalidArgumentError(absl::StrCat("unknown table '", op.table, "'"));
@@ -70,14 +77,52 @@ std::vector<std::string> InMemoryKvStore::Tables() const {
   return names;
 }
 
+absl::Status InMemoryKvStore::Sync(const store::StoreFigures& figures) {
+  absl::MutexLock lock(&mu_);
+  if (!broken_.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("store needs recovery after a failure: ", broken_.message()));
+  }
+  if (!fail_syncs_.ok()) {
+    broken_ = fail_syncs_;
+    return fail_syncs_;
+  }
+  ++sync_count_;
+  last_figures_ = figures;
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryKvStore::Recover() {
+  absl::MutexLock lock(&mu_);
+  if (broken_.ok()) return absl::OkStatus();
+  if (!fail_writes_.ok()) return fail_writes_;
+  broken_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
 void InMemoryKvStore::FailWritesForTest(absl::Status status) {
   absl::MutexLock lock(&mu_);
   fail_writes_ = std::move(status);
 }
 
+void InMemoryKvStore::FailSyncsForTest(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  fail_syncs_ = std::move(status);
+}
+
 int64_t InMemoryKvStore::write_count() const {
   absl::MutexLock lock(&mu_);
   return write_count_;
+}
+
+int64_t InMemoryKvStore::sync_count() const {
+  absl::MutexLock lock(&mu_);
+  return sync_count_;
+}
+
+store::StoreFigures InMemoryKvStore::last_figures() const {
+  absl::MutexLock lock(&mu_);
+  return last_figures_;
 }
 
 }  // namespace falcon::controller::store

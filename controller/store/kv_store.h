@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -15,6 +16,10 @@
 #include "absl/strings/string_view.h"
 
 namespace falcon::controller::store {
+
+// Figures of what the store holds (e.g. {"jobs", 505}), recorded outside the database with each
+// KvStore::Sync so that a repair can say what damage lost. Names are [a-z_]+.
+using StoreFigures = std::vector<std::pair<std::string, uint64_t>>;
 
 // A set of puts and deletes applied atomically by KvStore::Write, in order. Not thread-safe.
 class KvWriteBatch {
@@ -59,9 +64,22 @@ class KvStore {
  public:
   virtual ~KvStore() = default;
 
-  // Applies every op of `batch` atomically (all or none).
+  // Applies every op of `batch` atomically (all or none). The write is visible at once and
+  // survives a crash of this process, but it is durable (survives a power loss) only after the
+  // next successful Sync. After a failed Write or Sync the store refuses writes until Recover.
   // Errors: kInvalidArgument for an unknown table; kUnavailable / kInternal on I/O failure.
   virtual absl::Status Write(const KvWriteBatch& batch) = 0;
+
+  // Makes every successful Write so far durable, and records `figures` with that point
+  // (RocksDbKvStore: in its commit record). Errors: kUnavailable / kInternal on I/O failure,
+  // and while a failed Write or Sync has not been followed by a successful Recover.
+  virtual absl::Status Sync(const store::StoreFigures& figures) = 0;
+
+  // After a failed Write or Sync: brings the store back to what it holds durably, ready for
+  // writes (RocksDbKvStore reopens the database). A write that failed, and any write not synced
+  // since, may or may not be in the store afterwards: write them again. OK when nothing failed.
+  // Errors: those of opening the store (kUnavailable while the disk is still full; kDataLoss).
+  virtual absl::Status Recover() = 0;
 
   // The value under `key`. Errors: kNotFound when absent; kInvalidArgument for an unknown table.
   virtual absl::StatusOr<std::string> Get(absl::string_view table, absl::string_view key) const = 0;

@@ -11,6 +11,7 @@
 #include "controller/metrics/metric_table.h"
 
 int main() {
+  using falcon::common::metrics::ErrorSitesMarkdownTable;
   using falcon::common::metrics::MetricsMarkdownTable;
   std::string out = absl::StrCat(
       "# Metrics\n\n"
@@ -23,7 +24,12 @@ int main() {
       "`_bytes`, `_ratio`); counters end in `_total`; a histogram also exports `_bucket`, `_sum`\n"
       "and `_count` series. Labels never carry per-op or per-iteration values; per-job series\n"
       "are removed when the job ends. `where` on the `_errors_total` counters names the site\n"
-      "of an error that was logged and handled (one `LOG(WARNING)` line each).\n\n"
+      "of an error that was logged and handled (one `LOG(WARNING)` line each, `LOG(ERROR)` for\n"
+      "a failed store write); every known site's series exists from the start, at 0, and each\n"
+      "daemon's sites are listed below its table.\n\n"
+      "Both endpoints also serve the HTTP exposer's own metrics, which prometheus-cpp adds and\n"
+      "Falcon does not declare: `exposer_transferred_bytes_total`, `exposer_scrapes_total` and\n"
+      "`exposer_request_latencies` (a summary, in microseconds).\n\n"
       "Recording and alert rules built on these metrics: `deploy/prometheus/falcon_rules.yml`,\n"
       "`deploy/prometheus/falcon_alerts.yml`; dashboard: "
       "`deploy/grafana/falcon-dashboard.json`.\n\n"
@@ -31,13 +37,17 @@ int main() {
       "Served on `--metrics_listen` (default `127.0.0.1:9470`) at `/metrics`. `state` and\n"
       "`cause` are the event's lower-case state and cause (`cause=\"none\"` before\n"
       "localization); `strategy` is `s2`, `s3`, `s4`, `pause`, `resume` or `profiling`.\n\n",
-      MetricsMarkdownTable(falcon::controller::metrics::kAll),
+      falcon::common::metrics::MetricsMarkdownTable(falcon::controller::metrics::kAll),
+      "\n`where` of `falcon_controller_errors_total`:\n\n",
+      falcon::common::metrics::ErrorSitesMarkdownTable(falcon::controller::metrics::kErrorSites),
       "\n## Agent\n\n"
       "Served on the agent's `--metrics_listen` (default `0.0.0.0:9464`) at `/metrics`.\n"
       "Every series carries the constant label `node`. `gpu` is the rank's CUDA device index\n"
       "(DCGM's label, for joins) or `cpu`; `comm_kind` is `dp`, `pp`, `tp`, `world` or\n"
       "`unknown`.\n\n",
-      MetricsMarkdownTable(falcon::agent::metric::kAll));
+      MetricsMarkdownTable(falcon::agent::metric::kAll),
+      "\n`where` of `falcon_agent_errors_total`:\n\n",
+      ErrorSitesMarkdownTable(falcon::agent::metric::kErrorSites));
   std::fputs(out.c_str(), stdout);
   return 0;
 }

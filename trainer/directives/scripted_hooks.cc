@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/json_parse.h"
+#include "common/text_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -40,8 +42,11 @@ absl::StatusOr<DirectiveScript> ParseDirectiveScript(absl::string_view text) {
     ++line_no;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     const std::string where = absl::StrCat("directive script line ", line_no, ": ");
+    absl::StatusOr<nlohmann::json> parsed =
+        common::ParseJson(line, absl::StrCat("directive script line ", line_no));
+    if (!parsed.ok()) return parsed.status();
+    const nlohmann::json& j = *parsed;
     if (!j.is_object()) return absl::InvalidArgumentError(where + "not a JSON object");
     if (j.contains("directive")) {
       ScriptedDirective d;
@@ -72,7 +77,9 @@ absl::StatusOr<DirectiveScript> ParseDirectiveScript(absl::string_view text) {
         return absl::InvalidArgumentError(where + "validation_task: " + std::string(s.message()));
       }
       if (j.contains("iteration")) {
-        if (!j["iteration"].is_number_integer()) {
+        if (!j["iteration"].is_number_integer() ||
+            (j["iteration"].is_number_unsigned() &&
+             j["iteration"].get<uint64_t>() > uint64_t{INT64_MAX})) {
           return absl::InvalidArgumentError(where + "\"iteration\" must be an integer");
         }
         t.iteration = j["iteration"].get<int64_t>();
@@ -87,11 +94,15 @@ absl::StatusOr<DirectiveScript> ParseDirectiveScript(absl::string_view text) {
 }
 
 absl::StatusOr<DirectiveScript> LoadDirectiveScript(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read directive script '", path, "'"));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return ParseDirectiveScript(buf.str());
+  absl::StatusOr<std::string> text = common::ReadTextFile(path, kMaxDirectiveScriptBytes);
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat("cannot read directive script '", path, "'"));
+  }
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("directive script ", text.status().message()));
+  }
+  return ParseDirectiveScript(*text);
 }
 
 ScriptedHooks::ScriptedHooks(DirectiveScript script, int rank, std::string events_path)

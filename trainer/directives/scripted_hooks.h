@@ -47,9 +47,14 @@ struct DirectiveScript {
   std::vector<ScriptedTask> tasks;
 };
 
-// Parses a script (format above). kInvalidArgument naming the line and the proto JSON error.
+// The largest script LoadDirectiveScript reads.
+inline constexpr uint64_t kMaxDirectiveScriptBytes = uint64_t{16} << 20;
+
+// Parses a script (format above). kInvalidArgument naming the line and the JSON position or the
+// proto JSON error.
 absl::StatusOr<DirectiveScript> ParseDirectiveScript(absl::string_view text);
-// Reads and parses a script file. kNotFound when it cannot be read.
+// Reads and parses a script file. kNotFound when it cannot be read; kInvalidArgument for a
+// directory; kResourceExhausted above kMaxDirectiveScriptBytes.
 absl::StatusOr<DirectiveScript> LoadDirectiveScript(const std::string& path);
 
 struct RecordedAck {

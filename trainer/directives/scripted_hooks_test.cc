@@ -75,9 +75,26 @@ TEST(ScriptedHooksTest, BadLinesNameTheLine) {
       std::string(ParseDirectiveScript("{\"directive\": {\"pause\": 3}}").status().message()),
       HasSubstr("line 1: directive"));
   EXPECT_THAT(std::string(ParseDirectiveScript("not json").status().message()),
-              HasSubstr("not a JSON object"));
+              HasSubstr("directive script line 1: not valid JSON at line 1, column 2"));
+  EXPECT_THAT(std::string(ParseDirectiveScript("[1]").status().message()),
+              HasSubstr("line 1: not a JSON object"));
   EXPECT_EQ(LoadDirectiveScript("/nonexistent/script").status().code(),
             absl::StatusCode::kNotFound);
+  // A number beyond a double says where; an iteration above 2^63 does not wrap to negative.
+  EXPECT_EQ(std::string(ParseDirectiveScript("\n{\"validation_task\": {}, \"iteration\": 1e400}")
+                            .status()
+                            .message()),
+            "directive script line 2: not valid JSON at line 1, column 42 (byte 42), at "
+            "iteration: number overflow parsing '1e400'");
+  EXPECT_THAT(std::string(ParseDirectiveScript(
+                              "{\"validation_task\": {}, \"iteration\": 18446744073709551615}")
+                              .status()
+                              .message()),
+              HasSubstr("\"iteration\" must be an integer"));
+  // A directory read as an empty script (no directives, no error).
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  EXPECT_EQ(std::string(LoadDirectiveScript(dir).status().message()),
+            "directive script " + dir + ": is a directory, not a file");
 }
 
 TEST(ScriptedHooksTest, RecordsAcksAndResultsAndWritesEvents) {

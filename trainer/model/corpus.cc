@@ -1,9 +1,7 @@
 #include "trainer/model/corpus.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "common/text_file.h"
 
 namespace falcon::trainer::model {
 
@@ -19,15 +17,16 @@ uint64_t HashCombine(uint64_t a, uint64_t b) {
 }
 
 absl::StatusOr<Corpus> Corpus::Load(const std::string& path, int64_t min_chars) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  absl::StatusOr<std::string> text = common::ReadTextFile(path, kMaxCorpusBytes);
+  if (absl::IsNotFound(text.status()) || absl::IsPermissionDenied(text.status())) {
     return absl::NotFoundError(absl::StrCat(
         "cannot open training text '", path, "' (the default is Debian's ", kDefaultCorpusPath,
         ", from package base-files; pass --data FILE to use another English text)"));
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  absl::StatusOr<Corpus> corpus = FromText(buf.str(), min_chars);
+  if (!text.ok()) {  // A directory, an endless or too large file.
+    return absl::InvalidArgumentError(absl::StrCat("training text: ", text.status().message()));
+  }
+  absl::StatusOr<Corpus> corpus = FromText(*text, min_chars);
   if (!corpus.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("training text '", path, "': ", corpus.status().message()));

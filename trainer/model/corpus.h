@@ -22,11 +22,15 @@ namespace falcon::trainer::model {
 
 // Default text: present on every Debian system (package base-files).
 inline constexpr char kDefaultCorpusPath[] = "/usr/share/common-licenses/GPL-3";
+// The largest training text Load reads (the corpus keeps 4 bytes per character).
+inline constexpr uint64_t kMaxCorpusBytes = uint64_t{64} << 20;
 
 class Corpus {
  public:
   // Reads `path`. kNotFound when it cannot be opened (the message names the path and says where
-  // the default comes from); kInvalidArgument when it holds fewer than `min_chars` bytes.
+  // the default comes from); kInvalidArgument when it is a directory, larger than
+  // kMaxCorpusBytes (an endless /dev/zero aborted with bad_alloc) or holds fewer than `min_chars`
+  // bytes.
   static absl::StatusOr<Corpus> Load(const std::string& path, int64_t min_chars = 1024);
   // Builds a corpus from text in memory (tests). kInvalidArgument when shorter than `min_chars`.
   static absl::StatusOr<Corpus> FromText(absl::string_view text, int64_t min_chars = 1024);

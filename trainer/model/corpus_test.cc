@@ -26,6 +26,17 @@ TEST(CorpusTest, MissingFileIsNotFoundNamingThePath) {
   EXPECT_NE(c.status().message().find("/nonexistent/text.txt"), std::string::npos);
 }
 
+// /dev/zero aborted falcon_train (std::bad_alloc); a directory read as an empty text.
+TEST(CorpusTest, EndlessFileAndDirectoryAreInvalidNamingThem) {
+  absl::StatusOr<Corpus> c = Corpus::Load("/dev/zero");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(),
+            "training text: /dev/zero: larger than the limit of 67108864 bytes");
+  c = Corpus::Load("/");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), "training text: /: is a directory, not a file");
+}
+
 TEST(CorpusTest, TooShortTextIsInvalid) {
   EXPECT_EQ(Corpus::FromText("abc", 16).status().code(), absl::StatusCode::kInvalidArgument);
 }
