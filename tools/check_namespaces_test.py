@@ -27,7 +27,7 @@ struct S { int f() { return 1; } };
     "top.cc": "namespace falcon {\nint z;\n}  // namespace falcon\n",
     "a/b/c/.keep": "",
     # Bad: a parent folder's namespace, another folder's, a subfolder's, code in an enclosing one.
-    "a/b/parent.cc": "namespace falcon::a {\nint bad;\n}  // namespace falcon::a\n",
+    "a/b/parent.cc": "namespace falcon::a {\nint bad;\nnamespace {\nint c;\n}\n}  // namespace falcon::a\n",
     "a/b/other.h": "#pragma once\nnamespace falcon::x::b {\nstruct T {};\n}\n",
     "a/b/sub.cc": "namespace falcon::a::b::c {\nvoid F() {}\n}\n",
     "a/b/enclosing.cc": "namespace falcon {\nint w;\nnamespace a::b {\n}\n}\n",
