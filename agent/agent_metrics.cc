@@ -9,9 +9,9 @@
 namespace falcon::agent {
 namespace {
 
-using common::AddCounterFamily;
-using common::AddGaugeFamily;
-using common::AddHistogramFamily;
+using common::metrics::AddCounterFamily;
+using common::metrics::AddGaugeFamily;
+using common::metrics::AddHistogramFamily;
 
 // 10 us .. ~42 s in factors of 2.
 prometheus::Histogram::BucketBoundaries OpBuckets() {
@@ -34,10 +34,10 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, const
       records_out_(AddCounterFamily(*registry_, metric::kRecordsOut, node_label_)),
       records_dropped_(AddCounterFamily(*registry_, metric::kRecordsDropped, node_label_)),
       errors_(AddCounterFamily(*registry_, metric::kErrors, node_label_)) {
-  auto gauge = [&](const common::MetricSpec& spec) {
+  auto gauge = [&](const common::metrics::MetricSpec& spec) {
     return &AddGaugeFamily(*registry_, spec, node_label_).Add({});
   };
-  auto counter = [&](const common::MetricSpec& spec) {
+  auto counter = [&](const common::metrics::MetricSpec& spec) {
     return &AddCounterFamily(*registry_, spec, node_label_).Add({});
   };
   AddGaugeFamily(*registry_, metric::kBuildInfo, node_label_).Add({{"version", version}}).Set(1);
@@ -56,6 +56,9 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, const
   shim_errors_ = counter(metric::kShimErrors);
   directives_ = counter(metric::kDirectivesRelayed);
   tasks_ = counter(metric::kValidationTasksRelayed);
+  // Every known site from the start, so the series exist (at 0) before the first error.
+  for (const common::metrics::ErrorSite& site : metric::kErrorSites)
+    errors_.Add({{"where", site.where}});
 }
 
 void AgentMetrics::CountError(absl::string_view where) {

@@ -11,8 +11,8 @@
 
 namespace falcon::agent::metric {
 
-using common::MetricSpec;
-using common::MetricType;
+using common::metrics::MetricSpec;
+using common::metrics::MetricType;
 
 inline constexpr char kPrefix[] = "falcon_agent_";
 
@@ -112,6 +112,32 @@ inline constexpr MetricSpec kAll[] = {
     kDirectivesRelayed,
     kValidationTasksRelayed,
     kErrors,
+};
+
+// The sites of falcon_agent_errors_total{where}: every handled error the agent logs
+// (LOG(WARNING)) is counted at one of these, and each series exists from the start at 0. Code
+// passes the constants; the list below describes each.
+namespace where {
+inline constexpr char kControllerStream[] = "controller_stream";
+inline constexpr char kControllerBatchRejected[] = "controller_batch_rejected";
+inline constexpr char kShimMessageRefused[] = "shim_message_refused";
+inline constexpr char kDirectiveIgnored[] = "directive_ignored";
+inline constexpr char kValidationTaskUndelivered[] = "validation_task_undelivered";
+}  // namespace where
+
+inline constexpr common::metrics::ErrorSite kErrorSites[] = {
+    {where::kControllerStream,
+     "The controller stream ended or could not be opened: telemetry is held, the agent "
+     "reconnects with backoff"},
+    {where::kControllerBatchRejected,
+     "The controller rejected a telemetry batch with a field error (also in "
+     "batches_rejected_total): the batch is dropped"},
+    {where::kShimMessageRefused,
+     "A shim sent a malformed message: answered with an error (also in shim_errors_total)"},
+    {where::kDirectiveIgnored,
+     "A directive named a job or ranks that run on no shim of this node: ignored"},
+    {where::kValidationTaskUndelivered,
+     "A validation task's rank has no live shim session: answered with an error result"},
 };
 
 }  // namespace falcon::agent::metric

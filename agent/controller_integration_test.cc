@@ -246,7 +246,7 @@ TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoS
   Iterations(0, 100);
   ASSERT_TRUE(WaitJobIteration(98));
   Iterations(100, 120);
-  EXPECT_EQ(Metric(controller::metric::kIngestStaleSummaries.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
   controller_.Kill();  // Mid-stream: batches of 100..119 are in flight or buffered.
   Iterations(120, 200);
   const int port = controller_.port();
@@ -257,8 +257,8 @@ TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoS
   ASSERT_TRUE(agent_->Drain(kWait).ok());
 
   ExpectHistoryExactlyOnce(300);
-  EXPECT_EQ(Metric(controller::metric::kIngestStaleSummaries.name), 0);
-  EXPECT_EQ(Metric(controller::metric::kIngestRejectedBatches.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestRejectedBatches.name), 0);
   EXPECT_EQ(agent_->link().stats().rejected_batches, 0u);
   EXPECT_EQ(agent_->buffer().stats().dropped_batches, 0u);
   EXPECT_GE(agent_->link().stats().connects, 2u);
@@ -290,7 +290,7 @@ class ControllerDiskFullTest : public ControllerIntegrationTest {
     if (!body.ok()) return -1;
     auto samples = testing::ParsePrometheusText(*body);
     if (!samples.ok()) return -1;
-    return testing::FindSample(*samples, controller::metric::kErrors.name, {{"where", where}})
+    return testing::FindSample(*samples, controller::metrics::kErrors.name, {{"where", where}})
         .value_or(0);
   }
 
@@ -330,8 +330,8 @@ TEST_F(ControllerDiskFullTest, FullDiskLosesAndDuplicatesNoSummaryAcrossARestart
   ASSERT_TRUE(WaitJobIteration(end - 1));
   ASSERT_TRUE(agent_->Drain(kWait).ok());
   ExpectHistoryExactlyOnce(end);
-  EXPECT_EQ(Metric(controller::metric::kIngestStaleSummaries.name), 0);
-  EXPECT_EQ(Metric(controller::metric::kIngestRejectedBatches.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
+  EXPECT_EQ(Metric(controller::metrics::kIngestRejectedBatches.name), 0);
   EXPECT_EQ(agent_->link().stats().rejected_batches, 0u);
   EXPECT_EQ(agent_->buffer().stats().dropped_batches, 0u);
   EXPECT_GE(agent_->link().stats().connects, 2u);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/agent_metrics_table.h"
 
 namespace falcon::agent {
 
@@ -82,6 +83,7 @@ void ControllerLink::Run() {
     LOG(WARNING) << (established ? "controller disconnected" : "controller connect failed")
                  << " agent=" << options_.agent_id << " address=" << options_.address << " "
                  << ended << " reconnect_in=" << absl::FormatDuration(delay);
+    metrics_->CountError(metric::where::kControllerStream);
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
     if (stopping_) break;
@@ -116,6 +118,7 @@ void ControllerLink::ReadLoop(
                        << " field=" << msg.batch_ack().error().field() << " error=\""
                        << msg.batch_ack().error().message() << "\"";
           metrics_->CountRejectedBatch();
+          metrics_->CountError(metric::where::kControllerBatchRejected);
           absl::MutexLock lock(&mu_);
           stats_.rejected_batches++;
         }

@@ -115,7 +115,10 @@ grep -q "another agent is serving $DIR/agent.sock" <<<"$out" || fail "second age
 command -v curl >/dev/null || fail "curl is not installed (deploy/install-deps.sh installs it)"
 BODY=$(curl --silent --show-error --fail --max-time 10 "http://$ADDR/metrics" 2>&1) ||
   fail "GET http://$ADDR/metrics: $BODY"
-grep -q '^falcon_agent_build_info{.*version="0.1.0"' <<<"$BODY" || fail "no build info"
+VERSION=$("$AGENT" --version | awk '{print $2}')  # "falcon-agent X.Y.Z" (common/version.h)
+[ -n "$VERSION" ] || fail "--version printed no version"
+grep -q "^falcon_agent_build_info{.*version=\"$VERSION\"" <<<"$BODY" ||
+  fail "no build info with version $VERSION"
 grep -q '^falcon_agent_controller_connected{node="conf-node"} 0' <<<"$BODY" ||
   fail "controller_connected not 0"
 

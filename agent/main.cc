@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/flag_checks.h"
 #include "common/logging/logging.h"
+#include "common/version.h"
 
 namespace falcon::agent {
 
@@ -87,7 +88,6 @@ ABSL_FLAG(std::string, config, "",
 
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
 constexpr char kUsage[] =
     "Falcon node agent: serves the shims of the training ranks on this node, reduces their op "
     "timings to per-iteration summaries and streams them to the controller.\n"
@@ -122,7 +122,7 @@ int Run() {
       {&FLAGS_max_raw_ops_per_rank, "max_raw_ops_per_rank"},
   };
   falcon::agent::AgentOptions options;
-  options.version = kVersion;
+  options.version = falcon::common::kFalconVersion;
   if (const std::string config = absl::GetFlag(FLAGS_config); !config.empty()) {
     if (absl::Status s = falcon::agent::ApplyConfigFile(config, &options); !s.ok()) {
       std::fprintf(stderr, "falcon-agent: %s\n", std::string(s.message()).c_str());
@@ -152,8 +152,9 @@ int Run() {
     return agent.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const falcon::agent::AgentOptions& o = (*agent)->options();
-  std::printf("falcon-agent %s: node %s, agent_id %s, shim socket %s, controller %s\n", kVersion,
-              o.node.c_str(), o.agent_id.c_str(), o.socket_path.c_str(), o.controller.c_str());
+  std::printf("falcon-agent %s: node %s, agent_id %s, shim socket %s, controller %s\n",
+              falcon::common::kFalconVersion, o.node.c_str(), o.agent_id.c_str(),
+              o.socket_path.c_str(), o.controller.c_str());
   if (!(*agent)->metrics_address().empty()) {
     std::printf("metrics on %s\n", (*agent)->metrics_address().c_str());
   }
@@ -178,15 +179,18 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                      "agent/main.cc", /*dashes=*/false)
-                   .c_str(),
-               stdout);
+  falcon::common::InstallVersionFlag("falcon-agent");
+  if (falcon::cli::help::WantsHelp(argc,
+                                   argv)) {  // Abseil's own --help lists no flags and exits 1.
+    std::fputs(
+        falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage),
+                                     "agent/main.cc", /*dashes=*/false)
+            .c_str(),
+        stdout);
     return 0;
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
   if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
     std::fprintf(stderr, "falcon-agent: %s\n", std::string(s.message()).c_str());
     return 2;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/agent_metrics_table.h"
 #include "agent/shim_validation.h"
 
 namespace falcon::agent {
@@ -73,6 +74,7 @@ void ShimHub::Error(Session& s, const absl::Status& status) {
                << status.message() << "\"";
   stats_.errors++;
   metrics_->CountShimError();
+  metrics_->CountError(metric::where::kShimMessageRefused);
   s.stream->Send(ErrorMessage(status));
 }
 
@@ -452,6 +454,7 @@ void ShimHub::OnDirective(const v1::Directive& directive) {
     LOG(WARNING) << "directive ignored job=" << directive.job()
                  << " directive=" << directive.directive_id() << " (no rank of the job here)";
     stats_.ignored_controller_messages++;
+    metrics_->CountError(metric::where::kDirectiveIgnored);
     return;
   }
   JobState& job = *jit->second;
@@ -467,6 +470,7 @@ void ShimHub::OnDirective(const v1::Directive& directive) {
     LOG(WARNING) << "directive ignored job=" << directive.job()
                  << " directive=" << directive.directive_id() << " (no target rank here)";
     stats_.ignored_controller_messages++;
+    metrics_->CountError(metric::where::kDirectiveIgnored);
     return;
   }
   if (job.directive_plan_versions.try_emplace(directive.directive_id(), directive.plan_version())
@@ -529,6 +533,7 @@ void ShimHub::OnValidationTask(const v1::ValidationTask& task) {
     r->set_error(absl::StrCat("rank ", rank, " has no live shim session on node ", options_.node));
     LOG(WARNING) << "validation task not delivered job=" << task.job() << " task=" << task.task_id()
                  << " rank=" << rank << " (no live shim session; answered with an error)";
+    metrics_->CountError(metric::where::kValidationTaskUndelivered);
     sink_->Send(std::move(result));
   }
   if (relayed) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "agent/agent_metrics.h"
+#include "agent/agent_metrics_table.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
@@ -111,6 +112,19 @@ class ShimHubTest : public ::testing::Test {
   AgentMetrics metrics_;
   FakeSink sink_;
   ShimHub hub_;
+
+  // falcon_agent_errors_total{where}; -1 when there is no such series.
+  double ErrorCount(const std::string& where) {
+    for (const prometheus::MetricFamily& f : registry_->Collect()) {
+      if (f.name != metric::kErrors.name) continue;
+      for (const auto& c : f.metric) {
+        for (const auto& l : c.label) {
+          if (l.name == "where" && l.value == where) return c.counter.value;
+        }
+      }
+    }
+    return -1;
+  }
 };
 
 TEST_F(ShimHubTest, HelloThenBatchesAreAckedAndDuplicatesIgnored) {
@@ -152,6 +166,7 @@ TEST_F(ShimHubTest, MalformedMessageGetsFieldErrorAndStreamsGoOn) {
   EXPECT_EQ(b.Of(v1::AgentToShim::kOpBatchAck).back().op_batch_ack().sequence(), 1u);
   EXPECT_TRUE(b.Of(v1::AgentToShim::kError).empty());
   EXPECT_EQ(hub_.stats().errors, 1u);
+  EXPECT_EQ(ErrorCount(metric::where::kShimMessageRefused), 1);
 }
 
 TEST_F(ShimHubTest, FirstMessageMustBeHello) {
@@ -238,6 +253,7 @@ TEST_F(ShimHubTest, DirectivesReachTargetsAndAreRedeliveredUntilAcked) {
   d.set_job("other");
   hub_.OnDirective(d);
   EXPECT_EQ(hub_.stats().ignored_controller_messages, 1u);
+  EXPECT_EQ(ErrorCount(metric::where::kDirectiveIgnored), 1);
   (void)id0;
 }
 

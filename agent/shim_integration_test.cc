@@ -1,5 +1,5 @@
-// The agent with the real trainer_shim library (falcon::shim::Shim) on its unix socket and a
-// controller on loopback: telemetry across an agent restart, and directives and validation tasks
+// The agent with the real trainer_shim library (falcon::trainer_shim::Shim) on its unix socket and
+// a controller on loopback: telemetry across an agent restart, and directives and validation tasks
 // relayed both ways.
 #include <unistd.h>
 
@@ -20,9 +20,9 @@
 namespace falcon::agent {
 namespace {
 
-using shim::Shim;
 using testing::FakeController;
 using testing::FakeControllerStore;
+using trainer_shim::Shim;
 
 constexpr char kJob[] = "shim-job";
 constexpr uint64_t kComm = 0xC0;
@@ -55,7 +55,7 @@ class ShimIntegrationTest : public ::testing::Test {
     ASSERT_TRUE(controller_.Start().ok());
     StartAgent();
     for (uint32_t rank = 0; rank < 2; ++rank) {
-      shim::ShimOptions o;
+      trainer_shim::ShimOptions o;
       o.job = kJob;
       o.rank = rank;
       o.world_size = 2;
@@ -73,7 +73,7 @@ class ShimIntegrationTest : public ::testing::Test {
       ASSERT_TRUE(created.ok()) << created.status();
       shims_.push_back(std::move(*created));
       ASSERT_TRUE(shims_.back()
-                      ->RegisterCommunicator({kComm, shim::CommKind::COMM_KIND_DP, {0, 1}, "dp"})
+                      ->RegisterCommunicator({kComm, common::CommKind::COMM_KIND_DP, {0, 1}, "dp"})
                       .ok());
     }
   }
@@ -105,9 +105,9 @@ class ShimIntegrationTest : public ::testing::Test {
     for (uint32_t rank = 0; rank < shims_.size(); ++rank) {
       Shim& s = *shims_[rank];
       ASSERT_TRUE(s.PollDirectives(i, nullptr).ok());
-      shim::OpRecord op;
+      trainer_shim::OpRecord op;
       op.comm_id = kComm;
-      op.op_kind = shim::OpKind::OP_KIND_ALL_REDUCE;
+      op.op_kind = common::OpKind::OP_KIND_ALL_REDUCE;
       op.bytes = 1 << 20;
       op.host_start_ns = i * kIterationNs + 6'000'000;
       op.host_end_ns = i * kIterationNs + 9'000'000;

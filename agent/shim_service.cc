@@ -60,7 +60,7 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::ShimMessage, v1::
 
   void Close(const absl::Status& status) override {
     absl::MutexLock lock(&mu_);
-    RequestFinishLocked(ToGrpcStatus(status));
+    RequestFinishLocked(proto::ToGrpcStatus(status));
   }
 
   void OnReadDone(bool ok) override {
@@ -156,7 +156,7 @@ absl::StatusOr<std::unique_ptr<ShimServer>> ShimServer::Start(const Options& opt
   // (by then absent) private path, and Shutdown removes the public one only while it is ours.
   std::string bind_path = absl::StrCat(options.socket_path, ".", getpid());
   if (bind_path.size() >= sizeof(sockaddr_un::sun_path)) bind_path = options.socket_path;
-  auto started = StartGrpcServer(absl::StrCat("unix:", bind_path), {&server->service_});
+  auto started = proto::StartGrpcServer(absl::StrCat("unix:", bind_path), {&server->service_});
   if (!started.ok()) return started.status();
   server->server_ = std::move(started->server);
   if (bind_path != options.socket_path &&

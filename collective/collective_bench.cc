@@ -47,12 +47,12 @@ int SweepRank(int rank, int n, const std::string& dir, int out_fd) {
   CommRuntimeOptions ro;
   ro.rank = rank;
   auto runtime = std::make_shared<CommRuntime>(ro);
-  GlooWorldOptions o;
+  gloo::GlooWorldOptions o;
   o.rank = rank;
   o.world_size = n;
   o.rendezvous_dir = dir;
   o.timeout = absl::Seconds(60);
-  auto world = CreateGlooWorld(o, runtime);
+  auto world = gloo::CreateGlooWorld(o, runtime);
   if (!world.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, world.status().ToString().c_str());
     return 1;
@@ -176,11 +176,11 @@ int Main() {
   // Observer cost: same one-rank op with no observer, then with a ring-buffer observer.
   CommRuntimeOptions ro;
   auto runtime = std::make_shared<CommRuntime>(ro);
-  GlooWorldOptions o;
+  gloo::GlooWorldOptions o;
   o.rank = 0;
   o.world_size = 1;
   o.rendezvous_dir = TempDir("falcon-bench1");
-  auto world = CreateGlooWorld(o, runtime);
+  auto world = gloo::CreateGlooWorld(o, runtime);
   if (!world.ok()) {
     std::printf("one-rank world FAILED: %s\n", world.status().ToString().c_str());
     return 1;

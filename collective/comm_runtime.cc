@@ -9,17 +9,17 @@ CommRuntime::CommRuntime(CommRuntimeOptions options) : rank_(options.rank) {
   } else {
     clock_ = options.clock;
   }
-  std::vector<LinkFault> mine;
-  for (const LinkFault& f : options.link_faults) {
+  std::vector<fault::LinkFault> mine;
+  for (const fault::LinkFault& f : options.link_faults) {
     if (f.src == rank_) mine.push_back(f);
   }
   if (!mine.empty()) {
-    Sleeper* sleeper = options.link_sleeper;
+    fault::Sleeper* sleeper = options.link_sleeper;
     if (sleeper == nullptr) {
-      owned_sleeper_ = std::make_unique<SleepingSleeper>();
+      owned_sleeper_ = std::make_unique<fault::SleepingSleeper>();
       sleeper = owned_sleeper_.get();
     }
-    link_shaper_ = std::make_unique<LinkShaper>(std::move(mine), sleeper);
+    link_shaper_ = std::make_unique<fault::LinkShaper>(std::move(mine), sleeper);
   }
 }
 

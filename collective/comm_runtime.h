@@ -28,9 +28,9 @@ struct CommRuntimeOptions {
   // Must outlive the runtime.
   const common::Clock* clock = nullptr;
   // Slow links applied on this rank's send path (only faults with src == rank matter).
-  std::vector<LinkFault> link_faults;
+  std::vector<fault::LinkFault> link_faults;
   // How link delays are spent. Default (nullptr): a SleepingSleeper owned by the runtime.
-  Sleeper* link_sleeper = nullptr;
+  fault::Sleeper* link_sleeper = nullptr;
 };
 
 class CommRuntime {
@@ -61,14 +61,14 @@ class CommRuntime {
   uint64_t NextSeq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
   // nullptr when no link fault has this rank as sender.
-  const LinkShaper* link_shaper() const { return link_shaper_.get(); }
+  const fault::LinkShaper* link_shaper() const { return link_shaper_.get(); }
 
  private:
   const int rank_;
   std::unique_ptr<common::Clock> owned_clock_;
   const common::Clock* clock_;
-  std::unique_ptr<Sleeper> owned_sleeper_;
-  std::unique_ptr<LinkShaper> link_shaper_;
+  std::unique_ptr<fault::Sleeper> owned_sleeper_;
+  std::unique_ptr<fault::LinkShaper> link_shaper_;
   std::atomic<OpObserver*> observer_{nullptr};
   PauseGate pause_gate_;
   std::atomic<bool> profiling_{false};

@@ -28,17 +28,17 @@ bool NcclCompiledIn() {
 absl::StatusOr<std::unique_ptr<Communicator>> CreateWorld(const WorldOptions& options,
                                                           std::shared_ptr<CommRuntime> runtime) {
   if (options.backend == Backend::kGloo) {
-    GlooWorldOptions g;
+    gloo::GlooWorldOptions g;
     g.rank = options.rank;
     g.world_size = options.world_size;
     g.rendezvous_dir = options.rendezvous_dir;
     g.hostname = options.hostname;
     g.timeout = options.timeout;
     g.world_comm_id = options.world_comm_id;
-    return CreateGlooWorld(g, std::move(runtime));
+    return gloo::CreateGlooWorld(g, std::move(runtime));
   }
 #ifdef FALCON_HAVE_NCCL
-  NcclWorldOptions n;
+  nccl::NcclWorldOptions n;
   n.rank = options.rank;
   n.world_size = options.world_size;
   n.rendezvous_dir = options.rendezvous_dir;
@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorld(const WorldOptions& op
 #endif
 }
 
-absl::StatusOr<WorldOptions> WorldOptionsFrom(const RankEnv& env) {
+absl::StatusOr<WorldOptions> WorldOptionsFrom(const launch::RankEnv& env) {
   auto backend = ParseBackend(env.backend);
   if (!backend.ok()) return backend.status();
   WorldOptions o;
@@ -66,11 +66,11 @@ absl::StatusOr<WorldOptions> WorldOptionsFrom(const RankEnv& env) {
   return o;
 }
 
-absl::StatusOr<std::shared_ptr<CommRuntime>> MakeRuntime(const RankEnv& env) {
+absl::StatusOr<std::shared_ptr<CommRuntime>> MakeRuntime(const launch::RankEnv& env) {
   CommRuntimeOptions o;
   o.rank = env.rank;
   if (!env.faults.empty()) {
-    auto plan = LoadFaultSpec(env.faults);
+    auto plan = fault::LoadFaultSpec(env.faults);
     if (!plan.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("FALCON_FAULTS: ", plan.status().message()));
     }

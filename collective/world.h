@@ -47,11 +47,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateWorld(const WorldOptions& op
                                                           std::shared_ptr<CommRuntime> runtime);
 
 // WorldOptions for the rank described by `env`.
-absl::StatusOr<WorldOptions> WorldOptionsFrom(const RankEnv& env);
+absl::StatusOr<WorldOptions> WorldOptionsFrom(const launch::RankEnv& env);
 
 // A CommRuntime for `env`'s rank with the link faults of env.faults (kInvalidArgument when the
 // spec does not parse).
-absl::StatusOr<std::shared_ptr<CommRuntime>> MakeRuntime(const RankEnv& env);
+absl::StatusOr<std::shared_ptr<CommRuntime>> MakeRuntime(const launch::RankEnv& env);
 
 }  // namespace falcon::collective
 

@@ -8,8 +8,8 @@
 namespace falcon::collective {
 namespace {
 
-RankEnv Env(int rank, int size) {
-  RankEnv e;
+launch::RankEnv Env(int rank, int size) {
+  launch::RankEnv e;
   e.rank = rank;
   e.world_size = size;
   e.dp = size;
@@ -24,7 +24,7 @@ TEST(WorldTest, ParsesBackends) {
 }
 
 TEST(WorldTest, RuntimeTakesThisRanksLinkFaults) {
-  RankEnv e = Env(1, 2);
+  launch::RankEnv e = Env(1, 2);
   e.faults = "link:src=1,dst=0,delay_ms=3;link:src=0,dst=1,delay_ms=9";
   auto runtime = MakeRuntime(e);
   ASSERT_TRUE(runtime.ok()) << runtime.status();
@@ -37,7 +37,7 @@ TEST(WorldTest, RuntimeTakesThisRanksLinkFaults) {
 }
 
 TEST(WorldTest, SingleRankGlooWorldFromEnv) {
-  RankEnv e = Env(0, 1);
+  launch::RankEnv e = Env(0, 1);
   auto runtime = MakeRuntime(e);
   ASSERT_TRUE(runtime.ok());
   auto options = WorldOptionsFrom(e);
@@ -53,7 +53,7 @@ TEST(WorldTest, SingleRankGlooWorldFromEnv) {
 }
 
 TEST(WorldTest, NcclNeedsTheCudaVariantAndAGpu) {
-  RankEnv e = Env(0, 1);
+  launch::RankEnv e = Env(0, 1);
   e.backend = "nccl";
   e.rendezvous_dir += "_nccl";
   auto runtime = MakeRuntime(e);

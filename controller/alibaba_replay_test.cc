@@ -32,7 +32,7 @@ class AlibabaReplayTest : public ::testing::Test {
   void SetUp() override {
     FALCON_REQUIRE_REAL_DATA();
     auto data = testing::LoadAlibabaJob(
-        falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
+        falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
     ASSERT_TRUE(data.ok()) << data.status();
     data_ = *data;
     ASSERT_EQ(data_.size(), 10u);
@@ -45,8 +45,8 @@ class AlibabaReplayTest : public ::testing::Test {
       std::sort(first.begin(), first.end());
       healthy_[w] = first[25];
     }
-    kv_ = std::make_unique<InMemoryKvStore>(ControllerStore::TableNames());
-    metrics_ = std::make_unique<ControllerMetrics>(registry_, "test");
+    kv_ = std::make_unique<store::InMemoryKvStore>(store::ControllerStore::TableNames());
+    metrics_ = std::make_unique<metrics::ControllerMetrics>(registry_, "test");
     Start();
     for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
       agents_.push_back(std::make_unique<SimAgent>(testing::NodeName(n), testing::NodeName(n),
@@ -169,8 +169,8 @@ class AlibabaReplayTest : public ::testing::Test {
   std::map<int, double> healthy_;
   common::FakeClock clock_;
   prometheus::Registry registry_;
-  std::unique_ptr<InMemoryKvStore> kv_;
-  std::unique_ptr<ControllerMetrics> metrics_;
+  std::unique_ptr<store::InMemoryKvStore> kv_;
+  std::unique_ptr<metrics::ControllerMetrics> metrics_;
   std::unique_ptr<Controller> c_;
   std::vector<std::unique_ptr<SimAgent>> agents_;
   std::map<uint32_t, uint64_t> op_seq_;

@@ -57,7 +57,7 @@ std::vector<falcon::v1::JobRegistration> Jobs(const std::string& prefix, int fro
 
 class BoundedStateTest : public ::testing::Test {
  protected:
-  BoundedStateTest() : kv_(ControllerStore::TableNames()), metrics_(registry_, "t") {}
+  BoundedStateTest() : kv_(store::ControllerStore::TableNames()), metrics_(registry_, "t") {}
 
   void Start(ControllerOptions options = ControllerOptions()) {
     c_.reset();
@@ -78,7 +78,7 @@ class BoundedStateTest : public ::testing::Test {
     return n;
   }
   void Put(const char* table, const std::string& key, const google::protobuf::Message& value) {
-    KvWriteBatch b;
+    store::KvWriteBatch b;
     b.Put(table, key, value.SerializeAsString());
     ASSERT_TRUE(kv_.Write(b).ok());
   }
@@ -96,9 +96,9 @@ class BoundedStateTest : public ::testing::Test {
   std::vector<std::string> JobNames() { return c_->registry().JobNames(); }
 
   common::FakeClock clock_;
-  InMemoryKvStore kv_;
+  store::InMemoryKvStore kv_;
   prometheus::Registry registry_;
-  ControllerMetrics metrics_;
+  metrics::ControllerMetrics metrics_;
   std::unique_ptr<Controller> c_;
 };
 
@@ -124,16 +124,16 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
   for (const std::string job : {"old-5", "live"}) {
     falcon::v1::HistoryPoint point;
     point.set_iteration(7);
-    Put(tables::kHistory, keys::HistoryKey(job, 7), point);
+    Put(store::tables::kHistory, store::keys::HistoryKey(job, 7), point);
     falcon::v1::DirectiveRecord d;
     d.mutable_directive()->set_job(job);
-    Put(tables::kDirectives, keys::DirectiveKey(job, 99), d);
-    KvWriteBatch b;
-    b.Put(tables::kSamples, keys::SampleKey(job, 0, 7), std::string(8, '\0'));
+    Put(store::tables::kDirectives, store::keys::DirectiveKey(job, 99), d);
+    store::KvWriteBatch b;
+    b.Put(store::tables::kSamples, store::keys::SampleKey(job, 0, 7), std::string(8, '\0'));
     ASSERT_TRUE(kv_.Write(b).ok());
   }
-  ASSERT_EQ(Rows(tables::kJobs), 11u);
-  ASSERT_EQ(Rows(tables::kSettings), 1u);
+  ASSERT_EQ(Rows(store::tables::kJobs), 11u);
+  ASSERT_EQ(Rows(store::tables::kSettings), 1u);
 
   clock_.Advance(absl::Minutes(59));
   c_->Tick();
@@ -142,12 +142,12 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
   clock_.Advance(absl::Minutes(2));
   c_->Tick();
   EXPECT_EQ(JobNames(), std::vector<std::string>{"live"});
-  EXPECT_EQ(Rows(tables::kJobs), 1u);
-  EXPECT_EQ(Rows(tables::kSettings), 0u);
-  EXPECT_EQ(Rows(tables::kHistory), 1u);
-  EXPECT_EQ(Rows(tables::kDirectives), 1u);
-  EXPECT_EQ(Rows(tables::kSamples), 1u);
-  EXPECT_EQ(Counter(metric::kRetentionPurged.name, {{"kind", "job"}}), 10);
+  EXPECT_EQ(Rows(store::tables::kJobs), 1u);
+  EXPECT_EQ(Rows(store::tables::kSettings), 0u);
+  EXPECT_EQ(Rows(store::tables::kHistory), 1u);
+  EXPECT_EQ(Rows(store::tables::kDirectives), 1u);
+  EXPECT_EQ(Rows(store::tables::kSamples), 1u);
+  EXPECT_EQ(Counter(metrics::kRetentionPurged.name, {{"kind", "job"}}), 10);
   ControlApi api(c_.get());
   EXPECT_EQ(api.ListJobs({})->jobs_size(), 1);
   EXPECT_EQ(api.GetJob([] {
@@ -182,7 +182,7 @@ TEST_F(BoundedStateTest, RetentionPurgesInBatchesOneTickEach) {
     left.push_back(JobNames().size());
   }
   EXPECT_EQ(left, (std::vector<size_t>{6, 2, 0, 0}));
-  EXPECT_EQ(Rows(tables::kJobs), 0u);
+  EXPECT_EQ(Rows(store::tables::kJobs), 0u);
 }
 
 // Events and directives of a running job: recovered or closed events and final directives go a
@@ -209,7 +209,7 @@ TEST_F(BoundedStateTest, OldEventsAndDirectivesOfARunningJobArePurged) {
     t->set_state(state);
     t->set_time_ns(at_ns);
     r.set_phase(falcon::controller::v1::PHASE_DONE);
-    Put(tables::kEvents, keys::EventKey(id), r);
+    Put(store::tables::kEvents, store::keys::EventKey(id), r);
   };
   event(1, falcon::v1::EVENT_STATE_CLOSED, now_ns - 2 * hour_ns);     // Old: purged.
   event(2, falcon::v1::EVENT_STATE_RECOVERED, now_ns - hour_ns / 6);  // Recent: kept.
@@ -229,7 +229,7 @@ TEST_F(BoundedStateTest, OldEventsAndDirectivesOfARunningJobArePurged) {
     r.set_state(state);
     r.set_issued_time_ns(at_ns);
     r.set_last_delivery_time_ns(at_ns);
-    Put(tables::kDirectives, keys::DirectiveKey("run", id), r);
+    Put(store::tables::kDirectives, store::keys::DirectiveKey("run", id), r);
   };
   using D = falcon::v1::DirectiveRecord;
   directive(1, 1, D::STATE_APPLIED, now_ns - 2 * hour_ns, 1, false);   // Purged.
@@ -239,8 +239,8 @@ TEST_F(BoundedStateTest, OldEventsAndDirectivesOfARunningJobArePurged) {
   directive(5, 0, D::STATE_TIMED_OUT, now_ns - 2 * hour_ns, 2, true);  // An older S3: purged.
   directive(6, 2, D::STATE_APPLIED, now_ns - hour_ns / 6, 1, false);   // Recent.
   Start(options);
-  ASSERT_EQ(Rows(tables::kEvents), 3u);
-  ASSERT_EQ(Rows(tables::kDirectives), 6u);
+  ASSERT_EQ(Rows(store::tables::kEvents), 3u);
+  ASSERT_EQ(Rows(store::tables::kDirectives), 6u);
   SimAgent agent("agent-0", "node-0", {0});
   ASSERT_TRUE(agent.Connect(*c_, {Job("run")}).ok());
 
@@ -254,11 +254,11 @@ TEST_F(BoundedStateTest, OldEventsAndDirectivesOfARunningJobArePurged) {
   for (const auto& d : listed->directives()) directives.insert(d.directive().directive_id());
   EXPECT_EQ(events, (std::set<uint64_t>{2, 3}));
   EXPECT_EQ(directives, (std::set<uint64_t>{2, 4, 6}));
-  EXPECT_EQ(Rows(tables::kEvents), 2u);
-  EXPECT_EQ(Rows(tables::kDirectives), 3u);
+  EXPECT_EQ(Rows(store::tables::kEvents), 2u);
+  EXPECT_EQ(Rows(store::tables::kDirectives), 3u);
   EXPECT_EQ(JobNames(), std::vector<std::string>{"run"});
-  EXPECT_EQ(Counter(metric::kRetentionPurged.name, {{"kind", "event"}}), 1);
-  EXPECT_EQ(Counter(metric::kRetentionPurged.name, {{"kind", "directive"}}), 3);
+  EXPECT_EQ(Counter(metrics::kRetentionPurged.name, {{"kind", "event"}}), 1);
+  EXPECT_EQ(Counter(metrics::kRetentionPurged.name, {{"kind", "directive"}}), 3);
 }
 
 // ---- Limits ------------------------------------------------------------------------------------
@@ -273,8 +273,8 @@ TEST_F(BoundedStateTest, AHelloWithAHugeJobIsRefusedNamingTheLimit) {
     EXPECT_NE(s.message().find(part), std::string::npos) << part << " in " << s.message();
   }
   EXPECT_TRUE(JobNames().empty());
-  EXPECT_EQ(Rows(tables::kJobs), 0u);
-  EXPECT_EQ(Counter(metric::kLimitRefusals.name, {{"limit", "max_ranks_per_job"}}), 1);
+  EXPECT_EQ(Rows(store::tables::kJobs), 0u);
+  EXPECT_EQ(Counter(metrics::kLimitRefusals.name, {{"limit", "max_ranks_per_job"}}), 1);
   // At the limit it is accepted.
   EXPECT_TRUE(agent.Connect(*c_, {Job("big", 16384, 1)}).ok());
 }
@@ -317,8 +317,8 @@ TEST_F(BoundedStateTest, JobsPerAgentAreLimitedInHellosAndInBatchRegistrations) 
   EXPECT_EQ(ack->error().field(), "batch.registration.world_size");
   EXPECT_NE(ack->error().message().find("max_ranks_per_job"), std::string::npos);
   EXPECT_EQ(c_->registry().Find("j2")->world_size(), 1u);
-  EXPECT_EQ(Counter(metric::kLimitRefusals.name, {{"limit", "max_jobs_per_agent"}}), 2);
-  EXPECT_EQ(Counter(metric::kLimitRefusals.name, {{"limit", "max_ranks_per_job"}}), 1);
+  EXPECT_EQ(Counter(metrics::kLimitRefusals.name, {{"limit", "max_jobs_per_agent"}}), 2);
+  EXPECT_EQ(Counter(metrics::kLimitRefusals.name, {{"limit", "max_ranks_per_job"}}), 1);
 }
 
 // ---- Idle streams ------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ TEST_F(BoundedStateTest, ASilentStreamTimesOut) {
   EXPECT_TRUE(channel->closed);
   EXPECT_EQ(channel->close_status.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(channel->close_status.message().find("stream_idle_timeout"), std::string::npos);
-  EXPECT_EQ(Counter(metric::kStreamIdleTimeouts.name, {}), 1);
+  EXPECT_EQ(Counter(metrics::kStreamIdleTimeouts.name, {}), 1);
   c_->OnAgentDisconnected(&session);  // The adapter's own end of the stream: harmless.
 }
 
@@ -451,12 +451,12 @@ TEST_F(BoundedStateTest, EventsAndDirectivesPageNewestFirstWithinTheLimit) {
     r.mutable_event()->set_event_id(id);
     r.mutable_event()->set_job(id % 2 ? "a" : "b");
     r.mutable_event()->set_state(falcon::v1::EVENT_STATE_CLOSED);
-    Put(tables::kEvents, keys::EventKey(id), r);
+    Put(store::tables::kEvents, store::keys::EventKey(id), r);
     falcon::v1::DirectiveRecord d;
     d.mutable_directive()->set_directive_id(id);
     d.mutable_directive()->set_job("a");
     d.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
-    Put(tables::kDirectives, keys::DirectiveKey("a", id), d);
+    Put(store::tables::kDirectives, store::keys::DirectiveKey("a", id), d);
   }
   Start();
   ControlApi api(c_.get());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "controller/mitigation/planner.h"
@@ -70,10 +71,11 @@ absl::StatusOr<falcon::v1::ListJobsResponse> ControlApi::ListJobs(
   absl::StatusOr<util::PageToken> token = util::DecodePageToken(r.page_token(), "jobs", "");
   if (!token.ok()) return token.status();
   const size_t capacity = PageCapacity(r.page_size(), 0, token->served);
-  const std::vector<const JobEntry*> jobs = c_->registry().JobsAfter(token->cursor, capacity + 1);
+  const std::vector<const registry::JobEntry*> jobs =
+      c_->registry().JobsAfter(token->cursor, capacity + 1);
   falcon::v1::ListJobsResponse out;
   size_t bytes = 0;
-  for (const JobEntry* job : jobs) {
+  for (const registry::JobEntry* job : jobs) {
     if (static_cast<size_t>(out.jobs_size()) >= capacity) break;
     falcon::v1::Job view = c_->JobView(*job);
     const size_t n = view.ByteSizeLong();
@@ -90,7 +92,7 @@ absl::StatusOr<falcon::v1::ListJobsResponse> ControlApi::ListJobs(
 
 absl::StatusOr<falcon::v1::Job> ControlApi::GetJob(const falcon::v1::GetJobRequest& r) {
   if (r.job().empty()) return absl::InvalidArgumentError("job: must not be empty");
-  const JobEntry* job = c_->registry().Find(r.job());
+  const registry::JobEntry* job = c_->registry().Find(r.job());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job: unknown job '", r.job(), "'"));
   return c_->JobView(*job);
 }
@@ -109,7 +111,7 @@ absl::StatusOr<falcon::v1::ListEventsResponse> ControlApi::ListEvents(
   if (!before.ok()) return before.status();
   const size_t capacity = PageCapacity(r.page_size(), r.limit(), token->served);
   const std::vector<const EventRecord*> events =
-      static_cast<const EventManager&>(c_->events())
+      static_cast<const detection::EventManager&>(c_->events())
           .ListBefore(r.job(), r.active_only(), *before, capacity + 1);
   falcon::v1::ListEventsResponse out;
   bool more = false;
@@ -126,7 +128,7 @@ absl::StatusOr<falcon::v1::ListEventsResponse> ControlApi::ListEvents(
 
 absl::StatusOr<falcon::v1::Event> ControlApi::GetEvent(const falcon::v1::GetEventRequest& r) {
   if (r.event_id() == 0) return absl::InvalidArgumentError("event_id: must be > 0");
-  const auto* e = static_cast<const EventManager&>(c_->events()).Find(r.event_id());
+  const auto* e = static_cast<const detection::EventManager&>(c_->events()).Find(r.event_id());
   if (e == nullptr) {
     return absl::NotFoundError(absl::StrCat("event_id: event ", r.event_id(), " not found"));
   }
@@ -246,7 +248,7 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
   if (r.slowdown_ratio() < 0 || !std::isfinite(r.slowdown_ratio())) {
     return absl::InvalidArgumentError("slowdown_ratio: must be finite and >= 0");
   }
-  const JobEntry* job = c_->registry().Find(r.job());
+  const registry::JobEntry* job = c_->registry().Find(r.job());
   for (int i = 0; i < r.slow_ranks_size(); ++i) {
     if (job->FindRank(r.slow_ranks(i)) == nullptr) {
       return absl::InvalidArgumentError(
@@ -264,6 +266,8 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
   // The culprit: the request's hypothetical verdict, else the job's active event.
   mitigation::Culprit culprit;
   const falcon::v1::Job view = c_->JobView(*job);
+  mitigation::LadderState state;
+  state.iteration = std::max<int64_t>(0, view.last_iteration());
   absl::Duration healthy = absl::Nanoseconds(view.healthy_iteration_time_ns());
   const bool hypothetical = r.cause() != falcon::v1::CAUSE_UNSPECIFIED || r.slow_ranks_size() > 0 ||
                             r.slow_links_size() > 0;
@@ -280,6 +284,25 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
       return absl::FailedPreconditionError(absl::StrCat(
           "job '", r.job(),
           "' has no active event with a verdict; give cause, slow_ranks or slow_links"));
+    }
+    // Planned as mitigation plans it (the culprit's measured slowdown, the plan an S2 in force
+    // replaced, the ladder where it stands), unless the request overrides the slowdown.
+    if (r.slowdown_ratio() == 0) {
+      absl::StatusOr<falcon::v1::DryRunPlanResponse> live = c_->DryRunActive(r.job());
+      if (live.ok() ||
+          (!absl::IsNotFound(live.status()) && !absl::IsUnimplemented(live.status()))) {
+        return live;
+      }
+    }
+    // Without mitigation state (mitigation off): from the event's record and its actions.
+    state.lost = absl::Seconds(e->event().lost_seconds());
+    for (const falcon::v1::Action& a : e->event().actions()) {
+      const char* what = a.revert()                               ? "reverted"
+                         : absl::StartsWith(a.reason(), "skip: ") ? "skipped"
+                                                                  : "applied";
+      state.taken[a.strategy()] = {a.iteration(),
+                                   absl::StrCat(what, " at iteration ", a.iteration(),
+                                                a.dry_run() ? " (dry run)" : "", ": ", a.reason())};
     }
     culprit.cause = e->event().cause();
     culprit.ranks.assign(e->event().ranks().begin(), e->event().ranks().end());
@@ -299,7 +322,7 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
       std::vector<uint32_t>(view.micro_batches().begin(), view.micro_batches().end()));
   if (!shape.ok()) return shape.status();
   return mitigation::DryRun(*shape, c_->settings().Effective(r.job()), culprit, healthy,
-                            c_->clock().Now());
+                            c_->clock().Now(), state);
 }
 
 }  // namespace falcon::controller

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/util/field_error.h"
 
 namespace falcon::controller {
@@ -32,17 +33,19 @@ absl::Status ControllerOptions::Validate() const {
 }
 
 // EventActions for a mitigation hook, bound to the unit of work of the call.
-class Controller::Actions : public EventActions {
+class Controller::Actions : public detection::EventActions {
  public:
-  Actions(Controller* c, UnitOfWork* uow) : c_(c), uow_(uow) {}
+  Actions(Controller* c, core::UnitOfWork* uow) : c_(c), uow_(uow) {}
 
   absl::Time Now() const override { return c_->clock_->Now(); }
   const falcon::v1::Event* FindEvent(uint64_t id) const override {
     const EventRecord* e = c_->events_.Find(id);
     return e == nullptr ? nullptr : &e->event();
   }
-  const JobEntry* FindJob(const std::string& job) const override { return c_->registry_.Find(job); }
-  EffectiveSettings Settings(const std::string& job) const override {
+  const registry::JobEntry* FindJob(const std::string& job) const override {
+    return c_->registry_.Find(job);
+  }
+  settings::EffectiveSettings Settings(const std::string& job) const override {
     return c_->settings_.Effective(job);
   }
   int64_t LastIteration(const std::string& job) const override {
@@ -66,11 +69,11 @@ class Controller::Actions : public EventActions {
     const falcon::v1::EventState s = e->event().state();
     if (s != falcon::v1::EVENT_STATE_LOCALIZED && s != falcon::v1::EVENT_STATE_MITIGATING) {
       return absl::FailedPreconditionError(
-          absl::StrCat("event ", id, " is ", EventStateLabel(s), ", not localized"));
+          absl::StrCat("event ", id, " is ", metrics::EventStateLabel(s), ", not localized"));
     }
     c_->events_.Transition(e, falcon::v1::EVENT_STATE_MITIGATING,
                            c_->detection_.LastIteration(e->event().job()), reason, uow_);
-    if (JobEntry* job = c_->registry_.Find(e->event().job())) {
+    if (registry::JobEntry* job = c_->registry_.Find(e->event().job())) {
       job->set_state(falcon::v1::JOB_STATE_MITIGATING);
       c_->registry_.Persist(*job, &uow_->txn());
     }
@@ -87,7 +90,7 @@ class Controller::Actions : public EventActions {
                                           const falcon::v1::Directive* rollback) override {
     EventRecord* e = c_->events_.Find(id);
     if (e == nullptr) return absl::NotFoundError(absl::StrCat("event ", id, " not found"));
-    const JobEntry* job = c_->registry_.Find(e->event().job());
+    const registry::JobEntry* job = c_->registry_.Find(e->event().job());
     if (job == nullptr) return absl::NotFoundError(absl::StrCat("job ", e->event().job()));
     return c_->directives_.Issue(std::move(d), id, *job, uow_, rollback);
   }
@@ -99,7 +102,7 @@ class Controller::Actions : public EventActions {
   }
   absl::Status SetJobPlan(const std::string& job_name, int64_t plan_version,
                           const std::vector<uint32_t>& micro_batches) override {
-    JobEntry* job = c_->registry_.Find(job_name);
+    registry::JobEntry* job = c_->registry_.Find(job_name);
     if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", job_name, "'"));
     job->set_plan(plan_version, micro_batches);
     c_->registry_.Persist(*job, &uow_->txn());
@@ -123,7 +126,7 @@ class Controller::Actions : public EventActions {
  private:
   EventRecord* Active(uint64_t id) {
     EventRecord* e = c_->events_.Find(id);
-    return e != nullptr && EventManager::IsActiveState(e->event().state()) ? e : nullptr;
+    return e != nullptr && detection::EventManager::IsActiveState(e->event().state()) ? e : nullptr;
   }
   absl::Status Missing(uint64_t id) const {
     return c_->events_.Find(id) == nullptr
@@ -131,16 +134,16 @@ class Controller::Actions : public EventActions {
                : absl::FailedPreconditionError(absl::StrCat("event ", id, " is not active"));
   }
   Controller* c_;
-  UnitOfWork* uow_;
+  core::UnitOfWork* uow_;
 };
 
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const ControllerOptions& options,
-                                                               KvStore* kv,
+                                                               store::KvStore* kv,
                                                                const common::Clock* clock,
-                                                               ControllerMetrics* metrics,
-                                                               MitigationHook* hook) {
+                                                               metrics::ControllerMetrics* metrics,
+                                                               detection::MitigationHook* hook) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
-  ControllerStore probe(kv, clock);
+  store::ControllerStore probe(kv, clock);
   absl::StatusOr<falcon::controller::v1::MetaRecord> meta = probe.LoadMeta();
   if (!meta.ok()) return meta.status();
   std::unique_ptr<Controller> c(new Controller(options, kv, clock, metrics, hook, *meta));
@@ -148,9 +151,9 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const ControllerO
   return c;
 }
 
-Controller::Controller(const ControllerOptions& options, KvStore* kv, const common::Clock* clock,
-                       ControllerMetrics* metrics, MitigationHook* hook,
-                       falcon::controller::v1::MetaRecord meta)
+Controller::Controller(const ControllerOptions& options, store::KvStore* kv,
+                       const common::Clock* clock, metrics::ControllerMetrics* metrics,
+                       detection::MitigationHook* hook, falcon::controller::v1::MetaRecord meta)
     : options_(options),
       clock_(clock),
       metrics_(metrics),
@@ -164,7 +167,7 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const comm
       events_(clock, &ids_, metrics),
       directives_(options.directives, clock, &ids_, &hub_, metrics),
       localizer_(options.localization, clock, &ids_, &hub_, &directives_, &events_, &registry_,
-                 &settings_,
+                 &settings_, &errors_,
                  [this](const std::string& job) { return detection_.LastIteration(job); }),
       detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
                  metrics),
@@ -174,31 +177,31 @@ Controller::Controller(const ControllerOptions& options, KvStore* kv, const comm
   store_.set_sync_observer([metrics](absl::Duration latency, const absl::Status& s) {
     if (metrics != nullptr) metrics->StoreSync(latency, s.ok());
   });
-  localizer_.set_verdict_callback([this](EventRecord* event, UnitOfWork* uow) {
+  localizer_.set_verdict_callback([this](EventRecord* event, core::UnitOfWork* uow) {
     if (hook_ == nullptr || !settings_.Effective(event->event().job()).mitigation_enabled) return;
     Actions actions(this, uow);
     hook_->OnVerdict(event->event(), actions);
   });
-  detection_.set_recovered_callback([this](EventRecord* event, UnitOfWork* uow) {
+  detection_.set_recovered_callback([this](EventRecord* event, core::UnitOfWork* uow) {
     if (hook_ == nullptr) return;
     Actions actions(this, uow);
     hook_->OnRecovered(event->event(), actions);
   });
   detection_.set_rank_summary_callback(
-      [this](EventRecord* event, const falcon::v1::IterationSummary& s, UnitOfWork* uow) {
+      [this](EventRecord* event, const falcon::v1::IterationSummary& s, core::UnitOfWork* uow) {
         if (hook_ == nullptr) return;
         Actions actions(this, uow);
         hook_->OnRankIteration(event->event(), s, actions);
       });
   detection_.set_job_iteration_callback(
-      [this](EventRecord* event, int64_t iteration, absl::Duration t, UnitOfWork* uow) {
+      [this](EventRecord* event, int64_t iteration, absl::Duration t, core::UnitOfWork* uow) {
         if (hook_ == nullptr) return;
         Actions actions(this, uow);
         hook_->OnJobIteration(event->event(), iteration, t, actions);
       });
   settings_.set_listener([this](const std::string& job) { detection_.OnSettingsChanged(job); });
   directives_.set_progress_fn([this](const std::string& job) {
-    JobProgress p;
+    core::JobProgress p;
     p.max_rank_iteration = detection_.MaxRankIteration(job);
     p.iteration_time = absl::Nanoseconds(detection_.LastIterationTimeNs(job));
     return p;
@@ -216,7 +219,7 @@ absl::Status Controller::Load() {
   registry_.Load(*jobs);
   auto agents = store_.LoadAgents();
   if (!agents.ok()) return agents.status();
-  for (const auto& a : *agents) agents_[a.agent_id()] = AgentState{SequenceTracker(a), a};
+  for (const auto& a : *agents) agents_[a.agent_id()] = AgentState{ingest::SequenceTracker(a), a};
   auto events = store_.LoadEvents();
   if (!events.ok()) return events.status();
   events_.Load(*events);
@@ -225,17 +228,17 @@ absl::Status Controller::Load() {
   directives_.Load(*directives);
   // Until they reconnect, every agent is away from its jobs from now on.
   for (const std::string& name : registry_.JobNames()) {
-    const JobEntry* job = registry_.Find(name);
+    const registry::JobEntry* job = registry_.Find(name);
     if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
     for (const std::string& a : job->AgentIds()) presence_.Away(name, a, clock_->Now());
   }
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
   return SyncStore();
 }
 
-absl::Status Controller::Commit(UnitOfWork* uow) {
+absl::Status Controller::Commit(core::UnitOfWork* uow) {
   hub_.Hold();  // Its messages wait until the state they announce is durable (SyncStore).
   const bool was_healthy = store_.healthy();
   absl::Status s = uow->Commit(&store_);
@@ -244,6 +247,7 @@ absl::Status Controller::Commit(UnitOfWork* uow) {
       LOG(ERROR) << "store write failed error=\"" << s.message()
                  << "\"; the unit's state changes stay in memory and its writes are kept for "
                     "when the store recovers; its messages are dropped";
+      errors_.CountError(metrics::where::kStoreWrite);
     }
     return absl::UnavailableError(absl::StrCat("controller store write failed: ", s.message()));
   }
@@ -269,7 +273,7 @@ absl::Status Controller::SyncStore() {
   if (was_healthy) {
     LOG(ERROR) << "store sync failed error=\"" << s.message()
                << "\"; nothing is acknowledged until the store recovers";
-    errors_.CountError("store_sync");
+    errors_.CountError(metrics::where::kStoreSync);
   }
   return s;
 }
@@ -279,7 +283,7 @@ absl::Status Controller::EnsureStore() {
   return SyncStore();
 }
 
-absl::StatusOr<store::StoreFigures> Controller::StoredFigures(const ControllerStore& store) {
+absl::StatusOr<store::StoreFigures> Controller::StoredFigures(const store::ControllerStore& store) {
   auto jobs = store.LoadJobs();
   if (!jobs.ok()) return jobs.status();
   auto events = store.LoadEvents();
@@ -289,7 +293,7 @@ absl::StatusOr<store::StoreFigures> Controller::StoredFigures(const ControllerSt
   auto agents = store.LoadAgents();
   if (!agents.ok()) return agents.status();
   uint64_t batches = 0;
-  for (const auto& a : *agents) batches += SequenceTracker(a).acked_sequence();
+  for (const auto& a : *agents) batches += ingest::SequenceTracker(a).acked_sequence();
   return store::StoreFigures{{"jobs", jobs->size()},
                              {"events", events->size()},
                              {"directives", directives->size()},
@@ -305,7 +309,8 @@ store::StoreFigures Controller::Figures() const {
           {"batches", batches}};
 }
 
-void Controller::CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what) {
+void Controller::CommitOrCount(core::UnitOfWork* uow, absl::string_view where,
+                               absl::string_view what) {
   if (absl::Status s = Commit(uow); !s.ok()) {
     LOG(WARNING) << what << " not stored where=" << where << " error=\"" << s.message() << "\"";
     errors_.CountError(where);
@@ -316,7 +321,7 @@ void Controller::Reply(AgentSession* session, const falcon::v1::ControllerMessag
   hub_.SendTo(session->channel, message);
 }
 
-void Controller::PersistAgent(const std::string& agent_id, UnitOfWork* uow) {
+void Controller::PersistAgent(const std::string& agent_id, core::UnitOfWork* uow) {
   AgentState& a = agents_[agent_id];
   a.record.set_agent_id(agent_id);
   a.tracker.ToRecord(&a.record);
@@ -358,7 +363,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   if (session->hello_done) {
     return absl::InvalidArgumentError("hello: AgentHello sent twice on one stream");
   }
-  if (MaybeFieldError e = ValidateHello(hello)) return ToStatus(*e);
+  if (util::MaybeFieldError e = ingest::ValidateHello(hello)) return util::ToStatus(*e);
   if (std::optional<LimitRefusal> r = CheckHelloLimits(hello, options_.resource_limits)) {
     CountRefusal(*r);
     return r->status;
@@ -366,21 +371,21 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   if (absl::Status s = EnsureStore(); !s.ok()) {
     LOG(WARNING) << "agent refused: store unavailable agent=" << hello.agent_id()
                  << " node=" << hello.node() << " error=\"" << s.message() << "\"";
-    errors_.CountError("hello_store_unavailable");
+    errors_.CountError(metrics::where::kHelloStoreUnavailable);
     return s;
   }
   // Merge every registration first, so a bad one leaves everything unchanged.
-  std::vector<JobEntry> merged;
+  std::vector<registry::JobEntry> merged;
   for (int i = 0; i < hello.jobs_size(); ++i) {
-    std::optional<JobEntry> entry;
-    if (MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(),
-                                            Rejoined(hello.agent_id(), hello.jobs(i)),
-                                            Indexed("hello.jobs", i), &entry)) {
-      return ToStatus(*e);
+    std::optional<registry::JobEntry> entry;
+    if (util::MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(),
+                                                  Rejoined(hello.agent_id(), hello.jobs(i)),
+                                                  util::Indexed("hello.jobs", i), &entry)) {
+      return util::ToStatus(*e);
     }
     merged.push_back(std::move(*entry));
   }
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   AgentState& agent = agents_[hello.agent_id()];
   agent.tracker.ForgetBelow(hello.first_unacked_sequence());
   agent.record.set_node(hello.node());
@@ -389,20 +394,20 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   PersistAgent(hello.agent_id(), &uow);
   std::set<std::string> listed;
   std::vector<std::string> registered;
-  for (JobEntry& entry : merged) {
+  for (registry::JobEntry& entry : merged) {
     listed.insert(entry.name());
     if (registry_.Find(entry.name()) == nullptr) registered.push_back(entry.name());
     if (entry.job().state() == falcon::v1::JOB_STATE_ENDED) {
       entry.set_state(falcon::v1::JOB_STATE_TRACKING);
       entry.set_ended_time_ns(0);
     }
-    JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
+    registry::JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
     detection_.OnJobChanged(*installed);
   }
   if (absl::Status s = Commit(&uow); !s.ok()) {
     LOG(WARNING) << "agent hello not stored agent=" << hello.agent_id() << " node=" << hello.node()
                  << " error=\"" << s.message() << "\"";
-    errors_.CountError("hello_commit");
+    errors_.CountError(metrics::where::kHelloCommit);
     return s;
   }
 
@@ -411,12 +416,13 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   session->hello_done = true;
   session->hub_session = hub_.Attach(hello.agent_id(), session->channel);
   for (const std::string& name : registered) {
-    const JobEntry* job = registry_.Find(name);
+    const registry::JobEntry* job = registry_.Find(name);
     LOG(INFO) << "job registered job=" << name << " agent=" << hello.agent_id()
               << " node=" << hello.node() << " ranks=" << (job ? job->ranks().size() : 0);
   }
   LOG(INFO) << "agent connected agent=" << hello.agent_id() << " node=" << hello.node()
-            << " version=" << hello.version() << " jobs=" << absl::StrJoin(listed, ",")
+            << " version=" << hello.version()
+            << (listed.empty() ? "" : absl::StrCat(" jobs=", absl::StrJoin(listed, ",")))
             << " acked_sequence=" << agent.tracker.acked_sequence()
             << " first_unacked=" << hello.first_unacked_sequence();
   falcon::v1::ControllerMessage reply;
@@ -424,7 +430,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   reply.mutable_hello()->set_acked_sequence(agent.tracker.acked_sequence());
   Reply(session, reply);
   for (const std::string& name : listed) {
-    const JobEntry* job = registry_.Find(name);
+    const registry::JobEntry* job = registry_.Find(name);
     if (presence_.IsAway(name, hello.agent_id())) {
       MarkBack(*job, hello.agent_id());
       continue;
@@ -436,7 +442,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   // them; they stay as they are until it registers them again or the grace passes.
   for (const std::string& name : registry_.JobsOfAgent(hello.agent_id())) {
     if (listed.count(name)) continue;
-    const JobEntry* job = registry_.Find(name);
+    const registry::JobEntry* job = registry_.Find(name);
     if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
     MarkAway(*job, hello.agent_id(), "its agent said hello without the job");
   }
@@ -446,12 +452,13 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
 
 falcon::v1::JobRegistration Controller::Rejoined(const std::string& agent_id,
                                                  const falcon::v1::JobRegistration& reg) const {
-  const JobEntry* job = registry_.Find(reg.job());
+  const registry::JobEntry* job = registry_.Find(reg.job());
   if (job == nullptr || !presence_.Rejoining(reg.job(), agent_id, clock_->Now())) return reg;
-  return WithEarlierPart(*job, agent_id, reg);
+  return registry::WithEarlierPart(*job, agent_id, reg);
 }
 
-void Controller::MarkAway(const JobEntry& job, const std::string& agent_id, absl::string_view why) {
+void Controller::MarkAway(const registry::JobEntry& job, const std::string& agent_id,
+                          absl::string_view why) {
   const absl::Time now = clock_->Now();
   if (!presence_.Away(job.name(), agent_id, now)) return;
   std::optional<absl::Time> since = presence_.UnreportedSince(job.name(), job.AgentIds());
@@ -463,7 +470,7 @@ void Controller::MarkAway(const JobEntry& job, const std::string& agent_id, absl
                     : "");
 }
 
-void Controller::MarkBack(const JobEntry& job, const std::string& agent_id) {
+void Controller::MarkBack(const registry::JobEntry& job, const std::string& agent_id) {
   std::optional<absl::Duration> away = presence_.Back(job.name(), agent_id, clock_->Now());
   if (!away.has_value()) return;
   LOG(INFO) << "agent back job=" << job.name() << " agent=" << agent_id
@@ -476,7 +483,8 @@ void Controller::MarkBack(const JobEntry& job, const std::string& agent_id) {
 absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
                                 falcon::v1::FieldError error) {
   // A rejected batch is not resent: mark its sequence as handled so the watermark moves on.
-  UnitOfWork uow;
+  errors_.CountError(metrics::where::kBatchRejected);  // Each caller logged why.
+  core::UnitOfWork uow;
   if (sequence > 0) {
     agents_[session->agent_id].tracker.MarkStored(sequence);
     PersistAgent(session->agent_id, &uow);
@@ -484,7 +492,7 @@ absl::Status Controller::Reject(AgentSession* session, uint64_t sequence,
   if (absl::Status s = Commit(&uow); !s.ok()) {
     LOG(WARNING) << "batch rejection not stored agent=" << session->agent_id
                  << " sequence=" << sequence << " error=\"" << s.message() << "\"";
-    errors_.CountError("batch_commit");
+    errors_.CountError(metrics::where::kBatchCommit);
     return s;
   }
   if (metrics_ != nullptr) metrics_->BatchRejected();
@@ -502,10 +510,10 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     LOG(WARNING) << "batch refused: store unavailable agent=" << session->agent_id
                  << " job=" << batch.job() << " sequence=" << batch.sequence() << " error=\""
                  << s.message() << "\"";
-    errors_.CountError("batch_store_unavailable");
+    errors_.CountError(metrics::where::kBatchStoreUnavailable);
     return s;
   }
-  if (MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
+  if (util::MaybeFieldError e = ValidateBatchEnvelope(batch, options_.limits)) {
     LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
@@ -521,10 +529,10 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     Reply(session, ack);
     return absl::OkStatus();
   }
-  std::optional<JobEntry> tentative;
-  const JobEntry* job = nullptr;
+  std::optional<registry::JobEntry> tentative;
+  const registry::JobEntry* job = nullptr;
   if (batch.has_registration()) {
-    const JobEntry* existing = registry_.Find(batch.job());
+    const registry::JobEntry* existing = registry_.Find(batch.job());
     bool new_for_agent = existing == nullptr;
     if (existing != nullptr) {
       const std::vector<std::string> ids = existing->AgentIds();
@@ -534,14 +542,15 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
             session->agent_id, batch.registration(), new_for_agent,
             registry_.JobCountOfAgent(session->agent_id), options_.resource_limits)) {
       CountRefusal(*r);
-      return Reject(session, batch.sequence(),
-                    MakeFieldError(r->limit == kMaxRanksPerJob ? "batch.registration.world_size"
-                                                               : "batch.registration.job",
-                                   absl::StrCat("RESOURCE_EXHAUSTED: ", r->status.message())));
+      return Reject(
+          session, batch.sequence(),
+          util::MakeFieldError(r->limit == kMaxRanksPerJob ? "batch.registration.world_size"
+                                                           : "batch.registration.job",
+                               absl::StrCat("RESOURCE_EXHAUSTED: ", r->status.message())));
     }
-    if (MaybeFieldError e = registry_.Merge(session->agent_id, session->node,
-                                            Rejoined(session->agent_id, batch.registration()),
-                                            "batch.registration", &tentative)) {
+    if (util::MaybeFieldError e = registry_.Merge(session->agent_id, session->node,
+                                                  Rejoined(session->agent_id, batch.registration()),
+                                                  "batch.registration", &tentative)) {
       LOG(WARNING) << "registration rejected agent=" << session->agent_id
                    << " job=" << batch.registration().job() << " field=" << e->field()
                    << " error=\"" << e->message() << "\"";
@@ -553,20 +562,20 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     if (job == nullptr) {
       LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
                    << " sequence=" << batch.sequence() << " error=\"job is not registered\"";
-      return Reject(
-          session, batch.sequence(),
-          MakeFieldError("batch.job", absl::StrCat("job '", batch.job(), "' is not registered")));
+      return Reject(session, batch.sequence(),
+                    util::MakeFieldError(
+                        "batch.job", absl::StrCat("job '", batch.job(), "' is not registered")));
     }
   }
-  if (MaybeFieldError e = ValidateBatchData(batch, *job, options_.limits)) {
+  if (util::MaybeFieldError e = ingest::ValidateBatchData(batch, *job, options_.limits)) {
     LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << job->name()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
     return Reject(session, batch.sequence(), std::move(*e));
   }
 
-  UnitOfWork uow;
-  JobEntry* entry = nullptr;
+  core::UnitOfWork uow;
+  registry::JobEntry* entry = nullptr;
   if (tentative.has_value()) {
     if (registry_.Find(tentative->name()) == nullptr) {
       const std::string line =
@@ -584,7 +593,8 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     entry->set_ended_time_ns(0);
     registry_.Persist(*entry, &uow.txn());
   }
-  DetectionManager::ApplyStats stats = detection_.ApplySummaries(*entry, batch.iterations(), &uow);
+  detection::DetectionManager::ApplyStats stats =
+      detection_.ApplySummaries(*entry, batch.iterations(), &uow);
   if (batch.ops_size() > 0 && detection_.ApplyOps(entry, batch.op_rank(), batch.ops())) {
     registry_.Persist(*entry, &uow.txn());
   }
@@ -596,7 +606,7 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     // batch is then acknowledged as a duplicate (ControllerStore).
     LOG(WARNING) << "batch not stored agent=" << session->agent_id << " job=" << entry->name()
                  << " sequence=" << batch.sequence() << " error=\"" << s.message() << "\"";
-    errors_.CountError("batch_commit");
+    errors_.CountError(metrics::where::kBatchCommit);
     return s;
   }
   if (metrics_ != nullptr) {
@@ -613,56 +623,59 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
 
 void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) {
   if (metrics_ != nullptr) metrics_->ValidationResult();
-  if (MaybeFieldError e =
-          ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) {
+  if (util::MaybeFieldError e =
+          ingest::ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) {
     LOG(WARNING) << "validation result refused job=" << result.job() << " task=" << result.task_id()
                  << " rank=" << result.rank() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
+    errors_.CountError(metrics::where::kValidationResultRefused);
     return;
   }
   if (absl::Status s = EnsureStore(); !s.ok()) {
     // Dropped: the task then times out and the verdict goes on without it.
     LOG(WARNING) << "validation result dropped: store unavailable job=" << result.job()
                  << " task=" << result.task_id() << " rank=" << result.rank();
-    errors_.CountError("validation_result_store_unavailable");
+    errors_.CountError(metrics::where::kValidationResultStoreUnavailable);
     return;
   }
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   localizer_.OnValidationResult(result, &uow);
   // Lost on a store failure: the task then times out and the verdict goes on without it.
-  CommitOrCount(&uow, "validation_result_commit",
+  CommitOrCount(&uow, metrics::where::kValidationResultCommit,
                 absl::StrCat("validation result job=", result.job(), " task=", result.task_id(),
                              " rank=", result.rank()));
 }
 
 void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
   if (metrics_ != nullptr) metrics_->DirectiveAck();
-  const JobEntry* job = registry_.Find(ack.job());
-  if (MaybeFieldError e = ValidateDirectiveAck(ack, job)) {
+  const registry::JobEntry* job = registry_.Find(ack.job());
+  if (util::MaybeFieldError e = ingest::ValidateDirectiveAck(ack, job)) {
     LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
                  << " rank=" << ack.rank() << " field=" << e->field() << " error=\"" << e->message()
                  << "\"";
+    errors_.CountError(metrics::where::kDirectiveAckRefused);
     return;
   }
   if (absl::Status s = EnsureStore(); !s.ok()) {
     // Dropped: the directive stays pending and is re-delivered, and the shim acks it again.
     LOG(WARNING) << "directive ack dropped: store unavailable job=" << ack.job()
                  << " directive=" << ack.directive_id() << " rank=" << ack.rank();
-    errors_.CountError("directive_ack_store_unavailable");
+    errors_.CountError(metrics::where::kDirectiveAckStoreUnavailable);
     return;
   }
-  UnitOfWork uow;
-  DirectiveIssuer::AckOutcome out = directives_.OnAck(ack, *job, &uow);
+  core::UnitOfWork uow;
+  core::DirectiveIssuer::AckOutcome out = directives_.OnAck(ack, *job, &uow);
   // A refused ack (out.error: unknown id, stale epoch) changes nothing but its record.
   if (out.record != nullptr && out.state_changed) DirectiveStateChanged(*out.record, &uow);
   // Lost on a store failure: the directive stays pending and is re-delivered, and the shim acks
   // it again.
-  CommitOrCount(&uow, "directive_ack_commit",
+  CommitOrCount(&uow, metrics::where::kDirectiveAckCommit,
                 absl::StrCat("directive ack job=", ack.job(), " directive=", ack.directive_id(),
                              " rank=", ack.rank()));
 }
 
-void Controller::DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow) {
+void Controller::DirectiveStateChanged(const falcon::v1::DirectiveRecord& record,
+                                       core::UnitOfWork* uow) {
   localizer_.OnDirectiveState(record, uow);
   if (hook_ != nullptr && record.event_id() != 0) {
     Actions actions(this, uow);
@@ -680,7 +693,7 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
             << (current ? "" : " (an older stream; a newer one is connected)");
   if (current) {
     for (const std::string& name : registry_.JobsOfAgent(session->agent_id)) {
-      const JobEntry* job = registry_.Find(name);
+      const registry::JobEntry* job = registry_.Find(name);
       if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
       std::vector<std::string> ids = job->AgentIds();
       if (std::find(ids.begin(), ids.end(), session->agent_id) == ids.end()) continue;
@@ -690,7 +703,7 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
   if (metrics_ != nullptr) metrics_->AgentsConnected(hub_.connected());
 }
 
-void Controller::EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uow) {
+void Controller::EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow) {
   if (job->job().state() == falcon::v1::JOB_STATE_ENDED) return;
   if (EventRecord* e = events_.Active(job->name())) {
     localizer_.Cancel(e, uow);
@@ -746,9 +759,9 @@ void Controller::Tick() {
   CloseIdleStreams(now);  // In memory only: also while the store is failed.
   // Timeouts and job ends wait while the store cannot record them (the store recovers here too).
   if (!EnsureStore().ok()) return;
-  UnitOfWork uow;
-  auto live = [this](const std::string& job) -> const JobEntry* {
-    const JobEntry* j = registry_.Find(job);
+  core::UnitOfWork uow;
+  auto live = [this](const std::string& job) -> const registry::JobEntry* {
+    const registry::JobEntry* j = registry_.Find(job);
     return j != nullptr && j->job().state() != falcon::v1::JOB_STATE_ENDED ? j : nullptr;
   };
   // Directives of a job whose agent is away (restarting) wait for it.
@@ -766,15 +779,16 @@ void Controller::Tick() {
   ExpireAbsences(now, &uow);
   // Lost on a store failure: timeouts and job ends are decided again on the next tick (their
   // in-memory state already changed; the store catches up with the next successful commit).
-  CommitOrCount(&uow, "tick_commit", "tick (directive timeouts, validation deadlines, job ends)");
+  CommitOrCount(&uow, metrics::where::kTickCommit,
+                "tick (directive timeouts, validation deadlines, job ends)");
   SweepRetention(now);
 }
 
-void Controller::ExpireAbsences(absl::Time now, UnitOfWork* uow) {
+void Controller::ExpireAbsences(absl::Time now, core::UnitOfWork* uow) {
   presence_.Prune(now);
   const std::string grace = absl::FormatDuration(options_.job_end_grace);
   for (const std::string& name : presence_.Jobs()) {
-    JobEntry* job = registry_.Find(name);
+    registry::JobEntry* job = registry_.Find(name);
     if (job == nullptr || job->job().state() == falcon::v1::JOB_STATE_ENDED) {
       presence_.Forget(name);
       continue;
@@ -783,7 +797,7 @@ void Controller::ExpireAbsences(absl::Time now, UnitOfWork* uow) {
     // more. (A disconnected one keeps its part: the job ends below if no other agent reports it.)
     for (const auto& [agent, since] : presence_.Expired(name, now)) {
       if (!hub_.IsConnected(agent)) continue;
-      JobEntry copy(job->record());
+      registry::JobEntry copy(job->record());
       copy.RemoveAgent(agent);
       job = registry_.Install(std::move(copy), &uow->txn());
       detection_.OnJobChanged(*job);
@@ -803,7 +817,7 @@ void Controller::ExpireAbsences(absl::Time now, UnitOfWork* uow) {
   }
 }
 
-falcon::v1::Job Controller::JobView(const JobEntry& entry) const {
+falcon::v1::Job Controller::JobView(const registry::JobEntry& entry) const {
   falcon::v1::Job job = entry.job();
   job.set_last_iteration(detection_.LastIteration(entry.name()));
   job.set_iteration_time_ns(detection_.LastIterationTimeNs(entry.name()));
@@ -822,14 +836,15 @@ absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::S
     return absl::NotFoundError(absl::StrCat("settings.job: unknown job '", update.job(), "'"));
   }
   if (absl::Status s = EnsureStore(); !s.ok()) return s;
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   absl::StatusOr<falcon::v1::Settings> overrides = settings_.Prepare(update, &uow.txn());
   if (!overrides.ok()) return overrides.status();
   // Applied first, like every unit: should the store fail now, the change stays in memory and
   // its write is kept and stored once the store recovers (ControllerStore).
   settings_.Apply(*overrides);
-  LOG(INFO) << "settings changed job=" << (update.job().empty() ? "*" : update.job()) << " update={"
-            << update.ShortDebugString() << "}";
+  const std::string fields = settings::SettingsFields(update);
+  LOG(INFO) << "settings changed job=" << (update.job().empty() ? "*" : update.job())
+            << (fields.empty() ? "" : " ") << fields;
   // The Control API answers once the change is durable.
   absl::Status s = Commit(&uow);
   if (s.ok()) s = SyncStore();
@@ -842,14 +857,14 @@ absl::StatusOr<falcon::v1::Settings> Controller::SetSettings(const falcon::v1::S
 
 absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name) {
   if (job_name.empty()) return absl::InvalidArgumentError("job: must not be empty");
-  const JobEntry* job = registry_.Find(job_name);
+  const registry::JobEntry* job = registry_.Find(job_name);
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("job: unknown job '", job_name, "'"));
   }
   if (const EventRecord* active = events_.Active(job_name)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job '", job_name, "' has active event ", active->event().event_id(), " (",
-                     EventStateLabel(active->event().state()), ")"));
+                     metrics::EventStateLabel(active->event().state()), ")"));
   }
   bool connected = false;
   for (const std::string& a : job->AgentIds()) connected = connected || hub_.IsConnected(a);
@@ -858,7 +873,7 @@ absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name
         absl::StrCat("job '", job_name, "' has no connected agent"));
   }
   if (absl::Status s = EnsureStore(); !s.ok()) return s;
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   EventRecord* event = events_.OpenForced(job_name, detection_.LastIteration(job_name), &uow);
   localizer_.StartForced(event, &uow);
   const uint64_t id = event->event().event_id();
@@ -866,6 +881,16 @@ absl::StatusOr<uint64_t> Controller::ForceValidation(const std::string& job_name
   if (absl::Status s = SyncStore(); !s.ok()) return s;
   LOG(INFO) << "validation forced job=" << job_name << " event=" << id;
   return id;
+}
+
+absl::StatusOr<falcon::v1::DryRunPlanResponse> Controller::DryRunActive(const std::string& job) {
+  if (hook_ == nullptr) return absl::UnimplementedError("mitigation is not installed");
+  const EventRecord* event = events_.Active(job);
+  if (event == nullptr)
+    return absl::NotFoundError(absl::StrCat("job '", job, "': no active event"));
+  core::UnitOfWork scratch;  // Never committed: a dry run stages nothing.
+  Actions actions(this, &scratch);
+  return hook_->DryRun(event->event(), actions);
 }
 
 }  // namespace falcon::controller

@@ -82,16 +82,16 @@ struct RetentionOptions {
 
 struct ControllerOptions {
   std::string controller_id = "falcon-controller";  // ControllerHello.controller_id.
-  IngestLimits limits;
+  ingest::IngestLimits limits;
   ResourceLimits resource_limits;
   RetentionOptions retention;
   // An agent stream on which nothing (no message, no heartbeat) arrives for this long is closed
   // with UNAVAILABLE and its agent marked disconnected. Must exceed the agents' heartbeat
   // interval (5 s by default). > 0 (infinite: never). Default: 60 s.
   absl::Duration stream_idle_timeout = absl::Seconds(60);
-  DetectionOptions detection;
-  LocalizationOptions localization;
-  DirectiveOptions directives;
+  detection::DetectionOptions detection;
+  detection::LocalizationOptions localization;
+  core::DirectiveOptions directives;
   // A job none of whose agents reports it for this long ends (its active event closes); an agent
   // away from a job this long (connected without re-registering it) loses its part of the job.
   // Within it a restarted agent takes its jobs back as its shims reattach
@@ -106,8 +106,8 @@ struct ControllerOptions {
 
 // One agent stream as the controller sees it. Owned by the stream adapter.
 struct AgentSession {
-  std::shared_ptr<AgentChannel> channel;  // Where replies go.
-  std::string agent_id;                   // Set by the hello.
+  std::shared_ptr<core::AgentChannel> channel;  // Where replies go.
+  std::string agent_id;                         // Set by the hello.
   std::string node;
   std::string peer;  // The stream's peer address, for log lines (set by the adapter).
   uint64_t hub_session = 0;
@@ -123,10 +123,9 @@ class Controller {
   // Loads every table and resumes open events. `kv`, `clock` and `metrics` must outlive the
   // controller; `hook` (may be null: verdicts end at LOCALIZED, i.e. S1) too.
   // Errors: kInvalidArgument for bad options; store errors (kDataLoss on a corrupt record).
-  static absl::StatusOr<std::unique_ptr<Controller>> Create(const ControllerOptions& options,
-                                                            KvStore* kv, const common::Clock* clock,
-                                                            ControllerMetrics* metrics,
-                                                            MitigationHook* hook = nullptr);
+  static absl::StatusOr<std::unique_ptr<Controller>> Create(
+      const ControllerOptions& options, store::KvStore* kv, const common::Clock* clock,
+      metrics::ControllerMetrics* metrics, detection::MitigationHook* hook = nullptr);
   ~Controller();
 
   // A stream opened: from now on the idle timeout applies to it. `session` must stay valid until
@@ -151,32 +150,35 @@ class Controller {
   store::StoreFigures Figures() const;
   // The same figures of what `store` holds (before a controller loads and acts on it).
   // Errors: those of the loaders.
-  static absl::StatusOr<store::StoreFigures> StoredFigures(const ControllerStore& store);
+  static absl::StatusOr<store::StoreFigures> StoredFigures(const store::ControllerStore& store);
 
   // Managers, for the Control API and tests.
-  const JobRegistry& registry() const { return registry_; }
-  const SettingsManager& settings() const { return settings_; }
-  EventManager& events() { return events_; }
-  const EventManager& events() const { return events_; }
-  const DetectionManager& detection() const { return detection_; }
-  const DirectiveIssuer& directives() const { return directives_; }
-  const AgentHub& hub() const { return hub_; }
-  const ControllerStore& store() const { return store_; }
+  const registry::JobRegistry& registry() const { return registry_; }
+  const settings::SettingsManager& settings() const { return settings_; }
+  detection::EventManager& events() { return events_; }
+  const detection::EventManager& events() const { return events_; }
+  const detection::DetectionManager& detection() const { return detection_; }
+  const core::DirectiveIssuer& directives() const { return directives_; }
+  const core::AgentHub& hub() const { return hub_; }
+  const store::ControllerStore& store() const { return store_; }
   const common::Clock& clock() const { return *clock_; }
   const ControllerOptions& options() const { return options_; }
 
   // The Job the Control API serves: the registration plus the live figures.
-  falcon::v1::Job JobView(const JobEntry& job) const;
+  falcon::v1::Job JobView(const registry::JobEntry& job) const;
   // Control API writes. Errors: kInvalidArgument naming the field; kFailedPrecondition;
   // kUnavailable when the store failed.
   absl::StatusOr<falcon::v1::Settings> SetSettings(const falcon::v1::Settings& update);
   absl::StatusOr<uint64_t> ForceValidation(const std::string& job);
+  // The mitigation hook's dry run of the job's active event (MitigationHook::DryRun); acts on
+  // nothing. kNotFound without an active event or hook state; kUnimplemented without a hook.
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRunActive(const std::string& job);
 
  private:
   class Actions;  // EventActions bound to one unit of work.
 
-  Controller(const ControllerOptions& options, KvStore* kv, const common::Clock* clock,
-             ControllerMetrics* metrics, MitigationHook* hook,
+  Controller(const ControllerOptions& options, store::KvStore* kv, const common::Clock* clock,
+             metrics::ControllerMetrics* metrics, detection::MitigationHook* hook,
              falcon::controller::v1::MetaRecord meta);
   absl::Status Load();
   absl::Status OnHello(AgentSession* session, const falcon::v1::AgentHello& hello);
@@ -184,26 +186,26 @@ class Controller {
   absl::Status Reject(AgentSession* session, uint64_t sequence, falcon::v1::FieldError error);
   void OnValidationResult(const falcon::v1::ValidationResult& result);
   void OnDirectiveAck(const falcon::v1::DirectiveAck& ack);
-  void EndJob(JobEntry* job, const std::string& reason, UnitOfWork* uow);
+  void EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow);
   // `agent_id` stopped reporting `job` (`why`): logs it, and when no agent reports the job any
   // more, when it will end.
-  void MarkAway(const JobEntry& job, const std::string& agent_id, absl::string_view why);
+  void MarkAway(const registry::JobEntry& job, const std::string& agent_id, absl::string_view why);
   // `agent_id` reports `job` again: logs how long it was away, re-sends its PENDING directives
   // and profiling. No-op when it was not away.
-  void MarkBack(const JobEntry& job, const std::string& agent_id);
+  void MarkBack(const registry::JobEntry& job, const std::string& agent_id);
   // Ends jobs unreported for the grace; removes the parts of agents away for it.
-  void ExpireAbsences(absl::Time now, UnitOfWork* uow);
+  void ExpireAbsences(absl::Time now, core::UnitOfWork* uow);
   // `reg` of `agent_id`, completed with its earlier part while it rejoins the job.
   falcon::v1::JobRegistration Rejoined(const std::string& agent_id,
                                        const falcon::v1::JobRegistration& reg) const;
-  void PersistAgent(const std::string& agent_id, UnitOfWork* uow);
-  void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow);
-  absl::Status Commit(UnitOfWork* uow);
+  void PersistAgent(const std::string& agent_id, core::UnitOfWork* uow);
+  void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, core::UnitOfWork* uow);
+  absl::Status Commit(core::UnitOfWork* uow);
   // OK when the store is healthy or recovers now; kUnavailable otherwise.
   absl::Status EnsureStore();
   // Commits a unit whose caller cannot return the error (a message with no reply, the tick): a
   // failure is logged with `what` was lost and counted as falcon_controller_errors_total{where}.
-  void CommitOrCount(UnitOfWork* uow, absl::string_view where, absl::string_view what);
+  void CommitOrCount(core::UnitOfWork* uow, absl::string_view where, absl::string_view what);
   void Reply(AgentSession* session, const falcon::v1::ControllerMessage& message);
   // Closes the announced streams idle for stream_idle_timeout.
   void CloseIdleStreams(absl::Time now);
@@ -217,21 +219,21 @@ class Controller {
 
   const ControllerOptions options_;
   const common::Clock* const clock_;
-  ControllerMetrics* const metrics_;
+  metrics::ControllerMetrics* const metrics_;
   common::NullErrorCounter no_errors_;
   common::ErrorCounter& errors_;  // *metrics_, or no_errors_ without metrics.
-  MitigationHook* const hook_;
-  ControllerStore store_;
-  IdAllocator ids_;
-  AgentHub hub_;
-  JobRegistry registry_;
-  SettingsManager settings_;
-  EventManager events_;
-  DirectiveIssuer directives_;
-  Localizer localizer_;
-  DetectionManager detection_;
+  detection::MitigationHook* const hook_;
+  store::ControllerStore store_;
+  core::IdAllocator ids_;
+  core::AgentHub hub_;
+  registry::JobRegistry registry_;
+  settings::SettingsManager settings_;
+  detection::EventManager events_;
+  core::DirectiveIssuer directives_;
+  detection::Localizer localizer_;
+  detection::DetectionManager detection_;
   struct AgentState {
-    SequenceTracker tracker;
+    ingest::SequenceTracker tracker;
     falcon::controller::v1::AgentRecord record;
   };
   absl::flat_hash_map<std::string, AgentState> agents_;

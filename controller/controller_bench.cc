@@ -50,7 +50,7 @@ long RssBytes() {
   return resident * sysconf(_SC_PAGESIZE);
 }
 
-class CountingChannel : public AgentChannel {
+class CountingChannel : public core::AgentChannel {
  public:
   bool Send(const falcon::v1::ControllerMessage& m) override {
     if (m.has_batch_ack() && m.batch_ack().has_error()) ++errors;
@@ -65,7 +65,7 @@ class CountingChannel : public AgentChannel {
 
 struct Store {
   std::string dir;
-  std::unique_ptr<KvStore> kv;
+  std::unique_ptr<store::KvStore> kv;
   ~Store() {
     kv.reset();
     if (!dir.empty()) std::filesystem::remove_all(dir);
@@ -75,15 +75,15 @@ struct Store {
 std::unique_ptr<Store> MakeStore(bool rocks, bool sync_writes = true) {
   auto s = std::make_unique<Store>();
   if (!rocks) {
-    s->kv = std::make_unique<InMemoryKvStore>(ControllerStore::TableNames());
+    s->kv = std::make_unique<store::InMemoryKvStore>(store::ControllerStore::TableNames());
     return s;
   }
   char tmpl[] = "/tmp/falcon_bench_XXXXXX";
   s->dir = mkdtemp(tmpl);
-  RocksDbOptions o;
+  store::RocksDbOptions o;
   o.path = s->dir;
   o.sync_writes = sync_writes;
-  s->kv = std::move(*RocksDbKvStore::Open(o, ControllerStore::TableNames()));
+  s->kv = std::move(*store::RocksDbKvStore::Open(o, store::ControllerStore::TableNames()));
   return s;
 }
 

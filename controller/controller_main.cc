@@ -8,9 +8,9 @@
 //   --max_ranks_per_job N, --max_jobs_per_agent N, --max_streams_per_peer N   resource limits
 //   --stream_idle_timeout, --keepalive_time, --keepalive_timeout          dead-stream detection
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
-// SIGTERM shuts down cleanly. Every flag is checked before anything starts (addresses, paths,
-// durations finite and within the range its help states, no positional arguments): a bad one
-// exits 2 with a message naming it.
+// SIGTERM shuts down cleanly (ControllerServer::Shutdown), each step a glog line. Every flag is
+// checked before anything starts (addresses, paths, durations finite and within the range its
+// help states, no positional arguments): a bad one exits 2 with a message naming it.
 #include <glog/logging.h>
 #include <malloc.h>
 #include <signal.h>
@@ -33,6 +33,7 @@
 #include "common/host_port.h"
 #include "common/logging/logging.h"
 #include "common/names.h"
+#include "common/version.h"
 #include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
 
@@ -50,7 +51,8 @@ ABSL_FLAG(bool, store_repair, false,
           "and counted (falcon_controller_store_repair_lost). Without it a damaged store is "
           "refused (DATA_LOSS naming the file)");
 ABSL_FLAG(std::string, controller_id, "",
-          "ControllerHello.controller_id, 1 to 256 bytes of UTF-8 (default: host name)");
+          "ControllerHello.controller_id, 1 to 256 bytes of UTF-8 (default: "
+          "falcon-controller@<host name>)");
 ABSL_FLAG(absl::Duration, tick, absl::Seconds(1),
           "period of timeouts and housekeeping, [10ms, 1m]");
 ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation, [1, 1000]");
@@ -97,7 +99,6 @@ ABSL_FLAG(absl::Duration, directive_delivery_latency, absl::Seconds(2),
 
 namespace {
 
-constexpr char kVersion[] = "0.9.0";
 constexpr char kUsage[] =
     "falcon-controller: Falcon control plane (detection, localization, mitigation).\n"
     "usage: falcon_controller [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
@@ -206,15 +207,18 @@ int main(int argc, char** argv) {
   // arena per thread that once allocated (glibc creates up to 8 per core).
   mallopt(M_ARENA_MAX, 1);
   absl::SetProgramUsageMessage(kUsage);
-  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                      "controller/controller_main.cc", /*dashes=*/false)
-                   .c_str(),
-               stdout);
+  falcon::common::InstallVersionFlag("falcon-controller");
+  if (falcon::cli::help::WantsHelp(argc,
+                                   argv)) {  // Abseil's own --help lists no flags and exits 1.
+    std::fputs(
+        falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage),
+                                     "controller/controller_main.cc", /*dashes=*/false)
+            .c_str(),
+        stdout);
     return 0;
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
   if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
     std::cerr << "falcon-controller: " << s.message() << "\n";
     return 2;
@@ -231,14 +235,14 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  falcon::controller::ServerOptions options;
+  falcon::controller::service::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
   options.store_repair = absl::GetFlag(FLAGS_store_repair);
   options.tick_interval = absl::GetFlag(FLAGS_tick);
-  options.version = kVersion;
+  options.version = falcon::common::kFalconVersion;
   std::string id = absl::GetFlag(FLAGS_controller_id);
   if (id.empty()) {
     char host[256] = {0};
@@ -274,7 +278,7 @@ int main(int argc, char** argv) {
   falcon::controller::mitigation::OrchestratorOptions mitigation;
   mitigation.checkpoint_dir = absl::GetFlag(FLAGS_s4_checkpoint_dir);
   falcon::controller::mitigation::Orchestrator orchestrator(mitigation, &clock);
-  auto server = falcon::controller::ControllerServer::Start(
+  auto server = falcon::controller::service::ControllerServer::Start(
       options, &clock, absl::GetFlag(FLAGS_mitigation) ? &orchestrator : nullptr);
   if (!server.ok()) {
     std::cerr << "falcon-controller: " << server.status() << "\n";
@@ -283,7 +287,7 @@ int main(int argc, char** argv) {
   LOG(INFO) << "controller started controller_id=" << id << " listen=" << Host(options.listen)
             << ":" << (*server)->port() << " data_dir=" << options.data_dir
             << " mitigation=" << (absl::GetFlag(FLAGS_mitigation) ? "on" : "off")
-            << " version=" << kVersion;
+            << " version=" << falcon::common::kFalconVersion;
   std::cout << "listening on " << Host(options.listen) << ":" << (*server)->port() << std::endl;
   if (!options.metrics_listen.empty()) {
     std::cout << "metrics on " << Host(options.metrics_listen) << ":" << (*server)->metrics_port()
@@ -291,7 +295,8 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  std::cerr << "falcon-controller: signal " << sig << ", shutting down\n";
+  LOG(INFO) << "shutdown requested signal=" << (sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();
+  LOG(INFO) << "controller stopped controller_id=" << id;
   return 0;
 }

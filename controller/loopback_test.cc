@@ -33,7 +33,7 @@ class LoopbackReplayTest : public ::testing::Test {
   void SetUp() override {
     FALCON_REQUIRE_REAL_DATA();
     auto data = testing::LoadAlibabaJob(
-        falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
+        falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
     ASSERT_TRUE(data.ok()) << data.status();
     data_ = *data;
     spec_.job = "alibaba-job1";
@@ -65,7 +65,7 @@ class LoopbackReplayTest : public ::testing::Test {
   }
 
   void StartServer() {
-    auto s = ControllerServer::Start(options_, &clock_);
+    auto s = service::ControllerServer::Start(options_, &clock_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     control_ = falcon::v1::Control::NewStub(
@@ -141,8 +141,8 @@ class LoopbackReplayTest : public ::testing::Test {
   std::map<int, std::vector<double>> data_;
   std::map<int, double> healthy_;
   common::FakeClock clock_;
-  ServerOptions options_;
-  std::unique_ptr<ControllerServer> server_;
+  service::ServerOptions options_;
+  std::unique_ptr<service::ControllerServer> server_;
   std::unique_ptr<falcon::v1::Control::Stub> control_;
   std::vector<std::unique_ptr<LoopbackAgent>> agents_;
 };
@@ -171,13 +171,13 @@ TEST_F(LoopbackReplayTest, OneEventOnRank6WatchedHistoryAndMetrics) {
   auto body = common::testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok()) << body.status();
   EXPECT_NE(
-      body->find(absl::StrCat(metric::kEvents.name, "{cause=\"compute\",state=\"recovered\"} 1")),
+      body->find(absl::StrCat(metrics::kEvents.name, "{cause=\"compute\",state=\"recovered\"} 1")),
       std::string::npos)
       << *body;
-  EXPECT_NE(body->find(metric::kIngestBatches.name), std::string::npos);
-  EXPECT_NE(body->find(absl::StrCat(metric::kDetectionDelaySeconds.name, "_count 1")),
+  EXPECT_NE(body->find(metrics::kIngestBatches.name), std::string::npos);
+  EXPECT_NE(body->find(absl::StrCat(metrics::kDetectionDelaySeconds.name, "_count 1")),
             std::string::npos);
-  EXPECT_NE(body->find(absl::StrCat(metric::kJobIterationTime.name, "{job=\"alibaba-job1\"}")),
+  EXPECT_NE(body->find(absl::StrCat(metrics::kJobIterationTime.name, "{job=\"alibaba-job1\"}")),
             std::string::npos);
 
   watch_ctx.TryCancel();

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/controller.h"
+#include "controller/metrics/metric_table.h"
 
 namespace falcon::controller {
 
@@ -45,7 +46,7 @@ void Controller::SweepRetention(absl::Time now) {
   std::vector<std::string> job_list;
   for (const std::string& name : registry_.JobNames()) {
     if (job_list.size() >= max) break;
-    const JobEntry* job = registry_.Find(name);
+    const registry::JobEntry* job = registry_.Find(name);
     if (job->job().state() != falcon::v1::JOB_STATE_ENDED) continue;
     if (job->record().ended_time_ns() > cutoff_ns) continue;
     jobs.insert(name);
@@ -63,7 +64,7 @@ void Controller::SweepRetention(absl::Time now) {
         cutoff, max - of_jobs - old_events.size(), [&](const falcon::v1::DirectiveRecord& r) {
           if (jobs.count(r.directive().job())) return true;  // Purged with its job.
           const EventRecord* e = events_.Find(r.event_id());
-          return e != nullptr && EventManager::IsActiveState(e->event().state());
+          return e != nullptr && detection::EventManager::IsActiveState(e->event().state());
         });
   }
   const size_t total = of_jobs + old_events.size() + old_directives.size();
@@ -80,13 +81,14 @@ void Controller::SweepRetention(absl::Time now) {
     return;
   }
 
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   for (const std::string& job : job_list) {
     uow.txn().DeleteJob(job);
     if (settings_.HasOverrides(job)) uow.txn().DeleteSettings(job);
     // Range deletes only where there are rows: a range tombstone per job would cost every later
     // read of the table.
-    for (const char* table : {tables::kDirectives, tables::kHistory, tables::kSamples}) {
+    for (const char* table :
+         {store::tables::kDirectives, store::tables::kHistory, store::tables::kSamples}) {
       absl::StatusOr<bool> rows = store_.HasJobRows(table, job);
       if (!rows.ok() || *rows) uow.txn().DeleteJobRows(table, job);
     }
@@ -99,7 +101,7 @@ void Controller::SweepRetention(absl::Time now) {
   if (absl::Status s = Commit(&uow); !s.ok()) {
     LOG(WARNING) << "retention purge not stored where=retention_commit jobs=" << job_list.size()
                  << " error=\"" << s.message() << "\"; retried at the next sweep";
-    errors_.CountError("retention_commit");
+    errors_.CountError(metrics::where::kRetentionCommit);
     next_sweep_ = now + opt.SweepInterval();
     return;
   }
@@ -142,7 +144,7 @@ void Controller::ReleasePurgedMemory() {
   if (absl::Status s = store_.Flush(); !s.ok()) {
     LOG(WARNING) << "store flush after a retention purge failed where=retention_flush error=\""
                  << s.message() << "\"";
-    errors_.CountError("retention_flush");
+    errors_.CountError(metrics::where::kRetentionFlush);
   }
   malloc_trim(0);
 }

@@ -121,7 +121,7 @@ int Run() {
   if (total < 1 || per_hello < 1 || per_hello > 256) {
     return Fail("--jobs must be >= 1 and --jobs_per_hello in [1, 256]");
   }
-  absl::StatusOr<std::string> binary = local::FindRunfile("controller/falcon_controller");
+  absl::StatusOr<std::string> binary = tests::harness::FindRunfile("controller/falcon_controller");
   if (!binary.ok()) return Fail(std::string(binary.status().message()));
   char tmpl[] = "/tmp/falcon_soak_XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return Fail("cannot create a temporary directory");

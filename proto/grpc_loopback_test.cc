@@ -7,7 +7,7 @@
 #include "proto/grpc_util.h"
 #include "proto/reflection_client.h"
 
-namespace falcon {
+namespace falcon::proto {
 namespace {
 
 // A Control service that only answers GetSettings, echoing the requested job with defaults.
@@ -106,4 +106,4 @@ TEST(GrpcStatusTest, CodesMapOneToOne) {
 }
 
 }  // namespace
-}  // namespace falcon
+}  // namespace falcon::proto

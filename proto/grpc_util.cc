@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 
-namespace falcon {
+namespace falcon::proto {
 namespace {
 
 // "HOST:PORT" (common/host_port.h; gRPC itself would wrap a port above 65535 onto another one).
@@ -66,4 +66,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-}  // namespace falcon
+}  // namespace falcon::proto

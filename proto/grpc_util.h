@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace falcon {
+namespace falcon::proto {
 
 struct StartedServer {
   std::unique_ptr<grpc::Server> server;
@@ -44,6 +44,6 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-}  // namespace falcon
+}  // namespace falcon::proto
 
 #endif  // FALCON_PROTO_GRPC_UTIL_H_

@@ -14,7 +14,7 @@
 #include "proto/falcon/v1/shim.pb.h"
 #include "proto/falcon/v1/telemetry.pb.h"
 
-namespace falcon {
+namespace falcon::proto {
 namespace {
 
 using google::protobuf::Descriptor;
@@ -151,4 +151,4 @@ TEST(ProtoRoundTripTest, CorruptBytesAreRejected) {
 }
 
 }  // namespace
-}  // namespace falcon
+}  // namespace falcon::proto

@@ -9,7 +9,7 @@
 #include "proto/grpc_util.h"
 #include "proto/reflection/reflection_wire.pb.h"
 
-namespace falcon {
+namespace falcon::proto {
 namespace {
 
 constexpr char kMethod[] = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
@@ -86,4 +86,4 @@ absl::StatusOr<std::vector<std::string>> ListServicesByReflection(
   return names;
 }
 
-}  // namespace falcon
+}  // namespace falcon::proto

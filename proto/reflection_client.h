@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace falcon {
+namespace falcon::proto {
 
 // Fully qualified names of the services `channel`'s server exposes, sorted.
 // Errors: kUnavailable / kDeadlineExceeded when the server cannot be reached within `timeout`;
@@ -20,6 +20,6 @@ namespace falcon {
 absl::StatusOr<std::vector<std::string>> ListServicesByReflection(
     const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout);
 
-}  // namespace falcon
+}  // namespace falcon::proto
 
 #endif  // FALCON_PROTO_REFLECTION_CLIENT_H_

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::testing {
+namespace falcon::tests {
 
 std::string RealDataDir() {
   const char* dir = std::getenv("FALCON_REAL_DATA");
@@ -35,4 +35,4 @@ std::string RealDataPath(const std::string& relative) {
   return dir + "/" + relative;
 }
 
-}  // namespace falcon::testing
+}  // namespace falcon::tests

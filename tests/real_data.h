@@ -7,7 +7,7 @@
 
 #include "tests/testing/skip.h"
 
-namespace falcon::testing {
+namespace falcon::tests {
 
 // Absolute path of the real_data folder, or "" when FALCON_REAL_DATA is unset or missing.
 std::string RealDataDir();
@@ -20,15 +20,15 @@ std::string RealDataPath(const std::string& relative);
 // Why the data is unavailable (names FALCON_REAL_DATA and how to pass it).
 std::string RealDataMissingReason();
 
-}  // namespace falcon::testing
+}  // namespace falcon::tests
 
 // First statement of a test (or its fixture's SetUp) that reads real data: when the folder is
 // unknown, the test is skipped with the reason, or fails under CI=true (tests/testing/skip.h).
-#define FALCON_REQUIRE_REAL_DATA()                                     \
-  do {                                                                 \
-    if (::falcon::testing::RealDataDir().empty()) {                    \
-      FALCON_SKIP_OR_FAIL(::falcon::testing::RealDataMissingReason()); \
-    }                                                                  \
+#define FALCON_REQUIRE_REAL_DATA()                                   \
+  do {                                                               \
+    if (::falcon::tests::RealDataDir().empty()) {                    \
+      FALCON_SKIP_OR_FAIL(::falcon::tests::RealDataMissingReason()); \
+    }                                                                \
   } while (0)
 
 #endif  // FALCON_TESTS_REAL_DATA_H_

@@ -33,7 +33,9 @@
 
 namespace falcon::trainer {
 
+namespace directives {
 class ValidationExecutor;
+}  // namespace directives
 
 // Where this rank sits, for the shim's hello and registration.
 struct RankContext {
@@ -89,7 +91,9 @@ class TrainerHooks {
     return {};
   }
   virtual void ReportValidation(const falcon::v1::ValidationResult& result) { (void)result; }
-  virtual void RegisterValidationExecutor(ValidationExecutor* executor) { (void)executor; }
+  virtual void RegisterValidationExecutor(directives::ValidationExecutor* executor) {
+    (void)executor;
+  }
 };
 
 // Standalone: reports nothing, never receives a directive.

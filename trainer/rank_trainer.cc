@@ -46,9 +46,10 @@ std::string ResolveDir(const std::string& base, const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
-    TrainerOptions options, const Corpus* corpus, std::shared_ptr<collective::CommRuntime> runtime,
+    TrainerOptions options, const model::Corpus* corpus,
+    std::shared_ptr<collective::CommRuntime> runtime,
     std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-    collective::RankFaults* faults, const common::Clock* clock) {
+    collective::fault::RankFaults* faults, const common::Clock* clock) {
   if (options.model.vocab_size != corpus->vocab_size()) {
     return absl::InvalidArgumentError(absl::StrCat("model vocab_size ", options.model.vocab_size,
                                                    " differs from the corpus's ",
@@ -56,16 +57,16 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
   }
   if (absl::Status s = options.model.Validate(); !s.ok()) return s;
   if (absl::Status s = options.adam.Validate(); !s.ok()) return s;
-  if (absl::Status s = ValidateParallelConfig(world->size(), options.dp, options.pp,
-                                              options.micro_batches, options.model.num_blocks);
+  if (absl::Status s = directives::ValidateParallelConfig(
+          world->size(), options.dp, options.pp, options.micro_batches, options.model.num_blocks);
       !s.ok()) {
     return s;
   }
   if (options.steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--steps ", options.steps, " must be >= 0"));
   }
-  absl::StatusOr<analysis::Layout> layout =
-      analysis::Layout::Default(world->size(), options.dp, options.pp);
+  absl::StatusOr<analysis::plan::Layout> layout =
+      analysis::plan::Layout::Default(world->size(), options.dp, options.pp);
   if (!layout.ok()) return layout.status();
   std::unique_ptr<RankTrainer> t(new RankTrainer(std::move(options), corpus, std::move(runtime),
                                                  std::move(world), hooks, faults, clock,
@@ -74,11 +75,11 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(
   return t;
 }
 
-RankTrainer::RankTrainer(TrainerOptions options, const Corpus* corpus,
+RankTrainer::RankTrainer(TrainerOptions options, const model::Corpus* corpus,
                          std::shared_ptr<collective::CommRuntime> runtime,
                          std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-                         collective::RankFaults* faults, const common::Clock* clock,
-                         analysis::Layout layout)
+                         collective::fault::RankFaults* faults, const common::Clock* clock,
+                         analysis::plan::Layout layout)
     : options_(std::move(options)),
       corpus_(corpus),
       runtime_(std::move(runtime)),
@@ -90,15 +91,17 @@ RankTrainer::RankTrainer(TrainerOptions options, const Corpus* corpus,
       layout_(std::move(layout)) {}
 
 absl::Status RankTrainer::Init() {
-  const ModelConfig& c = options_.model;
-  plan_ = EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(), options_.micro_batches);
-  stage_ =
-      std::make_unique<StageModel>(c, LayersOfStage(c, layout_.pp_size(), layout_.at(rank_).pp));
+  const model::ModelConfig& c = options_.model;
+  plan_ =
+      directives::EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(), options_.micro_batches);
+  stage_ = std::make_unique<model::StageModel>(
+      c, LayersOfStage(c, layout_.pp_size(), layout_.at(rank_).pp));
   stage_->InitParams(options_.seed);
   if (!options_.resume_dir.empty()) {
-    absl::StatusOr<CheckpointManifest> m = ReadManifest(options_.resume_dir);
+    absl::StatusOr<checkpoint::CheckpointManifest> m =
+        checkpoint::ReadManifest(options_.resume_dir);
     if (!m.ok()) return m.status();
-    const ModelConfig& mc = m->model;
+    const model::ModelConfig& mc = m->model;
     if (mc.vocab_size != c.vocab_size || mc.context != c.context || mc.embed_dim != c.embed_dim ||
         mc.hidden != c.hidden || mc.ffn != c.ffn || mc.num_blocks != c.num_blocks ||
         mc.micro_batch_size != c.micro_batch_size || m->micro_batches != options_.micro_batches) {
@@ -113,9 +116,9 @@ absl::Status RankTrainer::Init() {
     if (m->dp == layout_.dp_size() && m->pp == layout_.pp_size()) plan_ = m->micro_batch_plan;
     for (int l = stage_->layers().first; l < stage_->layers().end; ++l) {
       const int64_t off = stage_->LayerOffset(l);
-      if (absl::Status s =
-              ReadLayer(options_.resume_dir, l, stage_->LayerSize(l), stage_->params() + off,
-                        stage_->adam_m() + off, stage_->adam_v() + off);
+      if (absl::Status s = checkpoint::ReadLayer(options_.resume_dir, l, stage_->LayerSize(l),
+                                                 stage_->params() + off, stage_->adam_m() + off,
+                                                 stage_->adam_v() + off);
           !s.ok()) {
         return s;
       }
@@ -125,7 +128,7 @@ absl::Status RankTrainer::Init() {
       0, rank_, collective::CommLabel{collective::CommKind::COMM_KIND_WORLD, "validation"});
   if (!v.ok()) return v.status();
   validation_comm_ = *std::move(v);
-  executor_ = std::make_unique<ValidationExecutor>(
+  executor_ = std::make_unique<directives::ValidationExecutor>(
       validation_comm_.get(), runtime_.get(), faults_ != nullptr ? &faults_->compute() : nullptr,
       clock_);
   // An emulated device's GEMM and link pass: ten forward micro-batches' worth per repetition.
@@ -145,7 +148,7 @@ absl::Status RankTrainer::Init() {
 }
 
 absl::Status RankTrainer::BuildGroupComms() {
-  const analysis::RankPlacement p = layout_.at(rank_);
+  const analysis::plan::RankPlacement p = layout_.at(rank_);
   dp_comm_.reset();
   pp_comm_.reset();
   absl::StatusOr<std::unique_ptr<collective::Communicator>> dp = world_->Split(
@@ -213,7 +216,7 @@ absl::StatusOr<RunResult> RankTrainer::Run() {
       return result;
     }
     if (t >= options_.steps) break;
-    const analysis::RankPlacement pos = layout_.at(rank_);
+    const analysis::plan::RankPlacement pos = layout_.at(rank_);
     r.pause_s = (b->end_ns - b->agreed_ns) * 1e-9;
     r.start_ns = b->end_ns;
     r.plan_version = plan_version_;
@@ -240,10 +243,10 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
   if (faults_ != nullptr) {
     if (absl::Status s = faults_->OnIteration(t); !s.ok()) return s;
   }
-  const ModelConfig& c = options_.model;
-  const analysis::RankPlacement pos = layout_.at(rank_);
+  const model::ModelConfig& c = options_.model;
+  const analysis::plan::RankPlacement pos = layout_.at(rank_);
   const int m = plan_[pos.dp];
-  const int offset = MicroBatchOffset(plan_, pos.dp);
+  const int offset = directives::MicroBatchOffset(plan_, pos.dp);
   const float loss_scale =
       static_cast<float>(1.0 / (static_cast<double>(options_.micro_batches) * c.micro_batch_size));
   const int prev = pos.pp - 1, next = pos.pp + 1;  // PP comm ranks are stage indices.
@@ -265,14 +268,14 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
   };
   auto act = [](std::vector<float>& v) { return HostBuffer(v.data(), v.size()); };
   stage_->ZeroGrads();
-  for (const PipeOp& op : OneFOneBSchedule(layout_.pp_size(), pos.pp, m)) {
+  for (const schedule::PipeOp& op : schedule::OneFOneBSchedule(layout_.pp_size(), pos.pp, m)) {
     const int64_t micro = offset + op.micro;
     absl::Status s;
     switch (op.kind) {
-      case PipeOpKind::kRecvForward:
+      case schedule::PipeOpKind::kRecvForward:
         s = pp_comm_->Recv(act(act_in_), prev);
         break;
-      case PipeOpKind::kForward:
+      case schedule::PipeOpKind::kForward:
         compute(
             [&] {
               if (stage_->has_embedding() || stage_->has_head()) {
@@ -284,16 +287,16 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
             },
             1);
         break;
-      case PipeOpKind::kSendForward:
+      case schedule::PipeOpKind::kSendForward:
         s = pp_comm_->Send(act(act_out_), next);
         break;
-      case PipeOpKind::kRecvBackward:
+      case schedule::PipeOpKind::kRecvBackward:
         s = pp_comm_->Recv(act(grad_in_), next);
         break;
-      case PipeOpKind::kBackward:
+      case schedule::PipeOpKind::kBackward:
         compute([&] { stage_->Backward(micro, grad_in_.data(), grad_out_.data()); }, 2);
         break;
-      case PipeOpKind::kSendBackward:
+      case schedule::PipeOpKind::kSendBackward:
         s = pp_comm_->Send(act(grad_out_), prev);
         break;
     }
@@ -320,12 +323,12 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
   BoundaryOutcome out;
   bool first = true;
   while (true) {
-    BoundaryMessage mine;
+    directives::BoundaryMessage mine;
     mine.directives = hooks_->PollDirectives(t);
     if (paused_) mine.tasks = hooks_->PollValidationTasks(t);
     if (first) mine.loss_sum = loss_sum;
     mine.pause_expired = paused_ && clock_->MonotonicNanos() >= pause_deadline_ns_;
-    absl::StatusOr<AgreedBoundary> agreed = AgreeAtBoundary(*world_, mine);
+    absl::StatusOr<directives::AgreedBoundary> agreed = AgreeAtBoundary(*world_, mine);
     if (!agreed.ok()) return agreed.status();
     if (first) {
       out.loss_sum = agreed->loss_sum;
@@ -338,7 +341,7 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
     // copy a boundary earlier) is not: its outcome was acknowledged when it was applied.
     for (const falcon::v1::Directive& d : mine.directives) {
       const bool again = !queue_.MarkDelivered(d.directive_id());
-      const DirectiveOutcome* o = queue_.OutcomeOf(d.directive_id());
+      const directives::DirectiveOutcome* o = queue_.OutcomeOf(d.directive_id());
       if (again && o != nullptr) Ack(d, o->status, o->reason, o->applied_iteration);
     }
     for (const falcon::v1::Directive& d : queue_.Add(agreed->directives)) {
@@ -368,11 +371,11 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
 
 void RankTrainer::Ack(const falcon::v1::Directive& d, falcon::v1::AckStatus status,
                       const std::string& reason, int64_t applied_iteration) {
-  if (IsTarget(d, rank_)) hooks_->Ack(d, status, reason, applied_iteration);
+  if (directives::IsTarget(d, rank_)) hooks_->Ack(d, status, reason, applied_iteration);
 }
 
 absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool* restart) {
-  PlanState state;
+  directives::PlanState state;
   state.layout = &layout_;
   state.micro_batches = &plan_;
   state.total_micro_batches = options_.micro_batches;
@@ -430,18 +433,20 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
 
 absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::string* reason) {
   const int64_t start = clock_->MonotonicNanos();
-  absl::StatusOr<analysis::Layout> next =
-      LayoutFromTopologyChange(d.topology_change(), layout_.world_size());
+  absl::StatusOr<analysis::plan::Layout> next =
+      directives::LayoutFromTopologyChange(d.topology_change(), layout_.world_size());
   if (!next.ok()) return next.status();
-  const std::vector<LayerTransfer> plan = PlanRemap(options_.model, layout_, *next);
-  absl::StatusOr<std::unique_ptr<StageModel>> stage =
+  const std::vector<directives::LayerTransfer> plan =
+      directives::PlanRemap(options_.model, layout_, *next);
+  absl::StatusOr<std::unique_ptr<model::StageModel>> stage =
       ExecuteRemap(options_.model, *next, plan, *stage_, *world_);
   if (!stage.ok()) return stage.status();
   stage_ = *std::move(stage);
   const bool dp_changed = next->dp_size() != layout_.dp_size();
   layout_ = *std::move(next);
   if (dp_changed)
-    plan_ = EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(), options_.micro_batches);
+    plan_ = directives::EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(),
+                                           options_.micro_batches);
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
   *reason =
@@ -456,8 +461,9 @@ absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
   if (layout_.at(rank_).dp == 0) {
     for (int l = stage_->layers().first; l < stage_->layers().end; ++l) {
       const int64_t off = stage_->LayerOffset(l);
-      if (absl::Status s = WriteLayer(dir, l, stage_->LayerSize(l), stage_->params() + off,
-                                      stage_->adam_m() + off, stage_->adam_v() + off);
+      if (absl::Status s =
+              checkpoint::WriteLayer(dir, l, stage_->LayerSize(l), stage_->params() + off,
+                                     stage_->adam_m() + off, stage_->adam_v() + off);
           !s.ok()) {
         return s;
       }
@@ -465,7 +471,7 @@ absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
   }
   if (absl::Status s = world_->Barrier(); !s.ok()) return s;
   if (rank_ == 0) {
-    CheckpointManifest m;
+    checkpoint::CheckpointManifest m;
     m.iteration = t;
     m.plan_version = plan_version_;
     m.seed = options_.seed;

@@ -49,8 +49,8 @@
 namespace falcon::trainer {
 
 struct TrainerOptions {
-  ModelConfig model;  // vocab_size must match the corpus.
-  AdamOptions adam;
+  model::ModelConfig model;  // vocab_size must match the corpus.
+  model::AdamOptions adam;
   int dp = 1;             // DP groups; dp * pp == world size.
   int pp = 1;             // Pipeline stages.
   int micro_batches = 1;  // M per global batch; a multiple of pp.
@@ -92,18 +92,18 @@ class RankTrainer {
   // contention follows the iteration) and clock must outlive the trainer. kInvalidArgument for a
   // bad configuration (naming the flag); checkpoint and communicator errors pass through.
   static absl::StatusOr<std::unique_ptr<RankTrainer>> Create(
-      TrainerOptions options, const Corpus* corpus,
+      TrainerOptions options, const model::Corpus* corpus,
       std::shared_ptr<collective::CommRuntime> runtime,
       std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-      collective::RankFaults* faults, const common::Clock* clock);
+      collective::fault::RankFaults* faults, const common::Clock* clock);
 
   // Trains until `steps` iterations are done (then writes the final checkpoint if asked) or an
   // S4 directive is applied. Communicator, checkpoint and log errors pass through.
   absl::StatusOr<RunResult> Run();
 
   int rank() const { return rank_; }
-  const analysis::Layout& layout() const { return layout_; }
-  const StageModel& stage() const { return *stage_; }
+  const analysis::plan::Layout& layout() const { return layout_; }
+  const model::StageModel& stage() const { return *stage_; }
   const std::vector<int>& micro_batch_plan() const { return plan_; }
   int64_t plan_version() const { return plan_version_; }
 
@@ -115,10 +115,11 @@ class RankTrainer {
     bool restart = false;   // An S4 directive was applied.
   };
 
-  RankTrainer(TrainerOptions options, const Corpus* corpus,
+  RankTrainer(TrainerOptions options, const model::Corpus* corpus,
               std::shared_ptr<collective::CommRuntime> runtime,
               std::unique_ptr<collective::Communicator> world, TrainerHooks* hooks,
-              collective::RankFaults* faults, const common::Clock* clock, analysis::Layout layout);
+              collective::fault::RankFaults* faults, const common::Clock* clock,
+              analysis::plan::Layout layout);
 
   absl::Status Init();
   absl::Status BuildGroupComms();
@@ -141,24 +142,24 @@ class RankTrainer {
   absl::Status LogIteration(const IterationReport& report) const;
 
   TrainerOptions options_;
-  const Corpus* corpus_;
+  const model::Corpus* corpus_;
   std::shared_ptr<collective::CommRuntime> runtime_;
   std::unique_ptr<collective::Communicator> world_;
   std::unique_ptr<collective::Communicator> validation_comm_;
   std::unique_ptr<collective::Communicator> dp_comm_;
   std::unique_ptr<collective::Communicator> pp_comm_;
   TrainerHooks* hooks_;
-  collective::RankFaults* faults_;  // May be null.
+  collective::fault::RankFaults* faults_;  // May be null.
   const common::Clock* clock_;
-  std::unique_ptr<ValidationExecutor> executor_;
+  std::unique_ptr<directives::ValidationExecutor> executor_;
   const int rank_;
 
-  analysis::Layout layout_;
+  analysis::plan::Layout layout_;
   std::vector<int> plan_;
   int64_t plan_version_ = 0;
   int64_t start_iteration_ = 0;
-  std::unique_ptr<StageModel> stage_;
-  DirectiveQueue queue_;
+  std::unique_ptr<model::StageModel> stage_;
+  directives::DirectiveQueue queue_;
   bool paused_ = false;
   int64_t pause_deadline_ns_ = 0;
   double last_loss_ = 0;

@@ -67,7 +67,7 @@ ABSL_FLAG(int, embed, 32, "embedding width per character");
 ABSL_FLAG(int, batch, 128, "examples per micro-batch");
 ABSL_FLAG(double, lr, 2e-3, "Adam learning rate, (0, 1]");
 ABSL_FLAG(uint64_t, seed, 1, "seed of initialization and data sampling");
-ABSL_FLAG(std::string, data, falcon::trainer::kDefaultCorpusPath, "training text");
+ABSL_FLAG(std::string, data, falcon::trainer::model::kDefaultCorpusPath, "training text");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "final checkpoint goes here; relative S4 checkpoint dirs resolve against it");
 ABSL_FLAG(std::string, resume, "", "resume from this checkpoint directory (must exist)");
@@ -157,7 +157,7 @@ class ProgressHooks : public TrainerHooks {
   void ReportValidation(const falcon::v1::ValidationResult& r) override {
     inner_->ReportValidation(r);
   }
-  void RegisterValidationExecutor(ValidationExecutor* e) override {
+  void RegisterValidationExecutor(directives::ValidationExecutor* e) override {
     inner_->RegisterValidationExecutor(e);
   }
 
@@ -232,7 +232,7 @@ std::string CheckFlags() {
     }
   }
   if (const std::string script = absl::GetFlag(FLAGS_directives); !script.empty()) {
-    if (absl::Status s = LoadDirectiveScript(script).status(); !s.ok()) {
+    if (absl::Status s = directives::LoadDirectiveScript(script).status(); !s.ok()) {
       return absl::StrCat("--directives: ", s.message());
     }
   }
@@ -300,7 +300,7 @@ absl::StatusOr<RestartRequest> ReadRestartRequest(const std::string& path) {
   return r;
 }
 
-int RunRank(const collective::RankEnv& env) {
+int RunRank(const collective::launch::RankEnv& env) {
   if (env.backend != "gloo") {
     std::fprintf(stderr,
                  "falcon_train rank %d: backend '%s' is not supported: the reference trainer "
@@ -323,17 +323,19 @@ int RunRank(const collective::RankEnv& env) {
   o.comm_timeout = env.comm_timeout;
   std::unique_ptr<TrainerHooks> hooks;
   if (!o.directives_path.empty()) {
-    absl::StatusOr<DirectiveScript> script = LoadDirectiveScript(o.directives_path);
+    absl::StatusOr<directives::DirectiveScript> script =
+        directives::LoadDirectiveScript(o.directives_path);
     if (!script.ok()) {
       std::fprintf(stderr, "falcon_train rank %d: %s\n", env.rank,
                    std::string(script.status().message()).c_str());
       return kExitBadConfig;
     }
-    hooks = std::make_unique<ScriptedHooks>(*std::move(script), env.rank, o.events_path);
+    hooks =
+        std::make_unique<directives::ScriptedHooks>(*std::move(script), env.rank, o.events_path);
   } else {
     hooks = std::make_unique<NoopHooks>();
   }
-  std::unique_ptr<falcon::trainer::ShimTrainerHooks> shim_hooks;
+  std::unique_ptr<falcon::trainer::directives::ShimTrainerHooks> shim_hooks;
   if (const std::string socket = AgentSocketTemplate(); !socket.empty()) {
     if (hooks != nullptr && !o.directives_path.empty()) {
       std::fprintf(stderr,
@@ -342,7 +344,7 @@ int RunRank(const collective::RankEnv& env) {
                    env.rank);
       return kExitBadConfig;
     }
-    falcon::trainer::ShimTrainerHooksOptions so;
+    falcon::trainer::directives::ShimTrainerHooksOptions so;
     so.job = absl::GetFlag(FLAGS_job);
     so.agent_socket = absl::StrReplaceAll(socket, {{"{node}", env.node}});
     so.node = env.node;
@@ -352,8 +354,8 @@ int RunRank(const collective::RankEnv& env) {
     so.dp_size = env.dp;
     so.pp_size = env.pp;
     so.global_micro_batches = o.trainer.micro_batches;
-    absl::StatusOr<std::unique_ptr<falcon::trainer::ShimTrainerHooks>> created =
-        falcon::trainer::ShimTrainerHooks::Create(std::move(so));
+    absl::StatusOr<std::unique_ptr<falcon::trainer::directives::ShimTrainerHooks>> created =
+        falcon::trainer::directives::ShimTrainerHooks::Create(std::move(so));
     if (!created.ok()) {
       std::fprintf(stderr, "falcon_train rank %d: %s\n", env.rank,
                    std::string(created.status().message()).c_str());
@@ -395,19 +397,19 @@ int RunLauncher(const std::vector<std::string>& args) {
   if (std::string bad = CheckFlags(); !bad.empty()) return Fail(bad);
   TrainerOptions t = TrainerOptionsFromFlags();
   const int nproc = absl::GetFlag(FLAGS_nproc) > 0 ? absl::GetFlag(FLAGS_nproc) : t.dp * t.pp;
-  if (absl::Status s =
-          ValidateParallelConfig(nproc, t.dp, t.pp, t.micro_batches, t.model.num_blocks);
+  if (absl::Status s = directives::ValidateParallelConfig(nproc, t.dp, t.pp, t.micro_batches,
+                                                          t.model.num_blocks);
       !s.ok()) {
     return Fail(std::string(s.message()));
   }
-  absl::StatusOr<Corpus> corpus = Corpus::Load(absl::GetFlag(FLAGS_data));
+  absl::StatusOr<model::Corpus> corpus = model::Corpus::Load(absl::GetFlag(FLAGS_data));
   if (!corpus.ok()) return Fail(std::string(corpus.status().message()));
   t.model.vocab_size = corpus->vocab_size();
   if (absl::Status s = t.model.Validate(); !s.ok()) return Fail(std::string(s.message()));
-  collective::FaultPlan faults;
+  collective::fault::FaultPlan faults;
   if (!absl::GetFlag(FLAGS_faults).empty()) {
-    absl::StatusOr<collective::FaultPlan> f =
-        collective::LoadFaultSpec(absl::GetFlag(FLAGS_faults));
+    absl::StatusOr<collective::fault::FaultPlan> f =
+        collective::fault::LoadFaultSpec(absl::GetFlag(FLAGS_faults));
     if (!f.ok()) return Fail(absl::StrCat("--faults: ", f.status().message()));
     faults = *std::move(f);
   }
@@ -422,7 +424,7 @@ int RunLauncher(const std::vector<std::string>& args) {
   if (!control.ok()) return Fail(std::string(control.status().message()));
   const std::string restart_file = (*control)->restart_file();
 
-  collective::LaunchOptions launch;
+  collective::launch::LaunchOptions launch;
   launch.nproc = nproc;
   launch.dp = t.dp;
   launch.pp = t.pp;
@@ -436,7 +438,7 @@ int RunLauncher(const std::vector<std::string>& args) {
     launch.command.insert(launch.command.end(), args.begin() + 1, args.end());
     launch.command.insert(launch.command.end(), extra.begin(), extra.end());
     std::remove(restart_file.c_str());
-    absl::StatusOr<collective::LaunchResult> result = collective::RunLaunch(launch);
+    absl::StatusOr<collective::launch::LaunchResult> result = collective::launch::RunLaunch(launch);
     if (!result.ok()) return Fail(std::string(result.status().message()));
     if (result->exit_code != kExitCheckpointRestart) return result->exit_code;
     absl::StatusOr<RestartRequest> request = ReadRestartRequest(restart_file);
@@ -450,8 +452,8 @@ int RunLauncher(const std::vector<std::string>& args) {
       return result->exit_code;
     }
     const std::vector<int>& excluded = request->excluded_ranks;
-    absl::StatusOr<RestartPlan> plan =
-        PlanRestart(launch.nproc, launch.pp, t.micro_batches, excluded, faults, launch.nodes);
+    absl::StatusOr<checkpoint::RestartPlan> plan = checkpoint::PlanRestart(
+        launch.nproc, launch.pp, t.micro_batches, excluded, faults, launch.nodes);
     if (!plan.ok()) return Fail(absl::StrCat("S4 restart: ", plan.status().message()));
     std::fprintf(stderr,
                  "falcon_train: S4 restart from %s without ranks [%s]: DP=%d x PP=%d on %d "
@@ -478,26 +480,28 @@ int main(int argc, char** argv) {
       "Flag names accept '-' or '_'. Exit status: 0 done, 2 bad flags or configuration, else a "
       "failing rank's code or 128 + signal.\n";
   absl::SetProgramUsageMessage(kUsage);
-  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                      "train_main.cc", /*dashes=*/true)
-                   .c_str(),
-               stdout);
+  if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
+    std::fputs(
+        falcon::cli::help::FlagsHelp(absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage),
+                                     "train_main.cc", /*dashes=*/true)
+            .c_str(),
+        stdout);
     return 0;
   }
   // "--json-log=x" -> "--json_log=x"; --microbatches (the flag's old name) -> --micro_batches.
   const std::vector<std::string> args =
-      falcon::cli::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
+      falcon::cli::help::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
   std::vector<std::string> storage = args;
   std::vector<char*> normalized;
   for (std::string& a : storage) normalized.push_back(a.data());
   const std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(normalized.size()), normalized.data());
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
   if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
     return falcon::trainer::Fail(std::string(s.message()));
   }
-  absl::StatusOr<falcon::collective::RankEnv> env = falcon::collective::RankEnvFromEnvironment();
+  absl::StatusOr<falcon::collective::launch::RankEnv> env =
+      falcon::collective::launch::RankEnvFromEnvironment();
   if (env.ok()) return falcon::trainer::RunRank(*env);
   if (!absl::IsFailedPrecondition(env.status())) {
     return falcon::trainer::Fail(std::string(env.status().message()));

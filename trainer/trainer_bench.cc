@@ -24,8 +24,8 @@
 namespace falcon::trainer {
 namespace {
 
-ModelConfig DefaultModel(int vocab) {
-  ModelConfig c;  // The defaults of falcon_train.
+model::ModelConfig DefaultModel(int vocab) {
+  model::ModelConfig c;  // The defaults of falcon_train.
   c.vocab_size = vocab;
   return c;
 }
@@ -52,16 +52,16 @@ void Row(const char* figure, const std::string& value, const char* target) {
 }
 
 int Main() {
-  absl::StatusOr<Corpus> corpus = Corpus::Load(kDefaultCorpusPath);
+  absl::StatusOr<model::Corpus> corpus = model::Corpus::Load(model::kDefaultCorpusPath);
   if (!corpus.ok()) {
     std::fprintf(stderr, "%s\n", std::string(corpus.status().message()).c_str());
     return 1;
   }
-  const ModelConfig c = DefaultModel(corpus->vocab_size());
+  const model::ModelConfig c = DefaultModel(corpus->vocab_size());
   std::printf("%-58s %-22s %s\n", "figure", "value", "target");
 
   {  // 1. Compute per micro-batch.
-    StageModel s0(c, LayersOfStage(c, 2, 0)), s1(c, LayersOfStage(c, 2, 1));
+    model::StageModel s0(c, LayersOfStage(c, 2, 0)), s1(c, LayersOfStage(c, 2, 1));
     s0.InitParams(1);
     s1.InitParams(1);
     std::vector<int32_t> ctx(c.micro_batch_size * c.context), tgt(c.micro_batch_size);
@@ -150,19 +150,21 @@ int Main() {
     for (const auto& j : testing::ReadJsonLines(run.json_log)) {
       if (j["iteration"] == 6) pause = std::max(pause, j["pause_s"].get<double>());
     }
-    const analysis::Layout from = *analysis::Layout::Default(8, 4, 2);
-    const analysis::Layout to = *analysis::Layout::Create({{0, "", 0, 0, 0},
-                                                           {1, "", 0, 1, 0},
-                                                           {2, "", 2, 0, 0},
-                                                           {3, "", 3, 0, 0},
-                                                           {4, "", 1, 0, 0},
-                                                           {5, "", 1, 1, 0},
-                                                           {6, "", 2, 1, 0},
-                                                           {7, "", 3, 1, 0}});
+    const analysis::plan::Layout from = *analysis::plan::Layout::Default(8, 4, 2);
+    const analysis::plan::Layout to = *analysis::plan::Layout::Create({{0, "", 0, 0, 0},
+                                                                       {1, "", 0, 1, 0},
+                                                                       {2, "", 2, 0, 0},
+                                                                       {3, "", 3, 0, 0},
+                                                                       {4, "", 1, 0, 0},
+                                                                       {5, "", 1, 1, 0},
+                                                                       {6, "", 2, 1, 0},
+                                                                       {7, "", 3, 1, 0}});
     Row("S3 remap pause (swap ranks 1 and 4), ms", absl::StrFormat("%.1f", pause * 1e3),
         "< 60 s (paper)");
     Row("S3 state moved, MiB",
-        absl::StrFormat("%.2f", RemapBytes(c, PlanRemap(c, from, to)) / 1048576.0), "-");
+        absl::StrFormat("%.2f",
+                        directives::RemapBytes(c, directives::PlanRemap(c, from, to)) / 1048576.0),
+        "-");
   }
   return 0;
 }

@@ -18,10 +18,11 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", options.rank, " is outside the world of ", options.world_size));
   }
-  absl::StatusOr<Corpus> corpus = Corpus::Load(options.data_path);
+  absl::StatusOr<model::Corpus> corpus = model::Corpus::Load(options.data_path);
   if (!corpus.ok()) return corpus.status();
-  absl::StatusOr<std::unique_ptr<collective::RankFaults>> faults =
-      collective::RankFaults::Create(options.faults, options.rank, options.burn_compute_faults);
+  absl::StatusOr<std::unique_ptr<collective::fault::RankFaults>> faults =
+      collective::fault::RankFaults::Create(options.faults, options.rank,
+                                            options.burn_compute_faults);
   if (!faults.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--faults: ", faults.status().message()));
   }
@@ -30,10 +31,11 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
     if (options.directives_path.empty()) {
       owned_hooks = std::make_unique<NoopHooks>();
     } else {
-      absl::StatusOr<DirectiveScript> script = LoadDirectiveScript(options.directives_path);
+      absl::StatusOr<directives::DirectiveScript> script =
+          directives::LoadDirectiveScript(options.directives_path);
       if (!script.ok()) return script.status();
-      owned_hooks =
-          std::make_unique<ScriptedHooks>(*std::move(script), options.rank, options.events_path);
+      owned_hooks = std::make_unique<directives::ScriptedHooks>(*std::move(script), options.rank,
+                                                                options.events_path);
     }
     hooks = owned_hooks.get();
   }
@@ -44,13 +46,13 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
   runtime_options.link_faults = (*faults)->plan().links;
   auto runtime = std::make_shared<collective::CommRuntime>(std::move(runtime_options));
   if (options.observer != nullptr) runtime->SetObserver(options.observer);
-  collective::GlooWorldOptions world_options;
+  collective::gloo::GlooWorldOptions world_options;
   world_options.rank = options.rank;
   world_options.world_size = options.world_size;
   world_options.rendezvous_dir = options.rendezvous_dir;
   world_options.timeout = options.comm_timeout;
   absl::StatusOr<std::unique_ptr<collective::Communicator>> world =
-      collective::CreateGlooWorld(world_options, runtime);
+      collective::gloo::CreateGlooWorld(world_options, runtime);
   if (!world.ok()) return world.status();
 
   TrainerOptions trainer_options = options.trainer;

@@ -18,8 +18,8 @@ namespace falcon::trainer {
 struct WorkerOptions {
   // model.vocab_size is set from the text.
   TrainerOptions trainer;
-  std::string data_path = kDefaultCorpusPath;  // Training text.
-  int rank = 0;                                // Global rank, [0, world_size).
+  std::string data_path = model::kDefaultCorpusPath;  // Training text.
+  int rank = 0;                                       // Global rank, [0, world_size).
   int world_size = 1;
   std::string rendezvous_dir;  // Shared directory of the job (FALCON_RENDEZVOUS).
   // Fault spec (collective/fault/fault_spec.h), or "@FILE"; empty: none.

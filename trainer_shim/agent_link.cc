@@ -10,7 +10,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/falcon/v1/shim.grpc.pb.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 constexpr size_t kDrainChunk = 1024;
@@ -427,4 +427,4 @@ void AgentLink::Teardown(Connection* c) {
   stats_.connected = false;
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

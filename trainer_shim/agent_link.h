@@ -40,7 +40,7 @@ namespace grpc {
 class ClientContext;
 }  // namespace grpc
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 class AgentLink {
  public:
@@ -157,6 +157,6 @@ class AgentLink {
   int owner_pid_ = 0;     // Process that started the thread (a forked child has none).
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_AGENT_LINK_H_

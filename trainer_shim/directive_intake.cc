@@ -6,7 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 using falcon::v1::AckStatus;
@@ -303,4 +303,4 @@ std::optional<Directive> DirectiveIntake::TakeResume() {
   return std::nullopt;
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

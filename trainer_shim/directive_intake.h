@@ -28,7 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 class DirectiveIntake {
  public:
@@ -115,6 +115,6 @@ class DirectiveIntake {
   std::atomic<int64_t> pending_count_{0};
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_DIRECTIVE_INTAKE_H_

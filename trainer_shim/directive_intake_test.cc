@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 using falcon::v1::ACK_STATUS_APPLIED;
@@ -285,4 +285,4 @@ TEST(DirectiveIntakeTest, TrainerAcksAreSentOncePerOutcomeAndAnsweredOnRedeliver
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 std::string TestSocketPath(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
@@ -199,4 +199,4 @@ bool FakeAgent::attached() const {
   return stream_ != nullptr;
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

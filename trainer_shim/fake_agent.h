@@ -23,7 +23,7 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 // A unix socket path for a test: $TEST_TMPDIR/<name> when it fits in sun_path, else a fresh
 // mkdtemp directory under /tmp (Bazel's TEST_TMPDIR is often longer than the 107-byte limit).
@@ -103,6 +103,6 @@ class FakeAgent {
   bool stopped_ = false;
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_FAKE_AGENT_H_

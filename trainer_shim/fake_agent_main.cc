@@ -28,9 +28,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--socket is required\n");
     return 2;
   }
-  falcon::shim::FakeAgent::Options options;
+  falcon::trainer_shim::FakeAgent::Options options;
   options.profiling = absl::GetFlag(FLAGS_profiling);
-  auto agent = falcon::shim::FakeAgent::Start(socket, options);
+  auto agent = falcon::trainer_shim::FakeAgent::Start(socket, options);
   if (!agent.ok()) {
     std::fprintf(stderr, "%s\n", std::string(agent.status().message()).c_str());
     return 1;

@@ -35,7 +35,7 @@ static_assert(FALCON_SHIM_COMM_WORLD == falcon::v1::COMM_KIND_WORLD);
 static_assert(falcon::v1::CommKind_MAX == FALCON_SHIM_COMM_WORLD,
               "a new falcon.v1.CommKind needs its FALCON_SHIM_COMM_* constant");
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 thread_local char t_last_error[512];
@@ -164,12 +164,12 @@ absl::StatusOr<falcon::v1::ValidationResult> CallValidationFn(falcon_shim_valida
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
-using falcon::shim::GlobalShim;
-using falcon::shim::Internal;
-using falcon::shim::NotInitialized;
-using falcon::shim::Report;
+using falcon::trainer_shim::GlobalShim;
+using falcon::trainer_shim::Internal;
+using falcon::trainer_shim::NotInitialized;
+using falcon::trainer_shim::Report;
 
 extern "C" {
 
@@ -181,11 +181,11 @@ int64_t falcon_shim_now_ns(void) {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-const char* falcon_shim_last_error(void) { return falcon::shim::t_last_error; }
+const char* falcon_shim_last_error(void) { return falcon::trainer_shim::t_last_error; }
 
 void falcon_shim_options_init(falcon_shim_options* options) {
   if (options == nullptr) return;
-  const falcon::shim::ShimOptions d;
+  const falcon::trainer_shim::ShimOptions d;
   *options = falcon_shim_options{};
   options->struct_size = sizeof(falcon_shim_options);
   options->node = nullptr;
@@ -211,9 +211,9 @@ falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t wor
   try {
     falcon_shim_options defaults;
     falcon_shim_options_init(&defaults);
-    const falcon_shim_options o = falcon::shim::ReadSized(options, defaults);
+    const falcon_shim_options o = falcon::trainer_shim::ReadSized(options, defaults);
     if (job == nullptr) return Report(absl::InvalidArgumentError("job: NULL"));
-    falcon::shim::ShimOptions s;
+    falcon::trainer_shim::ShimOptions s;
     s.job = job;
     s.rank = rank;
     s.world_size = world_size;
@@ -237,7 +237,7 @@ falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t wor
     s.reconnect_backoff.max = absl::Milliseconds(o.reconnect_max_ms);
     s.shutdown_flush_timeout = absl::Milliseconds(o.shutdown_flush_timeout_ms);
     s.profiling = o.profiling != 0;
-    return Report(falcon::shim::InitGlobalShim(std::move(s)));
+    return Report(falcon::trainer_shim::InitGlobalShim(std::move(s)));
   } catch (...) {
     return Internal();
   }
@@ -245,17 +245,17 @@ falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t wor
 
 falcon_shim_status falcon_shim_record_op(const falcon_shim_op* op) {
   try {
-    falcon::shim::Shim* shim = GlobalShim();
+    falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
     if (op == nullptr) return Report(absl::InvalidArgumentError("op: NULL"));
-    falcon::shim::OpRecord r;
+    falcon::trainer_shim::OpRecord r;
     r.comm_id = op->comm_id;
     r.bytes = op->bytes;
     r.host_start_ns = op->host_start_ns;
     r.host_end_ns = op->host_end_ns;
     r.device_duration_ns = op->device_duration_ns;
     r.iteration = op->iteration;
-    r.op_kind = static_cast<falcon::shim::OpKind>(op->op_kind);
+    r.op_kind = static_cast<falcon::trainer_shim::OpKind>(op->op_kind);
     r.peer = op->peer;
     absl::Status s = shim->RecordOp(r);
     return s.ok() ? FALCON_SHIM_OK : Report(s);
@@ -268,14 +268,14 @@ falcon_shim_status falcon_shim_register_comm(uint64_t comm_id, int32_t kind,
                                              const uint32_t* member_ranks, uint32_t member_count,
                                              const char* name) {
   try {
-    falcon::shim::Shim* shim = GlobalShim();
+    falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
     if (member_ranks == nullptr && member_count > 0) {
       return Report(absl::InvalidArgumentError("member_ranks: NULL"));
     }
-    falcon::shim::CommunicatorInfo c;
+    falcon::trainer_shim::CommunicatorInfo c;
     c.comm_id = comm_id;
-    c.kind = static_cast<falcon::shim::CommKind>(kind);
+    c.kind = static_cast<falcon::trainer_shim::CommKind>(kind);
     if (member_count > 0) c.member_ranks.assign(member_ranks, member_ranks + member_count);
     if (name != nullptr) c.name = name;
     return Report(shim->RegisterCommunicator(c));
@@ -287,7 +287,7 @@ falcon_shim_status falcon_shim_register_comm(uint64_t comm_id, int32_t kind,
 falcon_shim_status falcon_shim_iteration(int64_t iteration, int64_t start_ns, int64_t end_ns,
                                          double loss, int64_t plan_version) {
   try {
-    falcon::shim::Shim* shim = GlobalShim();
+    falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
     return Report(shim->RecordIteration({iteration, start_ns, end_ns, loss, plan_version}));
   } catch (...) {
@@ -298,12 +298,12 @@ falcon_shim_status falcon_shim_iteration(int64_t iteration, int64_t start_ns, in
 falcon_shim_status falcon_shim_poll_directives(int64_t iteration, falcon_shim_directive_fn fn,
                                                void* user_data) {
   try {
-    falcon::shim::Shim* shim = GlobalShim();
+    falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
-    falcon::shim::Shim::DirectiveHandler handler;
+    falcon::trainer_shim::Shim::DirectiveHandler handler;
     if (fn != nullptr) {
       handler = [fn, user_data](const falcon::v1::Directive& d) {
-        return falcon::shim::CallDirectiveFn(fn, user_data, d);
+        return falcon::trainer_shim::CallDirectiveFn(fn, user_data, d);
       };
     }
     return Report(shim->PollDirectives(iteration, handler));
@@ -314,7 +314,7 @@ falcon_shim_status falcon_shim_poll_directives(int64_t iteration, falcon_shim_di
 
 falcon_shim_status falcon_shim_set_pause_handler(falcon_shim_pause_fn fn, void* user_data) {
   try {
-    falcon::shim::Shim* shim = GlobalShim();
+    falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
     if (fn == nullptr) {
       shim->SetPauseHandler(nullptr);
@@ -330,13 +330,13 @@ falcon_shim_status falcon_shim_set_pause_handler(falcon_shim_pause_fn fn, void* 
 falcon_shim_status falcon_shim_set_validation_executor(falcon_shim_validation_fn fn,
                                                        void* user_data) {
   try {
-    falcon::shim::Shim* shim = GlobalShim();
+    falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
     if (fn == nullptr) {
       shim->SetValidationExecutor(nullptr);
     } else {
       shim->SetValidationExecutor([fn, user_data](const falcon::v1::ValidationTask& t) {
-        return falcon::shim::CallValidationFn(fn, user_data, t);
+        return falcon::trainer_shim::CallValidationFn(fn, user_data, t);
       });
     }
     return FALCON_SHIM_OK;
@@ -346,18 +346,18 @@ falcon_shim_status falcon_shim_set_validation_executor(falcon_shim_validation_fn
 }
 
 int32_t falcon_shim_profiling_enabled(void) {
-  falcon::shim::Shim* shim = GlobalShim();
+  falcon::trainer_shim::Shim* shim = GlobalShim();
   return shim != nullptr && shim->profiling() ? 1 : 0;
 }
 
 falcon_shim_status falcon_shim_get_stats(falcon_shim_stats* stats) {
   try {
-    falcon::shim::Shim* shim = GlobalShim();
+    falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
     if (stats == nullptr || stats->struct_size == 0) {
       return Report(absl::InvalidArgumentError("stats: NULL or struct_size 0"));
     }
-    const falcon::shim::Shim::Stats s = shim->stats();
+    const falcon::trainer_shim::Shim::Stats s = shim->stats();
     falcon_shim_stats c{};
     c.struct_size = sizeof(c);
     c.connected = s.link.connected;
@@ -387,7 +387,7 @@ falcon_shim_status falcon_shim_get_stats(falcon_shim_stats* stats) {
 
 falcon_shim_status falcon_shim_shutdown(void) {
   try {
-    return Report(falcon::shim::ShutdownGlobalShim());
+    return Report(falcon::trainer_shim::ShutdownGlobalShim());
   } catch (...) {
     return Internal();
   }

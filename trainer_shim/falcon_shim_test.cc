@@ -11,7 +11,7 @@
 extern "C" int32_t falcon_shim_abi_check_poll_from_c(int64_t iteration);
 extern "C" int32_t falcon_shim_abi_check_record_from_c(uint64_t comm_id);
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 constexpr uint64_t kComm = 99;
@@ -247,4 +247,4 @@ TEST(FalconShimCNoInitTest, EverythingFailsCleanlyBeforeInit) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

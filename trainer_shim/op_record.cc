@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 absl::Status ValidateCommunicator(const CommunicatorInfo& c, uint32_t world_size) {
   if (c.comm_id == 0) return absl::InvalidArgumentError("communicator.comm_id: must be non-zero");
@@ -68,4 +68,4 @@ void ToProto(const IterationHint& h, falcon::v1::IterationHint* out) {
   out->set_plan_version(h.plan_version);
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

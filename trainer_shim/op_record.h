@@ -16,7 +16,7 @@
 #include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/shim.pb.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 // Operation kinds: the wire contract's falcon.v1.OpKind (common/op_kind.h).
 using common::OpKind;
@@ -85,6 +85,6 @@ void ToProto(const OpRecord& r, falcon::v1::OpRecord* out);
 void ToProto(const CommunicatorInfo& c, falcon::v1::Communicator* out);
 void ToProto(const IterationHint& h, falcon::v1::IterationHint* out);
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_OP_RECORD_H_

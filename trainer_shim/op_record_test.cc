@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 OpRecord Good() {
@@ -94,4 +94,4 @@ TEST(OpRecordTest, ValidateIterationHint) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

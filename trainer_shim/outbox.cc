@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 void Outbox::EvictForOne() {
   while (held_records_ + 1 > options_.max_records && !sealed_.empty()) {
@@ -73,4 +73,4 @@ void Outbox::OnReconnect(uint64_t agent_acked_sequence) {
   Accept(agent_acked_sequence);
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

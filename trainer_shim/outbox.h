@@ -26,7 +26,7 @@
 
 #include "trainer_shim/op_record.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 class Outbox {
  public:
@@ -94,6 +94,6 @@ class Outbox {
   uint64_t evicted_accepted_records_ = 0;
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_OUTBOX_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 std::vector<OpRecord> Records(uint64_t first_seq, size_t n) {
@@ -163,4 +163,4 @@ TEST(OutboxTest, RingDropsAreReportedInTheNextBatch) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 using falcon::v1::Directive;
@@ -513,4 +513,4 @@ absl::Status Shim::PollDirectives(int64_t iteration, const DirectiveHandler& han
   return absl::OkStatus();
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

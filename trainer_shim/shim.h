@@ -1,4 +1,4 @@
-// falcon::shim::Shim: the part of Falcon inside one training process (one rank).
+// falcon::trainer_shim::Shim: the part of Falcon inside one training process (one rank).
 //
 // It takes op records (from the collective observer or the NCCL interposer) into a lock-free ring,
 // streams them in sequenced batches to the node agent over its unix socket (AgentLink), and hands
@@ -37,7 +37,7 @@
 #include "trainer_shim/shim_options.h"
 #include "trainer_shim/spsc_ring.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 inline constexpr char kShimVersion[] = "falcon-shim/1";
 
@@ -182,6 +182,6 @@ class Shim : private AgentLink::Listener {
   std::unique_ptr<AgentLink> link_;  // Last member: its threads use everything above.
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_SHIM_H_

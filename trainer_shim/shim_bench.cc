@@ -22,7 +22,7 @@
 #include "trainer_shim/falcon_shim.h"
 #include "trainer_shim/shim.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 int64_t NowNs() {
@@ -243,19 +243,20 @@ AbResult MeasureAb(const std::string& socket, FakeAgent* agent) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 int main() {
-  using falcon::shim::FakeAgent;
-  const std::string socket = falcon::shim::TestSocketPath("bench_agent.sock");
+  using falcon::trainer_shim::FakeAgent;
+  const std::string socket = falcon::trainer_shim::TestSocketPath("bench_agent.sock");
   auto agent = FakeAgent::Start(socket);
   if (!agent.ok()) {
     std::fprintf(stderr, "cannot start the fake agent: %s\n",
                  std::string(agent.status().message()).c_str());
     return 1;
   }
-  const falcon::shim::RecordCost cost = falcon::shim::MeasureRecordCost(socket, agent->get());
-  const falcon::shim::AbResult ab = falcon::shim::MeasureAb(socket, agent->get());
+  const falcon::trainer_shim::RecordCost cost =
+      falcon::trainer_shim::MeasureRecordCost(socket, agent->get());
+  const falcon::trainer_shim::AbResult ab = falcon::trainer_shim::MeasureAb(socket, agent->get());
   (*agent)->Stop();
 
   std::printf("%-56s %14s %10s\n", "figure", "value", "target");

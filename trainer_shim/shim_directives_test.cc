@@ -7,7 +7,7 @@
 #include "trainer_shim/shim.h"
 #include "trainer_shim/shim_test_util.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 using falcon::v1::ACK_STATUS_APPLIED;
@@ -259,4 +259,4 @@ TEST_F(ShimTest, IterationHintsAreForwarded) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

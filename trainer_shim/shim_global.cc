@@ -8,7 +8,7 @@
 #include "absl/base/const_init.h"
 #include "absl/synchronization/mutex.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 absl::Mutex g_mu(absl::kConstInit);
@@ -41,4 +41,4 @@ absl::Status ShutdownGlobalShim() {
   return absl::OkStatus();
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

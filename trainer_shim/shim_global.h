@@ -10,7 +10,7 @@
 #include "trainer_shim/shim.h"
 #include "trainer_shim/shim_options.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 // kFailedPrecondition when one is running; otherwise Shim::Create's errors.
 absl::Status InitGlobalShim(ShimOptions options);
@@ -19,6 +19,6 @@ Shim* GlobalShim();
 // Shuts the running shim down and retires it. kFailedPrecondition when none is running.
 absl::Status ShutdownGlobalShim();
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_SHIM_GLOBAL_H_

@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 absl::Status ShimOptions::Validate() const {
   if (absl::Status s = common::ValidateJobName(job, "options.job"); !s.ok()) return s;
@@ -55,4 +55,4 @@ std::string ShimOptions::AgentTarget() const {
   return absl::StrCat("unix:", agent_socket);
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

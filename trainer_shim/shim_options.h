@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "common/backoff.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 struct ShimOptions {
   // --- Identity (ShimHello). ---
@@ -76,6 +76,6 @@ struct ShimOptions {
   std::string AgentTarget() const;
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_SHIM_OPTIONS_H_

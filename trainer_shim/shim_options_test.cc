@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 ShimOptions Good() {
@@ -63,4 +63,4 @@ TEST(ShimOptionsTest, AgentTargetAcceptsBothSpellings) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "trainer_shim/shim_test_util.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 TEST_F(ShimTest, StreamsRecordsInOrderAfterHelloAndRegistration) {
@@ -334,4 +334,4 @@ TEST(ShimRingTest, FullRingDropsAndCountsWithoutBlocking) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

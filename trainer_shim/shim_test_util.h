@@ -14,7 +14,7 @@
 #include "trainer_shim/fake_agent.h"
 #include "trainer_shim/shim.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 inline constexpr uint64_t kComm = 0x1234;
 
@@ -143,6 +143,6 @@ class ShimTest : public ::testing::Test {
   std::unique_ptr<FakeAgent> agent_;
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_SHIM_TEST_UTIL_H_

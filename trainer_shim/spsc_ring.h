@@ -16,7 +16,7 @@
 #include <memory>
 #include <type_traits>
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 
 template <typename T>
 class SpscRing {
@@ -78,6 +78,6 @@ class SpscRing {
   uint64_t cached_head_ = 0;                   // Consumer's last view of head_.
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim
 
 #endif  // FALCON_TRAINER_SHIM_SPSC_RING_H_

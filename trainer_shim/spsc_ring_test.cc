@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim {
 namespace {
 
 TEST(SpscRingTest, RoundsCapacityUpToPowerOfTwo) {
@@ -116,4 +116,4 @@ TEST(SpscRingTest, ConcurrentDropOnFullLosesNothingAccepted) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim

@@ -7,19 +7,20 @@ namespace falcon::agent::reduce {
 
 absl::Status RankReducer::Validate(const Options& options) {
   if (options.max_held_ops == 0) return absl::InvalidArgumentError("max_held_ops: must be > 0");
-  return analysis::IterationTracker::Create(options.tracker).status();
+  return analysis::detect::IterationTracker::Create(options.tracker).status();
 }
 
 RankReducer::RankReducer(uint32_t rank, Options options)
     : rank_(rank),
       options_(options),
-      tracker_(*analysis::IterationTracker::Create(options.tracker)) {}
+      tracker_(*analysis::detect::IterationTracker::Create(options.tracker)) {}
 
 uint64_t RankReducer::Symbol(const HeldOp& op) {
   // Peers tell apart sends (and receives) on one communicator, e.g. to the next and the
   // previous pipeline stage.
   const uint64_t pair = (uint64_t{op.key.src} << 32) | op.key.dst;
-  return analysis::OpSymbol(static_cast<int>(op.kind), op.comm_id ^ (pair * 0x9E3779B97F4A7C15ull));
+  return analysis::detect::OpSymbol(static_cast<int>(op.kind),
+                                    op.comm_id ^ (pair * 0x9E3779B97F4A7C15ull));
 }
 
 void RankReducer::DropOldest() {
@@ -49,7 +50,7 @@ void RankReducer::AddOp(const HeldOp& op) {
   }
   ops_.push_back(op);
   absl::StatusOr<std::optional<absl::Duration>> closed =
-      tracker_.Add(analysis::OpEvent{Symbol(op), op.start_ns});
+      tracker_.Add(analysis::detect::OpEvent{Symbol(op), op.start_ns});
   if (!closed.ok()) {
     stats_.unordered_ops++;
     return;

@@ -47,9 +47,9 @@ struct IterationDraft {
 class RankReducer {
  public:
   struct Options {
-    absl::Duration hint_hold = absl::Seconds(5);  // Wait for late ops after a hint.
-    size_t max_held_ops = 1 << 20;                // Ops held per rank at most.
-    analysis::IterationTracker::Options tracker;  // Period finding without hints.
+    absl::Duration hint_hold = absl::Seconds(5);          // Wait for late ops after a hint.
+    size_t max_held_ops = 1 << 20;                        // Ops held per rank at most.
+    analysis::detect::IterationTracker::Options tracker;  // Period finding without hints.
   };
 
   struct Stats {
@@ -82,7 +82,7 @@ class RankReducer {
   // The op's symbol for the period finder: (op kind, communicator, peer).
   static uint64_t Symbol(const HeldOp& op);
   bool hinted() const { return hinted_; }
-  const analysis::IterationTracker& tracker() const { return tracker_; }
+  const analysis::detect::IterationTracker& tracker() const { return tracker_; }
   size_t held_ops() const { return ops_.size() + stamped_count_; }
   const Stats& stats() const { return stats_; }
   uint32_t rank() const { return rank_; }
@@ -100,7 +100,7 @@ class RankReducer {
 
   const uint32_t rank_;
   const Options options_;
-  analysis::IterationTracker tracker_;
+  analysis::detect::IterationTracker tracker_;
   void DropOldest();
 
   std::deque<HeldOp> ops_;  // Unstamped ops (all ops without hints), in arrival order.

@@ -129,7 +129,7 @@ FakeController::FakeController(FakeControllerStore* store)
 FakeController::~FakeController() { Kill(); }
 
 absl::Status FakeController::Start(int port) {
-  auto started = StartGrpcServer(absl::StrCat("127.0.0.1:", port), {service_.get()});
+  auto started = proto::StartGrpcServer(absl::StrCat("127.0.0.1:", port), {service_.get()});
   if (!started.ok()) return started.status();
   server_ = std::move(started->server);
   port_ = started->port;

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/stats.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 double Ratio(absl::Duration a, absl::Duration b) {
@@ -158,4 +158,4 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
   return result;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

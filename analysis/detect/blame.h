@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 struct RankCompute {
   int64_t rank = 0;        // Global rank; unique in a BlameInput.
@@ -94,6 +94,6 @@ struct BlameResult {
 // a communicator without members or with a repeated member; or bad options.
 absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOptions& options);
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect
 
 #endif  // FALCON_ANALYSIS_DETECT_BLAME_H_

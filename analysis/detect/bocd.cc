@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 constexpr double kHalfLogPi = 0.5723649429247001;  // 0.5 * log(pi)
@@ -382,4 +382,4 @@ absl::StatusOr<Segmentation> SegmentSeries(absl::Span<const double> series,
   return out;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 // Normal-Gamma prior on a segment's (mean, precision). ocp's names: m, k, a, b.
 struct NormalGammaPrior {
@@ -176,6 +176,6 @@ absl::StatusOr<Segmentation> SegmentSeries(absl::Span<const double> series,
 // value.
 absl::StatusOr<std::vector<double>> ZScore(absl::Span<const double> series);
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect
 
 #endif  // FALCON_ANALYSIS_DETECT_BOCD_H_

@@ -15,7 +15,7 @@
 #include "analysis/detect/online_detector.h"
 #include "analysis/detect/period_finder.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 int64_t CpuNanos() {
@@ -132,10 +132,10 @@ void PeriodFinderCost() {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect
 
 int main() {
-  using namespace falcon::analysis;  // NOLINT: a benchmark's main.
+  using namespace falcon::analysis::detect;  // NOLINT: a benchmark's main.
   std::printf("%-62s %-22s %s\n", "figure", "value", "target");
   std::printf("%s\n", std::string(100, '-').c_str());
   for (int64_t r : {100, 1000, 10000}) BocdCostAtRunLength(r);

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 BocdOptions ToBocdOptions(const OnlineDetectorOptions& o) {
@@ -217,4 +217,4 @@ const OnlineDetector* DetectorBank::Find(const SeriesKey& key) const {
   return it == detectors_.end() ? nullptr : &it->second;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

@@ -22,7 +22,7 @@
 #include "analysis/detect/bocd.h"
 #include "analysis/detect/verification.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 // The thresholds an operator may change while a job runs (proto Settings). Defaults as there.
 struct DetectorThresholds {
@@ -165,6 +165,6 @@ class DetectorBank {
   absl::flat_hash_map<SeriesKey, OnlineDetector> detectors_;
 };
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect
 
 #endif  // FALCON_ANALYSIS_DETECT_ONLINE_DETECTOR_H_

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 using ::testing::HasSubstr;
@@ -186,4 +186,4 @@ TEST(DetectorBankTest, SeriesPerRankAndJobWithJobThresholds) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

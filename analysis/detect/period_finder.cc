@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 uint64_t OpSymbol(int op_kind, uint64_t comm_id) {
   // splitmix64 finalizer: deterministic across processes (absl::Hash is seeded per process).
@@ -247,4 +247,4 @@ void IterationTracker::Redetect() {
   ignored_.insert(found->ignored_symbols.begin(), found->ignored_symbols.end());
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

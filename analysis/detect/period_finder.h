@@ -35,7 +35,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 // One op of one rank's stream.
 struct OpEvent {
@@ -125,6 +125,6 @@ class IterationTracker {
   int64_t kept_since_boundary_ = 0;
 };
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect
 
 #endif  // FALCON_ANALYSIS_DETECT_PERIOD_FINDER_H_

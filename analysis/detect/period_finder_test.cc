@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 using ::testing::HasSubstr;
@@ -193,4 +193,4 @@ TEST(IterationTrackerTest, EmitsIterationTimesAndRedetectsAfterAChange) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 // Annotations (ascending) matched one-to-one to their nearest unused prediction within margin.
@@ -71,4 +71,4 @@ absl::StatusOr<F1Score> TcpdF1(const std::vector<std::vector<int64_t>>& annotati
   return out;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 struct F1Score {
   double f1 = 0;
@@ -31,6 +31,6 @@ struct F1Score {
 absl::StatusOr<F1Score> TcpdF1(const std::vector<std::vector<int64_t>>& annotations,
                                absl::Span<const int64_t> predictions, int64_t margin = 5);
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect
 
 #endif  // FALCON_ANALYSIS_DETECT_TCPD_F1_H_

@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 using ::testing::HasSubstr;
@@ -36,4 +36,4 @@ TEST(TcpdF1Test, RejectsBadInput) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

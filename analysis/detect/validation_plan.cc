@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/stats.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 absl::StatusOr<PassPlan> PlanRingPasses(absl::Span<const int64_t> ring) {
   if (ring.empty()) return absl::InvalidArgumentError("ring has no ranks");
@@ -165,4 +165,4 @@ absl::StatusOr<std::vector<SlowLink>> FindSlowLinks(const PassPlan& plan,
   return slow;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

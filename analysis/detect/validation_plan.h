@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 struct LinkPair {
   int64_t src = 0;  // Sending rank.
@@ -72,6 +72,6 @@ absl::StatusOr<std::vector<SlowLink>> FindSlowLinks(const PassPlan& plan,
                                                     absl::Span<const LinkMeasurement> measured,
                                                     double slow_ratio = 0.10);
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect
 
 #endif  // FALCON_ANALYSIS_DETECT_VALIDATION_PLAN_H_

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 namespace {
 
 using ::testing::HasSubstr;
@@ -132,4 +132,4 @@ TEST(FindSlowLinksTest, RejectsIncompleteOrForeignMeasurements) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/stats.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 absl::string_view ChangeKindName(ChangeKind kind) {
   switch (kind) {
@@ -137,4 +137,4 @@ absl::StatusOr<std::vector<ChangePoint>> VerifyChangePoints(absl::Span<const dou
   return kept;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::detect {
 
 enum class ChangeKind {
   kRaw,       // Not verified (BOCD's MAP segmentation as is).
@@ -103,6 +103,6 @@ absl::StatusOr<std::vector<ChangePoint>> VerifyChangePoints(absl::Span<const dou
                                                             absl::Span<const double> probabilities,
                                                             const VerificationOptions& options);
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::detect
 
 #endif  // FALCON_ANALYSIS_DETECT_VERIFICATION_H_

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 std::string Secs(absl::Duration d) { return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d)); }
@@ -203,6 +203,7 @@ void Escalation::Escalate(int64_t iteration, std::vector<EscalationStep>* out) {
                       " vs healthy ", Secs(healthy_), "; ladder: ", absl::StrJoin(ladder, " -> "));
     }
     used_.push_back(s);
+    applied_.push_back(s);
     if (s != Strategy::kS1Ignore) in_force_.push_back(s);
     Emit(EscalationStep::Action::kApply, s, iteration, cost, std::move(reason), out);
     if (s == Strategy::kS4CheckpointRestart) {
@@ -252,6 +253,7 @@ absl::StatusOr<std::vector<EscalationStep>> Escalation::StartEvent(Cause cause,
   iterations_ = 0;
   in_force_.clear();
   used_.clear();
+  applied_.clear();
   std::vector<EscalationStep> out;
   Escalate(iteration, &out);
   return out;
@@ -279,7 +281,7 @@ absl::StatusOr<std::vector<EscalationStep>> Escalation::OnCleared(int64_t iterat
     if (Contains(in_force_, s)) Revert(s, iteration, why, &out);
   }
   Strategy highest = Strategy::kS1Ignore;
-  for (Strategy s : used_) highest = std::max(highest, s);
+  for (Strategy s : applied_) highest = std::max(highest, s);
   active_ = false;
   Emit(EscalationStep::Action::kEnd, highest, iteration, absl::ZeroDuration(),
        absl::StrCat(why, " after ", iterations_, " iterations; lost ", Secs(lost_),
@@ -299,6 +301,7 @@ absl::StatusOr<std::vector<EscalationStep>> Escalation::MarkInapplicable(Strateg
   }
   std::vector<EscalationStep> out;
   in_force_.erase(std::remove(in_force_.begin(), in_force_.end(), strategy), in_force_.end());
+  applied_.erase(std::remove(applied_.begin(), applied_.end(), strategy), applied_.end());
   if (!Contains(used_, strategy)) used_.push_back(strategy);
   Emit(EscalationStep::Action::kSkip, strategy, iteration, Cost(strategy),
        absl::StrCat(StrategyName(strategy), " not applicable: ", why), &out);
@@ -320,4 +323,4 @@ absl::StatusOr<std::vector<EscalationStep>> Escalation::UpdateOptions(
   return out;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

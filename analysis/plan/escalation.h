@@ -31,7 +31,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 // Mitigation strategies in escalation order (the values match falcon.v1.Strategy).
 enum class Strategy { kS1Ignore = 1, kS2MicroBatch = 2, kS3Topology = 3, kS4CheckpointRestart = 4 };
@@ -71,12 +71,14 @@ struct EscalationStep {
     kEnd,     // The event is over (cleared, or handled by S4).
   };
   Action action = Action::kApply;
-  Strategy strategy = Strategy::kS1Ignore;  // For kEnd: the highest level applied.
-  int64_t iteration = 0;                    // The caller's iteration when decided.
-  absl::Time time;                          // The clock's Now() when decided.
-  absl::Duration lost;                      // Lost time accumulated so far.
-  absl::Duration cost;                      // The strategy's cost (kApply, kSkip).
-  std::string reason;                       // Why, for humans and logs; never empty.
+  // For kEnd: the highest level applied and not skipped afterwards (S1 when every higher one
+  // was skipped).
+  Strategy strategy = Strategy::kS1Ignore;
+  int64_t iteration = 0;  // The caller's iteration when decided.
+  absl::Time time;        // The clock's Now() when decided.
+  absl::Duration lost;    // Lost time accumulated so far.
+  absl::Duration cost;    // The strategy's cost (kApply, kSkip).
+  std::string reason;     // Why, for humans and logs; never empty.
 };
 
 // "apply", "revert", "skip", "end".
@@ -155,10 +157,11 @@ class Escalation {
   int64_t start_iteration_ = 0;
   int64_t iterations_ = 0;
   std::vector<Strategy> in_force_;
-  std::vector<Strategy> used_;  // applied or skipped during this event
+  std::vector<Strategy> used_;     // applied or skipped during this event
+  std::vector<Strategy> applied_;  // applied during this event and not skipped since
   std::vector<EscalationStep> history_;
 };
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan
 
 #endif  // FALCON_ANALYSIS_PLAN_ESCALATION_H_

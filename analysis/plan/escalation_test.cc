@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 using ::testing::ElementsAre;
@@ -115,6 +115,32 @@ TEST_F(EscalationTest, ClearingRevertsS3ThenS2) {
   EXPECT_THAT((*steps)[2].reason, HasSubstr("after 10 iterations; lost 10.00s"));
   EXPECT_FALSE(e.active());
   EXPECT_THAT(e.in_force(), IsEmpty());
+}
+
+TEST_F(EscalationTest, TheHighestLevelReachedLeavesOutSkippedLevels) {
+  EscalationOptions o;
+  o.s3_cost = absl::Seconds(10);
+  Escalation e = Make(o);
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  int64_t it = 1;
+  Run(e, 10, absl::Seconds(2), &it);  // S2 at 5 s lost, S3 at 10 s.
+  ASSERT_THAT(e.in_force(), ElementsAre(Strategy::kS2MicroBatch, Strategy::kS3Topology));
+  // S3 found no better layout: skipped, S2 stays in force.
+  ASSERT_TRUE(e.MarkInapplicable(Strategy::kS3Topology, "no better layout", 10).ok());
+  absl::StatusOr<std::vector<EscalationStep>> steps = e.OnCleared(20);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->back().action, Action::kEnd);
+  EXPECT_EQ(steps->back().strategy, Strategy::kS2MicroBatch);
+  EXPECT_THAT(steps->back().reason, HasSubstr("highest level S2 micro-batch"));
+  // Every level above S1 skipped: the highest reached is S1.
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 30).ok());
+  it = 31;
+  Run(e, 5, absl::Seconds(2), &it);
+  ASSERT_TRUE(e.MarkInapplicable(Strategy::kS2MicroBatch, "no better plan", 35).ok());
+  steps = e.OnCleared(36);
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(steps->back().strategy, Strategy::kS1Ignore);
+  EXPECT_THAT(steps->back().reason, HasSubstr("highest level S1 ignore"));
 }
 
 TEST_F(EscalationTest, LadderIsOrderedByCost) {
@@ -240,4 +266,4 @@ TEST_F(EscalationTest, SingleLevelIsTwoCompetitive) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

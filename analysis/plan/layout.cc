@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 absl::StatusOr<Layout> Layout::Create(std::vector<RankPlacement> ranks) {
   if (ranks.empty()) return absl::InvalidArgumentError("ranks: empty layout");
@@ -112,4 +112,4 @@ std::string Layout::ToString() const {
   return out + "]";
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 struct RankPlacement {
   int32_t rank = 0;  // Global rank, [0, W).
@@ -77,6 +77,6 @@ class Layout {
   int tp_size_ = 0;
 };
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan
 
 #endif  // FALCON_ANALYSIS_PLAN_LAYOUT_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/plan/progression_select.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 // The problem in whole blocks of q micro-batches: n_i = m_i / q, block time u_i = q·t_i (ns).
@@ -236,4 +236,4 @@ absl::StatusOr<std::vector<absl::Duration>> MicroBatchTimesFromSeconds(
   return times;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

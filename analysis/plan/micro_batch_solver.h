@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 // Limits that keep every product m_i·t_i inside int64 nanoseconds.
 inline constexpr int64_t kMaxGlobalMicroBatches = 4'000'000;
@@ -74,6 +74,6 @@ absl::StatusOr<MicroBatchSplit> EvaluateMicroBatches(const MicroBatchProblem& pr
 absl::StatusOr<std::vector<absl::Duration>> MicroBatchTimesFromSeconds(
     const std::vector<double>& seconds, const std::string& field = "micro_batch_times");
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan
 
 #endif  // FALCON_ANALYSIS_PLAN_MICRO_BATCH_SOLVER_H_

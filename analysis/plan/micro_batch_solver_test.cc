@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 using ::testing::ElementsAre;
@@ -258,4 +258,4 @@ TEST(MicroBatchSolverTest, SecondsConversionRejectsNaN) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

@@ -16,7 +16,7 @@
 #include "analysis/plan/pipeline_cost.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 constexpr int kGpus = 8;
@@ -116,4 +116,4 @@ TEST(PaperFiguresTest, DpFourMediumSlowGpuIsOnePointFourToOnePointOne) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

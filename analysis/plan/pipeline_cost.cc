@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 absl::Duration StageCycle(const PipelineTiming& replica, int stage) {
   absl::Duration cycle = replica.stage_compute[stage];
@@ -138,4 +138,4 @@ absl::StatusOr<JobTiming> UniformJob(int dp, int pp, int64_t micro_batches, absl
   return job;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 // One DP replica (pipeline).
 struct PipelineTiming {
@@ -77,6 +77,6 @@ absl::StatusOr<IterationEstimate> EstimateIteration(const JobTiming& job);
 absl::StatusOr<JobTiming> UniformJob(int dp, int pp, int64_t micro_batches, absl::Duration compute,
                                      absl::Duration p2p, absl::Duration allreduce);
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan
 
 #endif  // FALCON_ANALYSIS_PLAN_PIPELINE_COST_H_

@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 using ::testing::ElementsAre;
@@ -83,4 +83,4 @@ TEST(PipelineCostTest, BadInputNamesTheField) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

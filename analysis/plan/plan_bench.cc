@@ -15,7 +15,7 @@
 #include "analysis/plan/micro_batch_solver.h"
 #include "analysis/plan/topology_planner.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -129,18 +129,18 @@ void BenchS3(int dp, int pp, int tp) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan
 
 int main() {
-  falcon::analysis::BenchS2();
+  falcon::analysis::plan::BenchS2();
   std::printf(
       "\nS3 topology planner at 1,024 ranks (4 slow DP links at 3x, 6 slow ranks at 1.5x;\n"
       "m = 16, 200 ms per stage, p2p 10 ms, all-reduce 800 ms, 2 GiB state per rank)\n");
   std::printf("%5s %3s %3s %3s %8s %10s %9s %9s %11s %10s %7s %9s\n", "ranks", "dp", "pp", "tp",
               "TPgroups", "cpu (ms)", "before s", "after s", "DP links", "slow stgs", "moved",
               "GiB moved");
-  falcon::analysis::BenchS3(16, 8, 8);
-  falcon::analysis::BenchS3(32, 8, 4);
-  falcon::analysis::BenchS3(128, 8, 1);
+  falcon::analysis::plan::BenchS3(16, 8, 8);
+  falcon::analysis::plan::BenchS3(32, 8, 4);
+  falcon::analysis::plan::BenchS3(128, 8, 1);
   return 0;
 }

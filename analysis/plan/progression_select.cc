@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 // Value of the k-th term, and the largest k whose term is <= v (v >= 0).
@@ -116,4 +116,4 @@ Int128 SelectValue(const std::vector<OddProgression>& ps, int64_t r) {
   return Select<OddProgression, Int128>(ps, r);
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

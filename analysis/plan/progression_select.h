@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 using Int128 = __int128;
 
@@ -52,6 +52,6 @@ int64_t TotalCount(const std::vector<OddProgression>& progressions);
 int64_t SelectValue(const std::vector<Progression>& progressions, int64_t r);
 Int128 SelectValue(const std::vector<OddProgression>& progressions, int64_t r);
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan
 
 #endif  // FALCON_ANALYSIS_PLAN_PROGRESSION_SELECT_H_

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 template <typename P, typename V>
@@ -82,4 +82,4 @@ TEST(ProgressionSelectTest, HugeOddWeightsStayExact) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

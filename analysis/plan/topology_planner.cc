@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/plan/topology_search.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 using topology_internal::BuildProblem;
@@ -232,4 +232,4 @@ absl::StatusOr<TopologyPlan> PlanTopology(const Layout& layout,
   return plan;
 }
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

@@ -44,7 +44,7 @@
 #include "analysis/plan/layout.h"
 #include "analysis/plan/pipeline_cost.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 
 // A link that validation measured as slow. Direction does not matter.
 struct SlowLink {
@@ -123,6 +123,6 @@ absl::StatusOr<JobTiming> LayoutTiming(const Layout& layout,
                                        const std::vector<SlowRank>& slow_ranks,
                                        const TopologyCostModel& model);
 
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan
 
 #endif  // FALCON_ANALYSIS_PLAN_TOPOLOGY_PLANNER_H_

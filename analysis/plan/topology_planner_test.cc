@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::analysis {
+namespace falcon::analysis::plan {
 namespace {
 
 using ::testing::ElementsAre;
@@ -302,4 +302,4 @@ TEST(TopologyPlannerTest, RandomJobsKeepInvariantsAndNeverGetWorse) {
 }
 
 }  // namespace
-}  // namespace falcon::analysis
+}  // namespace falcon::analysis::plan

@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::analysis::topology_internal {
+namespace falcon::analysis::plan::topology_internal {
 namespace {
 
 constexpr int64_t kDpWeight = 1024;  // a DP stage over a slow link outweighs any PP hops
@@ -252,4 +252,4 @@ int64_t Search::PairPenalty(int pair_index) {
   }
   return pair.weight * (kDpWeight * dp_shared + pp_hops);
 }
-}  // namespace falcon::analysis::topology_internal
+}  // namespace falcon::analysis::plan::topology_internal

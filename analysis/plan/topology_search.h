@@ -16,7 +16,7 @@
 #include "analysis/plan/layout.h"
 #include "analysis/plan/topology_planner.h"
 
-namespace falcon::analysis::topology_internal {
+namespace falcon::analysis::plan::topology_internal {
 
 // The job reduced to TP groups ("units") and nodes. Unit u is the TP group that the input layout
 // places at slot u = dp·P + pp; it never changes node.
@@ -124,6 +124,6 @@ class Search {
   std::vector<int> involved_nodes_;  // ascending
 };
 
-}  // namespace falcon::analysis::topology_internal
+}  // namespace falcon::analysis::plan::topology_internal
 
 #endif  // FALCON_ANALYSIS_PLAN_TOPOLOGY_SEARCH_H_

@@ -150,12 +150,6 @@ std::string DirectiveStateName(falcon::v1::DirectiveRecord::State s) {
   return absl::AsciiStrToLower(n.substr(std::string("STATE_").size()));
 }
 
-std::string DirectiveKindName(const falcon::v1::Directive& d) {
-  const auto* oneof = d.GetDescriptor()->FindOneofByName("kind");
-  const auto* field = d.GetReflection()->GetOneofFieldDescriptor(d, oneof);
-  return field == nullptr ? "none" : field->name();
-}
-
 std::string Culprit(const falcon::v1::Event& e) {
   std::vector<std::string> parts;
   if (e.ranks_size() > 0) {

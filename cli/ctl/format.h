@@ -43,8 +43,6 @@ std::string EventStateName(falcon::v1::EventState s);
 std::string CauseName(falcon::v1::Cause c);
 std::string StrategyName(falcon::v1::Strategy s);
 std::string DirectiveStateName(falcon::v1::DirectiveRecord::State s);
-// "micro_batch_plan", "pause", ... ("none" when unset).
-std::string DirectiveKindName(const falcon::v1::Directive& d);
 // "ranks 5" / "links 1->3, 2->3" / "-".
 std::string Culprit(const falcon::v1::Event& e);
 

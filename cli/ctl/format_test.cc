@@ -44,10 +44,6 @@ TEST(Format, EnumNames) {
   EXPECT_EQ(CauseName(falcon::v1::CAUSE_UNSPECIFIED), "-");
   EXPECT_EQ(StrategyName(falcon::v1::STRATEGY_S2_MICRO_BATCH), "S2 micro-batch");
   EXPECT_EQ(DirectiveStateName(falcon::v1::DirectiveRecord::STATE_TIMED_OUT), "timed_out");
-  falcon::v1::Directive d;
-  EXPECT_EQ(DirectiveKindName(d), "none");
-  d.mutable_micro_batch_plan()->add_micro_batches(4);
-  EXPECT_EQ(DirectiveKindName(d), "micro_batch_plan");
 }
 
 TEST(Format, Culprit) {
@@ -195,6 +191,27 @@ TEST(Render, DirectiveAcks) {
   falcon::v1::ListDirectivesResponse list;
   *list.add_directives() = r;
   EXPECT_TRUE(absl::StrContains(RenderDirectives(list, {{"j", 8}}), "2/3"));
+}
+
+// KIND is the word the controller's logs and metrics use (docs/glossary.md, "directive").
+TEST(Render, DirectiveKindsAreTheLogAndMetricWords) {
+  falcon::v1::ListDirectivesResponse list;
+  falcon::v1::DirectiveRecord* plan = list.add_directives();
+  plan->mutable_directive()->set_directive_id(3);
+  plan->mutable_directive()->set_job("j");
+  plan->mutable_directive()->mutable_micro_batch_plan()->add_micro_batches(4);
+  falcon::v1::DirectiveRecord* revert = list.add_directives();
+  *revert = *plan;
+  revert->mutable_directive()->set_directive_id(4);
+  revert->mutable_directive()->set_reverts_directive_id(3);
+  falcon::v1::DirectiveRecord* pause = list.add_directives();
+  pause->mutable_directive()->set_job("j");
+  pause->mutable_directive()->mutable_pause();
+  const std::string out = RenderDirectives(list, {{"j", 8}});
+  EXPECT_TRUE(absl::StrContains(out, "  s2  ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "s2 (reverts 3)")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "pause")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "micro_batch_plan")) << out;
 }
 
 TEST(Render, Plan) {

@@ -10,6 +10,7 @@
 #include "cli/ctl/format.h"
 #include "cli/ctl/settings_kv.h"
 #include "common/comm_kind.h"
+#include "common/directive_kind.h"
 
 namespace falcon::cli::ctl {
 namespace {
@@ -198,7 +199,8 @@ std::string RenderDirectives(const falcon::v1::ListDirectivesResponse& directive
   for (const auto& r : directives.directives()) {
     const auto& d = r.directive();
     auto ws = world_sizes.find(d.job());
-    std::string kind = DirectiveKindName(d);
+    // The kind word of the logs and metrics (s2, s3, s4, pause, resume, profiling).
+    std::string kind(common::DirectiveKindName(d));
     if (d.reverts_directive_id() != 0)
       absl::StrAppend(&kind, " (reverts ", d.reverts_directive_id(), ")");
     t.Add({absl::StrCat(d.directive_id()), d.job(), absl::StrCat(d.epoch()), kind,

@@ -10,7 +10,7 @@
 #include "analysis/detect/verification.h"
 #include "common/stats.h"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
 using nlohmann::json;
@@ -20,9 +20,9 @@ json Ratio(double before, double after) {
   return after / before;
 }
 
-json PointJson(const analysis::ChangePoint& cp) {
+json PointJson(const analysis::detect::ChangePoint& cp) {
   return {{"index", cp.index},
-          {"kind", std::string(analysis::ChangeKindName(cp.kind))},
+          {"kind", std::string(analysis::detect::ChangeKindName(cp.kind))},
           {"ratio", Ratio(cp.mean_before, cp.mean_after)},
           {"probability", cp.probability}};
 }
@@ -43,23 +43,24 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
   if (!options.zscore) {
     // Without z-scoring BOCD sees the values as they are (any finite value is fine with it).
     for (size_t i = 0; i < s.values.size(); ++i) {
-      if (std::fabs(s.values[i]) > analysis::kMaxUnscaledObservation) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "series \"", s.name, "\" ", s.origins[i], ": ", s.values[i],
-            " is too large for BOCD without z-scoring (|x| <= ", analysis::kMaxUnscaledObservation,
-            "); drop --nozscore"));
+      if (std::fabs(s.values[i]) > analysis::detect::kMaxUnscaledObservation) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("series \"", s.name, "\" ", s.origins[i], ": ", s.values[i],
+                         " is too large for BOCD without z-scoring (|x| <= ",
+                         analysis::detect::kMaxUnscaledObservation, "); drop --nozscore"));
       }
     }
   }
-  analysis::SegmentOptions seg;
+  analysis::detect::SegmentOptions seg;
   seg.bocd.prior = options.prior;
   seg.bocd.hazard = 1.0 / options.expected_run_length;
   seg.bocd.prune_threshold = 1e-4;  // ocp's truncRlim in TCPDBench.
   seg.bocd.max_hypotheses = 10000;  // ocp's maxRlength: offline, no need to cap lower.
   seg.zscore = options.zscore && s.values.size() >= 2;
   // The statistic the online detector thresholds (its lag), so min_probability means the same.
-  seg.probability_lag = analysis::OnlineDetectorOptions().lag;
-  absl::StatusOr<analysis::Segmentation> segmentation = analysis::SegmentSeries(s.values, seg);
+  seg.probability_lag = analysis::detect::OnlineDetectorOptions().lag;
+  absl::StatusOr<analysis::detect::Segmentation> segmentation =
+      analysis::detect::SegmentSeries(s.values, seg);
   if (!segmentation.ok()) {
     return absl::Status(segmentation.status().code(),
                         absl::StrCat("series \"", s.name, "\": ", segmentation.status().message()));
@@ -84,7 +85,7 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
                         {"probability", segmentation->probabilities[j]}});
     }
   } else {
-    analysis::VerificationOptions v;
+    analysis::detect::VerificationOptions v;
     v.min_relative_change = options.min_change;
     v.min_gap = options.min_gap;
     std::vector<int64_t> candidates;
@@ -94,18 +95,18 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
       candidates.push_back(cps[j]);
       probabilities.push_back(segmentation->probabilities[j]);
     }
-    absl::StatusOr<std::vector<analysis::ChangePoint>> kept =
-        analysis::VerifyChangePoints(s.values, candidates, probabilities, v);
+    absl::StatusOr<std::vector<analysis::detect::ChangePoint>> kept =
+        analysis::detect::VerifyChangePoints(s.values, candidates, probabilities, v);
     // What verification keeps of every segment start: those below min_probability are listed
     // apart (what --min_probability 0 would report).
-    absl::StatusOr<std::vector<analysis::ChangePoint>> all =
-        analysis::VerifyChangePoints(s.values, cps, segmentation->probabilities, v);
+    absl::StatusOr<std::vector<analysis::detect::ChangePoint>> all =
+        analysis::detect::VerifyChangePoints(s.values, cps, segmentation->probabilities, v);
     if (!kept.ok() || !all.ok()) {
       const absl::Status& e = kept.ok() ? all.status() : kept.status();
       return absl::Status(e.code(), absl::StrCat("series \"", s.name, "\": ", e.message()));
     }
-    for (const analysis::ChangePoint& cp : *kept) points.push_back(PointJson(cp));
-    for (const analysis::ChangePoint& cp : *all) {
+    for (const analysis::detect::ChangePoint& cp : *kept) points.push_back(PointJson(cp));
+    for (const analysis::detect::ChangePoint& cp : *all) {
       if (cp.probability < options.min_probability) below.push_back(PointJson(cp));
     }
   }
@@ -121,7 +122,7 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
     return absl::InvalidArgumentError(absl::StrCat(
         "hazard: the expected run length must be > 1, got ", options.expected_run_length));
   }
-  analysis::BocdOptions check;
+  analysis::detect::BocdOptions check;
   check.prior = options.prior;
   if (absl::Status s = check.Validate(); !s.ok()) return s;
   if (!(options.min_change > 0 && options.min_change <= 10)) {
@@ -146,16 +147,16 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
     out["series"].push_back(*std::move(one));
   }
   if (!input.steps.empty()) {
-    analysis::BlameOptions b;
+    analysis::detect::BlameOptions b;
     b.slow_ratio = options.min_change;
     json blame = json::array();
-    for (const analysis::BlameInput& step : input.steps) {
-      absl::StatusOr<analysis::BlameResult> r = analysis::BlameStep(step, b);
+    for (const analysis::detect::BlameInput& step : input.steps) {
+      absl::StatusOr<analysis::detect::BlameResult> r = analysis::detect::BlameStep(step, b);
       if (!r.ok()) return r.status();
-      for (const analysis::Blame& x : r->blamed) {
+      for (const analysis::detect::Blame& x : r->blamed) {
         blame.push_back({{"step", step.step},
                          {"rank", x.rank},
-                         {"cause", std::string(analysis::BlameCauseName(x.cause))},
+                         {"cause", std::string(analysis::detect::BlameCauseName(x.cause))},
                          {"ratio", x.ratio}});
       }
     }
@@ -198,4 +199,4 @@ std::string FormatReport(const json& result) {
   return out;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

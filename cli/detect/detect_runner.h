@@ -25,19 +25,19 @@
 #include "cli/detect/readers.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 
 struct DetectOptions {
   bool raw = false;  // MAP segmentation only, no verification.
   // Segment starts whose change-point probability is below this are not verified (nor
   // reported): the online detector's change_probability, so the tool reports what Falcon would
   // propose. [0, 1]; 0 verifies every segment start. Ignored with raw.
-  double min_probability = analysis::DetectorThresholds().change_probability;
-  analysis::NormalGammaPrior prior;  // Default m=0, k=1, a=1, b=1 (ocp / TCPDBench).
-  double expected_run_length = 250;  // lambda; hazard = 1 / lambda. > 1.
-  bool zscore = true;                // Standardize each series first.
-  double min_change = 0.10;          // Verification: min relative change of the mean.
-  int min_gap = 10;                  // Verification: min observations between changes.
+  double min_probability = analysis::detect::DetectorThresholds().change_probability;
+  analysis::detect::NormalGammaPrior prior;  // Default m=0, k=1, a=1, b=1 (ocp / TCPDBench).
+  double expected_run_length = 250;          // lambda; hazard = 1 / lambda. > 1.
+  bool zscore = true;                        // Standardize each series first.
+  double min_change = 0.10;                  // Verification: min relative change of the mean.
+  int min_gap = 10;                          // Verification: min observations between changes.
 };
 
 // kInvalidArgument: an empty series, a negative value when verifying (times), or bad options;
@@ -47,6 +47,6 @@ absl::StatusOr<nlohmann::json> RunDetect(const DetectInput& input, const DetectO
 // A short human-readable report of RunDetect's JSON.
 std::string FormatReport(const nlohmann::json& result);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect
 
 #endif  // FALCON_CLI_DETECT_DETECT_RUNNER_H_

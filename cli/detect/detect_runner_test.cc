@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
 using nlohmann::json;
@@ -130,7 +130,7 @@ TEST(RunDetectTest, BadInputNamesSeriesAndOrigin) {
 }
 
 TEST(RunDetectTest, BlameForStepInput) {
-  analysis::BlameInput step;
+  analysis::detect::BlameInput step;
   step.step = 3;
   for (int r = 0; r < 4; ++r) {
     step.ranks.push_back({r, 0, absl::Seconds(r == 2 ? 2.0 : 1.0)});
@@ -144,4 +144,4 @@ TEST(RunDetectTest, BlameForStepInput) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

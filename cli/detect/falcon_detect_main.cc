@@ -49,7 +49,7 @@ ABSL_FLAG(double, min_change, 0.10,
           "Verification: keep a change when the means differ by at least this fraction; also "
           "the blame threshold over the median.");
 ABSL_FLAG(int, min_gap, 10, "Verification: minimum observations between kept changes.");
-ABSL_FLAG(double, min_probability, falcon::cli::DetectOptions().min_probability,
+ABSL_FLAG(double, min_probability, falcon::cli::detect::DetectOptions().min_probability,
           "Verify (and report) a segment start only when its change-point probability reaches "
           "this: the online detector's change_probability (0.9, lag 10). 0 verifies every "
           "segment start of the MAP segmentation. Ignored with --raw.");
@@ -59,7 +59,7 @@ ABSL_FLAG(int64_t, max_input_bytes, int64_t{64} << 20,
 
 namespace {
 
-absl::StatusOr<falcon::analysis::NormalGammaPrior> ParsePrior(const std::string& text) {
+absl::StatusOr<falcon::analysis::detect::NormalGammaPrior> ParsePrior(const std::string& text) {
   const std::vector<std::string> parts = absl::StrSplit(text, ',');
   if (parts.size() != 4) {
     return absl::InvalidArgumentError(
@@ -73,7 +73,7 @@ absl::StatusOr<falcon::analysis::NormalGammaPrior> ParsePrior(const std::string&
           absl::StrCat("--prior: ", names[i], " = \"", parts[i], "\" is not a number"));
     }
   }
-  return falcon::analysis::NormalGammaPrior{v[0], v[1], v[2], v[3]};
+  return falcon::analysis::detect::NormalGammaPrior{v[0], v[1], v[2], v[3]};
 }
 
 int Fail(const absl::Status& status) {
@@ -90,13 +90,14 @@ int main(int argc, char** argv) {
       "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--min_probability P]\n"
       "                [--json]";
   absl::SetProgramUsageMessage(kUsage);
-  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::cout << falcon::cli::FlagsHelp(absl::StrCat(kUsage, "\n", falcon::common::kLoggingUsage),
-                                        "falcon_detect_main.cc", /*dashes=*/false);
+  if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
+    std::cout << falcon::cli::help::FlagsHelp(
+        absl::StrCat(kUsage, "\n", falcon::common::logging::kLoggingUsage), "falcon_detect_main.cc",
+        /*dashes=*/false);
     return 0;
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
   if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) return Fail(s);
   const int64_t max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
   if (absl::Status s =
@@ -110,13 +111,14 @@ int main(int argc, char** argv) {
     return Fail(
         absl::InvalidArgumentError("--format is required: one of csv, tcpd, alibaba, bytedance"));
   }
-  absl::StatusOr<falcon::cli::InputFormat> format =
-      falcon::cli::ParseFormat(absl::GetFlag(FLAGS_format));
+  absl::StatusOr<falcon::cli::detect::InputFormat> format =
+      falcon::cli::detect::ParseFormat(absl::GetFlag(FLAGS_format));
   if (!format.ok()) return Fail(format.status());
-  absl::StatusOr<falcon::analysis::NormalGammaPrior> prior = ParsePrior(absl::GetFlag(FLAGS_prior));
+  absl::StatusOr<falcon::analysis::detect::NormalGammaPrior> prior =
+      ParsePrior(absl::GetFlag(FLAGS_prior));
   if (!prior.ok()) return Fail(prior.status());
 
-  falcon::cli::DetectOptions options;
+  falcon::cli::detect::DetectOptions options;
   options.raw = absl::GetFlag(FLAGS_raw);
   options.prior = *prior;
   options.expected_run_length = absl::GetFlag(FLAGS_hazard);
@@ -125,18 +127,18 @@ int main(int argc, char** argv) {
   options.min_gap = absl::GetFlag(FLAGS_min_gap);
   options.min_probability = absl::GetFlag(FLAGS_min_probability);
 
-  absl::StatusOr<falcon::cli::DetectInput> data =
-      falcon::cli::ReadInput(input, *format, absl::GetFlag(FLAGS_column),
-                             falcon::cli::ReadLimits{static_cast<uint64_t>(max_input_bytes)});
+  absl::StatusOr<falcon::cli::detect::DetectInput> data = falcon::cli::detect::ReadInput(
+      input, *format, absl::GetFlag(FLAGS_column),
+      falcon::cli::detect::ReadLimits{static_cast<uint64_t>(max_input_bytes)});
   if (!data.ok()) return Fail(data.status());
-  absl::StatusOr<nlohmann::json> result = falcon::cli::RunDetect(*data, options);
+  absl::StatusOr<nlohmann::json> result = falcon::cli::detect::RunDetect(*data, options);
   if (!result.ok()) return Fail(result.status());
   if (absl::GetFlag(FLAGS_json)) {
     // Series names come from the input (CSV headers): not always UTF-8, which dump() would throw
     // on. Bad bytes become U+FFFD.
     std::cout << result->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << falcon::cli::FormatReport(*result);
+    std::cout << falcon::cli::detect::FormatReport(*result);
   }
   return 0;
 }

@@ -41,7 +41,7 @@ Result RunBinary(const std::string& args) {
   return r;
 }
 
-std::string Data(const std::string& relative) { return falcon::testing::RealDataPath(relative); }
+std::string Data(const std::string& relative) { return falcon::tests::RealDataPath(relative); }
 
 std::string Temp(const std::string& name, const std::string& content) {
   const char* dir = std::getenv("TEST_TMPDIR");

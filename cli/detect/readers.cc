@@ -16,11 +16,11 @@
 #include "common/json_parse.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
-using analysis::BlameInput;
-using analysis::CommTiming;
+using analysis::detect::BlameInput;
+using analysis::detect::CommTiming;
 
 constexpr char kLimitName[] = "--max_input_bytes";
 
@@ -178,21 +178,21 @@ BlameInput BuildBlameInput(int64_t step, const std::vector<RankRow>& rows) {
     last_stage = std::max(last_stage, r.stage);
   }
   uint64_t next_id = 1;
-  auto add = [&](const std::string& kind, std::vector<analysis::CommMember> members) {
+  auto add = [&](const std::string& kind, std::vector<analysis::detect::CommMember> members) {
     if (members.empty()) return;
     in.comms.push_back(CommTiming{next_id++, kind, 0, std::move(members)});
   };
   // Data-parallel groups: same stage, every replica.
   for (const char* op :
        {"grads-reduce-scatter", "params-all-gather", "layernorm-grads-all-reduce"}) {
-    std::map<int64_t, std::vector<analysis::CommMember>> by_stage;
+    std::map<int64_t, std::vector<analysis::detect::CommMember>> by_stage;
     for (const RankRow& r : rows) {
       if (r.ops.count(op)) by_stage[r.stage].push_back({r.rank, Seconds(r.Op(op))});
     }
     for (auto& [stage, members] : by_stage) add(op, std::move(members));
   }
   // Per replica: gradient clipping over its stages; embedding all-reduce of first and last.
-  std::map<int64_t, std::vector<analysis::CommMember>> clip;
+  std::map<int64_t, std::vector<analysis::detect::CommMember>> clip;
   for (const RankRow& r : rows) {
     if (r.ops.count("optimizer-clip-main-grad")) {
       clip[r.dp].push_back({r.rank, Seconds(r.Op("optimizer-clip-main-grad"))});
@@ -317,4 +317,4 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
   return input;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

@@ -25,7 +25,7 @@
 #include "analysis/detect/blame.h"
 #include "common/text_file.h"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 
 enum class InputFormat { kCsv, kTcpd, kAlibaba, kBytedance };
 
@@ -42,7 +42,7 @@ struct NamedSeries {
 struct DetectInput {
   std::string path;
   std::vector<NamedSeries> series;
-  std::vector<analysis::BlameInput> steps;  // kBytedance only, ascending step.
+  std::vector<analysis::detect::BlameInput> steps;  // kBytedance only, ascending step.
 };
 
 // The bound on an input file: at most `max_bytes` (falcon_detect's --max_input_bytes), so that an
@@ -76,6 +76,6 @@ absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::stri
 absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column,
                                           const ReadLimits& limits = {});
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect
 
 #endif  // FALCON_CLI_DETECT_READERS_H_

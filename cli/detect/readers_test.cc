@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
 using ::testing::DoubleEq;
@@ -169,7 +169,7 @@ TEST(ReadBytedanceTest, SeriesPerRankAndBlameInputPerStep) {
   EXPECT_EQ(in.series[0].name, "rank_0");
   EXPECT_THAT(in.series[0].values, ElementsAre(DoubleEq(2.3), DoubleEq(3.6)));  // Steps 3, 5.
   ASSERT_EQ(in.steps.size(), 2u);
-  const analysis::BlameInput& s5 = in.steps[1];
+  const analysis::detect::BlameInput& s5 = in.steps[1];
   EXPECT_EQ(s5.step, 5);
   ASSERT_EQ(s5.ranks.size(), 2u);
   EXPECT_EQ(s5.ranks[1].group, 1);
@@ -209,4 +209,4 @@ TEST(ReadBytedanceTest, KeysOutOfRangeAreNamed) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

@@ -18,13 +18,13 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::detect {
 namespace {
 
 using nlohmann::json;
 
 json LoadJson(const std::string& relative) {
-  std::ifstream in(falcon::testing::RealDataPath(relative));
+  std::ifstream in(falcon::tests::RealDataPath(relative));
   std::stringstream text;
   text << in.rdbuf();
   return json::parse(text.str(), nullptr, false);
@@ -55,7 +55,7 @@ TEST_P(TcpdTest, ReproducesOcp) {
   ASSERT_FALSE(reference.is_discarded());
   const std::vector<int64_t> want =
       reference["datasets"][name]["cplocations"].get<std::vector<int64_t>>();
-  const DetectInput in = *ReadTcpd(falcon::testing::RealDataPath("tcpd/" + name + ".json"), "");
+  const DetectInput in = *ReadTcpd(falcon::tests::RealDataPath("tcpd/" + name + ".json"), "");
   const json out = *RunDetect(in, OcpSettings());
   const std::vector<int64_t> got = Indices(out["series"][0]);
   std::set<int64_t> matched;
@@ -85,7 +85,7 @@ TEST(TcpdExactTest, AllUnivariateSeriesMatchOcpExactly) {
   int checked = 0;
   for (const auto& [name, entry] : reference["datasets"].items()) {
     if (entry.value("multivariate", false)) continue;
-    const DetectInput in = *ReadTcpd(falcon::testing::RealDataPath("tcpd/" + name + ".json"), "");
+    const DetectInput in = *ReadTcpd(falcon::tests::RealDataPath("tcpd/" + name + ".json"), "");
     const json out = *RunDetect(in, OcpSettings());
     EXPECT_EQ(Indices(out["series"][0]), entry["cplocations"].get<std::vector<int64_t>>()) << name;
     ++checked;
@@ -106,7 +106,8 @@ TEST(TcpdF1RealDataTest, MatchesTcpdBenchScores) {
     for (const auto& [annotator, cps] : annotations[name].items()) {
       sets.push_back(cps.get<std::vector<int64_t>>());
     }
-    const auto f1 = analysis::TcpdF1(sets, entry["cplocations"].get<std::vector<int64_t>>());
+    const auto f1 =
+        analysis::detect::TcpdF1(sets, entry["cplocations"].get<std::vector<int64_t>>());
     ASSERT_TRUE(f1.ok()) << name;
     EXPECT_NEAR(f1->f1, entry["f1"].get<double>(), 1e-9) << name;
     ++checked;
@@ -117,7 +118,7 @@ TEST(TcpdF1RealDataTest, MatchesTcpdBenchScores) {
 TEST(AlibabaTest, Job1Worker6SlowsDownAndRecovers) {
   FALCON_REQUIRE_REAL_DATA();
   const DetectInput in =
-      *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
+      *ReadAlibaba(falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
   ASSERT_EQ(in.series.size(), 10u);
   const json out = *RunDetect(in, DetectOptions());
   int slowdowns = 0, recoveries = 0;
@@ -146,7 +147,7 @@ TEST(AlibabaTest, Job1Worker6SlowsDownAndRecovers) {
 TEST(AlibabaTest, Job1ReportsChangesAtTheOnlineDetectorsProbabilityOnly) {
   FALCON_REQUIRE_REAL_DATA();
   const DetectInput in =
-      *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
+      *ReadAlibaba(falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
   const json out = *RunDetect(in, DetectOptions());
   for (const json& s : out["series"]) {
     for (const json& cp : s["change_points"]) {
@@ -162,16 +163,17 @@ TEST(AlibabaTest, Job1ReportsChangesAtTheOnlineDetectorsProbabilityOnly) {
 TEST(AlibabaTest, Job2HasNoChangePoint) {
   FALCON_REQUIRE_REAL_DATA();
   const DetectInput in =
-      *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_2_norm.csv"), "");
+      *ReadAlibaba(falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_2_norm.csv"), "");
   const json out = *RunDetect(in, DetectOptions());
   ASSERT_EQ(out["series"].size(), 10u);
   for (const json& s : out["series"]) EXPECT_TRUE(s["change_points"].empty()) << s;
 }
 
 // The online detector, fed one sample at a time as the controller would.
-std::vector<analysis::DetectorEvent> Online(const NamedSeries& s) {
-  analysis::OnlineDetector d = *analysis::OnlineDetector::Create(analysis::OnlineDetectorOptions());
-  std::vector<analysis::DetectorEvent> events;
+std::vector<analysis::detect::DetectorEvent> Online(const NamedSeries& s) {
+  analysis::detect::OnlineDetector d =
+      *analysis::detect::OnlineDetector::Create(analysis::detect::OnlineDetectorOptions());
+  std::vector<analysis::detect::DetectorEvent> events;
   for (size_t i = 0; i < s.values.size(); ++i) {
     auto e = d.AddValue(static_cast<int64_t>(i), s.values[i]);
     EXPECT_TRUE(e.ok());
@@ -183,13 +185,13 @@ std::vector<analysis::DetectorEvent> Online(const NamedSeries& s) {
 TEST(AlibabaTest, OnlineDetectorOnJob1AndJob2) {
   FALCON_REQUIRE_REAL_DATA();
   const DetectInput job1 =
-      *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
+      *ReadAlibaba(falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"), "");
   for (const NamedSeries& s : job1.series) {
     const auto events = Online(s);
-    std::vector<analysis::DetectorEvent> slow, recovered;
+    std::vector<analysis::detect::DetectorEvent> slow, recovered;
     for (const auto& e : events) {
-      if (e.kind == analysis::ChangeKind::kSlowdown) slow.push_back(e);
-      if (e.kind == analysis::ChangeKind::kRecovery) recovered.push_back(e);
+      if (e.kind == analysis::detect::ChangeKind::kSlowdown) slow.push_back(e);
+      if (e.kind == analysis::detect::ChangeKind::kRecovery) recovered.push_back(e);
     }
     if (s.name != "worker_6") {
       EXPECT_TRUE(slow.empty()) << s.name << " onset at " << slow.front().iteration;
@@ -203,14 +205,14 @@ TEST(AlibabaTest, OnlineDetectorOnJob1AndJob2) {
     EXPECT_NEAR(recovered[0].iteration, 195, 5);
   }
   const DetectInput job2 =
-      *ReadAlibaba(falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_2_norm.csv"), "");
+      *ReadAlibaba(falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_2_norm.csv"), "");
   for (const NamedSeries& s : job2.series) EXPECT_TRUE(Online(s).empty()) << s.name;
 }
 
 TEST(BytedanceTest, ArBlamesRankZeroOnEveryStepAndNoOtherRank) {
   FALCON_REQUIRE_REAL_DATA();
   const DetectInput in = *ReadBytedance(
-      falcon::testing::RealDataPath("bytedance_straggler_analysis/AR_per_step_rank.csv"), "");
+      falcon::tests::RealDataPath("bytedance_straggler_analysis/AR_per_step_rank.csv"), "");
   ASSERT_EQ(in.steps.size(), 44u);
   ASSERT_EQ(in.series.size(), 16u);
   const json out = *RunDetect(in, DetectOptions());
@@ -225,4 +227,4 @@ TEST(BytedanceTest, ArBlamesRankZeroOnEveryStepAndNoOtherRank) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::detect

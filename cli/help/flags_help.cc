@@ -11,7 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 
-namespace falcon::cli {
+namespace falcon::cli::help {
 
 bool WantsHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -72,4 +72,4 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, const FlagAli
   return args;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::help

@@ -2,9 +2,9 @@
 // and exiting with status 1, which scripts read as a failure; a tool calls WantsHelp() before
 // absl::ParseCommandLine and, when it is true, prints FlagsHelp() to stdout and exits 0.
 //
-//   if (falcon::cli::WantsHelp(argc, argv)) {
-//     std::fputs(falcon::cli::FlagsHelp(kUsage, "falcon_plan_main.cc", true).c_str(), stdout);
-//     return 0;
+//   if (falcon::cli::help::WantsHelp(argc, argv)) {
+//     std::fputs(falcon::cli::help::FlagsHelp(kUsage, "falcon_plan_main.cc", true).c_str(),
+//     stdout); return 0;
 //   }
 //
 // Thread-compatible; reads the process's flag registry, no I/O.
@@ -17,7 +17,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace falcon::cli {
+namespace falcon::cli::help {
 
 // True when an argument before a bare "--" is -h, -?, --help, --helpshort, --helpfull or
 // --help=... (one or two leading dashes).
@@ -38,6 +38,6 @@ using FlagAliases = std::map<std::string, std::string>;
 // old name in `aliases` becomes its current name. Values and positional arguments are untouched.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, const FlagAliases& aliases = {});
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::help
 
 #endif  // FALCON_CLI_HELP_FLAGS_HELP_H_

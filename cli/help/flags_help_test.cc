@@ -10,7 +10,7 @@
 ABSL_FLAG(int, help_test_count, 3, "how many");
 ABSL_FLAG(std::string, help_test_name, "", "a name");
 
-namespace falcon::cli {
+namespace falcon::cli::help {
 namespace {
 
 using ::testing::HasSubstr;
@@ -58,4 +58,4 @@ TEST(NormalizeFlagNamesTest, DashesAndAliasesInNamesOnly) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::help

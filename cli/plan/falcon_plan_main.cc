@@ -76,21 +76,22 @@ int Finish(const absl::StatusOr<std::string>& out) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
-    std::fputs(falcon::cli::FlagsHelp(absl::StrCat(kUsage, "\n", falcon::common::kLoggingUsage),
-                                      "falcon_plan_main.cc", /*dashes=*/true)
+  if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
+    std::fputs(falcon::cli::help::FlagsHelp(
+                   absl::StrCat(kUsage, "\n", falcon::common::logging::kLoggingUsage),
+                   "falcon_plan_main.cc", /*dashes=*/true)
                    .c_str(),
                stdout);
     return 0;
   }
   // The documented spelling uses dashes (--slow-links); the pre-unification names stay aliases.
-  std::vector<std::string> rewritten = falcon::cli::NormalizeFlagNames(
+  std::vector<std::string> rewritten = falcon::cli::help::NormalizeFlagNames(
       argc, argv,
       {{"microbatches", "micro_batches"}, {"replica_microbatches", "replica_micro_batches"}});
   std::vector<char*> raw;
   for (std::string& a : rewritten) raw.push_back(a.data());
   const std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
   if (args.size() > 2) {
     std::fprintf(stderr, "falcon_plan: unexpected argument '%s' (one subcommand, then flags)\n%s\n",
                  args[2], kUsage);
@@ -109,17 +110,17 @@ int main(int argc, char** argv) {
   const std::string command = args[1];
   const bool json = absl::GetFlag(FLAGS_json);
   if (command == "s2") {
-    falcon::cli::S2Request r;
+    falcon::cli::plan::S2Request r;
     r.times = absl::GetFlag(FLAGS_times);
     r.micro_batches = absl::GetFlag(FLAGS_micro_batches);
     r.multiple = absl::GetFlag(FLAGS_multiple);
     r.exclude = absl::GetFlag(FLAGS_exclude);
     r.current = absl::GetFlag(FLAGS_current);
     r.json = json;
-    return Finish(falcon::cli::RunS2(r));
+    return Finish(falcon::cli::plan::RunS2(r));
   }
   if (command == "s3") {
-    falcon::cli::S3Request r;
+    falcon::cli::plan::S3Request r;
     r.layout_path = absl::GetFlag(FLAGS_layout);
     r.max_input_bytes = static_cast<uint64_t>(max_input_bytes);
     r.slow_links = absl::GetFlag(FLAGS_slow_links);
@@ -131,10 +132,10 @@ int main(int argc, char** argv) {
     r.state_bytes = absl::GetFlag(FLAGS_state_bytes);
     r.dp_state_bytes = absl::GetFlag(FLAGS_dp_state_bytes);
     r.json = json;
-    return Finish(falcon::cli::RunS3(r));
+    return Finish(falcon::cli::plan::RunS3(r));
   }
   if (command == "escalate") {
-    falcon::cli::EscalateRequest r;
+    falcon::cli::plan::EscalateRequest r;
     r.trace_path = absl::GetFlag(FLAGS_trace);
     r.max_input_bytes = static_cast<uint64_t>(max_input_bytes);
     r.healthy_s = absl::GetFlag(FLAGS_healthy_s);
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
     r.restart_s = absl::GetFlag(FLAGS_restart_s);
     r.disable = absl::GetFlag(FLAGS_disable);
     r.json = json;
-    return Finish(falcon::cli::RunEscalate(r));
+    return Finish(falcon::cli::plan::RunEscalate(r));
   }
   std::fprintf(stderr, "falcon_plan: unknown subcommand '%s'\n%s\n", command.c_str(), kUsage);
   return 2;

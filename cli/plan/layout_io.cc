@@ -11,11 +11,11 @@
 #include "absl/strings/strip.h"
 #include "common/json_parse.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
-using analysis::Layout;
-using analysis::RankPlacement;
+using analysis::plan::Layout;
+using analysis::plan::RankPlacement;
 
 constexpr const char* kIntColumns[] = {"rank", "dp", "pp", "tp"};
 
@@ -153,4 +153,4 @@ std::string LayoutToCsv(const Layout& layout) {
   return out;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

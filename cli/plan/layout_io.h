@@ -18,20 +18,21 @@
 #include "analysis/plan/layout.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 
 // Parses and validates a layout. `source` names the input in errors ("layout.csv:3: column dp:
 // ..."). kInvalidArgument for malformed text (a JSON error names the line, column and field, also
 // for a number beyond the range of a double), a missing or non-integer field, an integer outside
 // [-2^31, 2^31), or a layout that Layout::Create rejects.
-absl::StatusOr<analysis::Layout> ParseLayout(absl::string_view text, absl::string_view source);
+absl::StatusOr<analysis::plan::Layout> ParseLayout(absl::string_view text,
+                                                   absl::string_view source);
 
 // The layout as a JSON array of {"rank","node","dp","pp","tp"} objects, sorted by rank.
-nlohmann::ordered_json LayoutToJson(const analysis::Layout& layout);
+nlohmann::ordered_json LayoutToJson(const analysis::plan::Layout& layout);
 
 // The layout as CSV with the header rank,node,dp,pp,tp.
-std::string LayoutToCsv(const analysis::Layout& layout);
+std::string LayoutToCsv(const analysis::plan::Layout& layout);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan
 
 #endif  // FALCON_CLI_PLAN_LAYOUT_IO_H_

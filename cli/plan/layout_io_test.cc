@@ -4,7 +4,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
 using ::testing::HasSubstr;
@@ -12,13 +12,13 @@ using ::testing::HasSubstr;
 TEST(LayoutIoTest, ReadsCsvAndJsonFiles) {
   absl::StatusOr<std::string> csv = common::ReadTextFile("cli/plan/testdata/four_nodes.csv");
   ASSERT_TRUE(csv.ok()) << csv.status();
-  absl::StatusOr<analysis::Layout> a = ParseLayout(*csv, "four_nodes.csv");
+  absl::StatusOr<analysis::plan::Layout> a = ParseLayout(*csv, "four_nodes.csv");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->world_size(), 8);
   EXPECT_EQ(a->NodeAt(1, 0), "node2");
   absl::StatusOr<std::string> json = common::ReadTextFile("cli/plan/testdata/two_nodes.json");
   ASSERT_TRUE(json.ok()) << json.status();
-  absl::StatusOr<analysis::Layout> b = ParseLayout(*json, "two_nodes.json");
+  absl::StatusOr<analysis::plan::Layout> b = ParseLayout(*json, "two_nodes.json");
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->dp_size(), 2);
   EXPECT_EQ(b->pp_size(), 2);
@@ -27,28 +27,28 @@ TEST(LayoutIoTest, ReadsCsvAndJsonFiles) {
 
 TEST(LayoutIoTest, SkipsAUtf8ByteOrderMark) {
   const std::string bom = "\xEF\xBB\xBF";
-  absl::StatusOr<analysis::Layout> csv =
+  absl::StatusOr<analysis::plan::Layout> csv =
       ParseLayout(bom + "rank,node,dp,pp,tp\n0,n,0,0,0\n1,m,1,0,0\n", "bom.csv");
   ASSERT_TRUE(csv.ok()) << csv.status();
   EXPECT_EQ(csv->dp_size(), 2);
-  absl::StatusOr<analysis::Layout> json =
+  absl::StatusOr<analysis::plan::Layout> json =
       ParseLayout(bom + R"([{"rank":0,"node":"n","dp":0,"pp":0,"tp":0}])", "bom.json");
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(json->world_size(), 1);
 }
 
 TEST(LayoutIoTest, RoundTrips) {
-  absl::StatusOr<analysis::Layout> a =
+  absl::StatusOr<analysis::plan::Layout> a =
       ParseLayout(*common::ReadTextFile("cli/plan/testdata/four_nodes.csv"), "x");
   ASSERT_TRUE(a.ok());
-  absl::StatusOr<analysis::Layout> from_csv = ParseLayout(LayoutToCsv(*a), "csv");
+  absl::StatusOr<analysis::plan::Layout> from_csv = ParseLayout(LayoutToCsv(*a), "csv");
   ASSERT_TRUE(from_csv.ok()) << from_csv.status();
   EXPECT_EQ(*from_csv, *a);
-  absl::StatusOr<analysis::Layout> from_json = ParseLayout(LayoutToJson(*a).dump(), "json");
+  absl::StatusOr<analysis::plan::Layout> from_json = ParseLayout(LayoutToJson(*a).dump(), "json");
   ASSERT_TRUE(from_json.ok()) << from_json.status();
   EXPECT_EQ(*from_json, *a);
   // Column order does not matter and extra columns are ignored.
-  absl::StatusOr<analysis::Layout> shuffled =
+  absl::StatusOr<analysis::plan::Layout> shuffled =
       ParseLayout("tp,pp,dp,gpu,node,rank\n0,0,0,7,n,0\n0,0,1,3,m,1\n", "s");
   ASSERT_TRUE(shuffled.ok()) << shuffled.status();
   EXPECT_EQ(shuffled->at(1).node, "m");
@@ -56,7 +56,7 @@ TEST(LayoutIoTest, RoundTrips) {
 
 TEST(LayoutIoTest, ErrorsNameTheField) {
   auto error = [](absl::string_view text) {
-    absl::StatusOr<analysis::Layout> l = ParseLayout(text, "f");
+    absl::StatusOr<analysis::plan::Layout> l = ParseLayout(text, "f");
     EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(l.status().message());
   };
@@ -81,7 +81,7 @@ TEST(LayoutIoTest, ErrorsNameTheField) {
 // 1e400 aborted falcon_plan s3 (nlohmann's out_of_range escaped); 2^64 - 1 wrapped to rank -1.
 TEST(LayoutIoTest, NumbersOutOfRangeAreErrorsNamingTheField) {
   auto error = [](absl::string_view text) {
-    absl::StatusOr<analysis::Layout> l = ParseLayout(text, "f");
+    absl::StatusOr<analysis::plan::Layout> l = ParseLayout(text, "f");
     EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(l.status().message());
   };
@@ -97,4 +97,4 @@ TEST(LayoutIoTest, NumbersOutOfRangeAreErrorsNamingTheField) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

@@ -20,12 +20,12 @@
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
-using analysis::Cause;
-using analysis::EscalationStep;
-using analysis::Strategy;
+using analysis::plan::Cause;
+using analysis::plan::EscalationStep;
+using analysis::plan::Strategy;
 using Json = nlohmann::ordered_json;
 
 // Node names come from the layout file and need not be UTF-8 (dump() would throw on them):
@@ -90,13 +90,13 @@ absl::StatusOr<std::vector<int64_t>> ParseInts(absl::string_view text, absl::str
   return out;
 }
 
-absl::StatusOr<std::vector<analysis::SlowLink>> ParseSlowLinks(absl::string_view text) {
-  std::vector<analysis::SlowLink> links;
+absl::StatusOr<std::vector<analysis::plan::SlowLink>> ParseSlowLinks(absl::string_view text) {
+  std::vector<analysis::plan::SlowLink> links;
   const std::vector<std::string> items = Items(text);
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string where = absl::StrCat("--slow-links[", i, "]: '", items[i], "'");
     std::vector<std::string> parts = absl::StrSplit(items[i], ':');
-    analysis::SlowLink link;
+    analysis::plan::SlowLink link;
     std::vector<std::string> ends = absl::StrSplit(parts[0], '-');
     if (parts.size() > 2 || ends.size() != 2 || !absl::SimpleAtoi(ends[0], &link.src_rank) ||
         !absl::SimpleAtoi(ends[1], &link.dst_rank)) {
@@ -111,13 +111,13 @@ absl::StatusOr<std::vector<analysis::SlowLink>> ParseSlowLinks(absl::string_view
   return links;
 }
 
-absl::StatusOr<std::vector<analysis::SlowRank>> ParseSlowRanks(absl::string_view text) {
-  std::vector<analysis::SlowRank> ranks;
+absl::StatusOr<std::vector<analysis::plan::SlowRank>> ParseSlowRanks(absl::string_view text) {
+  std::vector<analysis::plan::SlowRank> ranks;
   const std::vector<std::string> items = Items(text);
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string where = absl::StrCat("--slow-ranks[", i, "]: '", items[i], "'");
     std::vector<std::string> parts = absl::StrSplit(items[i], ':');
-    analysis::SlowRank rank;
+    analysis::plan::SlowRank rank;
     if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &rank.rank)) {
       return absl::InvalidArgumentError(absl::StrCat(where, " is not RANK or RANK:SLOWDOWN"));
     }
@@ -134,9 +134,9 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
   if (!seconds.ok()) return seconds.status();
   if (seconds->empty()) return absl::InvalidArgumentError("--times: required (D = 0 groups)");
   absl::StatusOr<std::vector<absl::Duration>> times =
-      analysis::MicroBatchTimesFromSeconds(*seconds, "--times");
+      analysis::plan::MicroBatchTimesFromSeconds(*seconds, "--times");
   if (!times.ok()) return times.status();
-  analysis::MicroBatchProblem problem;
+  analysis::plan::MicroBatchProblem problem;
   problem.micro_batch_times = *times;
   problem.global_micro_batches = request.micro_batches;
   problem.multiple = request.multiple;
@@ -168,21 +168,22 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
     }
     return absl::Status(s.code(), m);
   };
-  absl::StatusOr<analysis::MicroBatchSplit> split = analysis::SolveMicroBatches(problem);
+  absl::StatusOr<analysis::plan::MicroBatchSplit> split =
+      analysis::plan::SolveMicroBatches(problem);
   if (!split.ok()) return flagged(split.status());
   // The baseline is the plan in force, on the same (slow) groups: --exclude only applies to the
   // new plan. By default every group is in the even split; a --current entry of 0 marks a group
   // that the plan in force already leaves out.
-  analysis::MicroBatchProblem in_force = problem;
+  analysis::plan::MicroBatchProblem in_force = problem;
   in_force.excluded.clear();
-  absl::StatusOr<analysis::MicroBatchSplit> baseline;
+  absl::StatusOr<analysis::plan::MicroBatchSplit> baseline;
   std::string baseline_name = "even split";
   if (request.current.empty()) {
-    baseline = analysis::EvenMicroBatches(in_force);
+    baseline = analysis::plan::EvenMicroBatches(in_force);
     if (!baseline.ok() && !problem.excluded.empty()) {
       // M is too small to give every group q micro-batches, so the plan in force cannot have
       // been the even split over all groups; fall back to the one over the groups kept.
-      baseline = analysis::EvenMicroBatches(problem);
+      baseline = analysis::plan::EvenMicroBatches(problem);
       baseline_name = "even split over the groups kept (pass --current for the plan in force)";
     }
   } else {
@@ -197,7 +198,7 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
       in_force.excluded.assign(times->size(), false);
       for (size_t i = 0; i < current->size(); ++i) in_force.excluded[i] = (*current)[i] == 0;
     }
-    baseline = analysis::EvaluateMicroBatches(in_force, *current);
+    baseline = analysis::plan::EvaluateMicroBatches(in_force, *current);
     baseline_name = "current plan";
   }
   if (!baseline.ok()) return flagged(baseline.status());
@@ -231,14 +232,14 @@ absl::StatusOr<std::string> RunS3(const S3Request& request) {
   absl::StatusOr<std::string> text =
       common::ReadTextFile(request.layout_path, request.max_input_bytes, "--max-input-bytes");
   if (!text.ok()) return Annotate(text.status(), "--layout: ");
-  absl::StatusOr<analysis::Layout> layout = ParseLayout(*text, request.layout_path);
+  absl::StatusOr<analysis::plan::Layout> layout = ParseLayout(*text, request.layout_path);
   if (!layout.ok()) return layout.status();
-  absl::StatusOr<std::vector<analysis::SlowLink>> links = ParseSlowLinks(request.slow_links);
+  absl::StatusOr<std::vector<analysis::plan::SlowLink>> links = ParseSlowLinks(request.slow_links);
   if (!links.ok()) return links.status();
-  absl::StatusOr<std::vector<analysis::SlowRank>> ranks = ParseSlowRanks(request.slow_ranks);
+  absl::StatusOr<std::vector<analysis::plan::SlowRank>> ranks = ParseSlowRanks(request.slow_ranks);
   if (!ranks.ok()) return ranks.status();
-  analysis::TopologyPlannerOptions options;
-  analysis::TopologyCostModel& model = options.model;
+  analysis::plan::TopologyPlannerOptions options;
+  analysis::plan::TopologyCostModel& model = options.model;
   if (!request.stage_compute_s.empty()) {
     absl::StatusOr<std::vector<double>> compute =
         ParseDoubles(request.stage_compute_s, "--stage-compute-s");
@@ -260,7 +261,8 @@ absl::StatusOr<std::string> RunS3(const S3Request& request) {
   model.micro_batches = request.replica_micro_batches;
   model.stage_state_bytes_per_rank = request.state_bytes;
   model.dp_state_bytes_per_rank = request.dp_state_bytes;
-  absl::StatusOr<analysis::TopologyPlan> plan = PlanTopology(*layout, *links, *ranks, options);
+  absl::StatusOr<analysis::plan::TopologyPlan> plan =
+      PlanTopology(*layout, *links, *ranks, options);
   if (!plan.ok()) {
     // Name the flags behind the library's fields.
     std::string m(plan.status().message());
@@ -299,7 +301,7 @@ absl::StatusOr<std::string> RunS3(const S3Request& request) {
     return Dump(out);
   }
   std::set<std::string> nodes;
-  for (const analysis::RankPlacement& r : layout->ranks()) nodes.insert(r.node);
+  for (const analysis::plan::RankPlacement& r : layout->ranks()) nodes.insert(r.node);
   std::string out = absl::StrFormat(
       "S3 plan: %d ranks (dp %d x pp %d x tp %d) on %d nodes\n"
       "predicted iteration time %.4f s -> %.4f s (speedup %.3fx)\n"
@@ -315,8 +317,8 @@ absl::StatusOr<std::string> RunS3(const S3Request& request) {
     absl::StrAppendFormat(&out, "%6s %-16s %-16s %-16s\n", "rank", "node", "old dp,pp,tp",
                           "new dp,pp,tp");
     for (int32_t r : plan->moved_ranks) {
-      const analysis::RankPlacement& a = layout->at(r);
-      const analysis::RankPlacement& b = plan->layout.at(r);
+      const analysis::plan::RankPlacement& a = layout->at(r);
+      const analysis::plan::RankPlacement& b = plan->layout.at(r);
       absl::StrAppendFormat(&out, "%6d %-16s %-16s %-16s\n", r, a.node,
                             absl::StrCat(a.dp, ",", a.pp, ",", a.tp),
                             absl::StrCat(b.dp, ",", b.pp, ",", b.tp));
@@ -334,7 +336,7 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
   absl::StatusOr<std::vector<TraceRow>> rows = ParseTrace(*text, request.trace_path);
   if (!rows.ok()) return rows.status();
 
-  analysis::EscalationOptions options;
+  analysis::plan::EscalationOptions options;
   options.s2_cost_iterations = request.s2_cost_iterations;
   const std::pair<const char*, double> durations[] = {
       {"--s3-cost-s", request.s3_cost_s},
@@ -371,9 +373,10 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
   }
 
   common::FakeClock clock(absl::UnixEpoch());
-  absl::StatusOr<analysis::Escalation> escalation = analysis::Escalation::Create(options, clock);
+  absl::StatusOr<analysis::plan::Escalation> escalation =
+      analysis::plan::Escalation::Create(options, clock);
   if (!escalation.ok()) return escalation.status();
-  analysis::Escalation& e = *escalation;
+  analysis::plan::Escalation& e = *escalation;
   std::vector<EscalationStep> steps;
   std::vector<std::string> notes;
   absl::Duration healthy_sum;
@@ -432,10 +435,11 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
   }
   if (e.active()) {
     std::vector<std::string> in_force;
-    for (Strategy s : e.in_force()) in_force.push_back(std::string(analysis::StrategyName(s)));
+    for (Strategy s : e.in_force())
+      in_force.push_back(std::string(analysis::plan::StrategyName(s)));
     notes.push_back(
         absl::StrFormat("the trace ends with the %s event active: lost %.2fs, in force: %s",
-                        analysis::CauseName(e.cause()), Seconds(e.lost()),
+                        analysis::plan::CauseName(e.cause()), Seconds(e.lost()),
                         in_force.empty() ? "S1 ignore" : absl::StrJoin(in_force, ", ")));
   }
   const absl::Time start = absl::UnixEpoch();
@@ -446,7 +450,7 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
     for (const EscalationStep& s : steps) {
       out["steps"].push_back({{"iteration", s.iteration},
                               {"time_s", Seconds(s.time - start)},
-                              {"action", std::string(analysis::ActionName(s.action))},
+                              {"action", std::string(analysis::plan::ActionName(s.action))},
                               {"strategy", StrategyCode(s.strategy)},
                               {"lost_s", Seconds(s.lost)},
                               {"cost_s", Seconds(s.cost)},
@@ -460,11 +464,11 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request) {
                       steps.size(), "iteration", "time (s)", "action", "strategy", "reason");
   for (const EscalationStep& s : steps) {
     absl::StrAppendFormat(&out, "%9d %10.2f  %-6s %-22s %s\n", s.iteration, Seconds(s.time - start),
-                          analysis::ActionName(s.action), analysis::StrategyName(s.strategy),
-                          s.reason);
+                          analysis::plan::ActionName(s.action),
+                          analysis::plan::StrategyName(s.strategy), s.reason);
   }
   for (const std::string& note : notes) absl::StrAppend(&out, "note: ", note, "\n");
   return out;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

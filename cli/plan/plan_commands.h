@@ -31,7 +31,7 @@
 #include "analysis/plan/topology_planner.h"
 #include "common/text_file.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 
 struct S2Request {
   std::string times;          // --times: seconds per micro-batch per DP group, comma-separated.
@@ -76,9 +76,9 @@ absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request);
 // Flag value parsers (exposed for tests). Errors name `flag` and the item index.
 absl::StatusOr<std::vector<double>> ParseDoubles(absl::string_view text, absl::string_view flag);
 absl::StatusOr<std::vector<int64_t>> ParseInts(absl::string_view text, absl::string_view flag);
-absl::StatusOr<std::vector<analysis::SlowLink>> ParseSlowLinks(absl::string_view text);
-absl::StatusOr<std::vector<analysis::SlowRank>> ParseSlowRanks(absl::string_view text);
+absl::StatusOr<std::vector<analysis::plan::SlowLink>> ParseSlowLinks(absl::string_view text);
+absl::StatusOr<std::vector<analysis::plan::SlowRank>> ParseSlowRanks(absl::string_view text);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan
 
 #endif  // FALCON_CLI_PLAN_PLAN_COMMANDS_H_

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
 using ::testing::ElementsAre;
@@ -142,7 +142,7 @@ TEST(PlanS3Test, PaperFourNodesJson) {
   EXPECT_EQ(j["bytes_to_move"], 4 << 20);
   EXPECT_EQ(j["moved_ranks"].size(), 4u);
   // The output reads back as a layout.
-  absl::StatusOr<analysis::Layout> layout = ParseLayout(*out, "output");
+  absl::StatusOr<analysis::plan::Layout> layout = ParseLayout(*out, "output");
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(layout->world_size(), 8);
   r.json = false;
@@ -236,4 +236,4 @@ TEST(PlanEscalateTest, BadInputNamesTheFlagOrLine) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

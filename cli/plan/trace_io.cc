@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 
 absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::string_view source) {
   std::map<std::string, size_t> column;
@@ -72,11 +72,11 @@ absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::s
     row.iteration_time = absl::Seconds(seconds);
     const std::string cause = absl::AsciiStrToLower(cell("cause"));
     if (cause == "compute") {
-      row.cause = analysis::Cause::kCompute;
+      row.cause = analysis::plan::Cause::kCompute;
     } else if (cause == "communication" || cause == "comm") {
-      row.cause = analysis::Cause::kCommunication;
+      row.cause = analysis::plan::Cause::kCommunication;
     } else if (cause == "unknown") {
-      row.cause = analysis::Cause::kUnknown;
+      row.cause = analysis::plan::Cause::kUnknown;
     } else if (cause != "none" && cause != "healthy" && !cause.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": column cause: '", cell("cause"),
@@ -89,4 +89,4 @@ absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::s
   return rows;
 }
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

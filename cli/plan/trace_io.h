@@ -24,19 +24,19 @@
 #include "absl/time/time.h"
 #include "analysis/plan/escalation.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 
 struct TraceRow {
   int64_t iteration = 0;
-  absl::Duration iteration_time;         // > 0
-  std::optional<analysis::Cause> cause;  // nullopt: healthy
-  int line = 0;                          // line number in the file, for messages
+  absl::Duration iteration_time;               // > 0
+  std::optional<analysis::plan::Cause> cause;  // nullopt: healthy
+  int line = 0;                                // line number in the file, for messages
 };
 
 // kInvalidArgument naming "source:line: column ..." for a missing header column, a non-numeric
 // or non-positive time, an unknown cause, iterations that do not increase, or no rows.
 absl::StatusOr<std::vector<TraceRow>> ParseTrace(absl::string_view text, absl::string_view source);
 
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan
 
 #endif  // FALCON_CLI_PLAN_TRACE_IO_H_

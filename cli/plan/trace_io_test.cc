@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::cli {
+namespace falcon::cli::plan {
 namespace {
 
 using ::testing::HasSubstr;
@@ -16,11 +16,11 @@ TEST(TraceIoTest, ParsesRowsAndCauses) {
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 6u);
   EXPECT_FALSE((*rows)[0].cause.has_value());
-  EXPECT_EQ((*rows)[1].cause, analysis::Cause::kCompute);
+  EXPECT_EQ((*rows)[1].cause, analysis::plan::Cause::kCompute);
   EXPECT_EQ((*rows)[1].iteration_time, absl::Milliseconds(1500));
   EXPECT_EQ((*rows)[1].line, 4);
-  EXPECT_EQ((*rows)[2].cause, analysis::Cause::kCommunication);
-  EXPECT_EQ((*rows)[3].cause, analysis::Cause::kUnknown);
+  EXPECT_EQ((*rows)[2].cause, analysis::plan::Cause::kCommunication);
+  EXPECT_EQ((*rows)[3].cause, analysis::plan::Cause::kUnknown);
   EXPECT_FALSE((*rows)[4].cause.has_value());
   EXPECT_FALSE((*rows)[5].cause.has_value());
 }
@@ -60,4 +60,4 @@ TEST(TraceIoTest, ErrorsNameTheLineAndColumn) {
 }
 
 }  // namespace
-}  // namespace falcon::cli
+}  // namespace falcon::cli::plan

@@ -1,6 +1,6 @@
 #include "collective/fault/compute_slowdown.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 ComputeSlowdown::ComputeSlowdown(const std::vector<ComputeFault>& faults, int rank,
                                  Sleeper* sleeper)
@@ -31,4 +31,4 @@ absl::Duration ComputeSlowdown::Apply(int64_t iteration, absl::Duration compute)
   return extra;
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

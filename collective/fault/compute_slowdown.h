@@ -13,7 +13,7 @@
 #include "collective/fault/fault_spec.h"
 #include "collective/fault/sleeper.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 class ComputeSlowdown {
  public:
@@ -33,6 +33,6 @@ class ComputeSlowdown {
   Sleeper* sleeper_;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault
 
 #endif  // FALCON_COLLECTIVE_FAULT_COMPUTE_SLOWDOWN_H_

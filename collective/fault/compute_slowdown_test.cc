@@ -3,7 +3,7 @@
 #include "collective/fault/recording_sleeper.h"
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 namespace {
 
 TEST(ComputeSlowdownTest, FactorOnlyForItsRankAndWindow) {
@@ -50,4 +50,4 @@ TEST(SleeperTest, RealSleepersSpendAtLeastTheTime) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/subprocess.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 ContentionController::ContentionController(const std::vector<ContentionFault>& faults, int rank,
                                            ContentionOptions options)
@@ -96,4 +96,4 @@ std::vector<pid_t> ContentionController::running_pids() const {
   return out;
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

@@ -19,7 +19,7 @@
 #include "collective/fault/fault_spec.h"
 #include "common/subprocess.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 struct ContentionOptions {
   // stress-ng binary (Debian package stress-ng).
@@ -57,6 +57,6 @@ class ContentionController {
   ContentionOptions options_;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault
 
 #endif  // FALCON_COLLECTIVE_FAULT_CONTENTION_H_

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/skip.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 namespace {
 
 bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
@@ -82,4 +82,4 @@ TEST(ContentionTest, DefaultCpusAreTheProcessAffinity) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

@@ -10,7 +10,7 @@
 #include "absl/strings/strip.h"
 #include "common/text_file.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 namespace {
 
 using Fields = std::map<std::string, std::string>;
@@ -247,4 +247,4 @@ std::string FaultPlan::ToString() const {
   return absl::StrJoin(items, ";");
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

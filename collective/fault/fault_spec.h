@@ -31,7 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 // Iterations [from, to).
 struct IterationWindow {
@@ -85,6 +85,6 @@ inline constexpr uint64_t kMaxFaultSpecBytes = uint64_t{1} << 20;
 // ParseFaultSpec.
 absl::StatusOr<FaultPlan> LoadFaultSpec(absl::string_view flag);
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault
 
 #endif  // FALCON_COLLECTIVE_FAULT_FAULT_SPEC_H_

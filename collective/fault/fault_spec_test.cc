@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 namespace {
 
 TEST(FaultSpecTest, ParsesEveryKind) {
@@ -90,4 +90,4 @@ TEST(FaultSpecTest, LoadsFromFileWithAtPrefix) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

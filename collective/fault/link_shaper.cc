@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 LinkShaper::LinkShaper(std::vector<LinkFault> faults, Sleeper* sleeper)
     : faults_(std::move(faults)), sleeper_(sleeper) {}
@@ -43,4 +43,4 @@ absl::Duration LinkShaper::ApplySteps(int src, int dst, uint64_t bytes_per_step,
   return d;
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

@@ -17,7 +17,7 @@
 #include "collective/fault/fault_spec.h"
 #include "collective/fault/sleeper.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 class LinkShaper {
  public:
@@ -42,6 +42,6 @@ class LinkShaper {
   Sleeper* sleeper_;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault
 
 #endif  // FALCON_COLLECTIVE_FAULT_LINK_SHAPER_H_

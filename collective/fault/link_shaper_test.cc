@@ -3,7 +3,7 @@
 #include "collective/fault/recording_sleeper.h"
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 namespace {
 
 LinkFault Fault(int src, int dst, absl::Duration delay, double mbps, int64_t from, int64_t to) {
@@ -57,4 +57,4 @@ TEST(LinkShaperTest, OverlappingFaultsAddDelaysAndTakeTheTighterCap) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

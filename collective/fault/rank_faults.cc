@@ -1,6 +1,6 @@
 #include "collective/fault/rank_faults.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 namespace {
 
 std::unique_ptr<Sleeper> MakeSleeper(bool burn) {
@@ -25,4 +25,4 @@ RankFaults::RankFaults(FaultPlan plan, int rank, bool burn, ContentionOptions co
       compute_(plan_.compute, rank, sleeper_.get()),
       contention_(plan_.contention, rank, std::move(contention)) {}
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

@@ -25,7 +25,7 @@
 #include "collective/fault/fault_spec.h"
 #include "collective/fault/sleeper.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 class RankFaults {
  public:
@@ -50,6 +50,6 @@ class RankFaults {
   ContentionController contention_;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault
 
 #endif  // FALCON_COLLECTIVE_FAULT_RANK_FAULTS_H_

@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 namespace {
 
 TEST(RankFaultsTest, KeepsThisRanksFaults) {
@@ -32,4 +32,4 @@ TEST(RankFaultsTest, EmptySpecMeansNoFaultsAndBadSpecIsAnError) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

@@ -9,7 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "collective/fault/sleeper.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 class RecordingSleeper : public Sleeper {
  public:
@@ -27,6 +27,6 @@ class RecordingSleeper : public Sleeper {
   std::vector<absl::Duration> spent_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault
 
 #endif  // FALCON_COLLECTIVE_FAULT_RECORDING_SLEEPER_H_

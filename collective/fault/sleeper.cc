@@ -4,7 +4,7 @@
 
 #include "absl/time/clock.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 void SleepingSleeper::Spend(absl::Duration d) {
   if (d > absl::ZeroDuration()) absl::SleepFor(d);
@@ -19,4 +19,4 @@ void BurningSleeper::Spend(absl::Duration d) {
   }
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault

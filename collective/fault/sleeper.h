@@ -5,7 +5,7 @@
 
 #include "absl/time/time.h"
 
-namespace falcon::collective {
+namespace falcon::collective::fault {
 
 class Sleeper {
  public:
@@ -27,6 +27,6 @@ class BurningSleeper : public Sleeper {
   void Spend(absl::Duration d) override;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::fault
 
 #endif  // FALCON_COLLECTIVE_FAULT_SLEEPER_H_

@@ -21,7 +21,7 @@
 #include "collective/ring/ring_collectives.h"
 #include "collective/store.h"
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 namespace {
 
 constexpr uint64_t kCollectiveSlot = 1;  // Collectives and split exchanges.
@@ -29,7 +29,7 @@ constexpr uint64_t kP2pSlot = 2;         // User Send/Recv.
 
 // Gloo's Store interface over a RendezvousStore, under a per-communicator prefix, with our
 // timeout (Gloo's own default is 30 s and some of its calls ignore the context timeout).
-class GlooStoreAdapter : public gloo::rendezvous::Store {
+class GlooStoreAdapter : public ::gloo::rendezvous::Store {
  public:
   GlooStoreAdapter(std::shared_ptr<RendezvousStore> store, std::string prefix,
                    absl::Duration timeout)
@@ -37,11 +37,11 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
 
   void set(const std::string& key, const std::vector<char>& data) override {
     absl::Status s = store_->Set(Key(key), absl::string_view(data.data(), data.size()));
-    if (!s.ok()) throw gloo::IoException(std::string(s.message()));
+    if (!s.ok()) throw ::gloo::IoException(std::string(s.message()));
   }
   std::vector<char> get(const std::string& key) override {
     auto v = store_->Get(Key(key), timeout_);
-    if (!v.ok()) throw gloo::IoException(std::string(v.status().message()));
+    if (!v.ok()) throw ::gloo::IoException(std::string(v.status().message()));
     return std::vector<char>(v->begin(), v->end());
   }
   void wait(const std::vector<std::string>& keys) override { WaitFor(keys, timeout_); }
@@ -56,7 +56,7 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
     std::vector<std::string> full;
     for (const std::string& k : keys) full.push_back(Key(k));
     absl::Status s = store_->Wait(full, timeout);
-    if (!s.ok()) throw gloo::IoException(std::string(s.message()));
+    if (!s.ok()) throw ::gloo::IoException(std::string(s.message()));
   }
 
   std::shared_ptr<RendezvousStore> store_;
@@ -66,7 +66,7 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
 
 // What every communicator of a process shares: the TCP device and the store.
 struct GlooShared {
-  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<::gloo::transport::Device> device;
   std::shared_ptr<RendezvousStore> store;
   absl::Duration timeout;
 };
@@ -128,7 +128,7 @@ class GlooCommunicator final : public CommunicatorBase {
 
   absl::Status ConnectMesh() {
     const auto timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(shared_->timeout));
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank(), size());
+    auto context = std::make_shared<::gloo::rendezvous::Context>(rank(), size());
     context->setTimeout(timeout);
     if (size() > 1) {
       GlooStoreAdapter store(shared_->store, absl::StrFormat("gloo.%016x", id()), shared_->timeout);
@@ -153,7 +153,7 @@ class GlooCommunicator final : public CommunicatorBase {
   }
 
   std::shared_ptr<GlooShared> shared_;
-  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<::gloo::Context> context_;
   std::unique_ptr<GlooTransport> coll_;
   std::unique_ptr<GlooTransport> p2p_;
   std::vector<uint8_t> scratch_;
@@ -185,9 +185,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooWorld(
   shared->store = *store;
   shared->timeout = options.timeout;
   try {
-    gloo::transport::tcp::attr attr;
+    ::gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
-    shared->device = gloo::transport::tcp::CreateDevice(attr);
+    shared->device = ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("gloo: cannot create a TCP device on '", options.hostname, "': ", e.what()));
@@ -206,4 +206,4 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooWorld(
   return std::unique_ptr<Communicator>(std::move(*comm));
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo

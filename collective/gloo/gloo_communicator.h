@@ -17,7 +17,7 @@
 #include "collective/comm_runtime.h"
 #include "collective/communicator.h"
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 
 struct GlooWorldOptions {
   int rank = -1;                       // Global rank, [0, world_size).
@@ -34,6 +34,6 @@ struct GlooWorldOptions {
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooWorld(const GlooWorldOptions& options,
                                                               std::shared_ptr<CommRuntime> runtime);
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo
 
 #endif  // FALCON_COLLECTIVE_GLOO_GLOO_COMMUNICATOR_H_

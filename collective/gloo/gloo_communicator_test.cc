@@ -16,7 +16,7 @@
 #include "common/testing/multiprocess.h"
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 namespace {
 
 using ::falcon::collective::testing::CheckAllOps;
@@ -231,10 +231,10 @@ TEST(GlooCommunicatorTest, RendezvousTimesOutWhenARankNeverArrives) {
 TEST(GlooCommunicatorTest, LinkFaultDelaysExactlyThatLink) {
   const std::string dir = FreshDir("link");
   auto exits = RunRanksStatus(4, [&](int rank) -> absl::Status {
-    RecordingSleeper recorder;
+    fault::RecordingSleeper recorder;
     CommRuntimeOptions o;
     o.rank = rank;
-    LinkFault f;
+    fault::LinkFault f;
     f.src = 1;
     f.dst = 2;
     f.delay = absl::Milliseconds(7);
@@ -271,7 +271,7 @@ TEST(GlooCommunicatorTest, RealLinkDelayShowsInTimingsOfThatPairOnly) {
     RecordingObserver observer;
     CommRuntimeOptions o;
     o.rank = rank;
-    LinkFault f;
+    fault::LinkFault f;
     f.src = 2;
     f.dst = 3;
     f.delay = delay;
@@ -353,4 +353,4 @@ TEST(GlooCommunicatorTest, PauseHoldsNextOpUntilResumeWhileValidationRuns) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 namespace {
 
 // Which side an exception came from, for the error's peer and wording.
@@ -23,7 +23,7 @@ absl::StatusCode CodeFor(const std::exception& e) {
 
 }  // namespace
 
-GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context, std::vector<int32_t> members,
+GlooTransport::GlooTransport(std::shared_ptr<::gloo::Context> context, std::vector<int32_t> members,
                              const CommRuntime* runtime, uint64_t slot,
                              std::chrono::milliseconds timeout, ErrorFn error)
     : context_(std::move(context)),
@@ -37,7 +37,7 @@ int GlooTransport::rank() const { return context_->rank; }
 int GlooTransport::size() const { return context_->size; }
 
 void GlooTransport::Shape(int peer, size_t bytes) const {
-  const LinkShaper* shaper = runtime_->link_shaper();
+  const fault::LinkShaper* shaper = runtime_->link_shaper();
   if (shaper == nullptr) return;
   shaper->Apply(members_[context_->rank], members_[peer], bytes, runtime_->iteration());
 }
@@ -82,8 +82,8 @@ absl::Status GlooTransport::SendRecv(int dst, const void* send, size_t send_byte
   int waiting_on = src;
   bool sending = false;
   try {
-    std::unique_ptr<gloo::transport::UnboundBuffer> in;
-    std::unique_ptr<gloo::transport::UnboundBuffer> out;
+    std::unique_ptr<::gloo::transport::UnboundBuffer> in;
+    std::unique_ptr<::gloo::transport::UnboundBuffer> out;
     if (recv_bytes > 0) {
       in = context_->createUnboundBuffer(recv, recv_bytes);
       in->recv(src, slot_);
@@ -112,4 +112,4 @@ absl::Status GlooTransport::SendRecv(int dst, const void* send, size_t send_byte
   return absl::OkStatus();
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo

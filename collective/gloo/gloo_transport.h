@@ -22,9 +22,9 @@ namespace gloo {
 class Context;
 }  // namespace gloo
 
-namespace falcon::collective {
+namespace falcon::collective::gloo {
 
-class GlooTransport : public Transport {
+class GlooTransport : public ring::Transport {
  public:
   // Builds an error about comm rank `peer` (the communicator formats its own identity in).
   using ErrorFn = std::function<absl::Status(absl::StatusCode, int peer, absl::string_view)>;
@@ -32,7 +32,7 @@ class GlooTransport : public Transport {
   // `members` maps comm ranks to global ranks (for the link shaper); `runtime` supplies the
   // shaper and the iteration. `slot` separates this transport's messages from other users of
   // the same context.
-  GlooTransport(std::shared_ptr<gloo::Context> context, std::vector<int32_t> members,
+  GlooTransport(std::shared_ptr<::gloo::Context> context, std::vector<int32_t> members,
                 const CommRuntime* runtime, uint64_t slot, std::chrono::milliseconds timeout,
                 ErrorFn error);
 
@@ -46,7 +46,7 @@ class GlooTransport : public Transport {
  private:
   void Shape(int peer, size_t bytes) const;
 
-  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<::gloo::Context> context_;
   std::vector<int32_t> members_;
   const CommRuntime* runtime_;
   const uint64_t slot_;
@@ -54,6 +54,6 @@ class GlooTransport : public Transport {
   ErrorFn error_;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::gloo
 
 #endif  // FALCON_COLLECTIVE_GLOO_GLOO_TRANSPORT_H_

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "falcon_launch --nproc N [--dp D] [--pp P] [--tp T] [--nodes K] -- PROGRAM ARGS...");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  falcon::collective::LaunchOptions o;
+  falcon::collective::launch::LaunchOptions o;
   o.nproc = absl::GetFlag(FLAGS_nproc);
   o.dp = absl::GetFlag(FLAGS_dp);
   o.pp = absl::GetFlag(FLAGS_pp);
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   o.rendezvous_root = absl::GetFlag(FLAGS_rendezvous_root);
   o.keep_rendezvous = absl::GetFlag(FLAGS_keep_rendezvous);
   for (size_t i = 1; i < rest.size(); ++i) o.command.emplace_back(rest[i]);
-  auto result = falcon::collective::RunLaunch(o);
+  auto result = falcon::collective::launch::RunLaunch(o);
   if (!result.ok()) {
     std::fprintf(stderr, "falcon_launch: %s\n", std::string(result.status().message()).c_str());
     return 2;

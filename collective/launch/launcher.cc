@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace falcon::collective {
+namespace falcon::collective::launch {
 namespace {
 
 void RemoveTree(const std::string& dir) {
@@ -157,29 +157,29 @@ Guard StartGuard(std::vector<pid_t>& live) {
 // kInvalidArgument naming --faults, the fault (canonical syntax) and the rank when a fault of
 // `spec` names a global rank outside [0, nproc); the parser's error when `spec` does not parse.
 absl::Status ValidateFaultRanks(const std::string& spec, int nproc) {
-  absl::StatusOr<FaultPlan> plan = LoadFaultSpec(spec);
+  absl::StatusOr<fault::FaultPlan> plan = fault::LoadFaultSpec(spec);
   if (!plan.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--faults: ", plan.status().message()));
   }
-  auto check = [nproc](int rank, const FaultPlan& one) -> absl::Status {
+  auto check = [nproc](int rank, const fault::FaultPlan& one) -> absl::Status {
     if (rank >= 0 && rank < nproc) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat("--faults: fault '", one.ToString(),
                                                    "' names rank ", rank, ", but --nproc=", nproc,
                                                    " has ranks 0..", nproc - 1));
   };
-  for (const ComputeFault& f : plan->compute) {
-    FaultPlan one;
+  for (const fault::ComputeFault& f : plan->compute) {
+    fault::FaultPlan one;
     one.compute = {f};
     if (auto s = check(f.rank, one); !s.ok()) return s;
   }
-  for (const LinkFault& f : plan->links) {
-    FaultPlan one;
+  for (const fault::LinkFault& f : plan->links) {
+    fault::FaultPlan one;
     one.links = {f};
     if (auto s = check(f.src, one); !s.ok()) return s;
     if (auto s = check(f.dst, one); !s.ok()) return s;
   }
-  for (const ContentionFault& f : plan->contention) {
-    FaultPlan one;
+  for (const fault::ContentionFault& f : plan->contention) {
+    fault::FaultPlan one;
     one.contention = {f};
     if (auto s = check(f.rank, one); !s.ok()) return s;
   }
@@ -419,4 +419,4 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
   return result;
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::launch

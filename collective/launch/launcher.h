@@ -30,7 +30,7 @@
 #include "absl/time/time.h"
 #include "collective/launch/rank_env.h"
 
-namespace falcon::collective {
+namespace falcon::collective::launch {
 
 struct LaunchOptions {
   int nproc = 0;                 // Ranks, > 0.
@@ -71,6 +71,6 @@ struct LaunchResult {
 // (kInternal); rank failures, a rank that cannot be started included, are results, not errors.
 absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& options);
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::launch
 
 #endif  // FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_

@@ -19,7 +19,7 @@
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::launch {
 namespace {
 
 std::string Runfile(const std::string& path) {
@@ -381,4 +381,4 @@ TEST(LauncherTest, SilentlyDeadGlooRankIsReportedByItsPeers) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::launch

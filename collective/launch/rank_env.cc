@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::collective {
+namespace falcon::collective::launch {
 namespace {
 
 absl::Status ReadInt(const std::function<const char*(const char*)>& lookup, const char* name,
@@ -97,4 +97,4 @@ absl::StatusOr<RankEnv> RankEnvFromEnvironment() {
   return ParseRankEnv([](const char* name) { return std::getenv(name); });
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::launch

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace falcon::collective {
+namespace falcon::collective::launch {
 
 struct RankEnv {
   int rank = 0;
@@ -50,6 +50,6 @@ absl::StatusOr<RankEnv> ParseRankEnv(const std::function<const char*(const char*
 // ParseRankEnv over the process environment.
 absl::StatusOr<RankEnv> RankEnvFromEnvironment();
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::launch
 
 #endif  // FALCON_COLLECTIVE_LAUNCH_RANK_ENV_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::launch {
 namespace {
 
 absl::StatusOr<RankEnv> Parse(const std::map<std::string, std::string>& vars) {
@@ -82,4 +82,4 @@ TEST(RankEnvTest, ErrorsNameTheVariable) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::launch

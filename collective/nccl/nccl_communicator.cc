@@ -21,7 +21,7 @@
 #include "collective/device_memory.h"
 #include "collective/store.h"
 
-namespace falcon::collective {
+namespace falcon::collective::nccl {
 namespace {
 
 ncclDataType_t ToNccl(DataType t) {
@@ -242,7 +242,7 @@ class NcclCommunicator final : public CommunicatorBase {
 
   // Host-side emulation of this rank's slow outgoing link(s); see the header.
   void Shape(int peer, size_t bytes_per_step, int steps) const {
-    const LinkShaper* shaper = runtime().link_shaper();
+    const fault::LinkShaper* shaper = runtime().link_shaper();
     if (shaper == nullptr || steps <= 0) return;
     const int me = global_rank();
     const int to = info().member_ranks[peer];
@@ -402,4 +402,4 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(
   return std::unique_ptr<Communicator>(std::move(*made));
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::nccl

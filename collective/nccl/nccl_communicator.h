@@ -25,7 +25,7 @@
 #include "collective/comm_runtime.h"
 #include "collective/communicator.h"
 
-namespace falcon::collective {
+namespace falcon::collective::nccl {
 
 struct NcclWorldOptions {
   int rank = -1;                               // Global rank, [0, world_size).
@@ -43,6 +43,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(const NcclWorldOpt
 // NCCL's version code (e.g. 22809 for 2.28.9); works without a GPU.
 int NcclVersionCode();
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::nccl
 
 #endif  // FALCON_COLLECTIVE_NCCL_NCCL_COMMUNICATOR_H_

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 namespace {
 
 template <typename T>
@@ -46,4 +46,4 @@ void ReduceInto(DataType dtype, ReduceOp op, void* acc, const void* in, size_t c
   }
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring

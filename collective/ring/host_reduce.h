@@ -6,11 +6,11 @@
 
 #include "collective/types.h"
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 
 // `acc` and `in` hold `count` elements of `dtype`; they may not overlap partially.
 void ReduceInto(DataType dtype, ReduceOp op, void* acc, const void* in, size_t count);
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring
 
 #endif  // FALCON_COLLECTIVE_RING_HOST_REDUCE_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 namespace {
 
 TEST(HostReduceTest, EveryOpOnFloats) {
@@ -45,4 +45,4 @@ TEST(HostReduceTest, IntegerTypesAndCountLimit) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring

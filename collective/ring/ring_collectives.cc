@@ -5,7 +5,7 @@
 
 #include "collective/ring/host_reduce.h"
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 namespace {
 
 int Mod(int a, int n) { return ((a % n) + n) % n; }
@@ -143,4 +143,4 @@ absl::Status DisseminationBarrier(Transport& t) {
   return absl::OkStatus();
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring

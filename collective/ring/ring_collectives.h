@@ -19,7 +19,7 @@
 #include "collective/ring/transport.h"
 #include "collective/types.h"
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 
 // recv = op over members of send (count elements). send == recv allowed.
 absl::Status RingAllReduce(Transport& t, const void* send, void* recv, size_t count, DataType dtype,
@@ -42,6 +42,6 @@ inline size_t ChunkBegin(size_t count, int n, int i) {
   return ii * base + (ii < extra ? ii : extra);
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring
 
 #endif  // FALCON_COLLECTIVE_RING_RING_COLLECTIVES_H_

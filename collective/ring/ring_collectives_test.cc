@@ -9,7 +9,7 @@
 #include "collective/ring/thread_transport.h"
 #include "gtest/gtest.h"
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 namespace {
 
 // Runs body(rank, transport) on one thread per rank; returns each rank's status.
@@ -169,4 +169,4 @@ TEST(RingTest, BarrierWaitsForLateRank) {
 INSTANTIATE_TEST_SUITE_P(Sizes, RingTest, ::testing::Values(1, 2, 3, 4, 5, 8));
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 
 class ThreadTransportHub::Endpoint : public Transport {
  public:
@@ -73,4 +73,4 @@ size_t ThreadTransportHub::bytes_sent(int src, int dst) const {
   return sent_[src * size_ + dst];
 }
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring

@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "collective/ring/transport.h"
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 
 class ThreadTransportHub {
  public:
@@ -38,6 +38,6 @@ class ThreadTransportHub {
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring
 
 #endif  // FALCON_COLLECTIVE_RING_THREAD_TRANSPORT_H_

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 
-namespace falcon::collective {
+namespace falcon::collective::ring {
 
 class Transport {
  public:
@@ -28,6 +28,6 @@ class Transport {
                                 size_t recv_bytes) = 0;
 };
 
-}  // namespace falcon::collective
+}  // namespace falcon::collective::ring
 
 #endif  // FALCON_COLLECTIVE_RING_TRANSPORT_H_

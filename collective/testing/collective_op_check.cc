@@ -18,11 +18,11 @@
 #include "collective/testing/recording_observer.h"
 #include "collective/world.h"
 
-namespace falcon::collective {
+namespace falcon::collective::testing {
 namespace {
 
 int Run(bool quick, bool profile, int die_rank) {
-  auto env = RankEnvFromEnvironment();
+  auto env = launch::RankEnvFromEnvironment();
   if (!env.ok()) {
     std::fprintf(stderr, "collective_op_check: %s\n", env.status().ToString().c_str());
     return 1;
@@ -32,7 +32,7 @@ int Run(bool quick, bool profile, int die_rank) {
     std::fprintf(stderr, "rank %d: %s\n", env->rank, runtime.status().ToString().c_str());
     return 1;
   }
-  testing::RecordingObserver observer;
+  RecordingObserver observer;
   (*runtime)->SetObserver(&observer);
   (*runtime)->SetProfiling(profile);
   auto options = WorldOptionsFrom(*env);
@@ -65,8 +65,8 @@ int Run(bool quick, bool profile, int die_rank) {
     std::fflush(stdout);
     return 0;
   }
-  absl::Status s = testing::CheckAllOps(**world, quick);
-  if (s.ok()) s = testing::CheckSplits(**world);
+  absl::Status s = CheckAllOps(**world, quick);
+  if (s.ok()) s = CheckSplits(**world);
   if (s.ok()) {
     const bool device = (*world)->memory_kind() == MemoryKind::kDevice;
     int timed = 0;
@@ -94,7 +94,7 @@ int Run(bool quick, bool profile, int die_rank) {
 }
 
 }  // namespace
-}  // namespace falcon::collective
+}  // namespace falcon::collective::testing
 
 int main(int argc, char** argv) {
   bool quick = false;
@@ -112,5 +112,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  return falcon::collective::Run(quick, profile, die_rank);
+  return falcon::collective::testing::Run(quick, profile, die_rank);
 }

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-namespace falcon::common {
+namespace falcon::common::logging {
 namespace logging_internal {
 int VerbosityFlag();  // logging_flags.cc
 }  // namespace logging_internal
@@ -18,4 +18,4 @@ void InitLogging(const char* program) {
   }
 }
 
-}  // namespace falcon::common
+}  // namespace falcon::common::logging

@@ -3,7 +3,7 @@
 // as the Abseil flag --v=N (also `-v N`), forwarded to glog's own FLAGS_v.
 //
 //   absl::ParseCommandLine(argc, argv);
-//   falcon::common::InitLogging(argv[0]);
+//   falcon::common::logging::InitLogging(argv[0]);
 //   LOG(INFO) << "event opened job=" << job << " event=" << id << " rank=" << rank;
 //
 // Daemon log lines: one line per state change an operator would ask about,
@@ -12,7 +12,7 @@
 #ifndef FALCON_COMMON_LOGGING_LOGGING_H_
 #define FALCON_COMMON_LOGGING_LOGGING_H_
 
-namespace falcon::common {
+namespace falcon::common::logging {
 
 // One line for a tool's usage text: how to set the verbosity and where the log goes.
 inline constexpr char kLoggingUsage[] =
@@ -24,6 +24,6 @@ inline constexpr char kLoggingUsage[] =
 // include glog: both define a variable named FLAGS_v, in different namespaces.)
 void InitLogging(const char* program);
 
-}  // namespace falcon::common
+}  // namespace falcon::common::logging
 
 #endif  // FALCON_COMMON_LOGGING_LOGGING_H_

@@ -5,8 +5,8 @@
 ABSL_FLAG(int, v, 0,
           "log verbosity: VLOG(n) lines with n <= this are written to stderr (also -v N)");
 
-namespace falcon::common::logging_internal {
+namespace falcon::common::logging::logging_internal {
 
 int VerbosityFlag() { return absl::GetFlag(FLAGS_v); }
 
-}  // namespace falcon::common::logging_internal
+}  // namespace falcon::common::logging::logging_internal

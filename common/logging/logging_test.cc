@@ -7,7 +7,7 @@
 #include "absl/flags/reflection.h"
 #include "gtest/gtest.h"
 
-namespace falcon::common {
+namespace falcon::common::logging {
 namespace {
 
 void SetVerbosity(const char* value) {
@@ -39,4 +39,4 @@ TEST(InitLoggingTest, ForwardsVerbosityAndLogsToStderr) {
 }
 
 }  // namespace
-}  // namespace falcon::common
+}  // namespace falcon::common::logging

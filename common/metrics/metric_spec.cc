@@ -11,7 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
-namespace falcon::common {
+namespace falcon::common::metrics {
 namespace {
 
 void CheckType(const MetricSpec& spec, MetricType want) {
@@ -80,6 +80,33 @@ std::string MetricsMarkdownTable(absl::Span<const MetricSpec> specs) {
                     absl::StrReplaceAll(s.help, {{"|", "\\|"}}), " |\n");
   }
   return out;
+}
+
+std::string ErrorSitesMarkdownTable(absl::Span<const ErrorSite> sites) {
+  std::string out = "| `where` | What happened |\n|---|---|\n";
+  for (const ErrorSite& s : sites) {
+    absl::StrAppend(&out, "| `", s.where, "` | ", absl::StrReplaceAll(s.what, {{"|", "\\|"}}),
+                    " |\n");
+  }
+  return out;
+}
+
+std::vector<std::string> CheckErrorSites(absl::Span<const ErrorSite> sites) {
+  std::vector<std::string> problems;
+  std::set<std::string> seen;
+  for (const ErrorSite& s : sites) {
+    const std::string where = s.where == nullptr ? "" : s.where;
+    if (!seen.insert(where).second) problems.push_back(absl::StrCat(where, ": listed twice"));
+    const bool snake = !where.empty() && where[0] >= 'a' && where[0] <= 'z' &&
+                       std::all_of(where.begin(), where.end(), [](char c) {
+                         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                       });
+    if (!snake) problems.push_back(absl::StrCat("'", where, "': not snake_case"));
+    if (s.what == nullptr || *s.what == '\0') {
+      problems.push_back(absl::StrCat(where, ": no description"));
+    }
+  }
+  return problems;
 }
 
 std::vector<std::string> CheckMetricTable(absl::Span<const MetricSpec> specs,
@@ -152,4 +179,4 @@ std::vector<std::string> RegistryMismatches(const std::vector<prometheus::Metric
   return problems;
 }
 
-}  // namespace falcon::common
+}  // namespace falcon::common::metrics

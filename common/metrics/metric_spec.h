@@ -4,7 +4,7 @@
 // docs' metrics table (docs/metrics.md, printed by //tools/metrics_doc) is rendered from the same
 // table, so a metric's name is written once.
 //
-// Conventions: names carry the daemon's prefix (falcon_controller_, falcon_agent_, falcon_shim_)
+// Conventions: names carry the daemon's prefix (falcon_controller_, falcon_agent_)
 // and a base unit (_seconds, _bytes, _ratio); counters end in _total; labels never carry per-op
 // or per-iteration values.
 #ifndef FALCON_COMMON_METRICS_METRIC_SPEC_H_
@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace falcon::common {
+namespace falcon::common::metrics {
 
 enum class MetricType { kCounter, kGauge, kHistogram };
 
@@ -34,6 +34,15 @@ struct MetricSpec {
   const char* labels;  // Label names, comma-separated ("job,rank"); "" for none. Includes
                        // constant labels (the agent's node).
   const char* help;    // One sentence; the # HELP text and the docs' description.
+};
+
+// One value of the `where` label of a daemon's falcon_<daemon>_errors_total: a site that logs a
+// handled error (one LOG(WARNING) or LOG(ERROR) line) and counts it there. Each daemon lists its
+// sites next to its metric table; its metrics export every listed series from the start (at 0),
+// and the docs' metrics page lists them.
+struct ErrorSite {
+  const char* where;  // snake_case and stable, e.g. "directive_timed_out".
+  const char* what;   // One sentence: what failed and what the daemon did about it.
 };
 
 // "counter", "gauge", "histogram".
@@ -59,6 +68,13 @@ prometheus::Family<prometheus::Histogram>& AddHistogramFamily(
 // Pipes in the help are escaped.
 std::string MetricsMarkdownTable(absl::Span<const MetricSpec> specs);
 
+// A markdown table of `sites`, one row each in order: | `where` | What happened |. Pipes escaped.
+std::string ErrorSitesMarkdownTable(absl::Span<const ErrorSite> sites);
+
+// Checks a list of sites: each `where` unique, non-empty, lower-case snake_case ([a-z0-9_],
+// starting with a letter), each with a `what`. Returns the problems; empty when well formed.
+std::vector<std::string> CheckErrorSites(absl::Span<const ErrorSite> sites);
+
 // Checks a table: names unique, each starting with `prefix`, counters ending in _total and only
 // counters, histograms without a _bucket/_sum/_count suffix, help and unit not empty. Returns the
 // problems, one per entry; empty when the table is well formed.
@@ -72,6 +88,6 @@ std::vector<std::string> CheckMetricTable(absl::Span<const MetricSpec> specs,
 std::vector<std::string> RegistryMismatches(const std::vector<prometheus::MetricFamily>& families,
                                             absl::Span<const MetricSpec> specs);
 
-}  // namespace falcon::common
+}  // namespace falcon::common::metrics
 
 #endif  // FALCON_COMMON_METRICS_METRIC_SPEC_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::common {
+namespace falcon::common::metrics {
 namespace {
 
 constexpr MetricSpec kRequests{"falcon_test_requests_total", MetricType::kCounter, "requests",
@@ -33,6 +33,21 @@ TEST(MetricSpecTest, RegistersFamiliesFromTheSpec) {
 TEST(MetricSpecDeathTest, ATypeMismatchAborts) {
   prometheus::Registry registry;
   EXPECT_DEATH(AddGaugeFamily(registry, kRequests), "declared a counter, registered as a gauge");
+}
+
+TEST(MetricSpecTest, ErrorSites) {
+  const ErrorSite good[] = {{"store_write", "A write failed | retried"}, {"tick2", "x"}};
+  EXPECT_TRUE(CheckErrorSites(good).empty());
+  EXPECT_EQ(ErrorSitesMarkdownTable(good),
+            "| `where` | What happened |\n"
+            "|---|---|\n"
+            "| `store_write` | A write failed \\| retried |\n"
+            "| `tick2` | x |\n");
+  const ErrorSite bad[] = {
+      {"store_write", "a"}, {"store_write", "b"}, {"Bad-Site", "c"}, {"", "d"}, {"no_what", ""}};
+  EXPECT_EQ(CheckErrorSites(bad),
+            (std::vector<std::string>{"store_write: listed twice", "'Bad-Site': not snake_case",
+                                      "'': not snake_case", "no_what: no description"}));
 }
 
 TEST(MetricSpecTest, LabelNames) {
@@ -81,4 +96,4 @@ TEST(MetricSpecTest, RegistryMismatchesNamesEachDifference) {
 }
 
 }  // namespace
-}  // namespace falcon::common
+}  // namespace falcon::common::metrics

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 uint64_t AgentHub::Attach(const std::string& agent_id, std::shared_ptr<AgentChannel> channel) {
   Entry& e = channels_[agent_id];
@@ -61,4 +61,4 @@ void AgentHub::Release() {
   }
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "proto/falcon/v1/telemetry.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 // One agent's outbound stream. Implemented by the gRPC reactor (service/) and by fakes in tests.
 class AgentChannel {
@@ -69,6 +69,6 @@ class AgentHub {
   std::vector<std::pair<std::shared_ptr<AgentChannel>, falcon::v1::ControllerMessage>> queued_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core
 
 #endif  // FALCON_CONTROLLER_CORE_AGENT_HUB_H_

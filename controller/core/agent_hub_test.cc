@@ -5,7 +5,7 @@
 #include "controller/testing/fake_agent_channel.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 namespace {
 
 TEST(AgentHubTest, ReconnectReplacesAndStaleDetachIsIgnored) {
@@ -31,4 +31,4 @@ TEST(AgentHubTest, ReconnectReplacesAndStaleDetachIsIgnored) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core

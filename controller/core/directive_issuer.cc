@@ -8,8 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/directive_kind.h"
+#include "controller/metrics/metric_table.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 using falcon::v1::DirectiveRecord;
 
@@ -19,7 +21,7 @@ namespace {
 std::string DirectiveFields(const DirectiveRecord& r) {
   return absl::StrCat("job=", r.directive().job(), " event=", r.event_id(),
                       " directive=", r.directive().directive_id(),
-                      " strategy=", StrategyLabel(r.directive()));
+                      " strategy=", common::DirectiveKindName(r.directive()));
 }
 
 // " rank=1,2" for explicit targets, " rank=all" for every rank of the job.
@@ -48,7 +50,8 @@ absl::Status DirectiveOptions::Validate() const {
 }
 
 DirectiveIssuer::DirectiveIssuer(DirectiveOptions options, const common::Clock* clock,
-                                 IdAllocator* ids, AgentHub* hub, ControllerMetrics* metrics)
+                                 IdAllocator* ids, AgentHub* hub,
+                                 metrics::ControllerMetrics* metrics)
     : options_(options), clock_(clock), ids_(ids), hub_(hub), metrics_(metrics) {}
 
 bool DirectiveIssuer::IsPlan(const falcon::v1::Directive& d) {
@@ -79,7 +82,7 @@ void DirectiveIssuer::Load(const std::vector<DirectiveRecord>& records) {
   }
 }
 
-uint64_t DirectiveIssuer::Epoch(const JobEntry& job) const {
+uint64_t DirectiveIssuer::Epoch(const registry::JobEntry& job) const {
   auto it = issued_epoch_.find(job.name());
   return it == issued_epoch_.end() ? job.epoch() : std::max(job.epoch(), it->second);
 }
@@ -95,13 +98,17 @@ int64_t DirectiveIssuer::EffectiveIteration(const std::string& job) const {
 }
 
 std::vector<uint32_t> DirectiveIssuer::Targets(const falcon::v1::Directive& d,
-                                               const JobEntry& job) {
+                                               const registry::JobEntry& job) {
   if (d.target_ranks_size() == 0) return job.ranks();
   return std::vector<uint32_t>(d.target_ranks().begin(), d.target_ranks().end());
 }
 
+void DirectiveIssuer::CountError(absl::string_view where) const {
+  if (metrics_ != nullptr) metrics_->CountError(where);
+}
+
 uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_id,
-                                const JobEntry& job, UnitOfWork* uow,
+                                const registry::JobEntry& job, UnitOfWork* uow,
                                 const falcon::v1::Directive* rollback) {
   const uint64_t id = ids_->NextDirectiveId(&uow->txn());
   uint64_t epoch = Epoch(job);
@@ -129,7 +136,7 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   retries_[id] =
       Retry{now + options_.retry_initial, options_.retry_initial, now + options_.ack_timeout};
   // Copy what the send needs: the job entry may change before the commit runs the action.
-  JobEntry snapshot = job;
+  registry::JobEntry snapshot = job;
   std::string line =
       absl::StrCat("directive issued ", DirectiveFields(record), TargetFields(directive),
                    " epoch=", epoch, " effective_iteration=", directive.effective_iteration());
@@ -145,7 +152,7 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   return id;
 }
 
-void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const JobEntry& job,
+void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const registry::JobEntry& job,
                              const std::string& only_agent, const std::set<uint32_t>& only_ranks) {
   std::set<std::string> agents;
   for (uint32_t r : Targets(d, job)) {
@@ -159,8 +166,8 @@ void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const JobEntry& job
   }
 }
 
-void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, UnitOfWork* uow,
-                                  AckOutcome* out) {
+void DirectiveIssuer::UpdateState(DirectiveRecord& record, const registry::JobEntry& job,
+                                  UnitOfWork* uow, AckOutcome* out) {
   if (record.state() != DirectiveRecord::STATE_PENDING) return;
   const falcon::v1::DirectiveAck* rejected = nullptr;
   std::set<uint32_t> applied;
@@ -181,7 +188,10 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, 
       const std::string line =
           absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", rejected->rank(),
                        " reason=\"", rejected->reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metrics::where::kDirectiveRejected);
+      });
     }
     if (!applied.empty() && record.has_rollback()) {
       falcon::v1::Directive undo = record.rollback();
@@ -215,7 +225,7 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const JobEntry& job, 
 }
 
 DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAck& ack,
-                                                   const JobEntry& job, UnitOfWork* uow) {
+                                                   const registry::JobEntry& job, UnitOfWork* uow) {
   AckOutcome out;
   auto it = records_.find(ack.directive_id());
   if (it == records_.end() || it->second.directive().job() != ack.job()) {
@@ -223,6 +233,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
         absl::StrCat("directive ", ack.directive_id(), " of job '", ack.job(), "' is unknown");
     LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
                  << " rank=" << ack.rank() << " error=\"" << out.error << "\"";
+    CountError(metrics::where::kDirectiveAckRefused);
     return out;
   }
   DirectiveRecord& record = it->second;
@@ -232,6 +243,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
                              "'s epoch ", record.directive().epoch());
     LOG(WARNING) << "directive ack refused " << DirectiveFields(record) << " rank=" << ack.rank()
                  << " error=\"" << out.error << "\"";
+    CountError(metrics::where::kDirectiveAckRefused);
     return out;
   }
   out.record = &record;
@@ -240,6 +252,7 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
                              "' epoch ", fence);
     LOG(WARNING) << "directive ack refused " << DirectiveFields(record) << " rank=" << ack.rank()
                  << " error=\"" << out.error << "\"";
+    CountError(metrics::where::kDirectiveAckRefused);
     if (record.state() == DirectiveRecord::STATE_PENDING) {
       *record.add_acks() = ack;  // Kept for the record; it does not count.
       record.set_state(DirectiveRecord::STATE_REJECTED);
@@ -251,7 +264,10 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
       const std::string line =
           absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", ack.rank(),
                        " reason=\"", record.state_reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metrics::where::kDirectiveRejected);
+      });
     }
     return out;
   }
@@ -276,7 +292,8 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
 }
 
 std::vector<uint64_t> DirectiveIssuer::Tick(
-    absl::Time now, UnitOfWork* uow, const std::function<const JobEntry*(const std::string&)>& jobs,
+    absl::Time now, UnitOfWork* uow,
+    const std::function<const registry::JobEntry*(const std::string&)>& jobs,
     const std::function<bool(const std::string&)>& held) {
   std::vector<uint64_t> timed_out;
   for (auto& [id, record] : records_) {
@@ -310,11 +327,14 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
       timed_out.push_back(id);
       const std::string line = absl::StrCat("directive timed out ", DirectiveFields(record),
                                             " reason=\"", record.state_reason(), "\"");
-      uow->AfterCommit([line]() { LOG(WARNING) << line; });
+      uow->AfterCommit([this, line]() {
+        LOG(WARNING) << line;
+        CountError(metrics::where::kDirectiveTimedOut);
+      });
       continue;
     }
     if (r == retries_.end() || now < r->second.due || !jobs) continue;
-    const JobEntry* job = jobs(record.directive().job());
+    const registry::JobEntry* job = jobs(record.directive().job());
     if (job == nullptr) continue;
     // Re-deliver to the targets without a final answer (RECEIVED ones too: cheap and harmless).
     std::set<uint32_t> final_ranks;
@@ -333,7 +353,7 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
     uow->txn().PutDirective(record);
     r->second.backoff = std::min(options_.retry_max, r->second.backoff * 2);
     r->second.due = now + r->second.backoff;
-    JobEntry snapshot = *job;
+    registry::JobEntry snapshot = *job;
     falcon::v1::Directive d = record.directive();
     VLOG(1) << "directive redelivered " << DirectiveFields(record)
             << " rank=" << absl::StrJoin(open, ",") << " deliveries=" << record.deliveries();
@@ -342,7 +362,7 @@ std::vector<uint64_t> DirectiveIssuer::Tick(
   return timed_out;
 }
 
-void DirectiveIssuer::Redeliver(const std::string& agent_id, const JobEntry& job) {
+void DirectiveIssuer::Redeliver(const std::string& agent_id, const registry::JobEntry& job) {
   for (const auto& [id, record] : records_) {
     if (record.state() == DirectiveRecord::STATE_PENDING &&
         record.directive().job() == job.name()) {
@@ -417,4 +437,4 @@ std::vector<DirectiveRecord> DirectiveIssuer::List(const std::string& job, uint3
   return out;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core

@@ -46,7 +46,7 @@
 #include "controller/registry/job_registry.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 struct DirectiveOptions {
   // A directive not applied by every target within this long becomes TIMED_OUT. Default: 60 s.
@@ -73,9 +73,10 @@ struct JobProgress {
 
 class DirectiveIssuer {
  public:
-  // `metrics` (nullable, not owned) counts committed directives by strategy.
+  // `metrics` (nullable, not owned) counts committed directives by strategy, and the rejected,
+  // timed-out and refused ones it logs as falcon_controller_errors_total{where}.
   DirectiveIssuer(DirectiveOptions options, const common::Clock* clock, IdAllocator* ids,
-                  AgentHub* hub, ControllerMetrics* metrics = nullptr);
+                  AgentHub* hub, metrics::ControllerMetrics* metrics = nullptr);
 
   using ProgressFn = std::function<JobProgress(const std::string& job)>;
   // Where effective iterations and rollbacks read the job's progress (default: none known).
@@ -86,7 +87,7 @@ class DirectiveIssuer {
   void Load(const std::vector<falcon::v1::DirectiveRecord>& records);
 
   // The job's epoch fence (see above).
-  uint64_t Epoch(const JobEntry& job) const;
+  uint64_t Epoch(const registry::JobEntry& job) const;
   // The earliest effective iteration a plan directive may carry now (see above).
   int64_t EffectiveIteration(const std::string& job) const;
 
@@ -95,7 +96,7 @@ class DirectiveIssuer {
   // in `uow` and, after the commit, sends the directive to the agents hosting its target ranks
   // (every rank of the job when target_ranks is empty). `rollback` (optional) is what to send to
   // the ranks that applied it should another target reject it. Returns the id.
-  uint64_t Issue(falcon::v1::Directive directive, uint64_t event_id, const JobEntry& job,
+  uint64_t Issue(falcon::v1::Directive directive, uint64_t event_id, const registry::JobEntry& job,
                  UnitOfWork* uow, const falcon::v1::Directive* rollback = nullptr);
 
   struct AckOutcome {
@@ -109,19 +110,21 @@ class DirectiveIssuer {
   // back, see above). An ack whose epoch differs from its directive's, or is older than the
   // job's fence, is refused: error says so; a PENDING directive of an older epoch becomes
   // REJECTED (superseded).
-  AckOutcome OnAck(const falcon::v1::DirectiveAck& ack, const JobEntry& job, UnitOfWork* uow);
+  AckOutcome OnAck(const falcon::v1::DirectiveAck& ack, const registry::JobEntry& job,
+                   UnitOfWork* uow);
 
   // PENDING directives older than ack_timeout become TIMED_OUT (returned); the others that are
   // due are re-delivered (same id) to the agents of the targets without a final ack.
   // `jobs` resolves the job of a directive for re-delivery (nullptr: skip re-delivery); `held`
   // says whether a job is held (see above; unset: none is).
-  std::vector<uint64_t> Tick(absl::Time now, UnitOfWork* uow,
-                             const std::function<const JobEntry*(const std::string&)>& jobs = {},
-                             const std::function<bool(const std::string&)>& held = {});
+  std::vector<uint64_t> Tick(
+      absl::Time now, UnitOfWork* uow,
+      const std::function<const registry::JobEntry*(const std::string&)>& jobs = {},
+      const std::function<bool(const std::string&)>& held = {});
 
   // Sends the job's PENDING directives that target ranks of `agent_id` again (it reconnected;
   // the shims drop duplicates by id).
-  void Redeliver(const std::string& agent_id, const JobEntry& job);
+  void Redeliver(const std::string& agent_id, const registry::JobEntry& job);
 
   const falcon::v1::DirectiveRecord* Find(uint64_t directive_id) const;
   // Newest first; job "" = all jobs; limit 0 = all.
@@ -145,7 +148,8 @@ class DirectiveIssuer {
   void Forget(const std::vector<uint64_t>& directive_ids,
               const absl::flat_hash_set<std::string>& jobs);
   // Target ranks of a directive (its target_ranks, or every rank of the job).
-  static std::vector<uint32_t> Targets(const falcon::v1::Directive& d, const JobEntry& job);
+  static std::vector<uint32_t> Targets(const falcon::v1::Directive& d,
+                                       const registry::JobEntry& job);
 
  private:
   struct Retry {
@@ -155,22 +159,24 @@ class DirectiveIssuer {
   };
   static bool IsPlan(const falcon::v1::Directive& d);
   static bool BumpsEpoch(const falcon::v1::Directive& d);
-  void SendTo(const falcon::v1::Directive& d, const JobEntry& job, const std::string& only_agent,
-              const std::set<uint32_t>& only_ranks = {});
-  void UpdateState(falcon::v1::DirectiveRecord& record, const JobEntry& job, UnitOfWork* uow,
-                   AckOutcome* out);
+  void SendTo(const falcon::v1::Directive& d, const registry::JobEntry& job,
+              const std::string& only_agent, const std::set<uint32_t>& only_ranks = {});
+  void UpdateState(falcon::v1::DirectiveRecord& record, const registry::JobEntry& job,
+                   UnitOfWork* uow, AckOutcome* out);
+  // Counts a handled error logged at `where` (metric::where), when there are metrics.
+  void CountError(absl::string_view where) const;
 
   const DirectiveOptions options_;
   const common::Clock* const clock_;
   IdAllocator* const ids_;
   AgentHub* const hub_;
-  ControllerMetrics* const metrics_;
+  metrics::ControllerMetrics* const metrics_;
   ProgressFn progress_;
   std::map<uint64_t, falcon::v1::DirectiveRecord> records_;
   std::map<uint64_t, Retry> retries_;             // PENDING ones only.
   std::map<std::string, uint64_t> issued_epoch_;  // job -> highest epoch of its S3/S4.
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core
 
 #endif  // FALCON_CONTROLLER_CORE_DIRECTIVE_ISSUER_H_

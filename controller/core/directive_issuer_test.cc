@@ -8,7 +8,7 @@
 #include "controller/testing/job_fixtures.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 namespace {
 
 using falcon::v1::DirectiveRecord;
@@ -16,14 +16,14 @@ using falcon::v1::DirectiveRecord;
 class DirectiveIssuerTest : public ::testing::Test {
  protected:
   DirectiveIssuerTest()
-      : kv_(ControllerStore::TableNames()),
+      : kv_(store::ControllerStore::TableNames()),
         store_(&kv_, &clock_),
         ids_(falcon::controller::v1::MetaRecord{}),
         issuer_(DirectiveOptions{}, &clock_, &ids_, &hub_) {
     testing::LayoutSpec spec;  // 4 ranks on 2 nodes.
-    StoreTxn txn;
+    store::StoreTxn txn;
     for (uint32_t n = 0; n < 2; ++n) {
-      std::optional<JobEntry> e;
+      std::optional<registry::JobEntry> e;
       registry_.Merge(testing::NodeName(n), testing::NodeName(n),
                       testing::NodeRegistration(spec, n), "r", &e);
       registry_.Install(std::move(*e), &txn);
@@ -31,7 +31,7 @@ class DirectiveIssuerTest : public ::testing::Test {
       hub_.Attach(testing::NodeName(n), channels_[n]);
     }
   }
-  const JobEntry& job() { return *registry_.Find("job"); }
+  const registry::JobEntry& job() { return *registry_.Find("job"); }
   falcon::v1::DirectiveAck Ack(uint64_t id, uint32_t rank, falcon::v1::AckStatus status) {
     falcon::v1::DirectiveAck a;
     a.set_directive_id(id);
@@ -45,11 +45,11 @@ class DirectiveIssuerTest : public ::testing::Test {
   }
 
   common::FakeClock clock_;
-  InMemoryKvStore kv_;
-  ControllerStore store_;
+  store::InMemoryKvStore kv_;
+  store::ControllerStore store_;
   AgentHub hub_;
   IdAllocator ids_;
-  JobRegistry registry_;
+  registry::JobRegistry registry_;
   DirectiveIssuer issuer_;
   std::shared_ptr<testing::FakeAgentChannel> channels_[2];
 };
@@ -316,4 +316,4 @@ TEST_F(DirectiveIssuerTest, RestartRedeliversPendingWithTheSameId) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core

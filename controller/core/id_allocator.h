@@ -10,16 +10,16 @@
 #include "controller/store/controller_store.h"
 #include "controller/store/records.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 class IdAllocator {
  public:
   // `meta` from ControllerStore::LoadMeta(); counters start at 1.
   explicit IdAllocator(falcon::controller::v1::MetaRecord meta);
 
-  uint64_t NextEventId(StoreTxn* txn);
-  uint64_t NextTaskId(StoreTxn* txn);
-  uint64_t NextDirectiveId(StoreTxn* txn);
+  uint64_t NextEventId(store::StoreTxn* txn);
+  uint64_t NextTaskId(store::StoreTxn* txn);
+  uint64_t NextDirectiveId(store::StoreTxn* txn);
 
   const falcon::controller::v1::MetaRecord& meta() const { return meta_; }
 
@@ -27,6 +27,6 @@ class IdAllocator {
   falcon::controller::v1::MetaRecord meta_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core
 
 #endif  // FALCON_CONTROLLER_CORE_ID_ALLOCATOR_H_

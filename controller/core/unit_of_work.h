@@ -13,18 +13,18 @@
 #include "absl/status/status.h"
 #include "controller/store/controller_store.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 
 class UnitOfWork {
  public:
-  StoreTxn& txn() { return txn_; }
+  store::StoreTxn& txn() { return txn_; }
   // Runs `action` after a successful commit, in the order added.
   void AfterCommit(std::function<void()> action) { after_.push_back(std::move(action)); }
   size_t pending_actions() const { return after_.size(); }
 
   // Commits the staged writes; on success runs the actions (which may stage and commit nothing
   // more in this unit). On failure the actions are dropped and the error returned.
-  absl::Status Commit(ControllerStore* store) {
+  absl::Status Commit(store::ControllerStore* store) {
     absl::Status s = store->Commit(&txn_);
     std::vector<std::function<void()>> actions;
     actions.swap(after_);
@@ -34,10 +34,10 @@ class UnitOfWork {
   }
 
  private:
-  StoreTxn txn_;
+  store::StoreTxn txn_;
   std::vector<std::function<void()>> after_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core
 
 #endif  // FALCON_CONTROLLER_CORE_UNIT_OF_WORK_H_

@@ -7,13 +7,13 @@
 #include "controller/store/in_memory_kv_store.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::core {
 namespace {
 
 TEST(UnitOfWorkTest, ActionsRunOnlyAfterADurableCommit) {
   common::FakeClock clock;
-  InMemoryKvStore kv(ControllerStore::TableNames());
-  ControllerStore store(&kv, &clock);
+  store::InMemoryKvStore kv(store::ControllerStore::TableNames());
+  store::ControllerStore store(&kv, &clock);
   std::vector<int> order;
   {
     UnitOfWork uow;
@@ -40,9 +40,9 @@ TEST(UnitOfWorkTest, ActionsRunOnlyAfterADurableCommit) {
 
 TEST(IdAllocatorTest, NeverRepeatsAcrossReload) {
   common::FakeClock clock;
-  InMemoryKvStore kv(ControllerStore::TableNames());
-  ControllerStore store(&kv, &clock);
-  StoreTxn txn;
+  store::InMemoryKvStore kv(store::ControllerStore::TableNames());
+  store::ControllerStore store(&kv, &clock);
+  store::StoreTxn txn;
   IdAllocator ids(*store.LoadMeta());
   EXPECT_EQ(ids.NextTaskId(&txn), 1u);
   EXPECT_EQ(ids.NextTaskId(&txn), 2u);
@@ -55,4 +55,4 @@ TEST(IdAllocatorTest, NeverRepeatsAcrossReload) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::core

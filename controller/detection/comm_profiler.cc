@@ -4,7 +4,7 @@
 
 #include "common/stats.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 void CommProfiler::Start() {
   active_ = true;
   pending_.clear();
@@ -19,23 +19,24 @@ CommProfiler::PendingIteration& CommProfiler::Pending(int64_t iteration) {
   return p;
 }
 
-void CommProfiler::AddSummary(const falcon::v1::IterationSummary& s, const JobEntry& job) {
+void CommProfiler::AddSummary(const falcon::v1::IterationSummary& s,
+                              const registry::JobEntry& job) {
   if (!active_) return;
   if (pending_.size() >= max_pending_ && s.iteration() < pending_.begin()->first) return;
   PendingIteration& p = Pending(s.iteration());
   const falcon::v1::RankInfo* info = job.FindRank(s.rank());
-  analysis::RankCompute rc;
+  analysis::detect::RankCompute rc;
   rc.rank = s.rank();
   rc.group = info != nullptr && info->pp_index() >= 0 ? info->pp_index() : 0;
   rc.compute = absl::Nanoseconds(s.compute_ns());
   p.ranks.push_back(rc);
   for (const falcon::v1::CommIterationSummary& c : s.comms()) {
-    const CommInfo* comm = job.FindComm(c.comm_id());
+    const registry::CommInfo* comm = job.FindComm(c.comm_id());
     if (comm == nullptr) continue;
     PendingComm& pc = p.comms[c.comm_id()];
     pc.kind = falcon::v1::CommKind_Name(comm->comm.kind());
     pc.bytes = std::max<int64_t>(pc.bytes, static_cast<int64_t>(c.bytes()));
-    analysis::CommMember& m = pc.members[s.rank()];
+    analysis::detect::CommMember& m = pc.members[s.rank()];
     m.rank = s.rank();
     m.busy = absl::Nanoseconds(c.busy_ns());
     // Keep a device-measured transfer time from raw ops if one is already there.
@@ -58,7 +59,7 @@ void CommProfiler::AddOps(uint32_t rank,
   for (const auto& [key, ns] : device) {
     if (pending_.size() >= max_pending_ && key.first < pending_.begin()->first) continue;
     PendingIteration& p = Pending(key.first);
-    analysis::CommMember& m = p.comms[key.second].members[rank];
+    analysis::detect::CommMember& m = p.comms[key.second].members[rank];
     m.rank = rank;
     m.transfer = absl::Nanoseconds(ns);
     if (m.busy < m.transfer) m.busy = m.transfer;
@@ -66,17 +67,17 @@ void CommProfiler::AddOps(uint32_t rank,
 }
 
 void CommProfiler::CompleteIteration(int64_t iteration, int64_t job_iteration_time_ns,
-                                     const analysis::BlameOptions& options) {
+                                     const analysis::detect::BlameOptions& options) {
   if (!active_) return;
   auto it = pending_.find(iteration);
   if (it == pending_.end()) return;
-  analysis::BlameInput input;
+  analysis::detect::BlameInput input;
   input.step = iteration;
   input.iteration_time = absl::Nanoseconds(job_iteration_time_ns);
   input.ranks = std::move(it->second.ranks);
   for (auto& [id, pc] : it->second.comms) {
     if (pc.kind.empty() || pc.members.empty()) continue;  // Ops without a summary of the comm.
-    analysis::CommTiming t;
+    analysis::detect::CommTiming t;
     t.comm_id = id;
     t.kind = pc.kind;
     t.bytes = pc.bytes;
@@ -84,13 +85,14 @@ void CommProfiler::CompleteIteration(int64_t iteration, int64_t job_iteration_ti
     input.comms.push_back(std::move(t));
   }
   pending_.erase(pending_.begin(), std::next(it));
-  absl::StatusOr<analysis::BlameResult> result = analysis::BlameStep(input, options);
+  absl::StatusOr<analysis::detect::BlameResult> result =
+      analysis::detect::BlameStep(input, options);
   if (!result.ok()) return;  // Inputs are validated; an error here means nothing to judge.
   ++judged_;
-  for (const analysis::SuspiciousComm& c : result->suspicious) {
+  for (const analysis::detect::SuspiciousComm& c : result->suspicious) {
     comm_ratios_[c.comm_id].push_back(c.ratio);
   }
-  for (const analysis::Blame& b : result->blamed) {
+  for (const analysis::detect::Blame& b : result->blamed) {
     blames_[static_cast<uint32_t>(b.rank)].push_back(b);
   }
 }
@@ -109,13 +111,14 @@ ProfileResult CommProfiler::Result() const {
     if (fraction < 0.5) continue;
     // The cause seen most often, with its median ratio.
     int compute = 0;
-    for (const analysis::Blame& b : list) compute += b.cause == analysis::BlameCause::kCompute;
-    analysis::BlameCause cause = 2 * compute >= static_cast<int>(list.size())
-                                     ? analysis::BlameCause::kCompute
-                                     : analysis::BlameCause::kCommunication;
+    for (const analysis::detect::Blame& b : list)
+      compute += b.cause == analysis::detect::BlameCause::kCompute;
+    analysis::detect::BlameCause cause = 2 * compute >= static_cast<int>(list.size())
+                                             ? analysis::detect::BlameCause::kCompute
+                                             : analysis::detect::BlameCause::kCommunication;
     std::vector<double> ratios;
     uint64_t comm = 0;
-    for (const analysis::Blame& b : list) {
+    for (const analysis::detect::Blame& b : list) {
       if (b.cause != cause) continue;
       ratios.push_back(b.ratio);
       comm = b.comm_id;
@@ -125,4 +128,4 @@ ProfileResult CommProfiler::Result() const {
   return r;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

@@ -18,7 +18,7 @@
 #include "google/protobuf/repeated_field.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 struct ProfileResult {
   int iterations = 0;  // Profiled (complete) iterations judged.
@@ -29,7 +29,7 @@ struct ProfileResult {
   };
   struct Rank {
     uint32_t rank = 0;
-    analysis::BlameCause cause = analysis::BlameCause::kCompute;
+    analysis::detect::BlameCause cause = analysis::detect::BlameCause::kCompute;
     double ratio = 0;
     double fraction = 0;
     uint64_t comm_id = 0;  // For kCommunication.
@@ -49,13 +49,13 @@ class CommProfiler {
   bool active() const { return active_; }
 
   // Adds a summary (validated against `job`). Group of the rank: its PP stage when known.
-  void AddSummary(const falcon::v1::IterationSummary& summary, const JobEntry& job);
+  void AddSummary(const falcon::v1::IterationSummary& summary, const registry::JobEntry& job);
   // Adds raw ops of `rank`; ops with iteration >= 0 and device time > 0 set the transfer time of
   // (iteration, comm, rank) to the sum of their device durations.
   void AddOps(uint32_t rank, const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops);
   // Judges `iteration` (complete for the job) and forgets its data.
   void CompleteIteration(int64_t iteration, int64_t job_iteration_time_ns,
-                         const analysis::BlameOptions& options);
+                         const analysis::detect::BlameOptions& options);
 
   ProfileResult Result() const;
   size_t pending_iterations() const { return pending_.size(); }
@@ -64,10 +64,10 @@ class CommProfiler {
   struct PendingComm {
     std::string kind;
     int64_t bytes = 0;
-    std::map<uint32_t, analysis::CommMember> members;
+    std::map<uint32_t, analysis::detect::CommMember> members;
   };
   struct PendingIteration {
-    std::vector<analysis::RankCompute> ranks;
+    std::vector<analysis::detect::RankCompute> ranks;
     std::map<uint64_t, PendingComm> comms;
   };
   PendingIteration& Pending(int64_t iteration);
@@ -76,10 +76,10 @@ class CommProfiler {
   bool active_ = false;
   std::map<int64_t, PendingIteration> pending_;
   int judged_ = 0;
-  std::map<uint64_t, std::vector<double>> comm_ratios_;      // One entry per flagged iteration.
-  std::map<uint32_t, std::vector<analysis::Blame>> blames_;  // Likewise per rank.
+  std::map<uint64_t, std::vector<double>> comm_ratios_;  // One entry per flagged iteration.
+  std::map<uint32_t, std::vector<analysis::detect::Blame>> blames_;  // Likewise per rank.
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_COMM_PROFILER_H_

@@ -5,7 +5,7 @@
 #include "controller/testing/job_fixtures.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 namespace {
 
 class CommProfilerTest : public ::testing::Test {
@@ -14,8 +14,8 @@ class CommProfilerTest : public ::testing::Test {
     spec_.dp = 4;
     spec_.pp = 2;
     spec_.ranks_per_node = 8;
-    StoreTxn txn;
-    std::optional<JobEntry> e;
+    store::StoreTxn txn;
+    std::optional<registry::JobEntry> e;
     registry_.Merge("a", "node-0", testing::NodeRegistration(spec_, 0), "r", &e);
     job_ = registry_.Install(std::move(*e), &txn);
   }
@@ -36,12 +36,12 @@ class CommProfilerTest : public ::testing::Test {
       }
       p.AddSummary(s, *job_);
     }
-    p.CompleteIteration(it, 100'000'000 + extra, analysis::BlameOptions());
+    p.CompleteIteration(it, 100'000'000 + extra, analysis::detect::BlameOptions());
   }
 
   testing::LayoutSpec spec_;
-  JobRegistry registry_;
-  JobEntry* job_ = nullptr;
+  registry::JobRegistry registry_;
+  registry::JobEntry* job_ = nullptr;
 };
 
 TEST_F(CommProfilerTest, BlamesTheRankThatComputesLongerNotTheOnesWaiting) {
@@ -54,7 +54,7 @@ TEST_F(CommProfilerTest, BlamesTheRankThatComputesLongerNotTheOnesWaiting) {
   EXPECT_EQ(r.iterations, 4);
   ASSERT_EQ(r.blamed.size(), 1u);
   EXPECT_EQ(r.blamed[0].rank, 2u);
-  EXPECT_EQ(r.blamed[0].cause, analysis::BlameCause::kCompute);
+  EXPECT_EQ(r.blamed[0].cause, analysis::detect::BlameCause::kCompute);
   EXPECT_GT(r.blamed[0].ratio, 1.1);
   EXPECT_DOUBLE_EQ(r.blamed[0].fraction, 1.0);
   EXPECT_EQ(p.pending_iterations(), 0u);
@@ -96,4 +96,4 @@ TEST_F(CommProfilerTest, HealthyIterationsFlagNothingAndPendingIsBounded) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

@@ -7,8 +7,9 @@
 
 #include "absl/strings/str_format.h"
 #include "common/stats.h"
+#include "controller/metrics/metric_table.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 using falcon::controller::v1::EventRecord;
 
@@ -46,9 +47,10 @@ int64_t DetectionManager::RecentTimes::ArrivalOf(int64_t it) const {
 }
 
 DetectionManager::DetectionManager(DetectionOptions options, const common::Clock* clock,
-                                   const JobRegistry* registry, const SettingsManager* settings,
-                                   EventManager* events, Localizer* localizer,
-                                   const ControllerStore* store, ControllerMetrics* metrics)
+                                   const registry::JobRegistry* registry,
+                                   const settings::SettingsManager* settings, EventManager* events,
+                                   Localizer* localizer, const store::ControllerStore* store,
+                                   metrics::ControllerMetrics* metrics)
     : options_(std::move(options)),
       clock_(clock),
       registry_(registry),
@@ -58,20 +60,21 @@ DetectionManager::DetectionManager(DetectionOptions options, const common::Clock
       store_(store),
       metrics_(metrics) {}
 
-std::unique_ptr<analysis::OnlineDetector> DetectionManager::NewDetector(
+std::unique_ptr<analysis::detect::OnlineDetector> DetectionManager::NewDetector(
     const std::string& job) const {
-  analysis::OnlineDetectorOptions o = options_.detector;
-  EffectiveSettings s = settings_->Effective(job);
+  analysis::detect::OnlineDetectorOptions o = options_.detector;
+  settings::EffectiveSettings s = settings_->Effective(job);
   o.thresholds.verification_ratio = s.verification_min_ratio;
   o.thresholds.min_gap = static_cast<int>(s.min_gap_iterations);
   o.thresholds.hazard = s.hazard;
   o.thresholds.change_probability = s.change_probability;
-  absl::StatusOr<analysis::OnlineDetector> d = analysis::OnlineDetector::Create(o);
-  if (!d.ok()) d = analysis::OnlineDetector::Create(options_.detector);  // Validated at startup.
-  return std::make_unique<analysis::OnlineDetector>(std::move(*d));
+  absl::StatusOr<analysis::detect::OnlineDetector> d = analysis::detect::OnlineDetector::Create(o);
+  if (!d.ok())
+    d = analysis::detect::OnlineDetector::Create(options_.detector);  // Validated at startup.
+  return std::make_unique<analysis::detect::OnlineDetector>(std::move(*d));
 }
 
-DetectionManager::Pipeline& DetectionManager::PipelineOf(const JobEntry& job) {
+DetectionManager::Pipeline& DetectionManager::PipelineOf(const registry::JobEntry& job) {
   auto& slot = pipelines_[job.name()];
   if (slot == nullptr) {
     slot = std::make_unique<Pipeline>();
@@ -89,15 +92,15 @@ DetectionManager::Series& DetectionManager::RankSeriesOf(Pipeline& p, uint32_t r
   return s;
 }
 
-void DetectionManager::OnJobChanged(const JobEntry& job) {
+void DetectionManager::OnJobChanged(const registry::JobEntry& job) {
   PipelineOf(job).assembler.set_expected_ranks(static_cast<uint32_t>(job.ranks().size()));
 }
 
 void DetectionManager::OnSettingsChanged(const std::string& job) {
   for (auto& [name, p] : pipelines_) {
     if (!job.empty() && name != job) continue;
-    EffectiveSettings s = settings_->Effective(name);
-    analysis::DetectorThresholds t;
+    settings::EffectiveSettings s = settings_->Effective(name);
+    analysis::detect::DetectorThresholds t;
     t.verification_ratio = s.verification_min_ratio;
     t.min_gap = static_cast<int>(s.min_gap_iterations);
     t.hazard = s.hazard;
@@ -109,7 +112,7 @@ void DetectionManager::OnSettingsChanged(const std::string& job) {
     if (!status.ok()) {
       LOG(WARNING) << "detector thresholds not applied job=" << name << " error=\""
                    << status.message() << "\"";
-      if (metrics_ != nullptr) metrics_->CountError("detection_set_thresholds");
+      if (metrics_ != nullptr) metrics_->CountError(metrics::where::kDetectionSetThresholds);
       continue;
     }
     VLOG(1) << "detector thresholds applied job=" << name
@@ -119,9 +122,9 @@ void DetectionManager::OnSettingsChanged(const std::string& job) {
 }
 
 DetectionManager::ApplyStats DetectionManager::ApplySummaries(
-    const JobEntry& job,
+    const registry::JobEntry& job,
     const google::protobuf::RepeatedPtrField<falcon::v1::IterationSummary>& summaries,
-    UnitOfWork* uow) {
+    core::UnitOfWork* uow) {
   ApplyStats stats;
   Pipeline& p = PipelineOf(job);
   const int64_t now_ns = absl::ToUnixNanos(clock_->Now());
@@ -144,9 +147,9 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
   return stats;
 }
 
-void DetectionManager::Feed(Pipeline& p, const JobEntry& job, uint32_t rank, int64_t iteration,
-                            int64_t time_ns, int64_t plan_version, int64_t arrival_ns, bool replay,
-                            UnitOfWork* uow) {
+void DetectionManager::Feed(Pipeline& p, const registry::JobEntry& job, uint32_t rank,
+                            int64_t iteration, int64_t time_ns, int64_t plan_version,
+                            int64_t arrival_ns, bool replay, core::UnitOfWork* uow) {
   Series& s = RankSeriesOf(p, rank);
   s.last_iteration = iteration;
   s.recent.Add(iteration, arrival_ns);
@@ -159,7 +162,7 @@ void DetectionManager::Feed(Pipeline& p, const JobEntry& job, uint32_t rank, int
       uow->txn().TrimSamples(p.job, rank, s.first_stored);
     }
   }
-  absl::StatusOr<std::optional<analysis::DetectorEvent>> ev =
+  absl::StatusOr<std::optional<analysis::detect::DetectorEvent>> ev =
       s.detector->Add(iteration, absl::Nanoseconds(time_ns));
   if (!replay) {
     if (ev.ok() && ev->has_value()) OnDetection(p, RankSeries(rank), s, **ev, uow);
@@ -174,13 +177,13 @@ void DetectionManager::Feed(Pipeline& p, const JobEntry& job, uint32_t rank, int
 }
 
 void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, int64_t arrival_ns,
-                                            bool replay, UnitOfWork* uow) {
+                                            bool replay, core::UnitOfWork* uow) {
   Series& s = p.job_series;
   s.last_iteration = point.iteration;
   s.recent.Add(point.iteration, arrival_ns);
   p.last_iteration = point.iteration;
   p.last_time_ns = point.iteration_time_ns;
-  absl::StatusOr<std::optional<analysis::DetectorEvent>> ev =
+  absl::StatusOr<std::optional<analysis::detect::DetectorEvent>> ev =
       s.detector->Add(point.iteration, absl::Nanoseconds(point.iteration_time_ns));
   if (events_->Active(p.job) == nullptr && !s.detector->in_slowdown()) {
     constexpr size_t kBaseline = 32;
@@ -224,9 +227,10 @@ void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, 
 }
 
 void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const Series& s,
-                                   const analysis::DetectorEvent& ev, UnitOfWork* uow) {
+                                   const analysis::detect::DetectorEvent& ev,
+                                   core::UnitOfWork* uow) {
   EventRecord* active = events_->Active(p.job);
-  if (ev.kind == analysis::ChangeKind::kSlowdown) {
+  if (ev.kind == analysis::detect::ChangeKind::kSlowdown) {
     if (!settings_->Effective(p.job).detection_enabled) return;
     SeriesOnset onset;
     onset.series = series;
@@ -248,13 +252,14 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
   // counts as slow means the detector learned the slow level as healthy (its onset lies before
   // the replay window after a restart): the series is back to a faster level, so it recovered.
   const bool recovered =
-      (ev.kind == analysis::ChangeKind::kRecovery && !s.detector->in_slowdown()) ||
-      ev.kind == analysis::ChangeKind::kSpeedup;
+      (ev.kind == analysis::detect::ChangeKind::kRecovery && !s.detector->in_slowdown()) ||
+      ev.kind == analysis::detect::ChangeKind::kSpeedup;
   if (!recovered) return;
   if (PlanCausedSpeedup(active->event(), ev)) return;
   if (events_->SeriesRecovered(active, series, ev, uow)) {
     localizer_->Cancel(active, uow);
-    events_->Recover(active, ev.iteration, p.last_iteration,
+    // The transition where the detector verified the recovery, as the reason says.
+    events_->Recover(active, ev.iteration, std::max(p.last_iteration, ev.decided_at),
                      absl::StrFormat("%s back to %.4f s (x%.2f) at iteration %d, verified at %d",
                                      series, ev.mean_after, ev.ratio, ev.iteration, ev.decided_at),
                      uow);
@@ -262,7 +267,7 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
   }
 }
 
-absl::Status DetectionManager::Replay(const JobEntry& job) {
+absl::Status DetectionManager::Replay(const registry::JobEntry& job) {
   // Samples come rank by rank; the job series needs them iteration by iteration.
   std::map<int64_t, std::vector<std::pair<uint32_t, int64_t>>> by_iteration;
   absl::Status s = store_->ScanSamples(job.name(), [&](uint32_t rank, int64_t it, int64_t ns) {
@@ -281,14 +286,14 @@ absl::Status DetectionManager::Replay(const JobEntry& job) {
   return absl::OkStatus();
 }
 
-absl::Status DetectionManager::Restore(UnitOfWork* uow) {
+absl::Status DetectionManager::Restore(core::UnitOfWork* uow) {
   for (const std::string& name : registry_->JobNames()) {
-    const JobEntry* job = registry_->Find(name);
+    const registry::JobEntry* job = registry_->Find(name);
     absl::Status s = Replay(*job);
     if (!s.ok()) return s;
   }
   for (EventRecord* event : events_->OpenEvents()) {
-    const JobEntry* job = registry_->Find(event->event().job());
+    const registry::JobEntry* job = registry_->Find(event->event().job());
     if (job == nullptr) {
       events_->Close(event, -1, "job unknown after a controller restart", uow);
       continue;
@@ -299,7 +304,7 @@ absl::Status DetectionManager::Restore(UnitOfWork* uow) {
 }
 
 bool DetectionManager::ApplyOps(
-    JobEntry* job, uint32_t rank,
+    registry::JobEntry* job, uint32_t rank,
     const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops) {
   if (CommProfiler* profiler = localizer_->Profiler(job->name())) profiler->AddOps(rank, ops);
   // Traffic kinds matter only for communicators without a role hint.
@@ -344,7 +349,7 @@ int64_t DetectionManager::LastIterationTimeNs(const std::string& job) const {
 }
 
 bool DetectionManager::PlanCausedSpeedup(const falcon::v1::Event& event,
-                                         const analysis::DetectorEvent& ev) {
+                                         const analysis::detect::DetectorEvent& ev) {
   if (event.state() != falcon::v1::EVENT_STATE_MITIGATING) return false;
   // The latest plan sent for the event (S2/S3 apply, or their revert).
   for (int i = event.actions_size() - 1; i >= 0; --i) {
@@ -389,4 +394,4 @@ size_t DetectionManager::series_count() const {
   return n;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

@@ -30,11 +30,11 @@
 #include "controller/store/controller_store.h"
 #include "google/protobuf/repeated_field.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 struct DetectionOptions {
   // Detector model; the thresholds come from the job's settings. Not reloadable.
-  analysis::OnlineDetectorOptions detector;
+  analysis::detect::OnlineDetectorOptions detector;
   // Iterations of per-rank samples kept for replay after a restart, [32, 1000000]. Default 512.
   int64_t resume_window_iterations = 512;
   // History: one point per this many job iterations (their mean), [1, 1000000]. Default 1.
@@ -48,26 +48,26 @@ struct DetectionOptions {
 class DetectionManager {
  public:
   // Called inside the unit of work when an event recovered (after the transition is staged).
-  using RecoveredFn = std::function<void(falcon::controller::v1::EventRecord*, UnitOfWork*)>;
+  using RecoveredFn = std::function<void(falcon::controller::v1::EventRecord*, core::UnitOfWork*)>;
   // Called for each complete job iteration while the job has an active event.
   using JobIterationFn = std::function<void(falcon::controller::v1::EventRecord*, int64_t,
-                                            absl::Duration, UnitOfWork*)>;
+                                            absl::Duration, core::UnitOfWork*)>;
 
   DetectionManager(DetectionOptions options, const common::Clock* clock,
-                   const JobRegistry* registry, const SettingsManager* settings,
-                   EventManager* events, Localizer* localizer, const ControllerStore* store,
-                   ControllerMetrics* metrics);
+                   const registry::JobRegistry* registry, const settings::SettingsManager* settings,
+                   EventManager* events, Localizer* localizer, const store::ControllerStore* store,
+                   metrics::ControllerMetrics* metrics);
 
   void set_recovered_callback(RecoveredFn fn) { on_recovered_ = std::move(fn); }
   void set_job_iteration_callback(JobIterationFn fn) { on_job_iteration_ = std::move(fn); }
   // Called for each applied rank summary while the job has an active event.
   using RankSummaryFn = std::function<void(falcon::controller::v1::EventRecord*,
-                                           const falcon::v1::IterationSummary&, UnitOfWork*)>;
+                                           const falcon::v1::IterationSummary&, core::UnitOfWork*)>;
   void set_rank_summary_callback(RankSummaryFn fn) { on_rank_summary_ = std::move(fn); }
 
   // Rebuilds the detectors of every registered job from the stored samples (no events are
   // raised), then resumes the localization of open events. Errors: store errors.
-  absl::Status Restore(UnitOfWork* uow);
+  absl::Status Restore(core::UnitOfWork* uow);
 
   struct ApplyStats {
     uint64_t applied = 0;
@@ -75,16 +75,16 @@ class DetectionManager {
   };
   // Feeds validated summaries of `job`; stages samples, history and event changes in `uow`.
   ApplyStats ApplySummaries(
-      const JobEntry& job,
+      const registry::JobEntry& job,
       const google::protobuf::RepeatedPtrField<falcon::v1::IterationSummary>& summaries,
-      UnitOfWork* uow);
+      core::UnitOfWork* uow);
   // Feeds validated raw ops of `rank` (profiling), and counts their kinds per comm for role
   // inference; true when a communicator's inferred role changed (the caller persists the job).
-  bool ApplyOps(JobEntry* job, uint32_t rank,
+  bool ApplyOps(registry::JobEntry* job, uint32_t rank,
                 const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops);
 
   // The job's registration changed (rank count for the job series).
-  void OnJobChanged(const JobEntry& job);
+  void OnJobChanged(const registry::JobEntry& job);
   // Settings of `job` changed ("" = the defaults: every job).
   void OnSettingsChanged(const std::string& job);
   // Forgets a job's detectors and metric series (retention; the caller deletes its stored
@@ -108,7 +108,8 @@ class DetectionManager {
   // not recover the event (a fault that clears later shows as a second speed-up).
   static constexpr int64_t kPlanSpeedupSlack = 3;
   static constexpr int64_t kPlanSpeedupWindow = 10;
-  static bool PlanCausedSpeedup(const falcon::v1::Event& event, const analysis::DetectorEvent& ev);
+  static bool PlanCausedSpeedup(const falcon::v1::Event& event,
+                                const analysis::detect::DetectorEvent& ev);
 
   struct RecentTimes {
     // (iteration, arrival Unix ns) of the latest samples, a small ring.
@@ -122,7 +123,7 @@ class DetectionManager {
     int64_t ArrivalOf(int64_t it) const;
   };
   struct Series {
-    std::unique_ptr<analysis::OnlineDetector> detector;
+    std::unique_ptr<analysis::detect::OnlineDetector> detector;
     int64_t last_iteration = -1;
     int64_t first_stored = -1;
     RecentTimes recent;
@@ -142,31 +143,32 @@ class DetectionManager {
     int64_t bucket_plan = 0;
   };
 
-  Pipeline& PipelineOf(const JobEntry& job);
+  Pipeline& PipelineOf(const registry::JobEntry& job);
   Series& RankSeriesOf(Pipeline& p, uint32_t rank);
-  std::unique_ptr<analysis::OnlineDetector> NewDetector(const std::string& job) const;
-  void Feed(Pipeline& p, const JobEntry& job, uint32_t rank, int64_t iteration, int64_t time_ns,
-            int64_t plan_version, int64_t arrival_ns, bool replay, UnitOfWork* uow);
+  std::unique_ptr<analysis::detect::OnlineDetector> NewDetector(const std::string& job) const;
+  void Feed(Pipeline& p, const registry::JobEntry& job, uint32_t rank, int64_t iteration,
+            int64_t time_ns, int64_t plan_version, int64_t arrival_ns, bool replay,
+            core::UnitOfWork* uow);
   void CompleteJobIteration(Pipeline& p, const JobPoint& point, int64_t arrival_ns, bool replay,
-                            UnitOfWork* uow);
+                            core::UnitOfWork* uow);
   void OnDetection(Pipeline& p, const std::string& series, const Series& s,
-                   const analysis::DetectorEvent& ev, UnitOfWork* uow);
-  absl::Status Replay(const JobEntry& job);
+                   const analysis::detect::DetectorEvent& ev, core::UnitOfWork* uow);
+  absl::Status Replay(const registry::JobEntry& job);
 
   const DetectionOptions options_;
   const common::Clock* const clock_;
-  const JobRegistry* const registry_;
-  const SettingsManager* const settings_;
+  const registry::JobRegistry* const registry_;
+  const settings::SettingsManager* const settings_;
   EventManager* const events_;
   Localizer* const localizer_;
-  const ControllerStore* const store_;
-  ControllerMetrics* const metrics_;
+  const store::ControllerStore* const store_;
+  metrics::ControllerMetrics* const metrics_;
   RecoveredFn on_recovered_;
   JobIterationFn on_job_iteration_;
   RankSummaryFn on_rank_summary_;
   absl::flat_hash_map<std::string, std::unique_ptr<Pipeline>> pipelines_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_DETECTION_MANAGER_H_

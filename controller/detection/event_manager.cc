@@ -10,22 +10,20 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 using falcon::controller::v1::EventRecord;
 using falcon::v1::Event;
 
 namespace {
 
-// " rank=1,2" for culprit (or else suspect) ranks, " link=0->1,2->3" for culprit links.
+// " rank=1,2" for culprit ranks, " link=0->1,2->3" for culprit links; nothing before a verdict
+// names them (the series that slowed first is often not the culprit's: in synchronous training
+// every rank slows down).
 std::string CulpritFields(const EventRecord& r) {
   const Event& e = r.event();
   std::string out;
-  if (e.ranks_size() > 0) {
-    absl::StrAppend(&out, " rank=", absl::StrJoin(e.ranks(), ","));
-  } else if (e.links_size() == 0 && r.suspect_ranks_size() > 0) {
-    absl::StrAppend(&out, " rank=", absl::StrJoin(r.suspect_ranks(), ","));
-  }
+  if (e.ranks_size() > 0) absl::StrAppend(&out, " rank=", absl::StrJoin(e.ranks(), ","));
   if (e.links_size() > 0) {
     absl::StrAppend(&out, " link=",
                     absl::StrJoin(e.links(), ",", [](std::string* o, const falcon::v1::Link& l) {
@@ -47,7 +45,8 @@ int64_t SeriesRank(const std::string& series) {
   return r;
 }
 
-EventManager::EventManager(const common::Clock* clock, IdAllocator* ids, ControllerMetrics* metrics)
+EventManager::EventManager(const common::Clock* clock, core::IdAllocator* ids,
+                           metrics::ControllerMetrics* metrics)
     : clock_(clock), ids_(ids), metrics_(metrics) {}
 
 bool EventManager::IsActiveState(falcon::v1::EventState s) {
@@ -58,6 +57,7 @@ bool EventManager::IsActiveState(falcon::v1::EventState s) {
 void EventManager::Load(const std::vector<EventRecord>& records) {
   events_.clear();
   active_.clear();
+  counted_.clear();
   for (const EventRecord& r : records) {
     events_[r.event().event_id()] = r;
     if (IsActiveState(r.event().state())) {
@@ -65,6 +65,7 @@ void EventManager::Load(const std::vector<EventRecord>& records) {
       active_[r.event().job()] = r.event().event_id();
     }
     if (metrics_ != nullptr) {
+      counted_[r.event().event_id()] = std::make_pair(r.event().state(), r.event().cause());
       metrics_->EventTransition(falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED,
                                 r.event().state(), r.event().cause());
     }
@@ -74,33 +75,21 @@ void EventManager::Load(const std::vector<EventRecord>& records) {
   }
 }
 
-EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset, UnitOfWork* uow) {
+EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset,
+                                core::UnitOfWork* uow) {
   const uint64_t id = ids_->NextEventId(&uow->txn());
   EventRecord& r = events_[id];
   Event* e = r.mutable_event();
-  const analysis::DetectorEvent& d = onset.detection;
+  const analysis::detect::DetectorEvent& d = onset.detection;
   e->set_event_id(id);
   e->set_job(job);
   e->set_cause(falcon::v1::CAUSE_UNSPECIFIED);
-  e->set_slowdown_ratio(d.ratio);
-  e->set_onset_iteration(d.iteration);
   e->set_alarm_iteration(d.decided_at);
   e->set_verdict_iteration(-1);
   e->set_recovery_iteration(-1);
-  e->set_onset_time_ns(absl::ToUnixNanos(onset.onset_time));
   e->set_alarm_time_ns(absl::ToUnixNanos(clock_->Now()));
-  e->set_healthy_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_before * 1e9)));
-  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_after * 1e9)));
-  e->set_rank_level(onset.series != kJobSeries);
-  r.add_onset_series(onset.series);
-  if (int64_t rank = SeriesRank(onset.series); rank >= 0) {
-    r.add_suspect_ranks(static_cast<uint32_t>(rank));
-  }
+  SetSlowdown(&r, onset);
   r.set_phase(falcon::controller::v1::PHASE_PROFILING);
-  r.set_job_baseline_ns(absl::ToInt64Nanoseconds(onset.job_baseline));
-  const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
-  r.set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
-  r.set_slow_samples(after);
   active_[job] = id;
 
   // The suspected state lives inside the detector (BOCD proposed, verification pending); it is
@@ -118,9 +107,9 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
         CulpritFields(r), onset.series, d.iteration, d.ratio);
     uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
-  AfterTransition(*e, falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED, uow);
-  Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED,
-             onset.job_iteration >= 0 ? onset.job_iteration : d.decided_at,
+  AfterTransition(*e, uow);
+  // Confirmed where the detector verified the slowdown: the alarm.
+  Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED, d.decided_at,
              absl::StrFormat("%s mean %.4f s -> %.4f s (x%.2f) verified at iteration %d",
                              onset.series, d.mean_before, d.mean_after, d.ratio, d.decided_at),
              uow);
@@ -132,8 +121,27 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
   return &r;
 }
 
+void EventManager::SetSlowdown(EventRecord* r, const SeriesOnset& onset) {
+  Event* e = r->mutable_event();
+  const analysis::detect::DetectorEvent& d = onset.detection;
+  e->set_slowdown_ratio(d.ratio);
+  e->set_onset_iteration(d.iteration);
+  e->set_onset_time_ns(absl::ToUnixNanos(onset.onset_time));
+  e->set_healthy_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_before * 1e9)));
+  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(d.mean_after * 1e9)));
+  e->set_rank_level(onset.series != kJobSeries);
+  r->add_onset_series(onset.series);
+  if (int64_t rank = SeriesRank(onset.series); rank >= 0) {
+    r->add_suspect_ranks(static_cast<uint32_t>(rank));
+  }
+  r->set_job_baseline_ns(absl::ToInt64Nanoseconds(onset.job_baseline));
+  const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
+  r->set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
+  r->set_slow_samples(after);
+}
+
 EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iteration,
-                                      UnitOfWork* uow) {
+                                      core::UnitOfWork* uow) {
   const uint64_t id = ids_->NextEventId(&uow->txn());
   EventRecord& r = events_[id];
   Event* e = r.mutable_event();
@@ -157,7 +165,13 @@ EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iterat
   return &r;
 }
 
-void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, UnitOfWork* uow) {
+void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, core::UnitOfWork* uow) {
+  if (event->onset_series_size() == 0) {
+    // The first slowdown joins a forced validation: the event's figures come from it.
+    SetSlowdown(event, onset);
+    Persist(*event, uow);
+    return;
+  }
   for (const std::string& s : event->onset_series()) {
     if (s == onset.series) {
       // The series slowed down further (or again after a partial recovery).
@@ -184,7 +198,8 @@ void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, UnitOfWo
 }
 
 bool EventManager::SeriesRecovered(EventRecord* event, const std::string& series,
-                                   const analysis::DetectorEvent& recovery, UnitOfWork* uow) {
+                                   const analysis::detect::DetectorEvent& recovery,
+                                   core::UnitOfWork* uow) {
   bool member = std::find(event->onset_series().begin(), event->onset_series().end(), series) !=
                 event->onset_series().end();
   if (!member) return false;
@@ -215,25 +230,26 @@ bool EventManager::SeriesRecovered(EventRecord* event, const std::string& series
 }
 
 void EventManager::Recover(EventRecord* event, int64_t recovery_iteration, int64_t job_iteration,
-                           const std::string& reason, UnitOfWork* uow) {
+                           const std::string& reason, core::UnitOfWork* uow) {
   Event* e = event->mutable_event();
   e->set_recovery_iteration(recovery_iteration);
   e->set_recovery_time_ns(absl::ToUnixNanos(clock_->Now()));
   event->set_phase(falcon::controller::v1::PHASE_ENDED);
-  Transition(event, falcon::v1::EVENT_STATE_RECOVERED, job_iteration, reason, uow);
+  // Not before the recovery itself (a rank's summary can be ahead of the job's iterations).
+  Transition(event, falcon::v1::EVENT_STATE_RECOVERED, std::max(job_iteration, recovery_iteration),
+             reason, uow);
 }
 
 void EventManager::Close(EventRecord* event, int64_t job_iteration, const std::string& reason,
-                         UnitOfWork* uow) {
+                         core::UnitOfWork* uow) {
   event->set_phase(falcon::controller::v1::PHASE_ENDED);
   Transition(event, falcon::v1::EVENT_STATE_CLOSED, job_iteration, reason, uow);
 }
 
 void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, int64_t iteration,
-                              const std::string& reason, UnitOfWork* uow) {
+                              const std::string& reason, core::UnitOfWork* uow) {
   Event* e = event->mutable_event();
   const falcon::v1::EventState previous = e->state();
-  const falcon::v1::Cause previous_cause = e->cause();
   falcon::v1::StateTransition* t = e->add_transitions();
   t->set_state(state);
   t->set_time_ns(absl::ToUnixNanos(clock_->Now()));
@@ -246,18 +262,24 @@ void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, 
   }
   Persist(*event, uow);
   const std::string line = absl::StrCat(
-      "event ", EventStateLabel(state), " job=", e->job(), " event=", e->event_id(),
-      CulpritFields(*event), " cause=", CauseLabel(e->cause()), " from=", EventStateLabel(previous),
-      " iteration=", iteration, " reason=\"", reason, "\"");
+      "event ", metrics::EventStateLabel(state), " job=", e->job(), " event=", e->event_id(),
+      CulpritFields(*event), " cause=", metrics::CauseLabel(e->cause()),
+      " from=", metrics::EventStateLabel(previous), " iteration=", iteration, " reason=\"", reason,
+      "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
-  AfterTransition(*e, previous, previous_cause, uow);
+  AfterTransition(*e, uow);
 }
 
-void EventManager::AfterTransition(const Event& event, falcon::v1::EventState previous_state,
-                                   falcon::v1::Cause previous_cause, UnitOfWork* uow) {
+void EventManager::AfterTransition(const Event& event, core::UnitOfWork* uow) {
   Event copy = event;
-  uow->AfterCommit([this, copy, previous_state, previous_cause]() {
+  uow->AfterCommit([this, copy]() {
     if (metrics_ != nullptr) {
+      auto it = counted_
+                    .try_emplace(copy.event_id(), falcon::v1::EVENT_STATE_UNSPECIFIED,
+                                 falcon::v1::CAUSE_UNSPECIFIED)
+                    .first;
+      const auto [previous_state, previous_cause] = it->second;
+      it->second = std::make_pair(copy.state(), copy.cause());
       metrics_->EventTransition(previous_state, previous_cause, copy.state(), copy.cause());
       metrics_->ActiveFailSlows(copy.job(), IsActiveState(copy.state()) ? 1 : 0);
     }
@@ -270,7 +292,7 @@ void EventManager::AfterTransition(const Event& event, falcon::v1::EventState pr
   });
 }
 
-void EventManager::Persist(const EventRecord& event, UnitOfWork* uow) {
+void EventManager::Persist(const EventRecord& event, core::UnitOfWork* uow) {
   uow->txn().PutEvent(event);
   since_persist_[event.event().job()] = 0;
 }
@@ -296,7 +318,7 @@ void EventManager::ObserveSeries(const std::string& job, const std::string& seri
 }
 
 void EventManager::AccountIteration(const std::string& job, int64_t, absl::Duration iteration_time,
-                                    UnitOfWork* uow, int persist_every) {
+                                    core::UnitOfWork* uow, int persist_every) {
   EventRecord* event = Active(job);
   if (event == nullptr || event->event().state() == falcon::v1::EVENT_STATE_SUSPECTED) return;
   int64_t baseline = event->job_baseline_ns() > 0 ? event->job_baseline_ns()
@@ -419,4 +441,4 @@ uint64_t EventManager::Watch(const std::string& job, Watcher watcher) {
 
 void EventManager::Unwatch(uint64_t watch_id) { watchers_.erase(watch_id); }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

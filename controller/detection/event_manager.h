@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -24,7 +25,7 @@
 #include "controller/store/records.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 // Name of a series in EventRecord.onset_series: "job" or "rank/<r>".
 inline constexpr char kJobSeries[] = "job";
@@ -34,18 +35,19 @@ int64_t SeriesRank(const std::string& series);
 
 // A verified slowdown on one series, as the detection pipeline reports it.
 struct SeriesOnset {
-  std::string series;                 // kJobSeries or RankSeries(r).
-  analysis::DetectorEvent detection;  // kind == kSlowdown; means in seconds.
-  absl::Time onset_time;              // When the onset iteration's sample arrived.
-  int64_t job_iteration = -1;         // Job iteration when it was confirmed.
-  absl::Duration job_baseline;        // Healthy job iteration time before it (lost-time baseline).
+  std::string series;                         // kJobSeries or RankSeries(r).
+  analysis::detect::DetectorEvent detection;  // kind == kSlowdown; means in seconds.
+  absl::Time onset_time;                      // When the onset iteration's sample arrived.
+  int64_t job_iteration = -1;                 // Job iteration when it was confirmed.
+  absl::Duration job_baseline;  // Healthy job iteration time before it (lost-time baseline).
 };
 
 class EventManager {
  public:
   using Watcher = std::function<void(const falcon::v1::Event&)>;
 
-  EventManager(const common::Clock* clock, IdAllocator* ids, ControllerMetrics* metrics);
+  EventManager(const common::Clock* clock, core::IdAllocator* ids,
+               metrics::ControllerMetrics* metrics);
 
   // Replaces the events with stored ones (ControllerStore::LoadEvents()); re-derives the active
   // event of each job and the metrics gauges.
@@ -54,29 +56,31 @@ class EventManager {
   // Opens an event for `job` from `onset`: records SUSPECTED (at the onset) and CONFIRMED (at the
   // alarm), phase PROFILING. REQUIRES: no active event for the job.
   falcon::controller::v1::EventRecord* Open(const std::string& job, const SeriesOnset& onset,
-                                            UnitOfWork* uow);
+                                            core::UnitOfWork* uow);
   // Opens an event for an operator's ForceValidation (CONFIRMED, forced, no onset series).
   falcon::controller::v1::EventRecord* OpenForced(const std::string& job, int64_t job_iteration,
-                                                  UnitOfWork* uow);
+                                                  core::UnitOfWork* uow);
   // Adds another series' onset to the active event (an earlier onset moves the event's onset).
+  // The first onset of a forced event sets its onset, healthy and slow times and slowdown.
   void Attach(falcon::controller::v1::EventRecord* event, const SeriesOnset& onset,
-              UnitOfWork* uow);
+              core::UnitOfWork* uow);
   // Records that `series` recovered (`recovery` is its kRecovery detection). Returns true when
   // this was the last series of the event still slow (the caller then calls Recover).
   bool SeriesRecovered(falcon::controller::v1::EventRecord* event, const std::string& series,
-                       const analysis::DetectorEvent& recovery, UnitOfWork* uow);
-  // -> RECOVERED at recovery_iteration (the first iteration back at the healthy level).
+                       const analysis::detect::DetectorEvent& recovery, core::UnitOfWork* uow);
+  // -> RECOVERED: recovery_iteration is the first iteration back at the healthy level, the
+  // transition's iteration max(job_iteration, recovery_iteration).
   void Recover(falcon::controller::v1::EventRecord* event, int64_t recovery_iteration,
-               int64_t job_iteration, const std::string& reason, UnitOfWork* uow);
+               int64_t job_iteration, const std::string& reason, core::UnitOfWork* uow);
   // -> CLOSED (dismissed, job ended, restarted).
   void Close(falcon::controller::v1::EventRecord* event, int64_t job_iteration,
-             const std::string& reason, UnitOfWork* uow);
+             const std::string& reason, core::UnitOfWork* uow);
   // Appends a transition to `state` at `iteration` with `reason`, stores the record and, after the
   // commit, updates watchers and metrics. Leaving the active states frees the job's slot.
   void Transition(falcon::controller::v1::EventRecord* event, falcon::v1::EventState state,
-                  int64_t iteration, const std::string& reason, UnitOfWork* uow);
+                  int64_t iteration, const std::string& reason, core::UnitOfWork* uow);
   // Stores the record as it is now (fields changed without a transition).
-  void Persist(const falcon::controller::v1::EventRecord& event, UnitOfWork* uow);
+  void Persist(const falcon::controller::v1::EventRecord& event, core::UnitOfWork* uow);
 
   // A new sample (seconds) of `series` at `iteration`: when it is the series that opened the job's
   // active event and still slow, it refines Event.slow_iteration_time_ns and slowdown_ratio
@@ -87,7 +91,7 @@ class EventManager {
   // Adds the time lost in one job iteration (iteration_time - healthy) to the job's active event
   // (from CONFIRMED on); stored every `persist_every` iterations and with every transition.
   void AccountIteration(const std::string& job, int64_t iteration, absl::Duration iteration_time,
-                        UnitOfWork* uow, int persist_every = 10);
+                        core::UnitOfWork* uow, int persist_every = 10);
 
   falcon::controller::v1::EventRecord* Active(const std::string& job);
   const falcon::controller::v1::EventRecord* Active(const std::string& job) const;
@@ -129,15 +133,22 @@ class EventManager {
   static bool IsActiveState(falcon::v1::EventState state);
 
  private:
-  void AfterTransition(const falcon::v1::Event& event, falcon::v1::EventState previous_state,
-                       falcon::v1::Cause previous_cause, UnitOfWork* uow);
+  // After the commit: moves the event in the metrics from the (state, cause) it is counted under
+  // to its new one, and notifies the watchers.
+  // Onset, healthy and slow times, slowdown and running slow mean from the first onset.
+  void SetSlowdown(falcon::controller::v1::EventRecord* r, const SeriesOnset& onset);
+  void AfterTransition(const falcon::v1::Event& event, core::UnitOfWork* uow);
 
   const common::Clock* const clock_;
-  IdAllocator* const ids_;
-  ControllerMetrics* const metrics_;
+  core::IdAllocator* const ids_;
+  metrics::ControllerMetrics* const metrics_;
   std::map<uint64_t, falcon::controller::v1::EventRecord> events_;
   absl::flat_hash_map<std::string, uint64_t> active_;  // job -> event id
   absl::flat_hash_map<std::string, int> since_persist_;
+  // The (state, cause) each event is counted under in falcon_controller_events (committed
+  // transitions only). A verdict sets the cause before its transition, so the event's fields
+  // cannot tell which series to decrement.
+  absl::flat_hash_map<uint64_t, std::pair<falcon::v1::EventState, falcon::v1::Cause>> counted_;
   struct WatchEntry {
     std::string job;
     Watcher watcher;
@@ -146,6 +157,6 @@ class EventManager {
   uint64_t next_watch_ = 1;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_EVENT_MANAGER_H_

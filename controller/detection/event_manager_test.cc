@@ -2,13 +2,16 @@
 
 #include <prometheus/registry.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
+#include "common/testing/log_capture.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 namespace {
 
 using falcon::controller::v1::EventRecord;
@@ -16,7 +19,7 @@ using falcon::controller::v1::EventRecord;
 class EventManagerTest : public ::testing::Test {
  protected:
   EventManagerTest()
-      : kv_(ControllerStore::TableNames()),
+      : kv_(store::ControllerStore::TableNames()),
         store_(&kv_, &clock_),
         metrics_(registry_, "t"),
         ids_(falcon::controller::v1::MetaRecord{}),
@@ -25,7 +28,7 @@ class EventManagerTest : public ::testing::Test {
   SeriesOnset Onset(const std::string& series, int64_t iteration) {
     SeriesOnset o;
     o.series = series;
-    o.detection.kind = analysis::ChangeKind::kSlowdown;
+    o.detection.kind = analysis::detect::ChangeKind::kSlowdown;
     o.detection.iteration = iteration;
     o.detection.decided_at = iteration + 3;
     o.detection.ratio = 1.5;
@@ -49,11 +52,11 @@ class EventManagerTest : public ::testing::Test {
   }
 
   common::FakeClock clock_;
-  InMemoryKvStore kv_;
-  ControllerStore store_;
+  store::InMemoryKvStore kv_;
+  store::ControllerStore store_;
   prometheus::Registry registry_;
-  ControllerMetrics metrics_;
-  IdAllocator ids_;
+  metrics::ControllerMetrics metrics_;
+  core::IdAllocator ids_;
   EventManager events_;
 };
 
@@ -61,7 +64,7 @@ TEST_F(EventManagerTest, OpenRecordsSuspectedAndConfirmedAndNotifiesAfterCommit)
   std::vector<falcon::v1::Event> seen;
   events_.Watch("j", [&](const falcon::v1::Event& e) { seen.push_back(e); });
   events_.Watch("other", [&](const falcon::v1::Event&) { FAIL() << "wrong job"; });
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   EventRecord* e = events_.Open("j", Onset(RankSeries(6), 181), &uow);
   EXPECT_TRUE(seen.empty());
   ASSERT_TRUE(uow.Commit(&store_).ok());
@@ -79,8 +82,8 @@ TEST_F(EventManagerTest, OpenRecordsSuspectedAndConfirmedAndNotifiesAfterCommit)
   EXPECT_EQ(ev.transitions(0).iteration(), 181);
   EXPECT_EQ(e->suspect_ranks(0), 6u);
   EXPECT_EQ(events_.Active("j"), e);
-  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 1);
-  EXPECT_EQ(Gauge(metric::kActiveFailSlows.name, {{"job", "j"}}), 1);
+  EXPECT_EQ(Gauge(metrics::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 1);
+  EXPECT_EQ(Gauge(metrics::kActiveFailSlows.name, {{"job", "j"}}), 1);
   // Stored.
   auto stored = store_.LoadEvents();
   ASSERT_EQ(stored->size(), 1u);
@@ -88,14 +91,14 @@ TEST_F(EventManagerTest, OpenRecordsSuspectedAndConfirmedAndNotifiesAfterCommit)
 }
 
 TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   EventRecord* e = events_.Open("j", Onset(RankSeries(6), 181), &uow);
   events_.Attach(e, Onset(kJobSeries, 180), &uow);
   events_.Attach(e, Onset(kJobSeries, 183), &uow);  // Same series again: no duplicate.
   EXPECT_EQ(e->onset_series_size(), 2);
   EXPECT_EQ(e->event().onset_iteration(), 180);  // The earlier onset wins.
-  analysis::DetectorEvent rec;
-  rec.kind = analysis::ChangeKind::kRecovery;
+  analysis::detect::DetectorEvent rec;
+  rec.kind = analysis::detect::ChangeKind::kRecovery;
   EXPECT_FALSE(events_.SeriesRecovered(e, RankSeries(6), rec, &uow));
   EXPECT_FALSE(events_.SeriesRecovered(e, RankSeries(3), rec, &uow));  // Not a member.
   EXPECT_TRUE(events_.SeriesRecovered(e, kJobSeries, rec, &uow));
@@ -104,8 +107,8 @@ TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
   EXPECT_EQ(e->event().state(), falcon::v1::EVENT_STATE_RECOVERED);
   EXPECT_EQ(e->event().recovery_iteration(), 195);
   EXPECT_EQ(events_.Active("j"), nullptr);
-  EXPECT_EQ(Gauge(metric::kActiveFailSlows.name, {{"job", "j"}}), 0);
-  EXPECT_EQ(Gauge(metric::kEvents.name, {{"state", "recovered"}, {"cause", "none"}}), 1);
+  EXPECT_EQ(Gauge(metrics::kActiveFailSlows.name, {{"job", "j"}}), 0);
+  EXPECT_EQ(Gauge(metrics::kEvents.name, {{"state", "recovered"}, {"cause", "none"}}), 1);
   // A new onset now opens a second event.
   EventRecord* second = events_.Open("j", Onset(kJobSeries, 300), &uow);
   EXPECT_EQ(second->event().event_id(), 2u);
@@ -114,8 +117,90 @@ TEST_F(EventManagerTest, JoinedSeriesMustAllRecover) {
   EXPECT_EQ(events_.List("", false, 1)[0]->event().event_id(), 2u);
 }
 
+// Every series of falcon_controller_events, to check that none went negative.
+TEST_F(EventManagerTest, EventsGaugeFollowsCauseChangesAndNeverGoesNegative) {
+  auto all_series = [&]() {
+    std::map<std::string, double> out;
+    for (const auto& f : registry_.Collect()) {
+      if (f.name != metrics::kEvents.name) continue;
+      for (const auto& m : f.metric) {
+        std::string key;
+        for (const auto& l : m.label) key += l.name + "=" + l.value + " ";
+        out[key] = m.gauge.value;
+      }
+    }
+    return out;
+  };
+  core::UnitOfWork uow;
+  // A compute event: opened without a cause, the verdict sets the cause before its transition
+  // (as the localizer does), then mitigating and recovered.
+  EventRecord* e = events_.Open("j", Onset(RankSeries(2), 50), &uow);
+  e->mutable_event()->set_cause(falcon::v1::CAUSE_COMPUTE);
+  events_.Transition(e, falcon::v1::EVENT_STATE_LOCALIZED, 55, "compute", &uow);
+  events_.Transition(e, falcon::v1::EVENT_STATE_MITIGATING, 56, "S2", &uow);
+  events_.Recover(e, 90, 92, "back", &uow);
+  // A communication event closed while localized.
+  EventRecord* f = events_.Open("j", Onset(kJobSeries, 100), &uow);
+  f->mutable_event()->set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  events_.Transition(f, falcon::v1::EVENT_STATE_LOCALIZED, 105, "link", &uow);
+  events_.Close(f, 110, "job ended", &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  for (const auto& [series, value] : all_series()) {
+    EXPECT_GE(value, 0) << series;
+  }
+  EXPECT_EQ(Gauge(metrics::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 0);
+  EXPECT_EQ(Gauge(metrics::kEvents.name, {{"state", "recovered"}, {"cause", "compute"}}), 1);
+  EXPECT_EQ(Gauge(metrics::kEvents.name, {{"state", "closed"}, {"cause", "communication"}}), 1);
+  double total = 0;
+  for (const auto& [series, value] : all_series()) total += value;
+  EXPECT_EQ(total, 2);
+}
+
+TEST_F(EventManagerTest, ASlowdownJoiningAForcedValidationGivesTheEventItsFigures) {
+  core::UnitOfWork uow;
+  EventRecord* e = events_.OpenForced("j", 70, &uow);
+  EXPECT_EQ(e->event().healthy_iteration_time_ns(), 0);
+  EXPECT_TRUE(e->onset_series().empty());
+  events_.Attach(e, Onset(RankSeries(3), 72), &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(e->onset_series_size(), 1);
+  EXPECT_EQ(e->event().onset_iteration(), 72);
+  EXPECT_EQ(e->event().healthy_iteration_time_ns(), 400'000'000);
+  EXPECT_EQ(e->event().slow_iteration_time_ns(), 600'000'000);
+  EXPECT_DOUBLE_EQ(e->event().slowdown_ratio(), 1.5);
+  EXPECT_TRUE(e->event().rank_level());
+  EXPECT_EQ(e->job_baseline_ns(), 400'000'000);
+  // The running slow mean follows the series from there.
+  events_.ObserveSeries("j", RankSeries(3), 100, absl::Milliseconds(600));
+  EXPECT_EQ(e->slow_samples(), 5);
+}
+
+TEST_F(EventManagerTest, TransitionsHappenWhereTheirReasonsSayAndNameNoRankBeforeAVerdict) {
+  common::testing::LogCapture log;
+  core::UnitOfWork uow;
+  SeriesOnset onset = Onset(RankSeries(0), 60);  // Decided at 63 ...
+  onset.job_iteration = 61;                      // ... while the job completed only 61.
+  EventRecord* e = events_.Open("j", onset, &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(e->event().alarm_iteration(), 63);
+  EXPECT_EQ(e->event().transitions(1).state(), falcon::v1::EVENT_STATE_CONFIRMED);
+  EXPECT_EQ(e->event().transitions(1).iteration(), 63);
+  // Rank 0 slowed first, which does not make it the culprit: no rank until the verdict.
+  ASSERT_EQ(log.Count("event opened job=j event=1 state=suspected series=rank/0 "), 1);
+  ASSERT_EQ(log.Count("event confirmed job=j event=1 cause=none "), 1);
+  e->mutable_event()->set_cause(falcon::v1::CAUSE_COMPUTE);
+  e->mutable_event()->add_ranks(2);
+  events_.Transition(e, falcon::v1::EVENT_STATE_LOCALIZED, 66, "compute", &uow);
+  // A recovery seen in a rank's summary ahead of the job's iterations.
+  events_.Recover(e, 90, 88, "back at iteration 90", &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(log.Count("event localized job=j event=1 rank=2 cause=compute"), 1);
+  EXPECT_EQ(e->event().transitions(e->event().transitions_size() - 1).iteration(), 90);
+  EXPECT_EQ(e->event().recovery_iteration(), 90);
+}
+
 TEST_F(EventManagerTest, LostSecondsAgainstBaselineAndReload) {
-  UnitOfWork uow;
+  core::UnitOfWork uow;
   EventRecord* e = events_.Open("j", Onset(kJobSeries, 10), &uow);
   for (int i = 0; i < 4; ++i) events_.AccountIteration("j", 13 + i, absl::Milliseconds(600), &uow);
   events_.AccountIteration("j", 17, absl::Milliseconds(300), &uow);  // Faster than baseline.
@@ -141,4 +226,4 @@ TEST_F(EventManagerTest, SeriesNames) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

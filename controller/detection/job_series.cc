@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 void JobSeriesAssembler::Emit(std::map<int64_t, JobPoint>::iterator it,
                               std::vector<JobPoint>* out) {
@@ -27,4 +27,4 @@ void JobSeriesAssembler::Add(int64_t iteration, int64_t iteration_time_ns, int64
   while (pending_.size() > max_pending_) Emit(pending_.begin(), out);
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

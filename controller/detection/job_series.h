@@ -12,7 +12,7 @@
 #include <map>
 #include <vector>
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 struct JobPoint {
   int64_t iteration = 0;
@@ -46,6 +46,6 @@ class JobSeriesAssembler {
   std::map<int64_t, JobPoint> pending_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_JOB_SERIES_H_

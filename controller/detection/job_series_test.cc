@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 namespace {
 
 TEST(JobSeriesAssemblerTest, MaxOverRanksOnceAllReported) {
@@ -47,4 +47,4 @@ TEST(JobSeriesAssemblerTest, SilentRankDoesNotBlockForever) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

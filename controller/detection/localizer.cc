@@ -9,8 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/detect/validation_plan.h"
+#include "controller/metrics/metric_table.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 using falcon::controller::v1::EventRecord;
 using falcon::controller::v1::PendingTask;
@@ -45,9 +46,11 @@ absl::Status LocalizationOptions::Validate() const {
   return absl::OkStatus();
 }
 
-Localizer::Localizer(LocalizationOptions options, const common::Clock* clock, IdAllocator* ids,
-                     AgentHub* hub, DirectiveIssuer* directives, EventManager* events,
-                     JobRegistry* registry, const SettingsManager* settings, ProgressFn progress)
+Localizer::Localizer(LocalizationOptions options, const common::Clock* clock,
+                     core::IdAllocator* ids, core::AgentHub* hub, core::DirectiveIssuer* directives,
+                     EventManager* events, registry::JobRegistry* registry,
+                     const settings::SettingsManager* settings, common::ErrorCounter* errors,
+                     ProgressFn progress)
     : options_(options),
       clock_(clock),
       ids_(ids),
@@ -56,6 +59,7 @@ Localizer::Localizer(LocalizationOptions options, const common::Clock* clock, Id
       events_(events),
       registry_(registry),
       settings_(settings),
+      errors_(errors != nullptr ? errors : &no_errors_),
       progress_(std::move(progress)) {}
 
 CommProfiler* Localizer::Profiler(const std::string& job) {
@@ -80,14 +84,16 @@ std::string TaskFields(const falcon::v1::ValidationTask& t) {
 
 }  // namespace
 
-void Localizer::SetJobState(const std::string& job, falcon::v1::JobState state, UnitOfWork* uow) {
-  JobEntry* entry = registry_->Find(job);
+void Localizer::SetJobState(const std::string& job, falcon::v1::JobState state,
+                            core::UnitOfWork* uow) {
+  registry::JobEntry* entry = registry_->Find(job);
   if (entry == nullptr || entry->job().state() == state) return;
   entry->set_state(state);
   registry_->Persist(*entry, &uow->txn());
 }
 
-void Localizer::SendProfiling(const JobEntry& job, bool enabled, const std::string& only_agent) {
+void Localizer::SendProfiling(const registry::JobEntry& job, bool enabled,
+                              const std::string& only_agent) {
   falcon::v1::ControllerMessage msg;
   falcon::v1::ProfilingControl* p = msg.mutable_profiling();
   p->set_job(job.name());
@@ -99,9 +105,9 @@ void Localizer::SendProfiling(const JobEntry& job, bool enabled, const std::stri
   }
 }
 
-void Localizer::Start(EventRecord* event, UnitOfWork* uow) { BeginProfiling(event, uow); }
+void Localizer::Start(EventRecord* event, core::UnitOfWork* uow) { BeginProfiling(event, uow); }
 
-void Localizer::BeginProfiling(EventRecord* event, UnitOfWork* uow) {
+void Localizer::BeginProfiling(EventRecord* event, core::UnitOfWork* uow) {
   const std::string job = event->event().job();
   event->set_phase(falcon::controller::v1::PHASE_PROFILING);
   event->set_phase_start_iteration(progress_(job));
@@ -118,14 +124,14 @@ void Localizer::BeginProfiling(EventRecord* event, UnitOfWork* uow) {
                      " timeout=", absl::FormatDuration(options_.profiling_timeout));
     uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
-  if (const JobEntry* entry = registry_->Find(job)) {
-    JobEntry snapshot = *entry;
+  if (const registry::JobEntry* entry = registry_->Find(job)) {
+    registry::JobEntry snapshot = *entry;
     uow->AfterCommit([this, snapshot]() { SendProfiling(snapshot, true, ""); });
   }
 }
 
-void Localizer::StartForced(EventRecord* event, UnitOfWork* uow) {
-  const JobEntry* job = registry_->Find(event->event().job());
+void Localizer::StartForced(EventRecord* event, core::UnitOfWork* uow) {
+  const registry::JobEntry* job = registry_->Find(event->event().job());
   if (job == nullptr) return;
   std::vector<uint64_t> comms;
   for (const auto& [id, c] : job->comms()) comms.push_back(id);
@@ -133,7 +139,7 @@ void Localizer::StartForced(EventRecord* event, UnitOfWork* uow) {
   PlanAndPause(event, job->ranks(), comms, "forced: every rank and communicator", uow);
 }
 
-void Localizer::Resume(EventRecord* event, UnitOfWork* uow) {
+void Localizer::Resume(EventRecord* event, core::UnitOfWork* uow) {
   const Phase phase = event->phase();
   if (phase == falcon::controller::v1::PHASE_PAUSING ||
       phase == falcon::controller::v1::PHASE_VALIDATING) {
@@ -154,14 +160,14 @@ void Localizer::Resume(EventRecord* event, UnitOfWork* uow) {
 }
 
 void Localizer::OnJobIteration(const std::string& job, int64_t iteration, int64_t iteration_time_ns,
-                               UnitOfWork* uow) {
+                               core::UnitOfWork* uow) {
   CommProfiler* profiler = Profiler(job);
   EventRecord* event = events_->Active(job);
   if (profiler == nullptr || event == nullptr ||
       event->phase() != falcon::controller::v1::PHASE_PROFILING) {
     return;
   }
-  analysis::BlameOptions blame;
+  analysis::detect::BlameOptions blame;
   blame.slow_ratio = settings_->Effective(job).suspicious_group_ratio;
   profiler->CompleteIteration(iteration, iteration_time_ns, blame);
   if (iteration - event->phase_start_iteration() >= options_.profiling_iterations) {
@@ -169,9 +175,9 @@ void Localizer::OnJobIteration(const std::string& job, int64_t iteration, int64_
   }
 }
 
-void Localizer::FinishProfiling(EventRecord* event, UnitOfWork* uow) {
+void Localizer::FinishProfiling(EventRecord* event, core::UnitOfWork* uow) {
   const std::string job_name = event->event().job();
-  const JobEntry* job = registry_->Find(job_name);
+  const registry::JobEntry* job = registry_->Find(job_name);
   if (job == nullptr) return;
   ProfileResult profile;
   if (CommProfiler* p = Profiler(job_name)) {
@@ -179,7 +185,7 @@ void Localizer::FinishProfiling(EventRecord* event, UnitOfWork* uow) {
     p->Stop();
   }
   {
-    JobEntry snapshot = *job;
+    registry::JobEntry snapshot = *job;
     uow->AfterCommit([this, snapshot]() { SendProfiling(snapshot, false, ""); });
   }
 
@@ -203,14 +209,15 @@ void Localizer::FinishProfiling(EventRecord* event, UnitOfWork* uow) {
   }
   for (const ProfileResult::Rank& b : profile.blamed) {
     ranks.insert(b.rank);
-    if (b.cause == analysis::BlameCause::kCommunication && b.comm_id != 0) comms.insert(b.comm_id);
+    if (b.cause == analysis::detect::BlameCause::kCommunication && b.comm_id != 0)
+      comms.insert(b.comm_id);
     absl::StrAppend(&why, why.empty() ? "" : "; ",
                     absl::StrFormat("rank %d blamed (%s, %.2fx)", b.rank,
-                                    analysis::BlameCauseName(b.cause), b.ratio));
+                                    analysis::detect::BlameCauseName(b.cause), b.ratio));
   }
   if (comms.empty()) {
     for (uint32_t r : ranks) {
-      for (const CommInfo* c : job->CommsOfRank(r)) comms.insert(c->comm.comm_id());
+      for (const registry::CommInfo* c : job->CommsOfRank(r)) comms.insert(c->comm.comm_id());
     }
   }
   if (ranks.empty() && comms.empty()) {
@@ -225,9 +232,9 @@ void Localizer::FinishProfiling(EventRecord* event, UnitOfWork* uow) {
 
 void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_ranks,
                              std::vector<uint64_t> suspect_comms, const std::string& why,
-                             UnitOfWork* uow) {
+                             core::UnitOfWork* uow) {
   const std::string job_name = event->event().job();
-  const JobEntry* job = registry_->Find(job_name);
+  const registry::JobEntry* job = registry_->Find(job_name);
   if (job == nullptr) return;
   event->clear_suspect_ranks();
   for (uint32_t r : suspect_ranks) event->add_suspect_ranks(r);
@@ -240,7 +247,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   // compared with, so then on every rank.
   std::set<uint32_t> gemm(suspect_ranks.begin(), suspect_ranks.end());
   for (uint64_t id : suspect_comms) {
-    if (const CommInfo* c = job->FindComm(id)) {
+    if (const registry::CommInfo* c = job->FindComm(id)) {
       gemm.insert(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
     }
   }
@@ -264,19 +271,20 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     test->set_repeats(options_.repeats);
   }
   for (uint64_t id : suspect_comms) {
-    const CommInfo* c = job->FindComm(id);
+    const registry::CommInfo* c = job->FindComm(id);
     if (c == nullptr || c->comm.member_ranks_size() < 2) continue;
     std::vector<int64_t> ring(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
-    std::vector<analysis::PassPlan> plans;
-    if (auto p = analysis::PlanRingPasses(ring); p.ok()) plans.push_back(*p);
+    std::vector<analysis::detect::PassPlan> plans;
+    if (auto p = analysis::detect::PlanRingPasses(ring); p.ok()) plans.push_back(*p);
     if (options_.tree_passes && ring.size() > 2) {
-      if (auto p = analysis::PlanTreePasses(analysis::HeapTree(ring)); p.ok()) plans.push_back(*p);
+      if (auto p = analysis::detect::PlanTreePasses(analysis::detect::HeapTree(ring)); p.ok())
+        plans.push_back(*p);
     }
     uint32_t pass_index = 0;
-    for (const analysis::PassPlan& plan : plans) {
-      for (const std::vector<analysis::LinkPair>& pass : plan.passes) {
+    for (const analysis::detect::PassPlan& plan : plans) {
+      for (const std::vector<analysis::detect::LinkPair>& pass : plan.passes) {
         std::set<uint32_t> ranks, senders;
-        for (const analysis::LinkPair& l : pass) {
+        for (const analysis::detect::LinkPair& l : pass) {
           ranks.insert(static_cast<uint32_t>(l.src));
           ranks.insert(static_cast<uint32_t>(l.dst));
           senders.insert(static_cast<uint32_t>(l.src));
@@ -289,7 +297,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
         test->set_bytes(options_.link_bytes);
         test->set_repeats(options_.repeats);
         test->set_comm_id(id);
-        for (const analysis::LinkPair& l : pass) {
+        for (const analysis::detect::LinkPair& l : pass) {
           falcon::v1::Link* link = test->add_links();
           link->set_src_rank(static_cast<uint32_t>(l.src));
           link->set_dst_rank(static_cast<uint32_t>(l.dst));
@@ -317,7 +325,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   uow->AfterCommit([line]() { LOG(INFO) << line; });
 }
 
-void Localizer::SendTask(const falcon::v1::ValidationTask& task, const JobEntry& job) {
+void Localizer::SendTask(const falcon::v1::ValidationTask& task, const registry::JobEntry& job) {
   std::set<std::string> agents;
   for (uint32_t r : task.ranks()) {
     if (const std::string* a = job.AgentOfRank(r)) agents.insert(*a);
@@ -327,7 +335,7 @@ void Localizer::SendTask(const falcon::v1::ValidationTask& task, const JobEntry&
   for (const std::string& a : agents) hub_->Send(a, msg);
 }
 
-void Localizer::DispatchNext(EventRecord* event, UnitOfWork* uow) {
+void Localizer::DispatchNext(EventRecord* event, core::UnitOfWork* uow) {
   if (event->phase() != falcon::controller::v1::PHASE_VALIDATING) {
     const std::string line =
         absl::StrCat("event validating job=", event->event().job(),
@@ -341,8 +349,8 @@ void Localizer::DispatchNext(EventRecord* event, UnitOfWork* uow) {
       t.set_sent_time_ns(absl::ToUnixNanos(clock_->Now()));
       event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.task_timeout));
       events_->Persist(*event, uow);
-      if (const JobEntry* job = registry_->Find(event->event().job())) {
-        JobEntry snapshot = *job;
+      if (const registry::JobEntry* job = registry_->Find(event->event().job())) {
+        registry::JobEntry snapshot = *job;
         falcon::v1::ValidationTask task = t.task();
         const uint64_t event_id = event->event().event_id();
         uow->AfterCommit([this, task, snapshot, event_id]() {
@@ -366,7 +374,8 @@ EventRecord* Localizer::EventOfTask(uint64_t task_id) {
   return nullptr;
 }
 
-void Localizer::OnValidationResult(const falcon::v1::ValidationResult& result, UnitOfWork* uow) {
+void Localizer::OnValidationResult(const falcon::v1::ValidationResult& result,
+                                   core::UnitOfWork* uow) {
   EventRecord* event = EventOfTask(result.task_id());
   if (event == nullptr || event->phase() != falcon::controller::v1::PHASE_VALIDATING) return;
   PendingTask* task = nullptr;
@@ -395,7 +404,7 @@ void Localizer::OnValidationResult(const falcon::v1::ValidationResult& result, U
   }
 }
 
-void Localizer::OnDirectiveState(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow) {
+void Localizer::OnDirectiveState(const falcon::v1::DirectiveRecord& record, core::UnitOfWork* uow) {
   for (EventRecord* event : events_->OpenEvents()) {
     if (event->phase() != falcon::controller::v1::PHASE_PAUSING ||
         event->pause_directive_id() != record.directive().directive_id()) {
@@ -415,7 +424,7 @@ void Localizer::OnDirectiveState(const falcon::v1::DirectiveRecord& record, Unit
   }
 }
 
-void Localizer::Tick(absl::Time now, UnitOfWork* uow) {
+void Localizer::Tick(absl::Time now, core::UnitOfWork* uow) {
   const int64_t now_ns = absl::ToUnixNanos(now);
   for (EventRecord* event : events_->OpenEvents()) {
     if (event->phase_deadline_ns() == 0 || now_ns < event->phase_deadline_ns()) continue;
@@ -430,6 +439,7 @@ void Localizer::Tick(absl::Time now, UnitOfWork* uow) {
         LOG(WARNING) << "pause not confirmed by every rank in time job=" << event->event().job()
                      << " event=" << event->event().event_id()
                      << " directive=" << event->pause_directive_id() << "; validating anyway";
+        errors_->CountError(metrics::where::kValidationPauseTimeout);
         DispatchNext(event, uow);
         break;
       case falcon::controller::v1::PHASE_VALIDATING:
@@ -439,6 +449,7 @@ void Localizer::Tick(absl::Time now, UnitOfWork* uow) {
                          << " event=" << event->event().event_id() << " task=" << t.task().task_id()
                          << " " << TaskFields(t.task())
                          << " timeout=" << absl::FormatDuration(options_.task_timeout);
+            errors_->CountError(metrics::where::kValidationTaskTimeout);
             t.set_finished(true);
             break;
           }
@@ -451,13 +462,26 @@ void Localizer::Tick(absl::Time now, UnitOfWork* uow) {
   }
 }
 
-void Localizer::GiveVerdict(EventRecord* event, const std::string& note, UnitOfWork* uow) {
+void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::UnitOfWork* uow) {
   std::vector<PendingTask> tasks(event->tasks().begin(), event->tasks().end());
   std::vector<falcon::v1::ValidationResult> results(event->results().begin(),
                                                     event->results().end());
   Verdict v = JudgeValidation(tasks, results, options_.verdict);
   falcon::v1::Event* e = event->mutable_event();
   const std::string job = e->job();
+  // A forced validation of a job whose slowdown detection never saw: differences between ranks
+  // or links that do not slow the job are not a fail-slow (on shared CPUs concurrent link tests
+  // alone differ by tens of percent), so it names no culprit; what it measured stays in the
+  // reason, and the event closes below (docs/algorithms.md#verdict).
+  const bool no_slowdown = event->forced() && event->onset_series_size() == 0;
+  std::string measured;
+  if (no_slowdown && v.cause != falcon::v1::CAUSE_UNKNOWN) {
+    measured = v.reason;
+    v.cause = falcon::v1::CAUSE_UNKNOWN;
+    v.ranks.clear();
+    v.links.clear();
+    v.ratio = 0;
+  }
   e->set_cause(v.cause);
   e->clear_ranks();
   e->clear_links();
@@ -475,19 +499,32 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, UnitOfW
   event->set_validation_slowdown_ratio(v.ratio);
   event->set_phase(falcon::controller::v1::PHASE_DONE);
   event->set_phase_deadline_ns(0);
-  std::string reason = absl::StrFormat("%s: %s; iteration time x%.2f", CauseLabel(v.cause),
-                                       v.reason, e->slowdown_ratio());
+  std::string reason =
+      no_slowdown
+          ? absl::StrCat(metrics::CauseLabel(v.cause),
+                         ": forced validation of a job without a detected "
+                         "slowdown names no culprit (",
+                         measured.empty() ? v.reason : absl::StrCat("measured: ", measured), ")")
+          : absl::StrFormat("%s: %s; iteration time x%.2f", metrics::CauseLabel(v.cause), v.reason,
+                            e->slowdown_ratio());
   if (!note.empty()) absl::StrAppend(&reason, "; ", note);
   Release(event, "validation finished", uow);
   profilers_.erase(job);
   SetJobState(job, falcon::v1::JOB_STATE_TRACKING, uow);
   events_->Transition(event, falcon::v1::EVENT_STATE_LOCALIZED, iteration, reason, uow);
+  if (no_slowdown) {
+    // Nothing slowed the job, so there is nothing to mitigate and nothing to wait for.
+    events_->Close(event, iteration,
+                   "forced validation done: the job has no detected slowdown, nothing to mitigate",
+                   uow);
+    return;
+  }
   if (on_verdict_) on_verdict_(event, uow);
 }
 
-void Localizer::Release(EventRecord* event, const std::string& reason, UnitOfWork* uow) {
+void Localizer::Release(EventRecord* event, const std::string& reason, core::UnitOfWork* uow) {
   if (event->pause_directive_id() == 0) return;
-  const JobEntry* job = registry_->Find(event->event().job());
+  const registry::JobEntry* job = registry_->Find(event->event().job());
   if (job == nullptr) return;
   falcon::v1::Directive resume;
   resume.set_effective_iteration(std::max<int64_t>(0, progress_(job->name())));
@@ -498,12 +535,12 @@ void Localizer::Release(EventRecord* event, const std::string& reason, UnitOfWor
   events_->Persist(*event, uow);
 }
 
-void Localizer::Cancel(EventRecord* event, UnitOfWork* uow) {
+void Localizer::Cancel(EventRecord* event, core::UnitOfWork* uow) {
   const std::string job = event->event().job();
   const Phase phase = event->phase();
   if (phase == falcon::controller::v1::PHASE_PROFILING) {
-    if (const JobEntry* entry = registry_->Find(job)) {
-      JobEntry snapshot = *entry;
+    if (const registry::JobEntry* entry = registry_->Find(job)) {
+      registry::JobEntry snapshot = *entry;
       uow->AfterCommit([this, snapshot]() { SendProfiling(snapshot, false, ""); });
     }
   }
@@ -520,10 +557,10 @@ void Localizer::Cancel(EventRecord* event, UnitOfWork* uow) {
   }
 }
 
-void Localizer::OnAgentJoined(const std::string& agent_id, const JobEntry& job) {
+void Localizer::OnAgentJoined(const std::string& agent_id, const registry::JobEntry& job) {
   EventRecord* event = events_->Active(job.name());
   bool profiling = event != nullptr && event->phase() == falcon::controller::v1::PHASE_PROFILING;
   if (profiling) SendProfiling(job, true, agent_id);
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

@@ -12,7 +12,9 @@
 //     PlanTreePasses on a heap tree when tree_passes is on), each until every expected rank
 //     answered or task_timeout.
 //  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; the event becomes LOCALIZED, a
-//     Resume directive releases the ranks, and the verdict callback (mitigation) runs.
+//     Resume directive releases the ranks, and the verdict callback (mitigation) runs. A forced
+//     validation of a job without a detected slowdown names no culprit (cause UNKNOWN, what was
+//     measured in the reason) and closes the event instead (docs/algorithms.md#verdict).
 // A recovery or close during localization cancels it (profiling off, Resume when paused). Every
 // step is stored in the event record in the unit of work before its messages are sent.
 // Not thread-safe: controller loop only.
@@ -29,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/error_counter.h"
 #include "controller/core/agent_hub.h"
 #include "controller/core/directive_issuer.h"
 #include "controller/core/id_allocator.h"
@@ -39,7 +42,7 @@
 #include "controller/registry/job_registry.h"
 #include "controller/settings/settings_manager.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 struct LocalizationOptions {
   // Complete job iterations profiled before validation, [1, 1000]. Default 3.
@@ -71,36 +74,38 @@ class Localizer {
  public:
   // Called when a verdict has been staged (event LOCALIZED), inside the same unit of work.
   using VerdictCallback =
-      std::function<void(falcon::controller::v1::EventRecord* event, UnitOfWork* uow)>;
+      std::function<void(falcon::controller::v1::EventRecord* event, core::UnitOfWork* uow)>;
   // The job's latest complete iteration, -1 when none.
   using ProgressFn = std::function<int64_t(const std::string& job)>;
 
-  Localizer(LocalizationOptions options, const common::Clock* clock, IdAllocator* ids,
-            AgentHub* hub, DirectiveIssuer* directives, EventManager* events, JobRegistry* registry,
-            const SettingsManager* settings, ProgressFn progress);
+  // `errors` (not owned; nullptr: not counted) counts the timeouts it logs.
+  Localizer(LocalizationOptions options, const common::Clock* clock, core::IdAllocator* ids,
+            core::AgentHub* hub, core::DirectiveIssuer* directives, EventManager* events,
+            registry::JobRegistry* registry, const settings::SettingsManager* settings,
+            common::ErrorCounter* errors, ProgressFn progress);
 
   void set_verdict_callback(VerdictCallback cb) { on_verdict_ = std::move(cb); }
 
   // The event was just confirmed: start profiling its job.
-  void Start(falcon::controller::v1::EventRecord* event, UnitOfWork* uow);
+  void Start(falcon::controller::v1::EventRecord* event, core::UnitOfWork* uow);
   // An operator forced validation: pause and validate every rank and comm now.
-  void StartForced(falcon::controller::v1::EventRecord* event, UnitOfWork* uow);
+  void StartForced(falcon::controller::v1::EventRecord* event, core::UnitOfWork* uow);
   // After a controller restart: an event still localizing starts over from profiling (ranks
   // paused before the restart are released first).
-  void Resume(falcon::controller::v1::EventRecord* event, UnitOfWork* uow);
+  void Resume(falcon::controller::v1::EventRecord* event, core::UnitOfWork* uow);
 
   void OnJobIteration(const std::string& job, int64_t iteration, int64_t iteration_time_ns,
-                      UnitOfWork* uow);
+                      core::UnitOfWork* uow);
   // A validation result (validated). Results for unknown or finished tasks are ignored.
-  void OnValidationResult(const falcon::v1::ValidationResult& result, UnitOfWork* uow);
+  void OnValidationResult(const falcon::v1::ValidationResult& result, core::UnitOfWork* uow);
   // A directive changed state (APPLIED / REJECTED / TIMED_OUT).
-  void OnDirectiveState(const falcon::v1::DirectiveRecord& record, UnitOfWork* uow);
+  void OnDirectiveState(const falcon::v1::DirectiveRecord& record, core::UnitOfWork* uow);
   // Deadlines of the current phases.
-  void Tick(absl::Time now, UnitOfWork* uow);
+  void Tick(absl::Time now, core::UnitOfWork* uow);
   // Ends the event's localization (it recovered or closed).
-  void Cancel(falcon::controller::v1::EventRecord* event, UnitOfWork* uow);
+  void Cancel(falcon::controller::v1::EventRecord* event, core::UnitOfWork* uow);
   // The agent (re)connected with `job`: resend the profiling state.
-  void OnAgentJoined(const std::string& agent_id, const JobEntry& job);
+  void OnAgentJoined(const std::string& agent_id, const registry::JobEntry& job);
 
   // The job's profiler while it is profiled; nullptr otherwise.
   CommProfiler* Profiler(const std::string& job);
@@ -108,31 +113,34 @@ class Localizer {
  private:
   using EventRecord = falcon::controller::v1::EventRecord;
 
-  void BeginProfiling(EventRecord* event, UnitOfWork* uow);
-  void FinishProfiling(EventRecord* event, UnitOfWork* uow);
+  void BeginProfiling(EventRecord* event, core::UnitOfWork* uow);
+  void FinishProfiling(EventRecord* event, core::UnitOfWork* uow);
   void PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_ranks,
-                    std::vector<uint64_t> suspect_comms, const std::string& why, UnitOfWork* uow);
-  void DispatchNext(EventRecord* event, UnitOfWork* uow);
-  void GiveVerdict(EventRecord* event, const std::string& note, UnitOfWork* uow);
-  void SendProfiling(const JobEntry& job, bool enabled, const std::string& only_agent);
-  void SendTask(const falcon::v1::ValidationTask& task, const JobEntry& job);
-  void Release(EventRecord* event, const std::string& reason, UnitOfWork* uow);
-  void SetJobState(const std::string& job, falcon::v1::JobState state, UnitOfWork* uow);
+                    std::vector<uint64_t> suspect_comms, const std::string& why,
+                    core::UnitOfWork* uow);
+  void DispatchNext(EventRecord* event, core::UnitOfWork* uow);
+  void GiveVerdict(EventRecord* event, const std::string& note, core::UnitOfWork* uow);
+  void SendProfiling(const registry::JobEntry& job, bool enabled, const std::string& only_agent);
+  void SendTask(const falcon::v1::ValidationTask& task, const registry::JobEntry& job);
+  void Release(EventRecord* event, const std::string& reason, core::UnitOfWork* uow);
+  void SetJobState(const std::string& job, falcon::v1::JobState state, core::UnitOfWork* uow);
   EventRecord* EventOfTask(uint64_t task_id);
 
   const LocalizationOptions options_;
   const common::Clock* const clock_;
-  IdAllocator* const ids_;
-  AgentHub* const hub_;
-  DirectiveIssuer* const directives_;
+  core::IdAllocator* const ids_;
+  core::AgentHub* const hub_;
+  core::DirectiveIssuer* const directives_;
   EventManager* const events_;
-  JobRegistry* const registry_;
-  const SettingsManager* const settings_;
+  registry::JobRegistry* const registry_;
+  const settings::SettingsManager* const settings_;
+  common::NullErrorCounter no_errors_;
+  common::ErrorCounter* const errors_;
   ProgressFn progress_;
   VerdictCallback on_verdict_;
   absl::flat_hash_map<std::string, std::unique_ptr<CommProfiler>> profilers_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_LOCALIZER_H_

@@ -19,7 +19,7 @@
 #include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 // What a mitigation strategy may read and do. Errors: kNotFound for an unknown event or job;
 // kFailedPrecondition when the event is not in a state that allows the call.
@@ -29,8 +29,8 @@ class EventActions {
 
   virtual absl::Time Now() const = 0;
   virtual const falcon::v1::Event* FindEvent(uint64_t event_id) const = 0;
-  virtual const JobEntry* FindJob(const std::string& job) const = 0;
-  virtual EffectiveSettings Settings(const std::string& job) const = 0;
+  virtual const registry::JobEntry* FindJob(const std::string& job) const = 0;
+  virtual settings::EffectiveSettings Settings(const std::string& job) const = 0;
   // The job's latest completed iteration (-1 none) and its iteration time.
   virtual int64_t LastIteration(const std::string& job) const = 0;
 
@@ -91,11 +91,20 @@ class MitigationHook {
                                 EventActions& /*actions*/) {}
   // Periodically (the controller's tick), for timeouts.
   virtual void Tick(absl::Time /*now*/, EventActions& /*actions*/) {}
+  // DryRunPlan for the active `event` as the hook plans it now: the escalation ladder (steps
+  // taken with their iterations, steps to come with the iteration the lost time pays for them)
+  // and the plans computed as its strategies compute them. Reads only: stages nothing through
+  // `actions`. kNotFound when the hook holds no state for the event (no verdict yet, mitigation
+  // off for the job); kUnimplemented by default.
+  virtual absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const falcon::v1::Event& /*event*/,
+                                                                EventActions& /*actions*/) {
+    return absl::UnimplementedError("this mitigation hook does not plan dry runs");
+  }
   // The job ended a retention period ago and was purged with its events and directives: forget
   // whatever is kept for it.
   virtual void OnJobPurged(const std::string& /*job*/) {}
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_

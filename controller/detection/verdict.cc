@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/stats.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& tasks,
                         const std::vector<falcon::v1::ValidationResult>& results,
                         const VerdictOptions& options) {
@@ -92,4 +92,4 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   return v;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

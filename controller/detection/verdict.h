@@ -13,7 +13,7 @@
 #include "controller/store/records.pb.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 
 struct VerdictOptions {
   double gemm_slow_ratio = 0.10;  // (0, 10]. Default 0.10 (the paper's 10%).
@@ -36,6 +36,6 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
                         const std::vector<falcon::v1::ValidationResult>& results,
                         const VerdictOptions& options);
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_VERDICT_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::detection {
 namespace {
 
 using falcon::controller::v1::PendingTask;
@@ -85,4 +85,4 @@ TEST(VerdictTest, NothingSlowOrErrorsIsUnknown) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::detection

@@ -25,7 +25,7 @@ testing::LayoutSpec Spec() {
   return spec;
 }
 
-class RecordingChannel : public AgentChannel {
+class RecordingChannel : public core::AgentChannel {
  public:
   bool Send(const falcon::v1::ControllerMessage& m) override {
     sent.push_back(m);
@@ -57,7 +57,7 @@ std::string EncodeInput(const std::vector<falcon::v1::AgentMessage>& messages) {
 
 absl::Status FuzzIngestOnce(absl::string_view data) {
   common::FakeClock clock;
-  InMemoryKvStore kv(ControllerStore::TableNames());
+  store::InMemoryKvStore kv(store::ControllerStore::TableNames());
   ControllerOptions options;
   options.limits.max_ops_per_batch = 4096;  // Keep single inputs cheap.
   auto controller = Controller::Create(options, &kv, &clock, /*metrics=*/nullptr);

@@ -127,7 +127,7 @@ class Mutator {
 TEST(IngestMutationTest, MutatedRealMessagesKeepTheInvariants) {
   FALCON_REQUIRE_REAL_DATA();
   auto data = testing::LoadAlibabaJob(
-      falcon::testing::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
+      falcon::tests::RealDataPath("alibaba_pai_minibatch_time/job_1_norm.csv"));
   ASSERT_TRUE(data.ok()) << data.status();
   std::vector<std::vector<falcon::v1::AgentMessage>> seeds = SeedMessages(&*data);
   ASSERT_GE(seeds.size(), 10u);

@@ -1,6 +1,6 @@
 #include "controller/ingest/sequence_tracker.h"
 
-namespace falcon::controller {
+namespace falcon::controller::ingest {
 
 SequenceTracker::SequenceTracker(const falcon::controller::v1::AgentRecord& record)
     : acked_(record.acked_sequence()) {
@@ -45,4 +45,4 @@ void SequenceTracker::ToRecord(falcon::controller::v1::AgentRecord* record) cons
   for (uint64_t s : above_) record->add_stored_above(s);
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::ingest

@@ -11,7 +11,7 @@
 
 #include "controller/store/records.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::ingest {
 
 class SequenceTracker {
  public:
@@ -44,6 +44,6 @@ class SequenceTracker {
   std::set<uint64_t> above_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::ingest
 
 #endif  // FALCON_CONTROLLER_INGEST_SEQUENCE_TRACKER_H_

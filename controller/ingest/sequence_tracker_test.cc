@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::ingest {
 namespace {
 
 TEST(SequenceTrackerTest, InOrderAdvancesWatermark) {
@@ -64,4 +64,4 @@ TEST(SequenceTrackerTest, MemoryIsBounded) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::ingest

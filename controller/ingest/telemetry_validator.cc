@@ -9,7 +9,7 @@
 #include "common/names.h"
 #include "controller/registry/registration_validator.h"
 
-namespace falcon::controller {
+namespace falcon::controller::ingest {
 namespace {
 
 using falcon::v1::FieldError;
@@ -22,64 +22,66 @@ bool IsP2p(falcon::v1::OpKind k) {
   return k == falcon::v1::OP_KIND_SEND || k == falcon::v1::OP_KIND_RECV;
 }
 
-MaybeFieldError CheckSummary(const falcon::v1::IterationSummary& s, int i, const JobEntry& job,
-                             const IngestLimits& limits) {
+util::MaybeFieldError CheckSummary(const falcon::v1::IterationSummary& s, int i,
+                                   const registry::JobEntry& job, const IngestLimits& limits) {
   constexpr char kBase[] = "batch.iterations";
   if (job.FindRank(s.rank()) == nullptr) {
-    return MakeFieldError(
+    return util::MakeFieldError(
         At(kBase, i, "rank"),
         absl::StrCat("rank ", s.rank(), " is not registered in job '", job.name(), "'"));
   }
   if (s.iteration() < 0 || s.iteration() > limits.max_iteration) {
-    return MakeFieldError(At(kBase, i, "iteration"), absl::StrCat(s.iteration(), " is outside [0, ",
-                                                                  limits.max_iteration, "]"));
+    return util::MakeFieldError(
+        At(kBase, i, "iteration"),
+        absl::StrCat(s.iteration(), " is outside [0, ", limits.max_iteration, "]"));
   }
   if (s.start_ns() < 0) {
-    return MakeFieldError(At(kBase, i, "start_ns"), absl::StrCat(s.start_ns(), " is negative"));
+    return util::MakeFieldError(At(kBase, i, "start_ns"),
+                                absl::StrCat(s.start_ns(), " is negative"));
   }
   if (s.iteration_time_ns() <= 0 || s.iteration_time_ns() > limits.max_duration_ns) {
-    return MakeFieldError(
+    return util::MakeFieldError(
         At(kBase, i, "iteration_time_ns"),
         absl::StrCat(s.iteration_time_ns(), " is outside (0, ", limits.max_duration_ns, "]"));
   }
   if (s.compute_ns() < 0 || s.compute_ns() > s.iteration_time_ns()) {
-    return MakeFieldError(At(kBase, i, "compute_ns"),
-                          absl::StrCat(s.compute_ns(), " is outside [0, iteration_time_ns=",
-                                       s.iteration_time_ns(), "]"));
+    return util::MakeFieldError(At(kBase, i, "compute_ns"),
+                                absl::StrCat(s.compute_ns(), " is outside [0, iteration_time_ns=",
+                                             s.iteration_time_ns(), "]"));
   }
   if (s.plan_version() < 0) {
-    return MakeFieldError(At(kBase, i, "plan_version"),
-                          absl::StrCat(s.plan_version(), " is negative"));
+    return util::MakeFieldError(At(kBase, i, "plan_version"),
+                                absl::StrCat(s.plan_version(), " is negative"));
   }
   if (s.comms_size() > static_cast<int>(limits.max_comms_per_summary)) {
-    return MakeFieldError(
+    return util::MakeFieldError(
         At(kBase, i, "comms"),
         absl::StrCat(s.comms_size(), " entries exceed the limit ", limits.max_comms_per_summary));
   }
   for (int c = 0; c < s.comms_size(); ++c) {
     const falcon::v1::CommIterationSummary& cs = s.comms(c);
     std::string cp = absl::StrCat(kBase, "[", i, "].comms[", c, "].");
-    const CommInfo* comm = job.FindComm(cs.comm_id());
+    const registry::CommInfo* comm = job.FindComm(cs.comm_id());
     if (comm == nullptr) {
-      return MakeFieldError(cp + "comm_id",
-                            absl::StrCat("comm ", cs.comm_id(), " is not registered"));
+      return util::MakeFieldError(cp + "comm_id",
+                                  absl::StrCat("comm ", cs.comm_id(), " is not registered"));
     }
     if (!comm->HasMember(s.rank())) {
-      return MakeFieldError(
+      return util::MakeFieldError(
           cp + "comm_id",
           absl::StrCat("rank ", s.rank(), " is not a member of comm ", cs.comm_id()));
     }
     if (cs.busy_ns() < 0 || cs.busy_ns() > limits.max_duration_ns) {
-      return MakeFieldError(cp + "busy_ns", absl::StrCat(cs.busy_ns(), " is outside [0, ",
-                                                         limits.max_duration_ns, "]"));
+      return util::MakeFieldError(cp + "busy_ns", absl::StrCat(cs.busy_ns(), " is outside [0, ",
+                                                               limits.max_duration_ns, "]"));
     }
     if (cs.wait_ns() < 0 || cs.wait_ns() > cs.busy_ns()) {
-      return MakeFieldError(
+      return util::MakeFieldError(
           cp + "wait_ns",
           absl::StrCat(cs.wait_ns(), " is outside [0, busy_ns=", cs.busy_ns(), "]"));
     }
     if (cs.transfer_ns() < 0 || cs.transfer_ns() > cs.busy_ns()) {
-      return MakeFieldError(
+      return util::MakeFieldError(
           cp + "transfer_ns",
           absl::StrCat(cs.transfer_ns(), " is outside [0, busy_ns=", cs.busy_ns(), "]"));
     }
@@ -101,67 +103,69 @@ absl::Status IngestLimits::Validate() const {
   return absl::OkStatus();
 }
 
-MaybeFieldError ValidateHello(const falcon::v1::AgentHello& hello) {
+util::MaybeFieldError ValidateHello(const falcon::v1::AgentHello& hello) {
   if (!common::IsValidAgentId(hello.agent_id())) {
-    return MakeFieldError("hello.agent_id", "must be 1 to 256 bytes");
+    return util::MakeFieldError("hello.agent_id", "must be 1 to 256 bytes");
   }
   if (!common::IsValidNodeName(hello.node())) {
-    return MakeFieldError("hello.node", "must be 1 to 256 bytes");
+    return util::MakeFieldError("hello.node", "must be 1 to 256 bytes");
   }
-  if (hello.version().size() > 256) return MakeFieldError("hello.version", "longer than 256 bytes");
+  if (hello.version().size() > 256)
+    return util::MakeFieldError("hello.version", "longer than 256 bytes");
   absl::flat_hash_set<std::string> jobs;
   for (int i = 0; i < hello.jobs_size(); ++i) {
-    std::string path = Indexed("hello.jobs", i);
-    if (MaybeFieldError e = ValidateJobRegistration(hello.jobs(i), path)) return e;
+    std::string path = util::Indexed("hello.jobs", i);
+    if (util::MaybeFieldError e = registry::ValidateJobRegistration(hello.jobs(i), path)) return e;
     if (!jobs.insert(hello.jobs(i).job()).second) {
-      return MakeFieldError(path + ".job",
-                            absl::StrCat("job '", hello.jobs(i).job(), "' listed twice"));
+      return util::MakeFieldError(path + ".job",
+                                  absl::StrCat("job '", hello.jobs(i).job(), "' listed twice"));
     }
   }
   return std::nullopt;
 }
 
-MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& batch,
-                                      const IngestLimits& limits) {
-  if (batch.sequence() == 0) return MakeFieldError("batch.sequence", "must be >= 1");
+util::MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& batch,
+                                            const IngestLimits& limits) {
+  if (batch.sequence() == 0) return util::MakeFieldError("batch.sequence", "must be >= 1");
   if (!common::IsValidJobName(batch.job())) {
-    return MakeFieldError("batch.job", absl::StrCat("must be ", common::kJobNameRule));
+    return util::MakeFieldError("batch.job", absl::StrCat("must be ", common::kJobNameRule));
   }
   if (batch.iterations_size() > static_cast<int>(limits.max_iterations_per_batch)) {
-    return MakeFieldError("batch.iterations",
-                          absl::StrCat(batch.iterations_size(), " summaries exceed the limit ",
-                                       limits.max_iterations_per_batch));
+    return util::MakeFieldError(
+        "batch.iterations", absl::StrCat(batch.iterations_size(), " summaries exceed the limit ",
+                                         limits.max_iterations_per_batch));
   }
   if (batch.ops_size() > static_cast<int>(limits.max_ops_per_batch)) {
-    return MakeFieldError(
+    return util::MakeFieldError(
         "batch.ops",
         absl::StrCat(batch.ops_size(), " op records exceed the limit ", limits.max_ops_per_batch));
   }
   if (batch.has_registration()) {
-    if (MaybeFieldError e = ValidateJobRegistration(batch.registration(), "batch.registration")) {
+    if (util::MaybeFieldError e =
+            registry::ValidateJobRegistration(batch.registration(), "batch.registration")) {
       return e;
     }
     if (batch.registration().job() != batch.job()) {
-      return MakeFieldError("batch.registration.job",
-                            absl::StrCat("'", batch.registration().job(),
-                                         "' differs from batch.job '", batch.job(), "'"));
+      return util::MakeFieldError("batch.registration.job",
+                                  absl::StrCat("'", batch.registration().job(),
+                                               "' differs from batch.job '", batch.job(), "'"));
     }
   }
   return std::nullopt;
 }
 
-MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch, const JobEntry& job,
-                                  const IngestLimits& limits) {
+util::MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch,
+                                        const registry::JobEntry& job, const IngestLimits& limits) {
   absl::flat_hash_map<uint32_t, int64_t> last_iteration;
   for (int i = 0; i < batch.iterations_size(); ++i) {
     const falcon::v1::IterationSummary& s = batch.iterations(i);
-    if (MaybeFieldError e = CheckSummary(s, i, job, limits)) return e;
+    if (util::MaybeFieldError e = CheckSummary(s, i, job, limits)) return e;
     auto [it, inserted] = last_iteration.try_emplace(s.rank(), s.iteration());
     if (!inserted) {
       if (s.iteration() <= it->second) {
-        return MakeFieldError(At("batch.iterations", i, "iteration"),
-                              absl::StrCat(s.iteration(), " does not increase over ", it->second,
-                                           " for rank ", s.rank()));
+        return util::MakeFieldError(At("batch.iterations", i, "iteration"),
+                                    absl::StrCat(s.iteration(), " does not increase over ",
+                                                 it->second, " for rank ", s.rank()));
       }
       it->second = s.iteration();
     }
@@ -170,70 +174,71 @@ MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch, const
   constexpr char kOps[] = "batch.ops";
   const uint32_t rank = batch.op_rank();
   if (job.FindRank(rank) == nullptr) {
-    return MakeFieldError(
+    return util::MakeFieldError(
         "batch.op_rank",
         absl::StrCat("rank ", rank, " is not registered in job '", job.name(), "'"));
   }
-  const CommInfo* cached = nullptr;
+  const registry::CommInfo* cached = nullptr;
   uint64_t last_seq = 0;
   for (int i = 0; i < batch.ops_size(); ++i) {
     const falcon::v1::OpRecord& op = batch.ops(i);
     if (cached == nullptr || cached->comm.comm_id() != op.comm_id()) {
       cached = job.FindComm(op.comm_id());
       if (cached == nullptr) {
-        return MakeFieldError(At(kOps, i, "comm_id"),
-                              absl::StrCat("comm ", op.comm_id(), " is not registered"));
+        return util::MakeFieldError(At(kOps, i, "comm_id"),
+                                    absl::StrCat("comm ", op.comm_id(), " is not registered"));
       }
       if (!cached->HasMember(rank)) {
         const uint64_t id = op.comm_id();
         cached = nullptr;
-        return MakeFieldError(At(kOps, i, "comm_id"),
-                              absl::StrCat("op_rank ", rank, " is not a member of comm ", id));
+        return util::MakeFieldError(
+            At(kOps, i, "comm_id"),
+            absl::StrCat("op_rank ", rank, " is not a member of comm ", id));
       }
     }
     if (op.op_kind() == falcon::v1::OP_KIND_UNSPECIFIED ||
         !falcon::v1::OpKind_IsValid(op.op_kind())) {
-      return MakeFieldError(At(kOps, i, "op_kind"),
-                            absl::StrCat("kind ", op.op_kind(), " is not a known op"));
+      return util::MakeFieldError(At(kOps, i, "op_kind"),
+                                  absl::StrCat("kind ", op.op_kind(), " is not a known op"));
     }
     if (op.bytes() > limits.max_op_bytes) {
-      return MakeFieldError(At(kOps, i, "bytes"),
-                            absl::StrCat(op.bytes(), " exceeds ", limits.max_op_bytes));
+      return util::MakeFieldError(At(kOps, i, "bytes"),
+                                  absl::StrCat(op.bytes(), " exceeds ", limits.max_op_bytes));
     }
     if (IsP2p(op.op_kind())) {
       if (op.peer() < 0 || static_cast<uint32_t>(op.peer()) == rank ||
           !cached->HasMember(static_cast<uint32_t>(op.peer()))) {
-        return MakeFieldError(
+        return util::MakeFieldError(
             At(kOps, i, "peer"),
             absl::StrCat(op.peer(), " is not another member of comm ", op.comm_id()));
       }
     } else if (op.peer() != -1) {
-      return MakeFieldError(At(kOps, i, "peer"),
-                            absl::StrCat(op.peer(), " must be -1 for a collective"));
+      return util::MakeFieldError(At(kOps, i, "peer"),
+                                  absl::StrCat(op.peer(), " must be -1 for a collective"));
     }
     if (op.host_start_ns() < 0) {
-      return MakeFieldError(At(kOps, i, "host_start_ns"),
-                            absl::StrCat(op.host_start_ns(), " is negative"));
+      return util::MakeFieldError(At(kOps, i, "host_start_ns"),
+                                  absl::StrCat(op.host_start_ns(), " is negative"));
     }
     if (op.host_end_ns() < op.host_start_ns() ||
         op.host_end_ns() - op.host_start_ns() > limits.max_duration_ns) {
-      return MakeFieldError(
+      return util::MakeFieldError(
           At(kOps, i, "host_end_ns"),
           absl::StrCat(op.host_end_ns(), " is not in [host_start_ns=", op.host_start_ns(),
                        ", host_start_ns + ", limits.max_duration_ns, "]"));
     }
     if (op.device_duration_ns() < 0 || op.device_duration_ns() > limits.max_duration_ns) {
-      return MakeFieldError(
+      return util::MakeFieldError(
           At(kOps, i, "device_duration_ns"),
           absl::StrCat(op.device_duration_ns(), " is outside [0, ", limits.max_duration_ns, "]"));
     }
     if (op.seq() <= last_seq) {
-      return MakeFieldError(At(kOps, i, "seq"),
-                            absl::StrCat(op.seq(), " does not increase over ", last_seq));
+      return util::MakeFieldError(At(kOps, i, "seq"),
+                                  absl::StrCat(op.seq(), " does not increase over ", last_seq));
     }
     last_seq = op.seq();
     if (op.iteration() < -1 || op.iteration() > limits.max_iteration) {
-      return MakeFieldError(
+      return util::MakeFieldError(
           At(kOps, i, "iteration"),
           absl::StrCat(op.iteration(), " is outside [-1, ", limits.max_iteration, "]"));
     }
@@ -241,75 +246,79 @@ MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch, const
   return std::nullopt;
 }
 
-MaybeFieldError ValidateValidationResult(const falcon::v1::ValidationResult& r, const JobEntry* job,
-                                         const IngestLimits& limits) {
-  if (r.task_id() == 0) return MakeFieldError("validation_result.task_id", "must be > 0");
+util::MaybeFieldError ValidateValidationResult(const falcon::v1::ValidationResult& r,
+                                               const registry::JobEntry* job,
+                                               const IngestLimits& limits) {
+  if (r.task_id() == 0) return util::MakeFieldError("validation_result.task_id", "must be > 0");
   if (job == nullptr) {
-    return MakeFieldError("validation_result.job",
-                          absl::StrCat("job '", r.job(), "' is not registered"));
+    return util::MakeFieldError("validation_result.job",
+                                absl::StrCat("job '", r.job(), "' is not registered"));
   }
   if (job->FindRank(r.rank()) == nullptr) {
-    return MakeFieldError("validation_result.rank",
-                          absl::StrCat("rank ", r.rank(), " is not registered"));
+    return util::MakeFieldError("validation_result.rank",
+                                absl::StrCat("rank ", r.rank(), " is not registered"));
   }
   if (r.error().size() > 4096) {
-    return MakeFieldError("validation_result.error", "longer than 4096 bytes");
+    return util::MakeFieldError("validation_result.error", "longer than 4096 bytes");
   }
   if (r.gemm_duration_ns() < 0 || r.gemm_duration_ns() > limits.max_duration_ns) {
-    return MakeFieldError(
+    return util::MakeFieldError(
         "validation_result.gemm_duration_ns",
         absl::StrCat(r.gemm_duration_ns(), " is outside [0, ", limits.max_duration_ns, "]"));
   }
   if (!std::isfinite(r.gemm_flops()) || r.gemm_flops() < 0) {
-    return MakeFieldError("validation_result.gemm_flops", "must be finite and >= 0");
+    return util::MakeFieldError("validation_result.gemm_flops", "must be finite and >= 0");
   }
   for (int i = 0; i < r.links_size(); ++i) {
     const falcon::v1::LinkTiming& l = r.links(i);
-    std::string lp = Indexed("validation_result.links", i);
+    std::string lp = util::Indexed("validation_result.links", i);
     if (job->FindRank(l.link().src_rank()) == nullptr || l.link().src_rank() != r.rank()) {
-      return MakeFieldError(
+      return util::MakeFieldError(
           lp + ".link.src_rank",
           absl::StrCat(l.link().src_rank(), " is not the reporting rank ", r.rank()));
     }
     if (job->FindRank(l.link().dst_rank()) == nullptr ||
         l.link().dst_rank() == l.link().src_rank()) {
-      return MakeFieldError(
+      return util::MakeFieldError(
           lp + ".link.dst_rank",
           absl::StrCat(l.link().dst_rank(), " is not a registered rank other than the sender"));
     }
     if (l.duration_ns() <= 0 || l.duration_ns() > limits.max_duration_ns) {
-      return MakeFieldError(lp + ".duration_ns", absl::StrCat(l.duration_ns(), " is outside (0, ",
-                                                              limits.max_duration_ns, "]"));
+      return util::MakeFieldError(
+          lp + ".duration_ns",
+          absl::StrCat(l.duration_ns(), " is outside (0, ", limits.max_duration_ns, "]"));
     }
   }
   return std::nullopt;
 }
 
-MaybeFieldError ValidateDirectiveAck(const falcon::v1::DirectiveAck& ack, const JobEntry* job) {
-  if (ack.directive_id() == 0) return MakeFieldError("directive_ack.directive_id", "must be > 0");
+util::MaybeFieldError ValidateDirectiveAck(const falcon::v1::DirectiveAck& ack,
+                                           const registry::JobEntry* job) {
+  if (ack.directive_id() == 0)
+    return util::MakeFieldError("directive_ack.directive_id", "must be > 0");
   if (job == nullptr) {
-    return MakeFieldError("directive_ack.job",
-                          absl::StrCat("job '", ack.job(), "' is not registered"));
+    return util::MakeFieldError("directive_ack.job",
+                                absl::StrCat("job '", ack.job(), "' is not registered"));
   }
   if (job->FindRank(ack.rank()) == nullptr) {
-    return MakeFieldError("directive_ack.rank",
-                          absl::StrCat("rank ", ack.rank(), " is not registered"));
+    return util::MakeFieldError("directive_ack.rank",
+                                absl::StrCat("rank ", ack.rank(), " is not registered"));
   }
   if (ack.status() == falcon::v1::ACK_STATUS_UNSPECIFIED ||
       !falcon::v1::AckStatus_IsValid(ack.status())) {
-    return MakeFieldError("directive_ack.status",
-                          absl::StrCat("status ", ack.status(), " is not a known ack status"));
+    return util::MakeFieldError("directive_ack.status", absl::StrCat("status ", ack.status(),
+                                                                     " is not a known ack status"));
   }
   if (ack.status() == falcon::v1::ACK_STATUS_REJECTED && ack.reason().empty()) {
-    return MakeFieldError("directive_ack.reason", "required when REJECTED");
+    return util::MakeFieldError("directive_ack.reason", "required when REJECTED");
   }
   if (ack.status() == falcon::v1::ACK_STATUS_APPLIED && ack.applied_iteration() < 0) {
-    return MakeFieldError("directive_ack.applied_iteration",
-                          absl::StrCat(ack.applied_iteration(), " is negative for APPLIED"));
+    return util::MakeFieldError("directive_ack.applied_iteration",
+                                absl::StrCat(ack.applied_iteration(), " is negative for APPLIED"));
   }
   if (ack.reason().size() > 4096)
-    return MakeFieldError("directive_ack.reason", "longer than 4096 bytes");
+    return util::MakeFieldError("directive_ack.reason", "longer than 4096 bytes");
   return std::nullopt;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::ingest

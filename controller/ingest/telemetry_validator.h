@@ -11,7 +11,7 @@
 #include "controller/util/field_error.h"
 #include "proto/falcon/v1/telemetry.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::ingest {
 
 struct IngestLimits {
   // Per batch, as telemetry.proto documents. Not reloadable.
@@ -31,12 +31,12 @@ struct IngestLimits {
 
 // AgentHello: agent_id and node 1-256 bytes, version <= 256 bytes, each job registration valid
 // ("hello.jobs[i]...") and listed once.
-MaybeFieldError ValidateHello(const falcon::v1::AgentHello& hello);
+util::MaybeFieldError ValidateHello(const falcon::v1::AgentHello& hello);
 
 // The parts of a batch checkable without the job: sequence >= 1, job name, sizes within limits,
 // the registration (when set) valid and for the same job.
-MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& batch,
-                                      const IngestLimits& limits);
+util::MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& batch,
+                                            const IngestLimits& limits);
 
 // The data of a batch against its job (with the batch's registration merged in):
 // summaries: rank registered; iteration in [0, max_iteration] and strictly increasing per rank
@@ -47,19 +47,21 @@ MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& batch,
 //   UNSPECIFIED; bytes <= max_op_bytes; SEND/RECV peer a member of the comm other than op_rank,
 //   collectives peer -1; 0 <= host_start_ns <= host_end_ns, duration <= max_duration;
 //   device_duration_ns in [0, max_duration]; seq >= 1 and strictly increasing; iteration >= -1.
-MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch, const JobEntry& job,
-                                  const IngestLimits& limits);
+util::MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch,
+                                        const registry::JobEntry& job, const IngestLimits& limits);
 
 // ValidationResult: job registered (`job` non-null), rank registered, error <= 4096 bytes,
 // gemm_duration_ns >= 0 and <= max_duration, gemm_flops finite and >= 0, each link's ranks
 // registered and distinct, the reporting rank the sender, duration_ns in (0, max_duration].
-MaybeFieldError ValidateValidationResult(const falcon::v1::ValidationResult& result,
-                                         const JobEntry* job, const IngestLimits& limits);
+util::MaybeFieldError ValidateValidationResult(const falcon::v1::ValidationResult& result,
+                                               const registry::JobEntry* job,
+                                               const IngestLimits& limits);
 
 // DirectiveAck: directive_id > 0, job registered, rank registered, status known and not
 // UNSPECIFIED, reason non-empty when REJECTED, applied_iteration >= 0 when APPLIED.
-MaybeFieldError ValidateDirectiveAck(const falcon::v1::DirectiveAck& ack, const JobEntry* job);
+util::MaybeFieldError ValidateDirectiveAck(const falcon::v1::DirectiveAck& ack,
+                                           const registry::JobEntry* job);
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::ingest
 
 #endif  // FALCON_CONTROLLER_INGEST_TELEMETRY_VALIDATOR_H_

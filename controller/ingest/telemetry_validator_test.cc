@@ -8,7 +8,7 @@
 #include "controller/testing/job_fixtures.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::ingest {
 namespace {
 
 using falcon::v1::TelemetryBatch;
@@ -19,9 +19,9 @@ class TelemetryValidatorTest : public ::testing::Test {
   TelemetryValidatorTest() {
     spec_.dp = 2;
     spec_.pp = 2;
-    StoreTxn txn;
+    store::StoreTxn txn;
     for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
-      std::optional<JobEntry> entry;
+      std::optional<registry::JobEntry> entry;
       EXPECT_FALSE(registry_
                        .Merge(testing::NodeName(n), testing::NodeName(n),
                               testing::NodeRegistration(spec_, n), "reg", &entry)
@@ -29,7 +29,7 @@ class TelemetryValidatorTest : public ::testing::Test {
       registry_.Install(std::move(*entry), &txn);
     }
   }
-  const JobEntry& job() { return *registry_.Find("job"); }
+  const registry::JobEntry& job() { return *registry_.Find("job"); }
 
   TelemetryBatch ValidBatch() {
     TelemetryBatch b;
@@ -63,14 +63,14 @@ class TelemetryValidatorTest : public ::testing::Test {
   }
 
   LayoutSpec spec_;
-  JobRegistry registry_;
+  registry::JobRegistry registry_;
   IngestLimits limits_;
 };
 
 TEST_F(TelemetryValidatorTest, ValidBatchPasses) {
   TelemetryBatch b = ValidBatch();
   EXPECT_FALSE(ValidateBatchEnvelope(b, limits_).has_value());
-  MaybeFieldError e = ValidateBatchData(b, job(), limits_);
+  util::MaybeFieldError e = ValidateBatchData(b, job(), limits_);
   EXPECT_FALSE(e.has_value()) << e->field() << ": " << e->message();
 }
 
@@ -106,7 +106,7 @@ TEST_F(TelemetryValidatorTest, EnvelopeErrorsNameTheField) {
   for (const Case& c : cases) {
     TelemetryBatch b = ValidBatch();
     c.mutate(&b);
-    MaybeFieldError e = ValidateBatchEnvelope(b, small);
+    util::MaybeFieldError e = ValidateBatchEnvelope(b, small);
     ASSERT_TRUE(e.has_value()) << c.field;
     EXPECT_EQ(e->field(), c.field) << e->message();
   }
@@ -179,7 +179,7 @@ TEST_F(TelemetryValidatorTest, DataErrorsNameTheField) {
   for (const Case& c : cases) {
     TelemetryBatch b = ValidBatch();
     c.mutate(&b);
-    MaybeFieldError e = ValidateBatchData(b, job(), limits_);
+    util::MaybeFieldError e = ValidateBatchData(b, job(), limits_);
     ASSERT_TRUE(e.has_value()) << c.field;
     EXPECT_EQ(e->field(), c.field) << e->message();
     EXPECT_FALSE(e->message().empty());
@@ -233,4 +233,4 @@ TEST_F(TelemetryValidatorTest, HelloAndValidationResultAndAck) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::ingest

@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/directive_kind.h"
 #include "controller/metrics/metric_table.h"
 
-namespace falcon::controller {
+namespace falcon::controller::metrics {
 namespace {
 
-using common::AddCounterFamily;
-using common::AddGaugeFamily;
-using common::AddHistogramFamily;
+using common::metrics::AddCounterFamily;
+using common::metrics::AddGaugeFamily;
+using common::metrics::AddHistogramFamily;
 
 std::string Lower(std::string s, size_t strip) {
   s = s.substr(std::min(strip, s.size()));
@@ -30,62 +31,45 @@ std::string CauseLabel(falcon::v1::Cause cause) {
   return Lower(falcon::v1::Cause_Name(cause), sizeof("CAUSE_") - 1);
 }
 
-std::string StrategyLabel(const falcon::v1::Directive& directive) {
-  switch (directive.kind_case()) {
-    case falcon::v1::Directive::kMicroBatchPlan:
-      return "s2";
-    case falcon::v1::Directive::kTopologyChange:
-      return "s3";
-    case falcon::v1::Directive::kCheckpointRestart:
-      return "s4";
-    case falcon::v1::Directive::kPause:
-      return "pause";
-    case falcon::v1::Directive::kResume:
-      return "resume";
-    case falcon::v1::Directive::kProfiling:
-      return "profiling";
-    default:
-      return "unknown";
-  }
-}
-
 ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::string& version)
-    : agents_connected_(AddGaugeFamily(registry, metric::kAgentsConnected).Add({})),
-      batches_(AddCounterFamily(registry, metric::kIngestBatches).Add({})),
-      duplicates_(AddCounterFamily(registry, metric::kIngestDuplicateBatches).Add({})),
-      rejected_(AddCounterFamily(registry, metric::kIngestRejectedBatches).Add({})),
-      summaries_(AddCounterFamily(registry, metric::kIngestIterationSummaries).Add({})),
-      ops_(AddCounterFamily(registry, metric::kIngestOpRecords).Add({})),
-      stale_(AddCounterFamily(registry, metric::kIngestStaleSummaries).Add({})),
-      validation_results_(AddCounterFamily(registry, metric::kValidationResults).Add({})),
-      directive_acks_(AddCounterFamily(registry, metric::kDirectiveAcks).Add({})),
-      events_(AddGaugeFamily(registry, metric::kEvents)),
-      transitions_(AddCounterFamily(registry, metric::kEventTransitions)),
-      delay_seconds_(AddHistogramFamily(registry, metric::kDetectionDelaySeconds)
+    : agents_connected_(AddGaugeFamily(registry, kAgentsConnected).Add({})),
+      batches_(AddCounterFamily(registry, kIngestBatches).Add({})),
+      duplicates_(AddCounterFamily(registry, kIngestDuplicateBatches).Add({})),
+      rejected_(AddCounterFamily(registry, kIngestRejectedBatches).Add({})),
+      summaries_(AddCounterFamily(registry, kIngestIterationSummaries).Add({})),
+      ops_(AddCounterFamily(registry, kIngestOpRecords).Add({})),
+      stale_(AddCounterFamily(registry, kIngestStaleSummaries).Add({})),
+      validation_results_(AddCounterFamily(registry, kValidationResults).Add({})),
+      directive_acks_(AddCounterFamily(registry, kDirectiveAcks).Add({})),
+      events_(AddGaugeFamily(registry, kEvents)),
+      transitions_(AddCounterFamily(registry, kEventTransitions)),
+      delay_seconds_(AddHistogramFamily(registry, kDetectionDelaySeconds)
                          .Add({}, prometheus::Histogram::BucketBoundaries{0.5, 1, 2, 5, 10, 20, 30,
                                                                           60, 120, 300, 600})),
-      delay_iterations_(AddHistogramFamily(registry, metric::kDetectionDelayIterations)
+      delay_iterations_(AddHistogramFamily(registry, kDetectionDelayIterations)
                             .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 3, 4, 5, 7, 10,
                                                                              15, 20, 50, 100})),
-      active_(AddGaugeFamily(registry, metric::kActiveFailSlows)),
-      iteration_time_(AddGaugeFamily(registry, metric::kJobIterationTime)),
-      job_iterations_(AddCounterFamily(registry, metric::kJobIterations)),
-      directives_issued_(AddCounterFamily(registry, metric::kDirectivesIssued)),
+      active_(AddGaugeFamily(registry, kActiveFailSlows)),
+      iteration_time_(AddGaugeFamily(registry, kJobIterationTime)),
+      job_iterations_(AddCounterFamily(registry, kJobIterations)),
+      directives_issued_(AddCounterFamily(registry, kDirectivesIssued)),
       write_latency_(
-          AddHistogramFamily(registry, metric::kStoreWriteLatency)
+          AddHistogramFamily(registry, kStoreWriteLatency)
               .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
                                                                1e-2, 3e-2, 0.1, 0.3, 1})),
-      write_errors_(AddCounterFamily(registry, metric::kStoreWriteErrors).Add({})),
+      write_errors_(AddCounterFamily(registry, kStoreWriteErrors).Add({})),
       sync_latency_(
-          AddHistogramFamily(registry, metric::kStoreSyncLatency)
+          AddHistogramFamily(registry, kStoreSyncLatency)
               .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
                                                                1e-2, 3e-2, 0.1, 0.3, 1})),
-      repair_lost_(AddGaugeFamily(registry, metric::kStoreRepairLost)),
-      purged_(AddCounterFamily(registry, metric::kRetentionPurged)),
-      refusals_(AddCounterFamily(registry, metric::kLimitRefusals)),
-      idle_timeouts_(AddCounterFamily(registry, metric::kStreamIdleTimeouts).Add({})),
-      errors_(AddCounterFamily(registry, metric::kErrors)) {
-  AddGaugeFamily(registry, metric::kBuildInfo).Add({{"version", version}}).Set(1);
+      repair_lost_(AddGaugeFamily(registry, kStoreRepairLost)),
+      purged_(AddCounterFamily(registry, kRetentionPurged)),
+      refusals_(AddCounterFamily(registry, kLimitRefusals)),
+      idle_timeouts_(AddCounterFamily(registry, kStreamIdleTimeouts).Add({})),
+      errors_(AddCounterFamily(registry, kErrors)) {
+  AddGaugeFamily(registry, kBuildInfo).Add({{"version", version}}).Set(1);
+  // Every known site from the start, so the series exist (at 0) before the first error.
+  for (const common::metrics::ErrorSite& site : kErrorSites) errors_.Add({{"where", site.where}});
 }
 
 prometheus::Gauge& ControllerMetrics::EventsGauge(falcon::v1::EventState state,
@@ -141,7 +125,8 @@ void ControllerMetrics::CountError(absl::string_view where) {
 }
 
 void ControllerMetrics::DirectiveIssued(const falcon::v1::Directive& directive) {
-  directives_issued_.Add({{"strategy", StrategyLabel(directive)}}).Increment();
+  directives_issued_.Add({{"strategy", std::string(common::DirectiveKindName(directive))}})
+      .Increment();
 }
 
 void ControllerMetrics::RemoveJob(const std::string& job) {
@@ -177,4 +162,4 @@ void ControllerMetrics::LimitRefused(absl::string_view limit) {
   refusals_.Add({{"limit", std::string(limit)}}).Increment();
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::metrics

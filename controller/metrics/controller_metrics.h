@@ -24,14 +24,11 @@
 #include "proto/falcon/v1/common.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::metrics {
 
 // "suspected", "confirmed", ...; "compute", "communication", "unknown", "none" (not yet known).
 std::string EventStateLabel(falcon::v1::EventState state);
 std::string CauseLabel(falcon::v1::Cause cause);
-// The strategy label of a directive by its kind: "s2", "s3", "s4", "pause", "resume", "profiling";
-// "unknown" when no kind is set.
-std::string StrategyLabel(const falcon::v1::Directive& directive);
 
 class ControllerMetrics : public common::ErrorCounter {
  public:
@@ -58,7 +55,7 @@ class ControllerMetrics : public common::ErrorCounter {
   void ActiveFailSlows(const std::string& job, int active);
   // Sets the job's latest iteration time and counts one ingested job iteration.
   void JobIterationTime(const std::string& job, absl::Duration time);
-  // A directive was committed (counted by StrategyLabel).
+  // A directive was committed (counted by its kind word, common::DirectiveKindName).
   void DirectiveIssued(const falcon::v1::Directive& directive);
   // Drops the job's series.
   void RemoveJob(const std::string& job);
@@ -116,6 +113,6 @@ class ControllerMetrics : public common::ErrorCounter {
   std::map<std::string, JobSeries> per_job_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::metrics
 
 #endif  // FALCON_CONTROLLER_METRICS_CONTROLLER_METRICS_H_

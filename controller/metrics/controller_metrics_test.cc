@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::metrics {
 namespace {
 
 // Value of the series with exactly these labels, -1 when absent.
@@ -38,19 +39,17 @@ double Value(prometheus::Registry& registry, const std::string& name,
 TEST(ControllerMetricsTest, EventsMoveBetweenStates) {
   prometheus::Registry registry;
   ControllerMetrics m(registry, "test-1");
-  EXPECT_EQ(Value(registry, metric::kBuildInfo.name, {{"version", "test-1"}}), 1);
+  EXPECT_EQ(Value(registry, kBuildInfo.name, {{"version", "test-1"}}), 1);
   m.EventTransition(falcon::v1::EVENT_STATE_UNSPECIFIED, falcon::v1::CAUSE_UNSPECIFIED,
                     falcon::v1::EVENT_STATE_CONFIRMED, falcon::v1::CAUSE_UNSPECIFIED);
   m.EventTransition(falcon::v1::EVENT_STATE_CONFIRMED, falcon::v1::CAUSE_UNSPECIFIED,
                     falcon::v1::EVENT_STATE_LOCALIZED, falcon::v1::CAUSE_COMPUTE);
-  EXPECT_EQ(Value(registry, metric::kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 0);
-  EXPECT_EQ(Value(registry, metric::kEvents.name, {{"state", "localized"}, {"cause", "compute"}}),
-            1);
-  EXPECT_EQ(Value(registry, metric::kEventTransitions.name,
-                  {{"state", "localized"}, {"cause", "compute"}}),
+  EXPECT_EQ(Value(registry, kEvents.name, {{"state", "confirmed"}, {"cause", "none"}}), 0);
+  EXPECT_EQ(Value(registry, kEvents.name, {{"state", "localized"}, {"cause", "compute"}}), 1);
+  EXPECT_EQ(Value(registry, kEventTransitions.name, {{"state", "localized"}, {"cause", "compute"}}),
             1);
   m.DetectionDelay(absl::Seconds(3), 3);
-  EXPECT_EQ(Value(registry, metric::kDetectionDelaySeconds.name, {}), 1);
+  EXPECT_EQ(Value(registry, kDetectionDelaySeconds.name, {}), 1);
 }
 
 TEST(ControllerMetricsTest, PerJobSeriesAreRemovedWithTheJob) {
@@ -58,22 +57,22 @@ TEST(ControllerMetricsTest, PerJobSeriesAreRemovedWithTheJob) {
   ControllerMetrics m(registry, "v");
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Milliseconds(250));
-  EXPECT_EQ(Value(registry, metric::kActiveFailSlows.name, {{"job", "j"}}), 1);
-  EXPECT_DOUBLE_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), 0.25);
+  EXPECT_EQ(Value(registry, kActiveFailSlows.name, {{"job", "j"}}), 1);
+  EXPECT_DOUBLE_EQ(Value(registry, kJobIterationTime.name, {{"job", "j"}}), 0.25);
   m.JobIterationTime("j", absl::Milliseconds(300));
-  EXPECT_DOUBLE_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), 0.3);
-  EXPECT_EQ(Value(registry, metric::kJobIterations.name, {{"job", "j"}}), 2);
+  EXPECT_DOUBLE_EQ(Value(registry, kJobIterationTime.name, {{"job", "j"}}), 0.3);
+  EXPECT_EQ(Value(registry, kJobIterations.name, {{"job", "j"}}), 2);
   m.RemoveJob("j");
-  EXPECT_EQ(Value(registry, metric::kActiveFailSlows.name, {{"job", "j"}}), -1);
-  EXPECT_EQ(Value(registry, metric::kJobIterationTime.name, {{"job", "j"}}), -1);
-  EXPECT_EQ(Value(registry, metric::kJobIterations.name, {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, kActiveFailSlows.name, {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, kJobIterationTime.name, {{"job", "j"}}), -1);
+  EXPECT_EQ(Value(registry, kJobIterations.name, {{"job", "j"}}), -1);
   m.Summaries(5);
   m.OpRecords(7);
   m.StoreWrite(absl::Microseconds(20), false);
-  EXPECT_EQ(Value(registry, metric::kIngestIterationSummaries.name, {}), 5);
-  EXPECT_EQ(Value(registry, metric::kIngestOpRecords.name, {}), 7);
-  EXPECT_EQ(Value(registry, metric::kStoreWriteErrors.name, {}), 1);
-  EXPECT_EQ(Value(registry, metric::kStoreWriteLatency.name, {}), 1);
+  EXPECT_EQ(Value(registry, kIngestIterationSummaries.name, {}), 5);
+  EXPECT_EQ(Value(registry, kIngestOpRecords.name, {}), 7);
+  EXPECT_EQ(Value(registry, kStoreWriteErrors.name, {}), 1);
+  EXPECT_EQ(Value(registry, kStoreWriteLatency.name, {}), 1);
 }
 
 TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
@@ -89,20 +88,16 @@ TEST(ControllerMetricsTest, DirectivesAreCountedByStrategy) {
   m.DirectiveIssued(s2);
   m.DirectiveIssued(s3);
   m.DirectiveIssued(pause);
-  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s2"}}), 2);
-  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s3"}}), 1);
-  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "pause"}}), 1);
-  EXPECT_EQ(Value(registry, metric::kDirectivesIssued.name, {{"strategy", "s4"}}), -1);
-  falcon::v1::Directive s4;
-  s4.mutable_checkpoint_restart();
-  EXPECT_EQ(StrategyLabel(s4), "s4");
-  EXPECT_EQ(StrategyLabel(falcon::v1::Directive()), "unknown");
+  EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "s2"}}), 2);
+  EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "s3"}}), 1);
+  EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "pause"}}), 1);
+  EXPECT_EQ(Value(registry, kDirectivesIssued.name, {{"strategy", "s4"}}), -1);
 }
 
 // Every family the controller registers is declared in the table, with its type, and its series
 // carry only the declared labels; the table itself is well formed.
 TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
-  EXPECT_TRUE(common::CheckMetricTable(metric::kAll, metric::kPrefix).empty());
+  EXPECT_TRUE(common::metrics::CheckMetricTable(kAll, kPrefix).empty());
   prometheus::Registry registry;
   ControllerMetrics m(registry, "v");
   falcon::v1::Directive s2;
@@ -116,8 +111,29 @@ TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
   m.StoreRepairLost("jobs", 2);
   m.RetentionPurged("job", 2);
   m.LimitRefused("max_ranks_per_job");
-  EXPECT_THAT(common::RegistryMismatches(registry.Collect(), metric::kAll), ::testing::IsEmpty());
+  EXPECT_THAT(common::metrics::RegistryMismatches(registry.Collect(), kAll), ::testing::IsEmpty());
+}
+
+// falcon_controller_errors_total has a series per known site from the start, at 0; the list is
+// well formed.
+TEST(ControllerMetricsTest, ErrorSitesExistAtZeroBeforeTheFirstError) {
+  EXPECT_TRUE(common::metrics::CheckErrorSites(kErrorSites).empty());
+  prometheus::Registry registry;
+  ControllerMetrics m(registry, "v");
+  auto errors = [&]() {
+    std::map<std::string, double> out;
+    for (const auto& f : registry.Collect()) {
+      if (f.name != kErrors.name) continue;
+      for (const auto& c : f.metric) out[c.label.at(0).value] = c.counter.value;
+    }
+    return out;
+  };
+  std::map<std::string, double> before = errors();
+  EXPECT_EQ(before.size(), std::size(kErrorSites));
+  for (const common::metrics::ErrorSite& site : kErrorSites) EXPECT_EQ(before[site.where], 0);
+  m.CountError(where::kDirectiveTimedOut);
+  EXPECT_EQ(errors()[where::kDirectiveTimedOut], 1);
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::metrics

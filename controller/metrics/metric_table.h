@@ -2,17 +2,18 @@
 // controller exports. ControllerMetrics registers its families from these specs, and the docs'
 // metrics table (docs/metrics.md, printed by //tools/metrics_doc) is rendered from kAll; no
 // other file spells a controller metric name in code. Every name starts with falcon_controller_.
-// Label values: state and cause as EventStateLabel/CauseLabel, strategy as StrategyLabel
-// (controller_metrics.h); job is the training job; where is a site name (common/error_counter.h).
+// Label values: state and cause as EventStateLabel/CauseLabel (controller_metrics.h), strategy
+// as the directive's kind word (common/directive_kind.h); job is the training job; where is one of
+// kErrorSites (below).
 #ifndef FALCON_CONTROLLER_METRICS_METRIC_TABLE_H_
 #define FALCON_CONTROLLER_METRICS_METRIC_TABLE_H_
 
 #include "common/metrics/metric_spec.h"
 
-namespace falcon::controller::metric {
+namespace falcon::controller::metrics {
 
-using common::MetricSpec;
-using common::MetricType;
+using common::metrics::MetricSpec;
+using common::metrics::MetricType;
 
 inline constexpr char kPrefix[] = "falcon_controller_";
 
@@ -129,6 +130,134 @@ inline constexpr MetricSpec kAll[] = {
     kErrors,
 };
 
-}  // namespace falcon::controller::metric
+// The sites of falcon_controller_errors_total{where}: every handled error the controller logs
+// (LOG(WARNING), or LOG(ERROR) for a store write or sync) is counted at one of these, and each
+// series exists from the start at 0. Code passes the constants; the list below describes each.
+namespace where {
+inline constexpr char kStoreWrite[] = "store_write";
+inline constexpr char kStoreSync[] = "store_sync";
+inline constexpr char kStoreRepair[] = "store_repair";
+inline constexpr char kHelloStoreUnavailable[] = "hello_store_unavailable";
+inline constexpr char kHelloCommit[] = "hello_commit";
+inline constexpr char kBatchStoreUnavailable[] = "batch_store_unavailable";
+inline constexpr char kBatchCommit[] = "batch_commit";
+inline constexpr char kValidationResultStoreUnavailable[] = "validation_result_store_unavailable";
+inline constexpr char kDirectiveAckStoreUnavailable[] = "directive_ack_store_unavailable";
+inline constexpr char kBatchRejected[] = "batch_rejected";
+inline constexpr char kValidationResultRefused[] = "validation_result_refused";
+inline constexpr char kValidationResultCommit[] = "validation_result_commit";
+inline constexpr char kDirectiveAckRefused[] = "directive_ack_refused";
+inline constexpr char kDirectiveAckCommit[] = "directive_ack_commit";
+inline constexpr char kDirectiveRejected[] = "directive_rejected";
+inline constexpr char kDirectiveTimedOut[] = "directive_timed_out";
+inline constexpr char kTickCommit[] = "tick_commit";
+inline constexpr char kDetectionSetThresholds[] = "detection_set_thresholds";
+inline constexpr char kValidationPauseTimeout[] = "validation_pause_timeout";
+inline constexpr char kValidationTaskTimeout[] = "validation_task_timeout";
+inline constexpr char kMitigationStart[] = "mitigation_start";
+inline constexpr char kMitigationEscalationStart[] = "mitigation_escalation_start";
+inline constexpr char kMitigationEscalationIteration[] = "mitigation_escalation_iteration";
+inline constexpr char kMitigationEscalationSettings[] = "mitigation_escalation_settings";
+inline constexpr char kMitigationEscalationSkip[] = "mitigation_escalation_skip";
+inline constexpr char kMitigationEscalationCleared[] = "mitigation_escalation_cleared";
+inline constexpr char kMitigationRecordAction[] = "mitigation_record_action";
+inline constexpr char kMitigationMarkMitigating[] = "mitigation_mark_mitigating";
+inline constexpr char kMitigationSetMitigatedTime[] = "mitigation_set_mitigated_time";
+inline constexpr char kMitigationSetJobPlan[] = "mitigation_set_job_plan";
+inline constexpr char kMitigationRecoverEvent[] = "mitigation_recover_event";
+inline constexpr char kMitigationRevertJobUnknown[] = "mitigation_revert_job_unknown";
+inline constexpr char kMitigationRevertDirective[] = "mitigation_revert_directive";
+inline constexpr char kMitigationCloseEvent[] = "mitigation_close_event";
+inline constexpr char kMitigationS4Issue[] = "mitigation_s4_issue";
+inline constexpr char kRetentionCommit[] = "retention_commit";
+inline constexpr char kRetentionFlush[] = "retention_flush";
+}  // namespace where
+
+inline constexpr common::metrics::ErrorSite kErrorSites[] = {
+    {where::kStoreWrite,
+     "The store failed a write (also in store_write_errors_total): the unit's messages are "
+     "dropped, its changes stay in memory and its writes are kept until the store recovers; "
+     "counted once per failure"},
+    {where::kStoreSync,
+     "The store failed to sync its log: nothing is acknowledged until it recovers; counted once "
+     "per failure"},
+    {where::kStoreRepair,
+     "The store was damaged and repaired at start (--store_repair): what was lost is logged and "
+     "in store_repair_lost"},
+    {where::kHelloStoreUnavailable,
+     "An agent's hello came while the store is failing: the stream is refused, the agent "
+     "reconnects"},
+    {where::kHelloCommit, "An agent's hello could not be stored: the stream is refused"},
+    {where::kBatchStoreUnavailable,
+     "A telemetry batch came while the store is failing: not applied nor acknowledged, the agent "
+     "resends it"},
+    {where::kBatchCommit,
+     "A telemetry batch (or its rejection) could not be stored: not acknowledged, the agent "
+     "resends it"},
+    {where::kValidationResultStoreUnavailable,
+     "A validation result came while the store is failing: dropped, its task times out"},
+    {where::kDirectiveAckStoreUnavailable,
+     "A directive ack came while the store is failing: dropped, the directive is re-delivered"},
+    {where::kBatchRejected,
+     "A telemetry batch or registration failed validation: the agent got a field error (also in "
+     "ingest_rejected_batches_total)"},
+    {where::kValidationResultRefused, "A malformed validation result was dropped"},
+    {where::kValidationResultCommit,
+     "A validation result could not be stored: it is lost and its task times out"},
+    {where::kDirectiveAckRefused,
+     "A directive ack was malformed, for an unknown directive or from a wrong epoch: ignored"},
+    {where::kDirectiveAckCommit,
+     "A directive ack could not be stored: the directive stays pending and is re-delivered"},
+    {where::kDirectiveRejected,
+     "A rank rejected a directive (or acked it from an older epoch): REJECTED, rolled back on the "
+     "ranks that applied it"},
+    {where::kDirectiveTimedOut,
+     "A directive was not applied by every target within --directive_ack_timeout: TIMED_OUT"},
+    {where::kTickCommit,
+     "The periodic tick's changes (timeouts, job ends) could not be stored: decided again at the "
+     "next tick"},
+    {where::kDetectionSetThresholds,
+     "A job's detectors refused its settings' thresholds: the previous ones stay"},
+    {where::kValidationPauseTimeout,
+     "Not every rank confirmed the validation pause in time: validation ran anyway"},
+    {where::kValidationTaskTimeout,
+     "A validation task was not answered by every rank in time: the verdict goes on without it"},
+    {where::kMitigationStart,
+     "Mitigation of a localized event could not start (no healthy iteration time, settings out of "
+     "range): logged once per event and error"},
+    {where::kMitigationEscalationStart,
+     "The escalation policy refused to start an event: no mitigation for it"},
+    {where::kMitigationEscalationIteration,
+     "The escalation policy refused an iteration's time: the iteration is not counted"},
+    {where::kMitigationEscalationSettings,
+     "The escalation policy refused new settings: the previous ones stay"},
+    {where::kMitigationEscalationSkip,
+     "The escalation policy refused to skip a level: the ladder stays where it is"},
+    {where::kMitigationEscalationCleared,
+     "The escalation policy refused a recovery: plans in force are not reverted by it"},
+    {where::kMitigationRecordAction,
+     "An action could not be added to the event's log (the event had ended): the action is lost"},
+    {where::kMitigationMarkMitigating,
+     "The event could not be marked MITIGATING after its plan was issued"},
+    {where::kMitigationSetMitigatedTime,
+     "The iteration time measured under a plan could not be recorded on the event"},
+    {where::kMitigationSetJobPlan,
+     "The plan in force could not be recorded on the job after its directive applied"},
+    {where::kMitigationRecoverEvent,
+     "An event the compute probe saw clear could not be recovered: its plans stay in force"},
+    {where::kMitigationRevertJobUnknown, "A plan could not be reverted: its job is gone"},
+    {where::kMitigationRevertDirective,
+     "A revert directive could not be issued: the plan stays in force until the next revert step"},
+    {where::kMitigationCloseEvent, "An event could not be closed after S4 restarted its job"},
+    {where::kMitigationS4Issue, "The S4 directive could not be issued: recorded as an S1 action"},
+    {where::kRetentionCommit,
+     "A batch of the retention purge could not be stored: nothing of it is forgotten, the next "
+     "sweep tries again"},
+    {where::kRetentionFlush,
+     "The store's write buffers could not be flushed after a purge: their memory stays held "
+     "until RocksDB flushes them itself"},
+};
+
+}  // namespace falcon::controller::metrics
 
 #endif  // FALCON_CONTROLLER_METRICS_METRIC_TABLE_H_

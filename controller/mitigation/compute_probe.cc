@@ -10,10 +10,11 @@ namespace falcon::controller::mitigation {
 ComputeProbe::ComputeProbe(std::vector<uint32_t> culprits, int clear_iterations)
     : culprits_(std::move(culprits)), clear_iterations_(std::max(1, clear_iterations)) {}
 
-void ComputeProbe::SetLayout(const analysis::Layout& layout, std::vector<uint32_t> even_split) {
+void ComputeProbe::SetLayout(const analysis::plan::Layout& layout,
+                             std::vector<uint32_t> even_split) {
   rank_dp_.clear();
   rank_pp_.clear();
-  for (const analysis::RankPlacement& p : layout.ranks()) {
+  for (const analysis::plan::RankPlacement& p : layout.ranks()) {
     rank_dp_.push_back(p.dp);
     rank_pp_.push_back(p.pp);
   }

@@ -30,7 +30,7 @@ class ComputeProbe {
   // The ranks' (dp, pp) from the job's layout and the even split (micro-batches per DP index)
   // used when the job has no plan of the right size. Samples need a layout.
   bool has_layout() const { return !rank_dp_.empty(); }
-  void SetLayout(const analysis::Layout& layout, std::vector<uint32_t> even_split);
+  void SetLayout(const analysis::plan::Layout& layout, std::vector<uint32_t> even_split);
 
   bool IsCulprit(uint32_t rank) const;
 

@@ -8,17 +8,17 @@ namespace {
 
 // DP=4 x PP=2: rank r at dp = r % 4, pp = r / 4. Rank 5 (dp 1, stage 1) is the culprit; its
 // stage peers are 4, 6 and 7.
-analysis::Layout Grid() {
-  std::vector<analysis::RankPlacement> ranks;
+analysis::plan::Layout Grid() {
+  std::vector<analysis::plan::RankPlacement> ranks;
   for (int r = 0; r < 8; ++r) {
-    analysis::RankPlacement p;
+    analysis::plan::RankPlacement p;
     p.rank = r;
     p.node = "node" + std::to_string(r / 2);
     p.dp = r % 4;
     p.pp = r / 4;
     ranks.push_back(p);
   }
-  return *analysis::Layout::Create(ranks);
+  return *analysis::plan::Layout::Create(ranks);
 }
 
 class ComputeProbeTest : public ::testing::Test {

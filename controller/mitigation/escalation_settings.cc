@@ -2,8 +2,8 @@
 
 namespace falcon::controller::mitigation {
 
-analysis::EscalationOptions EscalationOptionsFor(const EffectiveSettings& s) {
-  analysis::EscalationOptions o;
+analysis::plan::EscalationOptions EscalationOptionsFor(const settings::EffectiveSettings& s) {
+  analysis::plan::EscalationOptions o;
   o.s2_enabled = s.s2_enabled && s.mitigation_enabled;
   o.s3_enabled = s.s3_enabled && s.mitigation_enabled;
   o.s4_enabled = s.s4_enabled && s.mitigation_enabled;
@@ -16,22 +16,22 @@ analysis::EscalationOptions EscalationOptionsFor(const EffectiveSettings& s) {
   return o;
 }
 
-bool SameEscalationOptions(const analysis::EscalationOptions& a,
-                           const analysis::EscalationOptions& b) {
+bool SameEscalationOptions(const analysis::plan::EscalationOptions& a,
+                           const analysis::plan::EscalationOptions& b) {
   return a.s2_enabled == b.s2_enabled && a.s3_enabled == b.s3_enabled &&
          a.s4_enabled == b.s4_enabled && a.s2_cost_iterations == b.s2_cost_iterations &&
          a.s3_cost == b.s3_cost && a.checkpoint_write == b.checkpoint_write &&
          a.checkpoint_read == b.checkpoint_read && a.restart == b.restart;
 }
 
-analysis::Cause ToEscalationCause(falcon::v1::Cause c) {
+analysis::plan::Cause ToEscalationCause(falcon::v1::Cause c) {
   switch (c) {
     case falcon::v1::CAUSE_COMPUTE:
-      return analysis::Cause::kCompute;
+      return analysis::plan::Cause::kCompute;
     case falcon::v1::CAUSE_COMMUNICATION:
-      return analysis::Cause::kCommunication;
+      return analysis::plan::Cause::kCommunication;
     default:
-      return analysis::Cause::kUnknown;
+      return analysis::plan::Cause::kUnknown;
   }
 }
 

@@ -11,12 +11,12 @@
 
 namespace falcon::controller::mitigation {
 
-analysis::EscalationOptions EscalationOptionsFor(const EffectiveSettings& settings);
+analysis::plan::EscalationOptions EscalationOptionsFor(const settings::EffectiveSettings& settings);
 // Field by field: whether the options in force must be updated.
-bool SameEscalationOptions(const analysis::EscalationOptions& a,
-                           const analysis::EscalationOptions& b);
+bool SameEscalationOptions(const analysis::plan::EscalationOptions& a,
+                           const analysis::plan::EscalationOptions& b);
 // CAUSE_COMPUTE / CAUSE_COMMUNICATION; anything else is unknown.
-analysis::Cause ToEscalationCause(falcon::v1::Cause cause);
+analysis::plan::Cause ToEscalationCause(falcon::v1::Cause cause);
 
 }  // namespace falcon::controller::mitigation
 

@@ -6,12 +6,12 @@ namespace falcon::controller::mitigation {
 namespace {
 
 TEST(EscalationSettings, LevelsCostsAndCause) {
-  EffectiveSettings s;
+  settings::EffectiveSettings s;
   s.s3_enabled = false;
   s.s2_cost_iterations = 7;
   s.s3_cost_seconds = 30;
   s.s4_cost_seconds = 100;
-  analysis::EscalationOptions o = EscalationOptionsFor(s);
+  analysis::plan::EscalationOptions o = EscalationOptionsFor(s);
   EXPECT_TRUE(o.s2_enabled);
   EXPECT_FALSE(o.s3_enabled);
   EXPECT_TRUE(o.s4_enabled);
@@ -22,16 +22,17 @@ TEST(EscalationSettings, LevelsCostsAndCause) {
   EXPECT_TRUE(SameEscalationOptions(o, EscalationOptionsFor(s)));
   // Mitigation off disables every level.
   s.mitigation_enabled = false;
-  analysis::EscalationOptions off = EscalationOptionsFor(s);
+  analysis::plan::EscalationOptions off = EscalationOptionsFor(s);
   EXPECT_FALSE(off.s2_enabled || off.s3_enabled || off.s4_enabled);
   EXPECT_FALSE(SameEscalationOptions(o, off));
   s.mitigation_enabled = true;
   s.s4_cost_seconds = 101;
   EXPECT_FALSE(SameEscalationOptions(o, EscalationOptionsFor(s)));
 
-  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_COMPUTE), analysis::Cause::kCompute);
-  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_COMMUNICATION), analysis::Cause::kCommunication);
-  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_UNKNOWN), analysis::Cause::kUnknown);
+  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_COMPUTE), analysis::plan::Cause::kCompute);
+  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_COMMUNICATION),
+            analysis::plan::Cause::kCommunication);
+  EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_UNKNOWN), analysis::plan::Cause::kUnknown);
 }
 
 }  // namespace

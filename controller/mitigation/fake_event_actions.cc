@@ -21,10 +21,10 @@ FakeEventActions::FakeEventActions(int dp, int pp, int64_t global_micro_batches)
     info->set_pp_index(r / dp);
     info->set_tp_index(0);
   }
-  job = std::make_unique<JobEntry>(std::move(record));
+  job = std::make_unique<registry::JobEntry>(std::move(record));
 }
 
-const JobEntry* FakeEventActions::FindJob(const std::string& name) const {
+const registry::JobEntry* FakeEventActions::FindJob(const std::string& name) const {
   return job_known && name == job->name() ? job.get() : nullptr;
 }
 

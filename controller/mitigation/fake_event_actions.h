@@ -21,15 +21,15 @@ class CountingErrorCounter final : public common::ErrorCounter {
   std::map<std::string, int> counts;
 };
 
-class FakeEventActions final : public EventActions {
+class FakeEventActions final : public detection::EventActions {
  public:
   // The job "job" with `dp` x `pp` ranks registered with their layout indices.
   explicit FakeEventActions(int dp = 4, int pp = 2, int64_t global_micro_batches = 32);
 
   absl::Time Now() const override { return absl::FromUnixSeconds(1000); }
   const falcon::v1::Event* FindEvent(uint64_t) const override { return nullptr; }
-  const JobEntry* FindJob(const std::string& job) const override;
-  EffectiveSettings Settings(const std::string&) const override { return settings; }
+  const registry::JobEntry* FindJob(const std::string& job) const override;
+  settings::EffectiveSettings Settings(const std::string&) const override { return settings; }
   int64_t LastIteration(const std::string&) const override { return last_iteration; }
   absl::Status RecordAction(uint64_t event_id, const falcon::v1::Action& action) override;
   absl::Status MarkMitigating(uint64_t event_id, const std::string& reason) override;
@@ -45,7 +45,7 @@ class FakeEventActions final : public EventActions {
                             const std::string& reason) override;
 
   // Inputs.
-  EffectiveSettings settings;
+  settings::EffectiveSettings settings;
   int64_t last_iteration = 100;
   int64_t next_effective = 103;  // Effective iteration of every directive issued.
   bool job_known = true;
@@ -59,7 +59,7 @@ class FakeEventActions final : public EventActions {
   std::vector<falcon::v1::Directive> rollbacks;         // Non-null rollbacks, in order.
   std::vector<std::string> closed, recovered;
 
-  std::unique_ptr<JobEntry> job;
+  std::unique_ptr<registry::JobEntry> job;
 };
 
 }  // namespace falcon::controller::mitigation

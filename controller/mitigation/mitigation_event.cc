@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/mitigation/escalation_settings.h"
 #include "glog/logging.h"
 
@@ -18,16 +19,16 @@ MitigationEvent::MitigationEvent(uint64_t event_id, std::string job, Culprit cul
       s4_(o.checkpoint_dir) {}
 
 absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
-    const falcon::v1::Event& event, EventActions& actions, const OrchestratorOptions& options,
-    const common::Clock& clock, LayoutsInForce* layouts, common::ErrorCounter* errors,
-    bool rebuild) {
-  const JobEntry* job = actions.FindJob(event.job());
+    const falcon::v1::Event& event, detection::EventActions& actions,
+    const OrchestratorOptions& options, const common::Clock& clock, LayoutsInForce* layouts,
+    common::ErrorCounter* errors, bool rebuild) {
+  const registry::JobEntry* job = actions.FindJob(event.job());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", event.job(), "' unknown"));
   Culprit culprit;
   culprit.cause = event.cause();
   culprit.ranks.assign(event.ranks().begin(), event.ranks().end());
   culprit.links.assign(event.links().begin(), event.links().end());
-  const EffectiveSettings settings = actions.Settings(event.job());
+  const settings::EffectiveSettings settings = actions.Settings(event.job());
   absl::Duration healthy = absl::Nanoseconds(event.healthy_iteration_time_ns());
   absl::Duration slow = absl::Nanoseconds(event.slow_iteration_time_ns());
   const double ratio = event.slowdown_ratio();
@@ -41,8 +42,8 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     slow = healthy * (ratio > 1 ? ratio : 1 + std::max(0.01, settings.verification_min_ratio));
   }
   culprit.slowdown_ratio = absl::FDivDuration(slow, healthy);
-  absl::StatusOr<analysis::Escalation> esc =
-      analysis::Escalation::Create(EscalationOptionsFor(settings), clock);
+  absl::StatusOr<analysis::plan::Escalation> esc =
+      analysis::plan::Escalation::Create(EscalationOptionsFor(settings), clock);
   if (!esc.ok()) return esc.status();
   std::unique_ptr<MitigationEvent> e(
       new MitigationEvent(event.event_id(), event.job(), std::move(culprit), options));
@@ -74,33 +75,34 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   return e;
 }
 
-absl::StatusOr<std::vector<analysis::EscalationStep>> MitigationEvent::StartEscalation(
+absl::StatusOr<std::vector<analysis::plan::EscalationStep>> MitigationEvent::StartEscalation(
     const falcon::v1::Event& event) {
-  const analysis::Cause cause = ToEscalationCause(event.cause());
-  absl::StatusOr<std::vector<analysis::EscalationStep>> steps =
+  const analysis::plan::Cause cause = ToEscalationCause(event.cause());
+  absl::StatusOr<std::vector<analysis::plan::EscalationStep>> steps =
       esc_->StartEvent(cause, ctx_.healthy, ctx_.slow, ctx_.last_iteration);
   if (!steps.ok()) return steps.status();
-  LOG(INFO) << "mitigation started " << ctx_.Subject() << " cause=" << analysis::CauseName(cause)
+  LOG(INFO) << "mitigation started " << ctx_.Subject()
+            << " cause=" << analysis::plan::CauseName(cause)
             << " healthy_s=" << absl::ToDoubleSeconds(ctx_.healthy)
             << " slow_s=" << absl::ToDoubleSeconds(ctx_.slow) << " lost_s=" << event.lost_seconds();
   if (event.lost_seconds() <= 0) return steps;
-  absl::StatusOr<std::vector<analysis::EscalationStep>> more =
+  absl::StatusOr<std::vector<analysis::plan::EscalationStep>> more =
       esc_->OnIteration(ctx_.last_iteration, ctx_.healthy + absl::Seconds(event.lost_seconds()));
   if (!more.ok()) {
-    ctx_.CountError("mitigation_escalation_iteration", more.status());
+    ctx_.CountError(metrics::where::kMitigationEscalationIteration, more.status());
     return steps;
   }
   steps->insert(steps->end(), more->begin(), more->end());
   return steps;
 }
 
-MitigationStrategy* MitigationEvent::Of(analysis::Strategy s) {
+MitigationStrategy* MitigationEvent::Of(analysis::plan::Strategy s) {
   switch (s) {
-    case analysis::Strategy::kS2MicroBatch:
+    case analysis::plan::Strategy::kS2MicroBatch:
       return &s2_;
-    case analysis::Strategy::kS3Topology:
+    case analysis::plan::Strategy::kS3Topology:
       return &s3_;
-    case analysis::Strategy::kS4CheckpointRestart:
+    case analysis::plan::Strategy::kS4CheckpointRestart:
       return &s4_;
     default:
       return nullptr;
@@ -123,12 +125,12 @@ MitigationStrategy* MitigationEvent::PlanInForce() {
 }
 
 std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
-    const falcon::v1::IterationSummary& summary, EventActions& actions) {
+    const falcon::v1::IterationSummary& summary, detection::EventActions& actions) {
   if (ctx_.culprit.cause != falcon::v1::CAUSE_COMPUTE) return std::nullopt;
   const bool before_s2 = s2_.directive() == 0;
   const int64_t from = ctx_.measurement.from();
   if (!before_s2 && (from < 0 || summary.iteration() < from + 2)) return std::nullopt;
-  const JobEntry* job = actions.FindJob(ctx_.job);
+  const registry::JobEntry* job = actions.FindJob(ctx_.job);
   if (job == nullptr) return std::nullopt;
   if (!ctx_.probe.has_layout()) {
     absl::StatusOr<JobShape> shape = ctx_.Shape(*job, {});

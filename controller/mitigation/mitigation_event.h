@@ -40,12 +40,12 @@ class MitigationEvent {
   // from the event's actions. Errors: kNotFound for an unknown job; kFailedPrecondition without
   // a healthy iteration time; the escalation's kInvalidArgument for settings out of range.
   static absl::StatusOr<std::unique_ptr<MitigationEvent>> Create(
-      const falcon::v1::Event& event, EventActions& actions, const OrchestratorOptions& options,
-      const common::Clock& clock, LayoutsInForce* layouts, common::ErrorCounter* errors,
-      bool rebuild);
+      const falcon::v1::Event& event, detection::EventActions& actions,
+      const OrchestratorOptions& options, const common::Clock& clock, LayoutsInForce* layouts,
+      common::ErrorCounter* errors, bool rebuild);
 
   EventContext& ctx() { return ctx_; }
-  analysis::Escalation& escalation() { return *esc_; }
+  analysis::plan::Escalation& escalation() { return *esc_; }
   S2MicroBatch& s2() { return s2_; }
   S3Topology& s3() { return s3_; }
   S4CheckpointRestart& s4() { return s4_; }
@@ -53,11 +53,11 @@ class MitigationEvent {
   // Starts the escalation of `event` (the one the state was created from) at ctx().last_iteration;
   // the time lost between onset and verdict (Event.lost_seconds) counts at once. Returns the first
   // steps; the escalation's errors.
-  absl::StatusOr<std::vector<analysis::EscalationStep>> StartEscalation(
+  absl::StatusOr<std::vector<analysis::plan::EscalationStep>> StartEscalation(
       const falcon::v1::Event& event);
 
   // The strategy of level `s` (nullptr for S1).
-  MitigationStrategy* Of(analysis::Strategy s);
+  MitigationStrategy* Of(analysis::plan::Strategy s);
   // The strategy whose directive in force is `id` (nullptr: none, or id 0).
   MitigationStrategy* WithDirective(uint64_t id);
   // The plan the job runs under (S3 over S2), whose iteration time is measured; nullptr: none.
@@ -78,14 +78,14 @@ class MitigationEvent {
   // stage slowdown; under S2 (from two iterations after it took effect) it returns the recovery
   // once the culprit is back at its peers' speed (ComputeProbe::State::kCleared).
   std::optional<Recovery> ProbeRank(const falcon::v1::IterationSummary& summary,
-                                    EventActions& actions);
+                                    detection::EventActions& actions);
 
  private:
   MitigationEvent(uint64_t event_id, std::string job, Culprit culprit,
                   const OrchestratorOptions& options);
 
   EventContext ctx_;
-  std::optional<analysis::Escalation> esc_;
+  std::optional<analysis::plan::Escalation> esc_;
   S2MicroBatch s2_;
   S3Topology s3_;
   S4CheckpointRestart s4_;

@@ -6,13 +6,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/mitigation/escalation_settings.h"
 #include "glog/logging.h"
 
 namespace falcon::controller::mitigation {
 
-using analysis::EscalationStep;
-using analysis::Strategy;
+using analysis::plan::EscalationStep;
+using analysis::plan::Strategy;
 
 Orchestrator::Orchestrator(OrchestratorOptions options, const common::Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
@@ -24,34 +25,39 @@ void Orchestrator::SetErrorCounter(common::ErrorCounter* errors) {
   for (auto& [id, st] : events_) st->ctx().errors = errors_;
 }
 
-MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event, EventActions& actions,
-                                     bool rebuild) {
+MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event,
+                                     detection::EventActions& actions, bool rebuild) {
   absl::StatusOr<std::unique_ptr<MitigationEvent>> created =
       MitigationEvent::Create(event, actions, options_, *clock_, &layouts_, errors_, rebuild);
   if (!created.ok()) {
     if (absl::IsNotFound(created.status())) return nullptr;  // The job is gone.
-    LOG(WARNING) << "mitigation not started job=" << event.job() << " event=" << event.event_id()
-                 << " error=" << created.status();
-    // Settings are validated before they reach the escalation: out of range is a bug.
-    if (absl::IsInvalidArgument(created.status()))
-      errors_->CountError("mitigation_escalation_create");
+    // Tried again at every job iteration (the event may change): logged and counted once per
+    // event and error.
+    std::string& last = not_started_[event.event_id()];
+    if (last != created.status().ToString()) {
+      last = created.status().ToString();
+      LOG(WARNING) << "mitigation not started job=" << event.job() << " event=" << event.event_id()
+                   << " error=\"" << created.status() << "\"";
+      errors_->CountError(metrics::where::kMitigationStart);
+    }
     return nullptr;
   }
+  not_started_.erase(event.event_id());
   MitigationEvent* e = created->get();
   events_[event.event_id()] = *std::move(created);
   absl::StatusOr<Steps> steps = e->StartEscalation(event);
   if (!steps.ok()) {
-    e->ctx().CountError("mitigation_escalation_start", steps.status());
+    e->ctx().CountError(metrics::where::kMitigationEscalationStart, steps.status());
     events_.erase(event.event_id());
     return nullptr;
   }
-  Execute(*e, *steps, "mitigation_escalation_start", actions);
+  Execute(*e, *steps, metrics::where::kMitigationEscalationStart, actions);
   e->ctx().rebuilding = false;
   return e;
 }
 
 void Orchestrator::Execute(MitigationEvent& e, const absl::StatusOr<Steps>& steps,
-                           absl::string_view where, EventActions& actions) {
+                           absl::string_view where, detection::EventActions& actions) {
   if (!steps.ok()) {
     e.ctx().CountError(where, steps.status());
     return;
@@ -81,7 +87,8 @@ void Orchestrator::Execute(MitigationEvent& e, const absl::StatusOr<Steps>& step
   }
 }
 
-void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step, EventActions& actions) {
+void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
+                         detection::EventActions& actions) {
   LOG(INFO) << (step.strategy == Strategy::kS1Ignore ? "strategy chosen " : "escalating ")
             << e.ctx().Subject() << " strategy=" << ShortName(step.strategy)
             << " lost_s=" << absl::ToDoubleSeconds(step.lost)
@@ -102,7 +109,8 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step, EventAc
     return;
   }
   if (s == &e.s4()) {  // The last level: nothing to skip to.
-    LOG(WARNING) << "S4 not issued " << e.ctx().Subject() << " error=" << issued;
+    LOG(WARNING) << "S4 not issued " << e.ctx().Subject() << " error=\"" << issued << "\"";
+    errors_->CountError(metrics::where::kMitigationS4Issue);
     e.ctx().Record(actions, falcon::v1::STRATEGY_S1_IGNORE, 0, step.iteration,
                    absl::StrCat("S4 not issued: ", issued.message()), false);
     return;
@@ -111,22 +119,22 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step, EventAc
 }
 
 void Orchestrator::Skip(MitigationEvent& e, Strategy s, const std::string& why, int64_t iteration,
-                        EventActions& actions) {
+                        detection::EventActions& actions) {
   LOG(INFO) << "strategy not applicable " << e.ctx().Subject() << " strategy=" << ShortName(s)
             << " why=\"" << why << "\"";
   if (!e.escalation().active()) return;  // The ladder already ended (S4 in the same steps).
-  Execute(e, e.escalation().MarkInapplicable(s, why, iteration), "mitigation_escalation_skip",
-          actions);
+  Execute(e, e.escalation().MarkInapplicable(s, why, iteration),
+          metrics::where::kMitigationEscalationSkip, actions);
 }
 
-void Orchestrator::OnVerdict(const falcon::v1::Event& event, EventActions& actions) {
+void Orchestrator::OnVerdict(const falcon::v1::Event& event, detection::EventActions& actions) {
   if (events_.count(event.event_id())) return;
   MitigationEvent* st = Start(event, actions, /*rebuild=*/false);
   if (st != nullptr && st->Done()) events_.erase(event.event_id());
 }
 
 void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iteration,
-                                  absl::Duration iteration_time, EventActions& actions) {
+                                  absl::Duration iteration_time, detection::EventActions& actions) {
   auto it = events_.find(event.event_id());
   MitigationEvent* st = nullptr;
   if (it != events_.end()) {
@@ -148,12 +156,13 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
   st->ctx().last_iteration = iteration;
 
   // Settings changed at run time (a level disabled, mitigation off, new costs).
-  const analysis::EscalationOptions want = EscalationOptionsFor(actions.Settings(st->ctx().job));
+  const analysis::plan::EscalationOptions want =
+      EscalationOptionsFor(actions.Settings(st->ctx().job));
   if (!SameEscalationOptions(want, st->escalation().options())) {
     LOG(INFO) << "escalation settings changed " << st->ctx().Subject()
               << " iteration=" << iteration;
-    Execute(*st, st->escalation().UpdateOptions(want, iteration), "mitigation_escalation_settings",
-            actions);
+    Execute(*st, st->escalation().UpdateOptions(want, iteration),
+            metrics::where::kMitigationEscalationSettings, actions);
   }
 
   // Measure the plan in force; one that does not help is reverted and its level skipped.
@@ -173,7 +182,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
 
   if (st->escalation().active()) {
     Execute(*st, st->escalation().OnIteration(iteration, iteration_time),
-            "mitigation_escalation_iteration", actions);
+            metrics::where::kMitigationEscalationIteration, actions);
     VLOG(1) << "job iteration " << st->ctx().Subject() << " iteration=" << iteration
             << " time_s=" << absl::ToDoubleSeconds(iteration_time)
             << " lost_s=" << absl::ToDoubleSeconds(st->escalation().lost());
@@ -183,7 +192,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
 
 void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
                                    const falcon::v1::IterationSummary& summary,
-                                   EventActions& actions) {
+                                   detection::EventActions& actions) {
   auto it = events_.find(event.event_id());
   if (it == events_.end()) return;
   MitigationEvent& e = *it->second;
@@ -193,17 +202,19 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
   LOG(INFO) << "recovery detected by compute probe job=" << ctx.job << " event=" << ctx.event_id
             << " rank=" << r->rank << " iteration=" << r->iteration << " ratio=" << r->ratio;
   if (absl::Status s = actions.RecoverEvent(ctx.event_id, r->iteration, r->reason); !s.ok()) {
-    ctx.CountError("mitigation_recover_event", s);
+    ctx.CountError(metrics::where::kMitigationRecoverEvent, s);
     return;
   }
   ctx.last_iteration = std::max(ctx.last_iteration, r->iteration);
   if (e.escalation().active()) {
-    Execute(e, e.escalation().OnCleared(r->iteration), "mitigation_escalation_cleared", actions);
+    Execute(e, e.escalation().OnCleared(r->iteration), metrics::where::kMitigationEscalationCleared,
+            actions);
   }
   events_.erase(it);
 }
 
-void Orchestrator::OnRecovered(const falcon::v1::Event& event, EventActions& actions) {
+void Orchestrator::OnRecovered(const falcon::v1::Event& event, detection::EventActions& actions) {
+  not_started_.erase(event.event_id());
   auto it = events_.find(event.event_id());
   if (it == events_.end()) {
     // A restart lost the state: rebuild what is in force from the log, then revert it.
@@ -218,13 +229,14 @@ void Orchestrator::OnRecovered(const falcon::v1::Event& event, EventActions& act
   LOG(INFO) << "event recovered, reverting plans in force " << e.ctx().Subject()
             << " iteration=" << iteration;
   if (e.escalation().active()) {
-    Execute(e, e.escalation().OnCleared(iteration), "mitigation_escalation_cleared", actions);
+    Execute(e, e.escalation().OnCleared(iteration), metrics::where::kMitigationEscalationCleared,
+            actions);
   }
   events_.erase(it);
 }
 
 void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
-                                    EventActions& actions) {
+                                    detection::EventActions& actions) {
   if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
     RecordPlanInForce(record, actions, *errors_);
   }
@@ -247,6 +259,52 @@ void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
        absl::StrCat("directive ", id, " ", rejected ? "rejected" : "timed out", ": ",
                     record.state_reason()),
        e.ctx().last_iteration, actions);
+}
+
+absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
+    const falcon::v1::Event& event, detection::EventActions& actions) {
+  auto it = events_.find(event.event_id());
+  if (it == events_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("event ", event.event_id(), " has no mitigation state"));
+  }
+  MitigationEvent& e = *it->second;
+  const EventContext& ctx = e.ctx();
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", ctx.job, "' unknown"));
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, e.s2().PlanBase(*job));
+  if (!shape.ok()) return shape.status();
+  LadderState state;
+  state.iteration = std::max(ctx.last_iteration, actions.LastIteration(ctx.job));
+  state.lost = e.escalation().lost();
+  for (const EscalationStep& step : e.escalation().history()) {
+    const auto strategy = static_cast<falcon::v1::Strategy>(step.strategy);
+    switch (step.action) {
+      case EscalationStep::Action::kApply: {
+        // A plan's directive takes effect later than decided: show where it did.
+        int64_t at = step.iteration;
+        if (MitigationStrategy* s = e.Of(step.strategy); s != nullptr && s->directive() != 0) {
+          if (const falcon::v1::DirectiveRecord* r = actions.FindDirective(s->directive())) {
+            at = r->directive().effective_iteration();
+          }
+        }
+        state.taken[strategy] = {at, absl::StrCat("applied at iteration ", at, ": ", step.reason)};
+        break;
+      }
+      case EscalationStep::Action::kSkip:
+        state.taken[strategy] = {step.iteration, absl::StrCat("skipped at iteration ",
+                                                              step.iteration, ": ", step.reason)};
+        break;
+      case EscalationStep::Action::kRevert:
+        state.taken[strategy] = {step.iteration, absl::StrCat("reverted at iteration ",
+                                                              step.iteration, ": ", step.reason)};
+        break;
+      case EscalationStep::Action::kEnd:
+        break;
+    }
+  }
+  return mitigation::DryRun(*shape, actions.Settings(ctx.job), S2MicroBatch::SizingCulprit(ctx),
+                            ctx.healthy, actions.Now(), state);
 }
 
 void Orchestrator::OnJobPurged(const std::string& job) {

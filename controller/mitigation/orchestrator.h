@@ -41,7 +41,7 @@
 
 namespace falcon::controller::mitigation {
 
-class Orchestrator : public MitigationHook {
+class Orchestrator : public detection::MitigationHook {
  public:
   // `clock` must outlive the orchestrator (the controller's).
   Orchestrator(OrchestratorOptions options, const common::Clock* clock);
@@ -50,34 +50,44 @@ class Orchestrator : public MitigationHook {
   // Handled errors count here (the controller's metrics); until called they are only logged.
   void SetErrorCounter(common::ErrorCounter* errors) override;
 
-  void OnVerdict(const falcon::v1::Event& event, EventActions& actions) override;
+  void OnVerdict(const falcon::v1::Event& event, detection::EventActions& actions) override;
   void OnJobIteration(const falcon::v1::Event& event, int64_t iteration,
-                      absl::Duration iteration_time, EventActions& actions) override;
+                      absl::Duration iteration_time, detection::EventActions& actions) override;
   void OnRankIteration(const falcon::v1::Event& event, const falcon::v1::IterationSummary& summary,
-                       EventActions& actions) override;
-  void OnRecovered(const falcon::v1::Event& event, EventActions& actions) override;
-  void OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventActions& actions) override;
+                       detection::EventActions& actions) override;
+  void OnRecovered(const falcon::v1::Event& event, detection::EventActions& actions) override;
+  void OnDirectiveState(const falcon::v1::DirectiveRecord& record,
+                        detection::EventActions& actions) override;
+  // The ladder of the event's escalation (applied and skipped levels at their iterations, the
+  // rest projected from the lost time), S2 planned as S2 plans (SizingCulprit, from the plan an
+  // S2 in force replaced), S3 from the layout in force.
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const falcon::v1::Event& event,
+                                                        detection::EventActions& actions) override;
   void OnJobPurged(const std::string& job) override;
 
   // Events with orchestration state (tests).
   size_t active_events() const { return events_.size(); }
 
  private:
-  using Steps = std::vector<analysis::EscalationStep>;
+  using Steps = std::vector<analysis::plan::EscalationStep>;
 
-  MitigationEvent* Start(const falcon::v1::Event& event, EventActions& actions, bool rebuild);
+  MitigationEvent* Start(const falcon::v1::Event& event, detection::EventActions& actions,
+                         bool rebuild);
   // Acts on the policy's steps; `steps` not ok: logged and counted at `where`.
   void Execute(MitigationEvent& e, const absl::StatusOr<Steps>& steps, absl::string_view where,
-               EventActions& actions);
-  void Apply(MitigationEvent& e, const analysis::EscalationStep& step, EventActions& actions);
-  void Skip(MitigationEvent& e, analysis::Strategy s, const std::string& why, int64_t iteration,
-            EventActions& actions);
+               detection::EventActions& actions);
+  void Apply(MitigationEvent& e, const analysis::plan::EscalationStep& step,
+             detection::EventActions& actions);
+  void Skip(MitigationEvent& e, analysis::plan::Strategy s, const std::string& why,
+            int64_t iteration, detection::EventActions& actions);
 
   const OrchestratorOptions options_;
   const common::Clock* const clock_;
   common::NullErrorCounter no_errors_;
   common::ErrorCounter* errors_ = &no_errors_;
   std::map<uint64_t, std::unique_ptr<MitigationEvent>> events_;
+  // Events whose mitigation could not start, with the error last logged for each.
+  std::map<uint64_t, std::string> not_started_;
   LayoutsInForce layouts_;
 };
 

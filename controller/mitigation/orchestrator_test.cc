@@ -9,6 +9,8 @@
 #include <memory>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
+#include "common/testing/log_capture.h"
 #include "controller/control_api.h"
 #include "controller/controller.h"
 #include "controller/store/in_memory_kv_store.h"
@@ -30,7 +32,7 @@ constexpr int64_t kMitigatedNs = 116'000'000;  // Under the S2 plan.
 class OrchestratorTest : public ::testing::Test {
  protected:
   OrchestratorTest()
-      : kv_(ControllerStore::TableNames()),
+      : kv_(store::ControllerStore::TableNames()),
         metrics_(registry_, "t"),
         orchestrator_(OrchestratorOptions{}, &clock_) {
     spec_.dp = 4;
@@ -141,9 +143,9 @@ class OrchestratorTest : public ::testing::Test {
 
   LayoutSpec spec_;
   common::FakeClock clock_;
-  InMemoryKvStore kv_;
+  store::InMemoryKvStore kv_;
   prometheus::Registry registry_;
-  ControllerMetrics metrics_;
+  metrics::ControllerMetrics metrics_;
   Orchestrator orchestrator_;
   std::unique_ptr<Controller> c_;
   std::vector<std::unique_ptr<SimAgent>> agents_;
@@ -200,6 +202,99 @@ TEST_F(OrchestratorTest, ComputeFailSlowGetsS2ThenRevertOnRecovery) {
   const auto& even = plans[1].directive().micro_batch_plan().micro_batches();
   EXPECT_EQ(std::vector<uint32_t>(even.begin(), even.end()), (std::vector<uint32_t>{8, 8, 8, 8}));
   EXPECT_GT(plans[1].directive().plan_version(), plans[0].directive().plan_version());
+}
+
+// The controller's log tells one consistent story of the event (docs/operations.md#logs).
+TEST_F(OrchestratorTest, TheLogTellsOneConsistentStory) {
+  common::testing::LogCapture log;
+  Run(0, 230, [](int64_t i) { return i >= 60 && i < 170; });
+  const falcon::v1::Event e = OnlyEvent();
+  ASSERT_EQ(e.state(), falcon::v1::EVENT_STATE_RECOVERED) << e.DebugString();
+  // One "directive issued" line per directive, with its epoch.
+  for (const auto& r : c_->directives().List(spec_.job, 0)) {
+    const std::string id = absl::StrCat(" directive=", r.directive().directive_id(), " ");
+    int lines = 0;
+    for (const std::string& l : log.Matching("directive issued ")) {
+      if (l.find(id) == std::string::npos) continue;
+      ++lines;
+      EXPECT_NE(l.find(" epoch="), std::string::npos) << l;
+    }
+    EXPECT_EQ(lines, 1) << "directive" << id;
+  }
+  // No rank is named before the verdict names one: the opening line gives the series.
+  const std::vector<std::string> opened = log.Matching("event opened job=job event=1");
+  ASSERT_EQ(opened.size(), 1u);
+  EXPECT_EQ(opened[0].find(" rank="), std::string::npos) << opened[0];
+  EXPECT_NE(opened[0].find(" series="), std::string::npos) << opened[0];
+  for (const std::string& l : log.Matching("event confirmed job=job event=1")) {
+    EXPECT_EQ(l.find(" rank="), std::string::npos) << l;
+  }
+  ASSERT_EQ(log.Count("event localized job=job event=1 rank=5 "), 1);
+  // Transitions happen where their reasons say: CONFIRMED at the alarm, RECOVERED at the
+  // recovery.
+  for (const falcon::v1::StateTransition& t : e.transitions()) {
+    if (t.state() == falcon::v1::EVENT_STATE_CONFIRMED) {
+      EXPECT_EQ(t.iteration(), e.alarm_iteration()) << t.reason();
+    }
+    if (t.state() == falcon::v1::EVENT_STATE_RECOVERED) {
+      EXPECT_EQ(t.iteration(), e.recovery_iteration()) << t.reason();
+      EXPECT_NE(t.reason().find(absl::StrCat("at iteration ", e.recovery_iteration())),
+                std::string::npos)
+          << t.reason();
+    }
+  }
+  // The S2 plan line names the stage slowdown the plan is sized for; the ladder ends at S2 (S3 and
+  // S4 were never bought).
+  const std::vector<std::string> ended = log.Matching("mitigation ended job=job event=1");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_NE(ended[0].find(" highest=s2 "), std::string::npos) << ended[0];
+  EXPECT_EQ(log.Count("measured_stage_slowdown=0"), 0);
+  // Handled errors: none in this story.
+  EXPECT_TRUE(log.Warnings().empty()) << log.Warnings()[0];
+}
+
+// falconctl plan JOB --dry-run while S2 is in force and the fault is live: the plan is the one in
+// force (sized from the culprit's measured slowdown, as S2 did), never its undoing, and every step
+// shows its real or projected iteration.
+TEST_F(OrchestratorTest, DryRunDuringS2PlansAsS2DidAndShowsRealIterations) {
+  auto fault = [](int64_t i) { return i >= 60 && i < 170; };
+  Run(0, 120, fault);
+  const falcon::v1::Event e = OnlyEvent();
+  ASSERT_EQ(e.state(), falcon::v1::EVENT_STATE_MITIGATING) << e.DebugString();
+  std::vector<falcon::v1::DirectiveRecord> plans = Plans();
+  ASSERT_EQ(plans.size(), 1u);
+  const auto& in_force = plans[0].directive().micro_batch_plan().micro_batches();
+  ControlApi api(c_.get());
+  falcon::v1::DryRunPlanRequest req;
+  req.set_job(spec_.job);
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> r = api.DryRunPlan(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(std::vector<uint32_t>(r->micro_batch_plan().micro_batches().begin(),
+                                  r->micro_batch_plan().micro_batches().end()),
+            std::vector<uint32_t>(in_force.begin(), in_force.end()))
+      << r->DebugString();
+  const int64_t now = c_->JobView(*c_->registry().Find(spec_.job)).last_iteration();
+  ASSERT_EQ(r->actions_size(), 4) << r->DebugString();
+  for (const falcon::v1::Action& a : r->actions()) {
+    switch (a.strategy()) {
+      case falcon::v1::STRATEGY_S1_IGNORE:
+        EXPECT_EQ(a.iteration(), e.actions(0).iteration()) << a.reason();
+        break;
+      case falcon::v1::STRATEGY_S2_MICRO_BATCH: {  // Taken: where it took effect.
+        EXPECT_EQ(a.iteration(), e.actions(1).iteration()) << a.reason();
+        EXPECT_NE(a.reason().find("applied at iteration"), std::string::npos) << a.reason();
+        // Planned as S2 plans: from the split S2 replaced, sized for the stage slowdown the probe
+        // measures now (rank 5 computes 40% longer per micro-batch).
+        EXPECT_NE(a.reason().find("(was [8, 8, 8, 8]), culprit stage slowdown x1.40"),
+                  std::string::npos)
+            << a.reason();
+        break;
+      }
+      default:  // To come: when the lost time would pay for it.
+        EXPECT_GT(a.iteration(), now) << a.reason();
+        break;
+    }
+  }
 }
 
 TEST_F(OrchestratorTest, DryRunRecordsWithoutSending) {

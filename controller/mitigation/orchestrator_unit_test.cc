@@ -3,6 +3,7 @@
 // recovery reverts the plan in force, and the calls that fail are counted where they happen.
 #include <memory>
 
+#include "common/testing/log_capture.h"
 #include "controller/mitigation/fake_event_actions.h"
 #include "controller/mitigation/orchestrator.h"
 #include "gtest/gtest.h"
@@ -91,6 +92,29 @@ TEST_F(OrchestratorUnitTest, FailedCallsAreLoggedAndCountedWhereTheyHappen) {
   orchestrator_.OnRecovered(ComputeEvent(), actions_);  // The revert cannot be issued.
   EXPECT_EQ(errors_.counts["mitigation_revert_directive"], 1);
   EXPECT_EQ(orchestrator_.active_events(), 0u);
+}
+
+TEST_F(OrchestratorUnitTest, MitigationThatCannotStartIsLoggedAndCountedOncePerEvent) {
+  // A localized event without a healthy iteration time (nothing to measure the loss against):
+  // the orchestrator tries again at every job iteration, but says so once.
+  falcon::v1::Event e = ComputeEvent();
+  e.clear_healthy_iteration_time_ns();
+  e.clear_slow_iteration_time_ns();
+  e.set_slowdown_ratio(1.0);
+  common::testing::LogCapture log;
+  orchestrator_.OnVerdict(e, actions_);
+  for (int64_t i = 101; i <= 140; ++i) {
+    orchestrator_.OnJobIteration(e, i, absl::Milliseconds(100), actions_);
+  }
+  EXPECT_EQ(log.Count("mitigation not started job=job event=1"), 1);
+  EXPECT_EQ(errors_.counts["mitigation_start"], 1);
+  EXPECT_EQ(orchestrator_.active_events(), 0u);
+  EXPECT_TRUE(actions_.actions.empty());
+  // A different event is a state change of its own.
+  e.set_event_id(2);
+  orchestrator_.OnJobIteration(e, 141, absl::Milliseconds(100), actions_);
+  EXPECT_EQ(log.Count("mitigation not started"), 2);
+  EXPECT_EQ(errors_.counts["mitigation_start"], 2);
 }
 
 }  // namespace

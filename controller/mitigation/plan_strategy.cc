@@ -3,12 +3,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "controller/metrics/metric_table.h"
 #include "glog/logging.h"
 
 namespace falcon::controller::mitigation {
 
-void PlanStrategy::Revert(const analysis::EscalationStep& step, EventContext& ctx,
-                          EventActions& actions) {
+void PlanStrategy::Revert(const analysis::plan::EscalationStep& step, EventContext& ctx,
+                          detection::EventActions& actions) {
   const auto strategy = static_cast<falcon::v1::Strategy>(level());
   if (directive_ == 0) {
     if (!dry_) return;
@@ -20,17 +21,17 @@ void PlanStrategy::Revert(const analysis::EscalationStep& step, EventContext& ct
     a.set_dry_run(true);
     a.set_revert(true);
     if (absl::Status s = actions.RecordAction(ctx.event_id, a); !s.ok()) {
-      ctx.CountError("mitigation_record_action", s);
+      ctx.CountError(metrics::where::kMitigationRecordAction, s);
     }
     dry_ = false;
     LOG(INFO) << "revert recorded, not sent (dry run) " << ctx.Subject()
               << " strategy=" << ShortName(level()) << " why=\"" << step.reason << "\"";
     return;
   }
-  const JobEntry* job = actions.FindJob(ctx.job);
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
   if (job == nullptr) {
     // The job is gone: nothing runs the plan any more.
-    ctx.CountError("mitigation_revert_job_unknown",
+    ctx.CountError(metrics::where::kMitigationRevertJobUnknown,
                    absl::NotFoundError(absl::StrCat("job '", ctx.job, "' unknown")));
     return;
   }
@@ -42,22 +43,22 @@ void PlanStrategy::Revert(const analysis::EscalationStep& step, EventContext& ct
   absl::StatusOr<uint64_t> id = actions.IssueDirective(ctx.event_id, d, nullptr);
   if (!id.ok()) {
     // The plan stays in force; the next revert step (recovery, level disabled) tries again.
-    ctx.CountError("mitigation_revert_directive", id.status());
+    ctx.CountError(metrics::where::kMitigationRevertDirective, id.status());
     return;
   }
   const falcon::v1::DirectiveRecord* rec = actions.FindDirective(*id);
   const int64_t effective =
       rec != nullptr ? rec->directive().effective_iteration() : step.iteration;
   ctx.Record(actions, strategy, *id, effective, d.reason(), /*revert=*/true);
-  LOG(INFO) << "revert issued " << ctx.Subject() << " directive=" << *id
-            << " reverts=" << directive_ << " strategy=" << ShortName(level())
-            << " effective_iteration=" << effective << " why=\"" << d.reason() << "\"";
+  // The issuer logs the directive (with reverts=); this one is detail.
+  VLOG(1) << "revert issued " << ctx.Subject() << " directive=" << *id << " reverts=" << directive_
+          << " strategy=" << ShortName(level());
   OnDropped(ctx);
   directive_ = 0;
 }
 
 bool PlanStrategy::OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventContext& ctx,
-                                    EventActions& /*actions*/) {
+                                    detection::EventActions& /*actions*/) {
   if (record.state() != falcon::v1::DirectiveRecord::STATE_REJECTED &&
       record.state() != falcon::v1::DirectiveRecord::STATE_TIMED_OUT) {
     return false;
@@ -71,7 +72,7 @@ bool PlanStrategy::OnDirectiveState(const falcon::v1::DirectiveRecord& record, E
   return false;
 }
 
-void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& actions,
+void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, detection::EventActions& actions,
                        common::ErrorCounter& errors) {
   const falcon::v1::Directive& d = record.directive();
   std::vector<uint32_t> m;
@@ -79,7 +80,7 @@ void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& 
     m.assign(d.micro_batch_plan().micro_batches().begin(),
              d.micro_batch_plan().micro_batches().end());
   } else if (d.has_topology_change()) {
-    const JobEntry* job = actions.FindJob(d.job());
+    const registry::JobEntry* job = actions.FindJob(d.job());
     if (job == nullptr) return;  // The job ended: no plan to keep.
     m.assign(job->job().micro_batches().begin(), job->job().micro_batches().end());
   } else {
@@ -88,8 +89,8 @@ void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& 
   if (absl::Status s = actions.SetJobPlan(d.job(), d.plan_version(), m); !s.ok()) {
     LOG(WARNING) << "plan in force not recorded job=" << d.job() << " event=" << record.event_id()
                  << " directive=" << d.directive_id()
-                 << " where=mitigation_set_job_plan error=" << s;
-    errors.CountError("mitigation_set_job_plan");
+                 << " where=" << metrics::where::kMitigationSetJobPlan << " error=" << s;
+    errors.CountError(metrics::where::kMitigationSetJobPlan);
   }
 }
 

@@ -12,16 +12,16 @@ namespace falcon::controller::mitigation {
 
 class PlanStrategy : public MitigationStrategy {
  public:
-  void Revert(const analysis::EscalationStep& step, EventContext& ctx,
-              EventActions& actions) override;
+  void Revert(const analysis::plan::EscalationStep& step, EventContext& ctx,
+              detection::EventActions& actions) override;
   // REJECTED or TIMED_OUT: the plan is not in force; the caller skips the level. Never ends the
   // event.
   bool OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventContext& ctx,
-                        EventActions& actions) override;
+                        detection::EventActions& actions) override;
 
  protected:
   // Fills the revert directive's body (what the plan replaced); returns it for the reason.
-  virtual std::string RevertBody(EventContext& ctx, const JobEntry& job,
+  virtual std::string RevertBody(EventContext& ctx, const registry::JobEntry& job,
                                  falcon::v1::Directive* directive) = 0;
   // The plan is no longer in force (reverted or failed).
   virtual void OnDropped(EventContext& /*ctx*/) {}
@@ -30,7 +30,7 @@ class PlanStrategy : public MitigationStrategy {
 // A plan directive (micro-batch plan or topology change) was APPLIED: records the job's plan in
 // force (Job.plan_version, Job.micro_batches; a topology change keeps the micro-batches). A
 // store error is logged and counted at "mitigation_set_job_plan".
-void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, EventActions& actions,
+void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, detection::EventActions& actions,
                        common::ErrorCounter& errors);
 
 }  // namespace falcon::controller::mitigation

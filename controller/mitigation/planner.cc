@@ -27,11 +27,11 @@ int64_t PerReplica(const JobShape& shape) {
 
 // Slowdown of each (dp, pp) cell for the culprit ranks.
 std::vector<double> CellSlowdowns(const JobShape& shape, const Culprit& culprit, double s) {
-  const analysis::Layout& l = shape.layout;
+  const analysis::plan::Layout& l = shape.layout;
   std::vector<double> cell(static_cast<size_t>(l.dp_size()) * l.pp_size(), 1.0);
   for (uint32_t r : culprit.ranks) {
     if (static_cast<int>(r) >= l.world_size()) continue;
-    const analysis::RankPlacement& p = l.at(static_cast<int>(r));
+    const analysis::plan::RankPlacement& p = l.at(static_cast<int>(r));
     double& c = cell[static_cast<size_t>(p.dp) * l.pp_size() + p.pp];
     c = std::max(c, s);
   }
@@ -40,10 +40,10 @@ std::vector<double> CellSlowdowns(const JobShape& shape, const Culprit& culprit,
 
 absl::StatusOr<absl::Duration> Predict(const JobShape& shape, const std::vector<double>& cells,
                                        const std::vector<uint32_t>& m, absl::Duration c) {
-  const analysis::Layout& l = shape.layout;
-  analysis::JobTiming t;
+  const analysis::plan::Layout& l = shape.layout;
+  analysis::plan::JobTiming t;
   for (int d = 0; d < l.dp_size(); ++d) {
-    analysis::PipelineTiming rep;
+    analysis::plan::PipelineTiming rep;
     for (int p = 0; p < l.pp_size(); ++p) {
       rep.stage_compute.push_back(c * cells[static_cast<size_t>(d) * l.pp_size() + p]);
     }
@@ -52,7 +52,7 @@ absl::StatusOr<absl::Duration> Predict(const JobShape& shape, const std::vector<
     t.replicas.push_back(std::move(rep));
   }
   t.stage_allreduce.assign(l.pp_size(), absl::ZeroDuration());
-  absl::StatusOr<analysis::IterationEstimate> e = analysis::EstimateIteration(t);
+  absl::StatusOr<analysis::plan::IterationEstimate> e = analysis::plan::EstimateIteration(t);
   if (!e.ok()) return e.status();
   return e->iteration;
 }
@@ -82,20 +82,21 @@ double StageSlowdown(double job_ratio, int64_t m, int pp) {
   return std::min(1000.0, s);
 }
 
-absl::StatusOr<JobShape> ShapeOf(const JobEntry& job, const analysis::Layout* layout,
+absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
+                                 const analysis::plan::Layout* layout,
                                  const std::vector<uint32_t>& micro_batches) {
   JobShape shape;
   if (layout != nullptr && layout->world_size() > 0) {
     shape.layout = *layout;
   } else {
-    std::vector<analysis::RankPlacement> ranks;
+    std::vector<analysis::plan::RankPlacement> ranks;
     for (const falcon::v1::RankInfo& r : job.job().ranks()) {
       if (r.dp_index() < 0 || r.pp_index() < 0) {
         return absl::FailedPreconditionError(
             absl::StrCat("job '", job.name(), "': rank ", r.rank(),
                          " has no dp_index/pp_index (layout unknown; cannot plan S2/S3)"));
       }
-      analysis::RankPlacement p;
+      analysis::plan::RankPlacement p;
       p.rank = static_cast<int32_t>(r.rank());
       p.node = r.node();
       p.dp = r.dp_index();
@@ -103,7 +104,7 @@ absl::StatusOr<JobShape> ShapeOf(const JobEntry& job, const analysis::Layout* la
       p.tp = std::max(0, r.tp_index());
       ranks.push_back(std::move(p));
     }
-    absl::StatusOr<analysis::Layout> l = analysis::Layout::Create(std::move(ranks));
+    absl::StatusOr<analysis::plan::Layout> l = analysis::plan::Layout::Create(std::move(ranks));
     if (!l.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("job '", job.name(), "' layout: ", l.status().message()));
@@ -127,7 +128,7 @@ absl::StatusOr<JobShape> ShapeOf(const JobEntry& job, const analysis::Layout* la
 
 absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
                               absl::Duration healthy) {
-  const analysis::Layout& l = shape.layout;
+  const analysis::plan::Layout& l = shape.layout;
   const int D = l.dp_size(), P = l.pp_size();
   const int64_t m = PerReplica(shape);
   bool any = false;
@@ -143,10 +144,12 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
     for (int p = 0; p < P; ++p) worst = std::max(worst, cells[static_cast<size_t>(d) * P + p]);
     times.push_back(absl::Nanoseconds(std::llround(worst * 1e6)));
   }
-  absl::StatusOr<analysis::MicroBatchSplit> split =
-      analysis::SolveMicroBatches(times, shape.global_micro_batches, P);
+  absl::StatusOr<analysis::plan::MicroBatchSplit> split =
+      analysis::plan::SolveMicroBatches(times, shape.global_micro_batches, P);
   if (!split.ok()) return split.status();
   S2Plan plan;
+  plan.stage_slowdown = s;
+  plan.stage_slowdown_measured = culprit.measured_stage_slowdown > 1.0;
   for (int64_t v : split->micro_batches) plan.micro_batches.push_back(static_cast<uint32_t>(v));
   absl::StatusOr<absl::Duration> after = Predict(shape, cells, plan.micro_batches, c);
   if (!after.ok()) return after.status();
@@ -162,9 +165,9 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
   return plan;
 }
 
-falcon::v1::TopologyChange ToTopologyChange(const analysis::Layout& layout) {
+falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout) {
   falcon::v1::TopologyChange change;
-  for (const analysis::RankPlacement& p : layout.ranks()) {
+  for (const analysis::plan::RankPlacement& p : layout.ranks()) {
     falcon::v1::RankAssignment* a = change.add_assignments();
     a->set_rank(static_cast<uint32_t>(p.rank));
     a->set_dp_index(static_cast<uint32_t>(p.dp));
@@ -176,10 +179,10 @@ falcon::v1::TopologyChange ToTopologyChange(const analysis::Layout& layout) {
 
 absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
                               absl::Duration healthy) {
-  const analysis::Layout& l = shape.layout;
+  const analysis::plan::Layout& l = shape.layout;
   const int P = l.pp_size();
   const int64_t m = PerReplica(shape);
-  analysis::TopologyPlannerOptions options;
+  analysis::plan::TopologyPlannerOptions options;
   options.model.micro_batches = m;
   const absl::Duration c = StageCompute(healthy, m, P);
   options.model.stage_compute = {c};
@@ -188,7 +191,7 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
   // A link's slowdown from the job's: the extra time sits in the all-reduce over it.
   const double link_slowdown = std::clamp(
       1.0 + (culprit.slowdown_ratio - 1.0) * absl::FDivDuration(healthy, c), 1.5, 1000.0);
-  std::vector<analysis::SlowLink> links;
+  std::vector<analysis::plan::SlowLink> links;
   for (const falcon::v1::Link& k : culprit.links) {
     if (static_cast<int>(k.src_rank()) >= l.world_size() ||
         static_cast<int>(k.dst_rank()) >= l.world_size() || k.src_rank() == k.dst_rank()) {
@@ -197,7 +200,7 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
     links.push_back(
         {static_cast<int32_t>(k.src_rank()), static_cast<int32_t>(k.dst_rank()), link_slowdown});
   }
-  std::vector<analysis::SlowRank> ranks;
+  std::vector<analysis::plan::SlowRank> ranks;
   const double s = CulpritStageSlowdown(culprit, m, P);
   for (uint32_t r : culprit.ranks) {
     if (static_cast<int>(r) < l.world_size()) ranks.push_back({static_cast<int32_t>(r), s});
@@ -205,7 +208,8 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
   if (links.empty() && ranks.empty()) {
     return absl::FailedPreconditionError("S3: no culprit link or rank in the job's layout");
   }
-  absl::StatusOr<analysis::TopologyPlan> t = analysis::PlanTopology(l, links, ranks, options);
+  absl::StatusOr<analysis::plan::TopologyPlan> t =
+      analysis::plan::PlanTopology(l, links, ranks, options);
   if (!t.ok()) return t.status();
   S3Plan plan;
   plan.layout = t->layout;
@@ -232,9 +236,10 @@ std::vector<uint32_t> S4Excluded(const Culprit& culprit) {
 }
 
 absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
-                                                      const EffectiveSettings& settings,
+                                                      const settings::EffectiveSettings& settings,
                                                       const Culprit& culprit,
-                                                      absl::Duration healthy, absl::Time now) {
+                                                      absl::Duration healthy, absl::Time now,
+                                                      const LadderState& state) {
   if (healthy <= absl::ZeroDuration()) {
     return absl::FailedPreconditionError("no healthy iteration time known for the job yet");
   }
@@ -271,15 +276,25 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
     a.set_strategy(rung.strategy);
     a.set_time_ns(absl::ToUnixNanos(now));
     a.set_dry_run(true);
-    std::string reason =
-        rung.strategy == falcon::v1::STRATEGY_S1_IGNORE
-            ? "S1 at once (costs nothing)"
-            : absl::StrCat(
-                  "when lost >= ", Secs(rung.cost), " (", rung.why, "); after ~",
-                  delta > absl::ZeroDuration()
-                      ? absl::StrFormat("%.0f", std::ceil(absl::FDivDuration(rung.cost, delta)))
-                      : std::string("?"),
-                  " slow iterations");
+    std::string reason;
+    auto taken = state.taken.find(rung.strategy);
+    if (taken != state.taken.end()) {
+      a.set_iteration(taken->second.iteration);
+      reason = taken->second.what;
+    } else if (rung.strategy == falcon::v1::STRATEGY_S1_IGNORE) {
+      a.set_iteration(state.iteration);
+      reason = "S1 at once (costs nothing)";
+    } else {
+      // Slow iterations until the lost time reaches the cost.
+      const absl::Duration due = std::max(absl::ZeroDuration(), rung.cost - state.lost);
+      const int64_t more = delta > absl::ZeroDuration()
+                               ? static_cast<int64_t>(std::ceil(absl::FDivDuration(due, delta)))
+                               : -1;
+      if (more >= 0) a.set_iteration(state.iteration + more);
+      reason = absl::StrCat("when lost >= ", Secs(rung.cost), " (", rung.why, "); after ~",
+                            more >= 0 ? absl::StrCat(more) : std::string("?"),
+                            state.lost > absl::ZeroDuration() ? " more" : "", " slow iterations");
+    }
     if (!rung.enabled) absl::StrAppend(&reason, "; disabled for this job");
     if (rung.strategy == falcon::v1::STRATEGY_S2_MICRO_BATCH) {
       absl::StatusOr<S2Plan> p = PlanS2(shape, culprit, healthy);

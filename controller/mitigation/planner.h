@@ -14,6 +14,7 @@
 #define FALCON_CONTROLLER_MITIGATION_PLANNER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,7 @@ struct Culprit {
 
 // The job as the planners see it.
 struct JobShape {
-  analysis::Layout layout;              // rank -> (dp, pp, tp) and node.
+  analysis::plan::Layout layout;        // rank -> (dp, pp, tp) and node.
   int64_t global_micro_batches = 0;     // M.
   std::vector<uint32_t> micro_batches;  // Plan in force, per DP index (even split when none).
 };
@@ -48,7 +49,8 @@ struct JobShape {
 // registered (dp_index, pp_index, tp_index); M from the registration (else dp × pp);
 // `micro_batches` when it has one entry per DP index, else the even split.
 // kFailedPrecondition naming what is missing (layout indices, sizes) or inconsistent.
-absl::StatusOr<JobShape> ShapeOf(const JobEntry& job, const analysis::Layout* layout,
+absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
+                                 const analysis::plan::Layout* layout,
                                  const std::vector<uint32_t>& micro_batches);
 
 // The trainer's even split: M/P blocks of P micro-batches, the remainder to the lowest indices.
@@ -61,17 +63,20 @@ double CulpritStageSlowdown(const Culprit& culprit, int64_t micro_batches_per_re
 
 struct S2Plan {
   std::vector<uint32_t> micro_batches;  // Per DP index.
-  absl::Duration predicted;             // Iteration time under the plan (cost model).
-  absl::Duration predicted_current;     // ... under the plan in force, with the culprits.
-  bool improves = false;                // predicted < predicted_current by >= 2 %.
-  std::string summary;                  // E.g. "m = [2, 6, 4, 4] (was [4, 4, 4, 4])".
+  double stage_slowdown = 1;            // The culprits' stage slowdown the plan is sized for.
+  bool stage_slowdown_measured =
+      false;                         // Measured (Culprit::measured_stage_slowdown), not derived.
+  absl::Duration predicted;          // Iteration time under the plan (cost model).
+  absl::Duration predicted_current;  // ... under the plan in force, with the culprits.
+  bool improves = false;             // predicted < predicted_current by >= 2 %.
+  std::string summary;               // E.g. "m = [2, 6, 4, 4] (was [4, 4, 4, 4])".
 };
 // S2 for compute culprits. kFailedPrecondition when no culprit rank is in the layout.
 absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
                               absl::Duration healthy);
 
 struct S3Plan {
-  analysis::Layout layout;            // The complete new layout.
+  analysis::plan::Layout layout;      // The complete new layout.
   falcon::v1::TopologyChange change;  // ... as the directive carries it.
   absl::Duration predicted;
   absl::Duration predicted_current;
@@ -83,18 +88,33 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
                               absl::Duration healthy);
 
 // The complete assignment of `layout` (one entry per rank, tp_index as in the layout).
-falcon::v1::TopologyChange ToTopologyChange(const analysis::Layout& layout);
+falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout);
 
 // Ranks S4 leaves out: the compute culprits; for a link, its destination rank (one side).
 std::vector<uint32_t> S4Excluded(const Culprit& culprit);
 
+// Where an event stands on its ladder, for DryRun.
+struct LadderState {
+  int64_t iteration = 0;  // The job's latest iteration: steps to come are projected from it.
+  absl::Duration lost;    // Time lost so far (zero for a hypothetical verdict).
+  struct Taken {
+    int64_t iteration = 0;  // Where it happened (a directive's effective iteration).
+    std::string what;       // "applied at iteration 96", "skipped at iteration 120: ...".
+  };
+  std::map<falcon::v1::Strategy, Taken> taken;  // Levels the event already took or skipped.
+};
+
 // DryRunPlan: the escalation ladder (S1 first, then each enabled candidate with the lost time
 // that pays for it and why, "disabled" ones noted), the S2 / S3 plans when they apply, and the
-// predicted iteration time under the first plan that improves.
+// predicted iteration time under the first plan that improves. Each step's iteration is where
+// `state` says it was taken, else where the lost time would pay for it: state.iteration +
+// ceil((cost - state.lost) / Δt_iter). The S2 plan is computed from shape.micro_batches (the
+// caller passes what S2 plans from: the plan an S2 in force replaced).
 absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
-                                                      const EffectiveSettings& settings,
+                                                      const settings::EffectiveSettings& settings,
                                                       const Culprit& culprit,
-                                                      absl::Duration healthy, absl::Time now);
+                                                      absl::Duration healthy, absl::Time now,
+                                                      const LadderState& state);
 
 }  // namespace falcon::controller::mitigation
 

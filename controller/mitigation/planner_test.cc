@@ -10,9 +10,9 @@ namespace {
 // DP=4 x PP=2, rank r at dp = r % 4, pp = r / 4; consecutive ranks share a node (node0 = {0, 1},
 // node1 = {2, 3}, ...), so the stage-0 DP group spans node0 and node1.
 JobShape Shape(int64_t m = 32) {
-  std::vector<analysis::RankPlacement> ranks;
+  std::vector<analysis::plan::RankPlacement> ranks;
   for (int r = 0; r < 8; ++r) {
-    analysis::RankPlacement p;
+    analysis::plan::RankPlacement p;
     p.rank = r;
     p.node = "node" + std::to_string(r / 2);
     p.dp = r % 4;
@@ -20,7 +20,7 @@ JobShape Shape(int64_t m = 32) {
     ranks.push_back(p);
   }
   JobShape s;
-  s.layout = *analysis::Layout::Create(ranks);
+  s.layout = *analysis::plan::Layout::Create(ranks);
   s.global_micro_batches = m;
   s.micro_batches = EvenSplit(m, 4, 2);
   return s;
@@ -97,14 +97,16 @@ TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpGroup) {
 }
 
 TEST(PlannerTest, DryRunLadderInCostOrderWithReasons) {
-  EffectiveSettings s;
+  settings::EffectiveSettings s;
   s.s3_enabled = false;
   Culprit c;
   c.cause = falcon::v1::CAUSE_COMPUTE;
   c.ranks = {5};
   c.slowdown_ratio = 1.4;
+  LadderState state;
+  state.iteration = 200;
   absl::StatusOr<falcon::v1::DryRunPlanResponse> r =
-      DryRun(Shape(), s, c, absl::Milliseconds(100), absl::FromUnixSeconds(1000));
+      DryRun(Shape(), s, c, absl::Milliseconds(100), absl::FromUnixSeconds(1000), state);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->actions_size(), 4);
   EXPECT_EQ(r->actions(0).strategy(), falcon::v1::STRATEGY_S1_IGNORE);
@@ -115,11 +117,41 @@ TEST(PlannerTest, DryRunLadderInCostOrderWithReasons) {
   // S2 costs 5 x 40 ms = 0.2 s: 5 slow iterations.
   EXPECT_NE(r->actions(1).reason().find("when lost >= 0.200 s"), std::string::npos)
       << r->actions(1).reason();
+  // Each step at the iteration the lost time pays for it: S1 now, S2 5 slow iterations on (0.2 s
+  // at 40 ms each), S3 60 s / 40 ms = 1500 on, S4 15000 on.
+  EXPECT_EQ(r->actions(0).iteration(), 200);
+  EXPECT_EQ(r->actions(1).iteration(), 205);
+  EXPECT_EQ(r->actions(2).iteration(), 1700);
+  EXPECT_EQ(r->actions(3).iteration(), 15200);
   EXPECT_NE(r->actions(2).reason().find("disabled"), std::string::npos);
   EXPECT_NE(r->actions(3).reason().find("without ranks [5]"), std::string::npos);
   EXPECT_EQ(r->micro_batch_plan().micro_batches_size(), 4);
   EXPECT_GT(r->predicted_iteration_time_s(), 0.1);
   EXPECT_LT(r->predicted_iteration_time_s(), 0.14);
+}
+
+TEST(PlannerTest, DryRunShowsTakenStepsWhereTheyHappenedAndProjectsTheRest) {
+  settings::EffectiveSettings s;
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMPUTE;
+  c.ranks = {5};
+  c.slowdown_ratio = 1.4;
+  LadderState state;
+  state.iteration = 300;
+  state.lost = absl::Seconds(1);  // S3 (60 s) needs 59 s more: 1475 iterations at 40 ms.
+  state.taken[falcon::v1::STRATEGY_S1_IGNORE] = {90, "applied at iteration 90: costs nothing"};
+  state.taken[falcon::v1::STRATEGY_S2_MICRO_BATCH] = {96, "applied at iteration 96: lost"};
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> r =
+      DryRun(Shape(), s, c, absl::Milliseconds(100), absl::FromUnixSeconds(1000), state);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->actions_size(), 4);
+  EXPECT_EQ(r->actions(0).iteration(), 90);
+  EXPECT_EQ(r->actions(1).iteration(), 96);
+  EXPECT_EQ(r->actions(1).reason().rfind("applied at iteration 96: lost; m = [", 0), 0u)
+      << r->actions(1).reason();
+  EXPECT_EQ(r->actions(2).iteration(), 300 + 1475);
+  EXPECT_NE(r->actions(2).reason().find("after ~1475 more slow iterations"), std::string::npos)
+      << r->actions(2).reason();
 }
 
 }  // namespace

@@ -3,32 +3,29 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
 
 namespace falcon::controller::mitigation {
 
-absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::EscalationStep& step,
-                                                    EventContext& ctx, EventActions& actions) {
-  const JobEntry* job = actions.FindJob(ctx.job);
+absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::EscalationStep& step,
+                                                    EventContext& ctx,
+                                                    detection::EventActions& actions) {
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
   if (job == nullptr) return absl::FailedPreconditionError("job unknown");
   if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) {
     return absl::FailedPreconditionError("S2 helps compute fail-slows only");
   }
-  const std::vector<uint32_t> in_force(job->job().micro_batches().begin(),
-                                       job->job().micro_batches().end());
-  absl::StatusOr<JobShape> shape = ctx.Shape(*job, in_force);
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, PlanBase(*job));
   if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
-  // The culprits' stage slowdown as the probe measured it (the worst culprit), when it has.
-  Culprit culprit = ctx.culprit;
-  culprit.measured_stage_slowdown =
-      std::max(culprit.measured_stage_slowdown, ctx.probe.WorstCulpritRatio(3));
-  absl::StatusOr<S2Plan> plan = PlanS2(*shape, culprit, ctx.healthy);
+  absl::StatusOr<S2Plan> plan = PlanS2(*shape, SizingCulprit(ctx), ctx.healthy);
   if (!plan.ok()) return absl::FailedPreconditionError(plan.status().message());
   LOG(INFO) << "S2 plan computed " << ctx.Subject() << " micro_batches=["
             << absl::StrJoin(plan->micro_batches, ",") << "] was=["
             << absl::StrJoin(shape->micro_batches, ",")
-            << "] measured_stage_slowdown=" << culprit.measured_stage_slowdown
+            << "] stage_slowdown=" << absl::StrFormat("%.2f", plan->stage_slowdown)
+            << " stage_slowdown_from=" << (plan->stage_slowdown_measured ? "probe" : "job_ratio")
             << " predicted_s=" << absl::ToDoubleSeconds(plan->predicted)
             << " current_s=" << absl::ToDoubleSeconds(plan->predicted_current)
             << " improves=" << plan->improves;
@@ -50,6 +47,18 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::EscalationSt
   return out;
 }
 
+Culprit S2MicroBatch::SizingCulprit(const EventContext& ctx) {
+  Culprit culprit = ctx.culprit;
+  culprit.measured_stage_slowdown =
+      std::max(culprit.measured_stage_slowdown, ctx.probe.WorstCulpritRatio(3));
+  return culprit;
+}
+
+std::vector<uint32_t> S2MicroBatch::PlanBase(const registry::JobEntry& job) const {
+  if (directive_ != 0 && !before_.empty()) return before_;
+  return std::vector<uint32_t>(job.job().micro_batches().begin(), job.job().micro_batches().end());
+}
+
 void S2MicroBatch::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_iteration,
                             EventContext& ctx) {
   ctx.probe.ClearSamples();  // The probe starts over under the plan.
@@ -57,7 +66,7 @@ void S2MicroBatch::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_
   ctx.measurement.Restart(effective_iteration);
 }
 
-std::string S2MicroBatch::RevertBody(EventContext& ctx, const JobEntry& job,
+std::string S2MicroBatch::RevertBody(EventContext& ctx, const registry::JobEntry& job,
                                      falcon::v1::Directive* directive) {
   std::vector<uint32_t> m = before_;
   absl::StatusOr<JobShape> shape = ctx.Shape(job, {});

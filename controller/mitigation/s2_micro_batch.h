@@ -15,22 +15,31 @@ namespace falcon::controller::mitigation {
 
 class S2MicroBatch final : public PlanStrategy {
  public:
-  analysis::Strategy level() const override { return analysis::Strategy::kS2MicroBatch; }
+  analysis::plan::Strategy level() const override {
+    return analysis::plan::Strategy::kS2MicroBatch;
+  }
 
   // kFailedPrecondition with the reason when the job is unknown, the cause is not compute, the
   // shape is unknown, or no plan is predicted faster than the one in force.
-  absl::StatusOr<PlannedDirective> Plan(const analysis::EscalationStep& step, EventContext& ctx,
-                                        EventActions& actions) override;
+  absl::StatusOr<PlannedDirective> Plan(const analysis::plan::EscalationStep& step,
+                                        EventContext& ctx,
+                                        detection::EventActions& actions) override;
   void Restore(uint64_t directive, const JobShape* shape) override;
 
   // The micro-batches per DP index the plan in force replaced.
   const std::vector<uint32_t>& before() const { return before_; }
 
+  // What S2 sizes its plan for: the event's culprit with the stage slowdown the compute probe
+  // measured (the worst culprit's, when it has one).
+  static Culprit SizingCulprit(const EventContext& ctx);
+  // The micro-batches S2 plans from: those its plan in force replaced, else the job's in force.
+  std::vector<uint32_t> PlanBase(const registry::JobEntry& job) const;
+
  protected:
   absl::string_view what() const override { return "S2 micro-batch plan"; }
   void OnIssued(const PlannedDirective& plan, int64_t effective_iteration,
                 EventContext& ctx) override;
-  std::string RevertBody(EventContext& ctx, const JobEntry& job,
+  std::string RevertBody(EventContext& ctx, const registry::JobEntry& job,
                          falcon::v1::Directive* directive) override;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "common/testing/log_capture.h"
 #include "controller/mitigation/fake_event_actions.h"
 #include "gtest/gtest.h"
 
@@ -15,7 +16,7 @@ class S2MicroBatchTest : public ::testing::Test {
     ctx_.slow = absl::Milliseconds(140);
     ctx_.layouts = &layouts_;
     ctx_.errors = &errors_;
-    step_.strategy = analysis::Strategy::kS2MicroBatch;
+    step_.strategy = analysis::plan::Strategy::kS2MicroBatch;
     step_.iteration = 100;
     step_.reason = "lost 0.20s >= S2 micro-batch cost 0.20s";
   }
@@ -36,12 +37,13 @@ class S2MicroBatchTest : public ::testing::Test {
   CountingErrorCounter errors_;
   LayoutsInForce layouts_;
   EventContext ctx_;
-  analysis::EscalationStep step_;
+  analysis::plan::EscalationStep step_;
   S2MicroBatch s2_;
 };
 
 TEST_F(S2MicroBatchTest, PlansIssuesAndRevertsToThePlanBefore) {
-  EXPECT_EQ(s2_.level(), analysis::Strategy::kS2MicroBatch);
+  EXPECT_EQ(s2_.level(), analysis::plan::Strategy::kS2MicroBatch);
+  common::testing::LogCapture log;
   absl::StatusOr<PlannedDirective> plan = s2_.Plan(step_, ctx_, actions_);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const auto& m = plan->directive.micro_batch_plan().micro_batches();
@@ -52,6 +54,14 @@ TEST_F(S2MicroBatchTest, PlansIssuesAndRevertsToThePlanBefore) {
   ASSERT_TRUE(plan->rollback.has_value());
   EXPECT_EQ(plan->rollback->micro_batch_plan().micro_batches_size(), 4);
   EXPECT_EQ(s2_.directive(), 0u);  // Planned, not issued.
+  // The log names the stage slowdown the plan is sized for, as the plan's summary does (no probe
+  // reading yet: derived from the job's slowdown).
+  const std::vector<std::string> computed = log.Matching("S2 plan computed job=job event=7 rank=5");
+  ASSERT_EQ(computed.size(), 1u);
+  EXPECT_NE(computed[0].find(" stage_slowdown=1.45 stage_slowdown_from=job_ratio "),
+            std::string::npos)
+      << computed[0];
+  EXPECT_NE(plan->summary.find("culprit stage slowdown x1.45"), std::string::npos) << plan->summary;
 
   ASSERT_TRUE(s2_.Issue(step_, *plan, ctx_, actions_).ok());
   EXPECT_EQ(s2_.directive(), 1u);
@@ -66,7 +76,7 @@ TEST_F(S2MicroBatchTest, PlansIssuesAndRevertsToThePlanBefore) {
   EXPECT_EQ(ctx_.measurement.from(), 103);
   EXPECT_EQ(s2_.before(), (std::vector<uint32_t>{8, 8, 8, 8}));
 
-  step_.action = analysis::EscalationStep::Action::kRevert;
+  step_.action = analysis::plan::EscalationStep::Action::kRevert;
   step_.reason = "event cleared at iteration 180: revert S2 micro-batch";
   s2_.Revert(step_, ctx_, actions_);
   EXPECT_EQ(s2_.directive(), 0u);

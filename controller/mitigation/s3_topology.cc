@@ -5,9 +5,10 @@
 
 namespace falcon::controller::mitigation {
 
-absl::StatusOr<PlannedDirective> S3Topology::Plan(const analysis::EscalationStep& step,
-                                                  EventContext& ctx, EventActions& actions) {
-  const JobEntry* job = actions.FindJob(ctx.job);
+absl::StatusOr<PlannedDirective> S3Topology::Plan(const analysis::plan::EscalationStep& step,
+                                                  EventContext& ctx,
+                                                  detection::EventActions& actions) {
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
   if (job == nullptr) return absl::FailedPreconditionError("job unknown");
   absl::StatusOr<JobShape> shape = ctx.Shape(*job, {});
   if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
@@ -41,7 +42,7 @@ void S3Topology::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_it
   ctx.measurement.Restart(effective_iteration);
 }
 
-std::string S3Topology::RevertBody(EventContext& /*ctx*/, const JobEntry& /*job*/,
+std::string S3Topology::RevertBody(EventContext& /*ctx*/, const registry::JobEntry& /*job*/,
                                    falcon::v1::Directive* directive) {
   *directive->mutable_topology_change() = ToTopologyChange(before_);
   return "original layout";

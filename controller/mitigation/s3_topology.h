@@ -15,28 +15,29 @@ namespace falcon::controller::mitigation {
 
 class S3Topology final : public PlanStrategy {
  public:
-  analysis::Strategy level() const override { return analysis::Strategy::kS3Topology; }
+  analysis::plan::Strategy level() const override { return analysis::plan::Strategy::kS3Topology; }
 
   // kFailedPrecondition with the reason when the job or its shape is unknown, or no layout is
   // predicted faster.
-  absl::StatusOr<PlannedDirective> Plan(const analysis::EscalationStep& step, EventContext& ctx,
-                                        EventActions& actions) override;
+  absl::StatusOr<PlannedDirective> Plan(const analysis::plan::EscalationStep& step,
+                                        EventContext& ctx,
+                                        detection::EventActions& actions) override;
   void Restore(uint64_t directive, const JobShape* shape) override;
 
   // The layout the plan in force replaced.
-  const analysis::Layout& before() const { return before_; }
+  const analysis::plan::Layout& before() const { return before_; }
 
  protected:
   absl::string_view what() const override { return "S3 topology change"; }
   void OnIssued(const PlannedDirective& plan, int64_t effective_iteration,
                 EventContext& ctx) override;
-  std::string RevertBody(EventContext& ctx, const JobEntry& job,
+  std::string RevertBody(EventContext& ctx, const registry::JobEntry& job,
                          falcon::v1::Directive* directive) override;
   void OnDropped(EventContext& ctx) override;
 
  private:
-  analysis::Layout before_;
-  analysis::Layout planned_before_, planned_after_;  // Between Plan and Issue.
+  analysis::plan::Layout before_;
+  analysis::plan::Layout planned_before_, planned_after_;  // Between Plan and Issue.
 };
 
 }  // namespace falcon::controller::mitigation

@@ -25,7 +25,7 @@ class S3TopologyTest : public ::testing::Test {
     ctx_.slow = absl::Milliseconds(150);
     ctx_.layouts = &layouts_;
     ctx_.errors = &errors_;
-    step_.strategy = analysis::Strategy::kS3Topology;
+    step_.strategy = analysis::plan::Strategy::kS3Topology;
     step_.iteration = 100;
     step_.reason = "lost 60.00s >= S3 topology cost 60.00s";
   }
@@ -34,7 +34,7 @@ class S3TopologyTest : public ::testing::Test {
   CountingErrorCounter errors_;
   LayoutsInForce layouts_;
   EventContext ctx_;
-  analysis::EscalationStep step_;
+  analysis::plan::EscalationStep step_;
   S3Topology s3_;
 };
 
@@ -54,7 +54,7 @@ TEST_F(S3TopologyTest, TheNewLayoutIsInForceUntilReverted) {
   EXPECT_EQ(s3_.before().world_size(), 8);
   EXPECT_EQ(ctx_.measurement.from(), 103);
 
-  step_.action = analysis::EscalationStep::Action::kRevert;
+  step_.action = analysis::plan::EscalationStep::Action::kRevert;
   step_.reason = "S3 topology disabled while in force";
   s3_.Revert(step_, ctx_, actions_);
   EXPECT_EQ(s3_.directive(), 0u);

@@ -4,18 +4,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/metrics/metric_table.h"
 #include "glog/logging.h"
 
 namespace falcon::controller::mitigation {
 
-absl::StatusOr<PlannedDirective> S4CheckpointRestart::Plan(const analysis::EscalationStep& step,
-                                                           EventContext& ctx,
-                                                           EventActions& actions) {
+absl::StatusOr<PlannedDirective> S4CheckpointRestart::Plan(
+    const analysis::plan::EscalationStep& step, EventContext& ctx,
+    detection::EventActions& actions) {
   const std::vector<uint32_t> excluded = S4Excluded(ctx.culprit);
   PlannedDirective out;
   out.summary = absl::StrCat("restart without ranks [", absl::StrJoin(excluded, ", "), "]");
   out.directive.set_reason(absl::StrCat(step.reason, "; ", out.summary));
-  const JobEntry* job = actions.FindJob(ctx.job);
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
   out.directive.set_plan_version((job != nullptr ? job->job().plan_version() : 0) + 1);
   out.directive.mutable_checkpoint_restart()->set_checkpoint_dir(checkpoint_dir_);
   for (uint32_t r : excluded) out.directive.mutable_checkpoint_restart()->add_excluded_ranks(r);
@@ -30,14 +31,15 @@ void S4CheckpointRestart::OnIssued(const PlannedDirective& /*plan*/,
 }
 
 bool S4CheckpointRestart::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
-                                           EventContext& ctx, EventActions& actions) {
+                                           EventContext& ctx, detection::EventActions& actions) {
   const falcon::v1::Directive& d = record.directive();
   const uint64_t id = d.directive_id();
   if (record.state() == falcon::v1::DirectiveRecord::STATE_REJECTED) {
     directive_ = 0;
     const std::string why = absl::StrCat("S4 directive ", id, " failed: ", record.state_reason());
-    LOG(WARNING) << "S4 rejected " << ctx.Subject() << " directive=" << id << " why=\""
-                 << record.state_reason() << "\"";
+    // The rejection itself is logged and counted where the directive's state changed.
+    LOG(INFO) << "S4 failed " << ctx.Subject() << " directive=" << id << " why=\""
+              << record.state_reason() << "\"";
     ctx.Record(actions, falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART, 0, ctx.last_iteration, why,
                false);
     return false;
@@ -46,7 +48,7 @@ bool S4CheckpointRestart::OnDirectiveState(const falcon::v1::DirectiveRecord& re
       "restarted without ranks [", absl::StrJoin(d.checkpoint_restart().excluded_ranks(), ", "),
       "] (S4, directive ", id, ")");
   if (absl::Status s = actions.CloseEvent(ctx.event_id, reason); !s.ok()) {
-    ctx.CountError("mitigation_close_event", s);
+    ctx.CountError(metrics::where::kMitigationCloseEvent, s);
   } else {
     LOG(INFO) << "event closed by S4 " << ctx.Subject() << " directive=" << id
               << " state=" << falcon::v1::DirectiveRecord::State_Name(record.state());

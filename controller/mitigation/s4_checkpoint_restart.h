@@ -20,17 +20,20 @@ class S4CheckpointRestart final : public MitigationStrategy {
   explicit S4CheckpointRestart(std::string checkpoint_dir)
       : checkpoint_dir_(std::move(checkpoint_dir)) {}
 
-  analysis::Strategy level() const override { return analysis::Strategy::kS4CheckpointRestart; }
+  analysis::plan::Strategy level() const override {
+    return analysis::plan::Strategy::kS4CheckpointRestart;
+  }
 
   // Always plans (an unknown job gets plan version 1).
-  absl::StatusOr<PlannedDirective> Plan(const analysis::EscalationStep& step, EventContext& ctx,
-                                        EventActions& actions) override;
+  absl::StatusOr<PlannedDirective> Plan(const analysis::plan::EscalationStep& step,
+                                        EventContext& ctx,
+                                        detection::EventActions& actions) override;
   // A restart is not undone: no-op.
-  void Revert(const analysis::EscalationStep& /*step*/, EventContext& /*ctx*/,
-              EventActions& /*actions*/) override {}
+  void Revert(const analysis::plan::EscalationStep& /*step*/, EventContext& /*ctx*/,
+              detection::EventActions& /*actions*/) override {}
   // APPLIED or TIMED_OUT: closes the event and returns true. REJECTED: records the failure.
   bool OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventContext& ctx,
-                        EventActions& actions) override;
+                        detection::EventActions& actions) override;
 
  protected:
   absl::string_view what() const override { return "S4 checkpoint-restart"; }

@@ -14,7 +14,7 @@ class S4CheckpointRestartTest : public ::testing::Test {
     ctx_.last_iteration = 150;
     ctx_.layouts = &layouts_;
     ctx_.errors = &errors_;
-    step_.strategy = analysis::Strategy::kS4CheckpointRestart;
+    step_.strategy = analysis::plan::Strategy::kS4CheckpointRestart;
     step_.iteration = 150;
     step_.reason = "lost 2.00s >= S4 checkpoint-restart cost 2.00s";
   }
@@ -40,12 +40,12 @@ class S4CheckpointRestartTest : public ::testing::Test {
   CountingErrorCounter errors_;
   LayoutsInForce layouts_;
   EventContext ctx_;
-  analysis::EscalationStep step_;
+  analysis::plan::EscalationStep step_;
   S4CheckpointRestart s4_;
 };
 
 TEST_F(S4CheckpointRestartTest, RestartsWithoutTheCulpritAndAppliedClosesTheEvent) {
-  layouts_["job"] = analysis::Layout();  // An S3 layout in force is superseded.
+  layouts_["job"] = analysis::plan::Layout();  // An S3 layout in force is superseded.
   absl::StatusOr<PlannedDirective> plan = s4_.Plan(step_, ctx_, actions_);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->directive.checkpoint_restart().checkpoint_dir(), "ckpt");

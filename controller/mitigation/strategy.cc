@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "controller/metrics/metric_table.h"
 #include "glog/logging.h"
 
 namespace falcon::controller::mitigation {
@@ -29,9 +30,9 @@ std::string EventContext::Subject() const {
   return s;
 }
 
-absl::StatusOr<JobShape> EventContext::Shape(const JobEntry& job_entry,
+absl::StatusOr<JobShape> EventContext::Shape(const registry::JobEntry& job_entry,
                                              const std::vector<uint32_t>& micro_batches) const {
-  const analysis::Layout* layout = nullptr;
+  const analysis::plan::Layout* layout = nullptr;
   if (layouts != nullptr) {
     auto it = layouts->find(job);
     if (it != layouts->end()) layout = &it->second;
@@ -39,7 +40,7 @@ absl::StatusOr<JobShape> EventContext::Shape(const JobEntry& job_entry,
   return ShapeOf(job_entry, layout, micro_batches);
 }
 
-void EventContext::Record(EventActions& actions, falcon::v1::Strategy strategy,
+void EventContext::Record(detection::EventActions& actions, falcon::v1::Strategy strategy,
                           uint64_t directive_id, int64_t iteration, const std::string& reason,
                           bool revert) {
   if (rebuilding) return;  // Already in the event's log.
@@ -54,7 +55,7 @@ void EventContext::Record(EventActions& actions, falcon::v1::Strategy strategy,
   a.set_revert(revert);
   // The event may have ended meanwhile (an S4 closed it); the action is then lost.
   if (absl::Status s = actions.RecordAction(event_id, a); !s.ok()) {
-    CountError("mitigation_record_action", s);
+    CountError(metrics::where::kMitigationRecordAction, s);
   }
 }
 
@@ -64,23 +65,23 @@ void EventContext::CountError(absl::string_view where, const absl::Status& statu
   if (errors != nullptr) errors->CountError(where);
 }
 
-absl::string_view ShortName(analysis::Strategy strategy) {
+absl::string_view ShortName(analysis::plan::Strategy strategy) {
   switch (strategy) {
-    case analysis::Strategy::kS1Ignore:
+    case analysis::plan::Strategy::kS1Ignore:
       return "s1";
-    case analysis::Strategy::kS2MicroBatch:
+    case analysis::plan::Strategy::kS2MicroBatch:
       return "s2";
-    case analysis::Strategy::kS3Topology:
+    case analysis::plan::Strategy::kS3Topology:
       return "s3";
-    case analysis::Strategy::kS4CheckpointRestart:
+    case analysis::plan::Strategy::kS4CheckpointRestart:
       return "s4";
   }
   return "unknown";
 }
 
-absl::Status MitigationStrategy::Issue(const analysis::EscalationStep& step,
+absl::Status MitigationStrategy::Issue(const analysis::plan::EscalationStep& step,
                                        const PlannedDirective& plan, EventContext& ctx,
-                                       EventActions& actions) {
+                                       detection::EventActions& actions) {
   const auto strategy = static_cast<falcon::v1::Strategy>(level());
   const std::string& reason = plan.directive.reason();
   if (actions.Settings(ctx.job).dry_run) {
@@ -99,24 +100,26 @@ absl::Status MitigationStrategy::Issue(const analysis::EscalationStep& step,
   if (absl::Status s =
           actions.MarkMitigating(ctx.event_id, absl::StrCat(what(), " (directive ", *id, ")"));
       !s.ok()) {
-    ctx.CountError("mitigation_mark_mitigating", s);
+    ctx.CountError(metrics::where::kMitigationMarkMitigating, s);
   }
   ctx.Record(actions, strategy, *id, effective, reason, false);
   directive_ = *id;
   OnIssued(plan, effective, ctx);
-  LOG(INFO) << "directive issued " << ctx.Subject() << " directive=" << *id
-            << " strategy=" << ShortName(level()) << " effective_iteration=" << effective
-            << " plan=\"" << plan.summary << "\"";
+  // The directive's line (with its epoch, targets and reason, which holds the plan) is the
+  // issuer's; this one is detail.
+  VLOG(1) << "plan issued " << ctx.Subject() << " directive=" << *id
+          << " strategy=" << ShortName(level()) << " plan=\"" << plan.summary << "\"";
   return absl::OkStatus();
 }
 
 std::optional<std::string> MitigationStrategy::Measure(int64_t iteration,
                                                        absl::Duration iteration_time,
-                                                       EventContext& ctx, EventActions& actions) {
+                                                       EventContext& ctx,
+                                                       detection::EventActions& actions) {
   const std::optional<absl::Duration> median = ctx.measurement.Add(iteration, iteration_time);
   if (!median.has_value()) return std::nullopt;
   if (absl::Status s = actions.SetMitigatedIterationTime(ctx.event_id, *median); !s.ok()) {
-    ctx.CountError("mitigation_set_mitigated_time", s);
+    ctx.CountError(metrics::where::kMitigationSetMitigatedTime, s);
   }
   VLOG(1) << "iteration under plan " << ctx.Subject() << " strategy=" << ShortName(level())
           << " iteration=" << iteration << " time_s=" << absl::ToDoubleSeconds(iteration_time)

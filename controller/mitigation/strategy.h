@@ -31,7 +31,7 @@ namespace falcon::controller::mitigation {
 
 // The layout in force per job after an S3 (the registration may lag behind); shared by the
 // events of the orchestrator.
-using LayoutsInForce = std::map<std::string, analysis::Layout>;
+using LayoutsInForce = std::map<std::string, analysis::plan::Layout>;
 
 // What the levels of one event share.
 struct EventContext {
@@ -53,18 +53,18 @@ struct EventContext {
   // "job=<job> event=<id> rank=<r>[,<r>...]" or "... link=<a>-><b>[,...]", for log lines.
   std::string Subject() const;
   // The job's shape with the layout in force and `micro_batches` (see ShapeOf).
-  absl::StatusOr<JobShape> Shape(const JobEntry& job,
+  absl::StatusOr<JobShape> Shape(const registry::JobEntry& job,
                                  const std::vector<uint32_t>& micro_batches) const;
   // Appends an action to the event's log (nothing while rebuilding); dry_run is set for a
   // strategy above S1 recorded without a directive while the job's dry_run setting is on.
-  void Record(EventActions& actions, falcon::v1::Strategy strategy, uint64_t directive_id,
-              int64_t iteration, const std::string& reason, bool revert);
+  void Record(detection::EventActions& actions, falcon::v1::Strategy strategy,
+              uint64_t directive_id, int64_t iteration, const std::string& reason, bool revert);
   // A failed call whose failure is handled by going on: logs a warning and counts it at `where`.
   void CountError(absl::string_view where, const absl::Status& status) const;
 };
 
 // "s2", "s3", "s4" (as the controller's metrics label directives).
-absl::string_view ShortName(analysis::Strategy strategy);
+absl::string_view ShortName(analysis::plan::Strategy strategy);
 
 // A directive planned, not yet issued.
 struct PlannedDirective {
@@ -77,26 +77,27 @@ class MitigationStrategy {
  public:
   virtual ~MitigationStrategy() = default;
 
-  virtual analysis::Strategy level() const = 0;
+  virtual analysis::plan::Strategy level() const = 0;
   // The directive in force (0: none).
   uint64_t directive() const { return directive_; }
 
   // The directive for `step` (an kApply of this level), or why the level cannot help now.
-  virtual absl::StatusOr<PlannedDirective> Plan(const analysis::EscalationStep& step,
-                                                EventContext& ctx, EventActions& actions) = 0;
+  virtual absl::StatusOr<PlannedDirective> Plan(const analysis::plan::EscalationStep& step,
+                                                EventContext& ctx,
+                                                detection::EventActions& actions) = 0;
   // Issues `plan`; under dry run records it without sending. Errors: the directive protocol's.
-  absl::Status Issue(const analysis::EscalationStep& step, const PlannedDirective& plan,
-                     EventContext& ctx, EventActions& actions);
+  absl::Status Issue(const analysis::plan::EscalationStep& step, const PlannedDirective& plan,
+                     EventContext& ctx, detection::EventActions& actions);
   // One job iteration under this level's plan in force; returns why it did not help when the
   // measurement judges so (the caller then reverts and skips the level).
   virtual std::optional<std::string> Measure(int64_t iteration, absl::Duration iteration_time,
-                                             EventContext& ctx, EventActions& actions);
+                                             EventContext& ctx, detection::EventActions& actions);
   // Undoes the plan in force (a dry-run plan: records the revert). No-op when none.
-  virtual void Revert(const analysis::EscalationStep& step, EventContext& ctx,
-                      EventActions& actions) = 0;
+  virtual void Revert(const analysis::plan::EscalationStep& step, EventContext& ctx,
+                      detection::EventActions& actions) = 0;
   // This level's directive `record` reached a final state. Returns true when the event ended.
   virtual bool OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventContext& ctx,
-                                EventActions& actions) = 0;
+                                detection::EventActions& actions) = 0;
   // After a controller restart: `directive` is in force (0 none); `shape`: the job's registered
   // shape (null when unknown), what a plan in force replaced.
   virtual void Restore(uint64_t directive, const JobShape* shape);

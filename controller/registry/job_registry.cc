@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace falcon::controller {
+namespace falcon::controller::registry {
 
 using falcon::controller::v1::AgentJob;
 using falcon::controller::v1::JobRecord;
@@ -65,13 +65,13 @@ bool JobEntry::ObserveTraffic(uint64_t comm_id, uint64_t p2p_ops, uint64_t colle
   return false;
 }
 
-MaybeFieldError JobEntry::MergeFrom(const std::string& agent_id, const std::string& node,
-                                    const falcon::v1::JobRegistration& reg,
-                                    const std::string& path) {
+util::MaybeFieldError JobEntry::MergeFrom(const std::string& agent_id, const std::string& node,
+                                          const falcon::v1::JobRegistration& reg,
+                                          const std::string& path) {
   const bool fresh = record_.agents().empty();
   if (!fresh && reg.epoch() < epoch()) {
-    return MakeFieldError(path + ".epoch",
-                          absl::StrCat(reg.epoch(), " is older than the job's epoch ", epoch()));
+    return util::MakeFieldError(
+        path + ".epoch", absl::StrCat(reg.epoch(), " is older than the job's epoch ", epoch()));
   }
   // A newer epoch starts the job's layout over: parts of older epochs are dropped.
   if (!fresh && reg.epoch() > epoch()) {
@@ -84,10 +84,10 @@ MaybeFieldError JobEntry::MergeFrom(const std::string& agent_id, const std::stri
   for (const AgentJob& other : record_.agents()) {
     if (other.agent_id() == agent_id) continue;
     if (other.registration().world_size() != reg.world_size()) {
-      return MakeFieldError(path + ".world_size",
-                            absl::StrCat(reg.world_size(), " conflicts with world_size ",
-                                         other.registration().world_size(),
-                                         " registered by agent '", other.agent_id(), "'"));
+      return util::MakeFieldError(path + ".world_size",
+                                  absl::StrCat(reg.world_size(), " conflicts with world_size ",
+                                               other.registration().world_size(),
+                                               " registered by agent '", other.agent_id(), "'"));
     }
     for (int i = 0; i < reg.communicators_size(); ++i) {
       const falcon::v1::Communicator& mine = reg.communicators(i);
@@ -95,8 +95,8 @@ MaybeFieldError JobEntry::MergeFrom(const std::string& agent_id, const std::stri
         if (theirs.comm_id() != mine.comm_id()) continue;
         if (!std::equal(mine.member_ranks().begin(), mine.member_ranks().end(),
                         theirs.member_ranks().begin(), theirs.member_ranks().end())) {
-          return MakeFieldError(
-              Indexed(path + ".communicators", i) + ".member_ranks",
+          return util::MakeFieldError(
+              util::Indexed(path + ".communicators", i) + ".member_ranks",
               absl::StrCat("comm ", mine.comm_id(), " members [",
                            absl::StrJoin(mine.member_ranks(), ","), "] differ from [",
                            absl::StrJoin(theirs.member_ranks(), ","), "] registered by agent '",
@@ -301,17 +301,18 @@ void JobRegistry::IndexAgents(const JobEntry& entry, bool add) {
   }
 }
 
-MaybeFieldError JobRegistry::Merge(const std::string& agent_id, const std::string& node,
-                                   const falcon::v1::JobRegistration& reg, const std::string& path,
-                                   std::optional<JobEntry>* out) const {
+util::MaybeFieldError JobRegistry::Merge(const std::string& agent_id, const std::string& node,
+                                         const falcon::v1::JobRegistration& reg,
+                                         const std::string& path,
+                                         std::optional<JobEntry>* out) const {
   const JobEntry* existing = Find(reg.job());
   JobEntry entry = existing ? *existing : JobEntry(JobRecord());
-  if (MaybeFieldError e = entry.MergeFrom(agent_id, node, reg, path)) return e;
+  if (util::MaybeFieldError e = entry.MergeFrom(agent_id, node, reg, path)) return e;
   out->emplace(std::move(entry));
   return std::nullopt;
 }
 
-JobEntry* JobRegistry::Install(JobEntry entry, StoreTxn* txn) {
+JobEntry* JobRegistry::Install(JobEntry entry, store::StoreTxn* txn) {
   Persist(entry, txn);
   auto& slot = jobs_[entry.name()];
   if (slot != nullptr) IndexAgents(*slot, false);
@@ -328,7 +329,7 @@ bool JobRegistry::Remove(const std::string& job) {
   return true;
 }
 
-void JobRegistry::Persist(const JobEntry& entry, StoreTxn* txn) const {
+void JobRegistry::Persist(const JobEntry& entry, store::StoreTxn* txn) const {
   txn->PutJob(entry.record());
 }
 
@@ -372,4 +373,4 @@ size_t JobRegistry::JobCountOfAgent(const std::string& agent_id) const {
   return it == agent_jobs_.end() ? 0 : it->second.size();
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::registry

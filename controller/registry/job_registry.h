@@ -21,7 +21,7 @@
 #include "proto/falcon/v1/control.pb.h"
 #include "proto/falcon/v1/telemetry.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::registry {
 
 struct CommInfo {
   falcon::v1::Communicator comm;  // kind = effective role (hint, else inferred).
@@ -68,8 +68,8 @@ class JobEntry {
   }
 
   // Merges `reg` as agent_id's part (see JobRegistry::Merge). Errors: FieldError under `path`.
-  MaybeFieldError MergeFrom(const std::string& agent_id, const std::string& node,
-                            const falcon::v1::JobRegistration& reg, const std::string& path);
+  util::MaybeFieldError MergeFrom(const std::string& agent_id, const std::string& node,
+                                  const falcon::v1::JobRegistration& reg, const std::string& path);
   // Removes agent_id's part. True when it had one.
   bool RemoveAgent(const std::string& agent_id);
 
@@ -106,13 +106,13 @@ class JobRegistry {
   // Errors (FieldError under `path`): an epoch older than the job's; a world_size different from
   // the one registered at the same epoch; a communicator whose members differ from another
   // agent's registration of the same comm_id.
-  MaybeFieldError Merge(const std::string& agent_id, const std::string& node,
-                        const falcon::v1::JobRegistration& reg, const std::string& path,
-                        std::optional<JobEntry>* out) const;
+  util::MaybeFieldError Merge(const std::string& agent_id, const std::string& node,
+                              const falcon::v1::JobRegistration& reg, const std::string& path,
+                              std::optional<JobEntry>* out) const;
   // Installs `entry` (from Merge, or a modified copy of Find()) and stages its record in `txn`.
-  JobEntry* Install(JobEntry entry, StoreTxn* txn);
+  JobEntry* Install(JobEntry entry, store::StoreTxn* txn);
   // Stages the record of an entry changed in place (state, traffic).
-  void Persist(const JobEntry& entry, StoreTxn* txn) const;
+  void Persist(const JobEntry& entry, store::StoreTxn* txn) const;
   // Forgets `job` (retention; the caller stages the store's delete). False when unknown.
   bool Remove(const std::string& job);
 
@@ -136,6 +136,6 @@ class JobRegistry {
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> agent_jobs_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::registry
 
 #endif  // FALCON_CONTROLLER_REGISTRY_JOB_REGISTRY_H_

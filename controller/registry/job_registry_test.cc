@@ -6,16 +6,16 @@
 #include "controller/testing/job_fixtures.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::registry {
 namespace {
 
 using testing::LayoutSpec;
 using testing::NodeRegistration;
 
 JobEntry* Register(JobRegistry* registry, const std::string& agent, const std::string& node,
-                   const falcon::v1::JobRegistration& reg, StoreTxn* txn) {
+                   const falcon::v1::JobRegistration& reg, store::StoreTxn* txn) {
   std::optional<JobEntry> entry;
-  MaybeFieldError e = registry->Merge(agent, node, reg, "reg", &entry);
+  util::MaybeFieldError e = registry->Merge(agent, node, reg, "reg", &entry);
   EXPECT_FALSE(e.has_value()) << e->field() << ": " << e->message();
   if (e) return nullptr;
   return registry->Install(std::move(*entry), txn);
@@ -26,7 +26,7 @@ TEST(JobRegistryTest, MergesNodesIntoOneJob) {
   spec.dp = 2;
   spec.pp = 2;
   JobRegistry registry;
-  StoreTxn txn;
+  store::StoreTxn txn;
   Register(&registry, "agent-0", "node-0", NodeRegistration(spec, 0), &txn);
   JobEntry* job = Register(&registry, "agent-1", "node-1", NodeRegistration(spec, 1), &txn);
   ASSERT_NE(job, nullptr);
@@ -52,7 +52,7 @@ TEST(JobRegistryTest, InfersRolesWithoutHints) {
   spec.hint_kinds = false;
   spec.hint_layout = false;
   JobRegistry registry;
-  StoreTxn txn;
+  store::StoreTxn txn;
   Register(&registry, "a0", "node-0", NodeRegistration(spec, 0), &txn);
   JobEntry* job = Register(&registry, "a1", "node-1", NodeRegistration(spec, 1), &txn);
   EXPECT_EQ(job->FindComm(1)->comm.kind(), falcon::v1::COMM_KIND_WORLD);
@@ -68,13 +68,13 @@ TEST(JobRegistryTest, InfersRolesWithoutHints) {
 TEST(JobRegistryTest, ConflictsAreFieldErrors) {
   LayoutSpec spec;
   JobRegistry registry;
-  StoreTxn txn;
+  store::StoreTxn txn;
   Register(&registry, "a0", "node-0", NodeRegistration(spec, 0), &txn);
   std::optional<JobEntry> out;
 
   falcon::v1::JobRegistration bigger = NodeRegistration(spec, 1);
   bigger.set_world_size(8);
-  MaybeFieldError e = registry.Merge("a1", "node-1", bigger, "batch.registration", &out);
+  util::MaybeFieldError e = registry.Merge("a1", "node-1", bigger, "batch.registration", &out);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->field(), "batch.registration.world_size");
 
@@ -97,7 +97,7 @@ TEST(JobRegistryTest, ConflictsAreFieldErrors) {
 TEST(JobRegistryTest, NewEpochDropsOldPartsAndRanksMove) {
   LayoutSpec spec;
   JobRegistry registry;
-  StoreTxn txn;
+  store::StoreTxn txn;
   Register(&registry, "a0", "node-0", NodeRegistration(spec, 0), &txn);
   Register(&registry, "a1", "node-1", NodeRegistration(spec, 1), &txn);
   // Rank 1 moves to agent a1 (same epoch): last writer wins.
@@ -119,7 +119,7 @@ TEST(JobRegistryTest, NewEpochDropsOldPartsAndRanksMove) {
 TEST(JobRegistryTest, LoadRestoresFromRecords) {
   LayoutSpec spec;
   JobRegistry registry;
-  StoreTxn txn;
+  store::StoreTxn txn;
   JobEntry* job = Register(&registry, "a0", "node-0", NodeRegistration(spec, 0), &txn);
   job->set_state(falcon::v1::JOB_STATE_PROFILING);
   JobRegistry reloaded;
@@ -136,7 +136,7 @@ TEST(JobRegistryTest, WithEarlierPartKeepsTheRanksOfARejoiningAgent) {
   spec.pp = 1;
   spec.ranks_per_node = 2;
   JobRegistry registry;
-  StoreTxn txn;
+  store::StoreTxn txn;
   const falcon::v1::JobRegistration full = NodeRegistration(spec, 0);  // Ranks 0 and 1.
   ASSERT_EQ(full.ranks_size(), 2);
   JobEntry* job = Register(&registry, "a0", "node-0", full, &txn);
@@ -163,4 +163,4 @@ TEST(JobRegistryTest, WithEarlierPartKeepsTheRanksOfARejoiningAgent) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::registry

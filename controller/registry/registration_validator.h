@@ -6,7 +6,7 @@
 #include "controller/util/field_error.h"
 #include "proto/falcon/v1/telemetry.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::registry {
 
 inline constexpr uint32_t kMaxWorldSize = 1u << 20;
 
@@ -15,9 +15,9 @@ inline constexpr uint32_t kMaxWorldSize = 1u << 20;
 // [0, world_size), with a node, pid > 0, gpu >= -1, layout indices -1 or inside the hinted
 // sizes; communicators with distinct non-zero ids, known kinds, non-empty distinct members in
 // [0, world_size), names <= 128 bytes; dp*pp*tp == world_size when all three are hinted.
-MaybeFieldError ValidateJobRegistration(const falcon::v1::JobRegistration& reg,
-                                        absl::string_view path);
+util::MaybeFieldError ValidateJobRegistration(const falcon::v1::JobRegistration& reg,
+                                              absl::string_view path);
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::registry
 
 #endif  // FALCON_CONTROLLER_REGISTRY_REGISTRATION_VALIDATOR_H_

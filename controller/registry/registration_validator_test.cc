@@ -7,7 +7,7 @@
 #include "controller/testing/job_fixtures.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::registry {
 namespace {
 
 using falcon::v1::JobRegistration;
@@ -63,7 +63,7 @@ TEST(RegistrationValidatorTest, EachBadFieldIsNamed) {
   for (const Case& c : cases) {
     JobRegistration reg = Valid();
     c.mutate(&reg);
-    MaybeFieldError e = ValidateJobRegistration(reg, "reg");
+    util::MaybeFieldError e = ValidateJobRegistration(reg, "reg");
     ASSERT_TRUE(e.has_value()) << c.field;
     EXPECT_EQ(e->field(), c.field) << e->message();
     EXPECT_FALSE(e->message().empty());
@@ -71,4 +71,4 @@ TEST(RegistrationValidatorTest, EachBadFieldIsNamed) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::registry

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-namespace falcon::controller {
+namespace falcon::controller::registry {
 namespace {
 
 using falcon::v1::CommKind;
@@ -76,4 +76,4 @@ RoleInferenceResult InferRoles(uint32_t world_size, const std::vector<CommForInf
   return result;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::registry

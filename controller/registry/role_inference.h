@@ -12,7 +12,7 @@
 
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::registry {
 
 struct CommTraffic {
   uint64_t p2p_ops = 0;         // SEND / RECV records seen.
@@ -53,6 +53,6 @@ struct RoleInferenceResult {
 RoleInferenceResult InferRoles(uint32_t world_size, const std::vector<CommForInference>& comms,
                                const LayoutSizes& hinted);
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::registry
 
 #endif  // FALCON_CONTROLLER_REGISTRY_ROLE_INFERENCE_H_

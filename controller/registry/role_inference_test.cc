@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::registry {
 namespace {
 
 using falcon::v1::CommKind;
@@ -65,4 +65,4 @@ TEST(RoleInferenceTest, HintedSizesDecideAndUntraffickedPairStaysUnknown) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::registry

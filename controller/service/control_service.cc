@@ -7,15 +7,14 @@
 #include "controller/service/write_queue.h"
 #include "proto/grpc_util.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 // Streams event transitions: the open events first, then every committed transition.
 class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
  public:
   WatchReactor(EventLoop* loop, Controller* controller, ControlApi* api,
-               falcon::v1::WatchEventsRequest request, service::StreamLimiter* limiter,
-               std::string peer)
+               falcon::v1::WatchEventsRequest request, StreamLimiter* limiter, std::string peer)
       : loop_(loop),
         controller_(controller),
         limiter_(limiter),
@@ -24,7 +23,7 @@ class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
     loop_->Post([this, api, request] {
       absl::StatusOr<std::vector<falcon::v1::Event>> replay = api->StartWatch(request);
       if (!replay.ok()) {
-        writes_.RequestFinish(ToGrpcStatus(replay.status()));
+        writes_.RequestFinish(proto::ToGrpcStatus(replay.status()));
         return;
       }
       for (const falcon::v1::Event& e : *replay) writes_.Write(e);
@@ -49,7 +48,7 @@ class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
  private:
   EventLoop* const loop_;
   Controller* const controller_;
-  service::StreamLimiter* const limiter_;
+  StreamLimiter* const limiter_;
   const std::string peer_;
   WriteQueue<grpc::ServerWriteReactor<falcon::v1::Event>, falcon::v1::Event> writes_;
   uint64_t watch_id_ = 0;  // Loop thread only.
@@ -58,7 +57,7 @@ class WatchReactor : public grpc::ServerWriteReactor<falcon::v1::Event> {
 // A watch refused before it started (stream limit): finished at once with the refusal.
 class RefusedWatch : public grpc::ServerWriteReactor<falcon::v1::Event> {
  public:
-  explicit RefusedWatch(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  explicit RefusedWatch(const absl::Status& status) { Finish(proto::ToGrpcStatus(status)); }
   void OnDone() override { delete this; }
 };
 
@@ -71,7 +70,7 @@ grpc::ServerUnaryReactor* ControlService::Unary(grpc::CallbackServerContext* ctx
   loop_->Post([this, reactor, request, response, fn] {
     auto result = (api_.*fn)(*request);
     if (result.ok()) *response = std::move(*result);
-    reactor->Finish(ToGrpcStatus(result.status()));
+    reactor->Finish(proto::ToGrpcStatus(result.status()));
   });
   return reactor;
 }
@@ -148,4 +147,4 @@ grpc::ServerUnaryReactor* ControlService::DryRunPlan(grpc::CallbackServerContext
   return Unary(ctx, request, response, &ControlApi::DryRunPlan);
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -13,12 +13,12 @@
 #include "controller/service/stream_limiter.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 class ControlService final : public falcon::v1::Control::CallbackService {
  public:
   // `loop`, `controller` and `limiter` must outlive the server.
-  ControlService(EventLoop* loop, Controller* controller, service::StreamLimiter* limiter)
+  ControlService(EventLoop* loop, Controller* controller, StreamLimiter* limiter)
       : loop_(loop), controller_(controller), limiter_(limiter), api_(controller) {}
 
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
@@ -61,10 +61,10 @@ class ControlService final : public falcon::v1::Control::CallbackService {
 
   EventLoop* const loop_;
   Controller* const controller_;
-  service::StreamLimiter* const limiter_;
+  StreamLimiter* const limiter_;
   ControlApi api_;  // Loop thread only.
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_CONTROL_SERVICE_H_

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/metrics/controller_metrics.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/service/control_service.h"
 #include "controller/service/event_loop.h"
 #include "controller/service/stream_limiter.h"
@@ -17,7 +18,7 @@
 #include "controller/store/rocksdb_kv_store.h"
 #include "proto/grpc_util.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 // A damaged store stays as it is unless the operator decides to repair it.
@@ -32,7 +33,7 @@ absl::Status WithRepairHint(absl::Status s) {
 // Logs and counts what the repair lost: the figures recorded with the last durable commit
 // against those of the repaired store.
 void ReportRepair(const store::RepairReport& report, const store::StoreFigures& after,
-                  ControllerMetrics* metrics) {
+                  metrics::ControllerMetrics* metrics) {
   std::string lost_line, before_line, after_line;
   for (const auto& [kind, now] : after) {
     uint64_t before = now;
@@ -54,33 +55,34 @@ void ReportRepair(const store::RepairReport& report, const store::StoreFigures& 
                << after_line << "} commits_before=" << report.commits_before
                << " commits_after=" << report.commits_after << " method=\"" << report.method
                << "\" damage=\"" << report.damage << "\"";
-  if (metrics != nullptr) metrics->CountError("store_repair");
+  if (metrics != nullptr) metrics->CountError(metrics::where::kStoreRepair);
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
-    const ServerOptions& options, const common::Clock* clock, MitigationHook* hook) {
+    const ServerOptions& options, const common::Clock* clock, detection::MitigationHook* hook) {
   if (options.listen.empty()) return absl::InvalidArgumentError("listen: must not be empty");
   if (options.tick_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("tick_interval: must be > 0");
   }
   std::unique_ptr<ControllerServer> s(new ControllerServer());
+  s->data_dir_ = options.data_dir;
   s->registry_ = std::make_shared<prometheus::Registry>();
-  s->metrics_ = std::make_unique<ControllerMetrics>(*s->registry_, options.version);
+  s->metrics_ = std::make_unique<metrics::ControllerMetrics>(*s->registry_, options.version);
   if (options.data_dir.empty()) {
-    s->kv_ = std::make_unique<InMemoryKvStore>(ControllerStore::TableNames());
+    s->kv_ = std::make_unique<store::InMemoryKvStore>(store::ControllerStore::TableNames());
   } else {
-    RocksDbOptions rocks;
+    store::RocksDbOptions rocks;
     rocks.path = options.data_dir;
     rocks.sync_writes = options.sync_writes;
     rocks.repair = options.store_repair;
-    auto kv = RocksDbKvStore::Open(rocks, ControllerStore::TableNames());
+    auto kv = store::RocksDbKvStore::Open(rocks, store::ControllerStore::TableNames());
     if (!kv.ok()) return WithRepairHint(kv.status());
     s->kv_ = std::move(*kv);
-    if (const auto& report = static_cast<RocksDbKvStore*>(s->kv_.get())->repair_report()) {
+    if (const auto& report = static_cast<store::RocksDbKvStore*>(s->kv_.get())->repair_report()) {
       // What the repaired store holds, before the controller acts on it.
-      auto after = Controller::StoredFigures(ControllerStore(s->kv_.get(), clock));
+      auto after = Controller::StoredFigures(store::ControllerStore(s->kv_.get(), clock));
       if (!after.ok()) return WithRepairHint(after.status());
       ReportRepair(*report, *after, s->metrics_.get());
     }
@@ -95,15 +97,15 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   s->loop_ = std::make_unique<EventLoop>([c] { c->Tick(); }, options.tick_interval,
                                          // SyncStore logs and counts its own failures.
                                          [c] { c->SyncStore().IgnoreError(); });
-  s->limiter_ = std::make_unique<service::StreamLimiter>(options.controller.resource_limits,
-                                                         s->metrics_.get());
+  s->limiter_ =
+      std::make_unique<StreamLimiter>(options.controller.resource_limits, s->metrics_.get());
   s->telemetry_ = std::make_unique<TelemetryService>(s->loop_.get(), c, s->limiter_.get());
   s->control_ = std::make_unique<ControlService>(s->loop_.get(), c, s->limiter_.get());
-  GrpcKeepalive keepalive;
+  proto::GrpcKeepalive keepalive;
   keepalive.time = options.keepalive_time;
   keepalive.timeout = options.keepalive_timeout;
   auto started =
-      StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()}, keepalive);
+      proto::StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()}, keepalive);
   if (!started.ok()) {
     s->Shutdown();
     return started.status();
@@ -130,19 +132,26 @@ ControllerServer::~ControllerServer() { Shutdown(); }
 void ControllerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  const bool serving = server_ != nullptr;  // Else Start failed: nothing to tell.
+  if (serving) LOG(INFO) << "controller shutting down port=" << port_;
   exposer_.reset();
   if (server_ != nullptr) {
     // Open streams are cancelled; their reactors finish through the loop, which still runs.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
+    LOG(INFO) << "grpc server stopped port=" << port_ << " (open streams cancelled)";
   }
   loop_.reset();  // Drains what the reactors posted.
+  if (serving) LOG(INFO) << "controller loop drained (pending work committed)";
   server_.reset();
   telemetry_.reset();
   control_.reset();
   limiter_.reset();
   controller_.reset();
   kv_.reset();
+  if (serving) {
+    LOG(INFO) << "store closed data_dir=" << (data_dir_.empty() ? "(in memory)" : data_dir_);
+  }
 }
 
 void ControllerServer::RunOnLoop(const std::function<void(Controller&)>& fn) {
@@ -150,4 +159,4 @@ void ControllerServer::RunOnLoop(const std::function<void(Controller&)>& fn) {
   loop_->RunSync([&] { fn(*c); });
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -24,16 +24,20 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
-namespace falcon::controller {
-
+namespace falcon::controller::service {
 class ControllerMetrics;
+}  // namespace falcon::controller::service
+
+namespace falcon::controller::store {
+class KvStore;
+}  // namespace falcon::controller::store
+
+namespace falcon::controller::service {
+
 class ControlService;
 class EventLoop;
-class KvStore;
 class TelemetryService;
-namespace service {
 class StreamLimiter;
-}  // namespace service
 
 struct ServerOptions {
   // gRPC address; port 0 picks a free one (see port()). Default 127.0.0.1:7070.
@@ -65,13 +69,13 @@ class ControllerServer {
  public:
   // Errors: kInvalidArgument for bad options; kUnavailable when an address cannot be bound or
   // the data directory is locked; store errors while loading.
-  static absl::StatusOr<std::unique_ptr<ControllerServer>> Start(const ServerOptions& options,
-                                                                 const common::Clock* clock,
-                                                                 MitigationHook* hook = nullptr);
+  static absl::StatusOr<std::unique_ptr<ControllerServer>> Start(
+      const ServerOptions& options, const common::Clock* clock,
+      detection::MitigationHook* hook = nullptr);
   ~ControllerServer();
 
-  // Stops the gRPC server (cancelling open streams), drains the loop and closes the store.
-  // Idempotent.
+  // Stops the gRPC server (cancelling open streams), drains the loop (what it runs is committed)
+  // and closes the store, logging each step. Idempotent.
   void Shutdown();
 
   int port() const { return port_; }
@@ -84,20 +88,21 @@ class ControllerServer {
   ControllerServer() = default;
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<ControllerMetrics> metrics_;
-  std::unique_ptr<KvStore> kv_;
+  std::unique_ptr<metrics::ControllerMetrics> metrics_;
+  std::unique_ptr<store::KvStore> kv_;
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<EventLoop> loop_;
-  std::unique_ptr<service::StreamLimiter> limiter_;
+  std::unique_ptr<StreamLimiter> limiter_;
   std::unique_ptr<TelemetryService> telemetry_;
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string data_dir_;
   int port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_CONTROLLER_SERVER_H_

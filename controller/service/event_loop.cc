@@ -2,7 +2,7 @@
 
 #include "absl/synchronization/notification.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 EventLoop::EventLoop(std::function<void()> periodic, absl::Duration period,
                      std::function<void()> after_burst)
@@ -81,4 +81,4 @@ void EventLoop::Run() {
   }
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 class EventLoop {
  public:
@@ -54,6 +54,6 @@ class EventLoop {
   std::thread thread_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_EVENT_LOOP_H_

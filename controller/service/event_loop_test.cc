@@ -7,7 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 TEST(EventLoopTest, RunsInOrderOnOneThread) {
@@ -74,4 +74,4 @@ TEST(EventLoopTest, BurstTaskRunsAfterEachRunOfQueuedTasks) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/testing/log_capture.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/job_fixtures.h"
 #include "controller/testing/loopback_agent.h"
@@ -15,7 +17,7 @@
 #include "proto/falcon/v1/control.grpc.pb.h"
 #include "proto/reflection_client.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 using testing::LoopbackAgent;
@@ -165,7 +167,7 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
 }
 
 TEST_F(ServiceTest, ReflectionListsBothServices) {
-  auto services = ListServicesByReflection(channel_, absl::Seconds(10));
+  auto services = proto::ListServicesByReflection(channel_, absl::Seconds(10));
   ASSERT_TRUE(services.ok()) << services.status();
   for (const char* s : {"falcon.v1.Telemetry", "falcon.v1.Control"}) {
     EXPECT_NE(std::find(services->begin(), services->end(), s), services->end()) << s;
@@ -224,5 +226,24 @@ TEST_F(ServiceTest, DataBeforeHelloEndsTheStream) {
   ExpectError(stream2->Finish(), grpc::StatusCode::INVALID_ARGUMENT, "hello.jobs[0].ranks[0].pid");
 }
 
+TEST_F(ServiceTest, ShutdownLogsEachStepWithGlog) {
+  common::testing::LogCapture log;
+  server_->Shutdown();
+  server_->Shutdown();  // Idempotent: logged once.
+  const std::vector<std::string> lines = log.Lines();
+  std::vector<std::string> steps;
+  for (const char* what : {"controller shutting down port=", "grpc server stopped port=",
+                           "controller loop drained", "store closed data_dir=(in memory)"}) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].rfind(what, 0) == 0) steps.push_back(absl::StrCat(i, " ", what));
+    }
+  }
+  ASSERT_EQ(steps.size(), 4u) << absl::StrJoin(lines, "\n");
+  // In that order.
+  for (size_t k = 1; k < steps.size(); ++k) {
+    EXPECT_LT(std::stoi(steps[k - 1]), std::stoi(steps[k])) << steps[k];
+  }
+}
+
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

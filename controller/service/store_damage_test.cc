@@ -24,7 +24,7 @@
 #include "controller/testing/sim_agent.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 namespace fs = std::filesystem;
@@ -58,9 +58,9 @@ int64_t Healthy(uint32_t rank, int64_t i) {
 class LiveController {
  public:
   explicit LiveController(const std::string& dir) : dir_(dir) {
-    RocksDbOptions o;
+    store::RocksDbOptions o;
     o.path = dir;
-    kv_ = std::move(*RocksDbKvStore::Open(o, ControllerStore::TableNames()));
+    kv_ = std::move(*store::RocksDbKvStore::Open(o, store::ControllerStore::TableNames()));
     c_ = std::move(*Controller::Create(ControllerOptions(), kv_.get(), &clock_, nullptr));
     spec_.dp = 4;
     spec_.pp = 2;
@@ -115,7 +115,7 @@ class LiveController {
   std::string dir_;
   common::FakeClock clock_;
   testing::LayoutSpec spec_;
-  std::unique_ptr<RocksDbKvStore> kv_;
+  std::unique_ptr<store::RocksDbKvStore> kv_;
   std::unique_ptr<Controller> c_;
   std::vector<std::unique_ptr<testing::SimAgent>> agents_;
 };
@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> StartOn(const std::string& dir
 std::map<std::string, int64_t> RepairLost(ControllerServer& server) {
   std::map<std::string, int64_t> out;
   for (const auto& family : server.registry().Collect()) {
-    if (family.name != metric::kStoreRepairLost.name) continue;
+    if (family.name != metrics::kStoreRepairLost.name) continue;
     for (const auto& m : family.metric) {
       for (const auto& l : m.label) {
         if (l.name == "kind") out[l.value] = static_cast<int64_t>(m.gauge.value);
@@ -202,12 +202,12 @@ TEST_P(StoreDamageTest, RefusedNamingTheFileThenRepairedWithTheLossCounted) {
   const std::map<std::string, int64_t> lost = RepairLost(**repaired);
   std::map<std::string, int64_t> after;
   {
-    RocksDbOptions o;
+    store::RocksDbOptions o;
     o.path = copy;
     o.repair = true;
-    auto kv = RocksDbKvStore::Open(o, ControllerStore::TableNames());
+    auto kv = store::RocksDbKvStore::Open(o, store::ControllerStore::TableNames());
     ASSERT_TRUE(kv.ok()) << kv.status();
-    auto figures = Controller::StoredFigures(ControllerStore(kv->get(), &clock));
+    auto figures = Controller::StoredFigures(store::ControllerStore(kv->get(), &clock));
     ASSERT_TRUE(figures.ok()) << figures.status();
     for (const auto& [k, v] : *figures) after[k] = static_cast<int64_t>(v);
   }
@@ -238,4 +238,4 @@ INSTANTIATE_TEST_SUITE_P(Damages, StoreDamageTest,
                                            Damage::kTruncateManifest));
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -30,7 +30,7 @@
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 using testing::LoopbackAgent;
@@ -207,7 +207,7 @@ TEST_F(StreamBoundsTest, AStreamWithoutHeartbeatsIsClosedByTheIdleTimeout) {
   EXPECT_EQ(closed->error_code(), grpc::StatusCode::UNAVAILABLE) << closed->error_message();
   EXPECT_NE(closed->error_message().find("stream_idle_timeout"), std::string::npos);
   EXPECT_FALSE(Connected("node-0"));
-  EXPECT_EQ(Counter(metric::kStreamIdleTimeouts.name, {}), 1);
+  EXPECT_EQ(Counter(metrics::kStreamIdleTimeouts.name, {}), 1);
   ASSERT_TRUE(agent->Connect(Target(), absl::Seconds(20)).ok());
   EXPECT_TRUE(Connected("node-0"));
 }
@@ -239,7 +239,7 @@ TEST_F(StreamBoundsTest, StreamsBeyondThePeersLimitAreRefused) {
     EXPECT_FALSE(reader->Read(&e));
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   }
-  EXPECT_EQ(Counter(metric::kLimitRefusals.name, {{"limit", "max_streams_per_peer"}}), 2);
+  EXPECT_EQ(Counter(metrics::kLimitRefusals.name, {{"limit", "max_streams_per_peer"}}), 2);
   // Once a stream ends, another is admitted.
   a->Close();
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -259,4 +259,4 @@ TEST(PeerHostTest, DropsThePort) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

@@ -25,7 +25,7 @@ std::string PeerHost(const std::string& peer);
 class StreamLimiter {
  public:
   // `metrics` (nullable) must outlive the limiter.
-  StreamLimiter(ResourceLimits limits, ControllerMetrics* metrics)
+  StreamLimiter(ResourceLimits limits, metrics::ControllerMetrics* metrics)
       : limits_(limits), metrics_(metrics) {}
 
   // Admits a new stream from `peer` (a gRPC peer address; `what` names the RPC for the log).
@@ -38,7 +38,7 @@ class StreamLimiter {
 
  private:
   const ResourceLimits limits_;
-  ControllerMetrics* const metrics_;
+  metrics::ControllerMetrics* const metrics_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, size_t> open_ ABSL_GUARDED_BY(mu_);  // host -> streams
 };

@@ -5,19 +5,21 @@
 #include "controller/service/write_queue.h"
 #include "proto/grpc_util.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 namespace {
 
 using Reactor = grpc::ServerBidiReactor<falcon::v1::AgentMessage, falcon::v1::ControllerMessage>;
 
 // The controller's handle on the stream; outlives the reactor when the hub still holds it.
-class StreamChannel : public AgentChannel {
+class StreamChannel : public core::AgentChannel {
  public:
   explicit StreamChannel(Reactor* reactor) : writes_(reactor) {}
   bool Send(const falcon::v1::ControllerMessage& message) override {
     return writes_.Write(message);
   }
-  void Close(const absl::Status& status) override { writes_.RequestFinish(ToGrpcStatus(status)); }
+  void Close(const absl::Status& status) override {
+    writes_.RequestFinish(proto::ToGrpcStatus(status));
+  }
   WriteQueue<Reactor, falcon::v1::ControllerMessage>& writes() { return writes_; }
 
  private:
@@ -27,14 +29,13 @@ class StreamChannel : public AgentChannel {
 // A stream refused before it started (stream limit): finished at once with the refusal.
 class RefusedReactor : public Reactor {
  public:
-  explicit RefusedReactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  explicit RefusedReactor(const absl::Status& status) { Finish(proto::ToGrpcStatus(status)); }
   void OnDone() override { delete this; }
 };
 
 class ConnectReactor : public Reactor {
  public:
-  ConnectReactor(EventLoop* loop, Controller* controller, service::StreamLimiter* limiter,
-                 std::string peer)
+  ConnectReactor(EventLoop* loop, Controller* controller, StreamLimiter* limiter, std::string peer)
       : loop_(loop),
         controller_(controller),
         limiter_(limiter),
@@ -59,7 +60,7 @@ class ConnectReactor : public Reactor {
       absl::Status s = controller_->OnAgentMessage(&session_, in_);
       if (!s.ok()) {
         Disconnect();
-        channel_->writes().RequestFinish(ToGrpcStatus(s));
+        channel_->writes().RequestFinish(proto::ToGrpcStatus(s));
         return;
       }
       if (!channel_->writes().finish_requested()) StartRead(&in_);
@@ -94,7 +95,7 @@ class ConnectReactor : public Reactor {
 
   EventLoop* const loop_;
   Controller* const controller_;
-  service::StreamLimiter* const limiter_;
+  StreamLimiter* const limiter_;
   std::shared_ptr<StreamChannel> channel_;
   AgentSession session_;
   falcon::v1::AgentMessage in_;
@@ -111,4 +112,4 @@ Reactor* TelemetryService::Connect(grpc::CallbackServerContext* context) {
   return new ConnectReactor(loop_, controller_, limiter_, std::move(peer));
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service

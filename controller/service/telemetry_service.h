@@ -15,12 +15,12 @@
 #include "controller/service/stream_limiter.h"
 #include "proto/falcon/v1/telemetry.grpc.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 class TelemetryService final : public falcon::v1::Telemetry::CallbackService {
  public:
   // `loop`, `controller` and `limiter` must outlive the server.
-  TelemetryService(EventLoop* loop, Controller* controller, service::StreamLimiter* limiter)
+  TelemetryService(EventLoop* loop, Controller* controller, StreamLimiter* limiter)
       : loop_(loop), controller_(controller), limiter_(limiter) {}
 
   grpc::ServerBidiReactor<falcon::v1::AgentMessage, falcon::v1::ControllerMessage>* Connect(
@@ -29,9 +29,9 @@ class TelemetryService final : public falcon::v1::Telemetry::CallbackService {
  private:
   EventLoop* const loop_;
   Controller* const controller_;
-  service::StreamLimiter* const limiter_;
+  StreamLimiter* const limiter_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_TELEMETRY_SERVICE_H_

@@ -13,7 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace falcon::controller {
+namespace falcon::controller::service {
 
 template <typename Reactor, typename Message>
 class WriteQueue {
@@ -111,6 +111,6 @@ class WriteQueue {
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::service
 
 #endif  // FALCON_CONTROLLER_SERVICE_WRITE_QUEUE_H_

@@ -1,10 +1,14 @@
 #include "controller/settings/settings_manager.h"
 
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
 
-namespace falcon::controller {
+namespace falcon::controller::settings {
 namespace {
 
 absl::Status CheckRange(const char* field, double v, double lo, double hi, bool lo_open,
@@ -45,6 +49,33 @@ void ApplyTo(const falcon::v1::Settings& s, EffectiveSettings* e) {
 bool EffectiveSettings::DetectorParamsDiffer(const EffectiveSettings& o) const {
   return verification_min_ratio != o.verification_min_ratio || hazard != o.hazard ||
          change_probability != o.change_probability || min_gap_iterations != o.min_gap_iterations;
+}
+
+std::string SettingsFields(const falcon::v1::Settings& settings) {
+  const google::protobuf::Descriptor* d = settings.GetDescriptor();
+  const google::protobuf::Reflection* r = settings.GetReflection();
+  std::vector<std::string> out;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->name() == "job" || !r->HasField(settings, f)) continue;
+    std::string value;
+    switch (f->cpp_type()) {
+      case google::protobuf::FieldDescriptor::CPPTYPE_BOOL:
+        value = r->GetBool(settings, f) ? "true" : "false";
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE:
+        value = absl::StrFormat("%g", r->GetDouble(settings, f));
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_UINT32:
+        value = absl::StrCat(r->GetUInt32(settings, f));
+        break;
+      default:
+        value = "?";  // No other type in Settings; a new one shows up here.
+        break;
+    }
+    out.push_back(absl::StrCat(f->name(), "=", value));
+  }
+  return absl::StrJoin(out, " ");
 }
 
 absl::Status ValidateSettings(const falcon::v1::Settings& s) {
@@ -127,7 +158,7 @@ falcon::v1::Settings SettingsManager::Get(const std::string& job) const {
 }
 
 absl::StatusOr<falcon::v1::Settings> SettingsManager::Prepare(const falcon::v1::Settings& update,
-                                                              StoreTxn* txn) const {
+                                                              store::StoreTxn* txn) const {
   absl::Status valid = ValidateSettings(update);
   if (!valid.ok()) return valid;
   falcon::v1::Settings stored;
@@ -148,4 +179,4 @@ void SettingsManager::Forget(const std::string& job) {
   if (!job.empty()) overrides_.erase(job);
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::settings

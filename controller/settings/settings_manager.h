@@ -15,7 +15,7 @@
 #include "controller/store/controller_store.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::settings {
 
 // Every setting resolved to a value. Defaults are those documented in control.proto.
 struct EffectiveSettings {
@@ -42,6 +42,10 @@ struct EffectiveSettings {
 // "settings.hazard: 1.5 is outside (0, 1)".
 absl::Status ValidateSettings(const falcon::v1::Settings& settings);
 
+// The fields set in `settings` (job excepted) as "key=value" pairs in the message's order,
+// separated by spaces: "dry_run=true verification_min_ratio=0.2"; "" when none is set.
+std::string SettingsFields(const falcon::v1::Settings& settings);
+
 class SettingsManager {
  public:
   // Called after a successful Set with the job whose settings changed ("" = the defaults, which
@@ -62,7 +66,7 @@ class SettingsManager {
   // overrides record in `txn`; nothing changes in memory yet. The caller commits `txn`, then
   // calls Apply with the returned record. Errors: kInvalidArgument (ValidateSettings).
   absl::StatusOr<falcon::v1::Settings> Prepare(const falcon::v1::Settings& update,
-                                               StoreTxn* txn) const;
+                                               store::StoreTxn* txn) const;
   // Installs an overrides record from Prepare and tells the listener.
   void Apply(const falcon::v1::Settings& overrides);
   // Whether `job` has overrides of its own.
@@ -76,6 +80,6 @@ class SettingsManager {
   ChangeListener listener_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::settings
 
 #endif  // FALCON_CONTROLLER_SETTINGS_SETTINGS_MANAGER_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::settings {
 namespace {
 
 TEST(SettingsManagerTest, BuiltInDefaultsMatchTheProto) {
@@ -25,7 +25,7 @@ TEST(SettingsManagerTest, LayersDefaultsAndJobOverrides) {
   SettingsManager m;
   std::vector<std::string> changed;
   m.set_listener([&](const std::string& job) { changed.push_back(job); });
-  StoreTxn txn;
+  store::StoreTxn txn;
   falcon::v1::Settings defaults;
   defaults.set_hazard(0.01);
   defaults.set_min_gap_iterations(20);
@@ -67,9 +67,22 @@ TEST(SettingsManagerTest, LayersDefaultsAndJobOverrides) {
   EXPECT_EQ(reloaded.Effective("a").min_gap_iterations, 20u);
 }
 
+TEST(SettingsManagerTest, SettingsFieldsAreKeyValuePairsOfTheSetFields) {
+  falcon::v1::Settings s;
+  s.set_job("demo");
+  EXPECT_EQ(SettingsFields(s), "");
+  s.set_detection_enabled(false);
+  s.set_verification_min_ratio(0.15);
+  s.set_min_gap_iterations(12);
+  s.set_s3_cost_seconds(3);
+  EXPECT_EQ(SettingsFields(s),
+            "detection_enabled=false verification_min_ratio=0.15 min_gap_iterations=12 "
+            "s3_cost_seconds=3");
+}
+
 TEST(SettingsManagerTest, OutOfRangeFieldsAreNamed) {
   SettingsManager m;
-  StoreTxn txn;
+  store::StoreTxn txn;
   struct Case {
     falcon::v1::Settings s;
     std::string field;
@@ -100,4 +113,4 @@ TEST(SettingsManagerTest, OutOfRangeFieldsAreNamed) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::settings

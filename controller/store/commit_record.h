@@ -42,7 +42,7 @@ struct CommitRecord {
   std::string wal;          // Write-ahead log file name ("000012.log"); empty when unknown.
   uint64_t wal_bytes = 0;   // Its size once synced.
   std::vector<std::string> tables;
-  StoreFigures figures;
+  store::StoreFigures figures;
 
   // The text of one copy (without padding).
   std::string Encode() const;

@@ -46,7 +46,7 @@ TEST(CommitRecordTest, EncodeDecodeRoundTrip) {
   EXPECT_EQ(back->wal, "000012.log");
   EXPECT_EQ(back->wal_bytes, 56789u);
   EXPECT_EQ(back->tables, (std::vector<std::string>{"events", "jobs"}));
-  EXPECT_EQ(back->figures, (StoreFigures{{"jobs", 505}, {"batches", 12}}));
+  EXPECT_EQ(back->figures, (store::StoreFigures{{"jobs", 505}, {"batches", 12}}));
 }
 
 TEST(CommitRecordTest, AnyChangedByteOrCutIsRejected) {

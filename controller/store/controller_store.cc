@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "controller/store/keys.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 namespace {
 
 constexpr char kMetaKey[] = "meta";
@@ -252,4 +252,4 @@ absl::Status ControllerStore::ScanSamples(
   return bad;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

@@ -38,7 +38,7 @@
 #include "controller/store/records.pb.h"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 namespace tables {
 inline constexpr char kJobs[] = "jobs";
@@ -153,6 +153,6 @@ class ControllerStore {
   std::optional<int64_t> last_recovery_ns_;  // MonotonicNanos of the last recovery attempt.
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store
 
 #endif  // FALCON_CONTROLLER_STORE_CONTROLLER_STORE_H_

@@ -11,7 +11,7 @@
 #include "controller/store/rocksdb_kv_store.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 namespace {
 
 TEST(KeysTest, SampleKeysOrderNumericallyAndRoundTrip) {
@@ -223,4 +223,4 @@ TEST(ControllerStoreRocksDbTest, OpensWithItsTables) {
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

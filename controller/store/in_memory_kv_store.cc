@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 InMemoryKvStore::InMemoryKvStore(const std::vector<std::string>& tables) {
   for (const std::string& t : tables) tables_[t];
@@ -125,4 +125,4 @@ store::StoreFigures InMemoryKvStore::last_figures() const {
   return last_figures_;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "controller/store/kv_store.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 class InMemoryKvStore : public KvStore {
  public:
@@ -48,6 +48,6 @@ class InMemoryKvStore : public KvStore {
   store::StoreFigures last_figures_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store
 
 #endif  // FALCON_CONTROLLER_STORE_IN_MEMORY_KV_STORE_H_

@@ -1,6 +1,6 @@
 #include "controller/store/keys.h"
 
-namespace falcon::controller::keys {
+namespace falcon::controller::store::keys {
 
 void AppendU32(std::string* out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
@@ -73,4 +73,4 @@ bool ParseSampleKey(absl::string_view key, std::string* job, uint32_t* rank, int
   return true;
 }
 
-}  // namespace falcon::controller::keys
+}  // namespace falcon::controller::store::keys

@@ -10,7 +10,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace falcon::controller::keys {
+namespace falcon::controller::store::keys {
 
 void AppendU32(std::string* out, uint32_t v);
 void AppendU64(std::string* out, uint64_t v);
@@ -31,6 +31,6 @@ std::string SampleKey(absl::string_view job, uint32_t rank, int64_t iteration);
 // Parses a samples key; false when malformed.
 bool ParseSampleKey(absl::string_view key, std::string* job, uint32_t* rank, int64_t* iteration);
 
-}  // namespace falcon::controller::keys
+}  // namespace falcon::controller::store::keys
 
 #endif  // FALCON_CONTROLLER_STORE_KEYS_H_

@@ -3,7 +3,7 @@
 #include <iterator>
 #include <utility>
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
 void KvWriteBatch::Put(absl::string_view table, absl::string_view key, absl::string_view value) {
   ops_.push_back(Op{Op::Kind::kPut, std::string(table), std::string(key), std::string(value)});
@@ -46,4 +46,4 @@ absl::Status KvStore::Scan(absl::string_view table, absl::string_view prefix,
   return ScanRange(table, prefix, PrefixSuccessor(prefix), fn);
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

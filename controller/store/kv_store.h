@@ -15,14 +15,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace falcon::controller {
-namespace store {
+namespace falcon::controller::store {
 
 // Figures of what the store holds (e.g. {"jobs", 505}), recorded outside the database with each
 // KvStore::Sync so that a repair can say what damage lost. Names are [a-z_]+.
 using StoreFigures = std::vector<std::pair<std::string, uint64_t>>;
-
-}  // namespace store
 
 // A set of puts and deletes applied atomically by KvStore::Write, in order. Not thread-safe.
 class KvWriteBatch {
@@ -103,6 +100,6 @@ class KvStore {
   virtual absl::Status Flush() { return absl::OkStatus(); }
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store
 
 #endif  // FALCON_CONTROLLER_STORE_KV_STORE_H_

@@ -9,7 +9,7 @@
 #include "controller/store/rocksdb_kv_store.h"
 #include "gtest/gtest.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 namespace {
 
 std::string TmpDir(const std::string& name) {
@@ -151,4 +151,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.first; });
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

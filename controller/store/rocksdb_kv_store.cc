@@ -20,8 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
-namespace falcon::controller {
-namespace store {
+namespace falcon::controller::store {
 
 // RocksDB's info log goes to glog instead of a LOG file in the data directory: that file fills up
 // with the disk, and Debian's RocksDB 7.8 (built with assertions) aborts the process on the next
@@ -72,8 +71,6 @@ class RocksDbLogger : public rocksdb::Logger {
   absl::Mutex mu_;
   std::deque<std::string> recent_ ABSL_GUARDED_BY(mu_);
 };
-
-}  // namespace store
 
 namespace {
 
@@ -153,7 +150,7 @@ absl::StatusOr<std::unique_ptr<RocksDbKvStore>> RocksDbKvStore::Open(
   std::filesystem::create_directories(options.path, ec);  // RocksDB's own attempt logs an error.
   std::unique_ptr<RocksDbKvStore> store(new RocksDbKvStore(options, tables));
   absl::MutexLock lock(&store->mu_);
-  absl::StatusOr<std::optional<store::CommitRecord>> record = store->record_file_.Read();
+  absl::StatusOr<std::optional<CommitRecord>> record = store->record_file_.Read();
   if (!record.ok() && !absl::IsDataLoss(record.status())) return record.status();
   bool log_damage = false;
   absl::Status s = record.ok() ? store->OpenChecked(*record, /*point_in_time=*/false,
@@ -179,7 +176,7 @@ absl::StatusOr<std::unique_ptr<RocksDbKvStore>> RocksDbKvStore::Open(
 RocksDbKvStore::RocksDbKvStore(RocksDbOptions options, std::vector<std::string> tables)
     : options_(std::move(options)),
       requested_tables_(std::move(tables)),
-      logger_(std::make_shared<store::RocksDbLogger>()),
+      logger_(std::make_shared<RocksDbLogger>()),
       record_file_(options_.path) {}
 
 RocksDbKvStore::~RocksDbKvStore() {
@@ -199,7 +196,7 @@ RocksDbKvStore::~RocksDbKvStore() {
   CloseDb();
 }
 
-absl::Status RocksDbKvStore::OpenChecked(const std::optional<store::CommitRecord>& record,
+absl::Status RocksDbKvStore::OpenChecked(const std::optional<CommitRecord>& record,
                                          bool point_in_time, bool check_commits, bool* log_damage) {
   bool ignored = false;
   if (log_damage == nullptr) log_damage = &ignored;
@@ -346,8 +343,8 @@ absl::Status RocksDbKvStore::OpenChecked(const std::optional<store::CommitRecord
 }
 
 absl::Status RocksDbKvStore::Repair(const absl::Status& damage, bool log_damage,
-                                    const std::optional<store::CommitRecord>& record) {
-  store::RepairReport report;
+                                    const std::optional<CommitRecord>& record) {
+  RepairReport report;
   report.damage = std::string(damage.message());
   if (record.has_value()) {
     report.commits_before = record->commit;
@@ -419,7 +416,7 @@ void RocksDbKvStore::CloseDb() {
 }
 
 absl::Status RocksDbKvStore::WriteRecord(const store::StoreFigures& figures, bool durable) {
-  store::CommitRecord r;
+  CommitRecord r;
   r.commit = commit_;
   for (const std::string& n : table_names_) {
     if (n != rocksdb::kDefaultColumnFamilyName && n != kCommitFamily) r.tables.push_back(n);
@@ -508,7 +505,7 @@ absl::Status RocksDbKvStore::Recover() {
   absl::MutexLock lock(&mu_);
   if (broken_.ok() && db_ != nullptr) return absl::OkStatus();
   CloseDb();
-  absl::StatusOr<std::optional<store::CommitRecord>> record = record_file_.Read();
+  absl::StatusOr<std::optional<CommitRecord>> record = record_file_.Read();
   if (!record.ok()) {
     broken_ = record.status();
     return broken_;
@@ -573,4 +570,4 @@ std::vector<std::string> RocksDbKvStore::Tables() const {
   return out;
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

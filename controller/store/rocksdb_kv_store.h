@@ -45,9 +45,8 @@ class DB;
 class ColumnFamilyHandle;
 }  // namespace rocksdb
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 
-namespace store {
 class RocksDbLogger;
 
 // What a repair did and lost (RocksDbOptions::repair).
@@ -56,9 +55,8 @@ struct RepairReport {
   std::string method;           // "point-in-time recovery of the write-ahead log" or "RepairDB".
   uint64_t commits_before = 0;  // Durable commits per the commit record (0: no record).
   uint64_t commits_after = 0;   // Commits the repaired store holds.
-  StoreFigures figures_before;  // Recorded with the last durable commit (empty: no record).
+  store::StoreFigures figures_before;  // Recorded with the last durable commit (empty: no record).
 };
-}  // namespace store
 
 struct RocksDbOptions {
   // Directory of the database; created when missing. REQUIRES: non-empty.
@@ -101,7 +99,7 @@ class RocksDbKvStore : public KvStore {
   absl::Status Flush() override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Set when this open repaired a damaged store.
-  const std::optional<store::RepairReport>& repair_report() const { return repair_; }
+  const std::optional<RepairReport>& repair_report() const { return repair_; }
   // Commits written so far (the counter in the database).
   uint64_t commit() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -112,12 +110,11 @@ class RocksDbKvStore : public KvStore {
   absl::Status OpenDb() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `log_damage` (may be null) is set when a kDataLoss is in the write-ahead log (rather than
   // in the MANIFEST, CURRENT or a table file): the repair then replays the log up to it.
-  absl::Status OpenChecked(const std::optional<store::CommitRecord>& record, bool point_in_time,
+  absl::Status OpenChecked(const std::optional<CommitRecord>& record, bool point_in_time,
                            bool check_commits, bool* log_damage = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Repair(const absl::Status& damage, bool log_damage,
-                      const std::optional<store::CommitRecord>& record)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                      const std::optional<CommitRecord>& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseDb() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteRecord(const store::StoreFigures& figures, bool durable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -127,9 +124,9 @@ class RocksDbKvStore : public KvStore {
 
   const RocksDbOptions options_;
   const std::vector<std::string> requested_tables_;
-  std::shared_ptr<store::RocksDbLogger> logger_;
+  std::shared_ptr<RocksDbLogger> logger_;
   mutable absl::Mutex mu_;
-  store::CommitRecordFile record_file_ ABSL_GUARDED_BY(mu_);
+  CommitRecordFile record_file_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(mu_);
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(mu_);  // Owned.
   std::vector<std::string> table_names_ ABSL_GUARDED_BY(mu_);
@@ -137,9 +134,9 @@ class RocksDbKvStore : public KvStore {
   uint64_t commit_ ABSL_GUARDED_BY(mu_) = 0;  // Last commit number written.
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // The failure that needs a Recover.
   store::StoreFigures last_figures_ ABSL_GUARDED_BY(mu_);
-  std::optional<store::RepairReport> repair_;
+  std::optional<RepairReport> repair_;
 };
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store
 
 #endif  // FALCON_CONTROLLER_STORE_ROCKSDB_KV_STORE_H_

@@ -26,7 +26,7 @@
 #include "tests/testing/skip.h"
 #include "tests/testing/tmpfs.h"
 
-namespace falcon::controller {
+namespace falcon::controller::store {
 namespace {
 
 namespace fs = std::filesystem;
@@ -418,4 +418,4 @@ TEST(RocksDbKvStoreTest, FullDiskFailsWritesUntilRecoverAndLosesNoSyncedCommit) 
 }
 
 }  // namespace
-}  // namespace falcon::controller
+}  // namespace falcon::controller::store

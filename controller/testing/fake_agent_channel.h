@@ -8,7 +8,7 @@
 
 namespace falcon::controller::testing {
 
-class FakeAgentChannel : public AgentChannel {
+class FakeAgentChannel : public core::AgentChannel {
  public:
   bool Send(const falcon::v1::ControllerMessage& message) override {
     if (closed) return false;

@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::controller {
+namespace falcon::controller::util {
 
 using MaybeFieldError = std::optional<falcon::v1::FieldError>;
 
@@ -32,6 +32,6 @@ inline absl::Status ToStatus(const falcon::v1::FieldError& e) {
   return absl::InvalidArgumentError(absl::StrCat(e.field(), ": ", e.message()));
 }
 
-}  // namespace falcon::controller
+}  // namespace falcon::controller::util
 
 #endif  // FALCON_CONTROLLER_UTIL_FIELD_ERROR_H_

@@ -66,22 +66,24 @@ void InstallSignalHandlers() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  if (falcon::cli::WantsHelp(argc, argv)) {  // Abseil's own --help lists no flags and exits 1.
-    std::cout << falcon::cli::FlagsHelp(absl::StrCat(kUsage, falcon::common::kLoggingUsage),
-                                        "deploy/demo/demo_main.cc", /*dashes=*/false);
+  if (falcon::cli::help::WantsHelp(argc,
+                                   argv)) {  // Abseil's own --help lists no flags and exits 1.
+    std::cout << falcon::cli::help::FlagsHelp(
+        absl::StrCat(kUsage, falcon::common::logging::kLoggingUsage), "deploy/demo/demo_main.cc",
+        /*dashes=*/false);
     return 0;
   }
   // Dashes or underscores in flag names (--json-report = --json_report); --microbatches (the
   // flag's old name) -> --micro_batches.
   std::vector<std::string> normalized =
-      falcon::cli::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
+      falcon::cli::help::NormalizeFlagNames(argc, argv, {{"microbatches", "micro_batches"}});
   std::vector<char*> raw;
   for (std::string& a : normalized) raw.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
-  falcon::common::InitLogging(argv[0]);
+  falcon::common::logging::InitLogging(argv[0]);
 
-  absl::StatusOr<falcon::demo::Layout> layout =
-      falcon::demo::ParseLayout(absl::GetFlag(FLAGS_layout));
+  absl::StatusOr<falcon::deploy::demo::Layout> layout =
+      falcon::deploy::demo::ParseLayout(absl::GetFlag(FLAGS_layout));
   if (!layout.ok()) {
     std::cerr << "falcon_demo: " << layout.status().message() << "\n";
     return 2;
@@ -92,7 +94,7 @@ int main(int argc, char** argv) {
               << absl::FormatDuration(duration) << "\n";
     return 2;
   }
-  falcon::demo::RunOptions options;
+  falcon::deploy::demo::RunOptions options;
   options.emulated_compute_ms = absl::GetFlag(FLAGS_emulated_compute_ms);
   options.micro_batches = absl::GetFlag(FLAGS_micro_batches);
   if (options.emulated_compute_ms <= 0 || options.emulated_compute_ms > 1000) {
@@ -108,21 +110,22 @@ int main(int argc, char** argv) {
   options.scenario.layout = *layout;  // For MicroBatches() below.
   int64_t iterations = absl::GetFlag(FLAGS_iterations);
   if (iterations == 0) {
-    absl::Duration per_iteration = falcon::demo::EstimatedIterationTime(
-        *layout, falcon::demo::MicroBatches(options), options.emulated_compute_ms);
+    absl::Duration per_iteration = falcon::deploy::demo::EstimatedIterationTime(
+        *layout, falcon::deploy::demo::MicroBatches(options), options.emulated_compute_ms);
     // ~15% of the budget goes to start-up and validation pauses.
     iterations = static_cast<int64_t>(0.85 * (duration / per_iteration));
-    if (iterations < falcon::demo::kMinScenarioIterations) {
-      const absl::Duration need = per_iteration * falcon::demo::kMinScenarioIterations / 0.85;
+    if (iterations < falcon::deploy::demo::kMinScenarioIterations) {
+      const absl::Duration need =
+          per_iteration * falcon::deploy::demo::kMinScenarioIterations / 0.85;
       std::cerr << "falcon_demo: --duration " << absl::FormatDuration(duration) << " gives only "
                 << iterations << " iterations at about " << absl::FormatDuration(per_iteration)
-                << " each; a scenario needs at least " << falcon::demo::kMinScenarioIterations
-                << ": use --duration " << absl::FormatDuration(absl::Ceil(need, absl::Seconds(1)))
-                << " or more\n";
+                << " each; a scenario needs at least "
+                << falcon::deploy::demo::kMinScenarioIterations << ": use --duration "
+                << absl::FormatDuration(absl::Ceil(need, absl::Seconds(1))) << " or more\n";
       return 2;
     }
   }
-  absl::StatusOr<falcon::demo::Scenario> scenario = falcon::demo::MakeScenario(
+  absl::StatusOr<falcon::deploy::demo::Scenario> scenario = falcon::deploy::demo::MakeScenario(
       absl::GetFlag(FLAGS_scenario), *layout, absl::GetFlag(FLAGS_nodes), iterations);
   if (!scenario.ok()) {
     std::cerr << "falcon_demo: " << scenario.status().message() << "\n";
@@ -166,7 +169,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(options.work_dir, ec);
   options.live = [](const std::string& line) { std::cout << line << std::endl; };
   options.stop = &g_stop;
-  options.settings = falcon::demo::DemoSettings();
+  options.settings = falcon::deploy::demo::DemoSettings();
   options.settings.set_s3_cost_seconds(s3_cost);
   InstallSignalHandlers();
 
@@ -179,19 +182,19 @@ int main(int argc, char** argv) {
             << "live: time, iteration, iteration time, job state, active event (Ctrl-C stops)"
             << std::endl;
 
-  absl::StatusOr<falcon::demo::Report> report =
-      falcon::demo::RunScenario(options, falcon::demo::LocalClusterFactory());
+  absl::StatusOr<falcon::deploy::demo::Report> report =
+      falcon::deploy::demo::RunScenario(options, falcon::deploy::demo::LocalClusterFactory());
   if (!report.ok()) {
     std::cerr << "falcon_demo: " << report.status().message() << "\n";
     return 1;
   }
   if (!report->note.empty()) std::cout << "run ended early: " << report->note << "\n";
-  std::cout << "\n" << falcon::demo::SummaryText(*report);
-  absl::Status written = falcon::demo::WriteReportFolder(*report, out);
+  std::cout << "\n" << falcon::deploy::demo::SummaryText(*report);
+  absl::Status written = falcon::deploy::demo::WriteReportFolder(*report, out);
   if (!written.ok()) std::cerr << "falcon_demo: report: " << written.message() << "\n";
   if (!json_report.empty()) {
-    absl::Status s =
-        falcon::demo::WriteTextFile(json_report, falcon::demo::ReportJson(*report).dump(2) + "\n");
+    absl::Status s = falcon::deploy::demo::WriteTextFile(
+        json_report, falcon::deploy::demo::ReportJson(*report).dump(2) + "\n");
     if (!s.ok()) std::cerr << "falcon_demo: --json-report: " << s.message() << "\n";
   }
   std::cout << "report: " << std::filesystem::absolute(out).string() << "/index.html\n";

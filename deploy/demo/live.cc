@@ -8,7 +8,7 @@
 #include "absl/strings/strip.h"
 #include "deploy/demo/report.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 
 std::string JobStateName(falcon::v1::JobState state) {
   if (state == falcon::v1::JOB_STATE_UNSPECIFIED) return "STARTING";
@@ -52,4 +52,4 @@ std::string LiveLine(double elapsed_s, const falcon::v1::Job& job,
   return line;
 }
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

@@ -7,7 +7,7 @@
 
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 
 // E.g. "t=  42s  it   318  0.231 s/it  MITIGATING  event 2 COMPUTE rank 2 x1.48 [MITIGATING, S2]"
 // or "... TRACKING  -" when no event is active. `events` are the job's active events (any order;
@@ -18,6 +18,6 @@ std::string LiveLine(double elapsed_s, const falcon::v1::Job& job,
 // "TRACKING" for JOB_STATE_TRACKING and so on; "STARTING" for UNSPECIFIED.
 std::string JobStateName(falcon::v1::JobState state);
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo
 
 #endif  // FALCON_DEPLOY_DEMO_LIVE_H_

@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 TEST(LiveLineTest, HealthyJob) {
@@ -57,4 +57,4 @@ TEST(LiveLineTest, StartingJob) {
 }
 
 }  // namespace
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

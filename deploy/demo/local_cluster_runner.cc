@@ -5,12 +5,12 @@
 #include "absl/strings/match.h"
 #include "tests/harness/local_cluster.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 class LocalClusterAdapter : public Cluster {
  public:
-  explicit LocalClusterAdapter(std::unique_ptr<local::LocalCluster> cluster)
+  explicit LocalClusterAdapter(std::unique_ptr<tests::harness::LocalCluster> cluster)
       : cluster_(std::move(cluster)), stub_(cluster_->NewControlStub()) {}
 
   falcon::v1::Control::StubInterface* control() override { return stub_.get(); }
@@ -26,7 +26,7 @@ class LocalClusterAdapter : public Cluster {
   void Stop() override { cluster_->Stop(); }
 
  private:
-  std::unique_ptr<local::LocalCluster> cluster_;
+  std::unique_ptr<tests::harness::LocalCluster> cluster_;
   std::unique_ptr<falcon::v1::Control::Stub> stub_;
 };
 
@@ -34,7 +34,7 @@ class LocalClusterAdapter : public Cluster {
 
 ClusterFactory LocalClusterFactory() {
   return [](const ClusterSpec& spec) -> absl::StatusOr<std::unique_ptr<Cluster>> {
-    local::LocalClusterOptions options;
+    tests::harness::LocalClusterOptions options;
     options.dp = spec.layout.dp;
     options.pp = spec.layout.pp;
     options.nodes = spec.nodes;
@@ -52,11 +52,11 @@ ClusterFactory LocalClusterFactory() {
       options.work_dir = spec.work_dir;
       options.keep_work_dir = true;
     }
-    absl::StatusOr<std::unique_ptr<local::LocalCluster>> cluster =
-        local::LocalCluster::Start(std::move(options));
+    absl::StatusOr<std::unique_ptr<tests::harness::LocalCluster>> cluster =
+        tests::harness::LocalCluster::Start(std::move(options));
     if (!cluster.ok()) return cluster.status();
     return std::unique_ptr<Cluster>(new LocalClusterAdapter(*std::move(cluster)));
   };
 }
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

@@ -10,7 +10,7 @@
 #include "absl/strings/strip.h"
 #include "common/stats.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 // Iterations after a directive or its revert before the plan in force has settled (plan switch,
@@ -533,4 +533,4 @@ std::string SummaryText(const Report& report) {
   return out;
 }
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

@@ -35,7 +35,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/falcon/v1/control.pb.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 
 // How the run was set up (recorded in report.json "settings").
 struct RunSettings {
@@ -158,6 +158,6 @@ std::string RecoveredText(const EventReport& event);
 // The end-of-run summary, one block per event, for the terminal.
 std::string SummaryText(const Report& report);
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo
 
 #endif  // FALCON_DEPLOY_DEMO_REPORT_H_

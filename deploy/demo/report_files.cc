@@ -12,7 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/subprocess.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 std::map<int64_t, std::vector<std::string>> Marks(const Report& report) {
@@ -261,4 +261,4 @@ absl::Status WriteReportFolder(const Report& report, const std::string& dir) {
   return first;
 }
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

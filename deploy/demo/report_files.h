@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "deploy/demo/report.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 
 // "iteration,iteration_time_s,plan_version,marks": one row per iteration of the history; marks
 // joins with ';' what happened there: fault_start:N, fault_end:N (injected fault N),
@@ -35,6 +35,6 @@ absl::Status WriteReportFolder(const Report& report, const std::string& dir);
 // Writes `contents` to `path` (kInternal naming the path on failure).
 absl::Status WriteTextFile(const std::string& path, const std::string& contents);
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo
 
 #endif  // FALCON_DEPLOY_DEMO_REPORT_FILES_H_

@@ -10,7 +10,7 @@
 #include "deploy/demo/report_files.h"
 #include "gtest/gtest.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 // History: 0.2 s healthy, 0.3 s in [100, 150), 0.22 s from the S2 at 150 to 300, 0.2 s after.
@@ -432,4 +432,4 @@ TEST(ReportJsonTest, ReadmeDocumentsEveryField) {
 }
 
 }  // namespace
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

@@ -9,7 +9,7 @@
 #include "deploy/demo/live.h"
 #include "grpcpp/grpcpp.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 constexpr absl::Duration kPollPeriod = absl::Seconds(1);
@@ -270,4 +270,4 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   return report;
 }
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

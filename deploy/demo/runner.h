@@ -19,7 +19,7 @@
 #include "deploy/demo/scenario.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 
 // What the runner needs from a running cluster (LocalCluster in production, see
 // local_cluster_runner.h).
@@ -106,6 +106,6 @@ absl::Duration EstimatedIterationTime(const Layout& layout, int micro_batches,
 // (interrupted / note set).
 absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFactory& factory);
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo
 
 #endif  // FALCON_DEPLOY_DEMO_RUNNER_H_

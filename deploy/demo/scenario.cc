@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 
 std::string Layout::ToString() const { return absl::StrCat(dp, "x", pp); }
 
@@ -217,4 +217,4 @@ absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layo
   return s;
 }
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

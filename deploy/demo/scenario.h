@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 
 // DP x PP of the reference trainer, e.g. "4x2".
 struct Layout {
@@ -92,6 +92,6 @@ absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layo
 // Emulated node index of `rank` when `world` ranks are grouped into `nodes` nodes.
 int NodeOf(int rank, int world, int nodes);
 
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo
 
 #endif  // FALCON_DEPLOY_DEMO_SCENARIO_H_

@@ -3,7 +3,7 @@
 #include "collective/fault/fault_spec.h"
 #include "gtest/gtest.h"
 
-namespace falcon::demo {
+namespace falcon::deploy::demo {
 namespace {
 
 TEST(LayoutTest, Parses) {
@@ -23,7 +23,8 @@ TEST(ScenarioTest, EveryScenarioProducesAParsableSpec) {
   for (const std::string& name : ScenarioNames()) {
     absl::StatusOr<Scenario> s = MakeScenario(name, Layout{4, 2}, 4, 600);
     ASSERT_TRUE(s.ok()) << name << ": " << s.status();
-    absl::StatusOr<collective::FaultPlan> plan = collective::ParseFaultSpec(s->FaultSpec());
+    absl::StatusOr<collective::fault::FaultPlan> plan =
+        collective::fault::ParseFaultSpec(s->FaultSpec());
     ASSERT_TRUE(plan.ok()) << name << ": " << plan.status() << " in '" << s->FaultSpec() << "'";
     EXPECT_EQ(plan->compute.size() + plan->links.size() + plan->contention.size(),
               s->faults.size());
@@ -88,4 +89,4 @@ TEST(ScenarioTest, RejectsBadInputNamingTheField) {
 }
 
 }  // namespace
-}  // namespace falcon::demo
+}  // namespace falcon::deploy::demo

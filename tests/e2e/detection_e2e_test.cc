@@ -25,7 +25,7 @@
 #include "tests/e2e/evidence.h"
 #include "tests/harness/local_cluster.h"
 
-namespace falcon::local {
+namespace falcon::tests::e2e {
 namespace {
 
 constexpr char kJob[] = "e2e-detect";
@@ -49,25 +49,25 @@ bool HasFlag(const std::string& binary, const std::string& flag) {
 
 // The trainer and controller settings this suite runs with (tuned for a loaded 2-core machine:
 // emulated compute is slept, so iteration times hardly depend on the CPU).
-LocalClusterOptions BaseOptions(const std::string& faults) {
-  LocalClusterOptions o;
+harness::LocalClusterOptions BaseOptions(const std::string& faults) {
+  harness::LocalClusterOptions o;
   o.dp = 4;
   o.pp = 2;
   o.nodes = 4;
   o.job = kJob;
-  o.trainer_args = TunedTrainerArgs();
+  o.trainer_args = harness::TunedTrainerArgs();
   o.trainer_args.push_back("--steps=5000");
   o.trainer_args.push_back(absl::StrCat("--faults=", faults));
-  o.controller_args = TunedControllerArgs();
+  o.controller_args = harness::TunedControllerArgs();
   o.start_trainer = false;
-  absl::StatusOr<std::string> controller = FindRunfile("controller/falcon_controller");
+  absl::StatusOr<std::string> controller = harness::FindRunfile("controller/falcon_controller");
   if (controller.ok() && HasFlag(*controller, "mitigation")) {
     o.controller_args.push_back("--mitigation=false");
   }
   return o;
 }
 
-std::vector<falcon::v1::Event> ListEvents(LocalCluster& cluster) {
+std::vector<falcon::v1::Event> ListEvents(harness::LocalCluster& cluster) {
   auto stub = cluster.NewControlStub();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -79,7 +79,7 @@ std::vector<falcon::v1::Event> ListEvents(LocalCluster& cluster) {
 }
 
 // The reasons of the job's directives (the pause names the profiling's suspects).
-std::string DirectiveReasons(LocalCluster& cluster) {
+std::string DirectiveReasons(harness::LocalCluster& cluster) {
   auto stub = cluster.NewControlStub();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -106,15 +106,15 @@ std::string Describe(const std::vector<falcon::v1::Event>& events) {
   return out.empty() ? "(no events)" : out;
 }
 
-using falcon::e2e::FileTail;
+using falcon::tests::e2e::FileTail;
 
 // The job's iteration-time series and event timeline (printed with every failed assertion).
-std::string Evidence(LocalCluster& cluster) {
-  return falcon::e2e::JobEvidence(*cluster.NewControlStub(), kJob);
+std::string Evidence(harness::LocalCluster& cluster) {
+  return falcon::tests::e2e::JobEvidence(*cluster.NewControlStub(), kJob);
 }
 
 // Events that began before the fault: false alarms.
-int FalseAlarms(LocalCluster& cluster) {
+int FalseAlarms(harness::LocalCluster& cluster) {
   int n = 0;
   for (const auto& e : ListEvents(cluster)) n += e.onset_iteration() < kFaultFrom - 5;
   return n;
@@ -137,7 +137,7 @@ void PrintFigures(const falcon::v1::Event& e, absl::Duration wall) {
 
 // Waits for an event matching `want`; on timeout returns the last events seen.
 template <typename Pred>
-bool AwaitEvent(LocalCluster& cluster, Pred want, falcon::v1::Event* found,
+bool AwaitEvent(harness::LocalCluster& cluster, Pred want, falcon::v1::Event* found,
                 std::vector<falcon::v1::Event>* last) {
   const absl::Time deadline = absl::Now() + kVerdictWait;
   while (absl::Now() < deadline) {
@@ -155,17 +155,18 @@ bool AwaitEvent(LocalCluster& cluster, Pred want, falcon::v1::Event* found,
 }
 
 // Starts the cluster with the trainer running `faults`.
-absl::StatusOr<std::unique_ptr<LocalCluster>> StartWithFaults(const std::string& faults) {
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(BaseOptions(faults));
+absl::StatusOr<std::unique_ptr<harness::LocalCluster>> StartWithFaults(const std::string& faults) {
+  absl::StatusOr<std::unique_ptr<harness::LocalCluster>> cluster =
+      harness::LocalCluster::Start(BaseOptions(faults));
   if (!cluster.ok()) return cluster.status();
-  if (absl::Status s = (*cluster)->SetSettings(TunedSettings()); !s.ok()) return s;
+  if (absl::Status s = (*cluster)->SetSettings(harness::TunedSettings()); !s.ok()) return s;
   if (absl::Status s = (*cluster)->StartTrainer(); !s.ok()) return s;
   return cluster;
 }
 
 TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+  absl::StatusOr<std::unique_ptr<harness::LocalCluster>> cluster =
       StartWithFaults(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   falcon::v1::Event event;
@@ -197,7 +198,7 @@ TEST(DetectionE2eTest, ComputeFailSlowIsLocalizedToItsRank) {
 // delay would slow 5 -> 1's acknowledgement as much as 1 -> 5's data).
 TEST(DetectionE2eTest, LinkFailSlowIsLocalizedToItsLink) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+  absl::StatusOr<std::unique_ptr<harness::LocalCluster>> cluster =
       StartWithFaults(absl::StrCat("link:src=1,dst=5,delay_ms=10,bw_mbps=200,from=", kFaultFrom));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   falcon::v1::Event event;
@@ -224,4 +225,4 @@ TEST(DetectionE2eTest, LinkFailSlowIsLocalizedToItsLink) {
 }
 
 }  // namespace
-}  // namespace falcon::local
+}  // namespace falcon::tests::e2e

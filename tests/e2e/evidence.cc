@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/client_context.h"
 
-namespace falcon::e2e {
+namespace falcon::tests::e2e {
 
 std::string FormatSeries(std::vector<falcon::v1::HistoryPoint> points) {
   std::sort(points.begin(), points.end(),
@@ -89,4 +89,4 @@ std::string FileTail(const std::string& path, size_t n) {
   return t.size() <= n ? t : t.substr(t.size() - n);
 }
 
-}  // namespace falcon::e2e
+}  // namespace falcon::tests::e2e

@@ -9,7 +9,7 @@
 
 #include "proto/falcon/v1/control.grpc.pb.h"
 
-namespace falcon::e2e {
+namespace falcon::tests::e2e {
 
 // The iteration-time series, 10 points a line: "iteration:seconds[pN]" (pN: a plan version other
 // than 0). `points` in any order; printed ascending by iteration.
@@ -27,6 +27,6 @@ std::string JobEvidence(falcon::v1::Control::Stub& stub, const std::string& job)
 // The last `n` bytes of the file at `path` ("" when unreadable).
 std::string FileTail(const std::string& path, size_t n = 3000);
 
-}  // namespace falcon::e2e
+}  // namespace falcon::tests::e2e
 
 #endif  // FALCON_TESTS_E2E_EVIDENCE_H_

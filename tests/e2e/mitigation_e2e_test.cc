@@ -33,7 +33,7 @@
 #include "tests/e2e/evidence.h"
 #include "tests/harness/local_cluster.h"
 
-namespace falcon::local {
+namespace falcon::tests::e2e {
 namespace {
 
 constexpr char kJob[] = "e2e-mitigate";
@@ -42,8 +42,8 @@ constexpr int kFaultFrom = 40;
 // `link_slow_ratio`: compute scenarios raise it (link passes on this loaded machine vary up to
 // ~1.8x between runs, which would out-vote a 1.5x GEMM); the link scenario keeps the default (its
 // culprit sits in a two-member PP communicator, where a link can reach at most ~2x the median).
-LocalClusterOptions BaseOptions(const std::string& faults, double link_slow_ratio) {
-  LocalClusterOptions o;
+harness::LocalClusterOptions BaseOptions(const std::string& faults, double link_slow_ratio) {
+  harness::LocalClusterOptions o;
   o.dp = 4;
   o.pp = 2;
   o.nodes = 4;
@@ -68,17 +68,19 @@ LocalClusterOptions BaseOptions(const std::string& faults, double link_slow_rati
   return o;
 }
 
-std::unique_ptr<falcon::v1::Control::Stub> Stub(LocalCluster& c) { return c.NewControlStub(); }
+std::unique_ptr<falcon::v1::Control::Stub> Stub(harness::LocalCluster& c) {
+  return c.NewControlStub();
+}
 
 template <typename Req, typename Resp, typename Call>
-bool Rpc(LocalCluster& c, Call call, const Req& req, Resp* resp) {
+bool Rpc(harness::LocalCluster& c, Call call, const Req& req, Resp* resp) {
   auto stub = Stub(c);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   return ((*stub).*call)(&ctx, req, resp).ok();
 }
 
-std::vector<falcon::v1::Event> Events(LocalCluster& c) {
+std::vector<falcon::v1::Event> Events(harness::LocalCluster& c) {
   falcon::v1::ListEventsRequest req;
   req.set_job(kJob);
   falcon::v1::ListEventsResponse resp;
@@ -86,7 +88,7 @@ std::vector<falcon::v1::Event> Events(LocalCluster& c) {
   return {resp.events().begin(), resp.events().end()};
 }
 
-std::vector<falcon::v1::DirectiveRecord> Directives(LocalCluster& c) {
+std::vector<falcon::v1::DirectiveRecord> Directives(harness::LocalCluster& c) {
   falcon::v1::ListDirectivesRequest req;
   req.set_job(kJob);
   falcon::v1::ListDirectivesResponse resp;
@@ -96,7 +98,7 @@ std::vector<falcon::v1::DirectiveRecord> Directives(LocalCluster& c) {
   return out;
 }
 
-falcon::v1::Job GetJob(LocalCluster& c) {
+falcon::v1::Job GetJob(harness::LocalCluster& c) {
   falcon::v1::GetJobRequest req;
   req.set_job(kJob);
   falcon::v1::Job job;
@@ -105,7 +107,7 @@ falcon::v1::Job GetJob(LocalCluster& c) {
 }
 
 // Job iteration times (s) of iterations [from, to).
-std::vector<double> History(LocalCluster& c, int64_t from, int64_t to) {
+std::vector<double> History(harness::LocalCluster& c, int64_t from, int64_t to) {
   falcon::v1::GetHistoryRequest req;
   req.set_job(kJob);
   req.set_from_iteration(from);
@@ -124,10 +126,10 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-using falcon::e2e::FileTail;
+using falcon::tests::e2e::FileTail;
 
-std::string Dump(LocalCluster& c) {
-  std::string out = falcon::e2e::JobEvidence(*Stub(c), kJob);
+std::string Dump(harness::LocalCluster& c) {
+  std::string out = falcon::tests::e2e::JobEvidence(*Stub(c), kJob);
   for (const auto& d : Directives(c)) {
     absl::StrAppend(&out, "directive ", d.directive().directive_id(), " ",
                     falcon::v1::DirectiveRecord::State_Name(d.state()), " eff ",
@@ -139,7 +141,7 @@ std::string Dump(LocalCluster& c) {
   return out;
 }
 
-absl::Status SetSettings(LocalCluster& c, const falcon::v1::Settings& s) {
+absl::Status SetSettings(harness::LocalCluster& c, const falcon::v1::Settings& s) {
   falcon::v1::SetSettingsRequest req;
   *req.mutable_settings() = s;
   falcon::v1::Settings out;
@@ -151,13 +153,13 @@ absl::Status SetSettings(LocalCluster& c, const falcon::v1::Settings& s) {
 
 // Defaults for new jobs: the harness's verification threshold for a loaded machine, and the given
 // costs.
-absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const std::string& faults,
-                                                    falcon::v1::Settings settings,
-                                                    double link_slow_ratio = 1.5) {
-  absl::StatusOr<std::unique_ptr<LocalCluster>> c =
-      LocalCluster::Start(BaseOptions(faults, link_slow_ratio));
+absl::StatusOr<std::unique_ptr<harness::LocalCluster>> Start(const std::string& faults,
+                                                             falcon::v1::Settings settings,
+                                                             double link_slow_ratio = 1.5) {
+  absl::StatusOr<std::unique_ptr<harness::LocalCluster>> c =
+      harness::LocalCluster::Start(BaseOptions(faults, link_slow_ratio));
   if (!c.ok()) return c.status();
-  settings.set_verification_min_ratio(TunedSettings().verification_min_ratio());
+  settings.set_verification_min_ratio(harness::TunedSettings().verification_min_ratio());
   if (absl::Status s = SetSettings(**c, settings); !s.ok()) return s;
   if (absl::Status s = (*c)->StartTrainer(); !s.ok()) return s;
   return c;
@@ -165,7 +167,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const std::string& faults,
 
 // Polls until `pred` holds (true) or `timeout` passes (false).
 template <typename Pred>
-bool Await(LocalCluster& c, absl::Duration timeout, Pred pred) {
+bool Await(harness::LocalCluster& c, absl::Duration timeout, Pred pred) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     if (pred()) return true;
@@ -199,7 +201,7 @@ TEST(MitigationE2eTest, ComputeFailSlowGetsS2AndIterationTimeBack) {
   settings.set_s3_cost_seconds(1e5);  // Judge S2 on its own.
   auto cluster = Start(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom), settings);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  LocalCluster& c = **cluster;
+  harness::LocalCluster& c = **cluster;
   falcon::v1::Event event;
   uint64_t s2_id = 0;
   ASSERT_TRUE(
@@ -265,7 +267,7 @@ TEST(MitigationE2eTest, LinkFailSlowInADpReplicaGetsS3Remap) {
       Start(absl::StrCat("link:src=1,dst=5,delay_ms=10,bw_mbps=200,from=", kFaultFrom), settings,
             /*link_slow_ratio=*/0.1);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  LocalCluster& c = **cluster;
+  harness::LocalCluster& c = **cluster;
   falcon::v1::Event event;
   ASSERT_TRUE(
       Await(c, absl::Seconds(240),
@@ -313,7 +315,7 @@ TEST(MitigationE2eTest, ClearedFaultRevertsTheS2Plan) {
       Start(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom, ",to=", kFaultFrom + 70),
             settings);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  LocalCluster& c = **cluster;
+  harness::LocalCluster& c = **cluster;
   falcon::v1::Event event;
   ASSERT_TRUE(Await(c, absl::Seconds(240),
                     [&] {
@@ -374,7 +376,7 @@ TEST(MitigationE2eTest, ControllerRestartWithPendingDirectiveAppliesItOnce) {
   settings.set_s3_cost_seconds(1e5);
   auto cluster = Start(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom), settings);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  LocalCluster& c = **cluster;
+  harness::LocalCluster& c = **cluster;
   // As soon as the S2 directive exists (PENDING: its effective iteration lies ahead), kill the
   // controller and start it again on the same data directory.
   uint64_t id = 0;
@@ -413,4 +415,4 @@ TEST(MitigationE2eTest, ControllerRestartWithPendingDirectiveAppliesItOnce) {
 }
 
 }  // namespace
-}  // namespace falcon::local
+}  // namespace falcon::tests::e2e

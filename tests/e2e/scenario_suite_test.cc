@@ -18,33 +18,35 @@
 #include "tests/e2e/evidence.h"
 #include "tests/harness/local_cluster.h"
 
-namespace falcon::demo {
+namespace falcon::tests::e2e {
 namespace {
 
 // Runs scenario `name` on DP=4 x PP=2, 4 nodes, `iterations` steps; writes the report folder to
 // the test's undeclared outputs for inspection.
-Report RunScenarioNamed(const std::string& name, int64_t iterations) {
-  absl::StatusOr<Scenario> scenario = MakeScenario(name, Layout{4, 2}, 4, iterations);
+deploy::demo::Report RunScenarioNamed(const std::string& name, int64_t iterations) {
+  absl::StatusOr<deploy::demo::Scenario> scenario =
+      MakeScenario(name, deploy::demo::Layout{4, 2}, 4, iterations);
   EXPECT_TRUE(scenario.ok()) << scenario.status();
-  RunOptions options;
+  deploy::demo::RunOptions options;
   options.scenario = *scenario;
   options.job = "e2e-" + name;
   options.emulated_compute_ms = 3;  // As the demo: less relative noise than 2 ms.
   // A deadline, not a measurement: ~70 s on an idle 2-core machine; outside load slows the run,
   // and ExpectRan needs 80% of the iterations.
   options.time_limit = absl::Seconds(240);
-  options.settings = DemoSettings();
+  options.settings = deploy::demo::DemoSettings();
   // The detection threshold midway between the measured noise and the faults: a loaded 2-core
   // machine shows bursts of 10-13% lasting several iterations, the 1.5x compute faults slow the
   // job by 25-30%, the blip by ~3%. The demo's 0.15 sits 2% above the bursts; 0.2 leaves 7% there
   // and 5-10% below the faults.
   options.settings.set_verification_min_ratio(
-      falcon::local::TunedSettings().verification_min_ratio());
+      falcon::tests::harness::TunedSettings().verification_min_ratio());
   // Empty work dir: LocalCluster makes a fresh one (short enough for the agents' sockets).
   options.live = [](const std::string& line) { std::cerr << line << "\n"; };
-  absl::StatusOr<Report> report = RunScenario(options, LocalClusterFactory());
+  absl::StatusOr<deploy::demo::Report> report =
+      RunScenario(options, deploy::demo::LocalClusterFactory());
   EXPECT_TRUE(report.ok()) << report.status();
-  if (!report.ok()) return Report();
+  if (!report.ok()) return deploy::demo::Report();
   std::cerr << SummaryText(*report);
   const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
   if (outputs != nullptr) {
@@ -55,37 +57,37 @@ Report RunScenarioNamed(const std::string& name, int64_t iterations) {
 }
 
 // The report's summary and the job's iteration-time series: what a failed assertion prints.
-std::string Evidence(const Report& r) {
-  return SummaryText(r) + falcon::e2e::FormatSeries(r.history);
+std::string Evidence(const deploy::demo::Report& r) {
+  return SummaryText(r) + falcon::tests::e2e::FormatSeries(r.history);
 }
 
 // The run reached most of its iterations (the checks below are about a real run).
-void ExpectRan(const Report& r) {
+void ExpectRan(const deploy::demo::Report& r) {
   ASSERT_FALSE(r.history.empty());
   EXPECT_GE(r.history.back().iteration(), r.scenario.iterations * 8 / 10) << r.note << "\n"
                                                                           << Evidence(r);
 }
 
 TEST(Scenario, HealthyRunRaisesNoEvent) {
-  Report r = RunScenarioNamed("healthy", 280);
+  deploy::demo::Report r = RunScenarioNamed("healthy", 280);
   ExpectRan(r);
   EXPECT_TRUE(r.events.empty()) << Evidence(r);
   EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
 }
 
 TEST(Scenario, TransientBlipIsIgnored) {
-  Report r = RunScenarioNamed("blip", 280);
+  deploy::demo::Report r = RunScenarioNamed("blip", 280);
   ExpectRan(r);
   EXPECT_TRUE(r.events.empty()) << Evidence(r);
   EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
 }
 
 TEST(Scenario, CpuContentionIsDetectedAsCompute) {
-  Report r = RunScenarioNamed("contention", 330);
+  deploy::demo::Report r = RunScenarioNamed("contention", 330);
   ExpectRan(r);
-  const InjectedFault& f = r.scenario.faults[0];
+  const deploy::demo::InjectedFault& f = r.scenario.faults[0];
   auto it = std::find_if(r.events.begin(), r.events.end(),
-                         [](const EventReport& e) { return e.matched_fault == 0; });
+                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
   ASSERT_NE(it, r.events.end()) << Evidence(r);
   EXPECT_EQ(it->cause, "COMPUTE") << Evidence(r);
   EXPECT_NE(std::find(it->ranks.begin(), it->ranks.end(), f.rank), it->ranks.end()) << Evidence(r);
@@ -93,7 +95,7 @@ TEST(Scenario, CpuContentionIsDetectedAsCompute) {
 }
 
 TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
-  Report r = RunScenarioNamed("restart", 330);
+  deploy::demo::Report r = RunScenarioNamed("restart", 330);
   ExpectRan(r);
   // The restart happened after the event was raised (otherwise the test checks nothing).
   ASSERT_FALSE(r.event_ids_before_restart.empty()) << Evidence(r);
@@ -104,11 +106,11 @@ TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
         << " lost across the restart; at end: " << absl::StrJoin(r.event_ids_at_end, ",");
   }
   int matching = 0;
-  for (const EventReport& e : r.events) matching += e.matched_fault == 0 ? 1 : 0;
+  for (const deploy::demo::EventReport& e : r.events) matching += e.matched_fault == 0 ? 1 : 0;
   EXPECT_EQ(matching, 1) << "one fault, one event\n" << Evidence(r);
   EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
   EXPECT_TRUE(r.missed_faults.empty()) << Evidence(r);
-  for (const EventReport& e : r.events) {
+  for (const deploy::demo::EventReport& e : r.events) {
     if (e.matched_fault != 0) continue;
     // Alarm and verdict survive the restart (stored in RocksDB), each recorded once. (Whether the
     // verdict is right is the compute scenarios' business, not this test's.)
@@ -119,4 +121,4 @@ TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
 }
 
 }  // namespace
-}  // namespace falcon::demo
+}  // namespace falcon::tests::e2e

@@ -22,7 +22,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
-namespace falcon::local {
+namespace falcon::tests::harness {
 namespace {
 
 constexpr char kWorkspace[] = "falcon";
@@ -412,4 +412,4 @@ std::unique_ptr<falcon::v1::Control::Stub> LocalCluster::NewControlStub() const 
       grpc::CreateChannel(controller_address_, grpc::InsecureChannelCredentials()));
 }
 
-}  // namespace falcon::local
+}  // namespace falcon::tests::harness

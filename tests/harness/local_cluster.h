@@ -1,5 +1,5 @@
-// falcon::local::LocalCluster: a whole Falcon deployment on loopback, for the end-to-end tests
-// and the demo. Start() runs, as child processes:
+// falcon::tests::harness::LocalCluster: a whole Falcon deployment on loopback, for the end-to-end
+// tests and the demo. Start() runs, as child processes:
 //   1. falcon_controller --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 --data_dir DIR
 //      (a fresh RocksDB directory unless one is given) and waits for `listening on` and
 //      `metrics on`;
@@ -33,7 +33,7 @@
 #include "common/subprocess.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 
-namespace falcon::local {
+namespace falcon::tests::harness {
 
 struct LocalClusterOptions {
   // Layout of the reference trainer: DP x PP ranks on `nodes` emulated nodes (nodes must divide
@@ -170,6 +170,6 @@ class LocalCluster {
 // kNotFound.
 absl::StatusOr<std::string> FindRunfile(const std::string& path);
 
-}  // namespace falcon::local
+}  // namespace falcon::tests::harness
 
 #endif  // FALCON_TESTS_HARNESS_LOCAL_CLUSTER_H_

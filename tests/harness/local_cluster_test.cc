@@ -15,7 +15,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 
-namespace falcon::local {
+namespace falcon::tests::harness {
 namespace {
 
 bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
@@ -98,4 +98,4 @@ TEST(LocalClusterTest, StartsRestartsAndStopsWithoutLeaks) {
 }
 
 }  // namespace
-}  // namespace falcon::local
+}  // namespace falcon::tests::harness

@@ -35,7 +35,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/skip.h"
 
-namespace falcon {
+namespace falcon::tests::prometheus {
 namespace {
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
@@ -327,4 +327,4 @@ TEST_F(PrometheusScrapeTest, ScrapesControllerAndAgents) {
 }
 
 }  // namespace
-}  // namespace falcon
+}  // namespace falcon::tests::prometheus

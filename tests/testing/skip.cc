@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace falcon::testing {
+namespace falcon::tests::testing {
 
 bool MissingIsFailure() {
   const char* ci = std::getenv("CI");
@@ -21,4 +21,4 @@ void PrintSkipMarker(const std::string& reason) {
 
 bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
-}  // namespace falcon::testing
+}  // namespace falcon::tests::testing

@@ -16,7 +16,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::testing {
+namespace falcon::tests::testing {
 
 // The line prefix tools/test_summary.py looks for in test.log.
 inline constexpr char kSkipMarker[] = "FALCON-TEST-SKIPPED: ";
@@ -30,7 +30,7 @@ void PrintSkipMarker(const std::string& reason);
 // True when `path` exists and is executable by this process.
 bool IsExecutable(const std::string& path);
 
-}  // namespace falcon::testing
+}  // namespace falcon::tests::testing
 
 // Stops the current test (the calling function must return void: a TEST body or SetUp()) because
 // `reason` (a precondition that is missing, e.g. "/usr/bin/prometheus is not installed") holds:
@@ -38,10 +38,10 @@ bool IsExecutable(const std::string& path);
 #define FALCON_SKIP_OR_FAIL(reason)                                                     \
   do {                                                                                  \
     const std::string falcon_skip_reason_ = (reason);                                   \
-    if (::falcon::testing::MissingIsFailure()) {                                        \
+    if (::falcon::tests::testing::MissingIsFailure()) {                                 \
       GTEST_FAIL() << "CI=true and a precondition is missing: " << falcon_skip_reason_; \
     }                                                                                   \
-    ::falcon::testing::PrintSkipMarker(falcon_skip_reason_);                            \
+    ::falcon::tests::testing::PrintSkipMarker(falcon_skip_reason_);                     \
     GTEST_SKIP() << falcon_skip_reason_;                                                \
   } while (0)
 
@@ -49,7 +49,7 @@ bool IsExecutable(const std::string& path);
 #define FALCON_REQUIRE_EXECUTABLE(path, hint)                                                   \
   do {                                                                                          \
     const std::string falcon_tool_path_ = (path);                                               \
-    if (!::falcon::testing::IsExecutable(falcon_tool_path_)) {                                  \
+    if (!::falcon::tests::testing::IsExecutable(falcon_tool_path_)) {                           \
       FALCON_SKIP_OR_FAIL(falcon_tool_path_ + " is not installed (" + std::string(hint) + ")"); \
     }                                                                                           \
   } while (0)

@@ -6,7 +6,7 @@
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 
-namespace falcon::testing {
+namespace falcon::tests::testing {
 namespace {
 
 // Runs FALCON_SKIP_OR_FAIL("the reason") in a function of its own (the macro returns from it).
@@ -96,7 +96,7 @@ TEST_F(SkipTest, RequireExecutableNamesTheToolAndTheHint) {
 }
 
 }  // namespace
-}  // namespace falcon::testing
+}  // namespace falcon::tests::testing
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::trainer {
+namespace falcon::trainer::checkpoint {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'L', 'C', 'N', 'C', 'K', 'P', '1'};
@@ -144,4 +144,4 @@ absl::Status ReadLayer(const std::string& dir, int layer, int64_t n, float* para
   return absl::OkStatus();
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::checkpoint

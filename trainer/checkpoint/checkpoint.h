@@ -21,13 +21,13 @@
 #include "absl/status/statusor.h"
 #include "trainer/model/model_config.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::checkpoint {
 
 struct CheckpointManifest {
   int64_t iteration = 0;  // Next iteration to run; the optimizer has taken this many steps.
   int64_t plan_version = 0;
   uint64_t seed = 0;
-  ModelConfig model;
+  model::ModelConfig model;
   int world = 1;  // Layout the checkpoint was taken in.
   int dp = 1;
   int pp = 1;
@@ -53,6 +53,6 @@ absl::Status ReadLayer(const std::string& dir, int layer, int64_t n, float* para
 // Creates `dir` and its parents. kUnavailable naming the path.
 absl::Status MakeDirs(const std::string& dir);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::checkpoint
 
 #endif  // FALCON_TRAINER_CHECKPOINT_CHECKPOINT_H_

@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::checkpoint {
 namespace {
 
 std::string TempDir(const std::string& name) {
@@ -67,4 +67,4 @@ TEST(CheckpointTest, LayerRoundTripsAndRejectsOtherShapes) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::checkpoint

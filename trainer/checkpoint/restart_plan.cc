@@ -5,11 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::checkpoint {
 
 absl::StatusOr<RestartPlan> PlanRestart(int old_world, int pp, int micro_batches,
                                         const std::vector<int>& excluded,
-                                        const collective::FaultPlan& faults, int nodes) {
+                                        const collective::fault::FaultPlan& faults, int nodes) {
   std::vector<bool> gone(old_world, false);
   for (int r : excluded) {
     if (r < 0 || r >= old_world) {
@@ -41,18 +41,18 @@ absl::StatusOr<RestartPlan> PlanRestart(int old_world, int pp, int micro_batches
   }
   std::map<int, int> new_of;
   for (int i = 0; i < plan.world; ++i) new_of[plan.old_rank[i]] = i;
-  for (collective::ComputeFault f : faults.compute) {
+  for (collective::fault::ComputeFault f : faults.compute) {
     if (!new_of.count(f.rank)) continue;
     f.rank = new_of[f.rank];
     plan.faults.compute.push_back(f);
   }
-  for (collective::LinkFault f : faults.links) {
+  for (collective::fault::LinkFault f : faults.links) {
     if (!new_of.count(f.src) || !new_of.count(f.dst)) continue;
     f.src = new_of[f.src];
     f.dst = new_of[f.dst];
     plan.faults.links.push_back(f);
   }
-  for (collective::ContentionFault f : faults.contention) {
+  for (collective::fault::ContentionFault f : faults.contention) {
     if (!new_of.count(f.rank)) continue;
     f.rank = new_of[f.rank];
     plan.faults.contention.push_back(f);
@@ -60,4 +60,4 @@ absl::StatusOr<RestartPlan> PlanRestart(int old_world, int pp, int micro_batches
   return plan;
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::checkpoint

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "collective/fault/fault_spec.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::checkpoint {
 
 struct RestartPlan {
   int world = 1;
@@ -23,15 +23,15 @@ struct RestartPlan {
   int pp = 1;
   int nodes = 1;              // Emulated nodes: the largest divisor of world <= the old count.
   std::vector<int> old_rank;  // New rank i was old rank old_rank[i].
-  collective::FaultPlan faults;
+  collective::fault::FaultPlan faults;
 };
 
 // kInvalidArgument for an excluded rank outside [0, old_world); kFailedPrecondition when fewer
 // than `pp` ranks survive.
 absl::StatusOr<RestartPlan> PlanRestart(int old_world, int pp, int micro_batches,
                                         const std::vector<int>& excluded,
-                                        const collective::FaultPlan& faults, int nodes);
+                                        const collective::fault::FaultPlan& faults, int nodes);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::checkpoint
 
 #endif  // FALCON_TRAINER_CHECKPOINT_RESTART_PLAN_H_

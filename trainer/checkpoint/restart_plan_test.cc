@@ -4,11 +4,11 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::checkpoint {
 namespace {
 
 TEST(RestartPlanTest, DropsExcludedRanksAndShrinksDp) {
-  absl::StatusOr<collective::FaultPlan> faults = collective::ParseFaultSpec(
+  absl::StatusOr<collective::fault::FaultPlan> faults = collective::fault::ParseFaultSpec(
       "compute:rank=5,factor=2; compute:rank=6,factor=3; link:src=6,dst=2,delay_ms=5;"
       " link:src=1,dst=5,delay_ms=5");
   ASSERT_TRUE(faults.ok()) << faults.status();
@@ -47,4 +47,4 @@ TEST(RestartPlanTest, Errors) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::checkpoint

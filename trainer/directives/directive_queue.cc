@@ -6,16 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/directives/micro_batch_plan.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
-absl::StatusOr<analysis::Layout> LayoutFromTopologyChange(const falcon::v1::TopologyChange& change,
-                                                          int world) {
+absl::StatusOr<analysis::plan::Layout> LayoutFromTopologyChange(
+    const falcon::v1::TopologyChange& change, int world) {
   if (change.assignments_size() != world) {
     return absl::InvalidArgumentError(absl::StrCat("topology_change.assignments has ",
                                                    change.assignments_size(),
                                                    " entries; the world has ", world, " ranks"));
   }
-  std::vector<analysis::RankPlacement> ranks;
+  std::vector<analysis::plan::RankPlacement> ranks;
   std::vector<bool> seen(world, false);
   for (int i = 0; i < change.assignments_size(); ++i) {
     const falcon::v1::RankAssignment& a = change.assignments(i);
@@ -47,11 +47,11 @@ absl::StatusOr<analysis::Layout> LayoutFromTopologyChange(const falcon::v1::Topo
       }
     }
     seen[a.rank()] = true;
-    ranks.push_back(analysis::RankPlacement{static_cast<int32_t>(a.rank()), "",
-                                            static_cast<int32_t>(a.dp_index()),
-                                            static_cast<int32_t>(a.pp_index()), 0});
+    ranks.push_back(analysis::plan::RankPlacement{static_cast<int32_t>(a.rank()), "",
+                                                  static_cast<int32_t>(a.dp_index()),
+                                                  static_cast<int32_t>(a.pp_index()), 0});
   }
-  absl::StatusOr<analysis::Layout> layout = analysis::Layout::Create(std::move(ranks));
+  absl::StatusOr<analysis::plan::Layout> layout = analysis::plan::Layout::Create(std::move(ranks));
   if (!layout.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("topology_change: ", layout.status().message()));
   }
@@ -70,7 +70,7 @@ bool IsTarget(const falcon::v1::Directive& d, int rank) {
 }
 
 absl::Status CheckDirective(const falcon::v1::Directive& d, const PlanState& s) {
-  const analysis::Layout& layout = *s.layout;
+  const analysis::plan::Layout& layout = *s.layout;
   if (d.directive_id() == 0) return absl::InvalidArgumentError("directive_id must be > 0");
   if (d.effective_iteration() < 0) {
     return absl::InvalidArgumentError(
@@ -83,7 +83,7 @@ absl::Status CheckDirective(const falcon::v1::Directive& d, const PlanState& s) 
                                     layout.pp_size(), s.total_micro_batches);
     }
     case falcon::v1::Directive::kTopologyChange: {
-      absl::StatusOr<analysis::Layout> next =
+      absl::StatusOr<analysis::plan::Layout> next =
           LayoutFromTopologyChange(d.topology_change(), layout.world_size());
       if (!next.ok()) return next.status();
       if (s.total_micro_batches % next->pp_size() != 0) {
@@ -170,4 +170,4 @@ const DirectiveOutcome* DirectiveQueue::OutcomeOf(uint64_t id) const {
   return it == done_.end() ? nullptr : &it->second;
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

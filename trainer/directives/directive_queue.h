@@ -30,18 +30,18 @@
 #include "analysis/plan/layout.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 // The layout an S3 TopologyChange describes for `world` ranks: one assignment per rank, the
 // (dp, pp) indices filling a full D' x P' grid with D' * P' == world, tp_index 0 (the reference
 // trainer has no tensor parallelism); no nodes (see analysis/plan/layout.h). kInvalidArgument
 // naming the offending assignment.
-absl::StatusOr<analysis::Layout> LayoutFromTopologyChange(const falcon::v1::TopologyChange& change,
-                                                          int world);
+absl::StatusOr<analysis::plan::Layout> LayoutFromTopologyChange(
+    const falcon::v1::TopologyChange& change, int world);
 
 // The state directives are checked against.
 struct PlanState {
-  const analysis::Layout* layout = nullptr;
+  const analysis::plan::Layout* layout = nullptr;
   const std::vector<int>* micro_batches = nullptr;
   int total_micro_batches = 1;
   int num_blocks = 1;
@@ -86,6 +86,6 @@ class DirectiveQueue {
   std::set<uint64_t> delivered_;  // Ids this rank's hooks returned.
 };
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
 
 #endif  // FALCON_TRAINER_DIRECTIVES_DIRECTIVE_QUEUE_H_

@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using ::testing::HasSubstr;
@@ -20,7 +20,7 @@ falcon::v1::Directive Make(uint64_t id, int64_t at) {
 
 class CheckTest : public ::testing::Test {
  protected:
-  CheckTest() : layout_(*analysis::Layout::Default(8, 4, 2)), plan_({2, 2, 2, 2}) {
+  CheckTest() : layout_(*analysis::plan::Layout::Default(8, 4, 2)), plan_({2, 2, 2, 2}) {
     state_.layout = &layout_;
     state_.micro_batches = &plan_;
     state_.total_micro_batches = 8;
@@ -29,7 +29,7 @@ class CheckTest : public ::testing::Test {
   std::string Why(const falcon::v1::Directive& d) {
     return std::string(CheckDirective(d, state_).message());
   }
-  analysis::Layout layout_;
+  analysis::plan::Layout layout_;
   std::vector<int> plan_;
   PlanState state_;
 };
@@ -141,12 +141,12 @@ falcon::v1::TopologyChange Change(const std::vector<std::vector<int>>& rows) {
 
 TEST(LayoutFromTopologyChangeTest, TopologyChangeSwapsPositions) {
   // The paper's node swap: ranks 1 and 2 exchange their (dp, pp) positions.
-  absl::StatusOr<analysis::Layout> l =
+  absl::StatusOr<analysis::plan::Layout> l =
       LayoutFromTopologyChange(Change({{0, 0, 0}, {1, 0, 1}, {2, 1, 0}, {3, 1, 1}}), 4);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->dp_size(), 2);
   EXPECT_EQ(l->pp_size(), 2);
-  EXPECT_EQ(l->at(1), (analysis::RankPlacement{1, "", 0, 1, 0}));
+  EXPECT_EQ(l->at(1), (analysis::plan::RankPlacement{1, "", 0, 1, 0}));
   EXPECT_EQ(l->RankAt(1, 0, 0), 2);
 }
 
@@ -168,4 +168,4 @@ TEST(LayoutFromTopologyChangeTest, MalformedTopologyChangesAreRejected) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 constexpr char kDirectiveTag = 'D';
@@ -117,4 +117,4 @@ absl::StatusOr<AgreedBoundary> AgreeAtBoundary(collective::Communicator& world,
   return MergeBoundary(messages);
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

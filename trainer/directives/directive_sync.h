@@ -20,7 +20,7 @@
 #include "collective/communicator.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 // One rank's contribution.
 struct BoundaryMessage {
@@ -51,6 +51,6 @@ AgreedBoundary MergeBoundary(const std::vector<BoundaryMessage>& messages);
 absl::StatusOr<AgreedBoundary> AgreeAtBoundary(collective::Communicator& world,
                                                const BoundaryMessage& mine);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
 
 #endif  // FALCON_TRAINER_DIRECTIVES_DIRECTIVE_SYNC_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 falcon::v1::Directive Plan(uint64_t id, std::vector<uint32_t> m) {
@@ -73,4 +73,4 @@ TEST(DirectiveSyncTest, MergeIsTheUnionByIdAndSumsLossInRankOrder) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -9,7 +9,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/testing/job.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using ::testing::HasSubstr;
@@ -36,7 +36,7 @@ TEST(CheckpointRestartTest, ResumeWithoutTheExcludedRankContinuesTheLossCurve) {
     EXPECT_TRUE(e.exited && e.code == 75) << common::testing::Describe(before.exits);
   }
   const std::string ckpt = before.checkpoint_dir + "/s4";
-  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(ckpt);
+  absl::StatusOr<checkpoint::CheckpointManifest> manifest = checkpoint::ReadManifest(ckpt);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(manifest->iteration, 4);
   EXPECT_EQ(manifest->excluded_ranks, std::vector<int>{3});
@@ -196,4 +196,4 @@ TEST(DirectiveAckTest, EachRankAcksEachOutcomeOnceWhenDeliveriesDiffer) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 absl::Status ValidateParallelConfig(int world, int dp, int pp, int micro_batches, int num_blocks) {
   if (dp < 1) return absl::InvalidArgumentError(absl::StrCat("--dp ", dp, " must be >= 1"));
@@ -61,4 +61,4 @@ int MicroBatchOffset(const std::vector<int>& plan, int dp) {
   return offset;
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

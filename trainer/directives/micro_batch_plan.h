@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 // Checks a job configuration before any rank starts: dp, pp >= 1, dp * pp == world,
 // micro-batches >= pp and a multiple of pp (1F1B: every DP group gets a multiple of PP),
@@ -29,6 +29,6 @@ absl::Status ValidateMicroBatchPlan(const std::vector<int>& plan, int dp, int pp
 // group d runs global micro-batches [offset, offset + plan[d]).
 int MicroBatchOffset(const std::vector<int>& plan, int dp);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
 
 #endif  // FALCON_TRAINER_DIRECTIVES_MICRO_BATCH_PLAN_H_

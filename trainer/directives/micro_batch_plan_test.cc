@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using ::testing::HasSubstr;
@@ -47,4 +47,4 @@ TEST(MicroBatchPlanTest, BadMicroBatchPlansNameTheEntry) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

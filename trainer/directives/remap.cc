@@ -2,10 +2,11 @@
 
 #include <algorithm>
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
-std::vector<LayerTransfer> PlanRemap(const ModelConfig& config, const analysis::Layout& from,
-                                     const analysis::Layout& to) {
+std::vector<LayerTransfer> PlanRemap(const model::ModelConfig& config,
+                                     const analysis::plan::Layout& from,
+                                     const analysis::plan::Layout& to) {
   std::vector<LayerTransfer> plan;
   for (int layer = 0; layer < config.num_layers(); ++layer) {
     std::vector<int> holders;
@@ -23,21 +24,20 @@ std::vector<LayerTransfer> PlanRemap(const ModelConfig& config, const analysis::
   return plan;
 }
 
-int64_t RemapBytes(const ModelConfig& config, const std::vector<LayerTransfer>& plan) {
+int64_t RemapBytes(const model::ModelConfig& config, const std::vector<LayerTransfer>& plan) {
   int64_t bytes = 0;
   for (const LayerTransfer& t : plan) bytes += 3 * LayerParamCount(config, t.layer) * 4;
   return bytes;
 }
 
-absl::StatusOr<std::unique_ptr<StageModel>> ExecuteRemap(const ModelConfig& config,
-                                                         const analysis::Layout& to,
-                                                         const std::vector<LayerTransfer>& plan,
-                                                         const StageModel& old_stage,
-                                                         collective::Communicator& world) {
+absl::StatusOr<std::unique_ptr<model::StageModel>> ExecuteRemap(
+    const model::ModelConfig& config, const analysis::plan::Layout& to,
+    const std::vector<LayerTransfer>& plan, const model::StageModel& old_stage,
+    collective::Communicator& world) {
   const int me = world.global_rank();
-  auto stage =
-      std::make_unique<StageModel>(config, LayersOfStage(config, to.pp_size(), to.at(me).pp));
-  const StageLayers mine = stage->layers();
+  auto stage = std::make_unique<model::StageModel>(
+      config, LayersOfStage(config, to.pp_size(), to.at(me).pp));
+  const model::StageLayers mine = stage->layers();
   // Layers this rank keeps are copied locally.
   for (int l = mine.first; l < mine.end; ++l) {
     if (!old_stage.layers().Contains(l)) continue;
@@ -78,4 +78,4 @@ absl::StatusOr<std::unique_ptr<StageModel>> ExecuteRemap(const ModelConfig& conf
   return stage;
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

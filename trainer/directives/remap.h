@@ -19,7 +19,7 @@
 #include "trainer/model/model_config.h"
 #include "trainer/model/stage_model.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 struct LayerTransfer {
   int layer = 0;
@@ -33,20 +33,20 @@ struct LayerTransfer {
 // The copies that take every rank from its stage under `from` to its stage under `to` (same
 // world). Ordered by layer, then destination rank. A layer's receivers take turns over its
 // previous holders (round robin by rank), spreading the load.
-std::vector<LayerTransfer> PlanRemap(const ModelConfig& config, const analysis::Layout& from,
-                                     const analysis::Layout& to);
+std::vector<LayerTransfer> PlanRemap(const model::ModelConfig& config,
+                                     const analysis::plan::Layout& from,
+                                     const analysis::plan::Layout& to);
 
 // Bytes moved by `plan` (parameters plus both Adam moments, float32).
-int64_t RemapBytes(const ModelConfig& config, const std::vector<LayerTransfer>& plan);
+int64_t RemapBytes(const model::ModelConfig& config, const std::vector<LayerTransfer>& plan);
 
 // Builds this rank's stage under `to` from `old_stage` (its stage under `from`) and the transfers
 // of `plan` it takes part in. `world` ranks are global ranks. Communicator errors pass through.
-absl::StatusOr<std::unique_ptr<StageModel>> ExecuteRemap(const ModelConfig& config,
-                                                         const analysis::Layout& to,
-                                                         const std::vector<LayerTransfer>& plan,
-                                                         const StageModel& old_stage,
-                                                         collective::Communicator& world);
+absl::StatusOr<std::unique_ptr<model::StageModel>> ExecuteRemap(
+    const model::ModelConfig& config, const analysis::plan::Layout& to,
+    const std::vector<LayerTransfer>& plan, const model::StageModel& old_stage,
+    collective::Communicator& world);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
 
 #endif  // FALCON_TRAINER_DIRECTIVES_REMAP_H_

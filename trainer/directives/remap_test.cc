@@ -7,17 +7,17 @@
 #include "gtest/gtest.h"
 #include "trainer/testing/job.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using ::testing::HasSubstr;
 
 TEST(RemapPlanTest, SwappingTwoRanksMovesTheirStagesBetweenThem) {
-  ModelConfig c = testing::SmallModel();
+  model::ModelConfig c = testing::SmallModel();
   c.vocab_size = 10;
-  const analysis::Layout from =
-      *analysis::Layout::Default(4, 2, 2);  // r0 (0,0) r1 (1,0) r2 (0,1) r3 (1,1)
-  const analysis::Layout to = *analysis::Layout::Create(
+  const analysis::plan::Layout from =
+      *analysis::plan::Layout::Default(4, 2, 2);  // r0 (0,0) r1 (1,0) r2 (0,1) r3 (1,1)
+  const analysis::plan::Layout to = *analysis::plan::Layout::Create(
       {{0, "", 0, 0, 0}, {1, "", 0, 1, 0}, {2, "", 1, 0, 0}, {3, "", 1, 1, 0}});
   const std::vector<LayerTransfer> plan = PlanRemap(c, from, to);
   // Stage 0 = layers 0..2, stage 1 = layers 3..5. Rank 1 gets stage 1 and rank 2 stage 0; the
@@ -34,12 +34,13 @@ TEST(RemapPlanTest, SwappingTwoRanksMovesTheirStagesBetweenThem) {
 }
 
 TEST(RemapPlanTest, ReshapingSpreadsSourcesAcrossReplicas) {
-  ModelConfig c = testing::SmallModel();
+  model::ModelConfig c = testing::SmallModel();
   c.vocab_size = 10;
-  const analysis::Layout from =
-      *analysis::Layout::Default(4, 4, 1);                          // Every rank holds every layer.
-  const analysis::Layout to = *analysis::Layout::Default(4, 1, 4);  // One pipeline of 4 stages.
-  EXPECT_TRUE(PlanRemap(c, from, to).empty());                      // Nothing is missing anywhere.
+  const analysis::plan::Layout from =
+      *analysis::plan::Layout::Default(4, 4, 1);  // Every rank holds every layer.
+  const analysis::plan::Layout to =
+      *analysis::plan::Layout::Default(4, 1, 4);  // One pipeline of 4 stages.
+  EXPECT_TRUE(PlanRemap(c, from, to).empty());    // Nothing is missing anywhere.
   const std::vector<LayerTransfer> back = PlanRemap(c, to, from);
   // Every rank lacks the layers of the 3 other stages; each comes from its only holder.
   EXPECT_EQ(back.size(), static_cast<size_t>(3 * c.num_layers()));
@@ -129,4 +130,4 @@ TEST(RemapJobTest, ReshapeFromTwoByTwoToOnePipelineOfFour) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

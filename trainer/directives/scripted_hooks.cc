@@ -16,7 +16,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 absl::Status FromJson(const nlohmann::json& j, google::protobuf::Message* msg) {
@@ -172,4 +172,4 @@ void ScriptedHooks::AppendEvent(const std::string& line) const {
   close(fd);
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -29,7 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "trainer/hooks.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 struct ScriptedTask {
   int64_t iteration = 0;
@@ -93,6 +93,6 @@ class ScriptedHooks : public TrainerHooks {
   std::vector<IterationReport> reports_;
 };
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
 
 #endif  // FALCON_TRAINER_DIRECTIVES_SCRIPTED_HOOKS_H_

@@ -8,7 +8,7 @@
 #include "collective/comm_runtime.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
     ShimTrainerHooksOptions options) {
@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
   if (options.dp_size < 0 || options.pp_size < 0 || options.global_micro_batches < 0) {
     return absl::InvalidArgumentError("dp_size, pp_size, global_micro_batches: negative");
   }
-  shim::ShimOptions o;
+  trainer_shim::ShimOptions o;
   o.job = options.job;
   o.rank = static_cast<uint32_t>(options.rank);
   o.world_size = static_cast<uint32_t>(options.world_size);
@@ -46,7 +46,8 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
   o.agent_socket = options.agent_socket;
   o.trainer_applies_directives = true;
   o.log = std::move(options.log);
-  absl::StatusOr<std::unique_ptr<shim::Shim>> shim = shim::Shim::Create(std::move(o));
+  absl::StatusOr<std::unique_ptr<trainer_shim::Shim>> shim =
+      trainer_shim::Shim::Create(std::move(o));
   if (!shim.ok()) return shim.status();
   return std::unique_ptr<ShimTrainerHooks>(new ShimTrainerHooks(*std::move(shim)));
 }
@@ -62,23 +63,23 @@ void ShimTrainerHooks::Warn(std::string_view what, const absl::Status& status) {
             << status.message() << "\n";
 }
 
-void ShimTrainerHooks::OnLayout(const trainer::RankContext& context) {
+void ShimTrainerHooks::OnLayout(const RankContext& context) {
   runtime_ = context.runtime;
   // Normally installed before the world was created (WorkerOptions::observer); a caller that did
   // not still gets the DP/PP/validation communicators' ops from here on.
   if (runtime_ != nullptr && runtime_->observer() == nullptr) runtime_->SetObserver(this);
   // The world communicator, in case its creation was not observed (ids are stable, so a second
   // registration only updates it).
-  shim::CommunicatorInfo world;
+  trainer_shim::CommunicatorInfo world;
   world.comm_id = context.world_comm_id;
-  world.kind = shim::CommKind::COMM_KIND_WORLD;
+  world.kind = common::CommKind::COMM_KIND_WORLD;
   world.name = "world";
   for (int r = 0; r < context.world_size; ++r) world.member_ranks.push_back(r);
   if (world.comm_id != 0) Warn("world communicator", shim_->RegisterCommunicator(world));
 }
 
-void ShimTrainerHooks::OnIteration(const trainer::IterationReport& report) {
-  shim::IterationHint hint;
+void ShimTrainerHooks::OnIteration(const IterationReport& report) {
+  trainer_shim::IterationHint hint;
   hint.iteration = report.iteration;
   hint.start_ns = report.start_ns;
   hint.end_ns = std::max(report.end_ns, report.start_ns);
@@ -119,7 +120,7 @@ void ShimTrainerHooks::ReportValidation(const falcon::v1::ValidationResult& resu
 }
 
 void ShimTrainerHooks::OnOp(const collective::OpEvent& event) noexcept {
-  shim::OpRecord r;
+  trainer_shim::OpRecord r;
   r.comm_id = event.comm_id;
   r.bytes = event.bytes;
   r.host_start_ns = event.host_start_ns;
@@ -132,7 +133,7 @@ void ShimTrainerHooks::OnOp(const collective::OpEvent& event) noexcept {
 }
 
 void ShimTrainerHooks::OnCommCreated(const collective::CommInfo& info) noexcept {
-  shim::CommunicatorInfo c;
+  trainer_shim::CommunicatorInfo c;
   c.comm_id = info.comm_id;
   c.kind = info.kind;
   c.name = info.name;
@@ -140,4 +141,4 @@ void ShimTrainerHooks::OnCommCreated(const collective::CommInfo& info) noexcept 
   Warn(absl::StrCat("communicator ", info.name), shim_->RegisterCommunicator(c));
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

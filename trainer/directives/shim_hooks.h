@@ -1,10 +1,10 @@
 // ShimTrainerHooks: the reference trainer's TrainerHooks (trainer/hooks.h) over the real shim
-// (falcon::shim::Shim), so a falcon_train rank reaches its node agent. Only the falcon_train
-// binary links it; the trainer library never depends on the shim.
+// (falcon::trainer_shim::Shim), so a falcon_train rank reaches its node agent. Only the
+// falcon_train binary links it; the trainer library never depends on the shim.
 //
 // What goes where:
-//   hello (shim::Shim options)    job, rank, node, world, dp/pp sizes, M, epoch: from the options
-//   at
+//   hello (trainer_shim::Shim options)    job, rank, node, world, dp/pp sizes, M, epoch: from the
+//   options at
 //                           Create (the launcher's layout; an S3 remap is told to the agent
 //                           through the re-registered DP/PP communicators, not the hello).
 //   OnCommCreated (observer) every communicator (world, validation, DP, PP; rebuilt after S3) is
@@ -37,10 +37,10 @@
 #include "trainer/hooks.h"
 #include "trainer_shim/shim.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 struct ShimTrainerHooksOptions {
-  std::string job;           // REQUIRES: a valid job name (shim::ShimOptions::job).
+  std::string job;           // REQUIRES: a valid job name (trainer_shim::ShimOptions::job).
   std::string agent_socket;  // The agent's unix socket; REQUIRES: non-empty.
   std::string node;          // Node name in the hello (emulated node, e.g. "node3").
   int rank = 0;              // Global rank, [0, world_size).
@@ -50,20 +50,20 @@ struct ShimTrainerHooksOptions {
   int pp_size = 0;
   int global_micro_batches = 0;  // M (0: unknown).
   uint64_t epoch = 0;            // Epoch the trainer starts at.
-  // shim::Shim warnings (default: stderr).
+  // trainer_shim::Shim warnings (default: stderr).
   std::function<void(std::string_view)> log;
 };
 
-class ShimTrainerHooks final : public trainer::TrainerHooks, public collective::OpObserver {
+class ShimTrainerHooks final : public TrainerHooks, public collective::OpObserver {
  public:
   // Creates and connects the shim. kInvalidArgument naming the bad field
-  // (shim::ShimOptions::Validate).
+  // (trainer_shim::ShimOptions::Validate).
   static absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> Create(ShimTrainerHooksOptions options);
   ~ShimTrainerHooks() override;  // Flushes and shuts the shim down.
 
   // TrainerHooks (the rank's training thread).
-  void OnLayout(const trainer::RankContext& context) override;
-  void OnIteration(const trainer::IterationReport& report) override;
+  void OnLayout(const RankContext& context) override;
+  void OnIteration(const IterationReport& report) override;
   std::vector<falcon::v1::Directive> PollDirectives(int64_t iteration) override;
   void Ack(const falcon::v1::Directive& directive, falcon::v1::AckStatus status,
            const std::string& reason, int64_t applied_iteration) override;
@@ -74,16 +74,16 @@ class ShimTrainerHooks final : public trainer::TrainerHooks, public collective::
   void OnOp(const collective::OpEvent& event) noexcept override;
   void OnCommCreated(const collective::CommInfo& info) noexcept override;
 
-  shim::Shim& shim() { return *shim_; }
+  trainer_shim::Shim& shim() { return *shim_; }
 
  private:
-  explicit ShimTrainerHooks(std::unique_ptr<shim::Shim> shim) : shim_(std::move(shim)) {}
+  explicit ShimTrainerHooks(std::unique_ptr<trainer_shim::Shim> shim) : shim_(std::move(shim)) {}
   void Warn(std::string_view what, const absl::Status& status);
 
-  std::unique_ptr<shim::Shim> shim_;
+  std::unique_ptr<trainer_shim::Shim> shim_;
   collective::CommRuntime* runtime_ = nullptr;  // Seen in OnLayout; observer reset at exit.
 };
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
 
 #endif  // FALCON_TRAINER_DIRECTIVES_SHIM_HOOKS_H_

@@ -1,4 +1,4 @@
-// ShimTrainerHooks against shim::FakeAgent: registration and op records from the collective
+// ShimTrainerHooks against trainer_shim::FakeAgent: registration and op records from the collective
 // observer, iteration hints, and the trainer-applied directive path (handed over once, each outcome
 // acked once, a re-delivered id answered with the last ack and never handed over again), validation
 // tasks and results.
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "trainer_shim/shim_test_util.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using falcon::v1::ACK_STATUS_APPLIED;
@@ -18,13 +18,13 @@ using falcon::v1::ACK_STATUS_RECEIVED;
 using falcon::v1::ACK_STATUS_REJECTED;
 using falcon::v1::Directive;
 
-int CountAcks(const shim::FakeAgent& agent, uint64_t id, falcon::v1::AckStatus status) {
+int CountAcks(const trainer_shim::FakeAgent& agent, uint64_t id, falcon::v1::AckStatus status) {
   int n = 0;
   for (const auto& a : agent.acks()) n += a.directive_id() == id && a.status() == status;
   return n;
 }
 
-class TrainerHooksTest : public shim::ShimTest {
+class TrainerHooksTest : public trainer_shim::ShimTest {
  protected:
   std::unique_ptr<ShimTrainerHooks> MakeHooks() {
     ShimTrainerHooksOptions o;
@@ -45,7 +45,7 @@ class TrainerHooksTest : public shim::ShimTest {
   // Polls until the trainer is handed something (or 20 s pass).
   std::vector<Directive> PollUntilAny(ShimTrainerHooks& hooks, int64_t iteration) {
     std::vector<Directive> got;
-    shim::WaitUntil([&] {
+    trainer_shim::WaitUntil([&] {
       got = hooks.PollDirectives(iteration);
       return !got.empty();
     });
@@ -88,7 +88,7 @@ TEST_F(TrainerHooksTest, HelloCommunicatorsOpsAndHintsReachTheAgent) {
   op.host_end_ns = 250;
   op.iteration = 3;
   hooks->OnOp(op);
-  trainer::IterationReport r;
+  IterationReport r;
   r.rank = 1;
   r.iteration = 3;
   r.start_ns = 50;
@@ -132,7 +132,7 @@ TEST_F(TrainerHooksTest, EachOutcomeIsAckedOnceAndARedeliveredIdIsNeverReapplied
   ASSERT_TRUE(agent_->WaitFor([&] { return agent_->attached(); }));
   // Epoch 0 (the hooks start at 0); a plan of 3 entries: the shim does not check plans against
   // the layout (the trainer does, against its current one).
-  Directive plan = shim::Plan(21, 0, 4);
+  Directive plan = trainer_shim::Plan(21, 0, 4);
   plan.mutable_micro_batch_plan()->add_micro_batches(0);
   ASSERT_TRUE(agent_->SendDirective(plan));
   std::vector<Directive> got = PollUntilAny(*hooks, 2);
@@ -142,14 +142,16 @@ TEST_F(TrainerHooksTest, EachOutcomeIsAckedOnceAndARedeliveredIdIsNeverReapplied
 
   hooks->Ack(got[0], ACK_STATUS_RECEIVED, "", -1);
   hooks->Ack(got[0], ACK_STATUS_RECEIVED, "", -1);  // A repeat is not sent again.
-  ASSERT_TRUE(agent_->WaitFor([&] { return shim::HasAck(*agent_, 21, ACK_STATUS_RECEIVED); }));
+  ASSERT_TRUE(
+      agent_->WaitFor([&] { return trainer_shim::HasAck(*agent_, 21, ACK_STATUS_RECEIVED); }));
   ASSERT_TRUE(agent_->SendDirective(plan));  // Re-delivered while pending: RECEIVED again.
   ASSERT_TRUE(agent_->WaitFor([&] { return CountAcks(*agent_, 21, ACK_STATUS_RECEIVED) == 2; }));
   hooks->Ack(got[0], ACK_STATUS_APPLIED, "", 4);
   hooks->Ack(got[0], ACK_STATUS_APPLIED, "", 4);        // The trainer's re-ack: dropped.
   hooks->Ack(got[0], ACK_STATUS_REJECTED, "late", -1);  // A second outcome: dropped.
-  ASSERT_TRUE(agent_->WaitFor([&] { return shim::HasAck(*agent_, 21, ACK_STATUS_APPLIED); }));
-  EXPECT_EQ(shim::FindAck(*agent_, 21, ACK_STATUS_APPLIED).applied_iteration(), 4);
+  ASSERT_TRUE(
+      agent_->WaitFor([&] { return trainer_shim::HasAck(*agent_, 21, ACK_STATUS_APPLIED); }));
+  EXPECT_EQ(trainer_shim::FindAck(*agent_, 21, ACK_STATUS_APPLIED).applied_iteration(), 4);
 
   ASSERT_TRUE(agent_->SendDirective(plan));  // Re-delivered after the outcome: answered with it.
   ASSERT_TRUE(agent_->WaitFor([&] { return CountAcks(*agent_, 21, ACK_STATUS_APPLIED) == 2; }));
@@ -162,19 +164,20 @@ TEST_F(TrainerHooksTest, MalformedAndForeignDirectivesAreRejectedByTheShim) {
   std::unique_ptr<ShimTrainerHooks> hooks = MakeHooks();
   ASSERT_NE(hooks, nullptr);
   ASSERT_TRUE(agent_->WaitFor([&] { return agent_->attached(); }));
-  Directive no_kind = shim::BaseDirective(8, 0, 3);
-  Directive other_job = shim::Plan(9, 0, 3);
+  Directive no_kind = trainer_shim::BaseDirective(8, 0, 3);
+  Directive other_job = trainer_shim::Plan(9, 0, 3);
   other_job.set_job("job2");
-  Directive not_mine = shim::Plan(10, 0, 3);  // Targets rank 3 only: handed over, never acked here.
+  Directive not_mine =
+      trainer_shim::Plan(10, 0, 3);  // Targets rank 3 only: handed over, never acked here.
   not_mine.add_target_ranks(3);
   ASSERT_TRUE(agent_->SendDirective(no_kind));
   ASSERT_TRUE(agent_->SendDirective(other_job));
   ASSERT_TRUE(agent_->SendDirective(not_mine));
   ASSERT_TRUE(agent_->WaitFor([&] {
-    return shim::HasAck(*agent_, 8, ACK_STATUS_REJECTED) &&
-           shim::HasAck(*agent_, 9, ACK_STATUS_REJECTED);
+    return trainer_shim::HasAck(*agent_, 8, ACK_STATUS_REJECTED) &&
+           trainer_shim::HasAck(*agent_, 9, ACK_STATUS_REJECTED);
   }));
-  EXPECT_NE(shim::FindAck(*agent_, 9, ACK_STATUS_REJECTED).reason().find("job2"),
+  EXPECT_NE(trainer_shim::FindAck(*agent_, 9, ACK_STATUS_REJECTED).reason().find("job2"),
             std::string::npos);
   std::vector<Directive> got = PollUntilAny(*hooks, 1);
   ASSERT_EQ(got.size(), 1u);
@@ -196,7 +199,7 @@ TEST_F(TrainerHooksTest, ValidationTasksAndResultsPassThrough) {
   t->mutable_gemm()->set_repeats(1);
   ASSERT_TRUE(agent_->Send(m));
   std::vector<falcon::v1::ValidationTask> tasks;
-  ASSERT_TRUE(shim::WaitUntil([&] {
+  ASSERT_TRUE(trainer_shim::WaitUntil([&] {
     tasks = hooks->PollValidationTasks(0);
     return !tasks.empty();
   }));
@@ -214,4 +217,4 @@ TEST_F(TrainerHooksTest, ValidationTasksAndResultsPassThrough) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -7,7 +7,7 @@
 #include "absl/time/time.h"
 #include "trainer/model/layers.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 constexpr uint32_t kMaxDim = 65536;
@@ -25,7 +25,7 @@ constexpr double kMaxLinkTotalBytes = 4.0 * (uint64_t{1} << 30);
 
 ValidationExecutor::ValidationExecutor(collective::Communicator* comm,
                                        collective::CommRuntime* runtime,
-                                       const collective::ComputeSlowdown* slowdown,
+                                       const collective::fault::ComputeSlowdown* slowdown,
                                        const common::Clock* clock)
     : comm_(comm), runtime_(runtime), slowdown_(slowdown), clock_(clock) {}
 
@@ -133,9 +133,9 @@ absl::Status ValidationExecutor::RunGemm(const falcon::v1::GemmTest& test,
                                          falcon::v1::ValidationResult* result) {
   const int m = static_cast<int>(test.m()), n = static_cast<int>(test.n()),
             k = static_cast<int>(test.k());
-  Matrix a = Matrix::Constant(m, k, 0.5f);
-  Matrix b = Matrix::Constant(k, n, 0.25f);
-  Matrix c(m, n);
+  model::Matrix a = model::Matrix::Constant(m, k, 0.5f);
+  model::Matrix b = model::Matrix::Constant(k, n, 0.25f);
+  model::Matrix c(m, n);
   for (int i = 0; i < std::min(m, k); ++i) a(i, i) = 1.0f;  // Not a trivially constant product.
   // Like the link shaper, an unknown iteration (-1) counts as 0.
   const int64_t iteration = std::max<int64_t>(0, runtime_->iteration());
@@ -204,4 +204,4 @@ absl::Status ValidationExecutor::RunLinkPass(const falcon::v1::LinkPassTest& tes
   return absl::OkStatus();
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

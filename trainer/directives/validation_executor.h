@@ -32,7 +32,7 @@
 #include "common/clock.h"
 #include "proto/falcon/v1/common.pb.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 
 class ValidationExecutor {
  public:
@@ -40,7 +40,8 @@ class ValidationExecutor {
   // process's comm runtime (pause gate bypass, current iteration for fault windows). `slowdown`
   // may be null (no compute faults). All must outlive the executor.
   ValidationExecutor(collective::Communicator* comm, collective::CommRuntime* runtime,
-                     const collective::ComputeSlowdown* slowdown, const common::Clock* clock);
+                     const collective::fault::ComputeSlowdown* slowdown,
+                     const common::Clock* clock);
 
   // Emulated device time added to each GEMM repetition (slept, stretched by the compute fault's
   // factor), matching the trainer's --emulated_compute_ms, so GEMM validation sees an emulated
@@ -73,13 +74,13 @@ class ValidationExecutor {
 
   collective::Communicator* const comm_;
   collective::CommRuntime* const runtime_;
-  const collective::ComputeSlowdown* const slowdown_;
+  const collective::fault::ComputeSlowdown* const slowdown_;
   const common::Clock* const clock_;
   absl::Mutex mu_;
   absl::Duration emulated_gemm_ = absl::ZeroDuration();
   absl::Duration emulated_link_ = absl::ZeroDuration();
 };
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives
 
 #endif  // FALCON_TRAINER_DIRECTIVES_VALIDATION_EXECUTOR_H_

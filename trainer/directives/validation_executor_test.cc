@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::directives {
 namespace {
 
 using ::testing::HasSubstr;
@@ -76,20 +76,20 @@ struct OneRank {
 };
 
 std::unique_ptr<OneRank> MakeRank(int rank, int world, const std::string& dir,
-                                  std::vector<collective::LinkFault> links = {}) {
+                                  std::vector<collective::fault::LinkFault> links = {}) {
   auto r = std::make_unique<OneRank>();
   collective::CommRuntimeOptions o;
   o.rank = rank;
   o.clock = &r->clock;
   o.link_faults = std::move(links);
   r->runtime = std::make_shared<collective::CommRuntime>(o);
-  collective::GlooWorldOptions w;
+  collective::gloo::GlooWorldOptions w;
   w.rank = rank;
   w.world_size = world;
   w.rendezvous_dir = dir;
   w.timeout = absl::Seconds(20);
   absl::StatusOr<std::unique_ptr<collective::Communicator>> c =
-      collective::CreateGlooWorld(w, r->runtime);
+      collective::gloo::CreateGlooWorld(w, r->runtime);
   if (!c.ok()) return nullptr;
   r->world = *std::move(c);
   return r;
@@ -98,11 +98,11 @@ std::unique_ptr<OneRank> MakeRank(int rank, int world, const std::string& dir,
 TEST(ValidationExecutorTest, GemmIsTimedAndStretchedByTheComputeFault) {
   std::unique_ptr<OneRank> r = MakeRank(0, 1, common::testing::FreshDir("gemm"));
   ASSERT_NE(r, nullptr);
-  collective::RecordingSleeper sleeper;
-  collective::ComputeFault fault;
+  collective::fault::RecordingSleeper sleeper;
+  collective::fault::ComputeFault fault;
   fault.rank = 0;
   fault.factor = 3.0;
-  collective::ComputeSlowdown slowdown({fault}, 0, &sleeper);
+  collective::fault::ComputeSlowdown slowdown({fault}, 0, &sleeper);
   ValidationExecutor executor(r->world.get(), r->runtime.get(), &slowdown, &r->clock);
   const falcon::v1::ValidationTask task = Gemm(64, 48, 32, 4);
   EXPECT_TRUE(executor.Participates(task));
@@ -140,7 +140,7 @@ TEST(ValidationExecutorTest, MalformedTaskGivesAnErrorResult) {
 TEST(ValidationExecutorTest, LinkPassTimesEachLinkAtItsSender) {
   const std::string dir = common::testing::FreshDir("links");
   // The 1 -> 0 link is slowed by 30 ms per message; 0 -> 1 is not.
-  collective::LinkFault slow;
+  collective::fault::LinkFault slow;
   slow.src = 1;
   slow.dst = 0;
   slow.delay = absl::Milliseconds(30);
@@ -169,4 +169,4 @@ TEST(ValidationExecutorTest, LinkPassTimesEachLinkAtItsSender) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::directives

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 
 absl::Status AdamOptions::Validate() const {
   if (!(learning_rate > 0) || !std::isfinite(learning_rate)) {
@@ -37,4 +37,4 @@ void AdamStep(const AdamOptions& o, int64_t step, int64_t n, float* params, cons
   }
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model

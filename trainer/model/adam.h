@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 
 struct AdamOptions {
   float learning_rate = 2e-3f;  // > 0.
@@ -24,6 +24,6 @@ struct AdamOptions {
 void AdamStep(const AdamOptions& options, int64_t step, int64_t n, float* params,
               const float* grads, float* m, float* v);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model
 
 #endif  // FALCON_TRAINER_MODEL_ADAM_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/text_file.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 
 uint64_t Mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -65,4 +65,4 @@ void Corpus::FillMicroBatch(uint64_t seed, int64_t iteration, int64_t micro, int
   }
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 
 // Default text: present on every Debian system (package base-files).
 inline constexpr char kDefaultCorpusPath[] = "/usr/share/common-licenses/GPL-3";
@@ -63,6 +63,6 @@ uint64_t Mix64(uint64_t x);
 // Mix of several values, order-sensitive.
 uint64_t HashCombine(uint64_t a, uint64_t b);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model
 
 #endif  // FALCON_TRAINER_MODEL_CORPUS_H_

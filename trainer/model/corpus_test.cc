@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 namespace {
 
 TEST(CorpusTest, LoadsTheDefaultDebianText) {
@@ -80,4 +80,4 @@ TEST(CorpusTest, MicroBatchesAreRealWindowsAndDeterministic) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model

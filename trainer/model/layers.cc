@@ -4,7 +4,7 @@
 
 #include "trainer/model/corpus.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 namespace {
 
 using MapM = Eigen::Map<Matrix>;
@@ -169,4 +169,4 @@ void HeadBackward(const ModelConfig& c, const float* params, const Matrix& x, co
   if (dx != nullptr) dx->noalias() = dlogits * w.transpose();
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model

@@ -14,7 +14,7 @@
 
 #include "trainer/model/model_config.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -46,6 +46,6 @@ double HeadForward(const ModelConfig& c, const float* params, const Matrix& x,
 void HeadBackward(const ModelConfig& c, const float* params, const Matrix& x, const Matrix& dlogits,
                   float* grads, Matrix* dx);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model
 
 #endif  // FALCON_TRAINER_MODEL_LAYERS_H_

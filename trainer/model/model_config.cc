@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 namespace {
 
 absl::Status Range(const char* field, int value, int lo, int hi) {
@@ -64,4 +64,4 @@ int StageOfLayer(const ModelConfig& config, int pp, int layer) {
   return -1;
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model

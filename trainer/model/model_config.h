@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 
 struct ModelConfig {
   int vocab_size = 0;          // Distinct characters of the corpus, >= 2.
@@ -56,6 +56,6 @@ StageLayers LayersOfStage(const ModelConfig& config, int pp, int stage);
 // Stage of `layer` in a pipeline of `pp` stages.
 int StageOfLayer(const ModelConfig& config, int pp, int layer);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model
 
 #endif  // FALCON_TRAINER_MODEL_MODEL_CONFIG_H_

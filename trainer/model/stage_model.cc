@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 
 StageModel::StageModel(const ModelConfig& config, StageLayers layers)
     : config_(config), layers_(layers) {
@@ -94,4 +94,4 @@ void StageModel::Backward(int64_t micro, const float* grad_output, float* grad_i
   saved_.erase(it);
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model

@@ -18,7 +18,7 @@
 #include "trainer/model/layers.h"
 #include "trainer/model/model_config.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 
 class StageModel {
  public:
@@ -79,6 +79,6 @@ class StageModel {
   std::map<int64_t, Saved> saved_;
 };
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model
 
 #endif  // FALCON_TRAINER_MODEL_STAGE_MODEL_H_

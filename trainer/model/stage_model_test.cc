@@ -7,7 +7,7 @@
 #include "trainer/model/adam.h"
 #include "trainer/model/corpus.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::model {
 namespace {
 
 ModelConfig TinyConfig() {
@@ -134,4 +134,4 @@ TEST(StageModelTest, AdamLowersTheLossOnRealText) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::model

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::schedule {
 
 std::vector<PipeOp> OneFOneBSchedule(int pp, int stage, int m) {
   const bool first = stage == 0;
@@ -62,4 +62,4 @@ std::string ScheduleToString(const std::vector<PipeOp>& ops) {
   });
 }
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::schedule

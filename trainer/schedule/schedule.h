@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace falcon::trainer {
+namespace falcon::trainer::schedule {
 
 enum class PipeOpKind {
   kRecvForward,   // Receive micro-batch `micro`'s input activation from stage s-1.
@@ -41,6 +41,6 @@ std::vector<PipeOp> OneFOneBSchedule(int pp, int stage, int m);
 // "F3" / "B0" / "rf1" / "sf1" / "rb0" / "sb0", joined by spaces: for tests and logs.
 std::string ScheduleToString(const std::vector<PipeOp>& ops);
 
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::schedule
 
 #endif  // FALCON_TRAINER_SCHEDULE_SCHEDULE_H_

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::trainer {
+namespace falcon::trainer::schedule {
 namespace {
 
 TEST(ScheduleTest, MatchesTheClassic1F1BOrderOnFourStages) {
@@ -131,4 +131,4 @@ TEST(ScheduleTest, EveryMicroBatchRunsForwardThenBackwardOnce) {
 }
 
 }  // namespace
-}  // namespace falcon::trainer
+}  // namespace falcon::trainer::schedule

@@ -11,8 +11,8 @@
 
 namespace falcon::trainer::testing {
 
-ModelConfig SmallModel() {
-  ModelConfig c;
+model::ModelConfig SmallModel() {
+  model::ModelConfig c;
   c.context = 6;
   c.embed_dim = 16;
   c.hidden = 64;
@@ -77,19 +77,20 @@ JobRun RunJob(const JobSpec& spec, const std::string& tag) {
   return run;
 }
 
-std::vector<std::vector<float>> ReadParams(const std::string& dir, const ModelConfig& model) {
-  absl::StatusOr<CheckpointManifest> m = ReadManifest(dir);
+std::vector<std::vector<float>> ReadParams(const std::string& dir,
+                                           const model::ModelConfig& model) {
+  absl::StatusOr<checkpoint::CheckpointManifest> m = checkpoint::ReadManifest(dir);
   if (!m.ok()) {
     ADD_FAILURE() << m.status();
     return {};
   }
-  ModelConfig c = model;
+  model::ModelConfig c = model;
   c.vocab_size = m->model.vocab_size;
   std::vector<std::vector<float>> out;
   for (int l = 0; l < c.num_layers(); ++l) {
     const int64_t n = LayerParamCount(c, l);
     std::vector<float> p(n), mm(n), v(n);
-    if (absl::Status s = ReadLayer(dir, l, n, p.data(), mm.data(), v.data()); !s.ok()) {
+    if (absl::Status s = checkpoint::ReadLayer(dir, l, n, p.data(), mm.data(), v.data()); !s.ok()) {
       ADD_FAILURE() << s;
       return {};
     }

@@ -15,7 +15,7 @@
 namespace falcon::trainer::testing {
 
 // A model small enough for multi-process tests on two loaded cores.
-ModelConfig SmallModel();
+model::ModelConfig SmallModel();
 
 struct JobSpec {
   int dp = 1;
@@ -23,7 +23,7 @@ struct JobSpec {
   int micro_batches = 4;
   int64_t steps = 4;
   uint64_t seed = 7;
-  ModelConfig model = SmallModel();
+  model::ModelConfig model = SmallModel();
   int world = 0;               // 0: dp * pp.
   std::string directives;      // Script text (directives/scripted_hooks.h); empty: none.
   std::string faults;          // Fault spec; empty: none.
@@ -48,7 +48,7 @@ JobRun RunJob(const JobSpec& spec, const std::string& tag);
 
 // Every layer's parameters (index = layer) from a checkpoint; empty on error (test failure added).
 std::vector<std::vector<float>> ReadParams(const std::string& checkpoint_dir,
-                                           const ModelConfig& model);
+                                           const model::ModelConfig& model);
 // Largest |a - b| / (1 + |b|) over all parameters; +inf when the shapes differ.
 double MaxRelativeDiff(const std::vector<std::vector<float>>& a,
                        const std::vector<std::vector<float>>& b);

@@ -5,7 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 namespace {
 
 constexpr uint64_t kFnvOffset = 14695981039346656037ull;
@@ -139,4 +139,4 @@ size_t CommRegistry::size() const {
   return entries_.size();
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl

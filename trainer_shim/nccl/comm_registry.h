@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 
 // FNV-1a 64 over the bytes of an ncclUniqueId; never 0.
 uint64_t CommIdFromUniqueId(const void* bytes, size_t size);
@@ -64,6 +64,6 @@ class CommRegistry {
   std::atomic<uint64_t> generation_{1};  // Bumped on every change; invalidates thread caches.
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl
 
 #endif  // FALCON_TRAINER_SHIM_NCCL_COMM_REGISTRY_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 namespace {
 
 TEST(CommIdTest, SameUniqueIdSameIdAndNeverZero) {
@@ -113,4 +113,4 @@ TEST(CommRegistryTest, ConcurrentLookupsWhileCommsChange) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl

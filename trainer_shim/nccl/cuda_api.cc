@@ -4,7 +4,7 @@
 
 #include <initializer_list>
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 namespace {
 
 template <typename F>
@@ -47,4 +47,4 @@ const CudaApi& Cuda() {
   return cuda;
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl

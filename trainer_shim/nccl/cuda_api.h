@@ -7,7 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 
 struct CudaApi {
   cudaError_t (*EventCreateWithFlags)(cudaEvent_t*, unsigned int) = nullptr;
@@ -35,6 +35,6 @@ struct CudaApi {
 
 const CudaApi& Cuda();
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl
 
 #endif  // FALCON_TRAINER_SHIM_NCCL_CUDA_API_H_

@@ -10,7 +10,7 @@
 
 #include "trainer_shim/nccl/real_nccl.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 namespace {
 
 bool Ok(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
@@ -412,4 +412,4 @@ void Interposer::Finish() {
   }
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl

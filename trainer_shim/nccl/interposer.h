@@ -34,7 +34,7 @@
 #include "trainer_shim/nccl/cuda_api.h"
 #include "trainer_shim/nccl/interposer_config.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 
 class Interposer {
  public:
@@ -138,6 +138,6 @@ class Interposer {
   std::atomic<size_t> timed_count_{0};
 };
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl
 
 #endif  // FALCON_TRAINER_SHIM_NCCL_INTERPOSER_H_

@@ -4,7 +4,7 @@
 
 #include "absl/strings/numbers.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 namespace {
 
 bool FirstInt(const std::function<const char*(const char*)>& getenv,
@@ -62,4 +62,4 @@ InterposerConfig ConfigFromEnv(const std::function<const char*(const char*)>& ge
   return c;
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl

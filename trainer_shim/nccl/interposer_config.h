@@ -20,7 +20,7 @@
 #include <functional>
 #include <string>
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 
 struct InterposerConfig {
   bool enabled = false;
@@ -39,6 +39,6 @@ struct InterposerConfig {
 // `getenv` returns the value or null. Malformed numbers are ignored (the default stays).
 InterposerConfig ConfigFromEnv(const std::function<const char*(const char*)>& getenv);
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl
 
 #endif  // FALCON_TRAINER_SHIM_NCCL_INTERPOSER_CONFIG_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 namespace {
 
 InterposerConfig From(const std::map<std::string, std::string>& env) {
@@ -59,4 +59,4 @@ TEST(InterposerConfigTest, FlagsAndNumbers) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl

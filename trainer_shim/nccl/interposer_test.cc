@@ -25,7 +25,7 @@
 
 extern char** environ;
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 namespace {
 
 using falcon::v1::OpRecord;
@@ -321,4 +321,4 @@ TEST_F(InterposerTest, NoAgentChangesNothing) {
 }
 
 }  // namespace
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl

@@ -11,8 +11,8 @@
 
 namespace {
 
-using falcon::shim::Interposer;
-using falcon::shim::Real;
+using falcon::trainer_shim::nccl::Interposer;
+using falcon::trainer_shim::nccl::Real;
 
 uint64_t TypeSize(ncclDataType_t type) {
   switch (type) {

@@ -4,7 +4,7 @@
 
 #include <initializer_list>
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 namespace {
 
 // Any address inside this library, to recognize (and refuse) our own wrappers.
@@ -63,4 +63,4 @@ const RealNccl& Real() {
   return real;
 }
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl

@@ -6,7 +6,7 @@
 
 #include <nccl.h>
 
-namespace falcon::shim {
+namespace falcon::trainer_shim::nccl {
 
 struct RealNccl {
   decltype(&::ncclCommInitRank) CommInitRank = nullptr;
@@ -31,6 +31,6 @@ struct RealNccl {
 // The process's real NCCL. A missing function stays null: its wrapper returns ncclSystemError.
 const RealNccl& Real();
 
-}  // namespace falcon::shim
+}  // namespace falcon::trainer_shim::nccl
 
 #endif  // FALCON_TRAINER_SHIM_NCCL_REAL_NCCL_H_

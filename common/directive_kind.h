@@ -1,0 +1,20 @@
+// The directive-kind vocabulary (docs/glossary.md, "directive"): one lower-case word per kind of
+// falcon.v1.Directive, the same in the controller's log lines (strategy=), its metrics (the
+// strategy label of falcon_controller_directives_issued_total) and falconctl (the KIND column).
+// The proto's oneof names the body, the word names the kind:
+//   pause      Pause                resume     Resume           profiling  ProfilingControl
+//   s2         micro_batch_plan     s3         topology_change  s4         checkpoint_restart
+#ifndef FALCON_COMMON_DIRECTIVE_KIND_H_
+#define FALCON_COMMON_DIRECTIVE_KIND_H_
+
+#include "absl/strings/string_view.h"
+#include "proto/falcon/v1/common.pb.h"
+
+namespace falcon::common {
+
+// The directive's kind word; "none" when its kind is not set.
+absl::string_view DirectiveKindName(const ::falcon::v1::Directive& directive);
+
+}  // namespace falcon::common
+
+#endif  // FALCON_COMMON_DIRECTIVE_KIND_H_
