@@ -444,7 +444,11 @@ TEST_F(BoundedStateTest, PagesStayUnderTheByteBudget) {
 
 TEST_F(BoundedStateTest, EventsAndDirectivesPageNewestFirstWithinTheLimit) {
   Start();
-  { SimAgent("agent-0", "node-0", {0}).Connect(*c_, {Job("a"), Job("b")}).IgnoreError(); }
+  {
+    const absl::Status connected =
+        SimAgent("agent-0", "node-0", {0}).Connect(*c_, {Job("a"), Job("b")});
+    ASSERT_TRUE(connected.ok()) << connected;
+  }
   c_.reset();
   for (uint64_t id = 1; id <= 25; ++id) {
     EventRecord r;

@@ -95,8 +95,14 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   s->controller_ = std::move(*controller);
   Controller* c = s->controller_.get();
   s->loop_ = std::make_unique<EventLoop>([c] { c->Tick(); }, options.tick_interval,
-                                         // SyncStore logs and counts its own failures.
-                                         [c] { c->SyncStore().IgnoreError(); });
+                                         // SyncStore logs and counts a failure when the
+                                         // store turns unhealthy; later retries fail quietly.
+                                         [c] {
+                                           if (absl::Status st = c->SyncStore(); !st.ok()) {
+                                             VLOG(1) << "store sync retry failed error=\""
+                                                     << st.message() << "\"";
+                                           }
+                                         });
   s->limiter_ =
       std::make_unique<StreamLimiter>(options.controller.resource_limits, s->metrics_.get());
   s->telemetry_ = std::make_unique<TelemetryService>(s->loop_.get(), c, s->limiter_.get());

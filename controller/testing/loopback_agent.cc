@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace falcon::controller::testing {
 
 LoopbackAgent::LoopbackAgent(std::string agent_id, std::string node, std::vector<uint32_t> ranks,
@@ -34,13 +36,17 @@ absl::Status LoopbackAgent::Connect(const std::string& target, absl::Duration ti
     absl::MutexLock lock(&mu_);
     h->set_first_unacked_sequence(unacked_.empty() ? 0 : unacked_.begin()->first);
   }
-  if (!Write(hello)) return absl::UnavailableError("cannot write hello");
+  // A write fails when the controller has already closed the stream (e.g. refused it); the reader
+  // still runs, to collect the final status that Connect and WaitClosed report.
+  const bool hello_written = Write(hello);
   reader_ = std::thread([this] { ReadLoop(); });
   absl::MutexLock lock(&mu_);
   auto ready = [this]()
                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return hello_received_ || reader_done_; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout) || !hello_received_) {
-    return absl::UnavailableError("no ControllerHello: " + final_status_.error_message());
+    return absl::UnavailableError(
+        absl::StrCat(hello_written ? "" : "cannot write hello; ",
+                     "no ControllerHello: ", final_status_.error_message()));
   }
   // Resend everything the controller has not stored, in order.
   std::vector<falcon::v1::AgentMessage> resend;
