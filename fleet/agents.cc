@@ -231,14 +231,16 @@ class Agent {
     for (uint32_t r : ranks_) model_->Fill(r, k, b->add_iterations());
     uint64_t ops = 0;
     std::vector<falcon::v1::AgentMessage> op_batches;
+    bool first_ops = true;  // The first profiled rank's ops ride with the summaries.
     for (size_t i = 0; i < ranks_.size(); ++i) {
       if (profiled.count(ranks_[i]) == 0) continue;
       falcon::v1::TelemetryBatch* ob = b;
-      if (b->ops_size() > 0 || b->has_op_rank()) {
+      if (!first_ops) {
         op_batches.emplace_back();
         ob = op_batches.back().mutable_batch();
         ob->set_job(model_->layout().job);
       }
+      first_ops = false;
       ob->set_op_rank(ranks_[i]);
       model_->AddOps(ranks_[i], k, &op_seq_[i], ob->mutable_ops());
       ops += static_cast<uint64_t>(ob->ops_size());
@@ -266,7 +268,8 @@ class Agent {
     return stream_ != nullptr && stream_->Write(m);
   }
 
-  void SetProfilingLocked(const falcon::v1::ProfilingControl& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void SetProfilingLocked(const falcon::v1::ProfilingControl& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!p.enabled()) {
       if (p.ranks_size() == 0) {
         profile_all_ = false;
@@ -329,7 +332,8 @@ class Agent {
       {
         absl::MutexLock lock(&process_->report_mu());
         const int64_t now = NowNs();
-        auto [it, inserted] = process_->report().directives.try_emplace({d.job(), d.directive_id()});
+        auto [it, inserted] =
+            process_->report().directives.try_emplace({d.job(), d.directive_id()});
         if (inserted) {
           it->second.kind = std::string(common::DirectiveKindName(d));
           it->second.first_ns = now;
@@ -353,9 +357,9 @@ class Agent {
           it->second.first_ns = NowNs();
         }
       }
-      process_->Later(t.has_gemm() ? process_->options().gemm_latency
-                                   : process_->options().link_latency,
-                      [this, t] { Answer(t); });
+      process_->Later(
+          t.has_gemm() ? process_->options().gemm_latency : process_->options().link_latency,
+          [this, t] { Answer(t); });
     }
   }
 
@@ -416,17 +420,16 @@ class Agent {
   absl::Time profile_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
-AgentProcess::AgentProcess(const Scenario& scenario, size_t from, size_t to,
-                           AgentsOptions options)
+AgentProcess::AgentProcess(const Scenario& scenario, size_t from, size_t to, AgentsOptions options)
     : options_(std::move(options)) {
   const auto nodes = scenario.Nodes();
   std::map<size_t, JobModel*> by_job;
   for (size_t i = from; i < std::min(to, nodes.size()); ++i) {
     const auto [job, node] = nodes[i];
     if (by_job.count(job) == 0) {
-      models_.push_back(std::make_unique<JobModel>(scenario.jobs[job].layout,
-                                                   scenario.jobs[job].fault, options_.noise,
-                                                   options_.seed, absl::ToInt64Nanoseconds(options_.period)));
+      models_.push_back(std::make_unique<JobModel>(
+          scenario.jobs[job].layout, scenario.jobs[job].fault, options_.noise, options_.seed,
+          absl::ToInt64Nanoseconds(options_.period)));
       by_job[job] = models_.back().get();
     }
     agents_.push_back(std::make_unique<Agent>(this, by_job[job], node));

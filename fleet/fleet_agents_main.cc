@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   std::printf("ready\n");
   std::fflush(stdout);
   const std::string go = absl::GetFlag(FLAGS_go_file);
-  while (!go.empty() && !stop && !std::filesystem::exists(go)) absl::SleepFor(absl::Milliseconds(5));
+  while (!go.empty() && !stop && !std::filesystem::exists(go))
+    absl::SleepFor(absl::Milliseconds(5));
   process.Run(stop);
   if (const std::string path = absl::GetFlag(FLAGS_report); !path.empty()) {
     std::ofstream out(path + ".tmp");

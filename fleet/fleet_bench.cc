@@ -110,15 +110,16 @@ int Run() {
       noise = absl::StrCat("replay of ", csv);
     } else if (auto fitted = FitNoiseModel(*workers); fitted.ok()) {
       base.noise = *fitted;
-      noise = absl::StrCat("AR(1) fitted to ", csv, ": sigma ", fitted->sigma, ", phi ",
-                           fitted->phi);
+      noise =
+          absl::StrCat("AR(1) fitted to ", csv, ": sigma ", fitted->sigma, ", phi ", fitted->phi);
     }
   }
   std::printf("noise: %s\n", noise.c_str());
 
   std::vector<Row> rows;
   bool ok = true;
-  for (absl::string_view size : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',', absl::SkipEmpty())) {
+  for (absl::string_view size :
+       absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',', absl::SkipEmpty())) {
     uint32_t n = 0;
     if (!absl::SimpleAtoi(size, &n) || n < 128 || n % 64 != 0) {
       std::fprintf(stderr, "fleet_bench: --sizes: %s is not a multiple of 64 >= 128\n",
@@ -147,10 +148,9 @@ int Run() {
     rows.push_back({absl::StrCat(jobs, " jobs mixed"), *r});
   }
 
-  std::printf(
-      "%-16s %6s %6s %7s %8s %7s %7s %6s %8s %6s %8s %8s %7s %6s\n", "run", "ranks", "iters",
-      "cores", "RSS MiB", "sum/s", "ack50ms", "ack99", "detect", "a->v s", "a->v it", "v.tasks",
-      "fanout", "right");
+  std::printf("%-16s %6s %6s %7s %8s %7s %7s %6s %8s %6s %8s %8s %7s %6s\n", "run", "ranks",
+              "iters", "cores", "RSS MiB", "sum/s", "ack50ms", "ack99", "detect", "a->v s",
+              "a->v it", "v.tasks", "fanout", "right");
   for (const Row& row : rows) {
     const RunResult& r = row.r;
     int64_t detect = -1, verdict_it = -1, tasks = 0;
@@ -160,8 +160,8 @@ int Run() {
       right += j.right;
       if (!j.right) {
         std::fprintf(stderr, "fleet_bench: %s: job %s: fault %d rank %u: %d events, verdict %s\n",
-                     row.name.c_str(), j.job.c_str(), static_cast<int>(j.fault.kind),
-                     j.fault.rank, j.events, j.verdict.c_str());
+                     row.name.c_str(), j.job.c_str(), static_cast<int>(j.fault.kind), j.fault.rank,
+                     j.events, j.verdict.c_str());
       }
       if (j.fault.kind == Fault::Kind::kNone) continue;
       detect = std::max(detect, j.detection_delay);
@@ -171,18 +171,20 @@ int Run() {
       fanout = std::max(fanout, j.pause_fanout_ms);
     }
     ok = ok && r.all_right();
-    std::printf("%-16s %6lu %6.0f %7.3f %8.1f %7.0f %7.2f %6.2f %8ld %6.2f %8ld %8ld %7.1f %3d/%-3zu\n",
-                row.name.c_str(), static_cast<unsigned long>(r.ranks), r.iterations, r.cpu_cores,
-                static_cast<double>(r.peak_rss_bytes) / (1 << 20), r.summaries_per_s,
-                absl::ToDoubleMilliseconds(r.ack_p50), absl::ToDoubleMilliseconds(r.ack_p99),
-                static_cast<long>(detect), verdict_s, static_cast<long>(verdict_it),
-                static_cast<long>(tasks), fanout, right, r.jobs.size());
+    std::printf(
+        "%-16s %6lu %6.0f %7.3f %8.1f %7.0f %7.2f %6.2f %8ld %6.2f %8ld %8ld %7.1f %3d/%-3zu\n",
+        row.name.c_str(), static_cast<unsigned long>(r.ranks), r.iterations, r.cpu_cores,
+        static_cast<double>(r.peak_rss_bytes) / (1 << 20), r.summaries_per_s,
+        absl::ToDoubleMilliseconds(r.ack_p50), absl::ToDoubleMilliseconds(r.ack_p99),
+        static_cast<long>(detect), verdict_s, static_cast<long>(verdict_it),
+        static_cast<long>(tasks), fanout, right, r.jobs.size());
   }
-  std::printf("columns: cores = controller CPU (utime+stime)/wall; RSS = VmHWM; sum/s = summaries "
-              "ingested; ack = batch acknowledgement round trip; detect = alarm - onset "
-              "(iterations, worst job); a->v = alarm to verdict (worst job); v.tasks = validation "
-              "tasks (worst job); fanout = last - first agent receiving the Pause (ms); right = "
-              "jobs judged right (faulted: cause and culprit; healthy: no event)\n");
+  std::printf(
+      "columns: cores = controller CPU (utime+stime)/wall; RSS = VmHWM; sum/s = summaries "
+      "ingested; ack = batch acknowledgement round trip; detect = alarm - onset "
+      "(iterations, worst job); a->v = alarm to verdict (worst job); v.tasks = validation "
+      "tasks (worst job); fanout = last - first agent receiving the Pause (ms); right = "
+      "jobs judged right (faulted: cause and culprit; healthy: no event)\n");
 
   std::vector<double> n, cores, rss, ack, vs, tasks;
   for (const Row& row : rows) {

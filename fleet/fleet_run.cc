@@ -1,5 +1,6 @@
 #include "fleet/fleet_run.h"
 
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -130,9 +131,13 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   const absl::Time deadline = absl::Now() + options.time_limit;
 
   common::SpawnOptions spawn;
-  spawn.argv = {*controller_bin, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                absl::StrCat("--data_dir=", dir, "/data"), "--tick=100ms",
-                "--max_streams_per_peer=1000000", "--max_ranks_per_job=16384"};
+  spawn.argv = {*controller_bin,
+                "--listen=127.0.0.1:0",
+                "--metrics_listen=127.0.0.1:0",
+                absl::StrCat("--data_dir=", dir, "/data"),
+                "--tick=100ms",
+                "--max_streams_per_peer=1000000",
+                "--max_ranks_per_job=16384"};
   for (const std::string& f : options.controller_flags) spawn.argv.push_back(f);
   // The allocator settings deploy/systemd/falcon-controller.service gives the controller.
   spawn.env.emplace();
@@ -188,11 +193,12 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   }
   for (size_t p = 0; p < processes; ++p) {
     while (!absl::StrContains(ReadFile(absl::StrCat(dir, "/agents-", p, ".out")), "ready")) {
-      absl::StatusOr<std::optional<common::ExitStatus>> ended = agents[p].WaitFor(absl::ZeroDuration());
+      absl::StatusOr<std::optional<common::ExitStatus>> ended =
+          agents[p].WaitFor(absl::ZeroDuration());
       if (absl::Now() > deadline || !ended.ok() || ended->has_value()) {
-        return absl::UnavailableError(absl::StrCat(
-            "agents process ", p, " did not connect: ",
-            ReadFile(absl::StrCat(dir, "/agents-", p, ".log")).substr(0, 2000)));
+        return absl::UnavailableError(
+            absl::StrCat("agents process ", p, " did not connect: ",
+                         ReadFile(absl::StrCat(dir, "/agents-", p, ".log")).substr(0, 2000)));
       }
       absl::SleepFor(absl::Milliseconds(50));
     }
@@ -201,7 +207,8 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   auto control = falcon::v1::Control::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   const double cpu0 = CpuSeconds(pid);
-  const double ingested0 = Scrape(metrics_port, "falcon_controller_ingest_iteration_summaries_total");
+  const double ingested0 =
+      Scrape(metrics_port, "falcon_controller_ingest_iteration_summaries_total");
   const absl::Time t0 = absl::Now();
   std::ofstream(go_file).close();
 
@@ -229,9 +236,8 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
       }
       if (all) done_at = iteration;
     }
-    if (done_at >= 0 &&
-        iteration >= std::max(done_at, static_cast<double>(last_onset)) +
-                         static_cast<double>(options.settle_iterations)) {
+    if (done_at >= 0 && iteration >= std::max(done_at, static_cast<double>(last_onset)) +
+                                         static_cast<double>(options.settle_iterations)) {
       break;
     }
   }
@@ -274,8 +280,8 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
       jr.detection_delay = event->alarm_iteration() - j.fault.onset;
       jr.controller_onset = event->onset_iteration();
       if (event->verdict_iteration() >= 0) {
-        jr.alarm_to_verdict_s = 1e-9 * static_cast<double>(event->verdict_time_ns() -
-                                                           event->alarm_time_ns());
+        jr.alarm_to_verdict_s =
+            1e-9 * static_cast<double>(event->verdict_time_ns() - event->alarm_time_ns());
         jr.alarm_to_verdict_iterations = event->verdict_iteration() - event->alarm_iteration();
       }
     }

@@ -36,8 +36,8 @@ struct JobResult {
   uint32_t ranks = 0;
   Fault fault;
   int events = 0;
-  bool right = false;     // Faulted: one event, right cause and culprit. Healthy: no event.
-  std::string verdict;    // What the event said ("compute ranks=5", "-" when none).
+  bool right = false;            // Faulted: one event, right cause and culprit. Healthy: no event.
+  std::string verdict;           // What the event said ("compute ranks=5", "-" when none).
   int64_t detection_delay = -1;  // alarm_iteration - injected onset; -1 without an event.
   int64_t controller_onset = -1;
   double alarm_to_verdict_s = -1;

@@ -41,8 +41,8 @@ std::string NodeName(const Layout& l, uint32_t node) { return absl::StrCat(l.job
 
 std::vector<uint32_t> RanksOfNode(const Layout& l, uint32_t node) {
   std::vector<uint32_t> ranks;
-  for (uint32_t r = node * l.ranks_per_node;
-       r < std::min(l.world(), (node + 1) * l.ranks_per_node); ++r) {
+  for (uint32_t r = node * l.ranks_per_node; r < std::min(l.world(), (node + 1) * l.ranks_per_node);
+       ++r) {
     ranks.push_back(r);
   }
   return ranks;
@@ -81,7 +81,9 @@ falcon::v1::JobRegistration NodeRegistration(const Layout& l, uint32_t node) {
                 : kind == 2      ? falcon::v1::COMM_KIND_DP
                                  : falcon::v1::COMM_KIND_PP);
     c->set_name(id == kWorldComm ? "world"
-                                 : absl::StrCat(kind == 1 ? "tp" : kind == 2 ? "dp" : "pp",
+                                 : absl::StrCat(kind == 1   ? "tp"
+                                                : kind == 2 ? "dp"
+                                                            : "pp",
                                                 id % kCommBase));
     for (uint32_t m : CommMembers(l, id)) c->add_member_ranks(m);
   }

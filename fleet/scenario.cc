@@ -46,21 +46,22 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& text) {
     JobSpec j;
     j.layout.job = f[0];
     if (!absl::SimpleAtoi(f[1], &j.layout.tp) || !absl::SimpleAtoi(f[2], &j.layout.pp) ||
-        !absl::SimpleAtoi(f[3], &j.layout.dp) || !absl::SimpleAtoi(f[4], &j.layout.ranks_per_node) ||
-        j.layout.tp == 0 || j.layout.pp == 0 || j.layout.dp == 0 || j.layout.ranks_per_node == 0) {
+        !absl::SimpleAtoi(f[3], &j.layout.dp) ||
+        !absl::SimpleAtoi(f[4], &j.layout.ranks_per_node) || j.layout.tp == 0 || j.layout.pp == 0 ||
+        j.layout.dp == 0 || j.layout.ranks_per_node == 0) {
       return absl::InvalidArgumentError(absl::StrCat("job '", f[0], "': bad tp, pp, dp or rpn"));
     }
     if (f[5] != "-") {
       std::vector<std::string> p = absl::StrSplit(f[5], ':');
-      if (p.size() != 4 || (p[0] != "c" && p[0] != "l") ||
-          !absl::SimpleAtoi(p[1], &j.fault.rank) || !absl::SimpleAtod(p[2], &j.fault.factor) ||
-          !absl::SimpleAtoi(p[3], &j.fault.onset) || j.fault.rank >= j.layout.world() ||
-          j.fault.factor <= 1) {
+      if (p.size() != 4 || (p[0] != "c" && p[0] != "l") || !absl::SimpleAtoi(p[1], &j.fault.rank) ||
+          !absl::SimpleAtod(p[2], &j.fault.factor) || !absl::SimpleAtoi(p[3], &j.fault.onset) ||
+          j.fault.rank >= j.layout.world() || j.fault.factor <= 1) {
         return absl::InvalidArgumentError(absl::StrCat("job '", f[0], "': bad fault '", f[5], "'"));
       }
       j.fault.kind = p[0] == "c" ? Fault::Kind::kCompute : Fault::Kind::kLink;
       if (j.fault.kind == Fault::Kind::kLink && j.layout.dp < 2) {
-        return absl::InvalidArgumentError(absl::StrCat("job '", f[0], "': a link fault needs dp >= 2"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("job '", f[0], "': a link fault needs dp >= 2"));
       }
     }
     s.jobs.push_back(std::move(j));
