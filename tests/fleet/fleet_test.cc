@@ -5,8 +5,15 @@
 #include "fleet/fleet_run.h"
 #include "gtest/gtest.h"
 
-namespace falcon::fleet {
+namespace falcon::tests::fleet {
 namespace {
+
+using ::falcon::fleet::Fault;
+using ::falcon::fleet::JobResult;
+using ::falcon::fleet::JobSpec;
+using ::falcon::fleet::RunFleet;
+using ::falcon::fleet::RunOptions;
+using ::falcon::fleet::RunResult;
 
 JobSpec Job(const std::string& name, uint32_t tp, uint32_t pp, uint32_t dp, Fault fault) {
   JobSpec j;
@@ -49,4 +56,4 @@ TEST(FleetTest, VerdictsRightWithoutCrossTalkAt2048Ranks) {
 }
 
 }  // namespace
-}  // namespace falcon::fleet
+}  // namespace falcon::tests::fleet
