@@ -169,6 +169,12 @@ class Agent {
     stream_.reset();
   }
 
+  void Heartbeat() {
+    falcon::v1::AgentMessage hb;
+    hb.mutable_heartbeat()->set_agent_time_ns(NowNs());
+    Write(hb);
+  }
+
   // Produces the next iteration unless paused; applies directives that take effect at it.
   void Tick() {
     std::vector<falcon::v1::AgentMessage> acks;
@@ -447,10 +453,20 @@ AgentProcess::~AgentProcess() {
 }
 
 absl::Status AgentProcess::ConnectAll(absl::Duration timeout) {
-  for (auto& a : agents_) {
-    if (absl::Status s = a->Connect(timeout); !s.ok()) return s;
+  absl::Time heartbeat = absl::Now();
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    if (absl::Status s = agents_[i]->Connect(timeout); !s.ok()) return s;
+    // Agents already connected heartbeat while the others connect (the idle timeout).
+    if (absl::Now() - heartbeat > absl::Seconds(5)) {
+      for (size_t j = 0; j <= i; ++j) agents_[j]->Heartbeat();
+      heartbeat = absl::Now();
+    }
   }
   return absl::OkStatus();
+}
+
+void AgentProcess::Heartbeat() {
+  for (auto& a : agents_) a->Heartbeat();
 }
 
 void AgentProcess::Run(const std::atomic<bool>& stop) {

@@ -92,6 +92,8 @@ class AgentProcess {
 
   // Connects every agent (hello with its registration, waits for the ControllerHello).
   absl::Status ConnectAll(absl::Duration timeout);
+  // Every agent sends a heartbeat (while waiting for the start).
+  void Heartbeat();
   // Drives iterations until `stop` is set; then ends the streams.
   void Run(const std::atomic<bool>& stop);
   FleetReport Report();

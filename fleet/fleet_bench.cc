@@ -118,40 +118,11 @@ int Run() {
 
   std::vector<Row> rows;
   bool ok = true;
-  for (absl::string_view size :
-       absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',', absl::SkipEmpty())) {
-    uint32_t n = 0;
-    if (!absl::SimpleAtoi(size, &n) || n < 128 || n % 64 != 0) {
-      std::fprintf(stderr, "fleet_bench: --sizes: %s is not a multiple of 64 >= 128\n",
-                   std::string(size).c_str());
-      return 2;
-    }
-    RunOptions o = base;
-    o.scenario = SingleJob(n);
-    std::fprintf(stderr, "fleet_bench: running %u ranks\n", n);
-    absl::StatusOr<RunResult> r = RunFleet(o);
-    if (!r.ok()) {
-      std::fprintf(stderr, "fleet_bench: %u ranks: %s\n", n, r.status().ToString().c_str());
-      return 1;
-    }
-    rows.push_back({absl::StrCat("1 job x ", n), *r});
-  }
-  if (const int jobs = absl::GetFlag(FLAGS_mixed_jobs); jobs > 0) {
-    RunOptions o = base;
-    o.scenario = Mixed(jobs);
-    std::fprintf(stderr, "fleet_bench: running %d mixed jobs\n", jobs);
-    absl::StatusOr<RunResult> r = RunFleet(o);
-    if (!r.ok()) {
-      std::fprintf(stderr, "fleet_bench: mixed: %s\n", r.status().ToString().c_str());
-      return 1;
-    }
-    rows.push_back({absl::StrCat(jobs, " jobs mixed"), *r});
-  }
-
   std::printf("%-16s %6s %6s %7s %8s %7s %7s %6s %8s %6s %8s %8s %7s %6s\n", "run", "ranks",
               "iters", "cores", "RSS MiB", "sum/s", "ack50ms", "ack99", "detect", "a->v s",
               "a->v it", "v.tasks", "fanout", "right");
-  for (const Row& row : rows) {
+  std::fflush(stdout);
+  auto print = [&](const Row& row) {
     const RunResult& r = row.r;
     int64_t detect = -1, verdict_it = -1, tasks = 0;
     double verdict_s = -1, fanout = -1;
@@ -178,7 +149,40 @@ int Run() {
         absl::ToDoubleMilliseconds(r.ack_p50), absl::ToDoubleMilliseconds(r.ack_p99),
         static_cast<long>(detect), verdict_s, static_cast<long>(verdict_it),
         static_cast<long>(tasks), fanout, right, r.jobs.size());
+    std::fflush(stdout);
+  };
+  for (absl::string_view size :
+       absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',', absl::SkipEmpty())) {
+    uint32_t n = 0;
+    if (!absl::SimpleAtoi(size, &n) || n < 128 || n % 64 != 0) {
+      std::fprintf(stderr, "fleet_bench: --sizes: %s is not a multiple of 64 >= 128\n",
+                   std::string(size).c_str());
+      return 2;
+    }
+    RunOptions o = base;
+    o.scenario = SingleJob(n);
+    std::fprintf(stderr, "fleet_bench: running %u ranks\n", n);
+    absl::StatusOr<RunResult> r = RunFleet(o);
+    if (!r.ok()) {
+      std::fprintf(stderr, "fleet_bench: %u ranks: %s\n", n, r.status().ToString().c_str());
+      return 1;
+    }
+    rows.push_back({absl::StrCat("1 job x ", n), *r});
+    print(rows.back());
   }
+  if (const int jobs = absl::GetFlag(FLAGS_mixed_jobs); jobs > 0) {
+    RunOptions o = base;
+    o.scenario = Mixed(jobs);
+    std::fprintf(stderr, "fleet_bench: running %d mixed jobs\n", jobs);
+    absl::StatusOr<RunResult> r = RunFleet(o);
+    if (!r.ok()) {
+      std::fprintf(stderr, "fleet_bench: mixed: %s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    rows.push_back({absl::StrCat(jobs, " jobs mixed"), *r});
+    print(rows.back());
+  }
+
   std::printf(
       "columns: cores = controller CPU (utime+stime)/wall; RSS = VmHWM; sum/s = summaries "
       "ingested; ack = batch acknowledgement round trip; detect = alarm - onset "
