@@ -30,7 +30,8 @@ ABSL_FLAG(int64_t, onset, 30, "iteration of the first injected fault");
 ABSL_FLAG(double, compute_factor, 1.2, "compute slowdown of the faulty rank (job: +0.6 x (f-1))");
 ABSL_FLAG(double, link_factor, 1.6, "slowdown of the faulty link (job: +0.2 x (f-1))");
 ABSL_FLAG(bool, replay, false, "replay the Alibaba PAI job 2 series instead of the fitted model");
-ABSL_FLAG(absl::Duration, time_limit, absl::Minutes(4), "bound on each run");
+ABSL_FLAG(absl::Duration, time_limit, absl::Minutes(15),
+          "bound on each run (registering 16,384 ranks alone takes minutes)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the simulation");
 
 namespace falcon::fleet {
