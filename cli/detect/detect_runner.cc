@@ -6,7 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "analysis/detect/blame.h"
+#include "analysis/detect/imbalance.h"
+#include "analysis/detect/pairwise.h"
 #include "analysis/detect/verification.h"
 #include "common/stats.h"
 
@@ -117,6 +120,87 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
 
 }  // namespace
 
+namespace {
+
+json PairsJson(const std::vector<analysis::detect::EndpointPair>& pairs) {
+  json out = json::array();
+  for (const analysis::detect::EndpointPair& p : pairs) out.push_back({p.a, p.b});
+  return out;
+}
+
+absl::StatusOr<json> RunPairwise(const DetectInput& input, const DetectOptions& options) {
+  analysis::detect::PairwiseOptions p;
+  p.slow_ratio = options.min_change;
+  absl::StatusOr<analysis::detect::PairwiseResult> r =
+      analysis::detect::LocalizePairwise(input.pairs, p);
+  if (!r.ok()) return r.status();
+  json findings = json::array();
+  for (const analysis::detect::PairwiseFinding& f : r->findings) {
+    json j;
+    switch (f.kind) {
+      case analysis::detect::PairwiseFinding::Kind::kEndpoint:
+        j["kind"] = "node";
+        j["node"] = f.endpoint;
+        j["slow_pairs"] = PairsJson(f.slow_pairs);
+        break;
+      case analysis::detect::PairwiseFinding::Kind::kLink:
+        j["kind"] = "link";
+        j["link"] = {f.link.a, f.link.b};
+        break;
+      case analysis::detect::PairwiseFinding::Kind::kAmbiguous:
+        j["kind"] = "ambiguous";
+        j["link"] = {f.link.a, f.link.b};
+        j["candidates"] = json::array();
+        for (const std::string& c : f.candidates) {
+          j["candidates"].push_back(absl::StrReplaceAll(c, {{"endpoint ", "node "}}));
+        }
+        j["deciding_pairs"] = PairsJson(f.deciding_pairs);
+        break;
+    }
+    j["ratio"] = f.ratio;
+    j["text"] = analysis::detect::DescribeFinding(f, "node");
+    findings.push_back(std::move(j));
+  }
+  json out;
+  out["pairwise"] = {{"pairs", r->pairs},           {"nodes", r->endpoints},
+                     {"slow_pairs", r->slow_pairs}, {"reference_bandwidth", r->reference_bandwidth},
+                     {"slow_ratio", p.slow_ratio},  {"findings", std::move(findings)}};
+  return out;
+}
+
+json ImbalanceJson(const analysis::detect::ImbalanceReport& r,
+                   const analysis::detect::ImbalanceOptions& options) {
+  json out = {{"steps", r.steps},
+              {"stages", r.stages},
+              {"ranks", r.ranks},
+              {"stage_compute_s", r.stage_compute_s},
+              {"stage_imbalance", nullptr},
+              {"jitter", nullptr},
+              {"persistent_stragglers", json::array()}};
+  if (r.stage_imbalance.has_value()) {
+    const analysis::detect::StageImbalance& s = *r.stage_imbalance;
+    out["stage_imbalance"] = {{"stage", s.stage},
+                              {"ratio", s.ratio},
+                              {"slowest_share", s.slowest_share},
+                              {"shed_fraction", s.shed_fraction}};
+  }
+  if (r.jitter.has_value()) {
+    const analysis::detect::DataJitter& j = *r.jitter;
+    out["jitter"] = {{"median_spread", j.median_spread},
+                     {"ranks_sometimes_slow", j.ranks_sometimes_slow},
+                     {"ranks", j.ranks},
+                     {"max_slow_share", j.max_slow_share}};
+  }
+  for (const analysis::detect::PersistentStraggler& p : r.stragglers) {
+    out["persistent_stragglers"].push_back(
+        {{"rank", p.rank}, {"stage", p.stage}, {"slow_share", p.slow_share}, {"ratio", p.ratio}});
+  }
+  out["findings"] = analysis::detect::DescribeImbalance(r, options);
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& options) {
   if (!(options.expected_run_length > 1) || !std::isfinite(options.expected_run_length)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -136,6 +220,7 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
     return absl::InvalidArgumentError(
         absl::StrCat("min_probability must be in [0, 1], got ", options.min_probability));
   }
+  if (!input.pairs.empty()) return RunPairwise(input, options);
   if (input.series.empty())
     return absl::InvalidArgumentError(absl::StrCat(input.path, ": no series"));
   json out;
@@ -161,13 +246,36 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
       }
     }
     out["blame"] = std::move(blame);
+    analysis::detect::ImbalanceOptions io;
+    io.slow_ratio = options.min_change;
+    absl::StatusOr<analysis::detect::ImbalanceReport> imbalance =
+        analysis::detect::AnalyzeImbalance(input.steps, io);
+    if (imbalance.ok()) {
+      out["imbalance"] = ImbalanceJson(*imbalance, io);
+    } else {  // Too few steps: say why rather than leave it out.
+      out["imbalance"] = {{"error", std::string(imbalance.status().message())}};
+    }
   }
   return out;
 }
 
 std::string FormatReport(const json& result) {
   std::string out;
-  for (const json& s : result["series"]) {
+  if (result.contains("pairwise")) {
+    const json& p = result["pairwise"];
+    absl::StrAppendFormat(&out,
+                          "pairwise: %d pairs of %d nodes, reference (upper quartile) bandwidth "
+                          "%.3g, %d slow (at least "
+                          "x%.2f slower than the reference pair)\n",
+                          p["pairs"].get<int>(), p["nodes"].get<int>(),
+                          p["reference_bandwidth"].get<double>(), p["slow_pairs"].get<int>(),
+                          1 + p["slow_ratio"].get<double>());
+    if (p["findings"].empty()) absl::StrAppend(&out, "  no slow pair: nothing to localize\n");
+    for (const json& f : p["findings"])
+      absl::StrAppend(&out, "  ", f["text"].get<std::string>(), "\n");
+    return out;
+  }
+  for (const json& s : result.value("series", json::array())) {
     absl::StrAppend(&out, s["name"].get<std::string>(), ": ", s["change_points"].size(),
                     " change point(s)");
     const size_t below =
@@ -189,11 +297,27 @@ std::string FormatReport(const json& result) {
   }
   if (result.contains("blame")) {
     absl::StrAppend(&out, "blame: ", result["blame"].size(), " entr",
-                    result["blame"].size() == 1 ? "y" : "ies", "\n");
+                    result["blame"].size() == 1 ? "y" : "ies",
+                    result["blame"].empty()
+                        ? ""
+                        : " (per step; imbalance below says which ranks are persistently slow)",
+                    "\n");
     for (const json& b : result["blame"]) {
       absl::StrAppendFormat(&out, "  step %6d  rank %5d  %-13s ratio %.3f\n",
                             b["step"].get<int64_t>(), b["rank"].get<int64_t>(),
                             b["cause"].get<std::string>(), b["ratio"].get<double>());
+    }
+  }
+  if (result.contains("imbalance")) {
+    const json& im = result["imbalance"];
+    if (im.contains("error")) {
+      absl::StrAppend(&out, "imbalance: not analysed: ", im["error"].get<std::string>(), "\n");
+    } else {
+      absl::StrAppend(&out, "imbalance (", im["steps"].get<int>(), " steps, ",
+                      im["stages"].get<int>(), " stages, ", im["ranks"].get<int>(), " ranks):\n");
+      for (const json& f : im["findings"]) {
+        absl::StrAppend(&out, "  ", f.get<std::string>(), "\n");
+      }
     }
   }
   return out;

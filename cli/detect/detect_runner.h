@@ -6,14 +6,30 @@
 //    "series": [{"name": ..., "change_points": [{"index": i, "kind": k, "ratio": r,
 //                                                "probability": p}, ...],
 //                "below_min_probability": [<change points as above>]}, ...],
-//    "blame": [{"step": s, "rank": r, "cause": "compute|communication", "ratio": x}, ...]}
-// ("blame" only for ByteDance input; "min_probability" and "below_min_probability" not with raw:
+//    "blame": [{"step": s, "rank": r, "cause": "compute|communication", "ratio": x}, ...],
+//    "imbalance": {"steps": n, "stages": n, "ranks": n, "stage_compute_s": [...],
+//                  "stage_imbalance": null | {"stage", "ratio", "slowest_share", "shed_fraction"},
+//                  "jitter": null | {"median_spread", "ranks_sometimes_slow", "ranks",
+//                                    "max_slow_share"},
+//                  "persistent_stragglers": [{"rank", "stage", "slow_share", "ratio"}, ...],
+//                  "findings": [<operator's text>, ...]}   (or {"error": why not analysed})}
+// ("blame" and "imbalance" (analysis/detect/imbalance.h, slow at 1 + min_change) only for
+// ByteDance input; "min_probability" and "below_min_probability" not with raw:
 // the changes verification keeps when every segment start is verified whose probability is below
 // min_probability, i.e. what min_probability 0 would add). kind is "raw" with raw (index 0
 // included, ratio 1 and probability 1 for it), else "slowdown", "recovery" or "speedup". ratio =
 // mean after / mean before (null when the mean before is 0); probability = the largest lagged
 // change-point probability while the change was recent (analysis/detect/bocd.h), with the online
 // detector's lag (10).
+// Pairwise input (InputFormat::kPairwise) gives instead (analysis/detect/pairwise.h, slow at
+// 1 + min_change):
+//   {"pairwise": {"pairs": n, "nodes": n, "slow_pairs": n, "reference_bandwidth": x,
+//                 "slow_ratio": r, "findings": [{"kind": "node|link|ambiguous", "node": ...,
+//                 "slow_pairs": [[a, b], ...], "link": [a, b], "candidates": [...],
+//                 "deciding_pairs": [[a, b], ...], "ratio": x, "text": ...}, ...]}}
+// (node and slow_pairs for kind node; link for link and ambiguous; candidates and
+// deciding_pairs for ambiguous; ratio = reference / bandwidth, the reference the upper quartile;
+// text as an operator reads it).
 #ifndef FALCON_CLI_DETECT_DETECT_RUNNER_H_
 #define FALCON_CLI_DETECT_DETECT_RUNNER_H_
 
