@@ -140,8 +140,8 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
           absl::StrAppendFormat(&v.reason, "; both directions: %d->%d takes %.2fx", l.dst_rank(),
                                 l.src_rank(), reverse->second);
         } else {
-          absl::StrAppendFormat(&v.reason, "; one way: %d->%d is fine (%.2fx)", l.dst_rank(),
-                                l.src_rank(), reverse->second);
+          absl::StrAppendFormat(&v.reason, "; one way: the reverse %d->%d is %.1fx faster",
+                                l.dst_rank(), l.src_rank(), link_ratio / reverse->second);
         }
       }
     }
