@@ -98,9 +98,10 @@ inline constexpr MetricSpec kStreamIdleTimeouts{
     "Agent streams closed because nothing (not even a heartbeat) arrived within the idle timeout"};
 inline constexpr MetricSpec kPeerRefusals{
     "falcon_controller_peer_refusals_total", MetricType::kCounter, "refusals", "check",
-    "Agent messages refused because the peer claimed what it does not own, by check (see "
-    "kPeerChecks): the stream ends with PERMISSION_DENIED (hello), the batch gets a field error, "
-    "or the result or ack is dropped"};
+    "Agent messages refused because the peer claimed what it does not own, by check "
+    "(agent_id_live, first_unacked_sequence, epoch, validation_result_rank, directive_ack_rank, "
+    "node_identity): a hello's stream ends with PERMISSION_DENIED, a batch's registration gets "
+    "a field error, a result or ack is dropped"};
 inline constexpr MetricSpec kErrors{"falcon_controller_errors_total", MetricType::kCounter,
                                     "errors", "where",
                                     "Errors handled by logging and going on, by site (where)"};
