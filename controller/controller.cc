@@ -370,7 +370,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   }
   // Peer checks, before anything changes.
   const std::string& agent_id = hello.agent_id();
-  if (!session->identities.empty()) {
+  if (session->authenticated) {
     const auto& ids = session->identities;
     if (std::find(ids.begin(), ids.end(), hello.node()) == ids.end()) {
       return absl::PermissionDeniedError(RefuseClaim(

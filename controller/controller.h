@@ -128,8 +128,9 @@ struct AgentSession {
   std::string agent_id;                         // Set by the hello.
   std::string node;
   std::string peer;  // The stream's peer address, for log lines (set by the adapter).
-  // The node name the peer's TLS certificate proves (its SAN DNS names, else its CN; set by the
-  // adapter); empty without TLS (no identity to check).
+  // Whether the peer presented a verified TLS certificate, and the names it proves (its SAN DNS
+  // names, else its CN); set by the adapter. Without TLS there is no identity to check.
+  bool authenticated = false;
   std::vector<std::string> identities;
   uint64_t hub_session = 0;
   bool hello_done = false;

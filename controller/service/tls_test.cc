@@ -1,0 +1,148 @@
+// Mutual TLS over real gRPC on loopback (docs/operations.md#tls), with certificates made by
+// deploy/pki/falcon-pki.sh in TEST_TMPDIR: a plaintext client of a TLS controller is refused, as
+// is a client whose certificate another CA signed; an agent certified for node-a that claims
+// node-b is refused with PERMISSION_DENIED naming both; one that claims node-a is served.
+#include <prometheus/registry.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "controller/metrics/metric_table.h"
+#include "controller/service/controller_server.h"
+#include "controller/testing/job_fixtures.h"
+#include "controller/testing/loopback_agent.h"
+#include "gtest/gtest.h"
+#include "proto/falcon/v1/control.grpc.pb.h"
+#include "proto/grpc_tls.h"
+#include "tests/testing/skip.h"
+
+namespace falcon::controller::service {
+namespace {
+
+using testing::LoopbackAgent;
+
+// Runs falcon-pki.sh with `args` in `dir`; true on success.
+bool Pki(const std::string& dir, const std::string& args) {
+  const std::string script =
+      absl::StrCat(std::getenv("TEST_SRCDIR"), "/falcon/deploy/pki/falcon-pki.sh");
+  return std::system(absl::StrCat(script, " ", dir, " ", args, " >/dev/null").c_str()) == 0;
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!tests::testing::IsExecutable("/usr/bin/openssl")) {
+      FALCON_SKIP_OR_FAIL("/usr/bin/openssl is not installed (Debian: apt-get install openssl)");
+    }
+    dir_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/pki-",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    other_ = dir_ + "-other";
+    ASSERT_TRUE(Pki(dir_, "ca"));
+    ASSERT_TRUE(Pki(dir_, "controller controller IP:127.0.0.1"));
+    ASSERT_TRUE(Pki(dir_, "node node-a"));
+    ASSERT_TRUE(Pki(other_, "ca"));
+    ASSERT_TRUE(Pki(other_, "node node-a"));
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.tick_interval = absl::Milliseconds(20);
+    options.tls = Files(dir_, "controller");
+    auto s = ControllerServer::Start(options, &clock_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+
+  static proto::TlsFiles Files(const std::string& dir, const std::string& name) {
+    return proto::TlsFiles{absl::StrCat(dir, "/", name, ".pem"),
+                           absl::StrCat(dir, "/", name, ".key"), dir + "/ca.pem"};
+  }
+  std::shared_ptr<grpc::ChannelCredentials> Credentials(const std::string& dir,
+                                                        const std::string& name) {
+    auto c = proto::MakeChannelCredentials(Files(dir, name));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : grpc::InsecureChannelCredentials();
+  }
+  std::string Target() const { return absl::StrCat("127.0.0.1:", server_->port()); }
+  std::unique_ptr<LoopbackAgent> Agent(const std::string& node) {
+    spec_.job = "job-" + node;
+    falcon::v1::JobRegistration reg = testing::NodeRegistration(spec_, 0);
+    for (auto& r : *reg.mutable_ranks()) r.set_node(node);
+    return std::make_unique<LoopbackAgent>(node, node, testing::RanksOfNode(spec_, 0),
+                                           std::vector<falcon::v1::JobRegistration>{reg});
+  }
+  bool Connected(const std::string& agent_id) {
+    bool connected = false;
+    server_->RunOnLoop([&](Controller& c) { connected = c.hub().IsConnected(agent_id); });
+    return connected;
+  }
+  double Refusals(const char* check) {
+    for (const prometheus::MetricFamily& f : server_->registry().Collect()) {
+      if (f.name != metrics::kPeerRefusals.name) continue;
+      for (const prometheus::ClientMetric& m : f.metric) {
+        if (m.label.size() == 1 && m.label[0].value == check) return m.counter.value;
+      }
+    }
+    return -1;
+  }
+
+  std::string dir_, other_;
+  testing::LayoutSpec spec_;
+  common::FakeClock clock_;
+  std::unique_ptr<ControllerServer> server_;
+};
+
+TEST_F(TlsTest, APlaintextClientIsRefused) {
+  std::unique_ptr<LoopbackAgent> agent = Agent("node-a");  // Insecure credentials.
+  EXPECT_FALSE(agent->Connect(Target(), absl::Seconds(10)).ok());
+  EXPECT_FALSE(Connected("node-a"));
+  auto control = falcon::v1::Control::NewStub(
+      grpc::CreateChannel(Target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  falcon::v1::ListJobsResponse jobs;
+  const grpc::Status s = control->ListJobs(&ctx, falcon::v1::ListJobsRequest(), &jobs);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+TEST_F(TlsTest, AClientCertifiedByAnotherCaIsRefused) {
+  std::unique_ptr<LoopbackAgent> agent = Agent("node-a");
+  agent->set_credentials(Credentials(other_, "node-a"));
+  EXPECT_FALSE(agent->Connect(Target(), absl::Seconds(10)).ok());
+  EXPECT_FALSE(Connected("node-a"));
+}
+
+TEST_F(TlsTest, AnAgentCertifiedForNodeAClaimingNodeBIsRefused) {
+  std::unique_ptr<LoopbackAgent> agent = Agent("node-b");
+  agent->set_credentials(Credentials(dir_, "node-a"));
+  EXPECT_FALSE(agent->Connect(Target(), absl::Seconds(10)).ok());
+  absl::StatusOr<grpc::Status> refused = agent->WaitClosed(absl::Seconds(10));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(refused->error_message().find("hello.node: node 'node-b' does not match the peer's "
+                                          "certificate (node node-a)"),
+            std::string::npos)
+      << refused->error_message();
+  EXPECT_FALSE(Connected("node-b"));
+  EXPECT_EQ(Refusals(metrics::check::kNodeIdentity), 1);
+  server_->RunOnLoop([](Controller& c) { EXPECT_EQ(c.registry().size(), 0u); });
+}
+
+TEST_F(TlsTest, AnAgentCertifiedForItsNodeIsServed) {
+  std::unique_ptr<LoopbackAgent> agent = Agent("node-a");
+  agent->set_credentials(Credentials(dir_, "node-a"));
+  absl::Status s = agent->Connect(Target(), absl::Seconds(10));
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(Connected("node-a"));
+  falcon::v1::TelemetryBatch batch;
+  batch.set_job(spec_.job);
+  *batch.add_iterations() = testing::MakeSummary(spec_, 0, 1, 100'000'000);
+  agent->Send(batch);
+  EXPECT_TRUE(agent->WaitAcked(absl::Seconds(10)).ok());
+  EXPECT_EQ(Refusals(metrics::check::kNodeIdentity), 0);
+}
+
+}  // namespace
+}  // namespace falcon::controller::service
