@@ -53,6 +53,7 @@ class ControllerProcess {
     log_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/controller.log.", ++starts_);
     std::vector<std::string> args = {ControllerBinary(),
                                      absl::StrCat("--listen=127.0.0.1:", port),
+                                     "--plaintext",
                                      "--metrics_listen=127.0.0.1:0",
                                      absl::StrCat("--data_dir=", data_dir),
                                      "--tick=50ms",
@@ -155,6 +156,7 @@ class ControllerIntegrationTest : public ::testing::Test {
   // The agent (fast reconnects) and two shims of a 2-rank job.
   void StartAgentAndShims() {
     AgentOptions o;
+    o.plaintext = true;  // Loopback (docs/operations.md#tls).
     o.controller = controller_.address();
     o.socket_path = dir_ + "/agent.sock";
     o.node = "n1";

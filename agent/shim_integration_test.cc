@@ -87,6 +87,7 @@ class ShimIntegrationTest : public ::testing::Test {
 
   void StartAgent() {
     AgentOptions o;
+    o.plaintext = true;  // Loopback (docs/operations.md#tls).
     o.controller = controller_.address();
     o.socket_path = dir_ + "/agent.sock";
     o.node = "n1";
