@@ -410,8 +410,9 @@ TEST_F(FalconctlTest, WholeStoryOfOneComputeFailSlow) {
   EXPECT_TRUE(absl::StrContains(bad_rank.err, "slow_ranks[0]")) << bad_rank;
 
   // It recovers, while a watcher (subscribed: it printed the replayed open event) looks on.
-  Child watcher = Spawn({Runfile("cli/falconctl"), "--controller", controller_->address(), "events",
-                         "--watch", "--job", kJob, "--count", "2"});
+  Child watcher =
+      Spawn({Runfile("cli/falconctl"), "--plaintext", "--controller", controller_->address(),
+             "events", "--watch", "--job", kJob, "--count", "2"});
   const absl::Time replayed_by = absl::Now() + absl::Seconds(60);
   while (!absl::StrContains(watcher.out(), "\n") && absl::Now() < replayed_by) {
     absl::SleepFor(absl::Milliseconds(5));
@@ -586,8 +587,8 @@ TEST(FalconctlPagingTest, JobsListsEveryJobPastTheMessageSizeLimit) {
   ASSERT_EQ(j["jobs"].size(), 80u);
   EXPECT_EQ(j["jobs"][0]["job"], "paged-0-0");
   EXPECT_EQ(j["jobs"][79]["job"], "paged-1-9");
-  Result table =
-      RunProcess({Runfile("cli/falconctl"), "--controller", controller.address(), "jobs"});
+  Result table = RunProcess(
+      {Runfile("cli/falconctl"), "--plaintext", "--controller", controller.address(), "jobs"});
   ASSERT_EQ(table.rc, 0) << table.err;
   EXPECT_TRUE(absl::StrContains(table.out, "paged-1-39"));
 }
