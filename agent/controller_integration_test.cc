@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/testing/fast_options.h"
 #include "agent/testing/messages.h"
 #include "agent/testing/prometheus_text.h"
 #include "agent/testing/shim_test_client.h"
@@ -155,16 +156,7 @@ class ControllerIntegrationTest : public ::testing::Test {
 
   // The agent (fast reconnects) and two shims of a 2-rank job.
   void StartAgentAndShims() {
-    AgentOptions o;
-    o.plaintext = true;  // Loopback (docs/operations.md#tls).
-    o.controller = controller_.address();
-    o.socket_path = dir_ + "/agent.sock";
-    o.node = "n1";
-    o.agent_id = "agent-n1";
-    o.metrics_listen = "";
-    o.summary_interval = absl::Milliseconds(20);
-    o.backoff.initial = absl::Milliseconds(20);
-    o.backoff.max = absl::Milliseconds(200);
+    const AgentOptions o = testing::FastAgentOptions(controller_.address(), dir_ + "/agent.sock");
     auto agent = Agent::Start(o, clock_);
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = std::move(*agent);

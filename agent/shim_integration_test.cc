@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "agent/testing/fake_controller.h"
+#include "agent/testing/fast_options.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "trainer_shim/shim.h"
@@ -86,16 +87,7 @@ class ShimIntegrationTest : public ::testing::Test {
   }
 
   void StartAgent() {
-    AgentOptions o;
-    o.plaintext = true;  // Loopback (docs/operations.md#tls).
-    o.controller = controller_.address();
-    o.socket_path = dir_ + "/agent.sock";
-    o.node = "n1";
-    o.agent_id = "agent-n1";
-    o.metrics_listen = "";
-    o.summary_interval = absl::Milliseconds(20);
-    o.backoff.initial = absl::Milliseconds(20);
-    o.backoff.max = absl::Milliseconds(200);
+    const AgentOptions o = testing::FastAgentOptions(controller_.address(), dir_ + "/agent.sock");
     auto agent = Agent::Start(o, clock_);
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = std::move(*agent);

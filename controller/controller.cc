@@ -187,6 +187,12 @@ Controller::Controller(const ControllerOptions& options, store::KvStore* kv,
     Actions actions(this, uow);
     hook_->OnRecovered(event->event(), actions);
   });
+  detection_.set_still_slow_callback(
+      [this](EventRecord* event, core::UnitOfWork* uow) -> std::optional<std::string> {
+        if (hook_ == nullptr) return std::nullopt;
+        Actions actions(this, uow);
+        return hook_->StillSlow(event->event(), actions);
+      });
   detection_.set_rank_summary_callback(
       [this](EventRecord* event, const falcon::v1::IterationSummary& s, core::UnitOfWork* uow) {
         if (hook_ == nullptr) return;

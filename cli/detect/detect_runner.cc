@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "analysis/detect/blame.h"
+#include "analysis/detect/pairwise.h"
 #include "analysis/detect/verification.h"
 #include "common/stats.h"
 
@@ -117,6 +119,56 @@ absl::StatusOr<json> AnalyseSeries(const NamedSeries& s, const DetectOptions& op
 
 }  // namespace
 
+namespace {
+
+json PairsJson(const std::vector<analysis::detect::EndpointPair>& pairs) {
+  json out = json::array();
+  for (const analysis::detect::EndpointPair& p : pairs) out.push_back({p.a, p.b});
+  return out;
+}
+
+absl::StatusOr<json> RunPairwise(const DetectInput& input, const DetectOptions& options) {
+  analysis::detect::PairwiseOptions p;
+  p.slow_ratio = options.min_change;
+  absl::StatusOr<analysis::detect::PairwiseResult> r =
+      analysis::detect::LocalizePairwise(input.pairs, p);
+  if (!r.ok()) return r.status();
+  json findings = json::array();
+  for (const analysis::detect::PairwiseFinding& f : r->findings) {
+    json j;
+    switch (f.kind) {
+      case analysis::detect::PairwiseFinding::Kind::kEndpoint:
+        j["kind"] = "node";
+        j["node"] = f.endpoint;
+        j["slow_pairs"] = PairsJson(f.slow_pairs);
+        break;
+      case analysis::detect::PairwiseFinding::Kind::kLink:
+        j["kind"] = "link";
+        j["link"] = {f.link.a, f.link.b};
+        break;
+      case analysis::detect::PairwiseFinding::Kind::kAmbiguous:
+        j["kind"] = "ambiguous";
+        j["link"] = {f.link.a, f.link.b};
+        j["candidates"] = json::array();
+        for (const std::string& c : f.candidates) {
+          j["candidates"].push_back(absl::StrReplaceAll(c, {{"endpoint ", "node "}}));
+        }
+        j["deciding_pairs"] = PairsJson(f.deciding_pairs);
+        break;
+    }
+    j["ratio"] = f.ratio;
+    j["text"] = analysis::detect::DescribeFinding(f, "node");
+    findings.push_back(std::move(j));
+  }
+  json out;
+  out["pairwise"] = {{"pairs", r->pairs},           {"nodes", r->endpoints},
+                     {"slow_pairs", r->slow_pairs}, {"reference_bandwidth", r->reference_bandwidth},
+                     {"slow_ratio", p.slow_ratio},  {"findings", std::move(findings)}};
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& options) {
   if (!(options.expected_run_length > 1) || !std::isfinite(options.expected_run_length)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -136,6 +188,7 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
     return absl::InvalidArgumentError(
         absl::StrCat("min_probability must be in [0, 1], got ", options.min_probability));
   }
+  if (!input.pairs.empty()) return RunPairwise(input, options);
   if (input.series.empty())
     return absl::InvalidArgumentError(absl::StrCat(input.path, ": no series"));
   json out;
@@ -167,7 +220,21 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
 
 std::string FormatReport(const json& result) {
   std::string out;
-  for (const json& s : result["series"]) {
+  if (result.contains("pairwise")) {
+    const json& p = result["pairwise"];
+    absl::StrAppendFormat(&out,
+                          "pairwise: %d pairs of %d nodes, reference (upper quartile) bandwidth "
+                          "%.3g, %d slow (at least "
+                          "x%.2f slower than the reference pair)\n",
+                          p["pairs"].get<int>(), p["nodes"].get<int>(),
+                          p["reference_bandwidth"].get<double>(), p["slow_pairs"].get<int>(),
+                          1 + p["slow_ratio"].get<double>());
+    if (p["findings"].empty()) absl::StrAppend(&out, "  no slow pair: nothing to localize\n");
+    for (const json& f : p["findings"])
+      absl::StrAppend(&out, "  ", f["text"].get<std::string>(), "\n");
+    return out;
+  }
+  for (const json& s : result.value("series", json::array())) {
     absl::StrAppend(&out, s["name"].get<std::string>(), ": ", s["change_points"].size(),
                     " change point(s)");
     const size_t below =

@@ -28,7 +28,7 @@ NamedSeries Steps(const std::string& name, std::vector<std::pair<int, double>> r
 }
 
 TEST(RunDetectTest, VerifiedChangePointsAsJson) {
-  DetectInput in{"x.csv", {Steps("time", {{100, 1.0}, {40, 1.5}, {60, 1.0}})}, {}};
+  DetectInput in{"x.csv", {Steps("time", {{100, 1.0}, {40, 1.5}, {60, 1.0}})}, {}, {}};
   const json out = *RunDetect(in, DetectOptions());
   ASSERT_EQ(out["series"].size(), 1u);
   EXPECT_EQ(out["series"][0]["name"], "time");
@@ -45,7 +45,7 @@ TEST(RunDetectTest, VerifiedChangePointsAsJson) {
 }
 
 TEST(RunDetectTest, ChangesBelowMinProbabilityAreListedApart) {
-  DetectInput in{"x.csv", {Steps("time", {{100, 1.0}, {40, 1.5}, {60, 1.0}})}, {}};
+  DetectInput in{"x.csv", {Steps("time", {{100, 1.0}, {40, 1.5}, {60, 1.0}})}, {}, {}};
   DetectOptions options;
   EXPECT_DOUBLE_EQ(options.min_probability, 0.9);  // The online detector's change_probability.
   options.min_probability = 1.0;                   // Nothing reaches it.
@@ -68,7 +68,7 @@ TEST(RunDetectTest, HugeAndTinySecondsGiveTheSameChangePoints) {
   for (double scale : {1e200, 1e306, 1e-300}) {
     NamedSeries s = base;
     for (double& v : s.values) v *= scale;
-    absl::StatusOr<json> out = RunDetect({"x.csv", {s}, {}}, DetectOptions());
+    absl::StatusOr<json> out = RunDetect({"x.csv", {s}, {}, {}}, DetectOptions());
     ASSERT_TRUE(out.ok()) << scale << ": " << out.status();
     const json& cps = (*out)["series"][0]["change_points"];
     ASSERT_EQ(cps.size(), 2u) << scale << ": " << out->dump();
@@ -79,7 +79,7 @@ TEST(RunDetectTest, HugeAndTinySecondsGiveTheSameChangePoints) {
     EXPECT_EQ(cps[1]["kind"], "recovery");
     DetectOptions raw;
     raw.raw = true;
-    out = RunDetect({"x.csv", {s}, {}}, raw);
+    out = RunDetect({"x.csv", {s}, {}, {}}, raw);
     ASSERT_TRUE(out.ok()) << scale << ": " << out.status();
     ASSERT_GE((*out)["series"][0]["change_points"].size(), 2u) << out->dump();
     EXPECT_EQ((*out)["series"][0]["change_points"][1]["index"], 100) << out->dump();
@@ -91,7 +91,7 @@ TEST(RunDetectTest, HugeAndTinySecondsGiveTheSameChangePoints) {
   s.values[3] = 1e200;
   DetectOptions o;
   o.zscore = false;
-  EXPECT_THAT(RunDetect({"x.csv", {s}, {}}, o).status().message(),
+  EXPECT_THAT(RunDetect({"x.csv", {s}, {}, {}}, o).status().message(),
               HasSubstr("series \"time\" line 5: 1e+200 is too large for BOCD without z-scoring"));
 }
 
@@ -101,7 +101,7 @@ TEST(RunDetectTest, RawKeepsIndexZeroAndSignedValues) {
   DetectOptions o;
   o.raw = true;
   o.expected_run_length = 100;
-  const json out = *RunDetect({"x", {s}, {}}, o);
+  const json out = *RunDetect({"x", {s}, {}, {}}, o);
   const json& cps = out["series"][0]["change_points"];
   ASSERT_EQ(cps.size(), 2u);
   EXPECT_EQ(cps[0]["index"], 0);
@@ -114,19 +114,21 @@ TEST(RunDetectTest, RawKeepsIndexZeroAndSignedValues) {
 TEST(RunDetectTest, BadInputNamesSeriesAndOrigin) {
   NamedSeries s = Steps("iter", {{30, 1.0}});
   s.values[7] = -0.5;
-  EXPECT_THAT(RunDetect({"x", {s}, {}}, DetectOptions()).status().message(),
+  EXPECT_THAT(RunDetect({"x", {s}, {}, {}}, DetectOptions()).status().message(),
               HasSubstr("series \"iter\" line 9: negative time -0.5"));
-  EXPECT_THAT(RunDetect({"x", {NamedSeries{"e", {}, {}}}, {}}, DetectOptions()).status().message(),
-              HasSubstr("series \"e\" is empty"));
+  EXPECT_THAT(
+      RunDetect({"x", {NamedSeries{"e", {}, {}}}, {}, {}}, DetectOptions()).status().message(),
+      HasSubstr("series \"e\" is empty"));
   DetectOptions o;
   o.expected_run_length = 0.01;
-  EXPECT_THAT(RunDetect({"x", {Steps("a", {{5, 1}})}, {}}, o).status().message(),
+  EXPECT_THAT(RunDetect({"x", {Steps("a", {{5, 1}})}, {}, {}}, o).status().message(),
               HasSubstr("expected run length must be > 1"));
   o = DetectOptions();
   o.prior.k = 0;
-  EXPECT_THAT(RunDetect({"x", {Steps("a", {{5, 1}})}, {}}, o).status().message(),
+  EXPECT_THAT(RunDetect({"x", {Steps("a", {{5, 1}})}, {}, {}}, o).status().message(),
               HasSubstr("prior.k"));
-  EXPECT_THAT(RunDetect({"x", {}, {}}, DetectOptions()).status().message(), HasSubstr("no series"));
+  EXPECT_THAT(RunDetect({"x", {}, {}, {}}, DetectOptions()).status().message(),
+              HasSubstr("no series"));
 }
 
 TEST(RunDetectTest, BlameForStepInput) {
@@ -135,7 +137,7 @@ TEST(RunDetectTest, BlameForStepInput) {
   for (int r = 0; r < 4; ++r) {
     step.ranks.push_back({r, 0, absl::Seconds(r == 2 ? 2.0 : 1.0)});
   }
-  DetectInput in{"x", {Steps("rank_0", {{20, 1.0}})}, {step}};
+  DetectInput in{"x", {Steps("rank_0", {{20, 1.0}})}, {step}, {}};
   const json out = *RunDetect(in, DetectOptions());
   ASSERT_EQ(out["blame"].size(), 1u);
   EXPECT_EQ(out["blame"][0],

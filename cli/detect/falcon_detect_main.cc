@@ -1,9 +1,10 @@
 // falcon_detect: offline change-point analysis of a recorded iteration-time series, so that users
 // can replay their own logs through Falcon's detector (BOCD + verification,
 // docs/algorithms.md#bocd) and, for ByteDance traces, cross-rank blame
-// (docs/algorithms.md#cross-rank-blame).
+// (docs/algorithms.md#cross-rank-blame); for pairwise bandwidth tables, node-or-link
+// localization (docs/algorithms.md#pairwise-localization).
 //
-//   falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]
+//   falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance|pairwise [--column NAME] [--raw]
 //                 [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--min_probability P]
 //                 [--json] [--max_input_bytes N]
 //
@@ -30,10 +31,12 @@
 #include "common/logging/logging.h"
 
 ABSL_FLAG(std::string, input, "", "File to analyse (required).");
-ABSL_FLAG(std::string, format, "", "Input format: csv, tcpd, alibaba or bytedance (required).");
+ABSL_FLAG(std::string, format, "",
+          "Input format: csv, tcpd, alibaba, bytedance or pairwise (required).");
 ABSL_FLAG(std::string, column, "",
           "Value column (csv: default the last column; alibaba: default batch_time_norm; "
-          "bytedance: default the total of all op columns) or series label (tcpd: default all).");
+          "bytedance: default the total of all op columns; pairwise: default busbw_gbps) or series "
+          "label (tcpd: default all).");
 ABSL_FLAG(bool, raw, false,
           "Report BOCD's MAP segmentation as is (kind \"raw\", index 0 included), without "
           "verification. With --zscore --prior 0,1,1,1 --hazard 100 this reproduces the R package "
@@ -47,7 +50,8 @@ ABSL_FLAG(bool, zscore, true,
 ABSL_FLAG(bool, json, false, "Print JSON instead of a text report.");
 ABSL_FLAG(double, min_change, 0.10,
           "Verification: keep a change when the means differ by at least this fraction; also "
-          "the blame threshold over the median.");
+          "the blame threshold over the median, and pairwise: a pair is slow at median / "
+          "bandwidth >= 1 + this.");
 ABSL_FLAG(int, min_gap, 10, "Verification: minimum observations between kept changes.");
 ABSL_FLAG(double, min_probability, falcon::cli::detect::DetectOptions().min_probability,
           "Verify (and report) a segment start only when its change-point probability reaches "
@@ -86,7 +90,8 @@ int Fail(const absl::Status& status) {
 int main(int argc, char** argv) {
   constexpr char kUsage[] =
       "falcon_detect: offline fail-slow analysis of a recorded series.\n"
-      "  falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance [--column NAME] [--raw]\n"
+      "  falcon_detect --input FILE --format csv|tcpd|alibaba|bytedance|pairwise [--column NAME] "
+      "[--raw]\n"
       "                [--prior m,k,a,b] [--hazard LAMBDA] [--[no]zscore] [--min_probability P]\n"
       "                [--json]";
   absl::SetProgramUsageMessage(kUsage);
@@ -108,8 +113,8 @@ int main(int argc, char** argv) {
   const std::string input = absl::GetFlag(FLAGS_input);
   if (input.empty()) return Fail(absl::InvalidArgumentError("--input is required"));
   if (absl::GetFlag(FLAGS_format).empty()) {
-    return Fail(
-        absl::InvalidArgumentError("--format is required: one of csv, tcpd, alibaba, bytedance"));
+    return Fail(absl::InvalidArgumentError(
+        "--format is required: one of csv, tcpd, alibaba, bytedance, pairwise"));
   }
   absl::StatusOr<falcon::cli::detect::InputFormat> format =
       falcon::cli::detect::ParseFormat(absl::GetFlag(FLAGS_format));

@@ -60,6 +60,39 @@ TEST(FalconDetectTest, HelpPrintsUsageAndExitsZero) {
   }
 }
 
+// An operator's nccl-tests table: node n3's NIC is slow with everyone, the n1-n4 link alone is
+// slow, and n6 was measured once (slow): the report names the node, the link, and what to measure.
+TEST(FalconDetectTest, PairwiseTableNamesTheNodeTheLinkAndWhatToMeasure) {
+  const std::string table = Temp("pairs.csv",
+                                 "node_a,node_b,busbw_gbps\n"
+                                 "n1,n2,92.1\nn1,n3,45.0\nn1,n4,51.3\nn1,n5,91.0\n"
+                                 "n2,n3,44.1\nn2,n4,90.6\nn2,n5,92.4\nn3,n4,46.2\n"
+                                 "n3,n5,44.8\nn4,n5,91.7\nn5,n6,30.0\n");
+  Result r = RunBinary("--input " + table + " --format pairwise");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("pairwise: 11 pairs of 6 nodes"));
+  EXPECT_THAT(r.out, HasSubstr("node n3: all 4 of its pairs are slow"));
+  EXPECT_THAT(r.out, HasSubstr("link n1-n4: slow"));
+  EXPECT_THAT(r.out, HasSubstr("node n6 or link n5-n6; measure n2-n6 to decide"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("link n1-n3")));  // Part of n3, not a link.
+  r = RunBinary("--input " + table + " --format pairwise --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json out = json::parse(r.out);
+  const json& f = out["pairwise"]["findings"];
+  ASSERT_EQ(f.size(), 3u) << r.out;
+  EXPECT_EQ(f[0]["kind"], "node");
+  EXPECT_EQ(f[0]["node"], "n3");
+  EXPECT_EQ(f[1]["kind"], "ambiguous");
+  EXPECT_EQ(f[1]["candidates"], json({"node n6", "link n5-n6"}));
+  EXPECT_EQ(f[2]["kind"], "link");
+  EXPECT_EQ(f[2]["link"], json({"n1", "n4"}));
+  // Bad rows name the file and line.
+  r = RunBinary("--input " + Temp("bad_pairs.csv", "node_a,node_b,busbw_gbps\nn1,n1,5\n") +
+                " --format pairwise");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("bad_pairs.csv:2: pair of 'n1' with itself"));
+}
+
 TEST(FalconDetectTest, ReproducesOcpOnNile) {
   FALCON_REQUIRE_REAL_DATA();
   const Result r = RunBinary("--input " + Data("tcpd/nile.json") +

@@ -35,8 +35,9 @@ absl::StatusOr<InputFormat> ParseFormat(absl::string_view name) {
   if (name == "tcpd") return InputFormat::kTcpd;
   if (name == "alibaba") return InputFormat::kAlibaba;
   if (name == "bytedance") return InputFormat::kBytedance;
+  if (name == "pairwise") return InputFormat::kPairwise;
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown format \"", name, "\"; expected one of: csv, tcpd, alibaba, bytedance"));
+      "unknown format \"", name, "\"; expected one of: csv, tcpd, alibaba, bytedance, pairwise"));
 }
 
 absl::StatusOr<DetectInput> ReadInput(const std::string& path, InputFormat format,
@@ -50,6 +51,8 @@ absl::StatusOr<DetectInput> ReadInput(const std::string& path, InputFormat forma
       return ReadAlibaba(path, column, limits);
     case InputFormat::kBytedance:
       return ReadBytedance(path, column, limits);
+    case InputFormat::kPairwise:
+      return ReadPairwise(path, column, limits);
   }
   return absl::InvalidArgumentError("unknown format");
 }
@@ -66,7 +69,7 @@ absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& 
     if (!c.ok()) return c.status();
     col = *c;
   }
-  DetectInput input{path, {}, {}};
+  DetectInput input{path, {}, {}, {}};
   NamedSeries s;
   s.name = t->header[col];
   for (size_t r = 0; r < t->rows.size(); ++r) {
@@ -76,6 +79,36 @@ absl::StatusOr<DetectInput> ReadCsv(const std::string& path, const std::string& 
     s.origins.push_back(absl::StrCat("line ", t->lines[r]));
   }
   input.series.push_back(std::move(s));
+  return input;
+}
+
+absl::StatusOr<DetectInput> ReadPairwise(const std::string& path, const std::string& column,
+                                         const ReadLimits& limits) {
+  absl::StatusOr<std::string> text = ReadLimited(path, limits);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<common::CsvTable> t = common::ParseCsv(path, *text);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<size_t> a = common::FindColumn(*t, "node_a");
+  if (!a.ok()) return a.status();
+  absl::StatusOr<size_t> b = common::FindColumn(*t, "node_b");
+  if (!b.ok()) return b.status();
+  absl::StatusOr<size_t> bw = common::FindColumn(*t, column.empty() ? "busbw_gbps" : column);
+  if (!bw.ok()) return bw.status();
+  DetectInput input{path, {}, {}, {}};
+  for (size_t r = 0; r < t->rows.size(); ++r) {
+    absl::StatusOr<double> v = common::ParseNumber(*t, r, *bw);
+    if (!v.ok()) return v.status();
+    const std::string origin = absl::StrCat(path, ":", t->lines[r]);
+    const std::string& node_a = t->rows[r][*a];
+    const std::string& node_b = t->rows[r][*b];
+    for (const auto& [name, value] :
+         {std::make_pair("node_a", &node_a), std::make_pair("node_b", &node_b)}) {
+      if (value->empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(origin, ": column ", name, " is empty"));
+      }
+    }
+    input.pairs.push_back({node_a, node_b, *v, origin});
+  }
   return input;
 }
 
@@ -93,7 +126,7 @@ absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string&
   const std::string dataset =
       doc.contains("name") && doc["name"].is_string() ? doc["name"].get<std::string>() : path;
   const nlohmann::json& all = doc["series"];
-  DetectInput input{path, {}, {}};
+  DetectInput input{path, {}, {}, {}};
   for (size_t i = 0; i < all.size(); ++i) {
     const nlohmann::json& entry = all[i];
     const std::string label =
@@ -140,7 +173,7 @@ absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::stri
   absl::StatusOr<std::vector<common::AlibabaWorkerSeries>> workers =
       common::ReadAlibabaPaiCsv(path, column, limits.max_bytes, kLimitName);
   if (!workers.ok()) return workers.status();
-  DetectInput input{path, {}, {}};
+  DetectInput input{path, {}, {}, {}};
   for (common::AlibabaWorkerSeries& w : *workers) {
     NamedSeries s;
     s.name = absl::StrCat("worker_", w.worker);
@@ -303,7 +336,7 @@ absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::st
     }
     steps[keys[0]].push_back(std::move(row));
   }
-  DetectInput input{path, {}, {}};
+  DetectInput input{path, {}, {}, {}};
   for (const auto& [rank, points] : by_rank) {
     NamedSeries s;
     s.name = absl::StrCat("rank_", rank);

@@ -13,6 +13,10 @@
 //   (step,rank,dp_rank,stage,<op>_s...): one series per rank ("rank_0"), ordered by step, of the
 //   total op time per step (or of `column`); plus per step the compute and communicator timings
 //   for cross-rank blame (analysis/detect/blame.h), see ReadBytedance.
+// - pairwise: one row per measured pair of nodes, as nccl-tests between two nodes prints it:
+//   header node_a,node_b,busbw_gbps (other columns allowed; `column` picks the bandwidth column,
+//   default busbw_gbps; larger is faster) for pairwise localization
+//   (analysis/detect/pairwise.h); no series.
 #ifndef FALCON_CLI_DETECT_READERS_H_
 #define FALCON_CLI_DETECT_READERS_H_
 
@@ -23,13 +27,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "analysis/detect/blame.h"
+#include "analysis/detect/pairwise.h"
 #include "common/text_file.h"
 
 namespace falcon::cli::detect {
 
-enum class InputFormat { kCsv, kTcpd, kAlibaba, kBytedance };
+enum class InputFormat { kCsv, kTcpd, kAlibaba, kBytedance, kPairwise };
 
-// "csv", "tcpd", "alibaba", "bytedance"; kInvalidArgument naming the value otherwise.
+// "csv", "tcpd", "alibaba", "bytedance", "pairwise"; kInvalidArgument naming the value otherwise.
 absl::StatusOr<InputFormat> ParseFormat(absl::string_view name);
 
 struct NamedSeries {
@@ -42,7 +47,8 @@ struct NamedSeries {
 struct DetectInput {
   std::string path;
   std::vector<NamedSeries> series;
-  std::vector<analysis::detect::BlameInput> steps;  // kBytedance only, ascending step.
+  std::vector<analysis::detect::BlameInput> steps;       // kBytedance only, ascending step.
+  std::vector<analysis::detect::PairMeasurement> pairs;  // kPairwise only, in file order.
 };
 
 // The bound on an input file: at most `max_bytes` (falcon_detect's --max_input_bytes), so that an
@@ -73,6 +79,8 @@ absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::stri
 // recv on s) point-to-point pairs. kInvalidArgument also for a rank twice in a step or two ranks
 // with the same (dp_rank, stage) in a step, naming both lines, and for a step, rank, dp_rank or
 // stage outside [0, 2^31).
+absl::StatusOr<DetectInput> ReadPairwise(const std::string& path, const std::string& column,
+                                         const ReadLimits& limits = {});
 absl::StatusOr<DetectInput> ReadBytedance(const std::string& path, const std::string& column,
                                           const ReadLimits& limits = {});
 

@@ -30,7 +30,33 @@ TEST(ParseFormatTest, KnownAndUnknown) {
   EXPECT_EQ(*ParseFormat("tcpd"), InputFormat::kTcpd);
   EXPECT_EQ(*ParseFormat("alibaba"), InputFormat::kAlibaba);
   EXPECT_EQ(*ParseFormat("bytedance"), InputFormat::kBytedance);
+  EXPECT_EQ(*ParseFormat("pairwise"), InputFormat::kPairwise);
   EXPECT_THAT(ParseFormat("parquet").status().message(), HasSubstr("unknown format \"parquet\""));
+}
+
+TEST(ReadPairwiseTest, OnePairPerRowWithItsLineAndAChosenColumn) {
+  const std::string path =
+      WriteTemp("p.csv", "node_a,node_b,busbw_gbps,algbw_gbps\nn1,n2,92.5,46\n\nn2,n3,40,20\n");
+  const DetectInput in = *ReadPairwise(path, "");
+  EXPECT_TRUE(in.series.empty());
+  ASSERT_EQ(in.pairs.size(), 2u);
+  EXPECT_EQ(in.pairs[0].a, "n1");
+  EXPECT_EQ(in.pairs[0].b, "n2");
+  EXPECT_DOUBLE_EQ(in.pairs[0].bandwidth, 92.5);
+  EXPECT_EQ(in.pairs[1].origin, path + ":4");
+  EXPECT_DOUBLE_EQ(ReadPairwise(path, "algbw_gbps")->pairs[1].bandwidth, 20);
+}
+
+TEST(ReadPairwiseTest, BadInputNamesTheLineOrColumn) {
+  EXPECT_THAT(Message(ReadPairwise(WriteTemp("p1.csv", "a,b,busbw_gbps\nn1,n2,3\n"), "")),
+              HasSubstr("node_a"));
+  EXPECT_THAT(Message(ReadPairwise(WriteTemp("p2.csv", "node_a,node_b,bw\nn1,n2,3\n"), "")),
+              HasSubstr("busbw_gbps"));
+  EXPECT_THAT(
+      Message(ReadPairwise(WriteTemp("p3.csv", "node_a,node_b,busbw_gbps\nn1,n2,fast\n"), "")),
+      HasSubstr("line 2"));
+  const std::string empty = WriteTemp("p4.csv", "node_a,node_b,busbw_gbps\nn1,,3\n");
+  EXPECT_THAT(Message(ReadPairwise(empty, "")), HasSubstr(empty + ":2: column node_b is empty"));
 }
 
 TEST(ReadCsvTest, DefaultLastColumnOrNamedColumn) {

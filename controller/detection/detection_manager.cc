@@ -256,6 +256,14 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
       ev.kind == analysis::detect::ChangeKind::kSpeedup;
   if (!recovered) return;
   if (PlanCausedSpeedup(active->event(), ev)) return;
+  if (still_slow_) {
+    if (std::optional<std::string> why = still_slow_(active, uow)) {
+      LOG(INFO) << "recovery refused job=" << p.job << " event=" << active->event().event_id()
+                << " series=" << series << " iteration=" << ev.iteration << " ratio=" << ev.ratio
+                << " why=\"" << *why << "\"";
+      return;
+    }
+  }
   if (events_->SeriesRecovered(active, series, ev, uow)) {
     localizer_->Cancel(active, uow);
     // The transition where the detector verified the recovery, as the reason says.

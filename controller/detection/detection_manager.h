@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,11 @@ class DetectionManager {
                    metrics::ControllerMetrics* metrics);
 
   void set_recovered_callback(RecoveredFn fn) { on_recovered_ = std::move(fn); }
+  // Asked before a series' recovery recovers the event: a reason when per-rank evidence says the
+  // fail-slow is still there (the recovery is then refused and logged), nullopt to accept.
+  using StillSlowFn = std::function<std::optional<std::string>(falcon::controller::v1::EventRecord*,
+                                                               core::UnitOfWork*)>;
+  void set_still_slow_callback(StillSlowFn fn) { still_slow_ = std::move(fn); }
   void set_job_iteration_callback(JobIterationFn fn) { on_job_iteration_ = std::move(fn); }
   // Called for each applied rank summary while the job has an active event.
   using RankSummaryFn = std::function<void(falcon::controller::v1::EventRecord*,
@@ -164,6 +170,7 @@ class DetectionManager {
   const store::ControllerStore* const store_;
   metrics::ControllerMetrics* const metrics_;
   RecoveredFn on_recovered_;
+  StillSlowFn still_slow_;
   JobIterationFn on_job_iteration_;
   RankSummaryFn on_rank_summary_;
   absl::flat_hash_map<std::string, std::unique_ptr<Pipeline>> pipelines_;

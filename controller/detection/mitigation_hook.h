@@ -8,6 +8,7 @@
 #define FALCON_CONTROLLER_DETECTION_MITIGATION_HOOK_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,15 @@ class MitigationHook {
   virtual void OnRankIteration(const falcon::v1::Event& /*event*/,
                                const falcon::v1::IterationSummary& /*summary*/,
                                EventActions& /*actions*/) {}
+  // Whether the hook's own per-rank evidence (e.g. the compute probe's culprit against its stage
+  // peers) says the event's fail-slow is still there. A recovery seen on the job's iteration
+  // time is then not accepted: an outside speed-up (a burst of load on the machine ending) can
+  // lower the iteration time while the culprit stays slow. Returns why, or nullopt when the hook
+  // has no such evidence. Reads only: stages nothing through `actions`.
+  virtual std::optional<std::string> StillSlow(const falcon::v1::Event& /*event*/,
+                                               EventActions& /*actions*/) {
+    return std::nullopt;
+  }
   // The event recovered: revert S2/S3 plans.
   virtual void OnRecovered(const falcon::v1::Event& /*event*/, EventActions& /*actions*/) {}
   // A directive tied to an event changed state (APPLIED, REJECTED or TIMED_OUT).

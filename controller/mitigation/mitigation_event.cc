@@ -124,6 +124,18 @@ MitigationStrategy* MitigationEvent::PlanInForce() {
   return nullptr;
 }
 
+std::optional<std::string> MitigationEvent::StillSlow(detection::EventActions& actions) {
+  if (ctx_.culprit.cause != falcon::v1::CAUSE_COMPUTE) return std::nullopt;
+  const double min_ratio = actions.Settings(ctx_.job).verification_min_ratio;
+  const double ratio = ctx_.probe.WorstCulpritRatio(ComputeProbe::kWindow);
+  if (ratio < 1 + min_ratio) return std::nullopt;
+  recovery_refused_ = true;
+  return absl::StrFormat(
+      "compute probe: the culprit's compute per micro-batch is still x%.2f of its stage peers' "
+      "(>= x%.2f)",
+      ratio, 1 + min_ratio);
+}
+
 std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
     const falcon::v1::IterationSummary& summary, detection::EventActions& actions) {
   if (ctx_.culprit.cause != falcon::v1::CAUSE_COMPUTE) return std::nullopt;
@@ -144,7 +156,7 @@ std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
   const std::vector<uint32_t> m(job->job().micro_batches().begin(),
                                 job->job().micro_batches().end());
   if (!ctx_.probe.Add(rank, summary.compute_ns(), m)) return std::nullopt;
-  if (before_s2 || !ctx_.probe.IsCulprit(rank)) return std::nullopt;
+  if ((before_s2 && !recovery_refused_) || !ctx_.probe.IsCulprit(rank)) return std::nullopt;
   const double min_ratio = actions.Settings(ctx_.job).verification_min_ratio;
   const ComputeProbe::Reading reading = ctx_.probe.Observe(rank, min_ratio);
   VLOG(1) << "compute probe " << ctx_.Subject() << " iteration=" << summary.iteration()
@@ -155,9 +167,10 @@ std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
   r.rank = rank;
   r.ratio = reading.ratio;
   r.reason = absl::StrFormat(
-      "rank %d compute per micro-batch back to x%.2f of its stage peers' at iteration %d (S2 in "
-      "force hides the fault from the iteration time)",
-      rank, reading.ratio, r.iteration);
+      "rank %d compute per micro-batch back to x%.2f of its stage peers' at iteration %d (%s)",
+      rank, reading.ratio, r.iteration,
+      before_s2 ? "the iteration time sped up before, while the culprit was still slow"
+                : "S2 in force hides the fault from the iteration time");
   return r;
 }
 

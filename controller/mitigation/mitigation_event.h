@@ -79,6 +79,12 @@ class MitigationEvent {
   // once the culprit is back at its peers' speed (ComputeProbe::State::kCleared).
   std::optional<Recovery> ProbeRank(const falcon::v1::IterationSummary& summary,
                                     detection::EventActions& actions);
+  // Why the fail-slow is still there by the compute probe (compute culprits only): the worst
+  // culprit's compute per micro-batch over its last ComputeProbe::kWindow summaries is at least
+  // 1 + verification_min_ratio of its stage peers'. nullopt when it is not, or not measured.
+  // Once it refused a recovery, ProbeRank also recovers the event before S2 (the job series,
+  // which learned the faster level, no longer can).
+  std::optional<std::string> StillSlow(detection::EventActions& actions);
 
  private:
   MitigationEvent(uint64_t event_id, std::string job, Culprit culprit,
@@ -90,6 +96,7 @@ class MitigationEvent {
   S3Topology s3_;
   S4CheckpointRestart s4_;
   bool ended_ = false;
+  bool recovery_refused_ = false;
 };
 
 }  // namespace falcon::controller::mitigation

@@ -213,6 +213,13 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
   events_.erase(it);
 }
 
+std::optional<std::string> Orchestrator::StillSlow(const falcon::v1::Event& event,
+                                                   detection::EventActions& actions) {
+  auto it = events_.find(event.event_id());
+  if (it == events_.end()) return std::nullopt;
+  return it->second->StillSlow(actions);
+}
+
 void Orchestrator::OnRecovered(const falcon::v1::Event& event, detection::EventActions& actions) {
   not_started_.erase(event.event_id());
   auto it = events_.find(event.event_id());

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,8 @@ class Orchestrator : public detection::MitigationHook {
                       absl::Duration iteration_time, detection::EventActions& actions) override;
   void OnRankIteration(const falcon::v1::Event& event, const falcon::v1::IterationSummary& summary,
                        detection::EventActions& actions) override;
+  std::optional<std::string> StillSlow(const falcon::v1::Event& event,
+                                       detection::EventActions& actions) override;
   void OnRecovered(const falcon::v1::Event& event, detection::EventActions& actions) override;
   void OnDirectiveState(const falcon::v1::DirectiveRecord& record,
                         detection::EventActions& actions) override;

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/testing/log_capture.h"
 #include "controller/control_api.h"
 #include "controller/controller.h"
@@ -75,8 +76,10 @@ class OrchestratorTest : public ::testing::Test {
   // Iterations [from, to); rank 5 is slow while `fault(i)`. Under an uneven plan the job takes
   // kMitigatedNs while the fault lasts and 110 ms after it cleared (the plan's imbalance), and
   // every rank reports compute time proportional to its group's micro-batches (rank 5's x1.4
-  // while slow): what the per-rank probe sees.
-  void Run(int64_t from, int64_t to, const std::function<bool(int64_t)>& fault) {
+  // while slow): what the per-rank probe sees. `shift(i)` (ns, may be negative) is added to every
+  // rank's iteration time: load from outside the job that comes or goes.
+  void Run(int64_t from, int64_t to, const std::function<bool(int64_t)>& fault,
+           const std::function<int64_t(int64_t)>& shift = nullptr) {
     for (int64_t i = from; i < to; ++i) {
       const bool slow = fault(i);
       const std::vector<uint32_t> plan = PlanAt(i);
@@ -85,7 +88,7 @@ class OrchestratorTest : public ::testing::Test {
       const int64_t noise = ((i * 104729) % 201 - 100) * 10'000;
       const int64_t base =
           uneven ? (slow ? kMitigatedNs : 110'000'000) : (slow ? kSlowNs : kHealthyNs);
-      const int64_t t = base + noise;
+      const int64_t t = base + noise + (shift ? shift(i) : 0);
       const int64_t extra = base - kHealthyNs;
       for (auto& a : agents_) {
         falcon::v1::TelemetryBatch b;
@@ -202,6 +205,29 @@ TEST_F(OrchestratorTest, ComputeFailSlowGetsS2ThenRevertOnRecovery) {
   const auto& even = plans[1].directive().micro_batch_plan().micro_batches();
   EXPECT_EQ(std::vector<uint32_t>(even.begin(), even.end()), (std::vector<uint32_t>{8, 8, 8, 8}));
   EXPECT_GT(plans[1].directive().plan_version(), plans[0].directive().plan_version());
+}
+
+// Outside load that ends while the fault lasts speeds the job up (116 -> 91 ms under the plan)
+// but does not recover the event: the compute probe still sees rank 5 at x1.4 of its stage peers,
+// so the recovery is refused (and logged); the fault clearing later recovers it through the probe.
+TEST_F(OrchestratorTest, AnOutsideSpeedupWhileTheCulpritIsStillSlowDoesNotRecover) {
+  common::testing::LogCapture log;
+  auto fault = [](int64_t i) { return i >= 60 && i < 170; };
+  auto load_ends = [](int64_t i) -> int64_t { return i >= 125 ? -25'000'000 : 0; };
+  Run(0, 165, fault, load_ends);
+  falcon::v1::Event e = OnlyEvent();
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_MITIGATING) << e.DebugString();
+  const std::vector<std::string> refused = log.Matching("recovery refused job=" + spec_.job);
+  ASSERT_FALSE(refused.empty()) << absl::StrJoin(log.Lines(), "\n");
+  EXPECT_NE(refused[0].find("still x1.4"), std::string::npos) << refused[0];
+  Run(165, 230, fault, load_ends);
+  e = OnlyEvent();
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_RECOVERED) << e.DebugString();
+  EXPECT_NE(e.transitions(e.transitions_size() - 1).reason().find("compute per micro-batch"),
+            std::string::npos)
+      << e.DebugString();
+  EXPECT_GE(e.recovery_iteration(), 170);
+  EXPECT_TRUE(e.actions(e.actions_size() - 1).revert()) << e.DebugString();
 }
 
 // The controller's log tells one consistent story of the event (docs/operations.md#logs).

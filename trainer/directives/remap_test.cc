@@ -50,29 +50,42 @@ TEST(RemapPlanTest, ReshapingSpreadsSourcesAcrossReplicas) {
   }
 }
 
-TEST(RemapJobTest, TopologyChangeMidRunLeavesTrainingUnchanged) {
+// A DP=2 x PP=2 job of `steps` iterations run plain and with `directive` (one JSON line of the
+// directives file): both must end cleanly with the same parameters (the state moved exactly).
+// Returns the run with the directive; `plain_run` gets the other.
+testing::JobRun RunPlainAndWith(int steps, const std::string& directive, const std::string& name,
+                                testing::JobRun* plain_run) {
   testing::JobSpec plain;
   plain.dp = 2;
   plain.pp = 2;
   plain.micro_batches = 4;
-  plain.steps = 6;
-  const testing::JobRun a = testing::RunJob(plain, "plain");
-  ASSERT_TRUE(a.ok()) << common::testing::Describe(a.exits);
+  plain.steps = steps;
+  *plain_run = testing::RunJob(plain, name + "-plain");
+  EXPECT_TRUE(plain_run->ok()) << common::testing::Describe(plain_run->exits);
+  testing::JobSpec with = plain;
+  with.directives = directive + "\n";
+  testing::JobRun b = testing::RunJob(with, name);
+  EXPECT_TRUE(b.ok()) << common::testing::Describe(b.exits);
+  if (plain_run->ok() && b.ok()) {
+    EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(b.checkpoint_dir, plain.model),
+                                       testing::ReadParams(plain_run->checkpoint_dir, plain.model)),
+              1e-5);
+  }
+  return b;
+}
 
-  testing::JobSpec remapped = plain;
+TEST(RemapJobTest, TopologyChangeMidRunLeavesTrainingUnchanged) {
+  testing::JobRun a;
   // The FALCON paper's swap (§5, Fig. 10 in arXiv 2410.12588): ranks 1 and 2 exchange positions at
   // iteration 3.
-  remapped.directives =
+  const testing::JobRun b = RunPlainAndWith(
+      6,
       R"({"directive": {"directive_id": 9, "effective_iteration": 3, "plan_version": 4,)"
       R"( "topology_change": {"assignments": [{"rank": 0, "dp_index": 0, "pp_index": 0},)"
       R"( {"rank": 1, "dp_index": 0, "pp_index": 1}, {"rank": 2, "dp_index": 1, "pp_index": 0},)"
-      R"( {"rank": 3, "dp_index": 1, "pp_index": 1}]}}})"
-      "\n";
-  const testing::JobRun b = testing::RunJob(remapped, "remapped");
-  ASSERT_TRUE(b.ok()) << common::testing::Describe(b.exits);
-  EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(b.checkpoint_dir, plain.model),
-                                     testing::ReadParams(a.checkpoint_dir, plain.model)),
-            1e-5);
+      R"( {"rank": 3, "dp_index": 1, "pp_index": 1}]}}})",
+      "remapped", &a);
+  ASSERT_TRUE(a.ok() && b.ok());
   const std::vector<double> la = testing::LossCurve(testing::ReadJsonLines(a.json_log));
   const std::vector<double> lb = testing::LossCurve(testing::ReadJsonLines(b.json_log));
   ASSERT_EQ(la.size(), 6u);
@@ -103,25 +116,15 @@ TEST(RemapJobTest, TopologyChangeMidRunLeavesTrainingUnchanged) {
 }
 
 TEST(RemapJobTest, ReshapeFromTwoByTwoToOnePipelineOfFour) {
-  testing::JobSpec plain;
-  plain.dp = 2;
-  plain.pp = 2;
-  plain.micro_batches = 4;
-  plain.steps = 4;
-  const testing::JobRun a = testing::RunJob(plain, "plain4");
-  ASSERT_TRUE(a.ok()) << common::testing::Describe(a.exits);
-  testing::JobSpec reshaped = plain;
-  reshaped.directives =
+  testing::JobRun a;
+  const testing::JobRun b = RunPlainAndWith(
+      4,
       R"({"directive": {"directive_id": 3, "effective_iteration": 2, "plan_version": 1,)"
       R"( "topology_change": {"assignments": [{"rank": 0, "dp_index": 0, "pp_index": 0},)"
       R"( {"rank": 1, "dp_index": 0, "pp_index": 1}, {"rank": 2, "dp_index": 0, "pp_index": 2},)"
-      R"( {"rank": 3, "dp_index": 0, "pp_index": 3}]}}})"
-      "\n";
-  const testing::JobRun b = testing::RunJob(reshaped, "reshaped");
-  ASSERT_TRUE(b.ok()) << common::testing::Describe(b.exits);
-  EXPECT_LT(testing::MaxRelativeDiff(testing::ReadParams(b.checkpoint_dir, plain.model),
-                                     testing::ReadParams(a.checkpoint_dir, plain.model)),
-            1e-5);
+      R"( {"rank": 3, "dp_index": 0, "pp_index": 3}]}}})",
+      "reshaped", &a);
+  ASSERT_TRUE(a.ok() && b.ok());
   for (const auto& line : testing::ReadJsonLines(b.json_log)) {
     if (line["iteration"] >= 2) {
       EXPECT_EQ(line["micro_batches"], 4) << line.dump();
