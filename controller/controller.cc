@@ -377,6 +377,12 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   // Peer checks, before anything changes.
   const std::string& agent_id = hello.agent_id();
   if (session->authenticated) {
+    if (session->role == "operator" || session->role == "viewer") {
+      return absl::PermissionDeniedError(RefuseClaim(
+          *session, metrics::check::kNodeIdentity, "hello.node", "", agent_id,
+          absl::StrCat("the peer's certificate is a falconctl user's (OU=", session->role,
+                       "), not a node's")));
+    }
     const auto& ids = session->identities;
     if (std::find(ids.begin(), ids.end(), hello.node()) == ids.end()) {
       return absl::PermissionDeniedError(RefuseClaim(

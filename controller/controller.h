@@ -132,6 +132,7 @@ struct AgentSession {
   // names, else its CN); set by the adapter. Without TLS there is no identity to check.
   bool authenticated = false;
   std::vector<std::string> identities;
+  std::string role;  // The certificate's OU ("node"; "operator"/"viewer" are users').
   uint64_t hub_session = 0;
   bool hello_done = false;
   // Set by the controller: when the latest message arrived, and whether the stream has ended for

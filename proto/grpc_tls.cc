@@ -2,7 +2,10 @@
 
 #include <grpc/grpc_security_constants.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/text_file.h"
 
 namespace falcon::proto {
@@ -102,6 +105,20 @@ std::vector<std::string> PeerIdentities(const grpc::AuthContext& context) {
     }
   }
   return names;
+}
+
+std::string PeerRole(const grpc::AuthContext& context) {
+  if (!context.IsPeerAuthenticated()) return "";
+  // RFC 2253 form, e.g. "CN=node-a,OU=node,O=falcon" (names from falcon-pki.sh hold no commas).
+  for (const grpc::string_ref& subject :
+       context.FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+    for (absl::string_view part :
+         absl::StrSplit(absl::string_view(subject.data(), subject.size()), ',')) {
+      part = absl::StripAsciiWhitespace(part);
+      if (absl::StartsWith(part, "OU=")) return std::string(part.substr(3));
+    }
+  }
+  return "";
 }
 
 }  // namespace falcon::proto

@@ -48,6 +48,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 // common name. Empty for a plaintext peer.
 std::vector<std::string> PeerIdentities(const grpc::AuthContext& context);
 
+// The organizational unit (OU) of a peer's verified certificate: the role deploy/pki/falcon-pki.sh
+// writes ("node", "controller", "operator", "viewer"); empty without one or for a plaintext peer.
+std::string PeerRole(const grpc::AuthContext& context);
+
 }  // namespace falcon::proto
 
 #endif  // FALCON_PROTO_GRPC_TLS_H_

@@ -39,7 +39,7 @@ class RefusedReactor : public Reactor {
 class ConnectReactor : public Reactor {
  public:
   ConnectReactor(EventLoop* loop, Controller* controller, StreamLimiter* limiter, std::string peer,
-                 bool authenticated, std::vector<std::string> identities)
+                 bool authenticated, std::vector<std::string> identities, std::string role)
       : loop_(loop),
         controller_(controller),
         limiter_(limiter),
@@ -48,6 +48,7 @@ class ConnectReactor : public Reactor {
     session_.peer = std::move(peer);
     session_.authenticated = authenticated;
     session_.identities = std::move(identities);
+    session_.role = std::move(role);
     // Before the first read: the loop runs it before any message of the stream.
     loop_->Post([this] { controller_->OnAgentConnected(&session_); });
     StartRead(&in_);
@@ -116,13 +117,15 @@ Reactor* TelemetryService::Connect(grpc::CallbackServerContext* context) {
     return new RefusedReactor(s);
   }
   std::vector<std::string> identities;
+  std::string role;
   bool authenticated = false;
   if (std::shared_ptr<const grpc::AuthContext> auth = context->auth_context()) {
     authenticated = auth->IsPeerAuthenticated();
     identities = proto::PeerIdentities(*auth);
+    role = proto::PeerRole(*auth);
   }
   return new ConnectReactor(loop_, controller_, limiter_, std::move(peer), authenticated,
-                            std::move(identities));
+                            std::move(identities), std::move(role));
 }
 
 }  // namespace falcon::controller::service

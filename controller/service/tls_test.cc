@@ -1,7 +1,8 @@
 // Mutual TLS over real gRPC on loopback (docs/operations.md#tls), with certificates made by
 // deploy/pki/falcon-pki.sh in TEST_TMPDIR: a plaintext client of a TLS controller is refused, as
 // is a client whose certificate another CA signed; an agent certified for node-a that claims
-// node-b is refused with PERMISSION_DENIED naming both; one that claims node-a is served.
+// node-b is refused with PERMISSION_DENIED naming both, as is a falconctl user's certificate
+// (OU=operator) used to connect as an agent; one that claims node-a is served.
 #include <prometheus/registry.h>
 
 #include <cstdlib>
@@ -44,6 +45,7 @@ class TlsTest : public ::testing::Test {
     ASSERT_TRUE(Pki(dir_, "ca"));
     ASSERT_TRUE(Pki(dir_, "controller controller IP:127.0.0.1"));
     ASSERT_TRUE(Pki(dir_, "node node-a"));
+    ASSERT_TRUE(Pki(dir_, "client node-c operator"));  // A user named like a node.
     ASSERT_TRUE(Pki(other_, "ca"));
     ASSERT_TRUE(Pki(other_, "node node-a"));
     ServerOptions options;
@@ -128,6 +130,19 @@ TEST_F(TlsTest, AnAgentCertifiedForNodeAClaimingNodeBIsRefused) {
   EXPECT_FALSE(Connected("node-b"));
   EXPECT_EQ(Refusals(metrics::check::kNodeIdentity), 1);
   server_->RunOnLoop([](Controller& c) { EXPECT_EQ(c.registry().size(), 0u); });
+}
+
+TEST_F(TlsTest, AUsersCertificateCannotConnectAsAnAgent) {
+  std::unique_ptr<LoopbackAgent> agent = Agent("node-c");
+  agent->set_credentials(Credentials(dir_, "node-c"));
+  EXPECT_FALSE(agent->Connect(Target(), absl::Seconds(10)).ok());
+  absl::StatusOr<grpc::Status> refused = agent->WaitClosed(absl::Seconds(10));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(refused->error_message().find("a falconctl user's (OU=operator), not a node's"),
+            std::string::npos)
+      << refused->error_message();
+  EXPECT_FALSE(Connected("node-c"));
 }
 
 TEST_F(TlsTest, AnAgentCertifiedForItsNodeIsServed) {
