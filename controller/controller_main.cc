@@ -46,6 +46,9 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA certificate(s) that sign the agents' and falconctl users' certificates");
+ABSL_FLAG(absl::Duration, tls_refresh, absl::Seconds(60),
+          "how often the TLS files are read again (rotation without dropping streams), "
+          "[1s, 24h]");
 ABSL_FLAG(bool, plaintext, false,
           "serve without TLS (a local demo only; logged as a warning); otherwise --tls_cert, "
           "--tls_key and --tls_ca are required");
@@ -180,6 +183,7 @@ absl::Status CheckFlags() {
        absl::Hours(24)},
       {"--keepalive_timeout", absl::GetFlag(FLAGS_keepalive_timeout), absl::Seconds(1),
        absl::Hours(24)},
+      {"--tls_refresh", absl::GetFlag(FLAGS_tls_refresh), absl::Seconds(1), absl::Hours(24)},
   };
   for (const auto& d : durations) {
     if (absl::Status s = CheckDurationIn(d.value, d.flag, d.min, d.max); !s.ok()) return s;
@@ -254,6 +258,7 @@ int main(int argc, char** argv) {
   falcon::controller::service::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.tls = TlsFlags();
+  options.tls_refresh = absl::GetFlag(FLAGS_tls_refresh);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);

@@ -1,6 +1,11 @@
 #include "proto/grpc_tls.h"
 
 #include <grpc/grpc_security_constants.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
+#include <algorithm>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -70,15 +75,19 @@ absl::Status CheckTlsSettings(const TlsFiles& files, bool plaintext, absl::strin
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsFiles& files) {
+    const TlsFiles& files, absl::Duration refresh) {
   if (files.plaintext()) return grpc::InsecureServerCredentials();
-  absl::StatusOr<Pems> pems = ReadAll(files);
+  absl::StatusOr<Pems> pems = ReadAll(files);  // Clear errors at start.
   if (!pems.ok()) return pems.status();
-  grpc::SslServerCredentialsOptions options(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_root_certs = pems->ca;
-  options.pem_key_cert_pairs.push_back({pems->key, pems->cert});
-  return grpc::SslServerCredentials(options);
+  const int64_t seconds = std::max<int64_t>(1, absl::ToInt64Seconds(refresh));
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      files.key, files.cert, files.ca,
+      static_cast<unsigned int>(std::min<int64_t>(seconds, 24 * 3600)));
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  return grpc::experimental::TlsServerCredentials(options);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace falcon::proto {
 
@@ -35,10 +36,13 @@ struct TlsFiles {
 absl::Status CheckTlsSettings(const TlsFiles& files, bool plaintext, absl::string_view prefix);
 
 // Server credentials: mutual TLS requiring and verifying a client certificate signed by
-// `files.ca`; insecure when `files` is plaintext. Errors: kInvalidArgument naming the file that
-// cannot be read or is empty.
+// `files.ca`; insecure when `files` is plaintext. The three files are read again every `refresh`
+// (at least 1 s): a rotated certificate, key or CA serves new connections from then on, while open
+// connections and their streams stay up (replace the files by renaming complete new ones over
+// them). Errors: kInvalidArgument naming a file that cannot be read or is not PEM (at start; a bad
+// file later keeps the previous credentials, logged by gRPC).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsFiles& files);
+    const TlsFiles& files, absl::Duration refresh = absl::Seconds(60));
 // Channel credentials: TLS verifying the server against `files.ca` and presenting `files.cert`;
 // insecure when `files` is plaintext. Errors: as MakeServerCredentials.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(

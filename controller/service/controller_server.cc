@@ -110,7 +110,10 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   proto::GrpcKeepalive keepalive;
   keepalive.time = options.keepalive_time;
   keepalive.timeout = options.keepalive_timeout;
-  auto credentials = proto::MakeServerCredentials(options.tls);
+  if (options.tls_refresh < absl::Seconds(1) || options.tls_refresh > absl::Hours(24)) {
+    return absl::InvalidArgumentError("tls_refresh: must be in [1s, 24h]");
+  }
+  auto credentials = proto::MakeServerCredentials(options.tls, options.tls_refresh);
   if (!credentials.ok()) {
     s->Shutdown();
     return credentials.status();

@@ -47,6 +47,9 @@ struct ServerOptions {
   // by tls.ca, and an agent's must name the node its hello claims. Empty: plaintext (logged as a
   // warning at start).
   proto::TlsFiles tls;
+  // How often the TLS files are read again: a rotated certificate serves new connections, open
+  // agent streams stay up. [1 s, 24 h]. Default 60 s.
+  absl::Duration tls_refresh = absl::Seconds(60);
   // Prometheus endpoint address; "" = none. Port 0 picks a free one (see metrics_port()).
   std::string metrics_listen;
   // RocksDB directory; "" keeps state in memory (lost on exit; tests only).

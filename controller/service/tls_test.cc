@@ -2,7 +2,8 @@
 // deploy/pki/falcon-pki.sh in TEST_TMPDIR: a plaintext client of a TLS controller is refused, as
 // is a client whose certificate another CA signed; an agent certified for node-a that claims
 // node-b is refused with PERMISSION_DENIED naming both, as is a falconctl user's certificate
-// (OU=operator) used to connect as an agent; one that claims node-a is served.
+// (OU=operator) used to connect as an agent; one that claims node-a is served; a rotated
+// controller certificate serves new connections while open agent streams stay up.
 #include <prometheus/registry.h>
 
 #include <cstdlib>
@@ -48,10 +49,16 @@ class TlsTest : public ::testing::Test {
     ASSERT_TRUE(Pki(dir_, "client node-c operator"));  // A user named like a node.
     ASSERT_TRUE(Pki(other_, "ca"));
     ASSERT_TRUE(Pki(other_, "node node-a"));
+    // The controller's files live in their own folder, where the rotation test replaces them.
+    live_ = dir_ + "-live";
+    ASSERT_TRUE(std::system(absl::StrCat("mkdir -p ", live_, " && cp ", dir_, "/controller.pem ",
+                                         dir_, "/controller.key ", dir_, "/ca.pem ", live_)
+                                .c_str()) == 0);
     ServerOptions options;
     options.listen = "127.0.0.1:0";
     options.tick_interval = absl::Milliseconds(20);
-    options.tls = Files(dir_, "controller");
+    options.tls = Files(live_, "controller");
+    options.tls_refresh = absl::Seconds(1);
     auto s = ControllerServer::Start(options, &clock_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
@@ -90,7 +97,7 @@ class TlsTest : public ::testing::Test {
     return -1;
   }
 
-  std::string dir_, other_;
+  std::string dir_, other_, live_;
   testing::LayoutSpec spec_;
   common::FakeClock clock_;
   std::unique_ptr<ControllerServer> server_;
@@ -143,6 +150,50 @@ TEST_F(TlsTest, AUsersCertificateCannotConnectAsAnAgent) {
             std::string::npos)
       << refused->error_message();
   EXPECT_FALSE(Connected("node-c"));
+}
+
+// The controller's certificate is replaced by one of another CA (its clients' CA stays): a stream
+// opened before stays up and is served, and new connections get the new certificate (a client
+// trusting only the new CA is refused before, admitted after).
+TEST_F(TlsTest, ARotatedCertificateKeepsAgentStreamsUp) {
+  ASSERT_TRUE(Pki(other_, "controller controller IP:127.0.0.1"));
+  std::unique_ptr<LoopbackAgent> agent = Agent("node-a");
+  agent->set_credentials(Credentials(dir_, "node-a"));
+  ASSERT_TRUE(agent->Connect(Target(), absl::Seconds(10)).ok());
+  // node-a's certificate (of the cluster CA), trusting only the new controller's CA.
+  proto::TlsFiles trusting_new = Files(dir_, "node-a");
+  trusting_new.ca = other_ + "/ca.pem";
+  auto newcomer_credentials = proto::MakeChannelCredentials(trusting_new);
+  ASSERT_TRUE(newcomer_credentials.ok());
+  auto probe = [&] {
+    LoopbackAgent newcomer("probe", "node-a", {}, {});  // node-a's certificate, another id.
+    newcomer.set_credentials(*newcomer_credentials);
+    return newcomer.Connect(Target(), absl::Seconds(5)).ok();
+  };
+  EXPECT_FALSE(probe()) << "the new CA is trusted before the rotation";
+
+  // Complete new files renamed over the old ones.
+  ASSERT_TRUE(std::system(absl::StrCat("cp ", other_, "/controller.pem ", live_, "/new.pem && cp ",
+                                       other_, "/controller.key ", live_, "/new.key && mv ", live_,
+                                       "/new.key ", live_, "/controller.key && mv ", live_,
+                                       "/new.pem ", live_, "/controller.pem")
+                              .c_str()) == 0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  bool rotated = false;
+  while (!rotated && absl::Now() < deadline) {
+    rotated = probe();
+    if (!rotated) absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_TRUE(rotated) << "the new certificate was never served";
+
+  // The stream opened before the rotation is still up: a batch sent on it now is stored.
+  EXPECT_TRUE(Connected("node-a"));
+  falcon::v1::TelemetryBatch batch;
+  batch.set_job(spec_.job);
+  *batch.add_iterations() = testing::MakeSummary(spec_, 0, 1, 100'000'000);
+  agent->Send(batch);
+  EXPECT_TRUE(agent->WaitAcked(absl::Seconds(10)).ok());
+  EXPECT_TRUE(agent->rejected().empty());
 }
 
 TEST_F(TlsTest, AnAgentCertifiedForItsNodeIsServed) {
