@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "analysis/detect/blame.h"
+#include "analysis/detect/imbalance.h"
 #include "analysis/detect/pairwise.h"
 #include "analysis/detect/verification.h"
 #include "common/stats.h"
@@ -167,6 +168,37 @@ absl::StatusOr<json> RunPairwise(const DetectInput& input, const DetectOptions& 
   return out;
 }
 
+json ImbalanceJson(const analysis::detect::ImbalanceReport& r,
+                   const analysis::detect::ImbalanceOptions& options) {
+  json out = {{"steps", r.steps},
+              {"stages", r.stages},
+              {"ranks", r.ranks},
+              {"stage_compute_s", r.stage_compute_s},
+              {"stage_imbalance", nullptr},
+              {"jitter", nullptr},
+              {"persistent_stragglers", json::array()}};
+  if (r.stage_imbalance.has_value()) {
+    const analysis::detect::StageImbalance& s = *r.stage_imbalance;
+    out["stage_imbalance"] = {{"stage", s.stage},
+                              {"ratio", s.ratio},
+                              {"slowest_share", s.slowest_share},
+                              {"shed_fraction", s.shed_fraction}};
+  }
+  if (r.jitter.has_value()) {
+    const analysis::detect::DataJitter& j = *r.jitter;
+    out["jitter"] = {{"median_spread", j.median_spread},
+                     {"ranks_sometimes_slow", j.ranks_sometimes_slow},
+                     {"ranks", j.ranks},
+                     {"max_slow_share", j.max_slow_share}};
+  }
+  for (const analysis::detect::PersistentStraggler& p : r.stragglers) {
+    out["persistent_stragglers"].push_back(
+        {{"rank", p.rank}, {"stage", p.stage}, {"slow_share", p.slow_share}, {"ratio", p.ratio}});
+  }
+  out["findings"] = analysis::detect::DescribeImbalance(r, options);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& options) {
@@ -214,6 +246,15 @@ absl::StatusOr<json> RunDetect(const DetectInput& input, const DetectOptions& op
       }
     }
     out["blame"] = std::move(blame);
+    analysis::detect::ImbalanceOptions io;
+    io.slow_ratio = options.min_change;
+    absl::StatusOr<analysis::detect::ImbalanceReport> imbalance =
+        analysis::detect::AnalyzeImbalance(input.steps, io);
+    if (imbalance.ok()) {
+      out["imbalance"] = ImbalanceJson(*imbalance, io);
+    } else {  // Too few steps: say why rather than leave it out.
+      out["imbalance"] = {{"error", std::string(imbalance.status().message())}};
+    }
   }
   return out;
 }
@@ -256,11 +297,27 @@ std::string FormatReport(const json& result) {
   }
   if (result.contains("blame")) {
     absl::StrAppend(&out, "blame: ", result["blame"].size(), " entr",
-                    result["blame"].size() == 1 ? "y" : "ies", "\n");
+                    result["blame"].size() == 1 ? "y" : "ies",
+                    result["blame"].empty()
+                        ? ""
+                        : " (per step; imbalance below says which ranks are persistently slow)",
+                    "\n");
     for (const json& b : result["blame"]) {
       absl::StrAppendFormat(&out, "  step %6d  rank %5d  %-13s ratio %.3f\n",
                             b["step"].get<int64_t>(), b["rank"].get<int64_t>(),
                             b["cause"].get<std::string>(), b["ratio"].get<double>());
+    }
+  }
+  if (result.contains("imbalance")) {
+    const json& im = result["imbalance"];
+    if (im.contains("error")) {
+      absl::StrAppend(&out, "imbalance: not analysed: ", im["error"].get<std::string>(), "\n");
+    } else {
+      absl::StrAppend(&out, "imbalance (", im["steps"].get<int>(), " steps, ",
+                      im["stages"].get<int>(), " stages, ", im["ranks"].get<int>(), " ranks):\n");
+      for (const json& f : im["findings"]) {
+        absl::StrAppend(&out, "  ", f.get<std::string>(), "\n");
+      }
     }
   }
   return out;

@@ -6,8 +6,15 @@
 //    "series": [{"name": ..., "change_points": [{"index": i, "kind": k, "ratio": r,
 //                                                "probability": p}, ...],
 //                "below_min_probability": [<change points as above>]}, ...],
-//    "blame": [{"step": s, "rank": r, "cause": "compute|communication", "ratio": x}, ...]}
-// ("blame" only for ByteDance input; "min_probability" and "below_min_probability" not with raw:
+//    "blame": [{"step": s, "rank": r, "cause": "compute|communication", "ratio": x}, ...],
+//    "imbalance": {"steps": n, "stages": n, "ranks": n, "stage_compute_s": [...],
+//                  "stage_imbalance": null | {"stage", "ratio", "slowest_share", "shed_fraction"},
+//                  "jitter": null | {"median_spread", "ranks_sometimes_slow", "ranks",
+//                                    "max_slow_share"},
+//                  "persistent_stragglers": [{"rank", "stage", "slow_share", "ratio"}, ...],
+//                  "findings": [<operator's text>, ...]}   (or {"error": why not analysed})}
+// ("blame" and "imbalance" (analysis/detect/imbalance.h, slow at 1 + min_change) only for
+// ByteDance input; "min_probability" and "below_min_probability" not with raw:
 // the changes verification keeps when every segment start is verified whose probability is below
 // min_probability, i.e. what min_probability 0 would add). kind is "raw" with raw (index 0
 // included, ratio 1 and probability 1 for it), else "slowdown", "recovery" or "speedup". ratio =

@@ -226,5 +226,43 @@ TEST(BytedanceTest, ArBlamesRankZeroOnEveryStepAndNoOtherRank) {
   EXPECT_EQ(steps.size(), 44u);
 }
 
+// What the ByteDance study found in its traces, told apart: AR's rank 0 is a fail-slow (a
+// persistent straggler, no imbalance); ST's last stage carries more work (a stage imbalance, no
+// rank to blame); SE has both a heavier stage and sequence-length jitter spread over every rank.
+const json& Imbalance(const std::string& trace, json* keep) {
+  const DetectInput in = *ReadBytedance(
+      falcon::tests::RealDataPath("bytedance_straggler_analysis/" + trace + "_per_step_rank.csv"),
+      "");
+  *keep = *RunDetect(in, DetectOptions());
+  return (*keep)["imbalance"];
+}
+
+TEST(BytedanceTest, ImbalanceToldApartFromFailSlowOnArStAndSe) {
+  FALCON_REQUIRE_REAL_DATA();
+  json keep;
+  const json& ar = Imbalance("AR", &keep);
+  ASSERT_FALSE(ar.contains("error")) << ar;
+  EXPECT_TRUE(ar["stage_imbalance"].is_null()) << ar;
+  EXPECT_TRUE(ar["jitter"].is_null()) << ar;
+  ASSERT_EQ(ar["persistent_stragglers"].size(), 1u) << ar;
+  EXPECT_EQ(ar["persistent_stragglers"][0]["rank"], 0);
+  EXPECT_GT(ar["persistent_stragglers"][0]["ratio"].get<double>(), 2.0);
+
+  const json& st = Imbalance("ST", &keep);
+  ASSERT_FALSE(st["stage_imbalance"].is_null()) << st;
+  EXPECT_EQ(st["stage_imbalance"]["stage"], 3);
+  EXPECT_NEAR(st["stage_imbalance"]["ratio"].get<double>(), 1.63, 0.05);
+  EXPECT_TRUE(st["persistent_stragglers"].empty()) << st;
+  EXPECT_TRUE(st["jitter"].is_null()) << st;
+
+  const json& se = Imbalance("SE", &keep);
+  ASSERT_FALSE(se["jitter"].is_null()) << se;
+  EXPECT_EQ(se["jitter"]["ranks_sometimes_slow"], 64);
+  EXPECT_LT(se["jitter"]["max_slow_share"].get<double>(), 0.5);
+  EXPECT_TRUE(se["persistent_stragglers"].empty()) << se;
+  ASSERT_FALSE(se["stage_imbalance"].is_null()) << se;
+  EXPECT_EQ(se["stage_imbalance"]["stage"], 1);
+}
+
 }  // namespace
 }  // namespace falcon::cli::detect

@@ -4,11 +4,51 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analysis/detect/pairwise.h"
 #include "common/stats.h"
 
 namespace falcon::controller::detection {
+namespace {
+
+using LinkTimes = std::map<uint64_t, std::map<std::pair<uint32_t, uint32_t>, double>>;
+
+// Per communicator, pairwise localization over its measured links (ns per byte; a pair's figure
+// is its slower direction), and the ranks it names as slow endpoints.
+std::vector<uint32_t> SlowEndpoints(const LinkTimes& links, double slow_ratio) {
+  std::set<uint32_t> out;
+  for (const auto& [comm, per_link] : links) {
+    std::map<std::pair<uint32_t, uint32_t>, double> slowest;  // Unordered pair -> ns per byte.
+    for (const auto& [link, x] : per_link) {
+      const auto key = std::minmax(link.first, link.second);
+      double& v = slowest[{key.first, key.second}];
+      v = std::max(v, x);
+    }
+    std::vector<analysis::detect::PairMeasurement> pairs;
+    for (const auto& [pair, x] : slowest) {
+      pairs.push_back({absl::StrCat(pair.first), absl::StrCat(pair.second), 1 / x,
+                       absl::StrCat("communicator ", comm)});
+    }
+    analysis::detect::PairwiseOptions options;
+    options.slow_ratio = slow_ratio;
+    absl::StatusOr<analysis::detect::PairwiseResult> r =
+        analysis::detect::LocalizePairwise(pairs, options);
+    if (!r.ok()) continue;  // Figures were checked > 0 above; options as the verdict's.
+    for (const analysis::detect::PairwiseFinding& f : r->findings) {
+      uint32_t rank = 0;
+      if (f.kind == analysis::detect::PairwiseFinding::Kind::kEndpoint &&
+          absl::SimpleAtoi(f.endpoint, &rank)) {
+        out.insert(rank);
+      }
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+}  // namespace
+
 Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& tasks,
                         const std::vector<falcon::v1::ValidationResult>& results,
                         const VerdictOptions& options) {
@@ -17,7 +57,7 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
 
   std::map<uint32_t, double> gemm;  // rank -> duration ns (latest result wins)
   // comm -> link (src,dst) -> ns per byte
-  std::map<uint64_t, std::map<std::pair<uint32_t, uint32_t>, double>> links;
+  LinkTimes links;
   for (const falcon::v1::ValidationResult& r : results) {
     auto it = by_id.find(r.task_id());
     if (it == by_id.end() || !r.error().empty()) continue;
@@ -84,6 +124,13 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
     for (const auto& [r, link] : slow_links) v.links.push_back(link);
     v.reason = absl::StrFormat("link %d->%d takes %.2fx the median of its communicator's links",
                                v.links[0].src_rank(), v.links[0].dst_rank(), link_ratio);
+    v.link_endpoints = SlowEndpoints(links, options.link_slow_ratio);
+    for (uint32_t rank : v.link_endpoints) {
+      absl::StrAppendFormat(&v.reason,
+                            "; every measured link of rank %d is slow: its NIC or its node rather "
+                            "than separate links",
+                            rank);
+    }
   } else {
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.reason = absl::StrCat("no slow GEMM among ", v.gemm_ranks_measured,

@@ -2,7 +2,11 @@
 // communicator, each compared with its median. A rank whose GEMM takes more than
 // (1 + gemm_slow_ratio) x the median is a compute culprit; a link whose time per byte exceeds
 // (1 + link_slow_ratio) x the median of its communicator's links is a communication culprit.
-// When both kinds are found, the larger relative slowdown decides the cause. Pure.
+// When both kinds are found, the larger relative slowdown decides the cause. The measured links
+// of each communicator then go through pairwise localization
+// (docs/algorithms.md#pairwise-localization; a pair slow in either direction is slow): a rank
+// all of whose (at least 2) links are slow is named as the slow end (its NIC or its node) rather
+// than as separate links. Pure.
 #ifndef FALCON_CONTROLLER_DETECTION_VERDICT_H_
 #define FALCON_CONTROLLER_DETECTION_VERDICT_H_
 
@@ -24,7 +28,10 @@ struct Verdict {
   falcon::v1::Cause cause = falcon::v1::CAUSE_UNKNOWN;
   std::vector<uint32_t> ranks;          // Compute culprits, slowest first.
   std::vector<falcon::v1::Link> links;  // Communication culprits, slowest first.
-  double ratio = 0;                     // Slowest culprit / median; 0 when none.
+  // Communication: ranks every measured link of which is slow (pairwise localization), their
+  // links being in `links`. Ascending.
+  std::vector<uint32_t> link_endpoints;
+  double ratio = 0;  // Slowest culprit / median; 0 when none.
   int gemm_ranks_measured = 0;
   int links_measured = 0;
   std::string reason;  // For humans: what was measured and found.

@@ -70,6 +70,31 @@ TEST(VerdictTest, SlowLinkIsCommunication) {
   EXPECT_EQ(v.links_measured, 4);
 }
 
+// A DP ring of 6 ranks (links r -> r+1): rank 3's NIC makes both of its links slow, and they are
+// named as rank 3's, not as two unrelated links; a single slow link names no endpoint.
+TEST(VerdictTest, EveryLinkOfOneRankSlowNamesTheRank) {
+  std::vector<ValidationResult> results;
+  for (uint32_t r = 0; r < 6; ++r) {
+    const uint32_t next = (r + 1) % 6;
+    results.push_back(LinkResult(2, r, next, r == 3 || next == 3 ? 2600 : 1000 + r));
+  }
+  Verdict v = JudgeValidation({Pass(2, 7)}, results, {});
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION);
+  EXPECT_EQ(v.links.size(), 2u);
+  EXPECT_EQ(v.link_endpoints, std::vector<uint32_t>{3});
+  EXPECT_NE(v.reason.find("every measured link of rank 3 is slow"), std::string::npos) << v.reason;
+
+  results.clear();
+  for (uint32_t r = 0; r < 6; ++r) {
+    results.push_back(LinkResult(2, r, (r + 1) % 6, r == 3 ? 2600 : 1000 + r));
+  }
+  v = JudgeValidation({Pass(2, 7)}, results, {});
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION);
+  ASSERT_EQ(v.links.size(), 1u);
+  EXPECT_EQ(v.links[0].src_rank(), 3u);
+  EXPECT_TRUE(v.link_endpoints.empty()) << v.reason;
+}
+
 TEST(VerdictTest, NothingSlowOrErrorsIsUnknown) {
   std::vector<ValidationResult> results = {GemmResult(1, 0, 1000), GemmResult(1, 1, 1020),
                                            GemmResult(7, 2, 9999)};  // Task 7 is not ours.
