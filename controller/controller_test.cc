@@ -352,7 +352,7 @@ TEST_F(ControllerTest, SilentAgentsTimeOutIntoAnUnknownVerdict) {
   req.set_job(spec_.job);
   ASSERT_TRUE(api.ForceValidation(req).ok());
   // Pause not acknowledged: validation starts after pause_ack_timeout; each task times out.
-  for (int k = 0; k < 40; ++k) {
+  for (int k = 0; k < 80; ++k) {  // 41 tasks (links both ways), one at a time.
     clock_.Advance(options_.localization.task_timeout);
     c_->Tick();
   }
