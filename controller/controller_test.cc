@@ -135,6 +135,10 @@ TEST_F(ControllerTest, HelloFirstThenAckEveryBatch) {
   falcon::v1::AgentMessage hello;
   hello.mutable_hello()->set_agent_id("a0");
   hello.mutable_hello()->set_node("node-0");
+  // Not while a0 is live on its stream (peer checks)...
+  EXPECT_EQ(c_->OnAgentMessage(&raw, hello).code(), absl::StatusCode::kPermissionDenied);
+  a.Disconnect(*c_);
+  raw = AgentSession();
   EXPECT_EQ(c_->OnAgentMessage(&raw, hello).code(), absl::StatusCode::kOk);  // Fresh session.
   AgentSession again = raw;
   EXPECT_EQ(c_->OnAgentMessage(&again, hello).code(), absl::StatusCode::kInvalidArgument);
