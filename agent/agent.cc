@@ -52,6 +52,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options,
   ShimServer::Options shim;
   shim.socket_path = a.options_.socket_path;
   shim.group = a.options_.socket_group;
+  shim.allowed_uids.assign(a.options_.socket_uids.begin(), a.options_.socket_uids.end());
+  shim.allowed_gids.assign(a.options_.socket_gids.begin(), a.options_.socket_gids.end());
+  shim.errors = a.metrics_.get();
   auto server = ShimServer::Start(shim, a.hub_.get());
   if (!server.ok()) return server.status();
   a.shim_server_ = std::move(*server);

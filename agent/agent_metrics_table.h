@@ -123,6 +123,8 @@ inline constexpr char kControllerBatchRejected[] = "controller_batch_rejected";
 inline constexpr char kShimMessageRefused[] = "shim_message_refused";
 inline constexpr char kDirectiveIgnored[] = "directive_ignored";
 inline constexpr char kValidationTaskUndelivered[] = "validation_task_undelivered";
+inline constexpr char kShimPeerRefused[] = "shim_peer_refused";
+inline constexpr char kShimJobOwnerRefused[] = "shim_job_owner_refused";
 }  // namespace where
 
 inline constexpr common::metrics::ErrorSite kErrorSites[] = {
@@ -138,6 +140,12 @@ inline constexpr common::metrics::ErrorSite kErrorSites[] = {
      "A directive named a job or ranks that run on no shim of this node: ignored"},
     {where::kValidationTaskUndelivered,
      "A validation task's rank has no live shim session: answered with an error result"},
+    {where::kShimPeerRefused,
+     "A process whose uid and gid the shim socket does not allow connected: closed at once "
+     "(socket_uids, socket_gids, socket_group)"},
+    {where::kShimJobOwnerRefused,
+     "A shim attached to a job whose ranks a shim of another uid holds here: its stream is ended "
+     "with PERMISSION_DENIED"},
 };
 
 }  // namespace falcon::agent::metric

@@ -69,6 +69,9 @@ struct JobState {
   uint32_t tp_size = 0;
   uint32_t global_micro_batches = 0;
   uint64_t epoch = 0;
+  // The uid of the shim that first attached to the job here (ShimHub::kUnknownUid: unknown):
+  // shims of other uids may not attach to its ranks while the agent keeps the job.
+  uint32_t owner_uid = 0;
   std::map<uint32_t, RankState> ranks;         // Ranks on this node.
   std::map<uint64_t, v1::Communicator> comms;  // Registered by those ranks.
   ProfilingWindow profile_all;                 // Profiling for every rank of the job.

@@ -59,6 +59,12 @@ FALCON_AGENT_FLAG(plaintext,
                   "otherwise --tls_cert, --tls_key and --tls_ca are required (default false)");
 FALCON_AGENT_FLAG(socket, "unix socket the shims attach to (default /run/falcon/agent.sock)");
 FALCON_AGENT_FLAG(socket_group, "group owning the socket, mode 0660 (default: the agent's group)");
+FALCON_AGENT_FLAG(socket_uids,
+                  "comma-separated uids whose shims may connect, besides the agent's own uid, "
+                  "root and the socket group (default none)");
+FALCON_AGENT_FLAG(socket_gids,
+                  "comma-separated primary gids whose shims may connect, besides the socket "
+                  "group (default none)");
 FALCON_AGENT_FLAG(node, "node name (default: the host name)");
 FALCON_AGENT_FLAG(agent_id, "stable agent id, the controller's dedup key (default: node)");
 FALCON_AGENT_FLAG(metrics_listen,
@@ -112,6 +118,8 @@ int Run() {
       {&FLAGS_controller, "controller"},
       {&FLAGS_socket, "socket"},
       {&FLAGS_socket_group, "socket_group"},
+      {&FLAGS_socket_uids, "socket_uids"},
+      {&FLAGS_socket_gids, "socket_gids"},
       {&FLAGS_node, "node"},
       {&FLAGS_agent_id, "agent_id"},
       {&FLAGS_metrics_listen, "metrics_listen"},

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -45,29 +46,14 @@ absl::Status ParseUint(absl::string_view key, absl::string_view value, T* out) {
 }  // namespace
 
 const std::vector<std::string>& OptionKeys() {
-  static const auto* keys = new std::vector<std::string>{"controller",
-                                                         "tls_cert",
-                                                         "tls_key",
-                                                         "tls_ca",
-                                                         "plaintext",
-                                                         "socket",
-                                                         "socket_group",
-                                                         "node",
-                                                         "agent_id",
-                                                         "metrics_listen",
-                                                         "summary_interval",
-                                                         "buffer_batches",
-                                                         "buffer_bytes",
-                                                         "backoff_initial",
-                                                         "backoff_max",
-                                                         "backoff_jitter",
-                                                         "seed",
-                                                         "heartbeat_interval",
-                                                         "drain_timeout",
-                                                         "hint_hold",
-                                                         "match_hold",
-                                                         "job_idle_timeout",
-                                                         "max_raw_ops_per_rank"};
+  static const auto* keys = new std::vector<std::string>{
+      "controller",          "tls_cert",       "tls_key",      "tls_ca",
+      "plaintext",           "socket",         "socket_group", "socket_uids",
+      "socket_gids",         "node",           "agent_id",     "metrics_listen",
+      "summary_interval",    "buffer_batches", "buffer_bytes", "backoff_initial",
+      "backoff_max",         "backoff_jitter", "seed",         "heartbeat_interval",
+      "drain_timeout",       "hint_hold",      "match_hold",   "job_idle_timeout",
+      "max_raw_ops_per_rank"};
   return *keys;
 }
 
@@ -90,6 +76,20 @@ absl::Status ApplyValue(absl::string_view key, absl::string_view value, AgentOpt
     o->socket_path = v;
   } else if (key == "socket_group") {
     o->socket_group = v;
+  } else if (key == "socket_uids" || key == "socket_gids") {
+    std::vector<uint32_t>& ids = key == "socket_uids" ? o->socket_uids : o->socket_gids;
+    ids.clear();
+    if (v.empty()) return absl::OkStatus();
+    for (absl::string_view part : absl::StrSplit(v, ',')) {
+      part = absl::StripAsciiWhitespace(part);
+      uint32_t id = 0;
+      if (part.empty() || !std::all_of(part.begin(), part.end(), absl::ascii_isdigit) ||
+          !absl::SimpleAtoi(part, &id) || id == UINT32_MAX) {
+        return Bad(key, absl::StrCat("'", absl::CHexEscape(part.substr(0, 64)),
+                                     "' is not a numeric id (comma-separated decimal ids)"));
+      }
+      ids.push_back(id);
+    }
   } else if (key == "node") {
     o->node = v;
   } else if (key == "agent_id") {

@@ -15,6 +15,9 @@
 //   plaintext           true: no TLS, for a local demo only (logged as a warning) (false)
 //   socket              unix socket the shims attach to (/run/falcon/agent.sock) [1-100 bytes]
 //   socket_group        group owning the socket (empty: the agent's group); mode is 0660
+//   socket_uids,        shims allowed to connect besides the agent's own uid, root and the
+//   socket_gids         socket_group's members: comma-separated decimal uids / primary gids
+//                       (empty) (docs/operations.md#shim-socket)
 //   node                node name (the host name) [1 to 256 bytes of UTF-8]
 //   agent_id            stable agent id (the node name) [1 to 256 bytes of UTF-8]
 //   metrics_listen      HOST:PORT of /metrics; port 0 picks one; empty disables (0.0.0.0:9464)
@@ -61,6 +64,8 @@ struct AgentOptions {
   bool plaintext = false;
   std::string socket_path = "/run/falcon/agent.sock";
   std::string socket_group;
+  std::vector<uint32_t> socket_uids;
+  std::vector<uint32_t> socket_gids;
   std::string node;      // Filled with the host name by FillDefaults when empty.
   std::string agent_id;  // Filled with `node` by FillDefaults when empty.
   std::string metrics_listen = "0.0.0.0:9464";

@@ -34,10 +34,11 @@ ShimHub::~ShimHub() {
   while (!jobs_.empty()) RemoveJob(jobs_.begin());
 }
 
-uint64_t ShimHub::Open(ShimStream* stream) {
+uint64_t ShimHub::Open(ShimStream* stream, uint32_t uid) {
   absl::MutexLock lock(&mu_);
   const uint64_t id = next_session_++;
   sessions_[id].stream = stream;
+  sessions_[id].uid = uid;
   stats_.sessions_opened++;
   UpdateSessionGauge();
   return id;
@@ -167,8 +168,21 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
                  existing->second->world_size, " on this node, not ", hello.world_size())));
     return;
   }
+  if (existing != jobs_.end() && existing->second->owner_uid != s.uid) {
+    LOG(WARNING) << "shim attach refused job=" << hello.job() << " rank=" << hello.rank().rank()
+                 << " uid=" << s.uid << " owner_uid=" << existing->second->owner_uid
+                 << " pid=" << hello.rank().pid() << " session=" << id;
+    stats_.owner_refusals++;
+    metrics_->CountError(metric::where::kShimJobOwnerRefused);
+    s.stream->Close(absl::PermissionDeniedError(
+        absl::StrCat("hello.job: job '", hello.job(), "' is held on this node by a shim of uid ",
+                     existing->second->owner_uid, ", not uid ", s.uid)));
+    return;
+  }
+  const bool created = existing == jobs_.end();
   const int64_t now = clock_.MonotonicNanos();
   JobState& job = GetOrCreateJob(hello);
+  if (created) job.owner_uid = s.uid;
   const uint32_t rank_id = hello.rank().rank();
   const bool new_epoch = hello.epoch() > job.epoch;
   if (new_epoch) {

@@ -88,6 +88,7 @@ class ShimHub {
   struct Stats {
     uint64_t sessions_opened = 0;
     uint64_t errors = 0;                       // Malformed messages answered with FieldError.
+    uint64_t owner_refusals = 0;               // Hellos for a job another uid holds.
     uint64_t duplicate_batches = 0;            // Op batches at or below the acked sequence.
     uint64_t superseded = 0;                   // Sessions replaced by a newer one of the same rank.
     uint64_t ignored_controller_messages = 0;  // For jobs or ranks not on this node.
@@ -102,9 +103,16 @@ class ShimHub {
   ShimHub(Options options, const common::Clock& clock, AgentMetrics* metrics, ControllerSink* sink);
   ~ShimHub();
 
+  // The uid of a stream whose peer is not known (in-process transports, tests).
+  static constexpr uint32_t kUnknownUid = static_cast<uint32_t>(-1);
+
   // --- Shim streams (from the transport) ---
-  // A new stream; returns its session id (> 0). `stream` must stay valid until OnClosed.
-  uint64_t Open(ShimStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  // A new stream of a shim running as `uid`; returns its session id (> 0). `stream` must stay
+  // valid until OnClosed. A job belongs to the uid of the first shim that attaches to it here,
+  // while the hub keeps the job (until job_idle_timeout after its last session): a hello of
+  // another uid for it ends the stream with PERMISSION_DENIED (logged, counted at
+  // where=shim_job_owner_refused) and changes nothing.
+  uint64_t Open(ShimStream* stream, uint32_t uid = kUnknownUid) ABSL_LOCKS_EXCLUDED(mu_);
   void OnMessage(uint64_t session, const v1::ShimMessage& msg) ABSL_LOCKS_EXCLUDED(mu_);
   // The stream ended; the hub stops using its ShimStream.
   void OnClosed(uint64_t session) ABSL_LOCKS_EXCLUDED(mu_);
@@ -142,6 +150,7 @@ class ShimHub {
     ShimStream* stream = nullptr;
     bool hello = false;
     bool superseded = false;
+    uint32_t uid = kUnknownUid;
     std::string job;
     uint32_t rank = 0;
   };

@@ -452,3 +452,43 @@ TEST_F(ShimHubTest, AReattachedShimLearnsTheHintsHeldAndWhatWasDelivered) {
 
 }  // namespace
 }  // namespace falcon::agent
+
+namespace falcon::agent {
+namespace {
+
+TEST_F(ShimHubTest, AShimOfAnotherUidCannotAttachToAJobHeldHere) {
+  FakeStream owner, intruder, same_uid;
+  const uint64_t a = hub_.Open(&owner, 1000);
+  hub_.OnMessage(a, Hello(0));
+  ASSERT_EQ(owner.Of(v1::AgentToShim::kWelcome).size(), 1u);
+
+  // Another uid claims rank 0 (the live one) and rank 1 of the same job: both refused.
+  for (uint32_t rank : {0u, 1u}) {
+    FakeStream s;
+    const uint64_t b = hub_.Open(&s, 1001);
+    hub_.OnMessage(b, Hello(rank, 999));
+    ASSERT_TRUE(s.closed.has_value());
+    EXPECT_EQ(s.closed->code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(s.closed->message(),
+              "hello.job: job 'job1' is held on this node by a shim of uid 1000, not uid 1001");
+    EXPECT_TRUE(s.Of(v1::AgentToShim::kWelcome).empty());
+    hub_.OnClosed(b);
+  }
+  EXPECT_FALSE(owner.closed.has_value());  // The owner's session was not superseded.
+  EXPECT_EQ(hub_.stats().owner_refusals, 2u);
+  EXPECT_EQ(hub_.stats().superseded, 0u);
+  EXPECT_EQ(ErrorCount(metric::where::kShimJobOwnerRefused), 2);
+  ASSERT_EQ(hub_.Registrations().size(), 1u);
+  EXPECT_EQ(hub_.Registrations()[0].ranks_size(), 1);
+
+  // The owner's uid attaches another rank; another job is free for any uid.
+  const uint64_t c = hub_.Open(&same_uid, 1000);
+  hub_.OnMessage(c, Hello(1));
+  EXPECT_EQ(same_uid.Of(v1::AgentToShim::kWelcome).size(), 1u);
+  const uint64_t d = hub_.Open(&intruder, 1001);
+  hub_.OnMessage(d, Hello(0, 100, "job2"));
+  EXPECT_EQ(intruder.Of(v1::AgentToShim::kWelcome).size(), 1u);
+}
+
+}  // namespace
+}  // namespace falcon::agent

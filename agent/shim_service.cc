@@ -1,6 +1,10 @@
 #include "agent/shim_service.h"
 
+#include <fcntl.h>
+#include <glog/logging.h>
 #include <grp.h>
+#include <grpcpp/server_posix.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -13,8 +17,12 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/agent_metrics_table.h"
 #include "proto/grpc_util.h"
 
 namespace falcon::agent {
@@ -34,12 +42,34 @@ bool SomeoneListens(const std::string& path) {
   return answered;
 }
 
+// The credentials of the process at the other end of unix socket `fd`; nullopt when unknown.
+std::optional<ucred> PeerCredentials(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred)) {
+    return std::nullopt;
+  }
+  return cred;
+}
+
+// The uid of an Attach stream's peer: ShimServer hands gRPC each connection by its fd, and gRPC
+// names such a peer "fd:<n>" (the fd stays open while the stream lives). kUnknownUid otherwise.
+uid_t StreamUid(const grpc::CallbackServerContext& context) {
+  const std::string peer = context.peer();
+  int fd = -1;
+  if (!absl::StartsWith(peer, "fd:") || !absl::SimpleAtoi(peer.substr(3), &fd)) {
+    return ShimHub::kUnknownUid;
+  }
+  std::optional<ucred> cred = PeerCredentials(fd);
+  return cred.has_value() ? cred->uid : ShimHub::kUnknownUid;
+}
+
 // One Attach stream. Lives until OnDone; the hub stops using it in OnClosed (called from OnDone).
 class AttachReactor final : public grpc::ServerBidiReactor<v1::ShimMessage, v1::AgentToShim>,
                             public ShimStream {
  public:
-  AttachReactor(ShimHub* hub, size_t max_queued) : hub_(hub), max_queued_(max_queued) {
-    id_ = hub_->Open(this);
+  AttachReactor(ShimHub* hub, size_t max_queued, uid_t uid) : hub_(hub), max_queued_(max_queued) {
+    id_ = hub_->Open(this, uid);
     StartRead(&in_);
   }
 
@@ -123,8 +153,53 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::ShimMessage, v1::
 }  // namespace
 
 grpc::ServerBidiReactor<v1::ShimMessage, v1::AgentToShim>* ShimService::Attach(
-    grpc::CallbackServerContext* /*context*/) {
-  return new AttachReactor(hub_, max_queued_);
+    grpc::CallbackServerContext* context) {
+  return new AttachReactor(hub_, max_queued_, StreamUid(*context));
+}
+
+bool ShimServer::Allowed(const Options& options, uid_t own_uid, gid_t group_gid, uid_t uid,
+                         gid_t gid) {
+  if (uid == own_uid || uid == 0) return true;
+  if (group_gid != static_cast<gid_t>(-1) && gid == group_gid) return true;
+  for (uid_t u : options.allowed_uids) {
+    if (u == uid) return true;
+  }
+  for (gid_t g : options.allowed_gids) {
+    if (g == gid) return true;
+  }
+  return false;
+}
+
+void ShimServer::AcceptLoop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      LOG(ERROR) << "shim socket poll failed socket=" << options_.socket_path << " error=\""
+                 << std::strerror(errno) << "\"; no more shims are accepted";
+      return;
+    }
+    if (fds[1].revents != 0) return;  // Shutdown.
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;  // The peer went away (ECONNABORTED), or EAGAIN: poll again.
+    std::optional<ucred> cred = PeerCredentials(fd);
+    if (!cred.has_value() || !Allowed(options_, geteuid(), group_gid_, cred->uid, cred->gid)) {
+      LOG(WARNING) << "shim connection refused socket=" << options_.socket_path
+                   << " uid=" << (cred ? absl::StrCat(cred->uid) : "?")
+                   << " gid=" << (cred ? absl::StrCat(cred->gid) : "?")
+                   << " pid=" << (cred ? absl::StrCat(cred->pid) : "?") << " allowed=\"uid "
+                   << geteuid() << ",0" << (options_.allowed_uids.empty() ? "" : ",")
+                   << absl::StrJoin(options_.allowed_uids, ",") << "; gid "
+                   << (group_gid_ == static_cast<gid_t>(-1) ? "-" : absl::StrCat(group_gid_))
+                   << (options_.allowed_gids.empty() ? "" : ",")
+                   << absl::StrJoin(options_.allowed_gids, ",") << "\"";
+      if (options_.errors != nullptr) options_.errors->CountError(metric::where::kShimPeerRefused);
+      close(fd);
+      continue;
+    }
+    grpc::AddInsecureChannelFromFd(server_.get(), fd);  // gRPC owns and closes it.
+  }
 }
 
 absl::StatusOr<std::unique_ptr<ShimServer>> ShimServer::Start(const Options& options,
@@ -151,14 +226,28 @@ absl::StatusOr<std::unique_ptr<ShimServer>> ShimServer::Start(const Options& opt
     unlink(options.socket_path.c_str());  // Left behind by an agent that did not exit cleanly.
   }
   std::unique_ptr<ShimServer> server(new ShimServer(options, hub));
-  // gRPC removes the path it bound when it shuts down, whoever's file is there by then. So bind a
-  // path of this process's own and rename the socket into place: what gRPC later removes is that
-  // (by then absent) private path, and Shutdown removes the public one only while it is ours.
+  server->group_gid_ = gid;
+  // Bind a path of this process's own and rename the socket into place, so that Shutdown removes
+  // the public path only while it is ours.
   std::string bind_path = absl::StrCat(options.socket_path, ".", getpid());
-  if (bind_path.size() >= sizeof(sockaddr_un::sun_path)) bind_path = options.socket_path;
-  auto started = proto::StartGrpcServer(absl::StrCat("unix:", bind_path), {&server->service_});
-  if (!started.ok()) return started.status();
-  server->server_ = std::move(started->server);
+  sockaddr_un addr{};
+  if (bind_path.size() >= sizeof(addr.sun_path)) bind_path = options.socket_path;
+  if (bind_path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket: ", options.socket_path, " is longer than a unix socket path"));
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, bind_path.data(), bind_path.size());
+  server->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (server->listen_fd_ < 0 || pipe2(server->wake_, O_CLOEXEC) != 0) {
+    return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+  }
+  unlink(bind_path.c_str());  // A stale private path of an earlier process with this pid.
+  if (bind(server->listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(server->listen_fd_, 128) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("socket: cannot listen on ", bind_path, ": ", std::strerror(errno)));
+  }
   if (bind_path != options.socket_path &&
       std::rename(bind_path.c_str(), options.socket_path.c_str()) != 0) {
     const int err = errno;
@@ -178,10 +267,29 @@ absl::StatusOr<std::unique_ptr<ShimServer>> ShimServer::Start(const Options& opt
     return absl::PermissionDeniedError(
         absl::StrCat("socket_group: chown ", options.socket_path, ": ", std::strerror(errno)));
   }
+  grpc::ServerBuilder builder;  // No listening port: AcceptLoop hands it each connection.
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.RegisterService(&server->service_);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("socket: cannot start the gRPC server of ", options.socket_path));
+  }
+  ShimServer* raw = server.get();
+  server->accept_thread_ = std::thread([raw] { raw->AcceptLoop(); });
   return server;
 }
 
 void ShimServer::Shutdown(absl::Duration grace) {
+  if (accept_thread_.joinable()) {
+    const char byte = 0;
+    if (write(wake_[1], &byte, 1) != 1) PLOG(ERROR) << "shim socket: cannot stop accepting";
+    accept_thread_.join();
+  }
+  for (int* fd : {&listen_fd_, &wake_[0], &wake_[1]}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
   if (server_ == nullptr) return;
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();

@@ -164,6 +164,32 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
   EXPECT_EQ(JobNames(), std::vector<std::string>{"live"});
 }
 
+TEST_F(BoundedStateTest, AuditRecordsArePurgedAfterTheRetentionAndSurviveARestartUntilThen) {
+  ControllerOptions options;
+  options.retention.retention = absl::Hours(1);
+  Start(options);
+  auto record = [&](const std::string& identity) {
+    falcon::v1::AuditRecord r;
+    r.set_identity(identity);
+    r.set_method("SetSettings");
+    r.set_result("OK");
+    return c_->RecordAudit(r);
+  };
+  EXPECT_EQ(record("old").audit_id(), 1u);
+  clock_.Advance(absl::Minutes(40));
+  EXPECT_EQ(record("new").audit_id(), 2u);
+  EXPECT_EQ(Rows(store::tables::kAudit), 2u);
+  Start(options);  // A restart loads the trail; ids go on.
+  ASSERT_EQ(c_->audit().size(), 2u);
+  clock_.Advance(absl::Minutes(30));  // "old" is 70 minutes old, "new" 30.
+  c_->Tick();
+  ASSERT_EQ(c_->audit().size(), 1u);
+  EXPECT_EQ(c_->audit().ListBefore(0, 10)[0]->identity(), "new");
+  EXPECT_EQ(Rows(store::tables::kAudit), 1u);
+  EXPECT_EQ(Counter(metrics::kRetentionPurged.name, {{"kind", "audit"}}), 1);
+  EXPECT_EQ(record("newer").audit_id(), 3u);
+}
+
 TEST_F(BoundedStateTest, RetentionPurgesInBatchesOneTickEach) {
   ControllerOptions options;
   options.retention.retention = absl::Minutes(10);

@@ -173,6 +173,33 @@ absl::StatusOr<falcon::v1::ListDirectivesResponse> ControlApi::ListDirectives(
   return out;
 }
 
+absl::StatusOr<falcon::v1::ListAuditResponse> ControlApi::ListAudit(
+    const falcon::v1::ListAuditRequest& r) {
+  if (r.limit() > kMaxListLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: ", r.limit(), " exceeds ", kMaxListLimit));
+  }
+  const std::string filter = absl::StrCat(r.limit());
+  absl::StatusOr<util::PageToken> token = util::DecodePageToken(r.page_token(), "audit", filter);
+  if (!token.ok()) return token.status();
+  absl::StatusOr<uint64_t> before = IdCursor(*token);
+  if (!before.ok()) return before.status();
+  const size_t capacity = PageCapacity(r.page_size(), r.limit(), token->served);
+  const std::vector<const falcon::v1::AuditRecord*> records =
+      c_->audit().ListBefore(*before, capacity + 1);
+  falcon::v1::ListAuditResponse out;
+  bool more = false;
+  const size_t n = FillPage(
+      records, capacity, [](const falcon::v1::AuditRecord* a) { return a->ByteSizeLong(); },
+      [&](const falcon::v1::AuditRecord* a) { *out.add_records() = *a; }, &more);
+  if (more && (r.limit() == 0 || token->served + n < r.limit())) {
+    out.set_next_page_token(
+        util::EncodePageToken({"audit", filter, token->served + n,
+                               absl::StrCat(out.records(out.records_size() - 1).audit_id())}));
+  }
+  return out;
+}
+
 absl::StatusOr<falcon::v1::GetHistoryResponse> ControlApi::GetHistory(
     const falcon::v1::GetHistoryRequest& r) {
   if (absl::Status s = CheckJob(r.job(), "job", false); !s.ok()) return s;

@@ -56,6 +56,8 @@ class ControlApi {
   // Never acts. kInvalidArgument naming the field; kFailedPrecondition when there is nothing to
   // plan for (no verdict, no healthy iteration time, layout unknown).
   absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRunPlan(const falcon::v1::DryRunPlanRequest& r);
+  // The audit trail, newest first, paged. kInvalidArgument: limit > kMaxListLimit.
+  absl::StatusOr<falcon::v1::ListAuditResponse> ListAudit(const falcon::v1::ListAuditRequest& r);
 
  private:
   absl::Status CheckJob(const std::string& job, const char* field, bool allow_empty) const;

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "controller/metrics/metric_table.h"
@@ -240,6 +241,9 @@ absl::Status Controller::Load() {
   auto directives = store_.LoadDirectives();
   if (!directives.ok()) return directives.status();
   directives_.Load(*directives);
+  auto audit = store_.LoadAudit();
+  if (!audit.ok()) return audit.status();
+  audit_.Load(std::move(*audit));
   // Until they reconnect, every agent is away from its jobs from now on.
   for (const std::string& name : registry_.JobNames()) {
     const registry::JobEntry* job = registry_.Find(name);
@@ -333,6 +337,20 @@ void Controller::CommitOrCount(core::UnitOfWork* uow, absl::string_view where,
 
 void Controller::Reply(AgentSession* session, const falcon::v1::ControllerMessage& message) {
   hub_.SendTo(session->channel, message);
+}
+
+falcon::v1::AuditRecord Controller::RecordAudit(falcon::v1::AuditRecord record) {
+  record.set_time_ns(absl::ToUnixNanos(clock_->Now()));
+  core::UnitOfWork uow;
+  const falcon::v1::AuditRecord stored = audit_.Append(std::move(record), &uow.txn());
+  LOG(INFO) << "control call audited method=" << stored.method()
+            << " identity=" << stored.identity()
+            << " role=" << (stored.role().empty() ? "-" : stored.role())
+            << " peer=" << stored.peer() << " audit=" << stored.audit_id() << " result=\""
+            << absl::CEscape(stored.result()) << "\" request=\"" << absl::CEscape(stored.request())
+            << "\"";
+  CommitOrCount(&uow, metrics::where::kAuditCommit, "audit record");
+  return stored;
 }
 
 void Controller::PersistAgent(const std::string& agent_id, core::UnitOfWork* uow) {

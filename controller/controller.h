@@ -57,6 +57,7 @@
 #include "common/clock.h"
 #include "common/error_counter.h"
 #include "controller/core/agent_hub.h"
+#include "controller/core/audit_trail.h"
 #include "controller/core/directive_issuer.h"
 #include "controller/core/id_allocator.h"
 #include "controller/core/unit_of_work.h"
@@ -201,6 +202,13 @@ class Controller {
   // nothing. kNotFound without an active event or hook state; kUnimplemented without a hook.
   absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRunActive(const std::string& job);
 
+  // Records one call of a mutating Control RPC (docs/operations.md#authorization-and-audit): gives
+  // it an audit id, stores it in the audit table and writes one log line (`control call audited
+  // ...`). A record the store cannot take yet is kept for when it recovers (logged and counted at
+  // where=audit_commit). Returns the record as stored.
+  falcon::v1::AuditRecord RecordAudit(falcon::v1::AuditRecord record);
+  const core::AuditTrail& audit() const { return audit_; }
+
  private:
   class Actions;  // EventActions bound to one unit of work.
 
@@ -258,6 +266,8 @@ class Controller {
   // more is due, releases the memory the purged state held (flushes the store's write buffers and
   // returns the freed heap; the next sweep returns once more what the store freed late).
   void SweepRetention(absl::Time now);
+  // Part of the sweep: drops one batch of audit records older than `cutoff`.
+  void PurgeAudit(absl::Time cutoff);
   void ReleasePurgedMemory();
   // Counts and logs a refused registration.
   void CountRefusal(const LimitRefusal& refusal);
@@ -275,6 +285,7 @@ class Controller {
   settings::SettingsManager settings_;
   detection::EventManager events_;
   core::DirectiveIssuer directives_;
+  core::AuditTrail audit_;
   detection::Localizer localizer_;
   detection::DetectionManager detection_;
   detection::ImbalanceTracker imbalance_;

@@ -40,6 +40,7 @@ void Controller::SweepRetention(absl::Time now) {
   const absl::Time cutoff = now - opt.retention;
   const int64_t cutoff_ns = absl::ToUnixNanos(cutoff);
   const size_t max = opt.purge_batch;
+  PurgeAudit(cutoff);
 
   // Ended jobs first: each goes with all of its events and directives.
   absl::flat_hash_set<std::string> jobs;
@@ -138,6 +139,24 @@ void Controller::SweepRetention(absl::Time now) {
     next_sweep_ = now + opt.SweepInterval();
     ReleasePurgedMemory();
   }
+}
+
+void Controller::PurgeAudit(absl::Time cutoff) {
+  const std::vector<uint64_t> ids = audit_.Expired(cutoff, options_.retention.purge_batch);
+  if (ids.empty()) return;
+  core::UnitOfWork uow;
+  for (uint64_t id : ids) uow.txn().DeleteAudit(id);
+  if (absl::Status s = Commit(&uow); !s.ok()) {
+    LOG(WARNING) << "retention purge not stored where=retention_commit audit_records=" << ids.size()
+                 << " error=\"" << s.message() << "\"; retried at the next sweep";
+    errors_.CountError(metrics::where::kRetentionCommit);
+    return;
+  }
+  audit_.ForgetOldest(ids.size());
+  if (metrics_ != nullptr) metrics_->RetentionPurged("audit", ids.size());
+  LOG(INFO) << "retention purge audit_records=" << ids.size()
+            << " retention=" << absl::FormatDuration(options_.retention.retention)
+            << " before=" << absl::FormatTime(cutoff);
 }
 
 void Controller::ReleasePurgedMemory() {

@@ -116,6 +116,14 @@ std::vector<std::string> PeerIdentities(const grpc::AuthContext& context) {
   return names;
 }
 
+std::string PeerCommonName(const grpc::AuthContext& context) {
+  if (!context.IsPeerAuthenticated()) return "";
+  for (const grpc::string_ref& cn : context.FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+    return std::string(cn.data(), cn.size());
+  }
+  return "";
+}
+
 std::string PeerRole(const grpc::AuthContext& context) {
   if (!context.IsPeerAuthenticated()) return "";
   // RFC 2253 form, e.g. "CN=node-a,OU=node,O=falcon" (names from falcon-pki.sh hold no commas).

@@ -52,6 +52,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 // common name. Empty for a plaintext peer.
 std::vector<std::string> PeerIdentities(const grpc::AuthContext& context);
 
+// The common name (CN) of a peer's verified certificate: for a falconctl user, the user (the
+// identity the Control API's audit trail records); empty for a plaintext peer.
+std::string PeerCommonName(const grpc::AuthContext& context);
+
 // The organizational unit (OU) of a peer's verified certificate: the role deploy/pki/falcon-pki.sh
 // writes ("node", "controller", "operator", "viewer"); empty without one or for a plaintext peer.
 std::string PeerRole(const grpc::AuthContext& context);

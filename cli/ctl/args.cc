@@ -179,6 +179,14 @@ class Grammar {
         ->type_name("N")
         ->transform(Decimal(UINT32_MAX));
 
+    CLI::App* audit = Command(
+        "audit",
+        "The audit trail of mutating calls (settings set, validate), allowed or refused, newest "
+        "first: time, identity, role, method, result, request.");
+    audit->add_option("--limit", inv_.limit, "at most N records")
+        ->type_name("N")
+        ->transform(Decimal(UINT32_MAX));
+
     settings_ = Command("settings",
                         "Per-job settings, or with no JOB the defaults for new jobs: settings get "
                         "[JOB] | settings set [JOB] KEY=VALUE ...");

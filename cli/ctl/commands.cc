@@ -69,6 +69,7 @@ class Runner {
     if (c == "events") return inv_.watch ? Watch() : Events();
     if (c == "event") return Event();
     if (c == "directives") return Directives();
+    if (c == "audit") return Audit();
     if (c == "settings") return Settings();
     if (c == "validate") return Validate();
     if (c == "plan") return Plan();
@@ -258,6 +259,23 @@ class Runner {
       PrintJson({{"directives", arr}});
     } else {
       out_ << RenderDirectives(resp, world);
+    }
+    return kExitOk;
+  }
+
+  int Audit() {
+    falcon::v1::ListAuditRequest req;
+    req.set_limit(inv_.limit);
+    falcon::v1::ListAuditResponse resp;
+    grpc::Status s = AllPages(&Control::StubInterface::ListAudit, req,
+                              &falcon::v1::ListAuditResponse::mutable_records, &resp);
+    if (!s.ok()) return Fail("ListAudit", s);
+    if (inv_.json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& r : resp.records()) arr.push_back(ToJson(r));
+      PrintJson({{"audit", arr}});
+    } else {
+      out_ << RenderAudit(resp);
     }
     return kExitOk;
   }

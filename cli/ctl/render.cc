@@ -221,6 +221,16 @@ std::string RenderDirectives(const falcon::v1::ListDirectivesResponse& directive
   return t.Render();
 }
 
+std::string RenderAudit(const falcon::v1::ListAuditResponse& audit) {
+  if (audit.records_size() == 0) return "no audit records\n";
+  Table t({"ID", "TIME (UTC)", "IDENTITY", "ROLE", "METHOD", "RESULT", "REQUEST"});
+  for (const auto& r : audit.records()) {
+    t.Add({absl::StrCat(r.audit_id()), FormatTimeNs(r.time_ns()), OrDash(r.identity()),
+           OrDash(r.role()), r.method(), r.result(), OrDash(r.request())});
+  }
+  return t.Render();
+}
+
 std::string RenderSettings(const falcon::v1::Settings& s) {
   std::string out = s.job().empty() ? "defaults for new jobs\n"
                                     : absl::StrCat("settings for job ", s.job(), "\n");

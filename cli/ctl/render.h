@@ -27,6 +27,8 @@ std::string RenderWatchLine(const falcon::v1::Event& event);
 // (every rank of the job when target_ranks is empty: `world_size`, 0 when unknown -> "x/?").
 std::string AckCount(const falcon::v1::DirectiveRecord& record, uint32_t world_size);
 // Table: ID JOB EPOCH KIND EFFECTIVE STATE ACKS EVENT ISSUED REASON. `world_sizes` by job.
+// The audit trail, newest first: id, time, identity, role, method, result, request.
+std::string RenderAudit(const falcon::v1::ListAuditResponse& audit);
 std::string RenderDirectives(const falcon::v1::ListDirectivesResponse& directives,
                              const std::map<std::string, uint32_t>& world_sizes);
 // "settings for job J" (or "defaults for new jobs") and KEY VALUE rows.

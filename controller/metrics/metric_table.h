@@ -92,8 +92,8 @@ inline constexpr MetricSpec kStoreRepairLost{
     "after the repair; absent when nothing was repaired"};
 inline constexpr MetricSpec kRetentionPurged{
     "falcon_controller_retention_purged_total", MetricType::kCounter, "items", "kind",
-    "Ended jobs, events and directives purged from memory and store after the retention period, "
-    "by kind (job, event, directive)"};
+    "Ended jobs, events, directives and audit records purged from memory and store after the "
+    "retention period, by kind (job, event, directive, audit)"};
 inline constexpr MetricSpec kLimitRefusals{
     "falcon_controller_limit_refusals_total", MetricType::kCounter, "refusals", "limit",
     "Registrations and streams refused with RESOURCE_EXHAUSTED, by limit (max_ranks_per_job, "
@@ -200,6 +200,7 @@ inline constexpr char kMitigationCloseEvent[] = "mitigation_close_event";
 inline constexpr char kMitigationS4Issue[] = "mitigation_s4_issue";
 inline constexpr char kRetentionCommit[] = "retention_commit";
 inline constexpr char kRetentionFlush[] = "retention_flush";
+inline constexpr char kAuditCommit[] = "audit_commit";
 }  // namespace where
 
 inline constexpr common::metrics::ErrorSite kErrorSites[] = {
@@ -285,6 +286,9 @@ inline constexpr common::metrics::ErrorSite kErrorSites[] = {
     {where::kRetentionFlush,
      "The store's write buffers could not be flushed after a purge: their memory stays held "
      "until RocksDB flushes them itself"},
+    {where::kAuditCommit,
+     "An audit record of a Control call could not be stored: it is kept and written when the "
+     "store recovers; the call's reply is unchanged"},
 };
 
 }  // namespace falcon::controller::metrics

@@ -4,7 +4,9 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "controller/service/write_queue.h"
+#include "proto/grpc_tls.h"
 #include "proto/grpc_util.h"
 
 namespace falcon::controller::service {
@@ -62,6 +64,48 @@ class RefusedWatch : public grpc::ServerWriteReactor<falcon::v1::Event> {
 };
 
 }  // namespace
+
+template <typename Req, typename Resp, typename Fn>
+grpc::ServerUnaryReactor* ControlService::Mutating(grpc::CallbackServerContext* ctx,
+                                                   const char* method, const Req* request,
+                                                   Resp* response, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  falcon::v1::AuditRecord audit;
+  audit.set_method(method);
+  audit.set_peer(ctx->peer());
+  audit.set_request(request->ShortDebugString());
+  if (plaintext_) {
+    audit.set_identity(kPlaintextIdentity);
+    audit.set_role(kOperatorRole);
+  } else {
+    const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+    if (auth != nullptr) {
+      audit.set_identity(proto::PeerCommonName(*auth));
+      audit.set_role(proto::PeerRole(*auth));
+    }
+  }
+  absl::Status allowed;
+  if (audit.role() != kOperatorRole) {
+    allowed = absl::PermissionDeniedError(
+        absl::StrCat(method, ": identity \"", audit.identity(), "\" (role ",
+                     audit.role().empty() ? "none" : audit.role(), ", peer ", audit.peer(),
+                     ") may not call it: it needs the ", kOperatorRole,
+                     " role (the OU of the client certificate)"));
+  }
+  loop_->Post([this, reactor, request, response, fn, audit = std::move(audit),
+               allowed = std::move(allowed)]() mutable {
+    absl::Status status = allowed;
+    if (status.ok()) {
+      auto result = (api_.*fn)(*request);
+      if (result.ok()) *response = std::move(*result);
+      status = result.status();
+    }
+    audit.set_result(status.ToString());
+    controller_->RecordAudit(std::move(audit));
+    reactor->Finish(proto::ToGrpcStatus(status));
+  });
+  return reactor;
+}
 
 template <typename Req, typename Resp, typename Fn>
 grpc::ServerUnaryReactor* ControlService::Unary(grpc::CallbackServerContext* ctx,
@@ -129,22 +173,25 @@ grpc::ServerUnaryReactor* ControlService::GetSettings(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ControlService::SetSettings(grpc::CallbackServerContext* ctx,
                                                       const falcon::v1::SetSettingsRequest* request,
                                                       falcon::v1::Settings* response) {
-  LOG(INFO) << "settings change requested by=" << ctx->peer()
-            << " job=" << (request->settings().job().empty() ? "*" : request->settings().job());
-  return Unary(ctx, request, response, &ControlApi::SetSettings);
+  return Mutating(ctx, "SetSettings", request, response, &ControlApi::SetSettings);
 }
 
 grpc::ServerUnaryReactor* ControlService::ForceValidation(
     grpc::CallbackServerContext* ctx, const falcon::v1::ForceValidationRequest* request,
     falcon::v1::ForceValidationResponse* response) {
-  LOG(INFO) << "validation forcing requested by=" << ctx->peer() << " job=" << request->job();
-  return Unary(ctx, request, response, &ControlApi::ForceValidation);
+  return Mutating(ctx, "ForceValidation", request, response, &ControlApi::ForceValidation);
 }
 
 grpc::ServerUnaryReactor* ControlService::DryRunPlan(grpc::CallbackServerContext* ctx,
                                                      const falcon::v1::DryRunPlanRequest* request,
                                                      falcon::v1::DryRunPlanResponse* response) {
   return Unary(ctx, request, response, &ControlApi::DryRunPlan);
+}
+
+grpc::ServerUnaryReactor* ControlService::ListAudit(grpc::CallbackServerContext* ctx,
+                                                    const falcon::v1::ListAuditRequest* request,
+                                                    falcon::v1::ListAuditResponse* response) {
+  return Unary(ctx, request, response, &ControlApi::ListAudit);
 }
 
 }  // namespace falcon::controller::service

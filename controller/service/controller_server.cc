@@ -106,7 +106,8 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   s->limiter_ =
       std::make_unique<StreamLimiter>(options.controller.resource_limits, s->metrics_.get());
   s->telemetry_ = std::make_unique<TelemetryService>(s->loop_.get(), c, s->limiter_.get());
-  s->control_ = std::make_unique<ControlService>(s->loop_.get(), c, s->limiter_.get());
+  s->control_ = std::make_unique<ControlService>(s->loop_.get(), c, s->limiter_.get(),
+                                                 options.tls.plaintext());
   proto::GrpcKeepalive keepalive;
   keepalive.time = options.keepalive_time;
   keepalive.timeout = options.keepalive_timeout;
@@ -120,7 +121,8 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   }
   if (options.tls.plaintext()) {
     LOG(WARNING) << "plaintext gRPC on " << options.listen
-                 << ": no TLS, any peer that reaches the port is trusted (local demo only; give "
+                 << ": no TLS, any peer that reaches the port is trusted and every Control caller "
+                    "acts as an operator, audited as identity \"plaintext\" (local demo only; give "
                     "--tls_cert, --tls_key, --tls_ca)";
   }
   auto started = proto::StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()},

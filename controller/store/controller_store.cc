@@ -104,12 +104,21 @@ void StoreTxn::PutMeta(const v1::MetaRecord& record) {
   batch_.Put(tables::kMeta, kMetaKey, record.SerializeAsString());
 }
 
+void StoreTxn::PutAudit(const falcon::v1::AuditRecord& record) {
+  batch_.Put(tables::kAudit, keys::AuditKey(record.audit_id()), record.SerializeAsString());
+}
+
+void StoreTxn::DeleteAudit(uint64_t audit_id) {
+  batch_.Delete(tables::kAudit, keys::AuditKey(audit_id));
+}
+
 ControllerStore::ControllerStore(KvStore* kv, const common::Clock* clock, CommitObserver observer)
     : kv_(kv), clock_(clock), observer_(std::move(observer)) {}
 
 std::vector<std::string> ControllerStore::TableNames() {
-  return {tables::kJobs,    tables::kEvents,  tables::kDirectives, tables::kSettings,
-          tables::kHistory, tables::kSamples, tables::kAgents,     tables::kMeta};
+  return {tables::kJobs,     tables::kEvents,  tables::kDirectives,
+          tables::kSettings, tables::kHistory, tables::kSamples,
+          tables::kAgents,   tables::kMeta,    tables::kAudit};
 }
 
 absl::Status ControllerStore::Commit(StoreTxn* txn) {
@@ -187,6 +196,10 @@ absl::StatusOr<std::vector<falcon::v1::Settings>> ControllerStore::LoadSettings(
 
 absl::StatusOr<std::vector<v1::AgentRecord>> ControllerStore::LoadAgents() const {
   return LoadAll<v1::AgentRecord>(*kv_, tables::kAgents);
+}
+
+absl::StatusOr<std::vector<falcon::v1::AuditRecord>> ControllerStore::LoadAudit() const {
+  return LoadAll<falcon::v1::AuditRecord>(*kv_, tables::kAudit);
 }
 
 absl::StatusOr<v1::MetaRecord> ControllerStore::LoadMeta() const {

@@ -20,6 +20,7 @@
 //                                              replayed into the detectors after a restart)
 //   agents      agent id                    -> controller.v1.AgentRecord
 //   meta        "meta"                      -> controller.v1.MetaRecord
+//   audit       audit id                    -> falcon.v1.AuditRecord (mutating Control calls)
 //
 // Thread-safety: as thread-safe as the KvStore (both implementations are); StoreTxn is not.
 #ifndef FALCON_CONTROLLER_STORE_CONTROLLER_STORE_H_
@@ -49,6 +50,7 @@ inline constexpr char kHistory[] = "history";
 inline constexpr char kSamples[] = "samples";
 inline constexpr char kAgents[] = "agents";
 inline constexpr char kMeta[] = "meta";
+inline constexpr char kAudit[] = "audit";
 }  // namespace tables
 
 // Staged writes; commit with ControllerStore::Commit. Later puts of the same key win.
@@ -66,6 +68,7 @@ class StoreTxn {
   void DeleteJobSamples(const std::string& job);
   void PutAgent(const v1::AgentRecord& record);
   void PutMeta(const v1::MetaRecord& record);
+  void PutAudit(const falcon::v1::AuditRecord& record);
 
   // Deletes (retention): a job's record, its settings overrides, every row of `table` keyed by the
   // job (directives, history, samples: "<job>\0..."), one event, one directive.
@@ -74,6 +77,7 @@ class StoreTxn {
   void DeleteJobRows(const char* table, const std::string& job);
   void DeleteEvent(uint64_t event_id);
   void DeleteDirective(const std::string& job, uint64_t directive_id);
+  void DeleteAudit(uint64_t audit_id);
 
   bool empty() const { return batch_.empty(); }
   size_t size() const { return batch_.size(); }
@@ -126,6 +130,8 @@ class ControllerStore {
   absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> LoadDirectives() const;
   absl::StatusOr<std::vector<falcon::v1::Settings>> LoadSettings() const;
   absl::StatusOr<std::vector<v1::AgentRecord>> LoadAgents() const;
+  // In audit id order.
+  absl::StatusOr<std::vector<falcon::v1::AuditRecord>> LoadAudit() const;
   // The meta record; a default one when none is stored yet.
   absl::StatusOr<v1::MetaRecord> LoadMeta() const;
   // History points of `job` with bucket iteration >= from_iteration, in iteration order.

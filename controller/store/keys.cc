@@ -30,6 +30,8 @@ std::string EventKey(uint64_t event_id) {
   return key;
 }
 
+std::string AuditKey(uint64_t audit_id) { return EventKey(audit_id); }
+
 std::string JobPrefix(absl::string_view job) {
   std::string key(job);
   key.push_back('\0');

@@ -20,6 +20,8 @@ std::optional<uint64_t> ReadU64(absl::string_view in, size_t* pos);
 
 // events: event id.
 std::string EventKey(uint64_t event_id);
+// audit: audit id.
+std::string AuditKey(uint64_t audit_id);
 // directives: "<job>\0" + directive id.
 std::string JobPrefix(absl::string_view job);
 std::string DirectiveKey(absl::string_view job, uint64_t directive_id);
