@@ -156,15 +156,27 @@ absl::StatusOr<json> RunPairwise(const DetectInput& input, const DetectOptions& 
         }
         j["deciding_pairs"] = PairsJson(f.deciding_pairs);
         break;
+      case analysis::detect::PairwiseFinding::Kind::kUntested:
+        j["kind"] = "untested";
+        j["node"] = f.endpoint;
+        j["pairs"] = PairsJson(f.slow_pairs);
+        j["deciding_pairs"] = PairsJson(f.deciding_pairs);
+        break;
     }
     j["ratio"] = f.ratio;
     j["text"] = analysis::detect::DescribeFinding(f, "node");
     findings.push_back(std::move(j));
   }
   json out;
-  out["pairwise"] = {{"pairs", r->pairs},           {"nodes", r->endpoints},
-                     {"slow_pairs", r->slow_pairs}, {"reference_bandwidth", r->reference_bandwidth},
-                     {"slow_ratio", p.slow_ratio},  {"findings", std::move(findings)}};
+  out["pairwise"] = {{"pairs", r->pairs},
+                     {"nodes", r->endpoints},
+                     {"slow_pairs", r->slow_pairs},
+                     {"fast_pairs", r->fast_pairs},
+                     {"reference_bandwidth", r->reference_bandwidth},
+                     {"noise_sigma", r->noise_sigma},
+                     {"noise_sigmas", p.noise_sigmas},
+                     {"slow_ratio", p.slow_ratio},
+                     {"findings", std::move(findings)}};
   return out;
 }
 
@@ -270,7 +282,18 @@ std::string FormatReport(const json& result) {
                           p["pairs"].get<int>(), p["nodes"].get<int>(),
                           p["reference_bandwidth"].get<double>(), p["slow_pairs"].get<int>(),
                           1 + p["slow_ratio"].get<double>());
-    if (p["findings"].empty()) absl::StrAppend(&out, "  no slow pair: nothing to localize\n");
+    if (p["pairs"].get<int>() < 2) {
+      absl::StrAppend(&out, "  one pair only: nothing to compare it with, no judgement\n");
+    } else if (p["findings"].empty()) {
+      absl::StrAppend(&out, "  no slow pair: nothing to localize\n");
+    }
+    if (p["fast_pairs"].get<int>() > 0) {
+      absl::StrAppendFormat(&out,
+                            "  warning: %d pairs are at least x%.2f faster than the reference: it "
+                            "may itself be a slow pair (more than 3/4 of the pairs slow), so slow "
+                            "pairs may be missed\n",
+                            p["fast_pairs"].get<int>(), 1 + p["slow_ratio"].get<double>());
+    }
     for (const json& f : p["findings"])
       absl::StrAppend(&out, "  ", f["text"].get<std::string>(), "\n");
     return out;

@@ -24,12 +24,13 @@
 // Pairwise input (InputFormat::kPairwise) gives instead (analysis/detect/pairwise.h, slow at
 // 1 + min_change):
 //   {"pairwise": {"pairs": n, "nodes": n, "slow_pairs": n, "reference_bandwidth": x,
-//                 "slow_ratio": r, "findings": [{"kind": "node|link|ambiguous", "node": ...,
-//                 "slow_pairs": [[a, b], ...], "link": [a, b], "candidates": [...],
+//                 "fast_pairs": n, "noise_sigma": x, "noise_sigmas": k,
+//                 "slow_ratio": r, "findings": [{"kind": "node|link|ambiguous|untested", "node":
+//                 ..., "slow_pairs": [[a, b], ...], "link": [a, b], "candidates": [...],
 //                 "deciding_pairs": [[a, b], ...], "ratio": x, "text": ...}, ...]}}
 // (node and slow_pairs for kind node; link for link and ambiguous; candidates and
-// deciding_pairs for ambiguous; ratio = reference / bandwidth, the reference the upper quartile;
-// text as an operator reads it).
+// deciding_pairs for ambiguous; node, pairs and deciding_pairs for untested; ratio = reference /
+// bandwidth, the reference the upper quartile; text as an operator reads it).
 #ifndef FALCON_CLI_DETECT_DETECT_RUNNER_H_
 #define FALCON_CLI_DETECT_DETECT_RUNNER_H_
 
