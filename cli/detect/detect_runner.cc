@@ -192,6 +192,7 @@ json ImbalanceJson(const analysis::detect::ImbalanceReport& r,
   if (r.stage_imbalance.has_value()) {
     const analysis::detect::StageImbalance& s = *r.stage_imbalance;
     out["stage_imbalance"] = {{"stage", s.stage},
+                              {"ranks", s.ranks},
                               {"ratio", s.ratio},
                               {"slowest_share", s.slowest_share},
                               {"shed_fraction", s.shed_fraction}};
@@ -204,8 +205,14 @@ json ImbalanceJson(const analysis::detect::ImbalanceReport& r,
                      {"max_slow_share", j.max_slow_share}};
   }
   for (const analysis::detect::PersistentStraggler& p : r.stragglers) {
-    out["persistent_stragglers"].push_back(
-        {{"rank", p.rank}, {"stage", p.stage}, {"slow_share", p.slow_share}, {"ratio", p.ratio}});
+    out["persistent_stragglers"].push_back({{"rank", p.rank},
+                                            {"stage", p.stage},
+                                            {"slow_share", p.slow_share},
+                                            {"slow_iterations", p.slow_iterations},
+                                            {"iterations", p.iterations},
+                                            {"first_step", p.first_step},
+                                            {"last_step", p.last_step},
+                                            {"ratio", p.ratio}});
   }
   out["findings"] = analysis::detect::DescribeImbalance(r, options);
   return out;

@@ -8,10 +8,13 @@
 //                "below_min_probability": [<change points as above>]}, ...],
 //    "blame": [{"step": s, "rank": r, "cause": "compute|communication", "ratio": x}, ...],
 //    "imbalance": {"steps": n, "stages": n, "ranks": n, "stage_compute_s": [...],
-//                  "stage_imbalance": null | {"stage", "ratio", "slowest_share", "shed_fraction"},
+//                  "stage_imbalance": null | {"stage", "ranks", "ratio", "slowest_share",
+//                                             "shed_fraction"},
 //                  "jitter": null | {"median_spread", "ranks_sometimes_slow", "ranks",
 //                                    "max_slow_share"},
-//                  "persistent_stragglers": [{"rank", "stage", "slow_share", "ratio"}, ...],
+//                  "persistent_stragglers": [{"rank", "stage", "slow_share",
+//                                             "slow_iterations", "iterations", "first_step",
+//                                             "last_step", "ratio"}, ...],
 //                  "findings": [<operator's text>, ...]}   (or {"error": why not analysed})}
 // ("blame" and "imbalance" (analysis/detect/imbalance.h, slow at 1 + min_change) only for
 // ByteDance input; "min_probability" and "below_min_probability" not with raw:
