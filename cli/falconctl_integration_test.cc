@@ -3,7 +3,8 @@
 // (8 ranks, 4 nodes) and stream iteration summaries: healthy, then rank 5 computes 40% slower
 // (the others wait for it), then healthy again. falconctl then lists and shows jobs, events (and
 // watches one), the event's timeline, directives, settings (get, set, a bad key and a bad value),
-// exports the history as CSV and JSON, forces a validation, and asks for a dry-run plan; unknown
+// exports the history as CSV and JSON, forces a validation, asks for a dry-run plan and lists the
+// audit trail of the mutating calls; unknown
 // job and event ids exit 1, a dead address exits 3, bad usage exits 2.
 #include <signal.h>
 #include <unistd.h>
@@ -526,6 +527,35 @@ TEST_F(FalconctlTest, WholeStoryOfOneComputeFailSlow) {
   EXPECT_EQ(Ctl({"directives", "--job", "no-such-job"}).rc, 1);
   EXPECT_EQ(Ctl({"validate", "no-such-job"}).rc, 1);
   EXPECT_EQ(Ctl({"plan", "no-such-job", "--dry-run"}).rc, 1);
+  // The audit trail: every mutating call, refused ones too, newest first; a plaintext controller
+  // audits its callers as "plaintext" operators.
+  Result audit = Ctl({"audit"});
+  ASSERT_EQ(audit.rc, 0) << audit;
+  EXPECT_TRUE(absl::StrContains(audit.out, "IDENTITY")) << audit;
+  EXPECT_TRUE(absl::StrContains(audit.out, "plaintext")) << audit;
+  Result audit_json = Ctl({"audit", "--json"});
+  ASSERT_EQ(audit_json.rc, 0) << audit_json;
+  nlohmann::json trail = Json(audit_json)["audit"];
+  ASSERT_TRUE(trail.is_array()) << audit_json;
+  ASSERT_GE(trail.size(), 4u) << audit_json;  // Two settings sets, two validations at least.
+  EXPECT_EQ(trail[0]["method"], "ForceValidation") << audit_json;
+  EXPECT_TRUE(absl::StrContains(trail[0]["result"].get<std::string>(), "no-such-job"))
+      << audit_json;
+  EXPECT_EQ(trail[1]["method"], "ForceValidation") << audit_json;
+  EXPECT_EQ(trail[1]["result"], "OK") << audit_json;
+  EXPECT_EQ(trail[1]["identity"], "plaintext") << audit_json;
+  EXPECT_EQ(trail[1]["role"], "operator") << audit_json;
+  bool set_seen = false;
+  for (const auto& r : trail) {
+    if (r["method"] == "SetSettings" && r["result"] == "OK") {
+      set_seen = absl::StrContains(r["request"].get<std::string>(), "s2_cost_iterations: 8");
+    }
+  }
+  EXPECT_TRUE(set_seen) << audit_json;
+  Result one = Ctl({"audit", "--limit", "1", "--json"});
+  ASSERT_EQ(one.rc, 0) << one;
+  EXPECT_EQ(Json(one)["audit"].size(), 1u) << one;
+
   Result no_job_events = Ctl({"events", "--job", "no-such-job"});
   EXPECT_EQ(no_job_events.rc, 1) << no_job_events;
   EXPECT_TRUE(absl::StrContains(no_job_events.err, "unknown job 'no-such-job'")) << no_job_events;

@@ -285,3 +285,26 @@ TEST(HistoryCsv, SeveralMarksOnOneRowAndNoneOutsideTheRange) {
 
 }  // namespace
 }  // namespace falcon::cli::ctl
+
+namespace falcon::cli::ctl {
+namespace {
+
+TEST(Render, AuditListsWhoCalledWhatWithTheResult) {
+  falcon::v1::ListAuditResponse audit;
+  EXPECT_EQ(RenderAudit(audit), "no audit records\n");
+  falcon::v1::AuditRecord* r = audit.add_records();
+  r->set_audit_id(7);
+  r->set_identity("bob");
+  r->set_role("viewer");
+  r->set_method("SetSettings");
+  r->set_request("settings { dry_run: true }");
+  r->set_result("PERMISSION_DENIED: SetSettings: ...");
+  const std::string out = RenderAudit(audit);
+  for (const char* want : {"IDENTITY", "bob", "viewer", "SetSettings", "PERMISSION_DENIED",
+                           "settings { dry_run: true }"}) {
+    EXPECT_TRUE(absl::StrContains(out, want)) << want << "\n" << out;
+  }
+}
+
+}  // namespace
+}  // namespace falcon::cli::ctl
