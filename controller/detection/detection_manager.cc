@@ -295,9 +295,9 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
     if (concurrent) onset.job_baseline = RecentLevel(p);
     EventRecord* e = events_->Open(p.job, onset, uow);
     if (concurrent) {
-      const std::string line = absl::StrCat(
-          "concurrent event job=", p.job, " event=", e->event().event_id(),
-          " series=", series, " active=", events_->ActiveEvents(p.job).size());
+      const std::string line =
+          absl::StrCat("concurrent event job=", p.job, " event=", e->event().event_id(),
+                       " series=", series, " active=", events_->ActiveEvents(p.job).size());
       uow->AfterCommit([line]() { LOG(INFO) << line; });
     }
     localizer_->Start(e, uow);
@@ -326,7 +326,8 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
   if (events_->SeriesRecovered(active, series, ev, uow)) {
     localizer_->Cancel(active, uow);
     if (EventManager::AwaitsVerdict(active->event())) {
-      // Gone before its verdict: no fail-slow to localize or mitigate (docs/algorithms.md#transients).
+      // Gone before its verdict: no fail-slow to localize or mitigate
+      // (docs/algorithms.md#transients).
       events_->CloseTransient(
           active, std::max(p.last_iteration, ev.decided_at),
           absl::StrFormat("transient: %s back to %.4f s (x%.2f) at iteration %d before the "
@@ -426,7 +427,7 @@ int64_t DetectionManager::LastIterationTimeNs(const std::string& job) const {
 }
 
 bool DetectionManager::PlanCausedChange(const falcon::v1::Event& event,
-                                         const analysis::detect::DetectorEvent& ev) {
+                                        const analysis::detect::DetectorEvent& ev) {
   if (event.state() != falcon::v1::EVENT_STATE_MITIGATING) return false;
   // The latest plan sent for the event (S2/S3 apply, or their revert).
   for (int i = event.actions_size() - 1; i >= 0; --i) {

@@ -297,8 +297,8 @@ void EventManager::AfterTransition(const Event& event, core::UnitOfWork* uow) {
       it->second = std::make_pair(copy.state(), copy.cause());
       metrics_->EventTransition(previous_state, previous_cause, copy.state(), copy.cause());
       auto active = active_.find(copy.job());
-      metrics_->ActiveFailSlows(copy.job(),
-                                active == active_.end() ? 0 : static_cast<int>(active->second.size()));
+      metrics_->ActiveFailSlows(
+          copy.job(), active == active_.end() ? 0 : static_cast<int>(active->second.size()));
     }
     // Copy the watchers: one may unwatch from inside its callback.
     std::vector<Watcher> targets;

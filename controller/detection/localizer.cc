@@ -500,6 +500,7 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
   e->set_verdict_iteration(iteration);
   e->set_verdict_time_ns(absl::ToUnixNanos(clock_->Now()));
   event->set_validation_slowdown_ratio(v.ratio);
+  e->set_validation_ratio(v.ratio);
   event->set_phase(falcon::controller::v1::PHASE_DONE);
   event->set_phase_deadline_ns(0);
   std::string reason =
