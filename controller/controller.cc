@@ -29,6 +29,9 @@ absl::Status ControllerOptions::Validate() const {
   if (absl::Status s = retention.Validate(); !s.ok()) return s;
   if (absl::Status s = directives.Validate(); !s.ok()) return s;
   if (absl::Status s = detection.Validate(); !s.ok()) return s;
+  if (absl::Status s = imbalance.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("imbalance.", s.message()));
+  }
   return localization.Validate();
 }
 
@@ -50,6 +53,10 @@ class Controller::Actions : public detection::EventActions {
   }
   int64_t LastIteration(const std::string& job) const override {
     return c_->detection_.LastIteration(job);
+  }
+  bool IsBlameless(const std::string& job, uint32_t rank, int64_t since_iteration,
+                   std::string* why) const override {
+    return c_->imbalance_.IsBlameless(job, rank, since_iteration, why);
   }
   absl::Status RecordAction(uint64_t id, const falcon::v1::Action& action) override {
     EventRecord* e = Active(id);
@@ -171,6 +178,7 @@ Controller::Controller(const ControllerOptions& options, store::KvStore* kv,
                  [this](const std::string& job) { return detection_.LastIteration(job); }),
       detection_(options.detection, clock, &registry_, &settings_, &events_, &localizer_, &store_,
                  metrics),
+      imbalance_(options.imbalance),
       presence_(options.job_end_grace) {
   if (hook_ != nullptr && metrics_ != nullptr) hook_->SetErrorCounter(metrics_);
   store_.set_figures([this] { return Figures(); });
@@ -601,6 +609,9 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   }
   detection::DetectionManager::ApplyStats stats =
       detection_.ApplySummaries(*entry, batch.iterations(), &uow);
+  for (const falcon::v1::IterationSummary& s : batch.iterations()) {
+    if (imbalance_.Add(*entry, s)) ImbalanceAnalysed(*entry);
+  }
   if (batch.ops_size() > 0 && detection_.ApplyOps(entry, batch.op_rank(), batch.ops())) {
     registry_.Persist(*entry, &uow.txn());
   }
@@ -823,8 +834,31 @@ void Controller::ExpireAbsences(absl::Time now, core::UnitOfWork* uow) {
   }
 }
 
+void Controller::ImbalanceAnalysed(const registry::JobEntry& job) {
+  const analysis::detect::ImbalanceReport* r = imbalance_.Report(job.name());
+  if (r == nullptr) return;
+  const double stage = r->stage_imbalance.has_value() ? r->stage_imbalance->ratio : 0;
+  const double jitter = r->jitter.has_value() ? r->jitter->median_spread : 0;
+  if (metrics_ != nullptr) metrics_->WorkloadImbalance(job.name(), stage, jitter);
+  // One line when a finding appears or goes (not at every analysis).
+  std::string& last = imbalance_logged_[job.name()];
+  const std::string now =
+      absl::StrJoin(analysis::detect::DescribeImbalance(*r, options_.imbalance.analysis), "; ");
+  const bool any = r->stage_imbalance.has_value() || r->jitter.has_value();
+  const std::string key = absl::StrCat(r->stage_imbalance.has_value() ? "stage" : "",
+                                       r->jitter.has_value() ? "jitter" : "");
+  if (key == last) return;
+  last = key;
+  LOG(INFO) << (any ? "workload imbalance found" : "workload imbalance gone")
+            << " job=" << job.name() << " iterations=" << r->steps << " findings=\"" << now << "\"";
+}
+
 falcon::v1::Job Controller::JobView(const registry::JobEntry& entry) const {
   falcon::v1::Job job = entry.job();
+  if (const analysis::detect::ImbalanceReport* r = imbalance_.Report(entry.name())) {
+    *job.mutable_imbalance() =
+        detection::ImbalanceTracker::ToProto(*r, options_.imbalance.analysis);
+  }
   job.set_last_iteration(detection_.LastIteration(entry.name()));
   job.set_iteration_time_ns(detection_.LastIterationTimeNs(entry.name()));
   job.clear_active_event_ids();

@@ -34,6 +34,7 @@
 #define FALCON_CONTROLLER_CONTROLLER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,7 @@
 #include "controller/core/unit_of_work.h"
 #include "controller/detection/detection_manager.h"
 #include "controller/detection/event_manager.h"
+#include "controller/detection/imbalance_tracker.h"
 #include "controller/detection/localizer.h"
 #include "controller/detection/mitigation_hook.h"
 #include "controller/ingest/sequence_tracker.h"
@@ -91,6 +93,8 @@ struct ControllerOptions {
   absl::Duration stream_idle_timeout = absl::Seconds(60);
   detection::DetectionOptions detection;
   detection::LocalizationOptions localization;
+  // Workload imbalance per job (docs/algorithms.md#workload-imbalance).
+  detection::ImbalanceTrackerOptions imbalance;
   core::DirectiveOptions directives;
   // A job none of whose agents reports it for this long ends (its active event closes); an agent
   // away from a job this long (connected without re-registering it) loses its part of the job.
@@ -187,6 +191,8 @@ class Controller {
   void OnValidationResult(const falcon::v1::ValidationResult& result);
   void OnDirectiveAck(const falcon::v1::DirectiveAck& ack);
   void EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow);
+  // After a new imbalance analysis of `job`: the gauge, and a log line when findings change.
+  void ImbalanceAnalysed(const registry::JobEntry& job);
   // `agent_id` stopped reporting `job` (`why`): logs it, and when no agent reports the job any
   // more, when it will end.
   void MarkAway(const registry::JobEntry& job, const std::string& agent_id, absl::string_view why);
@@ -232,6 +238,8 @@ class Controller {
   core::DirectiveIssuer directives_;
   detection::Localizer localizer_;
   detection::DetectionManager detection_;
+  detection::ImbalanceTracker imbalance_;
+  std::map<std::string, std::string> imbalance_logged_;  // Job -> findings last logged.
   struct AgentState {
     ingest::SequenceTracker tracker;
     falcon::controller::v1::AgentRecord record;

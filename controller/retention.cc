@@ -110,6 +110,8 @@ void Controller::SweepRetention(absl::Time now) {
             << absl::FormatTime(absl::FromUnixNanos(registry_.Find(job)->record().ended_time_ns()));
     registry_.Remove(job);
     detection_.RemoveJob(job);
+    imbalance_.RemoveJob(job);
+    imbalance_logged_.erase(job);
     settings_.Forget(job);
     presence_.Forget(job);
     if (hook_ != nullptr) hook_->OnJobPurged(job);

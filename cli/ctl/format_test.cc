@@ -182,6 +182,22 @@ TEST(Render, EventsJobsAndWatchLine) {
   EXPECT_TRUE(absl::StrContains(line, "(back)")) << line;
 }
 
+TEST(Render, JobShowsItsWorkloadImbalance) {
+  falcon::v1::Job j;
+  j.set_job("llm");
+  EXPECT_NE(RenderJob(j).find("imbalance       not analysed yet"), std::string::npos)
+      << RenderJob(j);
+  falcon::v1::WorkloadImbalance* im = j.mutable_imbalance();
+  im->set_iterations(63);
+  im->add_findings("stage imbalance: stage 3 computes x1.63 the other stages' median");
+  im->add_findings("data-dependent jitter: no rank is to blame");
+  const std::string out = RenderJob(j);
+  EXPECT_NE(out.find("imbalance (63 it)  stage imbalance: stage 3 computes x1.63"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\n                   data-dependent jitter"), std::string::npos) << out;
+}
+
 TEST(Render, DirectiveAcks) {
   falcon::v1::DirectiveRecord r;
   r.mutable_directive()->set_job("j");

@@ -72,6 +72,15 @@ std::string RenderJob(const falcon::v1::Job& j) {
                                      ? ""
                                      : absl::StrCat(", micro-batches per dp ",
                                                     absl::StrJoin(j.micro_batches(), ",")))});
+  if (j.has_imbalance()) {
+    const falcon::v1::WorkloadImbalance& im = j.imbalance();
+    for (int i = 0; i < im.findings_size(); ++i) {
+      head.Add(
+          {i == 0 ? absl::StrCat("imbalance (", im.iterations(), " it)") : "", im.findings(i)});
+    }
+  } else {
+    head.Add({"imbalance", "not analysed yet"});
+  }
   // Drop the empty header line of the key/value block.
   std::string block = head.Render();
   out += block.substr(block.find('\n') + 1);

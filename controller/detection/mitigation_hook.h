@@ -34,6 +34,13 @@ class EventActions {
   virtual settings::EffectiveSettings Settings(const std::string& job) const = 0;
   // The job's latest completed iteration (-1 none) and its iteration time.
   virtual int64_t LastIteration(const std::string& job) const = 0;
+  // Whether the job's workload imbalance (docs/algorithms.md#workload-imbalance) explains
+  // `rank`'s slowness since `since_iteration`, so that no strategy should act against it; `why`
+  // says how. False by default (no imbalance tracked).
+  virtual bool IsBlameless(const std::string& /*job*/, uint32_t /*rank*/,
+                           int64_t /*since_iteration*/, std::string* /*why*/) const {
+    return false;
+  }
 
   // Appends `action` to the event's log (Event.actions). Active events, and recovered ones (the
   // reverts that follow a recovery).

@@ -51,6 +51,7 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
                                                                              15, 20, 50, 100})),
       active_(AddGaugeFamily(registry, kActiveFailSlows)),
       iteration_time_(AddGaugeFamily(registry, kJobIterationTime)),
+      imbalance_(AddGaugeFamily(registry, kWorkloadImbalance)),
       job_iterations_(AddCounterFamily(registry, kJobIterations)),
       directives_issued_(AddCounterFamily(registry, kDirectivesIssued)),
       write_latency_(
@@ -120,6 +121,18 @@ void ControllerMetrics::JobIterationTime(const std::string& job, absl::Duration 
   slot.iterations->Increment();
 }
 
+void ControllerMetrics::WorkloadImbalance(const std::string& job, double stage_ratio,
+                                          double jitter_spread) {
+  absl::MutexLock lock(&mu_);
+  JobSeries& slot = per_job_[job];
+  if (slot.imbalance_stage == nullptr) {
+    slot.imbalance_stage = &imbalance_.Add({{"job", job}, {"kind", "stage"}});
+    slot.imbalance_jitter = &imbalance_.Add({{"job", job}, {"kind", "jitter"}});
+  }
+  slot.imbalance_stage->Set(stage_ratio);
+  slot.imbalance_jitter->Set(jitter_spread);
+}
+
 void ControllerMetrics::CountError(absl::string_view where) {
   errors_.Add({{"where", std::string(where)}}).Increment();
 }
@@ -136,6 +149,8 @@ void ControllerMetrics::RemoveJob(const std::string& job) {
   if (it->second.active) active_.Remove(it->second.active);
   if (it->second.iteration_time) iteration_time_.Remove(it->second.iteration_time);
   if (it->second.iterations) job_iterations_.Remove(it->second.iterations);
+  if (it->second.imbalance_stage) imbalance_.Remove(it->second.imbalance_stage);
+  if (it->second.imbalance_jitter) imbalance_.Remove(it->second.imbalance_jitter);
   per_job_.erase(it);
 }
 

@@ -55,6 +55,8 @@ class ControllerMetrics : public common::ErrorCounter {
   void ActiveFailSlows(const std::string& job, int active);
   // Sets the job's latest iteration time and counts one ingested job iteration.
   void JobIterationTime(const std::string& job, absl::Duration time);
+  // falcon_controller_workload_imbalance{job, kind="stage"|"jitter"}.
+  void WorkloadImbalance(const std::string& job, double stage_ratio, double jitter_spread);
   // A directive was committed (counted by its kind word, common::DirectiveKindName).
   void DirectiveIssued(const falcon::v1::Directive& directive);
   // Drops the job's series.
@@ -92,6 +94,7 @@ class ControllerMetrics : public common::ErrorCounter {
   prometheus::Histogram& delay_iterations_;
   prometheus::Family<prometheus::Gauge>& active_;
   prometheus::Family<prometheus::Gauge>& iteration_time_;
+  prometheus::Family<prometheus::Gauge>& imbalance_;
   prometheus::Family<prometheus::Counter>& job_iterations_;
   prometheus::Family<prometheus::Counter>& directives_issued_;
   prometheus::Histogram& write_latency_;
@@ -108,6 +111,8 @@ class ControllerMetrics : public common::ErrorCounter {
   struct JobSeries {
     prometheus::Gauge* active = nullptr;
     prometheus::Gauge* iteration_time = nullptr;
+    prometheus::Gauge* imbalance_stage = nullptr;
+    prometheus::Gauge* imbalance_jitter = nullptr;
     prometheus::Counter* iterations = nullptr;
   };
   std::map<std::string, JobSeries> per_job_ ABSL_GUARDED_BY(mu_);

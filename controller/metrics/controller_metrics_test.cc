@@ -107,6 +107,7 @@ TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
                     falcon::v1::EVENT_STATE_CONFIRMED, falcon::v1::CAUSE_UNSPECIFIED);
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Seconds(1));
+  m.WorkloadImbalance("j", 1.6, 0);
   m.CountError("test_site");
   m.StoreRepairLost("jobs", 2);
   m.RetentionPurged("job", 2);

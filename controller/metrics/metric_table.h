@@ -60,6 +60,11 @@ inline constexpr MetricSpec kDetectionDelayIterations{
 inline constexpr MetricSpec kActiveFailSlows{
     "falcon_controller_active_fail_slows", MetricType::kGauge, "events", "job",
     "Active (not recovered or closed) fail-slow events of the job"};
+inline constexpr MetricSpec kWorkloadImbalance{
+    "falcon_controller_workload_imbalance", MetricType::kGauge, "ratio", "job,kind",
+    "Workload imbalance of a job's recent iterations (kind stage: the heavy stage's compute over "
+    "the others', 0 when balanced; kind jitter: median spread across a stage's ranks, 0 when "
+    "none): uneven work, never a reason to mitigate"};
 inline constexpr MetricSpec kJobIterationTime{"falcon_controller_job_iteration_time_seconds",
                                               MetricType::kGauge, "seconds", "job",
                                               "Latest job iteration time (max over ranks)"};
@@ -118,6 +123,7 @@ inline constexpr MetricSpec kAll[] = {
     kDetectionDelayIterations,
     kActiveFailSlows,
     kJobIterationTime,
+    kWorkloadImbalance,
     kJobIterations,
     kDirectivesIssued,
     kStoreWriteLatency,

@@ -17,6 +17,7 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::Escala
   if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) {
     return absl::FailedPreconditionError("S2 helps compute fail-slows only");
   }
+  if (absl::Status s = ctx.CheckNotImbalance(actions); !s.ok()) return s;
   absl::StatusOr<JobShape> shape = ctx.Shape(*job, PlanBase(*job, ctx));
   if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
   absl::StatusOr<S2Plan> plan = PlanS2(*shape, SizingCulprit(ctx), ctx.healthy, ctx.other_culprits);

@@ -12,6 +12,7 @@ namespace falcon::controller::mitigation {
 absl::StatusOr<PlannedDirective> S4CheckpointRestart::Plan(
     const analysis::plan::EscalationStep& step, EventContext& ctx,
     detection::EventActions& actions) {
+  if (absl::Status s = ctx.CheckNotImbalance(actions); !s.ok()) return s;
   const std::vector<uint32_t> excluded = S4Excluded(ctx.culprit);
   PlannedDirective out;
   out.summary = absl::StrCat("restart without ranks [", absl::StrJoin(excluded, ", "), "]");

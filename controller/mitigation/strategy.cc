@@ -143,4 +143,18 @@ void MitigationStrategy::Restore(uint64_t directive, const JobShape* /*shape*/) 
   directive_ = directive;
 }
 
+absl::Status EventContext::CheckNotImbalance(const detection::EventActions& actions) const {
+  if (culprit.cause != falcon::v1::CAUSE_COMPUTE) return absl::OkStatus();
+  const falcon::v1::Event* event = actions.FindEvent(event_id);
+  const int64_t since = event != nullptr ? event->onset_iteration() : 0;
+  for (uint32_t rank : culprit.ranks) {
+    std::string why;
+    if (actions.IsBlameless(job, rank, since, &why)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("workload imbalance, not a fail-slow of rank ", rank, ": ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace falcon::controller::mitigation

@@ -69,6 +69,10 @@ struct EventContext {
               uint64_t directive_id, int64_t iteration, const std::string& reason, bool revert);
   // A failed call whose failure is handled by going on: logs a warning and counts it at `where`.
   void CountError(absl::string_view where, const absl::Status& status) const;
+  // kFailedPrecondition (the strategy is skipped with that reason) when the job's workload
+  // imbalance explains a compute culprit's slowness since the event's onset
+  // (EventActions::IsBlameless): S2 and S4 never act against such a rank.
+  absl::Status CheckNotImbalance(const detection::EventActions& actions) const;
 };
 
 // "s2", "s3", "s4" (as the controller's metrics label directives).
