@@ -53,7 +53,7 @@ class DetectionManager {
  public:
   // Called inside the unit of work when an event recovered (after the transition is staged).
   using RecoveredFn = std::function<void(falcon::controller::v1::EventRecord*, core::UnitOfWork*)>;
-  // Called for each complete job iteration while the job has an active event.
+  // Called for each complete job iteration, once per active event of the job.
   using JobIterationFn = std::function<void(falcon::controller::v1::EventRecord*, int64_t,
                                             absl::Duration, core::UnitOfWork*)>;
 
@@ -69,7 +69,7 @@ class DetectionManager {
                                                                core::UnitOfWork*)>;
   void set_still_slow_callback(StillSlowFn fn) { still_slow_ = std::move(fn); }
   void set_job_iteration_callback(JobIterationFn fn) { on_job_iteration_ = std::move(fn); }
-  // Called for each applied rank summary while the job has an active event.
+  // Called for each applied rank summary, once per active event of the job.
   using RankSummaryFn = std::function<void(falcon::controller::v1::EventRecord*,
                                            const falcon::v1::IterationSummary&, core::UnitOfWork*)>;
   void set_rank_summary_callback(RankSummaryFn fn) { on_rank_summary_ = std::move(fn); }
