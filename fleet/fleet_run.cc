@@ -169,6 +169,8 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   const size_t nodes = options.scenario.Nodes().size();
   const size_t processes = std::max<size_t>(1, std::min<size_t>(options.processes, nodes));
   const std::string go_file = dir + "/go";
+  const double registration_cpu0 = CpuSeconds(pid);
+  const absl::Time registration_t0 = absl::Now();
   std::vector<common::Subprocess> agents;
   for (size_t p = 0; p < processes; ++p) {
     common::SpawnOptions a;
@@ -207,6 +209,7 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   auto control = falcon::v1::Control::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   const double cpu0 = CpuSeconds(pid);
+  const double registration_s = absl::ToDoubleSeconds(absl::Now() - registration_t0);
   const double ingested0 =
       Scrape(metrics_port, "falcon_controller_ingest_iteration_summaries_total");
   const absl::Time t0 = absl::Now();
@@ -244,6 +247,8 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   RunResult result;
   result.ranks = options.scenario.Ranks();
   result.wall_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  result.registration_s = registration_s;
+  result.registration_cpu_s = cpu0 - registration_cpu0;
   result.iterations = (absl::Now() - t0) / options.period;
   result.cpu_cores = (CpuSeconds(pid) - cpu0) / result.wall_s;
   result.peak_rss_bytes = StatusKb(pid, "VmHWM") * 1024;
