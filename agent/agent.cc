@@ -21,6 +21,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options,
 
   ControllerLink::Options link;
   link.address = a.options_.controller;
+  link.tls = a.options_.tls;
   link.agent_id = a.options_.agent_id;
   link.node = a.options_.node;
   link.version = a.options_.version;

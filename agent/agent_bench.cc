@@ -169,6 +169,7 @@ double RunSocket(uint32_t ranks, int iterations) {
   const std::string dir = tmpl;
   common::RealClock clock;
   AgentOptions o;
+  o.plaintext = true;            // Loopback (docs/operations.md#tls).
   o.controller = "127.0.0.1:1";  // Nobody: summaries stay buffered.
   o.socket_path = dir + "/agent.sock";
   o.node = "n1";

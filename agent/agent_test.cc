@@ -63,6 +63,7 @@ class AgentTest : public ::testing::Test {
 
   void StartAgent(const std::function<void(AgentOptions&)>& tweak = nullptr) {
     AgentOptions o;
+    o.plaintext = true;  // Loopback (docs/operations.md#tls).
     o.controller = controller_.address();
     o.socket_path = dir_ + "/agent.sock";
     o.node = "n1";

@@ -54,6 +54,7 @@ class ControllerProcess {
     log_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/controller.log.", ++starts_);
     std::vector<std::string> args = {ControllerBinary(),
                                      absl::StrCat("--listen=127.0.0.1:", port),
+                                     "--plaintext",
                                      "--metrics_listen=127.0.0.1:0",
                                      absl::StrCat("--data_dir=", data_dir),
                                      "--tick=50ms",

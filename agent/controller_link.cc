@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics_table.h"
+#include "proto/grpc_tls.h"
 
 namespace falcon::agent {
 
@@ -141,8 +142,14 @@ bool ControllerLink::RunConnection(std::string* ended) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, std::max(max_backoff_ms, 100));
-  auto channel =
-      grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), args);
+  // Read at every attempt: a renewed certificate is used from the next connection on.
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      proto::MakeChannelCredentials(options_.tls);
+  if (!credentials.ok()) {
+    *ended = absl::StrCat("error=\"", credentials.status().message(), "\"");
+    return false;
+  }
+  auto channel = grpc::CreateCustomChannel(options_.address, *credentials, args);
   auto stub = v1::Telemetry::NewStub(channel);
   grpc::ClientContext ctx;
   uint64_t generation = 0;

@@ -32,6 +32,7 @@
 #include "common/backoff.h"
 #include "common/clock.h"
 #include "proto/falcon/v1/telemetry.grpc.pb.h"
+#include "proto/grpc_tls.h"
 
 namespace falcon::agent {
 
@@ -39,6 +40,7 @@ class ControllerLink : public ControllerSink {
  public:
   struct Options {
     std::string address;  // host:port of the controller.
+    proto::TlsFiles tls;  // Mutual TLS (read at each connection attempt); empty: plaintext.
     std::string agent_id;
     std::string node;
     std::string version;

@@ -26,13 +26,13 @@ set -e
 [ "$rc" = 2 ] || fail "no --controller: rc $rc"
 grep -q "controller: required" <<<"$out" || fail "no --controller: $out"
 set +e
-out=$("$AGENT" --controller 127.0.0.1:1 --buffer_batches=lots 2>&1); rc=$?
+out=$("$AGENT" --plaintext=true --controller 127.0.0.1:1 --buffer_batches=lots 2>&1); rc=$?
 set -e
 [ "$rc" = 2 ] || fail "bad --buffer_batches: rc $rc"
 grep -q "buffer_batches" <<<"$out" || fail "bad --buffer_batches: $out"
 echo "bogus = 1" > "$DIR/bad.conf"
 set +e
-out=$("$AGENT" --controller 127.0.0.1:1 --config "$DIR/bad.conf" 2>&1); rc=$?
+out=$("$AGENT" --plaintext=true --controller 127.0.0.1:1 --config "$DIR/bad.conf" 2>&1); rc=$?
 set -e
 [ "$rc" = 2 ] || fail "bad config: rc $rc"
 grep -q "bad.conf:1: bogus: unknown setting" <<<"$out" || fail "bad config: $out"
@@ -62,9 +62,15 @@ expect_refused "metrics_listen: '127.0.0.1:99999': port '99999' is not in [0, 65
 expect_refused "node: must be 1 to 256 bytes of UTF-8" $C --node=$'\xff'
 expect_refused "unexpected argument 'stray'" $C stray
 expect_refused "config $DIR: is a directory, not a file" $C --config "$DIR"
+# TLS by default: the three files, or plaintext said explicitly.
+expect_refused "tls_cert, tls_key, tls_ca: required (or plaintext for a local demo)" $C
+expect_refused "tls_key: required with the other TLS files" $C --tls_cert="$DIR/x.pem" \
+  --tls_ca="$DIR/x.pem"
+expect_refused "plaintext: not with tls_cert, tls_key, tls_ca" $C --plaintext=true \
+  --tls_ca="$DIR/x.pem"
 
 # An empty --metrics_listen disables /metrics (it bound 0.0.0.0:9464, the default).
-"$AGENT" --controller 127.0.0.1:1 --socket "$DIR/nometrics.sock" --metrics_listen= \
+"$AGENT" --plaintext=true --controller 127.0.0.1:1 --socket "$DIR/nometrics.sock" --metrics_listen= \
   --drain_timeout 0.2 >"$DIR/out" 2>&1 &
 PID=$!
 for _ in $(seq 1 200); do
@@ -74,6 +80,7 @@ for _ in $(seq 1 200); do
 done
 grep -q "shim socket" "$DIR/out" || fail "agent with --metrics_listen= did not start"
 grep -q "^metrics on" "$DIR/out" && fail "--metrics_listen= still serves /metrics"
+grep -q "plaintext gRPC to the controller 127.0.0.1:1" "$DIR/out" || fail "no plaintext warning"
 kill -TERM "$PID"
 wait "$PID" || fail "agent with --metrics_listen=: exit code $?"
 PID=""
@@ -86,7 +93,7 @@ summary_interval = 50ms
 drain_timeout = 0.2
 metrics_listen = 127.0.0.1:9
 CONF
-"$AGENT" --controller 127.0.0.1:1 --config "$DIR/agent.conf" --socket "$DIR/agent.sock" \
+"$AGENT" --plaintext=true --controller 127.0.0.1:1 --config "$DIR/agent.conf" --socket "$DIR/agent.sock" \
   --metrics_listen 127.0.0.1:0 >"$DIR/out" 2>&1 &
 PID=$!
 for _ in $(seq 1 200); do
@@ -103,7 +110,7 @@ grep -q "node conf-node" "$DIR/out" || fail "config file node not applied"
 # socket file.
 INODE=$(stat -c %i "$DIR/agent.sock")
 set +e
-out=$("$AGENT" --controller 127.0.0.1:1 --socket "$DIR/agent.sock" --metrics_listen 127.0.0.1:0 2>&1)
+out=$("$AGENT" --plaintext=true --controller 127.0.0.1:1 --socket "$DIR/agent.sock" --metrics_listen 127.0.0.1:0 2>&1)
 rc=$?
 set -e
 [ "$rc" = 1 ] || fail "second agent on the socket: rc $rc: $out"
@@ -140,7 +147,7 @@ grep -q "SIGTERM received, draining" "$DIR/out" || fail "no drain message"
 # A stale socket file (its agent was killed) is replaced. An agent whose socket file was replaced
 # by another agent's leaves that one in place when it exits.
 start_agent() {  # start_agent OUTFILE: runs an agent on $DIR/s.sock, sets PID, waits for it.
-  "$AGENT" --controller 127.0.0.1:1 --socket "$DIR/s.sock" --metrics_listen 127.0.0.1:0 \
+  "$AGENT" --plaintext=true --controller 127.0.0.1:1 --socket "$DIR/s.sock" --metrics_listen 127.0.0.1:0 \
     --drain_timeout 0.2 >"$1" 2>&1 &
   PID=$!
   for _ in $(seq 1 200); do
@@ -166,7 +173,7 @@ OLD_PID=""
 [ "$(stat -c %i "$DIR/s.sock" 2>/dev/null)" = "$INODE" ] ||
   fail "exiting agent removed the socket file of the agent now serving the path"
 set +e
-out=$("$AGENT" --controller 127.0.0.1:1 --socket "$DIR/s.sock" --metrics_listen 127.0.0.1:0 2>&1)
+out=$("$AGENT" --plaintext=true --controller 127.0.0.1:1 --socket "$DIR/s.sock" --metrics_listen 127.0.0.1:0 2>&1)
 rc=$?
 set -e
 [ "$rc" = 1 ] || fail "serving agent no longer reachable through its socket: rc $rc: $out"

@@ -4,6 +4,7 @@
 // Exit codes: 0 after a clean SIGTERM/SIGINT drain (also when the controller did not acknowledge
 // everything in time: that is reported, not an error), 1 when the agent cannot start (socket or
 // port in use), 2 for bad flags or config.
+#include <glog/logging.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -49,6 +50,13 @@ std::string AbslUnparseFlag(const SettingFlag& flag) { return flag.value.value_o
   ABSL_FLAG(falcon::agent::SettingFlag, name, falcon::agent::SettingFlag{}, help)
 
 FALCON_AGENT_FLAG(controller, "controller address HOST:PORT, port in [1, 65535] (required)");
+FALCON_AGENT_FLAG(tls_cert,
+                  "this node's PEM certificate, naming the node (docs/operations.md#tls)");
+FALCON_AGENT_FLAG(tls_key, "PEM private key of --tls_cert");
+FALCON_AGENT_FLAG(tls_ca, "PEM certificate of the cluster CA (verifies the controller)");
+FALCON_AGENT_FLAG(plaintext,
+                  "true: no TLS to the controller, for a local demo only (logged as a warning); "
+                  "otherwise --tls_cert, --tls_key and --tls_ca are required (default false)");
 FALCON_AGENT_FLAG(socket, "unix socket the shims attach to (default /run/falcon/agent.sock)");
 FALCON_AGENT_FLAG(socket_group, "group owning the socket, mode 0660 (default: the agent's group)");
 FALCON_AGENT_FLAG(node, "node name (default: the host name)");
@@ -107,6 +115,10 @@ int Run() {
       {&FLAGS_node, "node"},
       {&FLAGS_agent_id, "agent_id"},
       {&FLAGS_metrics_listen, "metrics_listen"},
+      {&FLAGS_tls_cert, "tls_cert"},
+      {&FLAGS_tls_key, "tls_key"},
+      {&FLAGS_tls_ca, "tls_ca"},
+      {&FLAGS_plaintext, "plaintext"},
       {&FLAGS_summary_interval, "summary_interval"},
       {&FLAGS_buffer_batches, "buffer_batches"},
       {&FLAGS_buffer_bytes, "buffer_bytes"},
@@ -152,6 +164,11 @@ int Run() {
     return agent.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const falcon::agent::AgentOptions& o = (*agent)->options();
+  if (o.plaintext) {
+    LOG(WARNING) << "plaintext gRPC to the controller " << o.controller
+                 << ": no TLS, the stream can be read and forged on the network (local demo only; "
+                    "set tls_cert, tls_key, tls_ca)";
+  }
   std::printf("falcon-agent %s: node %s, agent_id %s, shim socket %s, controller %s\n",
               falcon::common::kFalconVersion, o.node.c_str(), o.agent_id.c_str(),
               o.socket_path.c_str(), o.controller.c_str());

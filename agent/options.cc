@@ -46,6 +46,10 @@ absl::Status ParseUint(absl::string_view key, absl::string_view value, T* out) {
 
 const std::vector<std::string>& OptionKeys() {
   static const auto* keys = new std::vector<std::string>{"controller",
+                                                         "tls_cert",
+                                                         "tls_key",
+                                                         "tls_ca",
+                                                         "plaintext",
                                                          "socket",
                                                          "socket_group",
                                                          "node",
@@ -71,6 +75,17 @@ absl::Status ApplyValue(absl::string_view key, absl::string_view value, AgentOpt
   const std::string v(absl::StripAsciiWhitespace(value));
   if (key == "controller") {
     o->controller = v;
+  } else if (key == "tls_cert") {
+    o->tls.cert = v;
+  } else if (key == "tls_key") {
+    o->tls.key = v;
+  } else if (key == "tls_ca") {
+    o->tls.ca = v;
+  } else if (key == "plaintext") {
+    if (!absl::SimpleAtob(v, &o->plaintext)) {
+      return Bad(key,
+                 absl::StrCat("'", absl::CHexEscape(v.substr(0, 64)), "' is not true or false"));
+    }
   } else if (key == "socket") {
     o->socket_path = v;
   } else if (key == "socket_group") {
@@ -230,7 +245,7 @@ absl::Status Validate(const AgentOptions& o) {
   if (absl::Status s = reduce::JobReducer::Validate(o.hub.reduce); !s.ok()) return s;
   if (absl::Status s = TelemetryBuffer::Validate(o.buffer); !s.ok()) return s;
   if (absl::Status s = common::Backoff::Validate(o.backoff, "backoff_"); !s.ok()) return s;
-  return absl::OkStatus();
+  return proto::CheckTlsSettings(o.tls, o.plaintext, "");
 }
 
 }  // namespace falcon::agent

@@ -9,6 +9,10 @@
 //
 // Keys (default) [accepted range, checked by Validate]:
 //   controller          controller address HOST:PORT, port in [1, 65535] (required)
+//   tls_cert, tls_key   this node's PEM certificate (naming the node in its SAN or CN) and key,
+//   tls_ca              and the cluster CA's certificate: mutual TLS to the controller
+//                       (docs/operations.md#tls); required unless plaintext
+//   plaintext           true: no TLS, for a local demo only (logged as a warning) (false)
 //   socket              unix socket the shims attach to (/run/falcon/agent.sock) [1-100 bytes]
 //   socket_group        group owning the socket (empty: the agent's group); mode is 0660
 //   node                node name (the host name) [1 to 256 bytes of UTF-8]
@@ -42,6 +46,7 @@
 #include "agent/shim_hub.h"
 #include "agent/telemetry_buffer.h"
 #include "common/backoff.h"
+#include "proto/grpc_tls.h"
 
 namespace falcon::agent {
 
@@ -52,6 +57,8 @@ inline constexpr uint64_t kMaxRawOpsPerRank = uint64_t{1} << 26;
 
 struct AgentOptions {
   std::string controller;
+  proto::TlsFiles tls;
+  bool plaintext = false;
   std::string socket_path = "/run/falcon/agent.sock";
   std::string socket_group;
   std::string node;      // Filled with the host name by FillDefaults when empty.

@@ -62,7 +62,16 @@ TEST(OptionsTest, ValidateAndDefaults) {
   EXPECT_FALSE(o.node.empty());
   EXPECT_EQ(o.agent_id, o.node);
   EXPECT_EQ(o.hub.node, o.node);
+  // TLS by default: the files, or plaintext said explicitly.
+  EXPECT_EQ(Validate(o).message(),
+            "tls_cert, tls_key, tls_ca: required (or plaintext for a local demo)");
+  o.tls.cert = "/etc/falcon/tls/node.pem";
+  EXPECT_EQ(Validate(o).message(), "tls_key: required with the other TLS files");
+  o.tls = {};
+  ASSERT_TRUE(ApplyValue("plaintext", "true", &o).ok());
   EXPECT_TRUE(Validate(o).ok());
+  EXPECT_EQ(ApplyValue("plaintext", "yes please", &o).message(),
+            "plaintext: 'yes please' is not true or false");
   o.summary_interval = absl::Minutes(2);
   EXPECT_EQ(Validate(o).message(), "summary_interval: 2m is not in [1ms, 1m]");
 }
@@ -71,7 +80,8 @@ TEST(OptionsTest, EveryListedKeyIsAccepted) {
   for (const std::string& key : OptionKeys()) {
     AgentOptions o;
     const bool numeric = key != "controller" && key != "socket" && key != "socket_group" &&
-                         key != "node" && key != "agent_id" && key != "metrics_listen";
+                         key != "node" && key != "agent_id" && key != "metrics_listen" &&
+                         key.rfind("tls_", 0) != 0;
     EXPECT_TRUE(ApplyValue(key, numeric ? "1" : "x", &o).ok()) << key;
   }
 }
@@ -82,6 +92,7 @@ TEST(OptionsTest, OutOfRangeSettingsAreNamed) {
   auto error = [](const std::string& key, const std::string& value) {
     AgentOptions o;
     o.controller = "127.0.0.1:7070";
+    o.plaintext = true;
     FillDefaults(&o);
     absl::Status s = ApplyValue(key, value, &o);
     if (s.ok()) s = Validate(o);
@@ -119,6 +130,7 @@ TEST(OptionsTest, OutOfRangeSettingsAreNamed) {
 TEST(OptionsTest, EmptyMetricsListenDisablesTheEndpoint) {
   AgentOptions o;
   o.controller = "127.0.0.1:7070";
+  o.plaintext = true;
   FillDefaults(&o);
   ASSERT_TRUE(ApplyValue("metrics_listen", "", &o).ok());
   EXPECT_EQ(o.metrics_listen, "");

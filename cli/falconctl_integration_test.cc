@@ -124,6 +124,7 @@ class ControllerProcess {
     log_ = data_dir + ".log";
     std::vector<std::string> argv = {Runfile("controller/falcon_controller"),
                                      "--listen=127.0.0.1:0",
+                                     "--plaintext",
                                      "--metrics_listen=127.0.0.1:0",
                                      absl::StrCat("--data_dir=", data_dir),
                                      "--tick=50ms",
@@ -264,7 +265,8 @@ class FalconctlTest : public ::testing::Test {
 
   static Result Ctl(std::vector<std::string> args) {
     const std::string shown = absl::StrJoin(args, " ");
-    args.insert(args.begin(), {Runfile("cli/falconctl"), "--controller", controller_->address()});
+    args.insert(args.begin(),
+                {Runfile("cli/falconctl"), "--plaintext", "--controller", controller_->address()});
     Result r = RunProcess(args);
     // A transcript for the README's examples (bazel-testlogs/.../test.outputs/transcript.txt).
     if (const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR"); dir != nullptr) {
@@ -325,12 +327,18 @@ TEST_F(FalconctlTest, UsageErrorsExitTwoAndDeadAddressExitsThree) {
   EXPECT_TRUE(absl::StrContains(no_dry_run.err, "--dry-run")) << no_dry_run;
 
   // Nothing listens on port 1: unavailable, named, exit 3 (also through $FALCON_CONTROLLER).
-  Result dead = RunProcess({bin, "--controller", "127.0.0.1:1", "--timeout", "5s", "jobs"});
+  // TLS by default: the files, or --plaintext said explicitly.
+  Result no_tls = RunProcess({bin, "--controller", "127.0.0.1:1", "jobs"});
+  EXPECT_EQ(no_tls.rc, 2) << no_tls;
+  EXPECT_TRUE(absl::StrContains(no_tls.err, "--tls_cert, --tls_key, --tls_ca: required")) << no_tls;
+  Result dead =
+      RunProcess({bin, "--plaintext", "--controller", "127.0.0.1:1", "--timeout", "5s", "jobs"});
   EXPECT_EQ(dead.rc, 3) << dead;
   EXPECT_TRUE(absl::StrContains(dead.err, "127.0.0.1:1")) << dead;
-  Result dead_env = RunProcess({bin, "events"}, {"FALCON_CONTROLLER=127.0.0.1:1"});
+  Result dead_env = RunProcess({bin, "events", "--plaintext"}, {"FALCON_CONTROLLER=127.0.0.1:1"});
   EXPECT_EQ(dead_env.rc, 3) << dead_env;
-  Result dead_watch = RunProcess({bin, "--controller=127.0.0.1:1", "events", "--watch"});
+  Result dead_watch =
+      RunProcess({bin, "--plaintext", "--controller=127.0.0.1:1", "events", "--watch"});
   EXPECT_EQ(dead_watch.rc, 3) << dead_watch;
 }
 
@@ -342,7 +350,7 @@ TEST_F(FalconctlTest, WholeStoryOfOneComputeFailSlow) {
   EXPECT_TRUE(absl::StrContains(jobs.out, "JOB")) << jobs;
   EXPECT_TRUE(absl::StrContains(jobs.out, kJob)) << jobs;
   EXPECT_TRUE(absl::StrContains(jobs.out, "4x2x1")) << jobs;
-  Result env_jobs = RunProcess({Runfile("cli/falconctl"), "jobs", "--json"},
+  Result env_jobs = RunProcess({Runfile("cli/falconctl"), "jobs", "--json", "--plaintext"},
                                {absl::StrCat("FALCON_CONTROLLER=", controller_->address())});
   ASSERT_EQ(env_jobs.rc, 0) << env_jobs;
   nlohmann::json jobs_json = Json(env_jobs);
@@ -402,8 +410,9 @@ TEST_F(FalconctlTest, WholeStoryOfOneComputeFailSlow) {
   EXPECT_TRUE(absl::StrContains(bad_rank.err, "slow_ranks[0]")) << bad_rank;
 
   // It recovers, while a watcher (subscribed: it printed the replayed open event) looks on.
-  Child watcher = Spawn({Runfile("cli/falconctl"), "--controller", controller_->address(), "events",
-                         "--watch", "--job", kJob, "--count", "2"});
+  Child watcher =
+      Spawn({Runfile("cli/falconctl"), "--plaintext", "--controller", controller_->address(),
+             "events", "--watch", "--job", kJob, "--count", "2"});
   const absl::Time replayed_by = absl::Now() + absl::Seconds(60);
   while (!absl::StrContains(watcher.out(), "\n") && absl::Now() < replayed_by) {
     absl::SleepFor(absl::Milliseconds(5));
@@ -570,16 +579,16 @@ TEST(FalconctlPagingTest, JobsListsEveryJobPastTheMessageSizeLimit) {
   }
   EXPECT_GT(bytes, size_t{4} << 20);
 
-  Result jobs = RunProcess(
-      {Runfile("cli/falconctl"), "--controller", controller.address(), "jobs", "--json"});
+  Result jobs = RunProcess({Runfile("cli/falconctl"), "--plaintext", "--controller",
+                            controller.address(), "jobs", "--json"});
   ASSERT_EQ(jobs.rc, 0) << jobs.err;
   nlohmann::json j = nlohmann::json::parse(jobs.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << jobs.err;
   ASSERT_EQ(j["jobs"].size(), 80u);
   EXPECT_EQ(j["jobs"][0]["job"], "paged-0-0");
   EXPECT_EQ(j["jobs"][79]["job"], "paged-1-9");
-  Result table =
-      RunProcess({Runfile("cli/falconctl"), "--controller", controller.address(), "jobs"});
+  Result table = RunProcess(
+      {Runfile("cli/falconctl"), "--plaintext", "--controller", controller.address(), "jobs"});
   ASSERT_EQ(table.rc, 0) << table.err;
   EXPECT_TRUE(absl::StrContains(table.out, "paged-1-39"));
 }

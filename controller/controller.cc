@@ -365,10 +365,10 @@ absl::Status Controller::OnAgentMessage(AgentSession* session,
     case falcon::v1::AgentMessage::kBatch:
       return OnBatch(session, message.batch());
     case falcon::v1::AgentMessage::kValidationResult:
-      OnValidationResult(message.validation_result());
+      OnValidationResult(*session, message.validation_result());
       return absl::OkStatus();
     case falcon::v1::AgentMessage::kDirectiveAck:
-      OnDirectiveAck(message.directive_ack());
+      OnDirectiveAck(*session, message.directive_ack());
       return absl::OkStatus();
     case falcon::v1::AgentMessage::kHeartbeat:
       return absl::OkStatus();
@@ -385,6 +385,59 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   if (std::optional<LimitRefusal> r = CheckHelloLimits(hello, options_.resource_limits)) {
     CountRefusal(*r);
     return r->status;
+  }
+  // Peer checks, before anything changes.
+  const std::string& agent_id = hello.agent_id();
+  if (session->authenticated) {
+    if (session->role == "operator" || session->role == "viewer") {
+      return absl::PermissionDeniedError(RefuseClaim(
+          *session, metrics::check::kNodeIdentity, "hello.node", "", agent_id,
+          absl::StrCat("the peer's certificate is a falconctl user's (OU=", session->role,
+                       "), not a node's")));
+    }
+    const auto& ids = session->identities;
+    if (std::find(ids.begin(), ids.end(), hello.node()) == ids.end()) {
+      return absl::PermissionDeniedError(RefuseClaim(
+          *session, metrics::check::kNodeIdentity, "hello.node", "", agent_id,
+          absl::StrCat("node '", hello.node(), "' does not match the peer's certificate (node ",
+                       absl::StrJoin(ids, ", "), ")")));
+    }
+    auto known = agents_.find(agent_id);
+    if (known != agents_.end() && !known->second.record.node().empty() &&
+        known->second.record.node() != hello.node()) {
+      return absl::PermissionDeniedError(RefuseClaim(
+          *session, metrics::check::kNodeIdentity, "hello.agent_id", "", agent_id,
+          absl::StrCat("agent '", agent_id, "' belongs to node '", known->second.record.node(),
+                       "', not to node '", hello.node(), "' the peer's certificate proves")));
+    }
+  }
+  if (hub_.IsConnected(agent_id)) {
+    auto live = live_peers_.find(agent_id);
+    return absl::PermissionDeniedError(RefuseClaim(
+        *session, metrics::check::kAgentIdLive, "hello.agent_id", "", agent_id,
+        absl::StrCat("agent '", agent_id, "' is live on another stream (peer ",
+                     live == live_peers_.end() ? "unknown" : live->second,
+                     "); a stream takes an agent id only once the stream holding it is gone")));
+  }
+  if (auto known = agents_.find(agent_id);
+      known != agents_.end() && hello.first_unacked_sequence() > 0) {
+    const uint64_t claimed = hello.first_unacked_sequence() - 1;
+    const uint64_t seen = known->second.tracker.highest_seen();
+    if (claimed > seen && claimed - seen > kMaxSequenceGap) {
+      return absl::PermissionDeniedError(RefuseClaim(
+          *session, metrics::check::kFirstUnackedSequence, "hello.first_unacked_sequence", "",
+          agent_id,
+          absl::StrCat(hello.first_unacked_sequence(), " lies beyond the highest sequence ", seen,
+                       " stored of this agent by more than ", kMaxSequenceGap,
+                       "; restarting the agent starts its buffer over")));
+    }
+  }
+  for (int i = 0; i < hello.jobs_size(); ++i) {
+    if (std::optional<Claim> c =
+            CheckRegistrationClaim(agent_id, hello.jobs(i), util::Indexed("hello.jobs", i))) {
+      return absl::PermissionDeniedError(
+          RefuseClaim(*session, c->check, c->field, hello.jobs(i).job(), agent_id, c->why));
+    }
   }
   if (absl::Status s = EnsureStore(); !s.ok()) {
     LOG(WARNING) << "agent refused: store unavailable agent=" << hello.agent_id()
@@ -438,6 +491,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   session->node = hello.node();
   session->hello_done = true;
   session->hub_session = hub_.Attach(hello.agent_id(), session->channel);
+  live_peers_[hello.agent_id()] = session->peer;
   for (const std::string& name : registered) {
     const registry::JobEntry* job = registry_.Find(name);
     LOG(INFO) << "job registered job=" << name << " agent=" << hello.agent_id()
@@ -570,6 +624,13 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
                                                            : "batch.registration.job",
                                absl::StrCat("RESOURCE_EXHAUSTED: ", r->status.message())));
     }
+    if (std::optional<Claim> c =
+            CheckRegistrationClaim(session->agent_id, batch.registration(), "batch.registration")) {
+      const std::string refused = RefuseClaim(
+          *session, c->check, c->field, batch.registration().job(), session->agent_id, c->why);
+      return Reject(session, batch.sequence(),
+                    util::MakeFieldError(c->field, absl::StrCat("PERMISSION_DENIED: ", refused)));
+    }
     // Merged in place (what it costs is the agent's part, not the job), and undone when the
     // batch's data is rejected below: a rejected batch changes nothing.
     undo.emplace();
@@ -644,8 +705,59 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   return absl::OkStatus();
 }
 
-void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) {
+std::string Controller::RefuseClaim(const AgentSession& session, const char* check,
+                                    absl::string_view field, absl::string_view job,
+                                    absl::string_view agent, absl::string_view why) {
+  LOG(WARNING) << "peer claim refused check=" << check << " job=" << (job.empty() ? "-" : job)
+               << " agent=" << agent << " peer=" << session.peer << " field=" << field
+               << " error=\"" << why << "\"";
+  if (metrics_ != nullptr) metrics_->PeerRefused(check);
+  return absl::StrCat(field, ": ", why, " (agent '", agent, "', peer ", session.peer, ")");
+}
+
+std::optional<Controller::Claim> Controller::CheckRegistrationClaim(
+    const std::string& agent_id, const falcon::v1::JobRegistration& reg,
+    const std::string& path) const {
+  const registry::JobEntry* job = registry_.Find(reg.job());
+  if (job == nullptr || job->parts().empty() || reg.epoch() <= job->epoch()) {
+    return std::nullopt;  // A new job, or no rise: the registry's merge checks the rest.
+  }
+  if (reg.epoch() - job->epoch() > kMaxEpochStep) {
+    return Claim{metrics::check::kEpoch, path + ".epoch",
+                 absl::StrCat(reg.epoch(), " raises the job's epoch ", job->epoch(),
+                              " by more than ", kMaxEpochStep)};
+  }
+  if (job->HasPart(agent_id)) return std::nullopt;
+  if (job->job().state() == falcon::v1::JOB_STATE_ENDED) return std::nullopt;
+  for (const std::string& other : job->AgentIds()) {
+    if (hub_.IsConnected(other) && !presence_.IsAway(job->name(), other)) {
+      return Claim{metrics::check::kEpoch, path + ".epoch",
+                   absl::StrCat(reg.epoch(), " would raise the epoch ", job->epoch(), " of job '",
+                                job->name(), "', in which this agent has no part, while agent '",
+                                other, "' reports it")};
+    }
+  }
+  return std::nullopt;
+}
+
+bool Controller::HoldsRank(const AgentSession& session, const registry::JobEntry* job,
+                           uint32_t rank) const {
+  if (job == nullptr) return true;  // The validators refuse it.
+  if (const std::string* holder = job->AgentOfRank(rank)) return *holder == session.agent_id;
+  return job->HasPart(session.agent_id);
+}
+
+void Controller::OnValidationResult(const AgentSession& session,
+                                    const falcon::v1::ValidationResult& result) {
   if (metrics_ != nullptr) metrics_->ValidationResult();
+  if (!HoldsRank(session, registry_.Find(result.job()), result.rank())) {
+    RefuseClaim(session, metrics::check::kValidationResultRank, "validation_result.rank",
+                result.job(), session.agent_id,
+                absl::StrCat("rank ", result.rank(), " of job '", result.job(),
+                             "' is not held by this agent's shims; result of task ",
+                             result.task_id(), " dropped"));
+    return;
+  }
   if (util::MaybeFieldError e =
           ingest::ValidateValidationResult(result, registry_.Find(result.job()), options_.limits)) {
     LOG(WARNING) << "validation result refused job=" << result.job() << " task=" << result.task_id()
@@ -669,9 +781,17 @@ void Controller::OnValidationResult(const falcon::v1::ValidationResult& result) 
                              " rank=", result.rank()));
 }
 
-void Controller::OnDirectiveAck(const falcon::v1::DirectiveAck& ack) {
+void Controller::OnDirectiveAck(const AgentSession& session, const falcon::v1::DirectiveAck& ack) {
   if (metrics_ != nullptr) metrics_->DirectiveAck();
   const registry::JobEntry* job = registry_.Find(ack.job());
+  if (!HoldsRank(session, job, ack.rank())) {
+    RefuseClaim(session, metrics::check::kDirectiveAckRank, "directive_ack.rank", ack.job(),
+                session.agent_id,
+                absl::StrCat("rank ", ack.rank(), " of job '", ack.job(),
+                             "' is not held by this agent's shims; ack of directive ",
+                             ack.directive_id(), " dropped"));
+    return;
+  }
   if (util::MaybeFieldError e = ingest::ValidateDirectiveAck(ack, job)) {
     LOG(WARNING) << "directive ack refused job=" << ack.job() << " directive=" << ack.directive_id()
                  << " rank=" << ack.rank() << " field=" << e->field() << " error=\"" << e->message()
@@ -715,6 +835,7 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
   LOG(INFO) << "agent disconnected agent=" << session->agent_id << " node=" << session->node
             << (current ? "" : " (an older stream; a newer one is connected)");
   if (current) {
+    live_peers_.erase(session->agent_id);
     for (const std::string& name : registry_.JobsOfAgent(session->agent_id)) {
       const registry::JobEntry* job = registry_.Find(name);
       if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;

@@ -25,6 +25,16 @@
 // directives and profiling are sent again then. Tick ends a job all of whose agents have been
 // away for job_end_grace, and removes the part of an agent connected but away that long.
 //
+// Peer checks (docs/operations.md#peer-checks): an agent acts only on what it owns. A hello for
+// an agent id live on another stream, a hello whose first_unacked_sequence lies more than
+// kMaxSequenceGap beyond the highest sequence the store holds of that agent, and a registration
+// that raises a job's epoch by more than kMaxEpochStep, or raises it from an agent without a part
+// in the job while an agent with a part reports it, are refused: the hello's stream ends with
+// PERMISSION_DENIED, a batch's registration gets a FieldError. Validation results and directive
+// acks for ranks the stream's agent does not hold are dropped. Every refusal names the field and
+// the peer, is logged (what, job, agent, peer) and counted in
+// falcon_controller_peer_refusals_total{check}; it changes nothing.
+//
 // Bounded state (docs/operations.md#retention-and-limits): a hello beyond a ResourceLimits limit
 // ends its stream with RESOURCE_EXHAUSTED (a batch's registration beyond one is rejected with a
 // FieldError saying so); a stream on which nothing arrives for stream_idle_timeout is closed and
@@ -36,6 +46,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +93,13 @@ struct RetentionOptions {
   absl::Duration SweepInterval() const;
 };
 
+// Largest rise of a job's epoch one registration may claim (a restart raises it by one).
+inline constexpr uint64_t kMaxEpochStep = 1024;
+// How far beyond the highest sequence the store holds of an agent its hello's
+// first_unacked_sequence may lie (batches numbered but lost with a broken stream):
+// the window of sequences the controller remembers above its watermark.
+inline constexpr uint64_t kMaxSequenceGap = ingest::SequenceTracker::kMaxStoredAbove;
+
 struct ControllerOptions {
   std::string controller_id = "falcon-controller";  // ControllerHello.controller_id.
   ingest::IngestLimits limits;
@@ -114,6 +132,11 @@ struct AgentSession {
   std::string agent_id;                         // Set by the hello.
   std::string node;
   std::string peer;  // The stream's peer address, for log lines (set by the adapter).
+  // Whether the peer presented a verified TLS certificate, and the names it proves (its SAN DNS
+  // names, else its CN); set by the adapter. Without TLS there is no identity to check.
+  bool authenticated = false;
+  std::vector<std::string> identities;
+  std::string role;  // The certificate's OU ("node"; "operator"/"viewer" are users').
   uint64_t hub_session = 0;
   bool hello_done = false;
   // Set by the controller: when the latest message arrived, and whether the stream has ended for
@@ -188,8 +211,24 @@ class Controller {
   absl::Status OnHello(AgentSession* session, const falcon::v1::AgentHello& hello);
   absl::Status OnBatch(AgentSession* session, const falcon::v1::TelemetryBatch& batch);
   absl::Status Reject(AgentSession* session, uint64_t sequence, falcon::v1::FieldError error);
-  void OnValidationResult(const falcon::v1::ValidationResult& result);
-  void OnDirectiveAck(const falcon::v1::DirectiveAck& ack);
+  void OnValidationResult(const AgentSession& session, const falcon::v1::ValidationResult& result);
+  void OnDirectiveAck(const AgentSession& session, const falcon::v1::DirectiveAck& ack);
+  // Peer checks (see the file comment). RefuseClaim logs and counts a refusal and returns its
+  // message "<field>: <why> (agent '<agent>', peer <peer>)" (a hello's stream ends with it as
+  // PERMISSION_DENIED).
+  std::string RefuseClaim(const AgentSession& session, const char* check, absl::string_view field,
+                          absl::string_view job, absl::string_view agent, absl::string_view why);
+  // Why `agent_id` may not register `reg` (the `check`, the field under `path`); nullopt: it may.
+  struct Claim {
+    const char* check;
+    std::string field;
+    std::string why;
+  };
+  std::optional<Claim> CheckRegistrationClaim(const std::string& agent_id,
+                                              const falcon::v1::JobRegistration& reg,
+                                              const std::string& path) const;
+  // The stream's agent holds `rank` of `job` (or nobody does and the agent has a part in it).
+  bool HoldsRank(const AgentSession& session, const registry::JobEntry* job, uint32_t rank) const;
   void EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow);
   // After a new imbalance analysis of `job`: the gauge, and a log line when findings change.
   void ImbalanceAnalysed(const registry::JobEntry& job);
@@ -245,6 +284,7 @@ class Controller {
     falcon::controller::v1::AgentRecord record;
   };
   absl::flat_hash_map<std::string, AgentState> agents_;
+  absl::flat_hash_map<std::string, std::string> live_peers_;  // Connected agent -> its peer.
   registry::JobPresence presence_;               // Agents away from their jobs, for job_end_grace.
   absl::flat_hash_set<AgentSession*> sessions_;  // Announced streams not yet disconnected.
   absl::Time next_sweep_ = absl::InfinitePast();

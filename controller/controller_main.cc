@@ -7,6 +7,8 @@
 //   --retention DURATION        ended jobs, events and directives are purged this long after
 //   --max_ranks_per_job N, --max_jobs_per_agent N, --max_streams_per_peer N   resource limits
 //   --stream_idle_timeout, --keepalive_time, --keepalive_timeout          dead-stream detection
+//   --tls_cert FILE, --tls_key FILE, --tls_ca FILE   mutual TLS on --listen (required unless
+//                               --plaintext, for a local demo: logged as a warning)
 // Prints "listening on HOST:PORT" and "metrics on HOST:PORT" on stdout once serving; SIGINT or
 // SIGTERM shuts down cleanly (ControllerServer::Shutdown), each step a glog line. Every flag is
 // checked before anything starts (addresses, paths, durations finite and within the range its
@@ -36,7 +38,20 @@
 #include "common/version.h"
 #include "controller/mitigation/orchestrator.h"
 #include "controller/service/controller_server.h"
+#include "proto/grpc_tls.h"
 
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate (chain) of the controller, for mutual TLS on --listen "
+          "(docs/operations.md#tls)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA certificate(s) that sign the agents' and falconctl users' certificates");
+ABSL_FLAG(absl::Duration, tls_refresh, absl::Seconds(60),
+          "how often the TLS files are read again (rotation without dropping streams), "
+          "[1s, 24h]");
+ABSL_FLAG(bool, plaintext, false,
+          "serve without TLS (a local demo only; logged as a warning); otherwise --tls_cert, "
+          "--tls_key and --tls_ca are required");
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "gRPC listen address HOST:PORT, port in [0, 65535] (0: any free)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9470",
@@ -113,6 +128,10 @@ std::string Host(const std::string& address) {
   return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
+falcon::proto::TlsFiles TlsFlags() {
+  return {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)};
+}
+
 // The checks of every flag that the libraries would take silently or report later without the
 // flag's name. The first failure, naming the flag.
 absl::Status CheckFlags() {
@@ -168,6 +187,7 @@ absl::Status CheckFlags() {
        absl::Hours(24)},
       {"--keepalive_timeout", absl::GetFlag(FLAGS_keepalive_timeout), absl::Seconds(1),
        absl::Hours(24)},
+      {"--tls_refresh", absl::GetFlag(FLAGS_tls_refresh), absl::Seconds(1), absl::Hours(24)},
   };
   for (const auto& d : durations) {
     if (absl::Status s = CheckDurationIn(d.value, d.flag, d.min, d.max); !s.ok()) return s;
@@ -201,7 +221,7 @@ absl::Status CheckFlags() {
       return absl::InvalidArgumentError(absl::StrCat(flag, ": ", ratio, " is not in (0, 10]"));
     }
   }
-  return absl::OkStatus();
+  return falcon::proto::CheckTlsSettings(TlsFlags(), absl::GetFlag(FLAGS_plaintext), "--");
 }
 
 }  // namespace
@@ -242,6 +262,8 @@ int main(int argc, char** argv) {
 
   falcon::controller::service::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.tls = TlsFlags();
+  options.tls_refresh = absl::GetFlag(FLAGS_tls_refresh);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.sync_writes = absl::GetFlag(FLAGS_sync_writes);

@@ -136,6 +136,10 @@ TEST_F(ControllerTest, HelloFirstThenAckEveryBatch) {
   falcon::v1::AgentMessage hello;
   hello.mutable_hello()->set_agent_id("a0");
   hello.mutable_hello()->set_node("node-0");
+  // Not while a0 is live on its stream (peer checks)...
+  EXPECT_EQ(c_->OnAgentMessage(&raw, hello).code(), absl::StatusCode::kPermissionDenied);
+  a.Disconnect(*c_);
+  raw = AgentSession();
   EXPECT_EQ(c_->OnAgentMessage(&raw, hello).code(), absl::StatusCode::kOk);  // Fresh session.
   AgentSession again = raw;
   EXPECT_EQ(c_->OnAgentMessage(&again, hello).code(), absl::StatusCode::kInvalidArgument);
@@ -393,7 +397,7 @@ TEST_F(ControllerTest, SilentAgentsTimeOutIntoAnUnknownVerdict) {
   req.set_job(spec_.job);
   ASSERT_TRUE(api.ForceValidation(req).ok());
   // Pause not acknowledged: validation starts after pause_ack_timeout; each task times out.
-  for (int k = 0; k < 40; ++k) {
+  for (int k = 0; k < 80; ++k) {  // 41 tasks (links both ways), one at a time.
     clock_.Advance(options_.localization.task_timeout);
     c_->Tick();
   }

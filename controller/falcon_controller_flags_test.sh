@@ -35,6 +35,7 @@ expect_refused "--data_dir: must not be empty" --data_dir=
 touch "$DIR/a-file"
 expect_refused "--data_dir: '$DIR/a-file' exists and is not a directory" --data_dir="$DIR/a-file"
 expect_refused "--controller_id: must be 1 to 256 bytes of UTF-8" --controller_id=$'\xff'
+printf -- '-----BEGIN CERTIFICATE-----\n' >"$DIR/c.pem"
 # Addresses.
 expect_refused "--listen: '127.0.0.1:99999': port '99999' is not in [0, 65535]" \
   --listen=127.0.0.1:99999
@@ -46,6 +47,16 @@ expect_refused "--detector_min_after: 11 is not in [1, 10]" --detector_min_after
 expect_refused "--validation_repeats: 0 is not in [1, 100]" --validation_repeats=0
 expect_refused "--validation_gemm_slow_ratio: nan is not in (0, 10]" \
   --validation_gemm_slow_ratio=nan
+# TLS: the three files, or an explicit --plaintext.
+expect_refused "--tls_cert, --tls_key, --tls_ca: required (or --plaintext for a local demo)"
+expect_refused "--tls_key: required with the other TLS files" --tls_cert="$DIR/a-file" \
+  --tls_ca="$DIR/a-file"
+expect_refused "TLS certificate '$DIR/a-file': not a PEM file" --tls_cert="$DIR/a-file" \
+  --tls_key="$DIR/a-file" --tls_ca="$DIR/a-file"
+expect_refused "TLS CA '$DIR/none.pem'" --tls_cert="$DIR/c.pem" --tls_key="$DIR/c.pem" \
+  --tls_ca="$DIR/none.pem"
+expect_refused "--plaintext: not with --tls_cert, --tls_key, --tls_ca" --plaintext \
+  --tls_cert="$DIR/a-file"
 # A flags-only program: a stray argument is not ignored.
 expect_refused "unexpected argument 'stray'" stray
 [ -e "$DIR/data" ] && fail "a refused start created --data_dir"

@@ -132,7 +132,7 @@ int Run() {
   } cleanup{dir};
 
   common::SpawnOptions spawn;
-  spawn.argv = {*binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+  spawn.argv = {*binary, "--listen=127.0.0.1:0", "--plaintext", "--metrics_listen=127.0.0.1:0",
                 absl::StrCat("--data_dir=", dir, "/data"), "--tick=50ms",
                 // A job ends once its agent has been away from it this long (the hello after
                 // its own does not list it).

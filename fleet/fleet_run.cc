@@ -133,6 +133,7 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   common::SpawnOptions spawn;
   spawn.argv = {*controller_bin,
                 "--listen=127.0.0.1:0",
+                "--plaintext",  // Loopback (docs/operations.md#tls).
                 "--metrics_listen=127.0.0.1:0",
                 absl::StrCat("--data_dir=", dir, "/data"),
                 "--tick=100ms",

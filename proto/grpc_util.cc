@@ -18,9 +18,9 @@ absl::Status CheckPort(const std::string& address) {
 
 }  // namespace
 
-absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
-                                              const std::vector<grpc::Service*>& services,
-                                              const GrpcKeepalive& keepalive) {
+absl::StatusOr<StartedServer> StartGrpcServer(
+    const std::string& address, const std::vector<grpc::Service*>& services,
+    const GrpcKeepalive& keepalive, std::shared_ptr<grpc::ServerCredentials> credentials) {
   if (absl::Status s = CheckPort(address); !s.ok()) return s;
   const bool pings = keepalive.time != absl::ZeroDuration();
   if (pings) {
@@ -37,7 +37,9 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
   // No SO_REUSEPORT: a second server on a port in use must fail, not split the clients.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   StartedServer started;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
+  builder.AddListeningPort(address,
+                           credentials != nullptr ? credentials : grpc::InsecureServerCredentials(),
+                           &started.port);
   builder.SetMaxReceiveMessageSize(64 << 20);
   if (pings) {
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,

@@ -30,16 +30,17 @@ struct GrpcKeepalive {
 };
 
 // Starts a server on `address` ("127.0.0.1:0" picks a free port; "unix:/path" for a unix socket)
-// serving `services`, with gRPC server reflection enabled. Insecure credentials (loopback and
-// node-local sockets; put TLS in front for anything else).
+// serving `services`, with gRPC server reflection enabled, with `credentials` (null: insecure,
+// for node-local unix sockets and the plaintext demo; proto/grpc_tls.h makes TLS ones).
 // The port is bound exclusively (no SO_REUSEPORT): a port already in use is an error.
 // `keepalive` (see above) applies to every connection.
 // Errors: kInvalidArgument for a TCP address that common::ParseHostPort refuses (a port missing
 // or outside [0, 65535], a malformed host), or keepalive durations out of range;
 // kUnavailable when the address cannot be bound (in use, no such interface).
-absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
-                                              const std::vector<grpc::Service*>& services,
-                                              const GrpcKeepalive& keepalive = GrpcKeepalive());
+absl::StatusOr<StartedServer> StartGrpcServer(
+    const std::string& address, const std::vector<grpc::Service*>& services,
+    const GrpcKeepalive& keepalive = GrpcKeepalive(),
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);

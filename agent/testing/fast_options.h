@@ -1,6 +1,7 @@
-// Agent options for integration tests against a controller on loopback: node "n1" (agent id
-// "agent-n1"), no metrics listener, summaries every 20 ms, reconnects after 20 ms (at most 200 ms)
-// so a restarted controller is found again within a test's patience.
+// Agent options for integration tests against a controller on loopback: plaintext (loopback;
+// docs/operations.md#tls), node "n1" (agent id "agent-n1"), no metrics listener, summaries every 20
+// ms, reconnects after 20 ms (at most 200 ms) so a restarted controller is found again within a
+// test's patience.
 #ifndef FALCON_AGENT_TESTING_FAST_OPTIONS_H_
 #define FALCON_AGENT_TESTING_FAST_OPTIONS_H_
 
@@ -15,6 +16,7 @@ inline AgentOptions FastAgentOptions(const std::string& controller,
                                      const std::string& socket_path) {
   AgentOptions o;
   o.controller = controller;
+  o.plaintext = true;
   o.socket_path = socket_path;
   o.node = "n1";
   o.agent_id = "agent-n1";

@@ -165,4 +165,15 @@ absl::StatusOr<std::vector<SlowLink>> FindSlowLinks(const PassPlan& plan,
   return slow;
 }
 
+PassPlan Reversed(const PassPlan& plan) {
+  PassPlan out;
+  for (const std::vector<LinkPair>& pass : plan.passes) {
+    std::vector<LinkPair> back;
+    back.reserve(pass.size());
+    for (const LinkPair& l : pass) back.push_back({l.dst, l.src});
+    out.passes.push_back(std::move(back));
+  }
+  return out;
+}
+
 }  // namespace falcon::analysis::detect

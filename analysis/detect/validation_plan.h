@@ -6,7 +6,10 @@
 //   odd -> next even); odd N, the same plus a 3rd pass for the closing link r[N-1] -> r[0];
 // - binary tree (links child -> parent): left children at even depth, right children at even
 //   depth, left children at odd depth, right children at odd depth: at most 4 passes.
-// Every transfer has the same size, so a slow link simply takes longer than the others.
+// Every transfer has the same size, so a slow link simply takes longer than the others. A transfer
+// moves its bytes one way (src -> dst, then a 1-byte ack back), so a pass measures one direction;
+// Reversed() gives the passes of the other, and with both a one-way fault is found with its
+// direction.
 #ifndef FALCON_ANALYSIS_DETECT_VALIDATION_PLAN_H_
 #define FALCON_ANALYSIS_DETECT_VALIDATION_PLAN_H_
 
@@ -45,6 +48,9 @@ struct TreeEdge {
 // two parents, a parent with two left (or right) children, a self-loop, no single root, or a
 // cycle. No edges: no passes.
 absl::StatusOr<PassPlan> PlanTreePasses(absl::Span<const TreeEdge> edges);
+
+// The same passes with every link turned around (dst -> src): still non-overlapping.
+PassPlan Reversed(const PassPlan& plan);
 
 // The binary tree in heap layout over `ranks`: ranks[i]'s children are ranks[2i+1] (left) and
 // ranks[2i+2] (right).

@@ -131,5 +131,18 @@ TEST(FindSlowLinksTest, RejectsIncompleteOrForeignMeasurements) {
   EXPECT_FALSE(FindSlowLinks(plan, m, 0).ok());
 }
 
+TEST(ReversedTest, TurnsEveryLinkAroundAndKeepsPassesDisjoint) {
+  const PassPlan ring = *PlanRingPasses({10, 11, 12, 13});
+  const PassPlan back = Reversed(ring);
+  ASSERT_EQ(back.passes.size(), ring.passes.size());
+  for (size_t p = 0; p < ring.passes.size(); ++p) {
+    ASSERT_EQ(back.passes[p].size(), ring.passes[p].size());
+    for (size_t i = 0; i < ring.passes[p].size(); ++i) {
+      EXPECT_EQ(back.passes[p][i], (LinkPair{ring.passes[p][i].dst, ring.passes[p][i].src}));
+    }
+  }
+  EXPECT_TRUE(Reversed(PassPlan()).passes.empty());
+}
+
 }  // namespace
 }  // namespace falcon::analysis::detect

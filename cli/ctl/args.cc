@@ -27,7 +27,10 @@ constexpr char kGlobalFooter[] =
     "Global flags (before or after the command):\n"
     "  --controller HOST:PORT      default $FALCON_CONTROLLER, else 127.0.0.1:7070\n"
     "  --timeout D                 per-call deadline, e.g. 5s, 500ms, 2.5 (default 10s)\n"
-    "  --json                      one JSON document instead of tables";
+    "  --json                      one JSON document instead of tables\n"
+    "  --tls_cert, --tls_key, --tls_ca FILE   your client certificate, its key and the cluster\n"
+    "                              CA (default $FALCON_TLS_CERT, $FALCON_TLS_KEY, $FALCON_TLS_CA)\n"
+    "  --plaintext                 no TLS (a local demo only)";
 
 constexpr char kExitCodes[] =
     "Exit codes: 0 ok, 1 not found, 2 usage or invalid argument, 3 controller unavailable,\n"
@@ -132,6 +135,10 @@ class Grammar {
         ->type_name("D")
         ->check(TimeoutError);
     app_.add_flag("--json", inv_.json, "one JSON document instead of tables");
+    app_.add_option("--tls_cert", inv_.tls_cert, "your PEM client certificate")->type_name("FILE");
+    app_.add_option("--tls_key", inv_.tls_key, "its PEM private key")->type_name("FILE");
+    app_.add_option("--tls_ca", inv_.tls_ca, "the cluster CA's PEM certificate")->type_name("FILE");
+    app_.add_flag("--plaintext", inv_.plaintext, "no TLS (a local demo only)");
 
     Command("jobs", "List jobs: state, layout, epoch, iteration, iteration time, events.");
 

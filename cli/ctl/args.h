@@ -5,7 +5,10 @@
 //   falconctl [global flags] COMMAND [ARGS...] [flags]
 //   global flags (before or after the command): --controller HOST:PORT (default
 //     $FALCON_CONTROLLER, else 127.0.0.1:7070; port in [1, 65535]), --timeout DURATION (per call;
-//     "5s", "500ms" or seconds; default 10s), --json, --help/-h.
+//     "5s", "500ms" or seconds; default 10s), --json, --help/-h, and mutual TLS to the controller
+//     (docs/operations.md#tls): --tls_cert FILE, --tls_key FILE, --tls_ca FILE (defaults
+//     $FALCON_TLS_CERT, $FALCON_TLS_KEY, $FALCON_TLS_CA), or --plaintext for a local demo;
+//     Main refuses a call with neither (proto::CheckTlsSettings).
 //   Flags take `--name=value` or `--name value`; booleans take no value. Dashed flags also take
 //   their snake_case spelling (--dry_run, --max_points, --slow_ranks, --slow_links).
 //
@@ -46,6 +49,8 @@ struct Invocation {
   std::string controller = kDefaultController;  // HOST:PORT, checked.
   absl::Duration timeout = absl::Seconds(10);   // Per-call deadline, > 0 and finite.
   bool json = false;
+  std::string tls_cert, tls_key, tls_ca;  // PEM files; empty: unset.
+  bool plaintext = false;
 
   // job, validate, plan, export: the JOB positional; events, directives: --job (empty: all
   // jobs); settings: the optional JOB (empty: the defaults for new jobs).

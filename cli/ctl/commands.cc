@@ -1,5 +1,6 @@
 #include "cli/ctl/commands.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "cli/ctl/render.h"
 #include "cli/ctl/settings_kv.h"
 #include "nlohmann/json.hpp"
+#include "proto/grpc_tls.h"
 
 namespace falcon::cli::ctl {
 namespace {
@@ -391,7 +393,24 @@ int Main(const std::vector<std::string>& args, const std::string& env_controller
     out << inv->help_text;
     return kExitOk;
   }
-  auto channel = grpc::CreateChannel(inv->controller, grpc::InsecureChannelCredentials());
+  proto::TlsFiles tls{inv->tls_cert, inv->tls_key, inv->tls_ca};
+  for (auto [value, env] :
+       {std::make_pair(&tls.cert, "FALCON_TLS_CERT"), std::make_pair(&tls.key, "FALCON_TLS_KEY"),
+        std::make_pair(&tls.ca, "FALCON_TLS_CA")}) {
+    const char* v = std::getenv(env);
+    if (value->empty() && !inv->plaintext && v != nullptr) *value = v;
+  }
+  if (absl::Status s = proto::CheckTlsSettings(tls, inv->plaintext, "--"); !s.ok()) {
+    err << "falconctl: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      proto::MakeChannelCredentials(tls);
+  if (!credentials.ok()) {
+    err << "falconctl: " << credentials.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto channel = grpc::CreateChannel(inv->controller, *credentials);
   auto stub = Control::NewStub(channel);
   return RunCommand(*inv, *stub, out, err);
 }

@@ -280,6 +280,11 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
       if (auto p = analysis::detect::PlanTreePasses(analysis::detect::HeapTree(ring)); p.ok())
         plans.push_back(*p);
     }
+    // A ring of 2 already has both directions (0 -> 1 -> 0).
+    if (options_.both_directions && ring.size() > 2) {
+      const size_t planned = plans.size();
+      for (size_t i = 0; i < planned; ++i) plans.push_back(analysis::detect::Reversed(plans[i]));
+    }
     uint32_t pass_index = 0;
     for (const analysis::detect::PassPlan& plan : plans) {
       for (const std::vector<analysis::detect::LinkPair>& pass : plan.passes) {

@@ -65,6 +65,9 @@ struct LocalizationOptions {
   uint64_t link_bytes = 64ull << 20;
   // Also validate the links of a binary (heap) tree over each suspect comm (NCCL may use trees).
   bool tree_passes = true;
+  // Also validate every planned link the other way round (Reversed passes: twice the link
+  // tasks), so that a one-way fault is found with its direction.
+  bool both_directions = true;
   VerdictOptions verdict;
 
   absl::Status Validate() const;

@@ -91,12 +91,18 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   }
   std::vector<std::pair<double, falcon::v1::Link>> slow_links;
   std::set<std::pair<uint32_t, uint32_t>> seen_links;
+  // Directed link -> its time over its communicator's median (the largest when in several).
+  std::map<std::pair<uint32_t, uint32_t>, double> link_ratio_of;
   for (const auto& [comm, per_link] : links) {
     v.links_measured += static_cast<int>(per_link.size());
     if (per_link.size() < 2) continue;
     std::vector<double> d;
     for (const auto& [link, x] : per_link) d.push_back(x);
     double median = common::Median(d);
+    for (const auto& [link, x] : per_link) {
+      double& r = link_ratio_of[link];
+      r = std::max(r, x / median);
+    }
     for (const auto& [link, x] : per_link) {
       if (x > median * (1 + options.link_slow_ratio) && seen_links.insert(link).second) {
         falcon::v1::Link l;
@@ -124,6 +130,21 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
     for (const auto& [r, link] : slow_links) v.links.push_back(link);
     v.reason = absl::StrFormat("link %d->%d takes %.2fx the median of its communicator's links",
                                v.links[0].src_rank(), v.links[0].dst_rank(), link_ratio);
+    for (const falcon::v1::Link& l : v.links) {
+      auto reverse = link_ratio_of.find({l.dst_rank(), l.src_rank()});
+      if (reverse == link_ratio_of.end()) continue;
+      const bool slow_back = reverse->second > 1 + options.link_slow_ratio;
+      if (!slow_back) v.one_way_links.push_back(l);
+      if (&l == &v.links[0]) {
+        if (slow_back) {
+          absl::StrAppendFormat(&v.reason, "; both directions: %d->%d takes %.2fx", l.dst_rank(),
+                                l.src_rank(), reverse->second);
+        } else {
+          absl::StrAppendFormat(&v.reason, "; one way: the reverse %d->%d is %.1fx faster",
+                                l.dst_rank(), l.src_rank(), link_ratio / reverse->second);
+        }
+      }
+    }
     v.link_endpoints = SlowEndpoints(links, options.link_slow_ratio);
     for (uint32_t rank : v.link_endpoints) {
       absl::StrAppendFormat(&v.reason,

@@ -6,7 +6,8 @@
 // of each communicator then go through pairwise localization
 // (docs/algorithms.md#pairwise-localization; a pair slow in either direction is slow): a rank
 // all of whose (at least 2) links are slow is named as the slow end (its NIC or its node) rather
-// than as separate links. Pure.
+// than as separate links. A slow link whose reverse direction was measured fine is one-way (the
+// reason says so, with the reverse's ratio). Pure.
 #ifndef FALCON_CONTROLLER_DETECTION_VERDICT_H_
 #define FALCON_CONTROLLER_DETECTION_VERDICT_H_
 
@@ -31,6 +32,9 @@ struct Verdict {
   // Communication: ranks every measured link of which is slow (pairwise localization), their
   // links being in `links`. Ascending.
   std::vector<uint32_t> link_endpoints;
+  // Communication: those of `links` whose reverse direction was measured and is not slow (a
+  // one-way fault), in the order of `links`.
+  std::vector<falcon::v1::Link> one_way_links;
   double ratio = 0;  // Slowest culprit / median; 0 when none.
   int gemm_ranks_measured = 0;
   int links_measured = 0;

@@ -70,6 +70,34 @@ TEST(VerdictTest, SlowLinkIsCommunication) {
   EXPECT_EQ(v.links_measured, 4);
 }
 
+// Both directions measured (a ring and its reversed passes): 2->3 slow while 3->2 is fine is a
+// one-way fault, reported with its direction; slow both ways is said too.
+TEST(VerdictTest, OneWayFaultIsReportedWithItsDirection) {
+  auto ring_both_ways = [](int64_t slow_fwd, int64_t slow_back) {
+    std::vector<ValidationResult> results;
+    for (uint32_t r = 0; r < 4; ++r) {
+      const uint32_t next = (r + 1) % 4;
+      results.push_back(LinkResult(2, r, next, r == 2 ? slow_fwd : 1000 + r));
+      results.push_back(LinkResult(3, next, r, r == 2 ? slow_back : 1001 + r));
+    }
+    return JudgeValidation({Pass(2, 9), Pass(3, 9)}, results, {});
+  };
+  Verdict v = ring_both_ways(2500, 1002);
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION);
+  ASSERT_EQ(v.links.size(), 1u);
+  EXPECT_EQ(v.links[0].src_rank(), 2u);
+  EXPECT_EQ(v.links[0].dst_rank(), 3u);
+  ASSERT_EQ(v.one_way_links.size(), 1u);
+  EXPECT_EQ(v.one_way_links[0].src_rank(), 2u);
+  EXPECT_NE(v.reason.find("; one way: the reverse 3->2 is 2.5x faster"), std::string::npos)
+      << v.reason;
+
+  v = ring_both_ways(2500, 2400);
+  EXPECT_EQ(v.links.size(), 2u);
+  EXPECT_TRUE(v.one_way_links.empty());
+  EXPECT_NE(v.reason.find("; both directions: 3->2 takes 2.3"), std::string::npos) << v.reason;
+}
+
 // A DP ring of 6 ranks (links r -> r+1): rank 3's NIC makes both of its links slow, and they are
 // named as rank 3's, not as two unrelated links; a single slow link names no endpoint.
 TEST(VerdictTest, EveryLinkOfOneRankSlowNamesTheRank) {

@@ -33,6 +33,8 @@ class SequenceTracker {
   // Highest contiguous stored sequence (ControllerHello.acked_sequence).
   uint64_t acked_sequence() const { return acked_; }
   size_t stored_above_count() const { return above_.size(); }
+  // Highest sequence stored (or rejected): what the agent has been seen to send.
+  uint64_t highest_seen() const { return above_.empty() ? acked_ : *above_.rbegin(); }
 
   // Writes the dedup state into `record` (acked_sequence, stored_above).
   void ToRecord(falcon::controller::v1::AgentRecord* record) const;

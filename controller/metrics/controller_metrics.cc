@@ -64,6 +64,7 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
               .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
                                                                1e-2, 3e-2, 0.1, 0.3, 1})),
       repair_lost_(AddGaugeFamily(registry, kStoreRepairLost)),
+      peer_refusals_(AddCounterFamily(registry, kPeerRefusals)),
       purged_(AddCounterFamily(registry, kRetentionPurged)),
       refusals_(AddCounterFamily(registry, kLimitRefusals)),
       idle_timeouts_(AddCounterFamily(registry, kStreamIdleTimeouts).Add({})),
@@ -71,6 +72,7 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
   AddGaugeFamily(registry, kBuildInfo).Add({{"version", version}}).Set(1);
   // Every known site from the start, so the series exist (at 0) before the first error.
   for (const common::metrics::ErrorSite& site : kErrorSites) errors_.Add({{"where", site.where}});
+  for (const char* check : kPeerChecks) peer_refusals_.Add({{"check", check}});
 }
 
 prometheus::Gauge& ControllerMetrics::EventsGauge(falcon::v1::EventState state,
@@ -171,6 +173,10 @@ void ControllerMetrics::StoreWrite(absl::Duration latency, bool ok) {
 void ControllerMetrics::RetentionPurged(absl::string_view kind, uint64_t n) {
   if (n == 0) return;
   purged_.Add({{"kind", std::string(kind)}}).Increment(static_cast<double>(n));
+}
+
+void ControllerMetrics::PeerRefused(absl::string_view check) {
+  peer_refusals_.Add({{"check", std::string(check)}}).Increment();
 }
 
 void ControllerMetrics::LimitRefused(absl::string_view limit) {

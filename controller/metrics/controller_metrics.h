@@ -70,6 +70,8 @@ class ControllerMetrics : public common::ErrorCounter {
   // A registration or stream refused with RESOURCE_EXHAUSTED; `limit` names the flag
   // ("max_ranks_per_job", "max_jobs_per_agent", "max_streams_per_peer").
   void LimitRefused(absl::string_view limit);
+  // An agent message refused by a peer check (metrics::check).
+  void PeerRefused(absl::string_view check);
   // An agent stream closed by the idle timeout.
   void StreamIdleTimeout() { idle_timeouts_.Increment(); }
   // An error handled by logging it and going on: falcon_controller_errors_total{where}.
@@ -101,6 +103,7 @@ class ControllerMetrics : public common::ErrorCounter {
   prometheus::Counter& write_errors_;
   prometheus::Histogram& sync_latency_;
   prometheus::Family<prometheus::Gauge>& repair_lost_;
+  prometheus::Family<prometheus::Counter>& peer_refusals_;
   prometheus::Family<prometheus::Counter>& purged_;
   prometheus::Family<prometheus::Counter>& refusals_;
   prometheus::Counter& idle_timeouts_;

@@ -110,8 +110,21 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   proto::GrpcKeepalive keepalive;
   keepalive.time = options.keepalive_time;
   keepalive.timeout = options.keepalive_timeout;
-  auto started =
-      proto::StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()}, keepalive);
+  if (options.tls_refresh < absl::Seconds(1) || options.tls_refresh > absl::Hours(24)) {
+    return absl::InvalidArgumentError("tls_refresh: must be in [1s, 24h]");
+  }
+  auto credentials = proto::MakeServerCredentials(options.tls, options.tls_refresh);
+  if (!credentials.ok()) {
+    s->Shutdown();
+    return credentials.status();
+  }
+  if (options.tls.plaintext()) {
+    LOG(WARNING) << "plaintext gRPC on " << options.listen
+                 << ": no TLS, any peer that reaches the port is trusted (local demo only; give "
+                    "--tls_cert, --tls_key, --tls_ca)";
+  }
+  auto started = proto::StartGrpcServer(options.listen, {s->telemetry_.get(), s->control_.get()},
+                                        keepalive, *credentials);
   if (!started.ok()) {
     s->Shutdown();
     return started.status();

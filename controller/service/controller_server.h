@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "controller/controller.h"
 #include "controller/detection/mitigation_hook.h"
+#include "proto/grpc_tls.h"
 
 namespace prometheus {
 class Exposer;
@@ -42,6 +43,13 @@ class StreamLimiter;
 struct ServerOptions {
   // gRPC address; port 0 picks a free one (see port()). Default 127.0.0.1:7070.
   std::string listen = "127.0.0.1:7070";
+  // Mutual TLS on `listen` (docs/operations.md#tls): every client presents a certificate signed
+  // by tls.ca, and an agent's must name the node its hello claims. Empty: plaintext (logged as a
+  // warning at start).
+  proto::TlsFiles tls;
+  // How often the TLS files are read again: a rotated certificate serves new connections, open
+  // agent streams stay up. [1 s, 24 h]. Default 60 s.
+  absl::Duration tls_refresh = absl::Seconds(60);
   // Prometheus endpoint address; "" = none. Port 0 picks a free one (see metrics_port()).
   std::string metrics_listen;
   // RocksDB directory; "" keeps state in memory (lost on exit; tests only).

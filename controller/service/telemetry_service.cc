@@ -1,8 +1,11 @@
 #include "controller/service/telemetry_service.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "controller/service/write_queue.h"
+#include "proto/grpc_tls.h"
 #include "proto/grpc_util.h"
 
 namespace falcon::controller::service {
@@ -35,13 +38,17 @@ class RefusedReactor : public Reactor {
 
 class ConnectReactor : public Reactor {
  public:
-  ConnectReactor(EventLoop* loop, Controller* controller, StreamLimiter* limiter, std::string peer)
+  ConnectReactor(EventLoop* loop, Controller* controller, StreamLimiter* limiter, std::string peer,
+                 bool authenticated, std::vector<std::string> identities, std::string role)
       : loop_(loop),
         controller_(controller),
         limiter_(limiter),
         channel_(std::make_shared<StreamChannel>(this)) {
     session_.channel = channel_;
     session_.peer = std::move(peer);
+    session_.authenticated = authenticated;
+    session_.identities = std::move(identities);
+    session_.role = std::move(role);
     // Before the first read: the loop runs it before any message of the stream.
     loop_->Post([this] { controller_->OnAgentConnected(&session_); });
     StartRead(&in_);
@@ -109,7 +116,16 @@ Reactor* TelemetryService::Connect(grpc::CallbackServerContext* context) {
   if (absl::Status s = limiter_->Admit(peer, "Telemetry.Connect"); !s.ok()) {
     return new RefusedReactor(s);
   }
-  return new ConnectReactor(loop_, controller_, limiter_, std::move(peer));
+  std::vector<std::string> identities;
+  std::string role;
+  bool authenticated = false;
+  if (std::shared_ptr<const grpc::AuthContext> auth = context->auth_context()) {
+    authenticated = auth->IsPeerAuthenticated();
+    identities = proto::PeerIdentities(*auth);
+    role = proto::PeerRole(*auth);
+  }
+  return new ConnectReactor(loop_, controller_, limiter_, std::move(peer), authenticated,
+                            std::move(identities), std::move(role));
 }
 
 }  // namespace falcon::controller::service

@@ -17,7 +17,7 @@ LoopbackAgent::~LoopbackAgent() { Close(); }
 
 absl::Status LoopbackAgent::Connect(const std::string& target, absl::Duration timeout) {
   Close();
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(target, credentials_);
   stub_ = falcon::v1::Telemetry::NewStub(channel);
   context_ = std::make_unique<grpc::ClientContext>();
   stream_ = stub_->Connect(context_.get());

@@ -45,6 +45,10 @@ class LoopbackAgent {
   absl::StatusOr<grpc::Status> WaitClosed(absl::Duration timeout);
 
   void set_responder(Responder responder);
+  // Credentials of the next Connect (default: insecure).
+  void set_credentials(std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    credentials_ = std::move(credentials);
+  }
   bool profiling(const std::string& job) const;
   uint64_t hello_acked_sequence() const;
   // BatchAcks that carried a FieldError.
@@ -61,6 +65,7 @@ class LoopbackAgent {
   const std::vector<uint32_t> ranks_;
   const std::vector<falcon::v1::JobRegistration> jobs_;
 
+  std::shared_ptr<grpc::ChannelCredentials> credentials_ = grpc::InsecureChannelCredentials();
   std::unique_ptr<falcon::v1::Telemetry::Stub> stub_;
   std::unique_ptr<grpc::ClientContext> context_;
   std::unique_ptr<grpc::ClientReaderWriter<falcon::v1::AgentMessage, falcon::v1::ControllerMessage>>

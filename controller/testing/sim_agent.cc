@@ -11,6 +11,9 @@ SimAgent::SimAgent(std::string agent_id, std::string node, std::vector<uint32_t>
 
 absl::Status SimAgent::Connect(Controller& c, const std::vector<falcon::v1::JobRegistration>& jobs,
                                uint64_t first_unacked_sequence) {
+  // A stream that said hello is gone before the next one opens (an agent id is live on one
+  // stream at a time).
+  if (session_.hello_done && !session_.ended) Disconnect(c);
   channel_ = std::make_shared<FakeAgentChannel>();
   session_ = AgentSession();
   session_.channel = channel_;

@@ -32,7 +32,8 @@ class SimAgent {
  public:
   SimAgent(std::string agent_id, std::string node, std::vector<uint32_t> ranks);
 
-  // Opens a stream (a new session) and sends AgentHello.
+  // Opens a stream (a new session; the previous one, if live, ends first: an agent id is live on
+  // one stream at a time) and sends AgentHello.
   absl::Status Connect(Controller& c, const std::vector<falcon::v1::JobRegistration>& jobs,
                        uint64_t first_unacked_sequence = 0);
   // The stream ends (as when the process or the network goes away).

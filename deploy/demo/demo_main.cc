@@ -178,6 +178,8 @@ int main(int argc, char** argv) {
             << " on " << options.scenario.nodes << " emulated nodes, " << iterations
             << " iterations planned\n";
   for (const auto& f : options.scenario.faults) std::cout << "  inject: " << f.Describe() << "\n";
+  std::cout << "  warning: plaintext gRPC on 127.0.0.1 (no TLS between the demo's controller, "
+               "agents and falconctl); a cluster uses mutual TLS (docs/operations.md#tls)\n";
   std::cout << "  logs and controller data: " << options.work_dir << "\n"
             << "live: time, iteration, iteration time, job state, active event (Ctrl-C stops)"
             << std::endl;

@@ -37,6 +37,15 @@ check_static() {
 
 check_static "$AGENT_UNIT" /usr/local/bin/falcon-agent "$AGENT"
 check_static "$CONTROLLER_UNIT" /usr/local/bin/falcon-controller "$CONTROLLER"
+# TLS by default: both daemons load their certificates as credentials, neither says --plaintext.
+for unit in "$AGENT_UNIT" "$CONTROLLER_UNIT"; do
+  grep -q -- '--plaintext' "$unit" && fail "$(basename "$unit"): --plaintext in a shipped unit"
+  for flag in tls_cert tls_key tls_ca; do
+    grep -q -- "--$flag %d/" "$unit" || fail "$(basename "$unit"): no --$flag from LoadCredential"
+  done
+  grep -q '^LoadCredential=ca.pem:/etc/falcon/tls/ca.pem$' "$unit" ||
+    fail "$(basename "$unit"): the CA is not loaded with LoadCredential="
+done
 grep -qx 'StateDirectory=falcon-controller' "$CONTROLLER_UNIT" ||
   fail "falcon-controller.service: StateDirectory=falcon-controller missing"
 grep -q -- '--data_dir /var/lib/falcon-controller' "$CONTROLLER_UNIT" ||

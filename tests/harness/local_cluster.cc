@@ -204,7 +204,7 @@ absl::StatusOr<std::vector<std::string>> LocalCluster::AwaitLines(
 
 absl::Status LocalCluster::StartController(int port) {
   std::vector<std::string> args = {
-      options_.controller_binary, absl::StrCat("--listen=127.0.0.1:", port),
+      options_.controller_binary, absl::StrCat("--listen=127.0.0.1:", port), "--plaintext",
       "--metrics_listen=127.0.0.1:0", absl::StrCat("--data_dir=", data_dir_)};
   args.insert(args.end(), options_.controller_args.begin(), options_.controller_args.end());
   controller_ = Child{"controller", std::nullopt, std::nullopt};
@@ -228,6 +228,7 @@ absl::Status LocalCluster::StartAgent(int node) {
   const std::string name = absl::StrCat("agent-node", node);
   std::vector<std::string> args = {options_.agent_binary,
                                    absl::StrCat("--controller=", controller_address_),
+                                   "--plaintext=true",
                                    absl::StrCat("--socket=", agent_socket(node)),
                                    absl::StrCat("--node=node", node),
                                    "--metrics_listen=127.0.0.1:0",

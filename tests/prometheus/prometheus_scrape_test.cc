@@ -201,7 +201,7 @@ class PrometheusScrapeTest : public ::testing::Test {
 TEST_F(PrometheusScrapeTest, ScrapesControllerAndAgents) {
   std::string controller_address, controller_metrics;
   ASSERT_TRUE(controller_.Start(
-      {Runfile("controller/falcon_controller"), "--listen=127.0.0.1:0",
+      {Runfile("controller/falcon_controller"), "--listen=127.0.0.1:0", "--plaintext",
        "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_ + "/ctl", "--tick=50ms"},
       dir_ + "/controller.log"));
   ASSERT_TRUE(controller_.WaitLine("listening on ", &controller_address));
@@ -211,7 +211,7 @@ TEST_F(PrometheusScrapeTest, ScrapesControllerAndAgents) {
   for (int n = 0; n < 2; ++n) {
     const std::string node = absl::StrCat("node", n + 1);
     ASSERT_TRUE(agents_[n].Start(
-        {Runfile("agent/falcon_agent"), "--controller=" + controller_address,
+        {Runfile("agent/falcon_agent"), "--controller=" + controller_address, "--plaintext=true",
          absl::StrCat("--socket=", socket_dir_, "/", node, ".sock"), "--node=" + node,
          "--metrics_listen=127.0.0.1:0", "--summary_interval=100ms"},
         absl::StrCat(dir_, "/", node, ".log")));
