@@ -143,6 +143,10 @@ int Run() {
       fanout = std::max(fanout, j.pause_fanout_ms);
     }
     ok = ok && r.all_right();
+    if (r.late_polls > 0) {
+      std::fprintf(stderr, "fleet_bench: %s: %d Control API polls not answered within 30 s\n",
+                   row.name.c_str(), r.late_polls);
+    }
     std::printf(
         "%-16s %6lu %6.0f %4.0f/%-4.0f %7.3f %8.1f %7.0f %7.2f %6.2f %8ld %6.2f %8ld %8ld %7.1f "
         "%3d/%-3zu\n",

@@ -53,6 +53,7 @@ struct RunResult {
   // answered, and the controller CPU spent meanwhile (seconds).
   double registration_s = 0;
   double registration_cpu_s = 0;
+  int late_polls = 0;     // Control API polls (ListEvents) not answered within 30 s.
   double iterations = 0;  // Iterations driven (wall / period).
   double cpu_cores = 0;   // Controller CPU (utime + stime) over the wall time of the run.
   int64_t peak_rss_bytes = 0;

@@ -352,7 +352,9 @@ void JobEntry::JoinComm(const std::string& agent_id, const falcon::v1::Communica
                          info.comm.member_ranks().begin(), info.comm.member_ranks().end())) {
     SetMembers(comm.comm_id(), &info, comm);  // Its only registrant changed it.
   }
+  if (!inserted && !Known(info.hint)) --unhinted_comms_;
   FromRegistrants(&info);
+  if (!Known(info.hint)) ++unhinted_comms_;
   dirty_.insert(comm.comm_id());
 }
 
@@ -362,8 +364,10 @@ void JobEntry::LeaveComm(const std::string& agent_id, uint64_t comm_id,
   if (it == comms_.end()) return;
   CommInfo& info = it->second;
   info.registrants.erase(agent_id);
+  if (!Known(info.hint)) --unhinted_comms_;
   if (!info.registrants.empty()) {
     FromRegistrants(&info);
+    if (!Known(info.hint)) ++unhinted_comms_;
     dirty_.insert(comm_id);
     return;
   }

@@ -87,6 +87,8 @@ class JobEntry {
   // Registered ranks, ascending.
   const std::vector<uint32_t>& ranks() const { return ranks_; }
   const absl::flat_hash_map<uint64_t, CommInfo>& comms() const { return comms_; }
+  // Whether some comm has no role hint (its role is inferred, and traffic may change it).
+  bool HasUnhintedComms() const { return unhinted_comms_ > 0; }
   // Comms whose members include `rank`, by id.
   std::vector<const CommInfo*> CommsOfRank(uint32_t rank) const;
 
@@ -154,7 +156,8 @@ class JobEntry {
   absl::flat_hash_set<uint64_t> dirty_;
   std::map<int, std::map<uint32_t, int>> kind_sizes_;
   int spanning_comms_ = 0;
-  RoleContext context_;  // What every role was last inferred with.
+  int unhinted_comms_ = 0;  // Comms without a role hint.
+  RoleContext context_;     // What every role was last inferred with.
 };
 
 // `reg` completed with `agent_id`'s current part of `job`: the ranks and communicators that part

@@ -42,6 +42,7 @@ TEST(JobRegistryTest, MergesNodesIntoOneJob) {
   EXPECT_EQ(job->CommsOfRank(0).size(), 3u);  // world, dp.pp0, pp.dp0
   EXPECT_EQ(job->job().dp_size(), 2u);
   EXPECT_EQ(job->job().pp_size(), 2u);
+  EXPECT_FALSE(job->HasUnhintedComms());
 }
 
 TEST(JobRegistryTest, InfersRolesWithoutHints) {
@@ -55,6 +56,7 @@ TEST(JobRegistryTest, InfersRolesWithoutHints) {
   store::StoreTxn txn;
   Register(&registry, "a0", "node-0", NodeRegistration(spec, 0), &txn);
   JobEntry* job = Register(&registry, "a1", "node-1", NodeRegistration(spec, 1), &txn);
+  EXPECT_TRUE(job->HasUnhintedComms());
   EXPECT_EQ(job->FindComm(1)->comm.kind(), falcon::v1::COMM_KIND_WORLD);
   // ...but without hints or traffic, a one-node group next to cross-node groups looks like TP;
   // observed collective traffic on the cross-node pairs and p2p traffic corrects the picture.
