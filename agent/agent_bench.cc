@@ -23,6 +23,7 @@
 #include "agent/reduce/held_op.h"
 #include "agent/shim_hub.h"
 #include "common/clock.h"
+#include "common/proc_stats.h"
 #include "prometheus/registry.h"
 #include "proto/falcon/v1/shim.grpc.pb.h"
 
@@ -218,13 +219,6 @@ double RunSocket(uint32_t ranks, int iterations) {
   return static_cast<double>(ranks) * iterations * kOpsPerIteration / s;
 }
 
-double ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
-}
-
 struct Memory {
   double rss_per_rank = 0;    // Resident growth / ranks.
   double state_per_rank = 0;  // Held ops and instance entries / ranks, by their sizes.
@@ -242,7 +236,7 @@ Memory MemoryPerRank(uint32_t ranks) {
   for (uint32_t r = 0; r < ranks; ++r) {
     for (int b = 0; b < 20; ++b) batches[r].push_back(Batch(r, b + 1, b * 10, 10, true));
   }
-  const double before = ResidentBytes();
+  const double before = static_cast<double>(common::ResidentBytes(common::kSelf).value_or(0));
   auto hub = std::make_unique<ShimHub>(options, clock, &metrics, &sink);
   std::vector<NullStream> streams(ranks);
   std::vector<uint64_t> ids;
@@ -261,7 +255,8 @@ Memory MemoryPerRank(uint32_t ranks) {
     hub->Flush(false, &out);
   }
   Memory m;
-  m.rss_per_rank = (ResidentBytes() - before) / ranks;
+  m.rss_per_rank =
+      (static_cast<double>(common::ResidentBytes(common::kSelf).value_or(0)) - before) / ranks;
   const auto stats = hub->job_stats("bench");
   m.state_per_rank = (static_cast<double>(stats.held_ops) * sizeof(reduce::HeldOp) +
                       static_cast<double>(stats.instances) * 64) /

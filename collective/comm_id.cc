@@ -4,23 +4,19 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/split_mix.h"
 
 namespace falcon::collective {
 namespace {
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using common::SplitMix64;
 
 uint64_t NonZero(uint64_t id) { return id == 0 ? 1 : id; }
 
 }  // namespace
 
 uint64_t MixIds(uint64_t a, uint64_t b) {
-  return SplitMix(SplitMix(a) ^ (b + 0x632be59bd9b4e019ULL));
+  return SplitMix64(SplitMix64(a) ^ (b + 0x632be59bd9b4e019ULL));
 }
 
 uint64_t WorldCommId(int world_size, uint64_t salt) {

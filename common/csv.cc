@@ -93,7 +93,13 @@ absl::StatusOr<size_t> FindColumn(const CsvTable& t, absl::string_view name) {
 absl::StatusOr<double> ParseNumber(const CsvTable& t, size_t row, size_t col) {
   const std::string& field = t.rows[row][col];
   double v = 0;
-  if (!absl::SimpleAtod(field, &v)) {
+  // Decimal only: SimpleAtod also reads hexadecimal ("0x10", "0x1p4"). NaN and infinities go on
+  // to be refused as not finite.
+  const std::string word =
+      absl::AsciiStrToLower(absl::StripPrefix(absl::StripPrefix(field, "-"), "+"));
+  const bool decimal = field.find_first_not_of("0123456789+-.eE") == std::string::npos ||
+                       word == "nan" || word == "inf" || word == "infinity";
+  if (!decimal || !absl::SimpleAtod(field, &v)) {
     return absl::InvalidArgumentError(absl::StrCat(t.path, " line ", t.lines[row], ", column \"",
                                                    t.header[col], "\": \"", field,
                                                    "\" is not a number"));

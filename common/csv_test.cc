@@ -37,11 +37,15 @@ TEST(CsvTest, ErrorsNameFileLineAndColumn) {
             "f.csv line 2: 1 fields, the header has 2");
   EXPECT_EQ(ParseCsv("f.csv", "").status().message(), "f.csv: file is empty");
   EXPECT_EQ(ParseCsv("f.csv", "x\n").status().message(), "f.csv: no data rows after the header");
-  absl::StatusOr<CsvTable> t = ParseCsv("f.csv", "x\nabc\ninf\n");
+  absl::StatusOr<CsvTable> t = ParseCsv("f.csv", "x\nabc\ninf\n0x10\n1e400\n-2.5e-3\n");
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(ParseNumber(*t, 0, 0).status().message(),
             "f.csv line 2, column \"x\": \"abc\" is not a number");
   EXPECT_FALSE(ParseNumber(*t, 1, 0).ok());
+  EXPECT_EQ(ParseNumber(*t, 2, 0).status().message(),
+            "f.csv line 4, column \"x\": \"0x10\" is not a number");  // Decimal only.
+  EXPECT_FALSE(ParseNumber(*t, 3, 0).ok());
+  EXPECT_DOUBLE_EQ(*ParseNumber(*t, 4, 0), -2.5e-3);
   EXPECT_EQ(ReadCsvFile("/nonexistent/x.csv").status().code(), absl::StatusCode::kNotFound);
 }
 

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
+#include "common/proc_stats.h"
 #include "controller/controller.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/store/rocksdb_kv_store.h"
@@ -42,13 +43,6 @@ struct Clock {
 };
 
 double Seconds(double a, double b) { return b - a; }
-
-long RssBytes() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
 
 class CountingChannel : public core::AgentChannel {
  public:
@@ -328,7 +322,7 @@ DelayResult DetectionDelay1024() {
     auto store = MakeStore(false);
     common::FakeClock clock;
     auto c = std::move(*Controller::Create(BenchOptions(), store->kv.get(), &clock, nullptr));
-    const long rss0 = RssBytes();
+    const long rss0 = common::ResidentBytes(common::kSelf).value_or(0);
     Sim sim(Layout1024(), c.get());
     std::mt19937_64 rng(100 + trial);
     const uint32_t slow_rank = 97 + 331 * trial;
@@ -341,7 +335,7 @@ DelayResult DetectionDelay1024() {
     rounds += 240;
     if (trial == 0) {
       out.bytes_per_rank = c->detection().MemoryBytes() / 1024;
-      out.rss_per_rank = (RssBytes() - rss0) / 1024;
+      out.rss_per_rank = (common::ResidentBytes(common::kSelf).value_or(0) - rss0) / 1024;
     }
     auto events = c->events().List("", false, 0);
     if (events.empty()) {

@@ -31,6 +31,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/proc_stats.h"
 #include "common/subprocess.h"
 #include "common/testing/http_get.h"
 #include "controller/testing/loopback_agent.h"
@@ -60,20 +61,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// Resident set size of `pid` in bytes (VmRSS), 0 when unknown.
-int64_t RssBytes(int pid) {
-  std::stringstream text(ReadFile(absl::StrCat("/proc/", pid, "/status")));
-  std::string line;
-  while (std::getline(text, line)) {
-    if (!absl::StartsWith(line, "VmRSS:")) continue;
-    int64_t kb = 0;
-    std::stringstream fields(line.substr(6));
-    fields >> kb;
-    return kb * 1024;
-  }
-  return 0;
 }
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
@@ -171,7 +158,7 @@ int Run() {
   std::atomic<bool> sampling{true};
   std::thread sampler([&] {
     while (sampling) {
-      const int64_t rss = RssBytes(pid);
+      const int64_t rss = common::ResidentBytes(pid).value_or(0);
       int64_t seen = peak.load();
       while (rss > seen && !peak.compare_exchange_weak(seen, rss)) {
       }
@@ -196,7 +183,7 @@ int Run() {
   std::unique_ptr<testing::LoopbackAgent> agent = connect({});
   if (agent == nullptr) return Fail("the agent cannot connect");
   absl::SleepFor(absl::Seconds(2));
-  const int64_t cold_rss = RssBytes(pid);
+  const int64_t cold_rss = common::ResidentBytes(pid).value_or(0);
 
   // Registers and ends jobs [from, to): each hello lists the next jobs and so ends the previous
   // ones; a last, empty hello ends the last ones.
@@ -233,7 +220,7 @@ int Run() {
     if (std::string e = wait_purged(warmup); !e.empty()) return Fail(e);
     absl::SleepFor(absl::Seconds(2));
   }
-  const int64_t start_rss = RssBytes(pid);
+  const int64_t start_rss = common::ResidentBytes(pid).value_or(0);
   peak = start_rss;
 
   const absl::Time t0 = absl::Now();
@@ -259,7 +246,7 @@ int Run() {
   }
   // The sweep after the last purge (every retention / 10) returns what the store freed late.
   absl::SleepFor(std::max(absl::Seconds(2), retention / 10 + absl::Seconds(1)));
-  const int64_t after_rss = RssBytes(pid);
+  const int64_t after_rss = common::ResidentBytes(pid).value_or(0);
   const double ratio = static_cast<double>(after_rss) / static_cast<double>(start_rss);
   const int64_t data_bytes = [&] {
     int64_t n = 0;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/directive_kind.h"
+#include "controller/testing/job_fixtures.h"
 #include "glog/logging.h"
 #include "proto/falcon/v1/telemetry.grpc.pb.h"
 
@@ -194,20 +195,8 @@ class Agent {
         if (d.has_pause()) paused_ = true;
         if (resume) paused_ = false;
         if (d.has_profiling()) SetProfilingLocked(d.profiling());
-        for (uint32_t r : ranks_) {
-          if (d.target_ranks_size() > 0 &&
-              std::find(d.target_ranks().begin(), d.target_ranks().end(), r) ==
-                  d.target_ranks().end()) {
-            continue;
-          }
-          falcon::v1::AgentMessage m;
-          falcon::v1::DirectiveAck* a = m.mutable_directive_ack();
-          a->set_directive_id(d.directive_id());
-          a->set_job(d.job());
-          a->set_rank(r);
-          a->set_epoch(d.epoch());
-          a->set_status(falcon::v1::ACK_STATUS_APPLIED);
-          a->set_applied_iteration(std::max(d.effective_iteration(), k));
+        for (falcon::v1::AgentMessage& m :
+             controller::testing::AppliedAcks(d, ranks_, std::max(d.effective_iteration(), k))) {
           acks.push_back(std::move(m));
         }
         it = pending_.erase(it);

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/proc_stats.h"
 #include "common/subprocess.h"
 #include "common/testing/http_get.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
@@ -33,33 +34,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// utime + stime of `pid` in seconds, -1 when unknown.
-double CpuSeconds(int pid) {
-  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  const size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return -1;
-  std::vector<std::string> f = absl::StrSplit(stat.substr(paren + 2), ' ');
-  // After the command: state is field 3 of stat(5); utime and stime are fields 14 and 15.
-  double utime = 0, stime = 0;
-  if (f.size() < 13 || !absl::SimpleAtod(f[11], &utime) || !absl::SimpleAtod(f[12], &stime)) {
-    return -1;
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-int64_t StatusKb(int pid, const std::string& key) {
-  std::stringstream text(ReadFile(absl::StrCat("/proc/", pid, "/status")));
-  std::string line;
-  while (std::getline(text, line)) {
-    if (!absl::StartsWith(line, key + ":")) continue;
-    int64_t kb = 0;
-    std::stringstream fields(line.substr(key.size() + 1));
-    fields >> kb;
-    return kb;
-  }
-  return 0;
 }
 
 double Scrape(int port, const std::string& series) {
@@ -170,7 +144,7 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   const size_t nodes = options.scenario.Nodes().size();
   const size_t processes = std::max<size_t>(1, std::min<size_t>(options.processes, nodes));
   const std::string go_file = dir + "/go";
-  const double registration_cpu0 = CpuSeconds(pid);
+  const double registration_cpu0 = common::ProcessCpuSeconds(pid).value_or(-1);
   const absl::Time registration_t0 = absl::Now();
   std::vector<common::Subprocess> agents;
   for (size_t p = 0; p < processes; ++p) {
@@ -209,7 +183,7 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
 
   auto control = falcon::v1::Control::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  const double cpu0 = CpuSeconds(pid);
+  const double cpu0 = common::ProcessCpuSeconds(pid).value_or(-1);
   const double registration_s = absl::ToDoubleSeconds(absl::Now() - registration_t0);
   const double ingested0 =
       Scrape(metrics_port, "falcon_controller_ingest_iteration_summaries_total");
@@ -257,8 +231,8 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
   result.late_polls = result_late_polls;
   result.registration_cpu_s = cpu0 - registration_cpu0;
   result.iterations = (absl::Now() - t0) / options.period;
-  result.cpu_cores = (CpuSeconds(pid) - cpu0) / result.wall_s;
-  result.peak_rss_bytes = StatusKb(pid, "VmHWM") * 1024;
+  result.cpu_cores = (common::ProcessCpuSeconds(pid).value_or(-1) - cpu0) / result.wall_s;
+  result.peak_rss_bytes = common::PeakResidentBytes(pid).value_or(0);
   result.summaries_per_s =
       (Scrape(metrics_port, "falcon_controller_ingest_iteration_summaries_total") - ingested0) /
       result.wall_s;

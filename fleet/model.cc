@@ -3,17 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/split_mix.h"
 #include "common/stats.h"
 
 namespace falcon::fleet {
 namespace {
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using common::SplitMix64;
 
 double Uniform(uint64_t h) { return (static_cast<double>(h >> 11) + 0.5) / 9007199254740992.0; }
 
@@ -69,7 +65,7 @@ JobModel::JobModel(Layout layout, Fault fault, const NoiseModel& noise, uint64_t
     : layout_(std::move(layout)),
       fault_(fault),
       noise_(noise),
-      seed_(SplitMix(seed ^ StableHash(layout_.job))),
+      seed_(SplitMix64(seed ^ StableHash(layout_.job))),
       base_ns_(base_ns) {
   if (fault_.kind == Fault::Kind::kLink) {
     const uint32_t s = fault_.rank;
@@ -80,8 +76,8 @@ JobModel::JobModel(Layout layout, Fault fault, const NoiseModel& noise, uint64_t
 }
 
 double JobModel::Gauss(uint64_t a, uint64_t b, uint64_t c) const {
-  const uint64_t h = SplitMix(seed_ ^ SplitMix(a ^ SplitMix(b ^ SplitMix(c))));
-  const double u1 = Uniform(h), u2 = Uniform(SplitMix(h));
+  const uint64_t h = SplitMix64(seed_ ^ SplitMix64(a ^ SplitMix64(b ^ SplitMix64(c))));
+  const double u1 = Uniform(h), u2 = Uniform(SplitMix64(h));
   return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
 }
 

@@ -13,8 +13,13 @@ namespace {
 
 struct RankStats {
   int64_t stage = 0;
+  int64_t stage_step = 0;         // A step it had that stage in (for messages).
   std::vector<double> compute_s;  // Every iteration's.
-  std::vector<double> ratios;     // compute / its stage's median, iterations with a peer.
+  // compute / the median of its stage's other ranks, in iterations with a peer, and whether
+  // that was slow, with the iteration.
+  std::vector<double> ratios;
+  std::vector<bool> slow_at;
+  std::vector<int64_t> step_at;
   int slow = 0;
 };
 
@@ -31,6 +36,12 @@ absl::Status ImbalanceOptions::Validate() const {
   if (!(jitter_rank_share > 0 && jitter_rank_share <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("jitter_rank_share: ", jitter_rank_share, " not in (0, 1]"));
+  }
+  if (min_run < 1 || min_run > 1000000) {
+    return absl::InvalidArgumentError(absl::StrCat("min_run: ", min_run, " not in [1, 1e6]"));
+  }
+  if (!(run_share >= 0 && run_share <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("run_share: ", run_share, " not in [0, 1]"));
   }
   if (min_steps < 2 || min_steps > 1000000) {
     return absl::InvalidArgumentError(absl::StrCat("min_steps: ", min_steps, " not in [2, 1e6]"));
@@ -55,8 +66,17 @@ absl::StatusOr<ImbalanceReport> AnalyzeImbalance(const std::vector<BlameInput>& 
       }
       const double s = absl::ToDoubleSeconds(r.compute);
       by_stage[r.group].push_back({r.rank, s});
-      RankStats& rs = ranks[r.rank];
-      rs.stage = r.group;
+      auto [it, first] = ranks.try_emplace(r.rank);
+      RankStats& rs = it->second;
+      if (first) {
+        rs.stage = r.group;
+        rs.stage_step = step.step;
+      } else if (rs.stage != r.group) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rank ", r.rank, " is in stage ", rs.stage, " at step ", rs.stage_step,
+            " and in stage ", r.group, " at step ", step.step,
+            ": imbalance needs one layout (analyse the iterations of each layout apart)"));
+      }
       rs.compute_s.push_back(s);
       stage_values[r.group].push_back(s);
     }
@@ -77,18 +97,30 @@ absl::StatusOr<ImbalanceReport> AnalyzeImbalance(const std::vector<BlameInput>& 
       if (members.size() < 2 || median <= 0) continue;
       const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
       spreads.push_back((*hi - *lo) / median);
-      for (const auto& [rank, s] : members) {
-        RankStats& rs = ranks[rank];
-        rs.ratios.push_back(s / median);
-        if (s >= (1 + options.slow_ratio) * median) ++rs.slow;
+      for (size_t i = 0; i < members.size(); ++i) {
+        // Against the others of its stage: with two ranks, the median of both would halve a
+        // slow rank's excess.
+        std::vector<double> others;
+        for (size_t j = 0; j < members.size(); ++j) {
+          if (j != i) others.push_back(members[j].second);
+        }
+        const double peer = common::Median(others);
+        if (peer <= 0) continue;
+        RankStats& rs = ranks[members[i].first];
+        const bool slow = members[i].second >= (1 + options.slow_ratio) * peer;
+        rs.ratios.push_back(members[i].second / peer);
+        rs.slow_at.push_back(slow);
+        rs.step_at.push_back(step.step);
+        if (slow) ++rs.slow;
       }
     }
     if (by_stage.size() >= 2) ++slowest_stage_count[slowest_stage];
   }
   if (report.steps < options.min_steps) {
-    return absl::InvalidArgumentError(absl::StrCat("imbalance needs at least ", options.min_steps,
-                                                   " iterations with compute figures, got ",
-                                                   report.steps));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "imbalance needs at least ", options.min_steps,
+        " iterations with two ranks in one stage or two stages to compare, got ", report.steps,
+        " (of ", steps.size(), " iterations, ", ranks.size(), " ranks)"));
   }
   report.stages = static_cast<int>(stage_values.size());
   report.ranks = static_cast<int>(ranks.size());
@@ -117,6 +149,7 @@ absl::StatusOr<ImbalanceReport> AnalyzeImbalance(const std::vector<BlameInput>& 
     if (other > 0 && floor >= (1 + options.slow_ratio) * other) {
       StageImbalance si;
       si.stage = stage;
+      for (const auto& [rank, rs] : ranks) si.ranks += rs.stage == stage ? 1 : 0;
       si.ratio = report.stage_compute_s[worst] / other;
       si.slowest_share = static_cast<double>(slowest_stage_count[stage]) / report.steps;
       double mean = 0;
@@ -135,8 +168,41 @@ absl::StatusOr<ImbalanceReport> AnalyzeImbalance(const std::vector<BlameInput>& 
     const double share = static_cast<double>(rs.slow) / static_cast<double>(rs.ratios.size());
     max_share = std::max(max_share, share);
     if (rs.slow > 0) ++sometimes;
-    if (share >= options.persistent_share) {
-      report.stragglers.push_back({rank, rs.stage, share, common::Median(rs.ratios)});
+    // The longest run of consecutive slow iterations: a fail-slow that began or ended within
+    // the window is slow for a stretch, not for a share of the whole window.
+    size_t best_from = 0, best_len = 0;
+    for (size_t i = 0; i < rs.slow_at.size();) {
+      if (!rs.slow_at[i]) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < rs.slow_at.size() && rs.slow_at[j]) ++j;
+      if (j - i > best_len) {
+        best_len = j - i;
+        best_from = i;
+      }
+      i = j;
+    }
+    const double min_run =
+        std::max<double>(options.min_run, options.run_share * static_cast<double>(report.steps));
+    if (share >= options.persistent_share || static_cast<double>(best_len) >= min_run) {
+      PersistentStraggler p;
+      p.rank = rank;
+      p.stage = rs.stage;
+      p.slow_share = share;
+      p.slow_iterations = rs.slow;
+      p.iterations = static_cast<int>(rs.ratios.size());
+      std::vector<double> while_slow;
+      for (size_t i = 0; i < rs.ratios.size(); ++i) {
+        if (rs.slow_at[i]) while_slow.push_back(rs.ratios[i]);
+      }
+      p.ratio = common::Median(while_slow);
+      if (best_len > 0) {
+        p.first_step = rs.step_at[best_from];
+        p.last_step = rs.step_at[best_from + best_len - 1];
+      }
+      report.stragglers.push_back(p);
     }
   }
   std::sort(
@@ -159,11 +225,19 @@ std::vector<std::string> DescribeImbalance(const ImbalanceReport& r,
   std::vector<std::string> out;
   if (r.stage_imbalance.has_value()) {
     const StageImbalance& s = *r.stage_imbalance;
-    out.push_back(absl::StrFormat(
-        "stage imbalance: stage %d computes x%.2f the other stages' median (slowest stage in "
-        "%.0f%% of %d iterations): a partition, not a fail-slow; move about "
-        "%.0f%% of its compute (layers) to the other stages",
-        s.stage, s.ratio, 100 * s.slowest_share, r.steps, 100 * s.shed_fraction));
+    if (s.ranks == 1) {
+      out.push_back(absl::StrFormat(
+          "stage %d computes x%.2f the other stages' median (slowest stage in %.0f%% of %d "
+          "iterations), but it has one rank: a partition and a slow GPU cannot be told apart "
+          "(compare it with a rank of the same stage in another replica)",
+          s.stage, s.ratio, 100 * s.slowest_share, r.steps));
+    } else {
+      out.push_back(absl::StrFormat(
+          "stage imbalance: stage %d computes x%.2f the other stages' median (slowest stage in "
+          "%.0f%% of %d iterations): a partition, not a fail-slow; move about "
+          "%.0f%% of its compute (layers) to the other stages",
+          s.stage, s.ratio, 100 * s.slowest_share, r.steps, 100 * s.shed_fraction));
+    }
   }
   if (r.jitter.has_value()) {
     const DataJitter& j = *r.jitter;
@@ -177,9 +251,9 @@ std::vector<std::string> DescribeImbalance(const ImbalanceReport& r,
   }
   for (const PersistentStraggler& p : r.stragglers) {
     out.push_back(absl::StrFormat(
-        "persistent straggler: rank %d (stage %d) computes x%.2f its stage's median, slow in "
-        "%.0f%% of the iterations: a fail-slow",
-        p.rank, p.stage, p.ratio, 100 * p.slow_share));
+        "persistent straggler: rank %d (stage %d) computes x%.2f the other ranks of its stage "
+        "while slow, in %d of %d iterations (longest stretch: steps %d-%d): a fail-slow",
+        p.rank, p.stage, p.ratio, p.slow_iterations, p.iterations, p.first_step, p.last_step));
   }
   if (out.empty()) out.push_back("no workload imbalance and no persistent straggler");
   return out;

@@ -7,8 +7,9 @@
 // - *data-dependent jitter*: compute varies across the DP replicas of a stage from iteration to
 //   iteration (sequence lengths), and the slowest replica changes: many ranks are sometimes
 //   slow, none persistently. No rank is to blame;
-// - *persistent stragglers*: ranks above their stage's median by the threshold in most
-//   iterations: these are fail-slows (the ByteDance AR trace's rank 0), not imbalance.
+// - *persistent stragglers*: ranks above the other ranks of their stage by the threshold in
+//   most iterations or in a long run of them: fail-slows (the ByteDance AR trace's rank 0), not
+//   imbalance.
 // Source: the ByteDance straggler study (OSDI'25) finds that many slow steps in production come
 // from stage partitioning or sequence-length imbalance, not hardware; the rules and thresholds are
 // Falcon's. Pure.
@@ -31,8 +32,12 @@ struct ImbalanceOptions {
   // iteration; a stage is imbalanced at median >= (1 + slow_ratio) x the other stages' median.
   // (0, 10]. Default 0.10, the verification threshold.
   double slow_ratio = 0.10;
-  // A rank slow in at least this share of the iterations is a persistent straggler, (0, 1].
+  // A rank slow in at least this share of the iterations is a persistent straggler, (0, 1];
+  // so is one slow in a run of consecutive iterations at least max(min_run, run_share x the
+  // iterations) long (a fail-slow that began or ended within the window).
   double persistent_share = 0.5;
+  int min_run = 8;          // [1, 1000000].
+  double run_share = 0.25;  // [0, 1].
   // Jitter: at least this share of the ranks is slow in some iteration, (0, 1].
   double jitter_rank_share = 0.25;
   // At least this many iterations with compute figures, [2, 1000000].
@@ -43,6 +48,7 @@ struct ImbalanceOptions {
 
 struct StageImbalance {
   int64_t stage = 0;         // BlameInput RankCompute.group.
+  int ranks = 0;             // Its ranks; with 1, a partition and a slow GPU look alike.
   double ratio = 1;          // Its median compute / the median of the other stages' medians.
   double slowest_share = 0;  // Share of iterations in which it was the slowest stage.
   // Share of its compute to move to the other stages to reach their mean: 1 - mean / own, where
@@ -62,7 +68,13 @@ struct PersistentStraggler {
   int64_t rank = 0;
   int64_t stage = 0;
   double slow_share = 0;  // Share of the iterations it was slow in.
-  double ratio = 1;       // Median over iterations of its compute / its stage's median.
+  int slow_iterations = 0;
+  int iterations = 0;  // Iterations it was compared in.
+  // Median, over the iterations it was slow in, of its compute / the median of the other ranks
+  // of its stage.
+  double ratio = 1;
+  int64_t first_step = 0;  // Its longest run of slow iterations.
+  int64_t last_step = 0;
 };
 
 struct ImbalanceReport {
@@ -76,7 +88,8 @@ struct ImbalanceReport {
 };
 
 // `steps`: per iteration, every rank's compute time and stage (RankCompute.group); comms are not
-// used. kInvalidArgument: bad options, fewer than min_steps iterations, a negative compute time.
+// used. kInvalidArgument: bad options, fewer than min_steps iterations, a negative compute time,
+// a rank in two stages (named with both steps).
 absl::StatusOr<ImbalanceReport> AnalyzeImbalance(const std::vector<BlameInput>& steps,
                                                  const ImbalanceOptions& options = {});
 

@@ -95,6 +95,56 @@ TEST(ImbalanceTest, WorkThatVariesAcrossReplicasIsJitterWithNoRankBlamed) {
   EXPECT_NE(DescribeImbalance(*r)[0].find("no rank is to blame"), std::string::npos);
 }
 
+TEST(ImbalanceTest, WithTwoRanksPerStageASlowRankIsComparedWithItsPeerNotTheirMean) {
+  // DP=2: the median of both would read a x1.2 rank as x1.09, under the threshold.
+  auto r = AnalyzeImbalance(Job(30, 2, 4, [](int i, int s, int d) {
+    return (s == 1 && d == 1 ? 1.2 : 1.0) + Wobble(i, s, d, 0.01);
+  }));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->stragglers.size(), 1u);
+  EXPECT_EQ(r->stragglers[0].rank, 3);
+  EXPECT_NEAR(r->stragglers[0].ratio, 1.2, 0.03);
+}
+
+TEST(ImbalanceTest, AStageWithOneRankCannotTellAPartitionFromASlowGpu) {
+  auto r = AnalyzeImbalance(Job(
+      30, 1, 4, [](int i, int s, int d) { return (s == 2 ? 1.5 : 1.0) + Wobble(i, s, d, 0.01); }));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->stage_imbalance.has_value());
+  EXPECT_EQ(r->stage_imbalance->ranks, 1);
+  EXPECT_NE(DescribeImbalance(*r)[0].find("cannot be told apart"), std::string::npos);
+}
+
+TEST(ImbalanceTest, AFailSlowThatBeganOrEndedInTheWindowIsFoundWithItsSteps) {
+  // Slow (x1.5) in steps 24-39 of 40 only: 40% of the steps, one long run.
+  auto late = AnalyzeImbalance(Job(40, 4, 2, [](int i, int s, int d) {
+    return (s == 1 && d == 1 && i >= 24 ? 1.5 : 1.0) + Wobble(i, s, d, 0.01);
+  }));
+  ASSERT_TRUE(late.ok()) << late.status();
+  ASSERT_EQ(late->stragglers.size(), 1u);
+  EXPECT_EQ(late->stragglers[0].rank, 5);
+  EXPECT_EQ(late->stragglers[0].first_step, 24);
+  EXPECT_EQ(late->stragglers[0].last_step, 39);
+  EXPECT_NEAR(late->stragglers[0].ratio, 1.5, 0.03);  // While slow, not over the whole window.
+  EXPECT_NE(DescribeImbalance(*late)[0].find("longest stretch: steps 24-39"), std::string::npos)
+      << DescribeImbalance(*late)[0];
+  // Short slow stretches scattered over the window are not a straggler.
+  auto scattered = AnalyzeImbalance(Job(40, 4, 2, [](int i, int s, int d) {
+    return (s == 1 && d == 1 && i % 5 == 0 ? 1.5 : 1.0) + Wobble(i, s, d, 0.01);
+  }));
+  ASSERT_TRUE(scattered.ok());
+  EXPECT_TRUE(scattered->stragglers.empty());
+}
+
+TEST(ImbalanceTest, ARankThatChangesStageIsAnError) {
+  auto steps = Job(20, 2, 2, [](int, int, int) { return 1.0; });
+  steps[12].ranks[0].group = 1;
+  EXPECT_NE(AnalyzeImbalance(steps).status().message().find(
+                "rank 0 is in stage 0 at step 0 and in stage 1 at step 12"),
+            std::string::npos)
+      << AnalyzeImbalance(steps).status();
+}
+
 TEST(ImbalanceTest, BadInputAndOptions) {
   EXPECT_NE(AnalyzeImbalance(Job(5, 2, 2, [](int, int, int) { return 1.0; }))
                 .status()

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -22,12 +23,18 @@ struct EndpointCounts {
 
 std::string LinkName(const EndpointPair& p) { return absl::StrCat(p.a, "-", p.b); }
 
+constexpr size_t kMinPairsForNoise = 8;
+
 }  // namespace
 
 absl::Status PairwiseOptions::Validate() const {
   if (!(slow_ratio > 0 && slow_ratio <= 10)) {
     return absl::InvalidArgumentError(
         absl::StrCat("slow_ratio: ", slow_ratio, " is outside (0, 10]"));
+  }
+  if (!(noise_sigmas >= 0 && noise_sigmas <= 100)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("noise_sigmas: ", noise_sigmas, " is outside [0, 100]"));
   }
   return absl::OkStatus();
 }
@@ -47,9 +54,11 @@ absl::StatusOr<PairwiseResult> LocalizePairwise(const std::vector<PairMeasuremen
       return absl::InvalidArgumentError(
           absl::StrCat(where, "pair of '", m.a, "' with itself: a pair needs two endpoints"));
     }
-    if (!std::isfinite(m.bandwidth) || m.bandwidth <= 0) {
+    // Normal, not subnormal: a ratio against it must stay finite.
+    if (!std::isnormal(m.bandwidth) || m.bandwidth <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(where, "bandwidth of ", m.a, "-", m.b, " is ",
-                                                     m.bandwidth, ": must be a finite number > 0"));
+                                                     m.bandwidth,
+                                                     ": must be a finite number > 1e-300"));
     }
     const auto key = m.a < m.b ? std::make_pair(m.a, m.b) : std::make_pair(m.b, m.a);
     auto [it, inserted] = best.emplace(key, m.bandwidth);
@@ -60,11 +69,32 @@ absl::StatusOr<PairwiseResult> LocalizePairwise(const std::vector<PairMeasuremen
   std::vector<double> values;
   values.reserve(best.size());
   for (const auto& [pair, bw] : best) values.push_back(bw);
-  result.reference_bandwidth = common::Quantile(values, 0.75);
+  std::sort(values.begin(), values.end());
+  // The upper quartile as a measured pair (nearest rank), not interpolated between two.
+  const size_t q3 = (3 * values.size() + 3) / 4 - 1;
+  result.reference_bandwidth = values[q3];
   result.pairs = static_cast<int>(best.size());
-
   auto ratio_of = [&](double bw) { return result.reference_bandwidth / bw; };
-  auto is_slow = [&](double bw) { return ratio_of(bw) >= 1 + options.slow_ratio; };
+  // Noise: the spread of the pairs the ratio alone calls healthy (the slow ones would inflate
+  // it); a pair is slow only beyond noise_sigmas robust deviations below their median too.
+  std::vector<double> healthy;
+  for (double v : values) {
+    if (ratio_of(v) < 1 + options.slow_ratio) healthy.push_back(v);
+  }
+  const double median = common::Median(healthy);  // The reference is healthy: never empty.
+  std::vector<double> deviations;
+  for (double v : healthy) deviations.push_back(std::fabs(v - median));
+  const double sigma = 1.4826 * common::Median(deviations);
+  result.noise_sigma = sigma;
+  // With fewer than kMinPairsForNoise healthy pairs the deviation says nothing about noise.
+  const bool noise_known = healthy.size() >= kMinPairsForNoise && sigma > 0;
+  auto is_slow = [&](double bw) {
+    return ratio_of(bw) >= 1 + options.slow_ratio &&
+           (!noise_known || bw <= median - options.noise_sigmas * sigma);
+  };
+  for (double v : values) {
+    if (v >= result.reference_bandwidth * (1 + options.slow_ratio)) ++result.fast_pairs;
+  }
   std::map<std::string, EndpointCounts> counts;
   for (const auto& [pair, bw] : best) {
     const bool slow = is_slow(bw);
@@ -75,11 +105,19 @@ absl::StatusOr<PairwiseResult> LocalizePairwise(const std::vector<PairMeasuremen
   }
   result.endpoints = static_cast<int>(counts.size());
 
-  // Slow endpoints: at least two pairs, every one of them slow.
+  // Slow endpoints: every pair slow, and at least two of them with partners seen fine elsewhere
+  // (a node measured only against slow nodes is not evidence against itself).
   std::set<std::string> slow_endpoints;
   std::vector<PairwiseFinding> endpoint_findings, link_findings;
   for (const auto& [e, c] : counts) {
     if (c.slow < 2 || c.fine > 0) continue;
+    int evidence = 0;
+    for (const auto& [pair, bw] : best) {
+      if (pair.first != e && pair.second != e) continue;
+      const std::string& partner = pair.first == e ? pair.second : pair.first;
+      if (is_slow(bw) && counts[partner].fine > 0) ++evidence;
+    }
+    if (evidence < 2) continue;
     slow_endpoints.insert(e);
     PairwiseFinding f;
     f.kind = PairwiseFinding::Kind::kEndpoint;
@@ -110,6 +148,37 @@ absl::StatusOr<PairwiseResult> LocalizePairwise(const std::vector<PairMeasuremen
       if (c.fine > 0 && (unexplained_slow[e] == 0) == (clean == 1)) witnesses.push_back(e);
     }
   }
+  // The first unmeasured pair of `end` with a witness (clean ones first, in name order: the
+  // advice is deterministic); fine -> not `end`, slow -> `end`.
+  auto deciding_pair = [&](const std::string& end, const std::string& not_a,
+                           const std::string& not_b) -> std::optional<EndpointPair> {
+    for (const std::string& w : witnesses) {
+      if (w == not_a || w == not_b || w == end) continue;
+      const auto key = end < w ? std::make_pair(end, w) : std::make_pair(w, end);
+      if (best.count(key) > 0) continue;
+      return EndpointPair{key.first, key.second};
+    }
+    return std::nullopt;
+  };
+  // Endpoints measured only against slow endpoints: nothing is known about them.
+  for (const auto& [e, c] : counts) {
+    if (slow_endpoints.count(e) > 0) continue;
+    bool all_explained = true;
+    for (const auto& [pair, bw] : best) {
+      if (pair.first != e && pair.second != e) continue;
+      const std::string& partner = pair.first == e ? pair.second : pair.first;
+      all_explained = all_explained && slow_endpoints.count(partner) > 0;
+    }
+    if (!all_explained) continue;
+    PairwiseFinding f;
+    f.kind = PairwiseFinding::Kind::kUntested;
+    f.endpoint = e;
+    for (const auto& [pair, bw] : best) {
+      if (pair.first == e || pair.second == e) f.slow_pairs.push_back({pair.first, pair.second});
+    }
+    if (std::optional<EndpointPair> d = deciding_pair(e, "", "")) f.deciding_pairs.push_back(*d);
+    link_findings.push_back(std::move(f));
+  }
   for (const auto& [pair, bw] : best) {
     if (!is_slow(bw)) continue;
     if (explained(pair)) continue;  // Part of a slow endpoint.
@@ -126,14 +195,9 @@ absl::StatusOr<PairwiseResult> LocalizePairwise(const std::vector<PairMeasuremen
         if (counts[end].fine > 0) continue;
         f.candidates.push_back(absl::StrCat("endpoint ", end));
         // One unmeasured pair of this end with a witness decides it: fine -> the link, slow ->
-        // the end. The first witness (clean ones first, in name order) keeps the advice
-        // deterministic.
-        for (const std::string& w : witnesses) {
-          if (w == pair.first || w == pair.second) continue;
-          const auto key = end < w ? std::make_pair(end, w) : std::make_pair(w, end);
-          if (best.count(key) > 0) continue;
-          f.deciding_pairs.push_back({key.first, key.second});
-          break;
+        // the end.
+        if (std::optional<EndpointPair> d = deciding_pair(end, pair.first, pair.second)) {
+          f.deciding_pairs.push_back(*d);
         }
       }
       f.candidates.push_back(absl::StrCat("link ", LinkName(f.link)));
@@ -165,6 +229,16 @@ std::string DescribeFinding(const PairwiseFinding& f, const std::string& endpoin
           "link %s: slow (x%.2f slower than the reference pair) while %s and %s are fine with "
           "others",
           LinkName(f.link), f.ratio, f.link.a, f.link.b);
+    case PairwiseFinding::Kind::kUntested: {
+      std::vector<std::string> pairs;
+      for (const EndpointPair& p : f.slow_pairs) pairs.push_back(LinkName(p));
+      return absl::StrFormat(
+          "%s %s: measured only against slow %ss (%s): nothing is known about it; %s",
+          endpoint_word, f.endpoint, endpoint_word, absl::StrJoin(pairs, ", "),
+          f.deciding_pairs.empty()
+              ? std::string("no endpoint was measured fine to judge it against")
+              : absl::StrCat("measure ", LinkName(f.deciding_pairs[0]), " to judge it"));
+    }
     case PairwiseFinding::Kind::kAmbiguous: {
       std::vector<std::string> decide;
       for (const EndpointPair& p : f.deciding_pairs) decide.push_back(LinkName(p));

@@ -31,6 +31,11 @@ struct PairwiseOptions {
   // A pair is slow when reference / bandwidth >= 1 + slow_ratio (the reference: the upper
   // quartile over all pairs), (0, 10]. Default 0.10, the verdict's link threshold.
   double slow_ratio = 0.10;
+  // And only when it lies at least this many robust standard deviations (1.4826 x the median
+  // absolute deviation) below the median of the pairs the ratio alone calls healthy, so that the
+  // tail of ordinary measurement noise in a large table is not called slow. [0, 100]; 0 turns it
+  // off. Ignored when that deviation is 0 or fewer than 8 such pairs were measured.
+  double noise_sigmas = 4;
 
   absl::Status Validate() const;  // kInvalidArgument naming the field.
 };
@@ -45,29 +50,34 @@ struct EndpointPair {
 
 struct PairwiseFinding {
   enum class Kind {
-    kEndpoint,   // `endpoint` is slow: at least 2 of its pairs measured, all of them slow.
+    kEndpoint,   // `endpoint` is slow: every pair slow, at least 2 of them with partners fine
+                 // elsewhere.
     kLink,       // `link` is slow; both ends have a pair that is fine.
     kAmbiguous,  // `link` is slow, but an end has no other pair that is fine: `candidates`.
+    kUntested,   // `endpoint` was measured only against slow endpoints: unknown.
   };
   Kind kind = Kind::kLink;
-  std::string endpoint;  // kEndpoint.
+  std::string endpoint;  // kEndpoint and kUntested.
   EndpointPair link;     // kLink and kAmbiguous: the slow pair.
   // reference / bandwidth: of the slow pair, or for kEndpoint the median over its pairs.
   double ratio = 1;
-  // kEndpoint: its slow pairs. Other kinds: empty.
+  // kEndpoint: its slow pairs; kUntested: its pairs (all with slow endpoints). Others: empty.
   std::vector<EndpointPair> slow_pairs;
   // kAmbiguous: what could explain it, e.g. {"endpoint n3", "link n1-n3"}.
   std::vector<std::string> candidates;
-  // kAmbiguous: unmeasured pairs that would decide (an undecided end with an endpoint already
-  // seen fine, preferably one whose slow pairs all belong to a slow endpoint). Empty when there
-  // is no such endpoint (e.g.
-  // only two endpoints were measured).
+  // kAmbiguous and kUntested: unmeasured pairs that would decide (an undecided end with an endpoint
+  // already seen fine, preferably one whose slow pairs all belong to a slow endpoint). Empty when
+  // there is no such endpoint (e.g. only two endpoints were measured).
   std::vector<EndpointPair> deciding_pairs;
 };
 
 struct PairwiseResult {
-  double reference_bandwidth = 0;  // Upper quartile of the distinct pairs.
-  int pairs = 0;                   // Distinct pairs measured.
+  double reference_bandwidth = 0;  // Upper quartile of the distinct pairs (a measured pair).
+  double noise_sigma = 0;          // 1.4826 x the median absolute deviation of the healthy pairs.
+  // Pairs faster than the reference by the slow ratio: many of them mean the reference itself
+  // is a slow pair (more than 3/4 of the pairs slow) and the findings cannot be trusted.
+  int fast_pairs = 0;
+  int pairs = 0;  // Distinct pairs measured.
   int slow_pairs = 0;
   int endpoints = 0;
   // Endpoint findings first (slowest first), then links and ambiguous pairs (slowest first).

@@ -156,15 +156,27 @@ absl::StatusOr<json> RunPairwise(const DetectInput& input, const DetectOptions& 
         }
         j["deciding_pairs"] = PairsJson(f.deciding_pairs);
         break;
+      case analysis::detect::PairwiseFinding::Kind::kUntested:
+        j["kind"] = "untested";
+        j["node"] = f.endpoint;
+        j["pairs"] = PairsJson(f.slow_pairs);
+        j["deciding_pairs"] = PairsJson(f.deciding_pairs);
+        break;
     }
     j["ratio"] = f.ratio;
     j["text"] = analysis::detect::DescribeFinding(f, "node");
     findings.push_back(std::move(j));
   }
   json out;
-  out["pairwise"] = {{"pairs", r->pairs},           {"nodes", r->endpoints},
-                     {"slow_pairs", r->slow_pairs}, {"reference_bandwidth", r->reference_bandwidth},
-                     {"slow_ratio", p.slow_ratio},  {"findings", std::move(findings)}};
+  out["pairwise"] = {{"pairs", r->pairs},
+                     {"nodes", r->endpoints},
+                     {"slow_pairs", r->slow_pairs},
+                     {"fast_pairs", r->fast_pairs},
+                     {"reference_bandwidth", r->reference_bandwidth},
+                     {"noise_sigma", r->noise_sigma},
+                     {"noise_sigmas", p.noise_sigmas},
+                     {"slow_ratio", p.slow_ratio},
+                     {"findings", std::move(findings)}};
   return out;
 }
 
@@ -180,6 +192,7 @@ json ImbalanceJson(const analysis::detect::ImbalanceReport& r,
   if (r.stage_imbalance.has_value()) {
     const analysis::detect::StageImbalance& s = *r.stage_imbalance;
     out["stage_imbalance"] = {{"stage", s.stage},
+                              {"ranks", s.ranks},
                               {"ratio", s.ratio},
                               {"slowest_share", s.slowest_share},
                               {"shed_fraction", s.shed_fraction}};
@@ -192,8 +205,14 @@ json ImbalanceJson(const analysis::detect::ImbalanceReport& r,
                      {"max_slow_share", j.max_slow_share}};
   }
   for (const analysis::detect::PersistentStraggler& p : r.stragglers) {
-    out["persistent_stragglers"].push_back(
-        {{"rank", p.rank}, {"stage", p.stage}, {"slow_share", p.slow_share}, {"ratio", p.ratio}});
+    out["persistent_stragglers"].push_back({{"rank", p.rank},
+                                            {"stage", p.stage},
+                                            {"slow_share", p.slow_share},
+                                            {"slow_iterations", p.slow_iterations},
+                                            {"iterations", p.iterations},
+                                            {"first_step", p.first_step},
+                                            {"last_step", p.last_step},
+                                            {"ratio", p.ratio}});
   }
   out["findings"] = analysis::detect::DescribeImbalance(r, options);
   return out;
@@ -270,7 +289,18 @@ std::string FormatReport(const json& result) {
                           p["pairs"].get<int>(), p["nodes"].get<int>(),
                           p["reference_bandwidth"].get<double>(), p["slow_pairs"].get<int>(),
                           1 + p["slow_ratio"].get<double>());
-    if (p["findings"].empty()) absl::StrAppend(&out, "  no slow pair: nothing to localize\n");
+    if (p["pairs"].get<int>() < 2) {
+      absl::StrAppend(&out, "  one pair only: nothing to compare it with, no judgement\n");
+    } else if (p["findings"].empty()) {
+      absl::StrAppend(&out, "  no slow pair: nothing to localize\n");
+    }
+    if (p["fast_pairs"].get<int>() > 0) {
+      absl::StrAppendFormat(&out,
+                            "  warning: %d pairs are at least x%.2f faster than the reference: it "
+                            "may itself be a slow pair (more than 3/4 of the pairs slow), so slow "
+                            "pairs may be missed\n",
+                            p["fast_pairs"].get<int>(), 1 + p["slow_ratio"].get<double>());
+    }
     for (const json& f : p["findings"])
       absl::StrAppend(&out, "  ", f["text"].get<std::string>(), "\n");
     return out;

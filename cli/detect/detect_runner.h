@@ -8,10 +8,13 @@
 //                "below_min_probability": [<change points as above>]}, ...],
 //    "blame": [{"step": s, "rank": r, "cause": "compute|communication", "ratio": x}, ...],
 //    "imbalance": {"steps": n, "stages": n, "ranks": n, "stage_compute_s": [...],
-//                  "stage_imbalance": null | {"stage", "ratio", "slowest_share", "shed_fraction"},
+//                  "stage_imbalance": null | {"stage", "ranks", "ratio", "slowest_share",
+//                                             "shed_fraction"},
 //                  "jitter": null | {"median_spread", "ranks_sometimes_slow", "ranks",
 //                                    "max_slow_share"},
-//                  "persistent_stragglers": [{"rank", "stage", "slow_share", "ratio"}, ...],
+//                  "persistent_stragglers": [{"rank", "stage", "slow_share",
+//                                             "slow_iterations", "iterations", "first_step",
+//                                             "last_step", "ratio"}, ...],
 //                  "findings": [<operator's text>, ...]}   (or {"error": why not analysed})}
 // ("blame" and "imbalance" (analysis/detect/imbalance.h, slow at 1 + min_change) only for
 // ByteDance input; "min_probability" and "below_min_probability" not with raw:
@@ -24,12 +27,13 @@
 // Pairwise input (InputFormat::kPairwise) gives instead (analysis/detect/pairwise.h, slow at
 // 1 + min_change):
 //   {"pairwise": {"pairs": n, "nodes": n, "slow_pairs": n, "reference_bandwidth": x,
-//                 "slow_ratio": r, "findings": [{"kind": "node|link|ambiguous", "node": ...,
-//                 "slow_pairs": [[a, b], ...], "link": [a, b], "candidates": [...],
+//                 "fast_pairs": n, "noise_sigma": x, "noise_sigmas": k,
+//                 "slow_ratio": r, "findings": [{"kind": "node|link|ambiguous|untested", "node":
+//                 ..., "slow_pairs": [[a, b], ...], "link": [a, b], "candidates": [...],
 //                 "deciding_pairs": [[a, b], ...], "ratio": x, "text": ...}, ...]}}
 // (node and slow_pairs for kind node; link for link and ambiguous; candidates and
-// deciding_pairs for ambiguous; ratio = reference / bandwidth, the reference the upper quartile;
-// text as an operator reads it).
+// deciding_pairs for ambiguous; node, pairs and deciding_pairs for untested; ratio = reference /
+// bandwidth, the reference the upper quartile; text as an operator reads it).
 #ifndef FALCON_CLI_DETECT_DETECT_RUNNER_H_
 #define FALCON_CLI_DETECT_DETECT_RUNNER_H_
 

@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
 
   falcon::cli::detect::DetectOptions options;
   options.raw = absl::GetFlag(FLAGS_raw);
+  if (options.raw && *format == falcon::cli::detect::InputFormat::kPairwise) {
+    return Fail(absl::InvalidArgumentError(
+        "--raw applies to series (BOCD's segmentation); --format pairwise has none"));
+  }
   options.prior = *prior;
   options.expected_run_length = absl::GetFlag(FLAGS_hazard);
   options.zscore = absl::GetFlag(FLAGS_zscore);

@@ -106,6 +106,13 @@ absl::StatusOr<DetectInput> ReadPairwise(const std::string& path, const std::str
       if (value->empty()) {
         return absl::InvalidArgumentError(absl::StrCat(origin, ": column ", name, " is empty"));
       }
+      for (unsigned char c : *value) {
+        if (c < 0x20 || c == 0x7f) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(origin, ": column ", name, " has a control character (byte ",
+                           static_cast<int>(c), "): node names are printed"));
+        }
+      }
     }
     input.pairs.push_back({node_a, node_b, *v, origin});
   }

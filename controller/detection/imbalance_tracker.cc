@@ -34,6 +34,14 @@ bool ImbalanceTracker::Add(const registry::JobEntry& job,
     micro_batches = plan[info->dp_index()];
   }
   JobState& state = jobs_[job.name()];
+  // A new layout (S3 moved ranks between stages): the window starts over.
+  auto [known, first] = state.stage_of.try_emplace(summary.rank(), info->pp_index());
+  if (!first && known->second != info->pp_index()) {
+    state.steps.clear();
+    state.stage_of.clear();
+    state.stage_of[summary.rank()] = info->pp_index();
+    state.new_iterations = 0;
+  }
   auto [it, inserted] = state.steps.try_emplace(summary.iteration());
   if (inserted) {
     it->second.step = summary.iteration();
@@ -100,7 +108,8 @@ bool ImbalanceTracker::IsBlameless(const std::string& job, uint32_t rank, int64_
     reason = absl::StrFormat(
         "data-dependent jitter: %d of %d ranks are sometimes slow, none persistently",
         r.jitter->ranks_sometimes_slow, r.jitter->ranks);
-  } else if (r.stage_imbalance.has_value() && r.stage_imbalance->stage == stage) {
+  } else if (r.stage_imbalance.has_value() && r.stage_imbalance->stage == stage &&
+             r.stage_imbalance->ranks > 1) {
     reason = absl::StrFormat("stage %d computes x%.2f the other stages' median by its partition",
                              stage, r.stage_imbalance->ratio);
   } else {

@@ -59,6 +59,7 @@ class ImbalanceTracker {
   struct JobState {
     std::map<int64_t, analysis::detect::BlameInput> steps;  // By iteration, the newest last.
     int64_t new_iterations = 0;
+    std::map<uint32_t, int64_t> stage_of;  // Rank -> its stage in the kept iterations.
     std::optional<analysis::detect::ImbalanceReport> report;
   };
 

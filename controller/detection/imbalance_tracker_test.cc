@@ -119,6 +119,34 @@ TEST_F(ImbalanceTrackerTest, ComputeIsPerMicroBatchUnderThePlanInForce) {
   EXPECT_FALSE(rep->jitter.has_value());
 }
 
+TEST_F(ImbalanceTrackerTest, ANewLayoutStartsTheWindowOver) {
+  auto heavy_4_to_7 = [](int64_t i, uint32_t r) { return (r >= 4 ? 160 : 100) + Wobble(i, r); };
+  Run(0, 64, heavy_4_to_7);
+  ASSERT_EQ(tracker_.Report("job")->stage_imbalance->stage, 1);
+  // S3 swaps the stages: ranks 4-7 now hold stage 0.
+  falcon::controller::v1::JobRecord record = job_->record();
+  for (auto& agent : *record.mutable_agents()) {
+    for (auto& r : *agent.mutable_registration()->mutable_ranks()) {
+      r.set_pp_index(r.rank() >= 4 ? 0 : 1);
+    }
+  }
+  registry::JobEntry swapped(record);
+  int analyses = 0;
+  for (int64_t i = 64; i < 80; ++i) {
+    for (uint32_t r = 0; r < 8; ++r) {
+      falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, 200'000'000);
+      s.set_compute_ns(static_cast<int64_t>(heavy_4_to_7(i, r) * 1e6));
+      analyses += tracker_.Add(swapped, s) ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(analyses, 1);  // At the 16th iteration of the new layout, not before.
+  const analysis::detect::ImbalanceReport* rep = tracker_.Report("job");
+  ASSERT_NE(rep, nullptr);
+  EXPECT_EQ(rep->steps, 15);
+  ASSERT_TRUE(rep->stage_imbalance.has_value());
+  EXPECT_EQ(rep->stage_imbalance->stage, 0);
+}
+
 TEST(ImbalanceTrackerOptionsTest, RangesAreChecked) {
   ImbalanceTrackerOptions o;
   EXPECT_TRUE(o.Validate().ok());

@@ -118,4 +118,26 @@ falcon::v1::IterationSummary MakeSummary(const LayoutSpec& spec, uint32_t rank, 
   return s;
 }
 
+std::vector<falcon::v1::AgentMessage> AppliedAcks(const falcon::v1::Directive& d,
+                                                  const std::vector<uint32_t>& ranks,
+                                                  int64_t applied_iteration) {
+  std::vector<falcon::v1::AgentMessage> out;
+  for (uint32_t r : ranks) {
+    if (d.target_ranks_size() > 0 &&
+        std::find(d.target_ranks().begin(), d.target_ranks().end(), r) == d.target_ranks().end()) {
+      continue;
+    }
+    falcon::v1::AgentMessage m;
+    falcon::v1::DirectiveAck* a = m.mutable_directive_ack();
+    a->set_directive_id(d.directive_id());
+    a->set_job(d.job());
+    a->set_rank(r);
+    a->set_epoch(d.epoch());
+    a->set_status(falcon::v1::ACK_STATUS_APPLIED);
+    a->set_applied_iteration(applied_iteration);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace falcon::controller::testing

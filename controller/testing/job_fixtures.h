@@ -36,6 +36,12 @@ std::vector<uint32_t> RanksOfNode(const LayoutSpec& spec, uint32_t node);
 falcon::v1::IterationSummary MakeSummary(const LayoutSpec& spec, uint32_t rank, int64_t iteration,
                                          int64_t iteration_time_ns);
 
+// What a cooperative agent answers to `directive`: an APPLIED ack at `applied_iteration` from each
+// of `ranks` the directive targets (all of them when it names no target), in their order.
+std::vector<falcon::v1::AgentMessage> AppliedAcks(const falcon::v1::Directive& directive,
+                                                  const std::vector<uint32_t>& ranks,
+                                                  int64_t applied_iteration);
+
 }  // namespace falcon::controller::testing
 
 #endif  // FALCON_CONTROLLER_TESTING_JOB_FIXTURES_H_

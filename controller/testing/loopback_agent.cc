@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "controller/testing/job_fixtures.h"
 
 namespace falcon::controller::testing {
 
@@ -175,19 +176,7 @@ void LoopbackAgent::Handle(const falcon::v1::ControllerMessage& msg) {
   }
   if (msg.has_directive() && responder.ack_directives) {
     const falcon::v1::Directive& d = msg.directive();
-    for (uint32_t r : ranks_) {
-      if (d.target_ranks_size() > 0 && std::find(d.target_ranks().begin(), d.target_ranks().end(),
-                                                 r) == d.target_ranks().end()) {
-        continue;
-      }
-      falcon::v1::AgentMessage ack;
-      falcon::v1::DirectiveAck* a = ack.mutable_directive_ack();
-      a->set_directive_id(d.directive_id());
-      a->set_job(d.job());
-      a->set_rank(r);
-      a->set_epoch(d.epoch());
-      a->set_status(falcon::v1::ACK_STATUS_APPLIED);
-      a->set_applied_iteration(d.effective_iteration());
+    for (const falcon::v1::AgentMessage& ack : AppliedAcks(d, ranks_, d.effective_iteration())) {
       Write(ack);
     }
   }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "controller/testing/job_fixtures.h"
+
 namespace falcon::controller::testing {
 
 SimAgent::SimAgent(std::string agent_id, std::string node, std::vector<uint32_t> ranks)
@@ -69,19 +71,7 @@ int SimAgent::Respond(Controller& c, const Responder& responder) {
     }
     if (msg.has_directive() && responder.ack_directives) {
       const falcon::v1::Directive& d = msg.directive();
-      for (uint32_t r : ranks_) {
-        bool target = d.target_ranks_size() == 0 ||
-                      std::find(d.target_ranks().begin(), d.target_ranks().end(), r) !=
-                          d.target_ranks().end();
-        if (!target) continue;
-        falcon::v1::AgentMessage ack;
-        falcon::v1::DirectiveAck* a = ack.mutable_directive_ack();
-        a->set_directive_id(d.directive_id());
-        a->set_job(d.job());
-        a->set_rank(r);
-        a->set_epoch(d.epoch());
-        a->set_status(falcon::v1::ACK_STATUS_APPLIED);
-        a->set_applied_iteration(d.effective_iteration());
+      for (const falcon::v1::AgentMessage& ack : AppliedAcks(d, ranks_, d.effective_iteration())) {
         // The controller answers acks with OK (a refused ack changes only its record); an
         // error here is a controller regression, and fails the test that drives this agent.
         const absl::Status status = c.OnAgentMessage(&session_, ack);
