@@ -124,7 +124,8 @@ TEST_F(ImbalanceTrackerTest, ANewLayoutStartsTheWindowOver) {
   Run(0, 64, heavy_4_to_7);
   ASSERT_EQ(tracker_.Report("job")->stage_imbalance->stage, 1);
   // S3 swaps the stages: ranks 4-7 now hold stage 0.
-  falcon::controller::v1::JobRecord record = job_->record();
+  falcon::controller::v1::JobRecord record = job_->record();  // With its parts inside.
+  for (const auto& [id, part] : job_->parts()) *record.add_agents() = part;
   for (auto& agent : *record.mutable_agents()) {
     for (auto& r : *agent.mutable_registration()->mutable_ranks()) {
       r.set_pp_index(r.rank() >= 4 ? 0 : 1);
