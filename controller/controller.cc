@@ -848,7 +848,7 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
 
 void Controller::EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow) {
   if (job->job().state() == falcon::v1::JOB_STATE_ENDED) return;
-  if (EventRecord* e = events_.Active(job->name())) {
+  for (EventRecord* e : events_.ActiveEvents(job->name())) {
     localizer_.Cancel(e, uow);
     events_.Close(e, detection_.LastIteration(job->name()), absl::StrCat("job ended: ", reason),
                   uow);
@@ -986,8 +986,12 @@ falcon::v1::Job Controller::JobView(const registry::JobEntry& entry) const {
   job.set_last_iteration(detection_.LastIteration(entry.name()));
   job.set_iteration_time_ns(detection_.LastIterationTimeNs(entry.name()));
   job.clear_active_event_ids();
-  const EventRecord* active = events_.Active(entry.name());
-  if (active != nullptr) job.add_active_event_ids(active->event().event_id());
+  // Every active event, oldest first; the healthy time is the one before the oldest.
+  const EventRecord* active = nullptr;
+  for (const EventRecord* e : events_.ActiveEvents(entry.name())) {
+    if (active == nullptr) active = e;
+    job.add_active_event_ids(e->event().event_id());
+  }
   int64_t healthy = active != nullptr && active->job_baseline_ns() > 0
                         ? active->job_baseline_ns()
                         : absl::ToInt64Nanoseconds(detection_.Baseline(entry.name()));

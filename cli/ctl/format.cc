@@ -122,6 +122,11 @@ std::string EventStateName(falcon::v1::EventState s) {
   return absl::AsciiStrToLower(n.substr(std::string("EVENT_STATE_").size()));
 }
 
+std::string EventStateOf(const falcon::v1::Event& e) {
+  if (e.state() == falcon::v1::EVENT_STATE_CLOSED && e.transient()) return "transient";
+  return EventStateName(e.state());
+}
+
 std::string CauseName(falcon::v1::Cause c) {
   std::string n = falcon::v1::Cause_Name(c);
   if (n.empty()) return absl::StrCat(static_cast<int>(c));

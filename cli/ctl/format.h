@@ -40,6 +40,8 @@ std::string FormatIteration(int64_t iteration);
 // Short lower-case enum names: "tracking", "localized", "compute", "S2 micro-batch", "applied".
 std::string JobStateName(falcon::v1::JobState s);
 std::string EventStateName(falcon::v1::EventState s);
+// The event's state name, "transient" for a CLOSED event marked Event.transient.
+std::string EventStateOf(const falcon::v1::Event& e);
 std::string CauseName(falcon::v1::Cause c);
 std::string StrategyName(falcon::v1::Strategy s);
 std::string DirectiveStateName(falcon::v1::DirectiveRecord::State s);

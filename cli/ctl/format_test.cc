@@ -163,6 +163,14 @@ TEST(Render, EventsJobsAndWatchLine) {
   EXPECT_TRUE(absl::StartsWith(table, "ID  JOB  STATE      CAUSE    CULPRIT"));
   EXPECT_TRUE(absl::StrContains(table, "x1.40"));
   EXPECT_EQ(RenderEvents({}), "no events\n");
+  falcon::v1::ListEventsResponse transient;
+  falcon::v1::Event* closed = transient.add_events();
+  *closed = SampleEvent();
+  closed->set_state(falcon::v1::EVENT_STATE_CLOSED);
+  closed->set_transient(true);
+  EXPECT_TRUE(absl::StrContains(RenderEvents(transient), "  transient  "))
+      << RenderEvents(transient);
+  EXPECT_TRUE(absl::StrContains(RenderEvent(*closed), "state transient"));
   EXPECT_EQ(RenderJobs({}), "no jobs\n");
   falcon::v1::Event e = SampleEvent();
   auto* t = e.add_transitions();

@@ -105,8 +105,8 @@ std::string RenderEvents(const falcon::v1::ListEventsResponse& events) {
   Table t({"ID", "JOB", "STATE", "CAUSE", "CULPRIT", "SLOWDOWN", "ONSET", "ALARM", "VERDICT",
            "RECOVERY", "LOST"});
   for (const auto& e : events.events()) {
-    t.Add({absl::StrCat(e.event_id()), e.job(), EventStateName(e.state()), CauseName(e.cause()),
-           Culprit(e), Slowdown(e.slowdown_ratio()), FormatIteration(e.onset_iteration()),
+    t.Add({absl::StrCat(e.event_id()), e.job(), EventStateOf(e), CauseName(e.cause()), Culprit(e),
+           Slowdown(e.slowdown_ratio()), FormatIteration(e.onset_iteration()),
            FormatIteration(e.alarm_iteration()), FormatIteration(e.verdict_iteration()),
            FormatIteration(e.recovery_iteration()), FormatSeconds(e.lost_seconds())});
   }
@@ -115,7 +115,7 @@ std::string RenderEvents(const falcon::v1::ListEventsResponse& events) {
 
 std::string RenderEvent(const falcon::v1::Event& e) {
   std::string out =
-      absl::StrCat("event ", e.event_id(), "  job ", e.job(), "  state ", EventStateName(e.state()),
+      absl::StrCat("event ", e.event_id(), "  job ", e.job(), "  state ", EventStateOf(e),
                    "  cause ", CauseName(e.cause()), "  culprit ", Culprit(e),
                    e.rank_level() ? "  (rank-level series)" : "  (job series)", "\n");
   absl::StrAppend(&out, "slowdown ", Slowdown(e.slowdown_ratio()), ": healthy ",

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/stats.h"
 #include "controller/metrics/metric_table.h"
@@ -140,7 +141,10 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
     Feed(p, job, s.rank(), s.iteration(), s.iteration_time_ns(), s.plan_version(), now_ns,
          /*replay=*/false, uow);
     if (on_rank_summary_) {
-      if (EventRecord* active = events_->Active(p.job)) on_rank_summary_(active, s, uow);
+      for (EventRecord* active : events_->ActiveEvents(p.job)) {
+        // An earlier callback may have ended it.
+        if (EventManager::IsActiveState(active->event().state())) on_rank_summary_(active, s, uow);
+      }
     }
     ++stats.applied;
   }
@@ -166,9 +170,7 @@ void DetectionManager::Feed(Pipeline& p, const registry::JobEntry& job, uint32_t
       s.detector->Add(iteration, absl::Nanoseconds(time_ns));
   if (!replay) {
     if (ev.ok() && ev->has_value()) OnDetection(p, RankSeries(rank), s, **ev, uow);
-    if (events_->Active(p.job) != nullptr) {
-      events_->ObserveSeries(p.job, RankSeries(rank), iteration, absl::Nanoseconds(time_ns));
-    }
+    events_->ObserveSeries(p.job, RankSeries(rank), iteration, absl::Nanoseconds(time_ns));
   }
   std::vector<JobPoint> done;
   p.assembler.Add(iteration, time_ns, plan_version, &done);
@@ -185,8 +187,14 @@ void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, 
   p.last_time_ns = point.iteration_time_ns;
   absl::StatusOr<std::optional<analysis::detect::DetectorEvent>> ev =
       s.detector->Add(point.iteration, absl::Nanoseconds(point.iteration_time_ns));
+  constexpr size_t kBaseline = 32;
+  if (p.recent_ring.size() < kBaseline) {
+    p.recent_ring.push_back(point.iteration_time_ns);
+  } else {
+    p.recent_ring[p.recent_next] = point.iteration_time_ns;
+    p.recent_next = (p.recent_next + 1) % kBaseline;
+  }
   if (events_->Active(p.job) == nullptr && !s.detector->in_slowdown()) {
-    constexpr size_t kBaseline = 32;
     if (p.baseline_ring.size() < kBaseline) {
       p.baseline_ring.push_back(point.iteration_time_ns);
     } else {
@@ -221,15 +229,55 @@ void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, 
   const absl::Duration t = absl::Nanoseconds(point.iteration_time_ns);
   events_->AccountIteration(p.job, point.iteration, t, uow);
   localizer_->OnJobIteration(p.job, point.iteration, point.iteration_time_ns, uow);
-  if (EventRecord* active = events_->Active(p.job); active != nullptr && on_job_iteration_) {
-    on_job_iteration_(active, point.iteration, t, uow);
+  if (on_job_iteration_) {
+    for (EventRecord* active : events_->ActiveEvents(p.job)) {
+      // An earlier callback may have ended it.
+      if (EventManager::IsActiveState(active->event().state())) {
+        on_job_iteration_(active, point.iteration, t, uow);
+      }
+    }
   }
+}
+
+EventRecord* DetectionManager::EventToJoin(const std::string& job, const std::string& series,
+                                           const analysis::detect::DetectorEvent& ev) {
+  // The event being localized: the same time window, plausibly the same cause.
+  if (EventRecord* localizing = events_->Localizing(job)) return localizing;
+  std::vector<EventRecord*> active = events_->ActiveEvents(job);
+  for (auto it = active.rbegin(); it != active.rend(); ++it) {
+    const falcon::v1::Event& e = (*it)->event();
+    // The change began before the event's verdict (a series that confirmed it late), or where
+    // its latest plan took effect (the plan's doing, e.g. a revert), or the series slows down
+    // again after a partial recovery.
+    if (e.verdict_iteration() >= 0 && ev.iteration <= e.verdict_iteration()) return *it;
+    if (PlanCausedChange(e, ev)) return *it;
+    const auto& recovered = (*it)->recovered_series();
+    if (std::find(recovered.begin(), recovered.end(), series) != recovered.end()) return *it;
+  }
+  return nullptr;
+}
+
+EventRecord* DetectionManager::EventSlowOn(const std::string& job, const std::string& series) {
+  std::vector<EventRecord*> active = events_->ActiveEvents(job);
+  for (auto it = active.rbegin(); it != active.rend(); ++it) {
+    const auto& onset = (*it)->onset_series();
+    const auto& recovered = (*it)->recovered_series();
+    if (std::find(onset.begin(), onset.end(), series) != onset.end() &&
+        std::find(recovered.begin(), recovered.end(), series) == recovered.end()) {
+      return *it;
+    }
+  }
+  return nullptr;
+}
+
+absl::Duration DetectionManager::RecentLevel(const Pipeline& p) {
+  if (p.recent_ring.empty()) return absl::ZeroDuration();
+  return absl::Nanoseconds(common::Median(p.recent_ring));
 }
 
 void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const Series& s,
                                    const analysis::detect::DetectorEvent& ev,
                                    core::UnitOfWork* uow) {
-  EventRecord* active = events_->Active(p.job);
   if (ev.kind == analysis::detect::ChangeKind::kSlowdown) {
     if (!settings_->Effective(p.job).detection_enabled) return;
     SeriesOnset onset;
@@ -238,14 +286,25 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
     onset.onset_time = absl::FromUnixNanos(s.recent.ArrivalOf(ev.iteration));
     onset.job_iteration = p.last_iteration;
     onset.job_baseline = Baseline(p.job);
-    if (active != nullptr) {
-      events_->Attach(active, onset, uow);
-    } else {
-      EventRecord* e = events_->Open(p.job, onset, uow);
-      localizer_->Start(e, uow);
+    if (EventRecord* joined = EventToJoin(p.job, series, ev)) {
+      events_->Attach(joined, onset, uow);
+      return;
     }
+    // A new event beside the active ones: its lost time counts from the level they left.
+    const bool concurrent = events_->Active(p.job) != nullptr;
+    if (concurrent) onset.job_baseline = RecentLevel(p);
+    EventRecord* e = events_->Open(p.job, onset, uow);
+    if (concurrent) {
+      const std::string line =
+          absl::StrCat("concurrent event job=", p.job, " event=", e->event().event_id(),
+                       " series=", series, " active=", events_->ActiveEvents(p.job).size());
+      uow->AfterCommit([line]() { LOG(INFO) << line; });
+    }
+    localizer_->Start(e, uow);
     return;
   }
+  // The recovery is the newest event's on which the series is still slow.
+  EventRecord* active = EventSlowOn(p.job, series);
   if (active == nullptr) return;
   // A recovery counts once the level is back within the threshold of the healthy one (a
   // partial recovery keeps the series slowed down). A speed-up on a series the event still
@@ -255,7 +314,7 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
       (ev.kind == analysis::detect::ChangeKind::kRecovery && !s.detector->in_slowdown()) ||
       ev.kind == analysis::detect::ChangeKind::kSpeedup;
   if (!recovered) return;
-  if (PlanCausedSpeedup(active->event(), ev)) return;
+  if (PlanCausedChange(active->event(), ev)) return;
   if (still_slow_) {
     if (std::optional<std::string> why = still_slow_(active, uow)) {
       LOG(INFO) << "recovery refused job=" << p.job << " event=" << active->event().event_id()
@@ -266,6 +325,17 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
   }
   if (events_->SeriesRecovered(active, series, ev, uow)) {
     localizer_->Cancel(active, uow);
+    if (EventManager::AwaitsVerdict(active->event())) {
+      // Gone before its verdict: no fail-slow to localize or mitigate
+      // (docs/algorithms.md#transients).
+      events_->CloseTransient(
+          active, std::max(p.last_iteration, ev.decided_at),
+          absl::StrFormat("transient: %s back to %.4f s (x%.2f) at iteration %d before the "
+                          "verdict, verified at %d",
+                          series, ev.mean_after, ev.ratio, ev.iteration, ev.decided_at),
+          uow);
+      return;
+    }
     // The transition where the detector verified the recovery, as the reason says.
     events_->Recover(active, ev.iteration, std::max(p.last_iteration, ev.decided_at),
                      absl::StrFormat("%s back to %.4f s (x%.2f) at iteration %d, verified at %d",
@@ -351,8 +421,8 @@ int64_t DetectionManager::LastIterationTimeNs(const std::string& job) const {
   return it == pipelines_.end() ? 0 : it->second->last_time_ns;
 }
 
-bool DetectionManager::PlanCausedSpeedup(const falcon::v1::Event& event,
-                                         const analysis::detect::DetectorEvent& ev) {
+bool DetectionManager::PlanCausedChange(const falcon::v1::Event& event,
+                                        const analysis::detect::DetectorEvent& ev) {
   if (event.state() != falcon::v1::EVENT_STATE_MITIGATING) return false;
   // The latest plan sent for the event (S2/S3 apply, or their revert).
   for (int i = event.actions_size() - 1; i >= 0; --i) {

@@ -1,7 +1,10 @@
 // The tracking phase (docs/algorithms.md#online-detector) for every job: one online detector
 // (analysis BOCD + verification) per rank on its iteration times and one on the job's series (max
-// over ranks, job_series.h). A verified slowdown opens the job's event (or joins the active one)
-// and starts localization; a recovery of every series of the event recovers it. Summaries are kept
+// over ranks, job_series.h). A verified slowdown joins the event being localized (or an active one
+// whose verdict came after the change began, or whose plan caused it); otherwise it opens a new
+// event beside the active ones and starts its localization (docs/algorithms.md#concurrent-events).
+// A recovery of every series of an event recovers it, or closes it as transient before its verdict
+// (docs/algorithms.md#transients). Summaries are kept
 // per rank for the last `resume_window_iterations` iterations in the samples table, and replayed
 // into fresh detectors after a restart (events suppressed: they are already stored), so detection
 // resumes where it stopped. Also keeps the downsampled job history and the live per-job figures.
@@ -50,7 +53,7 @@ class DetectionManager {
  public:
   // Called inside the unit of work when an event recovered (after the transition is staged).
   using RecoveredFn = std::function<void(falcon::controller::v1::EventRecord*, core::UnitOfWork*)>;
-  // Called for each complete job iteration while the job has an active event.
+  // Called for each complete job iteration, once per active event of the job.
   using JobIterationFn = std::function<void(falcon::controller::v1::EventRecord*, int64_t,
                                             absl::Duration, core::UnitOfWork*)>;
 
@@ -66,7 +69,7 @@ class DetectionManager {
                                                                core::UnitOfWork*)>;
   void set_still_slow_callback(StillSlowFn fn) { still_slow_ = std::move(fn); }
   void set_job_iteration_callback(JobIterationFn fn) { on_job_iteration_ = std::move(fn); }
-  // Called for each applied rank summary while the job has an active event.
+  // Called for each applied rank summary, once per active event of the job.
   using RankSummaryFn = std::function<void(falcon::controller::v1::EventRecord*,
                                            const falcon::v1::IterationSummary&, core::UnitOfWork*)>;
   void set_rank_summary_callback(RankSummaryFn fn) { on_rank_summary_ = std::move(fn); }
@@ -109,13 +112,14 @@ class DetectionManager {
   size_t series_count() const;
 
  private:
-  // A speed-up that starts where the event's latest mitigation plan took effect (its effective
-  // iteration, within a few iterations) is the plan working, not the fail-slow clearing: it does
-  // not recover the event (a fault that clears later shows as a second speed-up).
+  // A change that starts where the event's latest mitigation plan took effect (its effective
+  // iteration, within a few iterations) is the plan's doing, not the fail-slow: a speed-up does not
+  // recover the event (a fault that clears later shows as a second speed-up), a slowdown (a plan
+  // reverted) opens no new event.
   static constexpr int64_t kPlanSpeedupSlack = 3;
   static constexpr int64_t kPlanSpeedupWindow = 10;
-  static bool PlanCausedSpeedup(const falcon::v1::Event& event,
-                                const analysis::detect::DetectorEvent& ev);
+  static bool PlanCausedChange(const falcon::v1::Event& event,
+                               const analysis::detect::DetectorEvent& ev);
 
   struct RecentTimes {
     // (iteration, arrival Unix ns) of the latest samples, a small ring.
@@ -139,8 +143,10 @@ class DetectionManager {
     absl::flat_hash_map<uint32_t, Series> ranks;
     Series job_series;
     JobSeriesAssembler assembler;
-    std::vector<int64_t> baseline_ring;  // Recent job iteration times (ns).
+    std::vector<int64_t> baseline_ring;  // Recent job iteration times (ns) without an event.
     size_t baseline_next = 0;
+    std::vector<int64_t> recent_ring;  // Recent job iteration times (ns), events or not.
+    size_t recent_next = 0;
     int64_t last_iteration = -1;
     int64_t last_time_ns = 0;
     int64_t bucket_start = -1;
@@ -160,6 +166,15 @@ class DetectionManager {
   void OnDetection(Pipeline& p, const std::string& series, const Series& s,
                    const analysis::detect::DetectorEvent& ev, core::UnitOfWork* uow);
   absl::Status Replay(const registry::JobEntry& job);
+  // The active event a slowdown onset of `series` joins; nullptr: it opens a new one.
+  falcon::controller::v1::EventRecord* EventToJoin(const std::string& job,
+                                                   const std::string& series,
+                                                   const analysis::detect::DetectorEvent& ev);
+  // The newest active event on which `series` is still slow; nullptr none.
+  falcon::controller::v1::EventRecord* EventSlowOn(const std::string& job,
+                                                   const std::string& series);
+  // Median of the recent job iteration times (the level the active events left).
+  static absl::Duration RecentLevel(const Pipeline& p);
 
   const DetectionOptions options_;
   const common::Clock* const clock_;

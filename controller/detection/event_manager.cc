@@ -61,8 +61,7 @@ void EventManager::Load(const std::vector<EventRecord>& records) {
   for (const EventRecord& r : records) {
     events_[r.event().event_id()] = r;
     if (IsActiveState(r.event().state())) {
-      // Should two be active for a job (never written so), keep the newest.
-      active_[r.event().job()] = r.event().event_id();
+      active_[r.event().job()].push_back(r.event().event_id());
     }
     if (metrics_ != nullptr) {
       counted_[r.event().event_id()] = std::make_pair(r.event().state(), r.event().cause());
@@ -70,9 +69,22 @@ void EventManager::Load(const std::vector<EventRecord>& records) {
                                 r.event().state(), r.event().cause());
     }
   }
-  if (metrics_ != nullptr) {
-    for (const auto& [job, id] : active_) metrics_->ActiveFailSlows(job, 1);
+  for (auto& [job, ids] : active_) {
+    std::sort(ids.begin(), ids.end());
+    if (metrics_ != nullptr) metrics_->ActiveFailSlows(job, static_cast<int>(ids.size()));
   }
+}
+
+bool EventManager::AwaitsVerdict(const Event& event) {
+  return event.state() == falcon::v1::EVENT_STATE_SUSPECTED ||
+         event.state() == falcon::v1::EVENT_STATE_CONFIRMED;
+}
+
+void EventManager::Deactivate(const std::string& job, uint64_t event_id) {
+  auto it = active_.find(job);
+  if (it == active_.end()) return;
+  it->second.erase(std::remove(it->second.begin(), it->second.end(), event_id), it->second.end());
+  if (it->second.empty()) active_.erase(it);
 }
 
 EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset,
@@ -90,7 +102,7 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
   e->set_alarm_time_ns(absl::ToUnixNanos(clock_->Now()));
   SetSlowdown(&r, onset);
   r.set_phase(falcon::controller::v1::PHASE_PROFILING);
-  active_[job] = id;
+  active_[job].push_back(id);
 
   // The suspected state lives inside the detector (BOCD proposed, verification pending); it is
   // recorded at the onset so the event's life shows it.
@@ -158,7 +170,7 @@ EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iterat
   e->set_alarm_time_ns(now);
   r.set_forced(true);
   r.set_phase(falcon::controller::v1::PHASE_PAUSING);
-  active_[job] = id;
+  active_[job].push_back(id);
   e->set_state(falcon::v1::EVENT_STATE_UNSPECIFIED);
   Transition(&r, falcon::v1::EVENT_STATE_CONFIRMED, job_iteration,
              "validation forced by an operator", uow);
@@ -246,6 +258,12 @@ void EventManager::Close(EventRecord* event, int64_t job_iteration, const std::s
   Transition(event, falcon::v1::EVENT_STATE_CLOSED, job_iteration, reason, uow);
 }
 
+void EventManager::CloseTransient(EventRecord* event, int64_t job_iteration,
+                                  const std::string& reason, core::UnitOfWork* uow) {
+  event->mutable_event()->set_transient(true);
+  Close(event, job_iteration, reason, uow);
+}
+
 void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, int64_t iteration,
                               const std::string& reason, core::UnitOfWork* uow) {
   Event* e = event->mutable_event();
@@ -256,10 +274,7 @@ void EventManager::Transition(EventRecord* event, falcon::v1::EventState state, 
   t->set_iteration(iteration);
   t->set_reason(reason);
   e->set_state(state);
-  if (!IsActiveState(state)) {
-    auto it = active_.find(e->job());
-    if (it != active_.end() && it->second == e->event_id()) active_.erase(it);
-  }
+  if (!IsActiveState(state)) Deactivate(e->job(), e->event_id());
   Persist(*event, uow);
   const std::string line = absl::StrCat(
       "event ", metrics::EventStateLabel(state), " job=", e->job(), " event=", e->event_id(),
@@ -281,7 +296,9 @@ void EventManager::AfterTransition(const Event& event, core::UnitOfWork* uow) {
       const auto [previous_state, previous_cause] = it->second;
       it->second = std::make_pair(copy.state(), copy.cause());
       metrics_->EventTransition(previous_state, previous_cause, copy.state(), copy.cause());
-      metrics_->ActiveFailSlows(copy.job(), IsActiveState(copy.state()) ? 1 : 0);
+      auto active = active_.find(copy.job());
+      metrics_->ActiveFailSlows(
+          copy.job(), active == active_.end() ? 0 : static_cast<int>(active->second.size()));
     }
     // Copy the watchers: one may unwatch from inside its callback.
     std::vector<Watcher> targets;
@@ -299,45 +316,87 @@ void EventManager::Persist(const EventRecord& event, core::UnitOfWork* uow) {
 
 void EventManager::ObserveSeries(const std::string& job, const std::string& series,
                                  int64_t iteration, absl::Duration time) {
-  EventRecord* event = Active(job);
-  if (event == nullptr || event->onset_series_size() == 0 || event->onset_series(0) != series ||
-      iteration <= event->event().alarm_iteration() || event->slow_samples() == 0) {
-    return;
-  }
-  for (const std::string& r : event->recovered_series()) {
-    if (r == series) return;
-  }
-  event->set_slow_sum_seconds(event->slow_sum_seconds() + absl::ToDoubleSeconds(time));
-  event->set_slow_samples(event->slow_samples() + 1);
-  Event* e = event->mutable_event();
-  const double mean = event->slow_sum_seconds() / static_cast<double>(event->slow_samples());
-  e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(mean * 1e9)));
-  if (e->healthy_iteration_time_ns() > 0) {
-    e->set_slowdown_ratio(mean * 1e9 / static_cast<double>(e->healthy_iteration_time_ns()));
+  for (EventRecord* event : ActiveEvents(job)) {
+    if (event->onset_series_size() == 0 || event->onset_series(0) != series ||
+        iteration <= event->event().alarm_iteration() || event->slow_samples() == 0) {
+      continue;
+    }
+    if (std::find(event->recovered_series().begin(), event->recovered_series().end(), series) !=
+        event->recovered_series().end()) {
+      continue;
+    }
+    event->set_slow_sum_seconds(event->slow_sum_seconds() + absl::ToDoubleSeconds(time));
+    event->set_slow_samples(event->slow_samples() + 1);
+    Event* e = event->mutable_event();
+    const double mean = event->slow_sum_seconds() / static_cast<double>(event->slow_samples());
+    e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(mean * 1e9)));
+    if (e->healthy_iteration_time_ns() > 0) {
+      e->set_slowdown_ratio(mean * 1e9 / static_cast<double>(e->healthy_iteration_time_ns()));
+    }
   }
 }
 
 void EventManager::AccountIteration(const std::string& job, int64_t, absl::Duration iteration_time,
                                     core::UnitOfWork* uow, int persist_every) {
-  EventRecord* event = Active(job);
-  if (event == nullptr || event->event().state() == falcon::v1::EVENT_STATE_SUSPECTED) return;
-  int64_t baseline = event->job_baseline_ns() > 0 ? event->job_baseline_ns()
-                                                  : event->event().healthy_iteration_time_ns();
-  double lost = absl::ToDoubleSeconds(iteration_time - absl::Nanoseconds(baseline));
-  if (lost <= 0) return;
-  Event* e = event->mutable_event();
-  e->set_lost_seconds(e->lost_seconds() + lost);
-  if (++since_persist_[job] >= persist_every) Persist(*event, uow);
+  std::vector<EventRecord*> events = ActiveEvents(job);
+  auto baseline_of = [](const EventRecord* r) {
+    return r->job_baseline_ns() > 0 ? r->job_baseline_ns() : r->event().healthy_iteration_time_ns();
+  };
+  bool any = false;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EventRecord* event = events[i];
+    if (event->event().state() == falcon::v1::EVENT_STATE_SUSPECTED) continue;
+    const int64_t baseline = baseline_of(event);
+    // The slowdown above the next newer event's baseline is that event's.
+    absl::Duration t = iteration_time;
+    if (i + 1 < events.size() && baseline_of(events[i + 1]) > baseline) {
+      t = std::min(t, absl::Nanoseconds(baseline_of(events[i + 1])));
+    }
+    const double lost = absl::ToDoubleSeconds(t - absl::Nanoseconds(baseline));
+    if (lost <= 0) continue;
+    Event* e = event->mutable_event();
+    e->set_lost_seconds(e->lost_seconds() + lost);
+    any = true;
+  }
+  if (!any || ++since_persist_[job] < persist_every) return;
+  for (EventRecord* event : events) Persist(*event, uow);
 }
 
 EventRecord* EventManager::Active(const std::string& job) {
   auto it = active_.find(job);
-  return it == active_.end() ? nullptr : Find(it->second);
+  return it == active_.end() || it->second.empty() ? nullptr : Find(it->second.back());
 }
 
 const EventRecord* EventManager::Active(const std::string& job) const {
   auto it = active_.find(job);
-  return it == active_.end() ? nullptr : Find(it->second);
+  return it == active_.end() || it->second.empty() ? nullptr : Find(it->second.back());
+}
+
+std::vector<EventRecord*> EventManager::ActiveEvents(const std::string& job) {
+  std::vector<EventRecord*> out;
+  auto it = active_.find(job);
+  if (it == active_.end()) return out;
+  for (uint64_t id : it->second) {
+    if (EventRecord* r = Find(id)) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<const EventRecord*> EventManager::ActiveEvents(const std::string& job) const {
+  std::vector<const EventRecord*> out;
+  auto it = active_.find(job);
+  if (it == active_.end()) return out;
+  for (uint64_t id : it->second) {
+    if (const EventRecord* r = Find(id)) out.push_back(r);
+  }
+  return out;
+}
+
+EventRecord* EventManager::Localizing(const std::string& job) {
+  for (EventRecord* r : ActiveEvents(job)) {
+    if (AwaitsVerdict(r->event())) return r;
+  }
+  return nullptr;
 }
 
 EventRecord* EventManager::Find(uint64_t event_id) {
@@ -414,8 +473,7 @@ void EventManager::Forget(const std::vector<uint64_t>& event_ids,
     auto it = events_.find(id);
     if (it == events_.end()) continue;
     const Event& e = it->second.event();
-    auto active = active_.find(e.job());
-    if (active != active_.end() && active->second == id) active_.erase(active);
+    Deactivate(e.job(), id);
     if (metrics_ != nullptr) metrics_->EventForgotten(e.state(), e.cause());
     events_.erase(it);
   }

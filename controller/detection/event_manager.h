@@ -1,8 +1,10 @@
 // Fail-slow events and their life (control.proto EventState): suspected -> confirmed ->
-// localized -> mitigating -> recovered or closed. At most one active event per job: a second
-// series (another rank, or the job series) that turns slow while one is active joins it, and the
-// event recovers when every series that joined it has recovered. Every transition is staged in
-// the unit of work with the full record; watchers and metrics see it after the commit.
+// localized -> mitigating -> recovered or closed. A job may have several active events
+// (docs/algorithms.md#concurrent-events), each with its own culprit and escalation; at most one of
+// them is being localized at a time, and a series that turns slow meanwhile joins that one (the
+// detection manager decides). An event recovers when every series that joined it has recovered;
+// one whose series all recovered before its verdict is closed as transient. Every transition is
+// staged in the unit of work with the full record; watchers and metrics see it after the commit.
 // Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_DETECTION_EVENT_MANAGER_H_
 #define FALCON_CONTROLLER_DETECTION_EVENT_MANAGER_H_
@@ -50,11 +52,11 @@ class EventManager {
                metrics::ControllerMetrics* metrics);
 
   // Replaces the events with stored ones (ControllerStore::LoadEvents()); re-derives the active
-  // event of each job and the metrics gauges.
+  // events of each job and the metrics gauges.
   void Load(const std::vector<falcon::controller::v1::EventRecord>& records);
 
   // Opens an event for `job` from `onset`: records SUSPECTED (at the onset) and CONFIRMED (at the
-  // alarm), phase PROFILING. REQUIRES: no active event for the job.
+  // alarm), phase PROFILING. REQUIRES: no event of the job is being localized (Localizing).
   falcon::controller::v1::EventRecord* Open(const std::string& job, const SeriesOnset& onset,
                                             core::UnitOfWork* uow);
   // Opens an event for an operator's ForceValidation (CONFIRMED, forced, no onset series).
@@ -75,6 +77,10 @@ class EventManager {
   // -> CLOSED (dismissed, job ended, restarted).
   void Close(falcon::controller::v1::EventRecord* event, int64_t job_iteration,
              const std::string& reason, core::UnitOfWork* uow);
+  // -> CLOSED with Event.transient set: the slowdown was not a fail-slow of the job (it cleared
+  // before the verdict, or every rank slowed alike; docs/algorithms.md#transients).
+  void CloseTransient(falcon::controller::v1::EventRecord* event, int64_t job_iteration,
+                      const std::string& reason, core::UnitOfWork* uow);
   // Appends a transition to `state` at `iteration` with `reason`, stores the record and, after the
   // commit, updates watchers and metrics. Leaving the active states frees the job's slot.
   void Transition(falcon::controller::v1::EventRecord* event, falcon::v1::EventState state,
@@ -82,19 +88,30 @@ class EventManager {
   // Stores the record as it is now (fields changed without a transition).
   void Persist(const falcon::controller::v1::EventRecord& event, core::UnitOfWork* uow);
 
-  // A new sample (seconds) of `series` at `iteration`: when it is the series that opened the job's
-  // active event and still slow, it refines Event.slow_iteration_time_ns and slowdown_ratio
+  // A new sample (seconds) of `series` at `iteration`: for each active event of the job opened by
+  // `series` on which it is still slow, it refines Event.slow_iteration_time_ns and slowdown_ratio
   // (running mean since the onset).
   void ObserveSeries(const std::string& job, const std::string& series, int64_t iteration,
                      absl::Duration time);
 
-  // Adds the time lost in one job iteration (iteration_time - healthy) to the job's active event
-  // (from CONFIRMED on); stored every `persist_every` iterations and with every transition.
+  // Adds the time lost in one job iteration to each active event of the job (from CONFIRMED on):
+  // an event's share is min(iteration_time, the next newer event's baseline) - its own baseline,
+  // so the slowdown a later event added is not counted against the earlier ones. Stored every
+  // `persist_every` iterations and with every transition.
   void AccountIteration(const std::string& job, int64_t iteration, absl::Duration iteration_time,
                         core::UnitOfWork* uow, int persist_every = 10);
 
+  // The job's newest active event; nullptr when none.
   falcon::controller::v1::EventRecord* Active(const std::string& job);
   const falcon::controller::v1::EventRecord* Active(const std::string& job) const;
+  // Every active event of the job, oldest first.
+  std::vector<falcon::controller::v1::EventRecord*> ActiveEvents(const std::string& job);
+  std::vector<const falcon::controller::v1::EventRecord*> ActiveEvents(
+      const std::string& job) const;
+  // The job's active event still waiting for its verdict (SUSPECTED or CONFIRMED); nullptr none.
+  falcon::controller::v1::EventRecord* Localizing(const std::string& job);
+  // Whether the event's verdict is still to come (SUSPECTED or CONFIRMED).
+  static bool AwaitsVerdict(const falcon::v1::Event& event);
   falcon::controller::v1::EventRecord* Find(uint64_t event_id);
   const falcon::controller::v1::EventRecord* Find(uint64_t event_id) const;
   // Newest first; job "" = all; limit 0 = all.
@@ -143,7 +160,10 @@ class EventManager {
   core::IdAllocator* const ids_;
   metrics::ControllerMetrics* const metrics_;
   std::map<uint64_t, falcon::controller::v1::EventRecord> events_;
-  absl::flat_hash_map<std::string, uint64_t> active_;  // job -> event id
+  // Drops `event_id` from the job's active events.
+  void Deactivate(const std::string& job, uint64_t event_id);
+
+  absl::flat_hash_map<std::string, std::vector<uint64_t>> active_;  // job -> ids, ascending
   absl::flat_hash_map<std::string, int> since_persist_;
   // The (state, cause) each event is counted under in falcon_controller_events (committed
   // transitions only). A verdict sets the cause before its transition, so the event's fields

@@ -225,5 +225,47 @@ TEST_F(EventManagerTest, SeriesNames) {
   EXPECT_EQ(SeriesRank("rank/x"), -1);
 }
 
+// Several active events of one job (docs/algorithms.md#concurrent-events): each is listed, the
+// gauge counts them, lost time is split at the newer event's baseline, and a restart from the
+// store restores them all.
+TEST_F(EventManagerTest, SeveralActiveEventsPerJobSurviveARestart) {
+  core::UnitOfWork uow;
+  EventRecord* first = events_.Open("j", Onset(RankSeries(5), 100), &uow);
+  events_.Transition(first, falcon::v1::EVENT_STATE_LOCALIZED, 110, "compute: rank 5", &uow);
+  EXPECT_EQ(events_.Localizing("j"), nullptr);
+  SeriesOnset later = Onset(RankSeries(2), 200);
+  later.job_baseline = absl::Milliseconds(500);  // The level the first event left.
+  EventRecord* second = events_.Open("j", later, &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(events_.Localizing("j"), second);
+  EXPECT_EQ(events_.Active("j"), second);  // The newest.
+  ASSERT_EQ(events_.ActiveEvents("j").size(), 2u);
+  EXPECT_EQ(Gauge(metrics::kActiveFailSlows.name, {{"job", "j"}}), 2);
+
+  // 0.7 s: the first event is charged 0.5 - 0.4, the second 0.7 - 0.5.
+  core::UnitOfWork account;
+  events_.AccountIteration("j", 205, absl::Milliseconds(700), &account, 1);
+  ASSERT_TRUE(account.Commit(&store_).ok());
+  EXPECT_NEAR(first->event().lost_seconds(), 0.1, 1e-9);
+  EXPECT_NEAR(second->event().lost_seconds(), 0.2, 1e-9);
+
+  EventManager reloaded(&clock_, &ids_, nullptr);
+  reloaded.Load(*store_.LoadEvents());
+  std::vector<EventRecord*> active = reloaded.ActiveEvents("j");
+  ASSERT_EQ(active.size(), 2u);
+  EXPECT_EQ(active[0]->event().event_id(), first->event().event_id());
+  EXPECT_EQ(active[1]->event().event_id(), second->event().event_id());
+  EXPECT_EQ(reloaded.Localizing("j")->event().event_id(), second->event().event_id());
+
+  // A transient close ends only that event.
+  core::UnitOfWork close;
+  events_.CloseTransient(second, 206, "transient: gone before the verdict", &close);
+  ASSERT_TRUE(close.Commit(&store_).ok());
+  EXPECT_TRUE(second->event().transient());
+  EXPECT_EQ(second->event().state(), falcon::v1::EVENT_STATE_CLOSED);
+  EXPECT_EQ(events_.Active("j"), first);
+  EXPECT_EQ(Gauge(metrics::kActiveFailSlows.name, {{"job", "j"}}), 1);
+}
+
 }  // namespace
 }  // namespace falcon::controller::detection

@@ -162,7 +162,7 @@ void Localizer::Resume(EventRecord* event, core::UnitOfWork* uow) {
 void Localizer::OnJobIteration(const std::string& job, int64_t iteration, int64_t iteration_time_ns,
                                core::UnitOfWork* uow) {
   CommProfiler* profiler = Profiler(job);
-  EventRecord* event = events_->Active(job);
+  EventRecord* event = events_->Localizing(job);
   if (profiler == nullptr || event == nullptr ||
       event->phase() != falcon::controller::v1::PHASE_PROFILING) {
     return;
@@ -474,6 +474,9 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
   Verdict v = JudgeValidation(tasks, results, options_.verdict);
   falcon::v1::Event* e = event->mutable_event();
   const std::string job = e->job();
+  // Concurrent events (docs/algorithms.md#concurrent-events): a culprit another active event of
+  // the job already named is that event's; this one looks for a new culprit.
+  const std::string known = ExcludeKnownCulprits(*event, &v);
   // A forced validation of a job whose slowdown detection never saw: differences between ranks
   // or links that do not slow the job are not a fail-slow (on shared CPUs concurrent link tests
   // alone differ by tens of percent), so it names no culprit; what it measured stays in the
@@ -502,6 +505,7 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
   e->set_verdict_iteration(iteration);
   e->set_verdict_time_ns(absl::ToUnixNanos(clock_->Now()));
   event->set_validation_slowdown_ratio(v.ratio);
+  e->set_validation_ratio(v.ratio);
   event->set_phase(falcon::controller::v1::PHASE_DONE);
   event->set_phase_deadline_ns(0);
   std::string reason =
@@ -512,6 +516,7 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
                          measured.empty() ? v.reason : absl::StrCat("measured: ", measured), ")")
           : absl::StrFormat("%s: %s; iteration time x%.2f", metrics::CauseLabel(v.cause), v.reason,
                             e->slowdown_ratio());
+  if (!known.empty()) absl::StrAppend(&reason, "; ", known);
   if (!note.empty()) absl::StrAppend(&reason, "; ", note);
   Release(event, "validation finished", uow);
   profilers_.erase(job);
@@ -524,7 +529,73 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
                    uow);
     return;
   }
+  if (v.cause == falcon::v1::CAUSE_UNKNOWN && EveryRankSlowedAlike(*event, v)) {
+    // Outside load (a burst on the machines): nothing of the job's to mitigate, and the event
+    // must not absorb a fail-slow that follows (docs/algorithms.md#transients).
+    events_->CloseTransient(event, iteration,
+                            "transient: every rank slowed down alike and validation measured "
+                            "them alike (outside load), nothing to mitigate",
+                            uow);
+    return;
+  }
   if (on_verdict_) on_verdict_(event, uow);
+}
+
+std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v) {
+  std::set<uint32_t> ranks;
+  std::set<std::pair<uint32_t, uint32_t>> links;
+  for (const EventRecord* other : events_->ActiveEvents(event.event().job())) {
+    const falcon::v1::Event& o = other->event();
+    if (o.event_id() == event.event().event_id() || EventManager::AwaitsVerdict(o)) continue;
+    // An unknown verdict reports the ranks that slowed down, not culprits.
+    if (o.cause() != falcon::v1::CAUSE_COMPUTE && o.cause() != falcon::v1::CAUSE_COMMUNICATION) {
+      continue;
+    }
+    ranks.insert(o.ranks().begin(), o.ranks().end());
+    for (const falcon::v1::Link& l : o.links()) links.insert({l.src_rank(), l.dst_rank()});
+  }
+  if (ranks.empty() && links.empty()) return "";
+  std::vector<uint32_t> dropped_ranks;
+  std::vector<std::string> dropped_links;
+  auto known_rank = [&](uint32_t r) {
+    if (!ranks.count(r)) return false;
+    dropped_ranks.push_back(r);
+    return true;
+  };
+  auto known_link = [&](const falcon::v1::Link& l) {
+    if (!links.count({l.src_rank(), l.dst_rank()}) && !links.count({l.dst_rank(), l.src_rank()})) {
+      return false;
+    }
+    dropped_links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
+    return true;
+  };
+  v->ranks.erase(std::remove_if(v->ranks.begin(), v->ranks.end(), known_rank), v->ranks.end());
+  v->links.erase(std::remove_if(v->links.begin(), v->links.end(), known_link), v->links.end());
+  if (dropped_ranks.empty() && dropped_links.empty()) return "";
+  if (v->cause == falcon::v1::CAUSE_COMPUTE && v->ranks.empty()) {
+    v->cause = v->links.empty() ? falcon::v1::CAUSE_UNKNOWN : falcon::v1::CAUSE_COMMUNICATION;
+  } else if (v->cause == falcon::v1::CAUSE_COMMUNICATION && v->links.empty()) {
+    v->cause = v->ranks.empty() ? falcon::v1::CAUSE_UNKNOWN : falcon::v1::CAUSE_COMPUTE;
+  }
+  if (v->cause == falcon::v1::CAUSE_UNKNOWN) v->ratio = 0;
+  std::string out = "known culprits of other active events left out:";
+  if (!dropped_ranks.empty()) absl::StrAppend(&out, " rank ", absl::StrJoin(dropped_ranks, ","));
+  if (!dropped_links.empty()) absl::StrAppend(&out, " link ", absl::StrJoin(dropped_links, ","));
+  return out;
+}
+
+bool Localizer::EveryRankSlowedAlike(const EventRecord& event, const Verdict& v) const {
+  if (event.forced() || v.gemm_ranks_measured < 2) return false;
+  const registry::JobEntry* job = registry_->Find(event.event().job());
+  if (job == nullptr || job->ranks().empty()) return false;
+  std::set<uint32_t> slowed;
+  for (const std::string& s : event.onset_series()) {
+    if (int64_t r = SeriesRank(s); r >= 0) slowed.insert(static_cast<uint32_t>(r));
+  }
+  for (uint32_t r : job->ranks()) {
+    if (!slowed.count(r)) return false;
+  }
+  return true;
 }
 
 void Localizer::Release(EventRecord* event, const std::string& reason, core::UnitOfWork* uow) {
@@ -563,7 +634,7 @@ void Localizer::Cancel(EventRecord* event, core::UnitOfWork* uow) {
 }
 
 void Localizer::OnAgentJoined(const std::string& agent_id, const registry::JobEntry& job) {
-  EventRecord* event = events_->Active(job.name());
+  EventRecord* event = events_->Localizing(job.name());
   bool profiling = event != nullptr && event->phase() == falcon::controller::v1::PHASE_PROFILING;
   if (profiling) SendProfiling(job, true, agent_id);
 }

@@ -11,10 +11,15 @@
 //     peers, then the link passes of every suspect comm (analysis PlanRingPasses, plus
 //     PlanTreePasses on a heap tree when tree_passes is on), each until every expected rank
 //     answered or task_timeout.
-//  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; the event becomes LOCALIZED, a
-//     Resume directive releases the ranks, and the verdict callback (mitigation) runs. A forced
-//     validation of a job without a detected slowdown names no culprit (cause UNKNOWN, what was
-//     measured in the reason) and closes the event instead (docs/algorithms.md#verdict).
+//  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; culprits that other active
+//     events of the job already named are left out (docs/algorithms.md#concurrent-events); the
+//     event becomes LOCALIZED, a Resume directive releases the ranks, and the verdict callback
+//     (mitigation) runs. A forced validation of a job without a detected slowdown names no culprit
+//     (cause UNKNOWN, what was measured in the reason) and closes the event instead
+//     (docs/algorithms.md#verdict); an unknown verdict after every rank's series slowed down is
+//     outside load and closes the event as transient (docs/algorithms.md#transients).
+// At most one event of a job is localized at a time (the detection manager has a slowdown join it
+// meanwhile), so the profiler is per job.
 // A recovery or close during localization cancels it (profiling off, Resume when paused). Every
 // step is stored in the event record in the unit of work before its messages are sent.
 // Not thread-safe: controller loop only.
@@ -128,6 +133,11 @@ class Localizer {
   void Release(EventRecord* event, const std::string& reason, core::UnitOfWork* uow);
   void SetJobState(const std::string& job, falcon::v1::JobState state, core::UnitOfWork* uow);
   EventRecord* EventOfTask(uint64_t task_id);
+  // Drops from `v` the culprits other active events of the job named (a concurrent event looks for
+  // a new culprit); the cause follows what is left. Returns what was dropped, for the reason.
+  std::string ExcludeKnownCulprits(const EventRecord& event, Verdict* v);
+  // Every rank's own series slowed down and validation (GEMM on 2+ ranks) found no culprit.
+  bool EveryRankSlowedAlike(const EventRecord& event, const Verdict& v) const;
 
   const LocalizationOptions options_;
   const common::Clock* const clock_;

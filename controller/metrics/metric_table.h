@@ -59,7 +59,7 @@ inline constexpr MetricSpec kDetectionDelayIterations{
     "Iterations from a fail-slow's onset to its confirmation"};
 inline constexpr MetricSpec kActiveFailSlows{
     "falcon_controller_active_fail_slows", MetricType::kGauge, "events", "job",
-    "Active (not recovered or closed) fail-slow events of the job, 0 or 1"};
+    "Active (not recovered or closed) fail-slow events of the job"};
 inline constexpr MetricSpec kWorkloadImbalance{
     "falcon_controller_workload_imbalance", MetricType::kGauge, "ratio", "job,kind",
     "Workload imbalance of a job's recent iterations (kind stage: the heavy stage's compute over "

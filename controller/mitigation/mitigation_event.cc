@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   EventContext& ctx = e->ctx_;
   ctx.healthy = healthy;
   ctx.slow = slow;
+  ctx.validation_ratio = event.validation_ratio();
   ctx.layouts = layouts;
   ctx.errors = errors;
   ctx.last_iteration = std::max(event.verdict_iteration(), actions.LastIteration(event.job()));

@@ -69,7 +69,7 @@ void Orchestrator::Execute(MitigationEvent& e, const absl::StatusOr<Steps>& step
         break;
       case EscalationStep::Action::kRevert:
         if (MitigationStrategy* s = e.Of(step.strategy); s != nullptr) {
-          s->Revert(step, e.ctx(), actions);
+          RevertLevel(e, s, step, actions);
         }
         break;
       case EscalationStep::Action::kSkip:
@@ -99,6 +99,7 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
     return;
   }
   if (s->directive() != 0) return;  // In force already (rebuilt after a restart).
+  SetOthers(e, 0);
   absl::StatusOr<PlannedDirective> plan = s->Plan(step, e.ctx(), actions);
   const absl::Status issued = plan.ok() ? s->Issue(step, *plan, e.ctx(), actions) : plan.status();
   if (issued.ok()) {
@@ -116,6 +117,59 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
     return;
   }
   Skip(e, step.strategy, std::string(issued.message()), step.iteration, actions);
+}
+
+void Orchestrator::SetOthers(MitigationEvent& e, uint64_t leaving) {
+  EventContext& ctx = e.ctx();
+  ctx.other_culprits.clear();
+  ctx.other_s2_before.clear();
+  for (const auto& [id, o] : events_) {
+    if (id == ctx.event_id || id == leaving || o->ctx().job != ctx.job) continue;
+    const Culprit c = S2MicroBatch::SizingCulprit(o->ctx());
+    if (c.cause != falcon::v1::CAUSE_COMPUTE && c.cause != falcon::v1::CAUSE_COMMUNICATION)
+      continue;
+    ctx.other_culprits.push_back(c);
+    if (o->s2().directive() != 0 && ctx.other_s2_before.empty()) {
+      ctx.other_s2_before = o->s2().before();
+    }
+  }
+}
+
+void Orchestrator::RevertLevel(MitigationEvent& e, MitigationStrategy* s,
+                               const EscalationStep& step, detection::EventActions& actions) {
+  // A joint S2 plan (docs/algorithms.md#concurrent-events): while another event of the job still
+  // has S2 in force, the job is not put back to the split before S2; the newest such event plans
+  // again for the culprits still active.
+  MitigationEvent* heir = nullptr;
+  if (s == &e.s2() && e.s2().directive() != 0) {
+    for (const auto& [id, o] : events_) {
+      if (o.get() != &e && o->ctx().job == e.ctx().job && o->s2().directive() != 0) heir = o.get();
+    }
+  }
+  if (heir == nullptr) {
+    s->Revert(step, e.ctx(), actions);
+    return;
+  }
+  const std::string why =
+      absl::StrCat("S2 plan handed over to event ", heir->ctx().event_id,
+                   ", which plans for the culprits still active (", step.reason, ")");
+  LOG(INFO) << "plan handed over " << e.ctx().Subject() << " strategy=s2"
+            << " to_event=" << heir->ctx().event_id << " why=\"" << step.reason << "\"";
+  e.ctx().Record(actions, falcon::v1::STRATEGY_S2_MICRO_BATCH, 0, step.iteration, why,
+                 /*revert=*/true);
+  e.s2().Supersede();
+  SetOthers(*heir, e.ctx().event_id);
+  EscalationStep replan = step;
+  replan.action = EscalationStep::Action::kApply;
+  replan.reason = absl::StrCat("event ", e.ctx().event_id, " left the joint S2 plan");
+  absl::StatusOr<PlannedDirective> plan = heir->s2().Plan(replan, heir->ctx(), actions);
+  const absl::Status issued =
+      plan.ok() ? heir->s2().Issue(replan, *plan, heir->ctx(), actions) : plan.status();
+  if (!issued.ok()) {
+    // The joint plan stays: it still helps the heir's culprit.
+    LOG(INFO) << "joint plan kept " << heir->ctx().Subject() << " strategy=s2 why=\""
+              << issued.message() << "\"";
+  }
 }
 
 void Orchestrator::Skip(MitigationEvent& e, Strategy s, const std::string& why, int64_t iteration,
@@ -175,7 +229,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
       revert.strategy = plan->level();
       revert.iteration = iteration;
       revert.reason = *why;
-      plan->Revert(revert, st->ctx(), actions);
+      RevertLevel(*st, plan, revert, actions);
       Skip(*st, plan->level(), *why, iteration, actions);
     }
   }
@@ -279,7 +333,7 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
   const EventContext& ctx = e.ctx();
   const registry::JobEntry* job = actions.FindJob(ctx.job);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", ctx.job, "' unknown"));
-  absl::StatusOr<JobShape> shape = ctx.Shape(*job, e.s2().PlanBase(*job));
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, e.s2().PlanBase(*job, ctx));
   if (!shape.ok()) return shape.status();
   LadderState state;
   state.iteration = std::max(ctx.last_iteration, actions.LastIteration(ctx.job));

@@ -15,6 +15,11 @@
 //     and skipped; the ladder moves on when the lost time pays for the next level.
 //   - When the event recovers, S3 and then S2 are reverted. An S4 that applied (or timed out: the
 //     ranks exit to restart) closes the event.
+//   - Concurrent events of a job (docs/algorithms.md#concurrent-events): each has its own ladder;
+//     S2 and S3 plan for the culprits of every active event of the job (one S2 plan for every slow
+//     DP group, an S3 layout that avoids every known slow link). An event whose S2 ends while
+//     another still has S2 in force hands the plan over: that one plans again for the culprits
+//     still active.
 //   - Per job: mitigation_enabled (off: nothing new; plans in force are reverted), s2/s3/s4_enabled
 //     (disabling a level in force reverts it), dry_run (actions recorded with dry_run = true,
 //     nothing sent, no state change of the job).
@@ -83,6 +88,13 @@ class Orchestrator : public detection::MitigationHook {
              detection::EventActions& actions);
   void Skip(MitigationEvent& e, analysis::plan::Strategy s, const std::string& why,
             int64_t iteration, detection::EventActions& actions);
+  // Sets e's view of the job's other events (EventContext::other_culprits, other_s2_before),
+  // leaving out `leaving` (0: none).
+  void SetOthers(MitigationEvent& e, uint64_t leaving);
+  // Reverts level `s` of `e`, or hands a joint S2 plan over to another event of the job that
+  // still has S2 in force (it plans again without e's culprit).
+  void RevertLevel(MitigationEvent& e, MitigationStrategy* s,
+                   const analysis::plan::EscalationStep& step, detection::EventActions& actions);
 
   const OrchestratorOptions options_;
   const common::Clock* const clock_;

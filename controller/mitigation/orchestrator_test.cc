@@ -3,7 +3,10 @@
 // DP=4 x PP=2 job goes S1 -> S2 within the escalation budget, the plan in force is measured and
 // is not mistaken for a recovery, and the fault clearing (seen in rank 5's compute time per
 // micro-batch, which the plan hides from the iteration time) reverts it; dry run records without
-// sending; with S2 disabled the ladder reaches S4 and the restart closes the event.
+// sending; with S2 disabled the ladder reaches S4 and the restart closes the event. Concurrent
+// events: two compute fail-slows in different DP groups, one after the other, are localized by
+// two events and mitigated by one S2 plan; a slowdown gone before the verdict closes as transient
+// without a pause; outside load before a fault does not hide the fault.
 #include "controller/mitigation/orchestrator.h"
 
 #include <memory>
@@ -32,14 +35,14 @@ constexpr int64_t kMitigatedNs = 116'000'000;  // Under the S2 plan.
 
 class OrchestratorTest : public ::testing::Test {
  protected:
-  OrchestratorTest()
+  explicit OrchestratorTest(ControllerOptions options = ControllerOptions())
       : kv_(store::ControllerStore::TableNames()),
         metrics_(registry_, "t"),
         orchestrator_(OrchestratorOptions{}, &clock_) {
     spec_.dp = 4;
     spec_.pp = 2;
     spec_.ranks_per_node = 2;  // 8 ranks on 4 nodes.
-    auto c = Controller::Create(ControllerOptions(), &kv_, &clock_, &metrics_, &orchestrator_);
+    auto c = Controller::Create(options, &kv_, &clock_, &metrics_, &orchestrator_);
     EXPECT_TRUE(c.ok()) << c.status();
     c_ = std::move(*c);
     for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
@@ -125,6 +128,68 @@ class OrchestratorTest : public ::testing::Test {
       c_->Tick();
       clock_.Advance(absl::Nanoseconds(t));
     }
+  }
+
+  // Iterations [from, to) under the pipeline cost model (planner.h): DP group d takes
+  // (P - 1)·c + m_d·s_d·c with c = healthy / (8 + 1) and s_d = 1.4 when one of its ranks is slow
+  // at i (`slow(i)`, the slow ranks); the iteration is the slowest group. Every rank reports
+  // compute proportional to its group's micro-batches (x1.4 when slow), and the GEMM of a slow
+  // rank takes x1.4.
+  void RunModel(int64_t from, int64_t to,
+                const std::function<std::vector<uint32_t>(int64_t)>& slow) {
+    for (int64_t i = from; i < to; ++i) {
+      const std::vector<uint32_t> bad = slow(i);
+      auto is_bad = [&](uint32_t r) { return std::find(bad.begin(), bad.end(), r) != bad.end(); };
+      const std::vector<uint32_t> plan = PlanAt(i);
+      const double c = kHealthyNs / 9.0;
+      double t = 0;
+      for (uint32_t d = 0; d < 4; ++d) {
+        const double s = is_bad(d) || is_bad(d + 4) ? 1.4 : 1.0;
+        t = std::max(t, c + plan[d] * s * c);
+      }
+      const int64_t noise = ((i * 104729) % 201 - 100) * 10'000;
+      const int64_t ns = static_cast<int64_t>(t) + noise;
+      for (auto& a : agents_) {
+        falcon::v1::TelemetryBatch b;
+        b.set_job(spec_.job);
+        for (uint32_t r : a->ranks()) {
+          falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, ns);
+          s.set_compute_ns(static_cast<int64_t>(4'000'000 * plan[r % 4] * (is_bad(r) ? 1.4 : 1.0)));
+          *b.add_iterations() = s;
+        }
+        auto ack = a->Send(*c_, b);
+        ASSERT_TRUE(ack.ok()) << ack.status();
+      }
+      testing::Responder responder;
+      responder.gemm_ns = [&](uint32_t r) { return is_bad(r) ? 1'400'000 : 1'000'000; };
+      for (int answered = 1; answered > 0;) {
+        answered = 0;
+        for (auto& a : agents_) answered += a->Respond(*c_, responder);
+      }
+      c_->Tick();
+      clock_.Advance(absl::Nanoseconds(ns));
+    }
+  }
+
+  // falcon_controller_active_fail_slows{job} (-1: no series).
+  double ActiveGauge() {
+    for (const prometheus::MetricFamily& f : registry_.Collect()) {
+      if (f.name != "falcon_controller_active_fail_slows") continue;
+      for (const prometheus::ClientMetric& m : f.metric) {
+        for (const prometheus::ClientMetric::Label& l : m.label) {
+          if (l.name == "job" && l.value == spec_.job) return m.gauge.value;
+        }
+      }
+    }
+    return -1;
+  }
+
+  std::vector<falcon::v1::Event> EventsOldestFirst() {
+    ControlApi api(c_.get());
+    auto r = api.ListEvents({});
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<falcon::v1::Event> out(r->events().rbegin(), r->events().rend());
+    return out;
   }
 
   falcon::v1::Event OnlyEvent() {
@@ -358,6 +423,138 @@ TEST_F(OrchestratorTest, WithS2DisabledTheLadderReachesS4AndTheRestartClosesTheE
             std::vector<uint32_t>{5});
   // S4 bumps the epoch fence.
   EXPECT_GT(s4.epoch(), c_->registry().Find(spec_.job)->epoch());
+}
+
+}  // namespace
+}  // namespace falcon::controller::mitigation
+
+namespace falcon::controller::mitigation {
+namespace {
+
+// Rank 5 (DP group 1) slows down at 60 and is mitigated by S2; rank 2 (DP group 2) slows down at
+// 130, after that verdict: a second event localizes it (leaving rank 5, event 1's, out) and its S2
+// plan is one plan for both slow groups, sized from both ranks' measured slowdowns. Rank 5 then
+// recovers: its event hands the plan over and event 2 plans again for rank 2 alone.
+TEST_F(OrchestratorTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneS2Plan) {
+  auto slow = [](int64_t i) {
+    std::vector<uint32_t> r;
+    if (i >= 60 && i < 230) r.push_back(5);
+    if (i >= 130) r.push_back(2);
+    return r;
+  };
+  RunModel(0, 200, slow);
+  std::vector<falcon::v1::Event> events = EventsOldestFirst();
+  ASSERT_EQ(events.size(), 2u);
+  const falcon::v1::Event& first = events[0];
+  const falcon::v1::Event& second = events[1];
+  EXPECT_EQ(first.cause(), falcon::v1::CAUSE_COMPUTE) << first.DebugString();
+  EXPECT_EQ(std::vector<uint32_t>(first.ranks().begin(), first.ranks().end()),
+            std::vector<uint32_t>{5});
+  EXPECT_EQ(first.state(), falcon::v1::EVENT_STATE_MITIGATING) << first.DebugString();
+  EXPECT_EQ(second.cause(), falcon::v1::CAUSE_COMPUTE) << second.DebugString();
+  EXPECT_EQ(std::vector<uint32_t>(second.ranks().begin(), second.ranks().end()),
+            std::vector<uint32_t>{2})
+      << second.DebugString();
+  EXPECT_EQ(second.state(), falcon::v1::EVENT_STATE_MITIGATING) << second.DebugString();
+  // The job lists both.
+  falcon::v1::Job job = c_->JobView(*c_->registry().Find(spec_.job));
+  EXPECT_EQ(std::vector<uint64_t>(job.active_event_ids().begin(), job.active_event_ids().end()),
+            (std::vector<uint64_t>{first.event_id(), second.event_id()}));
+  // One S2 plan in force for both slow DP groups (1 and 2), issued for the second event.
+  std::vector<falcon::v1::DirectiveRecord> plans = Plans();
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[1].event_id(), second.event_id());
+  EXPECT_EQ(plans[1].state(), falcon::v1::DirectiveRecord::STATE_APPLIED);
+  const auto& m = plans[1].directive().micro_batch_plan().micro_batches();
+  ASSERT_EQ(m.size(), 4);
+  EXPECT_EQ(std::accumulate(m.begin(), m.end(), 0u), 32u);
+  EXPECT_LT(m[1], 8u) << plans[1].directive().reason();
+  EXPECT_LT(m[2], 8u) << plans[1].directive().reason();
+  EXPECT_GT(m[0], 8u);
+  EXPECT_GT(m[3], 8u);
+  EXPECT_NE(plans[1].directive().reason().find("also rank 5 of another event x1.40"),
+            std::string::npos)
+      << plans[1].directive().reason();
+  EXPECT_EQ(std::vector<uint32_t>(job.micro_batches().begin(), job.micro_batches().end()),
+            std::vector<uint32_t>(m.begin(), m.end()));
+  // The metrics count both as active.
+  EXPECT_EQ(ActiveGauge(), 2);
+
+  // Rank 5 recovers: event 1 ends and hands the plan over; event 2 plans for rank 2 alone.
+  RunModel(200, 290, slow);
+  events = EventsOldestFirst();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].state(), falcon::v1::EVENT_STATE_RECOVERED) << events[0].DebugString();
+  EXPECT_EQ(events[1].state(), falcon::v1::EVENT_STATE_MITIGATING) << events[1].DebugString();
+  const falcon::v1::Action& handed = events[0].actions(events[0].actions_size() - 1);
+  EXPECT_TRUE(handed.revert());
+  EXPECT_NE(handed.reason().find("handed over to event"), std::string::npos) << handed.reason();
+  plans = Plans();
+  ASSERT_EQ(plans.size(), 3u);
+  EXPECT_EQ(plans[2].event_id(), second.event_id());
+  const auto& alone = plans[2].directive().micro_batch_plan().micro_batches();
+  ASSERT_EQ(alone.size(), 4);
+  EXPECT_GE(alone[1], 8u) << plans[2].directive().reason();
+  EXPECT_LT(alone[2], 8u) << plans[2].directive().reason();
+  EXPECT_EQ(ActiveGauge(), 1);
+}
+
+// Localization that takes long (30 profiled iterations) and a slowdown of every rank that is gone
+// before it ends: the event closes as transient, no pause is sent, and a fault that follows opens
+// its own event and is localized.
+class SlowLocalizationTest : public OrchestratorTest {
+ protected:
+  static ControllerOptions Options() {
+    ControllerOptions o;
+    o.localization.profiling_iterations = 30;
+    return o;
+  }
+  SlowLocalizationTest() : OrchestratorTest(Options()) {}
+};
+
+TEST_F(SlowLocalizationTest, ASlowdownGoneBeforeTheVerdictClosesAsTransientWithoutAPause) {
+  auto burst = [](int64_t i) -> int64_t { return i >= 60 && i < 75 ? 40'000'000 : 0; };
+  Run(
+      0, 110, [](int64_t) { return false; }, burst);
+  std::vector<falcon::v1::Event> events = EventsOldestFirst();
+  ASSERT_EQ(events.size(), 1u);
+  const falcon::v1::Event& e = events[0];
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_CLOSED) << e.DebugString();
+  EXPECT_TRUE(e.transient()) << e.DebugString();
+  EXPECT_EQ(e.verdict_iteration(), -1);
+  EXPECT_NE(e.transitions(e.transitions_size() - 1).reason().find("transient: "), std::string::npos)
+      << e.DebugString();
+  for (const auto& d : c_->directives().List(spec_.job, 0)) {
+    EXPECT_FALSE(d.directive().has_pause()) << d.DebugString();
+  }
+  EXPECT_EQ(c_->registry().Find(spec_.job)->job().state(), falcon::v1::JOB_STATE_TRACKING);
+  EXPECT_EQ(ActiveGauge(), 0);
+
+  // Detection is free at once: a fault that follows gets its own event and verdict.
+  Run(110, 220, [](int64_t i) { return i >= 130; });
+  events = EventsOldestFirst();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].cause(), falcon::v1::CAUSE_COMPUTE) << events[1].DebugString();
+  EXPECT_EQ(std::vector<uint32_t>(events[1].ranks().begin(), events[1].ranks().end()),
+            std::vector<uint32_t>{5});
+}
+
+// Outside load slows every rank alike from iteration 60 (and stays); rank 5 turns slow at 120.
+// The load's event names no culprit (validation measures every rank alike) and closes as
+// transient; the fault opens its own event, localized to rank 5.
+TEST_F(OrchestratorTest, OutsideLoadBeforeAFaultDoesNotHideTheFault) {
+  auto load = [](int64_t i) -> int64_t { return i >= 60 ? 40'000'000 : 0; };
+  Run(
+      0, 200, [](int64_t i) { return i >= 120; }, load);
+  std::vector<falcon::v1::Event> events = EventsOldestFirst();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].cause(), falcon::v1::CAUSE_UNKNOWN) << events[0].DebugString();
+  EXPECT_EQ(events[0].state(), falcon::v1::EVENT_STATE_CLOSED) << events[0].DebugString();
+  EXPECT_TRUE(events[0].transient());
+  EXPECT_EQ(events[1].cause(), falcon::v1::CAUSE_COMPUTE) << events[1].DebugString();
+  EXPECT_EQ(std::vector<uint32_t>(events[1].ranks().begin(), events[1].ranks().end()),
+            std::vector<uint32_t>{5});
+  EXPECT_GE(events[1].onset_iteration(), 120);
 }
 
 }  // namespace

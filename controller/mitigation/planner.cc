@@ -25,15 +25,24 @@ int64_t PerReplica(const JobShape& shape) {
   return std::max<int64_t>(1, shape.global_micro_batches / shape.layout.dp_size());
 }
 
-// Slowdown of each (dp, pp) cell for the culprit ranks.
-std::vector<double> CellSlowdowns(const JobShape& shape, const Culprit& culprit, double s) {
+// Slowdown of each (dp, pp) cell for the culprit ranks (`s`) and the compute culprits of the
+// job's other events (each its own stage slowdown).
+std::vector<double> CellSlowdowns(const JobShape& shape, const Culprit& culprit, double s,
+                                  const std::vector<Culprit>& others) {
   const analysis::plan::Layout& l = shape.layout;
   std::vector<double> cell(static_cast<size_t>(l.dp_size()) * l.pp_size(), 1.0);
-  for (uint32_t r : culprit.ranks) {
-    if (static_cast<int>(r) >= l.world_size()) continue;
-    const analysis::plan::RankPlacement& p = l.at(static_cast<int>(r));
-    double& c = cell[static_cast<size_t>(p.dp) * l.pp_size() + p.pp];
-    c = std::max(c, s);
+  auto mark = [&](const std::vector<uint32_t>& ranks, double slowdown) {
+    for (uint32_t r : ranks) {
+      if (static_cast<int>(r) >= l.world_size()) continue;
+      const analysis::plan::RankPlacement& p = l.at(static_cast<int>(r));
+      double& c = cell[static_cast<size_t>(p.dp) * l.pp_size() + p.pp];
+      c = std::max(c, slowdown);
+    }
+  };
+  mark(culprit.ranks, s);
+  for (const Culprit& o : others) {
+    if (o.cause != falcon::v1::CAUSE_COMPUTE) continue;
+    mark(o.ranks, CulpritStageSlowdown(o, PerReplica(shape), l.pp_size()));
   }
   return cell;
 }
@@ -127,8 +136,8 @@ absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
   return shape;
 }
 
-absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
-                              absl::Duration healthy) {
+absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit, absl::Duration healthy,
+                              const std::vector<Culprit>& others) {
   const analysis::plan::Layout& l = shape.layout;
   const int D = l.dp_size(), P = l.pp_size();
   const int64_t m = PerReplica(shape);
@@ -137,7 +146,7 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
   if (!any) return absl::FailedPreconditionError("S2: no culprit rank in the job's layout");
   const double s = CulpritStageSlowdown(culprit, m, P);
   const absl::Duration c = StageCompute(healthy, m, P);
-  const std::vector<double> cells = CellSlowdowns(shape, culprit, s);
+  const std::vector<double> cells = CellSlowdowns(shape, culprit, s, others);
   // Per DP group speed: the steady-state time per micro-batch is its slowest stage.
   std::vector<absl::Duration> times;
   for (int d = 0; d < D; ++d) {
@@ -163,6 +172,12 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
       absl::StrFormat("m = [%s] (was [%s]), culprit stage slowdown x%.2f, predicted %s (now %s)",
                       absl::StrJoin(plan.micro_batches, ", "),
                       absl::StrJoin(shape.micro_batches, ", "), s, Secs(*after), Secs(*before));
+  for (const Culprit& o : others) {
+    if (o.cause != falcon::v1::CAUSE_COMPUTE || o.ranks.empty()) continue;
+    absl::StrAppend(&plan.summary,
+                    absl::StrFormat("; also rank %s of another event x%.2f",
+                                    absl::StrJoin(o.ranks, ","), CulpritStageSlowdown(o, m, P)));
+  }
   return plan;
 }
 
@@ -178,8 +193,16 @@ falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout
   return change;
 }
 
-absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
-                              absl::Duration healthy) {
+absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::Duration healthy,
+                              const std::vector<Culprit>& others) {
+  // Every slow link and rank the job's active events know: the layout avoids them all.
+  Culprit culprit = own;
+  for (const Culprit& o : others) {
+    culprit.links.insert(culprit.links.end(), o.links.begin(), o.links.end());
+    if (o.cause == falcon::v1::CAUSE_COMPUTE) {
+      culprit.ranks.insert(culprit.ranks.end(), o.ranks.begin(), o.ranks.end());
+    }
+  }
   const analysis::plan::Layout& l = shape.layout;
   const int P = l.pp_size();
   const int64_t m = PerReplica(shape);

@@ -71,9 +71,12 @@ struct S2Plan {
   bool improves = false;             // predicted < predicted_current by >= 2 %.
   std::string summary;               // E.g. "m = [2, 6, 4, 4] (was [4, 4, 4, 4])".
 };
-// S2 for compute culprits. kFailedPrecondition when no culprit rank is in the layout.
-absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit,
-                              absl::Duration healthy);
+// S2 for compute culprits. `others`: the culprits of the job's other active events
+// (docs/algorithms.md#concurrent-events); their compute ranks slow their (dp, pp) cells by their
+// own stage slowdown, so one plan accounts for every slow DP group. kFailedPrecondition when no
+// culprit rank is in the layout.
+absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit, absl::Duration healthy,
+                              const std::vector<Culprit>& others = {});
 
 struct S3Plan {
   analysis::plan::Layout layout;      // The complete new layout.
@@ -83,9 +86,10 @@ struct S3Plan {
   bool improves = false;  // The layout changed and is predicted faster.
   std::string summary;    // Moves, slow links in DP before/after, notes.
 };
-// S3: takes slow links out of DP (and PP) traffic, packs slow ranks into few stages.
-absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit,
-                              absl::Duration healthy);
+// S3: takes slow links out of DP (and PP) traffic, packs slow ranks into few stages. `others`:
+// the culprits of the job's other active events, whose links and compute ranks it avoids too.
+absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit, absl::Duration healthy,
+                              const std::vector<Culprit>& others = {});
 
 // The complete assignment of `layout` (one entry per rank, tp_index as in the layout).
 falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout);

@@ -18,9 +18,9 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::Escala
     return absl::FailedPreconditionError("S2 helps compute fail-slows only");
   }
   if (absl::Status s = ctx.CheckNotImbalance(actions); !s.ok()) return s;
-  absl::StatusOr<JobShape> shape = ctx.Shape(*job, PlanBase(*job));
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, PlanBase(*job, ctx));
   if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
-  absl::StatusOr<S2Plan> plan = PlanS2(*shape, SizingCulprit(ctx), ctx.healthy);
+  absl::StatusOr<S2Plan> plan = PlanS2(*shape, SizingCulprit(ctx), ctx.healthy, ctx.other_culprits);
   if (!plan.ok()) return absl::FailedPreconditionError(plan.status().message());
   LOG(INFO) << "S2 plan computed " << ctx.Subject() << " micro_batches=["
             << absl::StrJoin(plan->micro_batches, ",") << "] was=["
@@ -41,9 +41,13 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::Escala
   out.directive.set_plan_version(version);
   for (uint32_t m : plan->micro_batches)
     out.directive.mutable_micro_batch_plan()->add_micro_batches(m);
+  // The rollback restores the plan in force (another event's joint plan, when there is one).
+  std::vector<uint32_t> in_force(job->job().micro_batches().begin(),
+                                 job->job().micro_batches().end());
+  if (in_force.size() != shape->micro_batches.size()) in_force = shape->micro_batches;
   falcon::v1::Directive& rollback = out.rollback.emplace();
   rollback.set_plan_version(version + 1);
-  for (uint32_t m : shape->micro_batches) rollback.mutable_micro_batch_plan()->add_micro_batches(m);
+  for (uint32_t m : in_force) rollback.mutable_micro_batch_plan()->add_micro_batches(m);
   planned_before_ = shape->micro_batches;
   return out;
 }
@@ -52,11 +56,20 @@ Culprit S2MicroBatch::SizingCulprit(const EventContext& ctx) {
   Culprit culprit = ctx.culprit;
   culprit.measured_stage_slowdown =
       std::max(culprit.measured_stage_slowdown, ctx.probe.WorstCulpritRatio(3));
+  // Beside other events the job's slowdown ratio is relative to a job they already slowed (or
+  // their plans sped up), so it tells nothing of this culprit's stage: until the probe measured
+  // it, validation's measurement (its GEMM over the median) sizes it.
+  if (culprit.measured_stage_slowdown <= 1.0 && !ctx.other_culprits.empty() &&
+      culprit.cause == falcon::v1::CAUSE_COMPUTE && ctx.validation_ratio > 1.0) {
+    culprit.measured_stage_slowdown = ctx.validation_ratio;
+  }
   return culprit;
 }
 
-std::vector<uint32_t> S2MicroBatch::PlanBase(const registry::JobEntry& job) const {
+std::vector<uint32_t> S2MicroBatch::PlanBase(const registry::JobEntry& job,
+                                             const EventContext& ctx) const {
   if (directive_ != 0 && !before_.empty()) return before_;
+  if (!ctx.other_s2_before.empty()) return ctx.other_s2_before;
   return std::vector<uint32_t>(job.job().micro_batches().begin(), job.job().micro_batches().end());
 }
 

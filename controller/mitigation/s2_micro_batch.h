@@ -1,7 +1,10 @@
 // S2, micro-batch rebalance for compute fail-slows: fewer micro-batches for the DP group of the
 // slow rank, more for the others (planner.h: PlanS2, fed with the culprit's stage slowdown as the
-// compute probe measured it). Reverting restores the plan in force before it (the even split when
-// the job had none). See strategy.h and docs/algorithms.md#s2-micro-batch-solver.
+// compute probe measured it, and with the culprits of the job's other active events: one plan for
+// every slow DP group, docs/algorithms.md#concurrent-events). Reverting restores the plan in force
+// before it (the even split when the job had none); the orchestrator hands a joint plan over to
+// another event instead while that one still needs it. See strategy.h and
+// docs/algorithms.md#s2-micro-batch-solver.
 #ifndef FALCON_CONTROLLER_MITIGATION_S2_MICRO_BATCH_H_
 #define FALCON_CONTROLLER_MITIGATION_S2_MICRO_BATCH_H_
 
@@ -30,10 +33,12 @@ class S2MicroBatch final : public PlanStrategy {
   const std::vector<uint32_t>& before() const { return before_; }
 
   // What S2 sizes its plan for: the event's culprit with the stage slowdown the compute probe
-  // measured (the worst culprit's, when it has one).
+  // measured (the worst culprit's, when it has one); beside other active events, validation's
+  // measurement until the probe has one.
   static Culprit SizingCulprit(const EventContext& ctx);
-  // The micro-batches S2 plans from: those its plan in force replaced, else the job's in force.
-  std::vector<uint32_t> PlanBase(const registry::JobEntry& job) const;
+  // The micro-batches S2 plans from: those its plan in force replaced, else those another event's
+  // S2 in force replaced (ctx.other_s2_before), else the job's in force.
+  std::vector<uint32_t> PlanBase(const registry::JobEntry& job, const EventContext& ctx) const;
 
  protected:
   absl::string_view what() const override { return "S2 micro-batch plan"; }

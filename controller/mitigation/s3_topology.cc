@@ -12,7 +12,7 @@ absl::StatusOr<PlannedDirective> S3Topology::Plan(const analysis::plan::Escalati
   if (job == nullptr) return absl::FailedPreconditionError("job unknown");
   absl::StatusOr<JobShape> shape = ctx.Shape(*job, {});
   if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
-  absl::StatusOr<S3Plan> plan = PlanS3(*shape, ctx.culprit, ctx.healthy);
+  absl::StatusOr<S3Plan> plan = PlanS3(*shape, ctx.culprit, ctx.healthy, ctx.other_culprits);
   if (!plan.ok()) return absl::FailedPreconditionError(plan.status().message());
   LOG(INFO) << "S3 plan computed " << ctx.Subject()
             << " predicted_s=" << absl::ToDoubleSeconds(plan->predicted)

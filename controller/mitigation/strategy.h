@@ -49,6 +49,14 @@ struct EventContext {
   ComputeProbe probe;           // Compute culprits only.
   LayoutsInForce* layouts = nullptr;
   common::ErrorCounter* errors = nullptr;
+  // The job's other active events with a verdict, as the orchestrator set them before this event's
+  // latest plan (docs/algorithms.md#concurrent-events): their culprits, sized as S2 sizes them
+  // (S2 and S3 plan for every one of them), and the split an S2 plan of theirs in force replaced
+  // (empty: none; S2 then plans from it).
+  std::vector<Culprit> other_culprits;
+  std::vector<uint32_t> other_s2_before;
+  // Event.validation_ratio: the culprit's slowdown as validation measured it (0 none).
+  double validation_ratio = 0;
 
   // "job=<job> event=<id> rank=<r>[,<r>...]" or "... link=<a>-><b>[,...]", for log lines.
   std::string Subject() const;
