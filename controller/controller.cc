@@ -231,7 +231,12 @@ absl::Status Controller::Load() {
   settings_.Load(*settings);
   auto jobs = store_.LoadJobs();
   if (!jobs.ok()) return jobs.status();
-  registry_.Load(*jobs);
+  auto parts = store_.LoadJobParts();
+  if (!parts.ok()) return parts.status();
+  // Jobs stored by an earlier version (parts inside the job's record) are stored again in
+  // today's form with the restore below, in one commit.
+  core::UnitOfWork uow;
+  registry_.Load(*jobs, *parts, &uow.txn());
   auto agents = store_.LoadAgents();
   if (!agents.ok()) return agents.status();
   for (const auto& a : *agents) agents_[a.agent_id()] = AgentState{ingest::SequenceTracker(a), a};
@@ -250,7 +255,6 @@ absl::Status Controller::Load() {
     if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
     for (const std::string& a : job->AgentIds()) presence_.Away(name, a, clock_->Now());
   }
-  core::UnitOfWork uow;
   if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
   return SyncStore();
@@ -459,16 +463,14 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
     errors_.CountError(metrics::where::kHelloStoreUnavailable);
     return s;
   }
-  // Merge every registration first, so a bad one leaves everything unchanged.
-  std::vector<registry::JobEntry> merged;
+  // Check every registration first, so a bad one leaves everything unchanged.
+  std::vector<falcon::v1::JobRegistration> regs;
   for (int i = 0; i < hello.jobs_size(); ++i) {
-    std::optional<registry::JobEntry> entry;
-    if (util::MaybeFieldError e = registry_.Merge(hello.agent_id(), hello.node(),
-                                                  Rejoined(hello.agent_id(), hello.jobs(i)),
-                                                  util::Indexed("hello.jobs", i), &entry)) {
+    regs.push_back(Rejoined(hello.agent_id(), hello.jobs(i)));
+    if (util::MaybeFieldError e =
+            registry_.Check(hello.agent_id(), regs.back(), util::Indexed("hello.jobs", i))) {
       return util::ToStatus(*e);
     }
-    merged.push_back(std::move(*entry));
   }
   core::UnitOfWork uow;
   AgentState& agent = agents_[hello.agent_id()];
@@ -479,15 +481,22 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   PersistAgent(hello.agent_id(), &uow);
   std::set<std::string> listed;
   std::vector<std::string> registered;
-  for (registry::JobEntry& entry : merged) {
-    listed.insert(entry.name());
-    if (registry_.Find(entry.name()) == nullptr) registered.push_back(entry.name());
-    if (entry.job().state() == falcon::v1::JOB_STATE_ENDED) {
-      entry.set_state(falcon::v1::JOB_STATE_TRACKING);
-      entry.set_ended_time_ns(0);
+  for (size_t i = 0; i < regs.size(); ++i) {
+    const falcon::v1::JobRegistration& reg = regs[i];
+    listed.insert(reg.job());
+    if (registry_.Find(reg.job()) == nullptr) registered.push_back(reg.job());
+    registry::JobEntry* entry = nullptr;
+    if (util::MaybeFieldError e = registry_.Register(
+            hello.agent_id(), hello.node(), reg, util::Indexed("hello.jobs", static_cast<int>(i)),
+            &uow.txn(), &entry)) {
+      return util::ToStatus(*e);  // Checked above: cannot happen.
     }
-    registry::JobEntry* installed = registry_.Install(std::move(entry), &uow.txn());
-    detection_.OnJobChanged(*installed);
+    if (entry->job().state() == falcon::v1::JOB_STATE_ENDED) {
+      entry->set_state(falcon::v1::JOB_STATE_TRACKING);
+      entry->set_ended_time_ns(0);
+      registry_.Persist(*entry, &uow.txn());
+    }
+    detection_.OnJobChanged(*entry);
   }
   if (absl::Status s = Commit(&uow); !s.ok()) {
     LOG(WARNING) << "agent hello not stored agent=" << hello.agent_id() << " node=" << hello.node()
@@ -615,15 +624,14 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     Reply(session, ack);
     return absl::OkStatus();
   }
-  std::optional<registry::JobEntry> tentative;
-  const registry::JobEntry* job = nullptr;
+  core::UnitOfWork uow;
+  std::optional<registry::RegistrationUndo> undo;
+  registry::JobEntry* entry = nullptr;
+  bool new_job = false;
   if (batch.has_registration()) {
     const registry::JobEntry* existing = registry_.Find(batch.job());
-    bool new_for_agent = existing == nullptr;
-    if (existing != nullptr) {
-      const std::vector<std::string> ids = existing->AgentIds();
-      new_for_agent = std::find(ids.begin(), ids.end(), session->agent_id) == ids.end();
-    }
+    const bool new_for_agent = existing == nullptr || !existing->HasPart(session->agent_id);
+    new_job = existing == nullptr;
     if (std::optional<LimitRefusal> r = CheckRegistrationLimits(
             session->agent_id, batch.registration(), new_for_agent,
             registry_.JobCountOfAgent(session->agent_id), options_.resource_limits)) {
@@ -641,18 +649,20 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
       return Reject(session, batch.sequence(),
                     util::MakeFieldError(c->field, absl::StrCat("PERMISSION_DENIED: ", refused)));
     }
-    if (util::MaybeFieldError e = registry_.Merge(session->agent_id, session->node,
-                                                  Rejoined(session->agent_id, batch.registration()),
-                                                  "batch.registration", &tentative)) {
+    // Merged in place (what it costs is the agent's part, not the job), and undone when the
+    // batch's data is rejected below: a rejected batch changes nothing.
+    undo.emplace();
+    if (util::MaybeFieldError e = registry_.Register(
+            session->agent_id, session->node, Rejoined(session->agent_id, batch.registration()),
+            "batch.registration", &uow.txn(), &entry, &*undo)) {
       LOG(WARNING) << "registration rejected agent=" << session->agent_id
                    << " job=" << batch.registration().job() << " field=" << e->field()
                    << " error=\"" << e->message() << "\"";
       return Reject(session, batch.sequence(), std::move(*e));
     }
-    job = &*tentative;
   } else {
-    job = registry_.Find(batch.job());
-    if (job == nullptr) {
+    entry = registry_.Find(batch.job());
+    if (entry == nullptr) {
       LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << batch.job()
                    << " sequence=" << batch.sequence() << " error=\"job is not registered\"";
       return Reject(session, batch.sequence(),
@@ -660,26 +670,22 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
                         "batch.job", absl::StrCat("job '", batch.job(), "' is not registered")));
     }
   }
-  if (util::MaybeFieldError e = ingest::ValidateBatchData(batch, *job, options_.limits)) {
-    LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << job->name()
+  if (util::MaybeFieldError e = ingest::ValidateBatchData(batch, *entry, options_.limits)) {
+    LOG(WARNING) << "batch rejected agent=" << session->agent_id << " job=" << entry->name()
                  << " sequence=" << batch.sequence() << " field=" << e->field() << " error=\""
                  << e->message() << "\"";
+    if (undo.has_value()) registry_.Undo(std::move(*undo));  // Its staged writes go with uow.
     return Reject(session, batch.sequence(), std::move(*e));
   }
 
-  core::UnitOfWork uow;
-  registry::JobEntry* entry = nullptr;
-  if (tentative.has_value()) {
-    if (registry_.Find(tentative->name()) == nullptr) {
+  if (undo.has_value()) {
+    if (new_job) {
       const std::string line =
-          absl::StrCat("job registered job=", tentative->name(), " agent=", session->agent_id,
-                       " node=", session->node, " ranks=", tentative->ranks().size());
+          absl::StrCat("job registered job=", entry->name(), " agent=", session->agent_id,
+                       " node=", session->node, " ranks=", entry->ranks().size());
       uow.AfterCommit([line]() { LOG(INFO) << line; });
     }
-    entry = registry_.Install(std::move(*tentative), &uow.txn());
     detection_.OnJobChanged(*entry);
-  } else {
-    entry = registry_.Find(batch.job());
   }
   if (entry->job().state() == falcon::v1::JOB_STATE_ENDED) {
     entry->set_state(falcon::v1::JOB_STATE_TRACKING);
@@ -731,7 +737,7 @@ std::optional<Controller::Claim> Controller::CheckRegistrationClaim(
     const std::string& agent_id, const falcon::v1::JobRegistration& reg,
     const std::string& path) const {
   const registry::JobEntry* job = registry_.Find(reg.job());
-  if (job == nullptr || job->record().agents().empty() || reg.epoch() <= job->epoch()) {
+  if (job == nullptr || job->parts().empty() || reg.epoch() <= job->epoch()) {
     return std::nullopt;  // A new job, or no rise: the registry's merge checks the rest.
   }
   if (reg.epoch() - job->epoch() > kMaxEpochStep) {
@@ -739,10 +745,9 @@ std::optional<Controller::Claim> Controller::CheckRegistrationClaim(
                  absl::StrCat(reg.epoch(), " raises the job's epoch ", job->epoch(),
                               " by more than ", kMaxEpochStep)};
   }
-  const std::vector<std::string> ids = job->AgentIds();
-  if (std::find(ids.begin(), ids.end(), agent_id) != ids.end()) return std::nullopt;
+  if (job->HasPart(agent_id)) return std::nullopt;
   if (job->job().state() == falcon::v1::JOB_STATE_ENDED) return std::nullopt;
-  for (const std::string& other : ids) {
+  for (const std::string& other : job->AgentIds()) {
     if (hub_.IsConnected(other) && !presence_.IsAway(job->name(), other)) {
       return Claim{metrics::check::kEpoch, path + ".epoch",
                    absl::StrCat(reg.epoch(), " would raise the epoch ", job->epoch(), " of job '",
@@ -757,8 +762,7 @@ bool Controller::HoldsRank(const AgentSession& session, const registry::JobEntry
                            uint32_t rank) const {
   if (job == nullptr) return true;  // The validators refuse it.
   if (const std::string* holder = job->AgentOfRank(rank)) return *holder == session.agent_id;
-  const std::vector<std::string> ids = job->AgentIds();
-  return std::find(ids.begin(), ids.end(), session.agent_id) != ids.end();
+  return job->HasPart(session.agent_id);
 }
 
 void Controller::OnValidationResult(const AgentSession& session,
@@ -853,8 +857,7 @@ void Controller::OnAgentDisconnected(AgentSession* session) {
     for (const std::string& name : registry_.JobsOfAgent(session->agent_id)) {
       const registry::JobEntry* job = registry_.Find(name);
       if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
-      std::vector<std::string> ids = job->AgentIds();
-      if (std::find(ids.begin(), ids.end(), session->agent_id) == ids.end()) continue;
+      if (!job->HasPart(session->agent_id)) continue;
       MarkAway(*job, session->agent_id, "its agent's stream ended");
     }
   }
@@ -955,9 +958,7 @@ void Controller::ExpireAbsences(absl::Time now, core::UnitOfWork* uow) {
     // more. (A disconnected one keeps its part: the job ends below if no other agent reports it.)
     for (const auto& [agent, since] : presence_.Expired(name, now)) {
       if (!hub_.IsConnected(agent)) continue;
-      registry::JobEntry copy(job->record());
-      copy.RemoveAgent(agent);
-      job = registry_.Install(std::move(copy), &uow->txn());
+      job = registry_.RemoveAgent(name, agent, &uow->txn());
       detection_.OnJobChanged(*job);
       presence_.Forget(name, agent);
       const std::string line = absl::StrCat("agent part removed job=", name, " agent=", agent,
@@ -995,7 +996,7 @@ void Controller::ImbalanceAnalysed(const registry::JobEntry& job) {
 }
 
 falcon::v1::Job Controller::JobView(const registry::JobEntry& entry) const {
-  falcon::v1::Job job = entry.job();
+  falcon::v1::Job job = entry.View();
   if (const analysis::detect::ImbalanceReport* r = imbalance_.Report(entry.name())) {
     *job.mutable_imbalance() =
         detection::ImbalanceTracker::ToProto(*r, options_.imbalance.analysis);

@@ -71,6 +71,10 @@ ABSL_FLAG(std::string, controller_id, "",
 ABSL_FLAG(absl::Duration, tick, absl::Seconds(1),
           "period of timeouts and housekeeping, [10ms, 1m]");
 ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation, [1, 1000]");
+ABSL_FLAG(int, detector_min_after, 4,
+          "observations at a new level before the online detector decides, [1, 10]: the detection "
+          "delay is min_after - 1 iterations; 3 reaches a slowdown an iteration sooner and lets "
+          "more two-iteration spikes of noisy workers through to verification");
 ABSL_FLAG(int, validation_gemm_size, 1024, "validation GEMM size m = n = k, [1, 65536]");
 ABSL_FLAG(int, validation_repeats, 3, "timed repetitions of each validation test, [1, 100]");
 ABSL_FLAG(int64_t, validation_link_bytes, int64_t{64} << 20,
@@ -195,6 +199,7 @@ absl::Status CheckFlags() {
     int64_t max;
   } integers[] = {
       {"--profiling_iterations", absl::GetFlag(FLAGS_profiling_iterations), 1, 1000},
+      {"--detector_min_after", absl::GetFlag(FLAGS_detector_min_after), 1, 10},
       {"--validation_gemm_size", absl::GetFlag(FLAGS_validation_gemm_size), 1, 65536},
       {"--validation_repeats", absl::GetFlag(FLAGS_validation_repeats), 1, 100},
       {"--validation_link_bytes", absl::GetFlag(FLAGS_validation_link_bytes), 1, int64_t{1} << 30},
@@ -273,6 +278,7 @@ int main(int argc, char** argv) {
   }
   options.controller.controller_id = id;
   options.controller.localization.profiling_iterations = absl::GetFlag(FLAGS_profiling_iterations);
+  options.controller.detection.detector.min_after = absl::GetFlag(FLAGS_detector_min_after);
   options.controller.job_end_grace = absl::GetFlag(FLAGS_job_end_grace);
   options.controller.directives.ack_timeout = absl::GetFlag(FLAGS_directive_ack_timeout);
   options.controller.directives.delivery_latency = absl::GetFlag(FLAGS_directive_delivery_latency);

@@ -12,6 +12,7 @@
 #include "controller/control_api.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
+#include "controller/store/keys.h"
 #include "controller/testing/job_fixtures.h"
 #include "controller/testing/sim_agent.h"
 #include "gtest/gtest.h"
@@ -189,6 +190,50 @@ TEST_F(ControllerTest, DuplicatesAreAckedNotReappliedAcrossRestart) {
   EXPECT_EQ(rank0.size(), 6u);
   EXPECT_EQ(rank0[2], Healthy(0, 2));
   EXPECT_EQ(rank0[3], Healthy(0, 3));
+}
+
+// A store written by an earlier version holds each job as one record with every agent's part
+// inside. It loads as it is, is stored again as the job's record plus one row per part (in one
+// commit at start-up), and the job runs on across further restarts.
+TEST_F(ControllerTest, AJobStoredWholeByAnEarlierVersionLoadsAndIsStoredInParts) {
+  ConnectAll();
+  Run(0, 3, Healthy);
+  const falcon::v1::Job before = c_->registry().Find(spec_.job)->View();
+  for (auto& agent : agents_) agent->Disconnect(*c_);
+  c_.reset();
+  // Rewrite the store as an earlier version left it.
+  falcon::controller::v1::JobRecord whole;
+  *whole.mutable_job() = before;
+  store::KvWriteBatch b;
+  for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
+    falcon::controller::v1::AgentJob* a = whole.add_agents();
+    a->set_agent_id(testing::NodeName(n));
+    a->set_node(testing::NodeName(n));
+    *a->mutable_registration() = testing::NodeRegistration(spec_, n);
+    b.Delete(store::tables::kJobParts, store::keys::JobPartKey(spec_.job, testing::NodeName(n)));
+  }
+  b.Put(store::tables::kJobs, spec_.job, whole.SerializeAsString());
+  ASSERT_TRUE(kv_.Write(b).ok());
+
+  Start();
+  const registry::JobEntry* job = c_->registry().Find(spec_.job);
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(job->View().SerializeAsString(), before.SerializeAsString());
+  auto records = c_->store().LoadJobs();
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_EQ(records->at(0).agents_size(), 0) << "stored again without its parts inside";
+  EXPECT_EQ(records->at(0).job().ranks_size(), 0);
+  auto parts = c_->store().LoadJobParts();
+  ASSERT_TRUE(parts.ok());
+  EXPECT_EQ(parts->size(), testing::NodeCount(spec_));
+
+  c_.reset();
+  Start();
+  EXPECT_EQ(c_->registry().Find(spec_.job)->View().SerializeAsString(), before.SerializeAsString());
+  ConnectAll();
+  Run(3, 6, Healthy);
+  EXPECT_EQ(c_->registry().Find(spec_.job)->ranks().size(), 8u);
 }
 
 TEST_F(ControllerTest, MalformedBatchGetsFieldErrorAndStreamStaysOpen) {

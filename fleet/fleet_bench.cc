@@ -119,9 +119,9 @@ int Run() {
 
   std::vector<Row> rows;
   bool ok = true;
-  std::printf("%-16s %6s %6s %7s %8s %7s %7s %6s %8s %6s %8s %8s %7s %6s\n", "run", "ranks",
-              "iters", "cores", "RSS MiB", "sum/s", "ack50ms", "ack99", "detect", "a->v s",
-              "a->v it", "v.tasks", "fanout", "right");
+  std::printf("%-16s %6s %6s %9s %7s %8s %7s %7s %6s %8s %6s %8s %8s %7s %6s\n", "run", "ranks",
+              "iters", "reg s/cpu", "cores", "RSS MiB", "sum/s", "ack50ms", "ack99", "detect",
+              "a->v s", "a->v it", "v.tasks", "fanout", "right");
   std::fflush(stdout);
   auto print = [&](const Row& row) {
     const RunResult& r = row.r;
@@ -143,13 +143,18 @@ int Run() {
       fanout = std::max(fanout, j.pause_fanout_ms);
     }
     ok = ok && r.all_right();
+    if (r.late_polls > 0) {
+      std::fprintf(stderr, "fleet_bench: %s: %d Control API polls not answered within 30 s\n",
+                   row.name.c_str(), r.late_polls);
+    }
     std::printf(
-        "%-16s %6lu %6.0f %7.3f %8.1f %7.0f %7.2f %6.2f %8ld %6.2f %8ld %8ld %7.1f %3d/%-3zu\n",
-        row.name.c_str(), static_cast<unsigned long>(r.ranks), r.iterations, r.cpu_cores,
-        static_cast<double>(r.peak_rss_bytes) / (1 << 20), r.summaries_per_s,
-        absl::ToDoubleMilliseconds(r.ack_p50), absl::ToDoubleMilliseconds(r.ack_p99),
-        static_cast<long>(detect), verdict_s, static_cast<long>(verdict_it),
-        static_cast<long>(tasks), fanout, right, r.jobs.size());
+        "%-16s %6lu %6.0f %4.0f/%-4.0f %7.3f %8.1f %7.0f %7.2f %6.2f %8ld %6.2f %8ld %8ld %7.1f "
+        "%3d/%-3zu\n",
+        row.name.c_str(), static_cast<unsigned long>(r.ranks), r.iterations, r.registration_s,
+        r.registration_cpu_s, r.cpu_cores, static_cast<double>(r.peak_rss_bytes) / (1 << 20),
+        r.summaries_per_s, absl::ToDoubleMilliseconds(r.ack_p50),
+        absl::ToDoubleMilliseconds(r.ack_p99), static_cast<long>(detect), verdict_s,
+        static_cast<long>(verdict_it), static_cast<long>(tasks), fanout, right, r.jobs.size());
     std::fflush(stdout);
   };
   for (absl::string_view size :
@@ -185,7 +190,8 @@ int Run() {
   }
 
   std::printf(
-      "columns: cores = controller CPU (utime+stime)/wall; RSS = VmHWM; sum/s = summaries "
+      "columns: reg s/cpu = registration (spawn to every agent registered): wall s / controller "
+      "CPU s; cores = controller CPU (utime+stime)/wall; RSS = VmHWM; sum/s = summaries "
       "ingested; ack = batch acknowledgement round trip; detect = alarm - onset "
       "(iterations, worst job); a->v = alarm to verdict (worst job); v.tasks = validation "
       "tasks (worst job); fanout = last - first agent receiving the Pause (ms); right = "

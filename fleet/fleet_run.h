@@ -49,6 +49,11 @@ struct JobResult {
 struct RunResult {
   uint64_t ranks = 0;
   double wall_s = 0;
+  // Registration: from spawning the agent processes until every simulated agent's hello was
+  // answered, and the controller CPU spent meanwhile (seconds).
+  double registration_s = 0;
+  double registration_cpu_s = 0;
+  int late_polls = 0;     // Control API polls (ListEvents) not answered within 30 s.
   double iterations = 0;  // Iterations driven (wall / period).
   double cpu_cores = 0;   // Controller CPU (utime + stime) over the wall time of the run.
   int64_t peak_rss_bytes = 0;

@@ -23,10 +23,10 @@ class DirectiveIssuerTest : public ::testing::Test {
     testing::LayoutSpec spec;  // 4 ranks on 2 nodes.
     store::StoreTxn txn;
     for (uint32_t n = 0; n < 2; ++n) {
-      std::optional<registry::JobEntry> e;
-      registry_.Merge(testing::NodeName(n), testing::NodeName(n),
-                      testing::NodeRegistration(spec, n), "r", &e);
-      registry_.Install(std::move(*e), &txn);
+      EXPECT_FALSE(registry_
+                       .Register(testing::NodeName(n), testing::NodeName(n),
+                                 testing::NodeRegistration(spec, n), "r", &txn)
+                       .has_value());
       channels_[n] = std::make_shared<testing::FakeAgentChannel>();
       hub_.Attach(testing::NodeName(n), channels_[n]);
     }

@@ -15,9 +15,9 @@ class CommProfilerTest : public ::testing::Test {
     spec_.pp = 2;
     spec_.ranks_per_node = 8;
     store::StoreTxn txn;
-    std::optional<registry::JobEntry> e;
-    registry_.Merge("a", "node-0", testing::NodeRegistration(spec_, 0), "r", &e);
-    job_ = registry_.Install(std::move(*e), &txn);
+    EXPECT_FALSE(
+        registry_.Register("a", "node-0", testing::NodeRegistration(spec_, 0), "r", &txn, &job_)
+            .has_value());
   }
   // One iteration where `slow_rank` computes `extra` longer and its DP peers wait for it.
   void AddIteration(CommProfiler& p, int64_t it, int slow_rank, int64_t extra) {

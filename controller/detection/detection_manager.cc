@@ -386,12 +386,7 @@ bool DetectionManager::ApplyOps(
     const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops) {
   if (CommProfiler* profiler = localizer_->Profiler(job->name())) profiler->AddOps(rank, ops);
   // Traffic kinds matter only for communicators without a role hint.
-  bool any_unhinted = false;
-  for (const auto& [id, c] : job->comms()) {
-    any_unhinted = any_unhinted || c.hint == falcon::v1::COMM_KIND_UNKNOWN ||
-                   c.hint == falcon::v1::COMM_KIND_UNSPECIFIED;
-  }
-  if (!any_unhinted) return false;
+  if (!job->HasUnhintedComms()) return false;
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> counts;
   for (const falcon::v1::OpRecord& op : ops) {
     auto& c = counts[op.comm_id()];

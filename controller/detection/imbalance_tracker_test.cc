@@ -18,9 +18,9 @@ class ImbalanceTrackerTest : public ::testing::Test {
     spec_.pp = 2;
     spec_.ranks_per_node = 8;
     store::StoreTxn txn;
-    std::optional<registry::JobEntry> e;
-    registry_.Merge("a", "node-0", testing::NodeRegistration(spec_, 0), "r", &e);
-    job_ = registry_.Install(std::move(*e), &txn);
+    EXPECT_FALSE(
+        registry_.Register("a", "node-0", testing::NodeRegistration(spec_, 0), "r", &txn, &job_)
+            .has_value());
   }
 
   // Iterations [from, to): rank r computes compute_ms(i, r) milliseconds. Returns how many
@@ -39,7 +39,7 @@ class ImbalanceTrackerTest : public ::testing::Test {
 
   testing::LayoutSpec spec_;
   registry::JobRegistry registry_;
-  const registry::JobEntry* job_ = nullptr;
+  registry::JobEntry* job_ = nullptr;
   ImbalanceTracker tracker_;
 };
 
@@ -104,10 +104,8 @@ TEST_F(ImbalanceTrackerTest, ComputeIsPerMicroBatchUnderThePlanInForce) {
   // An S2 plan gives DP group 1 fewer micro-batches: its ranks compute less, per micro-batch
   // the same. No imbalance, no straggler.
   std::vector<uint32_t> plan = {10, 6, 8, 8};
-  falcon::controller::v1::JobRecord record = job_->record();
-  record.mutable_job()->clear_micro_batches();
-  for (uint32_t m : plan) record.mutable_job()->add_micro_batches(m);
-  registry::JobEntry planned(record);
+  registry::JobEntry planned = *job_;
+  planned.set_plan(1, plan);
   for (int64_t i = 0; i < 64; ++i) {
     for (uint32_t r = 0; r < 8; ++r) {
       falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, 200'000'000);
@@ -126,7 +124,8 @@ TEST_F(ImbalanceTrackerTest, ANewLayoutStartsTheWindowOver) {
   Run(0, 64, heavy_4_to_7);
   ASSERT_EQ(tracker_.Report("job")->stage_imbalance->stage, 1);
   // S3 swaps the stages: ranks 4-7 now hold stage 0.
-  falcon::controller::v1::JobRecord record = job_->record();
+  falcon::controller::v1::JobRecord record = job_->record();  // With its parts inside.
+  for (const auto& [id, part] : job_->parts()) *record.add_agents() = part;
   for (auto& agent : *record.mutable_agents()) {
     for (auto& r : *agent.mutable_registration()->mutable_ranks()) {
       r.set_pp_index(r.rank() >= 4 ? 0 : 1);

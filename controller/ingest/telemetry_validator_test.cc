@@ -21,12 +21,10 @@ class TelemetryValidatorTest : public ::testing::Test {
     spec_.pp = 2;
     store::StoreTxn txn;
     for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
-      std::optional<registry::JobEntry> entry;
       EXPECT_FALSE(registry_
-                       .Merge(testing::NodeName(n), testing::NodeName(n),
-                              testing::NodeRegistration(spec_, n), "reg", &entry)
+                       .Register(testing::NodeName(n), testing::NodeName(n),
+                                 testing::NodeRegistration(spec_, n), "reg", &txn)
                        .has_value());
-      registry_.Install(std::move(*entry), &txn);
     }
   }
   const registry::JobEntry& job() { return *registry_.Find("job"); }

@@ -99,7 +99,8 @@ absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
     shape.layout = *layout;
   } else {
     std::vector<analysis::plan::RankPlacement> ranks;
-    for (const falcon::v1::RankInfo& r : job.job().ranks()) {
+    for (uint32_t rank : job.ranks()) {
+      const falcon::v1::RankInfo& r = *job.FindRank(rank);
       if (r.dp_index() < 0 || r.pp_index() < 0) {
         return absl::FailedPreconditionError(
             absl::StrCat("job '", job.name(), "': rank ", r.rank(),
@@ -122,8 +123,8 @@ absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
   }
   const int dp = shape.layout.dp_size(), pp = shape.layout.pp_size();
   int64_t m = 0;
-  for (const auto& a : job.record().agents()) {
-    m = std::max<int64_t>(m, a.registration().global_micro_batches());
+  for (const auto& [agent, part] : job.parts()) {
+    m = std::max<int64_t>(m, part.registration().global_micro_batches());
   }
   if (m == 0) m = static_cast<int64_t>(dp) * pp;
   shape.global_micro_batches = m;

@@ -1,11 +1,14 @@
 // The job registry: jobs as the agents register them (ranks, nodes, communicators, layout), merged
 // across the agents of a job, with communicator roles inferred when not hinted
-// (role_inference.h). The registry owns JobRecord (persisted on every change); the detection
-// pipeline owns the per-iteration fields of the Job it serves. Not thread-safe: controller loop.
+// (role_inference.h). The registry owns the stored form of a job (persisted on every change): its
+// JobRecord (jobs table; small, no ranks) and each agent's part (AgentJob, job_parts table), so a
+// registration writes what it changed, not the whole job. The detection pipeline owns the
+// per-iteration fields of the Job it serves. Not thread-safe: controller loop.
 #ifndef FALCON_CONTROLLER_REGISTRY_JOB_REGISTRY_H_
 #define FALCON_CONTROLLER_REGISTRY_JOB_REGISTRY_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,31 +34,65 @@ struct CommInfo {
   CommTraffic traffic;
 
   bool HasMember(uint32_t rank) const;
+
+  // Kept by JobEntry: the agents whose parts list the comm, with the kind and name each gave
+  // (the first known kind in agent order is the hint, the first non-empty name the name), and
+  // what role inference needs of the comm.
+  std::map<std::string, std::pair<falcon::v1::CommKind, std::string>> registrants;
+  bool one_node = false;     // OnOneNode(member_nodes).
+  bool spans_nodes = false;  // SpansNodes(member_nodes).
+  int counted_kind = -1;     // Kind and size JobEntry counts the comm under (-1: not counted).
+  uint32_t counted_size = 0;
 };
 
-// One job: its record plus indices. Cheap to copy for a tentative merge.
+// Parts of a job changed by one merge, each with its value before (nullopt: none), in the order
+// changed, and the traffic of the comms the change removed: what undoes the merge.
+struct PartChanges {
+  std::vector<std::pair<std::string, std::optional<falcon::controller::v1::AgentJob>>> parts;
+  std::vector<std::pair<uint64_t, CommTraffic>> removed_traffic;
+};
+
+// One job: the parts its agents registered and indices over them. Every change costs what the
+// changed parts hold (their ranks and communicators), not what the job holds: the indices and the
+// inferred roles are updated for those parts only (roles of every comm are inferred again only
+// when the job's layout hints, world size or node spread change). Copyable (a snapshot).
 class JobEntry {
  public:
+  // An empty job (no parts) named `name`.
+  explicit JobEntry(const std::string& name);
+  // From a record as stores of earlier versions hold it: the parts inside (record.agents).
   explicit JobEntry(falcon::controller::v1::JobRecord record);
 
   const std::string& name() const { return record_.job().job(); }
   uint32_t world_size() const { return record_.job().world_size(); }
   uint64_t epoch() const { return record_.job().epoch(); }
+  // The job's own record, what the jobs table holds: job() and ended_time_ns, no parts.
   const falcon::controller::v1::JobRecord& record() const { return record_; }
+  // The job without its ranks, communicators and nodes (View() has them): name, world size,
+  // epoch, layout sizes (hinted, else inferred), state, plan.
   const falcon::v1::Job& job() const { return record_.job(); }
+  // The whole job as the Control API serves it: job() with every rank (ascending), communicator
+  // (by id, with its effective kind) and node (sorted). Costs what the job holds.
+  falcon::v1::Job View() const;
+  // Each agent's part (the registration it sent last), by agent id.
+  const std::map<std::string, falcon::controller::v1::AgentJob>& parts() const { return parts_; }
 
   const CommInfo* FindComm(uint64_t comm_id) const;
   const falcon::v1::RankInfo* FindRank(uint32_t rank) const;
   // Agent that registered `rank`; nullptr when none.
   const std::string* AgentOfRank(uint32_t rank) const;
+  // Agents with a part, sorted.
   std::vector<std::string> AgentIds() const;
+  bool HasPart(const std::string& agent_id) const { return parts_.count(agent_id) > 0; }
   // Registered ranks, ascending.
   const std::vector<uint32_t>& ranks() const { return ranks_; }
   const absl::flat_hash_map<uint64_t, CommInfo>& comms() const { return comms_; }
-  // Comms whose members include `rank`.
+  // Whether some comm has no role hint (its role is inferred, and traffic may change it).
+  bool HasUnhintedComms() const { return unhinted_comms_ > 0; }
+  // Comms whose members include `rank`, by id.
   std::vector<const CommInfo*> CommsOfRank(uint32_t rank) const;
 
-  // Records observed op kinds on a comm; re-infers roles. True when a role changed.
+  // Records observed op kinds on a comm; infers its role again. True when a role changed.
   bool ObserveTraffic(uint64_t comm_id, uint64_t p2p_ops, uint64_t collective_ops);
 
   void set_state(falcon::v1::JobState state) { record_.mutable_job()->set_state(state); }
@@ -67,21 +104,60 @@ class JobEntry {
     for (uint32_t m : micro_batches) record_.mutable_job()->add_micro_batches(m);
   }
 
-  // Merges `reg` as agent_id's part (see JobRegistry::Merge). Errors: FieldError under `path`.
-  util::MaybeFieldError MergeFrom(const std::string& agent_id, const std::string& node,
-                                  const falcon::v1::JobRegistration& reg, const std::string& path);
+  // Whether `reg` may be merged as agent_id's part (see JobRegistry::Register); nothing changes.
+  util::MaybeFieldError CheckPart(const std::string& agent_id,
+                                  const falcon::v1::JobRegistration& reg,
+                                  const std::string& path) const;
+  // Merges `reg` as agent_id's part (JobRegistry::Register) after CheckPart passed. `changes`
+  // receives every part changed (the agent's own, those ranks were taken from, those dropped by
+  // a newer epoch) with its value before.
+  void MergePart(const std::string& agent_id, const std::string& node,
+                 const falcon::v1::JobRegistration& reg, PartChanges* changes);
+  // Undoes the merge that filled `changes` (nothing else changed the entry since).
+  void Revert(PartChanges changes);
   // Removes agent_id's part. True when it had one.
   bool RemoveAgent(const std::string& agent_id);
 
  private:
-  void Rebuild();
-  void Infer();
+  struct RankSlot {
+    std::string agent;
+    falcon::v1::RankInfo info;
+  };
+  // Sets agent_id's part to `part` (nullopt: removes it) as it is: its ranks must not be another
+  // part's. The traffic of comms it removes goes to `removed` when set.
+  void SetPart(const std::string& agent_id, std::optional<falcon::controller::v1::AgentJob> part,
+               std::vector<std::pair<uint64_t, CommTraffic>>* removed = nullptr);
+  // Takes the ranks `reg` lists from the other parts that have them (last writer wins).
+  void TakeRanks(const std::string& agent_id, const falcon::v1::JobRegistration& reg,
+                 PartChanges* changes);
+  void TakeRank(const std::string& agent_id, const falcon::v1::RankInfo& rank);
+  void ReleaseRank(const std::string& agent_id, uint32_t rank);
+  void JoinComm(const std::string& agent_id, const falcon::v1::Communicator& comm);
+  void LeaveComm(const std::string& agent_id, uint64_t comm_id,
+                 std::vector<std::pair<uint64_t, CommTraffic>>* removed);
+  void SetMembers(uint64_t comm_id, CommInfo* info, const falcon::v1::Communicator& comm);
+  void SetMemberNode(uint32_t rank, const std::string& node);
+  void Uncount(CommInfo* c);
+  // Header fields from the parts, then the roles of the dirty comms (of every comm when the
+  // context changed) and the layout sizes.
+  void Refresh();
 
-  falcon::controller::v1::JobRecord record_;
-  std::vector<uint32_t> ranks_;
-  absl::flat_hash_map<uint32_t, int> rank_index_;  // rank -> index in job().ranks().
-  absl::flat_hash_map<uint32_t, int> rank_agent_;  // rank -> index in record_.agents().
+  falcon::controller::v1::JobRecord record_;  // job() (no ranks, comms, nodes) + ended time.
+  std::map<std::string, falcon::controller::v1::AgentJob> parts_;
+  absl::flat_hash_map<uint32_t, RankSlot> rank_slots_;
+  std::vector<uint32_t> ranks_;  // Sorted.
   absl::flat_hash_map<uint64_t, CommInfo> comms_;
+  absl::flat_hash_map<uint32_t, std::vector<uint64_t>> rank_comms_;  // rank -> comms it is in.
+  std::map<std::string, int> node_ranks_;                            // node -> its ranks.
+  // Values over the parts, as counts (their maxima are the job's).
+  std::map<uint64_t, int> epochs_;
+  std::map<uint32_t, int> dp_hints_, pp_hints_, tp_hints_;
+  // Comms whose roles are to be inferred again; sizes of the comms of each inferred kind.
+  absl::flat_hash_set<uint64_t> dirty_;
+  std::map<int, std::map<uint32_t, int>> kind_sizes_;
+  int spanning_comms_ = 0;
+  int unhinted_comms_ = 0;  // Comms without a role hint.
+  RoleContext context_;     // What every role was last inferred with.
 };
 
 // `reg` completed with `agent_id`'s current part of `job`: the ranks and communicators that part
@@ -92,26 +168,48 @@ class JobEntry {
 falcon::v1::JobRegistration WithEarlierPart(const JobEntry& job, const std::string& agent_id,
                                             falcon::v1::JobRegistration reg);
 
+// What restores a job as it was before a Register (JobRegistry::Undo).
+struct RegistrationUndo {
+  std::string job;
+  bool created = false;                      // The job was new.
+  falcon::controller::v1::JobRecord record;  // The job's record before.
+  PartChanges changes;
+};
+
 class JobRegistry {
  public:
   JobRegistry() = default;
 
-  // Replaces the registry with stored records (ControllerStore::LoadJobs()).
-  void Load(const std::vector<falcon::controller::v1::JobRecord>& records);
+  // Replaces the registry with stored records (ControllerStore::LoadJobs()) and parts
+  // (ControllerStore::LoadJobParts(), by job). A record with its parts inside (stores of earlier
+  // versions) is stored again in today's form in `upgrade` when set: the job's record without
+  // them and each part under its own key.
+  void Load(const std::vector<falcon::controller::v1::JobRecord>& records,
+            const std::vector<std::pair<std::string, falcon::controller::v1::AgentJob>>& parts = {},
+            store::StoreTxn* upgrade = nullptr);
 
-  // The job as it would be after merging `reg` as agent_id's part: the agent's earlier part is
-  // replaced; ranks it lists are taken from other agents (last writer wins); a newer epoch drops
-  // parts of older epochs. Sets `*out`; nothing changes until Install. `reg` must have passed
-  // ValidateJobRegistration.
+  // Whether `reg` may be merged as agent_id's part of its job; nothing changes. `reg` must have
+  // passed ValidateJobRegistration.
   // Errors (FieldError under `path`): an epoch older than the job's; a world_size different from
   // the one registered at the same epoch; a communicator whose members differ from another
   // agent's registration of the same comm_id.
-  util::MaybeFieldError Merge(const std::string& agent_id, const std::string& node,
-                              const falcon::v1::JobRegistration& reg, const std::string& path,
-                              std::optional<JobEntry>* out) const;
-  // Installs `entry` (from Merge, or a modified copy of Find()) and stages its record in `txn`.
-  JobEntry* Install(JobEntry entry, store::StoreTxn* txn);
-  // Stages the record of an entry changed in place (state, traffic).
+  util::MaybeFieldError Check(const std::string& agent_id, const falcon::v1::JobRegistration& reg,
+                              const std::string& path) const;
+  // Merges `reg` as agent_id's part of its job (created when new): the agent's earlier part is
+  // replaced; ranks it lists are taken from other agents (last writer wins); a newer epoch drops
+  // parts of older epochs. Stages the job's record and every changed part in `txn`. Costs what
+  // the changed parts hold, not the job. `undo`, when set, receives what Undo needs. Errors: those
+  // of Check, and then nothing changes.
+  util::MaybeFieldError Register(const std::string& agent_id, const std::string& node,
+                                 const falcon::v1::JobRegistration& reg, const std::string& path,
+                                 store::StoreTxn* txn, JobEntry** out = nullptr,
+                                 RegistrationUndo* undo = nullptr);
+  // Restores the job as it was before the Register that filled `undo` (nothing else may have
+  // changed the job since). The caller drops the writes that Register staged.
+  void Undo(RegistrationUndo undo);
+  // Removes agent_id's part of `job` and stages the writes. The job, or nullptr when unknown.
+  JobEntry* RemoveAgent(const std::string& job, const std::string& agent_id, store::StoreTxn* txn);
+  // Stages the record of an entry changed in place (state, plan, traffic): small, no parts.
   void Persist(const JobEntry& entry, store::StoreTxn* txn) const;
   // Forgets `job` (retention; the caller stages the store's delete). False when unknown.
   bool Remove(const std::string& job);
@@ -129,7 +227,8 @@ class JobRegistry {
   size_t size() const { return jobs_.size(); }
 
  private:
-  void IndexAgents(const JobEntry& entry, bool add);
+  void Index(const std::string& job, const std::string& agent_id, bool add);
+  void StagePart(const JobEntry& entry, const std::string& agent_id, store::StoreTxn* txn) const;
 
   absl::btree_map<std::string, std::unique_ptr<JobEntry>> jobs_;
   // agent id -> names of the jobs it has a part in.

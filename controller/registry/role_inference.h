@@ -38,6 +38,26 @@ struct RoleInferenceResult {
   LayoutSizes layout;                       // Hinted sizes, completed from the roles.
 };
 
+// What one comm's role depends on besides the comm itself.
+struct RoleContext {
+  uint32_t world_size = 0;
+  LayoutSizes hinted;
+  bool any_spans_nodes = false;  // Some comm of the job has members on two or more nodes.
+};
+
+// Whether every member's node is known and the same one.
+bool OnOneNode(const std::vector<std::string>& member_nodes);
+// Whether the known nodes of the members are two or more.
+bool SpansNodes(const std::vector<std::string>& member_nodes);
+
+// The role of one comm (rules of InferRoles). `one_node`: OnOneNode of its members.
+falcon::v1::CommKind InferRole(falcon::v1::CommKind hint, uint32_t size, const CommTraffic& traffic,
+                               bool one_node, const RoleContext& context);
+
+// `hinted` completed from the largest DP and TP comm sizes (0: none) as InferRoles does.
+LayoutSizes CompleteLayout(uint32_t world_size, LayoutSizes hinted, uint32_t largest_dp,
+                           uint32_t largest_tp);
+
 // Rules, in order, for a comm without a hint (UNSPECIFIED or UNKNOWN):
 //  1. every rank of the job                                  -> WORLD
 //  2. mostly point-to-point traffic                          -> PP

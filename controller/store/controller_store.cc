@@ -42,6 +42,14 @@ void StoreTxn::PutJob(const v1::JobRecord& record) {
   batch_.Put(tables::kJobs, record.job().job(), record.SerializeAsString());
 }
 
+void StoreTxn::PutJobPart(const std::string& job, const v1::AgentJob& part) {
+  batch_.Put(tables::kJobParts, keys::JobPartKey(job, part.agent_id()), part.SerializeAsString());
+}
+
+void StoreTxn::DeleteJobPart(const std::string& job, const std::string& agent_id) {
+  batch_.Delete(tables::kJobParts, keys::JobPartKey(job, agent_id));
+}
+
 void StoreTxn::PutEvent(const v1::EventRecord& record) {
   batch_.Put(tables::kEvents, keys::EventKey(record.event().event_id()),
              record.SerializeAsString());
@@ -79,7 +87,10 @@ void StoreTxn::DeleteJobSamples(const std::string& job) {
   batch_.DeleteRange(tables::kSamples, begin, end);
 }
 
-void StoreTxn::DeleteJob(const std::string& job) { batch_.Delete(tables::kJobs, job); }
+void StoreTxn::DeleteJob(const std::string& job) {
+  batch_.Delete(tables::kJobs, job);
+  DeleteJobRows(tables::kJobParts, job);
+}
 
 void StoreTxn::DeleteSettings(const std::string& job) { batch_.Delete(tables::kSettings, job); }
 
@@ -116,9 +127,9 @@ ControllerStore::ControllerStore(KvStore* kv, const common::Clock* clock, Commit
     : kv_(kv), clock_(clock), observer_(std::move(observer)) {}
 
 std::vector<std::string> ControllerStore::TableNames() {
-  return {tables::kJobs,     tables::kEvents,  tables::kDirectives,
-          tables::kSettings, tables::kHistory, tables::kSamples,
-          tables::kAgents,   tables::kMeta,    tables::kAudit};
+  return {tables::kJobs,     tables::kJobParts, tables::kEvents,  tables::kDirectives,
+          tables::kSettings, tables::kHistory,  tables::kSamples, tables::kAgents,
+          tables::kMeta,     tables::kAudit};
 }
 
 absl::Status ControllerStore::Commit(StoreTxn* txn) {
@@ -180,6 +191,29 @@ absl::Status ControllerStore::Sync() {
 
 absl::StatusOr<std::vector<v1::JobRecord>> ControllerStore::LoadJobs() const {
   return LoadAll<v1::JobRecord>(*kv_, tables::kJobs);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, v1::AgentJob>>> ControllerStore::LoadJobParts()
+    const {
+  std::vector<std::pair<std::string, v1::AgentJob>> out;
+  absl::Status bad;
+  absl::Status s =
+      kv_->Scan(tables::kJobParts, "", [&](absl::string_view key, absl::string_view value) {
+        const size_t zero = key.find('\0');
+        v1::AgentJob part;
+        if (zero == absl::string_view::npos ||
+            !part.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          bad = absl::DataLossError(absl::StrCat("table ", tables::kJobParts,
+                                                 ": record under key of ", key.size(),
+                                                 " bytes does not parse"));
+          return false;
+        }
+        out.emplace_back(std::string(key.substr(0, zero)), std::move(part));
+        return true;
+      });
+  if (!s.ok()) return s;
+  if (!bad.ok()) return bad;
+  return out;
 }
 
 absl::StatusOr<std::vector<v1::EventRecord>> ControllerStore::LoadEvents() const {

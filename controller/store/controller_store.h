@@ -11,7 +11,9 @@
 // is never skipped over by a later one.
 //
 // Tables and keys (keys.h):
-//   jobs        job name                    -> controller.v1.JobRecord
+//   jobs        job name                    -> controller.v1.JobRecord (without its parts;
+//                                              stores of earlier versions have them inside)
+//   job_parts   job \0 agent id             -> controller.v1.AgentJob (one agent's part of a job)
 //   events      event id                    -> controller.v1.EventRecord
 //   directives  job \0 directive id         -> falcon.v1.DirectiveRecord
 //   settings    job name ("" = defaults)    -> falcon.v1.Settings
@@ -30,6 +32,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,6 +46,7 @@ namespace falcon::controller::store {
 
 namespace tables {
 inline constexpr char kJobs[] = "jobs";
+inline constexpr char kJobParts[] = "job_parts";
 inline constexpr char kEvents[] = "events";
 inline constexpr char kDirectives[] = "directives";
 inline constexpr char kSettings[] = "settings";
@@ -57,6 +61,8 @@ inline constexpr char kAudit[] = "audit";
 class StoreTxn {
  public:
   void PutJob(const v1::JobRecord& record);
+  void PutJobPart(const std::string& job, const v1::AgentJob& part);
+  void DeleteJobPart(const std::string& job, const std::string& agent_id);
   void PutEvent(const v1::EventRecord& record);
   void PutDirective(const falcon::v1::DirectiveRecord& record);
   void PutSettings(const falcon::v1::Settings& settings);
@@ -70,8 +76,8 @@ class StoreTxn {
   void PutMeta(const v1::MetaRecord& record);
   void PutAudit(const falcon::v1::AuditRecord& record);
 
-  // Deletes (retention): a job's record, its settings overrides, every row of `table` keyed by the
-  // job (directives, history, samples: "<job>\0..."), one event, one directive.
+  // Deletes (retention): a job's record and parts, its settings overrides, every row of `table`
+  // keyed by the job (directives, history, samples: "<job>\0..."), one event, one directive.
   void DeleteJob(const std::string& job);
   void DeleteSettings(const std::string& job);
   void DeleteJobRows(const char* table, const std::string& job);
@@ -126,6 +132,8 @@ class ControllerStore {
 
   // Loaders. Errors: kDataLoss when a stored record does not parse; KvStore errors otherwise.
   absl::StatusOr<std::vector<v1::JobRecord>> LoadJobs() const;
+  // Every job's parts as (job, part), by job.
+  absl::StatusOr<std::vector<std::pair<std::string, v1::AgentJob>>> LoadJobParts() const;
   absl::StatusOr<std::vector<v1::EventRecord>> LoadEvents() const;
   absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> LoadDirectives() const;
   absl::StatusOr<std::vector<falcon::v1::Settings>> LoadSettings() const;

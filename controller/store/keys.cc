@@ -44,6 +44,12 @@ std::string DirectiveKey(absl::string_view job, uint64_t directive_id) {
   return key;
 }
 
+std::string JobPartKey(absl::string_view job, absl::string_view agent_id) {
+  std::string key = JobPrefix(job);
+  key.append(agent_id.data(), agent_id.size());
+  return key;
+}
+
 std::string HistoryKey(absl::string_view job, int64_t iteration) {
   std::string key = JobPrefix(job);
   AppendU64(&key, static_cast<uint64_t>(iteration));

@@ -25,6 +25,8 @@ std::string AuditKey(uint64_t audit_id);
 // directives: "<job>\0" + directive id.
 std::string JobPrefix(absl::string_view job);
 std::string DirectiveKey(absl::string_view job, uint64_t directive_id);
+// job_parts: "<job>\0" + agent id.
+std::string JobPartKey(absl::string_view job, absl::string_view agent_id);
 // history: "<job>\0" + first iteration of the bucket (iterations are >= 0).
 std::string HistoryKey(absl::string_view job, int64_t iteration);
 // samples: "<job>\0" + rank + iteration.
