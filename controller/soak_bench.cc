@@ -65,18 +65,8 @@ std::string ReadFile(const std::string& path) {
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
-// The value of the exposition line that starts with `series` ("name{labels}"), -1 when absent.
 double Scrape(int port, const std::string& series) {
-  absl::StatusOr<std::string> body = common::testing::HttpGet(port, "/metrics");
-  if (!body.ok()) return -1;
-  std::stringstream text(*body);
-  std::string line;
-  while (std::getline(text, line)) {
-    if (!absl::StartsWith(line, series + " ")) continue;
-    double v = -1;
-    return absl::SimpleAtod(line.substr(series.size() + 1), &v) ? v : -1;
-  }
-  return -1;
+  return common::testing::ScrapeValue(port, series).value_or(-1);
 }
 
 falcon::v1::JobRegistration OneRankJob(int i) {

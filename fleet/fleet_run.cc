@@ -37,16 +37,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 double Scrape(int port, const std::string& series) {
-  absl::StatusOr<std::string> body = common::testing::HttpGet(port, "/metrics");
-  if (!body.ok()) return -1;
-  std::stringstream text(*body);
-  std::string line;
-  while (std::getline(text, line)) {
-    if (!absl::StartsWith(line, series + " ")) continue;
-    double v = -1;
-    return absl::SimpleAtod(line.substr(series.size() + 1), &v) ? v : -1;
-  }
-  return -1;
+  return common::testing::ScrapeValue(port, series).value_or(-1);
 }
 
 std::string Describe(const falcon::v1::Event& e) {

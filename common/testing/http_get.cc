@@ -8,6 +8,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace falcon::common::testing {
 
@@ -43,6 +45,21 @@ absl::StatusOr<std::string> HttpGet(const std::string& host_port, const std::str
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path, absl::Duration timeout) {
   return HttpGet(absl::StrCat("127.0.0.1:", port), path, timeout);
+}
+
+absl::StatusOr<double> ScrapeValue(int port, const std::string& series) {
+  absl::StatusOr<std::string> body = HttpGet(port, "/metrics");
+  if (!body.ok()) return body.status();
+  const std::string prefix = series + " ";
+  for (absl::string_view line : absl::StrSplit(*body, '\n')) {
+    if (!absl::ConsumePrefix(&line, prefix)) continue;
+    double v = 0;
+    if (!absl::SimpleAtod(line, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat(series, ": '", line, "' is not a number"));
+    }
+    return v;
+  }
+  return absl::NotFoundError(absl::StrCat(series, ": not exposed on port ", port));
 }
 
 }  // namespace falcon::common::testing

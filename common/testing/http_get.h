@@ -21,6 +21,11 @@ absl::StatusOr<std::string> HttpGet(const std::string& host_port, const std::str
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path,
                                     absl::Duration timeout = absl::Seconds(10));
 
+// The value of the line of 127.0.0.1:`port`/metrics that starts with `series` ("name" or
+// "name{labels}" exactly as exposed) followed by a space. Errors: HttpGet's; kNotFound when no
+// line has that series; kInvalidArgument when its value is not a number.
+absl::StatusOr<double> ScrapeValue(int port, const std::string& series);
+
 }  // namespace falcon::common::testing
 
 #endif  // FALCON_COMMON_TESTING_HTTP_GET_H_

@@ -17,7 +17,8 @@ class LoopbackServer {
  public:
   LoopbackServer() {
     server_.Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("falcon_up 1\n", "text/plain");
+      res.set_content("falcon_up 1\nfalcon_jobs{state=\"x\"} 2.5\nfalcon_upx 7\nfalcon_bad abc\n",
+                      "text/plain");
     });
     server_.Get("/echo", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content(req.get_param_value("q"), "text/plain");
@@ -47,13 +48,22 @@ TEST(HttpGet, ReturnsTheBodyOf200) {
   ASSERT_GT(server.port(), 0);
   auto body = HttpGet(server.port(), "/metrics");
   ASSERT_TRUE(body.ok()) << body.status();
-  EXPECT_EQ(*body, "falcon_up 1\n");
+  EXPECT_EQ(body->substr(0, 12), "falcon_up 1\n");
   auto by_address = HttpGet(absl::StrCat("127.0.0.1:", server.port()), "/echo?q=a%20b");
   ASSERT_TRUE(by_address.ok()) << by_address.status();
   EXPECT_EQ(*by_address, "a b");
   // A listen address with the wildcard host is reached on loopback.
   auto wildcard = HttpGet(absl::StrCat("0.0.0.0:", server.port()), "/metrics");
   ASSERT_TRUE(wildcard.ok()) << wildcard.status();
+}
+
+TEST(ScrapeValue, TheExactSeriesOrAnErrorNamingIt) {
+  LoopbackServer server;
+  EXPECT_EQ(*ScrapeValue(server.port(), "falcon_up"), 1);
+  EXPECT_EQ(*ScrapeValue(server.port(), "falcon_jobs{state=\"x\"}"), 2.5);
+  EXPECT_EQ(ScrapeValue(server.port(), "falcon_u").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ScrapeValue(server.port(), "falcon_bad").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HttpGet, OtherStatusIsInternalNamingIt) {
