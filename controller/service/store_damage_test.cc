@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/testing/file_damage.h"
 #include "controller/controller.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/service/controller_server.h"
@@ -142,16 +143,6 @@ std::map<std::string, int64_t> RepairLost(ControllerServer& server) {
   return out;
 }
 
-void FlipByte(const std::string& path, uint64_t offset) {
-  int fd = open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0) << path;
-  char c = 0;
-  ASSERT_EQ(pread(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  c = static_cast<char>(c ^ 0x5a);
-  ASSERT_EQ(pwrite(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  close(fd);
-}
-
 enum class Damage { kTruncateWal, kFlipWalByte, kTruncateManifest };
 
 class StoreDamageTest : public ::testing::TestWithParam<Damage> {};
@@ -174,7 +165,7 @@ TEST_P(StoreDamageTest, RefusedNamingTheFileThenRepairedWithTheLossCounted) {
       if (GetParam() == Damage::kTruncateWal) {
         fs::resize_file(wal, at_30 + 7);  // Cut inside the first batch after iteration 30.
       } else {
-        FlipByte(wal, at_30 + 100);
+        ASSERT_TRUE(common::testing::FlipByte(wal, at_30 + 100).ok());
       }
     } else {
       c.Close();

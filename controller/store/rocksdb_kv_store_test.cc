@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/testing/file_damage.h"
 #include "gtest/gtest.h"
 #include "tests/testing/skip.h"
 #include "tests/testing/tmpfs.h"
@@ -92,16 +93,6 @@ std::string OnlyWal(const std::string& dir) {
 }
 
 void Truncate(const std::string& path, uint64_t size) { fs::resize_file(path, size); }
-
-void FlipByte(const std::string& path, uint64_t offset) {
-  int fd = open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0) << path;
-  char c = 0;
-  ASSERT_EQ(pread(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  c = static_cast<char>(c ^ 0x5a);
-  ASSERT_EQ(pwrite(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  close(fd);
-}
 
 const store::StoreFigures kFigures = {{"jobs", 300}, {"events", 300}};
 
@@ -243,7 +234,7 @@ TEST(RocksDbKvStoreTest, FlippedWalByteIsDataLossNamingTheLog) {
   const std::string image = Dir("flip-wal");
   MakeCrashImage(image);
   const std::string wal = OnlyWal(image);
-  FlipByte(wal, fs::file_size(wal) / 3);
+  ASSERT_TRUE(common::testing::FlipByte(wal, fs::file_size(wal) / 3).ok());
   auto kv = RocksDbKvStore::Open(Options(image), kTables);
   EXPECT_TRUE(IsDataLossNaming(kv.status(), fs::path(wal).filename().string()));
 }
@@ -296,7 +287,9 @@ TEST(RocksDbKvStoreTest, DamagedTableFileIsDataLossNamingIt) {
   Truncate(tables.back(), fs::file_size(tables.back()) / 2);
   EXPECT_TRUE(IsDataLossNaming(RocksDbKvStore::Open(Options(dir), kTables).status(),
                                fs::path(tables.back()).filename().string()));
-  for (const std::string& t : FilesEndingWith(dir2, ".sst")) FlipByte(t, 100);
+  for (const std::string& t : FilesEndingWith(dir2, ".sst")) {
+    ASSERT_TRUE(common::testing::FlipByte(t, 100).ok());
+  }
   auto kv = RocksDbKvStore::Open(Options(dir2), kTables);
   if (kv.ok()) {
     absl::Status s =
@@ -336,7 +329,7 @@ TEST(RocksDbKvStoreTest, RepairOfAFlippedWalByteKeepsTheCommitsBeforeIt) {
   const std::string image = Dir("repair-flip");
   MakeCrashImage(image);
   const std::string wal = OnlyWal(image);
-  FlipByte(wal, fs::file_size(wal) / 3);
+  ASSERT_TRUE(common::testing::FlipByte(wal, fs::file_size(wal) / 3).ok());
   auto kv = RocksDbKvStore::Open(Options(image, true), kTables);
   ASSERT_TRUE(kv.ok()) << kv.status();
   ASSERT_TRUE((*kv)->repair_report().has_value());
@@ -365,7 +358,9 @@ TEST(RocksDbKvStoreTest, RepairOfATruncatedManifestRebuildsItFromTheTableFiles) 
 TEST(RocksDbKvStoreTest, RepairOfADamagedTableFileDropsItAndReportsTheLoss) {
   const std::string dir = Dir("repair-sst");
   MakeClosedStore(dir);
-  for (const std::string& t : FilesEndingWith(dir, ".sst")) FlipByte(t, 100);
+  for (const std::string& t : FilesEndingWith(dir, ".sst")) {
+    ASSERT_TRUE(common::testing::FlipByte(t, 100).ok());
+  }
   auto kv = RocksDbKvStore::Open(Options(dir, true), kTables);
   ASSERT_TRUE(kv.ok()) << kv.status();
   ASSERT_TRUE((*kv)->repair_report().has_value());
