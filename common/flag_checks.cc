@@ -103,4 +103,18 @@ absl::Status CheckNoPositionals(const std::vector<char*>& positional) {
                                                  "' (this program takes flags only; see --help)"));
 }
 
+absl::Status CheckIntegersIn(std::initializer_list<IntegerRange> ranges) {
+  for (const IntegerRange& r : ranges) {
+    if (absl::Status s = CheckIntegerIn(r.value, r.field, r.min, r.max); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDurationsIn(std::initializer_list<DurationRange> ranges) {
+  for (const DurationRange& r : ranges) {
+    if (absl::Status s = CheckDurationIn(r.value, r.field, r.min, r.max); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace falcon::common

@@ -11,6 +11,7 @@
 #define FALCON_COMMON_FLAG_CHECKS_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,23 @@ absl::Status CheckDurationIn(absl::Duration d, absl::string_view field, absl::Du
 
 // OK when `v` is in [min, max]: "FIELD: -1 is not in [1, 1000]" otherwise.
 absl::Status CheckIntegerIn(int64_t v, absl::string_view field, int64_t min, int64_t max);
+
+// A flag's value and its range, for checking many flags at once.
+struct IntegerRange {
+  absl::string_view field;
+  int64_t value;
+  int64_t min;
+  int64_t max;
+};
+struct DurationRange {
+  absl::string_view field;
+  absl::Duration value;
+  absl::Duration min;
+  absl::Duration max;
+};
+// CheckIntegerIn / CheckDurationIn on each, in order: the first error, or OK.
+absl::Status CheckIntegersIn(std::initializer_list<IntegerRange> ranges);
+absl::Status CheckDurationsIn(std::initializer_list<DurationRange> ranges);
 
 // OK when `v` is a finite number in [min, max]: "FIELD: nan is not a number in [0, 1]".
 absl::Status CheckNumberIn(double v, absl::string_view field, double min, double max);

@@ -37,6 +37,18 @@ TEST(ParseDurationTest, InfiniteAndMalformedAreRefusedNamingTheField) {
 }
 
 // --tick 1ns used to spin the controller's housekeeping loop; inf stopped it.
+TEST(CheckRangesTest, TheFirstFlagOutOfItsRangeIsNamed) {
+  EXPECT_TRUE(CheckIntegersIn({{"--a", 1, 0, 2}, {"--b", 5, 5, 5}}).ok());
+  EXPECT_EQ(CheckIntegersIn({{"--a", 1, 0, 2}, {"--b", 6, 0, 5}, {"--c", -1, 0, 5}}).message(),
+            CheckIntegerIn(6, "--b", 0, 5).message());
+  EXPECT_TRUE(
+      CheckDurationsIn({{"--t", absl::Seconds(1), absl::ZeroDuration(), absl::Hours(1)}}).ok());
+  EXPECT_EQ(CheckDurationsIn({{"--t", absl::Seconds(1), absl::ZeroDuration(), absl::Hours(1)},
+                              {"--u", absl::Hours(2), absl::ZeroDuration(), absl::Hours(1)}})
+                .message(),
+            CheckDurationIn(absl::Hours(2), "--u", absl::ZeroDuration(), absl::Hours(1)).message());
+}
+
 TEST(CheckDurationInTest, NamesTheFieldTheValueAndTheRange) {
   EXPECT_TRUE(
       CheckDurationIn(absl::Seconds(1), "--tick", absl::Milliseconds(10), absl::Minutes(1)).ok());

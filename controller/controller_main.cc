@@ -135,7 +135,6 @@ falcon::proto::TlsFiles TlsFlags() {
 // The checks of every flag that the libraries would take silently or report later without the
 // flag's name. The first failure, naming the flag.
 absl::Status CheckFlags() {
-  using falcon::common::CheckDurationIn;
   if (const std::string listen = absl::GetFlag(FLAGS_listen); !absl::StartsWith(listen, "unix:")) {
     if (absl::Status s =
             falcon::common::ParseHostPort(listen, "--listen", falcon::common::PortZero::kAnyFree)
@@ -166,51 +165,40 @@ absl::Status CheckFlags() {
       !id.empty() && !falcon::common::IsValidAgentId(id)) {
     return absl::InvalidArgumentError("--controller_id: must be 1 to 256 bytes of UTF-8");
   }
-  const struct {
-    const char* flag;
-    absl::Duration value;
-    absl::Duration min;
-    absl::Duration max;
-  } durations[] = {
-      // Below 10ms the housekeeping loop spins a core (1ns: 45% CPU idle); inf stops it.
-      {"--tick", absl::GetFlag(FLAGS_tick), absl::Milliseconds(10), absl::Minutes(1)},
-      {"--job_end_grace", absl::GetFlag(FLAGS_job_end_grace), absl::Seconds(1),
-       absl::Hours(7 * 24)},
-      {"--directive_ack_timeout", absl::GetFlag(FLAGS_directive_ack_timeout), absl::Seconds(1),
-       absl::Hours(24)},
-      {"--directive_delivery_latency", absl::GetFlag(FLAGS_directive_delivery_latency),
-       absl::ZeroDuration(), absl::Minutes(10)},
-      {"--retention", absl::GetFlag(FLAGS_retention), absl::Seconds(1), absl::Hours(365 * 24)},
-      {"--stream_idle_timeout", absl::GetFlag(FLAGS_stream_idle_timeout), absl::Seconds(1),
-       absl::Hours(24)},
-      {"--keepalive_time", absl::GetFlag(FLAGS_keepalive_time), absl::ZeroDuration(),
-       absl::Hours(24)},
-      {"--keepalive_timeout", absl::GetFlag(FLAGS_keepalive_timeout), absl::Seconds(1),
-       absl::Hours(24)},
-      {"--tls_refresh", absl::GetFlag(FLAGS_tls_refresh), absl::Seconds(1), absl::Hours(24)},
-  };
-  for (const auto& d : durations) {
-    if (absl::Status s = CheckDurationIn(d.value, d.flag, d.min, d.max); !s.ok()) return s;
+  if (absl::Status s = falcon::common::CheckDurationsIn({
+          // Below 10ms the housekeeping loop spins a core (1ns: 45% CPU idle); inf stops it.
+          {"--tick", absl::GetFlag(FLAGS_tick), absl::Milliseconds(10), absl::Minutes(1)},
+          {"--job_end_grace", absl::GetFlag(FLAGS_job_end_grace), absl::Seconds(1),
+           absl::Hours(7 * 24)},
+          {"--directive_ack_timeout", absl::GetFlag(FLAGS_directive_ack_timeout), absl::Seconds(1),
+           absl::Hours(24)},
+          {"--directive_delivery_latency", absl::GetFlag(FLAGS_directive_delivery_latency),
+           absl::ZeroDuration(), absl::Minutes(10)},
+          {"--retention", absl::GetFlag(FLAGS_retention), absl::Seconds(1), absl::Hours(365 * 24)},
+          {"--stream_idle_timeout", absl::GetFlag(FLAGS_stream_idle_timeout), absl::Seconds(1),
+           absl::Hours(24)},
+          {"--keepalive_time", absl::GetFlag(FLAGS_keepalive_time), absl::ZeroDuration(),
+           absl::Hours(24)},
+          {"--keepalive_timeout", absl::GetFlag(FLAGS_keepalive_timeout), absl::Seconds(1),
+           absl::Hours(24)},
+          {"--tls_refresh", absl::GetFlag(FLAGS_tls_refresh), absl::Seconds(1), absl::Hours(24)},
+      });
+      !s.ok()) {
+    return s;
   }
-  const struct {
-    const char* flag;
-    int64_t value;
-    int64_t min;
-    int64_t max;
-  } integers[] = {
-      {"--profiling_iterations", absl::GetFlag(FLAGS_profiling_iterations), 1, 1000},
-      {"--detector_min_after", absl::GetFlag(FLAGS_detector_min_after), 1, 10},
-      {"--validation_gemm_size", absl::GetFlag(FLAGS_validation_gemm_size), 1, 65536},
-      {"--validation_repeats", absl::GetFlag(FLAGS_validation_repeats), 1, 100},
-      {"--validation_link_bytes", absl::GetFlag(FLAGS_validation_link_bytes), 1, int64_t{1} << 30},
-      {"--max_ranks_per_job", absl::GetFlag(FLAGS_max_ranks_per_job), 1, 1 << 20},
-      {"--max_jobs_per_agent", absl::GetFlag(FLAGS_max_jobs_per_agent), 1, 1'000'000},
-      {"--max_streams_per_peer", absl::GetFlag(FLAGS_max_streams_per_peer), 1, 1'000'000},
-  };
-  for (const auto& i : integers) {
-    if (absl::Status s = falcon::common::CheckIntegerIn(i.value, i.flag, i.min, i.max); !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = falcon::common::CheckIntegersIn({
+          {"--profiling_iterations", absl::GetFlag(FLAGS_profiling_iterations), 1, 1000},
+          {"--detector_min_after", absl::GetFlag(FLAGS_detector_min_after), 1, 10},
+          {"--validation_gemm_size", absl::GetFlag(FLAGS_validation_gemm_size), 1, 65536},
+          {"--validation_repeats", absl::GetFlag(FLAGS_validation_repeats), 1, 100},
+          {"--validation_link_bytes", absl::GetFlag(FLAGS_validation_link_bytes), 1,
+           int64_t{1} << 30},
+          {"--max_ranks_per_job", absl::GetFlag(FLAGS_max_ranks_per_job), 1, 1 << 20},
+          {"--max_jobs_per_agent", absl::GetFlag(FLAGS_max_jobs_per_agent), 1, 1'000'000},
+          {"--max_streams_per_peer", absl::GetFlag(FLAGS_max_streams_per_peer), 1, 1'000'000},
+      });
+      !s.ok()) {
+    return s;
   }
   for (const auto& [flag, ratio] :
        {std::pair<const char*, double>{"--validation_link_slow_ratio",

@@ -190,21 +190,14 @@ std::string CheckFlags() {
   }
   const double lr = absl::GetFlag(FLAGS_lr);
   if (!(lr > 0 && lr <= 1)) return absl::StrCat("--lr: ", lr, " is not a number in (0, 1]");
-  const struct {
-    const char* flag;
-    int64_t value;
-    int64_t min;
-    int64_t max;
-  } integers[] = {
-      {"--steps", absl::GetFlag(FLAGS_steps), 0, 1000000000},
-      {"--ffn", absl::GetFlag(FLAGS_ffn), 0, 65536},
-      {"--max_restarts", absl::GetFlag(FLAGS_max_restarts), 0, 100},
-      {"--print_every", absl::GetFlag(FLAGS_print_every), 0, 1000000000},
-  };
-  for (const auto& i : integers) {
-    if (absl::Status s = falcon::common::CheckIntegerIn(i.value, i.flag, i.min, i.max); !s.ok()) {
-      return std::string(s.message());
-    }
+  if (absl::Status s = falcon::common::CheckIntegersIn({
+          {"--steps", absl::GetFlag(FLAGS_steps), 0, 1000000000},
+          {"--ffn", absl::GetFlag(FLAGS_ffn), 0, 65536},
+          {"--max_restarts", absl::GetFlag(FLAGS_max_restarts), 0, 100},
+          {"--print_every", absl::GetFlag(FLAGS_print_every), 0, 1000000000},
+      });
+      !s.ok()) {
+    return std::string(s.message());
   }
   if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
     if (absl::Status s = falcon::common::CheckDirectoryPath(dir, "--checkpoint_dir"); !s.ok()) {
