@@ -359,31 +359,10 @@ class Agent {
   }
 
   void Answer(const falcon::v1::ValidationTask& t) {
-    for (uint32_t r : ranks_) {
-      if (std::find(t.ranks().begin(), t.ranks().end(), r) == t.ranks().end()) continue;
-      falcon::v1::AgentMessage out;
-      falcon::v1::ValidationResult* v = out.mutable_validation_result();
-      v->set_task_id(t.task_id());
-      v->set_job(t.job());
-      v->set_rank(r);
-      bool report = true;
-      if (t.has_gemm()) {
-        const int64_t ns = model_->GemmNs(r);
-        v->set_gemm_duration_ns(ns);
-        const double m = t.gemm().m(), n = t.gemm().n(), k = t.gemm().k();
-        v->set_gemm_flops(2 * m * n * k / (static_cast<double>(ns) * 1e-9));
-      } else {
-        report = false;
-        for (const falcon::v1::Link& l : t.link_pass().links()) {
-          if (l.src_rank() != r) continue;
-          report = true;
-          falcon::v1::LinkTiming* lt = v->add_links();
-          *lt->mutable_link() = l;
-          lt->set_duration_ns(model_->LinkNs(l.src_rank(), l.dst_rank()));
-          lt->set_bytes(t.link_pass().bytes());
-        }
-      }
-      if (report) Write(out);
+    for (const falcon::v1::AgentMessage& out : controller::testing::ValidationAnswers(
+             t, ranks_, [this](uint32_t r) { return model_->GemmNs(r); },
+             [this](uint32_t src, uint32_t dst) { return model_->LinkNs(src, dst); })) {
+      Write(out);
     }
   }
 

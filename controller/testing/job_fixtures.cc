@@ -140,4 +140,36 @@ std::vector<falcon::v1::AgentMessage> AppliedAcks(const falcon::v1::Directive& d
   return out;
 }
 
+std::vector<falcon::v1::AgentMessage> ValidationAnswers(
+    const falcon::v1::ValidationTask& t, const std::vector<uint32_t>& ranks,
+    const std::function<int64_t(uint32_t rank)>& gemm_ns,
+    const std::function<int64_t(uint32_t src, uint32_t dst)>& link_ns) {
+  std::vector<falcon::v1::AgentMessage> out;
+  for (uint32_t r : ranks) {
+    if (std::find(t.ranks().begin(), t.ranks().end(), r) == t.ranks().end()) continue;
+    falcon::v1::AgentMessage m;
+    falcon::v1::ValidationResult* v = m.mutable_validation_result();
+    v->set_task_id(t.task_id());
+    v->set_job(t.job());
+    v->set_rank(r);
+    if (t.has_gemm()) {
+      const int64_t ns = gemm_ns(r);
+      v->set_gemm_duration_ns(ns);
+      const double flop = 2.0 * t.gemm().m() * t.gemm().n() * t.gemm().k();
+      v->set_gemm_flops(flop / (static_cast<double>(ns) * 1e-9));
+    } else {
+      for (const falcon::v1::Link& l : t.link_pass().links()) {
+        if (l.src_rank() != r) continue;
+        falcon::v1::LinkTiming* lt = v->add_links();
+        *lt->mutable_link() = l;
+        lt->set_duration_ns(link_ns(l.src_rank(), l.dst_rank()));
+        lt->set_bytes(t.link_pass().bytes());
+      }
+      if (v->links_size() == 0) continue;  // Receivers have nothing to report.
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace falcon::controller::testing

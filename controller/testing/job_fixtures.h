@@ -4,6 +4,7 @@
 #define FALCON_CONTROLLER_TESTING_JOB_FIXTURES_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,14 @@ falcon::v1::IterationSummary MakeSummary(const LayoutSpec& spec, uint32_t rank, 
 std::vector<falcon::v1::AgentMessage> AppliedAcks(const falcon::v1::Directive& directive,
                                                   const std::vector<uint32_t>& ranks,
                                                   int64_t applied_iteration);
+
+// What a cooperative agent answers to validation `task` for those of its `ranks` the task names:
+// for a GEMM, each rank's gemm_ns(rank) with the FLOP rate it implies; for a link pass, each
+// sending rank's timings of its links, link_ns(src, dst) (ranks that only receive answer nothing).
+std::vector<falcon::v1::AgentMessage> ValidationAnswers(
+    const falcon::v1::ValidationTask& task, const std::vector<uint32_t>& ranks,
+    const std::function<int64_t(uint32_t rank)>& gemm_ns,
+    const std::function<int64_t(uint32_t src, uint32_t dst)>& link_ns);
 
 }  // namespace falcon::controller::testing
 

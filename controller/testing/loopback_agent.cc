@@ -182,28 +182,9 @@ void LoopbackAgent::Handle(const falcon::v1::ControllerMessage& msg) {
   }
   if (msg.has_validation_task() && responder.answer_tasks) {
     const falcon::v1::ValidationTask& t = msg.validation_task();
-    for (uint32_t r : ranks_) {
-      if (std::find(t.ranks().begin(), t.ranks().end(), r) == t.ranks().end()) continue;
-      falcon::v1::AgentMessage out;
-      falcon::v1::ValidationResult* v = out.mutable_validation_result();
-      v->set_task_id(t.task_id());
-      v->set_job(t.job());
-      v->set_rank(r);
-      bool report = true;
-      if (t.has_gemm()) {
-        v->set_gemm_duration_ns(responder.gemm_ns(r));
-      } else {
-        report = false;
-        for (const falcon::v1::Link& l : t.link_pass().links()) {
-          if (l.src_rank() != r) continue;
-          report = true;
-          falcon::v1::LinkTiming* lt = v->add_links();
-          *lt->mutable_link() = l;
-          lt->set_duration_ns(responder.link_ns(l.src_rank(), l.dst_rank()));
-          lt->set_bytes(t.link_pass().bytes());
-        }
-      }
-      if (report) Write(out);
+    for (const falcon::v1::AgentMessage& out :
+         ValidationAnswers(t, ranks_, responder.gemm_ns, responder.link_ns)) {
+      Write(out);
     }
   }
 }

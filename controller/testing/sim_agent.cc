@@ -81,29 +81,8 @@ int SimAgent::Respond(Controller& c, const Responder& responder) {
     }
     if (msg.has_validation_task() && responder.answer_tasks) {
       const falcon::v1::ValidationTask& t = msg.validation_task();
-      for (uint32_t r : ranks_) {
-        if (std::find(t.ranks().begin(), t.ranks().end(), r) == t.ranks().end()) continue;
-        falcon::v1::AgentMessage res;
-        falcon::v1::ValidationResult* v = res.mutable_validation_result();
-        v->set_task_id(t.task_id());
-        v->set_job(t.job());
-        v->set_rank(r);
-        if (t.has_gemm()) {
-          v->set_gemm_duration_ns(responder.gemm_ns(r));
-          v->set_gemm_flops(2.0 * t.gemm().m() * t.gemm().n() * t.gemm().k() /
-                            (responder.gemm_ns(r) * 1e-9));
-        } else {
-          bool sender = false;
-          for (const falcon::v1::Link& l : t.link_pass().links()) {
-            if (l.src_rank() != r) continue;
-            sender = true;
-            falcon::v1::LinkTiming* lt = v->add_links();
-            *lt->mutable_link() = l;
-            lt->set_duration_ns(responder.link_ns(l.src_rank(), l.dst_rank()));
-            lt->set_bytes(t.link_pass().bytes());
-          }
-          if (!sender) continue;  // Receivers have nothing to report.
-        }
+      for (const falcon::v1::AgentMessage& res :
+           ValidationAnswers(t, ranks_, responder.gemm_ns, responder.link_ns)) {
         const absl::Status status = c.OnAgentMessage(&session_, res);
         CHECK(status.ok()) << "sim agent: validation result refused: " << status;
       }
