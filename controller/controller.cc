@@ -984,14 +984,13 @@ void Controller::ImbalanceAnalysed(const registry::JobEntry& job) {
   if (metrics_ != nullptr) metrics_->WorkloadImbalance(job.name(), stage, jitter);
   // One line when a finding appears or goes (not at every analysis).
   std::string& last = imbalance_logged_[job.name()];
-  const std::string now =
-      absl::StrJoin(analysis::detect::DescribeImbalance(*r, options_.imbalance.analysis), "; ");
-  const bool any = r->stage_imbalance.has_value() || r->jitter.has_value();
   const std::string key = absl::StrCat(r->stage_imbalance.has_value() ? "stage" : "",
                                        r->jitter.has_value() ? "jitter" : "");
   if (key == last) return;
   last = key;
-  LOG(INFO) << (any ? "workload imbalance found" : "workload imbalance gone")
+  const std::string now =
+      absl::StrJoin(analysis::detect::DescribeImbalance(*r, options_.imbalance.analysis), "; ");
+  LOG(INFO) << (key.empty() ? "workload imbalance gone" : "workload imbalance found")
             << " job=" << job.name() << " iterations=" << r->steps << " findings=\"" << now << "\"";
 }
 

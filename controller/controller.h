@@ -289,7 +289,7 @@ class Controller {
   detection::Localizer localizer_;
   detection::DetectionManager detection_;
   detection::ImbalanceTracker imbalance_;
-  std::map<std::string, std::string> imbalance_logged_;  // Job -> findings last logged.
+  std::map<std::string, std::string> imbalance_logged_;  // Job -> kinds last logged.
   struct AgentState {
     ingest::SequenceTracker tracker;
     falcon::controller::v1::AgentRecord record;
