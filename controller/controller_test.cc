@@ -23,6 +23,11 @@ namespace {
 using testing::LayoutSpec;
 using testing::SimAgent;
 
+// 100 ms +-1% noise that differs per rank and iteration, deterministic.
+int64_t Healthy(uint32_t rank, int64_t i) {
+  return 100'000'000 + static_cast<int64_t>(((rank * 7919 + i * 104729) % 201) - 100) * 10'000;
+}
+
 class ControllerTest : public ::testing::Test {
  protected:
   ControllerTest() : kv_(store::ControllerStore::TableNames()), metrics_(registry_, "t") {
@@ -69,6 +74,46 @@ class ControllerTest : public ::testing::Test {
     }
   }
   // Lets the agents answer until the controller asks nothing more.
+  // Rank 5's compute slows by 40% from iteration 60, in the iterations `slow_compute` picks; in
+  // synchronous training every rank's iteration takes as long, the others waiting in their
+  // communicators. Iterations 0-89; GEMM answers: rank 5 1.4x its peers from iteration 60.
+  void RunSynchronousSlowdown(const std::function<bool(int64_t)>& slow_compute) {
+    auto time_ns = [](uint32_t r, int64_t i) {
+      return i >= 60 ? Healthy(0, i) * 14 / 10 : Healthy(r, i);
+    };
+    for (int64_t i = 0; i < 90; ++i) {
+      for (auto& a : agents_) {
+        falcon::v1::TelemetryBatch b;
+        b.set_job(spec_.job);
+        for (uint32_t r : a->ranks()) {
+          falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, time_ns(r, i));
+          if (i >= 60) {
+            // The slow rank computes longer; the others wait for it in their DP group.
+            const int64_t extra = Healthy(0, i) * 4 / 10;
+            if (r == 5) {
+              if (slow_compute(i)) s.set_compute_ns(s.compute_ns() + extra);
+            } else {
+              for (auto& cs : *s.mutable_comms()) {
+                if (cs.comm_id() == 1001) {
+                  cs.set_wait_ns(cs.wait_ns() + extra);
+                  cs.set_busy_ns(cs.busy_ns() + extra);
+                }
+              }
+              if (r / spec_.dp != 1)
+                s.set_compute_ns(s.compute_ns() + extra);  // Other stage idles.
+            }
+          }
+          *b.add_iterations() = s;
+        }
+        ASSERT_FALSE(a->Send(*c_, b)->has_error());
+      }
+      testing::Responder responder;
+      responder.gemm_ns = [i](uint32_t r) { return r == 5 && i >= 60 ? 1'400'000 : 1'000'000; };
+      Settle(responder);
+      clock_.Advance(absl::Milliseconds(140));
+    }
+  }
+
   void Settle(const testing::Responder& responder) {
     for (int answered = 1; answered > 0;) {
       answered = 0;
@@ -111,11 +156,6 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<Controller> c_;
   std::vector<std::unique_ptr<SimAgent>> agents_;
 };
-
-// 100 ms +-1% noise that differs per rank and iteration, deterministic.
-int64_t Healthy(uint32_t rank, int64_t i) {
-  return 100'000'000 + static_cast<int64_t>(((rank * 7919 + i * 104729) % 201) - 100) * 10'000;
-}
 
 TEST_F(ControllerTest, HelloFirstThenAckEveryBatch) {
   SimAgent a("a0", "node-0", {0, 1});
@@ -266,53 +306,47 @@ TEST_F(ControllerTest, MalformedBatchGetsFieldErrorAndStreamStaysOpen) {
   EXPECT_EQ(a.hello().acked_sequence(), 5u);
 }
 
-TEST_F(ControllerTest, SynchronousSlowdownIsBlamedOnTheComputeRankAndValidated) {
+TEST_F(ControllerTest, UnambiguousProfilingLocalizesWithoutAPause) {
   ConnectAll();
-  // Rank 5's compute slows by 40% from iteration 60; in synchronous training every rank's
-  // iteration takes as long, the others waiting in their communicators.
-  auto time_ns = [](uint32_t r, int64_t i) {
-    return i >= 60 ? Healthy(0, i) * 14 / 10 : Healthy(r, i);
-  };
-  for (int64_t i = 0; i < 90; ++i) {
-    for (auto& a : agents_) {
-      falcon::v1::TelemetryBatch b;
-      b.set_job(spec_.job);
-      for (uint32_t r : a->ranks()) {
-        falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, time_ns(r, i));
-        if (i >= 60) {
-          // The slow rank computes longer; the others wait for it in their DP group.
-          const int64_t extra = Healthy(0, i) * 4 / 10;
-          if (r == 5) {
-            s.set_compute_ns(s.compute_ns() + extra);
-          } else {
-            for (auto& cs : *s.mutable_comms()) {
-              if (cs.comm_id() == 1001) {
-                cs.set_wait_ns(cs.wait_ns() + extra);
-                cs.set_busy_ns(cs.busy_ns() + extra);
-              }
-            }
-            if (r / spec_.dp != 1) s.set_compute_ns(s.compute_ns() + extra);  // Other stage idles.
-          }
-        }
-        *b.add_iterations() = s;
-      }
-      ASSERT_FALSE(a->Send(*c_, b)->has_error());
-    }
-    testing::Responder responder;
-    responder.gemm_ns = [i](uint32_t r) { return r == 5 && i >= 60 ? 1'400'000 : 1'000'000; };
-    Settle(responder);
-    clock_.Advance(absl::Milliseconds(140));
-  }
+  RunSynchronousSlowdown([](int64_t) { return true; });
   std::vector<falcon::v1::Event> events = Events();
   ASSERT_EQ(events.size(), 1u);
   const falcon::v1::Event& e = events[0];
   EXPECT_NEAR(e.onset_iteration(), 60, 3);
   EXPECT_EQ(e.cause(), falcon::v1::CAUSE_COMPUTE) << e.DebugString();
   EXPECT_EQ(std::vector<uint32_t>(e.ranks().begin(), e.ranks().end()), std::vector<uint32_t>{5});
-  // Every rank slowed down, so the rank-level series alone could not name the culprit: the
-  // suspects came from profiling (rank 5 blamed for its compute).
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_LOCALIZED);
+  // Profiling blamed rank 5's compute in every profiled iteration and no communicator: that is
+  // the verdict, and the job was never paused.
+  EXPECT_TRUE(e.localized_from_profiling()) << e.DebugString();
+  EXPECT_EQ(e.validation_pause_ns(), 0);
+  EXPECT_GT(e.validation_ratio(), 1.3);
   const auto* record = c_->events().Find(e.event_id());
   ASSERT_NE(record, nullptr);
+  EXPECT_EQ(record->tasks_size(), 0);
+  EXPECT_EQ(record->pause_directive_id(), 0u);
+  for (const auto& d : c_->directives().List(spec_.job, 0)) {
+    EXPECT_FALSE(d.directive().has_pause()) << d.DebugString();
+  }
+}
+
+TEST_F(ControllerTest, ComputeBlamedInSomeProfiledIterationsIsValidatedByGemmAlone) {
+  ConnectAll();
+  // Rank 5 computes longer in two iterations of three: profiling blames it, but not in every
+  // iteration, so a GEMM test decides; no link is suspected, so no link pass is run.
+  RunSynchronousSlowdown([](int64_t i) { return i % 3 != 0; });
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  const falcon::v1::Event& e = events[0];
+  EXPECT_EQ(e.cause(), falcon::v1::CAUSE_COMPUTE) << e.DebugString();
+  EXPECT_EQ(std::vector<uint32_t>(e.ranks().begin(), e.ranks().end()), std::vector<uint32_t>{5});
+  EXPECT_FALSE(e.localized_from_profiling());
+  const auto* record = c_->events().Find(e.event_id());
+  ASSERT_NE(record, nullptr);
+  ASSERT_EQ(record->tasks_size(), 1) << record->DebugString();
+  EXPECT_TRUE(record->tasks(0).task().has_gemm());
+  // Every rank slowed down, so the rank-level series alone could not name the culprit: the
+  // suspects came from profiling (rank 5 blamed for its compute).
   EXPECT_NE(std::find(record->suspect_ranks().begin(), record->suspect_ranks().end(), 5u),
             record->suspect_ranks().end());
   EXPECT_LT(record->suspect_ranks_size(), 8);

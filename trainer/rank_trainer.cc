@@ -351,7 +351,16 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
       }
     }
     if (paused_) {
+      // Every rank walks the same agreed list (task_id order): a task already run (delivered
+      // again to a rank later) is skipped everywhere, and a world barrier before each task keeps
+      // one task's measurements from overlapping the previous one's (common.proto).
+      bool first = true;
       for (const falcon::v1::ValidationTask& task : agreed->tasks) {
+        if (!tasks_run_.insert(task.task_id()).second) continue;
+        if (!first) {
+          if (absl::Status s = world_->Barrier(); !s.ok()) return s;
+        }
+        first = false;
         if (!executor_->Participates(task)) continue;
         hooks_->ReportValidation(executor_->Run(task));
       }
@@ -412,6 +421,7 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
     }
     case falcon::v1::Directive::kPause:
       paused_ = true;
+      tasks_run_.clear();  // A new validation: its tasks have new ids.
       pause_deadline_ns_ = clock_->MonotonicNanos() + d.pause().max_duration_ns();
       reason = "paused";
       break;

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "analysis/plan/layout.h"
@@ -161,6 +162,8 @@ class RankTrainer {
   std::unique_ptr<model::StageModel> stage_;
   directives::DirectiveQueue queue_;
   bool paused_ = false;
+  // Validation tasks run during the current pause (by task_id).
+  absl::flat_hash_set<uint64_t> tasks_run_;
   int64_t pause_deadline_ns_ = 0;
   double last_loss_ = 0;
   std::string restart_dir_;

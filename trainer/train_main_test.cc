@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -149,6 +151,42 @@ TEST(TrainMainTest, CheckpointRestartRelaunchesWithoutTheExcludedRank) {
   EXPECT_EQ(after, 2 * 3);
   const std::vector<double> loss = testing::LossCurve(log);
   EXPECT_EQ(loss.size(), 6u);
+}
+
+TEST(TrainMainTest, ValidationTasksDeliveredTogetherRunOnceEachInsideThePause) {
+  // A validation's tasks arrive together (common.proto ValidationTask): the ranks run them one at
+  // a time in task_id order, each participant answers each task once, and the job resumes.
+  const std::string dir = common::testing::FreshDir("tasks");
+  std::ofstream(dir + "/directives.jsonl")
+      << R"({"directive": {"directive_id": 1, "effective_iteration": 2, "pause": {"max_duration_ns": 60000000000}}})"
+         "\n"
+      << R"({"directive": {"directive_id": 2, "effective_iteration": 2, "resume": {}}})"
+         "\n"
+      << R"({"iteration": 2, "validation_task": {"task_id": 12, "ranks": [2, 3], "link_pass": {"pass_index": 1, "links": [{"src_rank": 3, "dst_rank": 2}], "bytes": 4096, "repeats": 2}}})"
+         "\n"
+      << R"({"iteration": 2, "validation_task": {"task_id": 10, "ranks": [0, 1, 2, 3], "gemm": {"m": 16, "n": 16, "k": 16, "repeats": 2}}})"
+         "\n"
+      << R"({"iteration": 2, "validation_task": {"task_id": 11, "ranks": [0, 1], "link_pass": {"pass_index": 0, "links": [{"src_rank": 0, "dst_rank": 1}], "bytes": 4096, "repeats": 2}}})"
+         "\n";
+  const Outcome o = Train(
+      "--dp 2 --pp 2 --micro-batches 4 --steps 5 --json-log log.jsonl --events-log events.jsonl "
+      "--directives directives.jsonl",
+      dir);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  std::map<uint64_t, std::vector<int>> answered;  // task_id -> ranks, in order of the lines.
+  for (const nlohmann::json& e : testing::ReadJsonLines(dir + "/events.jsonl")) {
+    if (e["event"] != "validation") continue;
+    EXPECT_FALSE(e["result"].contains("error")) << e.dump();
+    answered[std::stoull(e["result"]["task_id"].get<std::string>())].push_back(e["rank"]);
+  }
+  auto sorted = [](std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(sorted(answered[10]), (std::vector<int>{0, 1, 2, 3})) << o.output;
+  EXPECT_EQ(sorted(answered[11]), (std::vector<int>{0, 1})) << o.output;
+  EXPECT_EQ(sorted(answered[12]), (std::vector<int>{2, 3})) << o.output;
+  EXPECT_EQ(testing::ReadJsonLines(dir + "/log.jsonl").size(), 4u * 5);  // Resumed to the end.
 }
 
 std::string Binary() {

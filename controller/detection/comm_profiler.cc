@@ -123,7 +123,8 @@ ProfileResult CommProfiler::Result() const {
       ratios.push_back(b.ratio);
       comm = b.comm_id;
     }
-    r.blamed.push_back({rank, cause, common::Median(ratios), fraction, comm});
+    r.blamed.push_back({rank, cause, common::Median(ratios), fraction,
+                        static_cast<double>(ratios.size()) / judged_, comm});
   }
   return r;
 }

@@ -31,8 +31,9 @@ struct ProfileResult {
     uint32_t rank = 0;
     analysis::detect::BlameCause cause = analysis::detect::BlameCause::kCompute;
     double ratio = 0;
-    double fraction = 0;
-    uint64_t comm_id = 0;  // For kCommunication.
+    double fraction = 0;        // Share of profiled iterations that blamed the rank (any cause).
+    double cause_fraction = 0;  // Share of profiled iterations that blamed it for `cause`.
+    uint64_t comm_id = 0;       // For kCommunication.
   };
   std::vector<Comm> suspicious;  // By comm_id; fraction >= 0.5.
   std::vector<Rank> blamed;      // By rank; fraction >= 0.5.

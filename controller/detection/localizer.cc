@@ -3,7 +3,11 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -189,6 +193,18 @@ void Localizer::FinishProfiling(EventRecord* event, core::UnitOfWork* uow) {
     uow->AfterCommit([this, snapshot]() { SendProfiling(snapshot, false, ""); });
   }
 
+  // Profiling alone names the culprit when it is unambiguous: no pause at all
+  // (docs/algorithms.md#localization-from-profiling).
+  if (std::optional<Verdict> v = ProfilingVerdict(*event, profile); v.has_value()) {
+    event->mutable_event()->set_localized_from_profiling(true);
+    const std::string line =
+        absl::StrCat("event localized from profiling job=", job_name,
+                     " event=", event->event().event_id(), " rank=", absl::StrJoin(v->ranks, ","),
+                     " iterations=", profile.iterations, " why=\"", v->reason, "\"");
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
+    StageVerdict(event, *std::move(v), "", uow);
+    return;
+  }
   // Ranks whose own series slowed down are suspects, unless most ranks slowed down (synchronous
   // training: everyone waits for the culprit, and only profiling can tell).
   std::set<uint32_t> ranks;
@@ -215,7 +231,9 @@ void Localizer::FinishProfiling(EventRecord* event, core::UnitOfWork* uow) {
                     absl::StrFormat("rank %d blamed (%s, %.2fx)", b.rank,
                                     analysis::detect::BlameCauseName(b.cause), b.ratio));
   }
-  if (comms.empty()) {
+  // Profiling that blamed compute only needs no link pass (GEMM settles it); profiling that saw
+  // nothing leaves the links of the suspect ranks to test as well.
+  if (comms.empty() && profile.blamed.empty()) {
     for (uint32_t r : ranks) {
       for (const registry::CommInfo* c : job->CommsOfRank(r)) comms.insert(c->comm.comm_id());
     }
@@ -243,15 +261,18 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   event->clear_tasks();
   event->clear_results();
 
-  // GEMM on the suspects and their peers in the suspect comms; a lone rank has nothing to be
-  // compared with, so then on every rank.
+  // GEMM on the suspects and their peers in the suspect comms. Without a suspect comm (compute
+  // suspected), or with a lone rank, on every rank: the median of a few ranks, some of them slow,
+  // would understate the culprit's slowdown (the ranks run it at the same time, so it costs no
+  // more pause).
   std::set<uint32_t> gemm(suspect_ranks.begin(), suspect_ranks.end());
   for (uint64_t id : suspect_comms) {
     if (const registry::CommInfo* c = job->FindComm(id)) {
       gemm.insert(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
     }
   }
-  if (gemm.size() < 2) gemm.insert(job->ranks().begin(), job->ranks().end());
+  if (gemm.size() < 2 || suspect_comms.empty())
+    gemm.insert(job->ranks().begin(), job->ranks().end());
   auto new_task = [&](std::vector<uint32_t> ranks, std::vector<uint32_t> expected) {
     PendingTask* t = event->add_tasks();
     falcon::v1::ValidationTask* task = t->mutable_task();
@@ -348,24 +369,34 @@ void Localizer::DispatchNext(EventRecord* event, core::UnitOfWork* uow) {
     uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
   event->set_phase(falcon::controller::v1::PHASE_VALIDATING);
+  if (event->pause_applied_time_ns() == 0) {
+    event->set_pause_applied_time_ns(absl::ToUnixNanos(clock_->Now()));
+  }
+  // Every task at once: the trainers run them one at a time in task_id order with a barrier
+  // between them (common.proto ValidationTask), so no per-task round trip through the controller
+  // adds to the pause.
+  const registry::JobEntry* job = registry_->Find(event->event().job());
+  bool unfinished = false;
   for (PendingTask& t : *event->mutable_tasks()) {
     if (t.finished()) continue;
-    if (t.sent_time_ns() == 0) {
-      t.set_sent_time_ns(absl::ToUnixNanos(clock_->Now()));
-      event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.task_timeout));
-      events_->Persist(*event, uow);
-      if (const registry::JobEntry* job = registry_->Find(event->event().job())) {
-        registry::JobEntry snapshot = *job;
-        falcon::v1::ValidationTask task = t.task();
-        const uint64_t event_id = event->event().event_id();
-        uow->AfterCommit([this, task, snapshot, event_id]() {
-          LOG(INFO) << "validation run started job=" << task.job() << " event=" << event_id
-                    << " task=" << task.task_id() << " " << TaskFields(task);
-          SendTask(task, snapshot);
-        });
-      }
-    }
-    return;  // One task in flight at a time.
+    unfinished = true;
+    if (t.sent_time_ns() != 0) continue;
+    t.set_sent_time_ns(absl::ToUnixNanos(clock_->Now()));
+    // Given up when no result came for task_timeout (OnValidationResult extends it).
+    event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.task_timeout));
+    if (job == nullptr) continue;
+    registry::JobEntry snapshot = *job;
+    falcon::v1::ValidationTask task = t.task();
+    const uint64_t event_id = event->event().event_id();
+    uow->AfterCommit([this, task, snapshot, event_id]() {
+      LOG(INFO) << "validation run sent job=" << task.job() << " event=" << event_id
+                << " task=" << task.task_id() << " " << TaskFields(task);
+      SendTask(task, snapshot);
+    });
+  }
+  if (unfinished) {
+    events_->Persist(*event, uow);
+    return;
   }
   GiveVerdict(event, "", uow);
 }
@@ -389,6 +420,8 @@ void Localizer::OnValidationResult(const falcon::v1::ValidationResult& result,
   }
   if (task == nullptr || task->finished() || task->sent_time_ns() == 0) return;
   *event->add_results() = result;
+  // Validation progresses: it is given up only after task_timeout without any result.
+  event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.task_timeout));
   VLOG(1) << "validation result job=" << result.job() << " event=" << event->event().event_id()
           << " task=" << result.task_id() << " rank=" << result.rank();
   std::set<uint32_t> answered;
@@ -416,6 +449,7 @@ void Localizer::OnDirectiveState(const falcon::v1::DirectiveRecord& record, core
       continue;
     }
     if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
+      event->set_pause_applied_time_ns(absl::ToUnixNanos(clock_->Now()));
       DispatchNext(event, uow);
     } else if (record.state() == falcon::v1::DirectiveRecord::STATE_REJECTED) {
       std::string reason;
@@ -448,6 +482,8 @@ void Localizer::Tick(absl::Time now, core::UnitOfWork* uow) {
         DispatchNext(event, uow);
         break;
       case falcon::controller::v1::PHASE_VALIDATING:
+        // No result for task_timeout: every unanswered task is given up, the verdict goes on
+        // with what was measured.
         for (PendingTask& t : *event->mutable_tasks()) {
           if (!t.finished() && t.sent_time_ns() != 0) {
             LOG(WARNING) << "validation run timed out job=" << event->event().job()
@@ -456,7 +492,6 @@ void Localizer::Tick(absl::Time now, core::UnitOfWork* uow) {
                          << " timeout=" << absl::FormatDuration(options_.task_timeout);
             errors_->CountError(metrics::where::kValidationTaskTimeout);
             t.set_finished(true);
-            break;
           }
         }
         DispatchNext(event, uow);
@@ -471,7 +506,58 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
   std::vector<PendingTask> tasks(event->tasks().begin(), event->tasks().end());
   std::vector<falcon::v1::ValidationResult> results(event->results().begin(),
                                                     event->results().end());
-  Verdict v = JudgeValidation(tasks, results, options_.verdict);
+  StageVerdict(event, JudgeValidation(tasks, results, options_.verdict), note, uow);
+}
+
+std::optional<Verdict> Localizer::ProfilingVerdict(const EventRecord& event,
+                                                   const ProfileResult& profile) {
+  // An operator's forced validation always measures; a profile cut short by its timeout, one with
+  // a slow communicator, or one that blamed no rank leaves the question open.
+  if (event.forced() || profile.iterations < options_.profiling_iterations ||
+      !profile.suspicious.empty() || profile.blamed.empty()) {
+    return std::nullopt;
+  }
+  // Under an uneven micro-batch plan (S2 in force) a DP group computes more by design: compute
+  // times no longer compare across a stage, a GEMM does.
+  const registry::JobEntry* job = registry_->Find(event.event().job());
+  if (job == nullptr) return std::nullopt;
+  const auto& plan = job->job().micro_batches();
+  if (!plan.empty() &&
+      std::adjacent_find(plan.begin(), plan.end(), std::not_equal_to<>()) != plan.end()) {
+    return std::nullopt;
+  }
+  std::vector<ProfileResult::Rank> blamed = profile.blamed;
+  for (const ProfileResult::Rank& b : blamed) {
+    // Compute in every profiled iteration, by at least the margin GEMM validation would need.
+    if (b.cause != analysis::detect::BlameCause::kCompute || b.cause_fraction < 1.0 ||
+        b.ratio < 1.0 + options_.verdict.gemm_slow_ratio) {
+      return std::nullopt;
+    }
+  }
+  std::sort(blamed.begin(), blamed.end(),
+            [](const ProfileResult::Rank& a, const ProfileResult::Rank& b) {
+              return a.ratio != b.ratio ? a.ratio > b.ratio : a.rank < b.rank;
+            });
+  Verdict v;
+  v.cause = falcon::v1::CAUSE_COMPUTE;
+  v.ratio = blamed.front().ratio;
+  std::vector<std::string> parts;
+  for (const ProfileResult::Rank& b : blamed) {
+    v.ranks.push_back(b.rank);
+    parts.push_back(absl::StrFormat("rank %d computes %.2fx its stage's median", b.rank, b.ratio));
+  }
+  v.reason = absl::StrFormat(
+      "profiling: %s in each of %d profiled iterations and no communicator is slower than its "
+      "peers; no validation pause",
+      absl::StrJoin(parts, ", "), profile.iterations);
+  // A culprit another active event already named: validation looks for a new one.
+  Verdict check = v;
+  if (!ExcludeKnownCulprits(event, &check).empty()) return std::nullopt;
+  return v;
+}
+
+void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& note,
+                             core::UnitOfWork* uow) {
   falcon::v1::Event* e = event->mutable_event();
   const std::string job = e->job();
   // Concurrent events (docs/algorithms.md#concurrent-events): a culprit another active event of
@@ -608,6 +694,15 @@ void Localizer::Release(EventRecord* event, const std::string& reason, core::Uni
   resume.mutable_resume();
   event->set_resume_directive_id(directives_->Issue(resume, event->event().event_id(), *job, uow));
   event->set_pause_directive_id(0);
+  if (event->pause_applied_time_ns() != 0) {
+    const int64_t paused_ns = absl::ToUnixNanos(clock_->Now()) - event->pause_applied_time_ns();
+    event->mutable_event()->set_validation_pause_ns(std::max<int64_t>(0, paused_ns));
+    event->set_pause_applied_time_ns(0);
+    const std::string line = absl::StrCat(
+        "validation pause ended job=", job->name(), " event=", event->event().event_id(),
+        " paused_ms=", paused_ns / 1'000'000, " reason=\"", reason, "\"");
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
+  }
   events_->Persist(*event, uow);
 }
 

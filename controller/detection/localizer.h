@@ -3,14 +3,19 @@
 //  1. PROFILING: the job's agents are told to profile (ProfilingControl on: device-timed raw ops);
 //     the summaries and ops of `profiling_iterations` complete iterations go through the analysis
 //     cross-rank blame (CommProfiler), which flags suspicious communicators and blamed ranks.
+//     When that is unambiguous (ProfilingVerdict: compute blamed in every profiled iteration, no
+//     slow communicator) the verdict (4.) comes from it and the job is never paused
+//     (docs/algorithms.md#localization-from-profiling).
 //  2. PAUSING: suspects are chosen (ranks whose own series slowed down, unless most ranks did, as
-//     in synchronous training; blamed ranks; suspicious comms, or else the comms of the suspect
-//     ranks); a Pause directive goes to every rank; the controller waits for every rank to apply
-//     it (or pause_ack_timeout).
-//  3. VALIDATING: one task at a time, so tests never overlap: GEMM on the suspect ranks and their
-//     peers, then the link passes of every suspect comm (analysis PlanRingPasses, plus
-//     PlanTreePasses on a heap tree when tree_passes is on), each until every expected rank
-//     answered or task_timeout.
+//     in synchronous training; blamed ranks; suspicious comms, or else, when profiling blamed
+//     nothing, the comms of the suspect ranks); a Pause directive goes to every rank; the
+//     controller waits for every rank to apply it (or pause_ack_timeout).
+//  3. VALIDATING: every task is sent at once; the trainers run them one at a time in task_id
+//     order with a barrier between them, so tests never overlap: GEMM on the suspect ranks and
+//     their peers, then the link passes of every suspect comm (analysis PlanRingPasses, plus
+//     PlanTreePasses on a heap tree when tree_passes is on). Validation ends when every expected
+//     rank answered every task, or after task_timeout without any result (the unanswered tasks
+//     are given up). Event.validation_pause_ns: from the pause holding to the Resume.
 //  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; culprits that other active
 //     events of the job already named are left out (docs/algorithms.md#concurrent-events); the
 //     event becomes LOCALIZED, a Resume directive releases the ranks, and the verdict callback
@@ -30,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -58,7 +64,7 @@ struct LocalizationOptions {
   int pause_lead_iterations = 2;
   // Validation starts after this long even if not every rank acknowledged the pause.
   absl::Duration pause_ack_timeout = absl::Seconds(30);
-  // A validation task not answered by every expected rank within this long is given up.
+  // Validation is given up after this long without any result; its unanswered tasks time out.
   absl::Duration task_timeout = absl::Seconds(30);
   // Pause.max_duration_ns: the shims release themselves after this long. (0, 600 s].
   absl::Duration pause_max_duration = absl::Seconds(180);
@@ -127,7 +133,17 @@ class Localizer {
                     std::vector<uint64_t> suspect_comms, const std::string& why,
                     core::UnitOfWork* uow);
   void DispatchNext(EventRecord* event, core::UnitOfWork* uow);
+  // Judges the event's validation results, then StageVerdict.
   void GiveVerdict(EventRecord* event, const std::string& note, core::UnitOfWork* uow);
+  // The verdict profiling alone gives, when it is unambiguous: not forced, every profiling
+  // iteration judged, no suspicious communicator, an even micro-batch plan in force, and every
+  // blamed rank blamed for compute in each judged iteration by at least 1 + gemm_slow_ratio, none
+  // of them another active event's culprit (docs/algorithms.md#localization-from-profiling).
+  // std::nullopt: validate.
+  std::optional<Verdict> ProfilingVerdict(const EventRecord& event, const ProfileResult& profile);
+  // Records `v` on the event (LOCALIZED, or CLOSED when it names nothing to mitigate), releases a
+  // held pause and runs the verdict callback.
+  void StageVerdict(EventRecord* event, Verdict v, const std::string& note, core::UnitOfWork* uow);
   void SendProfiling(const registry::JobEntry& job, bool enabled, const std::string& only_agent);
   void SendTask(const falcon::v1::ValidationTask& task, const registry::JobEntry& job);
   void Release(EventRecord* event, const std::string& reason, core::UnitOfWork* uow);

@@ -208,8 +208,8 @@ absl::Status LocalCluster::StartController(int port) {
       "--metrics_listen=127.0.0.1:0", absl::StrCat("--data_dir=", data_dir_)};
   args.insert(args.end(), options_.controller_args.begin(), options_.controller_args.end());
   controller_ = Child{"controller", std::nullopt, std::nullopt};
-  // A marker, so the address lines of an earlier run in the same log are not taken.
-  { std::ofstream(log_path("controller"), std::ios::trunc); }
+  // A fresh log, so the address lines of an earlier run are not taken; the old one is kept.
+  if (absl::Status s = SetAsideLog("controller"); !s.ok()) return s;
   absl::StatusOr<common::Subprocess> proc = Spawn("controller", args, /*new_process_group=*/true);
   if (!proc.ok()) return proc.status();
   controller_.proc = std::move(*proc);
@@ -256,11 +256,21 @@ absl::Status LocalCluster::RestartAgent(int node, bool kill_now) {
   }
   StopChild(agents_[node], kill_now);
   // A fresh log, so the address line of the stopped agent is not taken; the old one is kept.
-  const std::string log = log_path(absl::StrCat("agent-node", node));
-  std::error_code ec;
-  std::filesystem::rename(log, log + ".1", ec);
-  if (ec) return absl::InternalError(absl::StrCat("rename '", log, "': ", ec.message()));
+  if (absl::Status s = SetAsideLog(absl::StrCat("agent-node", node)); !s.ok()) return s;
   return StartAgent(node);
+}
+
+absl::Status LocalCluster::SetAsideLog(const std::string& name) const {
+  const std::string log = log_path(name);
+  if (!std::filesystem::exists(log)) return absl::OkStatus();
+  for (int n = 1;; ++n) {
+    const std::string to = absl::StrCat(log, ".", n);
+    if (std::filesystem::exists(to)) continue;
+    std::error_code ec;
+    std::filesystem::rename(log, to, ec);
+    if (ec) return absl::InternalError(absl::StrCat("rename '", log, "': ", ec.message()));
+    return absl::OkStatus();
+  }
 }
 
 absl::Status LocalCluster::StartTrainer() {
@@ -342,6 +352,27 @@ absl::Status LocalCluster::RestartController(bool kill_now) {
   return s;
 }
 
+void LocalCluster::KeepLogs() const {
+  const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  if (outputs == nullptr) return;
+  // One folder per cluster of the test: the work dir's own (unique) name.
+  const std::string to =
+      absl::StrCat(outputs, "/cluster-logs/", std::filesystem::path(work_dir_).filename().string());
+  std::error_code ec;
+  std::filesystem::create_directories(to, ec);
+  if (ec) {
+    std::cerr << "local_cluster: keeping logs in '" << to << "': " << ec.message() << "\n";
+    return;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(work_dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::StrContains(name, ".log")) continue;
+    std::filesystem::copy_file(entry.path(), to + "/" + name,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) std::cerr << "local_cluster: keeping '" << name << "': " << ec.message() << "\n";
+  }
+}
+
 void LocalCluster::Stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -355,6 +386,7 @@ void LocalCluster::Stop() {
   for (Child& a : agents_) StopChild(a, false);
   StopChild(controller_, false);
   if (own_work_dir_ && !work_dir_.empty()) {
+    KeepLogs();
     std::error_code ec;
     std::filesystem::remove_all(work_dir_, ec);
   }

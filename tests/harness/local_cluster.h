@@ -100,12 +100,13 @@ class LocalCluster {
 
   // Stops the controller (SIGTERM, SIGKILL after the grace; or SIGKILL at once when `kill`) and
   // starts it again on the same data directory and, if it can be bound, the same port (the agents
-  // reconnect on their own). The address may change when the port was taken meanwhile.
+  // reconnect on their own). The address may change when the port was taken meanwhile. Its earlier
+  // log moves to log_path("controller") + ".N" (the first free N).
   absl::Status RestartController(bool kill = false);
   // Stops agent `node` (SIGTERM and its drain, or SIGKILL at once when `kill`) and starts it again
   // with the same flags, socket and node name (so the same agent id); the shims reconnect on
-  // their own. Its earlier log moves to log_path("agent-nodeK") + ".1"; agent_metrics()[node]
-  // is updated. kInvalidArgument: no such node.
+  // their own. Its earlier log moves to log_path("agent-nodeK") + ".N" (the first free N);
+  // agent_metrics()[node] is updated. kInvalidArgument: no such node.
   absl::Status RestartAgent(int node, bool kill = false);
 
   // Stops trainer, agents and controller (in that order); idempotent. Removes the work
@@ -139,6 +140,11 @@ class LocalCluster {
 
   explicit LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
   absl::Status StartAll();
+  // Copies the children's logs to $TEST_UNDECLARED_OUTPUTS_DIR/cluster-logs/<work dir name>/ (the
+  // test's outputs, kept by Bazel) before Stop() removes an owned work dir; no-op outside a test.
+  void KeepLogs() const;
+  // Renames log_path(`name`) to the first free `<log>.N` (N = 1, 2, ...), if it exists.
+  absl::Status SetAsideLog(const std::string& name) const;
   absl::Status StartController(int port);
   // Starts agent `node` into agents_[node] (appended when node == agents_.size()).
   absl::Status StartAgent(int node);
