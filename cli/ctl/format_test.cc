@@ -156,6 +156,16 @@ TEST(Render, EventTimelineInIterationOrder) {
   EXPECT_TRUE(absl::StrContains(out, "S2 micro-batch, revert, dry-run"));
 }
 
+TEST(Render, TheVerdictSaysHowTheCulpritWasFound) {
+  falcon::v1::Event e = SampleEvent();
+  e.set_validation_pause_ns(420'000'000);
+  EXPECT_TRUE(absl::StrContains(RenderEvent(e), "(validation paused the job 420.0 ms)"))
+      << RenderEvent(e);
+  e.set_validation_pause_ns(0);
+  e.set_localized_from_profiling(true);
+  EXPECT_TRUE(absl::StrContains(RenderEvent(e), "(from profiling, no pause)")) << RenderEvent(e);
+}
+
 TEST(Render, EventsJobsAndWatchLine) {
   falcon::v1::ListEventsResponse events;
   *events.add_events() = SampleEvent();

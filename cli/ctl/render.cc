@@ -135,8 +135,14 @@ std::string RenderEvent(const falcon::v1::Event& e) {
     entries.push_back({e.alarm_iteration(), e.alarm_time_ns(), "alarm", "slowdown confirmed"});
   }
   if (e.verdict_iteration() >= 0) {
-    entries.push_back({e.verdict_iteration(), e.verdict_time_ns(), "verdict",
-                       absl::StrCat(CauseName(e.cause()), ", ", Culprit(e))});
+    entries.push_back(
+        {e.verdict_iteration(), e.verdict_time_ns(), "verdict",
+         absl::StrCat(CauseName(e.cause()), ", ", Culprit(e),
+                      e.localized_from_profiling() ? " (from profiling, no pause)"
+                      : e.validation_pause_ns() > 0
+                          ? absl::StrCat(" (validation paused the job ",
+                                         FormatDurationNs(e.validation_pause_ns()), ")")
+                          : "")});
   }
   for (const auto& a : e.actions()) {
     std::vector<std::string> d = {StrategyName(a.strategy())};

@@ -20,13 +20,15 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::Escala
   if (absl::Status s = ctx.CheckNotImbalance(actions); !s.ok()) return s;
   absl::StatusOr<JobShape> shape = ctx.Shape(*job, PlanBase(*job, ctx));
   if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
-  absl::StatusOr<S2Plan> plan = PlanS2(*shape, SizingCulprit(ctx), ctx.healthy, ctx.other_culprits);
+  std::string sized_from;
+  absl::StatusOr<S2Plan> plan =
+      PlanS2(*shape, SizingCulprit(ctx, &sized_from), ctx.healthy, ctx.other_culprits);
   if (!plan.ok()) return absl::FailedPreconditionError(plan.status().message());
   LOG(INFO) << "S2 plan computed " << ctx.Subject() << " micro_batches=["
             << absl::StrJoin(plan->micro_batches, ",") << "] was=["
             << absl::StrJoin(shape->micro_batches, ",")
             << "] stage_slowdown=" << absl::StrFormat("%.2f", plan->stage_slowdown)
-            << " stage_slowdown_from=" << (plan->stage_slowdown_measured ? "probe" : "job_ratio")
+            << " stage_slowdown_from=" << sized_from
             << " predicted_s=" << absl::ToDoubleSeconds(plan->predicted)
             << " current_s=" << absl::ToDoubleSeconds(plan->predicted_current)
             << " improves=" << plan->improves;
@@ -52,16 +54,21 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::Escala
   return out;
 }
 
-Culprit S2MicroBatch::SizingCulprit(const EventContext& ctx) {
+Culprit S2MicroBatch::SizingCulprit(const EventContext& ctx, std::string* from) {
   Culprit culprit = ctx.culprit;
   culprit.measured_stage_slowdown =
       std::max(culprit.measured_stage_slowdown, ctx.probe.WorstCulpritRatio(3));
-  // Beside other events the job's slowdown ratio is relative to a job they already slowed (or
-  // their plans sped up), so it tells nothing of this culprit's stage: until the probe measured
-  // it, validation's measurement (its GEMM over the median) sizes it.
-  if (culprit.measured_stage_slowdown <= 1.0 && !ctx.other_culprits.empty() &&
-      culprit.cause == falcon::v1::CAUSE_COMPUTE && ctx.validation_ratio > 1.0) {
+  std::string unused;
+  if (from == nullptr) from = &unused;
+  *from = culprit.measured_stage_slowdown > 1.0 ? "probe" : "job_ratio";
+  // Until the probe measured the culprit, the localization's own measurement of it (GEMM over
+  // the median, or its compute over its stage's median from profiling) sizes it: the job's
+  // slowdown ratio is indirect (outside load on the other ranks dilutes it: x1.21 for a x1.5 GPU
+  // on a loaded 2-core machine) and, beside other events, relative to a job they already slowed.
+  if (culprit.measured_stage_slowdown <= 1.0 && culprit.cause == falcon::v1::CAUSE_COMPUTE &&
+      ctx.validation_ratio > 1.0) {
     culprit.measured_stage_slowdown = ctx.validation_ratio;
+    *from = "validation";
   }
   return culprit;
 }

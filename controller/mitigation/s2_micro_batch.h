@@ -33,9 +33,10 @@ class S2MicroBatch final : public PlanStrategy {
   const std::vector<uint32_t>& before() const { return before_; }
 
   // What S2 sizes its plan for: the event's culprit with the stage slowdown the compute probe
-  // measured (the worst culprit's, when it has one); beside other active events, validation's
-  // measurement until the probe has one.
-  static Culprit SizingCulprit(const EventContext& ctx);
+  // measured (the worst culprit's, when it has one); for a compute culprit, the localization's
+  // measurement (EventContext::validation_ratio) until the probe has one; else the job's ratio.
+  // `from` (optional) receives "probe", "validation" or "job_ratio".
+  static Culprit SizingCulprit(const EventContext& ctx, std::string* from = nullptr);
   // The micro-batches S2 plans from: those its plan in force replaced, else those another event's
   // S2 in force replaced (ctx.other_s2_before), else the job's in force.
   std::vector<uint32_t> PlanBase(const registry::JobEntry& job, const EventContext& ctx) const;

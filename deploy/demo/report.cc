@@ -157,6 +157,8 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
                        "@", t.iteration(), ": ", t.reason()));
     }
     r.rank_level = e.rank_level();
+    r.localized_from_profiling = e.localized_from_profiling();
+    r.validation_pause_s = static_cast<double>(e.validation_pause_ns()) * 1e-9;
     r.slowdown_ratio = e.slowdown_ratio();
     for (const auto& a : e.actions()) {
       ActionMark mark;
@@ -396,6 +398,8 @@ nlohmann::json ReportJson(const Report& report) {
     je["actions"] = actions;
     je["transitions"] = e.transitions;
     je["rank_level"] = e.rank_level;
+    je["localized_from_profiling"] = e.localized_from_profiling;
+    je["validation_pause_s"] = e.validation_pause_s;
     je["slowdown_ratio"] = e.slowdown_ratio;
     je["iteration_time_healthy_s"] = e.iteration_time_healthy_s;
     je["healthy_window"] =
@@ -476,7 +480,14 @@ std::string EventTimesLine(const EventReport& e) {
     }
     if (!delays.empty()) absl::StrAppend(&out, " (", absl::StrJoin(delays, "; "), ")");
   }
-  absl::StrAppend(&out, "\n  verdict it ", It(e.verdict_iteration), ", ",
+  absl::StrAppend(&out, "\n  verdict it ", It(e.verdict_iteration));
+  if (e.verdict_iteration >= 0) {
+    absl::StrAppend(
+        &out, e.localized_from_profiling
+                  ? " (from profiling, no pause)"
+                  : absl::StrFormat(" (validation paused the job %.2f s)", e.validation_pause_s));
+  }
+  absl::StrAppend(&out, ", ",
                   e.recovery_iteration >= 0 ? absl::StrCat("recovered it ", e.recovery_iteration)
                                             : "not recovered");
   return out;

@@ -89,6 +89,9 @@ struct EventReport {
   // "CONFIRMED@93: reason" per state transition, as the controller recorded them.
   std::vector<std::string> transitions;
   bool rank_level = false;  // Detected on per-rank series (else the job series).
+  // Localized from profiling alone (no pause); else validation_pause_s held the job paused.
+  bool localized_from_profiling = false;
+  double validation_pause_s = 0;  // 0: never paused (or still paused).
   double slowdown_ratio = 0;
   double iteration_time_healthy_s = 0;  // 0: no healthy baseline (see notes).
   // The healthy window [healthy_from, healthy_to); -1, -1 when there is none.
