@@ -254,6 +254,7 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
     }
     if (event != nullptr) {
       jr.verdict = Describe(*event);
+      jr.localized_from_profiling = event->localized_from_profiling();
       jr.detection_delay = event->alarm_iteration() - j.fault.onset;
       jr.controller_onset = event->onset_iteration();
       if (event->verdict_iteration() >= 0) {

@@ -43,6 +43,7 @@ struct JobResult {
   double alarm_to_verdict_s = -1;
   int64_t alarm_to_verdict_iterations = -1;
   int validation_tasks = 0;
+  bool localized_from_profiling = false;  // The verdict came from profiling (no validation).
   double pause_fanout_ms = -1;  // Last minus first agent receiving the job's Pause directive.
 };
 

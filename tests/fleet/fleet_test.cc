@@ -48,7 +48,8 @@ TEST(FleetTest, VerdictsRightWithoutCrossTalkAt2048Ranks) {
     EXPECT_TRUE(j.right) << j.job << ": " << j.events << " events, verdict " << j.verdict;
     if (j.fault.kind != Fault::Kind::kNone) {
       EXPECT_GE(j.detection_delay, 0) << j.job;
-      EXPECT_GT(j.validation_tasks, 0) << j.job;
+      // Localized by real validation tasks through the agents, or from profiling alone.
+      EXPECT_TRUE(j.validation_tasks > 0 || j.localized_from_profiling) << j.job;
     } else {
       EXPECT_EQ(j.validation_tasks, 0) << j.job;
     }
