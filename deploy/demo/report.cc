@@ -481,11 +481,10 @@ std::string EventTimesLine(const EventReport& e) {
     if (!delays.empty()) absl::StrAppend(&out, " (", absl::StrJoin(delays, "; "), ")");
   }
   absl::StrAppend(&out, "\n  verdict it ", It(e.verdict_iteration));
-  if (e.verdict_iteration >= 0) {
-    absl::StrAppend(
-        &out, e.localized_from_profiling
-                  ? " (from profiling, no pause)"
-                  : absl::StrFormat(" (validation paused the job %.2f s)", e.validation_pause_s));
+  if (e.verdict_iteration >= 0 && e.localized_from_profiling) {
+    absl::StrAppend(&out, " (from profiling, no pause)");
+  } else if (e.verdict_iteration >= 0 && e.validation_pause_s > 0) {
+    absl::StrAppendFormat(&out, " (validation paused the job %.2f s)", e.validation_pause_s);
   }
   absl::StrAppend(&out, ", ",
                   e.recovery_iteration >= 0 ? absl::StrCat("recovered it ", e.recovery_iteration)

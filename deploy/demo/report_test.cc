@@ -174,6 +174,26 @@ TEST(ReportTest, JsonHasTheContractFieldNames) {
   EXPECT_NE(summary.find("80% of the slowdown recovered"), std::string::npos) << summary;
 }
 
+TEST(ReportTest, TheVerdictSaysHowTheCulpritWasFound) {
+  auto verdict_line = [](bool from_profiling, int64_t pause_ns) {
+    falcon::v1::Event e = ComputeEvent(7, 101, 2);
+    e.set_localized_from_profiling(from_profiling);
+    e.set_validation_pause_ns(pause_ns);
+    Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
+    nlohmann::json j = ReportJson(r);
+    EXPECT_EQ(j["events"][0]["localized_from_profiling"], from_profiling);
+    EXPECT_DOUBLE_EQ(j["events"][0]["validation_pause_s"].get<double>(), pause_ns * 1e-9);
+    const std::string summary = SummaryText(r);
+    const size_t at = summary.find("verdict it ");
+    return at == std::string::npos ? summary : summary.substr(at, summary.find('\n', at) - at);
+  };
+  EXPECT_NE(verdict_line(true, 0).find("(from profiling, no pause)"), std::string::npos);
+  EXPECT_NE(verdict_line(false, 1'250'000'000).find("(validation paused the job 1.25 s)"),
+            std::string::npos);
+  // No pause recorded (none held, or still held): nothing said rather than "0.00 s".
+  EXPECT_EQ(verdict_line(false, 0).find("paused"), std::string::npos) << verdict_line(false, 0);
+}
+
 TEST(ReportFilesTest, CsvMarksAndFolder) {
   Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {ComputeEvent(7, 101, 2)});
   std::string csv = IterationsCsv(r);
