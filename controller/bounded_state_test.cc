@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/series_value.h"
 #include "controller/control_api.h"
 #include "controller/controller.h"
 #include "controller/metrics/metric_table.h"
@@ -83,15 +84,7 @@ class BoundedStateTest : public ::testing::Test {
     ASSERT_TRUE(kv_.Write(b).ok());
   }
   double Counter(const std::string& name, const std::map<std::string, std::string>& labels) {
-    for (const prometheus::MetricFamily& f : registry_.Collect()) {
-      if (f.name != name) continue;
-      for (const prometheus::ClientMetric& m : f.metric) {
-        std::map<std::string, std::string> got;
-        for (const auto& l : m.label) got[l.name] = l.value;
-        if (got == labels) return m.counter.value;
-      }
-    }
-    return 0;
+    return common::testing::SeriesValue(registry_.Collect(), name, labels).value_or(0);
   }
   std::vector<std::string> JobNames() { return c_->registry().JobNames(); }
 

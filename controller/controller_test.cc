@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/testing/log_capture.h"
+#include "common/testing/series_value.h"
 #include "controller/control_api.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
@@ -122,15 +123,9 @@ class ControllerTest : public ::testing::Test {
   }
   // falcon_controller_errors_total{where}.
   double Errors(const std::string& where) {
-    for (const auto& family : registry_.Collect()) {
-      if (family.name != metrics::kErrors.name) continue;
-      for (const auto& m : family.metric) {
-        for (const auto& l : m.label) {
-          if (l.name == "where" && l.value == where) return m.counter.value;
-        }
-      }
-    }
-    return 0;
+    return common::testing::SeriesValue(registry_.Collect(), metrics::kErrors.name,
+                                        {{"where", where}})
+        .value_or(0);
   }
   // Acks of `seq` the agent received on its current stream.
   static int AcksOf(SimAgent& a, uint64_t seq) {

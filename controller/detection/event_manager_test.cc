@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/testing/log_capture.h"
+#include "common/testing/series_value.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "gtest/gtest.h"
@@ -40,15 +41,7 @@ class EventManagerTest : public ::testing::Test {
     return o;
   }
   double Gauge(const std::string& name, const std::map<std::string, std::string>& labels) {
-    for (const auto& f : registry_.Collect()) {
-      if (f.name != name) continue;
-      for (const auto& m : f.metric) {
-        std::map<std::string, std::string> got;
-        for (const auto& l : m.label) got[l.name] = l.value;
-        if (got == labels) return m.gauge.value;
-      }
-    }
-    return -1;
+    return common::testing::SeriesValue(registry_.Collect(), name, labels).value_or(-1);
   }
 
   common::FakeClock clock_;

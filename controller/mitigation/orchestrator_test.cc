@@ -15,8 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/testing/log_capture.h"
+#include "common/testing/series_value.h"
 #include "controller/control_api.h"
 #include "controller/controller.h"
+#include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/testing/job_fixtures.h"
 #include "controller/testing/sim_agent.h"
@@ -173,15 +175,9 @@ class OrchestratorTest : public ::testing::Test {
 
   // falcon_controller_active_fail_slows{job} (-1: no series).
   double ActiveGauge() {
-    for (const prometheus::MetricFamily& f : registry_.Collect()) {
-      if (f.name != "falcon_controller_active_fail_slows") continue;
-      for (const prometheus::ClientMetric& m : f.metric) {
-        for (const prometheus::ClientMetric::Label& l : m.label) {
-          if (l.name == "job" && l.value == spec_.job) return m.gauge.value;
-        }
-      }
-    }
-    return -1;
+    return common::testing::SeriesValue(registry_.Collect(), metrics::kActiveFailSlows.name,
+                                        {{"job", spec_.job}})
+        .value_or(-1);
   }
 
   std::vector<falcon::v1::Event> EventsOldestFirst() {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
+#include "common/testing/series_value.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/job_fixtures.h"
@@ -88,13 +89,9 @@ class PeerChecksTest : public ::testing::Test {
   }
 
   double Refusals(const char* check) {
-    for (const prometheus::MetricFamily& f : server_->registry().Collect()) {
-      if (f.name != metrics::kPeerRefusals.name) continue;
-      for (const prometheus::ClientMetric& m : f.metric) {
-        if (m.label.size() == 1 && m.label[0].value == check) return m.counter.value;
-      }
-    }
-    return -1;
+    return common::testing::SeriesValue(server_->registry().Collect(), metrics::kPeerRefusals.name,
+                                        {{"check", check}})
+        .value_or(-1);
   }
   // Waits (up to a minute) until `check` counted `n` refusals.
   bool WaitRefusals(const char* check, double n) {

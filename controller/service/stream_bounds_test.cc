@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
+#include "common/testing/series_value.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/service/controller_server.h"
 #include "controller/service/stream_limiter.h"
@@ -160,15 +161,7 @@ class StreamBoundsTest : public ::testing::Test {
     return true;
   }
   double Counter(const std::string& name, const std::map<std::string, std::string>& labels) {
-    for (const prometheus::MetricFamily& f : server_->registry().Collect()) {
-      if (f.name != name) continue;
-      for (const prometheus::ClientMetric& m : f.metric) {
-        std::map<std::string, std::string> got;
-        for (const auto& l : m.label) got[l.name] = l.value;
-        if (got == labels) return m.counter.value;
-      }
-    }
-    return 0;
+    return common::testing::SeriesValue(server_->registry().Collect(), name, labels).value_or(0);
   }
 
   testing::LayoutSpec spec_;

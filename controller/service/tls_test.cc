@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/testing/series_value.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/service/controller_server.h"
 #include "controller/testing/job_fixtures.h"
@@ -88,13 +89,9 @@ class TlsTest : public ::testing::Test {
     return connected;
   }
   double Refusals(const char* check) {
-    for (const prometheus::MetricFamily& f : server_->registry().Collect()) {
-      if (f.name != metrics::kPeerRefusals.name) continue;
-      for (const prometheus::ClientMetric& m : f.metric) {
-        if (m.label.size() == 1 && m.label[0].value == check) return m.counter.value;
-      }
-    }
-    return -1;
+    return common::testing::SeriesValue(server_->registry().Collect(), metrics::kPeerRefusals.name,
+                                        {{"check", check}})
+        .value_or(-1);
   }
 
   std::string dir_, other_, live_;
