@@ -375,30 +375,35 @@ void Localizer::DispatchNext(EventRecord* event, core::UnitOfWork* uow) {
   // Every task at once: the trainers run them one at a time in task_id order with a barrier
   // between them (common.proto ValidationTask), so no per-task round trip through the controller
   // adds to the pause.
-  const registry::JobEntry* job = registry_->Find(event->event().job());
   bool unfinished = false;
+  std::vector<falcon::v1::ValidationTask> to_send;
   for (PendingTask& t : *event->mutable_tasks()) {
     if (t.finished()) continue;
     unfinished = true;
     if (t.sent_time_ns() != 0) continue;
     t.set_sent_time_ns(absl::ToUnixNanos(clock_->Now()));
-    // Given up when no result came for task_timeout (OnValidationResult extends it).
-    event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.task_timeout));
-    if (job == nullptr) continue;
-    registry::JobEntry snapshot = *job;
-    falcon::v1::ValidationTask task = t.task();
-    const uint64_t event_id = event->event().event_id();
-    uow->AfterCommit([this, task, snapshot, event_id]() {
-      LOG(INFO) << "validation run sent job=" << task.job() << " event=" << event_id
-                << " task=" << task.task_id() << " " << TaskFields(task);
-      SendTask(task, snapshot);
-    });
+    to_send.push_back(t.task());
   }
-  if (unfinished) {
-    events_->Persist(*event, uow);
+  if (!unfinished) {
+    GiveVerdict(event, "", uow);
     return;
   }
-  GiveVerdict(event, "", uow);
+  if (!to_send.empty()) {
+    // Given up when no result came for task_timeout (OnValidationResult extends it).
+    event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.task_timeout));
+    if (const registry::JobEntry* job = registry_->Find(event->event().job())) {
+      // One copy of the job for the whole batch (a fleet-sized job is large).
+      const uint64_t event_id = event->event().event_id();
+      uow->AfterCommit([this, tasks = std::move(to_send), snapshot = *job, event_id]() {
+        for (const falcon::v1::ValidationTask& task : tasks) {
+          LOG(INFO) << "validation run sent job=" << task.job() << " event=" << event_id
+                    << " task=" << task.task_id() << " " << TaskFields(task);
+          SendTask(task, snapshot);
+        }
+      });
+    }
+  }
+  events_->Persist(*event, uow);
 }
 
 EventRecord* Localizer::EventOfTask(uint64_t task_id) {
