@@ -114,6 +114,9 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
     transfer[i] = least;
     comparable[{c.kind, c.bytes}].push_back(i);
   }
+  // Compute excess of the ranks blamed for compute, to explain their communicators' waits.
+  absl::flat_hash_map<int64_t, absl::Duration> compute_excess;
+  for (const Blame& b : result.blamed) compute_excess[b.rank] = b.excess;
   std::vector<size_t> material_comms;
   std::vector<double> comm_ratio(input.comms.size(), 0.0);
   std::vector<absl::Duration> comm_excess(input.comms.size());
@@ -126,8 +129,18 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
       if (!(transfer[i] > median * limit)) continue;
       comm_ratio[i] = Ratio(transfer[i], median);
       comm_excess[i] = transfer[i] - median;
-      result.suspicious.push_back({input.comms[i].comm_id, transfer[i], comm_ratio[i]});
-      if (comm_excess[i] >= material) material_comms.push_back(i);
+      SuspiciousComm s{input.comms[i].comm_id, transfer[i], comm_ratio[i]};
+      // The slowest-computing member that outweighs the communicator's excess, if any.
+      absl::Duration explained = absl::ZeroDuration();
+      for (const CommMember& m : input.comms[i].members) {
+        auto it = compute_excess.find(m.rank);
+        if (it != compute_excess.end() && it->second >= comm_excess[i] && it->second > explained) {
+          explained = it->second;
+          s.explained_by_rank = m.rank;
+        }
+      }
+      result.suspicious.push_back(s);
+      if (s.explained_by_rank < 0 && comm_excess[i] >= material) material_comms.push_back(i);
     }
   }
   absl::flat_hash_map<int64_t, int> memberships;

@@ -14,7 +14,15 @@
 // - Blame goes to ranks whose own compute is slow, or to the members of a suspicious
 //   communicator that sit in the most suspicious communicators (a rank with a slow link slows
 //   every group it is in; for a lone slow group, all its members). Waiting ranks are never
-//   blamed: their wait is not transfer. Blame needs the excess over the median to be at least
+//   blamed: their wait is not transfer.
+// - A suspicious communicator with a member blamed for compute by at least the communicator's
+//   own excess is explained by that compute: in a pipeline every member of a slow rank's
+//   point-to-point communicator waits for it (the stage after it for its activations, the rank
+//   itself for gradients that the delayed stage sends late), and without device timing that wait
+//   reads as transfer. It stays listed (explained_by_rank) but blames nobody for communication;
+//   a real link fault on that communicator whose excess the compute fault outweighs is left to
+//   a later event once the compute culprit is mitigated. Blame needs the excess over the median
+//   to be at least
 //   min_excess_fraction of the iteration time, so that tiny ops with large relative jitter
 //   (a 3 ms all-reduce taking 5 ms) do not point at anyone.
 #ifndef FALCON_ANALYSIS_DETECT_BLAME_H_
@@ -73,6 +81,9 @@ struct SuspiciousComm {
   uint64_t comm_id = 0;
   absl::Duration transfer;
   double ratio = 0;  // transfer / median of comparable communicators.
+  // A member whose compute excess is at least this communicator's excess (see above): the
+  // slowdown is that rank's compute seen from its peers' waits. -1: unexplained.
+  int64_t explained_by_rank = -1;
 };
 
 struct Blame {

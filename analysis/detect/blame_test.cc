@@ -80,6 +80,43 @@ TEST(BlameStepTest, RankWithSlowLinkIsBlamedForCommunication) {
   EXPECT_EQ(r.suspicious[1].comm_id, 202u);
 }
 
+// A pipeline: the slow rank 1 delays its activations, so its successor 5 waits in recv, and the
+// gradients 5 sends back come late, so rank 1 waits in its recv as well; neither member's time in
+// the communicator is transfer. The compute excess (60 ms) outweighs the communicator's (40 ms).
+TEST(BlameStepTest, PipelineWaitOnASlowComputeRankIsExplainedByIt) {
+  Job job;
+  job.compute_ms[1] = 160;
+  job.pp_busy_ms[1] = 45;
+  job.pp_busy_ms[5] = 65;
+  const BlameResult r = *BlameStep(job.Build(), BlameOptions());
+  ASSERT_EQ(r.blamed.size(), 1u);
+  EXPECT_EQ(r.blamed[0].rank, 1);
+  EXPECT_EQ(r.blamed[0].cause, BlameCause::kCompute);
+  ASSERT_EQ(r.suspicious.size(), 1u);
+  EXPECT_EQ(r.suspicious[0].comm_id, 201u);
+  EXPECT_EQ(r.suspicious[0].explained_by_rank, 1);
+}
+
+// The same communicator slower than its member's compute excess explains: a link fault as well
+// (or instead), so it stays unexplained and its members are blamed for communication.
+TEST(BlameStepTest, CommunicatorSlowerThanItsComputeExcessStaysUnexplained) {
+  Job job;
+  job.compute_ms[1] = 130;  // 30 ms over the stage's median.
+  job.pp_busy_ms[1] = 60;   // 55 ms over the other pipeline links.
+  job.pp_busy_ms[5] = 60;
+  const BlameResult r = *BlameStep(job.Build(), BlameOptions());
+  ASSERT_EQ(r.suspicious.size(), 1u);
+  EXPECT_EQ(r.suspicious[0].explained_by_rank, -1);
+  // Rank 1 for its compute and its link, rank 5 for the link.
+  ASSERT_EQ(r.blamed.size(), 3u);
+  EXPECT_EQ(r.blamed[0].rank, 1);
+  EXPECT_EQ(r.blamed[0].cause, BlameCause::kCompute);
+  EXPECT_EQ(r.blamed[1].rank, 1);
+  EXPECT_EQ(r.blamed[1].cause, BlameCause::kCommunication);
+  EXPECT_EQ(r.blamed[2].rank, 5);
+  EXPECT_EQ(r.blamed[2].comm_id, 201u);
+}
+
 TEST(BlameStepTest, LoneSlowGroupBlamesItsMembers) {
   Job job;
   job.pp_busy_ms[3] = 20;

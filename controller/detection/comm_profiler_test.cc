@@ -19,8 +19,10 @@ class CommProfilerTest : public ::testing::Test {
         registry_.Register("a", "node-0", testing::NodeRegistration(spec_, 0), "r", &txn, &job_)
             .has_value());
   }
-  // One iteration where `slow_rank` computes `extra` longer and its DP peers wait for it.
-  void AddIteration(CommProfiler& p, int64_t it, int slow_rank, int64_t extra) {
+  // One iteration where `slow_rank` computes `extra` longer and its DP peers wait for it; with
+  // `pipeline_wait`, both members of its pipeline communicator wait `pipeline_wait` in it too.
+  void AddIteration(CommProfiler& p, int64_t it, int slow_rank, int64_t extra,
+                    int64_t pipeline_wait = 0) {
     for (uint32_t r = 0; r < 8; ++r) {
       falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, it, 100'000'000 + extra);
       if (static_cast<int>(r) == slow_rank) {
@@ -32,6 +34,14 @@ class CommProfilerTest : public ::testing::Test {
             c.set_wait_ns(c.wait_ns() + extra);
             c.set_busy_ns(c.busy_ns() + extra);
           }
+        }
+      }
+      if (slow_rank >= 0 && r % spec_.dp == static_cast<uint32_t>(slow_rank) % spec_.dp) {
+        for (auto& c : *s.mutable_comms()) {
+          if (c.comm_id() != 2000 + r % spec_.dp) continue;
+          // Timed as transfer: the shim cannot tell a receive's wait from its data moving.
+          c.set_transfer_ns(c.transfer_ns() + pipeline_wait);
+          c.set_busy_ns(c.busy_ns() + pipeline_wait);
         }
       }
       p.AddSummary(s, *job_);
@@ -58,6 +68,27 @@ TEST_F(CommProfilerTest, BlamesTheRankThatComputesLongerNotTheOnesWaiting) {
   EXPECT_GT(r.blamed[0].ratio, 1.1);
   EXPECT_DOUBLE_EQ(r.blamed[0].fraction, 1.0);
   EXPECT_EQ(p.pending_iterations(), 0u);
+}
+
+// Rank 2's pipeline peer waits for its activations and rank 2 for the late gradients: their
+// communicator reads slower than the other replicas', by less than rank 2's extra compute, so it
+// is rank 2's compute, not a suspicious communicator (blame.h). Waits beyond the compute excess
+// still flag it.
+TEST_F(CommProfilerTest, PipelineWaitExplainedByTheSlowRankIsNotSuspicious) {
+  CommProfiler p;
+  p.Start();
+  for (int64_t it = 0; it < 3; ++it) AddIteration(p, it, 2, 40'000'000, 30'000'000);
+  ProfileResult r = p.Result();
+  EXPECT_TRUE(r.suspicious.empty());
+  ASSERT_EQ(r.blamed.size(), 1u);
+  EXPECT_EQ(r.blamed[0].rank, 2u);
+  EXPECT_EQ(r.blamed[0].cause, analysis::detect::BlameCause::kCompute);
+
+  p.Start();
+  for (int64_t it = 3; it < 6; ++it) AddIteration(p, it, 2, 40'000'000, 60'000'000);
+  r = p.Result();
+  ASSERT_EQ(r.suspicious.size(), 1u);
+  EXPECT_EQ(r.suspicious[0].comm_id, 2002u);
 }
 
 TEST_F(CommProfilerTest, SlowTransferFromDeviceTimedOpsFlagsTheCommunicator) {
