@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -352,15 +353,17 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
     }
     if (paused_) {
       // Every rank walks the same agreed list (task_id order): a task already run (delivered
-      // again to a rank later) is skipped everywhere, and a world barrier before each task keeps
-      // one task's measurements from overlapping the previous one's (common.proto).
-      bool first = true;
+      // again to a rank later) is skipped everywhere, and a world barrier before each round keeps
+      // one round's measurements from overlapping the previous one's; the tasks of a round are on
+      // disjoint nodes and run at the same time (common.proto).
+      std::optional<uint32_t> round;  // Of the previous task run.
       for (const falcon::v1::ValidationTask& task : agreed->tasks) {
         if (!tasks_run_.insert(task.task_id()).second) continue;
-        if (!first) {
+        const bool same_round = round.has_value() && task.round() != 0 && task.round() == *round;
+        if (round.has_value() && !same_round) {
           if (absl::Status s = world_->Barrier(); !s.ok()) return s;
         }
-        first = false;
+        round = task.round();
         if (!executor_->Participates(task)) continue;
         hooks_->ReportValidation(executor_->Run(task));
       }

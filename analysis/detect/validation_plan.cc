@@ -11,6 +11,30 @@
 
 namespace falcon::analysis::detect {
 
+std::vector<uint32_t> AssignRounds(const std::vector<std::vector<std::string>>& footprints) {
+  std::vector<absl::flat_hash_set<std::string>> used;  // Nodes of each round so far.
+  std::vector<uint32_t> rounds;
+  rounds.reserve(footprints.size());
+  for (const std::vector<std::string>& nodes : footprints) {
+    size_t round = used.size();
+    if (!nodes.empty()) {
+      for (size_t r = 0; r < used.size(); ++r) {
+        if (std::none_of(nodes.begin(), nodes.end(),
+                         [&](const std::string& n) { return used[r].contains(n); })) {
+          round = r;
+          break;
+        }
+      }
+    }
+    if (round == used.size()) used.emplace_back();
+    used[round].insert(nodes.begin(), nodes.end());
+    // A task without nodes shares its round with nothing: mark it so.
+    if (nodes.empty()) used[round].insert("");
+    rounds.push_back(static_cast<uint32_t>(round + 1));
+  }
+  return rounds;
+}
+
 absl::StatusOr<PassPlan> PlanRingPasses(absl::Span<const int64_t> ring) {
   if (ring.empty()) return absl::InvalidArgumentError("ring has no ranks");
   absl::flat_hash_set<int64_t> seen;

@@ -14,6 +14,7 @@
 #define FALCON_ANALYSIS_DETECT_VALIDATION_PLAN_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -55,6 +56,14 @@ PassPlan Reversed(const PassPlan& plan);
 // The binary tree in heap layout over `ranks`: ranks[i]'s children are ranks[2i+1] (left) and
 // ranks[2i+2] (right).
 std::vector<TreeEdge> HeapTree(absl::Span<const int64_t> ranks);
+
+// Rounds of a validation's tasks (docs/algorithms.md#validation-rounds): `footprints[i]` are the
+// nodes task i runs on (any strings naming them). Returns each task's round, 1-based: the first
+// round none of whose tasks uses any of its nodes (first fit in task order). Tasks of one round
+// share no node (no GPU, NIC or host), so they can run at the same time without disturbing each
+// other's measurements; rounds run one after the other. A task without nodes gets a round of its
+// own. Costs O(tasks x rounds x nodes per task).
+std::vector<uint32_t> AssignRounds(const std::vector<std::vector<std::string>>& footprints);
 
 struct LinkMeasurement {
   int64_t src = 0;

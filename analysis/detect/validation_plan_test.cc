@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -129,6 +130,37 @@ TEST(FindSlowLinksTest, RejectsIncompleteOrForeignMeasurements) {
   m[0].time = absl::Milliseconds(1);
   EXPECT_THAT(*FindSlowLinks(plan, m), IsEmpty());
   EXPECT_FALSE(FindSlowLinks(plan, m, 0).ok());
+}
+
+TEST(AssignRoundsTest, TasksOnDisjointNodesShareARound) {
+  // A GEMM on every node, then the passes of two node-local groups and of a cross-node group.
+  const std::vector<std::vector<std::string>> footprints = {{"n0", "n1", "n2", "n3"},
+                                                            {"n0"},
+                                                            {"n1"},
+                                                            {"n0"},
+                                                            {"n1"},
+                                                            {"n0", "n2"},
+                                                            {"n1", "n3"},
+                                                            {"n2", "n0"}};
+  EXPECT_THAT(AssignRounds(footprints), ::testing::ElementsAre(1, 2, 2, 3, 3, 4, 4, 5));
+}
+
+TEST(AssignRoundsTest, NoTwoTasksOfARoundShareANode) {
+  std::vector<std::vector<std::string>> footprints;
+  for (int i = 0; i < 200; ++i) {
+    footprints.push_back({absl::StrCat("n", (i * 7) % 13), absl::StrCat("n", (i * 5 + 3) % 13)});
+  }
+  footprints.push_back({});  // No nodes: alone in its round.
+  const std::vector<uint32_t> rounds = AssignRounds(footprints);
+  ASSERT_EQ(rounds.size(), footprints.size());
+  std::map<uint32_t, std::set<std::string>> used;
+  for (size_t i = 0; i + 1 < footprints.size(); ++i) {
+    ASSERT_GE(rounds[i], 1u);
+    std::set<std::string> mine(footprints[i].begin(), footprints[i].end());
+    for (const std::string& n : mine) EXPECT_TRUE(used[rounds[i]].insert(n).second) << i;
+  }
+  EXPECT_EQ(used.count(rounds.back()), 0u);
+  EXPECT_TRUE(AssignRounds({}).empty());
 }
 
 TEST(ReversedTest, TurnsEveryLinkAroundAndKeepsPassesDisjoint) {

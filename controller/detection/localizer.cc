@@ -73,17 +73,34 @@ CommProfiler* Localizer::Profiler(const std::string& job) {
 
 namespace {
 
-// "gemm rank=0,1,2" or "link_pass comm=7 pass=0 link=0->1,2->3".
+// Each task's round (analysis AssignRounds) over the nodes (agents) of its ranks; a rank of no
+// known agent counts as a node of its own.
+std::vector<uint32_t> RoundsOf(const std::vector<falcon::controller::v1::PendingTask>& tasks,
+                               const registry::JobEntry& job) {
+  std::vector<std::vector<std::string>> footprints;
+  footprints.reserve(tasks.size());
+  for (const falcon::controller::v1::PendingTask& t : tasks) {
+    std::vector<std::string>& nodes = footprints.emplace_back();
+    for (uint32_t r : t.task().ranks()) {
+      const std::string* agent = job.AgentOfRank(r);
+      nodes.push_back(agent != nullptr ? *agent : absl::StrCat("rank/", r));
+    }
+  }
+  return analysis::detect::AssignRounds(footprints);
+}
+
+// "kind=gemm rank=0,1,2 round=1" or "kind=link_pass comm=7 pass=0 link=0->1,2->3 round=2".
 std::string TaskFields(const falcon::v1::ValidationTask& t) {
   if (t.has_link_pass()) {
-    return absl::StrCat(
-        "kind=link_pass comm=", t.link_pass().comm_id(), " pass=", t.link_pass().pass_index(),
-        " link=",
-        absl::StrJoin(t.link_pass().links(), ",", [](std::string* o, const falcon::v1::Link& l) {
-          absl::StrAppend(o, l.src_rank(), "->", l.dst_rank());
-        }));
+    return absl::StrCat("kind=link_pass comm=", t.link_pass().comm_id(),
+                        " pass=", t.link_pass().pass_index(), " link=",
+                        absl::StrJoin(t.link_pass().links(), ",",
+                                      [](std::string* o, const falcon::v1::Link& l) {
+                                        absl::StrAppend(o, l.src_rank(), "->", l.dst_rank());
+                                      }),
+                        " round=", t.round());
   }
-  return absl::StrCat("kind=gemm rank=", absl::StrJoin(t.ranks(), ","));
+  return absl::StrCat("kind=gemm rank=", absl::StrJoin(t.ranks(), ","), " round=", t.round());
 }
 
 }  // namespace
@@ -140,7 +157,8 @@ void Localizer::StartForced(EventRecord* event, core::UnitOfWork* uow) {
   std::vector<uint64_t> comms;
   for (const auto& [id, c] : job->comms()) comms.push_back(id);
   std::sort(comms.begin(), comms.end());
-  PlanAndPause(event, job->ranks(), comms, "forced: every rank and communicator", uow);
+  PlanAndPause(event, job->ranks(), comms, /*run_gemm=*/true, "forced: every rank and communicator",
+               uow);
 }
 
 void Localizer::Resume(EventRecord* event, core::UnitOfWork* uow) {
@@ -243,14 +261,21 @@ void Localizer::FinishProfiling(EventRecord* event, core::UnitOfWork* uow) {
     for (const auto& [id, c] : job->comms()) comms.insert(id);
     why = "no suspect from profiling: every rank and communicator";
   }
+  // Profiling that blamed communication alone compared every rank's compute already: no GEMM.
+  const bool communication_only =
+      !profile.blamed.empty() && !comms.empty() &&
+      std::all_of(profile.blamed.begin(), profile.blamed.end(), [](const ProfileResult::Rank& b) {
+        return b.cause == analysis::detect::BlameCause::kCommunication;
+      });
+  if (communication_only) absl::StrAppend(&why, "; no rank computes slowly: no GEMM");
   absl::StrAppend(&why, absl::StrFormat(" (%d iterations profiled)", profile.iterations));
   PlanAndPause(event, std::vector<uint32_t>(ranks.begin(), ranks.end()),
-               std::vector<uint64_t>(comms.begin(), comms.end()), why, uow);
+               std::vector<uint64_t>(comms.begin(), comms.end()), !communication_only, why, uow);
 }
 
 void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_ranks,
-                             std::vector<uint64_t> suspect_comms, const std::string& why,
-                             core::UnitOfWork* uow) {
+                             std::vector<uint64_t> suspect_comms, bool run_gemm,
+                             const std::string& why, core::UnitOfWork* uow) {
   const std::string job_name = event->event().job();
   const registry::JobEntry* job = registry_->Find(job_name);
   if (job == nullptr) return;
@@ -261,10 +286,23 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   event->clear_tasks();
   event->clear_results();
 
+  // The tasks before they get ids: ranks that take part, ranks expected to answer, the test.
+  std::vector<PendingTask> drafts;
+  auto new_task = [&](std::vector<uint32_t> ranks, std::vector<uint32_t> expected) {
+    PendingTask& t = drafts.emplace_back();
+    falcon::v1::ValidationTask* task = t.mutable_task();
+    task->set_job(job_name);
+    task->set_epoch(directives_->Epoch(*job));
+    for (uint32_t r : ranks) task->add_ranks(r);
+    for (uint32_t r : expected) t.add_expected_ranks(r);
+    return task;
+  };
+
   // GEMM on the suspects and their peers in the suspect comms. Without a suspect comm (compute
   // suspected), or with a lone rank, on every rank: the median of a few ranks, some of them slow,
   // would understate the culprit's slowdown (the ranks run it at the same time, so it costs no
-  // more pause).
+  // more pause). Not when profiling blamed communication alone (its compute times compared
+  // already).
   std::set<uint32_t> gemm(suspect_ranks.begin(), suspect_ranks.end());
   for (uint64_t id : suspect_comms) {
     if (const registry::CommInfo* c = job->FindComm(id)) {
@@ -273,17 +311,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   }
   if (gemm.size() < 2 || suspect_comms.empty())
     gemm.insert(job->ranks().begin(), job->ranks().end());
-  auto new_task = [&](std::vector<uint32_t> ranks, std::vector<uint32_t> expected) {
-    PendingTask* t = event->add_tasks();
-    falcon::v1::ValidationTask* task = t->mutable_task();
-    task->set_task_id(ids_->NextTaskId(&uow->txn()));
-    task->set_job(job_name);
-    task->set_epoch(directives_->Epoch(*job));
-    for (uint32_t r : ranks) task->add_ranks(r);
-    for (uint32_t r : expected) t->add_expected_ranks(r);
-    return task;
-  };
-  if (gemm.size() >= 1) {
+  if (run_gemm && !gemm.empty()) {
     std::vector<uint32_t> g(gemm.begin(), gemm.end());
     falcon::v1::GemmTest* test = new_task(g, g)->mutable_gemm();
     test->set_m(options_.gemm_size);
@@ -291,9 +319,15 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     test->set_k(options_.gemm_size);
     test->set_repeats(options_.repeats);
   }
+  // Communicators over the same ranks (a job's world group and its barrier group, say) have the
+  // same links: the first one's passes measure them for both.
+  std::set<std::vector<uint32_t>> planned_members;
   for (uint64_t id : suspect_comms) {
     const registry::CommInfo* c = job->FindComm(id);
     if (c == nullptr || c->comm.member_ranks_size() < 2) continue;
+    std::vector<uint32_t> members(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
+    std::sort(members.begin(), members.end());
+    if (!planned_members.insert(members).second) continue;
     std::vector<int64_t> ring(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
     std::vector<analysis::detect::PassPlan> plans;
     if (auto p = analysis::detect::PlanRingPasses(ring); p.ok()) plans.push_back(*p);
@@ -331,6 +365,19 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
       }
     }
   }
+  // Rounds (docs/algorithms.md#validation-rounds): tasks on disjoint nodes run at the same time.
+  const std::vector<uint32_t> rounds = RoundsOf(drafts, *job);
+  std::vector<size_t> order(drafts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rounds[a] < rounds[b]; });
+  for (size_t i : order) {
+    PendingTask* t = event->add_tasks();
+    *t = std::move(drafts[i]);
+    t->mutable_task()->set_task_id(ids_->NextTaskId(&uow->txn()));
+    t->mutable_task()->set_round(rounds[i]);
+  }
+  const uint32_t round_count = rounds.empty() ? 0 : *std::max_element(rounds.begin(), rounds.end());
 
   falcon::v1::Directive pause;
   pause.set_effective_iteration(std::max<int64_t>(0, progress_(job_name)) +
@@ -343,11 +390,11 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.pause_ack_timeout));
   events_->Persist(*event, uow);
   SetJobState(job_name, falcon::v1::JOB_STATE_VALIDATING, uow);
-  const std::string line =
-      absl::StrCat("validation planned job=", job_name, " event=", event->event().event_id(),
-                   " rank=", absl::StrJoin(suspect_ranks, ","),
-                   " comms=", absl::StrJoin(suspect_comms, ","), " tasks=", event->tasks_size(),
-                   " pause_directive=", event->pause_directive_id(), " why=\"", why, "\"");
+  const std::string line = absl::StrCat(
+      "validation planned job=", job_name, " event=", event->event().event_id(),
+      " rank=", absl::StrJoin(suspect_ranks, ","), " comms=", absl::StrJoin(suspect_comms, ","),
+      " tasks=", event->tasks_size(), " rounds=", round_count,
+      " pause_directive=", event->pause_directive_id(), " why=\"", why, "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
 }
 
@@ -372,9 +419,9 @@ void Localizer::DispatchNext(EventRecord* event, core::UnitOfWork* uow) {
   if (event->pause_applied_time_ns() == 0) {
     event->set_pause_applied_time_ns(absl::ToUnixNanos(clock_->Now()));
   }
-  // Every task at once: the trainers run them one at a time in task_id order with a barrier
-  // between them (common.proto ValidationTask), so no per-task round trip through the controller
-  // adds to the pause.
+  // Every task at once: the trainers run them in task_id order, round by round with a barrier
+  // between rounds (common.proto ValidationTask), so no per-task round trip through the
+  // controller adds to the pause.
   bool unfinished = false;
   std::vector<falcon::v1::ValidationTask> to_send;
   for (PendingTask& t : *event->mutable_tasks()) {

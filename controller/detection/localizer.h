@@ -10,10 +10,12 @@
 //     in synchronous training; blamed ranks; suspicious comms, or else, when profiling blamed
 //     nothing, the comms of the suspect ranks); a Pause directive goes to every rank; the
 //     controller waits for every rank to apply it (or pause_ack_timeout).
-//  3. VALIDATING: every task is sent at once; the trainers run them one at a time in task_id
-//     order with a barrier between them, so tests never overlap: GEMM on the suspect ranks and
-//     their peers, then the link passes of every suspect comm (analysis PlanRingPasses, plus
-//     PlanTreePasses on a heap tree when tree_passes is on). Validation ends when every expected
+//  3. VALIDATING: every task is sent at once; the trainers run them in rounds of tasks on
+//     disjoint nodes (analysis AssignRounds) with a barrier between rounds, so tests never
+//     disturb each other: GEMM on the suspect ranks and their peers (unless profiling blamed
+//     communication alone), then the link passes of every suspect comm (analysis
+//     PlanRingPasses, plus PlanTreePasses on a heap tree when tree_passes is on; one set for
+//     communicators over the same ranks). Validation ends when every expected
 //     rank answered every task, or after task_timeout without any result (the unanswered tasks
 //     are given up). Event.validation_pause_ns: from the pause holding to the Resume.
 //  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; culprits that other active
@@ -129,8 +131,10 @@ class Localizer {
 
   void BeginProfiling(EventRecord* event, core::UnitOfWork* uow);
   void FinishProfiling(EventRecord* event, core::UnitOfWork* uow);
+  // Plans the validation (GEMM when `run_gemm`, the passes of every suspect comm, in rounds)
+  // and pauses the job.
   void PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_ranks,
-                    std::vector<uint64_t> suspect_comms, const std::string& why,
+                    std::vector<uint64_t> suspect_comms, bool run_gemm, const std::string& why,
                     core::UnitOfWork* uow);
   void DispatchNext(EventRecord* event, core::UnitOfWork* uow);
   // Judges the event's validation results, then StageVerdict.
