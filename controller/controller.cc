@@ -519,7 +519,10 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
             << " version=" << hello.version()
             << (listed.empty() ? "" : absl::StrCat(" jobs=", absl::StrJoin(listed, ",")))
             << " acked_sequence=" << agent.tracker.acked_sequence()
-            << " first_unacked=" << hello.first_unacked_sequence();
+            << " first_unacked=" << hello.first_unacked_sequence() << " identity="
+            << (!session->authenticated       ? "plaintext"
+                : session->identities.empty() ? "-"
+                                              : absl::StrJoin(session->identities, ","));
   falcon::v1::ControllerMessage reply;
   reply.mutable_hello()->set_controller_id(options_.controller_id);
   reply.mutable_hello()->set_acked_sequence(agent.tracker.acked_sequence());

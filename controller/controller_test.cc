@@ -516,6 +516,8 @@ TEST_F(ControllerTest, SettingsAndConnectionsAreLoggedAsKeyValuePairs) {
   const std::vector<std::string> idle_line = log.Matching("agent connected agent=idle ");
   ASSERT_EQ(idle_line.size(), 1u);
   EXPECT_EQ(idle_line[0].find("jobs="), std::string::npos) << idle_line[0];
+  // No certificate without TLS: the identity says so.
+  EXPECT_NE(idle_line[0].find(" identity=plaintext"), std::string::npos) << idle_line[0];
   EXPECT_EQ(log.Count("agent connected agent=node-0 node=node-0 version=sim jobs=job "), 1);
   for (const std::string& l : log.Lines()) {
     EXPECT_EQ(l.find("={"), std::string::npos) << l;  // No proto text.

@@ -2,8 +2,9 @@
 // deploy/pki/falcon-pki.sh in TEST_TMPDIR: a plaintext client of a TLS controller is refused, as
 // is a client whose certificate another CA signed; an agent certified for node-a that claims
 // node-b is refused with PERMISSION_DENIED naming both, as is a falconctl user's certificate
-// (OU=operator) used to connect as an agent; one that claims node-a is served; a rotated
-// controller certificate serves new connections while open agent streams stay up.
+// (OU=operator) used to connect as an agent; one that claims node-a is served (its connection
+// logged with identity=node-a); a rotated controller certificate serves new connections while
+// open agent streams stay up.
 #include <prometheus/registry.h>
 
 #include <cstdlib>
@@ -11,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/testing/log_capture.h"
 #include "common/testing/series_value.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/service/controller_server.h"
@@ -194,11 +197,16 @@ TEST_F(TlsTest, ARotatedCertificateKeepsAgentStreamsUp) {
 }
 
 TEST_F(TlsTest, AnAgentCertifiedForItsNodeIsServed) {
+  common::testing::LogCapture log;
   std::unique_ptr<LoopbackAgent> agent = Agent("node-a");
   agent->set_credentials(Credentials(dir_, "node-a"));
   absl::Status s = agent->Connect(Target(), absl::Seconds(10));
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_TRUE(Connected("node-a"));
+  // The connection line names the identity the certificate proved.
+  const std::vector<std::string> connected = log.Matching("agent connected agent=node-a ");
+  ASSERT_EQ(connected.size(), 1u);
+  EXPECT_TRUE(absl::EndsWith(connected[0], " identity=node-a")) << connected[0];
   falcon::v1::TelemetryBatch batch;
   batch.set_job(spec_.job);
   *batch.add_iterations() = testing::MakeSummary(spec_, 0, 1, 100'000'000);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -53,6 +54,24 @@ int PortOf(const std::string& address) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) return 0;
   return port;
+}
+
+// kFailedPrecondition unless `openssl version` runs (the PKI script needs openssl in PATH).
+absl::Status CheckOpenssl() {
+  common::SpawnOptions options;
+  options.argv = {"openssl", "version"};
+  options.search_path = true;
+  options.stdin_stream = common::Stdio::Null();
+  options.stdout_stream = common::Stdio::Null();
+  options.stderr_stream = common::Stdio::Null();
+  absl::StatusOr<common::Subprocess> proc = common::Subprocess::Spawn(options);
+  absl::StatusOr<common::ExitStatus> ended =
+      proc.ok() ? proc->Wait() : absl::StatusOr<common::ExitStatus>(proc.status());
+  if (ended.ok() && ended->success()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("tls: openssl is needed by deploy/pki/falcon-pki.sh but `openssl version` ",
+                   ended.ok() ? ended->ToString() : std::string(ended.status().message()),
+                   " (Debian: apt-get install openssl)"));
 }
 
 }  // namespace
@@ -106,6 +125,22 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
       return absl::NotFoundError(absl::StrCat("'", *b.path, "' is not an executable"));
     }
   }
+  if (options.tls) {
+    if (options.pki_script.empty()) {
+      absl::StatusOr<std::string> found = FindRunfile("deploy/pki/falcon-pki.sh");
+      if (!found.ok()) {
+        return absl::NotFoundError(
+            absl::StrCat("tls: the PKI script deploy/pki/falcon-pki.sh is missing (add "
+                         "//deploy/pki:falcon-pki.sh to the data deps or set pki_script): ",
+                         found.status().message()));
+      }
+      options.pki_script = *found;
+    } else if (!IsExecutable(options.pki_script)) {
+      return absl::NotFoundError(
+          absl::StrCat("pki_script: '", options.pki_script, "' is not an executable"));
+    }
+    if (absl::Status s = CheckOpenssl(); !s.ok()) return s;
+  }
   std::unique_ptr<LocalCluster> cluster(new LocalCluster(std::move(options)));
   if (absl::Status s = cluster->StartAll(); !s.ok()) {
     cluster->Stop();
@@ -134,6 +169,9 @@ absl::Status LocalCluster::StartAll() {
         absl::StrCat("work_dir '", work_dir_, "': too long for unix socket paths"));
   }
   data_dir_ = options_.data_dir.empty() ? work_dir_ + "/controller-data" : options_.data_dir;
+  if (options_.tls) {
+    if (absl::Status s = MakePki(); !s.ok()) return s;
+  }
   if (absl::Status s = StartController(0); !s.ok()) return s;
   for (int n = 0; n < options_.nodes; ++n) {
     if (absl::Status s = StartAgent(n); !s.ok()) return s;
@@ -204,8 +242,16 @@ absl::StatusOr<std::vector<std::string>> LocalCluster::AwaitLines(
 
 absl::Status LocalCluster::StartController(int port) {
   std::vector<std::string> args = {
-      options_.controller_binary, absl::StrCat("--listen=127.0.0.1:", port), "--plaintext",
+      options_.controller_binary, absl::StrCat("--listen=127.0.0.1:", port),
       "--metrics_listen=127.0.0.1:0", absl::StrCat("--data_dir=", data_dir_)};
+  if (options_.tls) {
+    const proto::TlsFiles tls = tls_files("controller");
+    args.insert(args.end(),
+                {absl::StrCat("--tls_cert=", tls.cert), absl::StrCat("--tls_key=", tls.key),
+                 absl::StrCat("--tls_ca=", tls.ca)});
+  } else {
+    args.push_back("--plaintext");
+  }
   args.insert(args.end(), options_.controller_args.begin(), options_.controller_args.end());
   controller_ = Child{"controller", std::nullopt, std::nullopt};
   // A fresh log, so the address lines of an earlier run are not taken; the old one is kept.
@@ -228,12 +274,19 @@ absl::Status LocalCluster::StartAgent(int node) {
   const std::string name = absl::StrCat("agent-node", node);
   std::vector<std::string> args = {options_.agent_binary,
                                    absl::StrCat("--controller=", controller_address_),
-                                   "--plaintext=true",
                                    absl::StrCat("--socket=", agent_socket(node)),
                                    absl::StrCat("--node=node", node),
                                    "--metrics_listen=127.0.0.1:0",
                                    "--backoff_max=1s",
                                    "--drain_timeout=2s"};
+  if (options_.tls) {
+    const proto::TlsFiles tls = tls_files(absl::StrCat("node", node));
+    args.insert(args.end(),
+                {absl::StrCat("--tls_cert=", tls.cert), absl::StrCat("--tls_key=", tls.key),
+                 absl::StrCat("--tls_ca=", tls.ca)});
+  } else {
+    args.push_back("--plaintext=true");
+  }
   args.insert(args.end(), options_.agent_args.begin(), options_.agent_args.end());
   absl::StatusOr<common::Subprocess> proc = Spawn(name, args, /*new_process_group=*/true);
   if (!proc.ok()) return proc.status();
@@ -441,8 +494,76 @@ falcon::v1::Settings TunedSettings() {
 }
 
 std::unique_ptr<falcon::v1::Control::Stub> LocalCluster::NewControlStub() const {
-  return falcon::v1::Control::NewStub(
-      grpc::CreateChannel(controller_address_, grpc::InsecureChannelCredentials()));
+  return falcon::v1::Control::NewStub(grpc::CreateChannel(
+      controller_address_,
+      control_credentials_ != nullptr ? control_credentials_ : grpc::InsecureChannelCredentials()));
+}
+
+proto::TlsFiles LocalCluster::tls_files(const std::string& name) const {
+  if (pki_dir_.empty()) return {};
+  return proto::TlsFiles{absl::StrCat(pki_dir_, "/", name, ".pem"),
+                         absl::StrCat(pki_dir_, "/", name, ".key"), pki_dir_ + "/ca.pem"};
+}
+
+absl::Status LocalCluster::RunPki(const std::vector<std::string>& args) {
+  const std::string log = log_path("pki");
+  std::vector<std::string> argv = {options_.pki_script, pki_dir_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string command = absl::StrJoin(argv, " ");
+  // Only this run's output goes into an error.
+  const size_t before = ReadFile(log).size();
+  common::SpawnOptions options;
+  options.argv = argv;
+  options.name = "falcon-pki.sh";
+  options.parent_death_signal = SIGKILL;
+  options.stdin_stream = common::Stdio::Null();
+  options.stdout_stream = common::Stdio::File(log, /*append=*/true);
+  options.stderr_stream = common::Stdio::SameAsStdout();
+  absl::StatusOr<common::Subprocess> proc = common::Subprocess::Spawn(options);
+  if (!proc.ok()) return proc.status();
+  absl::StatusOr<common::ExitStatus> ended = proc->Wait();
+  if (!ended.ok()) return ended.status();
+  if (ended->success()) return absl::OkStatus();
+  const std::string output = ReadFile(log);
+  return absl::InternalError(absl::StrCat("tls: `", command, "` ", ended->ToString(), ": ",
+                                          Tail(output.substr(std::min(before, output.size())))));
+}
+
+absl::Status LocalCluster::MakePki() {
+  pki_dir_ = work_dir_ + "/pki";
+  auto missing = [&](const std::string& name) {
+    const proto::TlsFiles f = tls_files(name);
+    return !std::filesystem::exists(f.cert) || !std::filesystem::exists(f.key);
+  };
+  struct Certificate {
+    std::string name;
+    std::vector<std::string> args;
+  };
+  std::vector<Certificate> wanted = {{"ca", {"ca"}},
+                                     {"controller", {"controller", "controller", "IP:127.0.0.1"}},
+                                     {kTlsOperator, {"client", kTlsOperator, "operator"}}};
+  for (int n = 0; n < options_.nodes; ++n) {
+    const std::string node = absl::StrCat("node", n);
+    wanted.push_back({node, {"node", node}});
+  }
+  for (const Certificate& c : wanted) {
+    if (!missing(c.name)) continue;
+    if (absl::Status s = RunPki(c.args); !s.ok()) return s;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      proto::MakeChannelCredentials(tls_files(kTlsOperator));
+  if (!credentials.ok()) return credentials.status();
+  control_credentials_ = *credentials;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::TlsFiles> LocalCluster::MakeClientCertificate(const std::string& name,
+                                                                    const std::string& role) {
+  if (!options_.tls) {
+    return absl::FailedPreconditionError("MakeClientCertificate: the cluster runs without tls");
+  }
+  if (absl::Status s = RunPki({"client", name, role}); !s.ok()) return s;
+  return tls_files(name);
 }
 
 }  // namespace falcon::tests::harness

@@ -8,12 +8,22 @@
 //   3. the falcon_train launcher (DP x PP ranks on K emulated nodes) with
 //      --agent_socket WORK/agent-{node}.sock, --job, --json_log WORK/train.jsonl and the given
 //      trainer arguments (unless start_trainer is false; then StartTrainer()).
+// With options.tls, Start() first makes a cluster PKI under WORK/pki with deploy/pki/falcon-pki.sh
+// (openssl; docs/operations.md#tls): the CA (ca.pem), the controller's certificate
+// (controller.pem/.key, SAN IP:127.0.0.1), one node certificate per agent named as its --node
+// (node0.pem/.key, ...) and an operator client certificate (kTlsOperator: harness.pem/.key) for
+// the cluster's own Control stub. The controller then serves mutual TLS (--tls_cert, --tls_key,
+// --tls_ca instead of --plaintext), each agent presents its node's certificate (instead of
+// --plaintext=true), and NewControlStub() / SetSettings() present the operator's; the script's
+// output goes to WORK/pki.log. Files already in WORK/pki (a work_dir kept from an earlier run) are
+// reused. Without tls everything speaks plaintext, and the controller and agents log their
+// plaintext WARNING.
 // Every child's stdout and stderr go to WORK/<name>.log. Children die with the process that
 // started them (PR_SET_PDEATHSIG; the trainer's ranks die with the launcher), and Stop() (also
 // run by the destructor) sends SIGTERM, then SIGKILL after a grace period, so nothing leaks even
 // when a test fails. Binaries are found in the runfiles of the running test or binary (data deps
-// //controller:falcon_controller, //agent:falcon_agent, //trainer:falcon_train) or given
-// explicitly.
+// //controller:falcon_controller, //agent:falcon_agent, //trainer:falcon_train, and
+// //deploy/pki:falcon-pki.sh with tls) or given explicitly.
 //
 // Not thread-safe: one thread drives a cluster. PR_SET_PDEATHSIG fires when the thread that
 // started a child exits, so start (and restart) from a thread that lives as long as the cluster.
@@ -31,9 +41,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/subprocess.h"
+#include "grpcpp/security/credentials.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
+#include "proto/grpc_tls.h"
 
 namespace falcon::tests::harness {
+
+// The CN of the operator client certificate the cluster's own Control stub presents with tls (the
+// identity the controller's audit trail records for SetSettings()).
+inline constexpr char kTlsOperator[] = "harness";
 
 struct LocalClusterOptions {
   // Layout of the reference trainer: DP x PP ranks on `nodes` emulated nodes (nodes must divide
@@ -60,6 +76,11 @@ struct LocalClusterOptions {
   std::string agent_binary;
   std::string trainer_binary;
   bool start_trainer = true;
+  // Mutual TLS between every peer, with a PKI made under WORK/pki (see above; needs openssl and
+  // the runfile deploy/pki/falcon-pki.sh, or pki_script). false: plaintext.
+  bool tls = false;
+  // The PKI script. Empty: found in the runfiles.
+  std::string pki_script;
   // How long Start() waits for each process's address line.
   absl::Duration start_timeout = absl::Seconds(60);
   // SIGTERM -> SIGKILL grace in Stop() and RestartController().
@@ -79,8 +100,10 @@ falcon::v1::Settings TunedSettings();
 
 class LocalCluster {
  public:
-  // Starts everything (see above). kNotFound: a binary is missing; kDeadlineExceeded or
-  // kInternal: a process did not come up (its log's tail is in the message). Whatever was
+  // Starts everything (see above). kNotFound: a binary (or, with tls, the PKI script) is missing;
+  // kFailedPrecondition: tls without openssl in PATH; kInternal: the PKI script failed (its output
+  // is in the message); kDeadlineExceeded or kInternal: a process did not come up (its log's tail
+  // is in the message). Whatever was
   // started is stopped again on error.
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(LocalClusterOptions options);
   ~LocalCluster();  // Stop().
@@ -123,7 +146,19 @@ class LocalCluster {
   const std::string& controller_address() const { return controller_address_; }
   const std::string& controller_metrics() const { return controller_metrics_; }  // HOST:PORT
   const std::vector<std::string>& agent_metrics() const { return agent_metrics_; }
+  // A Control stub on controller_address(): with tls presenting the kTlsOperator certificate.
   std::unique_ptr<falcon::v1::Control::Stub> NewControlStub() const;
+  // With tls: the PKI directory (WORK/pki), and the files of certificate `name` in it
+  // (NAME.pem, NAME.key, ca.pem; "controller", "node0", ..., kTlsOperator, or one made by
+  // MakeClientCertificate). Empty / plaintext files without tls.
+  const std::string& pki_dir() const { return pki_dir_; }
+  proto::TlsFiles tls_files(const std::string& name) const;
+  // With tls: makes a falconctl user's client certificate (CN `name`, OU `role`: "operator" or
+  // "viewer") with the cluster CA and returns its files, for a test that calls the Control API as
+  // another identity. kFailedPrecondition without tls; kInternal when the script fails (its
+  // output, e.g. a bad name or an existing file, in the message).
+  absl::StatusOr<proto::TlsFiles> MakeClientCertificate(const std::string& name,
+                                                        const std::string& role);
   std::string agent_socket(int node) const;
   const std::string& work_dir() const { return work_dir_; }
   const std::string& data_dir() const { return data_dir_; }
@@ -140,6 +175,11 @@ class LocalCluster {
 
   explicit LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
   absl::Status StartAll();
+  // Runs the PKI script with `args` (after the directory); its output goes to WORK/pki.log.
+  absl::Status RunPki(const std::vector<std::string>& args);
+  // Makes the CA, controller, node and operator certificates that are not in pki_dir_ yet, and
+  // control_credentials_.
+  absl::Status MakePki();
   // Copies the children's logs to $TEST_UNDECLARED_OUTPUTS_DIR/cluster-logs/<work dir name>/ (the
   // test's outputs, kept by Bazel) before Stop() removes an owned work dir; no-op outside a test.
   void KeepLogs() const;
@@ -169,6 +209,8 @@ class LocalCluster {
   std::string controller_address_;
   std::string controller_metrics_;
   std::vector<std::string> agent_metrics_;
+  std::string pki_dir_;  // With tls.
+  std::shared_ptr<grpc::ChannelCredentials> control_credentials_;
   bool stopped_ = false;
 };
 
