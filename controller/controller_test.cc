@@ -5,7 +5,9 @@
 
 #include <prometheus/registry.h>
 
+#include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/testing/log_capture.h"
@@ -377,6 +379,23 @@ TEST_F(ControllerTest, ForcedValidationOfAHealthyJobNamesNoCulpritAndCloses) {
   const auto* record = c_->events().Find(e.event_id());
   EXPECT_GT(record->tasks_size(), 4);
   for (const auto& t : record->tasks()) EXPECT_TRUE(t.finished());
+  // In rounds, numbered in task order: the tasks of a round run on disjoint nodes, and the
+  // pipeline pairs of replicas 0 (nodes 0, 2) and 2 (nodes 1, 3) share rounds.
+  std::map<uint32_t, std::set<std::string>> nodes_of_round;
+  uint32_t last_round = 0;
+  for (const auto& t : record->tasks()) {
+    const uint32_t round = t.task().round();
+    EXPECT_GE(round, std::max(last_round, 1u)) << t.DebugString();
+    last_round = round;
+    std::set<std::string> nodes;
+    for (uint32_t r : t.task().ranks())
+      nodes.insert(*c_->registry().Find(spec_.job)->AgentOfRank(r));
+    for (const std::string& n : nodes) {
+      EXPECT_TRUE(nodes_of_round[round].insert(n).second)
+          << "node " << n << " twice in round " << round << ": " << record->DebugString();
+    }
+  }
+  EXPECT_LT(nodes_of_round.size(), static_cast<size_t>(record->tasks_size()));
   // The job can be validated again right away.
   EXPECT_TRUE(api.ForceValidation(req).ok());
   EXPECT_EQ(api.ForceValidation([] {
@@ -387,6 +406,35 @@ TEST_F(ControllerTest, ForcedValidationOfAHealthyJobNamesNoCulpritAndCloses) {
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST_F(ControllerTest, CommunicatorsOverTheSameRanksAreTestedOnce) {
+  // DP=1 x PP=2: the pipeline pair and the world are both ranks {0, 1} (the DP groups have one
+  // rank: no link).
+  spec_.dp = 1;
+  spec_.pp = 2;
+  spec_.ranks_per_node = 1;
+  ConnectAll();
+  Run(0, 40, Healthy);
+  ControlApi api(c_.get());
+  falcon::v1::ForceValidationRequest req;
+  req.set_job(spec_.job);
+  auto forced = api.ForceValidation(req);
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  Run(40, 45, Healthy);
+  const auto* record = c_->events().Find(forced->event_id());
+  ASSERT_NE(record, nullptr);
+  // GEMM, then 0 -> 1 and 1 -> 0 once (for one of the two communicators), each on both nodes.
+  ASSERT_EQ(record->tasks_size(), 3) << record->DebugString();
+  EXPECT_TRUE(record->tasks(0).task().has_gemm());
+  std::set<uint64_t> comms;
+  for (int i = 1; i < 3; ++i) {
+    ASSERT_TRUE(record->tasks(i).task().has_link_pass());
+    comms.insert(record->tasks(i).task().link_pass().comm_id());
+    EXPECT_EQ(record->tasks(i).task().round(), static_cast<uint32_t>(i + 1));
+  }
+  EXPECT_EQ(comms.size(), 1u);
+  for (const auto& t : record->tasks()) EXPECT_TRUE(t.finished());
 }
 
 TEST_F(ControllerTest, ForcedValidationBlamesNoLinkThatDoesNotSlowTheJob) {

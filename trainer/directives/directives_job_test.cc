@@ -95,6 +95,15 @@ TEST(PauseValidationTest, PausedJobRunsGemmAndLinkPassesThenResumes) {
       R"({"iteration": 2, "validation_task": {"task_id": 13, "job": "t", "ranks": [0, 1, 2, 3],)"
       R"( "link_pass": {"pass_index": 1, "bytes": 65536, "repeats": 2,)"
       R"( "links": [{"src_rank": 1, "dst_rank": 2}, {"src_rank": 3, "dst_rank": 0}]}}})"
+      "\n"
+      // One round of two tasks on disjoint ranks: they run at the same time.
+      R"({"iteration": 2, "validation_task": {"task_id": 14, "job": "t", "ranks": [0, 1],)"
+      R"( "round": 4, "link_pass": {"pass_index": 0, "bytes": 65536, "repeats": 2,)"
+      R"( "links": [{"src_rank": 1, "dst_rank": 0}]}}})"
+      "\n"
+      R"({"iteration": 2, "validation_task": {"task_id": 15, "job": "t", "ranks": [2, 3],)"
+      R"( "round": 4, "link_pass": {"pass_index": 0, "bytes": 65536, "repeats": 2,)"
+      R"( "links": [{"src_rank": 3, "dst_rank": 2}]}}})"
       "\n";
   const JobRun b = RunJob(paused, "paused");
   ASSERT_TRUE(b.ok()) << common::testing::Describe(b.exits);
@@ -125,7 +134,7 @@ TEST(PauseValidationTest, PausedJobRunsGemmAndLinkPassesThenResumes) {
     }
   }
   EXPECT_EQ(gemms, 4);
-  EXPECT_EQ(link_timings, 4);
+  EXPECT_EQ(link_timings, 6);
   EXPECT_EQ(acks, 8);
   for (const auto& line : ReadJsonLines(b.json_log)) {
     if (line["iteration"] == 2) {
