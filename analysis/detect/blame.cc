@@ -139,8 +139,9 @@ absl::StatusOr<BlameResult> BlameStep(const BlameInput& input, const BlameOption
           s.explained_by_rank = m.rank;
         }
       }
+      s.material = comm_excess[i] >= material;
       result.suspicious.push_back(s);
-      if (s.explained_by_rank < 0 && comm_excess[i] >= material) material_comms.push_back(i);
+      if (s.explained_by_rank < 0 && s.material) material_comms.push_back(i);
     }
   }
   absl::flat_hash_map<int64_t, int> memberships;

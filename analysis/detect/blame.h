@@ -84,6 +84,9 @@ struct SuspiciousComm {
   // A member whose compute excess is at least this communicator's excess (see above): the
   // slowdown is that rank's compute seen from its peers' waits. -1: unexplained.
   int64_t explained_by_rank = -1;
+  // Excess over the median of at least min_excess_fraction of the iteration time: large enough
+  // to explain a slowdown of the job (a smaller one is jitter of a small op).
+  bool material = false;
 };
 
 struct Blame {

@@ -136,9 +136,11 @@ TEST(BlameStepTest, SmallExcessIsSuspiciousButNotBlamed) {
   EXPECT_THAT(r.blamed, IsEmpty());
   ASSERT_EQ(r.suspicious.size(), 1u);
   EXPECT_NEAR(r.suspicious[0].ratio, 1.3, 1e-9);
+  EXPECT_FALSE(r.suspicious[0].material);
   BlameOptions o;
   o.min_excess_fraction = 0;
   EXPECT_EQ(BlameStep(job.Build(), o)->blamed.size(), 2u);
+  EXPECT_TRUE(BlameStep(job.Build(), o)->suspicious[0].material);
 }
 
 TEST(BlameStepTest, MeasuredTransferTimeIsPreferredToBusyTime) {

@@ -90,8 +90,9 @@ void CommProfiler::CompleteIteration(int64_t iteration, int64_t job_iteration_ti
   if (!result.ok()) return;  // Inputs are validated; an error here means nothing to judge.
   ++judged_;
   for (const analysis::detect::SuspiciousComm& c : result->suspicious) {
-    // A wait that a member's slow compute explains is no evidence against the communicator.
-    if (c.explained_by_rank >= 0) continue;
+    // A wait that a member's slow compute explains is no evidence against the communicator, nor
+    // is an excess too small to explain a slowdown of the job (cross-rank blame).
+    if (c.explained_by_rank >= 0 || !c.material) continue;
     comm_ratios_[c.comm_id].push_back(c.ratio);
   }
   for (const analysis::detect::Blame& b : result->blamed) {

@@ -35,8 +35,10 @@ struct ProfileResult {
     double cause_fraction = 0;  // Share of profiled iterations that blamed it for `cause`.
     uint64_t comm_id = 0;       // For kCommunication.
   };
-  std::vector<Comm> suspicious;  // By comm_id; fraction >= 0.5.
-  std::vector<Rank> blamed;      // By rank; fraction >= 0.5.
+  // By comm_id; fraction >= 0.5. Only communicators whose excess is material and not explained
+  // by a member's slow compute (analysis/detect/blame.h) count.
+  std::vector<Comm> suspicious;
+  std::vector<Rank> blamed;  // By rank; fraction >= 0.5.
 };
 
 class CommProfiler {

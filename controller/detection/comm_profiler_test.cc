@@ -91,6 +91,29 @@ TEST_F(CommProfilerTest, PipelineWaitExplainedByTheSlowRankIsNotSuspicious) {
   EXPECT_EQ(r.suspicious[0].comm_id, 2002u);
 }
 
+// Replica 1's pipeline pair (comm 2001) moves its data `extra_ns` longer than the others.
+TEST_F(CommProfilerTest, ACommunicatorExcessTooSmallToSlowTheJobIsNotSuspicious) {
+  for (int64_t extra_ns : {2'000'000, 8'000'000}) {
+    CommProfiler p;
+    p.Start();
+    for (int64_t it = 0; it < 3; ++it) {
+      for (uint32_t r = 0; r < 8; ++r) {
+        falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, it, 100'000'000);
+        for (auto& c : *s.mutable_comms()) {
+          if (c.comm_id() != 2001) continue;
+          c.set_transfer_ns(c.transfer_ns() + extra_ns);
+          c.set_busy_ns(c.busy_ns() + extra_ns);
+        }
+        p.AddSummary(s, *job_);
+      }
+      p.CompleteIteration(it, 100'000'000, analysis::detect::BlameOptions());
+    }
+    // 12 ms against 10 ms is over the 10% ratio, but 2 ms of a 100 ms iteration is under the 5%
+    // a culprit must explain; 18 ms is both.
+    EXPECT_EQ(p.Result().suspicious.size(), extra_ns == 2'000'000 ? 0u : 1u) << extra_ns;
+  }
+}
+
 TEST_F(CommProfilerTest, SlowTransferFromDeviceTimedOpsFlagsTheCommunicator) {
   CommProfiler p;
   p.Start();
