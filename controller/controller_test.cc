@@ -327,6 +327,61 @@ TEST_F(ControllerTest, UnambiguousProfilingLocalizesWithoutAPause) {
   }
 }
 
+// The pipeline pair of replica 1 (ranks 1 and 5, comm 2001) slows one way, 1 -> 5: every rank's
+// iteration grows, the pair's transfer time grows, no rank computes longer.
+TEST_F(ControllerTest, ASlowPipelinePairIsJudgedWithAReferencePairOnOtherNodes) {
+  ConnectAll();
+  for (int64_t i = 0; i < 90; ++i) {
+    const bool slow = i >= 60;
+    const int64_t extra = slow ? 30'000'000 : 0;
+    for (auto& a : agents_) {
+      falcon::v1::TelemetryBatch b;
+      b.set_job(spec_.job);
+      for (uint32_t r : a->ranks()) {
+        falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, Healthy(r, i) + extra);
+        s.set_compute_ns(s.compute_ns() - extra);  // The iteration grows by the transfer alone.
+        for (auto& cs : *s.mutable_comms()) {
+          if (cs.comm_id() != 2001) continue;
+          cs.set_transfer_ns(cs.transfer_ns() + extra);
+          cs.set_busy_ns(cs.busy_ns() + extra);
+        }
+        *b.add_iterations() = s;
+      }
+      ASSERT_FALSE(a->Send(*c_, b)->has_error());
+    }
+    testing::Responder responder;
+    // 1 -> 5 at 2.5x; a pair alone would read it 1.43x its mean with 5 -> 1.
+    responder.link_ns = [slow](uint32_t src, uint32_t dst) {
+      return slow && src == 1 && dst == 5 ? 5'000'000 : 2'000'000;
+    };
+    Settle(responder);
+    clock_.Advance(absl::Milliseconds(130));
+  }
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  const falcon::v1::Event& e = events[0];
+  EXPECT_EQ(e.cause(), falcon::v1::CAUSE_COMMUNICATION) << e.DebugString();
+  ASSERT_EQ(e.links_size(), 1) << e.DebugString();
+  EXPECT_EQ(e.links(0).src_rank(), 1u);
+  EXPECT_EQ(e.links(0).dst_rank(), 5u);
+  EXPECT_NEAR(e.validation_ratio(), 2.5, 0.01);
+  const auto* record = c_->events().Find(e.event_id());
+  ASSERT_NE(record, nullptr);
+  // Profiling blamed the pair for communication: its passes and its reference's, no GEMM. The
+  // reference is replica 2's pair (ranks 2, 6 on nodes 1, 3; replica 0's shares nodes 0, 2), and
+  // its passes run in the pair's rounds.
+  std::map<uint64_t, std::vector<uint32_t>> rounds_of_comm;
+  for (const auto& t : record->tasks()) {
+    ASSERT_TRUE(t.task().has_link_pass()) << t.DebugString();
+    const uint64_t comm = t.task().link_pass().comm_id();
+    rounds_of_comm[comm].push_back(t.task().round());
+    EXPECT_EQ(t.compare_with_comm(), comm == 2002 ? 2001u : 0u) << t.DebugString();
+  }
+  ASSERT_EQ(rounds_of_comm.size(), 2u) << record->DebugString();
+  EXPECT_EQ(rounds_of_comm[2001], (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(rounds_of_comm[2002], (std::vector<uint32_t>{1, 2}));
+}
+
 TEST_F(ControllerTest, ComputeBlamedInSomeProfiledIterationsIsValidatedByGemmAlone) {
   ConnectAll();
   // Rank 5 computes longer in two iterations of three: profiling blames it, but not in every

@@ -89,6 +89,33 @@ std::vector<uint32_t> RoundsOf(const std::vector<falcon::controller::v1::Pending
   return analysis::detect::AssignRounds(footprints);
 }
 
+// A communicator to judge the links of the pair `c` with: of the same kind and size, sharing no
+// rank with it, neither a suspect nor already a reference; one on other nodes first (its passes
+// then share the pair's rounds), then the lowest id. 0: none.
+uint64_t ReferenceComm(const registry::JobEntry& job, const registry::CommInfo& c,
+                       const std::set<uint64_t>& suspects, const std::set<uint64_t>& taken) {
+  const std::set<std::string> nodes(c.member_nodes.begin(), c.member_nodes.end());
+  uint64_t best = 0;
+  bool best_disjoint = false;
+  for (const auto& [id, other] : job.comms()) {
+    if (suspects.count(id) > 0 || taken.count(id) > 0) continue;
+    if (other.comm.kind() != c.comm.kind() ||
+        other.comm.member_ranks_size() != c.comm.member_ranks_size()) {
+      continue;
+    }
+    bool shares_rank = false;
+    for (uint32_t r : other.comm.member_ranks()) shares_rank |= c.HasMember(r);
+    if (shares_rank) continue;
+    bool disjoint = true;
+    for (const std::string& n : other.member_nodes) disjoint &= n.empty() || nodes.count(n) == 0;
+    if (best == 0 || (disjoint && !best_disjoint) || (disjoint == best_disjoint && id < best)) {
+      best = id;
+      best_disjoint = disjoint;
+    }
+  }
+  return best;
+}
+
 // "kind=gemm rank=0,1,2 round=1" or "kind=link_pass comm=7 pass=0 link=0->1,2->3 round=2".
 std::string TaskFields(const falcon::v1::ValidationTask& t) {
   if (t.has_link_pass()) {
@@ -322,13 +349,9 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   // Communicators over the same ranks (a job's world group and its barrier group, say) have the
   // same links: the first one's passes measure them for both.
   std::set<std::vector<uint32_t>> planned_members;
-  for (uint64_t id : suspect_comms) {
-    const registry::CommInfo* c = job->FindComm(id);
-    if (c == nullptr || c->comm.member_ranks_size() < 2) continue;
-    std::vector<uint32_t> members(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
-    std::sort(members.begin(), members.end());
-    if (!planned_members.insert(members).second) continue;
-    std::vector<int64_t> ring(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
+  // The passes of comm `id`, judged with the links of comm `compare_with` (0: its own).
+  auto plan_comm = [&](uint64_t id, const registry::CommInfo& c, uint64_t compare_with) {
+    std::vector<int64_t> ring(c.comm.member_ranks().begin(), c.comm.member_ranks().end());
     std::vector<analysis::detect::PassPlan> plans;
     if (auto p = analysis::detect::PlanRingPasses(ring); p.ok()) plans.push_back(*p);
     if (options_.tree_passes && ring.size() > 2) {
@@ -353,6 +376,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
             new_task(std::vector<uint32_t>(ranks.begin(), ranks.end()),
                      std::vector<uint32_t>(senders.begin(), senders.end()))
                 ->mutable_link_pass();
+        drafts.back().set_compare_with_comm(compare_with);
         test->set_pass_index(pass_index++);
         test->set_bytes(options_.link_bytes);
         test->set_repeats(options_.repeats);
@@ -362,6 +386,27 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
           link->set_src_rank(static_cast<uint32_t>(l.src));
           link->set_dst_rank(static_cast<uint32_t>(l.dst));
         }
+      }
+    }
+  };
+  const std::set<uint64_t> suspects(suspect_comms.begin(), suspect_comms.end());
+  std::set<uint64_t> references;
+  std::vector<std::string> reference_notes;
+  for (uint64_t id : suspect_comms) {
+    const registry::CommInfo* c = job->FindComm(id);
+    if (c == nullptr || c->comm.member_ranks_size() < 2) continue;
+    std::vector<uint32_t> members(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
+    std::sort(members.begin(), members.end());
+    if (!planned_members.insert(members).second) continue;
+    plan_comm(id, *c, 0);
+    // A pair's two directions are no population to judge a link against (the median of two
+    // values is their mean): its links are judged with a comparable pair's
+    // (docs/algorithms.md#reference-links).
+    if (c->comm.member_ranks_size() == 2) {
+      if (const uint64_t ref = ReferenceComm(*job, *c, suspects, references); ref != 0) {
+        references.insert(ref);
+        plan_comm(ref, *job->FindComm(ref), id);
+        reference_notes.push_back(absl::StrCat(ref, " for ", id));
       }
     }
   }

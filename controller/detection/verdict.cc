@@ -52,8 +52,8 @@ std::vector<uint32_t> SlowEndpoints(const LinkTimes& links, double slow_ratio) {
 Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& tasks,
                         const std::vector<falcon::v1::ValidationResult>& results,
                         const VerdictOptions& options) {
-  std::map<uint64_t, const falcon::v1::ValidationTask*> by_id;
-  for (const auto& t : tasks) by_id[t.task().task_id()] = &t.task();
+  std::map<uint64_t, const falcon::controller::v1::PendingTask*> by_id;
+  for (const auto& t : tasks) by_id[t.task().task_id()] = &t;
 
   std::map<uint32_t, double> gemm;  // rank -> duration ns (latest result wins)
   // comm -> link (src,dst) -> ns per byte
@@ -61,7 +61,10 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   for (const falcon::v1::ValidationResult& r : results) {
     auto it = by_id.find(r.task_id());
     if (it == by_id.end() || !r.error().empty()) continue;
-    const falcon::v1::ValidationTask& task = *it->second;
+    const falcon::v1::ValidationTask& task = it->second->task();
+    // A reference pair's links are judged with the pair they are a reference for.
+    const uint64_t group = it->second->compare_with_comm() != 0 ? it->second->compare_with_comm()
+                                                                : task.link_pass().comm_id();
     if (task.has_gemm() && r.gemm_duration_ns() > 0) {
       gemm[r.rank()] = static_cast<double>(r.gemm_duration_ns());
     }
@@ -69,7 +72,7 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
       for (const falcon::v1::LinkTiming& l : r.links()) {
         uint64_t bytes = l.bytes() > 0 ? l.bytes() : task.link_pass().bytes();
         if (bytes == 0 || l.duration_ns() <= 0) continue;
-        links[task.link_pass().comm_id()][{l.link().src_rank(), l.link().dst_rank()}] =
+        links[group][{l.link().src_rank(), l.link().dst_rank()}] =
             static_cast<double>(l.duration_ns()) / static_cast<double>(bytes);
       }
     }

@@ -1,7 +1,8 @@
 // The verdict of a validation (docs/algorithms.md#verdict): GEMM times per rank and link times per
 // communicator, each compared with its median. A rank whose GEMM takes more than
 // (1 + gemm_slow_ratio) x the median is a compute culprit; a link whose time per byte exceeds
-// (1 + link_slow_ratio) x the median of its communicator's links is a communication culprit.
+// (1 + link_slow_ratio) x the median of its communicator's links (with those of the reference
+// pair planned for it, PendingTask.compare_with_comm) is a communication culprit.
 // When both kinds are found, the larger relative slowdown decides the cause. The measured links
 // of each communicator then go through pairwise localization
 // (docs/algorithms.md#pairwise-localization; a pair slow in either direction is slow): a rank

@@ -70,6 +70,29 @@ TEST(VerdictTest, SlowLinkIsCommunication) {
   EXPECT_EQ(v.links_measured, 4);
 }
 
+// A pipeline pair 1 <-> 5 with 1 -> 5 at 2.5x: alone, the median of its two links is their mean
+// and 1 -> 5 reads 1.43x; judged with the reference pair 2 <-> 6 (compare_with_comm), 2.5x.
+TEST(VerdictTest, APairIsJudgedWithItsReferencePair) {
+  std::vector<ValidationResult> results = {LinkResult(1, 1, 5, 250), LinkResult(2, 5, 1, 100),
+                                           LinkResult(3, 2, 6, 100), LinkResult(4, 6, 2, 102)};
+  VerdictOptions o;
+  o.link_slow_ratio = 0.6;
+  const Verdict alone = JudgeValidation({Pass(1, 7), Pass(2, 7)}, results, o);
+  EXPECT_EQ(alone.cause, falcon::v1::CAUSE_UNKNOWN) << alone.reason;
+
+  PendingTask ref_fwd = Pass(3, 8), ref_back = Pass(4, 8);
+  ref_fwd.set_compare_with_comm(7);
+  ref_back.set_compare_with_comm(7);
+  const Verdict v = JudgeValidation({Pass(1, 7), Pass(2, 7), ref_fwd, ref_back}, results, o);
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION) << v.reason;
+  ASSERT_EQ(v.links.size(), 1u);
+  EXPECT_EQ(v.links[0].src_rank(), 1u);
+  EXPECT_EQ(v.links[0].dst_rank(), 5u);
+  EXPECT_NEAR(v.ratio, 250.0 / 101.0, 1e-9);
+  // Its reverse was measured fine: one way.
+  ASSERT_EQ(v.one_way_links.size(), 1u);
+}
+
 // Both directions measured (a ring and its reversed passes): 2->3 slow while 3->2 is fine is a
 // one-way fault, reported with its direction; slow both ways is said too.
 TEST(VerdictTest, OneWayFaultIsReportedWithItsDirection) {
