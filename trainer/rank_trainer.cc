@@ -132,9 +132,10 @@ absl::Status RankTrainer::Init() {
   executor_ = std::make_unique<directives::ValidationExecutor>(
       validation_comm_.get(), runtime_.get(), faults_ != nullptr ? &faults_->compute() : nullptr,
       clock_);
-  // An emulated device's GEMM and link pass: ten forward micro-batches' worth per repetition.
+  // An emulated device's GEMM and (unless set) link pass: ten forward micro-batches' worth per
+  // repetition.
   executor_->SetEmulatedGemmTime(options_.emulated_compute * 10);
-  executor_->SetEmulatedLinkTime(options_.emulated_compute * 10);
+  executor_->SetEmulatedLinkTime(options_.emulated_link.value_or(options_.emulated_compute * 10));
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const int64_t act = c.activation_floats();
   act_in_.assign(act, 0);

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,9 @@ struct TrainerOptions {
   // the real compute and stretched by the rank's compute fault factor (slept too), so iteration
   // times are stable on a few noisy cores. Zero (default): none.
   absl::Duration emulated_compute = absl::ZeroDuration();
+  // Emulated wire time of one validation link-pass message, slept by its sender (not stretched
+  // by faults: a link fault slows the real transfer). Unset: 10 x emulated_compute.
+  std::optional<absl::Duration> emulated_link;
 };
 
 // Exit status of a rank process after an S4 checkpoint_restart directive (EX_TEMPFAIL: the
