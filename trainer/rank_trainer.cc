@@ -353,21 +353,7 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
       }
     }
     if (paused_) {
-      // Every rank walks the same agreed list (task_id order): a task already run (delivered
-      // again to a rank later) is skipped everywhere, and a world barrier before each round keeps
-      // one round's measurements from overlapping the previous one's; the tasks of a round are on
-      // disjoint nodes and run at the same time (common.proto).
-      std::optional<uint32_t> round;  // Of the previous task run.
-      for (const falcon::v1::ValidationTask& task : agreed->tasks) {
-        if (!tasks_run_.insert(task.task_id()).second) continue;
-        const bool same_round = round.has_value() && task.round() != 0 && task.round() == *round;
-        if (round.has_value() && !same_round) {
-          if (absl::Status s = world_->Barrier(); !s.ok()) return s;
-        }
-        round = task.round();
-        if (!executor_->Participates(task)) continue;
-        hooks_->ReportValidation(executor_->Run(task));
-      }
+      if (absl::Status s = RunValidationTasks(agreed->tasks); !s.ok()) return s;
     }
     for (const falcon::v1::Directive& d : queue_.PopDue(t)) {
       if (absl::Status s = Apply(d, t, &out.restart); !s.ok()) return s;
@@ -380,6 +366,45 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
   }
   out.end_ns = clock_->MonotonicNanos();
   return out;
+}
+
+absl::Status RankTrainer::RunValidationTasks(
+    const std::vector<falcon::v1::ValidationTask>& agreed) {
+  // Every rank walks the same agreed lists: a task already run (delivered again to a rank later)
+  // is skipped everywhere.
+  for (const falcon::v1::ValidationTask& task : agreed) {
+    if (tasks_run_.count(task.task_id()) == 0) pending_tasks_.emplace(task.task_id(), task);
+  }
+  if (pending_tasks_.empty()) return absl::OkStatus();
+  uint32_t expected = 0;  // Tasks in the validation (0: a controller that does not say).
+  for (const auto& [id, task] : pending_tasks_) {
+    expected = std::max(expected, task.validation_tasks());
+  }
+  absl::Duration rest;
+  const int max_polls = static_cast<int>(std::max<int64_t>(
+      1, absl::IDivDuration(options_.task_set_wait,
+                            std::max(options_.poll_interval, absl::Milliseconds(1)), &rest)));
+  if (tasks_run_.size() + pending_tasks_.size() < expected && ++pending_task_polls_ < max_polls) {
+    return absl::OkStatus();  // The rest of the validation is on its way.
+  }
+  pending_task_polls_ = 0;
+  std::map<uint64_t, falcon::v1::ValidationTask> run;
+  run.swap(pending_tasks_);
+  // task_id order, round by round: a world barrier before each round keeps one round's
+  // measurements from overlapping the previous one's; the tasks of a round are on disjoint nodes
+  // and run at the same time (common.proto).
+  std::optional<uint32_t> round;  // Of the previous task run.
+  for (const auto& [id, task] : run) {
+    tasks_run_.insert(id);
+    const bool same_round = round.has_value() && task.round() != 0 && task.round() == *round;
+    if (round.has_value() && !same_round) {
+      if (absl::Status s = world_->Barrier(); !s.ok()) return s;
+    }
+    round = task.round();
+    if (!executor_->Participates(task)) continue;
+    hooks_->ReportValidation(executor_->Run(task));
+  }
+  return absl::OkStatus();
 }
 
 void RankTrainer::Ack(const falcon::v1::Directive& d, falcon::v1::AckStatus status,
@@ -426,11 +451,15 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
     case falcon::v1::Directive::kPause:
       paused_ = true;
       tasks_run_.clear();  // A new validation: its tasks have new ids.
+      pending_tasks_.clear();
+      pending_task_polls_ = 0;
       pause_deadline_ns_ = clock_->MonotonicNanos() + d.pause().max_duration_ns();
       reason = "paused";
       break;
     case falcon::v1::Directive::kResume:
       paused_ = false;
+      pending_tasks_.clear();  // Validation is over: what did not run is not wanted.
+      pending_task_polls_ = 0;
       reason = "resumed";
       break;
     default:

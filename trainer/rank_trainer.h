@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,9 @@ struct TrainerOptions {
   // returning kCheckpointRestart, for the launcher. Empty: not written.
   std::string restart_file;
   absl::Duration poll_interval = absl::Milliseconds(5);  // Directive polling while paused.
+  // How long validation tasks wait for the rest of their validation before running without it
+  // (a task lost with a dead agent), in poll_interval steps.
+  absl::Duration task_set_wait = absl::Seconds(1);
   // Emulated device time per micro-batch forward on this stage (backward: twice it), slept after
   // the real compute and stretched by the rank's compute fault factor (slept too), so iteration
   // times are stable on a few noisy cores. Zero (default): none.
@@ -136,6 +140,9 @@ class RankTrainer {
       int64_t iteration, double loss_sum,
       const std::function<absl::Status(double loss_sum, int64_t agreed_ns)>& report);
   // Applies one due directive at `iteration`; sets *restart for S4.
+  // While paused: adds the agreed tasks to pending_tasks_ and runs them once their validation is
+  // whole (or waited long enough), in task_id order round by round.
+  absl::Status RunValidationTasks(const std::vector<falcon::v1::ValidationTask>& agreed);
   absl::Status Apply(const falcon::v1::Directive& d, int64_t iteration, bool* restart);
   absl::Status ApplyTopology(const falcon::v1::Directive& d, std::string* reason);
   // Collective: layer files from DP group 0, manifest (and, for an S4 `restart`, the launcher's
@@ -168,6 +175,12 @@ class RankTrainer {
   bool paused_ = false;
   // Validation tasks run during the current pause (by task_id).
   absl::flat_hash_set<uint64_t> tasks_run_;
+  // Validation tasks agreed but not yet run, by task_id: held until the whole validation is in
+  // (ValidationTask.validation_tasks) or task_set_wait_polls boundary polls have passed, so its
+  // rounds run whole even when the agents deliver the tasks at different polls (every rank sees
+  // the same agreed lists at the same polls, so all decide alike).
+  std::map<uint64_t, falcon::v1::ValidationTask> pending_tasks_;
+  int pending_task_polls_ = 0;
   int64_t pause_deadline_ns_ = 0;
   double last_loss_ = 0;
   std::string restart_dir_;

@@ -421,6 +421,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     *t = std::move(drafts[i]);
     t->mutable_task()->set_task_id(ids_->NextTaskId(&uow->txn()));
     t->mutable_task()->set_round(rounds[i]);
+    t->mutable_task()->set_validation_tasks(static_cast<uint32_t>(drafts.size()));
   }
   const uint32_t round_count = rounds.empty() ? 0 : *std::max_element(rounds.begin(), rounds.end());
 

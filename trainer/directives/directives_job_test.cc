@@ -4,6 +4,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -154,6 +155,61 @@ TEST(PauseValidationTest, PauseReleasesItselfAfterItsMaxDuration) {
                     "\n";
   const JobRun run = RunJob(spec, "autorelease");
   ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
+  EXPECT_EQ(ReadJsonLines(run.json_log).size(), 6u);
+}
+
+// Rank 0's validation results, in the order it ran the tasks.
+std::vector<std::string> TasksRunByRank0(const JobRun& run) {
+  std::vector<std::string> out;
+  for (const auto& e : ReadJsonLines(run.events)) {
+    if (e["event"] == "validation" && e["rank"] == 0) out.push_back(e["result"]["task_id"]);
+  }
+  return out;
+}
+
+// One GEMM task on ranks 0 and 1 of validation `of`, delivered after `after_polls` polls.
+std::string GemmTaskLine(int id, int of, int after_polls) {
+  return absl::StrCat(
+      R"({"iteration": 1, "after_polls": )", after_polls, R"(, "validation_task": {"task_id": )",
+      id, R"(, "job": "t", "ranks": [0, 1],)", R"( "round": )", id, R"(, "validation_tasks": )", of,
+      R"(, "gemm": {"m": 16, "n": 16, "k": 16, "repeats": 1}}})", "\n");
+}
+
+// Task 5 of a validation of three reaches the ranks 20 polls after tasks 6 and 7 (another node's
+// agent was slower): the ranks hold 6 and 7 until it is in, then run the three in task_id order
+// (round by round), not 6 and 7 first.
+TEST(PauseValidationTest, TasksWaitForTheRestOfTheirValidation) {
+  JobSpec spec;
+  spec.dp = 2;
+  spec.pp = 1;
+  spec.micro_batches = 2;
+  spec.steps = 3;
+  spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
+                    R"( "pause": {"max_duration_ns": 30000000000}}})"
+                    "\n"
+                    R"({"directive": {"directive_id": 2, "effective_iteration": 1, "resume": {}}})"
+                    "\n" +
+                    GemmTaskLine(5, 3, 20) + GemmTaskLine(6, 3, 0) + GemmTaskLine(7, 3, 0);
+  const JobRun run = RunJob(spec, "wholevalidation");
+  ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
+  EXPECT_EQ(TasksRunByRank0(run), (std::vector<std::string>{"5", "6", "7"}));
+}
+
+// A validation said to have 5 tasks of which 2 ever come (a task lost with a dead agent): after
+// the wait (1 s) the ranks run what came; the pause then releases itself.
+TEST(PauseValidationTest, AnIncompleteValidationRunsAfterTheWait) {
+  JobSpec spec;
+  spec.dp = 2;
+  spec.pp = 1;
+  spec.micro_batches = 2;
+  spec.steps = 3;
+  spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
+                    R"( "pause": {"max_duration_ns": 4000000000}}})"
+                    "\n" +
+                    GemmTaskLine(6, 5, 0) + GemmTaskLine(7, 5, 0);
+  const JobRun run = RunJob(spec, "incomplete");
+  ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
+  EXPECT_EQ(TasksRunByRank0(run), (std::vector<std::string>{"6", "7"}));
   EXPECT_EQ(ReadJsonLines(run.json_log).size(), 6u);
 }
 

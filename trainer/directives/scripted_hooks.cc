@@ -84,6 +84,14 @@ absl::StatusOr<DirectiveScript> ParseDirectiveScript(absl::string_view text) {
         }
         t.iteration = j["iteration"].get<int64_t>();
       }
+      if (j.contains("after_polls")) {
+        if (!j["after_polls"].is_number_integer() || j["after_polls"].get<int64_t>() < 0 ||
+            j["after_polls"].get<int64_t>() > 1'000'000) {
+          return absl::InvalidArgumentError(where +
+                                            "\"after_polls\" must be an integer in [0, 1000000]");
+        }
+        t.after_polls = j["after_polls"].get<int>();
+      }
       script.tasks.push_back(std::move(t));
     } else {
       return absl::InvalidArgumentError(where +
@@ -109,6 +117,7 @@ ScriptedHooks::ScriptedHooks(DirectiveScript script, int rank, std::string event
     : script_(std::move(script)),
       directive_sent_(script_.directives.size(), false),
       task_sent_(script_.tasks.size(), false),
+      task_polls_(script_.tasks.size(), 0),
       rank_(rank),
       events_path_(std::move(events_path)) {}
 
@@ -138,6 +147,7 @@ std::vector<falcon::v1::ValidationTask> ScriptedHooks::PollValidationTasks(int64
   std::vector<falcon::v1::ValidationTask> out;
   for (size_t i = 0; i < script_.tasks.size(); ++i) {
     if (task_sent_[i] || script_.tasks[i].iteration > iteration) continue;
+    if (task_polls_[i]++ < script_.tasks[i].after_polls) continue;
     task_sent_[i] = true;
     out.push_back(script_.tasks[i].task);
   }

@@ -4,7 +4,8 @@
 //
 // Script: one JSON object per line ('#' lines and blank lines are skipped), either
 //   {"directive": <falcon.v1.Directive in proto3 JSON>, "deliver_at": I, "ranks": [R, ...]}
-//   {"validation_task": <falcon.v1.ValidationTask in proto3 JSON>, "iteration": I}
+//   {"validation_task": <falcon.v1.ValidationTask in proto3 JSON>, "iteration": I,
+//    "after_polls": P}
 // Directives are delivered once, at the first PollDirectives(iteration) with
 // iteration >= deliver_at (default: the directive's effective_iteration), to the ranks listed in
 // "ranks" (default: every rank; agents deliver to the ranks of different nodes at different
@@ -12,7 +13,8 @@
 // task due at or before that iteration has not been delivered yet, so scripted tasks run inside
 // the pause.
 // Tasks are delivered once, at the first PollValidationTasks(iteration) with iteration >= I
-// (default 0), i.e. while the trainer is paused at or after iteration I.
+// (default 0), i.e. while the trainer is paused at or after iteration I; with "after_polls" P, at
+// the (P + 1)-th such poll.
 //
 // Events file lines: {"event":"ack","rank":R,"directive_id":D,"status":"ACK_STATUS_APPLIED",
 // "reason":"...","applied_iteration":I} and {"event":"validation","rank":R,"result":{...}}.
@@ -33,6 +35,9 @@ namespace falcon::trainer::directives {
 
 struct ScriptedTask {
   int64_t iteration = 0;
+  // Delivered only at the (after_polls + 1)-th poll at or after `iteration` (as when another
+  // node's agent delivers its part of a validation later).
+  int after_polls = 0;
   falcon::v1::ValidationTask task;
 };
 
@@ -86,6 +91,7 @@ class ScriptedHooks : public TrainerHooks {
   DirectiveScript script_;
   std::vector<bool> directive_sent_;
   std::vector<bool> task_sent_;
+  std::vector<int> task_polls_;  // Polls at or after its iteration so far, per task.
   int rank_;
   std::string events_path_;
   std::vector<RecordedAck> acks_;
