@@ -73,6 +73,9 @@ CommProfiler* Localizer::Profiler(const std::string& job) {
 
 namespace {
 
+// A culprit's own slowdown must reach this share of the job's (the rest is measurement noise).
+constexpr double kExplainedShare = 0.8;
+
 // Each task's round (analysis AssignRounds) over the nodes (agents) of its ranks; a rank of no
 // known agent counts as a node of its own.
 std::vector<uint32_t> RoundsOf(const std::vector<falcon::controller::v1::PendingTask>& tasks,
@@ -672,6 +675,20 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.ranks.clear();
     v.links.clear();
+    v.ratio = 0;
+  }
+  // A culprit must be able to explain the slowdown (docs/algorithms.md#verdict): a part slowed
+  // x r slows a synchronous iteration by at most x r, so a culprit measured slower than its peers
+  // by less than the job slowed (beyond measurement noise) is a difference between healthy parts
+  // under a passing load, not the fail-slow.
+  const double job_ratio = e->slowdown_ratio();
+  if (!no_slowdown && v.cause != falcon::v1::CAUSE_UNKNOWN && job_ratio > 1 &&
+      v.ratio < 1 + (job_ratio - 1) * kExplainedShare) {
+    measured = absl::StrFormat("%s, too little to explain the job's x%.2f", v.reason, job_ratio);
+    v.cause = falcon::v1::CAUSE_UNKNOWN;
+    v.ranks.clear();
+    v.links.clear();
+    v.reason = measured;
     v.ratio = 0;
   }
   e->set_cause(v.cause);
