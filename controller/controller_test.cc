@@ -5,6 +5,7 @@
 
 #include <prometheus/registry.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -461,7 +462,16 @@ TEST_F(ControllerTest, ForcedValidationOfAHealthyJobNamesNoCulpritAndCloses) {
   // pipeline pairs of replicas 0 (nodes 0, 2) and 2 (nodes 1, 3) share rounds.
   std::map<uint32_t, std::set<std::string>> nodes_of_round;
   uint32_t last_round = 0;
+  int covered = 0;
   for (const auto& t : record->tasks()) {
+    if (t.covered()) {  // Not run: its links were measured by an earlier pass (they come last).
+      EXPECT_EQ(t.task().round(), 0u);
+      EXPECT_EQ(t.sent_time_ns(), 0);
+      last_round = UINT32_MAX;
+      ++covered;
+      continue;
+    }
+    EXPECT_NE(last_round, UINT32_MAX) << "a task to run after a covered one";
     const uint32_t round = t.task().round();
     EXPECT_GE(round, std::max(last_round, 1u)) << t.DebugString();
     last_round = round;
@@ -473,7 +483,9 @@ TEST_F(ControllerTest, ForcedValidationOfAHealthyJobNamesNoCulpritAndCloses) {
           << "node " << n << " twice in round " << round << ": " << record->DebugString();
     }
   }
-  EXPECT_LT(nodes_of_round.size(), static_cast<size_t>(record->tasks_size()));
+  EXPECT_LT(nodes_of_round.size(), static_cast<size_t>(record->tasks_size() - covered));
+  // The world's ring and tree repeat links of the DP and pipeline groups: those passes are covered.
+  EXPECT_GT(covered, 0);
   // The job can be validated again right away.
   EXPECT_TRUE(api.ForceValidation(req).ok());
   EXPECT_EQ(api.ForceValidation([] {
@@ -570,8 +582,9 @@ TEST_F(ControllerTest, SilentAgentsTimeOutIntoAnUnknownVerdict) {
   }
   // Every timeout was logged as a warning and counted at its site.
   EXPECT_EQ(Errors(metrics::where::kValidationPauseTimeout), 1);
-  EXPECT_EQ(Errors(metrics::where::kValidationTaskTimeout),
-            c_->events().Find(events[0].event_id())->tasks_size());
+  int sent = 0;
+  for (const auto& t : c_->events().Find(events[0].event_id())->tasks()) sent += !t.covered();
+  EXPECT_EQ(Errors(metrics::where::kValidationTaskTimeout), sent);
   EXPECT_EQ(Errors(metrics::where::kDirectiveTimedOut), directives);
 }
 

@@ -352,6 +352,9 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   // Communicators over the same ranks (a job's world group and its barrier group, say) have the
   // same links: the first one's passes measure them for both.
   std::set<std::vector<uint32_t>> planned_members;
+  // Directed links a pass planned so far measures: a later pass of only such links is covered
+  // (not run; the verdict takes their measurements from the earlier passes).
+  std::set<std::pair<int64_t, int64_t>> measured_links;
   // The passes of comm `id`, judged with the links of comm `compare_with` (0: its own).
   auto plan_comm = [&](uint64_t id, const registry::CommInfo& c, uint64_t compare_with) {
     std::vector<int64_t> ring(c.comm.member_ranks().begin(), c.comm.member_ranks().end());
@@ -380,6 +383,14 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
                      std::vector<uint32_t>(senders.begin(), senders.end()))
                 ->mutable_link_pass();
         drafts.back().set_compare_with_comm(compare_with);
+        bool covered = true;
+        for (const analysis::detect::LinkPair& l : pass) {
+          covered = !measured_links.insert({l.src, l.dst}).second && covered;
+        }
+        if (covered) {
+          drafts.back().set_covered(true);
+          drafts.back().set_finished(true);
+        }
         test->set_pass_index(pass_index++);
         test->set_bytes(options_.link_bytes);
         test->set_repeats(options_.repeats);
@@ -413,20 +424,26 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
       }
     }
   }
-  // Rounds (docs/algorithms.md#validation-rounds): tasks on disjoint nodes run at the same time.
+  // Rounds (docs/algorithms.md#validation-rounds): tasks on disjoint nodes run at the same time;
+  // covered tasks are not run (round 0, after the others).
   const std::vector<uint32_t> rounds = RoundsOf(drafts, *job);
+  uint32_t to_run = 0;
+  for (const PendingTask& t : drafts) to_run += t.covered() ? 0 : 1;
   std::vector<size_t> order(drafts.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return rounds[a] < rounds[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::make_pair(drafts[a].covered(), rounds[a]) <
+           std::make_pair(drafts[b].covered(), rounds[b]);
+  });
   for (size_t i : order) {
     PendingTask* t = event->add_tasks();
     *t = std::move(drafts[i]);
     t->mutable_task()->set_task_id(ids_->NextTaskId(&uow->txn()));
-    t->mutable_task()->set_round(rounds[i]);
-    t->mutable_task()->set_validation_tasks(static_cast<uint32_t>(drafts.size()));
+    t->mutable_task()->set_round(t->covered() ? 0 : rounds[i]);
+    t->mutable_task()->set_validation_tasks(to_run);
   }
-  const uint32_t round_count = rounds.empty() ? 0 : *std::max_element(rounds.begin(), rounds.end());
+  uint32_t round_count = 0;
+  for (const PendingTask& t : event->tasks()) round_count = std::max(round_count, t.task().round());
 
   falcon::v1::Directive pause;
   pause.set_effective_iteration(std::max<int64_t>(0, progress_(job_name)) +
@@ -442,7 +459,9 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   const std::string line = absl::StrCat(
       "validation planned job=", job_name, " event=", event->event().event_id(),
       " rank=", absl::StrJoin(suspect_ranks, ","), " comms=", absl::StrJoin(suspect_comms, ","),
-      " tasks=", event->tasks_size(), " rounds=", round_count,
+      " tasks=", to_run, " covered=", event->tasks_size() - static_cast<int>(to_run),
+      " rounds=", round_count,
+      " reference_comms=", reference_notes.empty() ? "none" : absl::StrJoin(reference_notes, ","),
       " pause_directive=", event->pause_directive_id(), " why=\"", why, "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
 }
@@ -681,9 +700,11 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
   // x r slows a synchronous iteration by at most x r, so a culprit measured slower than its peers
   // by less than the job slowed (beyond measurement noise) is a difference between healthy parts
   // under a passing load, not the fail-slow.
+  // Only for what validation measured in isolation (a GEMM, a link pass): profiling's compute
+  // times include host work a slow device does not slow, so its ratio understates the device's.
   const double job_ratio = e->slowdown_ratio();
-  if (!no_slowdown && v.cause != falcon::v1::CAUSE_UNKNOWN && job_ratio > 1 &&
-      v.ratio < 1 + (job_ratio - 1) * kExplainedShare) {
+  if (!no_slowdown && !e->localized_from_profiling() && v.cause != falcon::v1::CAUSE_UNKNOWN &&
+      job_ratio > 1 && v.ratio < 1 + (job_ratio - 1) * kExplainedShare) {
     measured = absl::StrFormat("%s, too little to explain the job's x%.2f", v.reason, job_ratio);
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.ranks.clear();
@@ -702,7 +723,9 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
   }
   for (uint32_t r : v.ranks) e->add_ranks(r);
   for (const falcon::v1::Link& l : v.links) *e->add_links() = l;
-  const int64_t iteration = progress_(job);
+  // Not before the alarm: the alarm's iteration is the slowed series' (a rank's runs ahead of
+  // the job's complete iterations), and a verdict from profiling can come within them.
+  const int64_t iteration = std::max(progress_(job), e->alarm_iteration());
   e->set_verdict_iteration(iteration);
   e->set_verdict_time_ns(absl::ToUnixNanos(clock_->Now()));
   event->set_validation_slowdown_ratio(v.ratio);

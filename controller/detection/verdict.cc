@@ -78,6 +78,22 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
     }
   }
 
+  // Covered passes (not run: an earlier pass measured each of their links) lend their comm's
+  // group the measurement of the same directed link from wherever it was taken.
+  std::map<std::pair<uint32_t, uint32_t>, double> any_comm;
+  for (const auto& [comm, per_link] : links) {
+    for (const auto& [link, x] : per_link) any_comm.emplace(link, x);
+  }
+  for (const auto& t : tasks) {
+    if (!t.covered() || !t.task().has_link_pass()) continue;
+    const uint64_t group =
+        t.compare_with_comm() != 0 ? t.compare_with_comm() : t.task().link_pass().comm_id();
+    for (const falcon::v1::Link& l : t.task().link_pass().links()) {
+      auto it = any_comm.find({l.src_rank(), l.dst_rank()});
+      if (it != any_comm.end()) links[group].emplace(it->first, it->second);
+    }
+  }
+
   Verdict v;
   v.gemm_ranks_measured = static_cast<int>(gemm.size());
   std::vector<std::pair<double, uint32_t>> slow_ranks;

@@ -93,6 +93,26 @@ TEST(VerdictTest, APairIsJudgedWithItsReferencePair) {
   ASSERT_EQ(v.one_way_links.size(), 1u);
 }
 
+// Comm 9's pass 0 -> 1, 2 -> 3 was covered (comm 7's passes measured both links): its group is
+// judged with those measurements, and 2 -> 3 is slow in it too.
+TEST(VerdictTest, ACoveredPassIsJudgedWithTheMeasurementsOfItsLinks) {
+  std::vector<ValidationResult> results = {LinkResult(1, 0, 1, 100), LinkResult(1, 2, 3, 300),
+                                           LinkResult(2, 1, 2, 100), LinkResult(2, 3, 0, 102)};
+  PendingTask covered = Pass(3, 9);
+  covered.set_covered(true);
+  covered.set_finished(true);
+  for (auto [src, dst] : {std::pair<uint32_t, uint32_t>{0, 1}, {2, 3}}) {
+    falcon::v1::Link* l = covered.mutable_task()->mutable_link_pass()->add_links();
+    l->set_src_rank(src);
+    l->set_dst_rank(dst);
+  }
+  const Verdict v = JudgeValidation({Pass(1, 7), Pass(2, 7), covered}, results, {});
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION) << v.reason;
+  EXPECT_EQ(v.links_measured, 6);  // 4 in comm 7, 2 lent to comm 9.
+  ASSERT_EQ(v.links.size(), 1u);
+  EXPECT_EQ(v.links[0].src_rank(), 2u);
+}
+
 // Both directions measured (a ring and its reversed passes): 2->3 slow while 3->2 is fine is a
 // one-way fault, reported with its direction; slow both ways is said too.
 TEST(VerdictTest, OneWayFaultIsReportedWithItsDirection) {
