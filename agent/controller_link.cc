@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics_table.h"
 #include "proto/grpc_tls.h"
@@ -130,7 +131,10 @@ void ControllerLink::ReadLoop(
     }
   }
   absl::MutexLock lock(&mu_);
-  if (generation == generation_) broken_ = true;
+  if (generation == generation_) {
+    broken_ = true;
+    read_ended_ = true;  // The controller ended the stream: its status says why.
+  }
 }
 
 bool ControllerLink::RunConnection(std::string* ended) {
@@ -160,6 +164,7 @@ bool ControllerLink::RunConnection(std::string* ended) {
     generation = ++generation_;
     hello_received_ = false;
     broken_ = false;
+    read_ended_ = false;
     stats_.attempts++;
   }
   auto stream = stub->Connect(&ctx);
@@ -250,14 +255,23 @@ bool ControllerLink::RunConnection(std::string* ended) {
     if (wrote) last_write = absl::Now();
   }
 
-  ctx.TryCancel();
+  // A stream the controller ended (an error such as a refused hello) is not cancelled, so Finish
+  // returns the controller's status, which says why; otherwise cancelling ends the reader and the
+  // status is CANCELLED.
+  bool read_ended = false;
+  {
+    absl::MutexLock lock(&mu_);
+    read_ended = read_ended_;
+  }
+  if (!read_ended) ctx.TryCancel();
   if (reader.joinable()) reader.join();
-  // Cancelled above, so the status is CANCELLED unless the controller ended the stream first
-  // (an error such as a refused hello): then it says why.
   const grpc::Status status = stream->Finish();
-  *ended = status.ok() ? "status=OK"
-                       : absl::StrCat("status=", static_cast<int>(status.error_code()), " error=\"",
-                                      status.error_message(), "\"");
+  *ended = status.ok()
+               ? "status=OK"
+               : absl::StrCat(
+                     "status=",
+                     absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())),
+                     " error=\"", status.error_message(), "\"");
   bool was_connected = false;
   {
     absl::MutexLock lock(&mu_);

@@ -107,6 +107,7 @@ class ControllerLink : public ControllerSink {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;             // Current connection number.
   bool hello_received_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;  // The controller ended the current stream.
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);

@@ -163,6 +163,8 @@ int Run() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  // SIGHUP must not kill the agent: its TLS files are read again at every (re)connection.
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   falcon::common::RealClock clock;
@@ -186,7 +188,10 @@ int Run() {
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    LOG(INFO) << "SIGHUP received: nothing to reload by signal; the TLS files are read again at "
+                 "every connection to the controller";
+  }
   std::printf("falcon-agent: %s received, draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   std::fflush(stdout);
   absl::Status drained = (*agent)->Drain(o.drain_timeout);

@@ -246,6 +246,9 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  // SIGHUP (what operators send to reload) must not kill the controller: the TLS files are re-read
+  // every --tls_refresh anyway (docs/operations.md#tls), so it is logged and nothing else.
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   falcon::controller::service::ServerOptions options;
@@ -310,7 +313,10 @@ int main(int argc, char** argv) {
               << std::endl;
   }
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    LOG(INFO) << "SIGHUP received: nothing to reload by signal; the TLS files are re-read every "
+              << absl::FormatDuration(options.tls_refresh) << " (--tls_refresh)";
+  }
   LOG(INFO) << "shutdown requested signal=" << (sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();
   LOG(INFO) << "controller stopped controller_id=" << id;

@@ -34,7 +34,8 @@ constexpr char kGlobalFooter[] =
 
 constexpr char kExitCodes[] =
     "Exit codes: 0 ok, 1 not found, 2 usage or invalid argument, 3 controller unavailable,\n"
-    "deadline exceeded, not implemented or other server error.";
+    "deadline exceeded, not implemented or other server error, 4 permission denied or\n"
+    "unauthenticated.";
 
 // Reads `text` as a duration ("5s", "250ms", "1m" or plain seconds "2.5") into `d`; else returns
 // what is wrong with it (CLI11 prefixes the flag's name; so do the checks below).

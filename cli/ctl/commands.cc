@@ -106,6 +106,14 @@ class Runner {
       case grpc::StatusCode::UNAVAILABLE:
         err_ << "cannot reach the controller at " << inv_.controller << " (" << rpc
              << ": UNAVAILABLE: " << s.error_message() << ")";
+        // A TLS controller closes a plaintext connection at once, as a foreign CA's is.
+        if (inv_.plaintext) {
+          err_ << "; if it serves TLS (the default), pass --tls_cert/--tls_key/--tls_ca "
+                  "instead of --plaintext";
+        } else {
+          err_ << "; if it is up, check that --tls_ca is the CA that signed its certificate and "
+                  "that your certificate is signed by the cluster CA";
+        }
         break;
       case grpc::StatusCode::DEADLINE_EXCEEDED:
         err_ << "no answer from the controller at " << inv_.controller << " within "
@@ -390,6 +398,9 @@ int ExitCodeFor(grpc::StatusCode code) {
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::OUT_OF_RANGE:
       return kExitUsage;
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return kExitDenied;
     default:
       return kExitUnavailable;
   }

@@ -20,6 +20,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitNotFound = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitUnavailable = 3;
+constexpr int kExitDenied = 4;  // PERMISSION_DENIED / UNAUTHENTICATED: the identity, not an outage.
 
 // The exit code for a failed RPC.
 int ExitCodeFor(grpc::StatusCode code);

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/subprocess.h"
 #include "common/testing/http_get.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -239,6 +240,37 @@ TEST(LocalClusterTest, TlsClusterAuthenticatesEveryPeerAndKeepsTlsAcrossRestarts
       EXPECT_TRUE(AwaitConnectedWithCertificate(cluster, n)) << controller_log;
     }
   }
+
+  // An agent with node0's certificate that claims another node is refused, and its own log says
+  // why (the controller's status, not a cancellation).
+  const std::string impostor_log = cluster.work_dir() + "/impostor.log";
+  common::SpawnOptions spawn;
+  const proto::TlsFiles node0 = cluster.tls_files("node0");
+  spawn.argv = {cluster.options().agent_binary,
+                absl::StrCat("--controller=", cluster.controller_address()),
+                absl::StrCat("--tls_cert=", node0.cert),
+                absl::StrCat("--tls_key=", node0.key),
+                absl::StrCat("--tls_ca=", node0.ca),
+                absl::StrCat("--socket=", cluster.work_dir(), "/impostor.sock"),
+                "--node=impostor",
+                "--metrics_listen=127.0.0.1:0",
+                "--backoff_max=1s"};
+  spawn.stdin_stream = common::Stdio::Null();
+  spawn.stdout_stream = common::Stdio::File(impostor_log, /*append=*/false);
+  spawn.stderr_stream = common::Stdio::SameAsStdout();
+  absl::StatusOr<common::Subprocess> impostor = common::Subprocess::Spawn(spawn);
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::vector<std::string> refused;
+  while (refused.empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    refused = LinesWith(impostor_log, "status=PERMISSION_DENIED");
+  }
+  ASSERT_FALSE(refused.empty()) << impostor_log;
+  EXPECT_NE(refused[0].find("controller connect failed"), std::string::npos) << refused[0];
+  EXPECT_NE(refused[0].find("impostor"), std::string::npos) << refused[0];
+  EXPECT_NE(refused[0].find("node0"), std::string::npos) << refused[0];
+  EXPECT_TRUE(impostor->Stop(SIGTERM, absl::Seconds(5)).ok());
 }
 
 }  // namespace
