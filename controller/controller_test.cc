@@ -484,6 +484,9 @@ TEST_F(ControllerTest, ForcedValidationOfAHealthyJobNamesNoCulpritAndCloses) {
     }
   }
   EXPECT_LT(nodes_of_round.size(), static_cast<size_t>(record->tasks_size() - covered));
+  // Numbered 1..R without gaps (covered tasks take no round).
+  ASSERT_FALSE(nodes_of_round.empty());
+  EXPECT_EQ(nodes_of_round.rbegin()->first, nodes_of_round.size());
   // The world's ring and tree repeat links of the DP and pipeline groups: those passes are covered.
   EXPECT_GT(covered, 0);
   // The job can be validated again right away.

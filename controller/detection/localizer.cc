@@ -76,20 +76,27 @@ namespace {
 // A culprit's own slowdown must reach this share of the job's (the rest is measurement noise).
 constexpr double kExplainedShare = 0.8;
 
-// Each task's round (analysis AssignRounds) over the nodes (agents) of its ranks; a rank of no
-// known agent counts as a node of its own.
+// Each task's round (analysis AssignRounds) over the nodes (agents) of its ranks, 0 for a covered
+// task (not run); a rank of no known agent counts as a node of its own.
 std::vector<uint32_t> RoundsOf(const std::vector<falcon::controller::v1::PendingTask>& tasks,
                                const registry::JobEntry& job) {
   std::vector<std::vector<std::string>> footprints;
+  std::vector<size_t> run;  // Index in `tasks` of each footprint: covered tasks are not run.
   footprints.reserve(tasks.size());
-  for (const falcon::controller::v1::PendingTask& t : tasks) {
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const falcon::controller::v1::PendingTask& t = tasks[i];
+    if (t.covered()) continue;
+    run.push_back(i);
     std::vector<std::string>& nodes = footprints.emplace_back();
     for (uint32_t r : t.task().ranks()) {
       const std::string* agent = job.AgentOfRank(r);
       nodes.push_back(agent != nullptr ? *agent : absl::StrCat("rank/", r));
     }
   }
-  return analysis::detect::AssignRounds(footprints);
+  const std::vector<uint32_t> assigned = analysis::detect::AssignRounds(footprints);
+  std::vector<uint32_t> rounds(tasks.size(), 0);  // 0 for covered tasks.
+  for (size_t k = 0; k < run.size(); ++k) rounds[run[k]] = assigned[k];
+  return rounds;
 }
 
 // A communicator to judge the links of the pair `c` with: of the same kind and size, sharing no
