@@ -413,7 +413,16 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   const std::set<uint64_t> suspects(suspect_comms.begin(), suspect_comms.end());
   std::set<uint64_t> references;
   std::vector<std::string> reference_notes;
-  for (uint64_t id : suspect_comms) {
+  // Smaller communicators first: their passes (pairs on disjoint nodes share rounds) measure the
+  // links a larger one repeats, whose passes are then covered.
+  std::vector<uint64_t> plan_order = suspect_comms;
+  auto size_of = [&](uint64_t id) {
+    const registry::CommInfo* c = job->FindComm(id);
+    return c == nullptr ? 0 : c->comm.member_ranks_size();
+  };
+  std::stable_sort(plan_order.begin(), plan_order.end(),
+                   [&](uint64_t a, uint64_t b) { return size_of(a) < size_of(b); });
+  for (uint64_t id : plan_order) {
     const registry::CommInfo* c = job->FindComm(id);
     if (c == nullptr || c->comm.member_ranks_size() < 2) continue;
     std::vector<uint32_t> members(c->comm.member_ranks().begin(), c->comm.member_ranks().end());
