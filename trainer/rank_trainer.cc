@@ -132,9 +132,9 @@ absl::Status RankTrainer::Init() {
   executor_ = std::make_unique<directives::ValidationExecutor>(
       validation_comm_.get(), runtime_.get(), faults_ != nullptr ? &faults_->compute() : nullptr,
       clock_);
-  // An emulated device's GEMM and (unless set) link pass: ten forward micro-batches' worth per
+  // An emulated device's GEMM and link pass (unless set): ten forward micro-batches' worth per
   // repetition.
-  executor_->SetEmulatedGemmTime(options_.emulated_compute * 10);
+  executor_->SetEmulatedGemmTime(options_.emulated_gemm.value_or(options_.emulated_compute * 10));
   executor_->SetEmulatedLinkTime(options_.emulated_link.value_or(options_.emulated_compute * 10));
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const int64_t act = c.activation_floats();

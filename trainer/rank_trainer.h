@@ -78,6 +78,9 @@ struct TrainerOptions {
   // Emulated wire time of one validation link-pass message, slept by its sender (not stretched
   // by faults: a link fault slows the real transfer). Unset: 10 x emulated_compute.
   std::optional<absl::Duration> emulated_link;
+  // Emulated device time of one validation GEMM repetition (stretched by compute faults). Unset:
+  // 10 x emulated_compute.
+  std::optional<absl::Duration> emulated_gemm;
 };
 
 // Exit status of a rank process after an S4 checkpoint_restart directive (EX_TEMPFAIL: the

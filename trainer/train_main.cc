@@ -94,6 +94,9 @@ ABSL_FLAG(std::string, agent_socket, "",
 ABSL_FLAG(double, emulated_compute_ms, 0,
           "emulated device time per micro-batch forward per stage in ms (backward 2x), slept and "
           "stretched by compute faults; 0: none");
+ABSL_FLAG(double, emulated_gemm_ms, -1,
+          "emulated device time of one validation GEMM repetition in ms, slept and stretched by "
+          "compute faults; -1: 10x --emulated_compute_ms");
 ABSL_FLAG(double, emulated_link_ms, -1,
           "emulated wire time of one validation link-pass message in ms, slept by its sender so "
           "CPU copy noise is small beside it; -1: 10x --emulated_compute_ms");
@@ -123,6 +126,9 @@ TrainerOptions TrainerOptionsFromFlags() {
   o.json_log_path = absl::GetFlag(FLAGS_json_log);
   o.restart_file = absl::GetFlag(FLAGS_restart_file);
   o.emulated_compute = absl::Microseconds(absl::GetFlag(FLAGS_emulated_compute_ms) * 1e3);
+  if (const double gemm_ms = absl::GetFlag(FLAGS_emulated_gemm_ms); gemm_ms >= 0) {
+    o.emulated_gemm = absl::Microseconds(gemm_ms * 1e3);
+  }
   if (const double link_ms = absl::GetFlag(FLAGS_emulated_link_ms); link_ms >= 0) {
     o.emulated_link = absl::Microseconds(link_ms * 1e3);
   }
@@ -184,8 +190,8 @@ std::string AgentSocketTemplate() {
 }
 
 // Checks the flags a rank would only find fault with after the launch (or never): ranges,
-// paths, the Falcon flags (--job, --agent_socket, --emulated_compute_ms, --emulated_link_ms); ""
-// when fine.
+// paths, the Falcon flags (--job, --agent_socket, --emulated_compute_ms, --emulated_gemm_ms,
+// --emulated_link_ms); "" when fine.
 std::string CheckFlags() {
   const std::string job = absl::GetFlag(FLAGS_job);
   if (absl::Status s = falcon::common::ValidateJobName(job, "--job"); !s.ok()) {
@@ -195,9 +201,13 @@ std::string CheckFlags() {
   if (!(ms >= 0 && ms <= 10000)) {
     return absl::StrCat("--emulated_compute_ms ", ms, ": need a number in [0, 10000]");
   }
-  const double link_ms = absl::GetFlag(FLAGS_emulated_link_ms);
-  if (!(link_ms == -1 || (link_ms >= 0 && link_ms <= 10000))) {
-    return absl::StrCat("--emulated_link_ms ", link_ms, ": need -1 or a number in [0, 10000]");
+  for (const auto& [flag, value] :
+       {std::pair<const char*, double>{"--emulated_gemm_ms", absl::GetFlag(FLAGS_emulated_gemm_ms)},
+        std::pair<const char*, double>{"--emulated_link_ms",
+                                       absl::GetFlag(FLAGS_emulated_link_ms)}}) {
+    if (!(value == -1 || (value >= 0 && value <= 10000))) {
+      return absl::StrCat(flag, " ", value, ": need -1 or a number in [0, 10000]");
+    }
   }
   const double lr = absl::GetFlag(FLAGS_lr);
   if (!(lr > 0 && lr <= 1)) return absl::StrCat("--lr: ", lr, " is not a number in (0, 1]");

@@ -77,6 +77,9 @@ TEST(TrainMainTest, BadFalconFlagsAreClearErrors) {
   o = Train(base + "--emulated_compute_ms -1", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("--emulated_compute_ms -1: need a number in [0, 10000]"));
+  o = Train(base + "--emulated_gemm_ms -3", dir);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.output, HasSubstr("--emulated_gemm_ms -3: need -1 or a number in [0, 10000]"));
   o = Train(base + "--emulated_link_ms 20000", dir);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_THAT(o.output, HasSubstr("--emulated_link_ms 20000: need -1 or a number in [0, 10000]"));

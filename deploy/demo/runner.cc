@@ -126,9 +126,10 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
       absl::StrCat("--steps=", s.iterations),
       absl::StrCat("--job=", options.job),
       absl::StrFormat("--emulated_compute_ms=%g", options.emulated_compute_ms),
-      // A validation link message's emulated wire time: 4 forward micro-batches' worth (the
-      // trainer's default, 10, made each 4 MiB pass cost 6 x 55 ms and diluted a slow link's
-      // transfer; 4x still keeps CPU copy noise small beside it).
+      // A validation GEMM repetition's emulated device time and a link message's wire time: 4
+      // forward micro-batches' worth (the trainer's default, 10, made each 4 MiB pass cost
+      // 6 x 55 ms and diluted a slow link's transfer; 4x still keeps CPU noise small beside it).
+      absl::StrFormat("--emulated_gemm_ms=%g", 4 * options.emulated_compute_ms),
       absl::StrFormat("--emulated_link_ms=%g", 4 * options.emulated_compute_ms),
       // A small real model: the emulated compute dominates, so iteration times are stable.
       "--hidden=32",

@@ -68,14 +68,14 @@ struct RunOptions {
   // Set (e.g. by a signal handler) to stop early; the report still covers what ran.
   const std::atomic<bool>* stop = nullptr;
   std::vector<std::string> extra_train_args;
-  // falcon_controller flags: a small validation GEMM (128^3, best of 5 repetitions), so its time is
+  // falcon_controller flags: a small validation GEMM (128^3, best of 3 repetitions), so its time is
   // the emulated device time the trainer adds (stretched by a compute fault) rather than 8 ranks
   // fighting over 2 cores for a large real GEMM, which blamed the wrong rank; 4 MiB link
   // messages (a 64 MiB one takes 0.55 s through the demo's 1 Gbit/s slow link, six times per
   // pass: a 4 s pause); a link is a culprit above 1.6x its communicator's median (link tests on a
   // busy 2-core machine read up to ~1.5x without any fault; the demo's slow link reads ~2x).
   std::vector<std::string> controller_args = {
-      "--validation_gemm_size=128", "--validation_repeats=5", "--validation_link_bytes=4194304",
+      "--validation_gemm_size=128", "--validation_repeats=3", "--validation_link_bytes=4194304",
       "--validation_link_slow_ratio=0.6"};
   // Detection / mitigation settings applied through the Control API (SetSettings) as defaults
   // for new jobs right after the cluster starts, and to the job once it registered. Fields left
