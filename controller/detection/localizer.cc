@@ -721,11 +721,10 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
   const double job_ratio = e->slowdown_ratio();
   if (!no_slowdown && !e->localized_from_profiling() && v.cause != falcon::v1::CAUSE_UNKNOWN &&
       job_ratio > 1 && v.ratio < 1 + (job_ratio - 1) * kExplainedShare) {
-    measured = absl::StrFormat("%s, too little to explain the job's x%.2f", v.reason, job_ratio);
+    v.reason = absl::StrFormat("%s, too little to explain the job's x%.2f", v.reason, job_ratio);
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.ranks.clear();
     v.links.clear();
-    v.reason = measured;
     v.ratio = 0;
   }
   e->set_cause(v.cause);

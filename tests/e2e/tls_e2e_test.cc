@@ -10,7 +10,6 @@
 //
 // Figures (iteration time, alarm delay, verdict iteration, wall time) are printed for the report.
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,16 +33,6 @@ namespace {
 constexpr char kJob[] = "e2e-tls";
 constexpr int kFaultFrom = kDetectionFaultFrom;
 constexpr int kNodes = 4;
-
-// The lines of the file at `path` that contain `needle`.
-std::vector<std::string> LinesWith(const std::string& path, const std::string& needle) {
-  std::ifstream in(path);
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find(needle) != std::string::npos) out.push_back(line);
-  }
-  return out;
-}
 
 TEST(TlsE2eTest, ComputeFailSlowIsLocalizedToItsRankOverMutualTls) {
   FALCON_REQUIRE_EXECUTABLE("/usr/bin/openssl", "Debian: apt-get install openssl");
@@ -78,12 +67,12 @@ TEST(TlsE2eTest, ComputeFailSlowIsLocalizedToItsRankOverMutualTls) {
   // TLS all the way: no daemon warned of plaintext, and every agent's connection was logged under
   // the node its certificate names (identity=plaintext without TLS).
   const std::string controller_log = cluster.log_path("controller");
-  EXPECT_TRUE(LinesWith(controller_log, "plaintext").empty()) << FileTail(controller_log);
+  EXPECT_TRUE(harness::LinesWith(controller_log, "plaintext").empty()) << FileTail(controller_log);
   for (int n = 0; n < kNodes; ++n) {
     const std::string node = absl::StrCat("node", n);
     const std::string agent_log = cluster.log_path("agent-" + node);
-    EXPECT_TRUE(LinesWith(agent_log, "plaintext gRPC").empty()) << FileTail(agent_log);
-    const std::vector<std::string> connected = LinesWith(
+    EXPECT_TRUE(harness::LinesWith(agent_log, "plaintext gRPC").empty()) << FileTail(agent_log);
+    const std::vector<std::string> connected = harness::LinesWith(
         controller_log, absl::StrCat("agent connected agent=", node, " node=", node, " "));
     ASSERT_FALSE(connected.empty()) << node << " never connected:\n" << FileTail(controller_log);
     for (const std::string& line : connected) {

@@ -76,6 +76,15 @@ absl::Status CheckOpenssl() {
 
 }  // namespace
 
+std::vector<std::string> LinesWith(const std::string& path, const std::string& needle) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> FindRunfile(const std::string& path) {
   std::vector<std::string> candidates;
   const char* workspace = std::getenv("TEST_WORKSPACE");

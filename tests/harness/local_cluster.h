@@ -214,6 +214,10 @@ class LocalCluster {
   bool stopped_ = false;
 };
 
+// The lines of the file at `path` (a child's log, say) that contain `needle`; none when it cannot
+// be read.
+std::vector<std::string> LinesWith(const std::string& path, const std::string& needle);
+
 // The path of a runfile ("controller/falcon_controller") of the running test or binary, or
 // kNotFound.
 absl::StatusOr<std::string> FindRunfile(const std::string& path);

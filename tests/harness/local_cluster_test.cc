@@ -55,16 +55,6 @@ bool AwaitMetric(const std::string& address, const std::string& needle) {
   return false;
 }
 
-// The lines of `path` that contain `needle`.
-std::vector<std::string> LinesWith(const std::string& path, const std::string& needle) {
-  std::ifstream in(path);
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find(needle) != std::string::npos) out.push_back(line);
-  }
-  return out;
-}
-
 // Waits up to 30 s until the controller log's latest connection line of agent `node` names the
 // identity of its node certificate (the controller logs the names the peer's certificate proved).
 bool AwaitConnectedWithCertificate(const LocalCluster& cluster, int node) {

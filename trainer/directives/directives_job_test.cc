@@ -144,12 +144,18 @@ TEST(PauseValidationTest, PausedJobRunsGemmAndLinkPassesThenResumes) {
   }
 }
 
-TEST(PauseValidationTest, PauseReleasesItselfAfterItsMaxDuration) {
+// DP=2, one stage, 2 micro-batches, 3 steps: the smallest job a pause can hold.
+JobSpec TwoRanksThreeSteps() {
   JobSpec spec;
   spec.dp = 2;
   spec.pp = 1;
   spec.micro_batches = 2;
   spec.steps = 3;
+  return spec;
+}
+
+TEST(PauseValidationTest, PauseReleasesItselfAfterItsMaxDuration) {
+  JobSpec spec = TwoRanksThreeSteps();
   spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
                     R"( "pause": {"max_duration_ns": 200000000}}})"
                     "\n";
@@ -179,11 +185,7 @@ std::string GemmTaskLine(int id, int of, int after_polls) {
 // agent was slower): the ranks hold 6 and 7 until it is in, then run the three in task_id order
 // (round by round), not 6 and 7 first.
 TEST(PauseValidationTest, TasksWaitForTheRestOfTheirValidation) {
-  JobSpec spec;
-  spec.dp = 2;
-  spec.pp = 1;
-  spec.micro_batches = 2;
-  spec.steps = 3;
+  JobSpec spec = TwoRanksThreeSteps();
   spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
                     R"( "pause": {"max_duration_ns": 30000000000}}})"
                     "\n"
@@ -198,11 +200,7 @@ TEST(PauseValidationTest, TasksWaitForTheRestOfTheirValidation) {
 // A validation said to have 5 tasks of which 2 ever come (a task lost with a dead agent): after
 // the wait (1 s) the ranks run what came; the pause then releases itself.
 TEST(PauseValidationTest, AnIncompleteValidationRunsAfterTheWait) {
-  JobSpec spec;
-  spec.dp = 2;
-  spec.pp = 1;
-  spec.micro_batches = 2;
-  spec.steps = 3;
+  JobSpec spec = TwoRanksThreeSteps();
   spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
                     R"( "pause": {"max_duration_ns": 4000000000}}})"
                     "\n" +
