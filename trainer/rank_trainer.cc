@@ -360,7 +360,10 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
       if (out.restart) break;
     }
     if (out.restart) break;
-    if (paused_ && agreed->pause_expired) paused_ = false;  // The pause released itself.
+    if (paused_ && agreed->pause_expired) {  // The pause released itself.
+      paused_ = false;
+      DropPendingTasks("the pause expired");
+    }
     if (!paused_) break;
     absl::SleepFor(options_.poll_interval);
   }
@@ -401,10 +404,30 @@ absl::Status RankTrainer::RunValidationTasks(
       if (absl::Status s = world_->Barrier(); !s.ok()) return s;
     }
     round = task.round();
-    if (!executor_->Participates(task)) continue;
+    if (!Answers(task)) continue;
     hooks_->ReportValidation(executor_->Run(task));
   }
   return absl::OkStatus();
+}
+
+bool RankTrainer::Answers(const falcon::v1::ValidationTask& task) const {
+  // A task naming no rank is answered (with its error) by rank 0, so it is not lost unheard.
+  return executor_->Participates(task) || (task.ranks().empty() && rank_ == 0);
+}
+
+void RankTrainer::DropPendingTasks(const std::string& why) {
+  for (const auto& [id, task] : pending_tasks_) {
+    if (!Answers(task)) continue;
+    falcon::v1::ValidationResult r;
+    r.set_task_id(id);
+    r.set_job(task.job());
+    r.set_rank(static_cast<uint32_t>(rank_));
+    r.set_error(absl::StrCat("not run: ", why, " with ", tasks_run_.size() + pending_tasks_.size(),
+                             " of the validation's ", task.validation_tasks(), " tasks in"));
+    hooks_->ReportValidation(r);
+  }
+  pending_tasks_.clear();
+  pending_task_polls_ = 0;
 }
 
 void RankTrainer::Ack(const falcon::v1::Directive& d, falcon::v1::AckStatus status,
@@ -458,8 +481,7 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
       break;
     case falcon::v1::Directive::kResume:
       paused_ = false;
-      pending_tasks_.clear();  // Validation is over: what did not run is not wanted.
-      pending_task_polls_ = 0;
+      DropPendingTasks("the pause ended");
       reason = "resumed";
       break;
     default:

@@ -146,6 +146,11 @@ class RankTrainer {
   // While paused: adds the agreed tasks to pending_tasks_ and runs them once their validation is
   // whole (or waited long enough), in task_id order round by round.
   absl::Status RunValidationTasks(const std::vector<falcon::v1::ValidationTask>& agreed);
+  // Answers every held task this rank takes part in with an error ("not run: `why` ...") and
+  // forgets them: nothing the controller sent goes unanswered.
+  void DropPendingTasks(const std::string& why);
+  // Whether this rank answers `task`: a participant, or rank 0 for a task naming no rank.
+  bool Answers(const falcon::v1::ValidationTask& task) const;
   absl::Status Apply(const falcon::v1::Directive& d, int64_t iteration, bool* restart);
   absl::Status ApplyTopology(const falcon::v1::Directive& d, std::string* reason);
   // Collective: layer files from DP group 0, manifest (and, for an S4 `restart`, the launcher's

@@ -211,6 +211,37 @@ TEST(PauseValidationTest, AnIncompleteValidationRunsAfterTheWait) {
   EXPECT_EQ(ReadJsonLines(run.json_log).size(), 6u);
 }
 
+// The Resume comes while a validation said to have 3 tasks has 2 in (one of them naming no rank):
+// nothing is dropped unheard; each participant answers the held task with an error, and rank 0
+// answers the rankless one.
+TEST(PauseValidationTest, TasksTheValidationEndsBeforeRunningAreAnsweredWithAnError) {
+  JobSpec spec = TwoRanksThreeSteps();
+  spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
+                    R"( "pause": {"max_duration_ns": 30000000000}}})"
+                    "\n"
+                    R"({"directive": {"directive_id": 2, "effective_iteration": 1, "resume": {}}})"
+                    "\n" +
+                    GemmTaskLine(6, 3, 0) +
+                    R"({"iteration": 1, "validation_task": {"task_id": 9, "job": "t", "ranks": [],)"
+                    R"( "gemm": {"m": 16, "n": 16, "k": 16, "repeats": 1}}})"
+                    "\n";
+  const JobRun run = RunJob(spec, "resumedearly");
+  ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
+  std::map<std::string, std::vector<std::string>> errors;  // task_id -> errors, by rank order.
+  for (const auto& e : ReadJsonLines(run.events)) {
+    if (e["event"] != "validation") continue;
+    errors[e["result"]["task_id"]].push_back(e["result"].value("error", ""));
+  }
+  ASSERT_EQ(errors["6"].size(), 2u);  // Ranks 0 and 1.
+  for (const std::string& err : errors["6"]) {
+    EXPECT_NE(err.find("not run: the pause ended with 2 of the validation's 3 tasks in"),
+              std::string::npos)
+        << err;
+  }
+  ASSERT_EQ(errors["9"].size(), 1u);
+  EXPECT_NE(errors["9"][0].find("not run"), std::string::npos) << errors["9"][0];
+}
+
 // Agents deliver a directive to the ranks of different nodes at different boundaries, and the
 // ranks agree on a directive as soon as one of them has it: a rank can get its own copy after it
 // applied the directive. Each rank acknowledges each outcome of an id once, with a reason.
