@@ -25,7 +25,9 @@ static_assert(FALCON_SHIM_OP_SEND == falcon::v1::OP_KIND_SEND);
 static_assert(FALCON_SHIM_OP_RECV == falcon::v1::OP_KIND_RECV);
 static_assert(FALCON_SHIM_OP_BARRIER == falcon::v1::OP_KIND_BARRIER);
 static_assert(FALCON_SHIM_OP_ALL_TO_ALL == falcon::v1::OP_KIND_ALL_TO_ALL);
-static_assert(falcon::v1::OpKind_MAX == FALCON_SHIM_OP_ALL_TO_ALL,
+static_assert(FALCON_SHIM_OP_PEER_SEND == falcon::v1::OP_KIND_PEER_SEND);
+static_assert(FALCON_SHIM_OP_PEER_RECV == falcon::v1::OP_KIND_PEER_RECV);
+static_assert(falcon::v1::OpKind_MAX == FALCON_SHIM_OP_PEER_RECV,
               "a new falcon.v1.OpKind needs its FALCON_SHIM_OP_* constant");
 static_assert(FALCON_SHIM_COMM_UNKNOWN == falcon::v1::COMM_KIND_UNKNOWN);
 static_assert(FALCON_SHIM_COMM_DP == falcon::v1::COMM_KIND_DP);

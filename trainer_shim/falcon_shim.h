@@ -46,6 +46,8 @@ typedef int32_t falcon_shim_status;
 #define FALCON_SHIM_OP_RECV 7
 #define FALCON_SHIM_OP_BARRIER 8
 #define FALCON_SHIM_OP_ALL_TO_ALL 9
+#define FALCON_SHIM_OP_PEER_SEND 10 /* Peer transfers (falcon_shim_record_peer_transfer) only. */
+#define FALCON_SHIM_OP_PEER_RECV 11
 
 /* falcon.v1.CommKind */
 #define FALCON_SHIM_COMM_UNKNOWN 1
@@ -197,7 +199,57 @@ typedef struct falcon_shim_stats {
   /* Accepted by the agent, then dropped at the buffer bound before the agent delivered them:
    * lost only if that agent dies first. */
   uint64_t records_evicted_accepted;
+  /* Peer transfers and NCCL-profiler ops dropped because their communicator handle was not bound
+   * (falcon_shim_nccl_comm_bind) or their peer was outside it. */
+  uint64_t records_unbound;
 } falcon_shim_stats;
+
+/* NCCL profiler plugin support (trainer_shim/nccl_profiler/, docs/gpu.md). NCCL's profiler
+ * plugin sees a communicator only as its per-communicator context (size, own rank, comm-local
+ * peer ranks); the LD_PRELOAD interposer knows its Falcon comm id and its members' global ranks
+ * (one all-gather at creation). They meet here, in the shim library both processes' parts load:
+ *   plugin init:        falcon_shim_nccl_comm_open(handle, nranks, rank)
+ *   interposer, after the comm's members are known (and before falcon_shim_register_comm):
+ *                       falcon_shim_nccl_comm_bind(nranks, rank, comm_id, members, nranks)
+ *                       binds the oldest open, unbound handle with the same nranks and rank
+ *                       (NCCL runs a communicator's profiler init inside its creation, so the
+ *                       order of creations is the order of opens);
+ *   plugin, per transfer / op: falcon_shim_record_peer_transfer / falcon_shim_record_nccl_op;
+ *                       records of an unbound handle are dropped and counted (records_unbound);
+ *   plugin finalize:    falcon_shim_nccl_comm_close(handle).
+ * These work before falcon_shim_init (the plugin's init runs inside the first communicator's
+ * creation); records still need a running shim. */
+
+/* Network transfer to or from one peer within one NCCL op, over all of the op's channels. */
+typedef struct falcon_shim_peer_transfer {
+  uint32_t struct_size; /* sizeof(falcon_shim_peer_transfer) */
+  int32_t op_kind;      /* FALCON_SHIM_OP_PEER_SEND (this rank sent) or FALCON_SHIM_OP_PEER_RECV. */
+  uint64_t nccl_comm;   /* Handle given to falcon_shim_nccl_comm_open. */
+  int32_t peer;         /* Communicator rank of the peer, [0, nranks), != own rank. */
+  uint32_t channels;    /* Channels that carried it, >= 1. */
+  uint64_t bytes;       /* Bytes moved, <= 2^40. */
+  int64_t start_ns;     /* Host CLOCK_MONOTONIC: first network phase start. */
+  int64_t end_ns;       /* Last network phase end, >= start_ns. */
+  int64_t busy_ns;      /* Time with a network phase in flight, [0, end_ns - start_ns]. */
+  int64_t iteration;    /* -1: the shim stamps the iteration of the last poll. */
+} falcon_shim_peer_transfer;
+
+/* handle: any non-zero id unique among open handles. INVALID_ARGUMENT on 0, nranks 0, rank >=
+ * nranks, or a handle already open. */
+falcon_shim_status falcon_shim_nccl_comm_open(uint64_t handle, uint32_t nranks, uint32_t rank);
+/* FAILED_PRECONDITION when no open handle has this nranks and rank (no profiler plugin loaded:
+ * harmless); INVALID_ARGUMENT on bad members. */
+falcon_shim_status falcon_shim_nccl_comm_bind(uint32_t nranks, uint32_t rank, uint64_t comm_id,
+                                              const uint32_t* member_ranks, uint32_t member_count);
+falcon_shim_status falcon_shim_nccl_comm_close(uint64_t handle);
+/* 1 when the handle is bound to a Falcon communicator. */
+int32_t falcon_shim_nccl_comm_bound(uint64_t handle);
+/* Records a peer transfer as an OpRecord of kind PEER_SEND / PEER_RECV on the bound comm, with the
+ * peer's global rank. Hot path. */
+falcon_shim_status falcon_shim_record_peer_transfer(const falcon_shim_peer_transfer* transfer);
+/* Records an op timed by the plugin: op->comm_id is ignored (the bound comm's id is used) and
+ * op->peer, for SEND/RECV, is a communicator rank (mapped to the global rank). */
+falcon_shim_status falcon_shim_record_nccl_op(uint64_t handle, const falcon_shim_op* op);
 
 uint32_t falcon_shim_abi_version(void);
 /* CLOCK_MONOTONIC in nanoseconds: the clock for op and iteration times. */

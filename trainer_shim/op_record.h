@@ -60,7 +60,7 @@ inline constexpr uint64_t kMaxOpBytes = uint64_t{1} << 40;
 
 // Cheap field checks for the hot path. kInvalidArgument naming the field.
 inline absl::Status ValidateOpRecord(const OpRecord& r) {
-  if (r.op_kind <= OpKind::OP_KIND_UNSPECIFIED || r.op_kind > OpKind::OP_KIND_ALL_TO_ALL) {
+  if (r.op_kind <= OpKind::OP_KIND_UNSPECIFIED || r.op_kind > OpKind::OP_KIND_PEER_RECV) {
     return absl::InvalidArgumentError("op_record.op_kind: unspecified or out of range");
   }
   if (r.comm_id == 0) return absl::InvalidArgumentError("op_record.comm_id: must be non-zero");
@@ -73,6 +73,10 @@ inline absl::Status ValidateOpRecord(const OpRecord& r) {
     return absl::InvalidArgumentError("op_record.device_duration_ns: negative");
   }
   if (r.peer < -1) return absl::InvalidArgumentError("op_record.peer: below -1");
+  if ((r.op_kind == OpKind::OP_KIND_PEER_SEND || r.op_kind == OpKind::OP_KIND_PEER_RECV) &&
+      r.peer < 0) {
+    return absl::InvalidArgumentError("op_record.peer: a peer transfer needs its peer");
+  }
   return absl::OkStatus();
 }
 
