@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "common/testing/log_capture.h"
@@ -321,6 +322,7 @@ TEST_F(ControllerTest, UnambiguousProfilingLocalizesWithoutAPause) {
   // Profiling blamed rank 5's compute in every profiled iteration and no communicator: that is
   // the verdict, and the job was never paused.
   EXPECT_TRUE(e.localized_from_profiling()) << e.DebugString();
+  EXPECT_EQ(e.evidence(), falcon::v1::EVIDENCE_PROFILING);
   EXPECT_EQ(e.validation_pause_ns(), 0);
   EXPECT_GT(e.validation_ratio(), 1.3);
   const auto* record = c_->events().Find(e.event_id());
@@ -370,6 +372,7 @@ TEST_F(ControllerTest, ASlowPipelinePairIsJudgedWithAReferencePairOnOtherNodes) 
   EXPECT_EQ(e.links(0).src_rank(), 1u);
   EXPECT_EQ(e.links(0).dst_rank(), 5u);
   EXPECT_NEAR(e.validation_ratio(), 2.5, 0.01);
+  EXPECT_EQ(e.evidence(), falcon::v1::EVIDENCE_VALIDATION);
   const auto* record = c_->events().Find(e.event_id());
   ASSERT_NE(record, nullptr);
   // Profiling blamed the pair for communication: its passes and its reference's, no GEMM. The
@@ -385,6 +388,79 @@ TEST_F(ControllerTest, ASlowPipelinePairIsJudgedWithAReferencePairOnOtherNodes) 
   ASSERT_EQ(rounds_of_comm.size(), 2u) << record->DebugString();
   EXPECT_EQ(rounds_of_comm[2001], (std::vector<uint32_t>{1, 2}));
   EXPECT_EQ(rounds_of_comm[2002], (std::vector<uint32_t>{1, 2}));
+}
+
+// Stage 1's DP ring (ranks 4 -> 5 -> 6 -> 7 -> 4, comm 1001) slows because link 6 -> 7 moves data
+// 4x slower; every member of the ring waits for it. NCCL's profiler plugin times each peer's
+// transfers (PEER_SEND / PEER_RECV records with the raw ops): the link is named from that, with
+// no validation pause (docs/algorithms.md#peer-timing).
+TEST_F(ControllerTest, PeerTimingNamesASlowRingLinkWithoutAPause) {
+  ConnectAll();
+  std::map<uint32_t, uint64_t> seq;  // Per-rank op sequence.
+  for (int64_t i = 0; i < 90; ++i) {
+    const bool slow = i >= 60;
+    const int64_t extra = slow ? 30'000'000 : 0;
+    for (auto& a : agents_) {
+      falcon::v1::TelemetryBatch b;
+      b.set_job(spec_.job);
+      for (uint32_t r : a->ranks()) {
+        falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, Healthy(r, i) + extra);
+        s.set_compute_ns(s.compute_ns() - extra);
+        for (auto& cs : *s.mutable_comms()) {
+          if (cs.comm_id() != 1001) continue;
+          cs.set_transfer_ns(cs.transfer_ns() + extra);
+          cs.set_busy_ns(cs.busy_ns() + extra);
+        }
+        *b.add_iterations() = s;
+      }
+      ASSERT_FALSE(a->Send(*c_, b)->has_error());
+      for (uint32_t r : a->ranks()) {
+        if (r < 4) continue;
+        falcon::v1::TelemetryBatch ops;
+        ops.set_job(spec_.job);
+        ops.set_op_rank(r);
+        const uint32_t next = 4 + (r - 4 + 1) % 4;
+        const uint32_t prev = 4 + (r - 4 + 3) % 4;
+        for (auto [kind, peer, slow_link] :
+             {std::tuple{falcon::v1::OP_KIND_PEER_SEND, next, r == 6},
+              std::tuple{falcon::v1::OP_KIND_PEER_RECV, prev, r == 7}}) {
+          falcon::v1::OpRecord* op = ops.add_ops();
+          op->set_comm_id(1001);
+          op->set_op_kind(kind);
+          op->set_peer(static_cast<int32_t>(peer));
+          op->set_bytes(32 << 20);
+          op->set_iteration(i);
+          op->set_seq(++seq[r]);
+          op->set_host_start_ns(i * 100'000'000);
+          op->set_host_end_ns(i * 100'000'000 + 50'000'000);
+          op->set_device_duration_ns(slow && slow_link ? 40'000'000 : 10'000'000);
+        }
+        auto ack = a->Send(*c_, ops);
+        ASSERT_TRUE(ack.ok());
+        ASSERT_FALSE(ack->has_error()) << ack->error().field() << ": " << ack->error().message();
+      }
+    }
+    Settle(testing::Responder());
+    clock_.Advance(absl::Milliseconds(130));
+  }
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  const falcon::v1::Event& e = events[0];
+  EXPECT_EQ(e.cause(), falcon::v1::CAUSE_COMMUNICATION) << e.DebugString();
+  ASSERT_EQ(e.links_size(), 1) << e.DebugString();
+  EXPECT_EQ(e.links(0).src_rank(), 6u);
+  EXPECT_EQ(e.links(0).dst_rank(), 7u);
+  EXPECT_TRUE(e.localized_from_profiling());
+  EXPECT_EQ(e.evidence(), falcon::v1::EVIDENCE_PEER_TIMING);
+  EXPECT_NEAR(e.validation_ratio(), 4.0, 0.01);
+  EXPECT_EQ(e.validation_pause_ns(), 0);
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_LOCALIZED);
+  const auto* record = c_->events().Find(e.event_id());
+  ASSERT_NE(record, nullptr);
+  EXPECT_EQ(record->tasks_size(), 0);
+  for (const auto& d : c_->directives().List(spec_.job, 0)) {
+    EXPECT_FALSE(d.directive().has_pause()) << d.DebugString();
+  }
 }
 
 TEST_F(ControllerTest, ComputeBlamedInSomeProfiledIterationsIsValidatedByGemmAlone) {

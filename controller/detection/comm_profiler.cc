@@ -2,15 +2,25 @@
 
 #include <algorithm>
 
+#include "common/op_kind.h"
 #include "common/stats.h"
 
 namespace falcon::controller::detection {
+namespace {
+
+// Links with peer-transfer totals per profile: beyond it (a job of over 65,536 links profiled at
+// once) new links are not tracked.
+constexpr size_t kMaxPeerLinks = 1 << 16;
+
+}  // namespace
+
 void CommProfiler::Start() {
   active_ = true;
   pending_.clear();
   judged_ = 0;
   comm_ratios_.clear();
   blames_.clear();
+  peer_links_.clear();
 }
 
 CommProfiler::PendingIteration& CommProfiler::Pending(int64_t iteration) {
@@ -48,11 +58,16 @@ void CommProfiler::AddSummary(const falcon::v1::IterationSummary& s,
 }
 
 void CommProfiler::AddOps(uint32_t rank,
-                          const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops) {
+                          const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops,
+                          const registry::JobEntry& job) {
   if (!active_) return;
   // Sum device time per (iteration, comm) first, then overwrite the members' transfer.
   std::map<std::pair<int64_t, uint64_t>, int64_t> device;
   for (const falcon::v1::OpRecord& op : ops) {
+    if (common::IsPeerTransfer(op.op_kind())) {
+      AddPeerTransfer(rank, op, job);
+      continue;
+    }
     if (op.iteration() < 0 || op.device_duration_ns() <= 0) continue;
     device[{op.iteration(), op.comm_id()}] += op.device_duration_ns();
   }
@@ -98,6 +113,33 @@ void CommProfiler::CompleteIteration(int64_t iteration, int64_t job_iteration_ti
   for (const analysis::detect::Blame& b : result->blamed) {
     blames_[static_cast<uint32_t>(b.rank)].push_back(b);
   }
+}
+
+void CommProfiler::AddPeerTransfer(uint32_t rank, const falcon::v1::OpRecord& op,
+                                   const registry::JobEntry& job) {
+  const registry::CommInfo* comm = job.FindComm(op.comm_id());
+  if (comm == nullptr || op.peer() < 0) return;
+  const uint32_t peer = static_cast<uint32_t>(op.peer());
+  analysis::detect::PeerLinkKey key;
+  key.comm_id = op.comm_id();
+  key.src = op.op_kind() == falcon::v1::OP_KIND_PEER_SEND ? rank : peer;
+  key.dst = op.op_kind() == falcon::v1::OP_KIND_PEER_SEND ? peer : rank;
+  auto it = peer_links_.find(key);
+  if (it == peer_links_.end()) {
+    if (peer_links_.size() >= kMaxPeerLinks) return;
+    it = peer_links_.emplace(key, analysis::detect::PeerLinkTotals{}).first;
+    it->second.group = falcon::v1::CommKind_Name(comm->comm.kind());
+  }
+  it->second.bytes += op.bytes();
+  it->second.busy +=
+      absl::Nanoseconds(op.device_duration_ns() > 0 ? op.device_duration_ns()
+                                                    : op.host_end_ns() - op.host_start_ns());
+  ++it->second.transfers;
+}
+
+analysis::detect::PeerLinkRanking CommProfiler::PeerLinks(
+    const analysis::detect::PeerLinkOptions& options) const {
+  return analysis::detect::RankPeerLinks(peer_links_, options);
 }
 
 ProfileResult CommProfiler::Result() const {

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "analysis/detect/blame.h"
+#include "analysis/detect/peer_links.h"
 #include "controller/registry/job_registry.h"
 #include "google/protobuf/repeated_field.h"
 #include "proto/falcon/v1/common.pb.h"
@@ -54,13 +55,22 @@ class CommProfiler {
   // Adds a summary (validated against `job`). Group of the rank: its PP stage when known.
   void AddSummary(const falcon::v1::IterationSummary& summary, const registry::JobEntry& job);
   // Adds raw ops of `rank`; ops with iteration >= 0 and device time > 0 set the transfer time of
-  // (iteration, comm, rank) to the sum of their device durations.
-  void AddOps(uint32_t rank, const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops);
+  // (iteration, comm, rank) to the sum of their device durations. Peer transfers (PEER_SEND from
+  // `rank` to its peer, PEER_RECV from the peer to `rank`) are added to their link's totals
+  // instead (bytes, and device_duration_ns as busy time), grouped by the comm's role in `job`;
+  // those of unknown comms or peers are ignored.
+  void AddOps(uint32_t rank, const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops,
+              const registry::JobEntry& job);
   // Judges `iteration` (complete for the job) and forgets its data.
   void CompleteIteration(int64_t iteration, int64_t job_iteration_time_ns,
                          const analysis::detect::BlameOptions& options);
 
   ProfileResult Result() const;
+  // The links ranked by their peer transfers so far (docs/algorithms.md#peer-timing); empty
+  // without peer transfers (no NCCL profiler plugin in the job).
+  analysis::detect::PeerLinkRanking PeerLinks(
+      const analysis::detect::PeerLinkOptions& options) const;
+  bool has_peer_transfers() const { return !peer_links_.empty(); }
   size_t pending_iterations() const { return pending_.size(); }
 
  private:
@@ -74,6 +84,8 @@ class CommProfiler {
     std::map<uint64_t, PendingComm> comms;
   };
   PendingIteration& Pending(int64_t iteration);
+  void AddPeerTransfer(uint32_t rank, const falcon::v1::OpRecord& op,
+                       const registry::JobEntry& job);
 
   size_t max_pending_;
   bool active_ = false;
@@ -81,6 +93,7 @@ class CommProfiler {
   int judged_ = 0;
   std::map<uint64_t, std::vector<double>> comm_ratios_;  // One entry per flagged iteration.
   std::map<uint32_t, std::vector<analysis::detect::Blame>> blames_;  // Likewise per rank.
+  std::map<analysis::detect::PeerLinkKey, analysis::detect::PeerLinkTotals> peer_links_;
 };
 
 }  // namespace falcon::controller::detection

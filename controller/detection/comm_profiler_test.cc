@@ -114,6 +114,49 @@ TEST_F(CommProfilerTest, ACommunicatorExcessTooSmallToSlowTheJobIsNotSuspicious)
   }
 }
 
+// Peer transfers from NCCL's profiler plugin rank the DP rings' links; they are not op time.
+TEST_F(CommProfilerTest, PeerTransfersRankLinksWithoutTouchingTransferTimes) {
+  CommProfiler p;
+  google::protobuf::RepeatedPtrField<falcon::v1::OpRecord> early;
+  p.AddOps(0, early, *job_);  // Not active: nothing kept.
+  p.Start();
+  for (int64_t it = 0; it < 3; ++it) {
+    for (uint32_t r = 0; r < 8; ++r) {
+      const uint32_t stage = r / 4;
+      const uint32_t next = stage * 4 + (r + 1) % 4;
+      const uint32_t prev = stage * 4 + (r + 3) % 4;
+      google::protobuf::RepeatedPtrField<falcon::v1::OpRecord> ops;
+      falcon::v1::OpRecord* send = ops.Add();
+      send->set_comm_id(1000 + stage);
+      send->set_op_kind(falcon::v1::OP_KIND_PEER_SEND);
+      send->set_peer(static_cast<int32_t>(next));
+      send->set_iteration(it);
+      send->set_bytes(32 << 20);
+      send->set_device_duration_ns(r == 5 ? 40'000'000 : 10'000'000);  // 5 -> 6 is 4x slower.
+      falcon::v1::OpRecord* recv = ops.Add();
+      *recv = *send;
+      recv->set_op_kind(falcon::v1::OP_KIND_PEER_RECV);
+      recv->set_peer(static_cast<int32_t>(prev));
+      recv->set_device_duration_ns(r == 6 ? 40'000'000 : 10'000'000);
+      falcon::v1::OpRecord* unknown = ops.Add();
+      *unknown = *send;
+      unknown->set_comm_id(999999);  // Not a comm of the job: ignored.
+      p.AddOps(r, ops, *job_);
+    }
+    AddIteration(p, it, -1, 0);
+  }
+  EXPECT_TRUE(p.has_peer_transfers());
+  EXPECT_TRUE(p.Result().suspicious.empty());  // Summaries' transfer times are untouched.
+  analysis::detect::PeerLinkRanking ranking = p.PeerLinks({});
+  ASSERT_EQ(ranking.links.size(), 8u);
+  EXPECT_EQ(ranking.links[0].key.src, 5u);
+  EXPECT_EQ(ranking.links[0].key.dst, 6u);
+  EXPECT_NEAR(ranking.links[0].ratio, 4.0, 1e-9);
+  EXPECT_EQ(ranking.Slow().size(), 1u);
+  p.Start();
+  EXPECT_FALSE(p.has_peer_transfers());
+}
+
 TEST_F(CommProfilerTest, SlowTransferFromDeviceTimedOpsFlagsTheCommunicator) {
   CommProfiler p;
   p.Start();
@@ -125,7 +168,7 @@ TEST_F(CommProfilerTest, SlowTransferFromDeviceTimedOpsFlagsTheCommunicator) {
       op->set_comm_id(1001);
       op->set_iteration(it);
       op->set_device_duration_ns(30'000'000);
-      p.AddOps(r, ops);
+      p.AddOps(r, ops, *job_);
     }
     AddIteration(p, it, -1, 0);
   }

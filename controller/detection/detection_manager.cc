@@ -384,7 +384,7 @@ absl::Status DetectionManager::Restore(core::UnitOfWork* uow) {
 bool DetectionManager::ApplyOps(
     registry::JobEntry* job, uint32_t rank,
     const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops) {
-  if (CommProfiler* profiler = localizer_->Profiler(job->name())) profiler->AddOps(rank, ops);
+  if (CommProfiler* profiler = localizer_->Profiler(job->name())) profiler->AddOps(rank, ops, *job);
   // Traffic kinds matter only for communicators without a role hint.
   if (!job->HasUnhintedComms()) return false;
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> counts;

@@ -252,9 +252,29 @@ void Localizer::FinishProfiling(EventRecord* event, core::UnitOfWork* uow) {
   // (docs/algorithms.md#localization-from-profiling).
   if (std::optional<Verdict> v = ProfilingVerdict(*event, profile); v.has_value()) {
     event->mutable_event()->set_localized_from_profiling(true);
+    event->mutable_event()->set_evidence(falcon::v1::EVIDENCE_PROFILING);
     const std::string line =
         absl::StrCat("event localized from profiling job=", job_name,
                      " event=", event->event().event_id(), " rank=", absl::StrJoin(v->ranks, ","),
+                     " iterations=", profile.iterations, " why=\"", v->reason, "\"");
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
+    StageVerdict(event, *std::move(v), "", uow);
+    return;
+  }
+  // Per-peer transfer timing (NCCL's profiler plugin) names a slow link with no pause when it is
+  // unambiguous; otherwise its ranking goes with the validation plan
+  // (docs/algorithms.md#peer-timing).
+  std::string peer_ranking;
+  if (std::optional<Verdict> v = PeerTimingVerdict(*event, profile, &peer_ranking); v.has_value()) {
+    event->mutable_event()->set_localized_from_profiling(true);
+    event->mutable_event()->set_evidence(falcon::v1::EVIDENCE_PEER_TIMING);
+    std::vector<std::string> links;
+    for (const falcon::v1::Link& l : v->links) {
+      links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
+    }
+    const std::string line =
+        absl::StrCat("event localized from peer timing job=", job_name,
+                     " event=", event->event().event_id(), " link=", absl::StrJoin(links, ","),
                      " iterations=", profile.iterations, " why=\"", v->reason, "\"");
     uow->AfterCommit([line]() { LOG(INFO) << line; });
     StageVerdict(event, *std::move(v), "", uow);
@@ -305,6 +325,7 @@ void Localizer::FinishProfiling(EventRecord* event, core::UnitOfWork* uow) {
         return b.cause == analysis::detect::BlameCause::kCommunication;
       });
   if (communication_only) absl::StrAppend(&why, "; no rank computes slowly: no GEMM");
+  if (!peer_ranking.empty()) absl::StrAppend(&why, "; ", peer_ranking);
   absl::StrAppend(&why, absl::StrFormat(" (%d iterations profiled)", profile.iterations));
   PlanAndPause(event, std::vector<uint32_t>(ranks.begin(), ranks.end()),
                std::vector<uint64_t>(comms.begin(), comms.end()), !communication_only, why, uow);
@@ -642,6 +663,7 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
   std::vector<PendingTask> tasks(event->tasks().begin(), event->tasks().end());
   std::vector<falcon::v1::ValidationResult> results(event->results().begin(),
                                                     event->results().end());
+  event->mutable_event()->set_evidence(falcon::v1::EVIDENCE_VALIDATION);
   StageVerdict(event, JudgeValidation(tasks, results, options_.verdict), note, uow);
 }
 
@@ -687,6 +709,68 @@ std::optional<Verdict> Localizer::ProfilingVerdict(const EventRecord& event,
       "peers; no validation pause",
       absl::StrJoin(parts, ", "), profile.iterations);
   // A culprit another active event already named: validation looks for a new one.
+  Verdict check = v;
+  if (!ExcludeKnownCulprits(event, &check).empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<Verdict> Localizer::PeerTimingVerdict(const EventRecord& event,
+                                                    const ProfileResult& profile,
+                                                    std::string* ranking_note) {
+  const CommProfiler* profiler = Profiler(event.event().job());
+  if (profiler == nullptr || !profiler->has_peer_transfers()) return std::nullopt;
+  analysis::detect::PeerLinkOptions options;
+  options.slow_ratio = options_.verdict.link_slow_ratio;
+  const analysis::detect::PeerLinkRanking ranking = profiler->PeerLinks(options);
+  const std::vector<analysis::detect::PeerLinkRanking::Link> slow = ranking.Slow();
+  if (ranking.links.empty()) {
+    *ranking_note = absl::StrFormat("peer timing: %d links, none with enough data to compare",
+                                    ranking.links_unjudged);
+    return std::nullopt;
+  }
+  std::vector<std::string> top;
+  for (size_t i = 0; i < ranking.links.size() && i < 3; ++i) {
+    const auto& l = ranking.links[i];
+    top.push_back(absl::StrFormat("%d->%d %.2fx", l.key.src, l.key.dst, l.ratio));
+  }
+  *ranking_note = absl::StrFormat("peer timing ranks %s (%d links, %d slow)",
+                                  absl::StrJoin(top, ", "), ranking.links.size(), slow.size());
+  // Measure instead when an operator forced validation, the profile was cut short, no link is
+  // slow, or profiling blamed a rank's compute (a slow GPU delays its sends too).
+  if (event.forced() || profile.iterations < options_.profiling_iterations || slow.empty()) {
+    return std::nullopt;
+  }
+  for (const ProfileResult::Rank& b : profile.blamed) {
+    if (b.cause == analysis::detect::BlameCause::kCompute) return std::nullopt;
+  }
+  Verdict v;
+  v.cause = falcon::v1::CAUSE_COMMUNICATION;
+  v.ratio = slow.front().ratio;
+  v.links_measured = static_cast<int>(ranking.links.size());
+  v.link_endpoints = ranking.endpoints;
+  std::set<std::pair<uint32_t, uint32_t>> slow_set;
+  for (const auto& l : slow) slow_set.insert({l.key.src, l.key.dst});
+  std::set<std::pair<uint32_t, uint32_t>> measured;
+  for (const auto& l : ranking.links) measured.insert({l.key.src, l.key.dst});
+  std::vector<std::string> parts;
+  for (const auto& l : slow) {
+    falcon::v1::Link link;
+    link.set_src_rank(l.key.src);
+    link.set_dst_rank(l.key.dst);
+    v.links.push_back(link);
+    if (measured.count({l.key.dst, l.key.src}) > 0 && slow_set.count({l.key.dst, l.key.src}) == 0) {
+      v.one_way_links.push_back(link);
+    }
+    parts.push_back(absl::StrFormat("link %d->%d moves data %.2fx slower than its %s links",
+                                    l.key.src, l.key.dst, l.ratio, l.group));
+  }
+  v.reason = absl::StrFormat(
+      "peer timing: %s over %d profiled iterations (%d links compared)%s; no validation pause",
+      absl::StrJoin(parts, ", "), profile.iterations, v.links_measured,
+      v.link_endpoints.empty()
+          ? ""
+          : absl::StrCat("; every measured link of rank(s) ", absl::StrJoin(v.link_endpoints, ","),
+                         " is slow (its NIC or node)"));
   Verdict check = v;
   if (!ExcludeKnownCulprits(event, &check).empty()) return std::nullopt;
   return v;

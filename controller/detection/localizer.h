@@ -5,7 +5,10 @@
 //     cross-rank blame (CommProfiler), which flags suspicious communicators and blamed ranks.
 //     When that is unambiguous (ProfilingVerdict: compute blamed in every profiled iteration, no
 //     slow communicator) the verdict (4.) comes from it and the job is never paused
-//     (docs/algorithms.md#localization-from-profiling).
+//     (docs/algorithms.md#localization-from-profiling). Likewise when NCCL's profiler plugin
+//     timed each peer's transfers and one link is clearly slower than its group's
+//     (PeerTimingVerdict, docs/algorithms.md#peer-timing); otherwise that ranking goes into the
+//     validation plan's reason.
 //  2. PAUSING: suspects are chosen (ranks whose own series slowed down, unless most ranks did, as
 //     in synchronous training; blamed ranks; suspicious comms, or else, when profiling blamed
 //     nothing, the comms of the suspect ranks); a Pause directive goes to every rank; the
@@ -145,6 +148,13 @@ class Localizer {
   // of them another active event's culprit (docs/algorithms.md#localization-from-profiling).
   // std::nullopt: validate.
   std::optional<Verdict> ProfilingVerdict(const EventRecord& event, const ProfileResult& profile);
+  // The verdict per-peer transfer timing gives (docs/algorithms.md#peer-timing): not forced, every
+  // profiling iteration judged, no rank blamed for compute, and at least one link slower than its
+  // group's reference by the verdict's link_slow_ratio; the slow links are the culprits, a rank
+  // all of whose measured links are slow an endpoint. `ranking_note` gets the ranking's top links
+  // whenever there were peer transfers (for the validation plan's reason). std::nullopt: validate.
+  std::optional<Verdict> PeerTimingVerdict(const EventRecord& event, const ProfileResult& profile,
+                                           std::string* ranking_note);
   // Records `v` on the event (LOCALIZED, or CLOSED when it names nothing to mitigate), releases a
   // held pause and runs the verdict callback.
   void StageVerdict(EventRecord* event, Verdict v, const std::string& note, core::UnitOfWork* uow);
