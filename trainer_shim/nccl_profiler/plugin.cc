@@ -15,6 +15,7 @@
 #include <cstring>
 #include <new>
 
+#include "absl/time/clock.h"
 #include "common/clock.h"
 #include "trainer_shim/falcon_shim.h"
 #include "trainer_shim/nccl/interposer_config.h"
@@ -29,13 +30,27 @@ namespace {
 constexpr int kActivationMask =
     kProfileColl | kProfileP2p | kProfileProxyOp | kProfileProxyStep | kProfileKernelCh;
 
+// CLOCK_MONOTONIC, or the driver's clock (falcon_nccl_profiler_set_clock).
+class PluginClock : public common::Clock {
+ public:
+  absl::Time Now() const override { return absl::Now(); }
+  int64_t MonotonicNanos() const override {
+    int64_t (*hook)(void) = hook_.load(std::memory_order_acquire);
+    return hook != nullptr ? hook() : falcon_shim_now_ns();
+  }
+  void Set(int64_t (*hook)(void)) { hook_.store(hook, std::memory_order_release); }
+
+ private:
+  std::atomic<int64_t (*)(void)> hook_{nullptr};
+};
+
 struct Process {
   CoreCounters counters;
   std::atomic<uint64_t> contexts_opened{0};
   std::atomic<uint64_t> contexts_finalized{0};
   std::atomic<uint64_t> init_failures{0};
   std::atomic<uint64_t> next_handle{1};
-  common::RealClock clock;
+  PluginClock clock;
   const bool op_timing_plugin = nccl::OpTimingFromEnv([](const char* name) {
                                   return std::getenv(name);
                                 }) == nccl::OpTiming::kPlugin;
@@ -230,6 +245,11 @@ npf::ProfilerV5 ncclProfiler_v5 = {"falcon",  npf::InitV5,      npf::StartV5Like
 __attribute__((visibility("default")))
 npf::ProfilerV6 ncclProfiler_v6 = {"falcon",  npf::InitV5,      npf::StartV5Like<npf::EventDescrV6>,
                                    npf::Stop, npf::RecordState, npf::Finalize};
+
+__attribute__((visibility("default"))) void falcon_nccl_profiler_set_clock(
+    int64_t (*now_ns)(void)) {
+  npf::P().clock.Set(now_ns);
+}
 
 __attribute__((visibility("default"))) int32_t falcon_nccl_profiler_get_stats(
     falcon_nccl_profiler_stats* stats) {

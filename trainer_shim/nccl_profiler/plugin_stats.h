@@ -1,5 +1,5 @@
 /* Counters of libnccl-profiler-falcon.so (all communicators of the process), for tests and
- * diagnostics: falcon_nccl_profiler_get_stats is exported beside the ncclProfiler_v* structs.
+ * diagnostics, and a clock hook for test drivers: exported beside the ncclProfiler_v* structs.
  * Same rules as falcon_shim.h: struct_size first, only extended at the end. */
 #ifndef FALCON_TRAINER_SHIM_NCCL_PROFILER_PLUGIN_STATS_H_
 #define FALCON_TRAINER_SHIM_NCCL_PROFILER_PLUGIN_STATS_H_
@@ -30,6 +30,10 @@ typedef struct falcon_nccl_profiler_stats {
   uint64_t intervals_coalesced;
   uint64_t internal_errors; /* Exceptions swallowed inside plugin calls. */
 } falcon_nccl_profiler_stats;
+
+/* Replaces the plugin's clock (host CLOCK_MONOTONIC ns, falcon_shim_now_ns) with now_ns, for
+ * drivers that replay NCCL events with synthetic timings; NULL restores it. Not for production. */
+void falcon_nccl_profiler_set_clock(int64_t (*now_ns)(void));
 
 /* Fills *stats (up to stats->struct_size bytes). 0 on success, -1 on a NULL or too small stats. */
 int32_t falcon_nccl_profiler_get_stats(falcon_nccl_profiler_stats* stats);
