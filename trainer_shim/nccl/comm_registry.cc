@@ -26,6 +26,7 @@ struct CacheSlot {
   uint64_t comm_id = 0;
   int comm_rank = 0;
   int comm_size = 0;
+  bool ops_by_plugin = false;
 };
 thread_local CacheSlot t_cache;
 
@@ -94,14 +95,26 @@ bool CommRegistry::SetMembers(const void* comm, std::vector<uint32_t> members) {
   return true;
 }
 
-bool CommRegistry::Lookup(const void* comm, uint64_t* comm_id, int* comm_rank,
-                          int* comm_size) const {
+bool CommRegistry::SetOpsByPlugin(const void* comm) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(comm);
+  if (it == entries_.end()) return false;
+  storage_.push_back(std::make_unique<Entry>(*it->second));
+  storage_.back()->ops_by_plugin = true;
+  it->second = storage_.back().get();
+  generation_.fetch_add(1, std::memory_order_release);
+  return true;
+}
+
+bool CommRegistry::Lookup(const void* comm, uint64_t* comm_id, int* comm_rank, int* comm_size,
+                          bool* ops_by_plugin) const {
   const uint64_t gen = generation_.load(std::memory_order_acquire);
   CacheSlot& c = t_cache;
   if (c.registry == this && c.comm == comm && c.generation == gen) {
     *comm_id = c.comm_id;
     *comm_rank = c.comm_rank;
     *comm_size = c.comm_size;
+    if (ops_by_plugin != nullptr) *ops_by_plugin = c.ops_by_plugin;
     return true;
   }
   absl::ReaderMutexLock lock(&mu_);
@@ -110,7 +123,8 @@ bool CommRegistry::Lookup(const void* comm, uint64_t* comm_id, int* comm_rank,
   *comm_id = it->second->comm_id;
   *comm_rank = it->second->comm_rank;
   *comm_size = it->second->comm_size;
-  c = CacheSlot{this, comm, gen, *comm_id, *comm_rank, *comm_size};
+  if (ops_by_plugin != nullptr) *ops_by_plugin = it->second->ops_by_plugin;
+  c = CacheSlot{this, comm, gen, *comm_id, *comm_rank, *comm_size, it->second->ops_by_plugin};
   return true;
 }
 

@@ -39,14 +39,21 @@ class CommRegistry {
     int comm_rank = 0;
     int comm_size = 0;
     std::vector<uint32_t> members;  // Global ranks by communicator rank; empty when unknown.
+    // NCCL's profiler plugin sends this comm's op records (FALCON_NCCL_OP_TIMING=plugin and the
+    // plugin's handle is bound to it): the interposer records none.
+    bool ops_by_plugin = false;
   };
 
   // Adds or replaces the entry for `comm`.
   void Add(const void* comm, Entry entry);
   // Sets the members of a known comm. False if `comm` is unknown.
   bool SetMembers(const void* comm, std::vector<uint32_t> members);
-  // Copies the id, position and size of `comm` into `out`; false if unknown. Never allocates.
-  bool Lookup(const void* comm, uint64_t* comm_id, int* comm_rank, int* comm_size) const;
+  // Marks a known comm's op records as the plugin's. False if `comm` is unknown.
+  bool SetOpsByPlugin(const void* comm);
+  // Copies the id, position and size of `comm` (and, when asked, ops_by_plugin) into `out`; false
+  // if unknown. Never allocates.
+  bool Lookup(const void* comm, uint64_t* comm_id, int* comm_rank, int* comm_size,
+              bool* ops_by_plugin = nullptr) const;
   // Global rank of communicator rank `peer` of `comm`; -1 when unknown.
   int32_t GlobalPeer(const void* comm, int peer) const;
   // Forgets `comm` (after ncclCommDestroy).

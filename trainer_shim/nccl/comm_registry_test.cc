@@ -64,6 +64,26 @@ TEST(CommRegistryTest, AddLookupPeersRemove) {
   EXPECT_EQ(reg.size(), 0u);
 }
 
+TEST(CommRegistryTest, OpsByPluginIsSeenThroughTheCache) {
+  CommRegistry reg;
+  int comm = 0, other = 0;
+  reg.Add(&comm, {5, 0, 2, {}});
+  uint64_t id = 0;
+  int rank = 0, size = 0;
+  bool by_plugin = true;
+  ASSERT_TRUE(reg.Lookup(&comm, &id, &rank, &size, &by_plugin));
+  EXPECT_FALSE(by_plugin);
+  EXPECT_TRUE(reg.SetOpsByPlugin(&comm));
+  ASSERT_TRUE(reg.Lookup(&comm, &id, &rank, &size, &by_plugin));
+  EXPECT_TRUE(by_plugin) << "the per-thread cache is invalidated";
+  ASSERT_TRUE(reg.Lookup(&comm, &id, &rank, &size, &by_plugin));  // From the cache.
+  EXPECT_TRUE(by_plugin);
+  EXPECT_TRUE(reg.SetMembers(&comm, {0, 1}));
+  ASSERT_TRUE(reg.Lookup(&comm, &id, &rank, &size, &by_plugin));
+  EXPECT_TRUE(by_plugin) << "kept when members change";
+  EXPECT_FALSE(reg.SetOpsByPlugin(&other));
+}
+
 TEST(CommRegistryTest, ReusedHandleSeesTheNewEntry) {
   CommRegistry reg;
   int comm = 0;

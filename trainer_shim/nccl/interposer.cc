@@ -102,7 +102,9 @@ Interposer::OpToken Interposer::BeginOp(int32_t op_kind, ncclComm_t comm, cudaSt
   if (!shim_ready_.load(std::memory_order_acquire)) return t;
   int comm_rank = 0;
   int comm_size = 0;
-  if (!comms_.Lookup(comm, &t.op.comm_id, &comm_rank, &comm_size)) return t;
+  bool ops_by_plugin = false;
+  if (!comms_.Lookup(comm, &t.op.comm_id, &comm_rank, &comm_size, &ops_by_plugin)) return t;
+  if (ops_by_plugin) return t;  // NCCL's profiler plugin records this comm's ops.
   t.active = true;
   t.grouped = ts.depth > 0;
   t.stream = stream;
@@ -381,12 +383,24 @@ void Interposer::ExchangeAndRegister(const std::vector<NewComm>& comms) {
 void Interposer::Register(const NewComm& c, const std::vector<uint32_t>& members) {
   if (members.empty()) return;  // Ops are still recorded; the agent sees an unregistered comm.
   comms_.SetMembers(c.comm, members);
+  BindProfilerPlugin(c, members);
   const int64_t world = world_size_.load(std::memory_order_relaxed);
   const int32_t kind = static_cast<int64_t>(members.size()) == world ? FALCON_SHIM_COMM_WORLD
                                                                      : FALCON_SHIM_COMM_UNKNOWN;
   if (falcon_shim_register_comm(c.comm_id, kind, members.data(),
                                 static_cast<uint32_t>(members.size()), "") != FALCON_SHIM_OK) {
     Warn("communicator not registered", falcon_shim_last_error());
+  }
+}
+
+void Interposer::BindProfilerPlugin(const NewComm& c, const std::vector<uint32_t>& members) {
+  const falcon_shim_status status = falcon_shim_nccl_comm_bind(
+      static_cast<uint32_t>(c.comm_size), static_cast<uint32_t>(c.comm_rank), c.comm_id,
+      members.data(), static_cast<uint32_t>(members.size()));
+  if (status == FALCON_SHIM_OK) {
+    if (config_.op_timing == OpTiming::kPlugin) comms_.SetOpsByPlugin(c.comm);
+  } else if (status != FALCON_SHIM_FAILED_PRECONDITION) {  // FAILED_PRECONDITION: no plugin.
+    Warn("profiler plugin not bound to the communicator", falcon_shim_last_error());
   }
 }
 

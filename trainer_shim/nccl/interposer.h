@@ -9,7 +9,10 @@
 //  * communicator creation (InitRank, InitRankConfig, Split): a comm id every member derives alike
 //    (hash of the ncclUniqueId; parent id, split index and color for splits), then the members'
 //    global ranks through one all-gather of int32 over the new comm (deferred to the outermost
-//    ncclGroupEnd when created inside a group; skipped for non-blocking comms), then registration.
+//    ncclGroupEnd when created inside a group; skipped for non-blocking comms), then the binding of
+//    NCCL's profiler plugin's handle for it (falcon_shim_nccl_comm_bind; without the plugin loaded
+//    this is a no-op), then registration. With FALCON_NCCL_OP_TIMING=plugin the ops of a comm the
+//    plugin is bound to are recorded by the plugin, not here.
 //  * the shim itself is started at the first communicator creation, with FALCON_* settings
 //    (interposer_config.h), and flushed at exit.
 //
@@ -115,6 +118,10 @@ class Interposer {
   // Learns members of `comms` with one grouped all-gather, then registers them with the shim.
   void ExchangeAndRegister(const std::vector<NewComm>& comms);
   void Register(const NewComm& c, const std::vector<uint32_t>& members);
+  // Binds NCCL's profiler plugin's handle for `c` (libnccl-profiler-falcon.so, when loaded) to the
+  // Falcon comm, so its peer transfers map to global ranks; with FALCON_NCCL_OP_TIMING=plugin the
+  // comm's op records are then left to the plugin.
+  void BindProfilerPlugin(const NewComm& c, const std::vector<uint32_t>& members);
   static bool BlockingByEnv();
 
   const InterposerConfig config_;

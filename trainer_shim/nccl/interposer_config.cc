@@ -2,6 +2,7 @@
 
 #include <initializer_list>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 
 namespace falcon::trainer_shim::nccl {
@@ -27,6 +28,12 @@ bool Flag(const std::function<const char*(const char*)>& getenv, const char* nam
 }
 
 }  // namespace
+
+OpTiming OpTimingFromEnv(const std::function<const char*(const char*)>& getenv) {
+  const char* v = getenv("FALCON_NCCL_OP_TIMING");
+  return v != nullptr && absl::EqualsIgnoreCase(v, "plugin") ? OpTiming::kPlugin
+                                                             : OpTiming::kInterposer;
+}
 
 InterposerConfig ConfigFromEnv(const std::function<const char*(const char*)>& getenv) {
   InterposerConfig c;
@@ -59,6 +66,7 @@ InterposerConfig ConfigFromEnv(const std::function<const char*(const char*)>& ge
   if (FirstInt(getenv, {"FALCON_SHIM_EXIT_FLUSH_MS"}, &v) && v <= 600000) {
     c.exit_flush_ms = static_cast<uint32_t>(v);
   }
+  c.op_timing = OpTimingFromEnv(getenv);
   return c;
 }
 

@@ -13,6 +13,10 @@
 //                         when some ranks run without the interposer: the exchange would hang).
 //   FALCON_NCCL_EVENT_POOL CUDA event pairs for device timing (default 1024).
 //   FALCON_SHIM_EXIT_FLUSH_MS how long exit waits for the agent to ack (default 1000).
+//   FALCON_NCCL_OP_TIMING  who sends the op records of communicators NCCL's profiler plugin
+//                         (libnccl-profiler-falcon.so) is bound to: "interposer" (default) or
+//                         "plugin" (the plugin times them from NCCL's own events; the interposer
+//                         then records none for them). Read by both libraries.
 #ifndef FALCON_TRAINER_SHIM_NCCL_INTERPOSER_CONFIG_H_
 #define FALCON_TRAINER_SHIM_NCCL_INTERPOSER_CONFIG_H_
 
@@ -21,6 +25,12 @@
 #include <string>
 
 namespace falcon::trainer_shim::nccl {
+
+// FALCON_NCCL_OP_TIMING.
+enum class OpTiming { kInterposer, kPlugin };
+
+// "plugin" (any case) -> kPlugin; unset or anything else -> kInterposer.
+OpTiming OpTimingFromEnv(const std::function<const char*(const char*)>& getenv);
 
 struct InterposerConfig {
   bool enabled = false;
@@ -34,6 +44,7 @@ struct InterposerConfig {
   bool exchange_membership = true;
   uint32_t event_pool = 1024;
   uint32_t exit_flush_ms = 1000;
+  OpTiming op_timing = OpTiming::kInterposer;
 };
 
 // `getenv` returns the value or null. Malformed numbers are ignored (the default stays).

@@ -58,5 +58,13 @@ TEST(InterposerConfigTest, FlagsAndNumbers) {
   EXPECT_TRUE(d.exchange_membership);
 }
 
+TEST(InterposerConfigTest, OpTimingByInterposerUnlessPluginIsAsked) {
+  EXPECT_EQ(From({}).op_timing, OpTiming::kInterposer);
+  EXPECT_EQ(From({{"FALCON_NCCL_OP_TIMING", "interposer"}}).op_timing, OpTiming::kInterposer);
+  EXPECT_EQ(From({{"FALCON_NCCL_OP_TIMING", "bogus"}}).op_timing, OpTiming::kInterposer);
+  EXPECT_EQ(From({{"FALCON_NCCL_OP_TIMING", "plugin"}}).op_timing, OpTiming::kPlugin);
+  EXPECT_EQ(From({{"FALCON_NCCL_OP_TIMING", "Plugin"}}).op_timing, OpTiming::kPlugin);
+}
+
 }  // namespace
 }  // namespace falcon::trainer_shim::nccl
