@@ -116,7 +116,11 @@ else
   plugin="built"  # FALCON_SKIP_BUILD: run_profiler_gpu.sh names a missing output itself.
 fi
 
-probe="$("$BIN/tools/gpu_probe" 2>&1)"
+if [[ -x "$BIN/tools/gpu_probe" ]]; then
+  probe="$("$BIN/tools/gpu_probe" 2>&1)"
+else
+  probe="$BIN/tools/gpu_probe is not built"
+fi
 cuda_gpus="$(kv gpus "$probe")"
 if [[ "$cuda_gpus" =~ ^[1-9][0-9]*$ ]]; then
   pass gpu-visible "nvidia-smi lists $ngpu GPU(s), the CUDA runtime sees $cuda_gpus ($probe)"
