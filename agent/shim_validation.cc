@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
+#include "common/op_kind.h"
 
 namespace falcon::agent {
 namespace {
@@ -97,7 +98,7 @@ absl::Status ValidateOpBatch(const v1::OpBatch& batch, const OpBatchContext& ctx
       return Bad(p + "op_kind", "unspecified or unknown");
     }
     if (r.bytes() > kMaxOpBytes) return Bad(p + "bytes", "above 2^40");
-    const bool p2p = r.op_kind() == v1::OP_KIND_SEND || r.op_kind() == v1::OP_KIND_RECV;
+    const bool p2p = common::HasPeer(r.op_kind());
     if (p2p) {
       if (r.peer() < 0 || static_cast<uint32_t>(r.peer()) >= ctx.world_size) {
         return Bad(p + "peer", absl::StrCat(r.peer(), " is not a rank of the job"));

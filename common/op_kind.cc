@@ -12,4 +12,13 @@ std::string OpKindName(OpKind kind) {
   return absl::AsciiStrToLower(name);
 }
 
+bool IsPeerTransfer(OpKind kind) {
+  return kind == ::falcon::v1::OP_KIND_PEER_SEND || kind == ::falcon::v1::OP_KIND_PEER_RECV;
+}
+
+bool HasPeer(OpKind kind) {
+  return kind == ::falcon::v1::OP_KIND_SEND || kind == ::falcon::v1::OP_KIND_RECV ||
+         IsPeerTransfer(kind);
+}
+
 }  // namespace falcon::common

@@ -17,6 +17,13 @@ using OpKind = ::falcon::v1::OpKind;
 // value outside the enum.
 std::string OpKindName(OpKind kind);
 
+// A peer transfer (PEER_SEND / PEER_RECV): the network part of an enclosing op, per peer, from
+// NCCL's profiler plugin; never an op of its own (not communicator busy time).
+bool IsPeerTransfer(OpKind kind);
+// Whether records of this kind name a peer rank (SEND, RECV and peer transfers); the others carry
+// peer -1.
+bool HasPeer(OpKind kind);
+
 }  // namespace falcon::common
 
 #endif  // FALCON_COMMON_OP_KIND_H_

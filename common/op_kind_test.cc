@@ -14,4 +14,13 @@ TEST(OpKindTest, NamesComeFromTheProtoEnum) {
 }
 
 }  // namespace
+TEST(OpKindTest, PeerKinds) {
+  EXPECT_TRUE(HasPeer(falcon::v1::OP_KIND_SEND));
+  EXPECT_TRUE(HasPeer(falcon::v1::OP_KIND_PEER_RECV));
+  EXPECT_FALSE(HasPeer(falcon::v1::OP_KIND_ALL_REDUCE));
+  EXPECT_TRUE(IsPeerTransfer(falcon::v1::OP_KIND_PEER_SEND));
+  EXPECT_FALSE(IsPeerTransfer(falcon::v1::OP_KIND_SEND));
+  EXPECT_EQ(OpKindName(falcon::v1::OP_KIND_PEER_SEND), "peer_send");
+}
+
 }  // namespace falcon::common

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -378,10 +379,126 @@ falcon_shim_status falcon_shim_get_stats(falcon_shim_stats* stats) {
     c.directives_rejected = s.directives_rejected;
     c.validation_tasks = s.validation_tasks;
     c.records_evicted_accepted = s.link.records_evicted_accepted;
+    c.records_unbound = falcon::trainer_shim::GlobalNcclCommBindings().unbound();
     const uint32_t caller_size = stats->struct_size;
     std::memcpy(static_cast<void*>(stats), &c, std::min<size_t>(caller_size, sizeof(c)));
     stats->struct_size = std::min<uint32_t>(caller_size, sizeof(c));
     return FALCON_SHIM_OK;
+  } catch (...) {
+    return Internal();
+  }
+}
+
+falcon_shim_status falcon_shim_nccl_comm_open(uint64_t handle, uint32_t nranks, uint32_t rank) {
+  try {
+    return Report(falcon::trainer_shim::GlobalNcclCommBindings().Open(handle, nranks, rank));
+  } catch (...) {
+    return Internal();
+  }
+}
+
+falcon_shim_status falcon_shim_nccl_comm_bind(uint32_t nranks, uint32_t rank, uint64_t comm_id,
+                                              const uint32_t* member_ranks, uint32_t member_count) {
+  try {
+    if (member_ranks == nullptr && member_count > 0) {
+      return Report(absl::InvalidArgumentError("member_ranks: NULL"));
+    }
+    std::vector<uint32_t> members;
+    if (member_count > 0) members.assign(member_ranks, member_ranks + member_count);
+    return Report(falcon::trainer_shim::GlobalNcclCommBindings().Bind(nranks, rank, comm_id,
+                                                                      std::move(members)));
+  } catch (...) {
+    return Internal();
+  }
+}
+
+falcon_shim_status falcon_shim_nccl_comm_close(uint64_t handle) {
+  try {
+    return Report(falcon::trainer_shim::GlobalNcclCommBindings().Close(handle));
+  } catch (...) {
+    return Internal();
+  }
+}
+
+int32_t falcon_shim_nccl_comm_bound(uint64_t handle) {
+  try {
+    return falcon::trainer_shim::GlobalNcclCommBindings().CommId(handle).has_value() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+falcon_shim_status falcon_shim_record_peer_transfer(const falcon_shim_peer_transfer* t) {
+  try {
+    falcon::trainer_shim::Shim* shim = GlobalShim();
+    if (shim == nullptr) return NotInitialized();
+    if (t == nullptr) return Report(absl::InvalidArgumentError("transfer: NULL"));
+    if (t->struct_size < sizeof(falcon_shim_peer_transfer)) {
+      return Report(absl::InvalidArgumentError("transfer.struct_size: smaller than ABI v1"));
+    }
+    if (t->op_kind != FALCON_SHIM_OP_PEER_SEND && t->op_kind != FALCON_SHIM_OP_PEER_RECV) {
+      return Report(absl::InvalidArgumentError("transfer.op_kind: not PEER_SEND or PEER_RECV"));
+    }
+    if (t->channels == 0) return Report(absl::InvalidArgumentError("transfer.channels: 0"));
+    if (t->busy_ns < 0 || t->busy_ns > t->end_ns - t->start_ns) {
+      return Report(absl::InvalidArgumentError("transfer.busy_ns: outside [0, end_ns - start_ns]"));
+    }
+    falcon::trainer_shim::NcclCommBindings& bindings =
+        falcon::trainer_shim::GlobalNcclCommBindings();
+    const std::optional<falcon::trainer_shim::NcclCommBindings::Binding> b =
+        bindings.Lookup(t->nccl_comm);
+    if (!b.has_value() || t->peer < 0 || static_cast<size_t>(t->peer) >= b->member_ranks.size()) {
+      bindings.CountUnbound();
+      return Report(absl::FailedPreconditionError(
+          b.has_value() ? "transfer.peer: outside the communicator"
+                        : "transfer.nccl_comm: not bound to a Falcon communicator"));
+    }
+    falcon::trainer_shim::OpRecord r;
+    r.comm_id = b->comm_id;
+    r.bytes = t->bytes;
+    r.host_start_ns = t->start_ns;
+    r.host_end_ns = t->end_ns;
+    r.device_duration_ns = t->busy_ns;
+    r.iteration = t->iteration;
+    r.op_kind = static_cast<falcon::trainer_shim::OpKind>(t->op_kind);
+    r.peer = static_cast<int32_t>(b->member_ranks[static_cast<size_t>(t->peer)]);
+    return Report(shim->RecordOp(r));
+  } catch (...) {
+    return Internal();
+  }
+}
+
+falcon_shim_status falcon_shim_record_nccl_op(uint64_t handle, const falcon_shim_op* op) {
+  try {
+    falcon::trainer_shim::Shim* shim = GlobalShim();
+    if (shim == nullptr) return NotInitialized();
+    if (op == nullptr) return Report(absl::InvalidArgumentError("op: NULL"));
+    falcon::trainer_shim::NcclCommBindings& bindings =
+        falcon::trainer_shim::GlobalNcclCommBindings();
+    const std::optional<falcon::trainer_shim::NcclCommBindings::Binding> b =
+        bindings.Lookup(handle);
+    const bool p2p = op->op_kind == FALCON_SHIM_OP_SEND || op->op_kind == FALCON_SHIM_OP_RECV;
+    if (!b.has_value() ||
+        (p2p && (op->peer < 0 || static_cast<size_t>(op->peer) >= b->member_ranks.size()))) {
+      bindings.CountUnbound();
+      return Report(absl::FailedPreconditionError(
+          b.has_value() ? "op.peer: outside the communicator"
+                        : "nccl_comm: not bound to a Falcon communicator"));
+    }
+    if (op->op_kind == FALCON_SHIM_OP_PEER_SEND || op->op_kind == FALCON_SHIM_OP_PEER_RECV) {
+      return Report(absl::InvalidArgumentError(
+          "op.op_kind: peer transfers go through falcon_shim_record_peer_transfer"));
+    }
+    falcon::trainer_shim::OpRecord r;
+    r.comm_id = b->comm_id;
+    r.bytes = op->bytes;
+    r.host_start_ns = op->host_start_ns;
+    r.host_end_ns = op->host_end_ns;
+    r.device_duration_ns = op->device_duration_ns;
+    r.iteration = op->iteration;
+    r.op_kind = static_cast<falcon::trainer_shim::OpKind>(op->op_kind);
+    r.peer = p2p ? static_cast<int32_t>(b->member_ranks[static_cast<size_t>(op->peer)]) : -1;
+    return Report(shim->RecordOp(r));
   } catch (...) {
     return Internal();
   }

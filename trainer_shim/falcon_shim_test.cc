@@ -140,6 +140,59 @@ TEST_F(FalconShimCTest, RecordsFlowAndStatsAddUp) {
   EXPECT_EQ(old.epoch, 2u);
 }
 
+// The NCCL profiler plugin's path: a handle opened (plugin init), bound by the interposer, its
+// transfers and ops mapped to the Falcon comm and global peer ranks; unbound ones counted.
+TEST_F(FalconShimCTest, PeerTransfersOfABoundProfilerCommReachTheAgent) {
+  falcon_shim_peer_transfer t{};
+  t.struct_size = sizeof(t);
+  t.op_kind = FALCON_SHIM_OP_PEER_SEND;
+  t.nccl_comm = 0xabc;
+  t.peer = 0;
+  t.channels = 2;
+  t.bytes = 1 << 20;
+  t.start_ns = 1000;
+  t.end_ns = 5000;
+  t.busy_ns = 3000;
+  t.iteration = 7;
+  ASSERT_EQ(falcon_shim_nccl_comm_open(0xabc, 2, 1), FALCON_SHIM_OK);
+  EXPECT_EQ(falcon_shim_nccl_comm_bound(0xabc), 0);
+  // Not bound yet: dropped and counted.
+  EXPECT_EQ(falcon_shim_record_peer_transfer(&t), FALCON_SHIM_FAILED_PRECONDITION);
+  const uint32_t members[] = {0, 2};
+  ASSERT_EQ(falcon_shim_nccl_comm_bind(2, 1, kComm, members, 2), FALCON_SHIM_OK);
+  EXPECT_EQ(falcon_shim_nccl_comm_bound(0xabc), 1);
+  ASSERT_EQ(falcon_shim_record_peer_transfer(&t), FALCON_SHIM_OK) << falcon_shim_last_error();
+  falcon_shim_op op{};
+  op.op_kind = FALCON_SHIM_OP_RECV;
+  op.peer = 0;  // Communicator rank 0 = global rank 0.
+  op.bytes = 64;
+  op.iteration = 7;
+  op.host_start_ns = 10;
+  op.host_end_ns = 20;
+  ASSERT_EQ(falcon_shim_record_nccl_op(0xabc, &op), FALCON_SHIM_OK) << falcon_shim_last_error();
+  // Bad input names the field.
+  t.peer = 2;
+  EXPECT_EQ(falcon_shim_record_peer_transfer(&t), FALCON_SHIM_FAILED_PRECONDITION);
+  t.peer = 0;
+  t.busy_ns = 9000;
+  EXPECT_EQ(falcon_shim_record_peer_transfer(&t), FALCON_SHIM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(falcon_shim_last_error()).find("busy_ns"), std::string::npos);
+  ASSERT_TRUE(agent_->WaitFor([&] { return agent_->acked_records().size() == 2; }));
+  const auto records = agent_->acked_records();
+  EXPECT_EQ(records[0].op_kind(), falcon::v1::OP_KIND_PEER_SEND);
+  EXPECT_EQ(records[0].comm_id(), kComm);
+  EXPECT_EQ(records[0].peer(), 0);
+  EXPECT_EQ(records[0].bytes(), 1u << 20);
+  EXPECT_EQ(records[0].device_duration_ns(), 3000);
+  EXPECT_EQ(records[1].op_kind(), falcon::v1::OP_KIND_RECV);
+  EXPECT_EQ(records[1].comm_id(), kComm);
+  falcon_shim_stats s{};
+  s.struct_size = sizeof(s);
+  ASSERT_EQ(falcon_shim_get_stats(&s), FALCON_SHIM_OK);
+  EXPECT_EQ(s.records_unbound, 2u);
+  EXPECT_EQ(falcon_shim_nccl_comm_close(0xabc), FALCON_SHIM_OK);
+}
+
 TEST_F(FalconShimCTest, ErrorsAreReportedNotThrown) {
   falcon_shim_op op{};
   op.comm_id = kComm;

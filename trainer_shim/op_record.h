@@ -73,8 +73,7 @@ inline absl::Status ValidateOpRecord(const OpRecord& r) {
     return absl::InvalidArgumentError("op_record.device_duration_ns: negative");
   }
   if (r.peer < -1) return absl::InvalidArgumentError("op_record.peer: below -1");
-  if ((r.op_kind == OpKind::OP_KIND_PEER_SEND || r.op_kind == OpKind::OP_KIND_PEER_RECV) &&
-      r.peer < 0) {
+  if (common::IsPeerTransfer(r.op_kind) && r.peer < 0) {
     return absl::InvalidArgumentError("op_record.peer: a peer transfer needs its peer");
   }
   return absl::OkStatus();

@@ -41,4 +41,9 @@ absl::Status ShutdownGlobalShim() {
   return absl::OkStatus();
 }
 
+NcclCommBindings& GlobalNcclCommBindings() {
+  static NcclCommBindings* bindings = new NcclCommBindings();  // Never destroyed (see header).
+  return *bindings;
+}
+
 }  // namespace falcon::trainer_shim

@@ -7,6 +7,7 @@
 #define FALCON_TRAINER_SHIM_SHIM_GLOBAL_H_
 
 #include "absl/status/status.h"
+#include "trainer_shim/nccl_comm_bindings.h"
 #include "trainer_shim/shim.h"
 #include "trainer_shim/shim_options.h"
 
@@ -18,6 +19,9 @@ absl::Status InitGlobalShim(ShimOptions options);
 Shim* GlobalShim();
 // Shuts the running shim down and retires it. kFailedPrecondition when none is running.
 absl::Status ShutdownGlobalShim();
+// The process's NCCL profiler communicator bindings; they outlive shim restarts (the plugin's
+// communicators do).
+NcclCommBindings& GlobalNcclCommBindings();
 
 }  // namespace falcon::trainer_shim
 

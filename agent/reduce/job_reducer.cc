@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/op_kind.h"
+
 namespace falcon::agent::reduce {
 namespace {
 
@@ -71,6 +73,9 @@ void JobReducer::AddOps(uint32_t rank, const google::protobuf::RepeatedPtrField<
   if (rit == ranks_.end()) return;
   RankState& s = rit->second;
   for (const v1::OpRecord& r : ops) {
+    // A peer transfer is the network part of an op already counted; it goes to the controller
+    // with the raw ops (profiling) and never into a summary's busy time.
+    if (common::IsPeerTransfer(r.op_kind())) continue;
     HeldOp op;
     op.comm_id = r.comm_id();
     op.bytes = r.bytes();

@@ -119,6 +119,25 @@ TEST(JobReducerTest, RemoteMembersGiveNoWaitEstimate) {
   EXPECT_EQ(reducer.stats().unmatched_ops, 1u);
 }
 
+TEST(JobReducerTest, PeerTransfersAreNotBusyTime) {
+  JobReducer reducer({});
+  reducer.AddRank(0);
+  reducer.AddCommunicator(Comm(10, {0, 5}));
+  // The all-reduce's network part to rank 5, timed by the profiler plugin, overlaps the op.
+  reducer.AddOps(0,
+                 Ops({Rec(10, 5 * kMs, 10 * kMs, 0),
+                      Rec(10, 6 * kMs, 9 * kMs, 0, v1::OP_KIND_PEER_SEND, 5),
+                      Rec(10, 25 * kMs, 26 * kMs, 1)}),
+                 0);
+  reducer.AddHint(0, Hint(0, 0, 20 * kMs), 0);
+  std::vector<v1::IterationSummary> out;
+  reducer.Flush(0, false, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].comms(0).op_count(), 1u);
+  EXPECT_EQ(out[0].comms(0).busy_ns(), 5 * kMs);
+  EXPECT_EQ(out[0].compute_ns(), 15 * kMs);
+}
+
 TEST(JobReducerTest, DeviceTimeSplitsWaitWhenProfiled) {
   JobReducer reducer({});
   reducer.AddRank(0);

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
+#include "common/op_kind.h"
 #include "controller/registry/registration_validator.h"
 
 namespace falcon::controller::ingest {
@@ -16,10 +17,6 @@ using falcon::v1::FieldError;
 
 std::string At(const char* base, int i, const char* field) {
   return absl::StrCat(base, "[", i, "].", field);
-}
-
-bool IsP2p(falcon::v1::OpKind k) {
-  return k == falcon::v1::OP_KIND_SEND || k == falcon::v1::OP_KIND_RECV;
 }
 
 util::MaybeFieldError CheckSummary(const falcon::v1::IterationSummary& s, int i,
@@ -205,7 +202,7 @@ util::MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch,
       return util::MakeFieldError(At(kOps, i, "bytes"),
                                   absl::StrCat(op.bytes(), " exceeds ", limits.max_op_bytes));
     }
-    if (IsP2p(op.op_kind())) {
+    if (common::HasPeer(op.op_kind())) {
       if (op.peer() < 0 || static_cast<uint32_t>(op.peer()) == rank ||
           !cached->HasMember(static_cast<uint32_t>(op.peer()))) {
         return util::MakeFieldError(
