@@ -10,7 +10,7 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
 }
 
 __global__ void __launch_bounds__(kSpinThreadsPerBlock) Spin(SpinState* state, uint64_t max_ns) {
-  __shared__ int stop;
+  __shared__ volatile int stop;  // Re-read after each barrier.
   const uint64_t start = GlobalTimerNs();
   if (threadIdx.x == 0) {
     stop = 0;
