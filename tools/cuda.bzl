@@ -11,6 +11,16 @@ def if_cuda(if_true, if_false = []):
         "//conditions:default": if_true,
     })
 
+def cuda_only():
+    """target_compatible_with for CUDA-only targets: skipped by `bazel build //...` (not an error)
+    without a CUDA toolkit or under --config=nocuda."""
+    if not HAVE_CUDA:
+        return ["//tools:cuda_disabled"]
+    return select({
+        "//:cuda_off": ["//tools:cuda_disabled"],
+        "//conditions:default": [],
+    })
+
 def cuda_object(name, src, hdrs = [], copts = []):
     """Compiles one .cu file with nvcc for sm_90 (H100/H200) + PTX, as <name> (an object file)."""
     native.genrule(

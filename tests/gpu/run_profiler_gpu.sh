@@ -1,0 +1,91 @@
+#!/bin/bash
+# Runs NCCL's profiler plugin (libnccl-profiler-falcon.so, NCCL_PROFILER_PLUGIN) under a real NCCL
+# program on a GPU host, beside the interposer (LD_PRELOAD libfalcon_nccl.so, whose communicator
+# binding the plugin feeds the shim through), with FALCON_NCCL_OP_TIMING=plugin so that the plugin,
+# not the interposer, sends the op records; checks that
+#  1. NCCL's log (NCCL_DEBUG=INFO) says it loaded the plugin,
+#  2. results are unchanged (same checksums as without the plugin and interposer),
+#  3. op records reached a fake agent (their count by op kind is printed).
+# On one GPU every communicator has one rank: NCCL runs a one-rank collective as a local copy that
+# its profiler does not see, and nothing crosses a network, so neither collective records nor peer
+# transfers (PEER_SEND / PEER_RECV) are required here; multi-GPU runs check those.
+# Usage (from anywhere in the repository, on a machine with a GPU, CUDA and NCCL):
+#   tests/gpu/run_profiler_gpu.sh [iterations=200] [elements=1048576]
+# Needs: bazel (or prebuilt bazel-bin outputs with FALCON_SKIP_BUILD=1), python3.
+# Exit: 0 pass, 1 a check failed, 2 a binary or the fake agent is missing, 77 no GPU visible
+# (prints SKIP and the reason; nothing was checked).
+set -euo pipefail
+
+ITER="${1:-200}"
+ELEMS="${2:-1048576}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIP: no GPU visible (nvidia-smi missing or nvidia-smi -L failed)"
+  exit 77
+fi
+PLUGIN_LABEL=//trainer_shim/nccl_profiler:libnccl-profiler-falcon.so
+if [[ "${FALCON_SKIP_BUILD:-0}" != 1 ]]; then
+  bazel build "$PLUGIN_LABEL" //trainer_shim/nccl:libfalcon_nccl.so \
+    //trainer_shim/nccl:nccl_real_app //trainer_shim:fake_agent_main
+fi
+BIN="$ROOT/bazel-bin/trainer_shim"
+APP="$BIN/nccl/nccl_real_app"
+PRELOAD="$BIN/nccl/libfalcon_nccl.so"
+PLUGIN="$BIN/nccl_profiler/libnccl-profiler-falcon.so"
+AGENT="$BIN/fake_agent_main"
+for f in "$APP" "$PRELOAD" "$PLUGIN" "$AGENT"; do
+  [[ -e "$f" ]] || { echo "missing $f (build first)"; exit 2; }
+done
+
+TMP="$(mktemp -d /tmp/falcon_gpu_profiler.XXXXXX)"
+SOCK="$TMP/agent.sock"
+AGENT_PID=""
+cleanup() { [[ -n "$AGENT_PID" ]] && kill "$AGENT_PID" 2>/dev/null || true; }
+trap cleanup EXIT
+
+echo "== baseline (no interposer, no plugin)"
+"$APP" "$ITER" "$ELEMS" | tee "$TMP/base.txt"
+
+"$AGENT" --socket="$SOCK" > "$TMP/summary.json" 2> "$TMP/agent.err" &
+AGENT_PID=$!
+for _ in $(seq 100); do [[ -S "$SOCK" ]] && break; sleep 0.05; done
+[[ -S "$SOCK" ]] || { echo "fake agent did not start"; cat "$TMP/agent.err"; exit 2; }
+
+echo "== interposer + profiler plugin (FALCON_NCCL_OP_TIMING=plugin)"
+env LD_PRELOAD="$PRELOAD" FALCON_AGENT_SOCKET="$SOCK" FALCON_JOB=gpujob \
+  FALCON_SHIM_EXIT_FLUSH_MS=5000 FALCON_NCCL_OP_TIMING=plugin NCCL_PROFILER_PLUGIN="$PLUGIN" \
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV NCCL_DEBUG_FILE="$TMP/nccl_debug.log" \
+  "$APP" "$ITER" "$ELEMS" | tee "$TMP/plugin.txt"
+
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID" || true
+AGENT_PID=""
+
+echo "== NCCL's profiler plugin lines"
+grep -i "PROFILER" "$TMP/nccl_debug.log" || echo "(none in $TMP/nccl_debug.log)"
+
+python3 - "$TMP" <<'PY'
+import json, re, sys
+tmp = sys.argv[1]
+def results(name):
+    return [l for l in open(f"{tmp}/{name}").read().split("\n") if l.startswith("result ")]
+base, plug = results("base.txt"), results("plugin.txt")
+log = open(f"{tmp}/nccl_debug.log", errors="replace").read()
+summary = json.loads(open(f"{tmp}/summary.json").read().strip().split("\n")[-1])
+fail = []
+if not re.search(r"PROFILER/Plugin: loaded", log, re.IGNORECASE):
+    fail.append("NCCL's log does not say it loaded the profiler plugin (no 'PROFILER/Plugin: loaded')")
+if not base or base != plug:
+    fail.append(f"results changed: baseline {base} with plugin {plug}")
+if summary.get("records", 0) < 1:
+    fail.append(f"no op records reached the agent (summary {json.dumps(summary)})")
+by_kind = summary.get("records_by_kind", {})
+peers = sum(n for kind, n in by_kind.items() if kind.endswith(("PEER_SEND", "PEER_RECV")))
+print(f"op records {summary.get('records', 0)} by kind {json.dumps(by_kind)}; "
+      f"peer transfers {peers} (not required: one GPU, no network)")
+if fail:
+    print("FAIL:", *fail, sep="\n  ")
+    sys.exit(1)
+print("PASS")
+PY
