@@ -164,6 +164,8 @@ TEST(Render, TheVerdictSaysHowTheCulpritWasFound) {
   e.set_validation_pause_ns(0);
   e.set_localized_from_profiling(true);
   EXPECT_TRUE(absl::StrContains(RenderEvent(e), "(from profiling, no pause)")) << RenderEvent(e);
+  e.set_evidence(falcon::v1::EVIDENCE_PEER_TIMING);
+  EXPECT_TRUE(absl::StrContains(RenderEvent(e), "(from peer timing, no pause)")) << RenderEvent(e);
 }
 
 TEST(Render, EventsJobsAndWatchLine) {

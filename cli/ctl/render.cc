@@ -138,7 +138,9 @@ std::string RenderEvent(const falcon::v1::Event& e) {
     entries.push_back(
         {e.verdict_iteration(), e.verdict_time_ns(), "verdict",
          absl::StrCat(CauseName(e.cause()), ", ", Culprit(e),
-                      e.localized_from_profiling() ? " (from profiling, no pause)"
+                      e.evidence() == falcon::v1::EVIDENCE_PEER_TIMING
+                          ? " (from peer timing, no pause)"
+                      : e.localized_from_profiling() ? " (from profiling, no pause)"
                       : e.validation_pause_ns() > 0
                           ? absl::StrCat(" (validation paused the job ",
                                          FormatDurationNs(e.validation_pause_ns()), ")")

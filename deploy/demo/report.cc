@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -158,6 +159,10 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     }
     r.rank_level = e.rank_level();
     r.localized_from_profiling = e.localized_from_profiling();
+    if (e.evidence() != falcon::v1::EVIDENCE_UNSPECIFIED) {
+      r.evidence = absl::AsciiStrToLower(
+          absl::StripPrefix(falcon::v1::Evidence_Name(e.evidence()), "EVIDENCE_"));
+    }
     r.validation_pause_s = static_cast<double>(e.validation_pause_ns()) * 1e-9;
     r.slowdown_ratio = e.slowdown_ratio();
     for (const auto& a : e.actions()) {
@@ -399,6 +404,7 @@ nlohmann::json ReportJson(const Report& report) {
     je["transitions"] = e.transitions;
     je["rank_level"] = e.rank_level;
     je["localized_from_profiling"] = e.localized_from_profiling;
+    je["evidence"] = e.evidence;
     je["validation_pause_s"] = e.validation_pause_s;
     je["slowdown_ratio"] = e.slowdown_ratio;
     je["iteration_time_healthy_s"] = e.iteration_time_healthy_s;
@@ -481,7 +487,9 @@ std::string EventTimesLine(const EventReport& e) {
     if (!delays.empty()) absl::StrAppend(&out, " (", absl::StrJoin(delays, "; "), ")");
   }
   absl::StrAppend(&out, "\n  verdict it ", It(e.verdict_iteration));
-  if (e.verdict_iteration >= 0 && e.localized_from_profiling) {
+  if (e.verdict_iteration >= 0 && e.evidence == "peer_timing") {
+    absl::StrAppend(&out, " (from peer timing, no pause)");
+  } else if (e.verdict_iteration >= 0 && e.localized_from_profiling) {
     absl::StrAppend(&out, " (from profiling, no pause)");
   } else if (e.verdict_iteration >= 0 && e.validation_pause_s > 0) {
     absl::StrAppendFormat(&out, " (validation paused the job %.2f s)", e.validation_pause_s);

@@ -91,6 +91,8 @@ struct EventReport {
   bool rank_level = false;  // Detected on per-rank series (else the job series).
   // Localized from profiling alone (no pause); else validation_pause_s held the job paused.
   bool localized_from_profiling = false;
+  // What the verdict rests on: "validation", "profiling", "peer_timing"; "" without a verdict.
+  std::string evidence;
   double validation_pause_s = 0;  // 0: never paused (or still paused).
   double slowdown_ratio = 0;
   double iteration_time_healthy_s = 0;  // 0: no healthy baseline (see notes).

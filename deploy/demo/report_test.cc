@@ -178,10 +178,13 @@ TEST(ReportTest, TheVerdictSaysHowTheCulpritWasFound) {
   auto verdict_line = [](bool from_profiling, int64_t pause_ns) {
     falcon::v1::Event e = ComputeEvent(7, 101, 2);
     e.set_localized_from_profiling(from_profiling);
+    e.set_evidence(from_profiling ? falcon::v1::EVIDENCE_PROFILING
+                                  : falcon::v1::EVIDENCE_VALIDATION);
     e.set_validation_pause_ns(pause_ns);
     Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
     nlohmann::json j = ReportJson(r);
     EXPECT_EQ(j["events"][0]["localized_from_profiling"], from_profiling);
+    EXPECT_EQ(j["events"][0]["evidence"], from_profiling ? "profiling" : "validation");
     EXPECT_DOUBLE_EQ(j["events"][0]["validation_pause_s"].get<double>(), pause_ns * 1e-9);
     const std::string summary = SummaryText(r);
     const size_t at = summary.find("verdict it ");
