@@ -65,6 +65,7 @@ bool DirectiveIssuer::BumpsEpoch(const falcon::v1::Directive& d) {
 void DirectiveIssuer::Load(const std::vector<DirectiveRecord>& records) {
   records_.clear();
   retries_.clear();
+  acks_.clear();
   issued_epoch_.clear();
   const absl::Time now = clock_->Now();
   for (const DirectiveRecord& r : records) {
@@ -78,6 +79,7 @@ void DirectiveIssuer::Load(const std::vector<DirectiveRecord>& records) {
       retries_[r.directive().directive_id()] =
           Retry{now, options_.retry_initial,
                 absl::FromUnixNanos(r.issued_time_ns()) + options_.ack_timeout};
+      acks_[r.directive().directive_id()] = Index(r);
     }
   }
 }
@@ -132,6 +134,7 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   record.set_deliveries(1);
   record.set_last_delivery_time_ns(absl::ToUnixNanos(now));
   if (rollback != nullptr) *record.mutable_rollback() = *rollback;
+  acks_[id] = Index(record);
   uow->txn().PutDirective(record);
   retries_[id] =
       Retry{now + options_.retry_initial, options_.retry_initial, now + options_.ack_timeout};
@@ -152,6 +155,36 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   return id;
 }
 
+void DirectiveIssuer::AckIndex::Count(uint32_t rank, falcon::v1::AckStatus status, int delta) {
+  if (status == falcon::v1::ACK_STATUS_APPLIED) {
+    applied += delta;
+    if (!all_ranks && targets.contains(rank)) applied_targets += delta;
+  } else if (status == falcon::v1::ACK_STATUS_REJECTED) {
+    rejected += delta;
+  }
+}
+
+DirectiveIssuer::AckIndex DirectiveIssuer::Index(const DirectiveRecord& record) {
+  AckIndex index;
+  const falcon::v1::Directive& d = record.directive();
+  index.all_ranks = d.target_ranks_size() == 0;
+  index.targets.insert(d.target_ranks().begin(), d.target_ranks().end());
+  index.position.reserve(record.acks_size());
+  for (int i = 0; i < record.acks_size(); ++i) {
+    const falcon::v1::DirectiveAck& a = record.acks(i);
+    if (!index.position.emplace(a.rank(), i).second) index.duplicates = true;
+    index.Count(a.rank(), a.status(), +1);
+  }
+  return index;
+}
+
+DirectiveIssuer::AckIndex& DirectiveIssuer::IndexOf(const DirectiveRecord& record) {
+  const uint64_t id = record.directive().directive_id();
+  auto it = acks_.find(id);
+  if (it == acks_.end()) it = acks_.emplace(id, Index(record)).first;
+  return it->second;
+}
+
 void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const registry::JobEntry& job,
                              const std::string& only_agent, const std::set<uint32_t>& only_ranks) {
   std::set<std::string> agents;
@@ -166,17 +199,37 @@ void DirectiveIssuer::SendTo(const falcon::v1::Directive& d, const registry::Job
   }
 }
 
-void DirectiveIssuer::UpdateState(DirectiveRecord& record, const registry::JobEntry& job,
-                                  UnitOfWork* uow, AckOutcome* out) {
+void DirectiveIssuer::UpdateState(DirectiveRecord& record, const AckIndex& index,
+                                  const registry::JobEntry& job, UnitOfWork* uow, AckOutcome* out) {
   if (record.state() != DirectiveRecord::STATE_PENDING) return;
   const falcon::v1::DirectiveAck* rejected = nullptr;
-  std::set<uint32_t> applied;
-  for (const falcon::v1::DirectiveAck& a : record.acks()) {
-    if (a.status() == falcon::v1::ACK_STATUS_REJECTED && rejected == nullptr) rejected = &a;
-    if (a.status() == falcon::v1::ACK_STATUS_APPLIED) applied.insert(a.rank());
+  std::set<uint32_t> applied;  // Filled by the scan below, else counted by the index.
+  bool all = false;
+  const bool scan = index.rejected > 0 || index.duplicates;
+  if (scan) {
+    // Once per directive when one rejected it (it becomes REJECTED): the first rejecting ack and
+    // every applied rank. Also when a rank has two acks (never while PENDING in practice).
+    for (const falcon::v1::DirectiveAck& a : record.acks()) {
+      if (a.status() == falcon::v1::ACK_STATUS_REJECTED && rejected == nullptr) rejected = &a;
+      if (a.status() == falcon::v1::ACK_STATUS_APPLIED) applied.insert(a.rank());
+    }
+    all = true;
+    for (uint32_t r : Targets(record.directive(), job)) all = all && applied.count(r) > 0;
+  } else if (!index.all_ranks) {
+    all = index.applied_targets == static_cast<int64_t>(index.targets.size());
+  } else if (index.applied >= static_cast<int64_t>(job.ranks().size())) {
+    // Every rank of the job (as registered now) applied it: checked rank by rank only once as
+    // many ranks applied it as the job has.
+    all = true;
+    for (uint32_t r : job.ranks()) {
+      auto p = index.position.find(r);
+      if (p == index.position.end() ||
+          record.acks(p->second).status() != falcon::v1::ACK_STATUS_APPLIED) {
+        all = false;
+        break;
+      }
+    }
   }
-  bool all = true;
-  for (uint32_t r : Targets(record.directive(), job)) all = all && applied.count(r) > 0;
   const uint64_t id = record.directive().directive_id();
   if (rejected != nullptr) {
     record.set_state(DirectiveRecord::STATE_REJECTED);
@@ -219,7 +272,8 @@ void DirectiveIssuer::UpdateState(DirectiveRecord& record, const registry::JobEn
     out->state_changed = true;
     const std::string line =
         absl::StrCat("directive acked ", DirectiveFields(record), TargetFields(record.directive()),
-                     " applied=", applied.size(), " deliveries=", record.deliveries());
+                     " applied=", scan ? static_cast<int64_t>(applied.size()) : index.applied,
+                     " deliveries=", record.deliveries());
     uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
 }
@@ -255,6 +309,11 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
     CountError(metrics::where::kDirectiveAckRefused);
     if (record.state() == DirectiveRecord::STATE_PENDING) {
       *record.add_acks() = ack;  // Kept for the record; it does not count.
+      AckIndex& index = IndexOf(record);
+      if (!index.position.emplace(ack.rank(), record.acks_size() - 1).second) {
+        index.duplicates = true;
+      }
+      index.Count(ack.rank(), ack.status(), +1);
       record.set_state(DirectiveRecord::STATE_REJECTED);
       record.set_state_reason(absl::StrCat("superseded: directive epoch ", ack.epoch(),
                                            " is older than job epoch ", fence));
@@ -271,20 +330,39 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
     }
     return out;
   }
-  bool replaced = false;
-  for (falcon::v1::DirectiveAck& a : *record.mutable_acks()) {
-    if (a.rank() == ack.rank()) {
-      // A final answer is never replaced by a RECEIVED that a re-delivery produced late.
-      const bool final_before = a.status() == falcon::v1::ACK_STATUS_APPLIED ||
-                                a.status() == falcon::v1::ACK_STATUS_REJECTED;
-      if (!(final_before && ack.status() == falcon::v1::ACK_STATUS_RECEIVED)) a = ack;
-      replaced = true;
+  AckIndex& index = IndexOf(record);
+  // A final answer is never replaced by a RECEIVED that a re-delivery produced late.
+  const auto replaces = [&ack](const falcon::v1::DirectiveAck& before) {
+    const bool final_before = before.status() == falcon::v1::ACK_STATUS_APPLIED ||
+                              before.status() == falcon::v1::ACK_STATUS_REJECTED;
+    return !(final_before && ack.status() == falcon::v1::ACK_STATUS_RECEIVED);
+  };
+  if (index.duplicates) {
+    // Rare (a refused ack kept beside an earlier one): replace every ack of the rank.
+    bool replaced = false;
+    for (falcon::v1::DirectiveAck& a : *record.mutable_acks()) {
+      if (a.rank() == ack.rank()) {
+        if (replaces(a)) a = ack;
+        replaced = true;
+      }
     }
+    if (!replaced) *record.add_acks() = ack;
+    index = Index(record);
+  } else if (auto p = index.position.find(ack.rank()); p != index.position.end()) {
+    falcon::v1::DirectiveAck& a = *record.mutable_acks(p->second);
+    if (replaces(a)) {
+      index.Count(a.rank(), a.status(), -1);
+      a = ack;
+      index.Count(a.rank(), a.status(), +1);
+    }
+  } else {
+    index.position.emplace(ack.rank(), record.acks_size());
+    *record.add_acks() = ack;
+    index.Count(ack.rank(), ack.status(), +1);
   }
-  if (!replaced) *record.add_acks() = ack;
   VLOG(1) << "directive ack " << DirectiveFields(record) << " rank=" << ack.rank()
           << " status=" << falcon::v1::AckStatus_Name(ack.status());
-  UpdateState(record, job, uow, &out);
+  UpdateState(record, index, job, uow, &out);
   DirectiveRecord& stored = records_[ack.directive_id()];
   out.record = &stored;
   uow->txn().PutDirective(stored);
@@ -423,6 +501,7 @@ void DirectiveIssuer::Forget(const std::vector<uint64_t>& directive_ids,
   for (uint64_t id : directive_ids) {
     records_.erase(id);
     retries_.erase(id);
+    acks_.erase(id);
   }
   for (const std::string& job : jobs) issued_epoch_.erase(job);
 }

@@ -24,6 +24,12 @@
 //     controller restart the budget runs from the issue again).
 //   - Every change (issue, delivery count, each ack, state) is staged in the caller's unit of work
 //     and persisted before any message leaves.
+//   - Cost: an ack updates an in-memory index of its directive (rank -> its ack, counts of APPLIED
+//     and REJECTED ranks), so deciding the state is O(1) amortized per ack. What stays O(N) in the
+//     directive's N acks: building the index (Issue, Load, first ack of a loaded final directive),
+//     the rejection (once: finds the rejecting rank and the ranks to roll back), the check that
+//     every rank of the job applied a directive without target_ranks (once the count of applied
+//     ranks reaches the job's rank count), and storing the record with its acks.
 // Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_CORE_DIRECTIVE_ISSUER_H_
 #define FALCON_CONTROLLER_CORE_DIRECTIVE_ISSUER_H_
@@ -35,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -161,8 +168,24 @@ class DirectiveIssuer {
   static bool BumpsEpoch(const falcon::v1::Directive& d);
   void SendTo(const falcon::v1::Directive& d, const registry::JobEntry& job,
               const std::string& only_agent, const std::set<uint32_t>& only_ranks = {});
-  void UpdateState(falcon::v1::DirectiveRecord& record, const registry::JobEntry& job,
-                   UnitOfWork* uow, AckOutcome* out);
+  // The acks of one directive, indexed: equal to what Index(record) builds from record.acks().
+  struct AckIndex {
+    absl::flat_hash_map<uint32_t, int> position;  // rank -> its (first) ack in record.acks.
+    // Some rank has two acks (a refused ack kept for the record): position is not enough to
+    // replace them all; OnAck falls back to scanning and rebuilds the index.
+    bool duplicates = false;
+    bool all_ranks = false;                 // No target_ranks: every rank of the job.
+    absl::flat_hash_set<uint32_t> targets;  // target_ranks (distinct), unless all_ranks.
+    int64_t applied = 0;                    // Acks APPLIED.
+    int64_t applied_targets = 0;            // Acks APPLIED of ranks in targets.
+    int64_t rejected = 0;                   // Acks REJECTED.
+    void Count(uint32_t rank, falcon::v1::AckStatus status, int delta);
+  };
+  static AckIndex Index(const falcon::v1::DirectiveRecord& record);
+  // The index of `record` (built if missing).
+  AckIndex& IndexOf(const falcon::v1::DirectiveRecord& record);
+  void UpdateState(falcon::v1::DirectiveRecord& record, const AckIndex& index,
+                   const registry::JobEntry& job, UnitOfWork* uow, AckOutcome* out);
   // Counts a handled error logged at `where` (metric::where), when there are metrics.
   void CountError(absl::string_view where) const;
 
@@ -173,7 +196,11 @@ class DirectiveIssuer {
   metrics::ControllerMetrics* const metrics_;
   ProgressFn progress_;
   std::map<uint64_t, falcon::v1::DirectiveRecord> records_;
-  std::map<uint64_t, Retry> retries_;             // PENDING ones only.
+  std::map<uint64_t, Retry> retries_;  // PENDING ones only.
+  // Directive id -> its acks' index: built on Issue, on Load for PENDING ones, and on the first
+  // ack of any other one; dropped with the record. A node map: Issue (a rollback) inserts while
+  // UpdateState holds an index.
+  std::map<uint64_t, AckIndex> acks_;
   std::map<std::string, uint64_t> issued_epoch_;  // job -> highest epoch of its S3/S4.
 };
 

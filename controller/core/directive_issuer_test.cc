@@ -2,6 +2,8 @@
 
 #include <memory>
 #include <optional>
+#include <random>
+#include <set>
 
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/testing/fake_agent_channel.h"
@@ -313,6 +315,204 @@ TEST_F(DirectiveIssuerTest, RestartRedeliversPendingWithTheSameId) {
   // New directives never reuse the id.
   UnitOfWork u2;
   EXPECT_GT(again.Issue(PlanDirective({2, 2}), 1, job(), &u2), id);
+}
+
+falcon::v1::Directive Pause(std::vector<uint32_t> targets) {
+  falcon::v1::Directive d;
+  d.mutable_pause()->set_max_duration_ns(1'000'000'000);
+  for (uint32_t r : targets) d.add_target_ranks(r);
+  return d;
+}
+
+TEST_F(DirectiveIssuerTest, AnAckReplacesTheRanksAckButALateReceivedNeverAFinalOne) {
+  UnitOfWork uow;
+  const uint64_t id = issuer_.Issue(Pause({1, 2, 2}), 1, job(), &uow);  // Rank 2 named twice.
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  UnitOfWork u;
+  EXPECT_FALSE(issuer_.OnAck(Ack(id, 1, falcon::v1::ACK_STATUS_RECEIVED), job(), &u).state_changed);
+  EXPECT_FALSE(issuer_.OnAck(Ack(id, 1, falcon::v1::ACK_STATUS_APPLIED), job(), &u).state_changed);
+  // A re-delivery's RECEIVED arriving late keeps rank 1 applied.
+  EXPECT_FALSE(issuer_.OnAck(Ack(id, 1, falcon::v1::ACK_STATUS_RECEIVED), job(), &u).state_changed);
+  // Rank 0 is no target: its ack is kept but does not complete the directive.
+  EXPECT_FALSE(issuer_.OnAck(Ack(id, 0, falcon::v1::ACK_STATUS_APPLIED), job(), &u).state_changed);
+  EXPECT_FALSE(issuer_.OnAck(Ack(id, 2, falcon::v1::ACK_STATUS_RECEIVED), job(), &u).state_changed);
+  auto out = issuer_.OnAck(Ack(id, 2, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  EXPECT_TRUE(out.state_changed);
+  EXPECT_EQ(out.record->state(), DirectiveRecord::STATE_APPLIED);
+  ASSERT_EQ(out.record->acks_size(), 3);  // One per rank, in the order they first answered.
+  EXPECT_EQ(out.record->acks(0).rank(), 1u);
+  EXPECT_EQ(out.record->acks(0).status(), falcon::v1::ACK_STATUS_APPLIED);
+  EXPECT_EQ(out.record->acks(1).rank(), 0u);
+  EXPECT_EQ(out.record->acks(2).rank(), 2u);
+  EXPECT_EQ(out.record->acks(2).status(), falcon::v1::ACK_STATUS_APPLIED);
+  ASSERT_TRUE(u.Commit(&store_).ok());
+  auto stored = store_.LoadDirectives();
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].state(), DirectiveRecord::STATE_APPLIED);
+  EXPECT_EQ((*stored)[0].acks_size(), 3);
+}
+
+TEST_F(DirectiveIssuerTest, ARankThatAppliedThenRejectsIsNotRolledBack) {
+  UnitOfWork uow;
+  falcon::v1::Directive undo = PlanDirective({2, 2});
+  const uint64_t id = issuer_.Issue(PlanDirective({0, 4}), 3, job(), &uow, &undo);
+  UnitOfWork u;
+  issuer_.OnAck(Ack(id, 0, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  issuer_.OnAck(Ack(id, 1, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  issuer_.OnAck(Ack(id, 2, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  // Rank 1's final answer is replaced by a later final one.
+  auto out = issuer_.OnAck(Ack(id, 1, falcon::v1::ACK_STATUS_REJECTED), job(), &u);
+  EXPECT_TRUE(out.state_changed);
+  EXPECT_EQ(out.record->state(), DirectiveRecord::STATE_REJECTED);
+  EXPECT_EQ(out.record->state_reason(), "rank 1 rejected it: stale epoch");
+  EXPECT_EQ(out.record->acks_size(), 3);
+  const DirectiveRecord* rb = issuer_.Find(out.rollback_id);
+  ASSERT_NE(rb, nullptr);
+  EXPECT_EQ(std::vector<uint32_t>(rb->directive().target_ranks().begin(),
+                                  rb->directive().target_ranks().end()),
+            (std::vector<uint32_t>{0, 2}));
+  // Acks after the directive is final are kept and change nothing.
+  out = issuer_.OnAck(Ack(id, 3, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  EXPECT_FALSE(out.state_changed);
+  EXPECT_EQ(out.record->state(), DirectiveRecord::STATE_REJECTED);
+  EXPECT_EQ(out.record->acks_size(), 4);
+}
+
+TEST_F(DirectiveIssuerTest, AJobWideDirectiveWaitsForEveryRankOfTheJob) {
+  UnitOfWork uow;
+  const uint64_t id = issuer_.Issue(Pause({}), 1, job(), &uow);
+  UnitOfWork u;
+  for (uint32_t r : {0u, 1u, 2u}) {
+    EXPECT_FALSE(
+        issuer_.OnAck(Ack(id, r, falcon::v1::ACK_STATUS_APPLIED), job(), &u).state_changed);
+  }
+  // As many applied ranks as the job has, but rank 7 is none of its ranks and 3 is missing.
+  EXPECT_FALSE(issuer_.OnAck(Ack(id, 7, falcon::v1::ACK_STATUS_APPLIED), job(), &u).state_changed);
+  EXPECT_FALSE(issuer_.OnAck(Ack(id, 3, falcon::v1::ACK_STATUS_RECEIVED), job(), &u).state_changed);
+  auto out = issuer_.OnAck(Ack(id, 3, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  EXPECT_TRUE(out.state_changed);
+  EXPECT_EQ(out.record->state(), DirectiveRecord::STATE_APPLIED);
+}
+
+TEST_F(DirectiveIssuerTest, APendingDirectivesAcksCountAfterARestart) {
+  UnitOfWork uow;
+  const uint64_t id = issuer_.Issue(Pause({0, 1, 2}), 1, job(), &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  UnitOfWork u;
+  issuer_.OnAck(Ack(id, 0, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  issuer_.OnAck(Ack(id, 1, falcon::v1::ACK_STATUS_RECEIVED), job(), &u);
+  ASSERT_TRUE(u.Commit(&store_).ok());
+  DirectiveIssuer again(DirectiveOptions{}, &clock_, &ids_, &hub_);
+  again.Load(*store_.LoadDirectives());
+  UnitOfWork u2;
+  // Rank 0 stays applied (a late RECEIVED), rank 1's RECEIVED is replaced.
+  EXPECT_FALSE(again.OnAck(Ack(id, 0, falcon::v1::ACK_STATUS_RECEIVED), job(), &u2).state_changed);
+  EXPECT_FALSE(again.OnAck(Ack(id, 1, falcon::v1::ACK_STATUS_APPLIED), job(), &u2).state_changed);
+  auto out = again.OnAck(Ack(id, 2, falcon::v1::ACK_STATUS_APPLIED), job(), &u2);
+  EXPECT_TRUE(out.state_changed);
+  EXPECT_EQ(out.record->state(), DirectiveRecord::STATE_APPLIED);
+  EXPECT_EQ(out.record->acks_size(), 3);
+}
+
+TEST_F(DirectiveIssuerTest, ALoadedRecordWithTwoAcksOfARankHasBothReplaced) {
+  // Such a record is not written while PENDING (a refused ack is kept beside an earlier one only
+  // as the directive becomes REJECTED); a stored one is still handled as before.
+  DirectiveRecord r;
+  *r.mutable_directive() = Pause({0, 1});
+  r.mutable_directive()->set_directive_id(4);
+  r.mutable_directive()->set_job("job");
+  r.mutable_directive()->set_epoch(1);
+  r.set_state(DirectiveRecord::STATE_PENDING);
+  r.set_issued_time_ns(absl::ToUnixNanos(clock_.Now()));
+  *r.add_acks() = Ack(4, 0, falcon::v1::ACK_STATUS_RECEIVED);
+  *r.add_acks() = Ack(4, 0, falcon::v1::ACK_STATUS_RECEIVED);
+  issuer_.Load({r});
+  UnitOfWork u;
+  EXPECT_FALSE(issuer_.OnAck(Ack(4, 0, falcon::v1::ACK_STATUS_APPLIED), job(), &u).state_changed);
+  auto out = issuer_.OnAck(Ack(4, 1, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  EXPECT_TRUE(out.state_changed);
+  EXPECT_EQ(out.record->state(), DirectiveRecord::STATE_APPLIED);
+  ASSERT_EQ(out.record->acks_size(), 3);
+  EXPECT_EQ(out.record->acks(1).status(), falcon::v1::ACK_STATUS_APPLIED);
+}
+
+TEST_F(DirectiveIssuerTest, ARefusedAckOfASupersededDirectiveIsKeptAndLaterAcksChangeNothing) {
+  UnitOfWork uow;
+  const uint64_t s2 = issuer_.Issue(PlanDirective({2, 2}), 1, job(), &uow);
+  UnitOfWork u;
+  issuer_.OnAck(Ack(s2, 0, falcon::v1::ACK_STATUS_RECEIVED), job(), &u);
+  falcon::v1::Directive s3;
+  s3.mutable_topology_change()->add_assignments()->set_rank(0);
+  issuer_.Issue(s3, 1, job(), &u);
+  auto out = issuer_.OnAck(Ack(s2, 0, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  EXPECT_TRUE(out.state_changed);
+  EXPECT_EQ(issuer_.Find(s2)->state(), DirectiveRecord::STATE_REJECTED);
+  EXPECT_EQ(issuer_.Find(s2)->acks_size(), 2);  // The refused ack is kept beside the first.
+  out = issuer_.OnAck(Ack(s2, 1, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+  EXPECT_FALSE(out.state_changed);
+  EXPECT_FALSE(out.error.empty());
+  EXPECT_EQ(issuer_.Find(s2)->acks_size(), 2);
+}
+
+// The state after any sequence of acks is what the acks say: the rank's latest ack (a RECEIVED
+// never replacing a final one), REJECTED by the first rejecting ack in the record, APPLIED once
+// every target applied it.
+TEST_F(DirectiveIssuerTest, RandomAckSequencesGiveTheStateTheAcksSay) {
+  std::mt19937 rng(7);
+  const falcon::v1::AckStatus kStatuses[] = {falcon::v1::ACK_STATUS_RECEIVED,
+                                             falcon::v1::ACK_STATUS_APPLIED,
+                                             falcon::v1::ACK_STATUS_REJECTED};
+  for (int round = 0; round < 300; ++round) {
+    std::vector<uint32_t> targets;
+    for (uint32_t r = 0; r < 5; ++r) {
+      if (rng() % 2) targets.push_back(r);
+    }
+    UnitOfWork uow;
+    const uint64_t id = issuer_.Issue(Pause(targets), 1, job(), &uow);
+    std::vector<falcon::v1::DirectiveAck> model;
+    const std::vector<uint32_t> must = targets.empty() ? job().ranks() : targets;
+    while (issuer_.Find(id)->state() == DirectiveRecord::STATE_PENDING) {
+      // Rejections rare, so that many sequences end APPLIED.
+      const falcon::v1::AckStatus st = kStatuses[rng() % 20 == 0 ? 2 : rng() % 2];
+      const falcon::v1::DirectiveAck ack = Ack(id, rng() % 6, st);
+      bool found = false;
+      for (auto& a : model) {
+        if (a.rank() != ack.rank()) continue;
+        found = true;
+        if (a.status() == falcon::v1::ACK_STATUS_RECEIVED ||
+            ack.status() != falcon::v1::ACK_STATUS_RECEIVED) {
+          a = ack;
+        }
+      }
+      if (!found) model.push_back(ack);
+      std::set<uint32_t> applied;
+      const falcon::v1::DirectiveAck* rejected = nullptr;
+      for (const auto& a : model) {
+        if (a.status() == falcon::v1::ACK_STATUS_APPLIED) applied.insert(a.rank());
+        if (a.status() == falcon::v1::ACK_STATUS_REJECTED && rejected == nullptr) rejected = &a;
+      }
+      bool all = true;
+      for (uint32_t r : must) all = all && applied.count(r) > 0;
+      UnitOfWork u;
+      auto out = issuer_.OnAck(ack, job(), &u);
+      ASSERT_NE(out.record, nullptr);
+      ASSERT_EQ(out.record->acks_size(), static_cast<int>(model.size()));
+      for (size_t i = 0; i < model.size(); ++i) {
+        EXPECT_EQ(out.record->acks(i).rank(), model[i].rank());
+        EXPECT_EQ(out.record->acks(i).status(), model[i].status());
+      }
+      if (rejected != nullptr) {
+        EXPECT_EQ(out.record->state(), DirectiveRecord::STATE_REJECTED) << "round " << round;
+        EXPECT_EQ(out.record->state_reason(),
+                  absl::StrCat("rank ", rejected->rank(), " rejected it: stale epoch"));
+      } else {
+        EXPECT_EQ(out.record->state(),
+                  all ? DirectiveRecord::STATE_APPLIED : DirectiveRecord::STATE_PENDING)
+            << "round " << round;
+      }
+      EXPECT_EQ(out.state_changed, rejected != nullptr || all);
+    }
+  }
 }
 
 }  // namespace
