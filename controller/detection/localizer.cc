@@ -749,8 +749,8 @@ std::optional<Verdict> Localizer::PeerTimingVerdict(const EventRecord& event,
     link.set_dst_rank(l.key.dst);
     return link;
   };
-  // Links another active event already named are that event's (docs/algorithms.md#concurrent-
-  // events): the others are this event's culprits; none left, validation looks for a new one.
+  // Links another active event already named are that event's: the others are this event's
+  // culprits; none left, validation looks for a new one (docs/algorithms.md#concurrent-events).
   Verdict unknown_only;
   unknown_only.cause = falcon::v1::CAUSE_COMMUNICATION;
   for (const auto& l : slow) unknown_only.links.push_back(to_link(l));
