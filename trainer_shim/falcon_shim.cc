@@ -440,6 +440,9 @@ falcon_shim_status falcon_shim_record_peer_transfer(const falcon_shim_peer_trans
       return Report(absl::InvalidArgumentError("transfer.op_kind: not PEER_SEND or PEER_RECV"));
     }
     if (t->channels == 0) return Report(absl::InvalidArgumentError("transfer.channels: 0"));
+    if (t->start_ns < 0 || t->end_ns < t->start_ns) {
+      return Report(absl::InvalidArgumentError("transfer.end_ns: need 0 <= start_ns <= end_ns"));
+    }
     if (t->busy_ns < 0 || t->busy_ns > t->end_ns - t->start_ns) {
       return Report(absl::InvalidArgumentError("transfer.busy_ns: outside [0, end_ns - start_ns]"));
     }
