@@ -403,12 +403,14 @@ void ProfilerCore::AddInterval(Transfer* t, int64_t start, int64_t end) {
 }
 
 void ProfilerCore::EmitReady() {
+  const int64_t now = clock_.MonotonicNanos();
   bool emitted = true;
   while (emitted) {  // Emit may not free anything another entry needs; one pass usually suffices.
     emitted = false;
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
       OpEvent* op = *it;
-      if (Done(op) && op->group_seq < newest_child_group_) {
+      const bool settled = !op->had_children && now - op->stop_ns >= options_.settle_ns;
+      if (Done(op) && (op->group_seq < newest_child_group_ || settled)) {
         pending_.erase(it);
         Emit(op);
         emitted = true;

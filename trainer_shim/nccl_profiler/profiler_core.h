@@ -29,7 +29,8 @@
 // is open, and a child of an op of a *later* Group has started (NCCL progresses a communicator's
 // groups in order, so no new child of this op can follow). The ops of the last groups therefore
 // wait for the next group, or Flush (finalize). Ops with no network events (intra-node) are
-// emitted the same way, with no transfers.
+// emitted the same way, with no transfers; an op that has had no child at all is also emitted
+// once it has been stopped for Options::settle_ns (at the next op's stop).
 //
 // Caveats and bounds:
 //  * PXN: a ProxyOp whose pid is not this process's belongs to an op of another process; its
@@ -103,6 +104,11 @@ class ProfilerCore {
     bool emit_ops = false;
     uint32_t max_events = 1u << 16;
     uint32_t max_pending_ops = 4096;
+    // A stopped op that has had no child for this long is emitted at the next op's stop, even
+    // with no later group's child to prove it complete: a communicator whose ops have no proxy or
+    // kernel events (intra-node, kernel events off) would otherwise hold them until
+    // max_pending_ops. A child arriving later is an orphan (counted). Default 1 s.
+    int64_t settle_ns = 1'000'000'000;
     uint32_t max_intervals = 1024;
   };
 

@@ -261,6 +261,27 @@ TEST_F(CoreTest, IntraNodeOpHasNoTransfers) {
   EXPECT_EQ(sink_.ops[0].device_duration_ns, 0);
 }
 
+// Ops of a communicator that never has proxy or kernel events are emitted once settled (stopped
+// for settle_ns), at the next op's stop, not held until max_pending_ops.
+TEST_F(CoreTest, OpsWithoutAnyChildAreEmittedOnceSettled) {
+  Make(Opts());
+  At(10);
+  void* a = core_->StartColl(nullptr, "AllReduce", 4, "ncclFloat32");
+  At(20);
+  ProfilerCore::StopEvent(a);
+  At(500'000'000);
+  void* b = core_->StartColl(nullptr, "AllReduce", 4, "ncclFloat32");
+  ProfilerCore::StopEvent(b);
+  EXPECT_TRUE(sink_.ops.empty()) << "a has been stopped for less than settle_ns";
+  At(1'000'000'020);
+  void* c = core_->StartColl(nullptr, "AllReduce", 4, "ncclFloat32");
+  ProfilerCore::StopEvent(c);
+  ASSERT_EQ(sink_.ops.size(), 1u);  // a; b and c are younger.
+  EXPECT_EQ(sink_.ops[0].host_start_ns, 10);
+  EXPECT_EQ(sink_.ops[0].host_end_ns, 20);
+  EXPECT_EQ(counters_.ops_forced.load(), 0u);
+}
+
 TEST_F(CoreTest, OpRecordsOnlyWhenAskedAndKnown) {
   ProfilerCore::Options o = Opts();
   o.emit_ops = false;
