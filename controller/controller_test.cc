@@ -150,6 +150,61 @@ class ControllerTest : public ::testing::Test {
     return out;
   }
 
+  // Iterations [from, to) of a job whose stage-1 DP ring (ranks 4 -> 5 -> 6 -> 7 -> 4, comm 1001)
+  // takes `extra(i)` longer to move its data, every member waiting for the slowest link; the ranks
+  // of the ring send NCCL profiler peer transfers (PEER_SEND / PEER_RECV with the raw ops) in which
+  // the links `slow(i)` (by sender) move data 4x slower.
+  void RunRingWithPeerTiming(std::map<uint32_t, uint64_t>* seq, int64_t from, int64_t to,
+                             const std::function<int64_t(int64_t)>& extra_ns,
+                             const std::function<std::set<uint32_t>(int64_t)>& slow_senders) {
+    for (int64_t i = from; i < to; ++i) {
+      const int64_t extra = extra_ns(i);
+      const std::set<uint32_t> slow = slow_senders(i);
+      for (auto& a : agents_) {
+        falcon::v1::TelemetryBatch b;
+        b.set_job(spec_.job);
+        for (uint32_t r : a->ranks()) {
+          falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, Healthy(r, i) + extra);
+          s.set_compute_ns(s.compute_ns() - extra);
+          for (auto& cs : *s.mutable_comms()) {
+            if (cs.comm_id() != 1001) continue;
+            cs.set_transfer_ns(cs.transfer_ns() + extra);
+            cs.set_busy_ns(cs.busy_ns() + extra);
+          }
+          *b.add_iterations() = s;
+        }
+        ASSERT_FALSE(a->Send(*c_, b)->has_error());
+        for (uint32_t r : a->ranks()) {
+          if (r < 4) continue;
+          falcon::v1::TelemetryBatch ops;
+          ops.set_job(spec_.job);
+          ops.set_op_rank(r);
+          const uint32_t next = 4 + (r - 4 + 1) % 4;
+          const uint32_t prev = 4 + (r - 4 + 3) % 4;
+          for (auto [kind, peer, slow_link] :
+               {std::tuple{falcon::v1::OP_KIND_PEER_SEND, next, slow.count(r) > 0},
+                std::tuple{falcon::v1::OP_KIND_PEER_RECV, prev, slow.count(prev) > 0}}) {
+            falcon::v1::OpRecord* op = ops.add_ops();
+            op->set_comm_id(1001);
+            op->set_op_kind(kind);
+            op->set_peer(static_cast<int32_t>(peer));
+            op->set_bytes(32 << 20);
+            op->set_iteration(i);
+            op->set_seq(++(*seq)[r]);
+            op->set_host_start_ns(i * 100'000'000);
+            op->set_host_end_ns(i * 100'000'000 + 50'000'000);
+            op->set_device_duration_ns(slow_link ? 40'000'000 : 10'000'000);
+          }
+          auto ack = a->Send(*c_, ops);
+          ASSERT_TRUE(ack.ok());
+          ASSERT_FALSE(ack->has_error()) << ack->error().field() << ": " << ack->error().message();
+        }
+      }
+      Settle(testing::Responder());
+      clock_.Advance(absl::Milliseconds(130));
+    }
+  }
+
   LayoutSpec spec_;
   common::FakeClock clock_;
   store::InMemoryKvStore kv_;
@@ -394,55 +449,15 @@ TEST_F(ControllerTest, ASlowPipelinePairIsJudgedWithAReferencePairOnOtherNodes) 
 // 4x slower; every member of the ring waits for it. NCCL's profiler plugin times each peer's
 // transfers (PEER_SEND / PEER_RECV records with the raw ops): the link is named from that, with
 // no validation pause (docs/algorithms.md#peer-timing).
+// Link 6 -> 7 of stage 1's DP ring moves data 4x slower from iteration 60: NCCL's profiler plugin
+// times each peer's transfers, and the link is named from that with no validation pause
+// (docs/algorithms.md#peer-timing).
 TEST_F(ControllerTest, PeerTimingNamesASlowRingLinkWithoutAPause) {
   ConnectAll();
   std::map<uint32_t, uint64_t> seq;  // Per-rank op sequence.
-  for (int64_t i = 0; i < 90; ++i) {
-    const bool slow = i >= 60;
-    const int64_t extra = slow ? 30'000'000 : 0;
-    for (auto& a : agents_) {
-      falcon::v1::TelemetryBatch b;
-      b.set_job(spec_.job);
-      for (uint32_t r : a->ranks()) {
-        falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, Healthy(r, i) + extra);
-        s.set_compute_ns(s.compute_ns() - extra);
-        for (auto& cs : *s.mutable_comms()) {
-          if (cs.comm_id() != 1001) continue;
-          cs.set_transfer_ns(cs.transfer_ns() + extra);
-          cs.set_busy_ns(cs.busy_ns() + extra);
-        }
-        *b.add_iterations() = s;
-      }
-      ASSERT_FALSE(a->Send(*c_, b)->has_error());
-      for (uint32_t r : a->ranks()) {
-        if (r < 4) continue;
-        falcon::v1::TelemetryBatch ops;
-        ops.set_job(spec_.job);
-        ops.set_op_rank(r);
-        const uint32_t next = 4 + (r - 4 + 1) % 4;
-        const uint32_t prev = 4 + (r - 4 + 3) % 4;
-        for (auto [kind, peer, slow_link] :
-             {std::tuple{falcon::v1::OP_KIND_PEER_SEND, next, r == 6},
-              std::tuple{falcon::v1::OP_KIND_PEER_RECV, prev, r == 7}}) {
-          falcon::v1::OpRecord* op = ops.add_ops();
-          op->set_comm_id(1001);
-          op->set_op_kind(kind);
-          op->set_peer(static_cast<int32_t>(peer));
-          op->set_bytes(32 << 20);
-          op->set_iteration(i);
-          op->set_seq(++seq[r]);
-          op->set_host_start_ns(i * 100'000'000);
-          op->set_host_end_ns(i * 100'000'000 + 50'000'000);
-          op->set_device_duration_ns(slow && slow_link ? 40'000'000 : 10'000'000);
-        }
-        auto ack = a->Send(*c_, ops);
-        ASSERT_TRUE(ack.ok());
-        ASSERT_FALSE(ack->has_error()) << ack->error().field() << ": " << ack->error().message();
-      }
-    }
-    Settle(testing::Responder());
-    clock_.Advance(absl::Milliseconds(130));
-  }
+  RunRingWithPeerTiming(
+      &seq, 0, 90, [](int64_t i) { return i >= 60 ? 30'000'000 : 0; },
+      [](int64_t i) { return i >= 60 ? std::set<uint32_t>{6} : std::set<uint32_t>{}; });
   std::vector<falcon::v1::Event> events = Events();
   ASSERT_EQ(events.size(), 1u);
   const falcon::v1::Event& e = events[0];
@@ -461,6 +476,33 @@ TEST_F(ControllerTest, PeerTimingNamesASlowRingLinkWithoutAPause) {
   for (const auto& d : c_->directives().List(spec_.job, 0)) {
     EXPECT_FALSE(d.directive().has_pause()) << d.DebugString();
   }
+}
+
+// A second link of the ring (4 -> 5) slows too while the first event is still active: the new
+// event names 4 -> 5 alone from peer timing; 6 -> 7 is the first event's (concurrent events).
+TEST_F(ControllerTest, PeerTimingLeavesOutALinkAnotherEventNamed) {
+  ConnectAll();
+  std::map<uint32_t, uint64_t> seq;
+  RunRingWithPeerTiming(
+      &seq, 0, 170, [](int64_t i) { return i >= 110  ? 60'000'000
+                                           : i >= 60 ? 30'000'000
+                                                     : 0; },
+      [](int64_t i) {
+        return i >= 110  ? std::set<uint32_t>{4, 6}
+               : i >= 60 ? std::set<uint32_t>{6}
+                         : std::set<uint32_t>{};
+      });
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 2u);
+  const falcon::v1::Event& second = events[0];  // Newest first.
+  EXPECT_EQ(second.cause(), falcon::v1::CAUSE_COMMUNICATION) << second.DebugString();
+  ASSERT_EQ(second.links_size(), 1) << second.DebugString();
+  EXPECT_EQ(second.links(0).src_rank(), 4u);
+  EXPECT_EQ(second.links(0).dst_rank(), 5u);
+  EXPECT_EQ(second.evidence(), falcon::v1::EVIDENCE_PEER_TIMING);
+  EXPECT_NE(second.transitions().rbegin()->reason().find("left out: link 6->7"), std::string::npos)
+      << second.DebugString();
+  EXPECT_EQ(events[1].links(0).src_rank(), 6u);
 }
 
 TEST_F(ControllerTest, ComputeBlamedInSomeProfiledIterationsIsValidatedByGemmAlone) {

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +52,20 @@ falcon_shim_status Report(const absl::Status& status) {
   if (status.ok()) return FALCON_SHIM_OK;
   SetError(status.message());
   return static_cast<falcon_shim_status>(status.code());
+}
+
+// The shim's record of a C ABI op (seq is assigned by Shim::RecordOp).
+falcon::trainer_shim::OpRecord FromC(const falcon_shim_op& op) {
+  falcon::trainer_shim::OpRecord r;
+  r.comm_id = op.comm_id;
+  r.bytes = op.bytes;
+  r.host_start_ns = op.host_start_ns;
+  r.host_end_ns = op.host_end_ns;
+  r.device_duration_ns = op.device_duration_ns;
+  r.iteration = op.iteration;
+  r.op_kind = static_cast<falcon::trainer_shim::OpKind>(op.op_kind);
+  r.peer = op.peer;
+  return r;
 }
 
 falcon_shim_status NotInitialized() {
@@ -251,15 +264,7 @@ falcon_shim_status falcon_shim_record_op(const falcon_shim_op* op) {
     falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
     if (op == nullptr) return Report(absl::InvalidArgumentError("op: NULL"));
-    falcon::trainer_shim::OpRecord r;
-    r.comm_id = op->comm_id;
-    r.bytes = op->bytes;
-    r.host_start_ns = op->host_start_ns;
-    r.host_end_ns = op->host_end_ns;
-    r.device_duration_ns = op->device_duration_ns;
-    r.iteration = op->iteration;
-    r.op_kind = static_cast<falcon::trainer_shim::OpKind>(op->op_kind);
-    r.peer = op->peer;
+    const falcon::trainer_shim::OpRecord r = falcon::trainer_shim::FromC(*op);
     absl::Status s = shim->RecordOp(r);
     return s.ok() ? FALCON_SHIM_OK : Report(s);
   } catch (...) {
@@ -440,18 +445,21 @@ falcon_shim_status falcon_shim_record_peer_transfer(const falcon_shim_peer_trans
       return Report(absl::InvalidArgumentError("transfer.op_kind: not PEER_SEND or PEER_RECV"));
     }
     if (t->channels == 0) return Report(absl::InvalidArgumentError("transfer.channels: 0"));
+    if (t->start_ns < 0 || t->end_ns < t->start_ns) {
+      return Report(absl::InvalidArgumentError("transfer.end_ns: need 0 <= start_ns <= end_ns"));
+    }
     if (t->busy_ns < 0 || t->busy_ns > t->end_ns - t->start_ns) {
       return Report(absl::InvalidArgumentError("transfer.busy_ns: outside [0, end_ns - start_ns]"));
     }
     falcon::trainer_shim::NcclCommBindings& bindings =
         falcon::trainer_shim::GlobalNcclCommBindings();
-    const std::optional<falcon::trainer_shim::NcclCommBindings::Binding> b =
-        bindings.Lookup(t->nccl_comm);
-    if (!b.has_value() || t->peer < 0 || static_cast<size_t>(t->peer) >= b->member_ranks.size()) {
+    // A peer transfer always names its peer: -1 is outside the communicator too.
+    const absl::StatusOr<falcon::trainer_shim::NcclCommBindings::Resolved> b =
+        t->peer < 0 ? absl::FailedPreconditionError("transfer.peer: negative")
+                    : bindings.Resolve(t->nccl_comm, t->peer, "transfer");
+    if (!b.ok()) {
       bindings.CountUnbound();
-      return Report(absl::FailedPreconditionError(
-          b.has_value() ? "transfer.peer: outside the communicator"
-                        : "transfer.nccl_comm: not bound to a Falcon communicator"));
+      return Report(b.status());
     }
     falcon::trainer_shim::OpRecord r;
     r.comm_id = b->comm_id;
@@ -461,7 +469,7 @@ falcon_shim_status falcon_shim_record_peer_transfer(const falcon_shim_peer_trans
     r.device_duration_ns = t->busy_ns;
     r.iteration = t->iteration;
     r.op_kind = static_cast<falcon::trainer_shim::OpKind>(t->op_kind);
-    r.peer = static_cast<int32_t>(b->member_ranks[static_cast<size_t>(t->peer)]);
+    r.peer = b->global_rank;
     return Report(shim->RecordOp(r));
   } catch (...) {
     return Internal();
@@ -473,31 +481,23 @@ falcon_shim_status falcon_shim_record_nccl_op(uint64_t handle, const falcon_shim
     falcon::trainer_shim::Shim* shim = GlobalShim();
     if (shim == nullptr) return NotInitialized();
     if (op == nullptr) return Report(absl::InvalidArgumentError("op: NULL"));
-    falcon::trainer_shim::NcclCommBindings& bindings =
-        falcon::trainer_shim::GlobalNcclCommBindings();
-    const std::optional<falcon::trainer_shim::NcclCommBindings::Binding> b =
-        bindings.Lookup(handle);
-    const bool p2p = op->op_kind == FALCON_SHIM_OP_SEND || op->op_kind == FALCON_SHIM_OP_RECV;
-    if (!b.has_value() ||
-        (p2p && (op->peer < 0 || static_cast<size_t>(op->peer) >= b->member_ranks.size()))) {
-      bindings.CountUnbound();
-      return Report(absl::FailedPreconditionError(
-          b.has_value() ? "op.peer: outside the communicator"
-                        : "nccl_comm: not bound to a Falcon communicator"));
-    }
     if (op->op_kind == FALCON_SHIM_OP_PEER_SEND || op->op_kind == FALCON_SHIM_OP_PEER_RECV) {
       return Report(absl::InvalidArgumentError(
           "op.op_kind: peer transfers go through falcon_shim_record_peer_transfer"));
     }
-    falcon::trainer_shim::OpRecord r;
+    falcon::trainer_shim::NcclCommBindings& bindings =
+        falcon::trainer_shim::GlobalNcclCommBindings();
+    const bool p2p = op->op_kind == FALCON_SHIM_OP_SEND || op->op_kind == FALCON_SHIM_OP_RECV;
+    const absl::StatusOr<falcon::trainer_shim::NcclCommBindings::Resolved> b =
+        p2p && op->peer < 0 ? absl::FailedPreconditionError("op.peer: negative")
+                            : bindings.Resolve(handle, p2p ? op->peer : -1, "op");
+    if (!b.ok()) {
+      bindings.CountUnbound();
+      return Report(b.status());
+    }
+    falcon::trainer_shim::OpRecord r = falcon::trainer_shim::FromC(*op);
     r.comm_id = b->comm_id;
-    r.bytes = op->bytes;
-    r.host_start_ns = op->host_start_ns;
-    r.host_end_ns = op->host_end_ns;
-    r.device_duration_ns = op->device_duration_ns;
-    r.iteration = op->iteration;
-    r.op_kind = static_cast<falcon::trainer_shim::OpKind>(op->op_kind);
-    r.peer = p2p ? static_cast<int32_t>(b->member_ranks[static_cast<size_t>(op->peer)]) : -1;
+    r.peer = b->global_rank;
     return Report(shim->RecordOp(r));
   } catch (...) {
     return Internal();

@@ -2,6 +2,7 @@
 #include "trainer_shim/falcon_shim.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -177,6 +178,20 @@ TEST_F(FalconShimCTest, PeerTransfersOfABoundProfilerCommReachTheAgent) {
   t.busy_ns = 9000;
   EXPECT_EQ(falcon_shim_record_peer_transfer(&t), FALCON_SHIM_INVALID_ARGUMENT);
   EXPECT_NE(std::string(falcon_shim_last_error()).find("busy_ns"), std::string::npos);
+  t.busy_ns = 0;
+  t.start_ns = -1;  // end_ns - start_ns would overflow.
+  t.end_ns = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(falcon_shim_record_peer_transfer(&t), FALCON_SHIM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(falcon_shim_last_error()).find("end_ns"), std::string::npos);
+  t.start_ns = 1000;
+  t.end_ns = 5000;
+  // This rank itself (communicator rank 1): the agent would refuse the whole batch.
+  t.peer = 1;
+  EXPECT_EQ(falcon_shim_record_peer_transfer(&t), FALCON_SHIM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(falcon_shim_last_error()).find("peer"), std::string::npos);
+  op.op_kind = FALCON_SHIM_OP_SEND;  // NCCL allows a send to oneself.
+  op.peer = 1;
+  EXPECT_EQ(falcon_shim_record_nccl_op(0xabc, &op), FALCON_SHIM_INVALID_ARGUMENT);
   ASSERT_TRUE(agent_->WaitFor([&] { return agent_->acked_records().size() == 2; }));
   const auto records = agent_->acked_records();
   EXPECT_EQ(records[0].op_kind(), falcon::v1::OP_KIND_PEER_SEND);

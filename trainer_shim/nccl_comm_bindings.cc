@@ -16,7 +16,7 @@ absl::Status NcclCommBindings::Open(uint64_t handle, uint32_t nranks, uint32_t r
         absl::StrCat("nccl_comm.rank: ", rank, " not below nranks ", nranks));
   }
   absl::MutexLock lock(&mu_);
-  if (!entries_.try_emplace(handle, Entry{nranks, rank, false, {}}).second) {
+  if (!entries_.try_emplace(handle, Entry{nranks, rank, false, 0, {}}).second) {
     return absl::InvalidArgumentError(absl::StrCat("nccl_comm: handle ", handle, " already open"));
   }
   unbound_order_.push_back(handle);
@@ -41,8 +41,8 @@ absl::Status NcclCommBindings::Bind(uint32_t nranks, uint32_t rank, uint64_t com
     Entry& e = entries_.at(*it);
     if (e.nranks != nranks || e.rank != rank) continue;
     e.bound = true;
-    e.binding.comm_id = comm_id;
-    e.binding.member_ranks = std::move(member_ranks);
+    e.comm_id = comm_id;
+    e.member_ranks = std::move(member_ranks);
     unbound_order_.erase(it);
     return absl::OkStatus();
   }
@@ -60,27 +60,30 @@ absl::Status NcclCommBindings::Close(uint64_t handle) {
   return absl::OkStatus();
 }
 
-std::optional<NcclCommBindings::Binding> NcclCommBindings::Lookup(uint64_t handle) const {
-  absl::ReaderMutexLock lock(&mu_);
-  auto it = entries_.find(handle);
-  if (it == entries_.end() || !it->second.bound) return std::nullopt;
-  return it->second.binding;
-}
-
-std::optional<uint32_t> NcclCommBindings::GlobalRank(uint64_t handle, int64_t comm_rank) const {
-  absl::ReaderMutexLock lock(&mu_);
-  auto it = entries_.find(handle);
-  if (it == entries_.end() || !it->second.bound) return std::nullopt;
-  const std::vector<uint32_t>& m = it->second.binding.member_ranks;
-  if (comm_rank < 0 || comm_rank >= static_cast<int64_t>(m.size())) return std::nullopt;
-  return m[static_cast<size_t>(comm_rank)];
-}
-
 std::optional<uint64_t> NcclCommBindings::CommId(uint64_t handle) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = entries_.find(handle);
   if (it == entries_.end() || !it->second.bound) return std::nullopt;
-  return it->second.binding.comm_id;
+  return it->second.comm_id;
+}
+
+absl::StatusOr<NcclCommBindings::Resolved> NcclCommBindings::Resolve(
+    uint64_t handle, int64_t comm_rank, absl::string_view field) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = entries_.find(handle);
+  if (it == entries_.end() || !it->second.bound) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, ".nccl_comm: not bound to a Falcon communicator"));
+  }
+  const std::vector<uint32_t>& m = it->second.member_ranks;
+  Resolved r;
+  r.comm_id = it->second.comm_id;
+  if (comm_rank < -1 || comm_rank >= static_cast<int64_t>(m.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ".peer: ", comm_rank, " is outside the communicator of ", m.size(), " ranks"));
+  }
+  if (comm_rank >= 0) r.global_rank = static_cast<int32_t>(m[static_cast<size_t>(comm_rank)]);
+  return r;
 }
 
 size_t NcclCommBindings::open_handles() const {

@@ -18,17 +18,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace falcon::trainer_shim {
 
 class NcclCommBindings {
  public:
-  struct Binding {
-    uint64_t comm_id = 0;                // Falcon communicator id.
-    std::vector<uint32_t> member_ranks;  // Global rank of each communicator rank.
-  };
-
   // kInvalidArgument: handle 0, nranks 0, rank >= nranks, or the handle already open.
   absl::Status Open(uint64_t handle, uint32_t nranks, uint32_t rank);
   // Binds the oldest open, unbound handle with this nranks and rank to `comm_id`.
@@ -39,12 +36,17 @@ class NcclCommBindings {
   // kNotFound when the handle is not open.
   absl::Status Close(uint64_t handle);
 
-  // The handle's binding; std::nullopt when unknown or not bound yet.
-  std::optional<Binding> Lookup(uint64_t handle) const;
-  // The global rank of `comm_rank` in the handle's communicator; std::nullopt when unbound or out
-  // of range.
-  std::optional<uint32_t> GlobalRank(uint64_t handle, int64_t comm_rank) const;
+  // The handle's comm id; std::nullopt when unknown or not bound yet.
   std::optional<uint64_t> CommId(uint64_t handle) const;
+  // The handle's comm id and, for comm_rank >= 0, that rank's global rank (-1 for comm_rank -1),
+  // without copying the members (the records' hot path). kFailedPrecondition naming `field`
+  // ("<field>.nccl_comm" unbound, "<field>.peer" outside the communicator).
+  struct Resolved {
+    uint64_t comm_id = 0;
+    int32_t global_rank = -1;
+  };
+  absl::StatusOr<Resolved> Resolve(uint64_t handle, int64_t comm_rank,
+                                   absl::string_view field) const;
 
   // Records dropped by the caller because Lookup failed (the C ABI counts them here).
   void CountUnbound() { unbound_.fetch_add(1, std::memory_order_relaxed); }
@@ -56,7 +58,8 @@ class NcclCommBindings {
     uint32_t nranks = 0;
     uint32_t rank = 0;
     bool bound = false;
-    Binding binding;
+    uint64_t comm_id = 0;                // Falcon communicator id, once bound.
+    std::vector<uint32_t> member_ranks;  // Global rank of each communicator rank, once bound.
   };
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);

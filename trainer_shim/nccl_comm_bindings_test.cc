@@ -10,7 +10,7 @@ TEST(NcclCommBindingsTest, BindsOldestOpenHandleOfTheSameShape) {
   ASSERT_TRUE(b.Open(11, 4, 1).ok());
   ASSERT_TRUE(b.Open(12, 2, 0).ok());
   ASSERT_TRUE(b.Open(13, 4, 1).ok());
-  EXPECT_FALSE(b.Lookup(11).has_value());
+  EXPECT_FALSE(b.CommId(11).has_value());
   // The 2-rank comm is created second but bound first: shapes keep them apart.
   ASSERT_TRUE(b.Bind(2, 0, 200, {6, 7}).ok());
   ASSERT_TRUE(b.Bind(4, 1, 100, {0, 2, 4, 6}).ok());
@@ -18,10 +18,19 @@ TEST(NcclCommBindingsTest, BindsOldestOpenHandleOfTheSameShape) {
   EXPECT_EQ(b.CommId(11), 100u);
   EXPECT_EQ(b.CommId(12), 200u);
   EXPECT_EQ(b.CommId(13), 101u);
-  EXPECT_EQ(b.GlobalRank(13, 2), 5u);
-  EXPECT_EQ(b.GlobalRank(12, 1), 7u);
-  EXPECT_FALSE(b.GlobalRank(12, 2).has_value());
-  EXPECT_FALSE(b.GlobalRank(12, -1).has_value());
+  EXPECT_EQ(b.Resolve(12, 1, "t")->global_rank, 7);
+  EXPECT_FALSE(b.Resolve(12, 2, "t").ok());
+  EXPECT_FALSE(b.Resolve(12, -2, "t").ok());
+  auto resolved = b.Resolve(13, 2, "transfer");
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(resolved->comm_id, 101u);
+  EXPECT_EQ(resolved->global_rank, 5);
+  EXPECT_EQ(b.Resolve(13, -1, "op")->global_rank, -1);
+  absl::Status outside = b.Resolve(13, 4, "transfer").status();
+  EXPECT_EQ(outside.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(outside.message().find("transfer.peer"), absl::string_view::npos) << outside;
+  EXPECT_NE(b.Resolve(99, 0, "op").status().message().find("op.nccl_comm"),
+            absl::string_view::npos);
   // Nothing open of that shape any more: no plugin handle to bind.
   EXPECT_EQ(b.Bind(4, 1, 102, {8, 9, 10, 11}).code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -39,7 +48,7 @@ TEST(NcclCommBindingsTest, RejectsBadInputNamingTheField) {
   s = b.Bind(2, 0, 9, {0});
   EXPECT_NE(s.message().find("member_ranks"), absl::string_view::npos);
   EXPECT_EQ(b.Bind(2, 0, 9, {3, 3}).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(b.Lookup(1).has_value());  // Failed binds leave it open and unbound.
+  EXPECT_FALSE(b.CommId(1).has_value());  // Failed binds leave it open and unbound.
   EXPECT_TRUE(b.Bind(2, 0, 9, {3, 4}).ok());
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/op_kind.h"
 
 namespace falcon::trainer_shim {
 namespace {
@@ -90,6 +91,13 @@ absl::Status Shim::RecordOp(OpRecord record) {
   if (absl::Status s = ValidateOpRecord(record); !s.ok()) {
     records_rejected_.fetch_add(1, std::memory_order_relaxed);
     return s;
+  }
+  // NCCL allows a send to oneself (it moves no data between ranks); the agent refuses a batch
+  // holding one, so it must not get into the ring.
+  if (common::HasPeer(record.op_kind) && record.peer == static_cast<int64_t>(options_.rank)) {
+    records_rejected_.fetch_add(1, std::memory_order_relaxed);
+    return absl::InvalidArgumentError(
+        absl::StrCat("op_record.peer: ", record.peer, " is this rank itself"));
   }
   if (record.iteration < 0) record.iteration = current_iteration_.load(std::memory_order_relaxed);
   while (producer_lock_.exchange(true, std::memory_order_acquire)) {

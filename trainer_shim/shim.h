@@ -78,8 +78,8 @@ class Shim : private AgentLink::Listener {
 
   // Accepts one op. The shim assigns record.seq (1, 2, ... over accepted records) and, when
   // record.iteration is -1, stamps the iteration of the last PollDirectives. kInvalidArgument:
-  // a bad field (ValidateOpRecord). kResourceExhausted: ring full, dropped and counted.
-  // kFailedPrecondition: after Shutdown.
+  // a bad field (ValidateOpRecord), or a peer that is this rank. kResourceExhausted: ring full,
+  // dropped and counted. kFailedPrecondition: after Shutdown.
   absl::Status RecordOp(OpRecord record);
 
   // Registers (or updates) a communicator; sent now and after every reconnect.

@@ -28,7 +28,7 @@ PeerLinkRanking RankPeerLinks(const std::map<PeerLinkKey, PeerLinkTotals>& links
   PeerLinkRanking out;
   std::map<std::string, std::vector<PeerLinkRanking::Link>> groups;
   for (const auto& [key, t] : links) {
-    if (t.bytes < options.min_bytes || t.busy <= absl::ZeroDuration()) {
+    if (t.bytes == 0 || t.bytes < options.min_bytes || t.busy <= absl::ZeroDuration()) {
       ++out.links_unjudged;
       continue;
     }

@@ -45,7 +45,8 @@ struct PeerLinkOptions {
   double slow_ratio = 0.10;
   // Groups with fewer measured links are not judged (no reference), >= 2. Default 3.
   int min_links = 3;
-  // Links with fewer bytes are not judged (too little to time), >= 0. Default 64 KiB.
+  // Links with fewer bytes (or none, or no busy time) are not judged (too little to time).
+  // Default 64 KiB.
   uint64_t min_bytes = 64 << 10;
 
   absl::Status Validate() const;  // kInvalidArgument naming the field.

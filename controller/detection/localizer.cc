@@ -743,27 +743,43 @@ std::optional<Verdict> Localizer::PeerTimingVerdict(const EventRecord& event,
   for (const ProfileResult::Rank& b : profile.blamed) {
     if (b.cause == analysis::detect::BlameCause::kCompute) return std::nullopt;
   }
-  Verdict v;
-  v.cause = falcon::v1::CAUSE_COMMUNICATION;
-  v.ratio = slow.front().ratio;
-  v.links_measured = static_cast<int>(ranking.links.size());
-  v.link_endpoints = ranking.endpoints;
+  auto to_link = [](const analysis::detect::PeerLinkRanking::Link& l) {
+    falcon::v1::Link link;
+    link.set_src_rank(l.key.src);
+    link.set_dst_rank(l.key.dst);
+    return link;
+  };
+  // Links another active event already named are that event's: the others are this event's
+  // culprits; none left, validation looks for a new one (docs/algorithms.md#concurrent-events).
+  Verdict unknown_only;
+  unknown_only.cause = falcon::v1::CAUSE_COMMUNICATION;
+  for (const auto& l : slow) unknown_only.links.push_back(to_link(l));
+  const std::string known = ExcludeKnownCulprits(event, &unknown_only);
+  std::set<std::pair<uint32_t, uint32_t>> candidates;
+  for (const falcon::v1::Link& l : unknown_only.links) {
+    candidates.insert({l.src_rank(), l.dst_rank()});
+  }
   std::set<std::pair<uint32_t, uint32_t>> slow_set;
   for (const auto& l : slow) slow_set.insert({l.key.src, l.key.dst});
   std::set<std::pair<uint32_t, uint32_t>> measured;
   for (const auto& l : ranking.links) measured.insert({l.key.src, l.key.dst});
+  Verdict v;
+  v.cause = falcon::v1::CAUSE_COMMUNICATION;
+  v.links_measured = static_cast<int>(ranking.links.size());
+  v.link_endpoints = ranking.endpoints;
   std::vector<std::string> parts;
+  // `slow` is slowest first; a link in several communicators is named once, at its worst.
   for (const auto& l : slow) {
-    falcon::v1::Link link;
-    link.set_src_rank(l.key.src);
-    link.set_dst_rank(l.key.dst);
-    v.links.push_back(link);
+    if (candidates.erase({l.key.src, l.key.dst}) == 0) continue;
+    if (v.links.empty()) v.ratio = l.ratio;
+    v.links.push_back(to_link(l));
     if (measured.count({l.key.dst, l.key.src}) > 0 && slow_set.count({l.key.dst, l.key.src}) == 0) {
-      v.one_way_links.push_back(link);
+      v.one_way_links.push_back(v.links.back());
     }
     parts.push_back(absl::StrFormat("link %d->%d moves data %.2fx slower than its %s links",
                                     l.key.src, l.key.dst, l.ratio, l.group));
   }
+  if (v.links.empty()) return std::nullopt;
   v.reason = absl::StrFormat(
       "peer timing: %s over %d profiled iterations (%d links compared)%s; no validation pause",
       absl::StrJoin(parts, ", "), profile.iterations, v.links_measured,
@@ -771,8 +787,7 @@ std::optional<Verdict> Localizer::PeerTimingVerdict(const EventRecord& event,
           ? ""
           : absl::StrCat("; every measured link of rank(s) ", absl::StrJoin(v.link_endpoints, ","),
                          " is slow (its NIC or node)"));
-  Verdict check = v;
-  if (!ExcludeKnownCulprits(event, &check).empty()) return std::nullopt;
+  if (!known.empty()) absl::StrAppend(&v.reason, "; ", known);
   return v;
 }
 

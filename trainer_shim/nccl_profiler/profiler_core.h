@@ -8,10 +8,11 @@
 //    summed, start = earliest network-phase start, end = latest network-phase end, busy_ns = length
 //    of the union of the network phases, channels = distinct channels;
 //  * one op record (falcon_shim_op; only when Options::emit_ops): kind from the op's function,
-//    bytes = count x datatype size (ReduceScatter: x nranks, like the interposer), host_start_ns =
-//    the op's start event, host_end_ns = the last stop among its ProxyOp / KernelCh children (no
-//    children: the op's own stop, which means *enqueued*), device_duration_ns = latest KernelCh
-//    stop timer - earliest KernelCh start timer (GPU globaltimer) when both were reported, else 0.
+//    bytes = count x datatype size (ReduceScatter: x nranks, like the interposer; UINT64_MAX when
+//    it overflows, which the shim refuses), host_start_ns = the op's start event, host_end_ns = the
+//    last stop among its ProxyOp / KernelCh children (no children: the op's own stop, which means
+//    *enqueued*), device_duration_ns = latest KernelCh stop timer - earliest KernelCh start timer
+//    (GPU globaltimer) when both were reported, else 0.
 //
 // Network phase of a ProxyStep (the part of a step that is the wire, not the GPU or the flush):
 //  * send: from the SendWait state (the isend was posted) to the step's stop (the network reported
@@ -28,7 +29,8 @@
 // is open, and a child of an op of a *later* Group has started (NCCL progresses a communicator's
 // groups in order, so no new child of this op can follow). The ops of the last groups therefore
 // wait for the next group, or Flush (finalize). Ops with no network events (intra-node) are
-// emitted the same way, with no transfers.
+// emitted the same way, with no transfers; an op that has had no child at all is also emitted
+// once it has been stopped for Options::settle_ns (at the next op's stop).
 //
 // Caveats and bounds:
 //  * PXN: a ProxyOp whose pid is not this process's belongs to an op of another process; its
@@ -36,6 +38,9 @@
 //    (pxn_proxy_ops).
 //  * Parents are looked up among this core's live events, never dereferenced blindly; a child whose
 //    parent is unknown (already emitted, ignored, not ours) is counted (orphan_events) and dropped.
+//  * An event's memory is recycled for a later event of the same kind, never freed while its core
+//    lives: a handle used after its stop (second stop, state after stop) is ignored, or, once
+//    recycled, taken for the newer event; it never reads freed memory.
 //  * At most Options::max_events live events; a start beyond it gets no handle (events_dropped).
 //    Stopped ops beyond Options::max_pending_ops are emitted early, oldest first (ops_forced).
 //    A transfer keeps at most Options::max_intervals disjoint intervals (beyond: neighbours merge,
@@ -46,6 +51,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <bitset>
 #include <cstddef>
@@ -98,6 +104,11 @@ class ProfilerCore {
     bool emit_ops = false;
     uint32_t max_events = 1u << 16;
     uint32_t max_pending_ops = 4096;
+    // A stopped op that has had no child for this long is emitted at the next op's stop, even
+    // with no later group's child to prove it complete: a communicator whose ops have no proxy or
+    // kernel events (intra-node, kernel events off) would otherwise hold them until
+    // max_pending_ops. A child arriving later is an orphan (counted). Default 1 s.
+    int64_t settle_ns = 1'000'000'000;
     uint32_t max_intervals = 1024;
   };
 
@@ -119,7 +130,8 @@ class ProfilerCore {
   // A handle for events the core does not use (API events, ProxyCtrl, NetPlugin, CE).
   void* Ignored() { return &ignored_; }
 
-  // Stop / state of any handle a Start* of any core returned (stopEvent carries no context).
+  // Stop / state of any handle a Start* of any core returned (stopEvent carries no context), while
+  // that core lives.
   static void StopEvent(void* handle);
   static void RecordEventState(void* handle, int state, const EventStateArgs* args);
 
@@ -140,7 +152,15 @@ class ProfilerCore {
     std::vector<std::pair<int64_t, int64_t>> intervals;  // Sorted, disjoint.
   };
   struct Event {
-    ProfilerCore* core = nullptr;
+    Event() = default;
+    Event(const Event&) = default;
+    // Resetting a recycled event keeps `core`: StopEvent reads it before taking the lock, possibly
+    // through a stale handle.
+    Event& operator=(const Event& other) {
+      kind = other.kind;
+      return *this;
+    }
+    ProfilerCore* core = nullptr;  // Set once, when first allocated.
     Kind kind = Kind::kIgnored;
   };
   struct GroupEvent : Event {
@@ -183,7 +203,9 @@ class ProfilerCore {
 
   template <typename T>
   T* NewEvent(Kind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Not live any more; kept for reuse by NewEvent.
   void FreeEvent(Event* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void DeleteEvent(Event* e);
   template <typename T>
   T* Live(void* handle, Kind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void* StartOp(void* group, int32_t op_kind, uint64_t bytes, int peer, bool known)
@@ -213,6 +235,7 @@ class ProfilerCore {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_set<Event*> live_ ABSL_GUARDED_BY(mu_);
+  std::array<std::vector<Event*>, 6> free_ ABSL_GUARDED_BY(mu_);  // Freed events, by Kind.
   std::deque<OpEvent*> pending_ ABSL_GUARDED_BY(mu_);  // Ops not emitted, in start order.
   uint64_t next_group_seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t newest_child_group_ ABSL_GUARDED_BY(mu_) = 0;  // Newest group with a child started.

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <limits>
+#include <thread>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -259,6 +261,27 @@ TEST_F(CoreTest, IntraNodeOpHasNoTransfers) {
   EXPECT_EQ(sink_.ops[0].device_duration_ns, 0);
 }
 
+// Ops of a communicator that never has proxy or kernel events are emitted once settled (stopped
+// for settle_ns), at the next op's stop, not held until max_pending_ops.
+TEST_F(CoreTest, OpsWithoutAnyChildAreEmittedOnceSettled) {
+  Make(Opts());
+  At(10);
+  void* a = core_->StartColl(nullptr, "AllReduce", 4, "ncclFloat32");
+  At(20);
+  ProfilerCore::StopEvent(a);
+  At(500'000'000);
+  void* b = core_->StartColl(nullptr, "AllReduce", 4, "ncclFloat32");
+  ProfilerCore::StopEvent(b);
+  EXPECT_TRUE(sink_.ops.empty()) << "a has been stopped for less than settle_ns";
+  At(1'000'000'020);
+  void* c = core_->StartColl(nullptr, "AllReduce", 4, "ncclFloat32");
+  ProfilerCore::StopEvent(c);
+  ASSERT_EQ(sink_.ops.size(), 1u);  // a; b and c are younger.
+  EXPECT_EQ(sink_.ops[0].host_start_ns, 10);
+  EXPECT_EQ(sink_.ops[0].host_end_ns, 20);
+  EXPECT_EQ(counters_.ops_forced.load(), 0u);
+}
+
 TEST_F(CoreTest, OpRecordsOnlyWhenAskedAndKnown) {
   ProfilerCore::Options o = Opts();
   o.emit_ops = false;
@@ -356,6 +379,94 @@ TEST_F(CoreTest, IgnoredEventsAndCoalescedIntervals) {
   ASSERT_EQ(sink_.transfers.size(), 1u);
   EXPECT_EQ(sink_.transfers[0].busy_ns, 110 + 10);
   EXPECT_EQ(counters_.intervals_coalesced.load(), 1u);
+}
+
+TEST_F(CoreTest, HandlesUsedAfterTheirStopAreIgnored) {
+  Make(Opts());
+  void* g = core_->StartGroup();
+  void* op = core_->StartColl(g, "AllReduce", 1, "ncclInt8");
+  ProfilerCore::StopEvent(g);
+  ProfilerCore::StopEvent(g);  // Group freed at its first stop.
+  ProfilerCore::StopEvent(op);
+  void* p = core_->StartProxyOp(op, getpid(), 0, 1, true);
+  void* k = core_->StartKernelCh(op, 0, 5);
+  EventStateArgs timer{};
+  timer.kernelCh.pTimer = 9;
+  ProfilerCore::RecordEventState(k, kKernelChStop, &timer);
+  ProfilerCore::StopEvent(k);
+  ProfilerCore::StopEvent(k);
+  ProfilerCore::RecordEventState(k, kKernelChStop, nullptr);
+  SendStep(p, 0, 10, 20, 64);
+  void* s = core_->StartProxyStep(p);
+  ProfilerCore::RecordEventState(s, kProxyStepSendWait, nullptr);  // NULL args: no bytes.
+  ProfilerCore::RecordEventState(s, 12345, nullptr);               // Unknown state.
+  ProfilerCore::StopEvent(s);
+  ProfilerCore::StopEvent(s);  // Step freed at its first stop.
+  EventStateArgs a = Size(1 << 20);
+  ProfilerCore::RecordEventState(s, kProxyStepSendWait, &a);
+  ProfilerCore::StopEvent(p);
+  ProfilerCore::StopEvent(p);  // Stopped with no open step: freed.
+  ProfilerCore::RecordEventState(p, kProxyStepSendWait, &a);
+  EXPECT_EQ(core_->StartProxyStep(p), nullptr);  // Child of a freed parent.
+  NextGroupStarts(100);
+  ASSERT_EQ(sink_.transfers.size(), 1u);
+  EXPECT_EQ(sink_.transfers[0].bytes, 64u);
+  ProfilerCore::StopEvent(op);  // Emitted and freed.
+  EXPECT_EQ(core_->StartProxyOp(op, getpid(), 1, 1, true), nullptr);
+  EXPECT_EQ(counters_.orphan_events.load(), 2u);
+  EXPECT_EQ(counters_.ops_emitted.load(), 1u);
+  EXPECT_EQ(core_->live_events(), 2u);  // NextGroupStarts' op and its open KernelCh.
+}
+
+TEST_F(CoreTest, HugeCountsSaturateInsteadOfWrapping) {
+  Make(Opts());
+  // 2^62 x 4 bytes wraps to 0 in 64 bits; ReduceScatter's x nranks wraps 2^61 x 2 x 4 too.
+  void* a = core_->StartColl(nullptr, "AllReduce", size_t{1} << 62, "ncclFloat32");
+  void* b = core_->StartColl(nullptr, "ReduceScatter", size_t{1} << 61, "ncclFloat16");
+  void* c = core_->StartP2p(nullptr, "Send", (size_t{1} << 62) + 1, "ncclFloat32", 1);
+  for (void* op : {a, b, c}) ProfilerCore::StopEvent(op);
+  void* p = core_->StartProxyOp(c, getpid(), 0, 1, true);
+  SendStep(p, 0, 10, 20, std::numeric_limits<size_t>::max());
+  SendStep(p, 30, 40, 50, 2);  // The sum wraps to 1.
+  ProfilerCore::StopEvent(p);
+  core_->Flush();
+  ASSERT_EQ(sink_.ops.size(), 3u);
+  for (const falcon_shim_op& op : sink_.ops) EXPECT_EQ(op.bytes, UINT64_MAX) << op.op_kind;
+  ASSERT_EQ(sink_.transfers.size(), 1u);
+  EXPECT_EQ(sink_.transfers[0].bytes, UINT64_MAX);
+}
+
+TEST_F(CoreTest, ConcurrentOpsOfManyThreads) {
+  Make(Opts());
+  constexpr int kThreads = 8;
+  constexpr int kOps = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([this, t] {
+      for (int i = 0; i < kOps; ++i) {
+        void* g = core_->StartGroup();
+        void* op = core_->StartP2p(g, "Send", 16, "ncclInt8", 1 + t % 3);
+        ProfilerCore::StopEvent(g);
+        ProfilerCore::StopEvent(op);
+        void* p = core_->StartProxyOp(op, getpid(), t, 1 + t % 3, true);
+        void* k = core_->StartKernelCh(op, t, 1);
+        void* s = core_->StartProxyStep(p);
+        EventStateArgs a{};
+        a.proxyStep.transSize = 16;
+        ProfilerCore::RecordEventState(s, kProxyStepSendWait, &a);
+        ProfilerCore::StopEvent(s);
+        ProfilerCore::StopEvent(s);  // Stale: may already be another thread's step.
+        ProfilerCore::StopEvent(p);
+        ProfilerCore::StopEvent(k);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  core_->Flush();
+  EXPECT_EQ(counters_.ops_emitted.load(), uint64_t{kThreads} * kOps);
+  EXPECT_EQ(counters_.events_dropped.load(), 0u);
+  EXPECT_EQ(core_->live_events(), 0u);
+  EXPECT_EQ(core_->pending_ops(), 0u);
 }
 
 TEST(NcclNamesTest, FunctionsAndDatatypes) {
