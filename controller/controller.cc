@@ -243,7 +243,9 @@ absl::Status Controller::Load() {
   auto events = store_.LoadEvents();
   if (!events.ok()) return events.status();
   events_.Load(*events);
-  auto directives = store_.LoadDirectives();
+  // Directives stored by an earlier version (acks inside the record's row) likewise: stored
+  // again with one row per ack.
+  auto directives = store_.LoadDirectives(&uow.txn());
   if (!directives.ok()) return directives.status();
   directives_.Load(*directives);
   auto audit = store_.LoadAudit();

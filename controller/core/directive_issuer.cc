@@ -319,6 +319,8 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
                                            " is older than job epoch ", fence));
       retries_.erase(ack.directive_id());
       out.state_changed = true;
+      uow->txn().PutDirectiveAck(record.directive().job(), ack.directive_id(),
+                                 static_cast<uint32_t>(record.acks_size() - 1), ack);
       uow->txn().PutDirective(record);
       const std::string line =
           absl::StrCat("directive rejected ", DirectiveFields(record), " rank=", ack.rank(),
@@ -337,16 +339,24 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
                               before.status() == falcon::v1::ACK_STATUS_REJECTED;
     return !(final_before && ack.status() == falcon::v1::ACK_STATUS_RECEIVED);
   };
+  std::vector<int> changed;  // Positions in record.acks that this ack wrote.
   if (index.duplicates) {
     // Rare (a refused ack kept beside an earlier one): replace every ack of the rank.
     bool replaced = false;
-    for (falcon::v1::DirectiveAck& a : *record.mutable_acks()) {
+    for (int i = 0; i < record.acks_size(); ++i) {
+      falcon::v1::DirectiveAck& a = *record.mutable_acks(i);
       if (a.rank() == ack.rank()) {
-        if (replaces(a)) a = ack;
+        if (replaces(a)) {
+          a = ack;
+          changed.push_back(i);
+        }
         replaced = true;
       }
     }
-    if (!replaced) *record.add_acks() = ack;
+    if (!replaced) {
+      changed.push_back(record.acks_size());
+      *record.add_acks() = ack;
+    }
     index = Index(record);
   } else if (auto p = index.position.find(ack.rank()); p != index.position.end()) {
     falcon::v1::DirectiveAck& a = *record.mutable_acks(p->second);
@@ -354,9 +364,11 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
       index.Count(a.rank(), a.status(), -1);
       a = ack;
       index.Count(a.rank(), a.status(), +1);
+      changed.push_back(p->second);
     }
   } else {
     index.position.emplace(ack.rank(), record.acks_size());
+    changed.push_back(record.acks_size());
     *record.add_acks() = ack;
     index.Count(ack.rank(), ack.status(), +1);
   }
@@ -365,7 +377,12 @@ DirectiveIssuer::AckOutcome DirectiveIssuer::OnAck(const falcon::v1::DirectiveAc
   UpdateState(record, index, job, uow, &out);
   DirectiveRecord& stored = records_[ack.directive_id()];
   out.record = &stored;
-  uow->txn().PutDirective(stored);
+  // O(1): the ack's own row, and the record's row (without its acks) only when its state changed.
+  for (int position : changed) {
+    uow->txn().PutDirectiveAck(stored.directive().job(), ack.directive_id(),
+                               static_cast<uint32_t>(position), stored.acks(position));
+  }
+  if (out.state_changed) uow->txn().PutDirective(stored);
   return out;
 }
 

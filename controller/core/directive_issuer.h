@@ -23,13 +23,16 @@
 //     does not time out, and the whole budget is left when the hold ends (kept in memory: after a
 //     controller restart the budget runs from the issue again).
 //   - Every change (issue, delivery count, each ack, state) is staged in the caller's unit of work
-//     and persisted before any message leaves.
+//     and persisted before any message leaves: an ack as its own row (StoreTxn::PutDirectiveAck,
+//     at its index in the record's acks), the record's row without its acks on issue, delivery
+//     and state change (StoreTxn::PutDirective).
 //   - Cost: an ack updates an in-memory index of its directive (rank -> its ack, counts of APPLIED
-//     and REJECTED ranks), so deciding the state is O(1) amortized per ack. What stays O(N) in the
-//     directive's N acks: building the index (Issue, Load, first ack of a loaded final directive),
-//     the rejection (once: finds the rejecting rank and the ranks to roll back), the check that
-//     every rank of the job applied a directive without target_ranks (once the count of applied
-//     ranks reaches the job's rank count), and storing the record with its acks.
+//     and REJECTED ranks), so deciding the state is O(1) amortized per ack, and so is storing it.
+//     What stays O(N) in the directive's N acks: building the index (Issue, Load, first ack of a
+//     loaded final directive), the rejection (once: finds the rejecting rank and the ranks to roll
+//     back), the check that every rank of the job applied a directive without target_ranks (once
+//     the count of applied ranks reaches the job's rank count), and a re-delivery or time-out
+//     (Tick: the ranks without a final ack).
 // Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_CORE_DIRECTIVE_ISSUER_H_
 #define FALCON_CONTROLLER_CORE_DIRECTIVE_ISSUER_H_

@@ -1,7 +1,12 @@
 #include "controller/store/controller_store.h"
 
+#include <google/protobuf/field_mask.pb.h>
+#include <google/protobuf/util/field_mask_util.h>
+
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "controller/store/keys.h"
 
@@ -36,6 +41,30 @@ absl::StatusOr<std::vector<Proto>> LoadAll(const KvStore& kv, const char* table,
   return out;
 }
 
+// Every field of DirectiveRecord but acks (computed from the descriptor: a new field is kept).
+const google::protobuf::FieldMask& DirectiveRowFields() {
+  static const google::protobuf::FieldMask* const mask = [] {
+    auto* m = new google::protobuf::FieldMask();
+    const google::protobuf::Descriptor* d = falcon::v1::DirectiveRecord::descriptor();
+    for (int i = 0; i < d->field_count(); ++i) {
+      if (d->field(i)->number() != falcon::v1::DirectiveRecord::kAcksFieldNumber) {
+        m->add_paths(d->field(i)->name());
+      }
+    }
+    return m;
+  }();
+  return *mask;
+}
+
+// "job=j directive=12": a directives key as error messages name it.
+std::string DirectiveKeyName(absl::string_view key) {
+  const size_t zero = key.find('\0');
+  size_t pos = zero == absl::string_view::npos ? key.size() : zero + 1;
+  std::optional<uint64_t> id = keys::ReadU64(key, &pos);
+  if (!id || pos != key.size()) return absl::StrCat("\"", absl::CHexEscape(key), "\"");
+  return absl::StrCat("job=", key.substr(0, zero), " directive=", *id);
+}
+
 }  // namespace
 
 void StoreTxn::PutJob(const v1::JobRecord& record) {
@@ -56,9 +85,30 @@ void StoreTxn::PutEvent(const v1::EventRecord& record) {
 }
 
 void StoreTxn::PutDirective(const falcon::v1::DirectiveRecord& record) {
-  batch_.Put(tables::kDirectives,
-             keys::DirectiveKey(record.directive().job(), record.directive().directive_id()),
-             record.SerializeAsString());
+  const std::string key =
+      keys::DirectiveKey(record.directive().job(), record.directive().directive_id());
+  if (record.acks_size() == 0) {
+    batch_.Put(tables::kDirectives, key, record.SerializeAsString());
+    return;
+  }
+  falcon::v1::DirectiveRecord row;
+  google::protobuf::util::FieldMaskUtil::MergeMessageTo(
+      record, DirectiveRowFields(), google::protobuf::util::FieldMaskUtil::MergeOptions(), &row);
+  batch_.Put(tables::kDirectives, key, row.SerializeAsString());
+}
+
+void StoreTxn::PutDirectiveAck(const std::string& job, uint64_t directive_id, uint32_t position,
+                               const falcon::v1::DirectiveAck& ack) {
+  batch_.Put(tables::kDirectiveAcks, keys::DirectiveAckKey(job, directive_id, position),
+             ack.SerializeAsString());
+}
+
+void StoreTxn::PutDirectiveWithAcks(const falcon::v1::DirectiveRecord& record) {
+  PutDirective(record);
+  for (int i = 0; i < record.acks_size(); ++i) {
+    PutDirectiveAck(record.directive().job(), record.directive().directive_id(),
+                    static_cast<uint32_t>(i), record.acks(i));
+  }
 }
 
 void StoreTxn::PutSettings(const falcon::v1::Settings& settings) {
@@ -104,7 +154,9 @@ void StoreTxn::DeleteEvent(uint64_t event_id) {
 }
 
 void StoreTxn::DeleteDirective(const std::string& job, uint64_t directive_id) {
-  batch_.Delete(tables::kDirectives, keys::DirectiveKey(job, directive_id));
+  const std::string key = keys::DirectiveKey(job, directive_id);
+  batch_.Delete(tables::kDirectives, key);
+  batch_.DeleteRange(tables::kDirectiveAcks, key, PrefixSuccessor(key));
 }
 
 void StoreTxn::PutAgent(const v1::AgentRecord& record) {
@@ -127,9 +179,9 @@ ControllerStore::ControllerStore(KvStore* kv, const common::Clock* clock, Commit
     : kv_(kv), clock_(clock), observer_(std::move(observer)) {}
 
 std::vector<std::string> ControllerStore::TableNames() {
-  return {tables::kJobs,     tables::kJobParts, tables::kEvents,  tables::kDirectives,
-          tables::kSettings, tables::kHistory,  tables::kSamples, tables::kAgents,
-          tables::kMeta,     tables::kAudit};
+  return {tables::kJobs,          tables::kJobParts, tables::kEvents,  tables::kDirectives,
+          tables::kDirectiveAcks, tables::kSettings, tables::kHistory, tables::kSamples,
+          tables::kAgents,        tables::kMeta,     tables::kAudit};
 }
 
 absl::Status ControllerStore::Commit(StoreTxn* txn) {
@@ -220,8 +272,63 @@ absl::StatusOr<std::vector<v1::EventRecord>> ControllerStore::LoadEvents() const
   return LoadAll<v1::EventRecord>(*kv_, tables::kEvents);
 }
 
-absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> ControllerStore::LoadDirectives() const {
-  return LoadAll<falcon::v1::DirectiveRecord>(*kv_, tables::kDirectives);
+absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> ControllerStore::LoadDirectives(
+    StoreTxn* rewrite) const {
+  std::vector<falcon::v1::DirectiveRecord> out;
+  absl::flat_hash_map<std::string, size_t> by_key;  // directives key -> index in out.
+  std::vector<size_t> earlier;                      // Rows with their acks inside.
+  absl::Status bad;
+  absl::Status s =
+      kv_->Scan(tables::kDirectives, "", [&](absl::string_view key, absl::string_view value) {
+        falcon::v1::DirectiveRecord r;
+        if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          bad = absl::DataLossError(absl::StrCat("table ", tables::kDirectives, ": row ",
+                                                 DirectiveKeyName(key), " does not parse"));
+          return false;
+        }
+        if (r.acks_size() > 0) earlier.push_back(out.size());
+        by_key.emplace(std::string(key), out.size());
+        out.push_back(std::move(r));
+        return true;
+      });
+  if (!s.ok()) return s;
+  if (!bad.ok()) return bad;
+  s = kv_->Scan(tables::kDirectiveAcks, "", [&](absl::string_view key, absl::string_view value) {
+    std::string job;
+    uint64_t id = 0;
+    uint32_t position = 0;
+    if (!keys::ParseDirectiveAckKey(key, &job, &id, &position)) {
+      bad = absl::DataLossError(absl::StrCat("table ", tables::kDirectiveAcks, ": key \"",
+                                             absl::CHexEscape(key), "\" is malformed"));
+      return false;
+    }
+    const std::string name = absl::StrCat("job=", job, " directive=", id, " position=", position);
+    auto it = by_key.find(key.substr(0, key.size() - sizeof(uint32_t)));
+    if (it == by_key.end()) {
+      bad = absl::DataLossError(absl::StrCat("table ", tables::kDirectiveAcks, ": row ", name,
+                                             " is an ack of a directive not stored"));
+      return false;
+    }
+    falcon::v1::DirectiveRecord& r = out[it->second];
+    if (position != static_cast<uint32_t>(r.acks_size())) {
+      bad = absl::DataLossError(absl::StrCat("table ", tables::kDirectiveAcks, ": row ", name,
+                                             " follows ", r.acks_size(),
+                                             " acks of its directive (an ack row is lost)"));
+      return false;
+    }
+    if (!r.add_acks()->ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      bad = absl::DataLossError(
+          absl::StrCat("table ", tables::kDirectiveAcks, ": row ", name, " does not parse"));
+      return false;
+    }
+    return true;
+  });
+  if (!s.ok()) return s;
+  if (!bad.ok()) return bad;
+  if (rewrite != nullptr) {
+    for (size_t i : earlier) rewrite->PutDirectiveWithAcks(out[i]);
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<falcon::v1::Settings>> ControllerStore::LoadSettings() const {

@@ -15,7 +15,13 @@
 //                                              stores of earlier versions have them inside)
 //   job_parts   job \0 agent id             -> controller.v1.AgentJob (one agent's part of a job)
 //   events      event id                    -> controller.v1.EventRecord
-//   directives  job \0 directive id         -> falcon.v1.DirectiveRecord
+//   directives  job \0 directive id         -> falcon.v1.DirectiveRecord (without its acks;
+//                                              stores of earlier versions have them inside)
+//   directive_acks  job \0 directive id \0 position
+//                                           -> falcon.v1.DirectiveAck (one ack of a directive;
+//                                              position: its index in DirectiveRecord.acks, the
+//                                              order acks were first received; a rank may have
+//                                              two, see DirectiveIssuer::OnAck)
 //   settings    job name ("" = defaults)    -> falcon.v1.Settings
 //   history     job \0 bucket iteration     -> falcon.v1.HistoryPoint (downsampled job series)
 //   samples     job \0 rank \0 iteration    -> int64 iteration time ns (recent window per rank,
@@ -49,6 +55,7 @@ inline constexpr char kJobs[] = "jobs";
 inline constexpr char kJobParts[] = "job_parts";
 inline constexpr char kEvents[] = "events";
 inline constexpr char kDirectives[] = "directives";
+inline constexpr char kDirectiveAcks[] = "directive_acks";
 inline constexpr char kSettings[] = "settings";
 inline constexpr char kHistory[] = "history";
 inline constexpr char kSamples[] = "samples";
@@ -64,7 +71,14 @@ class StoreTxn {
   void PutJobPart(const std::string& job, const v1::AgentJob& part);
   void DeleteJobPart(const std::string& job, const std::string& agent_id);
   void PutEvent(const v1::EventRecord& record);
+  // The directive's row: the record without its acks (each has a row of its own,
+  // PutDirectiveAck), so that storing an ack or a state change costs O(1), not O(acks).
   void PutDirective(const falcon::v1::DirectiveRecord& record);
+  // One ack of a directive at `position`, its index in DirectiveRecord.acks.
+  void PutDirectiveAck(const std::string& job, uint64_t directive_id, uint32_t position,
+                       const falcon::v1::DirectiveAck& ack);
+  // PutDirective and PutDirectiveAck of every ack: O(acks).
+  void PutDirectiveWithAcks(const falcon::v1::DirectiveRecord& record);
   void PutSettings(const falcon::v1::Settings& settings);
   void PutHistory(const std::string& job, const falcon::v1::HistoryPoint& point);
   void PutSample(const std::string& job, uint32_t rank, int64_t iteration, int64_t time_ns);
@@ -77,7 +91,8 @@ class StoreTxn {
   void PutAudit(const falcon::v1::AuditRecord& record);
 
   // Deletes (retention): a job's record and parts, its settings overrides, every row of `table`
-  // keyed by the job (directives, history, samples: "<job>\0..."), one event, one directive.
+  // keyed by the job (directives, directive_acks, history, samples: "<job>\0..."), one event, one
+  // directive with its acks.
   void DeleteJob(const std::string& job);
   void DeleteSettings(const std::string& job);
   void DeleteJobRows(const char* table, const std::string& job);
@@ -135,7 +150,13 @@ class ControllerStore {
   // Every job's parts as (job, part), by job.
   absl::StatusOr<std::vector<std::pair<std::string, v1::AgentJob>>> LoadJobParts() const;
   absl::StatusOr<std::vector<v1::EventRecord>> LoadEvents() const;
-  absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> LoadDirectives() const;
+  // Every directive with its acks: those inside its row (stores of earlier versions), then its
+  // ack rows in position order. A row of an earlier version loads as it is and, when `rewrite`
+  // is given, is staged there in today's form (PutDirectiveWithAcks). Errors: kDataLoss naming
+  // the key (job, directive id, position) of a row that does not parse, of an ack row whose
+  // directive is not stored, or whose position is not the next one of its directive.
+  absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> LoadDirectives(
+      StoreTxn* rewrite = nullptr) const;
   absl::StatusOr<std::vector<falcon::v1::Settings>> LoadSettings() const;
   absl::StatusOr<std::vector<v1::AgentRecord>> LoadAgents() const;
   // In audit id order.
@@ -145,7 +166,8 @@ class ControllerStore {
   // History points of `job` with bucket iteration >= from_iteration, in iteration order.
   absl::StatusOr<std::vector<falcon::v1::HistoryPoint>> LoadHistory(const std::string& job,
                                                                     int64_t from_iteration) const;
-  // Whether `table` (directives, history or samples) has a row keyed by `job`. Errors: KvStore's.
+  // Whether `table` (directives, directive_acks, history or samples) has a row keyed by `job`.
+  // Errors: KvStore's.
   absl::StatusOr<bool> HasJobRows(const char* table, const std::string& job) const;
   // KvStore::Flush (after large deletes).
   absl::Status Flush() { return kv_->Flush(); }

@@ -44,6 +44,26 @@ std::string DirectiveKey(absl::string_view job, uint64_t directive_id) {
   return key;
 }
 
+std::string DirectiveAckKey(absl::string_view job, uint64_t directive_id, uint32_t position) {
+  std::string key = DirectiveKey(job, directive_id);
+  AppendU32(&key, position);
+  return key;
+}
+
+bool ParseDirectiveAckKey(absl::string_view key, std::string* job, uint64_t* directive_id,
+                          uint32_t* position) {
+  size_t zero = key.find('\0');
+  if (zero == absl::string_view::npos) return false;
+  size_t pos = zero + 1;
+  std::optional<uint64_t> id = ReadU64(key, &pos);
+  std::optional<uint32_t> p = ReadU32(key, &pos);
+  if (!id || !p || pos != key.size()) return false;
+  *job = std::string(key.substr(0, zero));
+  *directive_id = *id;
+  *position = *p;
+  return true;
+}
+
 std::string JobPartKey(absl::string_view job, absl::string_view agent_id) {
   std::string key = JobPrefix(job);
   key.append(agent_id.data(), agent_id.size());

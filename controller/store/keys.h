@@ -25,6 +25,12 @@ std::string AuditKey(uint64_t audit_id);
 // directives: "<job>\0" + directive id.
 std::string JobPrefix(absl::string_view job);
 std::string DirectiveKey(absl::string_view job, uint64_t directive_id);
+// directive_acks: "<job>\0" + directive id + position (32 bits): the ack's place in its
+// directive's acks, in the order they were first received.
+std::string DirectiveAckKey(absl::string_view job, uint64_t directive_id, uint32_t position);
+// Parses a directive_acks key; false when malformed.
+bool ParseDirectiveAckKey(absl::string_view key, std::string* job, uint64_t* directive_id,
+                          uint32_t* position);
 // job_parts: "<job>\0" + agent id.
 std::string JobPartKey(absl::string_view job, absl::string_view agent_id);
 // history: "<job>\0" + first iteration of the bucket (iterations are >= 0).
