@@ -141,6 +141,150 @@ TEST_F(ControllerStoreTest, CorruptRecordIsDataLoss) {
   EXPECT_EQ(store_.LoadEvents().status().code(), absl::StatusCode::kDataLoss);
 }
 
+falcon::v1::DirectiveRecord DirectiveWithAcks(const std::string& job, uint64_t id, int acks) {
+  falcon::v1::DirectiveRecord r;
+  r.mutable_directive()->set_job(job);
+  r.mutable_directive()->set_directive_id(id);
+  r.mutable_directive()->mutable_pause()->set_max_duration_ns(5);
+  r.mutable_rollback()->mutable_resume();
+  r.set_issued_time_ns(11);
+  r.set_state(falcon::v1::DirectiveRecord::STATE_REJECTED);
+  r.set_event_id(3);
+  r.set_deliveries(2);
+  r.set_last_delivery_time_ns(12);
+  r.set_state_reason("rank 1 rejected it");
+  r.set_rollback_directive_id(id + 1);
+  for (int i = 0; i < acks; ++i) {
+    falcon::v1::DirectiveAck* a = r.add_acks();
+    a->set_directive_id(id);
+    a->set_job(job);
+    a->set_rank(static_cast<uint32_t>((i * 7919) % 1000));  // Arrival order is not rank order.
+    a->set_status(falcon::v1::ACK_STATUS_APPLIED);
+  }
+  return r;
+}
+
+size_t Rows(const KvStore& kv, const char* table) {
+  size_t n = 0;
+  EXPECT_TRUE(kv.Scan(table, "", [&](absl::string_view, absl::string_view) {
+                  ++n;
+                  return true;
+                }).ok());
+  return n;
+}
+
+TEST_F(ControllerStoreTest, ADirectivesRowHoldsNoAcksAndEachAckHasItsOwnRow) {
+  const falcon::v1::DirectiveRecord r = DirectiveWithAcks("j", 3, 300);  // Positions > 255.
+  StoreTxn txn;
+  txn.PutDirectiveWithAcks(r);
+  txn.PutDirectiveWithAcks(DirectiveWithAcks("j", 4, 2));
+  txn.PutDirectiveWithAcks(DirectiveWithAcks("j2", 3, 1));  // Same id, another job.
+  txn.PutDirective(DirectiveWithAcks("k", 1, 0));
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  EXPECT_EQ(Rows(kv_, tables::kDirectives), 4u);
+  EXPECT_EQ(Rows(kv_, tables::kDirectiveAcks), 303u);
+  absl::StatusOr<std::string> row = kv_.Get(tables::kDirectives, keys::DirectiveKey("j", 3));
+  ASSERT_TRUE(row.ok());
+  falcon::v1::DirectiveRecord head;
+  ASSERT_TRUE(head.ParseFromString(*row));
+  falcon::v1::DirectiveRecord expected_head = r;
+  expected_head.clear_acks();
+  EXPECT_EQ(head.SerializeAsString(), expected_head.SerializeAsString())
+      << "every field but the acks";
+
+  auto loaded = store_.LoadDirectives();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->size(), 4u);
+  EXPECT_EQ(loaded->at(0).SerializeAsString(), r.SerializeAsString()) << "acks in arrival order";
+  EXPECT_EQ(loaded->at(1).acks_size(), 2);
+  EXPECT_EQ(loaded->at(2).acks_size(), 1);
+  EXPECT_EQ(loaded->at(3).acks_size(), 0);
+
+  // An ack replaced in place and one appended: two rows written, the record's row untouched.
+  falcon::v1::DirectiveRecord changed = r;
+  changed.mutable_acks(5)->set_status(falcon::v1::ACK_STATUS_REJECTED);
+  *changed.add_acks() = changed.acks(0);
+  txn.PutDirectiveAck("j", 3, 5, changed.acks(5));
+  txn.PutDirectiveAck("j", 3, 300, changed.acks(300));
+  EXPECT_EQ(txn.size(), 2u);
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  EXPECT_EQ(store_.LoadDirectives()->at(0).SerializeAsString(), changed.SerializeAsString());
+
+  // Deleting a directive deletes its acks, no other directive's.
+  txn.DeleteDirective("j", 3);
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  EXPECT_EQ(Rows(kv_, tables::kDirectives), 3u);
+  EXPECT_EQ(Rows(kv_, tables::kDirectiveAcks), 3u);
+  txn.DeleteJobRows(tables::kDirectives, "j");
+  txn.DeleteJobRows(tables::kDirectiveAcks, "j");
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  loaded = store_.LoadDirectives();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->size(), 2u);
+  EXPECT_EQ(loaded->at(0).directive().job(), "j2");
+  EXPECT_EQ(loaded->at(0).acks_size(), 1);
+  EXPECT_EQ(Rows(kv_, tables::kDirectiveAcks), 1u);
+}
+
+TEST_F(ControllerStoreTest, ADirectiveStoredWithItsAcksInsideLoadsAsItIsAndIsStoredAgainInRows) {
+  // As an earlier version stored it.
+  const falcon::v1::DirectiveRecord r = DirectiveWithAcks("j", 3, 5);
+  KvWriteBatch earlier;
+  earlier.Put(tables::kDirectives, keys::DirectiveKey("j", 3), r.SerializeAsString());
+  ASSERT_TRUE(kv_.Write(earlier).ok());
+  auto loaded = store_.LoadDirectives();  // No rewrite: nothing staged.
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->at(0).SerializeAsString(), r.SerializeAsString());
+
+  StoreTxn rewrite;
+  loaded = store_.LoadDirectives(&rewrite);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->at(0).SerializeAsString(), r.SerializeAsString());
+  EXPECT_EQ(rewrite.size(), 6u);
+  ASSERT_TRUE(store_.Commit(&rewrite).ok());
+  falcon::v1::DirectiveRecord head;
+  ASSERT_TRUE(head.ParseFromString(*kv_.Get(tables::kDirectives, keys::DirectiveKey("j", 3))));
+  EXPECT_EQ(head.acks_size(), 0);
+  EXPECT_EQ(Rows(kv_, tables::kDirectiveAcks), 5u);
+  StoreTxn again;
+  EXPECT_EQ(store_.LoadDirectives(&again)->at(0).SerializeAsString(), r.SerializeAsString());
+  EXPECT_TRUE(again.empty()) << "today's form is not stored again";
+}
+
+TEST_F(ControllerStoreTest, ABadAckRowIsDataLossNamingItsKey) {
+  const auto load_error = [&](KvWriteBatch damage) {
+    InMemoryKvStore kv(ControllerStore::TableNames());
+    ControllerStore store(&kv, &clock_);
+    StoreTxn copy;
+    copy.PutDirectiveWithAcks(DirectiveWithAcks("llm", 7, 3));
+    EXPECT_TRUE(store.Commit(&copy).ok());
+    EXPECT_TRUE(kv.Write(damage).ok());
+    absl::StatusOr<std::vector<falcon::v1::DirectiveRecord>> loaded = store.LoadDirectives();
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss) << loaded.status();
+    return std::string(loaded.status().message());
+  };
+  KvWriteBatch garbage;
+  garbage.Put(tables::kDirectiveAcks, keys::DirectiveAckKey("llm", 7, 1), "\xff\xff\xff");
+  EXPECT_EQ(load_error(garbage),
+            "table directive_acks: row job=llm directive=7 position=1 does not parse");
+  KvWriteBatch lost;
+  lost.Delete(tables::kDirectiveAcks, keys::DirectiveAckKey("llm", 7, 1));
+  EXPECT_EQ(load_error(lost),
+            "table directive_acks: row job=llm directive=7 position=2 follows 1 acks of its "
+            "directive (an ack row is lost)");
+  KvWriteBatch orphan;
+  orphan.Put(tables::kDirectiveAcks, keys::DirectiveAckKey("llm", 8, 0), "");
+  EXPECT_EQ(load_error(orphan),
+            "table directive_acks: row job=llm directive=8 position=0 is an ack of a directive "
+            "not stored");
+  KvWriteBatch malformed;
+  malformed.Put(tables::kDirectiveAcks, "llm", "");
+  EXPECT_EQ(load_error(malformed), "table directive_acks: key \"llm\" is malformed");
+  KvWriteBatch bad_row;
+  bad_row.Put(tables::kDirectives, keys::DirectiveKey("llm", 7), "\xff\xff\xff");
+  EXPECT_EQ(load_error(bad_row), "table directives: row job=llm directive=7 does not parse");
+}
+
 TEST_F(ControllerStoreTest, FailedCommitIsReportedToObserver) {
   kv_.FailWritesForTest(absl::UnavailableError("disk gone"));
   StoreTxn txn;
