@@ -6,6 +6,7 @@
 #include <set>
 
 #include "controller/store/in_memory_kv_store.h"
+#include "controller/store/keys.h"
 #include "controller/testing/fake_agent_channel.h"
 #include "controller/testing/job_fixtures.h"
 #include "gtest/gtest.h"
@@ -414,6 +415,47 @@ TEST_F(DirectiveIssuerTest, APendingDirectivesAcksCountAfterARestart) {
   EXPECT_EQ(out.record->acks_size(), 3);
 }
 
+// An ack costs O(1) in the store: its own row; the record's row (without its acks) only when the
+// state changes.
+TEST_F(DirectiveIssuerTest, AnAckStagesItsOwnRowAndTheRecordsRowOnlyWhenTheStateChanges) {
+  UnitOfWork uow;
+  const uint64_t id = issuer_.Issue(Pause({}), 1, job(), &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  const std::string row =
+      *kv_.Get(store::tables::kDirectives, store::keys::DirectiveKey("job", id));
+  for (uint32_t r = 0; r < 4; ++r) {
+    UnitOfWork u;
+    EXPECT_FALSE(
+        issuer_.OnAck(Ack(id, r, falcon::v1::ACK_STATUS_RECEIVED), job(), &u).state_changed);
+    EXPECT_EQ(u.txn().size(), 1u);
+    ASSERT_TRUE(u.Commit(&store_).ok());
+  }
+  for (uint32_t r = 0; r < 3; ++r) {
+    UnitOfWork u;
+    issuer_.OnAck(Ack(id, r, falcon::v1::ACK_STATUS_APPLIED), job(), &u);
+    EXPECT_EQ(u.txn().size(), 1u);
+    ASSERT_TRUE(u.Commit(&store_).ok());
+  }
+  {
+    UnitOfWork u;  // A late RECEIVED changes nothing: nothing is stored.
+    issuer_.OnAck(Ack(id, 0, falcon::v1::ACK_STATUS_RECEIVED), job(), &u);
+    EXPECT_TRUE(u.txn().empty());
+  }
+  EXPECT_EQ(*kv_.Get(store::tables::kDirectives, store::keys::DirectiveKey("job", id)), row);
+  UnitOfWork u;
+  EXPECT_TRUE(issuer_.OnAck(Ack(id, 3, falcon::v1::ACK_STATUS_APPLIED), job(), &u).state_changed);
+  EXPECT_EQ(u.txn().size(), 2u);
+  ASSERT_TRUE(u.Commit(&store_).ok());
+  DirectiveRecord head;
+  ASSERT_TRUE(head.ParseFromString(
+      *kv_.Get(store::tables::kDirectives, store::keys::DirectiveKey("job", id))));
+  EXPECT_EQ(head.state(), DirectiveRecord::STATE_APPLIED);
+  EXPECT_EQ(head.acks_size(), 0);
+  auto stored = store_.LoadDirectives();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->at(0).SerializeAsString(), issuer_.Find(id)->SerializeAsString());
+}
+
 TEST_F(DirectiveIssuerTest, ALoadedRecordWithTwoAcksOfARankHasBothReplaced) {
   // Such a record is not written while PENDING (a refused ack is kept beside an earlier one only
   // as the directive becomes REJECTED); a stored one is still handled as before.
@@ -452,6 +494,13 @@ TEST_F(DirectiveIssuerTest, ARefusedAckOfASupersededDirectiveIsKeptAndLaterAcksC
   EXPECT_FALSE(out.state_changed);
   EXPECT_FALSE(out.error.empty());
   EXPECT_EQ(issuer_.Find(s2)->acks_size(), 2);
+  // Stored as held: both acks of rank 0 (one row each), then replaced both after a restart.
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  ASSERT_TRUE(u.Commit(&store_).ok());
+  auto stored = store_.LoadDirectives();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->at(0).directive().directive_id(), s2);
+  EXPECT_EQ(stored->at(0).SerializeAsString(), issuer_.Find(s2)->SerializeAsString());
 }
 
 // The state after any sequence of acks is what the acks say: the rank's latest ack (a RECEIVED
@@ -469,6 +518,7 @@ TEST_F(DirectiveIssuerTest, RandomAckSequencesGiveTheStateTheAcksSay) {
     }
     UnitOfWork uow;
     const uint64_t id = issuer_.Issue(Pause(targets), 1, job(), &uow);
+    ASSERT_TRUE(uow.Commit(&store_).ok());
     std::vector<falcon::v1::DirectiveAck> model;
     const std::vector<uint32_t> must = targets.empty() ? job().ranks() : targets;
     while (issuer_.Find(id)->state() == DirectiveRecord::STATE_PENDING) {
@@ -495,6 +545,7 @@ TEST_F(DirectiveIssuerTest, RandomAckSequencesGiveTheStateTheAcksSay) {
       for (uint32_t r : must) all = all && applied.count(r) > 0;
       UnitOfWork u;
       auto out = issuer_.OnAck(ack, job(), &u);
+      ASSERT_TRUE(u.Commit(&store_).ok());
       ASSERT_NE(out.record, nullptr);
       ASSERT_EQ(out.record->acks_size(), static_cast<int>(model.size()));
       for (size_t i = 0; i < model.size(); ++i) {
@@ -512,6 +563,16 @@ TEST_F(DirectiveIssuerTest, RandomAckSequencesGiveTheStateTheAcksSay) {
       }
       EXPECT_EQ(out.state_changed, rejected != nullptr || all);
     }
+    // The store holds what the issuer holds: the record's row and its ack rows.
+    bool found = false;
+    auto stored = store_.LoadDirectives();
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    for (const DirectiveRecord& r : *stored) {
+      if (r.directive().directive_id() != id) continue;
+      found = true;
+      EXPECT_EQ(r.SerializeAsString(), issuer_.Find(id)->SerializeAsString()) << "round " << round;
+    }
+    EXPECT_TRUE(found);
   }
 }
 
