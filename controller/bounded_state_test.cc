@@ -121,12 +121,19 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
     falcon::v1::DirectiveRecord d;
     d.mutable_directive()->set_job(job);
     Put(store::tables::kDirectives, store::keys::DirectiveKey(job, 99), d);
+    for (uint32_t position : {0u, 1u}) {
+      falcon::v1::DirectiveAck ack;
+      ack.set_job(job);
+      ack.set_rank(position);
+      Put(store::tables::kDirectiveAcks, store::keys::DirectiveAckKey(job, 99, position), ack);
+    }
     store::KvWriteBatch b;
     b.Put(store::tables::kSamples, store::keys::SampleKey(job, 0, 7), std::string(8, '\0'));
     ASSERT_TRUE(kv_.Write(b).ok());
   }
   ASSERT_EQ(Rows(store::tables::kJobs), 11u);
   ASSERT_EQ(Rows(store::tables::kSettings), 1u);
+  ASSERT_EQ(Rows(store::tables::kDirectiveAcks), 4u);
 
   clock_.Advance(absl::Minutes(59));
   c_->Tick();
@@ -139,6 +146,7 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
   EXPECT_EQ(Rows(store::tables::kSettings), 0u);
   EXPECT_EQ(Rows(store::tables::kHistory), 1u);
   EXPECT_EQ(Rows(store::tables::kDirectives), 1u);
+  EXPECT_EQ(Rows(store::tables::kDirectiveAcks), 2u);
   EXPECT_EQ(Rows(store::tables::kSamples), 1u);
   EXPECT_EQ(Counter(metrics::kRetentionPurged.name, {{"kind", "job"}}), 10);
   ControlApi api(c_.get());
@@ -249,6 +257,13 @@ TEST_F(BoundedStateTest, OldEventsAndDirectivesOfARunningJobArePurged) {
     r.set_issued_time_ns(at_ns);
     r.set_last_delivery_time_ns(at_ns);
     Put(store::tables::kDirectives, store::keys::DirectiveKey("run", id), r);
+    for (uint32_t position : {0u, 1u}) {
+      falcon::v1::DirectiveAck ack;
+      ack.set_directive_id(id);
+      ack.set_job("run");
+      ack.set_rank(position);
+      Put(store::tables::kDirectiveAcks, store::keys::DirectiveAckKey("run", id, position), ack);
+    }
   };
   using D = falcon::v1::DirectiveRecord;
   directive(1, 1, D::STATE_APPLIED, now_ns - 2 * hour_ns, 1, false);   // Purged.
@@ -260,6 +275,7 @@ TEST_F(BoundedStateTest, OldEventsAndDirectivesOfARunningJobArePurged) {
   Start(options);
   ASSERT_EQ(Rows(store::tables::kEvents), 3u);
   ASSERT_EQ(Rows(store::tables::kDirectives), 6u);
+  ASSERT_EQ(Rows(store::tables::kDirectiveAcks), 12u);
   SimAgent agent("agent-0", "node-0", {0});
   ASSERT_TRUE(agent.Connect(*c_, {Job("run")}).ok());
 
@@ -275,6 +291,7 @@ TEST_F(BoundedStateTest, OldEventsAndDirectivesOfARunningJobArePurged) {
   EXPECT_EQ(directives, (std::set<uint64_t>{2, 4, 6}));
   EXPECT_EQ(Rows(store::tables::kEvents), 2u);
   EXPECT_EQ(Rows(store::tables::kDirectives), 3u);
+  EXPECT_EQ(Rows(store::tables::kDirectiveAcks), 6u) << "purged with their directives";
   EXPECT_EQ(JobNames(), std::vector<std::string>{"run"});
   EXPECT_EQ(Counter(metrics::kRetentionPurged.name, {{"kind", "event"}}), 1);
   EXPECT_EQ(Counter(metrics::kRetentionPurged.name, {{"kind", "directive"}}), 3);

@@ -334,6 +334,58 @@ TEST_F(ControllerTest, AJobStoredWholeByAnEarlierVersionLoadsAndIsStoredInParts)
   EXPECT_EQ(c_->registry().Find(spec_.job)->ranks().size(), 8u);
 }
 
+TEST_F(ControllerTest, ADirectiveStoredWithItsAcksByAnEarlierVersionLoadsAndIsStoredInRows) {
+  ConnectAll();
+  Run(0, 3, Healthy);
+  for (auto& agent : agents_) agent->Disconnect(*c_);
+  c_.reset();
+  // A Pause of every rank, applied, as an earlier version stored it: the acks inside the record.
+  falcon::v1::DirectiveRecord whole;
+  whole.mutable_directive()->set_directive_id(1000);
+  whole.mutable_directive()->set_job(spec_.job);
+  whole.mutable_directive()->set_epoch(1);
+  whole.mutable_directive()->mutable_pause()->set_max_duration_ns(1'000'000'000);
+  whole.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+  whole.set_issued_time_ns(absl::ToUnixNanos(clock_.Now()));
+  whole.set_last_delivery_time_ns(absl::ToUnixNanos(clock_.Now()));
+  whole.set_deliveries(1);
+  for (uint32_t r : {5u, 0u, 7u, 1u, 2u, 3u, 4u, 6u}) {
+    falcon::v1::DirectiveAck* a = whole.add_acks();
+    a->set_directive_id(1000);
+    a->set_job(spec_.job);
+    a->set_rank(r);
+    a->set_epoch(1);
+    a->set_status(falcon::v1::ACK_STATUS_APPLIED);
+  }
+  store::KvWriteBatch b;
+  b.Put(store::tables::kDirectives, store::keys::DirectiveKey(spec_.job, 1000),
+        whole.SerializeAsString());
+  ASSERT_TRUE(kv_.Write(b).ok());
+
+  Start();
+  const falcon::v1::DirectiveRecord* loaded = c_->directives().Find(1000);
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_EQ(loaded->SerializeAsString(), whole.SerializeAsString());
+  auto row = kv_.Get(store::tables::kDirectives, store::keys::DirectiveKey(spec_.job, 1000));
+  ASSERT_TRUE(row.ok());
+  falcon::v1::DirectiveRecord head;
+  ASSERT_TRUE(head.ParseFromString(*row));
+  EXPECT_EQ(head.acks_size(), 0) << "stored again without its acks inside";
+  size_t ack_rows = 0;
+  ASSERT_TRUE(kv_.Scan(store::tables::kDirectiveAcks, store::keys::DirectiveKey(spec_.job, 1000),
+                       [&](absl::string_view, absl::string_view) {
+                         ++ack_rows;
+                         return true;
+                       })
+                  .ok());
+  EXPECT_EQ(ack_rows, 8u);
+
+  c_.reset();
+  Start();
+  ASSERT_NE(c_->directives().Find(1000), nullptr);
+  EXPECT_EQ(c_->directives().Find(1000)->SerializeAsString(), whole.SerializeAsString());
+}
+
 TEST_F(ControllerTest, MalformedBatchGetsFieldErrorAndStreamStaysOpen) {
   ConnectAll();
   SimAgent& a = *agents_[1];

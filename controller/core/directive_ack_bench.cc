@@ -2,8 +2,9 @@
 // of a job of N ranks (N = 1,024, 4,096, 16,384; explicit target_ranks, as mitigations send it)
 // is acknowledged RECEIVED then APPLIED by every rank, one DirectiveAck and one unit of work per
 // ack as the controller handles them, committed to the in-memory store. Prints, per N, the CPU
-// time of this thread per ack: DirectiveIssuer::OnAck (the index, the state, staging the record
-// in the unit of work) and the commit, in µs, and checks that the Pause ended APPLIED.
+// time of this thread per ack: DirectiveIssuer::OnAck (the index, the state, staging the ack's
+// row, and the record's row on a state change, in the unit of work) and the commit, in µs, and
+// checks that the Pause ended APPLIED.
 #include <glog/logging.h>
 #include <time.h>
 
