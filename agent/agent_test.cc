@@ -470,6 +470,33 @@ TEST_F(AgentTest, RelaysDirectivesTasksAndProfilingBothWays) {
       EXPECT_EQ(b.op_rank(), 0u);
     }
   }
+  // A peer transfer (NCCL's profiler plugin: the network part of iteration 3's all-reduce toward
+  // rank 1) goes to the controller with the raw ops.
+  v1::ShimMessage peer;
+  peer.mutable_op_batch()->set_sequence(5);
+  v1::OpRecord* rec = peer.mutable_op_batch()->add_records();
+  rec->set_comm_id(kDpComm);
+  rec->set_op_kind(v1::OP_KIND_PEER_SEND);
+  rec->set_peer(1);
+  rec->set_bytes(1 << 20);
+  rec->set_host_start_ns(3 * testing::kIterationNs + 7'000'000);
+  rec->set_host_end_ns(3 * testing::kIterationNs + 8'000'000);
+  rec->set_device_duration_ns(900'000);
+  rec->set_seq(5);
+  rec->set_iteration(3);
+  ASSERT_TRUE(r0->Send(peer));
+  ASSERT_EQ(LastAck(*r0, 5), 5u);
+  ASSERT_TRUE(store_.WaitFor([&](const auto& s) { return raw_ops(s) == 4; }, kWait));
+  int peer_transfers = 0;
+  for (const auto& b : store_.Batches("agent-n1")) {
+    for (const v1::OpRecord& op : b.ops()) {
+      if (op.op_kind() != v1::OP_KIND_PEER_SEND) continue;
+      ++peer_transfers;
+      EXPECT_EQ(op.peer(), 1);
+      EXPECT_EQ(op.device_duration_ns(), 900'000);
+    }
+  }
+  EXPECT_EQ(peer_transfers, 1);
 }
 
 TEST_F(AgentTest, SocketIsGroupAccessibleOnly) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/agent_metrics_table.h"
 #include "agent/shim_validation.h"
+#include "common/op_kind.h"
 
 namespace falcon::agent {
 namespace {
@@ -342,6 +343,7 @@ void ShimHub::HandleOpBatch(Session& s, JobState& job, RankState& rank, const v1
   uint64_t last_comm = 0;
   prometheus::Histogram* hist = nullptr;
   for (const v1::OpRecord& r : batch.records()) {
+    if (common::IsPeerTransfer(r.op_kind())) continue;  // Part of an op already observed.
     if (hist == nullptr || r.comm_id() != last_comm) {
       last_comm = r.comm_id();
       const v1::CommKind kind = job.comms.at(last_comm).kind();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "analysis/detect/bandwidth_reference.h"
 #include "common/stats.h"
 
 namespace falcon::analysis::detect {
@@ -22,8 +23,6 @@ struct EndpointCounts {
 };
 
 std::string LinkName(const EndpointPair& p) { return absl::StrCat(p.a, "-", p.b); }
-
-constexpr size_t kMinPairsForNoise = 8;
 
 }  // namespace
 
@@ -69,29 +68,13 @@ absl::StatusOr<PairwiseResult> LocalizePairwise(const std::vector<PairMeasuremen
   std::vector<double> values;
   values.reserve(best.size());
   for (const auto& [pair, bw] : best) values.push_back(bw);
-  std::sort(values.begin(), values.end());
-  // The upper quartile as a measured pair (nearest rank), not interpolated between two.
-  const size_t q3 = (3 * values.size() + 3) / 4 - 1;
-  result.reference_bandwidth = values[q3];
+  const BandwidthReference judge =
+      JudgeBandwidths(values, options.slow_ratio, options.noise_sigmas);
+  result.reference_bandwidth = judge.reference;
   result.pairs = static_cast<int>(best.size());
-  auto ratio_of = [&](double bw) { return result.reference_bandwidth / bw; };
-  // Noise: the spread of the pairs the ratio alone calls healthy (the slow ones would inflate
-  // it); a pair is slow only beyond noise_sigmas robust deviations below their median too.
-  std::vector<double> healthy;
-  for (double v : values) {
-    if (ratio_of(v) < 1 + options.slow_ratio) healthy.push_back(v);
-  }
-  const double median = common::Median(healthy);  // The reference is healthy: never empty.
-  std::vector<double> deviations;
-  for (double v : healthy) deviations.push_back(std::fabs(v - median));
-  const double sigma = 1.4826 * common::Median(deviations);
-  result.noise_sigma = sigma;
-  // With fewer than kMinPairsForNoise healthy pairs the deviation says nothing about noise.
-  const bool noise_known = healthy.size() >= kMinPairsForNoise && sigma > 0;
-  auto is_slow = [&](double bw) {
-    return ratio_of(bw) >= 1 + options.slow_ratio &&
-           (!noise_known || bw <= median - options.noise_sigmas * sigma);
-  };
+  result.noise_sigma = judge.noise_sigma;
+  auto ratio_of = [&](double bw) { return judge.Ratio(bw); };
+  auto is_slow = [&](double bw) { return judge.Slow(bw); };
   for (double v : values) {
     if (v >= result.reference_bandwidth * (1 + options.slow_ratio)) ++result.fast_pairs;
   }

@@ -1,9 +1,8 @@
 #include "analysis/detect/peer_links.h"
 
 #include <algorithm>
-#include <set>
 
-#include "common/stats.h"
+#include "analysis/detect/bandwidth_reference.h"
 
 namespace falcon::analysis::detect {
 
@@ -12,6 +11,9 @@ absl::Status PeerLinkOptions::Validate() const {
     return absl::InvalidArgumentError("slow_ratio: must be in (0, 10]");
   }
   if (min_links < 2) return absl::InvalidArgumentError("min_links: must be >= 2");
+  if (!(noise_sigmas >= 0 && noise_sigmas <= 100)) {
+    return absl::InvalidArgumentError("noise_sigmas: must be in [0, 100]");
+  }
   return absl::OkStatus();
 }
 
@@ -46,10 +48,10 @@ PeerLinkRanking RankPeerLinks(const std::map<PeerLinkKey, PeerLinkTotals>& links
     ++out.groups_judged;
     std::vector<double> bw;
     for (const PeerLinkRanking::Link& l : members) bw.push_back(l.bytes_per_second);
-    const double reference = common::Quantile(bw, 0.75);
+    const BandwidthReference judge = JudgeBandwidths(bw, options.slow_ratio, options.noise_sigmas);
     for (PeerLinkRanking::Link& l : members) {
-      l.ratio = reference / l.bytes_per_second;
-      l.slow = l.ratio >= 1 + options.slow_ratio;
+      l.ratio = judge.Ratio(l.bytes_per_second);
+      l.slow = judge.Slow(l.bytes_per_second);
       out.links.push_back(l);
     }
   }

@@ -3,9 +3,8 @@
 // PEER_RECV); summed over the profiled iterations, each directed link (src -> dst) of a
 // communicator gets a bandwidth, bytes / busy time. Links are compared within their group
 // (communicators of one role, so that a DP ring's links are compared with DP links), against the
-// group's upper quartile: a slow NIC drags every link through it, which can be half of a small
-// group, so the median could be a slow link; the upper quartile stays a healthy one while fewer
-// than 3/4 of the links are slow (as in docs/algorithms.md#pairwise-localization).
+// group's upper quartile and beyond the noise of its healthy links (bandwidth_reference.h, as in
+// docs/algorithms.md#pairwise-localization).
 // A rank all of whose (at least 2) measured links are slow is its NIC's or node's fault: it is
 // named as an endpoint. Falcon's own method. Pure.
 #ifndef FALCON_ANALYSIS_DETECT_PEER_LINKS_H_
@@ -48,6 +47,9 @@ struct PeerLinkOptions {
   // Links with fewer bytes (or none, or no busy time) are not judged (too little to time).
   // Default 64 KiB.
   uint64_t min_bytes = 64 << 10;
+  // And only this many robust deviations below the healthy links' median, when at least 8 links
+  // of the group are healthy (bandwidth_reference.h), [0, 100]; 0 turns it off. Default 4.
+  double noise_sigmas = 4;
 
   absl::Status Validate() const;  // kInvalidArgument naming the field.
 };

@@ -21,6 +21,7 @@ void CommProfiler::Start() {
   comm_ratios_.clear();
   blames_.clear();
   peer_links_.clear();
+  untracked_peer_transfers_ = 0;
 }
 
 CommProfiler::PendingIteration& CommProfiler::Pending(int64_t iteration) {
@@ -126,7 +127,10 @@ void CommProfiler::AddPeerTransfer(uint32_t rank, const falcon::v1::OpRecord& op
   key.dst = op.op_kind() == falcon::v1::OP_KIND_PEER_SEND ? peer : rank;
   auto it = peer_links_.find(key);
   if (it == peer_links_.end()) {
-    if (peer_links_.size() >= kMaxPeerLinks) return;
+    if (peer_links_.size() >= kMaxPeerLinks) {
+      ++untracked_peer_transfers_;
+      return;
+    }
     it = peer_links_.emplace(key, analysis::detect::PeerLinkTotals{}).first;
     it->second.group = falcon::v1::CommKind_Name(comm->comm.kind());
   }

@@ -71,6 +71,8 @@ class CommProfiler {
   analysis::detect::PeerLinkRanking PeerLinks(
       const analysis::detect::PeerLinkOptions& options) const;
   bool has_peer_transfers() const { return !peer_links_.empty(); }
+  // Peer transfers of links beyond the profile's bound on tracked links (65,536), not counted.
+  uint64_t untracked_peer_transfers() const { return untracked_peer_transfers_; }
   size_t pending_iterations() const { return pending_.size(); }
 
  private:
@@ -94,6 +96,7 @@ class CommProfiler {
   std::map<uint64_t, std::vector<double>> comm_ratios_;  // One entry per flagged iteration.
   std::map<uint32_t, std::vector<analysis::detect::Blame>> blames_;  // Likewise per rank.
   std::map<analysis::detect::PeerLinkKey, analysis::detect::PeerLinkTotals> peer_links_;
+  uint64_t untracked_peer_transfers_ = 0;
 };
 
 }  // namespace falcon::controller::detection

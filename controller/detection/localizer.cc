@@ -735,6 +735,10 @@ std::optional<Verdict> Localizer::PeerTimingVerdict(const EventRecord& event,
   }
   *ranking_note = absl::StrFormat("peer timing ranks %s (%d links, %d slow)",
                                   absl::StrJoin(top, ", "), ranking.links.size(), slow.size());
+  if (profiler->untracked_peer_transfers() > 0) {
+    absl::StrAppend(ranking_note, "; ", profiler->untracked_peer_transfers(),
+                    " peer transfers of links beyond the tracked bound left out");
+  }
   // Measure instead when an operator forced validation, the profile was cut short, no link is
   // slow, or profiling blamed a rank's compute (a slow GPU delays its sends too).
   if (event.forced() || profile.iterations < options_.profiling_iterations || slow.empty()) {
