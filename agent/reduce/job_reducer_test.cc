@@ -124,11 +124,11 @@ TEST(JobReducerTest, PeerTransfersAreNotBusyTime) {
   reducer.AddRank(0);
   reducer.AddCommunicator(Comm(10, {0, 5}));
   // The all-reduce's network part to rank 5, timed by the profiler plugin, overlaps the op.
-  reducer.AddOps(0,
-                 Ops({Rec(10, 5 * kMs, 10 * kMs, 0),
-                      Rec(10, 6 * kMs, 9 * kMs, 0, v1::OP_KIND_PEER_SEND, 5),
-                      Rec(10, 25 * kMs, 26 * kMs, 1)}),
-                 0);
+  reducer.AddOps(
+      0,
+      Ops({Rec(10, 5 * kMs, 10 * kMs, 0), Rec(10, 6 * kMs, 9 * kMs, 0, v1::OP_KIND_PEER_SEND, 5),
+           Rec(10, 25 * kMs, 26 * kMs, 1)}),
+      0);
   reducer.AddHint(0, Hint(0, 0, 20 * kMs), 0);
   std::vector<v1::IterationSummary> out;
   reducer.Flush(0, false, &out);
