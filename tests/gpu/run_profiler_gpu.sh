@@ -20,24 +20,13 @@ set -euo pipefail
 ITER="${1:-200}"
 ELEMS="${2:-1048576}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=tests/gpu/nccl_script_lib.sh
+source "$(dirname "$0")/nccl_script_lib.sh"
 cd "$ROOT"
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIP: no GPU visible (nvidia-smi missing or nvidia-smi -L failed)"
-  exit 77
-fi
-PLUGIN_LABEL=//trainer_shim/nccl_profiler:libnccl-profiler-falcon.so
-if [[ "${FALCON_SKIP_BUILD:-0}" != 1 ]]; then
-  bazel build "$PLUGIN_LABEL" //trainer_shim/nccl:libfalcon_nccl.so \
-    //trainer_shim/nccl:nccl_real_app //trainer_shim:fake_agent_main
-fi
-BIN="$ROOT/bazel-bin/trainer_shim"
-APP="$BIN/nccl/nccl_real_app"
-PRELOAD="$BIN/nccl/libfalcon_nccl.so"
+require_gpu
+build_nccl_programs //trainer_shim/nccl_profiler:libnccl-profiler-falcon.so
 PLUGIN="$BIN/nccl_profiler/libnccl-profiler-falcon.so"
-AGENT="$BIN/fake_agent_main"
-for f in "$APP" "$PRELOAD" "$PLUGIN" "$AGENT"; do
-  [[ -e "$f" ]] || { echo "missing $f (build first)"; exit 2; }
-done
+require_files "$APP" "$PRELOAD" "$PLUGIN" "$AGENT"
 
 TMP="$(mktemp -d /tmp/falcon_gpu_profiler.XXXXXX)"
 SOCK="$TMP/agent.sock"
@@ -48,10 +37,7 @@ trap cleanup EXIT
 echo "== baseline (no interposer, no plugin)"
 "$APP" "$ITER" "$ELEMS" | tee "$TMP/base.txt"
 
-"$AGENT" --socket="$SOCK" > "$TMP/summary.json" 2> "$TMP/agent.err" &
-AGENT_PID=$!
-for _ in $(seq 100); do [[ -S "$SOCK" ]] && break; sleep 0.05; done
-[[ -S "$SOCK" ]] || { echo "fake agent did not start"; cat "$TMP/agent.err"; exit 2; }
+start_fake_agent "$SOCK" "$TMP/summary.json" "$TMP/agent.err"
 
 echo "== interposer + profiler plugin"
 env LD_PRELOAD="$PRELOAD" FALCON_AGENT_SOCKET="$SOCK" FALCON_JOB=gpujob \
@@ -64,20 +50,13 @@ wait "$AGENT_PID" || true
 AGENT_PID=""
 
 echo "== interposer + profiler plugin, FALCON_NCCL_OP_TIMING=plugin (informative)"
-SOCK2="$TMP/agent2.sock"
-"$AGENT" --socket="$SOCK2" > "$TMP/summary_plugin_ops.json" 2> "$TMP/agent2.err" &
-AGENT_PID=$!
-for _ in $(seq 100); do [[ -S "$SOCK2" ]] && break; sleep 0.05; done
-if [[ -S "$SOCK2" ]]; then
-  env LD_PRELOAD="$PRELOAD" FALCON_AGENT_SOCKET="$SOCK2" FALCON_JOB=gpujob \
-    FALCON_SHIM_EXIT_FLUSH_MS=5000 FALCON_NCCL_OP_TIMING=plugin NCCL_PROFILER_PLUGIN="$PLUGIN" \
-    "$APP" "$ITER" "$ELEMS" > "$TMP/plugin_ops.txt" || echo "(run with plugin op timing failed)"
-  kill -TERM "$AGENT_PID"
-  wait "$AGENT_PID" || true
-  echo "plugin op timing: $(tail -n 1 "$TMP/summary_plugin_ops.json" 2>/dev/null || echo none)"
-else
-  echo "(second fake agent did not start)"
-fi
+start_fake_agent "$TMP/agent2.sock" "$TMP/summary_plugin_ops.json" "$TMP/agent2.err"
+env LD_PRELOAD="$PRELOAD" FALCON_AGENT_SOCKET="$TMP/agent2.sock" FALCON_JOB=gpujob \
+  FALCON_SHIM_EXIT_FLUSH_MS=5000 FALCON_NCCL_OP_TIMING=plugin NCCL_PROFILER_PLUGIN="$PLUGIN" \
+  "$APP" "$ITER" "$ELEMS" > "$TMP/plugin_ops.txt" || echo "(run with plugin op timing failed)"
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID" || true
+echo "plugin op timing: $(tail -n 1 "$TMP/summary_plugin_ops.json" 2>/dev/null || echo none)"
 AGENT_PID=""
 
 echo "== NCCL's profiler plugin lines"

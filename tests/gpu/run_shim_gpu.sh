@@ -13,22 +13,12 @@ set -euo pipefail
 ITER="${1:-200}"
 ELEMS="${2:-1048576}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=tests/gpu/nccl_script_lib.sh
+source "$(dirname "$0")/nccl_script_lib.sh"
 cd "$ROOT"
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIP: no GPU visible (nvidia-smi missing or nvidia-smi -L failed)"
-  exit 77
-fi
-if [[ "${FALCON_SKIP_BUILD:-0}" != 1 ]]; then
-  bazel build //trainer_shim/nccl:libfalcon_nccl.so //trainer_shim/nccl:nccl_real_app \
-    //trainer_shim:fake_agent_main
-fi
-BIN="$ROOT/bazel-bin/trainer_shim"
-APP="$BIN/nccl/nccl_real_app"
-PRELOAD="$BIN/nccl/libfalcon_nccl.so"
-AGENT="$BIN/fake_agent_main"
-for f in "$APP" "$PRELOAD" "$AGENT"; do
-  [[ -e "$f" ]] || { echo "missing $f (build first)"; exit 2; }
-done
+require_gpu
+build_nccl_programs
+require_files "$APP" "$PRELOAD" "$AGENT"
 
 TMP="$(mktemp -d /tmp/falcon_gpu.XXXXXX)"
 SOCK="$TMP/agent.sock"
@@ -40,10 +30,7 @@ nvidia-smi -L || true
 echo "== baseline (no interposer)"
 "$APP" "$ITER" "$ELEMS" | tee "$TMP/base.txt"
 
-"$AGENT" --socket="$SOCK" > "$TMP/summary.json" 2> "$TMP/agent.err" &
-AGENT_PID=$!
-for _ in $(seq 100); do [[ -S "$SOCK" ]] && break; sleep 0.05; done
-[[ -S "$SOCK" ]] || { echo "fake agent did not start"; cat "$TMP/agent.err"; exit 2; }
+start_fake_agent "$SOCK" "$TMP/summary.json" "$TMP/agent.err"
 
 SHIM_ENV=(LD_PRELOAD="$PRELOAD" FALCON_AGENT_SOCKET="$SOCK" FALCON_JOB=gpujob
           FALCON_SHIM_EXIT_FLUSH_MS=5000)
