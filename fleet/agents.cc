@@ -404,6 +404,7 @@ AgentProcess::AgentProcess(const Scenario& scenario, size_t from, size_t to, Age
       models_.push_back(std::make_unique<JobModel>(
           scenario.jobs[job].layout, scenario.jobs[job].fault, options_.noise, options_.seed,
           absl::ToInt64Nanoseconds(options_.period)));
+      models_.back()->set_peer_timing(options_.peer_timing);
       by_job[job] = models_.back().get();
     }
     agents_.push_back(std::make_unique<Agent>(this, by_job[job], node));

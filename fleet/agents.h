@@ -80,6 +80,7 @@ struct AgentsOptions {
   absl::Duration link_latency = absl::Milliseconds(100);
   uint64_t seed = 1;
   NoiseModel noise;
+  bool peer_timing = false;  // Raw ops carry peer transfers (JobModel::set_peer_timing).
 };
 
 class Agent;

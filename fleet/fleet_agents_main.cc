@@ -33,6 +33,8 @@ ABSL_FLAG(absl::Duration, gemm_latency, absl::Milliseconds(50), "time to answer 
 ABSL_FLAG(absl::Duration, link_latency, absl::Milliseconds(100), "time to answer a link pass");
 ABSL_FLAG(std::string, go_file, "", "iterations start once this file exists (empty: at once)");
 ABSL_FLAG(std::string, report, "", "where the report goes at exit");
+ABSL_FLAG(bool, peer_timing, false,
+          "raw ops carry peer transfers, as with NCCL's profiler plugin (docs/gpu.md)");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.noise.sigma = absl::GetFlag(FLAGS_noise_sigma);
   o.noise.phi = absl::GetFlag(FLAGS_noise_phi);
+  o.peer_timing = absl::GetFlag(FLAGS_peer_timing);
   o.directive_latency = absl::GetFlag(FLAGS_directive_latency);
   o.gemm_latency = absl::GetFlag(FLAGS_gemm_latency);
   o.link_latency = absl::GetFlag(FLAGS_link_latency);

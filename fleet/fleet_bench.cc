@@ -1,8 +1,9 @@
 // fleet_bench: the controller at fleet scale (fleet/fleet_run.h). Runs the real falcon_controller
 // against simulated agents over real gRPC at one iteration per --period: one TP 8 x PP 8 x DP
-// N/64 job per size of --sizes with a compute fault, and --mixed_jobs concurrent jobs of mixed
-// sizes (a quarter with a compute fault, a quarter with a link fault, half healthy). Iteration
-// times follow the noise model fitted to the Alibaba PAI job 2 series in $FALCON_REAL_DATA
+// N/64 job per size of --sizes with a compute (or --fault=link) fault, and --mixed_jobs concurrent
+// jobs of mixed sizes (a quarter with a compute fault, a quarter with a link fault, half healthy).
+// Iteration times follow the noise model fitted to the Alibaba PAI job 2 series in
+// $FALCON_REAL_DATA
 // (--replay: the series themselves). Prints one table (controller CPU, peak RSS, ingest,
 // acknowledgement round trip, detection delay, alarm to verdict, validation tasks, Pause fan-out,
 // verdicts) and the cost per rank with its log-log slope against N. Exits 1 when a verdict is
@@ -33,6 +34,9 @@ ABSL_FLAG(bool, replay, false, "replay the Alibaba PAI job 2 series instead of t
 ABSL_FLAG(absl::Duration, time_limit, absl::Minutes(15),
           "bound on each run (registering 16,384 ranks alone takes minutes)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the simulation");
+ABSL_FLAG(std::string, fault, "compute", "fault of the single-job runs: compute or link");
+ABSL_FLAG(bool, peer_timing, false,
+          "the simulated agents send peer transfers, as with NCCL's profiler plugin (docs/gpu.md)");
 
 namespace falcon::fleet {
 namespace {
@@ -44,9 +48,10 @@ Scenario SingleJob(uint32_t ranks) {
   j.layout.pp = 8;
   j.layout.dp = ranks / 64;
   j.layout.ranks_per_node = 8;
-  j.fault.kind = Fault::Kind::kCompute;
+  const bool link = absl::GetFlag(FLAGS_fault) == "link";
+  j.fault.kind = link ? Fault::Kind::kLink : Fault::Kind::kCompute;
   j.fault.rank = ranks / 2 + 3;
-  j.fault.factor = absl::GetFlag(FLAGS_compute_factor);
+  j.fault.factor = link ? absl::GetFlag(FLAGS_link_factor) : absl::GetFlag(FLAGS_compute_factor);
   j.fault.onset = absl::GetFlag(FLAGS_onset);
   return Scenario{{j}};
 }
@@ -101,6 +106,12 @@ int Run() {
   base.period = absl::GetFlag(FLAGS_period);
   base.seed = absl::GetFlag(FLAGS_seed);
   base.time_limit = absl::GetFlag(FLAGS_time_limit);
+  base.peer_timing = absl::GetFlag(FLAGS_peer_timing);
+  if (absl::GetFlag(FLAGS_fault) != "compute" && absl::GetFlag(FLAGS_fault) != "link") {
+    std::fprintf(stderr, "fleet_bench: --fault=%s: want compute or link\n",
+                 absl::GetFlag(FLAGS_fault).c_str());
+    return 2;
+  }
   const char* real = getenv("FALCON_REAL_DATA");
   const std::string csv = absl::StrCat(real != nullptr ? real : "/work/shared/real_data",
                                        "/alibaba_pai_minibatch_time/job_2_norm.csv");

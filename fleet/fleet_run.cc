@@ -151,7 +151,8 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
               absl::StrCat("--noise_phi=", options.noise.phi),
               absl::StrCat("--replay_csv=", options.replay_csv),
               absl::StrCat("--go_file=", go_file),
-              absl::StrCat("--report=", dir, "/report-", p)};
+              absl::StrCat("--report=", dir, "/report-", p),
+              absl::StrCat("--peer_timing=", options.peer_timing ? "true" : "false")};
     a.stdout_stream = common::Stdio::File(absl::StrCat(dir, "/agents-", p, ".out"));
     a.stderr_stream = common::Stdio::File(absl::StrCat(dir, "/agents-", p, ".log"));
     a.parent_death_signal = SIGKILL;

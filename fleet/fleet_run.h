@@ -29,6 +29,7 @@ struct RunOptions {
   int64_t settle_iterations = 5;
   absl::Duration time_limit = absl::Minutes(5);
   std::vector<std::string> controller_flags;  // Extra flags of the controller.
+  bool peer_timing = false;  // The agents send peer transfers (fleet_agents --peer_timing).
 };
 
 struct JobResult {

@@ -163,6 +163,26 @@ void JobModel::AddOps(uint32_t r, int64_t k, uint64_t* seq,
     op->set_device_duration_ns(std::max<int64_t>(1, c.transfer_ns()));
     op->set_seq(++*seq);
     op->set_iteration(k);
+    if (peer_timing_ && c.comm_id() / kCommBase == 2) {
+      // The DP all-reduce's network part toward the ring successor.
+      const uint32_t next = layout_.Rank(
+          layout_.pp_index(r), (layout_.dp_index(r) + 1) % layout_.dp, layout_.tp_index(r));
+      const bool slow = fault_.kind == Fault::Kind::kLink && k >= fault_.onset &&
+                        r == fault_.rank && next == link_dst_;
+      const double busy = kDpTransfer * static_cast<double>(BaseNs(k)) *
+                          (slow ? fault_.factor : 1) *
+                          (1 + 0.01 * Gauss(5, r, static_cast<uint64_t>(k)));
+      falcon::v1::OpRecord* t = ops->Add();
+      t->set_comm_id(c.comm_id());
+      t->set_op_kind(falcon::v1::OP_KIND_PEER_SEND);
+      t->set_peer(static_cast<int32_t>(next));
+      t->set_bytes(c.bytes());
+      t->set_host_start_ns(at);
+      t->set_host_end_ns(at + std::max<int64_t>(1, static_cast<int64_t>(busy)));
+      t->set_device_duration_ns(std::max<int64_t>(1, static_cast<int64_t>(busy)));
+      t->set_seq(++*seq);
+      t->set_iteration(k);
+    }
     at += c.busy_ns();
   }
 }

@@ -10,7 +10,9 @@
 // link fault of factor f on the link s -> d of s's DP ring adds 0.2 T (f - 1) to the transfer of
 // every member of that DP group (a ring is as slow as its slowest link) and, as waiting, to every
 // other rank. Validation: a GEMM takes 1 ms (x f on the slow rank), a link 2 ms (x f on the
-// slow link), each with 1 % per-rank jitter.
+// slow link), each with 1 % per-rank jitter. With peer timing (as NCCL's profiler plugin gives,
+// docs/algorithms.md#peer-timing), a rank's raw ops also carry a peer transfer of its DP all-reduce
+// to its ring successor: the DP bytes in 0.2 T (x f on the slow link), with 1 % jitter.
 #ifndef FALCON_FLEET_MODEL_H_
 #define FALCON_FLEET_MODEL_H_
 
@@ -62,10 +64,13 @@ class JobModel {
   int64_t BaseNs(int64_t k);
   // Rank `r`'s summary of iteration `k`.
   void Fill(uint32_t r, int64_t k, falcon::v1::IterationSummary* s);
-  // Rank `r`'s raw op records of iteration `k` (one per communicator used), consistent with its
-  // summary; `seq` is the rank's op sequence, advanced per record.
+  // Rank `r`'s raw op records of iteration `k` (one per communicator used, and with peer timing a
+  // PEER_SEND to its DP ring successor), consistent with its summary; `seq` is the rank's op
+  // sequence, advanced per record.
   void AddOps(uint32_t r, int64_t k, uint64_t* seq,
               google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>* ops);
+  // Whether AddOps adds peer transfers (default false: no profiler plugin).
+  void set_peer_timing(bool on) { peer_timing_ = on; }
   int64_t GemmNs(uint32_t r) const;
   int64_t LinkNs(uint32_t src, uint32_t dst) const;
 
@@ -79,6 +84,7 @@ class JobModel {
   int64_t base_ns_;
   uint32_t link_dst_ = 0;
   uint64_t link_comm_ = 0;
+  bool peer_timing_ = false;
   std::vector<double> factors_;  // Base time / base_ns per iteration, computed in order.
   double ar_state_ = 0;
 };

@@ -89,6 +89,34 @@ TEST(ModelTest, LinkFaultSlowsTheRingOfItsDpGroupOnly) {
   EXPECT_EQ(member.iteration_time_ns(), other.iteration_time_ns());
 }
 
+// With peer timing, each rank's raw ops carry its DP all-reduce's transfer to its ring successor;
+// the slow link's is f times longer, the others are not.
+TEST(ModelTest, PeerTransfersSingleOutTheSlowLink) {
+  const Layout l = Hybrid();
+  NoiseModel noise;
+  JobModel m(l, Fault{Fault::Kind::kLink, 5, 2.0, 0}, noise, 7, 1'000'000'000);
+  auto peer_send = [&](uint32_t r) {
+    google::protobuf::RepeatedPtrField<falcon::v1::OpRecord> ops;
+    uint64_t seq = 0;
+    m.AddOps(r, 3, &seq, &ops);
+    for (const auto& op : ops) {
+      if (op.op_kind() == falcon::v1::OP_KIND_PEER_SEND) return op;
+    }
+    return falcon::v1::OpRecord();
+  };
+  EXPECT_EQ(peer_send(5).op_kind(), falcon::v1::OP_KIND_UNSPECIFIED) << "off by default";
+  m.set_peer_timing(true);
+  const falcon::v1::OpRecord slow = peer_send(5);
+  ASSERT_EQ(slow.op_kind(), falcon::v1::OP_KIND_PEER_SEND);
+  EXPECT_EQ(static_cast<uint32_t>(slow.peer()), m.link_dst());
+  EXPECT_EQ(slow.comm_id(), DpComm(l, 5));
+  const falcon::v1::OpRecord fine = peer_send(m.link_dst());
+  ASSERT_EQ(fine.op_kind(), falcon::v1::OP_KIND_PEER_SEND);
+  EXPECT_EQ(fine.bytes(), slow.bytes());
+  EXPECT_GT(slow.device_duration_ns(), fine.device_duration_ns() * 1.8);
+  EXPECT_LT(slow.device_duration_ns(), fine.device_duration_ns() * 2.2);
+}
+
 TEST(ModelTest, NoiseIsDeterministicAndFitted) {
   NoiseModel noise;
   JobModel a(Hybrid(), Fault{}, noise, 3, 1000000), b(Hybrid(), Fault{}, noise, 3, 1000000);
