@@ -70,6 +70,17 @@ TEST(CheckpointRestartTest, ResumeWithoutTheExcludedRankContinuesTheLossCurve) {
   EXPECT_EQ(ReadJsonLines(resumed.json_log).front()["iteration"], 4);
 }
 
+// Scripted directive lines: Pause (directive 1) and Resume (directive 2) of every rank at
+// `iteration`.
+std::string PauseLine(int64_t max_duration_ns, int64_t iteration = 1) {
+  return absl::StrCat(R"({"directive": {"directive_id": 1, "effective_iteration": )", iteration,
+                      R"(, "pause": {"max_duration_ns": )", max_duration_ns, "}}}\n");
+}
+std::string ResumeLine(int64_t iteration = 1) {
+  return absl::StrCat(R"({"directive": {"directive_id": 2, "effective_iteration": )", iteration,
+                      R"(, "resume": {}}})", "\n");
+}
+
 TEST(PauseValidationTest, PausedJobRunsGemmAndLinkPassesThenResumes) {
   JobSpec plain;
   plain.dp = 2;
@@ -81,11 +92,7 @@ TEST(PauseValidationTest, PausedJobRunsGemmAndLinkPassesThenResumes) {
 
   JobSpec paused = plain;
   paused.directives =
-      R"({"directive": {"directive_id": 1, "effective_iteration": 2,)"
-      R"( "pause": {"max_duration_ns": 30000000000}}})"
-      "\n"
-      R"({"directive": {"directive_id": 2, "effective_iteration": 2, "resume": {}}})"
-      "\n"
+      PauseLine(30000000000, 2) + ResumeLine(2) +
       R"({"iteration": 2, "validation_task": {"task_id": 11, "job": "t", "ranks": [0, 1, 2, 3],)"
       R"( "gemm": {"m": 64, "n": 64, "k": 64, "repeats": 2}}})"
       "\n"
@@ -156,9 +163,7 @@ JobSpec TwoRanksThreeSteps() {
 
 TEST(PauseValidationTest, PauseReleasesItselfAfterItsMaxDuration) {
   JobSpec spec = TwoRanksThreeSteps();
-  spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
-                    R"( "pause": {"max_duration_ns": 200000000}}})"
-                    "\n";
+  spec.directives = PauseLine(200000000);
   const JobRun run = RunJob(spec, "autorelease");
   ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
   EXPECT_EQ(ReadJsonLines(run.json_log).size(), 6u);
@@ -186,12 +191,8 @@ std::string GemmTaskLine(int id, int of, int after_polls) {
 // (round by round), not 6 and 7 first.
 TEST(PauseValidationTest, TasksWaitForTheRestOfTheirValidation) {
   JobSpec spec = TwoRanksThreeSteps();
-  spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
-                    R"( "pause": {"max_duration_ns": 30000000000}}})"
-                    "\n"
-                    R"({"directive": {"directive_id": 2, "effective_iteration": 1, "resume": {}}})"
-                    "\n" +
-                    GemmTaskLine(5, 3, 20) + GemmTaskLine(6, 3, 0) + GemmTaskLine(7, 3, 0);
+  spec.directives = PauseLine(30000000000) + ResumeLine() + GemmTaskLine(5, 3, 20) +
+                    GemmTaskLine(6, 3, 0) + GemmTaskLine(7, 3, 0);
   const JobRun run = RunJob(spec, "wholevalidation");
   ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
   EXPECT_EQ(TasksRunByRank0(run), (std::vector<std::string>{"5", "6", "7"}));
@@ -201,10 +202,7 @@ TEST(PauseValidationTest, TasksWaitForTheRestOfTheirValidation) {
 // the wait (1 s) the ranks run what came; the pause then releases itself.
 TEST(PauseValidationTest, AnIncompleteValidationRunsAfterTheWait) {
   JobSpec spec = TwoRanksThreeSteps();
-  spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
-                    R"( "pause": {"max_duration_ns": 4000000000}}})"
-                    "\n" +
-                    GemmTaskLine(6, 5, 0) + GemmTaskLine(7, 5, 0);
+  spec.directives = PauseLine(4000000000) + GemmTaskLine(6, 5, 0) + GemmTaskLine(7, 5, 0);
   const JobRun run = RunJob(spec, "incomplete");
   ASSERT_TRUE(run.ok()) << common::testing::Describe(run.exits);
   EXPECT_EQ(TasksRunByRank0(run), (std::vector<std::string>{"6", "7"}));
@@ -216,12 +214,7 @@ TEST(PauseValidationTest, AnIncompleteValidationRunsAfterTheWait) {
 // answers the rankless one.
 TEST(PauseValidationTest, TasksTheValidationEndsBeforeRunningAreAnsweredWithAnError) {
   JobSpec spec = TwoRanksThreeSteps();
-  spec.directives = R"({"directive": {"directive_id": 1, "effective_iteration": 1,)"
-                    R"( "pause": {"max_duration_ns": 30000000000}}})"
-                    "\n"
-                    R"({"directive": {"directive_id": 2, "effective_iteration": 1, "resume": {}}})"
-                    "\n" +
-                    GemmTaskLine(6, 3, 0) +
+  spec.directives = PauseLine(30000000000) + ResumeLine() + GemmTaskLine(6, 3, 0) +
                     R"({"iteration": 1, "validation_task": {"task_id": 9, "job": "t", "ranks": [],)"
                     R"( "gemm": {"m": 16, "n": 16, "k": 16, "repeats": 1}}})"
                     "\n";
