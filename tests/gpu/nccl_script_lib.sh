@@ -30,6 +30,15 @@ require_files() {
   done
 }
 
+# make_run_dir PREFIX: a new /tmp/PREFIX.XXXXXX as TMP, SOCK inside it, and a trap that stops the
+# fake agent (AGENT_PID) at exit.
+make_run_dir() {
+  TMP="$(mktemp -d "/tmp/$1.XXXXXX")"
+  SOCK="$TMP/agent.sock"
+  AGENT_PID=""
+  trap '[[ -n "$AGENT_PID" ]] && kill "$AGENT_PID" 2>/dev/null || true' EXIT
+}
+
 # start_fake_agent SOCKET OUT ERR: the fake agent on SOCKET (summary JSON to OUT); sets AGENT_PID;
 # exits 2 if it does not listen within 5 s.
 start_fake_agent() {

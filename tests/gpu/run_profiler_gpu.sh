@@ -28,11 +28,7 @@ build_nccl_programs //trainer_shim/nccl_profiler:libnccl-profiler-falcon.so
 PLUGIN="$BIN/nccl_profiler/libnccl-profiler-falcon.so"
 require_files "$APP" "$PRELOAD" "$PLUGIN" "$AGENT"
 
-TMP="$(mktemp -d /tmp/falcon_gpu_profiler.XXXXXX)"
-SOCK="$TMP/agent.sock"
-AGENT_PID=""
-cleanup() { [[ -n "$AGENT_PID" ]] && kill "$AGENT_PID" 2>/dev/null || true; }
-trap cleanup EXIT
+make_run_dir falcon_gpu_profiler
 
 echo "== baseline (no interposer, no plugin)"
 "$APP" "$ITER" "$ELEMS" | tee "$TMP/base.txt"

@@ -20,11 +20,7 @@ require_gpu
 build_nccl_programs
 require_files "$APP" "$PRELOAD" "$AGENT"
 
-TMP="$(mktemp -d /tmp/falcon_gpu.XXXXXX)"
-SOCK="$TMP/agent.sock"
-AGENT_PID=""
-cleanup() { [[ -n "$AGENT_PID" ]] && kill "$AGENT_PID" 2>/dev/null || true; }
-trap cleanup EXIT
+make_run_dir falcon_gpu
 
 nvidia-smi -L || true
 echo "== baseline (no interposer)"
