@@ -402,22 +402,26 @@ void ProfilerCore::AddInterval(Transfer* t, int64_t start, int64_t end) {
   }
 }
 
-void ProfilerCore::EmitReady() {
-  const int64_t now = clock_.MonotonicNanos();
-  bool emitted = true;
-  while (emitted) {  // Emit may not free anything another entry needs; one pass usually suffices.
-    emitted = false;
-    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+template <typename Ready>
+void ProfilerCore::EmitIf(Ready ready) {
+  // One pass: emitting an op frees only that op, so it makes no other op ready.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (ready(*it)) {
       OpEvent* op = *it;
-      const bool settled = !op->had_children && now - op->stop_ns >= options_.settle_ns;
-      if (Done(op) && (op->group_seq < newest_child_group_ || settled)) {
-        pending_.erase(it);
-        Emit(op);
-        emitted = true;
-        break;
-      }
+      it = pending_.erase(it);
+      Emit(op);
+    } else {
+      ++it;
     }
   }
+}
+
+void ProfilerCore::EmitReady() {
+  const int64_t now = clock_.MonotonicNanos();
+  EmitIf([&](const OpEvent* op) {
+    const bool settled = !op->had_children && now - op->stop_ns >= options_.settle_ns;
+    return Done(op) && (op->group_seq < newest_child_group_ || settled);
+  });
   while (pending_.size() > options_.max_pending_ops) {
     auto it = pending_.begin();
     while (it != pending_.end() && !Done(*it)) ++it;
@@ -431,15 +435,7 @@ void ProfilerCore::EmitReady() {
 
 void ProfilerCore::Flush() {
   absl::MutexLock lock(&mu_);
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (Done(*it)) {
-      OpEvent* op = *it;
-      it = pending_.erase(it);
-      Emit(op);
-    } else {
-      ++it;
-    }
-  }
+  EmitIf([this](const OpEvent* op) { return Done(op); });
 }
 
 void ProfilerCore::Emit(OpEvent* op) {

@@ -224,6 +224,9 @@ class ProfilerCore {
   // Emits the done ops of groups older than the newest group with a child; then, above
   // max_pending_ops, the oldest done ops.
   void EmitReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Emits, in order, every pending op `ready` accepts.
+  template <typename Ready>
+  void EmitIf(Ready ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Emit(OpEvent* op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddInterval(Transfer* t, int64_t start, int64_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
