@@ -1,10 +1,11 @@
 // libnccl-profiler-falcon.so: NCCL's profiler plugin ABI (profiler_abi.h) over ProfilerCore, with
 // the shim's C ABI (libfalcon_shim.so) as the sink. See README.md.
 //
-// Failure policy: NCCL is never disturbed. Every call returns ncclSuccess except init, which
-// returns ncclInternalError when the communicator cannot be profiled (bad arguments, the shim
-// refuses the handle, no memory): NCCL then runs that communicator without the plugin. Exceptions
-// never leave a call; they are counted (internal_errors).
+// Failure policy: NCCL is never disturbed. Every call returns ncclSuccess (init too: a
+// communicator that cannot be profiled, for bad arguments, a handle the shim refuses or no
+// memory, gets a null context and is counted in init_failures, since an init error could make
+// NCCL unload the plugin for every communicator). Exceptions never leave a call; they are counted
+// (internal_errors).
 //
 // Process-wide state, as NCCL's plugin ABI requires (the exported structs are globals): the
 // counters, the handle sequence and FALCON_NCCL_OP_TIMING, read once.
@@ -128,7 +129,7 @@ NcclResult Init(void** context, int* activation_mask, int nranks, int rank, Nccl
     return kNcclSuccess;
   } catch (...) {
     P().init_failures.fetch_add(1, std::memory_order_relaxed);
-    return kNcclInternalError;
+    return kNcclSuccess;  // With the context set so far (null unless complete): see above.
   }
 }
 
