@@ -557,6 +557,40 @@ TEST_F(ControllerTest, PeerTimingLeavesOutALinkAnotherEventNamed) {
   EXPECT_EQ(events[1].links(0).src_rank(), 6u);
 }
 
+// Roles of unhinted communicators come from their traffic (p2p or collective ops). Peer transfers
+// are parts of ops, not ops: they count as neither.
+TEST_F(ControllerTest, PeerTransfersAreNotTrafficForRoleInference) {
+  spec_.hint_kinds = false;
+  spec_.hint_layout = false;
+  ConnectAll();
+  auto kind_of_2000 = [&] { return c_->registry().Find(spec_.job)->FindComm(2000)->comm.kind(); };
+  ASSERT_EQ(kind_of_2000(), falcon::v1::COMM_KIND_UNKNOWN);
+  uint64_t seq = 0;
+  auto send_ops = [&](falcon::v1::OpKind kind) {
+    falcon::v1::TelemetryBatch b;
+    b.set_job(spec_.job);
+    b.set_op_rank(0);
+    for (int i = 0; i < 10; ++i) {
+      falcon::v1::OpRecord* op = b.add_ops();
+      op->set_comm_id(2000);  // The pipeline pair of replica 0: ranks 0 and 4.
+      op->set_op_kind(kind);
+      op->set_peer(4);
+      op->set_bytes(1 << 20);
+      op->set_iteration(0);
+      op->set_seq(++seq);
+      op->set_host_start_ns(1000);
+      op->set_host_end_ns(2000);
+    }
+    auto ack = agents_[0]->Send(*c_, b);
+    ASSERT_TRUE(ack.ok());
+    ASSERT_FALSE(ack->has_error()) << ack->error().field() << ": " << ack->error().message();
+  };
+  send_ops(falcon::v1::OP_KIND_PEER_SEND);
+  EXPECT_EQ(kind_of_2000(), falcon::v1::COMM_KIND_UNKNOWN);
+  send_ops(falcon::v1::OP_KIND_SEND);
+  EXPECT_EQ(kind_of_2000(), falcon::v1::COMM_KIND_PP);
+}
+
 TEST_F(ControllerTest, ComputeBlamedInSomeProfiledIterationsIsValidatedByGemmAlone) {
   ConnectAll();
   // Rank 5 computes longer in two iterations of three: profiling blames it, but not in every

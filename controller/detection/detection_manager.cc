@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/op_kind.h"
 #include "common/stats.h"
 #include "controller/metrics/metric_table.h"
 
@@ -389,6 +390,7 @@ bool DetectionManager::ApplyOps(
   if (!job->HasUnhintedComms()) return false;
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> counts;
   for (const falcon::v1::OpRecord& op : ops) {
+    if (common::IsPeerTransfer(op.op_kind())) continue;  // Part of an op, not traffic of its own.
     auto& c = counts[op.comm_id()];
     if (op.op_kind() == falcon::v1::OP_KIND_SEND || op.op_kind() == falcon::v1::OP_KIND_RECV) {
       ++c.first;
