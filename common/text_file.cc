@@ -64,3 +64,36 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path, uint64_t max_b
 }
 
 }  // namespace falcon::common
+
+namespace falcon::common {
+
+absl::Status WriteTextFileAtomically(const std::string& path, absl::string_view contents) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  auto fail = [&](absl::string_view what) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat(path, ": cannot ", what, " (", std::strerror(err), ")"));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail("create its temporary file");
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return fail("write its temporary file");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return fail("sync its temporary file");
+  }
+  if (::close(fd) != 0) return fail("close its temporary file");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename its temporary file over it");
+  return absl::OkStatus();
+}
+
+}  // namespace falcon::common

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -31,6 +32,11 @@ inline constexpr uint64_t kDefaultMaxTextFileBytes = uint64_t{64} << 20;
 absl::StatusOr<std::string> ReadTextFile(const std::string& path,
                                          uint64_t max_bytes = kDefaultMaxTextFileBytes,
                                          absl::string_view limit_name = "");
+
+// Writes `contents` to `path` atomically: to PATH.tmp.PID first, fsync'd, then renamed over
+// `path`, so a reader sees the old or the new file, never a part. kInternal naming the path, with
+// strerror, when a step fails (the temporary file is removed then).
+absl::Status WriteTextFileAtomically(const std::string& path, absl::string_view contents);
 
 }  // namespace falcon::common
 
