@@ -92,11 +92,14 @@ ABSL_FLAG(std::string, agent_socket, "",
           "(node0, node1, ...). With it every rank runs the Falcon shim; default: env "
           "FALCON_AGENT_SOCKET, else none");
 ABSL_FLAG(double, emulated_compute_ms, 0,
-          "emulated device time per micro-batch forward per stage in ms (backward 2x), slept and "
-          "stretched by compute faults; 0: none");
+          "emulated device time per micro-batch forward per stage in ms (backward 2x), on the "
+          "rank's emulated accelerator (its speed follows the CPU the rank gets); 0: none");
+ABSL_FLAG(double, emulated_device_duty, 0.1,
+          "share of emulated device time the emulated accelerator spends as real CPU work, in "
+          "(0, 1]; the rest it waits at the speed that work got");
 ABSL_FLAG(double, emulated_gemm_ms, -1,
-          "emulated device time of one validation GEMM repetition in ms, slept and stretched by "
-          "compute faults; -1: 10x --emulated_compute_ms");
+          "emulated device time of one validation GEMM repetition in ms, on the emulated "
+          "accelerator; -1: 10x --emulated_compute_ms");
 ABSL_FLAG(double, emulated_link_ms, -1,
           "emulated wire time of one validation link-pass message in ms, slept by its sender so "
           "CPU copy noise is small beside it; -1: 10x --emulated_compute_ms");
@@ -126,6 +129,7 @@ TrainerOptions TrainerOptionsFromFlags() {
   o.json_log_path = absl::GetFlag(FLAGS_json_log);
   o.restart_file = absl::GetFlag(FLAGS_restart_file);
   o.emulated_compute = absl::Microseconds(absl::GetFlag(FLAGS_emulated_compute_ms) * 1e3);
+  o.emulated_device.duty = absl::GetFlag(FLAGS_emulated_device_duty);
   if (const double gemm_ms = absl::GetFlag(FLAGS_emulated_gemm_ms); gemm_ms >= 0) {
     o.emulated_gemm = absl::Microseconds(gemm_ms * 1e3);
   }
@@ -200,6 +204,10 @@ std::string CheckFlags() {
   const double ms = absl::GetFlag(FLAGS_emulated_compute_ms);
   if (!(ms >= 0 && ms <= 10000)) {
     return absl::StrCat("--emulated_compute_ms ", ms, ": need a number in [0, 10000]");
+  }
+  const double duty = absl::GetFlag(FLAGS_emulated_device_duty);
+  if (!(duty > 0 && duty <= 1)) {
+    return absl::StrCat("--emulated_device_duty ", duty, ": need a number in (0, 1]");
   }
   for (const auto& [flag, value] :
        {std::pair<const char*, double>{"--emulated_gemm_ms", absl::GetFlag(FLAGS_emulated_gemm_ms)},
