@@ -22,6 +22,7 @@ absl::Status Prefixed(const absl::Status& s, absl::string_view prefix) {
 }
 
 std::string ProcStatus(int pid) { return absl::StrCat("/proc/", pid, "/status"); }
+std::string ProcStat(int pid) { return absl::StrCat("/proc/", pid, "/stat"); }
 
 std::string Describe(const Endpoint& e) {
   return e.rank.has_value() ? absl::StrCat("rank ", *e.rank) : absl::StrCat("node ", e.node);
@@ -42,6 +43,22 @@ std::optional<std::string> CpusAllowed(absl::string_view status) {
 }
 
 }  // namespace
+
+absl::StatusOr<int> Driver::Niceness(const std::string& stat_path) {
+  absl::StatusOr<std::string> stat = runner_->ReadFile(stat_path);
+  if (!stat.ok()) return stat.status();
+  // "PID (COMM) STATE PPID ...": nice is field 19, the 17th after the command's ')'.
+  const size_t paren = stat->rfind(')');
+  std::vector<absl::string_view> fields;
+  if (paren != std::string::npos) {
+    fields = absl::StrSplit(absl::string_view(*stat).substr(paren + 1), ' ', absl::SkipEmpty());
+  }
+  int nice = 0;
+  if (fields.size() < 17 || !absl::SimpleAtoi(fields[16], &nice)) {
+    return absl::InternalError(absl::StrCat(stat_path, ": no niceness in '", *stat, "'"));
+  }
+  return nice;
+}
 
 Driver::Driver(cluster::ClusterSpec cluster, DriverOptions options, Runner* runner,
                const common::Clock* clock)
@@ -440,9 +457,21 @@ absl::Status Driver::ApplyContention(int id, const FaultSpec& spec, FaultRecord*
   }
   t.cpus = *cpus;
   t.workers = spec.workers;
-  const std::vector<std::string> argv = {
-      options_.stress_ng, "--cpu", absl::StrCat(spec.workers), "--taskset", *cpus, "--timeout", "0",
-      "--quiet"};
+  // The workers compete on equal terms: at the process's niceness, not the driver's (a driver
+  // run under `nice` would otherwise make contention that barely touches the rank).
+  absl::StatusOr<int> nice = Niceness(ProcStat(*pid));
+  if (!nice.ok()) return nice.status();
+  absl::StatusOr<int> own = Niceness("/proc/self/stat");
+  if (!own.ok()) return own.status();
+  t.nice = *nice;
+  std::vector<std::string> argv;
+  if (*nice != *own) argv = {"nice", "-n", absl::StrCat(*nice - *own)};
+  for (const std::string& arg :
+       {options_.stress_ng, std::string("--cpu"), absl::StrCat(spec.workers),
+        std::string("--taskset"), *cpus, std::string("--timeout"), std::string("0"),
+        std::string("--quiet")}) {
+    argv.push_back(arg);
+  }
   absl::StatusOr<std::unique_ptr<BackgroundProcess>> proc = runner_->Spawn(argv);
   if (!proc.ok()) {
     return absl::Status(
@@ -454,7 +483,7 @@ absl::Status Driver::ApplyContention(int id, const FaultSpec& spec, FaultRecord*
   a->pid = *pid;
   a->stress = *std::move(proc);
   a->did = absl::StrCat("stress-ng pid ", t.stress_pid, " with ", spec.workers,
-                        " CPU worker(s) on CPUs ", *cpus);
+                        " CPU worker(s) on CPUs ", *cpus, " at nice ", *nice);
   return absl::OkStatus();
 }
 

@@ -24,7 +24,9 @@
 //     degraded, or the reverse) are refused, naming the fault already there: tbf and htb do not
 //     stack on one root, and a link cap under a NIC cap would test neither. A link *to* a node
 //     whose NIC is degraded composes (different interfaces; the smaller cap wins).
-//   - a process carries at most one compute fault; contention faults stack.
+//   - a process carries at most one compute fault; contention faults stack. Contention's
+//     stress-ng runs at the process's niceness (through `nice -n DELTA` when the driver's own
+//     differs), so that it competes on equal terms whatever the driver runs at.
 //
 // Errors (absl::Status, the message starting "fault ID (SPEC): "): kInvalidArgument for a spec
 // the cluster cannot take (unknown node, a link or nic fault on a loopback cluster, two ranks on
@@ -147,6 +149,8 @@ class Driver {
   // record's rank, node, pid and generation; kNotFound when the process does not exist.
   absl::StatusOr<int> ResolveProcess(const ProcessRef& p, Target* target);
   absl::Status CgroupsReady();
+  // The niceness in a /proc/PID/stat file (field 19).
+  absl::StatusOr<int> Niceness(const std::string& stat_path);
   std::string FaultName(int id, const FaultSpec& spec) const;
   FaultRecord* MutableRecord(int id);
   void WriteRecord();

@@ -18,6 +18,12 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr int kRank1Pid = 1001;
+
+// A /proc/PID/stat line with niceness `nice` (field 19).
+std::string Stat(int pid, int nice) {
+  return absl::StrCat(pid, " (rank one) S 1 1 1 0 -1 4194304 0 0 0 0 7 3 0 0 20 ", nice,
+                      " 1 0 100\n");
+}
 constexpr int kRank3Pid = 1003;
 
 cluster::ClusterSpec ThreeNodes() {
@@ -48,7 +54,9 @@ class DriverTest : public ::testing::Test {
       fake_.SetFile(absl::StrCat("/proc/", pid, "/status"),
                     "Name:\trank\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\n");
       fake_.SetFile(absl::StrCat("/proc/", pid, "/cgroup"), "4:cpu,cpuacct:/\n0::/\n");
+      fake_.SetFile(absl::StrCat("/proc/", pid, "/stat"), Stat(pid, 0));
     }
+    fake_.SetFile("/proc/self/stat", Stat(777, 0));
     // Ranks 0, 1 on node0; 2, 3 on node1.
     WriteRanks(0, {1000, kRank1Pid, 1002, kRank3Pid});
   }
@@ -377,6 +385,7 @@ TEST_F(DriverTest, RankTableIsReadAgainAtEveryApply) {
   EXPECT_EQ(d->record().faults[0].target.pid, kRank1Pid);
   // The launcher restarted the job: rank 1 is another process now.
   fake_.SetFile("/proc/2001/status", "Cpus_allowed_list:\t1\n");
+  fake_.SetFile("/proc/2001/stat", Stat(2001, 0));
   WriteRanks(1, {2000, 2001, 2002, 2003});
   fake_.ClearLines();
   ASSERT_TRUE(d->Apply(Spec("contention:rank=1,workers=2")).ok());
@@ -398,7 +407,7 @@ TEST_F(DriverTest, ContentionStartsAndStopsStressNg) {
               ElementsAre("spawn stress-ng --cpu 1 --taskset 0-1 --timeout 0 --quiet"));
   EXPECT_THAT(fake_.running(), ElementsAre(50000));
   EXPECT_EQ(log.Count("fault applied fault=1 kind=contention target=pid=1002 did=stress-ng pid "
-                      "50000 with 1 CPU worker(s) on CPUs 0-1"),
+                      "50000 with 1 CPU worker(s) on CPUs 0-1 at nice 0"),
             1);
   // Contention faults stack.
   ASSERT_TRUE(d->Apply(Spec("contention:pid=1002")).ok());
@@ -409,6 +418,26 @@ TEST_F(DriverTest, ContentionStartsAndStopsStressNg) {
   EXPECT_THAT(failed.status().message(),
               HasSubstr("fault 3 (contention:pid=1002): cannot execute 'stress-ng': No such file "
                         "or directory (contention needs stress-ng: the Debian package stress-ng)"));
+}
+
+TEST_F(DriverTest, ContentionRunsAtTheProcesssNiceness) {
+  // The driver runs niced (as under `nice -n 19`); the rank does not.
+  fake_.SetFile("/proc/self/stat", Stat(777, 19));
+  std::unique_ptr<Driver> d = Make();
+  ASSERT_TRUE(d->Apply(Spec("contention:pid=1002")).ok());
+  EXPECT_THAT(fake_.lines(),
+              ElementsAre("spawn nice -n -19 stress-ng --cpu 1 --taskset 0-1 --timeout 0 --quiet"));
+  EXPECT_EQ(d->record().faults[0].target.nice, 0);
+  fake_.SetFile("/proc/1003/stat", Stat(1003, 5));
+  fake_.SetFile("/proc/self/stat", Stat(777, 0));
+  fake_.ClearLines();
+  ASSERT_TRUE(d->Apply(Spec("contention:pid=1003,workers=3")).ok());
+  EXPECT_THAT(fake_.lines(),
+              ElementsAre("spawn nice -n 5 stress-ng --cpu 3 --taskset 0-1 --timeout 0 --quiet"));
+  EXPECT_EQ(d->record().faults[1].target.nice, 5);
+  fake_.SetFile("/proc/1003/stat", "garbage");
+  EXPECT_THAT(d->Apply(Spec("contention:pid=1003")).status().message(),
+              HasSubstr("/proc/1003/stat: no niceness in 'garbage'"));
 }
 
 TEST_F(DriverTest, DestructorRemovesEverything) {

@@ -13,7 +13,7 @@
 //       The process (all its threads) in a fresh cgroup whose CPU quota is CORES cores
 //       (0.3 = 30% of one CPU) per period (default 100ms, the kernel's default).
 //   contention:rank=R|pid=P[,workers=W]
-//       W stress-ng CPU workers (default 1) pinned to the process's allowed CPUs.
+//       W stress-ng CPU workers (default 1) pinned to the process's allowed CPUs, at its niceness.
 //   Every kind: from=SECONDS (default 0) and until=SECONDS (default: until the driver stops),
 //   relative to the driver's start; decimals allowed.
 //

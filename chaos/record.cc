@@ -64,6 +64,7 @@ json TargetToJson(FaultKind kind, const Target& t) {
               {"rank_generation", Optional(t.rank_generation)},
               {"cpus", t.cpus},
               {"workers", t.workers},
+              {"nice", t.nice},
               {"stress_pid", t.stress_pid}};
   }
   return json::object();
@@ -196,6 +197,7 @@ Target TargetFromJson(Reader& r, FaultKind kind, const json& t, const std::strin
       } else {
         out.cpus = r.Str(t, path, "cpus");
         out.workers = static_cast<int>(r.Int(t, path, "workers"));
+        out.nice = static_cast<int>(r.Int(t, path, "nice"));
         out.stress_pid = static_cast<int>(r.Int(t, path, "stress_pid"));
       }
       break;

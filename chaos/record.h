@@ -29,7 +29,7 @@
 //          "cgroup_version" (1|2), "cgroup" (absolute path), "origin_cgroup" (relative),
 //          "quota_cores", "period_us", "quota_us"}
 //   contention: {"rank", "node", "pid", "rank_generation", "cpus" (a CPU list, "0-1,4"),
-//          "workers", "stress_pid"}
+//          "workers", "nice" (the process's niceness, stress-ng's too), "stress_pid"}
 //
 // ParseRecord reads the format back: kInvalidArgument naming the source and the field.
 #ifndef FALCON_CHAOS_RECORD_H_
@@ -86,6 +86,7 @@ struct Target {
   // contention
   std::string cpus;
   int workers = 0;
+  int nice = 0;
   int stress_pid = 0;
 };
 

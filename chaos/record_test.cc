@@ -71,6 +71,7 @@ Record Sample() {
   contention.target.pid = 77;
   contention.target.cpus = "0-1";
   contention.target.workers = 2;
+  contention.target.nice = 5;
   contention.target.stress_pid = 78;
   r.faults.push_back(contention);
   return r;
@@ -102,8 +103,8 @@ TEST(RecordTest, FieldsAsDocumented) {
         "\"until_s\": null", "\"applied_iteration\": 120", "\"removed_iteration\": null",
         "\"class\": \"fa1c:1\"", "\"qdisc\": \"fa1c:\"", "\"dst_address\": \"10.77.3.2\"",
         "\"rate_bit_per_second\": 8000000", "\"origin_cgroup\": \"/\"", "\"quota_us\": 30000",
-        "\"cpus\": \"0-1\"", "\"stress_pid\": 78", "\"note\": \"process 999 had exited\"",
-        "\"kind\": \"contention\""}) {
+        "\"cpus\": \"0-1\"", "\"nice\": 5", "\"stress_pid\": 78",
+        "\"note\": \"process 999 had exited\"", "\"kind\": \"contention\""}) {
     EXPECT_THAT(json, HasSubstr(field));
   }
   EXPECT_EQ(json.back(), '\n');
