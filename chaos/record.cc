@@ -11,16 +11,18 @@ namespace falcon::chaos {
 namespace {
 
 using nlohmann::json;
+// Written in the order of the format's documentation (record.h), for people reading it.
+using nlohmann::ordered_json;
 
 template <typename T>
-json Optional(const std::optional<T>& v) {
-  return v.has_value() ? json(*v) : json(nullptr);
+ordered_json Optional(const std::optional<T>& v) {
+  return v.has_value() ? ordered_json(*v) : ordered_json(nullptr);
 }
 
-json TargetToJson(FaultKind kind, const Target& t) {
-  json shaped = json::array();
+ordered_json TargetToJson(FaultKind kind, const Target& t) {
+  ordered_json shaped = ordered_json::array();
   for (const ShapedInterface& s : t.shaped) {
-    json e = {{"node", s.node}, {"netns", s.netns}, {"iface", s.iface}};
+    ordered_json e = {{"node", s.node}, {"netns", s.netns}, {"iface", s.iface}};
     if (kind == FaultKind::kLink) {
       e["dst_node"] = s.dst_node;
       e["dst_address"] = s.dst_address;
@@ -67,7 +69,7 @@ json TargetToJson(FaultKind kind, const Target& t) {
               {"nice", t.nice},
               {"stress_pid", t.stress_pid}};
   }
-  return json::object();
+  return ordered_json::object();
 }
 
 // Reads fields, keeping the first error.
@@ -215,7 +217,7 @@ const FaultRecord* Record::Fault(int id) const {
 }
 
 std::string RecordToJson(const Record& record) {
-  json faults = json::array();
+  ordered_json faults = ordered_json::array();
   for (const FaultRecord& f : record.faults) {
     faults.push_back({{"id", f.id},
                       {"spec", f.spec},
@@ -230,11 +232,11 @@ std::string RecordToJson(const Record& record) {
                       {"error", f.error},
                       {"note", f.note}});
   }
-  json doc = {{"driver_pid", record.driver_pid},
-              {"cluster_kind", record.cluster_kind},
-              {"cluster_prefix", record.cluster_prefix},
-              {"started_unix_ms", record.started_unix_ms},
-              {"faults", faults}};
+  ordered_json doc = {{"driver_pid", record.driver_pid},
+                      {"cluster_kind", record.cluster_kind},
+                      {"cluster_prefix", record.cluster_prefix},
+                      {"started_unix_ms", record.started_unix_ms},
+                      {"faults", faults}};
   return doc.dump(2) + "\n";
 }
 
