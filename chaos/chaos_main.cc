@@ -21,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -172,6 +173,12 @@ int main(int argc, char** argv) {
       "--record truth.json\n  | falcon_chaos clear --cluster cluster.json\n"
       "Kernel-level fail-slows (tc, cgroup CPU quota, stress-ng) on a test cluster; see "
       "docs/operations.md#game-days-the-fault-driver.\n");
+  absl::FlagsUsageConfig usage;  // --help lists this file's flags (by default: none matched).
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "chaos_main");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   std::vector<std::string> faults;
   bool missing_value = false;
   std::vector<char*> args = TakeFaults(argc, argv, &faults, &missing_value);

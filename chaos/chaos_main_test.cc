@@ -86,6 +86,12 @@ TEST_F(ChaosMainTest, FlagErrors) {
   EXPECT_THAT(r.err, HasSubstr("unexpected argument 'frobnicate'"));
 }
 
+TEST_F(ChaosMainTest, HelpListsTheFlags) {
+  const common::testing::BinaryRun r = Run({"--help"});
+  EXPECT_THAT(r.output(), HasSubstr("--fault (a fault spec (repeat the flag for several)"));
+  EXPECT_THAT(r.output(), HasSubstr("--record"));
+}
+
 TEST_F(ChaosMainTest, SpecErrorsNameTheField) {
   common::testing::BinaryRun r =
       Run({"--cluster", cluster(), "--record", record(), "--fault=contention:pid=1", "--fault",
