@@ -141,17 +141,13 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
       // A slow device (emulated) does not steal host CPU: compute faults sleep, not spin.
       "--noburn_compute_faults",
   };
-  if (!s.faults.empty() && options.fault_injection == FaultInjection::kInProcess) {
+  if (!s.faults.empty() && s.injection == FaultInjection::kInProcess) {
     args.push_back(absl::StrCat("--faults=", s.FaultSpec()));
   }
   if (s.pin_cpus) args.push_back("--pin_cpus");
   args.insert(args.end(), s.train_args.begin(), s.train_args.end());
   args.insert(args.end(), options.extra_train_args.begin(), options.extra_train_args.end());
   return args;
-}
-
-const char* FaultInjectionName(FaultInjection f) {
-  return f == FaultInjection::kKernel ? "kernel" : "in-process";
 }
 
 namespace {
@@ -246,8 +242,8 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = factory(spec);
   if (!cluster.ok()) return cluster.status();
-  const bool kernel = options.fault_injection == FaultInjection::kKernel;
-  settings.fault_injection = FaultInjectionName(options.fault_injection);
+  const bool kernel = scenario.injection == FaultInjection::kKernel;
+  settings.fault_injection = FaultInjectionName(scenario.injection);
   if (kernel && !(*cluster)->InjectsFaults()) {
     (*cluster)->Stop();
     return absl::FailedPreconditionError(

@@ -66,16 +66,8 @@ struct ClusterSpec {
 using ClusterFactory =
     std::function<absl::StatusOr<std::unique_ptr<Cluster>>(const ClusterSpec& spec)>;
 
-// How a scenario's faults reach the job: kInProcess passes them to the trainer (falcon_train
-// --faults: the trainer stretches its own device time and shapes its own messages; for the
-// loopback cluster without CAP_NET_ADMIN, and unit tests); kKernel applies them from outside the
-// job with the kernel fault driver (cgroup CPU quota, tc bandwidth caps) on a netns cluster.
-enum class FaultInjection { kInProcess, kKernel };
-const char* FaultInjectionName(FaultInjection f);  // "in-process", "kernel".
-
 struct RunOptions {
-  Scenario scenario;
-  FaultInjection fault_injection = FaultInjection::kInProcess;
+  Scenario scenario;  // Its faults reach the job as scenario.injection says.
   std::string job = "demo";
   // Emulated device time per micro-batch forward per stage (backward 2x); falcon_train
   // --emulated_compute_ms.
