@@ -520,9 +520,11 @@ absl::Status CheckNetnsSupport(std::shared_ptr<NetnsHost> host, const std::strin
   }
   int failures = 0;
   absl::Status removed = RemoveObjects(*host, probe, prefix->first, nullptr, &failures, nullptr);
+  // With something left over the lock file stays, for CleanupStaleNetns to find it.
+  if (removed.ok()) removed = prefix->second.RemoveAndRelease();
   if (!tried.ok()) return refuse(tried);
   if (!removed.ok()) return refuse(removed);
-  return prefix->second.RemoveAndRelease();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<NetnsCleanupReport> CleanupStaleNetns(std::shared_ptr<NetnsHost> host,

@@ -49,35 +49,16 @@ absl::Status Errno(int err, absl::string_view what) {
   return absl::ErrnoToStatus(err, std::string(what));
 }
 
-// A non-blocking TCP socket of network namespace `netns` ("" = ours). setns(CLONE_NEWNET) changes
-// only the calling thread's namespace, so a thread of its own enters it and ends.
-absl::StatusOr<Fd> SocketIn(const std::string& netns) {
-  constexpr int kType = SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC;
-  if (netns.empty()) {
-    const int fd = socket(AF_INET, kType, 0);
-    if (fd < 0) return Errno(errno, "socket");
-    return Fd(fd);
+// A non-blocking socket of `netns`, owned.
+absl::StatusOr<Fd> NonBlockingSocketIn(const std::string& netns) {
+  absl::StatusOr<int> fd = TcpSocketIn(netns);
+  if (!fd.ok()) return fd.status();
+  Fd owned(*fd);
+  const int flags = fcntl(owned.get(), F_GETFL);
+  if (flags < 0 || fcntl(owned.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+    return Errno(errno, "fcntl O_NONBLOCK");
   }
-  const std::string path = absl::StrCat(kNetnsRunDir, "/", netns);
-  absl::Status status;
-  int fd = -1;
-  std::thread entering([&] {
-    const int ns = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (ns < 0) {
-      status = Errno(errno, absl::StrCat("cannot open ", path));
-      return;
-    }
-    if (setns(ns, CLONE_NEWNET) != 0) {
-      status = Errno(errno, absl::StrCat("cannot enter network namespace ", netns));
-    } else {
-      fd = socket(AF_INET, kType, 0);
-      if (fd < 0) status = Errno(errno, absl::StrCat("socket in ", netns));
-    }
-    close(ns);
-  });
-  entering.join();
-  if (!status.ok()) return status;
-  return Fd(fd);
+  return owned;
 }
 
 // Waits until `fd` is ready for `events`; kDeadlineExceeded naming `what` after `timeout`.
@@ -136,7 +117,7 @@ class SystemHost final : public NetnsHost {
       return absl::InvalidArgumentError(
           absl::StrCat("'", listen_address, "' is not an IPv4 address"));
     }
-    absl::StatusOr<Fd> listener = SocketIn(listen_netns);
+    absl::StatusOr<Fd> listener = NonBlockingSocketIn(listen_netns);
     if (!listener.ok()) return listener.status();
     const std::string listen_what = absl::StrCat("listen on ", listen_address, " in ", to);
     if (bind(listener->get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
@@ -150,7 +131,7 @@ class SystemHost final : public NetnsHost {
     const std::string target = absl::StrCat(listen_address, ":", ntohs(addr.sin_port));
     const std::string what = absl::StrCat("TCP from ", from, " to ", target, " in ", to);
 
-    absl::StatusOr<Fd> client = SocketIn(connect_netns);
+    absl::StatusOr<Fd> client = NonBlockingSocketIn(connect_netns);
     if (!client.ok()) return client.status();
     if (connect(client->get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
         errno != EINPROGRESS) {
@@ -195,6 +176,37 @@ class SystemHost final : public NetnsHost {
 bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
 }  // namespace
+
+absl::StatusOr<int> TcpSocketIn(const std::string& netns) {
+  constexpr int kType = SOCK_STREAM | SOCK_CLOEXEC;
+  if (netns.empty()) {
+    const int fd = socket(AF_INET, kType, 0);
+    if (fd < 0) return Errno(errno, "socket");
+    return fd;
+  }
+  // setns(CLONE_NEWNET) changes only the calling thread's namespace, and a socket stays in the
+  // namespace it was made in.
+  const std::string path = absl::StrCat(kNetnsRunDir, "/", netns);
+  absl::Status status;
+  int fd = -1;
+  std::thread entering([&] {
+    const int ns = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns < 0) {
+      status = Errno(errno, absl::StrCat("cannot open ", path));
+      return;
+    }
+    if (setns(ns, CLONE_NEWNET) != 0) {
+      status = Errno(errno, absl::StrCat("cannot enter network namespace ", netns));
+    } else {
+      fd = socket(AF_INET, kType, 0);
+      if (fd < 0) status = Errno(errno, absl::StrCat("socket in ", netns));
+    }
+    close(ns);
+  });
+  entering.join();
+  if (!status.ok()) return status;
+  return fd;
+}
 
 std::shared_ptr<NetnsHost> SystemNetnsHost() { return std::make_shared<SystemHost>(); }
 

@@ -54,6 +54,12 @@ class NetnsHost {
 // The machine itself.
 std::shared_ptr<NetnsHost> SystemNetnsHost();
 
+// A new TCP/IPv4 socket (blocking, close-on-exec; the caller closes it) of network namespace
+// `netns` ("" = this process's): made by a thread that enters /run/netns/NETNS and ends, so the
+// calling thread's namespace never changes. For tests and probes that talk into a node without a
+// helper program. Errors from errno naming the namespace (kNotFound: no such namespace).
+absl::StatusOr<int> TcpSocketIn(const std::string& netns);
+
 // The path of iproute2's `ip`: the first executable "ip" in $PATH, /usr/sbin or /sbin (a non-root
 // PATH often lacks the sbin directories); "ip" when none is found.
 std::string IpBinary();
