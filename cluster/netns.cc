@@ -187,43 +187,51 @@ std::string ProcFlag(NetnsHost& host, const std::string& path) {
   return v.ok() ? std::string(absl::StripAsciiWhitespace(*v)) : std::string("?");
 }
 
-// Why node traffic may be dropped on the bridge: what this machine's settings say.
-std::string DiagnoseDrop(NetnsHost& host, const ClusterSpec& spec, bool between_nodes) {
+// What may drop traffic from node `from` to `to` (nullptr: the controller address), from this
+// machine's settings: the bridge netfilter hook and iptables (with the chain's rules when iptables
+// is installed), and shaping on the host veths.
+std::string DiagnoseDrop(NetnsHost& host, const ClusterSpec& spec, const NodeSpec& from,
+                         const NodeSpec* to) {
   const std::string call_iptables = ProcFlag(host, "/proc/sys/net/bridge/bridge-nf-call-iptables");
   absl::StatusOr<std::string> tables = host.ReadFile("/proc/net/ip_tables_names");
   std::vector<std::string> table_names;
   if (tables.ok()) {
     table_names = absl::StrSplit(*tables, absl::ByAnyChar("\n "), absl::SkipWhitespace());
   }
-  const std::string chain = between_nodes ? "FORWARD" : "INPUT";
+  const std::string loaded =
+      table_names.empty()
+          ? " (no iptables table is loaded: look at nftables, `nft list ruleset`)"
+          : absl::StrCat(" (iptables tables loaded: ", absl::StrJoin(table_names, ", "), ")");
+  const std::string chain = to != nullptr ? "FORWARD" : "INPUT";
   std::string out;
-  if (between_nodes) {
-    if (call_iptables == "1") {
-      absl::StrAppend(
-          &out,
-          "br_netfilter is loaded and net.bridge.bridge-nf-call-iptables=1, so frames "
-          "bridged between the nodes pass the iptables FORWARD chain of the root namespace",
-          table_names.empty()
-              ? " (no iptables table is loaded: look at nftables rules)"
-              : absl::StrCat(" (iptables tables loaded: ", absl::StrJoin(table_names, ", "), ")"),
-          ", whose policy or rules drop them (Docker sets policy DROP); allow the bridge with "
-          "`iptables -I FORWARD -i ",
-          spec.bridge, " -o ", spec.bridge,
-          " -j ACCEPT` or turn the bridge hook off with `sysctl -w "
-          "net.bridge.bridge-nf-call-iptables=0`");
-    } else {
-      absl::StrAppend(&out, "net.bridge.bridge-nf-call-iptables=", call_iptables,
-                      " (bridged frames do not pass iptables); look at nftables bridge rules "
-                      "(`nft list ruleset`) and the bridge's ports (`ip link show master ",
-                      spec.bridge, "`)");
-    }
+  if (to != nullptr && call_iptables == "1") {
+    absl::StrAppend(&out,
+                    "br_netfilter is loaded and net.bridge.bridge-nf-call-iptables=1: frames "
+                    "bridged between the nodes pass the iptables FORWARD chain of the root "
+                    "namespace",
+                    loaded,
+                    "; if its policy or rules drop them (Docker sets policy DROP), allow the "
+                    "bridge with `iptables -I FORWARD -i ",
+                    spec.bridge, " -o ", spec.bridge,
+                    " -j ACCEPT` or turn the hook off with `sysctl -w "
+                    "net.bridge.bridge-nf-call-iptables=0`");
+  } else if (to != nullptr) {
+    absl::StrAppend(&out, "net.bridge.bridge-nf-call-iptables=", call_iptables,
+                    ": bridged frames do not pass iptables; look at nftables bridge rules (`nft "
+                    "list ruleset`) and the bridge's ports (`ip link show master ",
+                    spec.bridge, "`)");
   } else {
     absl::StrAppend(&out, "traffic to the controller address is local delivery on ", spec.bridge,
-                    "; a firewall of the root namespace drops it (iptables/nftables INPUT): allow "
-                    "it with `iptables -I INPUT -i ",
+                    loaded,
+                    "; if a firewall of the root namespace drops it (iptables/nftables INPUT), "
+                    "allow it with `iptables -I INPUT -i ",
                     spec.bridge, " -j ACCEPT`");
   }
-  // The chain itself, when iptables is there to show it.
+  // Shaping: replies to `from` leave the bridge through its host veth, requests to `to` through
+  // that node's.
+  absl::StrAppend(
+      &out, "; a qdisc on a host veth can drop it too (`tc qdisc show dev ", from.host_veth, "`",
+      to != nullptr ? absl::StrCat(", `tc qdisc show dev ", to->host_veth, "`") : "", ")");
   absl::StatusOr<common::CommandResult> rules = host.Run({"iptables", "-S", chain});
   if (rules.ok() && rules->status.success()) {
     std::vector<std::string> lines =
@@ -386,9 +394,10 @@ absl::Status NetnsCluster::Build() {
       absl::Status s =
           host.ProbeTcp(node.netns, "", spec_.controller_address, options_.probe_timeout);
       if (!s.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "self-check: ", node.name, " (", node.address, ") cannot reach the controller address ",
-            spec_.controller_address, ": ", s.message(), "; ", DiagnoseDrop(host, spec_, false)));
+        return absl::FailedPreconditionError(
+            absl::StrCat("self-check: ", node.name, " (", node.address,
+                         ") cannot reach the controller address ", spec_.controller_address, ": ",
+                         s.message(), "; ", DiagnoseDrop(host, spec_, node, nullptr)));
       }
     }
     for (size_t i = 0; k > 1 && i < k; ++i) {
@@ -399,7 +408,7 @@ absl::Status NetnsCluster::Build() {
         return absl::FailedPreconditionError(
             absl::StrCat("self-check: ", from.name, " (", from.address, ") cannot reach ", to.name,
                          " (", to.address, ") over ", spec_.bridge, ": ", s.message(), "; ",
-                         DiagnoseDrop(host, spec_, true)));
+                         DiagnoseDrop(host, spec_, from, &to)));
       }
     }
   }

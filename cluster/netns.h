@@ -8,21 +8,23 @@
 //   - per node i: a network namespace <prefix>-<node>, a veth pair whose end "eth0" is inside it
 //     with address x.y.z.(i+1)/24, and whose other end <prefix>h<i> (NodeSpec::host_veth; traffic
 //     to the node leaves the bridge through it) is on the bridge; both ends and the node's lo up,
-//     and a default route via x.y.z.254. IPv6 link-local addresses are off on the bridge and the
-//     veths (addrgenmode none), so only the cluster's own traffic crosses them;
+//     and a default route via x.y.z.254. The bridge and the veths get no IPv6 addresses
+//     (addrgenmode none), so no IPv6 neighbour discovery runs on them;
 //   - then a self-check: a TCP round trip from each node to the controller address and to the
-//     next node (i -> i+1 mod K). When it fails, the error names the node and says what blocks it:
-//     with br_netfilter loaded and net.bridge.bridge-nf-call-iptables=1, traffic between nodes
-//     passes the root namespace's iptables FORWARD chain (a DROP policy, as Docker sets, loses
-//     it); node -> controller passes the INPUT chain. Forwarding (net.ipv4.ip_forward) is not
-//     needed: node traffic is bridged, and the controller address is local.
+//     next node (i -> i+1 mod K). When it fails, the error names the node and lists what may drop
+//     the traffic, from this machine's settings: with br_netfilter loaded and
+//     net.bridge.bridge-nf-call-iptables=1, traffic between nodes passes the root namespace's
+//     iptables FORWARD chain (a DROP policy, as Docker sets, loses it; the message gives the
+//     ACCEPT rule and the sysctl that turn this off); node -> controller passes the INPUT chain;
+//     a qdisc on a host veth may drop either. Forwarding (net.ipv4.ip_forward) is not needed:
+//     node traffic is bridged, and the controller address is local.
 // Names (cluster/netns_names.h) start with a prefix "fn<creator pid hex><letter>", so that
 // creators in parallel never collide and leftovers are recognised. The /24 is the first of
 // 10.77.0.0 .. 10.99.255.0 that no address or route of the root namespace touches
 // (cluster/netns_subnet.h), chosen under an flock on LOCK_DIR/subnet.lock held until the bridge has
 // its address, so concurrent creators never pick the same. The creator also holds an flock on
 // LOCK_DIR/<prefix>.lock for the cluster's life: the kernel drops it when the creator dies, which
-// is how CleanupStale() tells a leftover from a live cluster even across PID namespaces.
+// is how CleanupStaleNetns() tells a leftover from a live cluster even across PID namespaces.
 //
 // Needs root with CAP_NET_ADMIN and CAP_SYS_ADMIN (ip netns add mounts), in the host's user
 // namespace: CheckNetnsSupport() says plainly what is missing. Under Bazel, a test that creates

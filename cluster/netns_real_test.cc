@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,7 +34,9 @@
 namespace falcon::cluster {
 namespace {
 
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 constexpr size_t kTransferBytes = size_t{1} << 20;
 
@@ -131,14 +134,13 @@ TEST_F(NetnsRealTest, ThreeNodesAreHostsOnOneBridge) {
     absl::Status s = host->ProbeTcp(n.netns, "", spec.controller_address, absl::Seconds(10));
     EXPECT_TRUE(s.ok()) << n.name << ": " << s;
   }
-  // The address exists only inside the cluster: the root namespace has no node address.
-  absl::StatusOr<int> root = TcpSocketIn("");
-  ASSERT_TRUE(root.ok());
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  inet_pton(AF_INET, n2.address.c_str(), &addr.sin_addr);
-  EXPECT_NE(bind(*root, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  close(*root);
+  // The node addresses exist only inside the cluster: the root namespace has only the bridge's.
+  absl::StatusOr<common::CommandResult> addrs = host->Run({"ip", "-j", "-4", "addr", "show"});
+  ASSERT_TRUE(addrs.ok() && addrs->status.success());
+  EXPECT_THAT(addrs->stdout_text, HasSubstr(absl::StrCat("\"", spec.controller_address, "\"")));
+  for (const NodeSpec& n : spec.nodes) {
+    EXPECT_THAT(addrs->stdout_text, Not(HasSubstr(absl::StrCat("\"", n.address, "\""))));
+  }
 
   // A program run with InNode() is exec'd by `ip netns exec`: the pid Subprocess reports becomes
   // the program itself, inside node2's network namespace, and PR_SET_PDEATHSIG is still armed.
@@ -163,7 +165,7 @@ TEST_F(NetnsRealTest, ThreeNodesAreHostsOnOneBridge) {
   EXPECT_EQ(in_proc.st_ino, in_run.st_ino);
   absl::StatusOr<std::string> status = common::ReadTextFile(proc + "/status");
   ASSERT_TRUE(status.ok());
-  EXPECT_THAT(*status, ::testing::HasSubstr(absl::StrCat("PPid:\t", getpid(), "\n")));
+  EXPECT_THAT(*status, HasSubstr(absl::StrCat("PPid:\t", getpid(), "\n")));
   ASSERT_TRUE(sleeper->Stop(SIGTERM, absl::Seconds(10)).ok());
 
   absl::Status destroyed = (*c)->Destroy();
@@ -217,6 +219,63 @@ TEST_F(NetnsRealTest, CleanupRemovesAKilledCreatorsClusterOnly) {
               ::testing::Contains(::testing::StartsWith(my_prefix + ": creator pid")));
   EXPECT_TRUE((*live)->Destroy().ok());
   EXPECT_THAT(Leftovers(my_prefix), IsEmpty());
+}
+
+// The real machine, except that once node1 is made, everything sent to it is dropped (a tbf
+// qdisc with a 1-byte bucket on its host veth): the self-check must catch it.
+class DroppingHost : public NetnsHost {
+ public:
+  absl::StatusOr<common::CommandResult> Run(const std::vector<std::string>& argv) override {
+    absl::StatusOr<common::CommandResult> r = real_->Run(argv);
+    if (argv.size() > 4 && argv[1] == "-n" && absl::EndsWith(argv[2], "-node1") &&
+        argv[3] == "route") {
+      prefix = argv[2].substr(0, argv[2].find('-'));
+      const std::vector<std::string> tc = {"tc",   "qdisc", "add",  "dev",  prefix + "h1",
+                                           "root", "tbf",   "rate", "8bit", "burst",
+                                           "1",    "limit", "1"};
+      absl::StatusOr<common::CommandResult> shaped = real_->Run(tc);
+      shaping = !shaped.ok()               ? shaped.status()
+                : shaped->status.success() ? absl::OkStatus()
+                                           : common::CommandFailure(tc, *shaped);
+    }
+    return r;
+  }
+  absl::Status ProbeTcp(const std::string& connect_netns, const std::string& listen_netns,
+                        const std::string& listen_address, absl::Duration timeout) override {
+    return real_->ProbeTcp(connect_netns, listen_netns, listen_address, timeout);
+  }
+  bool ProcessAlive(pid_t pid) override { return real_->ProcessAlive(pid); }
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    return real_->ReadFile(path);
+  }
+
+  std::string prefix;
+  std::optional<absl::Status> shaping;  // Set once node1 is made.
+
+ private:
+  std::shared_ptr<NetnsHost> real_ = SystemNetnsHost();
+};
+
+TEST_F(NetnsRealTest, SelfCheckCatchesADroppingLinkAndCreateRemovesEverything) {
+  auto host = std::make_shared<DroppingHost>();
+  NetnsOptions o;
+  o.nodes = DefaultNodeNames(3);
+  o.host = host;
+  o.probe_timeout = absl::Seconds(1);
+  absl::StatusOr<std::unique_ptr<NetnsCluster>> c = NetnsCluster::Create(o);
+  ASSERT_TRUE(host->shaping.has_value()) << "node1's route was never added: " << c.status();
+  if (!host->shaping->ok()) {
+    FALCON_SKIP_OR_FAIL(
+        absl::StrCat("cannot shape a veth with tc tbf: ", host->shaping->message()));
+  }
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("self-check: node1 (10."));  // node0 reached the controller first.
+  EXPECT_THAT(c.status().message(), HasSubstr("cannot reach the controller address"));
+  EXPECT_THAT(c.status().message(), HasSubstr("timed out after 1s"));
+  EXPECT_THAT(c.status().message(),
+              HasSubstr(absl::StrCat("tc qdisc show dev ", host->prefix, "h1")));
+  EXPECT_THAT(Leftovers(host->prefix), IsEmpty());
 }
 
 }  // namespace
