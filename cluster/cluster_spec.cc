@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <utility>
 
@@ -245,6 +246,13 @@ absl::Status CheckRankTable(const ClusterSpec& spec, const RankTable& table) {
     }
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> CommandInNode(const NodeSpec& node, std::vector<std::string> argv) {
+  if (node.netns.empty()) return argv;
+  std::vector<std::string> out = {"ip", "netns", "exec", node.netns};
+  out.insert(out.end(), std::make_move_iterator(argv.begin()), std::make_move_iterator(argv.end()));
+  return out;
 }
 
 }  // namespace falcon::cluster

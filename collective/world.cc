@@ -63,6 +63,7 @@ absl::StatusOr<WorldOptions> WorldOptionsFrom(const launch::RankEnv& env) {
   o.local_rank = env.local_rank;
   o.rendezvous_dir = env.rendezvous_dir;
   o.timeout = env.comm_timeout;
+  o.hostname = env.host_address;
   return o;
 }
 

@@ -68,3 +68,24 @@ TEST(ReadTextFileTest, EmptyDeviceIsEmpty) {
 
 }  // namespace
 }  // namespace falcon::common
+
+namespace falcon::common {
+namespace {
+
+TEST(WriteTextFileAtomicallyTest, WritesAndReplacesWholeFiles) {
+  const std::string path = ::testing::TempDir() + "/atomic.txt";
+  ASSERT_TRUE(WriteTextFileAtomically(path, "first version").ok());
+  EXPECT_EQ(*ReadTextFile(path), "first version");
+  ASSERT_TRUE(WriteTextFileAtomically(path, "2nd").ok());
+  EXPECT_EQ(*ReadTextFile(path), "2nd");
+}
+
+TEST(WriteTextFileAtomicallyTest, NamesThePathWhenTheDirectoryIsMissing) {
+  const std::string path = ::testing::TempDir() + "/no/such/dir/file.txt";
+  const absl::Status s = WriteTextFileAtomically(path, "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find(path), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace falcon::common

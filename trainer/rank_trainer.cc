@@ -87,6 +87,7 @@ RankTrainer::RankTrainer(TrainerOptions options, const model::Corpus* corpus,
       world_(std::move(world)),
       hooks_(hooks),
       faults_(faults),
+      device_(options_.emulated_device),
       clock_(clock),
       rank_(world_->rank()),
       layout_(std::move(layout)) {}
@@ -134,7 +135,8 @@ absl::Status RankTrainer::Init() {
       clock_);
   // An emulated device's GEMM and link pass (unless set): ten forward micro-batches' worth per
   // repetition.
-  executor_->SetEmulatedGemmTime(options_.emulated_gemm.value_or(options_.emulated_compute * 10));
+  executor_->SetEmulatedGemmTime(options_.emulated_gemm.value_or(options_.emulated_compute * 10),
+                                 &device_);
   executor_->SetEmulatedLinkTime(options_.emulated_link.value_or(options_.emulated_compute * 10));
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const int64_t act = c.activation_floats();
@@ -254,8 +256,8 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
   const int prev = pos.pp - 1, next = pos.pp + 1;  // PP comm ranks are stage indices.
   int64_t compute_ns = 0;
   // Times `fn` as compute and stretches it by the active compute fault, if any.
-  // `emulated`: units of options_.emulated_compute this phase also spends (slept, as a device the
-  // host waits for), stretched by the fault's factor.
+  // `emulated`: units of options_.emulated_compute this phase also spends on the emulated device
+  // (which the host waits for), stretched by an in-process test fault's factor.
   auto compute = [&](auto&& fn, int emulated = 0) {
     const int64_t start = clock_->MonotonicNanos();
     fn();
@@ -264,7 +266,7 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
     }
     if (emulated > 0 && options_.emulated_compute > absl::ZeroDuration()) {
       const double factor = faults_ != nullptr ? faults_->compute().FactorAt(t) : 1.0;
-      absl::SleepFor(options_.emulated_compute * (emulated * factor));
+      device_.Run(options_.emulated_compute * (emulated * factor));
     }
     compute_ns += clock_->MonotonicNanos() - start;
   };

@@ -40,6 +40,7 @@
 #include "collective/communicator.h"
 #include "collective/fault/rank_faults.h"
 #include "common/clock.h"
+#include "trainer/device/emulated_device.h"
 #include "trainer/directives/directive_queue.h"
 #include "trainer/directives/micro_batch_plan.h"
 #include "trainer/directives/validation_executor.h"
@@ -71,15 +72,19 @@ struct TrainerOptions {
   // How long validation tasks wait for the rest of their validation before running without it
   // (a task lost with a dead agent), in poll_interval steps.
   absl::Duration task_set_wait = absl::Seconds(1);
-  // Emulated device time per micro-batch forward on this stage (backward: twice it), slept after
-  // the real compute and stretched by the rank's compute fault factor (slept too), so iteration
-  // times are stable on a few noisy cores. Zero (default): none.
+  // Emulated device time per micro-batch forward on this stage (backward: twice it), run after
+  // the real compute on the rank's emulated accelerator (trainer/device/emulated_device.h: duty
+  // of it real CPU work, the rest waited at the speed that work got), so iteration times are
+  // stable on a few noisy cores yet follow the CPU the OS gives the rank. An in-process test
+  // fault's factor stretches it too. Zero (default): none.
   absl::Duration emulated_compute = absl::ZeroDuration();
+  // The emulated accelerator (duty, smoothing window).
+  device::EmulatedDeviceOptions emulated_device;
   // Emulated wire time of one validation link-pass message, slept by its sender (not stretched
   // by faults: a link fault slows the real transfer). Unset: 10 x emulated_compute.
   std::optional<absl::Duration> emulated_link;
-  // Emulated device time of one validation GEMM repetition (stretched by compute faults). Unset:
-  // 10 x emulated_compute.
+  // Emulated device time of one validation GEMM repetition (on the emulated accelerator, like
+  // emulated_compute). Unset: 10 x emulated_compute.
   std::optional<absl::Duration> emulated_gemm;
 };
 
@@ -170,6 +175,7 @@ class RankTrainer {
   std::unique_ptr<collective::Communicator> pp_comm_;
   TrainerHooks* hooks_;
   collective::fault::RankFaults* faults_;  // May be null.
+  device::EmulatedDevice device_;
   const common::Clock* clock_;
   std::unique_ptr<directives::ValidationExecutor> executor_;
   const int rank_;

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "cli/help/flags_help.h"
+#include "cluster/cluster_spec.h"
 #include "collective/fault/fault_spec.h"
 #include "collective/launch/launcher.h"
 #include "collective/launch/rank_env.h"
@@ -81,6 +83,13 @@ ABSL_FLAG(std::string, events_log, "", "acks and validation results of the scrip
 ABSL_FLAG(int, nproc, 0, "rank processes (0: dp x pp); must equal dp x pp");
 ABSL_FLAG(int, nodes, 1, "emulated nodes the ranks are grouped into");
 ABSL_FLAG(bool, pin_cpus, false, "pin rank r to the r-th CPU (for contention faults)");
+ABSL_FLAG(std::string, cluster, "",
+          "cluster description (cluster.json, cluster/cluster_spec.h) whose nodes the ranks run "
+          "on: each rank inside its node's network namespace, Gloo on the node's address; "
+          "default: every rank on loopback");
+ABSL_FLAG(std::string, rank_table, "",
+          "where the launcher writes the rank table (rank, node, pid; rewritten after every S4 "
+          "restart) for tools outside the job such as the fault driver; default: none");
 ABSL_FLAG(int, comm_timeout_ms, 60000, "communicator timeout (a dead peer fails ops after this)");
 ABSL_FLAG(int, max_restarts, 3, "S4 restarts allowed before giving up, [0, 100]");
 ABSL_FLAG(int, print_every, 10,
@@ -92,11 +101,14 @@ ABSL_FLAG(std::string, agent_socket, "",
           "(node0, node1, ...). With it every rank runs the Falcon shim; default: env "
           "FALCON_AGENT_SOCKET, else none");
 ABSL_FLAG(double, emulated_compute_ms, 0,
-          "emulated device time per micro-batch forward per stage in ms (backward 2x), slept and "
-          "stretched by compute faults; 0: none");
+          "emulated device time per micro-batch forward per stage in ms (backward 2x), on the "
+          "rank's emulated accelerator (its speed follows the CPU the rank gets); 0: none");
+ABSL_FLAG(double, emulated_device_duty, 0.1,
+          "share of emulated device time the emulated accelerator spends as real CPU work, in "
+          "(0, 1]; the rest it waits at the speed that work got");
 ABSL_FLAG(double, emulated_gemm_ms, -1,
-          "emulated device time of one validation GEMM repetition in ms, slept and stretched by "
-          "compute faults; -1: 10x --emulated_compute_ms");
+          "emulated device time of one validation GEMM repetition in ms, on the emulated "
+          "accelerator; -1: 10x --emulated_compute_ms");
 ABSL_FLAG(double, emulated_link_ms, -1,
           "emulated wire time of one validation link-pass message in ms, slept by its sender so "
           "CPU copy noise is small beside it; -1: 10x --emulated_compute_ms");
@@ -126,6 +138,7 @@ TrainerOptions TrainerOptionsFromFlags() {
   o.json_log_path = absl::GetFlag(FLAGS_json_log);
   o.restart_file = absl::GetFlag(FLAGS_restart_file);
   o.emulated_compute = absl::Microseconds(absl::GetFlag(FLAGS_emulated_compute_ms) * 1e3);
+  o.emulated_device.duty = absl::GetFlag(FLAGS_emulated_device_duty);
   if (const double gemm_ms = absl::GetFlag(FLAGS_emulated_gemm_ms); gemm_ms >= 0) {
     o.emulated_gemm = absl::Microseconds(gemm_ms * 1e3);
   }
@@ -200,6 +213,10 @@ std::string CheckFlags() {
   const double ms = absl::GetFlag(FLAGS_emulated_compute_ms);
   if (!(ms >= 0 && ms <= 10000)) {
     return absl::StrCat("--emulated_compute_ms ", ms, ": need a number in [0, 10000]");
+  }
+  const double duty = absl::GetFlag(FLAGS_emulated_device_duty);
+  if (!(duty > 0 && duty <= 1)) {
+    return absl::StrCat("--emulated_device_duty ", duty, ": need a number in (0, 1]");
   }
   for (const auto& [flag, value] :
        {std::pair<const char*, double>{"--emulated_gemm_ms", absl::GetFlag(FLAGS_emulated_gemm_ms)},
@@ -335,6 +352,7 @@ int RunRank(const collective::launch::RankEnv& env) {
   o.directives_path = absl::GetFlag(FLAGS_directives);
   o.events_path = absl::GetFlag(FLAGS_events_log);
   o.comm_timeout = env.comm_timeout;
+  o.host_address = env.host_address;
   std::unique_ptr<TrainerHooks> hooks;
   if (!o.directives_path.empty()) {
     absl::StatusOr<directives::DirectiveScript> script =
@@ -446,6 +464,16 @@ int RunLauncher(const std::vector<std::string>& args) {
   launch.faults = faults.empty() ? "" : faults.ToString();
   launch.pin_cpus = absl::GetFlag(FLAGS_pin_cpus);
   launch.comm_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_comm_timeout_ms));
+  launch.rank_table_path = absl::GetFlag(FLAGS_rank_table);
+  if (const std::string path = absl::GetFlag(FLAGS_cluster); !path.empty()) {
+    absl::StatusOr<cluster::ClusterSpec> spec = cluster::ReadClusterSpec(path);
+    if (!spec.ok()) return Fail(absl::StrCat("--cluster: ", spec.status().message()));
+    launch.cluster = *std::move(spec);
+    if (launch.nodes != static_cast<int>(launch.cluster->nodes.size())) {
+      return Fail(absl::StrCat("--nodes=", launch.nodes, " but the cluster ", path, " has ",
+                               launch.cluster->nodes.size(), " nodes"));
+    }
+  }
   std::vector<std::string> extra = {"--restart_file=" + restart_file};
   for (int restarts = 0;; ++restarts) {
     launch.command = {SelfPath()};
@@ -475,9 +503,24 @@ int RunLauncher(const std::vector<std::string>& args) {
                  request->checkpoint_dir.c_str(), absl::StrJoin(excluded, ",").c_str(), plan->dp,
                  plan->pp, plan->world, absl::StrJoin(plan->old_rank, ",").c_str());
     faults = plan->faults;
+    if (launch.cluster.has_value()) {
+      // Survivors stay on their nodes (their namespaces and agents); an excluded node is left out.
+      std::vector<std::string> old_nodes = launch.rank_nodes;
+      if (old_nodes.empty()) {
+        for (int r = 0; r < launch.nproc; ++r) {
+          old_nodes.push_back(absl::StrCat("node", r / (launch.nproc / launch.nodes)));
+        }
+      }
+      launch.rank_nodes.clear();
+      for (int old : plan->old_rank) launch.rank_nodes.push_back(old_nodes[old]);
+      launch.nodes = static_cast<int>(
+          std::set<std::string>(launch.rank_nodes.begin(), launch.rank_nodes.end()).size());
+    } else {
+      launch.nodes = plan->nodes;
+    }
     launch.nproc = plan->world;
     launch.dp = plan->dp;
-    launch.nodes = plan->nodes;
+    ++launch.generation;
     launch.faults = faults.empty() ? "" : faults.ToString();
     extra = {"--restart_file=" + restart_file, "--resume=" + request->checkpoint_dir};
   }

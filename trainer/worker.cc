@@ -51,6 +51,7 @@ absl::StatusOr<RunResult> RunWorker(const WorkerOptions& options, TrainerHooks* 
   world_options.world_size = options.world_size;
   world_options.rendezvous_dir = options.rendezvous_dir;
   world_options.timeout = options.comm_timeout;
+  world_options.hostname = options.host_address;
   absl::StatusOr<std::unique_ptr<collective::Communicator>> world =
       collective::gloo::CreateGlooWorld(world_options, runtime);
   if (!world.ok()) return world.status();

@@ -34,6 +34,8 @@ struct WorkerOptions {
   std::string events_path;
   // Rendezvous wait and per-op timeout: a dead or hung peer fails an op after this long.
   absl::Duration comm_timeout = absl::Seconds(60);
+  // Where this rank's Gloo pairs listen: its node's address (FALCON_HOST_ADDRESS).
+  std::string host_address = "127.0.0.1";
   // Installed as the comm runtime's observer before the world communicator is created, so it sees
   // every communicator and op (e.g. the shim's hooks). Not owned; must outlive the run. Null: none.
   collective::OpObserver* observer = nullptr;

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "cluster/cluster_spec.h"
 #include "collective/launch/launcher.h"
 
 ABSL_FLAG(int, nproc, 0, "number of rank processes");
@@ -24,6 +25,11 @@ ABSL_FLAG(bool, pin_cpus, false, "pin rank r to the r-th allowed CPU");
 ABSL_FLAG(int, grace_ms, 5000, "time between SIGTERM and SIGKILL when stopping ranks, 0..600000");
 ABSL_FLAG(std::string, rendezvous_root, "", "parent of the fresh store dir (default $TMPDIR)");
 ABSL_FLAG(bool, keep_rendezvous, false, "keep the store dir after the job");
+ABSL_FLAG(std::string, cluster, "",
+          "cluster description (cluster/cluster_spec.h) whose nodes the ranks run on (inside "
+          "each node's network namespace, FALCON_HOST_ADDRESS = its address); default: loopback");
+ABSL_FLAG(std::string, rank_table, "",
+          "write the rank table (rank, node, pid) here once every rank has started");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -42,7 +48,17 @@ int main(int argc, char** argv) {
   o.grace = absl::Milliseconds(absl::GetFlag(FLAGS_grace_ms));
   o.rendezvous_root = absl::GetFlag(FLAGS_rendezvous_root);
   o.keep_rendezvous = absl::GetFlag(FLAGS_keep_rendezvous);
+  o.rank_table_path = absl::GetFlag(FLAGS_rank_table);
   for (size_t i = 1; i < rest.size(); ++i) o.command.emplace_back(rest[i]);
+  if (const std::string path = absl::GetFlag(FLAGS_cluster); !path.empty()) {
+    auto spec = falcon::cluster::ReadClusterSpec(path);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "falcon_launch: --cluster: %s\n",
+                   std::string(spec.status().message()).c_str());
+      return 2;
+    }
+    o.cluster = *std::move(spec);
+  }
   auto result = falcon::collective::launch::RunLaunch(o);
   if (!result.ok()) {
     std::fprintf(stderr, "falcon_launch: %s\n", std::string(result.status().message()).c_str());

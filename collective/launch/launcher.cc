@@ -12,7 +12,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -188,6 +191,16 @@ absl::Status ValidateFaultRanks(const std::string& spec, int nproc) {
 
 }  // namespace
 
+namespace {
+
+// The node of rank `r`: rank_nodes[r], or node{r / (nproc / nodes)} filling nodes in order.
+std::string RankNode(const LaunchOptions& o, int r) {
+  if (!o.rank_nodes.empty()) return o.rank_nodes[r];
+  return absl::StrCat("node", r / (o.nproc / o.nodes));
+}
+
+}  // namespace
+
 absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
   constexpr absl::Duration kMaxDuration = absl::Minutes(10);  // --grace_ms, --comm_timeout_ms.
   if (o.nproc <= 0)
@@ -207,9 +220,31 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("--dp x --pp x --tp = ", dp, " x ", o.pp, " x ",
                                                    o.tp, " must equal --nproc=", o.nproc));
   }
-  if (o.nodes < 1 || o.nproc % o.nodes != 0) {
+  if (o.rank_nodes.empty() && (o.nodes < 1 || o.nproc % o.nodes != 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--nodes=", o.nodes, " must be >= 1 and divide --nproc=", o.nproc));
+  }
+  if (!o.rank_nodes.empty()) {
+    if (static_cast<int>(o.rank_nodes.size()) != o.nproc) {
+      return absl::InvalidArgumentError(absl::StrCat("rank nodes: ", o.rank_nodes.size(),
+                                                     " names for --nproc=", o.nproc, " ranks"));
+    }
+    const std::set<std::string> distinct(o.rank_nodes.begin(), o.rank_nodes.end());
+    if (static_cast<int>(distinct.size()) != o.nodes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank nodes: ", distinct.size(), " distinct nodes, but --nodes=", o.nodes));
+    }
+  }
+  if (o.cluster.has_value()) {
+    for (int r = 0; r < o.nproc; ++r) {
+      const std::string node = RankNode(o, r);
+      if (!o.cluster->Node(node).ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rank ", r, " belongs on node '", node, "', which the cluster (",
+                         o.cluster->nodes.size(), " nodes, ",
+                         cluster::ClusterKindName(o.cluster->kind), ") does not have"));
+      }
+    }
   }
   if (o.backend != "gloo" && o.backend != "nccl") {
     return absl::InvalidArgumentError(
@@ -237,17 +272,24 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
 absl::StatusOr<std::vector<RankEnv>> PlanRanks(const LaunchOptions& o,
                                                const std::string& rendezvous_dir) {
   if (auto s = ValidateLaunchOptions(o); !s.ok()) return s;
-  const int per_node = o.nproc / o.nodes;
   std::vector<RankEnv> out(o.nproc);
+  std::map<std::string, int> node_index, node_size;
+  for (int r = 0; r < o.nproc; ++r) {
+    const std::string node = RankNode(o, r);
+    node_index.emplace(node, static_cast<int>(node_index.size()));
+    ++node_size[node];
+  }
+  std::map<std::string, int> placed;
   for (int r = 0; r < o.nproc; ++r) {
     RankEnv& e = out[r];
     e.rank = r;
     e.world_size = o.nproc;
-    e.local_rank = r % per_node;
-    e.local_world_size = per_node;
-    e.node_index = r / per_node;
-    e.node = absl::StrCat("node", e.node_index);
+    e.node = RankNode(o, r);
+    e.local_rank = placed[e.node]++;
+    e.local_world_size = node_size[e.node];
+    e.node_index = node_index[e.node];
     e.num_nodes = o.nodes;
+    if (o.cluster.has_value()) e.host_address = (*o.cluster->Node(e.node))->address;
     e.rendezvous_dir = rendezvous_dir;
     e.dp = o.dp == 0 ? o.nproc / (o.pp * o.tp) : o.dp;
     e.pp = o.pp;
@@ -314,6 +356,9 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
   for (int r = 0; r < o.nproc; ++r) {
     common::SpawnOptions spawn;
     spawn.argv = o.command;
+    if (o.cluster.has_value()) {
+      spawn.argv = cluster::CommandInNode(**o.cluster->Node((*plan)[r].node), o.command);
+    }
     spawn.env = base_env;
     for (const auto& [k, v] : (*plan)[r].ToVariables()) {
       spawn.env->push_back(absl::StrCat(k, "=", v));
@@ -344,9 +389,24 @@ absl::StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o) {
     ++running;
   }
   if (!stopping) {
-    std::fprintf(stderr,
-                 "falcon_launch: started %d ranks on %d nodes (dp=%d pp=%d tp=%d), store %s\n",
-                 o.nproc, o.nodes, (*plan)[0].dp, o.pp, o.tp, dir.c_str());
+    std::fprintf(
+        stderr, "falcon_launch: started %d ranks on %d nodes (dp=%d pp=%d tp=%d), store %s%s\n",
+        o.nproc, o.nodes, (*plan)[0].dp, o.pp, o.tp, dir.c_str(),
+        o.cluster.has_value()
+            ? absl::StrCat(", ", cluster::ClusterKindName(o.cluster->kind), " cluster").c_str()
+            : "");
+    if (!o.rank_table_path.empty()) {
+      cluster::RankTable table;
+      table.generation = o.generation;
+      for (int r = 0; r < o.nproc; ++r) {
+        table.ranks.push_back({r, ranks[r].node, ranks[r].proc->pid()});
+      }
+      // The job runs on without it; tools that need it report the missing table themselves.
+      if (absl::Status s = cluster::WriteRankTable(o.rank_table_path, table); !s.ok()) {
+        std::fprintf(stderr, "falcon_launch: rank table not written: %s\n",
+                     std::string(s.message()).c_str());
+      }
+    }
   }
 
   while (running > 0) {

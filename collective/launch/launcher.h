@@ -22,12 +22,15 @@
 #ifndef FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_
 #define FALCON_COLLECTIVE_LAUNCH_LAUNCHER_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/cluster_spec.h"
 #include "collective/launch/rank_env.h"
 
 namespace falcon::collective::launch {
@@ -46,13 +49,27 @@ struct LaunchOptions {
   std::string rendezvous_root;              // Parent of the fresh store dir; "" = $TMPDIR or /tmp.
   bool keep_rendezvous = false;             // Leave the store dir behind (debugging).
   std::vector<std::string> command;         // PROGRAM ARGS...; non-empty.
+  // The node of each rank (nproc names) when not the default fill-in-order node0..node{K-1} (an
+  // S4 restart keeps every survivor on its node); `nodes` must be the number of distinct names.
+  // Empty: the default.
+  std::vector<std::string> rank_nodes;
+  // The cluster the nodes belong to (cluster/cluster_spec.h). Set: every rank's node must be one
+  // of its nodes; a rank runs as a process of its node (inside the node's network namespace:
+  // cluster::CommandInNode) with FALCON_HOST_ADDRESS = the node's address. Unset: every rank on
+  // this host's loopback.
+  std::optional<cluster::ClusterSpec> cluster;
+  // Where to write the rank table (cluster::RankTable: rank, node, pid) once every rank has
+  // started, atomically, for tools outside the job (the fault driver). Empty: not written.
+  std::string rank_table_path;
+  int64_t generation = 0;  // The rank table's generation (launches of the job before this one).
 };
 
-// kInvalidArgument naming the flag: nproc <= 0, sizes < 1, dp*pp*tp != nproc, nodes not
-// dividing nproc, unknown backend, empty command, comm_timeout outside (0, 10 min] or grace outside
-// [0, 10 min] (--comm_timeout_ms, --grace_ms); --faults that does not parse (an @file that
-// cannot be read included) or names a rank (compute/contention rank, link src or dst) outside
-// [0, nproc), naming the fault and the rank.
+// kInvalidArgument naming the flag: rank_nodes of the wrong size or with a count of distinct
+// names other than nodes, a rank whose node the cluster lacks (naming both), nproc <= 0, sizes < 1,
+// dp*pp*tp != nproc, nodes not dividing nproc, unknown backend, empty command, comm_timeout outside
+// (0, 10 min] or grace outside [0, 10 min] (--comm_timeout_ms, --grace_ms); --faults that does not
+// parse (an @file that cannot be read included) or names a rank (compute/contention rank, link src
+// or dst) outside [0, nproc), naming the fault and the rank.
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 
 // Each rank's environment (index = global rank) for a job using `rendezvous_dir`.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "cluster/cluster_spec.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 
@@ -105,6 +106,73 @@ TEST(LauncherTest, PlansNodesLocalRanksAndSizes) {
   }
   o.dp = 0;  // Derived.
   EXPECT_EQ(PlanRanks(o, "/s").value()[0].dp, 2);
+}
+
+TEST(LauncherTest, ExplicitRankNodesAndClusterAddresses) {
+  LaunchOptions o;
+  o.nproc = 4;
+  o.pp = 2;
+  o.nodes = 3;
+  o.rank_nodes = {"node0", "node2", "node2", "node3"};  // An S4 restart without node1.
+  o.command = {"prog"};
+  auto plan = PlanRanks(o, "/s");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)[1].node, "node2");
+  EXPECT_EQ((*plan)[2].local_rank, 1);
+  EXPECT_EQ((*plan)[2].local_world_size, 2);
+  EXPECT_EQ((*plan)[3].node_index, 2);
+  EXPECT_EQ((*plan)[3].host_address, "127.0.0.1");
+
+  cluster::ClusterSpec spec;
+  spec.kind = cluster::ClusterKind::kNetns;
+  spec.controller_address = "10.9.9.254";
+  for (int n = 0; n < 4; ++n) {
+    spec.nodes.push_back({absl::StrCat("node", n), absl::StrCat("ns", n),
+                          absl::StrCat("10.9.9.", n + 1), "eth0", absl::StrCat("h", n)});
+  }
+  o.cluster = spec;
+  plan = PlanRanks(o, "/s");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)[0].host_address, "10.9.9.1");
+  EXPECT_EQ((*plan)[2].host_address, "10.9.9.3");
+  EXPECT_EQ((*plan)[3].host_address, "10.9.9.4");
+
+  spec.nodes.pop_back();
+  o.cluster = spec;
+  EXPECT_EQ(PlanRanks(o, "/s").status().message(),
+            "rank 3 belongs on node 'node3', which the cluster (3 nodes, netns) does not have");
+  o.cluster.reset();
+  o.rank_nodes.pop_back();
+  EXPECT_EQ(PlanRanks(o, "/s").status().message(), "rank nodes: 3 names for --nproc=4 ranks");
+  o.rank_nodes = {"node0", "node0", "node2", "node2"};
+  EXPECT_EQ(PlanRanks(o, "/s").status().message(), "rank nodes: 2 distinct nodes, but --nodes=3");
+}
+
+TEST(LauncherTest, WritesTheRankTableOnceEveryRankRuns) {
+  const std::string out = TempDir("table");
+  const std::string spec_path = out + "/cluster.json";
+  ASSERT_TRUE(
+      cluster::WriteClusterSpec(
+          spec_path,
+          [] {
+            cluster::ClusterSpec s;
+            s.controller_address = "127.0.0.1";
+            s.nodes = {{"node0", "", "127.0.0.1", "", ""}, {"node1", "", "127.0.0.1", "", ""}};
+            return s;
+          }())
+          .ok());
+  LaunchRun run = Launch(
+      {"--nproc=4", "--nodes=2", "--cluster=" + spec_path, "--rank_table=" + out + "/ranks.json",
+       "--", Runfile("collective/launch/launch_test_child"), "env", out},
+      out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto table = cluster::ReadRankTable(out + "/ranks.json");
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_EQ(table->ranks.size(), 4u);
+  EXPECT_EQ(table->generation, 0);
+  EXPECT_EQ(table->ranks[3].node, "node1");
+  for (const cluster::RankEntry& r : table->ranks) EXPECT_GT(r.pid, 0);
+  EXPECT_NE(table->ranks[0].pid, table->ranks[1].pid);
 }
 
 TEST(LauncherTest, ValidationNamesTheFlag) {

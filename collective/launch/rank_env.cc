@@ -1,5 +1,7 @@
 #include "collective/launch/rank_env.h"
 
+#include <arpa/inet.h>
+
 #include <cstdlib>
 
 #include "absl/status/status.h"
@@ -43,6 +45,7 @@ std::vector<std::pair<std::string, std::string>> RankEnv::ToVariables() const {
       {"FALCON_COMM_TIMEOUT_MS", absl::StrCat(absl::ToInt64Milliseconds(comm_timeout))},
   };
   if (!faults.empty()) v.emplace_back("FALCON_FAULTS", faults);
+  if (host_address != "127.0.0.1") v.emplace_back("FALCON_HOST_ADDRESS", host_address);
   return v;
 }
 
@@ -90,6 +93,14 @@ absl::StatusOr<RankEnv> ParseRankEnv(const std::function<const char*(const char*
   int timeout_ms = 0;
   if (auto s = ReadInt(lookup, "FALCON_COMM_TIMEOUT_MS", false, 1, &timeout_ms); !s.ok()) return s;
   if (timeout_ms > 0) e.comm_timeout = absl::Milliseconds(timeout_ms);
+  if (const char* a = lookup("FALCON_HOST_ADDRESS"); a != nullptr && *a != '\0') {
+    in_addr addr;
+    if (inet_pton(AF_INET, a, &addr) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("FALCON_HOST_ADDRESS='", a, "': not an IPv4 address"));
+    }
+    e.host_address = a;
+  }
   return e;
 }
 

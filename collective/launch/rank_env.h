@@ -8,6 +8,9 @@
 //   FALCON_FAULTS                             fault spec (fault_spec.h), optional
 //   FALCON_BACKEND                            "gloo" or "nccl", optional (default gloo)
 //   FALCON_COMM_TIMEOUT_MS                    communicator timeout, optional
+//   FALCON_HOST_ADDRESS                       IPv4 address of the rank's node, where its Gloo
+//                                             pairs listen (so cross-node bytes cross the node's
+//                                             interface); optional, default 127.0.0.1
 #ifndef FALCON_COLLECTIVE_LAUNCH_RANK_ENV_H_
 #define FALCON_COLLECTIVE_LAUNCH_RANK_ENV_H_
 
@@ -37,6 +40,7 @@ struct RankEnv {
   std::string faults;  // Empty: none.
   std::string backend = "gloo";
   absl::Duration comm_timeout = absl::Seconds(60);
+  std::string host_address = "127.0.0.1";
 
   // (name, value) pairs of the variables above, as falcon_launch sets them.
   std::vector<std::pair<std::string, std::string>> ToVariables() const;

@@ -31,6 +31,7 @@ TEST(RankEnvTest, RoundTripsThroughVariables) {
   e.faults = "link:src=1,dst=2,delay_ms=5";
   e.backend = "nccl";
   e.comm_timeout = absl::Seconds(7);
+  e.host_address = "10.77.3.2";
   std::map<std::string, std::string> vars;
   for (const auto& [k, v] : e.ToVariables()) vars[k] = v;
   auto back = Parse(vars);
@@ -47,6 +48,17 @@ TEST(RankEnvTest, RoundTripsThroughVariables) {
   EXPECT_EQ(back->faults, e.faults);
   EXPECT_EQ(back->backend, "nccl");
   EXPECT_EQ(back->comm_timeout, absl::Seconds(7));
+  EXPECT_EQ(back->host_address, "10.77.3.2");
+}
+
+TEST(RankEnvTest, HostAddressMustBeIpv4) {
+  auto e = Parse({{"FALCON_RANK", "0"},
+                  {"FALCON_WORLD_SIZE", "1"},
+                  {"FALCON_RENDEZVOUS", "/d"},
+                  {"FALCON_HOST_ADDRESS", "node1.local"}});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("FALCON_HOST_ADDRESS='node1.local'"), std::string::npos)
+      << e.status();
 }
 
 TEST(RankEnvTest, MinimalEnvironmentGetsDefaults) {
@@ -56,6 +68,7 @@ TEST(RankEnvTest, MinimalEnvironmentGetsDefaults) {
   EXPECT_EQ(e->pp, 1);
   EXPECT_EQ(e->local_rank, 1);
   EXPECT_EQ(e->backend, "gloo");
+  EXPECT_EQ(e->host_address, "127.0.0.1");
 }
 
 TEST(RankEnvTest, ErrorsNameTheVariable) {

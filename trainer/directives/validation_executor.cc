@@ -150,9 +150,8 @@ absl::Status ValidationExecutor::RunGemm(const falcon::v1::GemmTest& test,
       slowdown_->Apply(iteration, absl::Nanoseconds(elapsed));
       elapsed = clock_->MonotonicNanos() - start;
     }
-    if (emulated_gemm_ > absl::ZeroDuration()) {
-      absl::SleepFor(emulated_gemm_ *
-                     (slowdown_ != nullptr ? slowdown_->FactorAt(iteration) : 1.0));
+    if (emulated_gemm_ > absl::ZeroDuration() && device_ != nullptr) {
+      device_->Run(emulated_gemm_ * (slowdown_ != nullptr ? slowdown_->FactorAt(iteration) : 1.0));
       elapsed = clock_->MonotonicNanos() - start;
     }
     // Repetition 0 warms caches up.

@@ -31,6 +31,7 @@
 #include "collective/fault/compute_slowdown.h"
 #include "common/clock.h"
 #include "proto/falcon/v1/common.pb.h"
+#include "trainer/device/emulated_device.h"
 
 namespace falcon::trainer::directives {
 
@@ -43,10 +44,15 @@ class ValidationExecutor {
                      const collective::fault::ComputeSlowdown* slowdown,
                      const common::Clock* clock);
 
-  // Emulated device time added to each GEMM repetition (slept, stretched by the compute fault's
-  // factor), matching the trainer's --emulated_compute_ms, so GEMM validation sees an emulated
-  // slow device above the CPU noise. Call before the first Run(). Default zero.
-  void SetEmulatedGemmTime(absl::Duration per_repeat) { emulated_gemm_ = per_repeat; }
+  // Emulated device time added to each GEMM repetition, run on `device` (the rank's emulated
+  // accelerator, trainer/device/emulated_device.h, so a rank the OS slows is slow here as in
+  // training; an in-process test fault's factor stretches it too), matching the trainer's
+  // --emulated_compute_ms, so GEMM validation sees an emulated slow device above the CPU noise.
+  // Call before the first Run(); `device` must outlive the executor. Default: none.
+  void SetEmulatedGemmTime(absl::Duration per_repeat, device::EmulatedDevice* device) {
+    emulated_gemm_ = per_repeat;
+    device_ = device;
+  }
   // Emulated wire time added to each link-pass message (slept by the sender after the send), so
   // that on CPU ranks sharing a few cores the contention noise of loopback copies (which made
   // healthy links look 2x slower than their peers) is small next to the measured time; injected
@@ -78,6 +84,7 @@ class ValidationExecutor {
   const common::Clock* const clock_;
   absl::Mutex mu_;
   absl::Duration emulated_gemm_ = absl::ZeroDuration();
+  device::EmulatedDevice* device_ = nullptr;
   absl::Duration emulated_link_ = absl::ZeroDuration();
 };
 

@@ -1,0 +1,88 @@
+#include "trainer/device/emulated_device.h"
+
+#include <time.h>
+
+#include <algorithm>
+
+namespace falcon::trainer::device {
+namespace {
+
+int64_t ReadClock(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+class RealHostImpl : public Host {
+ public:
+  int64_t MonotonicNanos() override { return ReadClock(CLOCK_MONOTONIC); }
+  int64_t ThreadCpuNanos() override { return ReadClock(CLOCK_THREAD_CPUTIME_ID); }
+  void Work(int64_t cpu_ns) override {
+    const int64_t until = ThreadCpuNanos() + cpu_ns;
+    // Integer work the compiler cannot drop (the result feeds the loop condition's volatile).
+    volatile uint64_t sink = 0;
+    uint64_t x = 88172645463325252ull;
+    while (ThreadCpuNanos() < until) {
+      for (int i = 0; i < 2048; ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+      }
+      sink = x;
+    }
+    (void)sink;
+  }
+  void SleepFor(absl::Duration d) override { absl::SleepFor(d); }
+};
+
+}  // namespace
+
+Host* RealHost() {
+  static RealHostImpl* const host = new RealHostImpl();
+  return host;
+}
+
+EmulatedDevice::EmulatedDevice(EmulatedDeviceOptions options, Host* host)
+    : options_(options), host_(host != nullptr ? host : RealHost()) {}
+
+double EmulatedDevice::SlowdownLocked() const {
+  if (cpu_sum_ns_ <= 0) return 1.0;
+  const double s = static_cast<double>(wall_sum_ns_) / static_cast<double>(cpu_sum_ns_);
+  return std::clamp(s, 1.0, options_.max_slowdown);
+}
+
+double EmulatedDevice::slowdown() const {
+  absl::MutexLock lock(&mu_);
+  return SlowdownLocked();
+}
+
+absl::Duration EmulatedDevice::Run(absl::Duration nominal) {
+  if (nominal <= absl::ZeroDuration()) return absl::ZeroDuration();
+  const int64_t nominal_ns = absl::ToInt64Nanoseconds(nominal);
+  const int64_t work_ns =
+      std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(nominal_ns) * options_.duty));
+  const int64_t start = host_->MonotonicNanos();
+  const int64_t cpu_start = host_->ThreadCpuNanos();
+  host_->Work(work_ns);
+  const int64_t wall = host_->MonotonicNanos() - start;
+  const int64_t cpu = std::max<int64_t>(1, host_->ThreadCpuNanos() - cpu_start);
+  double s;
+  {
+    absl::MutexLock lock(&mu_);
+    samples_.push_back({wall, cpu});
+    wall_sum_ns_ += wall;
+    cpu_sum_ns_ += cpu;
+    while (static_cast<int>(samples_.size()) > std::max(1, options_.window)) {
+      wall_sum_ns_ -= samples_.front().wall_ns;
+      cpu_sum_ns_ -= samples_.front().cpu_ns;
+      samples_.pop_front();
+    }
+    s = SlowdownLocked();
+  }
+  const int64_t target = static_cast<int64_t>(static_cast<double>(nominal_ns) * s);
+  const int64_t elapsed = host_->MonotonicNanos() - start;
+  if (target > elapsed) host_->SleepFor(absl::Nanoseconds(target - elapsed));
+  return absl::Nanoseconds(host_->MonotonicNanos() - start);
+}
+
+}  // namespace falcon::trainer::device
