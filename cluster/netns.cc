@@ -674,11 +674,4 @@ absl::Status DestroyNetnsCluster(const ClusterSpec& spec, std::shared_ptr<NetnsH
   return absl::OkStatus();
 }
 
-std::vector<std::string> InNode(const NodeSpec& node, std::vector<std::string> argv) {
-  if (node.netns.empty()) return argv;
-  std::vector<std::string> out = {IpBinary(), "netns", "exec", node.netns};
-  out.insert(out.end(), std::make_move_iterator(argv.begin()), std::make_move_iterator(argv.end()));
-  return out;
-}
-
 }  // namespace falcon::cluster

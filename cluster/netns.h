@@ -32,11 +32,12 @@
 // own (no capability over the host's network: `ip link add` fails EPERM), a read-only /run (`ip
 // netns add` cannot create /run/netns/NAME) and a PID namespace of their own.
 //
-// Running programs in a node: InNode() prefixes `ip netns exec NS`. iproute2 execs the program
-// (checked: the pid a Subprocess reports is the program's, not a wrapper's), so
-// PR_SET_PDEATHSIG set before the exec survives and signals reach the program itself. The program
-// also gets a mount namespace of its own in which /sys shows the node's interfaces (so
-// /sys/class/net there is the node's; the host_veth counters are read from the root namespace).
+// Running programs in a node: CommandInNode() (cluster_spec.h) prefixes `ip netns exec NS`.
+// iproute2 execs the program (checked by netns_real_test: the pid a Subprocess reports becomes the
+// program's, a direct child of the spawner, inside the node's namespace), so PR_SET_PDEATHSIG set
+// before the exec survives and signals reach the program itself. The program also gets a mount
+// namespace of its own in which /sys shows the node's interfaces (so /sys/class/net there is the
+// node's; the host_veth counters are read in the root namespace).
 //
 // Errors (absl::Status): kInvalidArgument for bad options (naming the field); kFailedPrecondition
 // when namespaces cannot be created here (CheckNetnsSupport's sentence) or the self-check fails;
@@ -163,10 +164,6 @@ absl::StatusOr<NetnsCleanupReport> CleanupStaleNetns(
 absl::Status DestroyNetnsCluster(const ClusterSpec& spec, std::shared_ptr<NetnsHost> host = nullptr,
                                  const std::string& lock_dir = kDefaultNetnsLockDir,
                                  common::ErrorCounter* errors = nullptr);
-
-// The argv that runs `argv` inside `node`'s namespace: {IpBinary(), "netns", "exec", NS, argv...};
-// `argv` unchanged for a loopback node (netns "").
-std::vector<std::string> InNode(const NodeSpec& node, std::vector<std::string> argv);
 
 }  // namespace falcon::cluster
 

@@ -1,9 +1,9 @@
 // A real 3-node netns cluster on this machine (needs root with CAP_NET_ADMIN and CAP_SYS_ADMIN,
 // outside Bazel's sandbox: see BUILD). Checks what the fake-host tests cannot: the nodes really
 // are separate hosts whose traffic crosses their veths, each reaches the controller address, a
-// program started with InNode() runs in its node's namespace under the pid Subprocess reports,
-// Destroy leaves nothing of the prefix behind, and CleanupStaleNetns removes a killed creator's
-// cluster.
+// program started with CommandInNode() runs in its node's namespace under the pid Subprocess
+// reports, Destroy leaves nothing of the prefix behind, and CleanupStaleNetns removes a killed
+// creator's cluster.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -142,10 +142,12 @@ TEST_F(NetnsRealTest, ThreeNodesAreHostsOnOneBridge) {
     EXPECT_THAT(addrs->stdout_text, Not(HasSubstr(absl::StrCat("\"", n.address, "\""))));
   }
 
-  // A program run with InNode() is exec'd by `ip netns exec`: the pid Subprocess reports becomes
-  // the program itself, inside node2's network namespace, and PR_SET_PDEATHSIG is still armed.
+  // A program run with CommandInNode() is exec'd by `ip netns exec`: the pid Subprocess reports
+  // becomes the program itself, inside node2's network namespace, and PR_SET_PDEATHSIG is still
+  // armed.
   common::SpawnOptions so;
-  so.argv = InNode(n2, {"/bin/sleep", "60"});
+  so.argv = CommandInNode(n2, {"/bin/sleep", "60"});
+  so.search_path = true;  // For "ip", as the launcher does.
   so.parent_death_signal = SIGKILL;
   absl::StatusOr<common::Subprocess> sleeper = common::Subprocess::Spawn(so);
   ASSERT_TRUE(sleeper.ok()) << sleeper.status();

@@ -1,5 +1,5 @@
 // NetnsCluster against a fake machine: the exact commands, their order, teardown (also of a
-// half-made cluster), the self-check's diagnosis, detaching, option checks and InNode.
+// half-made cluster), the self-check's diagnosis, detaching and option checks.
 #include "cluster/netns.h"
 
 #include <stdlib.h>
@@ -304,21 +304,6 @@ TEST_F(NetnsClusterTest, BadOptionsNameTheField) {
   o.probe_timeout = absl::ZeroDuration();
   EXPECT_EQ(NetnsCluster::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(host_->commands, IsEmpty());
-}
-
-TEST(InNodeTest, PrefixesIpNetnsExecOrLeavesLoopbackAlone) {
-  NodeSpec loopback;
-  loopback.name = "node0";
-  loopback.address = "127.0.0.1";
-  EXPECT_THAT(InNode(loopback, {"/bin/agent", "--node", "node0"}),
-              ElementsAre("/bin/agent", "--node", "node0"));
-  NodeSpec node = loopback;
-  node.netns = "fn1ag-node0";
-  const std::vector<std::string> argv = InNode(node, {"/bin/agent", "--x"});
-  ASSERT_EQ(argv.size(), 6u);
-  EXPECT_EQ(argv[0], IpBinary());
-  EXPECT_THAT(std::vector<std::string>(argv.begin() + 1, argv.end()),
-              ElementsAre("netns", "exec", "fn1ag-node0", "/bin/agent", "--x"));
 }
 
 }  // namespace
