@@ -34,6 +34,22 @@ class Cluster {
   virtual bool TrainerExited() = 0;
   // Stops every process (idempotent).
   virtual void Stop() = 0;
+
+  // Faults from outside the job (the kernel fault driver, chaos/, on a netns cluster): when true,
+  // the runner passes no --faults to the trainer and instead applies each scenario fault through
+  // ApplyFault when the job reaches its first iteration and RemoveFault at its end, reading the
+  // job's progress from TrainerJsonLog(). `iteration`: the iteration the job runs next.
+  virtual bool InjectsFaults() { return false; }
+  virtual absl::Status ApplyFault(int /*index*/, const InjectedFault& /*fault*/,
+                                  int64_t /*iteration*/) {
+    return absl::UnimplementedError("this cluster injects no faults from outside the job");
+  }
+  virtual absl::Status RemoveFault(int /*index*/, int64_t /*iteration*/) {
+    return absl::UnimplementedError("this cluster injects no faults from outside the job");
+  }
+  virtual std::string TrainerJsonLog() { return ""; }
+  // The fault driver's ground truth (what was applied and removed when), JSON; "" without one.
+  virtual std::string FaultRecordJson() { return ""; }
 };
 
 // What to start: the trainer's flags (everything but the agent socket, which the cluster sets),
@@ -50,8 +66,16 @@ struct ClusterSpec {
 using ClusterFactory =
     std::function<absl::StatusOr<std::unique_ptr<Cluster>>(const ClusterSpec& spec)>;
 
+// How a scenario's faults reach the job: kInProcess passes them to the trainer (falcon_train
+// --faults: the trainer stretches its own device time and shapes its own messages; for the
+// loopback cluster without CAP_NET_ADMIN, and unit tests); kKernel applies them from outside the
+// job with the kernel fault driver (cgroup CPU quota, tc bandwidth caps) on a netns cluster.
+enum class FaultInjection { kInProcess, kKernel };
+const char* FaultInjectionName(FaultInjection f);  // "in-process", "kernel".
+
 struct RunOptions {
   Scenario scenario;
+  FaultInjection fault_injection = FaultInjection::kInProcess;
   std::string job = "demo";
   // Emulated device time per micro-batch forward per stage (backward 2x); falcon_train
   // --emulated_compute_ms.
