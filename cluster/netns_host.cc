@@ -173,7 +173,6 @@ class SystemHost final : public NetnsHost {
   }
 };
 
-bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
 }  // namespace
 
@@ -209,21 +208,5 @@ absl::StatusOr<int> TcpSocketIn(const std::string& netns) {
 }
 
 std::shared_ptr<NetnsHost> SystemNetnsHost() { return std::make_shared<SystemHost>(); }
-
-std::string IpBinary() {
-  std::vector<std::string> dirs;
-  if (const char* path = std::getenv("PATH"); path != nullptr) {
-    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-      dirs.emplace_back(dir);
-    }
-  }
-  dirs.emplace_back("/usr/sbin");
-  dirs.emplace_back("/sbin");
-  for (const std::string& dir : dirs) {
-    const std::string candidate = absl::StrCat(dir, "/ip");
-    if (IsExecutable(candidate)) return candidate;
-  }
-  return "ip";
-}
 
 }  // namespace falcon::cluster

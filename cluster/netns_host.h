@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/cluster_spec.h"
 #include "common/run_command.h"
 
 namespace falcon::cluster {
@@ -60,9 +61,7 @@ std::shared_ptr<NetnsHost> SystemNetnsHost();
 // helper program. Errors from errno naming the namespace (kNotFound: no such namespace).
 absl::StatusOr<int> TcpSocketIn(const std::string& netns);
 
-// The path of iproute2's `ip`: the first executable "ip" in $PATH, /usr/sbin or /sbin (a non-root
-// PATH often lacks the sbin directories); "ip" when none is found.
-std::string IpBinary();
+// IpBinary(): cluster/cluster_spec.h.
 
 }  // namespace falcon::cluster
 
