@@ -328,6 +328,8 @@ nlohmann::json ReportJson(const Report& report) {
   settings["duration_s"] = report.settings.duration_s;
   settings["time_limit_s"] = report.settings.time_limit_s;
   settings["fault_spec"] = report.settings.fault_spec;
+  settings["fault_injection"] = report.settings.fault_injection;
+  settings["cluster"] = report.settings.cluster;
   settings["train_args"] = report.settings.train_args;
   settings["warmup_iterations"] = report.settings.warmup_iterations;
   {
@@ -346,6 +348,12 @@ nlohmann::json ReportJson(const Report& report) {
     settings["restart_controller_at_iteration"] = report.scenario.restart_controller_at_iteration;
   }
   j["settings"] = settings;
+  if (!report.settings.ground_truth_json.empty()) {
+    // The driver's own record, embedded as it wrote it (kept as text when it does not parse).
+    json truth =
+        json::parse(report.settings.ground_truth_json, nullptr, /*allow_exceptions=*/false);
+    j["ground_truth"] = truth.is_discarded() ? json(report.settings.ground_truth_json) : truth;
+  }
 
   json faults = json::array();
   for (const InjectedFault& f : report.scenario.faults) {

@@ -48,6 +48,11 @@ struct RunSettings {
   double duration_s = 0;    // Training time budget the run was sized from (--duration); 0 unset.
   double time_limit_s = 0;  // Wall-clock bound of the run (cluster start to stop).
   std::string fault_spec;
+  std::string fault_injection = "in-process";  // FaultInjectionName (runner.h).
+  std::string cluster = "loopback";            // cluster::ClusterKindName of the nodes.
+  // The fault driver's record of what it applied and removed when (JSON; chaos/), the ground
+  // truth of a kernel-fault run; "" for in-process faults.
+  std::string ground_truth_json;
   std::vector<std::string> train_args;
   falcon::v1::Settings controller_settings;  // Applied through SetSettings.
   int64_t warmup_iterations = 0;             // Detection off before this iteration.

@@ -178,6 +178,36 @@ absl::Status LocalCluster::StartAll() {
         absl::StrCat("work_dir '", work_dir_, "': too long for unix socket paths"));
   }
   data_dir_ = options_.data_dir.empty() ? work_dir_ + "/controller-data" : options_.data_dir;
+  if (options_.make_netns) {
+    if (absl::Status s = cluster::CheckNetnsSupport(); !s.ok()) return s;
+    // Leftovers of runs that were killed before their Stop (their creators are gone).
+    if (absl::StatusOr<cluster::NetnsCleanupReport> r = cluster::CleanupStaleNetns(); !r.ok()) {
+      std::cerr << "local_cluster: cleaning stale netns clusters: " << r.status() << "\n";
+    }
+    cluster::NetnsOptions netns;
+    netns.nodes = cluster::DefaultNodeNames(options_.nodes);
+    absl::StatusOr<std::unique_ptr<cluster::NetnsCluster>> made =
+        cluster::NetnsCluster::Create(netns);
+    if (!made.ok()) return made.status();
+    netns_ = *std::move(made);
+    cluster_spec_ = netns_->spec();
+  } else if (options_.cluster.has_value()) {
+    cluster_spec_ = *options_.cluster;
+  } else {
+    cluster_spec_.kind = cluster::ClusterKind::kLoopback;
+    cluster_spec_.controller_address = "127.0.0.1";
+    for (int n = 0; n < options_.nodes; ++n) {
+      cluster_spec_.nodes.push_back({absl::StrCat("node", n), "", "127.0.0.1", "", ""});
+    }
+  }
+  for (int n = 0; n < options_.nodes; ++n) {
+    if (absl::Status s = cluster_spec_.Node(absl::StrCat("node", n)).status(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster: ", s.message()));
+    }
+  }
+  if (absl::Status s = cluster::WriteClusterSpec(cluster_spec_path(), cluster_spec_); !s.ok()) {
+    return s;
+  }
   if (options_.tls) {
     if (absl::Status s = MakePki(); !s.ok()) return s;
   }
@@ -250,9 +280,10 @@ absl::StatusOr<std::vector<std::string>> LocalCluster::AwaitLines(
 }
 
 absl::Status LocalCluster::StartController(int port) {
+  const std::string& host = cluster_spec_.controller_address;
   std::vector<std::string> args = {
-      options_.controller_binary, absl::StrCat("--listen=127.0.0.1:", port),
-      "--metrics_listen=127.0.0.1:0", absl::StrCat("--data_dir=", data_dir_)};
+      options_.controller_binary, absl::StrCat("--listen=", host, ":", port),
+      absl::StrCat("--metrics_listen=", host, ":0"), absl::StrCat("--data_dir=", data_dir_)};
   if (options_.tls) {
     const proto::TlsFiles tls = tls_files("controller");
     args.insert(args.end(),
@@ -281,11 +312,13 @@ absl::Status LocalCluster::StartController(int port) {
 
 absl::Status LocalCluster::StartAgent(int node) {
   const std::string name = absl::StrCat("agent-node", node);
+  absl::StatusOr<const cluster::NodeSpec*> spec = cluster_spec_.Node(absl::StrCat("node", node));
+  if (!spec.ok()) return spec.status();
   std::vector<std::string> args = {options_.agent_binary,
                                    absl::StrCat("--controller=", controller_address_),
                                    absl::StrCat("--socket=", agent_socket(node)),
                                    absl::StrCat("--node=node", node),
-                                   "--metrics_listen=127.0.0.1:0",
+                                   absl::StrCat("--metrics_listen=", (*spec)->address, ":0"),
                                    "--backoff_max=1s",
                                    "--drain_timeout=2s"};
   if (options_.tls) {
@@ -297,7 +330,8 @@ absl::Status LocalCluster::StartAgent(int node) {
     args.push_back("--plaintext=true");
   }
   args.insert(args.end(), options_.agent_args.begin(), options_.agent_args.end());
-  absl::StatusOr<common::Subprocess> proc = Spawn(name, args, /*new_process_group=*/true);
+  absl::StatusOr<common::Subprocess> proc =
+      Spawn(name, cluster::CommandInNode(**spec, args), /*new_process_group=*/true);
   if (!proc.ok()) return proc.status();
   const size_t index = static_cast<size_t>(node);
   if (index == agents_.size()) {
@@ -343,7 +377,11 @@ absl::Status LocalCluster::StartTrainer() {
                                    absl::StrCat("--nodes=", options_.nodes),
                                    absl::StrCat("--job=", options_.job),
                                    absl::StrCat("--agent_socket=", work_dir_, "/agent-{node}.sock"),
-                                   absl::StrCat("--json_log=", trainer_json_log())};
+                                   absl::StrCat("--json_log=", trainer_json_log()),
+                                   absl::StrCat("--rank_table=", rank_table_path())};
+  if (cluster_spec_.kind == cluster::ClusterKind::kNetns) {
+    args.push_back(absl::StrCat("--cluster=", cluster_spec_path()));
+  }
   args.insert(args.end(), options_.trainer_args.begin(), options_.trainer_args.end());
   absl::StatusOr<common::Subprocess> proc = Spawn("trainer", args, /*new_process_group=*/true);
   if (!proc.ok()) return proc.status();
@@ -447,6 +485,11 @@ void LocalCluster::Stop() {
   }
   for (Child& a : agents_) StopChild(a, false);
   StopChild(controller_, false);
+  if (netns_ != nullptr) {
+    // Logged and counted by Destroy; the cluster's lock lets a later run clean what remains.
+    if (absl::Status s = netns_->Destroy(); !s.ok()) std::cerr << "local_cluster: " << s << "\n";
+    netns_.reset();
+  }
   if (own_work_dir_ && !work_dir_.empty()) {
     KeepLogs();
     std::error_code ec;
@@ -548,9 +591,11 @@ absl::Status LocalCluster::MakePki() {
     std::string name;
     std::vector<std::string> args;
   };
-  std::vector<Certificate> wanted = {{"ca", {"ca"}},
-                                     {"controller", {"controller", "controller", "IP:127.0.0.1"}},
-                                     {kTlsOperator, {"client", kTlsOperator, "operator"}}};
+  std::vector<Certificate> wanted = {
+      {"ca", {"ca"}},
+      {"controller",
+       {"controller", "controller", absl::StrCat("IP:", cluster_spec_.controller_address)}},
+      {kTlsOperator, {"client", kTlsOperator, "operator"}}};
   for (int n = 0; n < options_.nodes; ++n) {
     const std::string node = absl::StrCat("node", n);
     wanted.push_back({node, {"node", node}});

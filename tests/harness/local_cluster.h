@@ -40,6 +40,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/cluster_spec.h"
+#include "cluster/netns.h"
 #include "common/subprocess.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
@@ -65,6 +67,18 @@ struct LocalClusterOptions {
   std::vector<std::string> controller_args;
   // Extra falcon_agent flags (every agent).
   std::vector<std::string> agent_args;
+  // The nodes to run on (cluster/cluster_spec.h), made by the caller (cluster::NetnsCluster for
+  // network namespaces); it must have `nodes` nodes named node0..node{K-1}. With a netns cluster
+  // the controller listens on the cluster's controller_address (its metrics too), each agent
+  // runs inside its node's namespace with metrics on the node's address, and the trainer gets
+  // --cluster WORK/cluster.json (ranks in their node's namespace, Gloo on its address) and
+  // --rank_table WORK/ranks.json. Unset: every process on loopback.
+  std::optional<cluster::ClusterSpec> cluster;
+  // Make the nodes as a netns cluster (cluster::NetnsCluster, node0..node{K-1}) at Start() and
+  // remove it at Stop(), then run as with `cluster` above. Needs root with CAP_NET_ADMIN:
+  // Start() returns CheckNetnsSupport()'s kFailedPrecondition otherwise. Tests that set it need
+  // tags = ["no-sandbox"] (cluster/netns.h).
+  bool make_netns = false;
   // Where the logs, sockets and (by default) the data directory go. Empty: a fresh directory
   // under $TEST_TMPDIR or /tmp, removed by Stop() unless keep_work_dir.
   std::string work_dir;
@@ -163,6 +177,11 @@ class LocalCluster {
   const std::string& work_dir() const { return work_dir_; }
   const std::string& data_dir() const { return data_dir_; }
   std::string trainer_json_log() const { return work_dir_ + "/train.jsonl"; }
+  // The cluster's description and the trainer's rank table (both under the work directory);
+  // with a loopback cluster (no options.cluster) the description names node0.. on 127.0.0.1.
+  std::string cluster_spec_path() const { return work_dir_ + "/cluster.json"; }
+  std::string rank_table_path() const { return work_dir_ + "/ranks.json"; }
+  const cluster::ClusterSpec& cluster_spec() const { return cluster_spec_; }
   std::string log_path(const std::string& name) const;  // "controller", "agent-node0", "trainer"
   const LocalClusterOptions& options() const { return options_; }
 
@@ -209,7 +228,9 @@ class LocalCluster {
   std::string controller_address_;
   std::string controller_metrics_;
   std::vector<std::string> agent_metrics_;
-  std::string pki_dir_;  // With tls.
+  std::string pki_dir_;                           // With tls.
+  cluster::ClusterSpec cluster_spec_;             // options.cluster, or loopback nodes.
+  std::unique_ptr<cluster::NetnsCluster> netns_;  // With make_netns; removed last by Stop().
   std::shared_ptr<grpc::ChannelCredentials> control_credentials_;
   bool stopped_ = false;
 };
