@@ -129,6 +129,27 @@ TEST_F(CgroupRealTest, QuotaThrottlesABusyProcessAndRemovalRestoresIt) {
   EXPECT_EQ(*back, *origin);
 }
 
+TEST_F(CgroupRealTest, SlowdownCapsAtAFractionOfTheMeasuredUse) {
+  absl::StatusOr<common::Subprocess> busy = SpawnBusyLoop();
+  ASSERT_TRUE(busy.ok());
+  absl::StatusOr<std::unique_ptr<Driver>> driver =
+      Driver::Create(Loopback(), {}, runner_.get(), &clock_);
+  ASSERT_TRUE(driver.ok());
+  absl::StatusOr<int> id = (*driver)->Apply(
+      *ParseFaultSpec(absl::StrCat("compute:pid=", busy->pid(), ",slowdown=2"), 2));
+  ASSERT_TRUE(id.ok()) << id.status();
+  const Target& t = (*driver)->record().faults[0].target;
+  ASSERT_TRUE(t.measured_cores.has_value());
+  absl::StatusOr<double> during = CpuShare(busy->pid(), absl::Seconds(2));
+  ASSERT_TRUE(during.ok());
+  ASSERT_TRUE((*driver)->Remove(*id).ok());
+  std::printf("slowdown x2: measured %.3f cores, quota %.3f, during %.3f (%.3f of the use)\n",
+              *t.measured_cores, t.quota_cores, *during, *during / *t.measured_cores);
+  EXPECT_NEAR(t.quota_cores, *t.measured_cores / 2, 1e-9);
+  // A ceiling whatever the load: half the measured use plus accounting granularity.
+  EXPECT_LT(*during, 0.6 * *t.measured_cores + 0.02);
+}
+
 TEST_F(CgroupRealTest, RemovalAfterTheProcessDiedIsRecorded) {
   absl::StatusOr<common::Subprocess> busy = SpawnBusyLoop();
   ASSERT_TRUE(busy.ok());

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -44,20 +45,49 @@ std::optional<std::string> CpusAllowed(absl::string_view status) {
 
 }  // namespace
 
-absl::StatusOr<int> Driver::Niceness(const std::string& stat_path) {
+absl::StatusOr<int64_t> Driver::StatField(const std::string& stat_path, int index,
+                                          const char* name) {
   absl::StatusOr<std::string> stat = runner_->ReadFile(stat_path);
   if (!stat.ok()) return stat.status();
-  // "PID (COMM) STATE PPID ...": nice is field 19, the 17th after the command's ')'.
+  // "PID (COMM) STATE PPID ...": fields after the command's ')' from STATE (index 0) on.
   const size_t paren = stat->rfind(')');
   std::vector<absl::string_view> fields;
   if (paren != std::string::npos) {
     fields = absl::StrSplit(absl::string_view(*stat).substr(paren + 1), ' ', absl::SkipEmpty());
   }
-  int nice = 0;
-  if (fields.size() < 17 || !absl::SimpleAtoi(fields[16], &nice)) {
-    return absl::InternalError(absl::StrCat(stat_path, ": no niceness in '", *stat, "'"));
+  int64_t value = 0;
+  if (static_cast<int>(fields.size()) <= index ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(fields[index]), &value)) {
+    return absl::InternalError(absl::StrCat(stat_path, ": no ", name, " in '", *stat, "'"));
   }
-  return nice;
+  return value;
+}
+
+absl::StatusOr<int> Driver::Niceness(const std::string& stat_path) {
+  absl::StatusOr<int64_t> nice = StatField(stat_path, 16, "niceness");  // Field 19.
+  if (!nice.ok()) return nice.status();
+  return static_cast<int>(*nice);
+}
+
+absl::StatusOr<double> Driver::MeasureCores(int pid) {
+  const std::string path = ProcStat(pid);
+  auto cpu_ticks = [&]() -> absl::StatusOr<int64_t> {
+    absl::StatusOr<int64_t> utime = StatField(path, 11, "utime");  // Field 14.
+    if (!utime.ok()) return utime.status();
+    absl::StatusOr<int64_t> stime = StatField(path, 12, "stime");  // Field 15.
+    if (!stime.ok()) return stime.status();
+    return *utime + *stime;
+  };
+  absl::StatusOr<int64_t> t0 = cpu_ticks();
+  if (!t0.ok()) return t0.status();
+  const int64_t w0 = clock_->MonotonicNanos();
+  runner_->Sleep(options_.slowdown_window);
+  absl::StatusOr<int64_t> t1 = cpu_ticks();
+  if (!t1.ok()) return t1.status();
+  const double wall = static_cast<double>(clock_->MonotonicNanos() - w0) * 1e-9;
+  if (!(wall > 0)) return absl::InternalError("no time passed while measuring CPU use");
+  return static_cast<double>(*t1 - *t0) / static_cast<double>(options_.clock_ticks_per_second) /
+         wall;
 }
 
 Driver::Driver(cluster::ClusterSpec cluster, DriverOptions options, Runner* runner,
@@ -72,6 +102,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::Create(cluster::ClusterSpec clus
                                                        DriverOptions options, Runner* runner,
                                                        const common::Clock* clock) {
   if (options.driver_pid == 0) options.driver_pid = getpid();
+  if (options.clock_ticks_per_second <= 0) options.clock_ticks_per_second = sysconf(_SC_CLK_TCK);
   std::unique_ptr<Driver> d(new Driver(std::move(cluster), std::move(options), runner, clock));
   d->record_.driver_pid = d->options_.driver_pid;
   d->record_.cluster_kind = std::string(cluster::ClusterKindName(d->cluster_.kind));
@@ -420,10 +451,24 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
   }
   if (absl::Status s = CgroupsReady(); !s.ok()) return s;
   t.cgroup_version = cgroups_->hierarchy().version == CgroupVersion::kV2 ? 2 : 1;
-  t.quota_cores = spec.quota_cores;
+  double cores = spec.quota_cores;
+  if (spec.slowdown.has_value()) {
+    absl::StatusOr<double> used = MeasureCores(*pid);
+    if (!used.ok()) return used.status();
+    t.slowdown = spec.slowdown;
+    t.measured_cores = *used;
+    if (*used < kMinMeasuredCores) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "process %d used %.3f cores over %s: too idle to slow down by a factor (give quota= "
+          "instead)",
+          *pid, *used, absl::FormatDuration(options_.slowdown_window)));
+    }
+    cores = *used / *spec.slowdown;
+  }
+  t.quota_cores = cores;
   const std::string name = FormatChaosCgroupName(
       {ChaosCgroupTag(cluster_.prefix), static_cast<int>(options_.driver_pid), id});
-  absl::StatusOr<Throttle> throttle = cgroups_->Apply(*pid, name, spec.quota_cores, spec.period);
+  absl::StatusOr<Throttle> throttle = cgroups_->Apply(*pid, name, cores, spec.period);
   if (!throttle.ok()) return throttle.status();
   t.cgroup = throttle->cgroup;
   t.origin_cgroup = throttle->origin;
@@ -437,7 +482,11 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
           ? absl::StrCat("cpu.max=\"", throttle->quota_us, " ", throttle->period_us, "\"")
           : absl::StrCat("cpu.cfs_quota_us=", throttle->quota_us,
                          " cpu.cfs_period_us=", throttle->period_us),
-      " (", spec.quota_cores, " cores), process moved from ", throttle->origin);
+      " (", absl::StrFormat("%.3g", cores), " cores",
+      spec.slowdown.has_value()
+          ? absl::StrFormat(": it used %.3f, slowdown x%g", *t.measured_cores, *spec.slowdown)
+          : "",
+      "), process moved from ", throttle->origin);
   return absl::OkStatus();
 }
 

@@ -340,6 +340,53 @@ TEST_F(DriverTest, ComputeV1) {
   EXPECT_EQ(d->record().faults[0].note, "");
 }
 
+// A /proc/PID/stat line with `utime` and `stime` clock ticks.
+std::string StatTimes(int pid, int utime, int stime) {
+  return absl::StrCat(pid, " (rank) R 1 1 1 0 -1 4194304 0 0 0 0 ", utime, " ", stime,
+                      " 0 0 20 0 1 0 100\n");
+}
+
+TEST_F(DriverTest, ComputeBySlowdownMeasuresTheCpuUseFirst) {
+  fake_.SetFile("/proc/1003/stat", StatTimes(1003, 100, 50));
+  fake_.on_sleep = [&](absl::Duration d) {
+    clock_.Advance(d);
+    fake_.SetFile("/proc/1003/stat", StatTimes(1003, 170, 60));  // 0.8 CPU-seconds later.
+  };
+  common::testing::LogCapture log;
+  std::unique_ptr<Driver> d = Make();
+  ASSERT_TRUE(d->Apply(Spec("compute:rank=3,slowdown=2")).ok());
+  EXPECT_THAT(
+      fake_.lines(),
+      ElementsAre("sleep 1s", "mkdir /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_period_us 100000",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_quota_us 40000",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cgroup.procs 1003"));
+  const Target& t = d->record().faults[0].target;
+  EXPECT_EQ(t.slowdown, 2);
+  EXPECT_DOUBLE_EQ(*t.measured_cores, 0.8);
+  EXPECT_DOUBLE_EQ(t.quota_cores, 0.4);
+  EXPECT_EQ(t.quota_us, 40000);
+  EXPECT_EQ(log.Count("(0.4 cores: it used 0.800, slowdown x2), process moved from /"), 1);
+  // The record's applied time is after the measurement.
+  EXPECT_EQ(*d->record().faults[0].applied_unix_ms, d->record().started_unix_ms + 1000);
+}
+
+TEST_F(DriverTest, AnIdleProcessCannotBeSlowedDownByAFactor) {
+  fake_.SetFile("/proc/1003/stat", StatTimes(1003, 100, 50));
+  fake_.on_sleep = [&](absl::Duration d) {
+    clock_.Advance(d);
+    fake_.SetFile("/proc/1003/stat", StatTimes(1003, 101, 51));
+  };
+  std::unique_ptr<Driver> d = Make();
+  absl::StatusOr<int> id = d->Apply(Spec("compute:rank=3,slowdown=2"));
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(id.status().message(),
+              HasSubstr("process 1003 used 0.020 cores over 1s: too idle to slow down by a factor "
+                        "(give quota= instead)"));
+  EXPECT_THAT(fake_.Lines("mkdir"), IsEmpty());
+  EXPECT_DOUBLE_EQ(*d->record().faults[0].target.measured_cores, 0.02);
+}
+
 TEST_F(DriverTest, ComputeV2) {
   FakeRunner v2;
   v2.SetFile("/sys/fs/cgroup/cgroup.controllers", "cpu memory\n");

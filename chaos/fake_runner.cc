@@ -147,4 +147,9 @@ absl::StatusOr<std::unique_ptr<BackgroundProcess>> FakeRunner::Spawn(
   return std::unique_ptr<BackgroundProcess>(new FakeBackground(this, pid));
 }
 
+void FakeRunner::Sleep(absl::Duration d) {
+  lines_.push_back(absl::StrCat("sleep ", absl::FormatDuration(d)));
+  if (on_sleep) on_sleep(d);
+}
+
 }  // namespace falcon::chaos

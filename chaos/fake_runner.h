@@ -2,7 +2,8 @@
 // small in-memory file system and scripted command results.
 //
 // Lines: "run tc -n ns qdisc add ...", "write PATH CONTENTS", "mkdir PATH", "rmdir PATH",
-// "spawn stress-ng --cpu 1 ...", "stop PID". Reads, Exists and ListDir are not recorded.
+// "spawn stress-ng --cpu 1 ...", "stop PID", "sleep 1s". Reads, Exists and ListDir are not
+// recorded.
 //
 // Files: SetFile(path, contents) creates a file (and its parent directories implicitly);
 // WriteFile to a missing file is kNotFound, MakeDir creates a directory with the cgroup files
@@ -12,6 +13,7 @@
 #ifndef FALCON_CHAOS_FAKE_RUNNER_H_
 #define FALCON_CHAOS_FAKE_RUNNER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -44,6 +46,9 @@ class FakeRunner : public Runner {
   bool HasDir(const std::string& path) const { return dirs_.count(path) > 0; }
   std::string File(const std::string& path) const;  // "" when missing.
 
+  // Called by Sleep (e.g. to advance a fake clock and the CPU time in /proc/PID/stat).
+  std::function<void(absl::Duration)> on_sleep;
+
   // Files MakeDir creates inside a new directory (the cgroup interface files).
   std::vector<std::string> cgroup_files = {"cgroup.procs", "cpu.cfs_period_us", "cpu.cfs_quota_us",
                                            "cpu.max"};
@@ -59,6 +64,7 @@ class FakeRunner : public Runner {
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<BackgroundProcess>> Spawn(
       const std::vector<std::string>& argv) override;
+  void Sleep(absl::Duration d) override;
 
  private:
   friend class FakeBackground;

@@ -243,7 +243,7 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text, int cpus) {
     split = f.Split(body, allowed({"node", "rate", "burst"}), {});
   } else if (kind == "compute") {
     spec.kind = FaultKind::kCompute;
-    split = f.Split(body, allowed({"rank", "pid", "quota", "period"}), {});
+    split = f.Split(body, allowed({"rank", "pid", "quota", "slowdown", "period"}), {});
   } else if (kind == "contention") {
     spec.kind = FaultKind::kContention;
     split = f.Split(body, allowed({"rank", "pid", "workers"}), {});
@@ -288,7 +288,23 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text, int cpus) {
         }
         spec.period = *period;
       }
-      if (!f.Has("quota")) return f.Error("quota", "required (CPU cores, e.g. quota=0.3)");
+      if (f.Has("quota") == f.Has("slowdown")) {
+        return f.Error("quota", f.Has("quota")
+                                    ? "give quota or slowdown, not both"
+                                    : "required (quota=CORES, e.g. 0.3, or slowdown=F, e.g. 1.5)");
+      }
+      if (f.Has("slowdown")) {
+        auto slowdown = f.Double("slowdown");
+        if (!slowdown.ok()) return slowdown.status();
+        if (!(*slowdown > 1) || *slowdown > 100) {
+          return f.Error("slowdown",
+                         absl::StrCat(f.Get("slowdown"),
+                                      " is outside (1, 100] (a factor: the process gets "
+                                      "1/F of the CPU it used)"));
+        }
+        spec.slowdown = *slowdown;
+        break;
+      }
       auto quota = f.Double("quota");
       if (!quota.ok()) return quota.status();
       if (!(*quota > 0) || *quota > cpus) {

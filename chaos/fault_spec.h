@@ -9,9 +9,11 @@
 //   nic:node=NODE,rate=RATE[,burst=SIZE]
 //       The whole node's NIC degraded: tbf on the node's interface (traffic out of the node) and
 //       on its host-side veth (traffic into the node).
-//   compute:rank=R|pid=P,quota=CORES[,period=DURATION]
+//   compute:rank=R|pid=P,quota=CORES|slowdown=F[,period=DURATION]
 //       The process (all its threads) in a fresh cgroup whose CPU quota is CORES cores
-//       (0.3 = 30% of one CPU) per period (default 100ms, the kernel's default).
+//       (0.3 = 30% of one CPU) per period (default 100ms, the kernel's default). slowdown=F
+//       instead: the quota is the CPU the process used just before (measured when the fault is
+//       applied) divided by F, so that CPU-bound work takes F times as long.
 //   contention:rank=R|pid=P[,workers=W]
 //       W stress-ng CPU workers (default 1) pinned to the process's allowed CPUs, at its niceness.
 //   Every kind: from=SECONDS (default 0) and until=SECONDS (default: until the driver stops),
@@ -25,6 +27,7 @@
 //   CORES     > 0 and ≤ the machine's CPU count; CORES × period ≥ 1 ms (the kernel's minimum
 //             quota).
 //   DURATION  a number with unit us, ms or s; 1ms ≤ period ≤ 1s (the kernel's bounds).
+//   F         above 1, at most 100.
 //   W         1..1024.
 //   NODE      a node name of the cluster (checked when the fault is resolved, not here).
 //
@@ -86,7 +89,8 @@ struct FaultSpec {
 
   // compute, contention
   ProcessRef process;
-  double quota_cores = 0;                           // compute
+  double quota_cores = 0;                           // compute, unless slowdown is set
+  std::optional<double> slowdown;                   // compute: instead of quota_cores
   absl::Duration period = absl::Milliseconds(100);  // compute
   int workers = 1;                                  // contention
 

@@ -93,6 +93,22 @@ TEST(FaultSpecTest, Compute) {
   EXPECT_EQ(Parse("compute:pid=1,quota=1,period=2500us").period, absl::Microseconds(2500));
 }
 
+TEST(FaultSpecTest, ComputeBySlowdown) {
+  const FaultSpec f = Parse("compute:rank=2,slowdown=1.5");
+  ASSERT_TRUE(f.slowdown.has_value());
+  EXPECT_DOUBLE_EQ(*f.slowdown, 1.5);
+  EXPECT_EQ(f.quota_cores, 0);
+  EXPECT_EQ(*Parse("compute:pid=3,slowdown=100,period=10ms").slowdown, 100);
+  EXPECT_FALSE(Parse("compute:pid=3,quota=1").slowdown.has_value());
+  EXPECT_THAT(Error("compute:rank=1,quota=0.5,slowdown=2"),
+              HasSubstr("quota: give quota or slowdown, not both"));
+  EXPECT_THAT(Error("compute:rank=1,slowdown=1"),
+              HasSubstr("slowdown: 1 is outside (1, 100] (a factor: the process gets 1/F of the "
+                        "CPU it used)"));
+  EXPECT_THAT(Error("compute:rank=1,slowdown=101"), HasSubstr("outside (1, 100]"));
+  EXPECT_THAT(Error("compute:rank=1,slowdown=x"), HasSubstr("slowdown: 'x' is not a number"));
+}
+
 TEST(FaultSpecTest, Contention) {
   FaultSpec f = Parse("contention:rank=5");
   EXPECT_EQ(f.kind, FaultKind::kContention);
@@ -157,7 +173,8 @@ TEST(FaultSpecTest, Bursts) {
 TEST(FaultSpecTest, ComputeErrors) {
   EXPECT_THAT(Error("compute:quota=0.5"), HasSubstr("rank: required (rank=RANK or pid=PID)"));
   EXPECT_THAT(Error("compute:rank=1,pid=2,quota=0.5"), HasSubstr("give rank or pid, not both"));
-  EXPECT_THAT(Error("compute:rank=1"), HasSubstr("quota: required"));
+  EXPECT_THAT(Error("compute:rank=1"),
+              HasSubstr("quota: required (quota=CORES, e.g. 0.3, or slowdown=F, e.g. 1.5)"));
   EXPECT_THAT(Error("compute:rank=1,quota=0"), HasSubstr("quota: 0 cores is outside (0, 2]"));
   EXPECT_THAT(Error("compute:rank=1,quota=-0.5"), HasSubstr("outside (0, 2]"));
   EXPECT_THAT(Error("compute:rank=1,quota=3"),

@@ -56,6 +56,8 @@ ordered_json TargetToJson(FaultKind kind, const Target& t) {
               {"cgroup_version", t.cgroup_version},
               {"cgroup", t.cgroup},
               {"origin_cgroup", t.origin_cgroup},
+              {"slowdown", Optional(t.slowdown)},
+              {"measured_cores", Optional(t.measured_cores)},
               {"quota_cores", t.quota_cores},
               {"period_us", t.period_us},
               {"quota_us", t.quota_us}};
@@ -193,6 +195,8 @@ Target TargetFromJson(Reader& r, FaultKind kind, const json& t, const std::strin
         out.cgroup_version = static_cast<int>(r.Int(t, path, "cgroup_version"));
         out.cgroup = r.Str(t, path, "cgroup");
         out.origin_cgroup = r.Str(t, path, "origin_cgroup");
+        out.slowdown = r.OptNum(t, path, "slowdown");
+        out.measured_cores = r.OptNum(t, path, "measured_cores");
         out.quota_cores = r.Num(t, path, "quota_cores");
         out.period_us = r.Int(t, path, "period_us");
         out.quota_us = r.Int(t, path, "quota_us");

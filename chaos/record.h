@@ -27,7 +27,8 @@
 //          host-side veth (netns "", traffic into the node)]}
 //   compute: {"rank" (null for pid=), "node", "pid", "rank_generation" (null for pid=),
 //          "cgroup_version" (1|2), "cgroup" (absolute path), "origin_cgroup" (relative),
-//          "quota_cores", "period_us", "quota_us"}
+//          "slowdown" (F of slowdown=F, else null), "measured_cores" (the CPU use the quota was
+//          derived from for slowdown=F, else null), "quota_cores", "period_us", "quota_us"}
 //   contention: {"rank", "node", "pid", "rank_generation", "cpus" (a CPU list, "0-1,4"),
 //          "workers", "nice" (the process's niceness, stress-ng's too), "stress_pid"}
 //
@@ -80,6 +81,8 @@ struct Target {
   int cgroup_version = 0;
   std::string cgroup;
   std::string origin_cgroup;
+  std::optional<double> slowdown;
+  std::optional<double> measured_cores;
   double quota_cores = 0;
   int64_t period_us = 0;
   int64_t quota_us = 0;

@@ -57,6 +57,8 @@ Record Sample() {
   compute.target.cgroup_version = 1;
   compute.target.cgroup = "/sys/fs/cgroup/cpu/falcon-chaos.fn3a7f.4242.3";
   compute.target.origin_cgroup = "/";
+  compute.target.slowdown = 1.5;
+  compute.target.measured_cores = 0.45;
   compute.target.quota_cores = 0.3;
   compute.target.period_us = 100000;
   compute.target.quota_us = 30000;
@@ -103,8 +105,8 @@ TEST(RecordTest, FieldsAsDocumented) {
         "\"until_s\": null", "\"applied_iteration\": 120", "\"removed_iteration\": null",
         "\"class\": \"fa1c:1\"", "\"qdisc\": \"fa1c:\"", "\"dst_address\": \"10.77.3.2\"",
         "\"rate_bit_per_second\": 8000000", "\"origin_cgroup\": \"/\"", "\"quota_us\": 30000",
-        "\"cpus\": \"0-1\"", "\"nice\": 5", "\"stress_pid\": 78",
-        "\"note\": \"process 999 had exited\"", "\"kind\": \"contention\""}) {
+        "\"slowdown\": 1.5", "\"measured_cores\": 0.45", "\"cpus\": \"0-1\"", "\"nice\": 5",
+        "\"stress_pid\": 78", "\"note\": \"process 999 had exited\"", "\"kind\": \"contention\""}) {
     EXPECT_THAT(json, HasSubstr(field));
   }
   EXPECT_EQ(json.back(), '\n');

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/subprocess.h"
 
@@ -157,6 +158,8 @@ class RealRunner : public Runner {
     if (!p.ok()) return p.status();
     return std::unique_ptr<BackgroundProcess>(new RealBackground(*std::move(p)));
   }
+
+  void Sleep(absl::Duration d) override { absl::SleepFor(d); }
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Everything the fault driver does to the machine goes through a Runner: commands (tc), file
-// operations (cgroup files, /proc) and background processes (stress-ng). The real one acts; the
-// fake (fake_runner.h) records each operation as a line, so unit tests check the exact tc command
-// lines and cgroup writes without root.
+// operations (cgroup files, /proc), background processes (stress-ng) and waiting. The real one
+// acts; the fake (fake_runner.h) records each operation as a line, so unit tests check the exact tc
+// command lines and cgroup writes without root.
 //
 // Errors: Run returns OK with the exit code and output of a command that ran (a non-zero exit is
 // not an error of Run; the caller decides), and an error only when the program could not be
@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace falcon::chaos {
 
@@ -58,6 +59,9 @@ class Runner {
   // with stdout and stderr to /dev/null.
   virtual absl::StatusOr<std::unique_ptr<BackgroundProcess>> Spawn(
       const std::vector<std::string>& argv) = 0;
+
+  // Waits `d` (while measuring a process's CPU use).
+  virtual void Sleep(absl::Duration d) = 0;
 };
 
 // The machine itself.
