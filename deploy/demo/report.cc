@@ -1,6 +1,7 @@
 #include "deploy/demo/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "analysis/plan/micro_batch_solver.h"
 #include "common/stats.h"
 
 namespace falcon::deploy::demo {
@@ -293,6 +295,10 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       r.notes.push_back(absl::StrFormat(
           "slowed %.3f s is not above healthy %.3f s: no slowdown to recover", slow, healthy));
     }
+    if (r.cause == "COMPUTE" && healthy > 0 && slow > healthy) {
+      r.recoverable_ceiling = RecoverableCeiling(slow / healthy, settings.layout.dp,
+                                                 settings.micro_batches, settings.layout.pp);
+    }
     report.events.push_back(std::move(r));
   }
   for (size_t i = 0; i < scenario.faults.size(); ++i) {
@@ -304,6 +310,26 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     }
   }
   return report;
+}
+
+std::optional<double> RecoverableCeiling(double slowdown, int dp, int micro_batches, int multiple) {
+  if (!(slowdown > 1) || dp < 2 || micro_batches <= 0 || multiple < 1) return std::nullopt;
+  // Times in whole nanoseconds: a healthy micro-batch 1 ms, the slowed group's slowdown x that.
+  const absl::Duration unit = absl::Milliseconds(1);
+  std::vector<absl::Duration> times(dp, unit);
+  times[0] = absl::Nanoseconds(std::llround(slowdown * 1e6));
+  analysis::plan::MicroBatchProblem p;
+  p.micro_batch_times = times;
+  p.global_micro_batches = micro_batches;
+  p.multiple = multiple;
+  absl::StatusOr<analysis::plan::MicroBatchSplit> even = analysis::plan::EvenMicroBatches(p);
+  absl::StatusOr<analysis::plan::MicroBatchSplit> best = analysis::plan::SolveMicroBatches(p);
+  if (!even.ok() || !best.ok()) return std::nullopt;
+  const double e = absl::ToDoubleMilliseconds(even->makespan);
+  const double b = absl::ToDoubleMilliseconds(best->makespan);
+  const double healthy = static_cast<double>(micro_batches) / dp;
+  if (!(e > healthy)) return std::nullopt;
+  return (e - b) / (e - healthy);
 }
 
 nlohmann::json ReportJson(const Report& report) {
@@ -424,6 +450,8 @@ nlohmann::json ReportJson(const Report& report) {
     je["iteration_time_mitigated_s"] = e.iteration_time_mitigated_s;
     je["slowdown_recovered"] =
         e.slowdown_recovered.has_value() ? json(*e.slowdown_recovered) : json(nullptr);
+    je["recoverable_ceiling"] =
+        e.recoverable_ceiling.has_value() ? json(*e.recoverable_ceiling) : json(nullptr);
     je["notes"] = e.notes;
     je["matched_fault"] = e.matched_fault >= 0 ? json(e.matched_fault) : json(nullptr);
     je["cause_correct"] = e.cause_correct;
