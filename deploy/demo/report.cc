@@ -204,7 +204,23 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       const InjectedFault& f = scenario.faults[best];
       fault_matched[best] = true;
       r.cause_correct = r.cause == f.expected_cause;
-      if (f.kind == FaultKind::kLink) {
+      if (f.kind == FaultKind::kLink && f.injection == FaultInjection::kKernel) {
+        // A kernel cap acts between two nodes: every rank link from the source node to the
+        // destination node is slowed, so the culprit is right when every link named runs between
+        // those two nodes (direction: all of them from the source node).
+        const int world = settings.layout.world();
+        const int src_node = NodeOf(f.src_rank, world, settings.nodes);
+        const int dst_node = NodeOf(f.dst_rank, world, settings.nodes);
+        bool between = !r.links.empty(), forward = !r.links.empty();
+        for (const auto& [src, dst] : r.links) {
+          const int a = NodeOf(src, world, settings.nodes), b = NodeOf(dst, world, settings.nodes);
+          between =
+              between && ((a == src_node && b == dst_node) || (a == dst_node && b == src_node));
+          forward = forward && a == src_node && b == dst_node;
+        }
+        r.culprit_correct = between;
+        r.link_direction_correct = forward;
+      } else if (f.kind == FaultKind::kLink) {
         // Exactly the injected link (either direction).
         if (r.links.size() == 1) {
           const auto [src, dst] = r.links[0];
@@ -390,6 +406,8 @@ nlohmann::json ReportJson(const Report& report) {
     if (f.kind == FaultKind::kLink) {
       jf["src_rank"] = f.src_rank;
       jf["dst_rank"] = f.dst_rank;
+    } else if (f.kind == FaultKind::kNic) {
+      jf["node"] = absl::StrCat("node", f.node);
     } else {
       jf["rank"] = f.rank;
     }
