@@ -58,6 +58,9 @@ struct ClusterSpec {
   std::string job;
   Layout layout;
   int nodes = 4;
+  // Make the nodes as a netns cluster (cluster::NetnsCluster) with the kernel fault driver
+  // (chaos::Driver) on it; false: loopback, faults in process.
+  bool netns = false;
   std::string work_dir;  // Holds the controller's data dir and logs.
   std::vector<std::string> train_args;
   std::vector<std::string> controller_args;
