@@ -52,7 +52,7 @@ std::string InjectedFault::ToSpec() const {
   if (injection == FaultInjection::kKernel) {
     switch (kind) {
       case FaultKind::kCompute:
-        return absl::StrFormat("compute:rank=%d,slowdown=%g", rank, factor);
+        return absl::StrFormat("compute:rank=%d,slowdown=%g,period=20ms", rank, factor);
       case FaultKind::kLink:
         return absl::StrFormat("link:src_rank=%d,dst_rank=%d,rate=%gmbit", src_rank, dst_rank,
                                bandwidth_mbps);
