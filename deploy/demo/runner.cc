@@ -241,11 +241,11 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   spec.train_args = settings.train_args;
   spec.controller_args = options.controller_args;
   if (spec.netns) {
-    // Validation's link passes cross the veths and their bandwidth caps: 64 KiB (0.26 s through
-    // a 2 Mbit/s cap, next to the emulated wire time of a healthy link) instead of MiBs, which
+    // Validation's link passes cross the veths and their bandwidth caps: 16 KiB (0.26 s through
+    // a 0.5 Mbit/s cap, next to the emulated wire time of a healthy link) instead of MiBs, which
     // would take seconds per message through a capped link and hold the job paused.
     for (std::string& a : spec.controller_args) {
-      if (absl::StartsWith(a, "--validation_link_bytes=")) a = "--validation_link_bytes=65536";
+      if (absl::StartsWith(a, "--validation_link_bytes=")) a = "--validation_link_bytes=16384";
     }
   }
 

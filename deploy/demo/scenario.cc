@@ -54,12 +54,12 @@ std::string InjectedFault::ToSpec() const {
       case FaultKind::kCompute:
         return absl::StrFormat("compute:rank=%d,slowdown=%g,period=20ms", rank, factor);
       case FaultKind::kLink:
-        return absl::StrFormat("link:src_rank=%d,dst_rank=%d,rate=%gmbit", src_rank, dst_rank,
-                               bandwidth_mbps);
+        return absl::StrFormat("link:src_rank=%d,dst_rank=%d,rate=%gkbit", src_rank, dst_rank,
+                               bandwidth_mbps * 1000);
       case FaultKind::kContention:
         return absl::StrFormat("contention:rank=%d,workers=%d", rank, workers);
       case FaultKind::kNic:
-        return absl::StrFormat("nic:node=node%d,rate=%gmbit", node, bandwidth_mbps);
+        return absl::StrFormat("nic:node=node%d,rate=%gkbit", node, bandwidth_mbps * 1000);
     }
     return "";
   }
