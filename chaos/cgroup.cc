@@ -83,6 +83,11 @@ absl::StatusOr<std::string> Cgroups::CgroupOf(int pid) {
   return CgroupIn(ProcPath(pid, "cgroup"), absl::StrCat("cgroup of pid ", pid));
 }
 
+absl::StatusOr<std::string> Cgroups::CgroupOfThread(int pid, int tid) {
+  return CgroupIn(ProcPath(pid, absl::StrCat("task/", tid, "/cgroup")),
+                  absl::StrCat("cgroup of thread ", tid, " of pid ", pid));
+}
+
 absl::StatusOr<std::string> Cgroups::CgroupIn(const std::string& proc_cgroup,
                                               const std::string& what) {
   absl::StatusOr<std::string> text = runner_->ReadFile(proc_cgroup);
@@ -123,9 +128,7 @@ absl::StatusOr<Throttle> Cgroups::Apply(int pid, const std::string& name, double
   if (!origin.ok()) return origin.status();
   t.origin = *origin;
   for (int tid : tids) {
-    absl::StatusOr<std::string> o =
-        CgroupIn(ProcPath(pid, absl::StrCat("task/", tid, "/cgroup")),
-                 absl::StrCat("cgroup of thread ", tid, " of pid ", pid));
+    absl::StatusOr<std::string> o = CgroupOfThread(pid, tid);
     if (!o.ok()) return o.status();
     if (t.threads.empty()) t.origin = *o;
     t.threads.push_back({tid, *o});

@@ -98,8 +98,9 @@ class Cgroups {
 
   const CgroupHierarchy& hierarchy() const { return hierarchy_; }
 
-  // The cgroup of `pid` in this hierarchy, relative to the root.
+  // The cgroup of `pid` (of its thread `tid`) in this hierarchy, relative to the root.
   absl::StatusOr<std::string> CgroupOf(int pid);
+  absl::StatusOr<std::string> CgroupOfThread(int pid, int tid);
 
   // OK when threads of `pid` can be throttled alone: cgroup v1. kFailedPrecondition on v2.
   absl::Status CheckThreadsSupported(int pid) const;
