@@ -79,7 +79,8 @@ struct DriverOptions {
   std::string stress_ng = "stress-ng";
   std::string sys_fs_cgroup = "/sys/fs/cgroup";  // Where the cgroup hierarchies are mounted.
   pid_t driver_pid = 0;                          // In cgroup names; 0: getpid().
-  // compute:slowdown=F measures the process's CPU use over this window before it applies.
+  // compute:slowdown=F measures the process's (or its named threads') CPU use over this window
+  // before it applies.
   absl::Duration slowdown_window = absl::Seconds(1);
   int64_t clock_ticks_per_second = 0;  // Of /proc/PID/stat times; 0: sysconf(_SC_CLK_TCK).
 };
