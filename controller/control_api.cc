@@ -331,11 +331,8 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
                                    absl::StrCat(what, " at iteration ", a.iteration(),
                                                 a.dry_run() ? " (dry run)" : "", ": ", a.reason())};
     }
-    culprit.cause = e->event().cause();
-    culprit.ranks.assign(e->event().ranks().begin(), e->event().ranks().end());
-    culprit.links.assign(e->event().links().begin(), e->event().links().end());
-    culprit.slowdown_ratio =
-        r.slowdown_ratio() > 1 ? r.slowdown_ratio() : std::max(1.0, e->event().slowdown_ratio());
+    culprit = mitigation::CulpritOf(e->event(), *job);
+    if (r.slowdown_ratio() > 1) culprit.slowdown_ratio = r.slowdown_ratio();
     if (e->event().healthy_iteration_time_ns() > 0) {
       healthy = absl::Nanoseconds(e->event().healthy_iteration_time_ns());
     }
