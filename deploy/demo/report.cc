@@ -142,6 +142,7 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     for (const auto& l : e.links()) {
       r.links.emplace_back(static_cast<int>(l.src_rank()), static_cast<int>(l.dst_rank()));
     }
+    r.nodes.assign(e.nodes().begin(), e.nodes().end());
     r.onset_iteration = e.onset_iteration();
     r.alarm_iteration = e.alarm_iteration();
     r.verdict_iteration = e.verdict_iteration();
@@ -379,6 +380,7 @@ nlohmann::json ReportJson(const Report& report) {
     json links = json::array();
     for (const auto& [src, dst] : e.links) links.push_back({{"src_rank", src}, {"dst_rank", dst}});
     je["links"] = links;
+    je["nodes"] = e.nodes;
     je["onset_iteration"] = e.onset_iteration;
     je["alarm_iteration"] = e.alarm_iteration;
     je["verdict_iteration"] = e.verdict_iteration;
@@ -438,16 +440,23 @@ nlohmann::json ReportJson(const Report& report) {
 
 namespace {
 
-std::string Culprit(const EventReport& e) {
-  std::vector<std::string> parts;
-  for (int r : e.ranks) parts.push_back(absl::StrCat("rank ", r));
-  for (const auto& [s, d] : e.links) parts.push_back(absl::StrCat("link ", s, "->", d));
-  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
-}
-
 std::string Seconds(double s) { return s > 0 ? absl::StrFormat("%.3f s", s) : "-"; }
 
 }  // namespace
+
+std::string CulpritText(const EventReport& e) {
+  std::vector<std::string> parts;
+  for (int r : e.ranks) parts.push_back(absl::StrCat("rank ", r));
+  if (!e.nodes.empty()) {
+    std::vector<std::string> nics;
+    for (const std::string& n : e.nodes) nics.push_back(absl::StrCat(n, "'s NIC"));
+    parts.push_back(absl::StrCat(absl::StrJoin(nics, ", "), " (", e.links.size(),
+                                 e.links.size() == 1 ? " link)" : " links)"));
+  } else {
+    for (const auto& [s, d] : e.links) parts.push_back(absl::StrCat("link ", s, "->", d));
+  }
+  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
+}
 
 std::string IterationsLine(const Report& report) {
   std::string line = absl::StrCat(report.iterations_completed);
@@ -534,7 +543,7 @@ std::string SummaryText(const Report& report) {
                           "  %s\n"
                           "  actions: %s\n"
                           "  iteration time healthy %s, slowed %s, mitigated %s -> %s\n",
-                          e.event_id, e.state, e.cause, Culprit(e), verdict, EventTimesLine(e),
+                          e.event_id, e.state, e.cause, CulpritText(e), verdict, EventTimesLine(e),
                           actions.empty() ? "none" : absl::StrJoin(actions, ", "), healthy,
                           Seconds(e.iteration_time_slow_s), Seconds(e.iteration_time_mitigated_s),
                           RecoveredText(e));
