@@ -76,13 +76,18 @@ Culprit CulpritOf(const falcon::v1::Event& event, const registry::JobEntry& job)
   c.ranks.assign(event.ranks().begin(), event.ranks().end());
   c.links.assign(event.links().begin(), event.links().end());
   c.nodes.assign(event.nodes().begin(), event.nodes().end());
-  std::set<uint32_t> on_nodes;
-  for (const std::string& n : c.nodes) {
-    for (uint32_t r : job.RanksOnNode(n)) on_nodes.insert(r);
-  }
-  c.node_ranks.assign(on_nodes.begin(), on_nodes.end());
+  c.node_ranks = RanksOfNodes(c.nodes, job);
   c.slowdown_ratio = std::max(1.0, event.slowdown_ratio());
   return c;
+}
+
+std::vector<uint32_t> RanksOfNodes(const std::vector<std::string>& nodes,
+                                   const registry::JobEntry& job) {
+  std::set<uint32_t> out;
+  for (const std::string& n : nodes) {
+    for (uint32_t r : job.RanksOnNode(n)) out.insert(r);
+  }
+  return std::vector<uint32_t>(out.begin(), out.end());
 }
 
 std::vector<uint32_t> EvenSplit(int64_t global_micro_batches, int dp, int pp) {

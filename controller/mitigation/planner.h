@@ -46,6 +46,9 @@ struct Culprit {
 // The culprit `event` names (cause, ranks, links, nodes), with the ranks `job` has on its nodes;
 // slowdown_ratio from the event (at least 1).
 Culprit CulpritOf(const falcon::v1::Event& event, const registry::JobEntry& job);
+// Every rank `job` registered on one of `nodes`, ascending (Culprit::node_ranks).
+std::vector<uint32_t> RanksOfNodes(const std::vector<std::string>& nodes,
+                                   const registry::JobEntry& job);
 
 // The job as the planners see it.
 struct JobShape {

@@ -172,6 +172,24 @@ TEST(PlannerTest, S3MovesDpTrafficOffASlowNic) {
   EXPECT_NE(p->layout.at(0).dp, p->layout.at(2).dp);
 }
 
+TEST(PlannerTest, DryRunOfANodeNicGoesS1S3S4WithoutTheNode) {
+  LadderState state;
+  state.iteration = 100;
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> r =
+      DryRun(Shape(), settings::EffectiveSettings(), Node2Nic(), absl::Milliseconds(100),
+             absl::FromUnixSeconds(1000), state);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->actions_size(), 3);  // Communication: no S2.
+  EXPECT_EQ(r->actions(1).strategy(), falcon::v1::STRATEGY_S3_TOPOLOGY);
+  EXPECT_NE(r->actions(1).reason().find("no better layout"), std::string::npos)
+      << r->actions(1).reason();
+  EXPECT_EQ(r->actions(2).strategy(), falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART);
+  EXPECT_NE(r->actions(2).reason().find(
+                "restart without ranks [4, 5] (every rank of node node2, its NIC)"),
+            std::string::npos)
+      << r->actions(2).reason();
+}
+
 TEST(PlannerTest, DryRunLadderInCostOrderWithReasons) {
   settings::EffectiveSettings s;
   s.s3_enabled = false;
