@@ -498,5 +498,15 @@ TEST(ReportJsonTest, ReadmeDocumentsEveryField) {
   }
 }
 
+TEST(RecoverableCeilingTest, IntegerMicroBatchesBoundWhatS2Recovers) {
+  // x1.5 on one of 4 groups, 64 micro-batches in multiples of 2: 24 -> 18 of 24 -> 16.
+  EXPECT_NEAR(*RecoverableCeiling(1.5, 4, 64, 2), 0.75, 1e-9);
+  // Finer splits recover more of the same slowdown, up to the continuous bound 9/11 (the slow
+  // group at 1.5 m = the others' m').
+  EXPECT_NEAR(*RecoverableCeiling(1.5, 4, 256, 1), 0.8125, 1e-9);
+  EXPECT_FALSE(RecoverableCeiling(1.0, 4, 64, 2).has_value());
+  EXPECT_FALSE(RecoverableCeiling(1.5, 1, 64, 2).has_value());
+}
+
 }  // namespace
 }  // namespace falcon::deploy::demo
