@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +38,9 @@ struct Span {
 };
 
 std::string It(int64_t it) { return it < 0 ? "-" : absl::StrCat(it); }
+
+// The name the ranks of a NIC fault's node register (the clusters name nodes node<K>).
+std::string NicNodeName(const InjectedFault& f) { return absl::StrCat("node", f.node); }
 
 bool IsDirective(const ActionMark& a) {
   return !a.revert && !a.dry_run && !a.skipped && a.strategy != "S1";
@@ -221,6 +226,10 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
         }
         r.culprit_correct = between;
         r.link_direction_correct = forward;
+      } else if (f.kind == FaultKind::kNic) {
+        // The degraded node named as the culprit, its NIC, and no other
+        // (docs/algorithms.md#node-nic-faults).
+        r.culprit_correct = r.nodes == std::vector<std::string>{NicNodeName(f)};
       } else if (f.kind == FaultKind::kLink) {
         // Exactly the injected link (either direction).
         if (r.links.size() == 1) {
@@ -408,7 +417,7 @@ nlohmann::json ReportJson(const Report& report) {
       jf["src_rank"] = f.src_rank;
       jf["dst_rank"] = f.dst_rank;
     } else if (f.kind == FaultKind::kNic) {
-      jf["node"] = absl::StrCat("node", f.node);
+      jf["node"] = NicNodeName(f);
     } else {
       jf["rank"] = f.rank;
     }

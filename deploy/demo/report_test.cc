@@ -154,10 +154,12 @@ TEST(ReportTest, LinkCulpritEitherDirection) {
 }
 
 // A node NIC fault's verdict names the node, its links being the evidence: the summary, the JSON
-// and the HTML say "node2's NIC", not twelve links.
+// and the HTML say "node2's NIC", not twelve links; it is the right culprit for the nic scenario
+// (node2 degraded) when it names node2 alone.
 TEST(ReportTest, ANodeNicCulpritIsPrintedAsTheNode) {
-  absl::StatusOr<Scenario> s = MakeScenario("link", Layout{4, 2}, 4, 400);
-  ASSERT_TRUE(s.ok());
+  absl::StatusOr<Scenario> s = MakeScenario("nic", Layout{4, 2}, 4, 400, FaultInjection::kKernel);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->faults[0].node, 2);
   falcon::v1::Event e;
   e.set_event_id(1);
   e.set_state(falcon::v1::EVENT_STATE_CLOSED);
@@ -173,6 +175,8 @@ TEST(ReportTest, ANodeNicCulpritIsPrintedAsTheNode) {
   Report r = BuildReport(*s, RunSettings(), History(400), {e});
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].nodes, std::vector<std::string>{"node2"});
+  EXPECT_TRUE(r.events[0].cause_correct);
+  EXPECT_TRUE(r.events[0].culprit_correct);
   EXPECT_EQ(CulpritText(r.events[0]), "node2's NIC (3 links)");
   const std::string summary = SummaryText(r);
   EXPECT_NE(summary.find("node2's NIC (3 links)"), std::string::npos) << summary;
@@ -187,6 +191,14 @@ TEST(ReportTest, ANodeNicCulpritIsPrintedAsTheNode) {
   std::stringstream hs;
   hs << html.rdbuf();
   EXPECT_NE(hs.str().find("node2's NIC (3 links)"), std::string::npos) << hs.str();
+  // Another node as well, or the links alone: not the culprit injected.
+  falcon::v1::Event two = e;
+  two.add_nodes("node0");
+  EXPECT_FALSE(BuildReport(*s, RunSettings(), History(400), {two}).events[0].culprit_correct);
+  falcon::v1::Event links_only = e;
+  links_only.clear_nodes();
+  EXPECT_FALSE(
+      BuildReport(*s, RunSettings(), History(400), {links_only}).events[0].culprit_correct);
   // Links alone are still listed one by one.
   EventReport links;
   links.links = {{4, 6}, {6, 4}};
