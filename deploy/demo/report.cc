@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +38,9 @@ struct Span {
 };
 
 std::string It(int64_t it) { return it < 0 ? "-" : absl::StrCat(it); }
+
+// The name the ranks of a NIC fault's node register (the clusters name nodes node<K>).
+std::string NicNodeName(const InjectedFault& f) { return absl::StrCat("node", f.node); }
 
 bool IsDirective(const ActionMark& a) {
   return !a.revert && !a.dry_run && !a.skipped && a.strategy != "S1";
@@ -144,6 +149,7 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     for (const auto& l : e.links()) {
       r.links.emplace_back(static_cast<int>(l.src_rank()), static_cast<int>(l.dst_rank()));
     }
+    r.nodes.assign(e.nodes().begin(), e.nodes().end());
     r.onset_iteration = e.onset_iteration();
     r.alarm_iteration = e.alarm_iteration();
     r.verdict_iteration = e.verdict_iteration();
@@ -220,6 +226,10 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
         }
         r.culprit_correct = between;
         r.link_direction_correct = forward;
+      } else if (f.kind == FaultKind::kNic) {
+        // The degraded node named as the culprit, its NIC, and no other
+        // (docs/algorithms.md#node-nic-faults).
+        r.culprit_correct = r.nodes == std::vector<std::string>{NicNodeName(f)};
       } else if (f.kind == FaultKind::kLink) {
         // Exactly the injected link (either direction).
         if (r.links.size() == 1) {
@@ -407,7 +417,7 @@ nlohmann::json ReportJson(const Report& report) {
       jf["src_rank"] = f.src_rank;
       jf["dst_rank"] = f.dst_rank;
     } else if (f.kind == FaultKind::kNic) {
-      jf["node"] = absl::StrCat("node", f.node);
+      jf["node"] = NicNodeName(f);
     } else {
       jf["rank"] = f.rank;
     }
@@ -431,6 +441,7 @@ nlohmann::json ReportJson(const Report& report) {
     json links = json::array();
     for (const auto& [src, dst] : e.links) links.push_back({{"src_rank", src}, {"dst_rank", dst}});
     je["links"] = links;
+    je["nodes"] = e.nodes;
     je["onset_iteration"] = e.onset_iteration;
     je["alarm_iteration"] = e.alarm_iteration;
     je["verdict_iteration"] = e.verdict_iteration;
@@ -492,16 +503,23 @@ nlohmann::json ReportJson(const Report& report) {
 
 namespace {
 
-std::string Culprit(const EventReport& e) {
-  std::vector<std::string> parts;
-  for (int r : e.ranks) parts.push_back(absl::StrCat("rank ", r));
-  for (const auto& [s, d] : e.links) parts.push_back(absl::StrCat("link ", s, "->", d));
-  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
-}
-
 std::string Seconds(double s) { return s > 0 ? absl::StrFormat("%.3f s", s) : "-"; }
 
 }  // namespace
+
+std::string CulpritText(const EventReport& e) {
+  std::vector<std::string> parts;
+  for (int r : e.ranks) parts.push_back(absl::StrCat("rank ", r));
+  if (!e.nodes.empty()) {
+    std::vector<std::string> nics;
+    for (const std::string& n : e.nodes) nics.push_back(absl::StrCat(n, "'s NIC"));
+    parts.push_back(absl::StrCat(absl::StrJoin(nics, ", "), " (", e.links.size(),
+                                 e.links.size() == 1 ? " link)" : " links)"));
+  } else {
+    for (const auto& [s, d] : e.links) parts.push_back(absl::StrCat("link ", s, "->", d));
+  }
+  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
+}
 
 std::string IterationsLine(const Report& report) {
   std::string line = absl::StrCat(report.iterations_completed);
@@ -588,7 +606,7 @@ std::string SummaryText(const Report& report) {
                           "  %s\n"
                           "  actions: %s\n"
                           "  iteration time healthy %s, slowed %s, mitigated %s -> %s\n",
-                          e.event_id, e.state, e.cause, Culprit(e), verdict, EventTimesLine(e),
+                          e.event_id, e.state, e.cause, CulpritText(e), verdict, EventTimesLine(e),
                           actions.empty() ? "none" : absl::StrJoin(actions, ", "), healthy,
                           Seconds(e.iteration_time_slow_s), Seconds(e.iteration_time_mitigated_s),
                           RecoveredText(e));

@@ -80,7 +80,10 @@ struct EventReport {
   std::string cause;  // "COMPUTE", "COMMUNICATION", "UNKNOWN".
   std::vector<int> ranks;
   std::vector<std::pair<int, int>> links;  // (src_rank, dst_rank).
-  int64_t onset_iteration = -1;            // The detector's change point.
+  // Nodes whose NIC is the culprit (Event.nodes, docs/algorithms.md#node-nic-faults); `links` are
+  // then its evidence.
+  std::vector<std::string> nodes;
+  int64_t onset_iteration = -1;  // The detector's change point.
   int64_t alarm_iteration = -1;
   int64_t verdict_iteration = -1;
   int64_t recovery_iteration = -1;
@@ -151,6 +154,10 @@ std::optional<double> RecoverableCeiling(double slowdown, int dp, int micro_batc
 // Median of `history` iteration times (seconds) with iteration in [from, to); 0 when none.
 double MedianIterationTime(const std::vector<falcon::v1::HistoryPoint>& history, int64_t from,
                            int64_t to);
+
+// The culprit in words: "rank 5", "link 1->3", "rank 5, link 1->3"; for a node NIC fault the node,
+// not its links: "node-2's NIC (12 links)"; "-" for none.
+std::string CulpritText(const EventReport& event);
 
 // "S2" for STRATEGY_S2_MICRO_BATCH and so on; "COMPUTE" for CAUSE_COMPUTE.
 std::string StrategyName(falcon::v1::Strategy strategy);
