@@ -101,8 +101,8 @@ std::vector<std::string> ScenarioNames();
 // these caps; a crawling NIC slows the job far beyond what S2 / S3 recover.
 inline constexpr double kKernelPipelineLinkMbps = 0.5;
 inline constexpr double kKernelDpLinkMbps = 2;
-inline constexpr double kKernelNicMbps = 8;
-inline constexpr double kKernelCrawlingNicMbps = 1;
+inline constexpr double kKernelNicMbps = 1;
+inline constexpr double kKernelCrawlingNicMbps = 0.25;
 
 // Fewest training steps a scenario runs (healthy baseline, fault windows, recovery).
 inline constexpr int64_t kMinScenarioIterations = 100;

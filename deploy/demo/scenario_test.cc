@@ -57,7 +57,7 @@ TEST(ScenarioTest, KernelScenariosAreDriverSpecsWithoutWindows) {
     }
   }
   absl::StatusOr<Scenario> nic = MakeScenario("nic", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
-  EXPECT_EQ(nic->faults[0].ToSpec(), "nic:node=node2,rate=8000kbit");
+  EXPECT_EQ(nic->faults[0].ToSpec(), "nic:node=node2,rate=1000kbit");
   absl::StatusOr<Scenario> dp =
       MakeScenario("dp-link", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
   EXPECT_EQ(dp->faults[0].ToSpec(), "link:src_rank=1,dst_rank=2,rate=2000kbit");
