@@ -137,25 +137,32 @@ RankNodes NodesOfRanks(const registry::JobEntry& job) {
   return out;
 }
 
+// The nodes of a group of more than two ranks whose members sit on exactly two known nodes (a DP
+// group over two nodes: a slow NIC on either drags most of its links); empty otherwise.
+std::set<std::string> TwoNodesOfGroup(const registry::CommInfo& c) {
+  std::set<std::string> nodes;
+  if (c.comm.member_ranks_size() <= 2) return nodes;
+  for (const std::string& n : c.member_nodes) {
+    if (n.empty()) return {};
+    nodes.insert(n);
+  }
+  if (nodes.size() != 2) nodes.clear();
+  return nodes;
+}
+
 // Communicators to validate beside `suspects` so that a slow NIC can be told from the path between
-// two nodes (docs/algorithms.md#node-nic-faults): for each suspect of more than two ranks whose
-// members sit on exactly two nodes (a DP group over two nodes), each member's smallest other
-// communicator that reaches a third node (lowest id among equals), unless one such is a suspect
-// already. In suspect order, each once.
+// two nodes (docs/algorithms.md#node-nic-faults): for each suspect group on two nodes
+// (TwoNodesOfGroup), each member's smallest other communicator that reaches a third node (lowest
+// id among equals), unless one such is a suspect already. In suspect order, each once.
 std::vector<uint64_t> ThirdNodeComms(const registry::JobEntry& job,
                                      const std::vector<uint64_t>& suspects) {
   std::set<uint64_t> taken(suspects.begin(), suspects.end());
   std::vector<uint64_t> out;
   for (uint64_t id : suspects) {
     const registry::CommInfo* c = job.FindComm(id);
-    if (c == nullptr || c->comm.member_ranks_size() <= 2) continue;
-    std::set<std::string> nodes;
-    bool unknown = false;
-    for (const std::string& n : c->member_nodes) {
-      unknown |= n.empty();
-      nodes.insert(n);
-    }
-    if (unknown || nodes.size() != 2) continue;
+    if (c == nullptr) continue;
+    const std::set<std::string> nodes = TwoNodesOfGroup(*c);
+    if (nodes.empty()) continue;
     for (uint32_t r : c->comm.member_ranks()) {
       const registry::CommInfo* best = nullptr;
       bool measured = false;
@@ -506,13 +513,14 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     if (!planned_members.insert(members).second) continue;
     plan_comm(id, *c, 0);
     // A pair's two directions are no population to judge a link against (the median of two
-    // values is their mean), nor is a group most of whose links one slow NIC drags (a DP group
-    // over two nodes): its links are judged with a comparable communicator's
-    // (docs/algorithms.md#reference-links).
-    if (const uint64_t ref = ReferenceComm(*job, *c, suspects, references); ref != 0) {
-      references.insert(ref);
-      plan_comm(ref, *job->FindComm(ref), id);
-      reference_notes.push_back(absl::StrCat(ref, " for ", id));
+    // values is their mean), nor is a group on two nodes, most of whose links one slow NIC drags:
+    // their links are judged with a comparable communicator's (docs/algorithms.md#reference-links).
+    if (c->comm.member_ranks_size() == 2 || !TwoNodesOfGroup(*c).empty()) {
+      if (const uint64_t ref = ReferenceComm(*job, *c, suspects, references); ref != 0) {
+        references.insert(ref);
+        plan_comm(ref, *job->FindComm(ref), id);
+        reference_notes.push_back(absl::StrCat(ref, " for ", id));
+      }
     }
   }
   // Rounds (docs/algorithms.md#validation-rounds): tasks on disjoint nodes run at the same time;
