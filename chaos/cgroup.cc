@@ -80,8 +80,18 @@ std::string Cgroups::Dir(const std::string& relative) const {
 }
 
 absl::StatusOr<std::string> Cgroups::CgroupOf(int pid) {
-  absl::StatusOr<std::string> text = runner_->ReadFile(ProcPath(pid, "cgroup"));
-  if (!text.ok()) return Annotate(text.status(), absl::StrCat("cgroup of pid ", pid));
+  return CgroupIn(ProcPath(pid, "cgroup"), absl::StrCat("cgroup of pid ", pid));
+}
+
+absl::StatusOr<std::string> Cgroups::CgroupOfThread(int pid, int tid) {
+  return CgroupIn(ProcPath(pid, absl::StrCat("task/", tid, "/cgroup")),
+                  absl::StrCat("cgroup of thread ", tid, " of pid ", pid));
+}
+
+absl::StatusOr<std::string> Cgroups::CgroupIn(const std::string& proc_cgroup,
+                                              const std::string& what) {
+  absl::StatusOr<std::string> text = runner_->ReadFile(proc_cgroup);
+  if (!text.ok()) return Annotate(text.status(), what);
   for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
     // "ID:CONTROLLERS:PATH"; PATH may itself hold ':'.
     std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
@@ -93,21 +103,44 @@ absl::StatusOr<std::string> Cgroups::CgroupOf(int pid) {
     if (match) return std::string(f[2]);
   }
   return absl::FailedPreconditionError(
-      absl::StrCat("cgroup of pid ", pid, ": ", ProcPath(pid, "cgroup"), " has no ",
+      absl::StrCat(what, ": ", proc_cgroup, " has no ",
                    hierarchy_.version == CgroupVersion::kV2 ? "v2 (0::)" : "cpu", " line"));
 }
 
+absl::Status Cgroups::CheckThreadsSupported(int pid) const {
+  if (hierarchy_.version == CgroupVersion::kV1) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cgroup for pid ", pid,
+      ": throttling single threads (thread=) needs cgroup v1; on cgroup v2 a thread can only be "
+      "capped inside a threaded subtree (cgroup.type \"threaded\") under the process's own "
+      "cgroup, which the driver does not convert: throttle the whole process (no thread=) "
+      "instead"));
+}
+
 absl::StatusOr<Throttle> Cgroups::Apply(int pid, const std::string& name, double cores,
-                                        absl::Duration period) {
+                                        absl::Duration period, const std::vector<int>& tids) {
   const std::string what = absl::StrCat("cgroup for pid ", pid);
+  if (!tids.empty()) {
+    if (absl::Status s = CheckThreadsSupported(pid); !s.ok()) return s;
+  }
   Throttle t;
   absl::StatusOr<std::string> origin = CgroupOf(pid);
   if (!origin.ok()) return origin.status();
   t.origin = *origin;
-  if (!runner_->Exists(Dir(t.origin))) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": its cgroup ", t.origin,
-                                                      " is not under ", hierarchy_.root,
-                                                      " (another cgroup namespace?)"));
+  for (int tid : tids) {
+    absl::StatusOr<std::string> o = CgroupOfThread(pid, tid);
+    if (!o.ok()) return o.status();
+    if (t.threads.empty()) t.origin = *o;
+    t.threads.push_back({tid, *o});
+  }
+  std::vector<std::string> origins = {t.origin};
+  for (const ThreadOrigin& th : t.threads) origins.push_back(th.origin);
+  for (const std::string& o : origins) {
+    if (!runner_->Exists(Dir(o))) {
+      return absl::FailedPreconditionError(absl::StrCat(what, ": its cgroup ", o, " is not under ",
+                                                        hierarchy_.root,
+                                                        " (another cgroup namespace?)"));
+    }
   }
   if (hierarchy_.version == CgroupVersion::kV2) {
     const std::string control = hierarchy_.root + "/cgroup.subtree_control";
@@ -132,7 +165,7 @@ absl::StatusOr<Throttle> Cgroups::Apply(int pid, const std::string& name, double
     writes = {{"cpu.cfs_period_us", absl::StrCat(t.period_us)},
               {"cpu.cfs_quota_us", absl::StrCat(t.quota_us)}};
   }
-  writes.emplace_back("cgroup.procs", absl::StrCat(pid));
+  if (tids.empty()) writes.emplace_back("cgroup.procs", absl::StrCat(pid));
   for (const auto& [file, value] : writes) {
     if (absl::Status s = runner_->WriteFile(t.cgroup + "/" + file, value); !s.ok()) {
       if (absl::Status r = runner_->RemoveDir(t.cgroup); !r.ok()) {
@@ -145,7 +178,83 @@ absl::StatusOr<Throttle> Cgroups::Apply(int pid, const std::string& name, double
       return Annotate(s, what);
     }
   }
+  if (!t.threads.empty()) {
+    std::vector<ThreadOrigin> joined;
+    for (const ThreadOrigin& th : t.threads) {
+      absl::Status s = runner_->WriteFile(t.cgroup + "/tasks", absl::StrCat(th.tid));
+      if (s.ok()) {
+        joined.push_back(th);
+        continue;
+      }
+      if (!runner_->Exists(ProcPath(pid, absl::StrCat("task/", th.tid)))) continue;  // Ended.
+      // Undo: the threads that joined go back, the cgroup goes.
+      absl::Status undone;
+      for (const ThreadOrigin& j : joined) {
+        absl::Status b = runner_->WriteFile(Dir(j.origin) + "/tasks", absl::StrCat(j.tid));
+        if (!b.ok() && runner_->Exists(ProcPath(pid, absl::StrCat("task/", j.tid)))) undone = b;
+      }
+      if (undone.ok()) undone = runner_->RemoveDir(t.cgroup);
+      if (!undone.ok()) {
+        return Annotate(s, absl::StrCat(what, ": thread ", th.tid,
+                                        " (and undoing it failed: ", undone.message(), ")"));
+      }
+      return Annotate(s, absl::StrCat(what, ": thread ", th.tid));
+    }
+    if (joined.empty()) {
+      absl::Status removed = runner_->RemoveDir(t.cgroup);
+      return absl::NotFoundError(absl::StrCat(
+          what, ": its threads ",
+          absl::StrJoin(
+              t.threads, ", ",
+              [](std::string* out, const ThreadOrigin& th) { absl::StrAppend(out, th.tid); }),
+          " ended before they could be moved",
+          removed.ok()
+              ? ""
+              : absl::StrCat(" (and removing the cgroup failed: ", removed.message(), ")")));
+    }
+    t.threads = std::move(joined);
+  }
   return t;
+}
+
+absl::Status Cgroups::MoveThreadsBack(int pid, const Throttle& throttle,
+                                      std::vector<std::string>* notes) {
+  absl::StatusOr<std::string> tasks = runner_->ReadFile(throttle.cgroup + "/tasks");
+  if (!tasks.ok()) return tasks.status();
+  std::vector<int> ended;
+  for (const ThreadOrigin& th : throttle.threads) ended.push_back(th.tid);
+  std::vector<std::string> gone_origins;
+  for (absl::string_view line : absl::StrSplit(*tasks, '\n', absl::SkipWhitespace())) {
+    int tid = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &tid)) continue;
+    ended.erase(std::remove(ended.begin(), ended.end(), tid), ended.end());
+    std::string origin = throttle.origin;  // A thread started meanwhile: the first's origin.
+    for (const ThreadOrigin& th : throttle.threads) {
+      if (th.tid == tid) origin = th.origin;
+    }
+    std::string to = Dir(origin);
+    if (!runner_->Exists(to)) {
+      if (!absl::c_linear_search(gone_origins, origin)) gone_origins.push_back(origin);
+      to = hierarchy_.root;
+    }
+    absl::Status s = runner_->WriteFile(to + "/tasks", absl::StrCat(tid));
+    if (!s.ok()) {
+      if (!runner_->Exists(ProcPath(pid, absl::StrCat("task/", tid)))) {
+        ended.push_back(tid);  // It ended between the read and the write.
+        continue;
+      }
+      return s;
+    }
+  }
+  for (const std::string& o : gone_origins) {
+    notes->push_back(absl::StrCat("cgroup ", o, " is gone: its threads moved to the root"));
+  }
+  if (!ended.empty() && runner_->Exists(ProcPath(pid, "status"))) {
+    std::sort(ended.begin(), ended.end());
+    notes->push_back(absl::StrCat(ended.size() == 1 ? "thread " : "threads ",
+                                  absl::StrJoin(ended, ", "), " of process ", pid, " had ended"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Cgroups::MoveAll(const std::string& from, const std::string& to, int* gone) {
@@ -172,13 +281,19 @@ absl::StatusOr<std::string> Cgroups::Release(int pid, const Throttle& throttle) 
   if (!runner_->Exists(ProcPath(pid, "status"))) {
     notes.push_back(absl::StrCat("process ", pid, " had exited"));
   }
-  std::string to = Dir(throttle.origin);
-  if (!runner_->Exists(to)) {
-    notes.push_back(absl::StrCat("its cgroup ", throttle.origin, " is gone: moved to the root"));
-    to = hierarchy_.root;
+  if (!throttle.threads.empty()) {
+    if (absl::Status s = MoveThreadsBack(pid, throttle, &notes); !s.ok()) {
+      return Annotate(s, what);
+    }
+  } else {
+    std::string to = Dir(throttle.origin);
+    if (!runner_->Exists(to)) {
+      notes.push_back(absl::StrCat("its cgroup ", throttle.origin, " is gone: moved to the root"));
+      to = hierarchy_.root;
+    }
+    int gone = 0;
+    if (absl::Status s = MoveAll(throttle.cgroup, to, &gone); !s.ok()) return Annotate(s, what);
   }
-  int gone = 0;
-  if (absl::Status s = MoveAll(throttle.cgroup, to, &gone); !s.ok()) return Annotate(s, what);
   // A task that is exiting can keep the cgroup busy for a moment.
   absl::Status removed;
   for (int attempt = 0; attempt < 50; ++attempt) {

@@ -1,12 +1,15 @@
-// Real compute faults (root): a CPU quota on a busy process, and stress-ng contention next to one.
+// Real compute faults (root): a CPU quota on a busy process or on one named thread of it, and
+// stress-ng contention next to one.
 // Assertions compare CPU shares of the same process before and during the fault, with generous
 // margins, so that a loaded machine only makes them looser.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "chaos/cgroup.h"
 #include "chaos/driver.h"
+#include "chaos/proc_threads.h"
 #include "chaos/real_test_util.h"
 #include "chaos/runner.h"
 #include "common/clock.h"
@@ -127,6 +131,113 @@ TEST_F(CgroupRealTest, QuotaThrottlesABusyProcessAndRemovalRestoresIt) {
   absl::StatusOr<std::string> back = cgroups.CgroupOf(pid);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, *origin);
+}
+
+// busy_threads (busy_threads_main.cc) with a thread per name, each spinning.
+absl::StatusOr<common::Subprocess> SpawnBusyThreads(const std::vector<std::string>& names) {
+  common::SpawnOptions o;
+  o.argv = {absl::StrCat(std::getenv("TEST_SRCDIR"), "/falcon/chaos/busy_threads")};
+  o.argv.insert(o.argv.end(), names.begin(), names.end());
+  o.parent_death_signal = SIGKILL;
+  return common::Subprocess::Spawn(o);
+}
+
+// The TID of `pid`'s thread named `name`, waiting (bounded) for it to appear.
+absl::StatusOr<int> AwaitThread(Runner& runner, int pid, const std::string& name) {
+  absl::StatusOr<std::vector<int>> tids;
+  for (int i = 0; i < 250; ++i) {
+    tids = ThreadsNamed(&runner, pid, name);
+    if (tids.ok()) return tids->front();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return tids.status();
+}
+
+// CPU seconds per wall second of threads `tids` of `pid`, each over the same `window`.
+absl::StatusOr<std::vector<double>> ThreadShares(Runner& runner, int pid,
+                                                 const std::vector<int>& tids,
+                                                 absl::Duration window) {
+  auto sample = [&]() -> absl::StatusOr<std::vector<int64_t>> {
+    std::vector<int64_t> ns;
+    for (int tid : tids) {
+      absl::StatusOr<int64_t> n = ThreadCpuNanos(&runner, pid, tid, sysconf(_SC_CLK_TCK));
+      if (!n.ok()) return n.status();
+      ns.push_back(*n);
+    }
+    return ns;
+  };
+  absl::StatusOr<std::vector<int64_t>> c0 = sample();
+  if (!c0.ok()) return c0.status();
+  const absl::Time t0 = absl::Now();
+  absl::SleepFor(window);
+  absl::StatusOr<std::vector<int64_t>> c1 = sample();
+  if (!c1.ok()) return c1.status();
+  const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
+  std::vector<double> shares;
+  for (size_t i = 0; i < tids.size(); ++i) {
+    shares.push_back(static_cast<double>((*c1)[i] - (*c0)[i]) * 1e-9 / wall);
+  }
+  return shares;
+}
+
+// A thread fault caps the named thread (the emulated device) and leaves the rank's other threads
+// (its communication) alone.
+TEST_F(CgroupRealTest, ThreadQuotaThrottlesOnlyTheNamedThread) {
+  if (hierarchy_.version != CgroupVersion::kV1) {
+    FALCON_SKIP_OR_FAIL("cgroup v2: thread faults need cgroup v1 (chaos/cgroup.h)");
+  }
+  absl::StatusOr<common::Subprocess> busy = SpawnBusyThreads({"falcon-device", "falcon-comm"});
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  const int pid = busy->pid();
+  absl::StatusOr<int> device = AwaitThread(*runner_, pid, "falcon-device");
+  ASSERT_TRUE(device.ok()) << device.status();
+  absl::StatusOr<int> comm = AwaitThread(*runner_, pid, "falcon-comm");
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  Cgroups cgroups(runner_.get(), hierarchy_);
+  absl::StatusOr<std::string> origin = cgroups.CgroupOfThread(pid, *device);
+  ASSERT_TRUE(origin.ok()) << origin.status();
+
+  absl::StatusOr<std::unique_ptr<Driver>> driver =
+      Driver::Create(Loopback(), {}, runner_.get(), &clock_);
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  absl::StatusOr<std::vector<double>> before =
+      ThreadShares(*runner_, pid, {*device, *comm}, absl::Seconds(2));
+  ASSERT_TRUE(before.ok()) << before.status();
+
+  absl::StatusOr<int> id = (*driver)->Apply(
+      *ParseFaultSpec(absl::StrCat("compute:pid=", pid, ",thread=falcon-device,quota=0.05"), 2));
+  ASSERT_TRUE(id.ok()) << id.status();
+  const Target& t = (*driver)->record().faults[0].target;
+  const std::string cgroup = t.cgroup;
+  EXPECT_EQ(t.thread, "falcon-device");
+  EXPECT_EQ(t.tids, std::vector<int>{*device});
+  EXPECT_EQ(Read(*runner_, cgroup + "/tasks"), absl::StrCat(*device, "\n"));
+  absl::StatusOr<std::string> comm_during = cgroups.CgroupOfThread(pid, *comm);
+  absl::StatusOr<std::vector<double>> during =
+      ThreadShares(*runner_, pid, {*device, *comm}, absl::Seconds(2));
+  ASSERT_TRUE(during.ok()) << during.status();
+
+  ASSERT_TRUE((*driver)->Remove(*id).ok());
+  const double device_ratio = (*during)[0] / (*before)[0];
+  const double comm_ratio = (*during)[1] / (*before)[1];
+  std::printf(
+      "thread CPU shares: falcon-device before %.3f during quota 0.05 %.3f (ratio %.3f); "
+      "falcon-comm before %.3f during %.3f (ratio %.3f)\n",
+      (*before)[0], (*during)[0], device_ratio, (*before)[1], (*during)[1], comm_ratio);
+  ASSERT_TRUE(comm_during.ok());
+  EXPECT_EQ(*comm_during, *origin);  // Only the named thread moved.
+  // The quota is a ceiling whatever the load (0.05 CPU plus accounting granularity).
+  EXPECT_LT((*during)[0], 0.1);
+  EXPECT_LT(device_ratio, 0.5) << "before " << (*before)[0] << " during " << (*during)[0];
+  // The other thread is not capped: with the device thread capped it gets at least as much CPU
+  // on an idle machine; other load may take some, never a share comparable to the cap's.
+  EXPECT_GT(comm_ratio, 0.5) << "before " << (*before)[1] << " during " << (*during)[1];
+  EXPECT_GT(comm_ratio, 4 * device_ratio);
+  EXPECT_FALSE(runner_->Exists(cgroup));
+  absl::StatusOr<std::string> back = cgroups.CgroupOfThread(pid, *device);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *origin);
+  EXPECT_EQ((*driver)->record().faults[0].note, "");
 }
 
 TEST_F(CgroupRealTest, SlowdownCapsAtAFractionOfTheMeasuredUse) {

@@ -1,7 +1,10 @@
 #include "chaos/cgroup.h"
 
+#include <errno.h>
+
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "chaos/fake_runner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -225,6 +228,116 @@ TEST(CgroupTest, ReleaseOfACgroupAlreadyCleared) {
   absl::StatusOr<std::string> note = cgroups.Release(42, *t);
   ASSERT_TRUE(note.ok());
   EXPECT_EQ(*note, "the cgroup was already removed");
+}
+
+// SetUpV1 with threads 42 (main), 44 and 46 of process 42 in /jobs (v1 `tasks` files).
+void SetUpV1Threads(FakeRunner& fake) {
+  SetUpV1(fake);
+  fake.SetFile("/sys/fs/cgroup/cpu/tasks", "1\n");
+  fake.SetFile("/sys/fs/cgroup/cpu/jobs/tasks", "42\n44\n46\n");
+  for (int tid : {42, 44, 46}) {
+    fake.SetFile(absl::StrCat("/proc/42/task/", tid, "/comm"), tid == 42 ? "rank\n" : "dev\n");
+    fake.SetFile(absl::StrCat("/proc/42/task/", tid, "/cgroup"), "4:cpu,cpuacct:/jobs\n");
+  }
+}
+
+TEST(CgroupTest, V1ThreadsJoinThroughTasksAndGoBack) {
+  FakeRunner fake;
+  SetUpV1Threads(fake);
+  Cgroups cgroups(&fake, {CgroupVersion::kV1, kV1});
+  absl::StatusOr<Throttle> t =
+      cgroups.Apply(42, "falcon-chaos.fn.9.10", 0.05, absl::Milliseconds(100), {44, 46});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->origin, "/jobs");
+  ASSERT_EQ(t->threads.size(), 2u);
+  EXPECT_EQ(t->threads[1].tid, 46);
+  EXPECT_EQ(t->threads[1].origin, "/jobs");
+  EXPECT_THAT(fake.lines(),
+              ElementsAre("mkdir /sys/fs/cgroup/cpu/falcon-chaos.fn.9.10",
+                          "write /sys/fs/cgroup/cpu/falcon-chaos.fn.9.10/cpu.cfs_period_us 100000",
+                          "write /sys/fs/cgroup/cpu/falcon-chaos.fn.9.10/cpu.cfs_quota_us 5000",
+                          "write /sys/fs/cgroup/cpu/falcon-chaos.fn.9.10/tasks 44",
+                          "write /sys/fs/cgroup/cpu/falcon-chaos.fn.9.10/tasks 46"));
+  EXPECT_EQ(fake.File("/sys/fs/cgroup/cpu/jobs/tasks"), "42\n");
+  // The process itself stays where it was.
+  EXPECT_EQ(fake.File("/sys/fs/cgroup/cpu/jobs/cgroup.procs"), "42\n");
+  fake.ClearLines();
+  absl::StatusOr<std::string> note = cgroups.Release(42, *t);
+  ASSERT_TRUE(note.ok()) << note.status();
+  EXPECT_EQ(*note, "");
+  EXPECT_THAT(fake.lines(), ElementsAre("write /sys/fs/cgroup/cpu/jobs/tasks 44",
+                                        "write /sys/fs/cgroup/cpu/jobs/tasks 46",
+                                        "rmdir /sys/fs/cgroup/cpu/falcon-chaos.fn.9.10"));
+  EXPECT_EQ(fake.File("/sys/fs/cgroup/cpu/jobs/tasks"), "42\n44\n46\n");
+  EXPECT_FALSE(fake.Exists("/sys/fs/cgroup/cpu/falcon-chaos.fn.9.10"));
+}
+
+TEST(CgroupTest, V1ThreadsThatEndedAreANote) {
+  FakeRunner fake;
+  SetUpV1Threads(fake);
+  Cgroups cgroups(&fake, {CgroupVersion::kV1, kV1});
+  absl::StatusOr<Throttle> t =
+      cgroups.Apply(42, "falcon-chaos.fn.9.11", 0.05, absl::Milliseconds(100), {44, 46});
+  ASSERT_TRUE(t.ok()) << t.status();
+  // Thread 46 ends (the kernel takes it out of `tasks`); 44 started thread 47 meanwhile.
+  fake.RemoveTree("/proc/42/task/46");
+  fake.SetFile("/proc/42/task/47/comm", "dev\n");
+  fake.SetFile(t->cgroup + "/tasks", "44\n47\n");
+  fake.ClearLines();
+  absl::StatusOr<std::string> note = cgroups.Release(42, *t);
+  ASSERT_TRUE(note.ok()) << note.status();
+  EXPECT_EQ(*note, "thread 46 of process 42 had ended");
+  EXPECT_THAT(fake.lines(), ElementsAre("write /sys/fs/cgroup/cpu/jobs/tasks 44",
+                                        "write /sys/fs/cgroup/cpu/jobs/tasks 47",
+                                        "rmdir /sys/fs/cgroup/cpu/falcon-chaos.fn.9.11"));
+  // The whole process ended: one note for it.
+  t = cgroups.Apply(42, "falcon-chaos.fn.9.12", 0.05, absl::Milliseconds(100), {44});
+  ASSERT_TRUE(t.ok()) << t.status();
+  fake.RemoveTree("/proc/42");
+  fake.SetFile(t->cgroup + "/tasks", "");
+  note = cgroups.Release(42, *t);
+  ASSERT_TRUE(note.ok()) << note.status();
+  EXPECT_EQ(*note, "process 42 had exited");
+  EXPECT_FALSE(fake.Exists(t->cgroup));
+}
+
+TEST(CgroupTest, V1ThreadsApplyErrors) {
+  FakeRunner fake;
+  SetUpV1Threads(fake);
+  Cgroups cgroups(&fake, {CgroupVersion::kV1, kV1});
+  // A thread that ended before the fault: its cgroup cannot be read.
+  fake.RemoveTree("/proc/42/task/44");
+  absl::StatusOr<Throttle> t =
+      cgroups.Apply(42, "falcon-chaos.fn.9.13", 0.05, absl::Milliseconds(100), {44});
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(t.status().message(), HasSubstr("cgroup of thread 44 of pid 42: read "
+                                              "/proc/42/task/44/cgroup"));
+  EXPECT_THAT(fake.Lines("mkdir"), IsEmpty());
+  // The second thread's write fails: the first goes back, the cgroup goes.
+  FakeRunner fail;
+  SetUpV1Threads(fail);
+  fail.FailWrite("/sys/fs/cgroup/cpu/falcon-chaos.fn.9.14/tasks", "46", EINVAL);
+  Cgroups c2(&fail, {CgroupVersion::kV1, kV1});
+  t = c2.Apply(42, "falcon-chaos.fn.9.14", 0.05, absl::Milliseconds(100), {44, 46});
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status().message(), HasSubstr("cgroup for pid 42: thread 46: write "
+                                              "/sys/fs/cgroup/cpu/falcon-chaos.fn.9.14/tasks"));
+  EXPECT_THAT(fail.Lines("write /sys/fs/cgroup/cpu/jobs/"),
+              ElementsAre("write /sys/fs/cgroup/cpu/jobs/tasks 44"));
+  EXPECT_FALSE(fail.Exists("/sys/fs/cgroup/cpu/falcon-chaos.fn.9.14"));
+  EXPECT_EQ(fail.File("/sys/fs/cgroup/cpu/jobs/tasks"), "42\n46\n44\n");
+}
+
+TEST(CgroupTest, V2RefusesThreads) {
+  FakeRunner fake;
+  SetUpV2(fake);
+  Cgroups cgroups(&fake, {CgroupVersion::kV2, "/sys/fs/cgroup"});
+  absl::StatusOr<Throttle> t =
+      cgroups.Apply(42, "falcon-chaos.fn.9.15", 0.5, absl::Milliseconds(100), {44});
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("throttling single threads (thread=) needs cgroup v1; on cgroup v2"));
+  EXPECT_THAT(fake.Lines("mkdir"), IsEmpty());
 }
 
 TEST(CgroupTest, RemoveChaosCgroupsSelectsByName) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "chaos/proc_threads.h"
 #include "common/text_file.h"
 
 namespace falcon::chaos {
@@ -45,49 +46,57 @@ std::optional<std::string> CpusAllowed(absl::string_view status) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> Driver::StatField(const std::string& stat_path, int index,
-                                          const char* name) {
-  absl::StatusOr<std::string> stat = runner_->ReadFile(stat_path);
-  if (!stat.ok()) return stat.status();
-  // "PID (COMM) STATE PPID ...": fields after the command's ')' from STATE (index 0) on.
-  const size_t paren = stat->rfind(')');
-  std::vector<absl::string_view> fields;
-  if (paren != std::string::npos) {
-    fields = absl::StrSplit(absl::string_view(*stat).substr(paren + 1), ' ', absl::SkipEmpty());
-  }
-  int64_t value = 0;
-  if (static_cast<int>(fields.size()) <= index ||
-      !absl::SimpleAtoi(absl::StripAsciiWhitespace(fields[index]), &value)) {
-    return absl::InternalError(absl::StrCat(stat_path, ": no ", name, " in '", *stat, "'"));
-  }
-  return value;
-}
-
 absl::StatusOr<int> Driver::Niceness(const std::string& stat_path) {
-  absl::StatusOr<int64_t> nice = StatField(stat_path, 16, "niceness");  // Field 19.
+  absl::StatusOr<int64_t> nice = ProcStatField(runner_, stat_path, 16, "niceness");  // Field 19.
   if (!nice.ok()) return nice.status();
   return static_cast<int>(*nice);
 }
 
-absl::StatusOr<double> Driver::MeasureCores(int pid) {
+absl::StatusOr<double> Driver::MeasureCores(int pid, const std::vector<int>& tids) {
   const std::string path = ProcStat(pid);
-  auto cpu_ticks = [&]() -> absl::StatusOr<int64_t> {
-    absl::StatusOr<int64_t> utime = StatField(path, 11, "utime");  // Field 14.
-    if (!utime.ok()) return utime.status();
-    absl::StatusOr<int64_t> stime = StatField(path, 12, "stime");  // Field 15.
-    if (!stime.ok()) return stime.status();
-    return *utime + *stime;
+  const int64_t ticks = options_.clock_ticks_per_second;
+  // CPU nanoseconds of the process, or of those of `tids` that still run (by TID).
+  auto cpu_ns = [&]() -> absl::StatusOr<std::map<int, int64_t>> {
+    std::map<int, int64_t> out;
+    if (tids.empty()) {
+      absl::StatusOr<int64_t> utime = ProcStatField(runner_, path, 11, "utime");  // Field 14.
+      if (!utime.ok()) return utime.status();
+      absl::StatusOr<int64_t> stime = ProcStatField(runner_, path, 12, "stime");  // Field 15.
+      if (!stime.ok()) return stime.status();
+      out[pid] = (*utime + *stime) * (1'000'000'000 / ticks);
+      return out;
+    }
+    for (int tid : tids) {
+      absl::StatusOr<int64_t> ns = ThreadCpuNanos(runner_, pid, tid, ticks);
+      if (ns.ok()) {
+        out[tid] = *ns;
+      } else if (ns.status().code() != absl::StatusCode::kNotFound) {
+        return ns.status();
+      }  // kNotFound: the thread ended; it is left out.
+    }
+    return out;
   };
-  absl::StatusOr<int64_t> t0 = cpu_ticks();
+  absl::StatusOr<std::map<int, int64_t>> t0 = cpu_ns();
   if (!t0.ok()) return t0.status();
   const int64_t w0 = clock_->MonotonicNanos();
   runner_->Sleep(options_.slowdown_window);
-  absl::StatusOr<int64_t> t1 = cpu_ticks();
+  absl::StatusOr<std::map<int, int64_t>> t1 = cpu_ns();
   if (!t1.ok()) return t1.status();
   const double wall = static_cast<double>(clock_->MonotonicNanos() - w0) * 1e-9;
   if (!(wall > 0)) return absl::InternalError("no time passed while measuring CPU use");
-  return static_cast<double>(*t1 - *t0) / static_cast<double>(options_.clock_ticks_per_second) /
-         wall;
+  int64_t used_ns = 0;
+  int measured = 0;
+  for (const auto& [id, ns] : *t1) {
+    auto before = t0->find(id);
+    if (before == t0->end()) continue;
+    used_ns += ns - before->second;
+    ++measured;
+  }
+  if (measured == 0) {
+    return absl::NotFoundError(absl::StrCat("the threads ", absl::StrJoin(tids, ", "),
+                                            " of process ", pid, " ended while measuring"));
+  }
+  return static_cast<double>(used_ns) * 1e-9 / wall;
 }
 
 Driver::Driver(cluster::ClusterSpec cluster, DriverOptions options, Runner* runner,
@@ -443,6 +452,7 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
   if (!pid.ok()) return pid.status();
   a->target = t.rank.has_value() ? absl::StrCat("rank=", *t.rank, " pid=", *pid)
                                  : absl::StrCat("pid=", *pid);
+  if (!spec.thread.empty()) absl::StrAppend(&a->target, " thread=", spec.thread);
   for (const auto& [other, applied] : applied_) {
     if (applied.throttle.has_value() && applied.pid == *pid) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -451,25 +461,39 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
   }
   if (absl::Status s = CgroupsReady(); !s.ok()) return s;
   t.cgroup_version = cgroups_->hierarchy().version == CgroupVersion::kV2 ? 2 : 1;
+  std::vector<int> tids;
+  if (!spec.thread.empty()) {
+    t.thread = spec.thread;
+    if (absl::Status s = cgroups_->CheckThreadsSupported(*pid); !s.ok()) return s;
+    absl::StatusOr<std::vector<int>> named = ThreadsNamed(runner_, *pid, spec.thread);
+    if (!named.ok()) return named.status();
+    tids = *std::move(named);
+    t.tids = tids;
+  }
+  const std::string who = spec.thread.empty()
+                              ? absl::StrCat("process ", *pid)
+                              : absl::StrCat("the threads '", spec.thread, "' of process ", *pid);
   double cores = spec.quota_cores;
   if (spec.slowdown.has_value()) {
-    absl::StatusOr<double> used = MeasureCores(*pid);
+    absl::StatusOr<double> used = MeasureCores(*pid, tids);
     if (!used.ok()) return used.status();
     t.slowdown = spec.slowdown;
     t.measured_cores = *used;
     if (*used < kMinMeasuredCores) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "process %d used %.3f cores over %s: too idle to slow down by a factor (give quota= "
+          "%s used %.3f cores over %s: too idle to slow down by a factor (give quota= "
           "instead)",
-          *pid, *used, absl::FormatDuration(options_.slowdown_window)));
+          who, *used, absl::FormatDuration(options_.slowdown_window)));
     }
     cores = *used / *spec.slowdown;
   }
   t.quota_cores = cores;
   const std::string name = FormatChaosCgroupName(
       {ChaosCgroupTag(cluster_.prefix), static_cast<int>(options_.driver_pid), id});
-  absl::StatusOr<Throttle> throttle = cgroups_->Apply(*pid, name, cores, spec.period);
+  absl::StatusOr<Throttle> throttle = cgroups_->Apply(*pid, name, cores, spec.period, tids);
   if (!throttle.ok()) return throttle.status();
+  t.tids.clear();
+  for (const ThreadOrigin& th : throttle->threads) t.tids.push_back(th.tid);
   t.cgroup = throttle->cgroup;
   t.origin_cgroup = throttle->origin;
   t.period_us = throttle->period_us;
@@ -486,7 +510,11 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
       spec.slowdown.has_value()
           ? absl::StrFormat(": it used %.3f, slowdown x%g", *t.measured_cores, *spec.slowdown)
           : "",
-      "), process moved from ", throttle->origin);
+      "), ",
+      spec.thread.empty()
+          ? "process"
+          : absl::StrCat("threads '", spec.thread, "' (TIDs ", absl::StrJoin(t.tids, ","), ")"),
+      " moved from ", throttle->origin);
   return absl::OkStatus();
 }
 

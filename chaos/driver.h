@@ -17,7 +17,9 @@
 // read again at every Apply (the launcher rewrites it when it restarts the job). A compute fault
 // with slowdown=F first measures the process's CPU use over DriverOptions::slowdown_window (Apply
 // takes that long) and caps it at that use / F; a process using under kMinMeasuredCores is
-// refused (kFailedPrecondition).
+// refused (kFailedPrecondition). With thread=NAME the process's threads of that name are looked
+// up at Apply (kNotFound naming the process and the threads it has when none is), only they are
+// measured and throttled; on cgroup v2 kFailedPrecondition (cgroup.h).
 //
 // Composition of shaping faults (one root qdisc per interface):
 //   - link faults from one sender share one htb on its interface (a class + filter each); one
@@ -77,7 +79,8 @@ struct DriverOptions {
   std::string stress_ng = "stress-ng";
   std::string sys_fs_cgroup = "/sys/fs/cgroup";  // Where the cgroup hierarchies are mounted.
   pid_t driver_pid = 0;                          // In cgroup names; 0: getpid().
-  // compute:slowdown=F measures the process's CPU use over this window before it applies.
+  // compute:slowdown=F measures the process's (or its named threads') CPU use over this window
+  // before it applies.
   absl::Duration slowdown_window = absl::Seconds(1);
   int64_t clock_ticks_per_second = 0;  // Of /proc/PID/stat times; 0: sysconf(_SC_CLK_TCK).
 };
@@ -159,12 +162,11 @@ class Driver {
   // record's rank, node, pid and generation; kNotFound when the process does not exist.
   absl::StatusOr<int> ResolveProcess(const ProcessRef& p, Target* target);
   absl::Status CgroupsReady();
-  // Field `index` (0 = STATE, field 3) of a /proc/PID/stat file, as an integer.
-  absl::StatusOr<int64_t> StatField(const std::string& stat_path, int index, const char* name);
   // The niceness in a /proc/PID/stat file (field 19).
   absl::StatusOr<int> Niceness(const std::string& stat_path);
-  // The cores `pid` uses (utime + stime over options_.slowdown_window).
-  absl::StatusOr<double> MeasureCores(int pid);
+  // The cores `pid` uses (utime + stime over options_.slowdown_window); with `tids`, the cores
+  // those threads use (proc_threads.h: ThreadCpuNanos), threads that end meanwhile left out.
+  absl::StatusOr<double> MeasureCores(int pid, const std::vector<int>& tids);
   std::string FaultName(int id, const FaultSpec& spec) const;
   FaultRecord* MutableRecord(int id);
   void WriteRecord();

@@ -411,6 +411,121 @@ TEST_F(DriverTest, ComputeV2) {
                                       "rmdir /sys/fs/cgroup/falcon-chaos.fnt.12.1"));
 }
 
+// Rank 3 (pid 1003) with threads "rank" (1003), "falcon-device" (1005) and "gloo" (1006), all in
+// the root cgroup.
+void AddThreads(FakeRunner& fake) {
+  fake.SetFile("/sys/fs/cgroup/cpu/tasks", "1\n1003\n1005\n1006\n");
+  const std::pair<int, const char*> threads[] = {
+      {1003, "rank"}, {1005, "falcon-device"}, {1006, "gloo"}};
+  for (const auto& [tid, name] : threads) {
+    fake.SetFile(absl::StrCat("/proc/1003/task/", tid, "/comm"), absl::StrCat(name, "\n"));
+    fake.SetFile(absl::StrCat("/proc/1003/task/", tid, "/cgroup"), "4:cpu,cpuacct:/\n0::/\n");
+  }
+}
+
+TEST_F(DriverTest, ComputeOfOneThreadMovesOnlyItsThreads) {
+  AddThreads(fake_);
+  common::testing::LogCapture log;
+  std::unique_ptr<Driver> d = Make();
+  absl::StatusOr<int> id = d->Apply(Spec("compute:rank=3,thread=falcon-device,quota=0.05"));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_THAT(
+      fake_.lines(),
+      ElementsAre("mkdir /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_period_us 100000",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_quota_us 5000",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/tasks 1005"));
+  EXPECT_EQ(fake_.File("/sys/fs/cgroup/cpu/tasks"), "1\n1003\n1006\n");
+  const Target& t = d->record().faults[0].target;
+  EXPECT_EQ(t.thread, "falcon-device");
+  EXPECT_THAT(t.tids, ElementsAre(1005));
+  EXPECT_EQ(t.origin_cgroup, "/");
+  EXPECT_EQ(log.Count("target=rank=3 pid=1003 thread=falcon-device"), 1);
+  EXPECT_EQ(log.Count("threads 'falcon-device' (TIDs 1005) moved from /"), 1);
+  const Record file = ReadRecordFile();
+  EXPECT_THAT(file.faults[0].target.tids, ElementsAre(1005));
+  fake_.ClearLines();
+  ASSERT_TRUE(d->Remove(*id).ok());
+  EXPECT_THAT(fake_.lines(), ElementsAre("write /sys/fs/cgroup/cpu/tasks 1005",
+                                         "rmdir /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1"));
+  EXPECT_EQ(d->record().faults[0].note, "");
+}
+
+TEST_F(DriverTest, ComputeOfOneThreadBySlowdownMeasuresThatThreadOnly) {
+  AddThreads(fake_);
+  fake_.SetFile("/proc/1003/stat", StatTimes(1003, 100, 50));
+  fake_.SetFile("/proc/1003/task/1005/schedstat", "1000000000 0 0\n");
+  fake_.SetFile("/proc/1003/task/1006/schedstat", "5000000000 0 0\n");
+  fake_.on_sleep = [&](absl::Duration d) {
+    clock_.Advance(d);
+    fake_.SetFile("/proc/1003/stat", StatTimes(1003, 250, 60));           // 1.6 cores.
+    fake_.SetFile("/proc/1003/task/1005/schedstat", "1600000000 0 0\n");  // 0.6 cores.
+    fake_.SetFile("/proc/1003/task/1006/schedstat", "5900000000 0 0\n");  // 0.9 cores.
+  };
+  std::unique_ptr<Driver> d = Make();
+  ASSERT_TRUE(d->Apply(Spec("compute:rank=3,thread=falcon-device,slowdown=2")).ok());
+  const Target& t = d->record().faults[0].target;
+  EXPECT_DOUBLE_EQ(*t.measured_cores, 0.6);
+  EXPECT_DOUBLE_EQ(t.quota_cores, 0.3);
+  EXPECT_EQ(t.quota_us, 30000);
+  EXPECT_THAT(
+      fake_.Lines("write"),
+      ElementsAre("write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_period_us 100000",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_quota_us 30000",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/tasks 1005"));
+  // An idle device thread is refused, naming it.
+  ASSERT_TRUE(d->Remove(1).ok());
+  fake_.on_sleep = [&](absl::Duration d) { clock_.Advance(d); };
+  absl::StatusOr<int> idle = d->Apply(Spec("compute:rank=3,thread=falcon-device,slowdown=2"));
+  EXPECT_EQ(idle.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(idle.status().message(),
+              HasSubstr("the threads 'falcon-device' of process 1003 used 0.000 cores over 1s"));
+}
+
+TEST_F(DriverTest, ComputeOfAThreadThatDoesNotExist) {
+  AddThreads(fake_);
+  std::unique_ptr<Driver> d = Make();
+  absl::StatusOr<int> id = d->Apply(Spec("compute:rank=3,thread=falcon-dev,slowdown=2"));
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(id.status().message(),
+              HasSubstr("process 1003 has no thread named 'falcon-dev' (its threads: 'rank' (TID "
+                        "1003), 'falcon-device' (TID 1005), 'gloo' (TID 1006))"));
+  EXPECT_THAT(fake_.lines(), IsEmpty());  // Not even the measurement.
+  EXPECT_THAT(d->record().faults[0].error, HasSubstr("has no thread named 'falcon-dev'"));
+}
+
+TEST_F(DriverTest, ComputeOfAThreadThatEndsIsRemovedWithANote) {
+  AddThreads(fake_);
+  std::unique_ptr<Driver> d = Make();
+  ASSERT_TRUE(d->Apply(Spec("compute:rank=3,thread=falcon-device,quota=0.5")).ok());
+  fake_.RemoveTree("/proc/1003/task/1005");
+  fake_.SetFile("/sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/tasks", "");
+  EXPECT_TRUE(d->Remove(1).ok());
+  EXPECT_EQ(d->record().faults[0].note, "thread 1005 of process 1003 had ended");
+  EXPECT_EQ(d->record().faults[0].error, "");
+  EXPECT_FALSE(fake_.Exists("/sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1"));
+}
+
+TEST_F(DriverTest, ComputeOfOneThreadIsRefusedOnCgroupV2) {
+  FakeRunner v2;
+  v2.SetFile("/sys/fs/cgroup/cgroup.controllers", "cpu memory\n");
+  v2.SetFile("/sys/fs/cgroup/cgroup.subtree_control", "cpu memory\n");
+  v2.SetFile("/sys/fs/cgroup/system.slice/cgroup.procs", "1003\n");
+  v2.SetFile("/proc/1003/status", "Cpus_allowed_list:\t0-1\n");
+  v2.SetFile("/proc/1003/cgroup", "0::/system.slice\n");
+  v2.SetFile("/proc/1003/task/1005/comm", "falcon-device\n");
+  DriverOptions o;
+  o.rank_table_path = ranks_path();
+  o.driver_pid = 12;
+  absl::StatusOr<std::unique_ptr<Driver>> d = Driver::Create(ThreeNodes(), o, &v2, &clock_);
+  ASSERT_TRUE(d.ok());
+  v2.ClearLines();
+  absl::StatusOr<int> id = (*d)->Apply(Spec("compute:rank=3,thread=falcon-device,slowdown=2"));
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(id.status().message(), HasSubstr("(thread=) needs cgroup v1"));
+  EXPECT_THAT(v2.lines(), IsEmpty());
+}
+
 TEST_F(DriverTest, ComputeOfAProcessThatDiesIsRemovedWithANote) {
   std::unique_ptr<Driver> d = Make();
   ASSERT_TRUE(d->Apply(Spec("compute:rank=3,quota=0.5")).ok());

@@ -57,6 +57,17 @@ void FakeRunner::SetFile(const std::string& path, const std::string& contents) {
 
 void FakeRunner::RemoveFile(const std::string& path) { files_.erase(path); }
 
+void FakeRunner::RemoveTree(const std::string& path) {
+  const std::string prefix = path + "/";
+  dirs_.erase(path);
+  for (auto it = dirs_.begin(); it != dirs_.end();) {
+    it = absl::StartsWith(*it, prefix) ? dirs_.erase(it) : std::next(it);
+  }
+  for (auto it = files_.begin(); it != files_.end();) {
+    it = absl::StartsWith(it->first, prefix) ? files_.erase(it) : std::next(it);
+  }
+}
+
 std::string FakeRunner::File(const std::string& path) const {
   auto it = files_.find(path);
   return it == files_.end() ? "" : it->second;
@@ -80,6 +91,9 @@ absl::StatusOr<std::string> FakeRunner::ReadFile(const std::string& path) {
 
 absl::Status FakeRunner::WriteFile(const std::string& path, const std::string& contents) {
   lines_.push_back(absl::StrCat("write ", path, " ", contents));
+  if (auto e = write_errors_.find(path + " " + contents); e != write_errors_.end()) {
+    return absl::ErrnoToStatus(e->second, absl::StrCat("write ", path));
+  }
   auto it = files_.find(path);
   if (it == files_.end()) return absl::ErrnoToStatus(ENOENT, absl::StrCat("write ", path));
   if (absl::EndsWith(path, "/cgroup.procs")) {
@@ -93,6 +107,20 @@ absl::Status FakeRunner::WriteFile(const std::string& path, const std::string& c
       pids.erase(std::remove(pids.begin(), pids.end(), pid), pids.end());
       if (p == path) pids.push_back(pid);
       text = pids.empty() ? "" : absl::StrCat(absl::StrJoin(pids, "\n"), "\n");
+    }
+    return absl::OkStatus();
+  }
+  if (absl::EndsWith(path, "/tasks")) {
+    const std::string tid(absl::StripAsciiWhitespace(contents));
+    bool exists = false;
+    for (const std::string& d : dirs_) exists = exists || absl::EndsWith(d, "/task/" + tid);
+    if (!exists) return absl::ErrnoToStatus(ESRCH, absl::StrCat("write ", path));
+    for (auto& [p, text] : files_) {
+      if (!absl::EndsWith(p, "/tasks")) continue;
+      std::vector<std::string> tids = absl::StrSplit(text, '\n', absl::SkipEmpty());
+      tids.erase(std::remove(tids.begin(), tids.end(), tid), tids.end());
+      if (p == path) tids.push_back(tid);
+      text = tids.empty() ? "" : absl::StrCat(absl::StrJoin(tids, "\n"), "\n");
     }
     return absl::OkStatus();
   }
@@ -116,7 +144,9 @@ absl::Status FakeRunner::MakeDir(const std::string& path) {
 absl::Status FakeRunner::RemoveDir(const std::string& path) {
   lines_.push_back("rmdir " + path);
   if (dirs_.count(path) == 0) return absl::ErrnoToStatus(ENOENT, "rmdir " + path);
-  if (!File(path + "/cgroup.procs").empty()) return absl::ErrnoToStatus(EBUSY, "rmdir " + path);
+  if (!File(path + "/cgroup.procs").empty() || !File(path + "/tasks").empty()) {
+    return absl::ErrnoToStatus(EBUSY, "rmdir " + path);
+  }
   dirs_.erase(path);
   for (auto it = files_.begin(); it != files_.end();) {
     it = absl::StartsWith(it->first, path + "/") ? files_.erase(it) : std::next(it);

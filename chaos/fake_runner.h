@@ -10,6 +10,10 @@
 // named by `cgroup_files` (empty), RemoveDir of a directory holding a non-empty cgroup.procs is
 // kFailedPrecondition ("Device or resource busy"). Writing a pid to a cgroup.procs moves it: the
 // pid is appended there and leaves every other cgroup.procs; a pid without /proc/PID is ESRCH.
+// Writing a TID to a `tasks` file (cgroup v1) moves the thread the same way among the `tasks`
+// files (cgroup.procs files are left alone); a TID without a directory /proc/*/task/TID (e.g.
+// made by SetFile of /proc/42/task/43/comm) is ESRCH. RemoveDir is also busy while `tasks` is
+// not empty.
 #ifndef FALCON_CHAOS_FAKE_RUNNER_H_
 #define FALCON_CHAOS_FAKE_RUNNER_H_
 
@@ -37,11 +41,17 @@ class FakeRunner : public Runner {
   // A command whose joined argv starts with `prefix` gets `result` (the last matching rule
   // wins); others exit 0 with no output.
   void OnRun(const std::string& prefix, CommandResult result);
+  // Writing exactly `contents` to `path` fails with errno `err` (recorded all the same).
+  void FailWrite(const std::string& path, const std::string& contents, int err) {
+    write_errors_[path + " " + contents] = err;
+  }
   // A Spawn fails with `status` while set.
   void FailSpawn(absl::Status status) { spawn_error_ = std::move(status); }
 
   void SetFile(const std::string& path, const std::string& contents);
   void RemoveFile(const std::string& path);
+  // Removes a directory and everything under it, unrecorded (a process or thread that ended).
+  void RemoveTree(const std::string& path);
   void AddDir(const std::string& path) { dirs_.insert(path); }
   bool HasDir(const std::string& path) const { return dirs_.count(path) > 0; }
   std::string File(const std::string& path) const;  // "" when missing.
@@ -51,7 +61,7 @@ class FakeRunner : public Runner {
 
   // Files MakeDir creates inside a new directory (the cgroup interface files).
   std::vector<std::string> cgroup_files = {"cgroup.procs", "cpu.cfs_period_us", "cpu.cfs_quota_us",
-                                           "cpu.max"};
+                                           "cpu.max", "tasks"};
   // Background processes that are running (pid), started at 50000.
   const std::set<int>& running() const { return running_; }
 
@@ -71,6 +81,7 @@ class FakeRunner : public Runner {
   std::vector<std::string> lines_;
   std::vector<std::pair<std::string, CommandResult>> rules_;
   std::map<std::string, std::string> files_;
+  std::map<std::string, int> write_errors_;
   std::set<std::string> dirs_;
   std::set<int> running_;
   int next_pid_ = 50000;

@@ -243,7 +243,7 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text, int cpus) {
     split = f.Split(body, allowed({"node", "rate", "burst"}), {});
   } else if (kind == "compute") {
     spec.kind = FaultKind::kCompute;
-    split = f.Split(body, allowed({"rank", "pid", "quota", "slowdown", "period"}), {});
+    split = f.Split(body, allowed({"rank", "pid", "quota", "slowdown", "period", "thread"}), {});
   } else if (kind == "contention") {
     spec.kind = FaultKind::kContention;
     split = f.Split(body, allowed({"rank", "pid", "workers"}), {});
@@ -287,6 +287,15 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text, int cpus) {
           return f.Error("period", absl::StrCat("'", f.Get("period"), "' is outside [1ms, 1s]"));
         }
         spec.period = *period;
+      }
+      if (f.Has("thread")) {
+        spec.thread = f.Get("thread");
+        if (spec.thread.size() > kMaxThreadNameBytes) {
+          return f.Error("thread",
+                         absl::StrCat("'", spec.thread, "' is longer than ", kMaxThreadNameBytes,
+                                      " bytes (the kernel's limit of a thread name: "
+                                      "no thread can have it)"));
+        }
       }
       if (f.Has("quota") == f.Has("slowdown")) {
         return f.Error("quota", f.Has("quota")

@@ -9,11 +9,14 @@
 //   nic:node=NODE,rate=RATE[,burst=SIZE]
 //       The whole node's NIC degraded: tbf on the node's interface (traffic out of the node) and
 //       on its host-side veth (traffic into the node).
-//   compute:rank=R|pid=P,quota=CORES|slowdown=F[,period=DURATION]
+//   compute:rank=R|pid=P,quota=CORES|slowdown=F[,period=DURATION][,thread=NAME]
 //       The process (all its threads) in a fresh cgroup whose CPU quota is CORES cores
 //       (0.3 = 30% of one CPU) per period (default 100ms, the kernel's default). slowdown=F
 //       instead: the quota is the CPU the process used just before (measured when the fault is
-//       applied) divided by F, so that CPU-bound work takes F times as long.
+//       applied) divided by F, so that CPU-bound work takes F times as long. thread=NAME: only
+//       the process's threads named NAME (/proc/PID/task/TID/comm) join the cgroup, and
+//       slowdown=F measures those threads only: a slow device (its kernels) rather than a slow
+//       host (cgroup v1 only; cgroup.h).
 //   contention:rank=R|pid=P[,workers=W]
 //       W stress-ng CPU workers (default 1) pinned to the process's allowed CPUs, at its niceness.
 //   Every kind: from=SECONDS (default 0) and until=SECONDS (default: until the driver stops),
@@ -29,6 +32,7 @@
 //   DURATION  a number with unit us, ms or s; 1ms ≤ period ≤ 1s (the kernel's bounds).
 //   F         above 1, at most 100.
 //   W         1..1024.
+//   NAME      a thread name: 1 to 15 bytes (the kernel's limit), compared exactly.
 //   NODE      a node name of the cluster (checked when the fault is resolved, not here).
 //
 // Errors: kInvalidArgument "fault 'SPEC': FIELD: WHAT" for an unknown kind or key, a key given
@@ -71,6 +75,7 @@ inline constexpr int64_t kMinBurstBytes = 2 << 10;
 inline constexpr int64_t kMaxBurstBytes = int64_t{64} << 20;
 inline constexpr int64_t kDefaultBurstBytes = 32 << 10;
 inline constexpr int kMaxWorkers = 1024;
+inline constexpr size_t kMaxThreadNameBytes = 15;  // TASK_COMM_LEN - 1.
 
 // A parsed fault. The fields of the other kinds keep their defaults.
 struct FaultSpec {
@@ -92,7 +97,8 @@ struct FaultSpec {
   double quota_cores = 0;                           // compute, unless slowdown is set
   std::optional<double> slowdown;                   // compute: instead of quota_cores
   absl::Duration period = absl::Milliseconds(100);  // compute
-  int workers = 1;                                  // contention
+  std::string thread;  // compute: only the threads of this name; "" = the whole process.
+  int workers = 1;     // contention
 
   absl::Duration from = absl::ZeroDuration();  // Since the driver's start.
   std::optional<absl::Duration> until;         // nullopt: until the driver stops.

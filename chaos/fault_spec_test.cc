@@ -109,6 +109,24 @@ TEST(FaultSpecTest, ComputeBySlowdown) {
   EXPECT_THAT(Error("compute:rank=1,slowdown=x"), HasSubstr("slowdown: 'x' is not a number"));
 }
 
+TEST(FaultSpecTest, ComputeOfOneThread) {
+  FaultSpec f = Parse("compute:rank=1,thread=falcon-device,quota=0.05");
+  EXPECT_EQ(f.thread, "falcon-device");
+  EXPECT_DOUBLE_EQ(f.quota_cores, 0.05);
+  f = Parse("compute:pid=7,slowdown=2,thread=falcon-device,period=20ms");
+  EXPECT_EQ(f.thread, "falcon-device");
+  EXPECT_EQ(*f.slowdown, 2);
+  EXPECT_EQ(Parse("compute:pid=7,quota=1").thread, "");
+  EXPECT_EQ(Parse("compute:pid=7,quota=1,thread=abcdefghijklmno").thread, "abcdefghijklmno");
+  EXPECT_THAT(Error("compute:pid=7,quota=1,thread="), HasSubstr("thread: expected key=value"));
+  EXPECT_THAT(Error("compute:pid=7,quota=1,thread"), HasSubstr("thread: expected key=value"));
+  EXPECT_THAT(Error("compute:pid=7,quota=1,thread=a,thread=b"), HasSubstr("thread: given twice"));
+  EXPECT_THAT(Error("compute:pid=7,quota=1,thread=abcdefghijklmnop"),
+              HasSubstr("thread: 'abcdefghijklmnop' is longer than 15 bytes"));
+  EXPECT_THAT(Error("compute:pid=7,quota=1,threads=a"), HasSubstr("threads: unknown key"));
+  EXPECT_THAT(Error("contention:pid=7,thread=a"), HasSubstr("thread: unknown key"));
+}
+
 TEST(FaultSpecTest, Contention) {
   FaultSpec f = Parse("contention:rank=5");
   EXPECT_EQ(f.kind, FaultKind::kContention);

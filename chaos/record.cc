@@ -1,6 +1,7 @@
 #include "chaos/record.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,8 @@ ordered_json TargetToJson(FaultKind kind, const Target& t) {
               {"cgroup_version", t.cgroup_version},
               {"cgroup", t.cgroup},
               {"origin_cgroup", t.origin_cgroup},
+              {"thread", t.thread.empty() ? ordered_json(nullptr) : ordered_json(t.thread)},
+              {"tids", t.tids},
               {"slowdown", Optional(t.slowdown)},
               {"measured_cores", Optional(t.measured_cores)},
               {"quota_cores", t.quota_cores},
@@ -95,6 +98,24 @@ class Reader {
     if (v == nullptr) return "";
     if (!v->is_string()) return Fail(path + key, "must be a string"), "";
     return v->get<std::string>();
+  }
+  // A string, or "" for null.
+  std::string OptStr(const json& o, const std::string& path, const char* key) {
+    const json* v = Field(o, path, key);
+    if (v == nullptr || v->is_null()) return "";
+    if (!v->is_string()) return Fail(path + key, "must be a string or null"), "";
+    return v->get<std::string>();
+  }
+  std::vector<int> IntList(const json& o, const std::string& path, const char* key) {
+    const json* v = Field(o, path, key);
+    std::vector<int> out;
+    if (v == nullptr) return out;
+    if (!v->is_array()) return Fail(path + key, "must be an array of integers"), out;
+    for (const json& e : *v) {
+      if (!e.is_number_integer()) return Fail(path + key, "must be an array of integers"), out;
+      out.push_back(e.get<int>());
+    }
+    return out;
   }
   std::optional<int64_t> OptInt(const json& o, const std::string& path, const char* key) {
     const json* v = Field(o, path, key);
@@ -195,6 +216,8 @@ Target TargetFromJson(Reader& r, FaultKind kind, const json& t, const std::strin
         out.cgroup_version = static_cast<int>(r.Int(t, path, "cgroup_version"));
         out.cgroup = r.Str(t, path, "cgroup");
         out.origin_cgroup = r.Str(t, path, "origin_cgroup");
+        out.thread = r.OptStr(t, path, "thread");
+        out.tids = r.IntList(t, path, "tids");
         out.slowdown = r.OptNum(t, path, "slowdown");
         out.measured_cores = r.OptNum(t, path, "measured_cores");
         out.quota_cores = r.Num(t, path, "quota_cores");

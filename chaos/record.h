@@ -26,7 +26,10 @@
 //          "shaped": [{"node", "netns", "iface", "qdisc"}: the node's interface (egress), and its
 //          host-side veth (netns "", traffic into the node)]}
 //   compute: {"rank" (null for pid=), "node", "pid", "rank_generation" (null for pid=),
-//          "cgroup_version" (1|2), "cgroup" (absolute path), "origin_cgroup" (relative),
+//          "cgroup_version" (1|2), "cgroup" (absolute path), "origin_cgroup" (relative; with
+//          thread=, the first thread's), "thread" (NAME of thread=NAME, else null), "tids" (the
+//          TIDs of the threads moved into the cgroup at apply, ascending; [] for the whole
+//          process),
 //          "slowdown" (F of slowdown=F, else null), "measured_cores" (the CPU use the quota was
 //          derived from for slowdown=F, else null), "quota_cores", "period_us", "quota_us"}
 //   contention: {"rank", "node", "pid", "rank_generation", "cpus" (a CPU list, "0-1,4"),
@@ -81,6 +84,8 @@ struct Target {
   int cgroup_version = 0;
   std::string cgroup;
   std::string origin_cgroup;
+  std::string thread;     // "" for the whole process (null in the file).
+  std::vector<int> tids;  // With thread: the threads moved.
   std::optional<double> slowdown;
   std::optional<double> measured_cores;
   double quota_cores = 0;

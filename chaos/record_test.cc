@@ -57,6 +57,8 @@ Record Sample() {
   compute.target.cgroup_version = 1;
   compute.target.cgroup = "/sys/fs/cgroup/cpu/falcon-chaos.fn3a7f.4242.3";
   compute.target.origin_cgroup = "/";
+  compute.target.thread = "falcon-device";
+  compute.target.tids = {1001, 1004};
   compute.target.slowdown = 1.5;
   compute.target.measured_cores = 0.45;
   compute.target.quota_cores = 0.3;
@@ -93,6 +95,8 @@ TEST(RecordTest, RoundTrip) {
   EXPECT_EQ(back->faults[1].target.shaped[1].iface, "fn3a7fh2");
   EXPECT_EQ(back->faults[2].target.rank_generation, 1);
   EXPECT_DOUBLE_EQ(back->faults[2].target.quota_cores, 0.3);
+  EXPECT_EQ(back->faults[2].target.thread, "falcon-device");
+  EXPECT_EQ(back->faults[2].target.tids, (std::vector<int>{1001, 1004}));
   EXPECT_FALSE(back->faults[3].target.rank.has_value());
   EXPECT_EQ(back->Fault(4)->target.stress_pid, 78);
   EXPECT_EQ(back->Fault(5), nullptr);
@@ -100,13 +104,26 @@ TEST(RecordTest, RoundTrip) {
 
 TEST(RecordTest, FieldsAsDocumented) {
   const std::string json = RecordToJson(Sample());
-  for (const char* field :
-       {"\"driver_pid\": 4242", "\"cluster_kind\": \"netns\"", "\"started_unix_ms\": 1700000000000",
-        "\"until_s\": null", "\"applied_iteration\": 120", "\"removed_iteration\": null",
-        "\"class\": \"fa1c:1\"", "\"qdisc\": \"fa1c:\"", "\"dst_address\": \"10.77.3.2\"",
-        "\"rate_bit_per_second\": 8000000", "\"origin_cgroup\": \"/\"", "\"quota_us\": 30000",
-        "\"slowdown\": 1.5", "\"measured_cores\": 0.45", "\"cpus\": \"0-1\"", "\"nice\": 5",
-        "\"stress_pid\": 78", "\"note\": \"process 999 had exited\"", "\"kind\": \"contention\""}) {
+  for (const char* field : {"\"driver_pid\": 4242",
+                            "\"cluster_kind\": \"netns\"",
+                            "\"started_unix_ms\": 1700000000000",
+                            "\"until_s\": null",
+                            "\"applied_iteration\": 120",
+                            "\"removed_iteration\": null",
+                            "\"class\": \"fa1c:1\"",
+                            "\"qdisc\": \"fa1c:\"",
+                            "\"dst_address\": \"10.77.3.2\"",
+                            "\"rate_bit_per_second\": 8000000",
+                            "\"origin_cgroup\": \"/\"",
+                            "\"quota_us\": 30000",
+                            "\"slowdown\": 1.5",
+                            "\"measured_cores\": 0.45",
+                            "\"cpus\": \"0-1\"",
+                            "\"nice\": 5",
+                            "\"stress_pid\": 78",
+                            "\"thread\": \"falcon-device\"",
+                            "\"note\": \"process 999 had exited\"",
+                            "\"kind\": \"contention\""}) {
     EXPECT_THAT(json, HasSubstr(field));
   }
   EXPECT_EQ(json.back(), '\n');
@@ -125,6 +142,10 @@ TEST(RecordTest, ParseErrorsNameTheField) {
   bad.replace(bad.find("\"stress_pid\": 78"), 16, "\"stress_pid\": \"x\"");
   EXPECT_THAT(ParseRecord(bad, "t.json").status().message(),
               HasSubstr("faults[3].target.stress_pid: must be an integer"));
+  bad = json;
+  bad.replace(bad.find("\"thread\": \"falcon-device\""), 25, "\"thread\": 7");
+  EXPECT_THAT(ParseRecord(bad, "t.json").status().message(),
+              HasSubstr("faults[2].target.thread: must be a string or null"));
   bad = json;
   bad.replace(bad.find("\"driver_pid\""), 12, "\"driver_pod\"");
   EXPECT_THAT(ParseRecord(bad, "t.json").status().message(), HasSubstr("driver_pid: missing"));

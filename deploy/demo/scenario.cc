@@ -52,7 +52,8 @@ std::string InjectedFault::ToSpec() const {
   if (injection == FaultInjection::kKernel) {
     switch (kind) {
       case FaultKind::kCompute:
-        return absl::StrFormat("compute:rank=%d,slowdown=%g,period=20ms", rank, factor);
+        return absl::StrFormat("compute:rank=%d,slowdown=%g,period=50ms,thread=falcon-device", rank,
+                               factor);
       case FaultKind::kLink:
         return absl::StrFormat("link:src_rank=%d,dst_rank=%d,rate=%gkbit", src_rank, dst_rank,
                                bandwidth_mbps * 1000);
@@ -86,8 +87,9 @@ std::string InjectedFault::Describe() const {
   switch (kind) {
     case FaultKind::kCompute:
       if (kernel) {
-        return absl::StrFormat("CPU quota on rank %d's process (its CPU use / %g), %s", rank,
-                               factor, window);
+        return absl::StrFormat(
+            "CPU quota on rank %d's emulated GPU (its device thread's CPU use / %g), %s", rank,
+            factor, window);
       }
       return absl::StrFormat("compute x%g on rank %d, %s", factor, rank, window);
     case FaultKind::kNic:
