@@ -101,9 +101,9 @@ std::vector<uint32_t> RoundsOf(const std::vector<falcon::controller::v1::Pending
   return rounds;
 }
 
-// A communicator to judge the links of the pair `c` with: of the same kind and size, sharing no
-// rank with it, neither a suspect nor already a reference; one on other nodes first (its passes
-// then share the pair's rounds), then the lowest id. 0: none.
+// A communicator to judge the links of `c` with: of the same kind and size, sharing no rank with
+// it, neither a suspect nor already a reference; one on other nodes first (its passes then share
+// c's rounds), then the lowest id. 0: none.
 uint64_t ReferenceComm(const registry::JobEntry& job, const registry::CommInfo& c,
                        const std::set<uint64_t>& suspects, const std::set<uint64_t>& taken) {
   const std::set<std::string> nodes(c.member_nodes.begin(), c.member_nodes.end());
@@ -133,6 +133,52 @@ RankNodes NodesOfRanks(const registry::JobEntry& job) {
   RankNodes out;
   for (uint32_t r : job.ranks()) {
     if (const falcon::v1::RankInfo* info = job.FindRank(r)) out[r] = info->node();
+  }
+  return out;
+}
+
+// The nodes of a group of more than two ranks whose members sit on exactly two known nodes (a DP
+// group over two nodes: a slow NIC on either drags most of its links); empty otherwise.
+std::set<std::string> TwoNodesOfGroup(const registry::CommInfo& c) {
+  std::set<std::string> nodes;
+  if (c.comm.member_ranks_size() <= 2) return nodes;
+  for (const std::string& n : c.member_nodes) {
+    if (n.empty()) return {};
+    nodes.insert(n);
+  }
+  if (nodes.size() != 2) nodes.clear();
+  return nodes;
+}
+
+// Communicators to validate beside `suspects` so that a slow NIC can be told from the path between
+// two nodes (docs/algorithms.md#node-nic-faults): for each suspect group on two nodes
+// (TwoNodesOfGroup), each member's smallest other communicator that reaches a third node (lowest
+// id among equals), unless one such is a suspect already. In suspect order, each once.
+std::vector<uint64_t> ThirdNodeComms(const registry::JobEntry& job,
+                                     const std::vector<uint64_t>& suspects) {
+  std::set<uint64_t> taken(suspects.begin(), suspects.end());
+  std::vector<uint64_t> out;
+  for (uint64_t id : suspects) {
+    const registry::CommInfo* c = job.FindComm(id);
+    if (c == nullptr) continue;
+    const std::set<std::string> nodes = TwoNodesOfGroup(*c);
+    if (nodes.empty()) continue;
+    for (uint32_t r : c->comm.member_ranks()) {
+      const registry::CommInfo* best = nullptr;
+      bool measured = false;
+      for (const registry::CommInfo* o : job.CommsOfRank(r)) {  // By id.
+        bool third = false;
+        for (const std::string& n : o->member_nodes) third |= !n.empty() && nodes.count(n) == 0;
+        if (!third) continue;
+        measured |= taken.count(o->comm.comm_id()) > 0;
+        if (best == nullptr || o->comm.member_ranks_size() < best->comm.member_ranks_size()) {
+          best = o;
+        }
+      }
+      if (measured || best == nullptr) continue;
+      taken.insert(best->comm.comm_id());
+      out.push_back(best->comm.comm_id());
+    }
   }
   return out;
 }
@@ -349,6 +395,10 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   const std::string job_name = event->event().job();
   const registry::JobEntry* job = registry_->Find(job_name);
   if (job == nullptr) return;
+  // A DP group over two nodes cannot tell a node's slow NIC from the path between the two: its
+  // members are measured against a third node too (docs/algorithms.md#node-nic-faults).
+  const std::vector<uint64_t> third_node = ThirdNodeComms(*job, suspect_comms);
+  suspect_comms.insert(suspect_comms.end(), third_node.begin(), third_node.end());
   event->clear_suspect_ranks();
   for (uint32_t r : suspect_ranks) event->add_suspect_ranks(r);
   event->clear_suspect_comms();
@@ -463,9 +513,9 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     if (!planned_members.insert(members).second) continue;
     plan_comm(id, *c, 0);
     // A pair's two directions are no population to judge a link against (the median of two
-    // values is their mean): its links are judged with a comparable pair's
-    // (docs/algorithms.md#reference-links).
-    if (c->comm.member_ranks_size() == 2) {
+    // values is their mean), nor is a group on two nodes, most of whose links one slow NIC drags:
+    // their links are judged with a comparable communicator's (docs/algorithms.md#reference-links).
+    if (c->comm.member_ranks_size() == 2 || !TwoNodesOfGroup(*c).empty()) {
       if (const uint64_t ref = ReferenceComm(*job, *c, suspects, references); ref != 0) {
         references.insert(ref);
         plan_comm(ref, *job->FindComm(ref), id);
@@ -511,6 +561,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
       " tasks=", to_run, " covered=", event->tasks_size() - static_cast<int>(to_run),
       " rounds=", round_count,
       " reference_comms=", reference_notes.empty() ? "none" : absl::StrJoin(reference_notes, ","),
+      " third_node_comms=", third_node.empty() ? "none" : absl::StrJoin(third_node, ","),
       " pause_directive=", event->pause_directive_id(), " why=\"", why, "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
 }

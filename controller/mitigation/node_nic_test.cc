@@ -1,11 +1,14 @@
 // A node NIC fault through the real Controller (in process, FakeClock, in-memory store) and the
 // orchestrator, with simulated agents that answer validation: a DP=4 x PP=2 job on 4 nodes (rank r
-// on node-<r / 2>) whose node-2 NIC turns slow at iteration 60, for good. Validation finds every
-// link between node-2 and the other nodes slow and the rest fine: the verdict names node-2
-// (docs/algorithms.md#node-nic-faults), S3 finds no layout that keeps node-2's NIC out of a DP
-// group (each stage's DP group spans two nodes) and is skipped, and once the lost time pays for S4
-// the job restarts without node-2's ranks 4 and 5, which closes the event.
+// on node-<r / 2>) whose node-2 NIC turns slow at iteration 60, for good. Profiling sees stage 1's
+// DP all-reduce (comm 1001, nodes 2 and 3) slow; validation measures it with its reference group
+// (comm 1000, nodes 0 and 1) and the pipeline pairs of its ranks (comms 2000-2003, to nodes 0 and
+// 1), and finds every link between node-2 and the other nodes slow and the rest fine: the verdict
+// names node-2 (docs/algorithms.md#node-nic-faults). S3 finds no layout that keeps node-2's NIC
+// out of a DP group (each stage's DP group spans two nodes) and is skipped, and once the lost time
+// pays for S4 the job restarts without node-2's ranks 4 and 5, which closes the event.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +31,7 @@ using testing::LayoutSpec;
 using testing::SimAgent;
 
 constexpr int64_t kHealthyNs = 100'000'000;
-constexpr int64_t kSlowNs = 160'000'000;  // Every all-reduce and send through node-2 waits.
+constexpr int64_t kExtraNs = 60'000'000;  // Stage 1's DP all-reduce through node-2's NIC.
 constexpr int64_t kFaultFrom = 60;
 
 class NodeNicTest : public ::testing::Test {
@@ -62,11 +65,21 @@ class NodeNicTest : public ::testing::Test {
   void Run(int64_t from, int64_t to) {
     for (int64_t i = from; i < to; ++i) {
       const int64_t noise = ((i * 104729) % 201 - 100) * 10'000;
-      const int64_t t = (i >= kFaultFrom ? kSlowNs : kHealthyNs) + noise;
+      const int64_t extra = i >= kFaultFrom ? kExtraNs : 0;
+      const int64_t t = kHealthyNs + extra + noise;
       for (auto& a : agents_) {
         falcon::v1::TelemetryBatch b;
         b.set_job(spec_.job);
-        for (uint32_t r : a->ranks()) *b.add_iterations() = testing::MakeSummary(spec_, r, i, t);
+        for (uint32_t r : a->ranks()) {
+          falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, t);
+          s.set_compute_ns(s.compute_ns() - extra);  // The iteration grows by the transfer alone.
+          for (auto& cs : *s.mutable_comms()) {
+            if (cs.comm_id() != 1001) continue;
+            cs.set_transfer_ns(cs.transfer_ns() + extra);
+            cs.set_busy_ns(cs.busy_ns() + extra);
+          }
+          *b.add_iterations() = s;
+        }
         auto ack = a->Send(*c_, b);
         ASSERT_TRUE(ack.ok()) << ack.status();
       }
@@ -116,6 +129,19 @@ TEST_F(NodeNicTest, ASlowNicIsNamedAsItsNodeAndS4RestartsWithoutTheNode) {
     EXPECT_NE(l.src_rank() / 2, l.dst_rank() / 2) << l.ShortDebugString();
   }
   EXPECT_TRUE(e.ranks().empty());
+  // What was validated: the suspect DP group 1001 with its reference 1000 (its links judged with
+  // 1001's) and the pipeline pairs of 1001's ranks, which see nodes 2 and 3 against nodes 0 and 1.
+  const auto* record = c_->events().Find(e.event_id());
+  ASSERT_NE(record, nullptr);
+  std::map<uint64_t, uint64_t> compared_with;
+  for (const auto& t : record->tasks()) {
+    ASSERT_TRUE(t.task().has_link_pass()) << t.DebugString();  // No GEMM: communication only.
+    compared_with[t.task().link_pass().comm_id()] = t.compare_with_comm();
+  }
+  EXPECT_EQ(compared_with,
+            (std::map<uint64_t, uint64_t>{
+                {1000, 1001}, {1001, 0}, {2000, 0}, {2001, 0}, {2002, 0}, {2003, 0}}))
+      << record->DebugString();
   bool localized_says_nic = false;
   for (const auto& t : e.transitions()) {
     localized_says_nic |= t.state() == falcon::v1::EVENT_STATE_LOCALIZED &&
