@@ -173,7 +173,6 @@ class SystemHost final : public NetnsHost {
   }
 };
 
-
 }  // namespace
 
 absl::StatusOr<int> TcpSocketIn(const std::string& netns) {

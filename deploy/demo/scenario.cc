@@ -55,12 +55,15 @@ std::string InjectedFault::ToSpec() const {
         return absl::StrFormat("compute:rank=%d,slowdown=%g,period=50ms,thread=falcon-device", rank,
                                factor);
       case FaultKind::kLink:
-        return absl::StrFormat("link:src_rank=%d,dst_rank=%d,rate=%gkbit", src_rank, dst_rank,
-                               bandwidth_mbps * 1000);
+        // A 4 KiB bucket (tc's default here is 32 KiB): a validation message (16 KiB) must not
+        // pass at line rate on saved-up tokens.
+        return absl::StrFormat("link:src_rank=%d,dst_rank=%d,rate=%gkbit,burst=4kb", src_rank,
+                               dst_rank, bandwidth_mbps * 1000);
       case FaultKind::kContention:
         return absl::StrFormat("contention:rank=%d,workers=%d", rank, workers);
       case FaultKind::kNic:
-        return absl::StrFormat("nic:node=node%d,rate=%gkbit", node, bandwidth_mbps * 1000);
+        return absl::StrFormat("nic:node=node%d,rate=%gkbit,burst=4kb", node,
+                               bandwidth_mbps * 1000);
     }
     return "";
   }

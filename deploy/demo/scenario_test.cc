@@ -57,10 +57,10 @@ TEST(ScenarioTest, KernelScenariosAreDriverSpecsWithoutWindows) {
     }
   }
   absl::StatusOr<Scenario> nic = MakeScenario("nic", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
-  EXPECT_EQ(nic->faults[0].ToSpec(), "nic:node=node2,rate=1000kbit");
+  EXPECT_EQ(nic->faults[0].ToSpec(), "nic:node=node2,rate=1000kbit,burst=4kb");
   absl::StatusOr<Scenario> dp =
       MakeScenario("dp-link", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
-  EXPECT_EQ(dp->faults[0].ToSpec(), "link:src_rank=1,dst_rank=2,rate=2000kbit");
+  EXPECT_EQ(dp->faults[0].ToSpec(), "link:src_rank=1,dst_rank=2,rate=2000kbit,burst=4kb");
   absl::StatusOr<Scenario> c =
       MakeScenario("compute", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
   EXPECT_EQ(c->faults[0].ToSpec(), "compute:rank=2,slowdown=1.5,period=50ms,thread=falcon-device");
