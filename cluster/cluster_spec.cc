@@ -1,14 +1,17 @@
 #include "cluster/cluster_spec.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/json_parse.h"
 #include "common/text_file.h"
 #include "nlohmann/json.hpp"
@@ -248,9 +251,25 @@ absl::Status CheckRankTable(const ClusterSpec& spec, const RankTable& table) {
   return absl::OkStatus();
 }
 
+std::string IpBinary() {
+  std::vector<std::string> dirs;
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      dirs.emplace_back(dir);
+    }
+  }
+  dirs.emplace_back("/usr/sbin");
+  dirs.emplace_back("/sbin");
+  for (const std::string& dir : dirs) {
+    const std::string candidate = absl::StrCat(dir, "/ip");
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "ip";
+}
+
 std::vector<std::string> CommandInNode(const NodeSpec& node, std::vector<std::string> argv) {
   if (node.netns.empty()) return argv;
-  std::vector<std::string> out = {"ip", "netns", "exec", node.netns};
+  std::vector<std::string> out = {IpBinary(), "netns", "exec", node.netns};
   out.insert(out.end(), std::make_move_iterator(argv.begin()), std::make_move_iterator(argv.end()));
   return out;
 }

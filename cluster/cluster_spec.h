@@ -91,10 +91,14 @@ absl::Status WriteRankTable(const std::string& path, const RankTable& table);
 // kInvalidArgument naming the first rank whose node is not in `spec`.
 absl::Status CheckRankTable(const ClusterSpec& spec, const RankTable& table);
 
+// The path of iproute2's `ip`: the first executable "ip" in $PATH, /usr/sbin or /sbin (a non-root
+// PATH, or a test's, often lacks the sbin directories); "ip" when none is found.
+std::string IpBinary();
+
 // The command line that runs `argv` as a process of `node`: inside its network namespace through
-// iproute2 (`ip netns exec NETNS ARGV...`, which enters the namespace and execs ARGV in the same
-// process, so its pid, PR_SET_PDEATHSIG and signals are those of the program), or `argv` itself
-// for a node without a namespace (loopback).
+// iproute2 (`IpBinary() netns exec NETNS ARGV...`, which enters the namespace and execs ARGV in the
+// same process, so its pid, PR_SET_PDEATHSIG and signals are those of the program), or `argv`
+// itself for a node without a namespace (loopback).
 std::vector<std::string> CommandInNode(const NodeSpec& node, std::vector<std::string> argv);
 
 }  // namespace falcon::cluster

@@ -122,7 +122,7 @@ TEST(RankTableTest, BadEntriesAreNamed) {
 TEST(CommandInNodeTest, NetnsNodesRunInTheirNamespace) {
   const ClusterSpec s = TwoNodes();
   EXPECT_EQ(CommandInNode(s.nodes[1], {"falcon_agent", "--node=node1"}),
-            (std::vector<std::string>{"ip", "netns", "exec", "fn1f-node1", "falcon_agent",
+            (std::vector<std::string>{IpBinary(), "netns", "exec", "fn1f-node1", "falcon_agent",
                                       "--node=node1"}));
   NodeSpec loopback{"node0", "", "127.0.0.1", "", ""};
   EXPECT_EQ(CommandInNode(loopback, {"a", "b"}), (std::vector<std::string>{"a", "b"}));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -290,6 +291,12 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
           absl::StrCat("slow_links[", i, "]: not a link between two registered ranks"));
     }
   }
+  for (int i = 0; i < r.slow_nodes_size(); ++i) {
+    if (job->RanksOnNode(r.slow_nodes(i)).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("slow_nodes[", i, "]: node '", r.slow_nodes(i),
+                                                     "' has no rank of job '", r.job(), "'"));
+    }
+  }
   // The culprit: the request's hypothetical verdict, else the job's active event.
   mitigation::Culprit culprit;
   const falcon::v1::Job view = c_->JobView(*job);
@@ -297,20 +304,24 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
   state.iteration = std::max<int64_t>(0, view.last_iteration());
   absl::Duration healthy = absl::Nanoseconds(view.healthy_iteration_time_ns());
   const bool hypothetical = r.cause() != falcon::v1::CAUSE_UNSPECIFIED || r.slow_ranks_size() > 0 ||
-                            r.slow_links_size() > 0;
+                            r.slow_links_size() > 0 || r.slow_nodes_size() > 0;
   if (hypothetical) {
     culprit.cause = r.cause() != falcon::v1::CAUSE_UNSPECIFIED ? r.cause()
-                    : r.slow_links_size() > 0                  ? falcon::v1::CAUSE_COMMUNICATION
-                                                               : falcon::v1::CAUSE_COMPUTE;
+                    : r.slow_links_size() > 0 || r.slow_nodes_size() > 0
+                        ? falcon::v1::CAUSE_COMMUNICATION
+                        : falcon::v1::CAUSE_COMPUTE;
     culprit.ranks.assign(r.slow_ranks().begin(), r.slow_ranks().end());
     culprit.links.assign(r.slow_links().begin(), r.slow_links().end());
+    culprit.nodes.assign(r.slow_nodes().begin(), r.slow_nodes().end());
+    culprit.node_ranks = mitigation::RanksOfNodes(culprit.nodes, *job);
     culprit.slowdown_ratio = r.slowdown_ratio() > 1 ? r.slowdown_ratio() : 2.0;
   } else {
     const falcon::controller::v1::EventRecord* e = c_->events().Active(r.job());
     if (e == nullptr || e->event().cause() == falcon::v1::CAUSE_UNSPECIFIED) {
       return absl::FailedPreconditionError(absl::StrCat(
           "job '", r.job(),
-          "' has no active event with a verdict; give cause, slow_ranks or slow_links"));
+          "' has no active event with a verdict; give cause, slow_ranks, slow_links or "
+          "slow_nodes"));
     }
     // Planned as mitigation plans it (the culprit's measured slowdown, the plan an S2 in force
     // replaced, the ladder where it stands), unless the request overrides the slowdown.
@@ -331,11 +342,8 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
                                    absl::StrCat(what, " at iteration ", a.iteration(),
                                                 a.dry_run() ? " (dry run)" : "", ": ", a.reason())};
     }
-    culprit.cause = e->event().cause();
-    culprit.ranks.assign(e->event().ranks().begin(), e->event().ranks().end());
-    culprit.links.assign(e->event().links().begin(), e->event().links().end());
-    culprit.slowdown_ratio =
-        r.slowdown_ratio() > 1 ? r.slowdown_ratio() : std::max(1.0, e->event().slowdown_ratio());
+    culprit = mitigation::CulpritOf(e->event(), *job);
+    if (r.slowdown_ratio() > 1) culprit.slowdown_ratio = r.slowdown_ratio();
     if (e->event().healthy_iteration_time_ns() > 0) {
       healthy = absl::Nanoseconds(e->event().healthy_iteration_time_ns());
     }

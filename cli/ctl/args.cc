@@ -234,6 +234,14 @@ class Grammar {
         ->type_name("A-B,..")
         ->delimiter(',')
         ->check(SlowLinkError);
+    plan->add_option("--slow-nodes,--slow_nodes", slow_nodes_,
+                     "hypothetical culprit nodes (their NICs), as the ranks registered them, "
+                     "e.g. node2")
+        ->type_name("N,..")
+        ->delimiter(',')
+        ->check([](const std::string& n) {
+          return n.empty() ? std::string("empty node name") : std::string();
+        });
     slowdown_ = plan->add_option("--slowdown", slowdown_text_,
                                  "hypothetical slow / healthy iteration time, e.g. 1.4")
                     ->type_name("X")
@@ -369,6 +377,7 @@ class Grammar {
         link->set_dst_rank(dst);
       }
     }
+    for (const std::string& n : slow_nodes_) req.add_slow_nodes(n);
     double x = 0;
     if (slowdown_->count() > 0 && absl::SimpleAtod(slowdown_text_, &x)) req.set_slowdown_ratio(x);
   }
@@ -389,6 +398,7 @@ class Grammar {
   std::string cause_;
   std::vector<uint32_t> slow_ranks_;
   std::vector<std::string> slow_links_;
+  std::vector<std::string> slow_nodes_;
   CLI::Option* slowdown_ = nullptr;
   std::string slowdown_text_;
   CLI::Option* csv_ = nullptr;

@@ -196,6 +196,10 @@ TEST(ParseArgs, PlanHypotheticalVerdict) {
   ASSERT_EQ(ranks.plan.slow_ranks_size(), 2);
   EXPECT_EQ(ranks.plan.slow_ranks(1), 6u);
   EXPECT_EQ(ranks.plan.cause(), falcon::v1::CAUSE_COMMUNICATION);
+  Invocation nic = MustParse({"plan", "j", "--dry-run", "--slow-nodes=node2,node5"});
+  ASSERT_EQ(nic.plan.slow_nodes_size(), 2);
+  EXPECT_EQ(nic.plan.slow_nodes(1), "node5");
+  EXPECT_ERROR_NAMES((Args{"plan", "j", "--dry-run", "--slow-nodes="}), "--slow-nodes");
   EXPECT_EQ(MustParse({"plan", "j", "--dry-run", "--cause", "compute"}).plan.cause(),
             falcon::v1::CAUSE_COMPUTE);
   Invocation bare = MustParse({"plan", "j", "--dry-run"});  // No hypothesis: nothing set.

@@ -161,7 +161,13 @@ std::string Culprit(const falcon::v1::Event& e) {
     parts.push_back(
         absl::StrCat(e.ranks_size() == 1 ? "rank " : "ranks ", absl::StrJoin(e.ranks(), ",")));
   }
-  if (e.links_size() > 0) {
+  if (e.nodes_size() > 0) {
+    // The links are the evidence (every link of the node to other nodes, slow): counted.
+    std::vector<std::string> nics;
+    for (const std::string& n : e.nodes()) nics.push_back(absl::StrCat(n, "'s NIC"));
+    parts.push_back(absl::StrCat(absl::StrJoin(nics, ", "), " (", e.links_size(),
+                                 e.links_size() == 1 ? " link)" : " links)"));
+  } else if (e.links_size() > 0) {
     std::vector<std::string> links;
     for (const auto& l : e.links()) links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
     parts.push_back(

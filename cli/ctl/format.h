@@ -45,7 +45,8 @@ std::string EventStateOf(const falcon::v1::Event& e);
 std::string CauseName(falcon::v1::Cause c);
 std::string StrategyName(falcon::v1::Strategy s);
 std::string DirectiveStateName(falcon::v1::DirectiveRecord::State s);
-// "ranks 5" / "links 1->3, 2->3" / "-".
+// "rank 5" / "ranks 5,6 link 1->3" / "links 1->3,2->3" / "-"; for a node NIC fault (Event.nodes)
+// the node instead of its links: "node-2's NIC (12 links)".
 std::string Culprit(const falcon::v1::Event& e);
 
 // The message as JSON (see the file comment).

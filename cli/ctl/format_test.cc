@@ -2,6 +2,8 @@
 // directives' ack counts and the history CSV with event marks.
 #include "cli/ctl/format.h"
 
+#include <utility>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "cli/ctl/history_csv.h"
@@ -56,6 +58,21 @@ TEST(Format, Culprit) {
   l->set_src_rank(1);
   l->set_dst_rank(3);
   EXPECT_EQ(Culprit(e), "ranks 5,6 link 1->3");
+}
+
+TEST(Format, ANodeNicCulpritIsTheNodeNotItsLinks) {
+  falcon::v1::Event e;
+  e.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  for (auto [src, dst] : {std::pair<uint32_t, uint32_t>{4, 6}, {6, 4}, {0, 4}}) {
+    auto* l = e.add_links();
+    l->set_src_rank(src);
+    l->set_dst_rank(dst);
+  }
+  EXPECT_EQ(Culprit(e), "links 4->6,6->4,0->4");
+  e.add_nodes("node2");
+  EXPECT_EQ(Culprit(e), "node2's NIC (3 links)");
+  e.add_nodes("node5");
+  EXPECT_EQ(Culprit(e), "node2's NIC, node5's NIC (3 links)");
 }
 
 TEST(ToJson, NumbersEnumsAndEveryField) {
@@ -166,6 +183,28 @@ TEST(Render, TheVerdictSaysHowTheCulpritWasFound) {
   EXPECT_TRUE(absl::StrContains(RenderEvent(e), "(from profiling, no pause)")) << RenderEvent(e);
   e.set_evidence(falcon::v1::EVIDENCE_PEER_TIMING);
   EXPECT_TRUE(absl::StrContains(RenderEvent(e), "(from peer timing, no pause)")) << RenderEvent(e);
+}
+
+TEST(Render, ANodeNicEventNamesTheNodeAndListsItsLinks) {
+  falcon::v1::Event e = SampleEvent();
+  e.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  e.clear_ranks();
+  e.add_nodes("node2");
+  for (auto [src, dst] : {std::pair<uint32_t, uint32_t>{4, 6}, {6, 4}}) {
+    auto* l = e.add_links();
+    l->set_src_rank(src);
+    l->set_dst_rank(dst);
+  }
+  const std::string out = RenderEvent(e);
+  EXPECT_TRUE(absl::StrContains(out, "cause communication  culprit node2's NIC (2 links)")) << out;
+  EXPECT_TRUE(
+      absl::StrContains(out, "slow NIC of node node2: 2 slow links to other nodes: 4->6,6->4"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "communication, node2's NIC (2 links)")) << out;
+  falcon::v1::ListEventsResponse events;
+  *events.add_events() = e;
+  EXPECT_TRUE(absl::StrContains(RenderEvents(events), "node2's NIC (2 links)"));
+  EXPECT_TRUE(absl::StrContains(RenderWatchLine(e), "culprit node2's NIC (2 links)"));
 }
 
 TEST(Render, EventsJobsAndWatchLine) {

@@ -118,6 +118,14 @@ std::string RenderEvent(const falcon::v1::Event& e) {
       absl::StrCat("event ", e.event_id(), "  job ", e.job(), "  state ", EventStateOf(e),
                    "  cause ", CauseName(e.cause()), "  culprit ", Culprit(e),
                    e.rank_level() ? "  (rank-level series)" : "  (job series)", "\n");
+  if (e.nodes_size() > 0) {
+    // A node NIC fault (docs/algorithms.md#node-nic-faults): its links are the evidence.
+    std::vector<std::string> links;
+    for (const auto& l : e.links()) links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
+    absl::StrAppend(&out, "slow NIC of node ", absl::StrJoin(e.nodes(), ", node "), ": ",
+                    e.links_size(), " slow links to other nodes: ", absl::StrJoin(links, ","),
+                    "\n");
+  }
   absl::StrAppend(&out, "slowdown ", Slowdown(e.slowdown_ratio()), ": healthy ",
                   FormatDurationNs(e.healthy_iteration_time_ns()), ", slow ",
                   FormatDurationNs(e.slow_iteration_time_ns()), ", mitigated ",

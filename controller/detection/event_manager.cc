@@ -17,14 +17,17 @@ using falcon::v1::Event;
 
 namespace {
 
-// " rank=1,2" for culprit ranks, " link=0->1,2->3" for culprit links; nothing before a verdict
-// names them (the series that slowed first is often not the culprit's: in synchronous training
-// every rank slows down).
+// " rank=1,2" for culprit ranks, " link=0->1,2->3" for culprit links, " node=node-2 links=18" for
+// culprit nodes (their NICs; the links are the evidence, counted); nothing before a verdict names
+// them (the series that slowed first is often not the culprit's: in synchronous training every
+// rank slows down).
 std::string CulpritFields(const EventRecord& r) {
   const Event& e = r.event();
   std::string out;
   if (e.ranks_size() > 0) absl::StrAppend(&out, " rank=", absl::StrJoin(e.ranks(), ","));
-  if (e.links_size() > 0) {
+  if (e.nodes_size() > 0) {
+    absl::StrAppend(&out, " node=", absl::StrJoin(e.nodes(), ","), " links=", e.links_size());
+  } else if (e.links_size() > 0) {
     absl::StrAppend(&out, " link=",
                     absl::StrJoin(e.links(), ",", [](std::string* o, const falcon::v1::Link& l) {
                       absl::StrAppend(o, l.src_rank(), "->", l.dst_rank());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/detect/validation_plan.h"
+#include "controller/detection/node_nic.h"
 #include "controller/metrics/metric_table.h"
 
 namespace falcon::controller::detection {
@@ -99,9 +101,9 @@ std::vector<uint32_t> RoundsOf(const std::vector<falcon::controller::v1::Pending
   return rounds;
 }
 
-// A communicator to judge the links of the pair `c` with: of the same kind and size, sharing no
-// rank with it, neither a suspect nor already a reference; one on other nodes first (its passes
-// then share the pair's rounds), then the lowest id. 0: none.
+// A communicator to judge the links of `c` with: of the same kind and size, sharing no rank with
+// it, neither a suspect nor already a reference; one on other nodes first (its passes then share
+// c's rounds), then the lowest id. 0: none.
 uint64_t ReferenceComm(const registry::JobEntry& job, const registry::CommInfo& c,
                        const std::set<uint64_t>& suspects, const std::set<uint64_t>& taken) {
   const std::set<std::string> nodes(c.member_nodes.begin(), c.member_nodes.end());
@@ -124,6 +126,61 @@ uint64_t ReferenceComm(const registry::JobEntry& job, const registry::CommInfo& 
     }
   }
   return best;
+}
+
+// Each registered rank's node (docs/algorithms.md#node-nic-faults).
+RankNodes NodesOfRanks(const registry::JobEntry& job) {
+  RankNodes out;
+  for (uint32_t r : job.ranks()) {
+    if (const falcon::v1::RankInfo* info = job.FindRank(r)) out[r] = info->node();
+  }
+  return out;
+}
+
+// The nodes of a group of more than two ranks whose members sit on exactly two known nodes (a DP
+// group over two nodes: a slow NIC on either drags most of its links); empty otherwise.
+std::set<std::string> TwoNodesOfGroup(const registry::CommInfo& c) {
+  std::set<std::string> nodes;
+  if (c.comm.member_ranks_size() <= 2) return nodes;
+  for (const std::string& n : c.member_nodes) {
+    if (n.empty()) return {};
+    nodes.insert(n);
+  }
+  if (nodes.size() != 2) nodes.clear();
+  return nodes;
+}
+
+// Communicators to validate beside `suspects` so that a slow NIC can be told from the path between
+// two nodes (docs/algorithms.md#node-nic-faults): for each suspect group on two nodes
+// (TwoNodesOfGroup), each member's smallest other communicator that reaches a third node (lowest
+// id among equals), unless one such is a suspect already. In suspect order, each once.
+std::vector<uint64_t> ThirdNodeComms(const registry::JobEntry& job,
+                                     const std::vector<uint64_t>& suspects) {
+  std::set<uint64_t> taken(suspects.begin(), suspects.end());
+  std::vector<uint64_t> out;
+  for (uint64_t id : suspects) {
+    const registry::CommInfo* c = job.FindComm(id);
+    if (c == nullptr) continue;
+    const std::set<std::string> nodes = TwoNodesOfGroup(*c);
+    if (nodes.empty()) continue;
+    for (uint32_t r : c->comm.member_ranks()) {
+      const registry::CommInfo* best = nullptr;
+      bool measured = false;
+      for (const registry::CommInfo* o : job.CommsOfRank(r)) {  // By id.
+        bool third = false;
+        for (const std::string& n : o->member_nodes) third |= !n.empty() && nodes.count(n) == 0;
+        if (!third) continue;
+        measured |= taken.count(o->comm.comm_id()) > 0;
+        if (best == nullptr || o->comm.member_ranks_size() < best->comm.member_ranks_size()) {
+          best = o;
+        }
+      }
+      if (measured || best == nullptr) continue;
+      taken.insert(best->comm.comm_id());
+      out.push_back(best->comm.comm_id());
+    }
+  }
+  return out;
 }
 
 // "kind=gemm rank=0,1,2 round=1" or "kind=link_pass comm=7 pass=0 link=0->1,2->3 round=2".
@@ -272,10 +329,11 @@ void Localizer::FinishProfiling(EventRecord* event, core::UnitOfWork* uow) {
     for (const falcon::v1::Link& l : v->links) {
       links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
     }
-    const std::string line =
-        absl::StrCat("event localized from peer timing job=", job_name,
-                     " event=", event->event().event_id(), " link=", absl::StrJoin(links, ","),
-                     " iterations=", profile.iterations, " why=\"", v->reason, "\"");
+    const std::string line = absl::StrCat(
+        "event localized from peer timing job=", job_name, " event=", event->event().event_id(),
+        v->nodes.empty() ? "" : absl::StrCat(" node=", absl::StrJoin(v->nodes, ",")),
+        " link=", absl::StrJoin(links, ","), " iterations=", profile.iterations, " why=\"",
+        v->reason, "\"");
     uow->AfterCommit([line]() { LOG(INFO) << line; });
     StageVerdict(event, *std::move(v), "", uow);
     return;
@@ -337,6 +395,10 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   const std::string job_name = event->event().job();
   const registry::JobEntry* job = registry_->Find(job_name);
   if (job == nullptr) return;
+  // A DP group over two nodes cannot tell a node's slow NIC from the path between the two: its
+  // members are measured against a third node too (docs/algorithms.md#node-nic-faults).
+  const std::vector<uint64_t> third_node = ThirdNodeComms(*job, suspect_comms);
+  suspect_comms.insert(suspect_comms.end(), third_node.begin(), third_node.end());
   event->clear_suspect_ranks();
   for (uint32_t r : suspect_ranks) event->add_suspect_ranks(r);
   event->clear_suspect_comms();
@@ -451,9 +513,9 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     if (!planned_members.insert(members).second) continue;
     plan_comm(id, *c, 0);
     // A pair's two directions are no population to judge a link against (the median of two
-    // values is their mean): its links are judged with a comparable pair's
-    // (docs/algorithms.md#reference-links).
-    if (c->comm.member_ranks_size() == 2) {
+    // values is their mean), nor is a group on two nodes, most of whose links one slow NIC drags:
+    // their links are judged with a comparable communicator's (docs/algorithms.md#reference-links).
+    if (c->comm.member_ranks_size() == 2 || !TwoNodesOfGroup(*c).empty()) {
       if (const uint64_t ref = ReferenceComm(*job, *c, suspects, references); ref != 0) {
         references.insert(ref);
         plan_comm(ref, *job->FindComm(ref), id);
@@ -499,6 +561,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
       " tasks=", to_run, " covered=", event->tasks_size() - static_cast<int>(to_run),
       " rounds=", round_count,
       " reference_comms=", reference_notes.empty() ? "none" : absl::StrJoin(reference_notes, ","),
+      " third_node_comms=", third_node.empty() ? "none" : absl::StrJoin(third_node, ","),
       " pause_directive=", event->pause_directive_id(), " why=\"", why, "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
 }
@@ -664,7 +727,11 @@ void Localizer::GiveVerdict(EventRecord* event, const std::string& note, core::U
   std::vector<falcon::v1::ValidationResult> results(event->results().begin(),
                                                     event->results().end());
   event->mutable_event()->set_evidence(falcon::v1::EVIDENCE_VALIDATION);
-  StageVerdict(event, JudgeValidation(tasks, results, options_.verdict), note, uow);
+  const registry::JobEntry* job = registry_->Find(event->event().job());
+  StageVerdict(event,
+               JudgeValidation(tasks, results, options_.verdict,
+                               job != nullptr ? NodesOfRanks(*job) : RankNodes()),
+               note, uow);
 }
 
 std::optional<Verdict> Localizer::ProfilingVerdict(const EventRecord& event,
@@ -784,13 +851,60 @@ std::optional<Verdict> Localizer::PeerTimingVerdict(const EventRecord& event,
                                     l.key.src, l.key.dst, l.ratio, l.group));
   }
   if (v.links.empty()) return std::nullopt;
+  // Node NIC faults (docs/algorithms.md#node-nic-faults) over every judged link, each figure
+  // relative to its group's reference so that groups compare.
+  std::string nic_text;
+  if (const registry::JobEntry* job = registry_->Find(event.event().job())) {
+    std::vector<LinkFigure> figures;
+    for (const auto& l : ranking.links) {
+      if (l.ratio > 0) figures.push_back({l.key.src, l.key.dst, 1 / l.ratio});
+    }
+    std::vector<falcon::v1::Link> group_slow;
+    for (const auto& l : slow) group_slow.push_back(to_link(l));
+    NodeNicOptions nic_options;
+    nic_options.slow_ratio = options_.verdict.link_slow_ratio;
+    const NodeNicResult nic =
+        FindNodeNicFaults(figures, NodesOfRanks(*job), group_slow, nic_options);
+    if (!nic.faults.empty()) {
+      std::map<std::pair<uint32_t, uint32_t>, double> ratio_of;
+      for (const auto& l : slow) {
+        double& r = ratio_of[{l.key.src, l.key.dst}];
+        r = std::max(r, l.ratio);
+      }
+      for (const NodeNicFault& f : nic.faults) {
+        v.nodes.push_back(f.node);
+        for (size_t i = 0; i < f.links.size(); ++i) {
+          double& r = ratio_of[{f.links[i].src_rank(), f.links[i].dst_rank()}];
+          r = std::max(r, f.ratios[i]);
+        }
+      }
+      std::vector<std::pair<double, falcon::v1::Link>> all;
+      for (const auto& [k, r] : ratio_of) {
+        falcon::v1::Link l;
+        l.set_src_rank(k.first);
+        l.set_dst_rank(k.second);
+        all.push_back({r, l});
+      }
+      std::stable_sort(all.begin(), all.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      v.links.clear();
+      v.one_way_links.clear();
+      for (const auto& [r, l] : all) v.links.push_back(l);
+      v.ratio = all.front().first;
+      nic_text = DescribeNodeNicFaults(nic);
+    } else if (!nic.note.empty()) {
+      nic_text = nic.note;
+    }
+  }
   v.reason = absl::StrFormat(
-      "peer timing: %s over %d profiled iterations (%d links compared)%s; no validation pause",
-      absl::StrJoin(parts, ", "), profile.iterations, v.links_measured,
+      "peer timing: %s%s over %d profiled iterations (%d links compared)%s; no validation pause",
+      v.nodes.empty() ? "" : absl::StrCat(nic_text, "; "), absl::StrJoin(parts, ", "),
+      profile.iterations, v.links_measured,
       v.link_endpoints.empty()
           ? ""
           : absl::StrCat("; every measured link of rank(s) ", absl::StrJoin(v.link_endpoints, ","),
                          " is slow (its NIC or node)"));
+  if (v.nodes.empty() && !nic_text.empty()) absl::StrAppend(&v.reason, "; ", nic_text);
   if (!known.empty()) absl::StrAppend(&v.reason, "; ", known);
   return v;
 }
@@ -813,6 +927,7 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.ranks.clear();
     v.links.clear();
+    v.nodes.clear();
     v.ratio = 0;
   }
   // A culprit must be able to explain the slowdown (docs/algorithms.md#verdict): a part slowed
@@ -828,11 +943,14 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.ranks.clear();
     v.links.clear();
+    v.nodes.clear();
     v.ratio = 0;
   }
   e->set_cause(v.cause);
   e->clear_ranks();
   e->clear_links();
+  e->clear_nodes();
+  for (const std::string& n : v.nodes) e->add_nodes(n);
   if (v.cause == falcon::v1::CAUSE_UNKNOWN) {
     // Validation found no culprit; report the ranks whose own series slowed down, if any.
     for (const std::string& s : event->onset_series()) {
@@ -886,6 +1004,7 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
 std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v) {
   std::set<uint32_t> ranks;
   std::set<std::pair<uint32_t, uint32_t>> links;
+  std::set<std::string> nodes;  // Culprit nodes (node NIC faults): every link of theirs is known.
   for (const EventRecord* other : events_->ActiveEvents(event.event().job())) {
     const falcon::v1::Event& o = other->event();
     if (o.event_id() == event.event().event_id() || EventManager::AwaitsVerdict(o)) continue;
@@ -895,25 +1014,45 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
     }
     ranks.insert(o.ranks().begin(), o.ranks().end());
     for (const falcon::v1::Link& l : o.links()) links.insert({l.src_rank(), l.dst_rank()});
+    nodes.insert(o.nodes().begin(), o.nodes().end());
   }
-  if (ranks.empty() && links.empty()) return "";
+  if (ranks.empty() && links.empty() && nodes.empty()) return "";
+  RankNodes rank_nodes;
+  if (!nodes.empty()) {
+    if (const registry::JobEntry* job = registry_->Find(event.event().job())) {
+      rank_nodes = NodesOfRanks(*job);
+    }
+  }
+  auto on_known_node = [&](uint32_t r) {
+    auto it = rank_nodes.find(r);
+    return it != rank_nodes.end() && nodes.count(it->second) > 0;
+  };
   std::vector<uint32_t> dropped_ranks;
   std::vector<std::string> dropped_links;
+  std::vector<std::string> dropped_nodes;
   auto known_rank = [&](uint32_t r) {
     if (!ranks.count(r)) return false;
     dropped_ranks.push_back(r);
     return true;
   };
   auto known_link = [&](const falcon::v1::Link& l) {
-    if (!links.count({l.src_rank(), l.dst_rank()}) && !links.count({l.dst_rank(), l.src_rank()})) {
+    if (!links.count({l.src_rank(), l.dst_rank()}) && !links.count({l.dst_rank(), l.src_rank()}) &&
+        !on_known_node(l.src_rank()) && !on_known_node(l.dst_rank())) {
       return false;
     }
     dropped_links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
     return true;
   };
+  auto known_node = [&](const std::string& n) {
+    if (!nodes.count(n)) return false;
+    dropped_nodes.push_back(n);
+    return true;
+  };
   v->ranks.erase(std::remove_if(v->ranks.begin(), v->ranks.end(), known_rank), v->ranks.end());
   v->links.erase(std::remove_if(v->links.begin(), v->links.end(), known_link), v->links.end());
-  if (dropped_ranks.empty() && dropped_links.empty()) return "";
+  v->nodes.erase(std::remove_if(v->nodes.begin(), v->nodes.end(), known_node), v->nodes.end());
+  if (v->links.empty()) v->nodes.clear();  // A node's evidence is its links.
+  if (dropped_ranks.empty() && dropped_links.empty() && dropped_nodes.empty()) return "";
   if (v->cause == falcon::v1::CAUSE_COMPUTE && v->ranks.empty()) {
     v->cause = v->links.empty() ? falcon::v1::CAUSE_UNKNOWN : falcon::v1::CAUSE_COMMUNICATION;
   } else if (v->cause == falcon::v1::CAUSE_COMMUNICATION && v->links.empty()) {
@@ -922,6 +1061,7 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
   if (v->cause == falcon::v1::CAUSE_UNKNOWN) v->ratio = 0;
   std::string out = "known culprits of other active events left out:";
   if (!dropped_ranks.empty()) absl::StrAppend(&out, " rank ", absl::StrJoin(dropped_ranks, ","));
+  if (!dropped_nodes.empty()) absl::StrAppend(&out, " node ", absl::StrJoin(dropped_nodes, ","));
   if (!dropped_links.empty()) absl::StrAppend(&out, " link ", absl::StrJoin(dropped_links, ","));
   return out;
 }

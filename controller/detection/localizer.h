@@ -18,7 +18,10 @@
 //     disturb each other: GEMM on the suspect ranks and their peers (unless profiling blamed
 //     communication alone), then the link passes of every suspect comm (analysis
 //     PlanRingPasses, plus PlanTreePasses on a heap tree when tree_passes is on; one set for
-//     communicators over the same ranks). Validation ends when every expected
+//     communicators over the same ranks); a pair, and a group of more than two ranks on two
+//     nodes, with a reference communicator's (docs/algorithms.md#reference-links), and such a
+//     group also with its members' smallest communicators that reach a third node
+//     (docs/algorithms.md#node-nic-faults). Validation ends when every expected
 //     rank answered every task, or after task_timeout without any result (the unanswered tasks
 //     are given up). Event.validation_pause_ns: from the pause holding to the Resume.
 //  4. Verdict (verdict.h): cause, culprit ranks or links, slowdown; culprits that other active

@@ -51,7 +51,7 @@ std::vector<uint32_t> SlowEndpoints(const LinkTimes& links, double slow_ratio) {
 
 Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& tasks,
                         const std::vector<falcon::v1::ValidationResult>& results,
-                        const VerdictOptions& options) {
+                        const VerdictOptions& options, const RankNodes& nodes) {
   std::map<uint64_t, const falcon::controller::v1::PendingTask*> by_id;
   for (const auto& t : tasks) by_id[t.task().task_id()] = &t;
 
@@ -134,8 +134,24 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   auto by_ratio = [](const auto& a, const auto& b) { return a.first > b.first; };
   std::sort(slow_ranks.begin(), slow_ranks.end(), by_ratio);
   std::sort(slow_links.begin(), slow_links.end(), by_ratio);
+  // Node NIC faults: every measured link judged across communicators, by node pair
+  // (docs/algorithms.md#node-nic-faults); their ratios take part in the cause.
+  NodeNicResult nic;
+  double nic_ratio = 0;
+  if (!nodes.empty()) {
+    std::vector<LinkFigure> figures;
+    for (const auto& [comm, per_link] : links) {
+      for (const auto& [link, x] : per_link) figures.push_back({link.first, link.second, 1 / x});
+    }
+    std::vector<falcon::v1::Link> comm_slow;
+    for (const auto& [r, l] : slow_links) comm_slow.push_back(l);
+    NodeNicOptions nic_options;
+    nic_options.slow_ratio = options.link_slow_ratio;
+    nic = FindNodeNicFaults(figures, nodes, comm_slow, nic_options);
+    for (const NodeNicFault& f : nic.faults) nic_ratio = std::max(nic_ratio, f.ratios.front());
+  }
   const double rank_ratio = slow_ranks.empty() ? 0 : slow_ranks[0].first;
-  const double link_ratio = slow_links.empty() ? 0 : slow_links[0].first;
+  const double link_ratio = std::max(slow_links.empty() ? 0 : slow_links[0].first, nic_ratio);
 
   if (rank_ratio > 0 && rank_ratio >= link_ratio) {
     v.cause = falcon::v1::CAUSE_COMPUTE;
@@ -143,6 +159,36 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
     for (const auto& [r, rank] : slow_ranks) v.ranks.push_back(rank);
     v.reason = absl::StrFormat("GEMM on rank %d takes %.2fx the median of %d ranks", v.ranks[0],
                                rank_ratio, v.gemm_ranks_measured);
+  } else if (!nic.faults.empty()) {
+    // The named nodes' links and the communicators' slow links (each touching a named node).
+    v.cause = falcon::v1::CAUSE_COMMUNICATION;
+    std::map<std::pair<uint32_t, uint32_t>, double> ratio_of;
+    for (const auto& [r, l] : slow_links) ratio_of[{l.src_rank(), l.dst_rank()}] = r;
+    for (const NodeNicFault& f : nic.faults) {
+      v.nodes.push_back(f.node);
+      for (size_t i = 0; i < f.links.size(); ++i) {
+        double& r = ratio_of[{f.links[i].src_rank(), f.links[i].dst_rank()}];
+        r = std::max(r, f.ratios[i]);
+      }
+    }
+    std::vector<std::pair<double, falcon::v1::Link>> all;
+    for (const auto& [link, r] : ratio_of) {
+      falcon::v1::Link l;
+      l.set_src_rank(link.first);
+      l.set_dst_rank(link.second);
+      all.push_back({r, l});
+    }
+    std::stable_sort(all.begin(), all.end(), by_ratio);
+    for (const auto& [r, l] : all) v.links.push_back(l);
+    v.ratio = all.front().first;
+    v.reason = DescribeNodeNicFaults(nic);
+    if (!slow_links.empty()) {
+      absl::StrAppendFormat(&v.reason,
+                            "; per communicator, link %d->%d takes %.2fx the median of its "
+                            "communicator's links",
+                            slow_links[0].second.src_rank(), slow_links[0].second.dst_rank(),
+                            slow_links[0].first);
+    }
   } else if (link_ratio > 0) {
     v.cause = falcon::v1::CAUSE_COMMUNICATION;
     v.ratio = link_ratio;
@@ -171,10 +217,12 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
                             "than separate links",
                             rank);
     }
+    if (!nic.note.empty()) absl::StrAppend(&v.reason, "; ", nic.note);
   } else {
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.reason = absl::StrCat("no slow GEMM among ", v.gemm_ranks_measured,
                             " ranks and no slow link among ", v.links_measured, " links");
+    if (!nic.note.empty()) absl::StrAppend(&v.reason, "; ", nic.note);
   }
   return v;
 }

@@ -1,7 +1,10 @@
 #include "controller/detection/verdict.h"
 
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace falcon::controller::detection {
@@ -164,6 +167,70 @@ TEST(VerdictTest, EveryLinkOfOneRankSlowNamesTheRank) {
   ASSERT_EQ(v.links.size(), 1u);
   EXPECT_EQ(v.links[0].src_rank(), 3u);
   EXPECT_TRUE(v.link_endpoints.empty()) << v.reason;
+}
+
+// The demo's node NIC fault: DP=4 x PP=2 on 4 nodes (rank r on node r / 2), node 2's NIC (ranks
+// 4, 5) at a quarter. Validation measures stage 1's DP group {4, 5, 6, 7} (ring and tree, both
+// ways) and the pipeline pairs 0-4, 1-5 with their reference pairs 2-6, 3-7. Every cross-node link
+// of the DP group touches node 2, so its median is a slow link and the group alone finds nothing;
+// judged by node pair, node 2 is named, with its 12 links to other nodes as the evidence.
+TEST(VerdictTest, ANodeWhoseNicIsSlowIsNamed) {
+  RankNodes nodes;
+  for (uint32_t r = 0; r < 8; ++r) nodes[r] = absl::StrCat("node-", r / 2);
+  auto ns = [&](uint32_t src, uint32_t dst) -> int64_t {
+    if (src / 2 == dst / 2) return 250;             // Loopback.
+    if (src / 2 == 2 || dst / 2 == 2) return 4000;  // Through node 2's NIC.
+    return 1000 + src;
+  };
+  std::vector<ValidationResult> results;
+  for (uint32_t r = 0; r < 8; ++r) results.push_back(GemmResult(1, r, 1000));
+  for (auto [a, b] :
+       std::vector<std::pair<uint32_t, uint32_t>>{{4, 5}, {5, 6}, {6, 7}, {7, 4}, {6, 4}, {7, 5}}) {
+    results.push_back(LinkResult(2, a, b, ns(a, b)));
+    results.push_back(LinkResult(2, b, a, ns(b, a)));
+  }
+  std::vector<PendingTask> tasks = {Gemm(1), Pass(2, 1001)};
+  // Pairs 0-4 (comm 2000) and 1-5 (2001), references 2-6 (2002) and 3-7 (2003).
+  for (uint32_t d = 0; d < 4; ++d) {
+    results.push_back(LinkResult(3 + d, d, d + 4, ns(d, d + 4)));
+    results.push_back(LinkResult(3 + d, d + 4, d, ns(d + 4, d)));
+    PendingTask t = Pass(3 + d, 2000 + d);
+    if (d >= 2) t.set_compare_with_comm(2000 + d - 2);
+    tasks.push_back(t);
+  }
+
+  // Without the nodes: the pipeline pairs' four links, not node 2's NIC.
+  const Verdict links = JudgeValidation(tasks, results, {});
+  EXPECT_EQ(links.cause, falcon::v1::CAUSE_COMMUNICATION) << links.reason;
+  EXPECT_EQ(links.links.size(), 4u);
+  EXPECT_TRUE(links.nodes.empty());
+
+  const Verdict v = JudgeValidation(tasks, results, {}, nodes);
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION) << v.reason;
+  EXPECT_EQ(v.nodes, std::vector<std::string>{"node-2"});
+  EXPECT_EQ(v.links.size(), 12u);
+  for (const falcon::v1::Link& l : v.links) {
+    EXPECT_TRUE(l.src_rank() / 2 == 2 || l.dst_rank() / 2 == 2) << l.ShortDebugString();
+    EXPECT_NE(l.src_rank() / 2, l.dst_rank() / 2) << l.ShortDebugString();
+  }
+  EXPECT_NEAR(v.ratio, 4000.0 / 1002.0, 0.01);  // Over the reference node pair (1, 3).
+  EXPECT_TRUE(v.one_way_links.empty());
+  EXPECT_EQ(v.reason.rfind("NIC of node node-2: all 12 measured links to other nodes are slow", 0),
+            0u)
+      << v.reason;
+
+  // Only one of node 2's links slow: a link verdict, no node.
+  for (ValidationResult& r : results) {
+    for (falcon::v1::LinkTiming& l : *r.mutable_links()) {
+      const bool slow = l.link().src_rank() == 0 && l.link().dst_rank() == 4;
+      if (l.duration_ns() == 4000 && !slow) l.set_duration_ns(1000);
+    }
+  }
+  const Verdict one = JudgeValidation(tasks, results, {}, nodes);
+  EXPECT_EQ(one.cause, falcon::v1::CAUSE_COMMUNICATION) << one.reason;
+  EXPECT_TRUE(one.nodes.empty());
+  ASSERT_EQ(one.links.size(), 1u);
+  EXPECT_EQ(one.links[0].src_rank(), 0u);
 }
 
 TEST(VerdictTest, NothingSlowOrErrorsIsUnknown) {

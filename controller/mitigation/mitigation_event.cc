@@ -24,10 +24,7 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     common::ErrorCounter* errors, bool rebuild) {
   const registry::JobEntry* job = actions.FindJob(event.job());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", event.job(), "' unknown"));
-  Culprit culprit;
-  culprit.cause = event.cause();
-  culprit.ranks.assign(event.ranks().begin(), event.ranks().end());
-  culprit.links.assign(event.links().begin(), event.links().end());
+  Culprit culprit = CulpritOf(event, *job);
   const settings::EffectiveSettings settings = actions.Settings(event.job());
   absl::Duration healthy = absl::Nanoseconds(event.healthy_iteration_time_ns());
   absl::Duration slow = absl::Nanoseconds(event.slow_iteration_time_ns());

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -67,6 +69,26 @@ absl::StatusOr<absl::Duration> Predict(const JobShape& shape, const std::vector<
 }
 
 }  // namespace
+
+Culprit CulpritOf(const falcon::v1::Event& event, const registry::JobEntry& job) {
+  Culprit c;
+  c.cause = event.cause();
+  c.ranks.assign(event.ranks().begin(), event.ranks().end());
+  c.links.assign(event.links().begin(), event.links().end());
+  c.nodes.assign(event.nodes().begin(), event.nodes().end());
+  c.node_ranks = RanksOfNodes(c.nodes, job);
+  c.slowdown_ratio = std::max(1.0, event.slowdown_ratio());
+  return c;
+}
+
+std::vector<uint32_t> RanksOfNodes(const std::vector<std::string>& nodes,
+                                   const registry::JobEntry& job) {
+  std::set<uint32_t> out;
+  for (const std::string& n : nodes) {
+    for (uint32_t r : job.RanksOnNode(n)) out.insert(r);
+  }
+  return std::vector<uint32_t>(out.begin(), out.end());
+}
 
 std::vector<uint32_t> EvenSplit(int64_t global_micro_batches, int dp, int pp) {
   std::vector<uint32_t> m(std::max(dp, 0), 0);
@@ -195,10 +217,11 @@ falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout
 
 absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::Duration healthy,
                               const std::vector<Culprit>& others) {
-  // Every slow link and rank the job's active events know: the layout avoids them all.
+  // Every slow link, node and rank the job's active events know: the layout avoids them all.
   Culprit culprit = own;
   for (const Culprit& o : others) {
     culprit.links.insert(culprit.links.end(), o.links.begin(), o.links.end());
+    culprit.nodes.insert(culprit.nodes.end(), o.nodes.begin(), o.nodes.end());
     if (o.cause == falcon::v1::CAUSE_COMPUTE) {
       culprit.ranks.insert(culprit.ranks.end(), o.ranks.begin(), o.ranks.end());
     }
@@ -224,6 +247,24 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::D
     links.push_back(
         {static_cast<int32_t>(k.src_rank()), static_cast<int32_t>(k.dst_rank()), link_slowdown});
   }
+  // A slow NIC slows the node's links to every other node (docs/algorithms.md#node-nic-faults):
+  // one link per node pair stands for them (the planner judges node pairs).
+  const std::set<std::string> slow_nodes(culprit.nodes.begin(), culprit.nodes.end());
+  std::map<std::string, int32_t> first_rank;  // Node -> its lowest rank in the layout.
+  for (const analysis::plan::RankPlacement& p : l.ranks()) {
+    auto [it, inserted] = first_rank.emplace(p.node, p.rank);
+    if (!inserted) it->second = std::min(it->second, p.rank);
+  }
+  std::vector<std::string> nic_notes;
+  for (const std::string& n : slow_nodes) {
+    auto self = first_rank.find(n);
+    if (self == first_rank.end()) continue;
+    for (const auto& [other, rank] : first_rank) {
+      if (other != n) links.push_back({self->second, rank, link_slowdown});
+    }
+    nic_notes.push_back(absl::StrCat("node ", n, "'s NIC: its links to ", first_rank.size() - 1,
+                                     " other nodes count as slow"));
+  }
   std::vector<analysis::plan::SlowRank> ranks;
   const double s = CulpritStageSlowdown(culprit, m, P);
   for (uint32_t r : culprit.ranks) {
@@ -248,15 +289,32 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::D
       t->slow_links_in_dp_after, t->slow_links_in_pp_before, t->slow_links_in_pp_after,
       t->straggler_stages_before, t->straggler_stages_after, Secs(t->after.iteration),
       Secs(t->before.iteration), t->notes.empty() ? "" : "; ", absl::StrJoin(t->notes, "; "));
+  for (const std::string& note : nic_notes) absl::StrAppend(&plan.summary, "; ", note);
   return plan;
 }
 
 std::vector<uint32_t> S4Excluded(const Culprit& culprit) {
   std::set<uint32_t> out(culprit.ranks.begin(), culprit.ranks.end());
   if (culprit.cause == falcon::v1::CAUSE_COMMUNICATION) {
-    for (const falcon::v1::Link& k : culprit.links) out.insert(k.dst_rank());
+    const std::set<uint32_t> on_nodes(culprit.node_ranks.begin(), culprit.node_ranks.end());
+    out.insert(on_nodes.begin(), on_nodes.end());
+    for (const falcon::v1::Link& k : culprit.links) {
+      // A link of a culprit node is its NIC's evidence: the node's ranks go, not the far end.
+      if (on_nodes.count(k.src_rank()) > 0 || on_nodes.count(k.dst_rank()) > 0) continue;
+      out.insert(k.dst_rank());
+    }
   }
   return std::vector<uint32_t>(out.begin(), out.end());
+}
+
+std::string S4Summary(const Culprit& culprit) {
+  std::string out =
+      absl::StrCat("restart without ranks [", absl::StrJoin(S4Excluded(culprit), ", "), "]");
+  if (culprit.cause == falcon::v1::CAUSE_COMMUNICATION && !culprit.nodes.empty()) {
+    absl::StrAppend(&out, " (every rank of node ", absl::StrJoin(culprit.nodes, ", node "),
+                    culprit.nodes.size() == 1 ? ", its NIC)" : ", their NICs)");
+  }
+  return out;
 }
 
 absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
@@ -345,8 +403,7 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
         absl::StrAppend(&reason, "; not applicable: ", p.status().message());
       }
     } else if (rung.strategy == falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART) {
-      absl::StrAppend(&reason, "; restart without ranks [",
-                      absl::StrJoin(S4Excluded(culprit), ", "), "]");
+      absl::StrAppend(&reason, "; ", S4Summary(culprit));
     }
     a.set_reason(std::move(reason));
     *out.add_actions() = std::move(a);

@@ -31,12 +31,24 @@ namespace falcon::controller::mitigation {
 struct Culprit {
   falcon::v1::Cause cause = falcon::v1::CAUSE_UNKNOWN;
   std::vector<uint32_t> ranks;          // Compute culprits.
-  std::vector<falcon::v1::Link> links;  // Communication culprits.
-  double slowdown_ratio = 1.0;          // Slow / healthy job iteration time, > 1.
+  std::vector<falcon::v1::Link> links;  // Communication culprits (with nodes: the evidence).
+  // Communication: nodes whose NIC is slow (Event.nodes, docs/algorithms.md#node-nic-faults), and
+  // every rank registered on them, ascending (CulpritOf). S3 treats every link between such a
+  // node and another node as slow; S4 restarts without node_ranks.
+  std::vector<std::string> nodes;
+  std::vector<uint32_t> node_ranks;
+  double slowdown_ratio = 1.0;  // Slow / healthy job iteration time, > 1.
   // A compute culprit's stage slowdown measured directly (its compute time per micro-batch over
   // its stage peers'); 0 = not measured, derive it from slowdown_ratio (StageSlowdown).
   double measured_stage_slowdown = 0;
 };
+
+// The culprit `event` names (cause, ranks, links, nodes), with the ranks `job` has on its nodes;
+// slowdown_ratio from the event (at least 1).
+Culprit CulpritOf(const falcon::v1::Event& event, const registry::JobEntry& job);
+// Every rank `job` registered on one of `nodes`, ascending (Culprit::node_ranks).
+std::vector<uint32_t> RanksOfNodes(const std::vector<std::string>& nodes,
+                                   const registry::JobEntry& job);
 
 // The job as the planners see it.
 struct JobShape {
@@ -86,16 +98,20 @@ struct S3Plan {
   bool improves = false;  // The layout changed and is predicted faster.
   std::string summary;    // Moves, slow links in DP before/after, notes.
 };
-// S3: takes slow links out of DP (and PP) traffic, packs slow ranks into few stages. `others`:
-// the culprits of the job's other active events, whose links and compute ranks it avoids too.
+// S3: takes slow links out of DP (and PP) traffic, packs slow ranks into few stages. A culprit
+// node's links to every other node of the layout count as slow links (its NIC). `others`: the
+// culprits of the job's other active events, whose links, nodes and compute ranks it avoids too.
 absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit, absl::Duration healthy,
                               const std::vector<Culprit>& others = {});
 
 // The complete assignment of `layout` (one entry per rank, tp_index as in the layout).
 falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout);
 
-// Ranks S4 leaves out: the compute culprits; for a link, its destination rank (one side).
+// Ranks S4 leaves out, ascending: the compute culprits; every rank of a culprit node
+// (node_ranks); for a link touching no culprit node, its destination rank (one side).
 std::vector<uint32_t> S4Excluded(const Culprit& culprit);
+// "restart without ranks [4, 5]", then " (every rank of node node-2, its NIC)" for culprit nodes.
+std::string S4Summary(const Culprit& culprit);
 
 // Where an event stands on its ladder, for DryRun.
 struct LadderState {

@@ -96,6 +96,100 @@ TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpGroup) {
   EXPECT_EQ(p->layout.pp_size(), 2);
 }
 
+falcon::v1::Link L(uint32_t src, uint32_t dst) {
+  falcon::v1::Link l;
+  l.set_src_rank(src);
+  l.set_dst_rank(dst);
+  return l;
+}
+
+// node2's NIC (docs/algorithms.md#node-nic-faults), with its links to node0 and node3 as the
+// evidence.
+Culprit Node2Nic() {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMMUNICATION;
+  c.nodes = {"node2"};
+  c.node_ranks = {4, 5};
+  c.links = {L(5, 6), L(6, 5), L(7, 4), L(4, 7), L(0, 4), L(4, 0), L(1, 5), L(5, 1)};
+  c.slowdown_ratio = 2.0;
+  return c;
+}
+
+TEST(PlannerTest, S4ExcludesEveryRankOfACulpritNode) {
+  Culprit c = Node2Nic();
+  // Not the far ends of its links (6, 7, 0, 1): those nodes are fine.
+  EXPECT_EQ(S4Excluded(c), (std::vector<uint32_t>{4, 5}));
+  EXPECT_EQ(S4Summary(c), "restart without ranks [4, 5] (every rank of node node2, its NIC)");
+  // A slow link elsewhere still loses its destination.
+  c.links.push_back(L(0, 2));
+  EXPECT_EQ(S4Excluded(c), (std::vector<uint32_t>{2, 4, 5}));
+  // Links alone: their destinations, as before.
+  Culprit links;
+  links.cause = falcon::v1::CAUSE_COMMUNICATION;
+  links.links = {L(0, 4), L(1, 5)};
+  EXPECT_EQ(S4Excluded(links), (std::vector<uint32_t>{4, 5}));
+  EXPECT_EQ(S4Summary(links), "restart without ranks [4, 5]");
+}
+
+TEST(PlannerTest, S3CannotKeepDpTrafficOffANicWhoseNodeHoldsPartOfAStage) {
+  // node2 holds half of stage 1: its DP group crosses node2's NIC in any layout.
+  absl::StatusOr<S3Plan> p = PlanS3(Shape(), Node2Nic(), absl::Milliseconds(100));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->improves) << p->summary;
+  EXPECT_NE(p->summary.find("node node2's NIC: its links to 3 other nodes count as slow"),
+            std::string::npos)
+      << p->summary;
+}
+
+TEST(PlannerTest, S3MovesDpTrafficOffASlowNic) {
+  // DP=2 x PP=3, rank r at dp = r % 2, pp = r / 2: n0 = {0, 2} (replica 0's stages 0 and 1),
+  // n1 = {1, 3}, n2 = {4, 5} (stage 2). n0's NIC carries the DP all-reduce of stages 0 and 1.
+  std::vector<analysis::plan::RankPlacement> ranks;
+  for (int r = 0; r < 6; ++r) {
+    analysis::plan::RankPlacement p;
+    p.rank = r;
+    p.dp = r % 2;
+    p.pp = r / 2;
+    p.node = r >= 4 ? "n2" : (r % 2 == 0 ? "n0" : "n1");
+    ranks.push_back(p);
+  }
+  JobShape shape;
+  shape.layout = *analysis::plan::Layout::Create(ranks);
+  shape.global_micro_batches = 12;
+  shape.micro_batches = EvenSplit(12, 2, 3);
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMMUNICATION;
+  c.nodes = {"n0"};
+  c.node_ranks = {0, 2};
+  c.links = {L(0, 1), L(1, 0), L(2, 3), L(3, 2), L(2, 4), L(4, 2)};
+  c.slowdown_ratio = 1.5;
+  absl::StatusOr<S3Plan> p = PlanS3(shape, c, absl::Milliseconds(100));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->improves) << p->summary;
+  EXPECT_NE(p->summary.find("slow links in DP 1 -> 0"), std::string::npos) << p->summary;
+  // n0 now holds one whole stage: its DP all-reduce stays inside the node.
+  EXPECT_EQ(p->layout.at(0).pp, p->layout.at(2).pp);
+  EXPECT_NE(p->layout.at(0).dp, p->layout.at(2).dp);
+}
+
+TEST(PlannerTest, DryRunOfANodeNicGoesS1S3S4WithoutTheNode) {
+  LadderState state;
+  state.iteration = 100;
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> r =
+      DryRun(Shape(), settings::EffectiveSettings(), Node2Nic(), absl::Milliseconds(100),
+             absl::FromUnixSeconds(1000), state);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->actions_size(), 3);  // Communication: no S2.
+  EXPECT_EQ(r->actions(1).strategy(), falcon::v1::STRATEGY_S3_TOPOLOGY);
+  EXPECT_NE(r->actions(1).reason().find("no better layout"), std::string::npos)
+      << r->actions(1).reason();
+  EXPECT_EQ(r->actions(2).strategy(), falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART);
+  EXPECT_NE(r->actions(2).reason().find(
+                "restart without ranks [4, 5] (every rank of node node2, its NIC)"),
+            std::string::npos)
+      << r->actions(2).reason();
+}
+
 TEST(PlannerTest, DryRunLadderInCostOrderWithReasons) {
   settings::EffectiveSettings s;
   s.s3_enabled = false;

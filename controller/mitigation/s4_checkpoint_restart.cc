@@ -15,7 +15,7 @@ absl::StatusOr<PlannedDirective> S4CheckpointRestart::Plan(
   if (absl::Status s = ctx.CheckNotImbalance(actions); !s.ok()) return s;
   const std::vector<uint32_t> excluded = S4Excluded(ctx.culprit);
   PlannedDirective out;
-  out.summary = absl::StrCat("restart without ranks [", absl::StrJoin(excluded, ", "), "]");
+  out.summary = S4Summary(ctx.culprit);
   out.directive.set_reason(absl::StrCat(step.reason, "; ", out.summary));
   const registry::JobEntry* job = actions.FindJob(ctx.job);
   out.directive.set_plan_version((job != nullptr ? job->job().plan_version() : 0) + 1);

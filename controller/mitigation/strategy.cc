@@ -21,7 +21,10 @@ EventContext::EventContext(uint64_t event_id, std::string job, Culprit culprit,
 std::string EventContext::Subject() const {
   std::string s = absl::StrCat("job=", job, " event=", event_id);
   if (!culprit.ranks.empty()) absl::StrAppend(&s, " rank=", absl::StrJoin(culprit.ranks, ","));
-  if (!culprit.links.empty()) {
+  if (!culprit.nodes.empty()) {
+    absl::StrAppend(&s, " node=", absl::StrJoin(culprit.nodes, ","),
+                    " links=", culprit.links.size());
+  } else if (!culprit.links.empty()) {
     absl::StrAppend(
         &s, " link=", absl::StrJoin(culprit.links, ",", [](std::string* out, const auto& l) {
           absl::StrAppend(out, l.src_rank(), "->", l.dst_rank());

@@ -58,7 +58,8 @@ struct EventContext {
   // Event.validation_ratio: the culprit's slowdown as validation measured it (0 none).
   double validation_ratio = 0;
 
-  // "job=<job> event=<id> rank=<r>[,<r>...]" or "... link=<a>-><b>[,...]", for log lines.
+  // "job=<job> event=<id> rank=<r>[,<r>...]", "... link=<a>-><b>[,...]" or, for culprit nodes,
+  // "... node=<n>[,...] links=<count of evidence links>", for log lines.
   std::string Subject() const;
   // The job's shape with the layout in force and `micro_batches` (see ShapeOf).
   absl::StatusOr<JobShape> Shape(const registry::JobEntry& job,

@@ -116,6 +116,15 @@ std::vector<const CommInfo*> JobEntry::CommsOfRank(uint32_t rank) const {
   return out;
 }
 
+std::vector<uint32_t> JobEntry::RanksOnNode(const std::string& node) const {
+  std::vector<uint32_t> out;
+  if (node.empty() || node_ranks_.count(node) == 0) return out;
+  for (uint32_t r : ranks_) {
+    if (rank_slots_.at(r).info.node() == node) out.push_back(r);
+  }
+  return out;
+}
+
 falcon::v1::Job JobEntry::View() const {
   falcon::v1::Job view = record_.job();
   for (uint32_t r : ranks_) *view.add_ranks() = rank_slots_.at(r).info;

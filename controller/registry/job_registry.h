@@ -91,6 +91,9 @@ class JobEntry {
   bool HasUnhintedComms() const { return unhinted_comms_ > 0; }
   // Comms whose members include `rank`, by id.
   std::vector<const CommInfo*> CommsOfRank(uint32_t rank) const;
+  // Registered ranks whose RankInfo.node is `node`, ascending; empty for "" or an unknown node.
+  // Costs what the job holds.
+  std::vector<uint32_t> RanksOnNode(const std::string& node) const;
 
   // Records observed op kinds on a comm; infers its role again. True when a role changed.
   bool ObserveTraffic(uint64_t comm_id, uint64_t p2p_ops, uint64_t collective_ops);

@@ -40,6 +40,9 @@ TEST(JobRegistryTest, MergesNodesIntoOneJob) {
   EXPECT_TRUE(job->FindComm(1000)->HasMember(1));
   EXPECT_FALSE(job->FindComm(1000)->HasMember(2));
   EXPECT_EQ(job->CommsOfRank(0).size(), 3u);  // world, dp.pp0, pp.dp0
+  EXPECT_EQ(job->RanksOnNode("node-1"), (std::vector<uint32_t>{2, 3}));
+  EXPECT_TRUE(job->RanksOnNode("node-9").empty());
+  EXPECT_TRUE(job->RanksOnNode("").empty());
   EXPECT_EQ(job->job().dp_size(), 2u);
   EXPECT_EQ(job->job().pp_size(), 2u);
   EXPECT_FALSE(job->HasUnhintedComms());

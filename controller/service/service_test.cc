@@ -149,6 +149,9 @@ TEST_F(ServiceTest, EveryControlRpcValidatesItsInput) {
     q.add_slow_ranks(7);
     ExpectError(CALL(DryRunPlan, q, r), kBad, "slow_ranks[0]");
     q.clear_slow_ranks();
+    q.add_slow_nodes("node-9");
+    ExpectError(CALL(DryRunPlan, q, r), kBad, "slow_nodes[0]");
+    q.clear_slow_nodes();
     q.set_slowdown_ratio(-1);
     ExpectError(CALL(DryRunPlan, q, r), kBad, "slowdown_ratio");
     q.set_slowdown_ratio(1.5);

@@ -17,15 +17,21 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/help/flags_help.h"
+#include "cluster/netns.h"
 #include "common/logging/logging.h"
 #include "deploy/demo/local_cluster_runner.h"
 #include "deploy/demo/report_files.h"
 #include "deploy/demo/runner.h"
 
 ABSL_FLAG(std::string, scenario, "compute-link",
-          "what to inject: compute-link (default), healthy, compute, link, blip, contention, "
-          "restart");
+          "what to inject: compute-link (default), healthy, compute, link, dp-link, nic, nic-s4 "
+          "(netns only), clears, blip, contention, restart");
 ABSL_FLAG(std::string, layout, "4x2", "DPxPP of the reference trainer");
+ABSL_FLAG(std::string, cluster, "",
+          "netns: every emulated node a network namespace of its own, faults applied from outside "
+          "the job by the kernel fault driver (needs root with CAP_NET_ADMIN); loopback: all on "
+          "127.0.0.1, faults injected inside the trainer; default: netns where it can be created, "
+          "else loopback");
 ABSL_FLAG(int, nodes, 4, "emulated nodes (one agent each); must divide DP x PP");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(180),
           "training time budget; the run is sized to it and stopped at 1.5x it + 30s");
@@ -43,7 +49,8 @@ namespace {
 constexpr char kUsage[] =
     "falcon_demo: trains the reference job on a local emulated cluster, injects the scenario's "
     "fail-slows and writes a report folder.\n"
-    "usage: falcon_demo [--scenario NAME] [--layout DxP] [--nodes N] [--duration 180s]\n"
+    "usage: falcon_demo [--scenario NAME] [--cluster netns|loopback] [--layout DxP] [--nodes N]\n"
+    "                   [--duration 180s]\n"
     "                   [--iterations N] [--emulated_compute_ms MS] [--micro-batches M]\n"
     "                   [--s3_cost_seconds S] [--out DIR] [--json-report PATH]\n"
     "Flag names take dashes or underscores alike (--json-report = --json_report).\n";
@@ -125,8 +132,27 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  const std::string cluster_flag = absl::GetFlag(FLAGS_cluster);
+  if (cluster_flag != "" && cluster_flag != "netns" && cluster_flag != "loopback") {
+    std::cerr << "falcon_demo: --cluster must be netns or loopback, got '" << cluster_flag << "'\n";
+    return 2;
+  }
+  bool netns = cluster_flag != "loopback";
+  if (netns) {
+    if (absl::Status s = falcon::cluster::CheckNetnsSupport(); !s.ok()) {
+      if (cluster_flag == "netns") {
+        std::cerr << "falcon_demo: --cluster netns: " << s.message() << "\n";
+        return 2;
+      }
+      std::cout << "falcon demo: no netns cluster here (" << s.message()
+                << "); running on the loopback cluster with faults injected inside the trainer\n";
+      netns = false;
+    }
+  }
   absl::StatusOr<falcon::deploy::demo::Scenario> scenario = falcon::deploy::demo::MakeScenario(
-      absl::GetFlag(FLAGS_scenario), *layout, absl::GetFlag(FLAGS_nodes), iterations);
+      absl::GetFlag(FLAGS_scenario), *layout, absl::GetFlag(FLAGS_nodes), iterations,
+      netns ? falcon::deploy::demo::FaultInjection::kKernel
+            : falcon::deploy::demo::FaultInjection::kInProcess);
   if (!scenario.ok()) {
     std::cerr << "falcon_demo: " << scenario.status().message() << "\n";
     return 2;
@@ -178,8 +204,13 @@ int main(int argc, char** argv) {
             << " on " << options.scenario.nodes << " emulated nodes, " << iterations
             << " iterations planned\n";
   for (const auto& f : options.scenario.faults) std::cout << "  inject: " << f.Describe() << "\n";
-  std::cout << "  warning: plaintext gRPC on 127.0.0.1 (no TLS between the demo's controller, "
-               "agents and falconctl); a cluster uses mutual TLS (docs/operations.md#tls)\n";
+  std::cout << "  cluster: "
+            << (netns ? "netns (one network namespace per node on a bridge; faults from the "
+                        "kernel fault driver, outside the job)"
+                      : "loopback (faults injected inside the trainer)")
+            << "\n";
+  std::cout << "  warning: plaintext gRPC (no TLS between the demo's controller, agents and "
+               "falconctl); a cluster uses mutual TLS (docs/operations.md#tls)\n";
   std::cout << "  logs and controller data: " << options.work_dir << "\n"
             << "live: time, iteration, iteration time, job state, active event (Ctrl-C stops)"
             << std::endl;

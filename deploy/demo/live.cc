@@ -27,7 +27,10 @@ std::string LiveLine(double elapsed_s, const falcon::v1::Job& job,
   }
   std::vector<std::string> culprit;
   for (uint32_t r : e->ranks()) culprit.push_back(absl::StrCat("rank ", r));
+  // A node NIC fault names the node; its links are the evidence.
+  for (const std::string& n : e->nodes()) culprit.push_back(absl::StrCat(n, "'s NIC"));
   for (const auto& l : e->links()) {
+    if (e->nodes_size() > 0) break;
     culprit.push_back(absl::StrCat("link ", l.src_rank(), "->", l.dst_rank()));
   }
   if (culprit.size() > 3) {

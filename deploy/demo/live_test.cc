@@ -52,6 +52,24 @@ TEST(LiveLineTest, LongCulpritListsAreShortened) {
   EXPECT_NE(line.find("rank 0, rank 1, +6 more"), std::string::npos) << line;
 }
 
+TEST(LiveLineTest, ANodeNicFaultShowsTheNodeNotItsLinks) {
+  falcon::v1::Event e;
+  e.set_event_id(3);
+  e.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  e.set_slowdown_ratio(1.6);
+  e.set_state(falcon::v1::EVENT_STATE_LOCALIZED);
+  e.add_nodes("node2");
+  for (uint32_t peer : {0, 1, 6, 7}) {
+    auto* l = e.add_links();
+    l->set_src_rank(4);
+    l->set_dst_rank(peer);
+  }
+  std::string line = LiveLine(1, falcon::v1::Job(), {e});
+  EXPECT_NE(line.find("event 3 COMMUNICATION node2's NIC x1.60 [LOCALIZED]"), std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("link"), std::string::npos) << line;
+}
+
 TEST(LiveLineTest, StartingJob) {
   EXPECT_NE(LiveLine(0, falcon::v1::Job(), {}).find("STARTING"), std::string::npos);
 }

@@ -1,8 +1,17 @@
 #include "deploy/demo/local_cluster_runner.h"
 
+#include <map>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "chaos/driver.h"
+#include "chaos/fault_spec.h"
+#include "chaos/record.h"
+#include "chaos/runner.h"
+#include "common/clock.h"
+#include "glog/logging.h"
 #include "tests/harness/local_cluster.h"
 
 namespace falcon::deploy::demo {
@@ -12,6 +21,46 @@ class LocalClusterAdapter : public Cluster {
  public:
   explicit LocalClusterAdapter(std::unique_ptr<tests::harness::LocalCluster> cluster)
       : cluster_(std::move(cluster)), stub_(cluster_->NewControlStub()) {}
+
+  // Starts the kernel fault driver on the cluster (netns clusters).
+  absl::Status StartFaultDriver() {
+    runner_ = chaos::NewRealRunner();
+    chaos::DriverOptions o;
+    o.rank_table_path = cluster_->rank_table_path();
+    o.record_path = cluster_->work_dir() + "/ground_truth.json";
+    absl::StatusOr<std::unique_ptr<chaos::Driver>> driver =
+        chaos::Driver::Create(cluster_->cluster_spec(), o, runner_.get(), &clock_);
+    if (!driver.ok()) return driver.status();
+    driver_ = *std::move(driver);
+    return absl::OkStatus();
+  }
+
+  bool InjectsFaults() override { return driver_ != nullptr; }
+
+  absl::Status ApplyFault(int index, const InjectedFault& fault, int64_t iteration) override {
+    if (driver_ == nullptr) return Cluster::ApplyFault(index, fault, iteration);
+    absl::StatusOr<chaos::FaultSpec> spec =
+        chaos::ParseFaultSpec(fault.ToSpec(), chaos::OnlineCpus());
+    if (!spec.ok()) return spec.status();
+    absl::StatusOr<int> id = driver_->Apply(*spec, iteration);
+    if (!id.ok()) return id.status();
+    ids_[index] = *id;
+    return absl::OkStatus();
+  }
+
+  absl::Status RemoveFault(int index, int64_t iteration) override {
+    if (driver_ == nullptr) return Cluster::RemoveFault(index, iteration);
+    auto it = ids_.find(index);
+    if (it == ids_.end())
+      return absl::NotFoundError(absl::StrCat("fault ", index, " was never applied"));
+    return driver_->Remove(it->second, iteration);
+  }
+
+  std::string TrainerJsonLog() override { return cluster_->trainer_json_log(); }
+
+  std::string FaultRecordJson() override {
+    return driver_ == nullptr ? "" : chaos::RecordToJson(driver_->record());
+  }
 
   falcon::v1::Control::StubInterface* control() override { return stub_.get(); }
 
@@ -23,9 +72,19 @@ class LocalClusterAdapter : public Cluster {
 
   bool TrainerExited() override { return !cluster_->TrainerRunning(); }
 
-  void Stop() override { cluster_->Stop(); }
+  void Stop() override {
+    if (driver_ != nullptr) {
+      // Nothing of a fault outlives the run (the driver logs what it cannot remove).
+      if (absl::Status s = driver_->RemoveAll(); !s.ok()) LOG(WARNING) << "fault driver: " << s;
+    }
+    cluster_->Stop();
+  }
 
  private:
+  common::RealClock clock_;
+  std::unique_ptr<chaos::Runner> runner_;
+  std::unique_ptr<chaos::Driver> driver_;
+  std::map<int, int> ids_;  // Scenario fault index -> driver fault id.
   std::unique_ptr<tests::harness::LocalCluster> cluster_;
   std::unique_ptr<falcon::v1::Control::Stub> stub_;
 };
@@ -48,6 +107,7 @@ ClusterFactory LocalClusterFactory() {
       options.trainer_args.push_back(a);
     }
     options.controller_args = spec.controller_args;
+    options.make_netns = spec.netns;
     if (!spec.work_dir.empty()) {
       options.work_dir = spec.work_dir;
       options.keep_work_dir = true;
@@ -55,7 +115,14 @@ ClusterFactory LocalClusterFactory() {
     absl::StatusOr<std::unique_ptr<tests::harness::LocalCluster>> cluster =
         tests::harness::LocalCluster::Start(std::move(options));
     if (!cluster.ok()) return cluster.status();
-    return std::unique_ptr<Cluster>(new LocalClusterAdapter(*std::move(cluster)));
+    auto adapter = std::make_unique<LocalClusterAdapter>(*std::move(cluster));
+    if (spec.netns) {
+      if (absl::Status s = adapter->StartFaultDriver(); !s.ok()) {
+        adapter->Stop();
+        return s;
+      }
+    }
+    return std::unique_ptr<Cluster>(std::move(adapter));
   };
 }
 

@@ -1,14 +1,18 @@
 #include "deploy/demo/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "analysis/plan/micro_batch_solver.h"
 #include "common/stats.h"
 
 namespace falcon::deploy::demo {
@@ -34,6 +38,9 @@ struct Span {
 };
 
 std::string It(int64_t it) { return it < 0 ? "-" : absl::StrCat(it); }
+
+// The name the ranks of a NIC fault's node register (the clusters name nodes node<K>).
+std::string NicNodeName(const InjectedFault& f) { return absl::StrCat("node", f.node); }
 
 bool IsDirective(const ActionMark& a) {
   return !a.revert && !a.dry_run && !a.skipped && a.strategy != "S1";
@@ -142,6 +149,7 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     for (const auto& l : e.links()) {
       r.links.emplace_back(static_cast<int>(l.src_rank()), static_cast<int>(l.dst_rank()));
     }
+    r.nodes.assign(e.nodes().begin(), e.nodes().end());
     r.onset_iteration = e.onset_iteration();
     r.alarm_iteration = e.alarm_iteration();
     r.verdict_iteration = e.verdict_iteration();
@@ -202,7 +210,27 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       const InjectedFault& f = scenario.faults[best];
       fault_matched[best] = true;
       r.cause_correct = r.cause == f.expected_cause;
-      if (f.kind == FaultKind::kLink) {
+      if (f.kind == FaultKind::kLink && f.injection == FaultInjection::kKernel) {
+        // A kernel cap acts between two nodes: every rank link from the source node to the
+        // destination node is slowed, so the culprit is right when every link named runs between
+        // those two nodes (direction: all of them from the source node).
+        const int world = settings.layout.world();
+        const int src_node = NodeOf(f.src_rank, world, settings.nodes);
+        const int dst_node = NodeOf(f.dst_rank, world, settings.nodes);
+        bool between = !r.links.empty(), forward = !r.links.empty();
+        for (const auto& [src, dst] : r.links) {
+          const int a = NodeOf(src, world, settings.nodes), b = NodeOf(dst, world, settings.nodes);
+          between =
+              between && ((a == src_node && b == dst_node) || (a == dst_node && b == src_node));
+          forward = forward && a == src_node && b == dst_node;
+        }
+        r.culprit_correct = between;
+        r.link_direction_correct = forward;
+      } else if (f.kind == FaultKind::kNic) {
+        // The degraded node named as the culprit, its NIC, and no other
+        // (docs/algorithms.md#node-nic-faults).
+        r.culprit_correct = r.nodes == std::vector<std::string>{NicNodeName(f)};
+      } else if (f.kind == FaultKind::kLink) {
         // Exactly the injected link (either direction).
         if (r.links.size() == 1) {
           const auto [src, dst] = r.links[0];
@@ -293,6 +321,10 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       r.notes.push_back(absl::StrFormat(
           "slowed %.3f s is not above healthy %.3f s: no slowdown to recover", slow, healthy));
     }
+    if (r.cause == "COMPUTE" && healthy > 0 && slow > healthy) {
+      r.recoverable_ceiling = RecoverableCeiling(slow / healthy, settings.layout.dp,
+                                                 settings.micro_batches, settings.layout.pp);
+    }
     report.events.push_back(std::move(r));
   }
   for (size_t i = 0; i < scenario.faults.size(); ++i) {
@@ -304,6 +336,26 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     }
   }
   return report;
+}
+
+std::optional<double> RecoverableCeiling(double slowdown, int dp, int micro_batches, int multiple) {
+  if (!(slowdown > 1) || dp < 2 || micro_batches <= 0 || multiple < 1) return std::nullopt;
+  // Times in whole nanoseconds: a healthy micro-batch 1 ms, the slowed group's slowdown x that.
+  const absl::Duration unit = absl::Milliseconds(1);
+  std::vector<absl::Duration> times(dp, unit);
+  times[0] = absl::Nanoseconds(std::llround(slowdown * 1e6));
+  analysis::plan::MicroBatchProblem p;
+  p.micro_batch_times = times;
+  p.global_micro_batches = micro_batches;
+  p.multiple = multiple;
+  absl::StatusOr<analysis::plan::MicroBatchSplit> even = analysis::plan::EvenMicroBatches(p);
+  absl::StatusOr<analysis::plan::MicroBatchSplit> best = analysis::plan::SolveMicroBatches(p);
+  if (!even.ok() || !best.ok()) return std::nullopt;
+  const double e = absl::ToDoubleMilliseconds(even->makespan);
+  const double b = absl::ToDoubleMilliseconds(best->makespan);
+  const double healthy = static_cast<double>(micro_batches) / dp;
+  if (!(e > healthy)) return std::nullopt;
+  return (e - b) / (e - healthy);
 }
 
 nlohmann::json ReportJson(const Report& report) {
@@ -328,6 +380,8 @@ nlohmann::json ReportJson(const Report& report) {
   settings["duration_s"] = report.settings.duration_s;
   settings["time_limit_s"] = report.settings.time_limit_s;
   settings["fault_spec"] = report.settings.fault_spec;
+  settings["fault_injection"] = report.settings.fault_injection;
+  settings["cluster"] = report.settings.cluster;
   settings["train_args"] = report.settings.train_args;
   settings["warmup_iterations"] = report.settings.warmup_iterations;
   {
@@ -346,6 +400,12 @@ nlohmann::json ReportJson(const Report& report) {
     settings["restart_controller_at_iteration"] = report.scenario.restart_controller_at_iteration;
   }
   j["settings"] = settings;
+  if (!report.settings.ground_truth_json.empty()) {
+    // The driver's own record, embedded as it wrote it (kept as text when it does not parse).
+    json truth =
+        json::parse(report.settings.ground_truth_json, nullptr, /*allow_exceptions=*/false);
+    j["ground_truth"] = truth.is_discarded() ? json(report.settings.ground_truth_json) : truth;
+  }
 
   json faults = json::array();
   for (const InjectedFault& f : report.scenario.faults) {
@@ -356,6 +416,8 @@ nlohmann::json ReportJson(const Report& report) {
     if (f.kind == FaultKind::kLink) {
       jf["src_rank"] = f.src_rank;
       jf["dst_rank"] = f.dst_rank;
+    } else if (f.kind == FaultKind::kNic) {
+      jf["node"] = NicNodeName(f);
     } else {
       jf["rank"] = f.rank;
     }
@@ -379,6 +441,7 @@ nlohmann::json ReportJson(const Report& report) {
     json links = json::array();
     for (const auto& [src, dst] : e.links) links.push_back({{"src_rank", src}, {"dst_rank", dst}});
     je["links"] = links;
+    je["nodes"] = e.nodes;
     je["onset_iteration"] = e.onset_iteration;
     je["alarm_iteration"] = e.alarm_iteration;
     je["verdict_iteration"] = e.verdict_iteration;
@@ -416,6 +479,8 @@ nlohmann::json ReportJson(const Report& report) {
     je["iteration_time_mitigated_s"] = e.iteration_time_mitigated_s;
     je["slowdown_recovered"] =
         e.slowdown_recovered.has_value() ? json(*e.slowdown_recovered) : json(nullptr);
+    je["recoverable_ceiling"] =
+        e.recoverable_ceiling.has_value() ? json(*e.recoverable_ceiling) : json(nullptr);
     je["notes"] = e.notes;
     je["matched_fault"] = e.matched_fault >= 0 ? json(e.matched_fault) : json(nullptr);
     je["cause_correct"] = e.cause_correct;
@@ -438,16 +503,23 @@ nlohmann::json ReportJson(const Report& report) {
 
 namespace {
 
-std::string Culprit(const EventReport& e) {
-  std::vector<std::string> parts;
-  for (int r : e.ranks) parts.push_back(absl::StrCat("rank ", r));
-  for (const auto& [s, d] : e.links) parts.push_back(absl::StrCat("link ", s, "->", d));
-  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
-}
-
 std::string Seconds(double s) { return s > 0 ? absl::StrFormat("%.3f s", s) : "-"; }
 
 }  // namespace
+
+std::string CulpritText(const EventReport& e) {
+  std::vector<std::string> parts;
+  for (int r : e.ranks) parts.push_back(absl::StrCat("rank ", r));
+  if (!e.nodes.empty()) {
+    std::vector<std::string> nics;
+    for (const std::string& n : e.nodes) nics.push_back(absl::StrCat(n, "'s NIC"));
+    parts.push_back(absl::StrCat(absl::StrJoin(nics, ", "), " (", e.links.size(),
+                                 e.links.size() == 1 ? " link)" : " links)"));
+  } else {
+    for (const auto& [s, d] : e.links) parts.push_back(absl::StrCat("link ", s, "->", d));
+  }
+  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
+}
 
 std::string IterationsLine(const Report& report) {
   std::string line = absl::StrCat(report.iterations_completed);
@@ -534,7 +606,7 @@ std::string SummaryText(const Report& report) {
                           "  %s\n"
                           "  actions: %s\n"
                           "  iteration time healthy %s, slowed %s, mitigated %s -> %s\n",
-                          e.event_id, e.state, e.cause, Culprit(e), verdict, EventTimesLine(e),
+                          e.event_id, e.state, e.cause, CulpritText(e), verdict, EventTimesLine(e),
                           actions.empty() ? "none" : absl::StrJoin(actions, ", "), healthy,
                           Seconds(e.iteration_time_slow_s), Seconds(e.iteration_time_mitigated_s),
                           RecoveredText(e));

@@ -48,6 +48,11 @@ struct RunSettings {
   double duration_s = 0;    // Training time budget the run was sized from (--duration); 0 unset.
   double time_limit_s = 0;  // Wall-clock bound of the run (cluster start to stop).
   std::string fault_spec;
+  std::string fault_injection = "in-process";  // FaultInjectionName (runner.h).
+  std::string cluster = "loopback";            // cluster::ClusterKindName of the nodes.
+  // The fault driver's record of what it applied and removed when (JSON; chaos/), the ground
+  // truth of a kernel-fault run; "" for in-process faults.
+  std::string ground_truth_json;
   std::vector<std::string> train_args;
   falcon::v1::Settings controller_settings;  // Applied through SetSettings.
   int64_t warmup_iterations = 0;             // Detection off before this iteration.
@@ -75,7 +80,10 @@ struct EventReport {
   std::string cause;  // "COMPUTE", "COMMUNICATION", "UNKNOWN".
   std::vector<int> ranks;
   std::vector<std::pair<int, int>> links;  // (src_rank, dst_rank).
-  int64_t onset_iteration = -1;            // The detector's change point.
+  // Nodes whose NIC is the culprit (Event.nodes, docs/algorithms.md#node-nic-faults); `links` are
+  // then its evidence.
+  std::vector<std::string> nodes;
+  int64_t onset_iteration = -1;  // The detector's change point.
   int64_t alarm_iteration = -1;
   int64_t verdict_iteration = -1;
   int64_t recovery_iteration = -1;
@@ -103,6 +111,9 @@ struct EventReport {
   double iteration_time_mitigated_s = 0;  // 0: never mitigated (or not measurable).
   // (slow - mitigated) / (slow - healthy), unclamped; unset: nothing mitigated, or no baseline.
   std::optional<double> slowdown_recovered;
+  // Compute events: the most of the measured slowdown (slow / healthy) that S2 can recover with
+  // whole micro-batches (RecoverableCeiling); unset for other causes or without both times.
+  std::optional<double> recoverable_ceiling;
   // Why a figure is missing or out of the usual range, in words (printed under the event).
   std::vector<std::string> notes;
   int matched_fault = -1;  // Index into Scenario::faults; -1 false alarm.
@@ -132,9 +143,21 @@ struct Report {
   std::vector<uint64_t> event_ids_at_end;
 };
 
+// The share of a compute slowdown S2 can recover at best: one of `dp` groups `slowdown` times
+// slower per micro-batch, `micro_batches` split in multiples of `multiple` (PP under 1F1B). With
+// the even split's makespan E (the slowed job), the best split's B (analysis/plan/
+// micro_batch_solver.h) and the healthy M/D: (E - B) / (E - M/D). For x1.5 on one of 4 groups,
+// 64 micro-batches in multiples of 2: (24 - 18) / (24 - 16) = 0.75. Unset for slowdown <= 1 or a
+// problem the solver refuses.
+std::optional<double> RecoverableCeiling(double slowdown, int dp, int micro_batches, int multiple);
+
 // Median of `history` iteration times (seconds) with iteration in [from, to); 0 when none.
 double MedianIterationTime(const std::vector<falcon::v1::HistoryPoint>& history, int64_t from,
                            int64_t to);
+
+// The culprit in words: "rank 5", "link 1->3", "rank 5, link 1->3"; for a node NIC fault the node,
+// not its links: "node-2's NIC (12 links)"; "-" for none.
+std::string CulpritText(const EventReport& event);
 
 // "S2" for STRATEGY_S2_MICRO_BATCH and so on; "COMPUTE" for CAUSE_COMPUTE.
 std::string StrategyName(falcon::v1::Strategy strategy);

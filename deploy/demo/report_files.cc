@@ -177,8 +177,12 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
   auto seconds = [](double v) { return v > 0 ? absl::StrFormat("%.3f", v) : std::string("-"); };
   for (const EventReport& e : report.events) {
     std::vector<std::string> culprit, actions;
-    for (int r : e.ranks) culprit.push_back(absl::StrCat("rank ", r));
-    for (const auto& [a, b] : e.links) culprit.push_back(absl::StrCat("link ", a, "&rarr;", b));
+    if (!e.nodes.empty()) {
+      culprit.push_back(HtmlEscape(CulpritText(e)));  // The node's NIC, not its links.
+    } else {
+      for (int r : e.ranks) culprit.push_back(absl::StrCat("rank ", r));
+      for (const auto& [a, b] : e.links) culprit.push_back(absl::StrCat("link ", a, "&rarr;", b));
+    }
     for (const ActionMark& a : e.actions) actions.push_back(HtmlEscape(ActionLabel(a)));
     std::string match = e.matched_fault < 0
                             ? "<span class=\"bad\">false alarm</span>"

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "deploy/demo/report_files.h"
 #include "gtest/gtest.h"
@@ -148,6 +151,59 @@ TEST(ReportTest, LinkCulpritEitherDirection) {
   EXPECT_TRUE(r.events[0].cause_correct);
   EXPECT_TRUE(r.events[0].culprit_correct);
   EXPECT_FALSE(r.events[0].link_direction_correct);
+}
+
+// A node NIC fault's verdict names the node, its links being the evidence: the summary, the JSON
+// and the HTML say "node2's NIC", not twelve links; it is the right culprit for the nic scenario
+// (node2 degraded) when it names node2 alone.
+TEST(ReportTest, ANodeNicCulpritIsPrintedAsTheNode) {
+  absl::StatusOr<Scenario> s = MakeScenario("nic", Layout{4, 2}, 4, 400, FaultInjection::kKernel);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->faults[0].node, 2);
+  falcon::v1::Event e;
+  e.set_event_id(1);
+  e.set_state(falcon::v1::EVENT_STATE_CLOSED);
+  e.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  e.add_nodes("node2");
+  for (auto [src, dst] : {std::pair<uint32_t, uint32_t>{4, 6}, {6, 4}, {0, 4}}) {
+    auto* l = e.add_links();
+    l->set_src_rank(src);
+    l->set_dst_rank(dst);
+  }
+  e.set_onset_iteration(s->faults[0].from_iteration + 1);
+  e.set_recovery_iteration(-1);
+  Report r = BuildReport(*s, RunSettings(), History(400), {e});
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].nodes, std::vector<std::string>{"node2"});
+  EXPECT_TRUE(r.events[0].cause_correct);
+  EXPECT_TRUE(r.events[0].culprit_correct);
+  EXPECT_EQ(CulpritText(r.events[0]), "node2's NIC (3 links)");
+  const std::string summary = SummaryText(r);
+  EXPECT_NE(summary.find("node2's NIC (3 links)"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("link 4->6"), std::string::npos) << summary;
+  nlohmann::json j = ReportJson(r);
+  EXPECT_EQ(j["events"][0]["nodes"][0], "node2");
+  EXPECT_EQ(j["events"][0]["links"].size(), 3u);
+
+  std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/nic_report";
+  ASSERT_TRUE(WriteReportFolder(r, dir).ok());
+  std::ifstream html(dir + "/index.html");
+  std::stringstream hs;
+  hs << html.rdbuf();
+  EXPECT_NE(hs.str().find("node2's NIC (3 links)"), std::string::npos) << hs.str();
+  // Another node as well, or the links alone: not the culprit injected.
+  falcon::v1::Event two = e;
+  two.add_nodes("node0");
+  EXPECT_FALSE(BuildReport(*s, RunSettings(), History(400), {two}).events[0].culprit_correct);
+  falcon::v1::Event links_only = e;
+  links_only.clear_nodes();
+  EXPECT_FALSE(
+      BuildReport(*s, RunSettings(), History(400), {links_only}).events[0].culprit_correct);
+  // Links alone are still listed one by one.
+  EventReport links;
+  links.links = {{4, 6}, {6, 4}};
+  EXPECT_EQ(CulpritText(links), "link 4->6, link 6->4");
+  EXPECT_EQ(CulpritText(EventReport()), "-");
 }
 
 TEST(ReportTest, JsonHasTheContractFieldNames) {
@@ -452,6 +508,16 @@ TEST(ReportJsonTest, ReadmeDocumentsEveryField) {
                             readme.str().find("`" + key + "[]`") != std::string::npos;
     EXPECT_TRUE(documented) << "report.json field `" << key << "` is not in deploy/demo/README.md";
   }
+}
+
+TEST(RecoverableCeilingTest, IntegerMicroBatchesBoundWhatS2Recovers) {
+  // x1.5 on one of 4 groups, 64 micro-batches in multiples of 2: 24 -> 18 of 24 -> 16.
+  EXPECT_NEAR(*RecoverableCeiling(1.5, 4, 64, 2), 0.75, 1e-9);
+  // Finer splits recover more of the same slowdown, up to the continuous bound 9/11 (the slow
+  // group at 1.5 m = the others' m').
+  EXPECT_NEAR(*RecoverableCeiling(1.5, 4, 256, 1), 0.8125, 1e-9);
+  EXPECT_FALSE(RecoverableCeiling(1.0, 4, 64, 2).has_value());
+  EXPECT_FALSE(RecoverableCeiling(1.5, 1, 64, 2).has_value());
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "deploy/demo/fault_schedule.h"
 #include "deploy/demo/live.h"
 #include "grpcpp/grpcpp.h"
 
@@ -141,12 +143,79 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
       // A slow device (emulated) does not steal host CPU: compute faults sleep, not spin.
       "--noburn_compute_faults",
   };
-  if (!s.faults.empty()) args.push_back(absl::StrCat("--faults=", s.FaultSpec()));
+  if (!s.faults.empty() && s.injection == FaultInjection::kInProcess) {
+    args.push_back(absl::StrCat("--faults=", s.FaultSpec()));
+  }
   if (s.pin_cpus) args.push_back("--pin_cpus");
   args.insert(args.end(), s.train_args.begin(), s.train_args.end());
   args.insert(args.end(), options.extra_train_args.begin(), options.extra_train_args.end());
   return args;
 }
+
+namespace {
+
+// Applies and removes the scenario's faults through the cluster (FaultInjection::kKernel) as the
+// trainer's JSON log shows the job reaching their windows, from its own thread (every 20 ms, so
+// a fault starts within an iteration of where the scenario puts it). Records the iterations it
+// really applied and removed each fault at, and every error.
+class KernelFaultThread {
+ public:
+  KernelFaultThread(Cluster* cluster, const std::vector<InjectedFault>& faults)
+      : cluster_(cluster), schedule_(faults), tail_(cluster->TrainerJsonLog()) {
+    applied_.assign(faults.size(), -1);
+    removed_.assign(faults.size(), -1);
+    thread_ = std::thread([this, faults] { Loop(faults); });
+  }
+  // Stops the thread and removes what is still applied.
+  void Finish() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    const int64_t next = tail_.Latest() + 1;
+    for (int i : schedule_.Active()) {
+      if (absl::Status s = cluster_->RemoveFault(i, next); !s.ok()) {
+        errors_.push_back(absl::StrCat("removing fault ", i, ": ", s.message()));
+      }
+      removed_[i] = next;
+    }
+  }
+  ~KernelFaultThread() { Finish(); }
+
+  const std::vector<int64_t>& applied() const { return applied_; }
+  const std::vector<int64_t>& removed() const { return removed_; }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  void Loop(const std::vector<InjectedFault>& faults) {
+    while (!stop_.load()) {
+      const int64_t finished = tail_.Latest();
+      if (finished >= 0) {
+        for (const FaultSchedule::Step& step : schedule_.Advance(finished)) {
+          absl::Status s = step.apply
+                               ? cluster_->ApplyFault(step.fault, faults[step.fault], finished + 1)
+                               : cluster_->RemoveFault(step.fault, finished + 1);
+          if (!s.ok()) {
+            errors_.push_back(absl::StrCat(step.apply ? "applying" : "removing", " fault ",
+                                           step.fault, " (", faults[step.fault].Describe(),
+                                           "): ", s.message()));
+            continue;
+          }
+          (step.apply ? applied_ : removed_)[step.fault] = finished + 1;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  Cluster* cluster_;
+  FaultSchedule schedule_;
+  IterationTail tail_;
+  std::vector<int64_t> applied_, removed_;
+  std::vector<std::string> errors_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
 
 absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFactory& factory) {
   const Scenario& scenario = options.scenario;
@@ -168,13 +237,34 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   spec.job = options.job;
   spec.layout = scenario.layout;
   spec.nodes = scenario.nodes;
+  spec.netns = scenario.injection == FaultInjection::kKernel;
   spec.work_dir = options.work_dir;
   spec.train_args = settings.train_args;
   spec.controller_args = options.controller_args;
+  if (spec.netns) {
+    // Validation's link passes cross the veths and their bandwidth caps: 16 KiB (0.26 s through
+    // a 0.5 Mbit/s cap, next to the emulated wire time of a healthy link) instead of MiBs, which
+    // would take seconds per message through a capped link and hold the job paused.
+    for (std::string& a : spec.controller_args) {
+      if (absl::StartsWith(a, "--validation_link_bytes=")) a = "--validation_link_bytes=16384";
+    }
+  }
 
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = factory(spec);
   if (!cluster.ok()) return cluster.status();
+  const bool kernel = scenario.injection == FaultInjection::kKernel;
+  settings.fault_injection = FaultInjectionName(scenario.injection);
+  if (kernel && !(*cluster)->InjectsFaults()) {
+    (*cluster)->Stop();
+    return absl::FailedPreconditionError(
+        "kernel fault injection asked for, but the cluster has no fault driver (it needs a "
+        "netns cluster)");
+  }
+  std::unique_ptr<KernelFaultThread> injector;
+  if (kernel && !scenario.faults.empty()) {
+    injector = std::make_unique<KernelFaultThread>(cluster->get(), scenario.faults);
+  }
 
   falcon::v1::Settings initial = options.settings;
   const bool warmup = options.warmup_iterations > 0;
@@ -260,6 +350,23 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   }
   // Final state: the last events as the controller closes them.
   Poll((*cluster)->control(), options.job, seen);
+  Scenario scored = scenario;
+  if (injector != nullptr) {
+    injector->Finish();
+    // Score against what was really applied: the windows the driver's faults were in force.
+    for (size_t i = 0; i < scored.faults.size(); ++i) {
+      if (injector->applied()[i] < 0) {
+        scored.faults[i].from_iteration = scored.faults[i].to_iteration = scenario.iterations;
+        continue;
+      }
+      scored.faults[i].from_iteration = injector->applied()[i];
+      if (injector->removed()[i] >= 0) scored.faults[i].to_iteration = injector->removed()[i];
+    }
+    for (const std::string& e : injector->errors()) {
+      note = note.empty() ? e : absl::StrCat(note, "; ", e);
+    }
+    settings.ground_truth_json = (*cluster)->FaultRecordJson();
+  }
   (*cluster)->Stop();
   const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
 
@@ -267,7 +374,7 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   for (auto& [it, p] : seen.history) history.push_back(p);
   std::vector<falcon::v1::Event> events;
   for (auto& [id, e] : seen.events) events.push_back(e);
-  Report report = BuildReport(scenario, settings, std::move(history), events);
+  Report report = BuildReport(scored, settings, std::move(history), events);
   report.interrupted = interrupted;
   report.wall_time_s = wall_s;
   report.note = note;

@@ -34,6 +34,22 @@ class Cluster {
   virtual bool TrainerExited() = 0;
   // Stops every process (idempotent).
   virtual void Stop() = 0;
+
+  // Faults from outside the job (the kernel fault driver, chaos/, on a netns cluster): when true,
+  // the runner passes no --faults to the trainer and instead applies each scenario fault through
+  // ApplyFault when the job reaches its first iteration and RemoveFault at its end, reading the
+  // job's progress from TrainerJsonLog(). `iteration`: the iteration the job runs next.
+  virtual bool InjectsFaults() { return false; }
+  virtual absl::Status ApplyFault(int /*index*/, const InjectedFault& /*fault*/,
+                                  int64_t /*iteration*/) {
+    return absl::UnimplementedError("this cluster injects no faults from outside the job");
+  }
+  virtual absl::Status RemoveFault(int /*index*/, int64_t /*iteration*/) {
+    return absl::UnimplementedError("this cluster injects no faults from outside the job");
+  }
+  virtual std::string TrainerJsonLog() { return ""; }
+  // The fault driver's ground truth (what was applied and removed when), JSON; "" without one.
+  virtual std::string FaultRecordJson() { return ""; }
 };
 
 // What to start: the trainer's flags (everything but the agent socket, which the cluster sets),
@@ -42,6 +58,9 @@ struct ClusterSpec {
   std::string job;
   Layout layout;
   int nodes = 4;
+  // Make the nodes as a netns cluster (cluster::NetnsCluster) with the kernel fault driver
+  // (chaos::Driver) on it; false: loopback, faults in process.
+  bool netns = false;
   std::string work_dir;  // Holds the controller's data dir and logs.
   std::vector<std::string> train_args;
   std::vector<std::string> controller_args;
@@ -51,7 +70,7 @@ using ClusterFactory =
     std::function<absl::StatusOr<std::unique_ptr<Cluster>>(const ClusterSpec& spec)>;
 
 struct RunOptions {
-  Scenario scenario;
+  Scenario scenario;  // Its faults reach the job as scenario.injection says.
   std::string job = "demo";
   // Emulated device time per micro-batch forward per stage (backward 2x); falcon_train
   // --emulated_compute_ms.

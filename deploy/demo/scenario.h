@@ -29,8 +29,17 @@ struct Layout {
 // Parses "DxP" (D, P >= 1, D * P <= 64). kInvalidArgument naming --layout.
 absl::StatusOr<Layout> ParseLayout(absl::string_view text);
 
-enum class FaultKind { kCompute, kLink, kContention };
-const char* FaultKindName(FaultKind kind);  // "compute", "link", "contention".
+// How a scenario's faults reach the job: kInProcess passes them to the trainer (falcon_train
+// --faults: the trainer stretches its own device time and shapes its own messages; for the
+// loopback cluster without CAP_NET_ADMIN, and unit tests); kKernel applies them from outside the
+// job with the kernel fault driver (chaos/: a cgroup CPU quota, tc bandwidth caps on the nodes'
+// interfaces) on a netns cluster, where nothing in the job knows about them.
+enum class FaultInjection { kInProcess, kKernel };
+const char* FaultInjectionName(FaultInjection f);  // "in-process", "kernel".
+
+// kNic: a whole node's interface degraded (kernel injection only).
+enum class FaultKind { kCompute, kLink, kContention, kNic };
+const char* FaultKindName(FaultKind kind);  // "compute", "link", "contention", "nic".
 
 // One injected fail-slow, active in iterations [from_iteration, to_iteration).
 struct InjectedFault {
@@ -42,6 +51,8 @@ struct InjectedFault {
   double delay_ms = 0.0;      // Link: extra latency per message.
   double bandwidth_mbps = 0;  // Link: bandwidth cap in Mbit/s; 0 uncapped.
   int workers = 1;            // Contention: stress-ng CPU workers.
+  int node = -1;              // Nic: the degraded node's index (node<K>).
+  FaultInjection injection = FaultInjection::kInProcess;
   int64_t from_iteration = 0;
   int64_t to_iteration = 0;
   // Whether Falcon should raise an event for it (false for sub-threshold blips).
@@ -51,7 +62,9 @@ struct InjectedFault {
   // Strategy the mitigation should reach ("S2", "S3"; empty: no expectation).
   std::string expected_strategy;
 
-  // The item in fault_spec.h syntax, e.g. "compute:rank=2,factor=1.5,from=100,to=300".
+  // In-process: the item in fault_spec.h syntax, e.g. "compute:rank=2,factor=1.5,from=100,to=300".
+  // Kernel: the fault driver's spec (chaos/), without a time window (the runner applies it at
+  // from_iteration and removes it at to_iteration), e.g. "link:src_rank=1,dst_rank=2,rate=4mbit".
   std::string ToSpec() const;
   // "compute ×1.5 on rank 2, iterations [100, 300)".
   std::string Describe() const;
@@ -70,14 +83,26 @@ struct Scenario {
   bool pin_cpus = false;
   // Extra falcon_train flags (after the runner's, so they win).
   std::vector<std::string> train_args;
+  FaultInjection injection = FaultInjection::kInProcess;
 
   // All faults joined with "; " (empty when healthy).
   std::string FaultSpec() const;
 };
 
-// Names accepted by MakeScenario, default first: "compute-link", "healthy", "compute", "link",
-// "blip", "contention", "restart".
+// Names accepted by MakeScenario, default first: "compute-link", "healthy", "compute", "link"
+// (a pipeline link), "dp-link" (a link inside a DP all-reduce group), "nic" (a node's whole NIC;
+// kernel injection only), "nic-s4" (a node's NIC crawling until the escalation restarts the job
+// without it; kernel only), "clears" (a compute fault that clears: plans reverted), "blip",
+// "contention", "restart".
 std::vector<std::string> ScenarioNames();
+
+// Kernel fault sizes on the netns cluster (veth NICs, the demo's small model): a pipeline link's
+// activations and a DP group's all-reduce share of a few hundred KiB per iteration queue behind
+// these caps; a crawling NIC slows the job far beyond what S2 / S3 recover.
+inline constexpr double kKernelPipelineLinkMbps = 0.5;
+inline constexpr double kKernelDpLinkMbps = 2;
+inline constexpr double kKernelNicMbps = 1;
+inline constexpr double kKernelCrawlingNicMbps = 0.25;
 
 // Fewest training steps a scenario runs (healthy baseline, fault windows, recovery).
 inline constexpr int64_t kMinScenarioIterations = 100;
@@ -86,8 +111,11 @@ inline constexpr int64_t kMinScenarioIterations = 100;
 // kInvalidArgument naming --scenario (unknown name, listing the valid ones), --layout (fewer than
 // 2 DP groups or 2 stages where the scenario needs them) or nodes (not dividing the world, or too
 // few for a link between nodes), or iterations (< kMinScenarioIterations).
+// With kKernel injection faults are sized for the netns cluster (bandwidth caps instead of
+// per-message delays; a compute fault as a CPU quota); nic and nic-s4 need it (kInvalidArgument).
 absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layout, int nodes,
-                                      int64_t iterations);
+                                      int64_t iterations,
+                                      FaultInjection injection = FaultInjection::kInProcess);
 
 // Emulated node index of `rank` when `world` ranks are grouped into `nodes` nodes.
 int NodeOf(int rank, int world, int nodes);

@@ -1,6 +1,7 @@
 #include "deploy/demo/scenario.h"
 
 #include "collective/fault/fault_spec.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace falcon::deploy::demo {
@@ -22,6 +23,10 @@ TEST(LayoutTest, Parses) {
 TEST(ScenarioTest, EveryScenarioProducesAParsableSpec) {
   for (const std::string& name : ScenarioNames()) {
     absl::StatusOr<Scenario> s = MakeScenario(name, Layout{4, 2}, 4, 600);
+    if (name == "nic" || name == "nic-s4") {
+      EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("kernel fault driver"));
+      continue;
+    }
     ASSERT_TRUE(s.ok()) << name << ": " << s.status();
     absl::StatusOr<collective::fault::FaultPlan> plan =
         collective::fault::ParseFaultSpec(s->FaultSpec());
@@ -34,6 +39,31 @@ TEST(ScenarioTest, EveryScenarioProducesAParsableSpec) {
       EXPECT_GE(f.from_iteration, 50) << name << ": needs a healthy baseline";
     }
   }
+}
+
+TEST(ScenarioTest, KernelScenariosAreDriverSpecsWithoutWindows) {
+  for (const std::string& name : ScenarioNames()) {
+    absl::StatusOr<Scenario> s = MakeScenario(name, Layout{4, 2}, 4, 600, FaultInjection::kKernel);
+    ASSERT_TRUE(s.ok()) << name << ": " << s.status();
+    EXPECT_EQ(s->injection, FaultInjection::kKernel);
+    for (const InjectedFault& f : s->faults) {
+      EXPECT_EQ(f.injection, FaultInjection::kKernel) << name;
+      EXPECT_FALSE(f.ToSpec().empty()) << name;
+      EXPECT_EQ(f.ToSpec().find("from="), std::string::npos) << name << ": " << f.ToSpec();
+      EXPECT_EQ(f.delay_ms, 0) << name << ": no netem, no delays";
+      EXPECT_LT(f.from_iteration, f.to_iteration) << name;
+      EXPECT_LE(f.to_iteration, 600) << name;
+      EXPECT_GE(f.from_iteration, 50) << name << ": needs a healthy baseline";
+    }
+  }
+  absl::StatusOr<Scenario> nic = MakeScenario("nic", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
+  EXPECT_EQ(nic->faults[0].ToSpec(), "nic:node=node2,rate=1000kbit");
+  absl::StatusOr<Scenario> dp =
+      MakeScenario("dp-link", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
+  EXPECT_EQ(dp->faults[0].ToSpec(), "link:src_rank=1,dst_rank=2,rate=2000kbit");
+  absl::StatusOr<Scenario> c =
+      MakeScenario("compute", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
+  EXPECT_EQ(c->faults[0].ToSpec(), "compute:rank=2,slowdown=1.5,period=50ms,thread=falcon-device");
 }
 
 TEST(ScenarioTest, DefaultInjectsComputeThenLinkAcrossNodes) {

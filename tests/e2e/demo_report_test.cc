@@ -1,5 +1,9 @@
 // Runs falcon_demo itself (the binary `./falcon demo` runs) on a short compute or link scenario
-// and checks report.json, the folder's files and --json-report: the path outside checks use.
+// on the netns cluster, with the faults applied from outside the job by the kernel fault driver
+// (a cgroup CPU quota on one rank; a tc bandwidth cap from one node to another), and checks
+// report.json (scored against the driver's ground truth), the folder's files and --json-report:
+// the path outside checks use. Needs root with CAP_NET_ADMIN (skipped elsewhere, failed under
+// CI=true).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "cluster/netns.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/skip.h"
 
 namespace {
 
@@ -41,6 +47,9 @@ nlohmann::json ReadJson(const std::string& path) {
 }
 
 TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
+  if (absl::Status s = falcon::cluster::CheckNetnsSupport(); !s.ok()) {
+    FALCON_SKIP_OR_FAIL(std::string(s.message()));
+  }
   const std::string tmp = std::getenv("TEST_TMPDIR");
   const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
   const std::string out = std::string(outputs != nullptr ? outputs : tmp.c_str()) + "/report";
@@ -48,9 +57,9 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
   std::filesystem::create_directories(tmp + "/copy");
   // --iterations fixes the run's length; --duration only sets the demo's deadline (1.5x + 30 s):
   // 120 s leaves a run slowed down by outside load (~100 s idle) room to finish.
-  int rc = RunDemo({"deploy/demo/falcon_demo", "--scenario=" + Scenario(), "--iterations=330",
-                    "--duration=120s", "--emulated_compute_ms=3", "--out=" + out,
-                    "--json-report=" + copy});
+  int rc = RunDemo({"deploy/demo/falcon_demo", "--scenario=" + Scenario(), "--cluster=netns",
+                    "--iterations=330", "--duration=120s", "--emulated_compute_ms=3",
+                    "--out=" + out, "--json-report=" + copy});
   ASSERT_EQ(rc, 0);
   for (const char* f : {"report.json", "iterations.csv", "timeline.png", "index.html"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
@@ -76,6 +85,7 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
   ASSERT_FALSE(e["actions"].empty()) << j.dump(2);
   if (Scenario() == "compute") {
     EXPECT_EQ(e["cause"], "COMPUTE");
+    EXPECT_EQ(j["settings"]["fault_injection"], "kernel");
     ASSERT_EQ(e["ranks"].size(), 1u);
     EXPECT_EQ(e["ranks"][0], fault["rank"]);
     bool s2 = false;  // S1 (keep going) is recorded first; S2 follows once it pays off.
@@ -83,23 +93,20 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
       s2 = s2 || (a["strategy"] == "S2" && !a["revert"].get<bool>() && !a["skipped"].get<bool>());
     EXPECT_TRUE(s2) << j.dump(2);
     // S2 moves whole micro-batches off the slow DP group. Its ceiling is ~0.75 of the slowdown
-    // (integer split); the plan is sized from the culprit's measured stage slowdown, which CPU
-    // noise on 2 cores pulls below the injected x1.5 (x1.28 seen), so measured runs took back
-    // 0.47-0.86. 0.3 still fails a plan that does nothing (0) or sheds from the wrong group (< 0).
+    // (integer split); the quota's slowdown of the rank is noisy on 2 cores, and measured runs
+    // took back 0.69 (the in-process fault: 0.47-0.86). 0.3 still fails a plan that does nothing
+    // (0) or sheds from the wrong group (< 0).
     EXPECT_GE(e["slowdown_recovered"].get<double>(), 0.3) << j.dump(2);
   } else {
     EXPECT_EQ(e["cause"], "COMMUNICATION");
-    ASSERT_EQ(e["links"].size(), 1u);
-    // The fault slows one direction (src -> dst): the verdict names it with its direction, and
-    // says the reverse was measured fine.
-    std::vector<int> got = {e["links"][0]["src_rank"], e["links"][0]["dst_rank"]};
-    std::vector<int> want = {fault["src_rank"], fault["dst_rank"]};
-    EXPECT_EQ(got, want) << j.dump(2);
-    bool one_way = false;
-    for (const auto& t : e["transitions"]) {
-      one_way = one_way || t.get<std::string>().find("; one way: ") != std::string::npos;
-    }
-    EXPECT_TRUE(one_way) << j.dump(2);
+    ASSERT_GE(e["links"].size(), 1u);
+    // The cap slows one direction from one node to another: every rank link that runs that way
+    // is slow, and the verdict names those links, in that direction only (the report's
+    // culprit_correct / link_direction_correct compare node pairs for kernel faults).
+    EXPECT_TRUE(e["culprit_correct"].get<bool>()) << j.dump(2);
+    EXPECT_TRUE(e["link_direction_correct"].get<bool>()) << j.dump(2);
+    EXPECT_EQ(j["settings"]["fault_injection"], "kernel");
+    ASSERT_TRUE(j.contains("ground_truth")) << j.dump(2);
     bool s3 = false;
     for (const auto& a : e["actions"]) s3 = s3 || a["strategy"] == "S3";
     EXPECT_TRUE(s3) << j.dump(2);

@@ -178,7 +178,20 @@ absl::Status LocalCluster::StartAll() {
         absl::StrCat("work_dir '", work_dir_, "': too long for unix socket paths"));
   }
   data_dir_ = options_.data_dir.empty() ? work_dir_ + "/controller-data" : options_.data_dir;
-  if (options_.cluster.has_value()) {
+  if (options_.make_netns) {
+    if (absl::Status s = cluster::CheckNetnsSupport(); !s.ok()) return s;
+    // Leftovers of runs that were killed before their Stop (their creators are gone).
+    if (absl::StatusOr<cluster::NetnsCleanupReport> r = cluster::CleanupStaleNetns(); !r.ok()) {
+      std::cerr << "local_cluster: cleaning stale netns clusters: " << r.status() << "\n";
+    }
+    cluster::NetnsOptions netns;
+    netns.nodes = cluster::DefaultNodeNames(options_.nodes);
+    absl::StatusOr<std::unique_ptr<cluster::NetnsCluster>> made =
+        cluster::NetnsCluster::Create(netns);
+    if (!made.ok()) return made.status();
+    netns_ = *std::move(made);
+    cluster_spec_ = netns_->spec();
+  } else if (options_.cluster.has_value()) {
     cluster_spec_ = *options_.cluster;
   } else {
     cluster_spec_.kind = cluster::ClusterKind::kLoopback;
@@ -472,6 +485,11 @@ void LocalCluster::Stop() {
   }
   for (Child& a : agents_) StopChild(a, false);
   StopChild(controller_, false);
+  if (netns_ != nullptr) {
+    // Logged and counted by Destroy; the cluster's lock lets a later run clean what remains.
+    if (absl::Status s = netns_->Destroy(); !s.ok()) std::cerr << "local_cluster: " << s << "\n";
+    netns_.reset();
+  }
   if (own_work_dir_ && !work_dir_.empty()) {
     KeepLogs();
     std::error_code ec;

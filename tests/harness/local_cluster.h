@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cluster/cluster_spec.h"
+#include "cluster/netns.h"
 #include "common/subprocess.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
@@ -73,6 +74,11 @@ struct LocalClusterOptions {
   // --cluster WORK/cluster.json (ranks in their node's namespace, Gloo on its address) and
   // --rank_table WORK/ranks.json. Unset: every process on loopback.
   std::optional<cluster::ClusterSpec> cluster;
+  // Make the nodes as a netns cluster (cluster::NetnsCluster, node0..node{K-1}) at Start() and
+  // remove it at Stop(), then run as with `cluster` above. Needs root with CAP_NET_ADMIN:
+  // Start() returns CheckNetnsSupport()'s kFailedPrecondition otherwise. Tests that set it need
+  // tags = ["no-sandbox"] (cluster/netns.h).
+  bool make_netns = false;
   // Where the logs, sockets and (by default) the data directory go. Empty: a fresh directory
   // under $TEST_TMPDIR or /tmp, removed by Stop() unless keep_work_dir.
   std::string work_dir;
@@ -223,8 +229,9 @@ class LocalCluster {
   std::string controller_address_;
   std::string controller_metrics_;
   std::vector<std::string> agent_metrics_;
-  std::string pki_dir_;                // With tls.
-  cluster::ClusterSpec cluster_spec_;  // options.cluster, or loopback nodes.
+  std::string pki_dir_;                           // With tls.
+  cluster::ClusterSpec cluster_spec_;             // options.cluster, or loopback nodes.
+  std::unique_ptr<cluster::NetnsCluster> netns_;  // With make_netns; removed last by Stop().
   std::shared_ptr<grpc::ChannelCredentials> control_credentials_;
   bool stopped_ = false;
 };

@@ -1,5 +1,6 @@
 #include "trainer/device/emulated_device.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -43,7 +44,39 @@ Host* RealHost() {
 }
 
 EmulatedDevice::EmulatedDevice(EmulatedDeviceOptions options, Host* host)
-    : options_(options), host_(host != nullptr ? host : RealHost()) {}
+    : options_(options), host_(host != nullptr ? host : RealHost()) {
+  if (options_.own_thread) thread_ = std::thread([this] { DeviceLoop(); });
+}
+
+EmulatedDevice::~EmulatedDevice() {
+  if (!thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void EmulatedDevice::DeviceLoop() {
+  pthread_setname_np(pthread_self(), kDeviceThreadName);
+  for (;;) {
+    absl::Duration op;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      queue_mu_.Await(absl::Condition(
+          +[](EmulatedDevice* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->queue_mu_) {
+            return d->stop_ || d->pending_.has_value();
+          },
+          this));
+      if (!pending_.has_value()) return;  // Stopped with nothing to run.
+      op = *pending_;
+    }
+    const absl::Duration took = RunHere(op);
+    absl::MutexLock lock(&queue_mu_);
+    pending_.reset();
+    done_ = took;
+  }
+}
 
 double EmulatedDevice::SlowdownLocked() const {
   if (cpu_sum_ns_ <= 0) return 1.0;
@@ -58,6 +91,21 @@ double EmulatedDevice::slowdown() const {
 
 absl::Duration EmulatedDevice::Run(absl::Duration nominal) {
   if (nominal <= absl::ZeroDuration()) return absl::ZeroDuration();
+  if (!thread_.joinable()) return RunHere(nominal);
+  absl::MutexLock submit(&submit_mu_);
+  absl::MutexLock lock(&queue_mu_);
+  done_.reset();
+  pending_ = nominal;
+  queue_mu_.Await(absl::Condition(
+      +[](EmulatedDevice* d)
+           ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->queue_mu_) { return d->done_.has_value(); },
+      this));
+  const absl::Duration took = *done_;
+  done_.reset();
+  return took;
+}
+
+absl::Duration EmulatedDevice::RunHere(absl::Duration nominal) {
   const int64_t nominal_ns = absl::ToInt64Nanoseconds(nominal);
   const int64_t work_ns =
       std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(nominal_ns) * options_.duty));

@@ -12,14 +12,22 @@
 // alike, as a GPU with a lowered clock slows every kernel. Under a quota q (cores) the device
 // settles where the rank's CPU demand meets q.
 //
-// The host is injectable (Host below) so tests drive CPU time and wall time. Thread-safe: ops
-// from several threads (training and the validation executor) share one slowdown estimate, each
-// measuring its own thread's CPU time.
+// Like a GPU stream, the device runs one op at a time on a thread of its own, named
+// `falcon-device` (kDeviceThreadName, /proc/PID/task/TID/comm): callers (the training thread, the
+// validation executor) hand it an op and wait. So the emulated GPU is one identifiable thread: the
+// fault driver can throttle it alone (chaos/: compute:...,thread=falcon-device), slowing the
+// device as a lowered clock does while the rank's host threads (communication, the shim) run at
+// full speed.
+//
+// The host is injectable (Host below) so tests drive CPU time and wall time; with own_thread
+// false, ops run on the caller's thread (unit tests). Thread-safe.
 #ifndef FALCON_TRAINER_DEVICE_EMULATED_DEVICE_H_
 #define FALCON_TRAINER_DEVICE_EMULATED_DEVICE_H_
 
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -50,12 +58,21 @@ struct EmulatedDeviceOptions {
   // The slowdown never goes beyond this (a process stopped for minutes must not sleep for hours
   // afterwards).
   double max_slowdown = 20;
+  // Run ops on the device's own thread (named kDeviceThreadName); false: on the caller's.
+  bool own_thread = true;
 };
+
+// The name of the device's thread (at most 15 characters, the kernel's limit).
+inline constexpr char kDeviceThreadName[] = "falcon-device";
 
 class EmulatedDevice {
  public:
-  // `host` must outlive the device; nullptr: RealHost().
+  // `host` must outlive the device; nullptr: RealHost(). Starts the device thread (own_thread).
   explicit EmulatedDevice(EmulatedDeviceOptions options = {}, Host* host = nullptr);
+  // Stops the device thread (after the op it runs, if any).
+  ~EmulatedDevice();
+  EmulatedDevice(const EmulatedDevice&) = delete;
+  EmulatedDevice& operator=(const EmulatedDevice&) = delete;
 
   // Runs one device op of nominal duration `nominal` (<= 0: nothing) on the calling thread and
   // returns the wall time it took.
@@ -71,6 +88,9 @@ class EmulatedDevice {
     int64_t cpu_ns;
   };
   double SlowdownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One op on the calling thread.
+  absl::Duration RunHere(absl::Duration nominal);
+  void DeviceLoop();
 
   const EmulatedDeviceOptions options_;
   Host* const host_;
@@ -78,6 +98,14 @@ class EmulatedDevice {
   std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);
   int64_t wall_sum_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t cpu_sum_ns_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // The device thread's queue: one op at a time (submit_mu_ serializes callers).
+  absl::Mutex submit_mu_;
+  absl::Mutex queue_mu_;
+  std::optional<absl::Duration> pending_ ABSL_GUARDED_BY(queue_mu_);
+  std::optional<absl::Duration> done_ ABSL_GUARDED_BY(queue_mu_);
+  bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread thread_;
 };
 
 }  // namespace falcon::trainer::device

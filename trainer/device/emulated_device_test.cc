@@ -2,6 +2,13 @@
 
 #include <time.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace falcon::trainer::device {
@@ -27,7 +34,7 @@ class FakeHost : public Host {
 
 TEST(EmulatedDeviceTest, HealthyOpTakesItsNominalTimeAndDutyOfItOnTheCpu) {
   FakeHost host;
-  EmulatedDevice device({.duty = 0.1, .window = 8}, &host);
+  EmulatedDevice device({.duty = 0.1, .window = 8, .own_thread = false}, &host);
   EXPECT_EQ(device.Run(absl::Milliseconds(10)), absl::Milliseconds(10));
   EXPECT_EQ(host.cpu_ns, 1'000'000);
   EXPECT_DOUBLE_EQ(device.slowdown(), 1.0);
@@ -38,7 +45,7 @@ TEST(EmulatedDeviceTest, HealthyOpTakesItsNominalTimeAndDutyOfItOnTheCpu) {
 
 TEST(EmulatedDeviceTest, LessCpuSlowsEveryOpByTheSameFactor) {
   FakeHost host;
-  EmulatedDevice device({.duty = 0.1, .window = 8}, &host);
+  EmulatedDevice device({.duty = 0.1, .window = 8, .own_thread = false}, &host);
   host.speed = 3;  // The OS now gives the rank a third of what it asks for.
   for (int i = 0; i < 8; ++i) device.Run(absl::Milliseconds(10));
   EXPECT_DOUBLE_EQ(device.slowdown(), 3.0);
@@ -51,7 +58,7 @@ TEST(EmulatedDeviceTest, LessCpuSlowsEveryOpByTheSameFactor) {
 
 TEST(EmulatedDeviceTest, OnePreemptedOpMovesTheWindowLittle) {
   FakeHost host;
-  EmulatedDevice device({.duty = 0.1, .window = 64}, &host);
+  EmulatedDevice device({.duty = 0.1, .window = 64, .own_thread = false}, &host);
   for (int i = 0; i < 63; ++i) device.Run(absl::Milliseconds(4));
   host.speed = 11;  // One op's 0.4 ms of work waited 4 ms for its core.
   device.Run(absl::Milliseconds(4));
@@ -60,7 +67,7 @@ TEST(EmulatedDeviceTest, OnePreemptedOpMovesTheWindowLittle) {
 
 TEST(EmulatedDeviceTest, SlowdownIsCapped) {
   FakeHost host;
-  EmulatedDevice device({.duty = 0.1, .window = 4, .max_slowdown = 5}, &host);
+  EmulatedDevice device({.duty = 0.1, .window = 4, .max_slowdown = 5, .own_thread = false}, &host);
   host.speed = 1000;  // Stopped for a long time.
   const absl::Duration took = device.Run(absl::Milliseconds(10));
   EXPECT_DOUBLE_EQ(device.slowdown(), 5.0);
@@ -69,16 +76,57 @@ TEST(EmulatedDeviceTest, SlowdownIsCapped) {
   EXPECT_EQ(device.Run(absl::Milliseconds(1)), absl::Milliseconds(5));
 }
 
-TEST(EmulatedDeviceTest, RealHostWorksOnTheCallingThreadsCpu) {
-  EmulatedDevice device({.duty = 0.25, .window = 4});
-  timespec a, b;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+int64_t CpuNanos(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+// The names of this process's threads (/proc/self/task/TID/comm).
+std::vector<std::string> ThreadNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(entry.path() / "comm");
+    std::string name;
+    std::getline(in, name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+TEST(EmulatedDeviceTest, WithoutItsThreadWorksOnTheCallersCpu) {
+  EmulatedDevice device({.duty = 0.25, .window = 4, .own_thread = false});
+  const int64_t before = CpuNanos(CLOCK_THREAD_CPUTIME_ID);
   const absl::Duration took = device.Run(absl::Milliseconds(8));
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-  const int64_t cpu_ns = (b.tv_sec - a.tv_sec) * 1'000'000'000LL + (b.tv_nsec - a.tv_nsec);
-  EXPECT_GE(cpu_ns, 2'000'000);            // duty x nominal of real work on this thread.
+  EXPECT_GE(CpuNanos(CLOCK_THREAD_CPUTIME_ID) - before, 2'000'000);  // duty x nominal, here.
   EXPECT_GE(took, absl::Milliseconds(8));  // Never faster than nominal (slowdown >= 1).
-  EXPECT_GE(device.slowdown(), 1.0);
+}
+
+TEST(EmulatedDeviceTest, RunsOnItsOwnNamedThread) {
+  const auto count = [] {
+    const std::vector<std::string> names = ThreadNames();
+    return std::count(names.begin(), names.end(), std::string(kDeviceThreadName));
+  };
+  const int64_t threads_before = count();
+  {
+    EmulatedDevice device({.duty = 0.5, .window = 4});
+    const int64_t mine = CpuNanos(CLOCK_THREAD_CPUTIME_ID);
+    const int64_t process = CpuNanos(CLOCK_PROCESS_CPUTIME_ID);
+    const absl::Duration took = device.Run(absl::Milliseconds(20));
+    EXPECT_GE(took, absl::Milliseconds(20));
+    // The 10 ms of work ran on the device's thread, not on this one.
+    EXPECT_GE(CpuNanos(CLOCK_PROCESS_CPUTIME_ID) - process, 10'000'000);
+    EXPECT_LT(CpuNanos(CLOCK_THREAD_CPUTIME_ID) - mine, 5'000'000);
+    EXPECT_EQ(count(), threads_before + 1);
+    // Callers on several threads take turns.
+    std::vector<std::thread> callers;
+    for (int i = 0; i < 3; ++i) {
+      callers.emplace_back(
+          [&device] { EXPECT_GE(device.Run(absl::Milliseconds(2)), absl::Milliseconds(2)); });
+    }
+    for (std::thread& t : callers) t.join();
+  }
+  EXPECT_EQ(count(), threads_before) << "the device's thread ends with it";
 }
 
 }  // namespace
