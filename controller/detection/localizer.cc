@@ -866,27 +866,10 @@ std::optional<Verdict> Localizer::PeerTimingVerdict(const EventRecord& event,
     const NodeNicResult nic =
         FindNodeNicFaults(figures, NodesOfRanks(*job), group_slow, nic_options);
     if (!nic.faults.empty()) {
-      std::map<std::pair<uint32_t, uint32_t>, double> ratio_of;
-      for (const auto& l : slow) {
-        double& r = ratio_of[{l.key.src, l.key.dst}];
-        r = std::max(r, l.ratio);
-      }
-      for (const NodeNicFault& f : nic.faults) {
-        v.nodes.push_back(f.node);
-        for (size_t i = 0; i < f.links.size(); ++i) {
-          double& r = ratio_of[{f.links[i].src_rank(), f.links[i].dst_rank()}];
-          r = std::max(r, f.ratios[i]);
-        }
-      }
-      std::vector<std::pair<double, falcon::v1::Link>> all;
-      for (const auto& [k, r] : ratio_of) {
-        falcon::v1::Link l;
-        l.set_src_rank(k.first);
-        l.set_dst_rank(k.second);
-        all.push_back({r, l});
-      }
-      std::stable_sort(all.begin(), all.end(),
-                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::vector<std::pair<double, falcon::v1::Link>> slow_ratios;
+      for (const auto& l : slow) slow_ratios.push_back({l.ratio, to_link(l)});
+      const std::vector<std::pair<double, falcon::v1::Link>> all =
+          NodeNicVerdictLinks(slow_ratios, nic, &v.nodes);
       v.links.clear();
       v.one_way_links.clear();
       for (const auto& [r, l] : all) v.links.push_back(l);

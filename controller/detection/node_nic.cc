@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -187,6 +188,31 @@ std::string DescribeNodeNicFaults(const NodeNicResult& result) {
         absl::StrJoin(f.peers, ", ")));
   }
   return absl::StrJoin(parts, "; ");
+}
+
+std::vector<std::pair<double, falcon::v1::Link>> NodeNicVerdictLinks(
+    const std::vector<std::pair<double, falcon::v1::Link>>& slow, const NodeNicResult& nic,
+    std::vector<std::string>* nodes) {
+  std::map<std::pair<uint32_t, uint32_t>, double> ratio_of;
+  auto keep = [&](const falcon::v1::Link& l, double ratio) {
+    double& r = ratio_of[{l.src_rank(), l.dst_rank()}];
+    r = std::max(r, ratio);
+  };
+  for (const auto& [r, l] : slow) keep(l, r);
+  for (const NodeNicFault& f : nic.faults) {
+    nodes->push_back(f.node);
+    for (size_t i = 0; i < f.links.size(); ++i) keep(f.links[i], f.ratios[i]);
+  }
+  std::vector<std::pair<double, falcon::v1::Link>> all;
+  for (const auto& [k, r] : ratio_of) {
+    falcon::v1::Link l;
+    l.set_src_rank(k.first);
+    l.set_dst_rank(k.second);
+    all.push_back({r, l});
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  return all;
 }
 
 }  // namespace falcon::controller::detection

@@ -78,6 +78,13 @@ NodeNicResult FindNodeNicFaults(const std::vector<LinkFigure>& links, const Rank
 // pair at worst), to node-0, node-3" for each fault, joined by "; ".
 std::string DescribeNodeNicFaults(const NodeNicResult& result);
 
+// The links of a node-NIC verdict: `slow` (other slow links, each with its ratio) merged with
+// the named nodes' links (a link in both keeps the larger ratio), slowest first (ties in link
+// order). The named nodes are appended to *nodes. Empty when both are empty.
+std::vector<std::pair<double, falcon::v1::Link>> NodeNicVerdictLinks(
+    const std::vector<std::pair<double, falcon::v1::Link>>& slow, const NodeNicResult& nic,
+    std::vector<std::string>* nodes);
+
 }  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_NODE_NIC_H_

@@ -162,23 +162,8 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   } else if (!nic.faults.empty()) {
     // The named nodes' links and the communicators' slow links (each touching a named node).
     v.cause = falcon::v1::CAUSE_COMMUNICATION;
-    std::map<std::pair<uint32_t, uint32_t>, double> ratio_of;
-    for (const auto& [r, l] : slow_links) ratio_of[{l.src_rank(), l.dst_rank()}] = r;
-    for (const NodeNicFault& f : nic.faults) {
-      v.nodes.push_back(f.node);
-      for (size_t i = 0; i < f.links.size(); ++i) {
-        double& r = ratio_of[{f.links[i].src_rank(), f.links[i].dst_rank()}];
-        r = std::max(r, f.ratios[i]);
-      }
-    }
-    std::vector<std::pair<double, falcon::v1::Link>> all;
-    for (const auto& [link, r] : ratio_of) {
-      falcon::v1::Link l;
-      l.set_src_rank(link.first);
-      l.set_dst_rank(link.second);
-      all.push_back({r, l});
-    }
-    std::stable_sort(all.begin(), all.end(), by_ratio);
+    const std::vector<std::pair<double, falcon::v1::Link>> all =
+        NodeNicVerdictLinks(slow_links, nic, &v.nodes);
     for (const auto& [r, l] : all) v.links.push_back(l);
     v.ratio = all.front().first;
     v.reason = DescribeNodeNicFaults(nic);

@@ -157,19 +157,5 @@ TEST(Scenario, DpLinkCapIsLocalizedToItsNodePairAndMitigated) {
   EXPECT_TRUE(mitigated) << Evidence(r);
 }
 
-TEST(Scenario, DegradedNicIsNamedAsItsNode) {
-  REQUIRE_NETNS();
-  deploy::demo::Report r = RunScenarioNamed("nic", 330);
-  ExpectRan(r);
-  const deploy::demo::InjectedFault& f = r.scenario.faults[0];
-  auto it = std::find_if(r.events.begin(), r.events.end(),
-                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
-  ASSERT_NE(it, r.events.end()) << Evidence(r);
-  EXPECT_EQ(it->cause, "COMMUNICATION") << Evidence(r);
-  // One node's NIC, not its links one by one.
-  EXPECT_EQ(it->nodes, std::vector<std::string>{"node" + std::to_string(f.node)}) << Evidence(r);
-  EXPECT_TRUE(it->culprit_correct) << Evidence(r);
-}
-
 }  // namespace
 }  // namespace falcon::tests::e2e
