@@ -479,13 +479,15 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
     if (!used.ok()) return used.status();
     t.slowdown = spec.slowdown;
     t.measured_cores = *used;
-    if (*used < kMinMeasuredCores) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s used %.3f cores over %s: too idle to slow down by a factor (give quota= "
-          "instead)",
-          who, *used, absl::FormatDuration(options_.slowdown_window)));
-    }
     cores = *used / *spec.slowdown;
+    // The kernel's smallest quota is 1 ms per period.
+    if (cores * absl::ToDoubleMilliseconds(spec.period) < 1.0) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s used %.3f cores over %s: too idle to slow down by a factor (%.4f cores is below "
+          "the kernel's 1 ms per %s period; give a longer period= or quota= instead)",
+          who, *used, absl::FormatDuration(options_.slowdown_window), cores,
+          absl::FormatDuration(spec.period)));
+    }
   }
   t.quota_cores = cores;
   const std::string name = FormatChaosCgroupName(

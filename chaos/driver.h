@@ -16,10 +16,11 @@
 // Target resolution at Apply: nodes by name from the cluster spec; ranks through the rank table,
 // read again at every Apply (the launcher rewrites it when it restarts the job). A compute fault
 // with slowdown=F first measures the process's CPU use over DriverOptions::slowdown_window (Apply
-// takes that long) and caps it at that use / F; a process using under kMinMeasuredCores is
-// refused (kFailedPrecondition). With thread=NAME the process's threads of that name are looked
-// up at Apply (kNotFound naming the process and the threads it has when none is), only they are
-// measured and throttled; on cgroup v2 kFailedPrecondition (cgroup.h).
+// takes that long) and caps it at that use / F; when that cap is below the kernel's smallest
+// quota (1 ms per period) the fault is refused (kFailedPrecondition). With thread=NAME the
+// process's threads of that name are looked up at Apply (kNotFound naming the process and the
+// threads it has when none is), only they are measured and throttled; on cgroup v2
+// kFailedPrecondition (cgroup.h).
 //
 // Composition of shaping faults (one root qdisc per interface):
 //   - link faults from one sender share one htb on its interface (a class + filter each); one
@@ -84,10 +85,6 @@ struct DriverOptions {
   absl::Duration slowdown_window = absl::Seconds(1);
   int64_t clock_ticks_per_second = 0;  // Of /proc/PID/stat times; 0: sysconf(_SC_CLK_TCK).
 };
-
-// A process using less CPU than this (cores) cannot be slowed down by a factor: the quota would
-// be next to nothing and crush it once it works again.
-inline constexpr double kMinMeasuredCores = 0.05;
 
 class Driver {
  public:

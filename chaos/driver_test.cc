@@ -378,11 +378,12 @@ TEST_F(DriverTest, AnIdleProcessCannotBeSlowedDownByAFactor) {
     fake_.SetFile("/proc/1003/stat", StatTimes(1003, 101, 51));
   };
   std::unique_ptr<Driver> d = Make();
-  absl::StatusOr<int> id = d->Apply(Spec("compute:rank=3,slowdown=2"));
+  // 0.02 cores / 4 = 0.005 cores: 0.5 ms per 100 ms period, below the kernel's 1 ms.
+  absl::StatusOr<int> id = d->Apply(Spec("compute:rank=3,slowdown=4"));
   EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(id.status().message(),
               HasSubstr("process 1003 used 0.020 cores over 1s: too idle to slow down by a factor "
-                        "(give quota= instead)"));
+                        "(0.0050 cores is below the kernel's 1 ms per 100ms period"));
   EXPECT_THAT(fake_.Lines("mkdir"), IsEmpty());
   EXPECT_DOUBLE_EQ(*d->record().faults[0].target.measured_cores, 0.02);
 }

@@ -52,8 +52,7 @@ std::string InjectedFault::ToSpec() const {
   if (injection == FaultInjection::kKernel) {
     switch (kind) {
       case FaultKind::kCompute:
-        return absl::StrFormat("compute:rank=%d,slowdown=%g,period=50ms,thread=falcon-device", rank,
-                               factor);
+        return absl::StrFormat("compute:rank=%d,slowdown=%g,thread=falcon-device", rank, factor);
       case FaultKind::kLink:
         // A 4 KiB bucket (tc's default here is 32 KiB): a validation message (16 KiB) must not
         // pass at line rate on saved-up tokens.
