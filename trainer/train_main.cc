@@ -105,7 +105,8 @@ ABSL_FLAG(double, emulated_compute_ms, 0,
           "rank's emulated accelerator (its speed follows the CPU the rank gets); 0: none");
 ABSL_FLAG(double, emulated_device_duty, 0.1,
           "share of emulated device time the emulated accelerator spends as real CPU work, in "
-          "(0, 1]; the rest it waits at the speed that work got");
+          "[0, 1]; the rest it waits at the speed that work got; 0: a fixed-speed device that "
+          "only sleeps (for faults injected inside the trainer)");
 ABSL_FLAG(double, emulated_gemm_ms, -1,
           "emulated device time of one validation GEMM repetition in ms, on the emulated "
           "accelerator; -1: 10x --emulated_compute_ms");
@@ -215,8 +216,8 @@ std::string CheckFlags() {
     return absl::StrCat("--emulated_compute_ms ", ms, ": need a number in [0, 10000]");
   }
   const double duty = absl::GetFlag(FLAGS_emulated_device_duty);
-  if (!(duty > 0 && duty <= 1)) {
-    return absl::StrCat("--emulated_device_duty ", duty, ": need a number in (0, 1]");
+  if (!(duty >= 0 && duty <= 1)) {
+    return absl::StrCat("--emulated_device_duty ", duty, ": need a number in [0, 1]");
   }
   for (const auto& [flag, value] :
        {std::pair<const char*, double>{"--emulated_gemm_ms", absl::GetFlag(FLAGS_emulated_gemm_ms)},

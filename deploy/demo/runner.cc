@@ -142,8 +142,11 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
       // A slow device (emulated) does not steal host CPU: compute faults sleep, not spin.
       "--noburn_compute_faults",
   };
-  if (!s.faults.empty() && s.injection == FaultInjection::kInProcess) {
-    args.push_back(absl::StrCat("--faults=", s.FaultSpec()));
+  if (s.injection == FaultInjection::kInProcess) {
+    // Faults inside the trainer stretch device time themselves: a fixed-speed device keeps
+    // outside load on the shared CPUs from moving it (trainer/device/emulated_device.h).
+    args.push_back("--emulated_device_duty=0");
+    if (!s.faults.empty()) args.push_back(absl::StrCat("--faults=", s.FaultSpec()));
   }
   if (s.pin_cpus) args.push_back("--pin_cpus");
   args.insert(args.end(), s.train_args.begin(), s.train_args.end());

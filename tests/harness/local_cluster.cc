@@ -524,14 +524,10 @@ std::vector<pid_t> LocalCluster::pids() {
 }
 
 std::vector<std::string> TunedTrainerArgs() {
-  return {"--micro-batches=64",
-          "--layers=2",
-          "--hidden=32",
-          "--embed=16",
-          "--batch=16",
+  return {"--micro-batches=64", "--layers=2", "--hidden=32", "--embed=16", "--batch=16",
           "--emulated_compute_ms=4",
-          "--noburn_compute_faults",
-          "--print_every=20"};
+          // The tests that use these inject faults inside the trainer: a fixed-speed device.
+          "--emulated_device_duty=0", "--noburn_compute_faults", "--print_every=20"};
 }
 
 std::vector<std::string> TunedControllerArgs() {

@@ -106,6 +106,11 @@ absl::Duration EmulatedDevice::Run(absl::Duration nominal) {
 }
 
 absl::Duration EmulatedDevice::RunHere(absl::Duration nominal) {
+  if (options_.duty <= 0) {
+    const int64_t start = host_->MonotonicNanos();
+    host_->SleepFor(nominal);
+    return absl::Nanoseconds(host_->MonotonicNanos() - start);
+  }
   const int64_t nominal_ns = absl::ToInt64Nanoseconds(nominal);
   const int64_t work_ns =
       std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(nominal_ns) * options_.duty));

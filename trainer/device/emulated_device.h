@@ -50,8 +50,10 @@ class Host {
 Host* RealHost();
 
 struct EmulatedDeviceOptions {
-  // Share of a device op's nominal time spent as real CPU work, in (0, 1]. 0.1: a rank's device
-  // asks ~10% of a core at full utilization, so 8 ranks fit on 2 cores beside the daemons.
+  // Share of a device op's nominal time spent as real CPU work, in [0, 1]. 0.1: a rank's device
+  // asks ~10% of a core at full utilization, so 8 ranks fit on 2 cores beside the daemons. 0: a
+  // fixed-speed device that sleeps its nominal time (no CPU work, blind to the OS: for runs whose
+  // faults are injected inside the trainer, where outside load must not move device time).
   double duty = 0.1;
   // Ops whose (wall, CPU) times make the slowdown estimate, >= 1.
   int window = 64;

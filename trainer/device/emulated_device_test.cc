@@ -43,6 +43,15 @@ TEST(EmulatedDeviceTest, HealthyOpTakesItsNominalTimeAndDutyOfItOnTheCpu) {
   EXPECT_EQ(host.work_calls, 1);
 }
 
+TEST(EmulatedDeviceTest, ZeroDutyIsAFixedSpeedDevice) {
+  FakeHost host;
+  EmulatedDevice device({.duty = 0, .window = 8, .own_thread = false}, &host);
+  host.speed = 3;  // Whatever the OS gives the rank.
+  EXPECT_EQ(device.Run(absl::Milliseconds(10)), absl::Milliseconds(10));
+  EXPECT_EQ(host.work_calls, 0);
+  EXPECT_EQ(host.cpu_ns, 0);
+}
+
 TEST(EmulatedDeviceTest, LessCpuSlowsEveryOpByTheSameFactor) {
   FakeHost host;
   EmulatedDevice device({.duty = 0.1, .window = 8, .own_thread = false}, &host);
