@@ -20,6 +20,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -453,6 +454,14 @@ int RunLauncher(const std::vector<std::string>& args) {
       return Fail(absl::StrCat(flag, ": cannot write '", path, "'"));
     }
   }
+  // SIGINT and SIGTERM stay blocked from before the control directory exists: RunLaunch takes
+  // them from a signalfd (and unblocks them in each rank), so one that arrives before or between
+  // launches still stops the run through the launcher and the directory is removed.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   absl::StatusOr<std::unique_ptr<ControlDir>> control = ControlDir::Create();
   if (!control.ok()) return Fail(std::string(control.status().message()));
   const std::string restart_file = (*control)->restart_file();
