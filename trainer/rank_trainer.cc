@@ -462,6 +462,7 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
       break;
     case falcon::v1::Directive::kCheckpointRestart: {
       restart_dir_ = ResolveDir(options_.checkpoint_dir, d.checkpoint_restart().checkpoint_dir());
+      restart_epoch_ = d.epoch();
       restart_excluded_.assign(d.checkpoint_restart().excluded_ranks().begin(),
                                d.checkpoint_restart().excluded_ranks().end());
       if (absl::Status s = WriteCheckpoint(restart_dir_, t, restart_excluded_, /*restart=*/true);
@@ -553,8 +554,10 @@ absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
     if (absl::Status s = WriteManifest(dir, m); !s.ok()) return s;
     if (restart && !options_.restart_file.empty()) {
       // For the launcher; written before the barrier, so it exists before any rank exits.
-      const nlohmann::json request = {
-          {"checkpoint_dir", dir}, {"excluded_ranks", excluded}, {"iteration", t}};
+      const nlohmann::json request = {{"checkpoint_dir", dir},
+                                      {"excluded_ranks", excluded},
+                                      {"iteration", t},
+                                      {"epoch", restart_epoch_}};
       const std::string tmp = options_.restart_file + ".tmp";
       std::remove(tmp.c_str());
       if (absl::Status s = AppendLine(tmp, request.dump()); !s.ok()) return s;
