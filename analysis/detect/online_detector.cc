@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "common/stats.h"
 
 namespace falcon::analysis::detect {
 namespace {
@@ -147,10 +149,24 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
   for (int64_t i = c; i < n; ++i) after_.push_back(ValueAt(i));
   const LevelComparison cmp = CompareLevels(before_, after_, th.verification_ratio);
   if (!cmp.significant) return std::nullopt;
+  // The new level must still hold: a burst that is over is no change (nor a recovery that
+  // relapsed). The latest observations' median differs from the level before by the threshold,
+  // in the same direction, and sits nearer the new level than the old one.
+  const size_t persist = std::min<size_t>(OnlineDetectorOptions::kPersistence,
+                                          static_cast<size_t>(options_.min_after));
+  const double latest = common::Median(absl::MakeConstSpan(after_).last(persist));
+  const double midpoint = 0.5 * (cmp.median_before + cmp.median_after);
+  const bool rose = cmp.median_after > cmp.median_before;
+  if (RelativeChange(cmp.median_before, latest) < th.verification_ratio ||
+      (rose ? latest < midpoint : latest > midpoint) ||
+      (rose ? after_.back() < midpoint : after_.back() > midpoint)) {
+    return std::nullopt;
+  }
   DetectorEvent event;
   event.kind = levels_.Classify(cmp.mean_before, cmp.mean_after);
   event.iteration = IterationAt(c);
   event.decided_at = last_iteration_;
+  event.before_iteration = IterationAt(before_begin);
   event.ratio = cmp.mean_before > 0 ? cmp.mean_after / cmp.mean_before : 0.0;
   event.probability = q;
   event.mean_before = cmp.mean_before;
