@@ -49,7 +49,9 @@ absl::Status CheckStretch(const ComputeStretch& s, size_t columns, absl::string_
 }
 
 // Per iteration of `s`, the lower quartile across columns of value / level (columns with a
-// level and a value; NaN for an iteration with fewer than 2 of them).
+// level and a value; NaN for an iteration with fewer than 2 of them or than half the columns:
+// an iteration most ranks have not reported yet, as when a rank's own series decides on its
+// summary before the others', is no comparison).
 std::vector<double> TypicalPerIteration(const ComputeStretch& s, absl::Span<const double> levels) {
   std::vector<double> out;
   if (s.values.empty()) return out;
@@ -60,7 +62,8 @@ std::vector<double> TypicalPerIteration(const ComputeStretch& s, absl::Span<cons
       const double v = s.values[r][i];
       if (!std::isnan(v) && !std::isnan(levels[r])) row.push_back(v / levels[r]);
     }
-    out.push_back(row.size() >= 2 ? LowerQuartile(row) : kNaN);
+    const size_t needed = std::max<size_t>(2, (s.values.size() + 1) / 2);
+    out.push_back(row.size() >= needed ? LowerQuartile(row) : kNaN);
   }
   return out;
 }

@@ -4,8 +4,9 @@
 // the job (one rank's compute, or communication, whose compute stays flat).
 //
 // Input: the per-rank compute times (any one unit, > 0) over the two stretches a verified change
-// compared, one column per rank, one row per iteration, NaN where a rank reported nothing. The
-// judgement, with threshold θ (the verification ratio):
+// compared, one column per rank, one row per iteration, NaN where a rank reported nothing (an
+// iteration fewer than half the ranks reported counts for no typical compute). The judgement,
+// with threshold θ (the verification ratio):
 //  - the *typical compute* of an iteration is the lower quartile across ranks (the smaller value
 //    of two) of each rank's compute over its own median before the change, so a quarter of the
 //    ranks may be slow for their own reasons without moving it; the *environment factor* E is its

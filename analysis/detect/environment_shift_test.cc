@@ -131,6 +131,19 @@ TEST(EnvironmentShiftTest, MissingIterationsAreSkipped) {
   EXPECT_TRUE(Judge(1.15, before, after).environment);
 }
 
+TEST(EnvironmentShiftTest, AnIterationFewRanksReportedIsSkipped) {
+  // Two loaded iterations, two nearly healthy, and the latest, which only ranks 0-2 have reported
+  // (a rank's own series decides on its summary before the others come in): that one counts for
+  // no typical compute, else the load would read as gone.
+  const auto before = Stretch(8, 60, 0.0, 26, [](int) { return 0.2; });
+  ComputeStretch after;
+  after.values.assign(8, {0.25, 0.25, 0.204, 0.204, kNaN});
+  for (int r = 0; r < 3; ++r) after.values[r].back() = 0.18;
+  EXPECT_TRUE(Judge(1.2, before, after).environment);
+  for (int r = 3; r < 4; ++r) after.values[r].back() = 0.18;  // Half the ranks: it counts.
+  EXPECT_FALSE(Judge(1.2, before, after).environment);
+}
+
 TEST(EnvironmentShiftTest, ABaselineJudgesALaterStretch) {
   // The baseline of the healthy level judges a stretch long after (what is left once the
   // environment recedes): compute back to healthy, the series still 20% up.
