@@ -63,9 +63,10 @@ class EnvironmentGate {
   // One more job iteration (time `value` s) while a shift is remembered; `healthy` is the job
   // series' healthy level (s). Returns a slowdown (kSlowdown from `healthy` to the mean of the
   // latest kLeftIterations, over them) once the environment has receded — the typical compute
-  // of each of them within half the threshold of the remembered baseline — while their mean and
-  // median still lie at least `threshold` above `healthy`; the shift is then forgotten. nullopt
-  // otherwise, and when nothing is remembered.
+  // of each of them within half the threshold of the remembered baseline — while they are still
+  // a level `threshold` above `healthy` as the online detector verifies one (mean, median, and
+  // the latest 3 holding); the shift is then forgotten. nullopt otherwise, and when nothing is
+  // remembered.
   std::optional<analysis::detect::DetectorEvent> ObserveLeft(const std::string& job,
                                                              int64_t iteration, double value,
                                                              double healthy, double threshold);
