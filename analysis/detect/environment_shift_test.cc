@@ -64,9 +64,9 @@ TEST(EnvironmentShiftTest, OneSlowRankIsNotTheEnvironment) {
 }
 
 TEST(EnvironmentShiftTest, ARankStandingOutOfALoadedJobIsNotTheEnvironment) {
-  // Every rank 15% slower, rank 5 x1.7: a fault during a load burst.
+  // Every rank 15% slower, rank 5 x2: a fault during a load burst.
   const auto before = Stretch(8, 60, 0.03, 5, [](int) { return 0.2; });
-  const auto after = Stretch(8, 5, 0.03, 6, [](int r) { return r == 5 ? 0.34 : 0.23; });
+  const auto after = Stretch(8, 5, 0.03, 6, [](int r) { return r == 5 ? 0.4 : 0.23; });
   const EnvironmentJudgement j = Judge(1.3, before, after);
   EXPECT_FALSE(j.environment);
   EXPECT_EQ(j.standout_column, 5);
