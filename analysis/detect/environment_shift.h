@@ -4,19 +4,20 @@
 // the job (one rank's compute, or communication, whose compute stays flat).
 //
 // Input: the per-rank compute times (any one unit, > 0) over the two stretches a verified change
-// compared, one column per rank, one row per iteration, NaN where a rank reported nothing. The
-// judgement, with threshold θ (the verification ratio):
+// compared, one column per rank, one row per iteration, NaN where a rank reported nothing (an
+// iteration fewer than half the ranks reported counts for no typical compute). The judgement,
+// with threshold θ (the verification ratio):
 //  - the *typical compute* of an iteration is the lower quartile across ranks (the smaller value
 //    of two) of each rank's compute over its own median before the change, so a quarter of the
 //    ranks may be slow for their own reasons without moving it; the *environment factor* E is its
 //    median over the stretch after over its median over the stretch before;
 //  - a rank *stands out* when its own factor (median after / median before) exceeds the median
 //    factor of the other ranks of its pipeline stage (of every other rank when it has none) by
-//    more than 1 + 4θ (the OS alone made one rank's compute up to 1.27x its peers' for several
+//    more than 1 + 5θ (the OS alone made one rank's compute up to 1.40x its peers' for several
 //    iterations in healthy runs on a loaded 2-core machine);
 //  - the change is an environment shift when at least 2 ranks have compute on both sides, no
-//    rank stands out, E >= 1 + θ / 2, and E - 1 >= (r - 1) / 3 for the series' ratio r (on a
-//    loaded CPU the iteration time rises up to ~2x as much as compute, since communication
+//    rank stands out, E >= 1 + θ / 2, and E - 1 >= (r - 1) / 5 for the series' ratio r (on a
+//    loaded CPU the iteration time rises up to ~4x as much as compute, since communication
 //    slows too; a fault far larger than the compute rise is not the environment's).
 // Pure and deterministic.
 #ifndef FALCON_ANALYSIS_DETECT_ENVIRONMENT_SHIFT_H_

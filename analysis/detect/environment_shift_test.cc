@@ -64,9 +64,9 @@ TEST(EnvironmentShiftTest, OneSlowRankIsNotTheEnvironment) {
 }
 
 TEST(EnvironmentShiftTest, ARankStandingOutOfALoadedJobIsNotTheEnvironment) {
-  // Every rank 15% slower, rank 5 x1.7: a fault during a load burst.
+  // Every rank 15% slower, rank 5 x2: a fault during a load burst.
   const auto before = Stretch(8, 60, 0.03, 5, [](int) { return 0.2; });
-  const auto after = Stretch(8, 5, 0.03, 6, [](int r) { return r == 5 ? 0.34 : 0.23; });
+  const auto after = Stretch(8, 5, 0.03, 6, [](int r) { return r == 5 ? 0.4 : 0.23; });
   const EnvironmentJudgement j = Judge(1.3, before, after);
   EXPECT_FALSE(j.environment);
   EXPECT_EQ(j.standout_column, 5);
@@ -129,6 +129,19 @@ TEST(EnvironmentShiftTest, MissingIterationsAreSkipped) {
   for (int r = 0; r < 8; r += 2) before.values[r][r] = kNaN;
   after.values[3][0] = kNaN;
   EXPECT_TRUE(Judge(1.15, before, after).environment);
+}
+
+TEST(EnvironmentShiftTest, AnIterationFewRanksReportedIsSkipped) {
+  // Two loaded iterations, two nearly healthy, and the latest, which only ranks 0-2 have reported
+  // (a rank's own series decides on its summary before the others come in): that one counts for
+  // no typical compute, else the load would read as gone.
+  const auto before = Stretch(8, 60, 0.0, 26, [](int) { return 0.2; });
+  ComputeStretch after;
+  after.values.assign(8, {0.25, 0.25, 0.204, 0.204, kNaN});
+  for (int r = 0; r < 3; ++r) after.values[r].back() = 0.18;
+  EXPECT_TRUE(Judge(1.2, before, after).environment);
+  for (int r = 3; r < 4; ++r) after.values[r].back() = 0.18;  // Half the ranks: it counts.
+  EXPECT_FALSE(Judge(1.2, before, after).environment);
 }
 
 TEST(EnvironmentShiftTest, ABaselineJudgesALaterStretch) {

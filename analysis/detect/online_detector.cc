@@ -110,15 +110,13 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
   if (warming) {
     warmup_values_.push_back(value);
     if (observations_ < options_.warmup) return std::nullopt;
-    // Standardize with the warm-up's mean and sample deviation, then replay it into BOCD.
-    double mean = 0;
-    for (double v : warmup_values_) mean += v;
-    mean /= static_cast<double>(warmup_values_.size());
-    double ss = 0;
-    for (double v : warmup_values_) ss += (v - mean) * (v - mean);
-    const double sd = std::sqrt(ss / static_cast<double>(warmup_values_.size() - 1));
-    center_ = mean;
-    scale_ = std::max(sd, options_.min_relative_scale * std::abs(mean));
+    // Standardize robustly with the warm-up's median and MAD (a job's first iterations are
+    // often several times slower, which would inflate a sample deviation), then replay it into
+    // BOCD.
+    const double median = common::Median(warmup_values_);
+    center_ = median;
+    scale_ = std::max(common::kMadToSigma * common::Mad(warmup_values_),
+                      options_.min_relative_scale * std::abs(median));
     if (!(scale_ > 0)) scale_ = 1.0;
     for (double v : warmup_values_) {
       absl::Status s = bocd_.Update((v - center_) / scale_);

@@ -59,10 +59,11 @@ struct OnlineDetectorOptions {
   int min_after = 5;
   // Observations before the change used by verification, [1, 100000].
   int window = 100;
-  // The first `warmup` observations set the standardization (mean, sample deviation) and are then
-  // fed to BOCD; no event is decided before. [2, 100000].
+  // The first `warmup` observations set the standardization (median, 1.4826 x MAD: robust to a
+  // job's slow first iterations) and are then fed to BOCD; no event is decided before.
+  // [2, 100000].
   int warmup = 20;
-  // The standardizing deviation is at least this fraction of the warm-up mean, so a series with
+  // The standardizing deviation is at least this fraction of the warm-up median, so a series with
   // almost no jitter does not turn 1% wobbles into many-sigma events. [0, 1].
   double min_relative_scale = 0.01;
 

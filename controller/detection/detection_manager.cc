@@ -226,6 +226,7 @@ void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, 
     metrics_->JobIterationTime(p.job, absl::Nanoseconds(point.iteration_time_ns));
   }
 
+  JudgePendingOnsets(p, uow);  // The ranks' series decided first, as their summaries came.
   if (ev.ok() && ev->has_value()) OnDetection(p, kJobSeries, s, **ev, uow);
   CheckLeftAfterEnvironment(p, point.iteration, point.iteration_time_ns, uow);
   events_->ObserveSeries(p.job, kJobSeries, point.iteration,
@@ -279,20 +280,31 @@ absl::Duration DetectionManager::RecentLevel(const Pipeline& p) {
   return absl::Nanoseconds(common::Median(p.recent_ring));
 }
 
-bool DetectionManager::IsEnvironmentShift(Pipeline& p, const std::string& series,
-                                          const analysis::detect::DetectorEvent& ev) {
+DetectionManager::Judged DetectionManager::JudgeEnvironment(
+    Pipeline& p, const std::string& series, const analysis::detect::DetectorEvent& ev) {
   const registry::JobEntry* job = registry_->Find(p.job);
-  if (job == nullptr) return false;
+  if (job == nullptr) return Judged::kPart;
+  const double threshold = settings_->Effective(p.job).verification_min_ratio;
   absl::StatusOr<analysis::detect::EnvironmentJudgement> j =
-      environment_.JudgeSlowdown(*job, ev, settings_->Effective(p.job).verification_min_ratio,
-                                 /*remember=*/series == kJobSeries);
+      environment_.JudgeSlowdown(*job, ev, threshold, /*remember=*/series == kJobSeries);
   if (!j.ok()) {
     LOG(WARNING) << "environment judgement failed job=" << p.job << " series=" << series
                  << " error=\"" << j.status().message() << "\"";
     if (metrics_ != nullptr) metrics_->CountError(metrics::where::kDetectionEnvironment);
-    return false;
+    return Judged::kPart;
   }
-  if (!j->environment) return false;
+  if (!j->environment) {
+    // A rank's series decides on its own summary: the other ranks' of that iteration may not be
+    // in yet. When every rank's compute rose somewhat (a quarter of the threshold) and none
+    // stands out, judged again on the whole iteration.
+    const bool complete = ev.decided_at <= p.last_iteration;
+    if (!complete && !(j->standout_excess > 1 + 5 * threshold) && j->factor >= 1 + threshold / 4) {
+      return Judged::kIncomplete;
+    }
+    VLOG(1) << "slowdown not the environment's job=" << p.job << " series=" << series
+            << " iteration=" << ev.iteration << " why=\"" << j->reason << "\"";
+    return Judged::kPart;
+  }
   // Every series of the job sees the same shift: logged and counted once.
   if (p.last_environment_iteration < 0 ||
       ev.iteration > p.last_environment_iteration + options_.detector.lag) {
@@ -304,7 +316,22 @@ bool DetectionManager::IsEnvironmentShift(Pipeline& p, const std::string& series
     if (metrics_ != nullptr) metrics_->EnvironmentShift(p.job);
   }
   p.last_environment_iteration = std::max(p.last_environment_iteration, ev.iteration);
-  return true;
+  return Judged::kEnvironment;
+}
+
+void DetectionManager::JudgePendingOnsets(Pipeline& p, core::UnitOfWork* uow) {
+  if (p.pending_onsets.empty()) return;
+  std::vector<PendingOnset> ready;
+  std::vector<PendingOnset> waiting;
+  for (PendingOnset& o : p.pending_onsets) {
+    (o.detection.decided_at <= p.last_iteration ? ready : waiting).push_back(std::move(o));
+  }
+  p.pending_onsets = std::move(waiting);
+  for (const PendingOnset& o : ready) {
+    const int64_t rank = SeriesRank(o.series);
+    const Series& s = rank < 0 ? p.job_series : RankSeriesOf(p, static_cast<uint32_t>(rank));
+    Onset(p, o.series, s, o.detection, /*judge_environment=*/true, uow);
+  }
 }
 
 void DetectionManager::CheckLeftAfterEnvironment(Pipeline& p, int64_t iteration, int64_t time_ns,
@@ -342,7 +369,17 @@ void DetectionManager::Onset(Pipeline& p, const std::string& series, const Serie
   }
   // Load from outside the job that slows every rank alike is no fail-slow of a part of it
   // (docs/algorithms.md#environment-shifts).
-  if (judge_environment && IsEnvironmentShift(p, series, ev)) return;
+  if (judge_environment) {
+    switch (JudgeEnvironment(p, series, ev)) {
+      case Judged::kEnvironment:
+        return;
+      case Judged::kIncomplete:
+        p.pending_onsets.push_back({series, ev});
+        return;
+      case Judged::kPart:
+        break;
+    }
+  }
   environment_.ForgetShift(p.job);
   // A new event beside the active ones: its lost time counts from the level they left.
   const bool concurrent = events_->Active(p.job) != nullptr;

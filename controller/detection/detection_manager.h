@@ -140,6 +140,12 @@ class DetectionManager {
     int64_t first_stored = -1;
     RecentTimes recent;
   };
+  // A slowdown onset of a rank's series, decided on its own summary before every rank reported
+  // that iteration, that the environment might still explain (no rank stands out).
+  struct PendingOnset {
+    std::string series;
+    analysis::detect::DetectorEvent detection;
+  };
   struct Pipeline {
     std::string job;
     absl::flat_hash_map<uint32_t, Series> ranks;
@@ -155,7 +161,8 @@ class DetectionManager {
     int64_t bucket_sum_ns = 0;
     int64_t bucket_count = 0;
     int64_t bucket_plan = 0;
-    int64_t last_environment_iteration = -1;  // Latest environment shift's iteration.
+    int64_t last_environment_iteration = -1;   // Latest environment shift's iteration.
+    std::vector<PendingOnset> pending_onsets;  // Judged once their iteration is complete.
   };
 
   Pipeline& PipelineOf(const registry::JobEntry& job);
@@ -173,9 +180,14 @@ class DetectionManager {
   void Onset(Pipeline& p, const std::string& series, const Series& s,
              const analysis::detect::DetectorEvent& ev, bool judge_environment,
              core::UnitOfWork* uow);
-  // True when every rank's compute explains the slowdown: logged once per shift and counted.
-  bool IsEnvironmentShift(Pipeline& p, const std::string& series,
+  enum class Judged { kEnvironment, kPart, kIncomplete };
+  // kEnvironment when every rank's compute explains the slowdown (logged once per shift and
+  // counted); kIncomplete when it does not, yet the decision's job iteration is incomplete, every
+  // rank's compute rose somewhat and none stands out (judged again once complete); else kPart.
+  Judged JudgeEnvironment(Pipeline& p, const std::string& series,
                           const analysis::detect::DetectorEvent& ev);
+  // Pending onsets whose iteration is complete go through Onset again.
+  void JudgePendingOnsets(Pipeline& p, core::UnitOfWork* uow);
   // While an environment shift of the job series is remembered: one more job iteration; opens
   // the slowdown the environment no longer explains (environment_gate.h).
   void CheckLeftAfterEnvironment(Pipeline& p, int64_t iteration, int64_t time_ns,

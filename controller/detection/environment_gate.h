@@ -8,7 +8,7 @@
 // A slowdown of the job series judged an environment shift is remembered with its baseline (every
 // rank's compute before it) while the job series stays slowed: each later job iteration is
 // offered to ObserveLeft, which tells when the environment has receded (every rank's compute back
-// near its baseline) while the job stays at least the threshold above its healthy level (a
+// near its baseline) while the job stays at least twice the threshold above its healthy level (a
 // fail-slow that began with the load, or outlasted it): that slowdown opens an event.
 // Compute is not stored: after a controller restart the history starts empty and nothing is an
 // environment shift until it has refilled. Not thread-safe (controller loop only).
@@ -38,6 +38,8 @@ class EnvironmentGate {
   // Iterations of the job series at its slowed level that ObserveLeft judges (the online
   // detector's default min_after).
   static constexpr size_t kLeftIterations = 5;
+  // What is left must be this many verification thresholds above the healthy level.
+  static constexpr double kLeftThresholds = 2.0;
 
   // `after_iterations`: the longest stretch after a change the detector decides on (its lag),
   // clamped to [1, 1000].
@@ -63,9 +65,10 @@ class EnvironmentGate {
   // One more job iteration (time `value` s) while a shift is remembered; `healthy` is the job
   // series' healthy level (s). Returns a slowdown (kSlowdown from `healthy` to the mean of the
   // latest kLeftIterations, over them) once the environment has receded — the typical compute
-  // of each of them within half the threshold of the remembered baseline — while their mean and
-  // median still lie at least `threshold` above `healthy`; the shift is then forgotten. nullopt
-  // otherwise, and when nothing is remembered.
+  // of each of them within half the threshold of the remembered baseline — while they are still
+  // a level kLeftThresholds x `threshold` above `healthy` as the online detector verifies one
+  // (mean, median, and the latest 3 holding); the shift is then forgotten. nullopt otherwise, and
+  // when nothing is remembered.
   std::optional<analysis::detect::DetectorEvent> ObserveLeft(const std::string& job,
                                                              int64_t iteration, double value,
                                                              double healthy, double threshold);
