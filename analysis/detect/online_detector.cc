@@ -152,7 +152,8 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
   // in the same direction, and sits nearer the new level than the old one.
   const size_t persist = std::min<size_t>(OnlineDetectorOptions::kPersistence,
                                           static_cast<size_t>(options_.min_after));
-  const double latest = common::Median(absl::MakeConstSpan(after_).last(persist));
+  const absl::Span<const double> latest_values = absl::MakeConstSpan(after_).last(persist);
+  const double latest = common::Median(latest_values);
   const double midpoint = 0.5 * (cmp.median_before + cmp.median_after);
   const bool rose = cmp.median_after > cmp.median_before;
   if (RelativeChange(cmp.median_before, latest) < th.verification_ratio ||
@@ -169,6 +170,7 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
   event.probability = q;
   event.mean_before = cmp.mean_before;
   event.mean_after = cmp.mean_after;
+  event.latest.assign(latest_values.begin(), latest_values.end());
   last_kept_ = c;
   return event;
 }

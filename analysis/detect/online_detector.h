@@ -83,6 +83,9 @@ struct DetectorEvent {
   // Means of the verified stretches, in the unit of the values added (seconds for Duration).
   double mean_before = 0;
   double mean_after = 0;
+  // The latest min(kPersistence, min_after) observations of the new level at the decision,
+  // oldest first (the level that still held when the change was decided).
+  std::vector<double> latest;
 };
 
 // One series. Not thread-safe (one caller at a time); movable.

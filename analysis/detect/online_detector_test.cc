@@ -92,6 +92,10 @@ TEST(OnlineDetectorTest, OnsetThenRecoveryWithDecisionIterations) {
   EXPECT_LE(events[0].decided_at, events[0].iteration + 50);
   EXPECT_NEAR(events[0].mean_before, 1.0, 0.01);
   EXPECT_NEAR(events[0].mean_after, 1.5, 0.05);
+  // The latest kPersistence observations at the decision, oldest first.
+  ASSERT_EQ(events[0].latest.size(), 3u);
+  const size_t decided = static_cast<size_t>((events[0].decided_at - 1000) / 10);
+  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(events[0].latest[k], xs[decided - 2 + k], 1e-9);
   EXPECT_EQ(events[1].kind, ChangeKind::kRecovery);
   EXPECT_EQ(events[1].iteration, 1000 + 10 * 200);
   EXPECT_FALSE(d.in_slowdown());

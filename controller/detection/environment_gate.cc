@@ -153,6 +153,9 @@ std::optional<DetectorEvent> EnvironmentGate::ObserveLeft(const std::string& job
   left.mean_before = healthy;
   left.mean_after = mean;
   left.ratio = mean / healthy;
+  const absl::Span<const double> last = absl::MakeConstSpan(values).last(
+      std::min<size_t>(values.size(), analysis::detect::OnlineDetectorOptions::kPersistence));
+  left.latest.assign(last.begin(), last.end());
   state.shift.reset();
   return left;
 }
