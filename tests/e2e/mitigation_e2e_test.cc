@@ -58,6 +58,9 @@ harness::LocalClusterOptions BaseOptions(const std::string& faults, double link_
                     "--embed=16",
                     "--batch=16",
                     "--emulated_compute_ms=8",
+                    // Faults come from inside the trainer here: a fixed-speed device, so outside
+                    // load on the shared CPUs does not move device time (it raised extra events).
+                    "--emulated_device_duty=0",
                     "--noburn_compute_faults",
                     "--print_every=20",
                     absl::StrCat("--faults=", faults)};
