@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cluster/cluster_spec.h"
 #include "deploy/demo/fault_schedule.h"
 #include "deploy/demo/live.h"
 #include "grpcpp/grpcpp.h"
@@ -241,6 +242,8 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   spec.layout = scenario.layout;
   spec.nodes = scenario.nodes;
   spec.netns = scenario.injection == FaultInjection::kKernel;
+  settings.cluster = std::string(falcon::cluster::ClusterKindName(
+      spec.netns ? falcon::cluster::ClusterKind::kNetns : falcon::cluster::ClusterKind::kLoopback));
   spec.work_dir = options.work_dir;
   spec.train_args = settings.train_args;
   spec.controller_args = options.controller_args;
