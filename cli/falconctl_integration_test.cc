@@ -240,7 +240,11 @@ class FalconctlTest : public ::testing::Test {
         b.set_job(kJob);
         for (uint32_t r : a->ranks()) {
           const int64_t t = Slow(i) ? Healthy(0, i) * 14 / 10 : Healthy(r, i);
-          falcon::v1::IterationSummary s = controller::testing::MakeSummary(spec_, r, i, t);
+          // The healthy split of compute and communication, plus what the slow rank adds (a
+          // slowdown of every rank's compute would be an environment shift: no event).
+          falcon::v1::IterationSummary s =
+              controller::testing::MakeSummary(spec_, r, i, Healthy(r, i));
+          s.set_iteration_time_ns(t);
           if (Slow(i)) {
             const int64_t extra = Healthy(0, i) * 4 / 10;
             if (r == kSlowRank) {

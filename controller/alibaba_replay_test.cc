@@ -187,14 +187,22 @@ TEST_F(AlibabaReplayTest, OneEventOnRank6WithComputeVerdictAndRecovery) {
 }
 
 TEST_F(AlibabaReplayTest, RestartMidEventKeepsTheSingleEvent) {
+  bool restarted = false;
   for (size_t i = 0; i < data_[0].size(); ++i) {
     Round(i);
-    if (i == 186) {
-      ControlApi api(c_.get());
-      ASSERT_EQ(api.ListEvents({})->events_size(), 1);  // Open before the restart.
-      Restart();
-    }
+    if (restarted) continue;
+    // Restart in the middle of the event: right after its verdict (the pause and resume applied
+    // before it), while it is still open.
+    ControlApi api(c_.get());
+    auto events = api.ListEvents({});
+    ASSERT_TRUE(events.ok());
+    if (events->events_size() == 0 || events->events(0).verdict_iteration() < 0) continue;
+    ASSERT_EQ(events->events_size(), 1);
+    ASSERT_EQ(events->events(0).state(), falcon::v1::EVENT_STATE_LOCALIZED);
+    Restart();
+    restarted = true;
   }
+  EXPECT_TRUE(restarted);
   ExpectOneEventOnRank6();
 }
 

@@ -71,10 +71,10 @@ ABSL_FLAG(std::string, controller_id, "",
 ABSL_FLAG(absl::Duration, tick, absl::Seconds(1),
           "period of timeouts and housekeeping, [10ms, 1m]");
 ABSL_FLAG(int, profiling_iterations, 3, "job iterations profiled before validation, [1, 1000]");
-ABSL_FLAG(int, detector_min_after, 4,
+ABSL_FLAG(int, detector_min_after, 5,
           "observations at a new level before the online detector decides, [1, 10]: the detection "
-          "delay is min_after - 1 iterations; 3 reaches a slowdown an iteration sooner and lets "
-          "more two-iteration spikes of noisy workers through to verification");
+          "delay is min_after - 1 iterations and bursts of up to min_after - 2 iterations are no "
+          "change; 4 reaches a slowdown an iteration sooner and lets 3-iteration bursts through");
 ABSL_FLAG(int, validation_gemm_size, 1024, "validation GEMM size m = n = k, [1, 65536]");
 ABSL_FLAG(int, validation_repeats, 3, "timed repetitions of each validation test, [1, 100]");
 ABSL_FLAG(int64_t, validation_link_bytes, int64_t{64} << 20,

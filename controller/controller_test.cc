@@ -93,7 +93,9 @@ class ControllerTest : public ::testing::Test {
         falcon::v1::TelemetryBatch b;
         b.set_job(spec_.job);
         for (uint32_t r : a->ranks()) {
-          falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, time_ns(r, i));
+          // The healthy split of compute and communication, plus what the slow rank adds.
+          falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, Healthy(r, i));
+          s.set_iteration_time_ns(time_ns(r, i));
           if (i >= 60) {
             // The slow rank computes longer; the others wait for it in their DP group.
             const int64_t extra = Healthy(0, i) * 4 / 10;
@@ -842,6 +844,22 @@ TEST_F(ControllerTest, DetectionCanBeDisabledPerJob) {
   c_.reset();
   Start();
   EXPECT_FALSE(c_->settings().Effective(spec_.job).detection_enabled);
+}
+
+// Load from outside the job: every rank's iteration, its compute included, 15% longer for 40
+// iterations. Every series verifies the slowdown; it is one environment shift, logged and counted
+// once, and no event opens (docs/algorithms.md#environment-shifts).
+TEST_F(ControllerTest, OutsideLoadOnEveryRankIsAnEnvironmentShiftNotAnEvent) {
+  common::testing::LogCapture log;
+  ConnectAll();
+  Run(0, 140, [](uint32_t r, int64_t i) {
+    return i >= 60 && i < 100 ? Healthy(r, i) * 115 / 100 : Healthy(r, i);
+  });
+  EXPECT_TRUE(Events().empty());
+  EXPECT_EQ(common::testing::SeriesValue(registry_.Collect(), metrics::kEnvironmentShifts.name,
+                                         {{"job", spec_.job}}),
+            1);
+  EXPECT_EQ(log.Count("environment shift job=job series="), 1);
 }
 
 TEST_F(ControllerTest, SettingsAndConnectionsAreLoggedAsKeyValuePairs) {

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "common/stats.h"
 
 namespace falcon::analysis::detect {
 namespace {
@@ -108,15 +110,13 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
   if (warming) {
     warmup_values_.push_back(value);
     if (observations_ < options_.warmup) return std::nullopt;
-    // Standardize with the warm-up's mean and sample deviation, then replay it into BOCD.
-    double mean = 0;
-    for (double v : warmup_values_) mean += v;
-    mean /= static_cast<double>(warmup_values_.size());
-    double ss = 0;
-    for (double v : warmup_values_) ss += (v - mean) * (v - mean);
-    const double sd = std::sqrt(ss / static_cast<double>(warmup_values_.size() - 1));
-    center_ = mean;
-    scale_ = std::max(sd, options_.min_relative_scale * std::abs(mean));
+    // Standardize robustly with the warm-up's median and MAD (a job's first iterations are
+    // often several times slower, which would inflate a sample deviation), then replay it into
+    // BOCD.
+    const double median = common::Median(warmup_values_);
+    center_ = median;
+    scale_ = std::max(common::kMadToSigma * common::Mad(warmup_values_),
+                      options_.min_relative_scale * std::abs(median));
     if (!(scale_ > 0)) scale_ = 1.0;
     for (double v : warmup_values_) {
       absl::Status s = bocd_.Update((v - center_) / scale_);
@@ -147,14 +147,30 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
   for (int64_t i = c; i < n; ++i) after_.push_back(ValueAt(i));
   const LevelComparison cmp = CompareLevels(before_, after_, th.verification_ratio);
   if (!cmp.significant) return std::nullopt;
+  // The new level must still hold: a burst that is over is no change (nor a recovery that
+  // relapsed). The latest observations' median differs from the level before by the threshold,
+  // in the same direction, and sits nearer the new level than the old one.
+  const size_t persist = std::min<size_t>(OnlineDetectorOptions::kPersistence,
+                                          static_cast<size_t>(options_.min_after));
+  const absl::Span<const double> latest_values = absl::MakeConstSpan(after_).last(persist);
+  const double latest = common::Median(latest_values);
+  const double midpoint = 0.5 * (cmp.median_before + cmp.median_after);
+  const bool rose = cmp.median_after > cmp.median_before;
+  if (RelativeChange(cmp.median_before, latest) < th.verification_ratio ||
+      (rose ? latest < midpoint : latest > midpoint) ||
+      (rose ? after_.back() < midpoint : after_.back() > midpoint)) {
+    return std::nullopt;
+  }
   DetectorEvent event;
   event.kind = levels_.Classify(cmp.mean_before, cmp.mean_after);
   event.iteration = IterationAt(c);
   event.decided_at = last_iteration_;
+  event.before_iteration = IterationAt(before_begin);
   event.ratio = cmp.mean_before > 0 ? cmp.mean_after / cmp.mean_before : 0.0;
   event.probability = q;
   event.mean_before = cmp.mean_before;
   event.mean_after = cmp.mean_after;
+  event.latest.assign(latest_values.begin(), latest_values.end());
   last_kept_ = c;
   return event;
 }

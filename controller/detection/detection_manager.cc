@@ -54,6 +54,7 @@ DetectionManager::DetectionManager(DetectionOptions options, const common::Clock
                                    Localizer* localizer, const store::ControllerStore* store,
                                    metrics::ControllerMetrics* metrics)
     : options_(std::move(options)),
+      environment_(options_.detector.lag),
       clock_(clock),
       registry_(registry),
       settings_(settings),
@@ -139,6 +140,7 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
     // Looked up per summary: a summary of this batch may end the event (freeing its profiler)
     // or open one (found by the fuzzer: a pointer kept across the loop was used after free).
     if (CommProfiler* profiler = localizer_->Profiler(job.name())) profiler->AddSummary(s, job);
+    environment_.AddCompute(job.name(), s.rank(), s.iteration(), s.compute_ns());
     Feed(p, job, s.rank(), s.iteration(), s.iteration_time_ns(), s.plan_version(), now_ns,
          /*replay=*/false, uow);
     if (on_rank_summary_) {
@@ -224,7 +226,9 @@ void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, 
     metrics_->JobIterationTime(p.job, absl::Nanoseconds(point.iteration_time_ns));
   }
 
+  JudgePendingOnsets(p, uow);  // The ranks' series decided first, as their summaries came.
   if (ev.ok() && ev->has_value()) OnDetection(p, kJobSeries, s, **ev, uow);
+  CheckLeftAfterEnvironment(p, point.iteration, point.iteration_time_ns, uow);
   events_->ObserveSeries(p.job, kJobSeries, point.iteration,
                          absl::Nanoseconds(point.iteration_time_ns));
   const absl::Duration t = absl::Nanoseconds(point.iteration_time_ns);
@@ -276,32 +280,125 @@ absl::Duration DetectionManager::RecentLevel(const Pipeline& p) {
   return absl::Nanoseconds(common::Median(p.recent_ring));
 }
 
+DetectionManager::Judged DetectionManager::JudgeEnvironment(
+    Pipeline& p, const std::string& series, const analysis::detect::DetectorEvent& ev) {
+  const registry::JobEntry* job = registry_->Find(p.job);
+  if (job == nullptr) return Judged::kPart;
+  const double threshold = settings_->Effective(p.job).verification_min_ratio;
+  absl::StatusOr<analysis::detect::EnvironmentJudgement> j =
+      environment_.JudgeSlowdown(*job, ev, threshold, /*remember=*/series == kJobSeries);
+  if (!j.ok()) {
+    LOG(WARNING) << "environment judgement failed job=" << p.job << " series=" << series
+                 << " error=\"" << j.status().message() << "\"";
+    if (metrics_ != nullptr) metrics_->CountError(metrics::where::kDetectionEnvironment);
+    return Judged::kPart;
+  }
+  if (!j->environment) {
+    // A rank's series decides on its own summary: the other ranks' of that iteration may not be
+    // in yet. When every rank's compute rose somewhat (a quarter of the threshold) and none
+    // stands out, judged again on the whole iteration.
+    const bool complete = ev.decided_at <= p.last_iteration;
+    if (!complete && !(j->standout_excess > 1 + 5 * threshold) && j->factor >= 1 + threshold / 4) {
+      return Judged::kIncomplete;
+    }
+    VLOG(1) << "slowdown not the environment's job=" << p.job << " series=" << series
+            << " iteration=" << ev.iteration << " why=\"" << j->reason << "\"";
+    return Judged::kPart;
+  }
+  // Every series of the job sees the same shift: logged and counted once.
+  if (p.last_environment_iteration < 0 ||
+      ev.iteration > p.last_environment_iteration + options_.detector.lag) {
+    LOG(INFO) << "environment shift job=" << p.job << " series=" << series
+              << " iteration=" << ev.iteration << " decided=" << ev.decided_at
+              << " ratio=" << absl::StrFormat("%.3f", ev.ratio)
+              << " compute=" << absl::StrFormat("%.3f", j->factor) << " why=\"" << j->reason
+              << "\"";
+    if (metrics_ != nullptr) metrics_->EnvironmentShift(p.job);
+  }
+  p.last_environment_iteration = std::max(p.last_environment_iteration, ev.iteration);
+  return Judged::kEnvironment;
+}
+
+void DetectionManager::JudgePendingOnsets(Pipeline& p, core::UnitOfWork* uow) {
+  if (p.pending_onsets.empty()) return;
+  std::vector<PendingOnset> ready;
+  std::vector<PendingOnset> waiting;
+  for (PendingOnset& o : p.pending_onsets) {
+    (o.detection.decided_at <= p.last_iteration ? ready : waiting).push_back(std::move(o));
+  }
+  p.pending_onsets = std::move(waiting);
+  for (const PendingOnset& o : ready) {
+    const int64_t rank = SeriesRank(o.series);
+    const Series& s = rank < 0 ? p.job_series : RankSeriesOf(p, static_cast<uint32_t>(rank));
+    Onset(p, o.series, s, o.detection, /*judge_environment=*/true, uow);
+  }
+}
+
+void DetectionManager::CheckLeftAfterEnvironment(Pipeline& p, int64_t iteration, int64_t time_ns,
+                                                 core::UnitOfWork* uow) {
+  if (!environment_.HasShift(p.job)) return;
+  const Series& s = p.job_series;
+  if (!s.detector->in_slowdown()) {  // Healthy again: the shift is over.
+    environment_.ForgetShift(p.job);
+    return;
+  }
+  std::optional<analysis::detect::DetectorEvent> left = environment_.ObserveLeft(
+      p.job, iteration, static_cast<double>(time_ns) * 1e-9, s.detector->healthy_level(),
+      settings_->Effective(p.job).verification_min_ratio);
+  if (!left.has_value()) return;
+  left->probability = s.detector->change_probability();
+  LOG(INFO) << "slowdown left after an environment shift job=" << p.job
+            << " iteration=" << left->iteration << " decided=" << left->decided_at
+            << " ratio=" << absl::StrFormat("%.3f", left->ratio);
+  Onset(p, kJobSeries, s, *left, /*judge_environment=*/false, uow);
+}
+
+void DetectionManager::Onset(Pipeline& p, const std::string& series, const Series& s,
+                             const analysis::detect::DetectorEvent& ev, bool judge_environment,
+                             core::UnitOfWork* uow) {
+  if (!settings_->Effective(p.job).detection_enabled) return;
+  SeriesOnset onset;
+  onset.series = series;
+  onset.detection = ev;
+  onset.onset_time = absl::FromUnixNanos(s.recent.ArrivalOf(ev.iteration));
+  onset.job_iteration = p.last_iteration;
+  onset.job_baseline = Baseline(p.job);
+  if (EventRecord* joined = EventToJoin(p.job, series, ev)) {
+    events_->Attach(joined, onset, uow);
+    return;
+  }
+  // Load from outside the job that slows every rank alike is no fail-slow of a part of it
+  // (docs/algorithms.md#environment-shifts).
+  if (judge_environment) {
+    switch (JudgeEnvironment(p, series, ev)) {
+      case Judged::kEnvironment:
+        return;
+      case Judged::kIncomplete:
+        p.pending_onsets.push_back({series, ev});
+        return;
+      case Judged::kPart:
+        break;
+    }
+  }
+  environment_.ForgetShift(p.job);
+  // A new event beside the active ones: its lost time counts from the level they left.
+  const bool concurrent = events_->Active(p.job) != nullptr;
+  if (concurrent) onset.job_baseline = RecentLevel(p);
+  EventRecord* e = events_->Open(p.job, onset, uow);
+  if (concurrent) {
+    const std::string line =
+        absl::StrCat("concurrent event job=", p.job, " event=", e->event().event_id(),
+                     " series=", series, " active=", events_->ActiveEvents(p.job).size());
+    uow->AfterCommit([line]() { LOG(INFO) << line; });
+  }
+  localizer_->Start(e, uow);
+}
+
 void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const Series& s,
                                    const analysis::detect::DetectorEvent& ev,
                                    core::UnitOfWork* uow) {
   if (ev.kind == analysis::detect::ChangeKind::kSlowdown) {
-    if (!settings_->Effective(p.job).detection_enabled) return;
-    SeriesOnset onset;
-    onset.series = series;
-    onset.detection = ev;
-    onset.onset_time = absl::FromUnixNanos(s.recent.ArrivalOf(ev.iteration));
-    onset.job_iteration = p.last_iteration;
-    onset.job_baseline = Baseline(p.job);
-    if (EventRecord* joined = EventToJoin(p.job, series, ev)) {
-      events_->Attach(joined, onset, uow);
-      return;
-    }
-    // A new event beside the active ones: its lost time counts from the level they left.
-    const bool concurrent = events_->Active(p.job) != nullptr;
-    if (concurrent) onset.job_baseline = RecentLevel(p);
-    EventRecord* e = events_->Open(p.job, onset, uow);
-    if (concurrent) {
-      const std::string line =
-          absl::StrCat("concurrent event job=", p.job, " event=", e->event().event_id(),
-                       " series=", series, " active=", events_->ActiveEvents(p.job).size());
-      uow->AfterCommit([line]() { LOG(INFO) << line; });
-    }
-    localizer_->Start(e, uow);
+    Onset(p, series, s, ev, /*judge_environment=*/true, uow);
     return;
   }
   // The recovery is the newest event's on which the series is still slow.
@@ -406,6 +503,7 @@ bool DetectionManager::ApplyOps(
 
 void DetectionManager::RemoveJob(const std::string& job) {
   pipelines_.erase(job);
+  environment_.RemoveJob(job);
   // A hash map keeps its capacity: give it back once mostly empty (after a large purge).
   if (pipelines_.size() * 4 < pipelines_.capacity() && pipelines_.capacity() > 1024) {
     pipelines_.rehash(0);
@@ -451,7 +549,7 @@ absl::Duration DetectionManager::Baseline(const std::string& job) const {
 }
 
 size_t DetectionManager::MemoryBytes() const {
-  size_t bytes = 0;
+  size_t bytes = environment_.MemoryBytes();
   for (const auto& [name, p] : pipelines_) {
     bytes += sizeof(Pipeline) + p->baseline_ring.capacity() * sizeof(int64_t);
     bytes += p->job_series.detector->MemoryBytes();

@@ -2,7 +2,8 @@
 // (analysis BOCD + verification) per rank on its iteration times and one on the job's series (max
 // over ranks, job_series.h). A verified slowdown joins the event being localized (or an active one
 // whose verdict came after the change began, or whose plan caused it); otherwise it opens a new
-// event beside the active ones and starts its localization (docs/algorithms.md#concurrent-events).
+// event beside the active ones and starts its localization (docs/algorithms.md#concurrent-events),
+// unless every rank's compute explains it (an environment shift, environment_gate.h: no event).
 // A recovery of every series of an event recovers it, or closes it as transient before its verdict
 // (docs/algorithms.md#transients). Summaries are kept
 // per rank for the last `resume_window_iterations` iterations in the samples table, and replayed
@@ -25,6 +26,7 @@
 #include "analysis/detect/online_detector.h"
 #include "common/clock.h"
 #include "controller/core/unit_of_work.h"
+#include "controller/detection/environment_gate.h"
 #include "controller/detection/event_manager.h"
 #include "controller/detection/job_series.h"
 #include "controller/detection/localizer.h"
@@ -138,6 +140,12 @@ class DetectionManager {
     int64_t first_stored = -1;
     RecentTimes recent;
   };
+  // A slowdown onset of a rank's series, decided on its own summary before every rank reported
+  // that iteration, that the environment might still explain (no rank stands out).
+  struct PendingOnset {
+    std::string series;
+    analysis::detect::DetectorEvent detection;
+  };
   struct Pipeline {
     std::string job;
     absl::flat_hash_map<uint32_t, Series> ranks;
@@ -153,6 +161,8 @@ class DetectionManager {
     int64_t bucket_sum_ns = 0;
     int64_t bucket_count = 0;
     int64_t bucket_plan = 0;
+    int64_t last_environment_iteration = -1;   // Latest environment shift's iteration.
+    std::vector<PendingOnset> pending_onsets;  // Judged once their iteration is complete.
   };
 
   Pipeline& PipelineOf(const registry::JobEntry& job);
@@ -165,6 +175,23 @@ class DetectionManager {
                             core::UnitOfWork* uow);
   void OnDetection(Pipeline& p, const std::string& series, const Series& s,
                    const analysis::detect::DetectorEvent& ev, core::UnitOfWork* uow);
+  // A slowdown onset of `series`: joins an active event, or is an environment shift (when
+  // `judge_environment`; docs/algorithms.md#environment-shifts), or opens a new event.
+  void Onset(Pipeline& p, const std::string& series, const Series& s,
+             const analysis::detect::DetectorEvent& ev, bool judge_environment,
+             core::UnitOfWork* uow);
+  enum class Judged { kEnvironment, kPart, kIncomplete };
+  // kEnvironment when every rank's compute explains the slowdown (logged once per shift and
+  // counted); kIncomplete when it does not, yet the decision's job iteration is incomplete, every
+  // rank's compute rose somewhat and none stands out (judged again once complete); else kPart.
+  Judged JudgeEnvironment(Pipeline& p, const std::string& series,
+                          const analysis::detect::DetectorEvent& ev);
+  // Pending onsets whose iteration is complete go through Onset again.
+  void JudgePendingOnsets(Pipeline& p, core::UnitOfWork* uow);
+  // While an environment shift of the job series is remembered: one more job iteration; opens
+  // the slowdown the environment no longer explains (environment_gate.h).
+  void CheckLeftAfterEnvironment(Pipeline& p, int64_t iteration, int64_t time_ns,
+                                 core::UnitOfWork* uow);
   absl::Status Replay(const registry::JobEntry& job);
   // The active event a slowdown onset of `series` joins; nullptr: it opens a new one.
   falcon::controller::v1::EventRecord* EventToJoin(const std::string& job,
@@ -177,6 +204,7 @@ class DetectionManager {
   static absl::Duration RecentLevel(const Pipeline& p);
 
   const DetectionOptions options_;
+  EnvironmentGate environment_;
   const common::Clock* const clock_;
   const registry::JobRegistry* const registry_;
   const settings::SettingsManager* const settings_;

@@ -153,6 +153,12 @@ void EventManager::SetSlowdown(EventRecord* r, const SeriesOnset& onset) {
   const int64_t after = std::max<int64_t>(1, d.decided_at - d.iteration + 1);
   r->set_slow_sum_seconds(d.mean_after * static_cast<double>(after));
   r->set_slow_samples(after);
+  r->clear_latest_slow_seconds();
+  if (d.latest.empty()) {
+    r->add_latest_slow_seconds(d.mean_after);
+  } else {
+    for (double v : d.latest) r->add_latest_slow_seconds(v);
+  }
 }
 
 EventRecord* EventManager::OpenForced(const std::string& job, int64_t job_iteration,
@@ -330,6 +336,10 @@ void EventManager::ObserveSeries(const std::string& job, const std::string& seri
     }
     event->set_slow_sum_seconds(event->slow_sum_seconds() + absl::ToDoubleSeconds(time));
     event->set_slow_samples(event->slow_samples() + 1);
+    auto* latest = event->mutable_latest_slow_seconds();
+    latest->Add(absl::ToDoubleSeconds(time));
+    constexpr int kLatest = analysis::detect::OnlineDetectorOptions::kPersistence;
+    if (latest->size() > kLatest) latest->erase(latest->begin(), latest->end() - kLatest);
     Event* e = event->mutable_event();
     const double mean = event->slow_sum_seconds() / static_cast<double>(event->slow_samples());
     e->set_slow_iteration_time_ns(static_cast<int64_t>(std::llround(mean * 1e9)));

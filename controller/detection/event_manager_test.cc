@@ -168,6 +168,27 @@ TEST_F(EventManagerTest, ASlowdownJoiningAForcedValidationGivesTheEventItsFigure
   EXPECT_EQ(e->slow_samples(), 5);
 }
 
+// The first onset series' latest times while slow: those the detector decided on, then each new
+// one, the latest 3 kept (the slowdown when validation runs, docs/algorithms.md#verdict).
+TEST_F(EventManagerTest, TheLatestSlowTimesFollowTheFirstOnsetSeries) {
+  core::UnitOfWork uow;
+  SeriesOnset onset = Onset(RankSeries(3), 72);
+  onset.detection.latest = {0.61, 0.62, 0.63};
+  EventRecord* e = events_.Open("j", onset, &uow);
+  ASSERT_TRUE(uow.Commit(&store_).ok());
+  EXPECT_EQ(std::vector<double>(e->latest_slow_seconds().begin(), e->latest_slow_seconds().end()),
+            (std::vector<double>{0.61, 0.62, 0.63}));
+  events_.ObserveSeries("j", RankSeries(3), 76, absl::Milliseconds(700));
+  events_.ObserveSeries("j", RankSeries(1), 76, absl::Milliseconds(900));  // Not the onset's.
+  events_.ObserveSeries("j", RankSeries(3), 77, absl::Milliseconds(800));
+  EXPECT_EQ(std::vector<double>(e->latest_slow_seconds().begin(), e->latest_slow_seconds().end()),
+            (std::vector<double>{0.63, 0.7, 0.8}));
+  // A detection with no latest times (what an environment shift leaves): its mean after.
+  EventRecord* f = events_.Open("k", Onset(kJobSeries, 80), &uow);
+  ASSERT_EQ(f->latest_slow_seconds_size(), 1);
+  EXPECT_DOUBLE_EQ(f->latest_slow_seconds(0), 0.6);
+}
+
 TEST_F(EventManagerTest, TransitionsHappenWhereTheirReasonsSayAndNameNoRankBeforeAVerdict) {
   common::testing::LogCapture log;
   core::UnitOfWork uow;

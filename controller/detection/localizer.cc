@@ -75,9 +75,6 @@ CommProfiler* Localizer::Profiler(const std::string& job) {
 
 namespace {
 
-// A culprit's own slowdown must reach this share of the job's (the rest is measurement noise).
-constexpr double kExplainedShare = 0.8;
-
 // Each task's round (analysis AssignRounds) over the nodes (agents) of its ranks, 0 for a covered
 // task (not run); a rank of no known agent counts as a node of its own.
 std::vector<uint32_t> RoundsOf(const std::vector<falcon::controller::v1::PendingTask>& tasks,
@@ -931,10 +928,17 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
   // under a passing load, not the fail-slow.
   // Only for what validation measured in isolation (a GEMM, a link pass): profiling's compute
   // times include host work a slow device does not slow, so its ratio understates the device's.
-  const double job_ratio = e->slowdown_ratio();
+  // The bound holds iteration by iteration and a straggler's strength varies, so the slowdown
+  // that counts is the one when validation ran, where it was below the event's and still held.
+  const SlowdownToExplain slowdown =
+      SlowdownValidationMustExplain(e->slowdown_ratio(), event->latest_slow_seconds(),
+                                    static_cast<double>(e->healthy_iteration_time_ns()) * 1e-9,
+                                    settings_->Effective(job).verification_min_ratio);
   if (!no_slowdown && !e->localized_from_profiling() && v.cause != falcon::v1::CAUSE_UNKNOWN &&
-      job_ratio > 1 && v.ratio < 1 + (job_ratio - 1) * kExplainedShare) {
-    v.reason = absl::StrFormat("%s, too little to explain the job's x%.2f", v.reason, job_ratio);
+      !CanExplain(v.ratio, slowdown.ratio)) {
+    v.reason =
+        absl::StrFormat("%s, too little to explain the job's x%.2f%s", v.reason, slowdown.ratio,
+                        slowdown.latest ? " over its latest iterations before validation" : "");
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.ranks.clear();
     v.links.clear();

@@ -222,4 +222,24 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   return v;
 }
 
+SlowdownToExplain SlowdownValidationMustExplain(double event_ratio,
+                                                absl::Span<const double> latest_seconds,
+                                                double healthy_seconds, double min_ratio) {
+  SlowdownToExplain out;
+  out.ratio = event_ratio;
+  if (latest_seconds.empty() || !(healthy_seconds > 0)) return out;
+  const double latest = common::Median(latest_seconds) / healthy_seconds;
+  if (latest >= 1 + min_ratio && latest < event_ratio) {
+    out.ratio = latest;
+    out.latest = true;
+  }
+  return out;
+}
+
+bool CanExplain(double culprit_ratio, double slowdown) {
+  // The rest of the excess is measurement noise.
+  constexpr double kExplainedShare = 0.8;
+  return slowdown <= 1 || culprit_ratio >= 1 + (slowdown - 1) * kExplainedShare;
+}
+
 }  // namespace falcon::controller::detection

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "controller/detection/node_nic.h"
 #include "controller/store/records.pb.h"
 #include "proto/falcon/v1/common.pb.h"
@@ -57,6 +58,29 @@ struct Verdict {
 Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& tasks,
                         const std::vector<falcon::v1::ValidationResult>& results,
                         const VerdictOptions& options, const RankNodes& nodes = {});
+
+// The slowdown a culprit found by validation must explain (docs/algorithms.md#verdict).
+struct SlowdownToExplain {
+  double ratio = 1.0;   // x the healthy level.
+  bool latest = false;  // From the iterations just before validation (else the event's mean).
+};
+
+// `event_ratio`: the event's slowdown (its first onset series' mean while slow over the healthy
+// level); `latest_seconds`: that series' latest iteration times before validation ran (seconds,
+// any order; EventRecord.latest_slow_seconds); `healthy_seconds`: its healthy level; `min_ratio`:
+// the verification ratio. A culprit's bound holds iteration by iteration and a straggler's
+// strength varies, so the slowdown when validation ran counts: the latest times' median over the
+// healthy level, where that is below `event_ratio` and still a slowdown by `min_ratio` (a passing
+// load gone by then leaves `event_ratio` to explain). `event_ratio` when there are no latest times
+// or `healthy_seconds` <= 0.
+SlowdownToExplain SlowdownValidationMustExplain(double event_ratio,
+                                                absl::Span<const double> latest_seconds,
+                                                double healthy_seconds, double min_ratio);
+
+// Whether a culprit measured `culprit_ratio` x its peers can explain a slowdown of `slowdown` x:
+// a part slowed x r slows a synchronous iteration by at most x r, with a fifth of the excess
+// left to measurement noise: r >= 1 + 0.8 (s - 1). Always true for `slowdown` <= 1.
+bool CanExplain(double culprit_ratio, double slowdown);
 
 }  // namespace falcon::controller::detection
 

@@ -248,5 +248,42 @@ TEST(VerdictTest, NothingSlowOrErrorsIsUnknown) {
   EXPECT_EQ(JudgeValidation({Gemm(1)}, {}, {}).cause, falcon::v1::CAUSE_UNKNOWN);
 }
 
+// A culprit explains a slowdown of x s when its own ratio reaches 1 + 0.8 (s - 1).
+TEST(VerdictTest, ACulpritMustExplainTheSlowdown) {
+  EXPECT_TRUE(CanExplain(1.40, 1.40));
+  EXPECT_TRUE(CanExplain(1.32, 1.40));
+  EXPECT_FALSE(CanExplain(1.31, 1.40));
+  EXPECT_FALSE(CanExplain(1.10, 1.20));  // A healthy difference under a passing load.
+  EXPECT_TRUE(CanExplain(1.01, 1.0));    // No slowdown: nothing to explain.
+}
+
+// Alibaba PAI job 1, worker 6 (healthy 0.417 s): its slowdown over the event was x1.75 (a x2.4
+// spike in it), x1.68 over the 3 iterations before validation, whose GEMM measured x1.57.
+TEST(VerdictTest, TheSlowdownToExplainIsTheOneWhenValidationRan) {
+  const std::vector<double> latest = {1.000, 0.551, 0.701};
+  const SlowdownToExplain s = SlowdownValidationMustExplain(1.75, latest, 0.417, 0.10);
+  EXPECT_TRUE(s.latest);
+  EXPECT_NEAR(s.ratio, 0.701 / 0.417, 1e-9);  // The median, not the spike.
+  EXPECT_TRUE(CanExplain(1.57, s.ratio));
+  EXPECT_FALSE(CanExplain(1.57, 1.75));
+}
+
+TEST(VerdictTest, ASlowdownGoneOrRisingBeforeValidationLeavesTheEventsToExplain) {
+  // A passing load: back to healthy before validation; the x1.20 it caused must be explained.
+  const std::vector<double> healthy = {1.01, 0.99, 1.02};
+  SlowdownToExplain s = SlowdownValidationMustExplain(1.20, healthy, 1.0, 0.10);
+  EXPECT_FALSE(s.latest);
+  EXPECT_DOUBLE_EQ(s.ratio, 1.20);
+  EXPECT_FALSE(CanExplain(1.10, s.ratio));
+  // Slower before validation than over the event: the event's slowdown (never more demanding).
+  const std::vector<double> slower = {1.5, 1.6, 1.55};
+  s = SlowdownValidationMustExplain(1.30, slower, 1.0, 0.10);
+  EXPECT_FALSE(s.latest);
+  EXPECT_DOUBLE_EQ(s.ratio, 1.30);
+  // Nothing recorded, or no healthy level: the event's.
+  EXPECT_DOUBLE_EQ(SlowdownValidationMustExplain(1.30, {}, 1.0, 0.10).ratio, 1.30);
+  EXPECT_DOUBLE_EQ(SlowdownValidationMustExplain(1.30, slower, 0.0, 0.10).ratio, 1.30);
+}
+
 }  // namespace
 }  // namespace falcon::controller::detection

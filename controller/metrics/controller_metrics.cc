@@ -53,6 +53,7 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry, const std::
       iteration_time_(AddGaugeFamily(registry, kJobIterationTime)),
       imbalance_(AddGaugeFamily(registry, kWorkloadImbalance)),
       job_iterations_(AddCounterFamily(registry, kJobIterations)),
+      environment_shifts_(AddCounterFamily(registry, kEnvironmentShifts)),
       directives_issued_(AddCounterFamily(registry, kDirectivesIssued)),
       write_latency_(
           AddHistogramFamily(registry, kStoreWriteLatency)
@@ -114,6 +115,15 @@ void ControllerMetrics::ActiveFailSlows(const std::string& job, int active) {
   slot.active->Set(active);
 }
 
+void ControllerMetrics::EnvironmentShift(const std::string& job) {
+  absl::MutexLock lock(&mu_);
+  JobSeries& slot = per_job_[job];
+  if (slot.environment_shifts == nullptr) {
+    slot.environment_shifts = &environment_shifts_.Add({{"job", job}});
+  }
+  slot.environment_shifts->Increment();
+}
+
 void ControllerMetrics::JobIterationTime(const std::string& job, absl::Duration time) {
   absl::MutexLock lock(&mu_);
   JobSeries& slot = per_job_[job];
@@ -151,6 +161,7 @@ void ControllerMetrics::RemoveJob(const std::string& job) {
   if (it->second.active) active_.Remove(it->second.active);
   if (it->second.iteration_time) iteration_time_.Remove(it->second.iteration_time);
   if (it->second.iterations) job_iterations_.Remove(it->second.iterations);
+  if (it->second.environment_shifts) environment_shifts_.Remove(it->second.environment_shifts);
   if (it->second.imbalance_stage) imbalance_.Remove(it->second.imbalance_stage);
   if (it->second.imbalance_jitter) imbalance_.Remove(it->second.imbalance_jitter);
   per_job_.erase(it);

@@ -55,6 +55,8 @@ class ControllerMetrics : public common::ErrorCounter {
   void ActiveFailSlows(const std::string& job, int active);
   // Sets the job's latest iteration time and counts one ingested job iteration.
   void JobIterationTime(const std::string& job, absl::Duration time);
+  // A verified slowdown of `job` judged an environment shift (no event opened).
+  void EnvironmentShift(const std::string& job);
   // falcon_controller_workload_imbalance{job, kind="stage"|"jitter"}.
   void WorkloadImbalance(const std::string& job, double stage_ratio, double jitter_spread);
   // A directive was committed (counted by its kind word, common::DirectiveKindName).
@@ -98,6 +100,7 @@ class ControllerMetrics : public common::ErrorCounter {
   prometheus::Family<prometheus::Gauge>& iteration_time_;
   prometheus::Family<prometheus::Gauge>& imbalance_;
   prometheus::Family<prometheus::Counter>& job_iterations_;
+  prometheus::Family<prometheus::Counter>& environment_shifts_;
   prometheus::Family<prometheus::Counter>& directives_issued_;
   prometheus::Histogram& write_latency_;
   prometheus::Counter& write_errors_;
@@ -117,6 +120,7 @@ class ControllerMetrics : public common::ErrorCounter {
     prometheus::Gauge* imbalance_stage = nullptr;
     prometheus::Gauge* imbalance_jitter = nullptr;
     prometheus::Counter* iterations = nullptr;
+    prometheus::Counter* environment_shifts = nullptr;
   };
   std::map<std::string, JobSeries> per_job_ ABSL_GUARDED_BY(mu_);
 };

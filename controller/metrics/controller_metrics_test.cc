@@ -108,6 +108,7 @@ TEST(ControllerMetricsTest, RegistrationMatchesTheTable) {
   m.ActiveFailSlows("j", 1);
   m.JobIterationTime("j", absl::Seconds(1));
   m.WorkloadImbalance("j", 1.6, 0);
+  m.EnvironmentShift("j");
   m.CountError("test_site");
   m.StoreRepairLost("jobs", 2);
   m.RetentionPurged("job", 2);

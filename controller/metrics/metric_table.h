@@ -60,6 +60,10 @@ inline constexpr MetricSpec kDetectionDelayIterations{
 inline constexpr MetricSpec kActiveFailSlows{
     "falcon_controller_active_fail_slows", MetricType::kGauge, "events", "job",
     "Active (not recovered or closed) fail-slow events of the job"};
+inline constexpr MetricSpec kEnvironmentShifts{
+    "falcon_controller_environment_shifts_total", MetricType::kCounter, "shifts", "job",
+    "Verified slowdowns of the job that every rank's compute explains (load from outside the "
+    "job, docs/algorithms.md#environment-shifts): no event opened"};
 inline constexpr MetricSpec kWorkloadImbalance{
     "falcon_controller_workload_imbalance", MetricType::kGauge, "ratio", "job,kind",
     "Workload imbalance of a job's recent iterations (kind stage: the heavy stage's compute over "
@@ -129,6 +133,7 @@ inline constexpr MetricSpec kAll[] = {
     kDetectionDelayIterations,
     kActiveFailSlows,
     kJobIterationTime,
+    kEnvironmentShifts,
     kWorkloadImbalance,
     kJobIterations,
     kDirectivesIssued,
@@ -181,6 +186,7 @@ inline constexpr char kDirectiveRejected[] = "directive_rejected";
 inline constexpr char kDirectiveTimedOut[] = "directive_timed_out";
 inline constexpr char kTickCommit[] = "tick_commit";
 inline constexpr char kDetectionSetThresholds[] = "detection_set_thresholds";
+inline constexpr char kDetectionEnvironment[] = "detection_environment";
 inline constexpr char kValidationPauseTimeout[] = "validation_pause_timeout";
 inline constexpr char kValidationTaskTimeout[] = "validation_task_timeout";
 inline constexpr char kMitigationStart[] = "mitigation_start";
@@ -248,6 +254,9 @@ inline constexpr common::metrics::ErrorSite kErrorSites[] = {
      "next tick"},
     {where::kDetectionSetThresholds,
      "A job's detectors refused its settings' thresholds: the previous ones stay"},
+    {where::kDetectionEnvironment,
+     "A slowdown could not be judged against the ranks' compute: it opens its event as if no "
+     "compute were known"},
     {where::kValidationPauseTimeout,
      "Not every rank confirmed the validation pause in time: validation ran anyway"},
     {where::kValidationTaskTimeout,

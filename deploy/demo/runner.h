@@ -108,8 +108,9 @@ struct RunOptions {
 
 // The settings the demo and the suite use: S3's cost scaled to a 8-rank loopback job (a remap
 // takes about a second here, not the 60 s of a thousand-GPU job), so the escalation reaches S3
-// within the demo; verification at a 15% mean shift (noise bursts on a loaded 2-core machine
-// reach 13%); everything else at the controller's defaults.
+// within the demo; verification at the paper's 10% (bursts of outside load on a loaded 2-core
+// machine are environment shifts, docs/algorithms.md#environment-shifts); everything else at the
+// controller's defaults.
 falcon::v1::Settings DemoSettings();
 
 // The trainer flags for `options` (also recorded in the report's settings).

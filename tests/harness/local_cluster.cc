@@ -538,7 +538,7 @@ std::vector<std::string> TunedControllerArgs() {
 
 falcon::v1::Settings TunedSettings() {
   falcon::v1::Settings s;
-  s.set_verification_min_ratio(0.2);
+  s.set_verification_min_ratio(0.10);  // docs/algorithms.md#environment-shifts
   return s;
 }
 

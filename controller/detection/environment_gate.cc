@@ -1,0 +1,190 @@
+#include "controller/detection/environment_gate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/types/span.h"
+#include "common/stats.h"
+
+namespace falcon::controller::detection {
+
+using analysis::detect::ComputeBaseline;
+using analysis::detect::ComputeStretch;
+using analysis::detect::DetectorEvent;
+using analysis::detect::EnvironmentJudgement;
+using analysis::detect::EnvironmentOptions;
+
+EnvironmentGate::EnvironmentGate(int after_iterations)
+    : capacity_(static_cast<size_t>(kBeforeIterations) +
+                static_cast<size_t>(std::clamp(after_iterations, 1, 1000)) + 8) {}
+
+void EnvironmentGate::AddCompute(const std::string& job, uint32_t rank, int64_t iteration,
+                                 int64_t compute_ns) {
+  if (compute_ns <= 0 || iteration < 0) return;
+  Ring& ring = jobs_[job].ranks[rank];
+  if (ring.iteration.empty()) {
+    ring.iteration.assign(capacity_, -1);
+    ring.compute_ns.assign(capacity_, 0);
+  }
+  const size_t slot = static_cast<size_t>(iteration) % capacity_;
+  ring.iteration[slot] = iteration;
+  ring.compute_ns[slot] = compute_ns;
+  // A late value inside the stretches last measured makes them stale.
+  Measured& m = jobs_[job].measured;
+  if (iteration >= m.from && iteration <= m.decided_at) m.from = -1;
+}
+
+ComputeStretch EnvironmentGate::Stretch(const JobState& state, const std::vector<uint32_t>& ranks,
+                                        int64_t from, int64_t to) const {
+  ComputeStretch out;
+  out.values.resize(ranks.size());
+  for (size_t c = 0; c < ranks.size(); ++c) {
+    std::vector<double>& column = out.values[c];
+    column.assign(static_cast<size_t>(std::max<int64_t>(0, to - from)),
+                  std::numeric_limits<double>::quiet_NaN());
+    auto it = state.ranks.find(ranks[c]);
+    if (it == state.ranks.end()) continue;
+    for (int64_t i = std::max<int64_t>(from, 0); i < to; ++i) {
+      const size_t slot = static_cast<size_t>(i) % capacity_;
+      if (it->second.iteration[slot] == i) {
+        column[static_cast<size_t>(i - from)] = static_cast<double>(it->second.compute_ns[slot]);
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<EnvironmentJudgement> EnvironmentGate::JudgeSlowdown(const registry::JobEntry& job,
+                                                                    const DetectorEvent& ev,
+                                                                    double threshold,
+                                                                    bool remember) {
+  EnvironmentOptions options;
+  options.min_relative_change = threshold;
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  JobState& state = jobs_[job.name()];
+  Measured& m = state.measured;
+  const int64_t from = std::max(ev.before_iteration, ev.iteration - kBeforeIterations);
+  // Every series of the job decides on nearly the same stretches: measured once for them.
+  if (m.from != from || m.iteration != ev.iteration || m.decided_at != ev.decided_at ||
+      m.ranks != job.ranks()) {
+    std::vector<int32_t> stages;
+    stages.reserve(job.ranks().size());
+    for (uint32_t r : job.ranks()) {
+      const falcon::v1::RankInfo* info = job.FindRank(r);
+      stages.push_back(info == nullptr ? -1 : info->pp_index());
+    }
+    absl::StatusOr<ComputeBaseline> baseline =
+        analysis::detect::MeasureBaseline(stages, Stretch(state, job.ranks(), from, ev.iteration));
+    if (!baseline.ok()) return baseline.status();
+    m.from = from;
+    m.iteration = ev.iteration;
+    m.decided_at = ev.decided_at;
+    m.ranks = job.ranks();
+    m.baseline = *std::move(baseline);
+    m.after = Stretch(state, m.ranks, ev.iteration, ev.decided_at + 1);
+  }
+  absl::StatusOr<EnvironmentJudgement> j =
+      analysis::detect::JudgeEnvironment(ev.ratio, m.baseline, m.after, options);
+  if (j.ok() && j->environment && remember && !state.shift.has_value()) {
+    Shift shift;
+    shift.ranks = m.ranks;
+    shift.baseline = m.baseline;
+    shift.before_iteration = from;
+    state.shift = std::move(shift);
+  }
+  return j;
+}
+
+bool EnvironmentGate::HasShift(const std::string& job) const {
+  auto it = jobs_.find(job);
+  return it != jobs_.end() && it->second.shift.has_value();
+}
+
+void EnvironmentGate::ForgetShift(const std::string& job) {
+  auto it = jobs_.find(job);
+  if (it != jobs_.end()) it->second.shift.reset();
+}
+
+std::optional<DetectorEvent> EnvironmentGate::ObserveLeft(const std::string& job, int64_t iteration,
+                                                          double value, double healthy,
+                                                          double threshold) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || !it->second.shift.has_value() || !(healthy > 0)) return std::nullopt;
+  JobState& state = it->second;
+  Shift& shift = *state.shift;
+  shift.latest.emplace_back(iteration, value);
+  while (shift.latest.size() > kLeftIterations) shift.latest.pop_front();
+  if (shift.latest.size() < kLeftIterations) return std::nullopt;
+  std::vector<double> values;
+  for (const auto& [i, v] : shift.latest) values.push_back(v);
+  // Verified as the online detector verifies a change (online_detector.h): mean and median the
+  // threshold up, and the level still holding: the latest 3 values' median the threshold up too,
+  // it and the latest value nearer the new level than the healthy one.
+  // At kLeftThresholds x the threshold: without BOCD's evidence of a change, after a load that
+  // may have left the machine in another steady state (measured: a healthy job 10.7% slower
+  // for good after a burst, its compute back), a smaller rise is no sign of a fault.
+  const double bar = (1 + kLeftThresholds * threshold) * healthy;
+  const double mean = common::Mean(values);
+  const double median = common::Median(values);
+  const double latest = common::Median(absl::MakeConstSpan(values).last(3));
+  const double midpoint = 0.5 * (healthy + median);
+  if (median < bar || mean < bar || latest < bar || latest < midpoint || values.back() < midpoint) {
+    return std::nullopt;
+  }
+  // Only once the environment has receded: the typical compute back within half the threshold
+  // of the baseline in each of these iterations (a stretch across the end of a burst mixes
+  // loaded and healthy iterations, and is judged later). While the load lasts, one rank often
+  // stands out of its peers by 20-80% for 5 iterations and more (the OS is not fair under load,
+  // measured): no sign of a fault then.
+  const int64_t first = shift.latest.front().first;
+  absl::StatusOr<std::vector<double>> typical = analysis::detect::TypicalCompute(
+      shift.baseline, Stretch(state, shift.ranks, first, iteration + 1));
+  if (!typical.ok()) return std::nullopt;  // No typical level before: nothing to compare.
+  for (double e : *typical) {
+    if (!(e < 1 + threshold / 2)) return std::nullopt;  // Still loaded, or unknown (NaN).
+  }
+  DetectorEvent left;
+  left.kind = analysis::detect::ChangeKind::kSlowdown;
+  left.iteration = first;
+  left.decided_at = iteration;
+  left.before_iteration = shift.before_iteration;
+  left.mean_before = healthy;
+  left.mean_after = mean;
+  left.ratio = mean / healthy;
+  const absl::Span<const double> last = absl::MakeConstSpan(values).last(
+      std::min<size_t>(values.size(), analysis::detect::OnlineDetectorOptions::kPersistence));
+  left.latest.assign(last.begin(), last.end());
+  state.shift.reset();
+  return left;
+}
+
+size_t EnvironmentGate::MemoryBytes() const {
+  size_t bytes = sizeof(*this);
+  auto stretch_bytes = [](const ComputeStretch& s) {
+    size_t b = s.values.capacity() * sizeof(std::vector<double>);
+    for (const auto& c : s.values) b += c.capacity() * sizeof(double);
+    return b;
+  };
+  auto baseline_bytes = [](const ComputeBaseline& b) {
+    return b.stages.capacity() * sizeof(int32_t) + b.rank_levels.capacity() * sizeof(double);
+  };
+  for (const auto& [name, state] : jobs_) {
+    bytes += sizeof(state) + name.capacity();
+    for (const auto& [rank, ring] : state.ranks) {
+      bytes += sizeof(rank) + sizeof(ring) +
+               (ring.iteration.capacity() + ring.compute_ns.capacity()) * sizeof(int64_t);
+    }
+    bytes += state.measured.ranks.capacity() * sizeof(uint32_t) +
+             baseline_bytes(state.measured.baseline) + stretch_bytes(state.measured.after);
+    if (state.shift.has_value()) {
+      bytes += state.shift->ranks.capacity() * sizeof(uint32_t) +
+               baseline_bytes(state.shift->baseline) +
+               state.shift->latest.size() * sizeof(std::pair<int64_t, double>);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace falcon::controller::detection

@@ -1,0 +1,117 @@
+// The controller's side of environment shifts (docs/algorithms.md#environment-shifts): keeps the
+// compute time every rank reports per iteration (IterationSummary.compute_ns, the time outside
+// communication ops) for the last kBeforeIterations + lag + 8 iterations of each job, and judges
+// a verified slowdown of one of the job's series with analysis/detect/environment_shift.h over
+// the two stretches the detector compared (the stretch before capped at its last
+// kBeforeIterations).
+//
+// A slowdown of the job series judged an environment shift is remembered with its baseline (every
+// rank's compute before it) while the job series stays slowed: each later job iteration is
+// offered to ObserveLeft, which tells when the environment has receded (every rank's compute back
+// near its baseline) while the job stays at least twice the threshold above its healthy level (a
+// fail-slow that began with the load, or outlasted it): that slowdown opens an event.
+// Compute is not stored: after a controller restart the history starts empty and nothing is an
+// environment shift until it has refilled. Not thread-safe (controller loop only).
+#ifndef FALCON_CONTROLLER_DETECTION_ENVIRONMENT_GATE_H_
+#define FALCON_CONTROLLER_DETECTION_ENVIRONMENT_GATE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "analysis/detect/environment_shift.h"
+#include "analysis/detect/online_detector.h"
+#include "controller/registry/job_registry.h"
+
+namespace falcon::controller::detection {
+
+class EnvironmentGate {
+ public:
+  // At most this many iterations of the stretch before a change are compared.
+  static constexpr int64_t kBeforeIterations = 64;
+  // Iterations of the job series at its slowed level that ObserveLeft judges (the online
+  // detector's default min_after).
+  static constexpr size_t kLeftIterations = 5;
+  // What is left must be this many verification thresholds above the healthy level.
+  static constexpr double kLeftThresholds = 2.0;
+
+  // `after_iterations`: the longest stretch after a change the detector decides on (its lag),
+  // clamped to [1, 1000].
+  explicit EnvironmentGate(int after_iterations = 10);
+
+  // Records `rank`'s compute time at `iteration`. Values <= 0 (no op timing) are not recorded.
+  void AddCompute(const std::string& job, uint32_t rank, int64_t iteration, int64_t compute_ns);
+
+  // Judges the slowdown `ev` (kSlowdown) of a series of `job` at verification ratio `threshold`
+  // over [before_iteration, iteration) (its last kBeforeIterations) and [iteration,
+  // decided_at]. The columns are `job`'s registered ranks with their pipeline stage
+  // (RankInfo.pp_index). When `remember` and the slowdown is an environment shift, its baseline
+  // is remembered unless one is (the first shift's: compute at the healthy level).
+  // kInvalidArgument: threshold out of (0, 10] or a ratio <= 0.
+  absl::StatusOr<analysis::detect::EnvironmentJudgement> JudgeSlowdown(
+      const registry::JobEntry& job, const analysis::detect::DetectorEvent& ev, double threshold,
+      bool remember);
+
+  // Whether an environment shift of `job` is remembered.
+  bool HasShift(const std::string& job) const;
+  void ForgetShift(const std::string& job);
+
+  // One more job iteration (time `value` s) while a shift is remembered; `healthy` is the job
+  // series' healthy level (s). Returns a slowdown (kSlowdown from `healthy` to the mean of the
+  // latest kLeftIterations, over them) once the environment has receded — the typical compute
+  // of each of them within half the threshold of the remembered baseline — while they are still
+  // a level kLeftThresholds x `threshold` above `healthy` as the online detector verifies one
+  // (mean, median, and the latest 3 holding); the shift is then forgotten. nullopt otherwise, and
+  // when nothing is remembered.
+  std::optional<analysis::detect::DetectorEvent> ObserveLeft(const std::string& job,
+                                                             int64_t iteration, double value,
+                                                             double healthy, double threshold);
+
+  void RemoveJob(const std::string& job) { jobs_.erase(job); }
+  size_t MemoryBytes() const;
+
+ private:
+  // compute_ns of one rank by iteration modulo the capacity.
+  struct Ring {
+    std::vector<int64_t> iteration;
+    std::vector<int64_t> compute_ns;
+  };
+  struct Shift {
+    std::vector<uint32_t> ranks;  // Column order of the baseline.
+    analysis::detect::ComputeBaseline baseline;
+    int64_t before_iteration = -1;
+    std::deque<std::pair<int64_t, double>> latest;  // (iteration, job time s), kLeftIterations.
+  };
+  // The last judgement's measurement, reused by the other series of the job that decide on the
+  // same stretches (every series sees the same shift).
+  struct Measured {
+    int64_t from = -1, iteration = -1, decided_at = -1;
+    double threshold = 0;
+    std::vector<uint32_t> ranks;
+    analysis::detect::ComputeBaseline baseline;
+    analysis::detect::ComputeStretch after;
+  };
+  struct JobState {
+    absl::flat_hash_map<uint32_t, Ring> ranks;
+    std::optional<Shift> shift;
+    Measured measured;
+  };
+
+  // Compute of `ranks` (columns) over iterations [from, to); NaN where missing.
+  analysis::detect::ComputeStretch Stretch(const JobState& state,
+                                           const std::vector<uint32_t>& ranks, int64_t from,
+                                           int64_t to) const;
+
+  const size_t capacity_;
+  absl::flat_hash_map<std::string, JobState> jobs_;
+};
+
+}  // namespace falcon::controller::detection
+
+#endif  // FALCON_CONTROLLER_DETECTION_ENVIRONMENT_GATE_H_
