@@ -323,7 +323,11 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
 absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
     int64_t t, double loss_sum,
     const std::function<absl::Status(double loss_sum, int64_t agreed_ns)>& report) {
-  runtime_->SetIteration(t);
+  // The first agreement ends iteration t - 1 (its report ends when the agreement completes): its
+  // ops are that iteration's communication (the wait for the slowest rank included), not time
+  // outside communication the agent would count as compute. Later rounds (a pause) lie between
+  // iterations: stamped t, outside both.
+  runtime_->SetIteration(t > start_iteration_ ? t - 1 : t);
   BoundaryOutcome out;
   bool first = true;
   while (true) {
@@ -338,6 +342,7 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
       out.loss_sum = agreed->loss_sum;
       out.agreed_ns = clock_->MonotonicNanos();
       first = false;
+      runtime_->SetIteration(t);
       if (absl::Status s = report(out.loss_sum, out.agreed_ns); !s.ok()) return s;
     }
     // A directive this rank's hooks deliver again is acknowledged again with its first outcome.

@@ -292,17 +292,6 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       if (a.strategy != "S4" || !IsDirective(a) || a.dry_run) continue;
       r.restart_iteration = a.iteration;
       if (best >= 0 && r.culprit_correct) removed_at[best] = a.iteration;
-      const falcon::v1::HistoryPoint* before = nullptr;
-      const falcon::v1::HistoryPoint* resumed = nullptr;
-      for (const falcon::v1::HistoryPoint& p : report.history) {
-        if (p.iteration() == a.iteration - 1) before = &p;
-        if (p.iteration() == a.iteration) resumed = &p;
-      }
-      if (before != nullptr && resumed != nullptr && resumed->time_ns() > before->time_ns()) {
-        r.restart_s = std::max(0.0, static_cast<double>(resumed->time_ns() - before->time_ns() -
-                                                        resumed->iteration_time_ns()) *
-                                        1e-9);
-      }
     }
 
     int64_t first_action = -1, last_action = -1;
@@ -508,7 +497,6 @@ nlohmann::json ReportJson(const Report& report) {
     je["culprit_correct"] = e.culprit_correct;
     if (!e.links.empty()) je["link_direction_correct"] = e.link_direction_correct;
     je["restart_iteration"] = or_null(e.restart_iteration);
-    je["restart_s"] = e.restart_s >= 0 ? json(e.restart_s) : json(nullptr);
     evs.push_back(je);
     if (e.matched_fault < 0) false_ids.push_back(e.event_id);
   }
@@ -662,9 +650,7 @@ std::string SummaryText(const Report& report) {
                           Seconds(e.iteration_time_slow_s), Seconds(e.iteration_time_mitigated_s),
                           RecoveredText(e));
     if (e.restart_iteration >= 0) {
-      absl::StrAppend(&out, "  restarted at it ", e.restart_iteration,
-                      e.restart_s >= 0 ? absl::StrFormat(" (job down %.1f s)", e.restart_s) : "",
-                      "\n");
+      absl::StrAppend(&out, "  restarted from its checkpoint at it ", e.restart_iteration, "\n");
     }
     for (const std::string& note : e.notes) absl::StrAppend(&out, "  note: ", note, "\n");
   }

@@ -123,13 +123,9 @@ struct EventReport {
   bool cause_correct = false;
   bool culprit_correct = false;  // Rank or link (either direction) named as injected.
   bool link_direction_correct = false;
-  // S4: the iteration the job restarted at (its S4 directive's, the checkpoint's) and the job's
-  // downtime for it: the receipt of the resumed iteration less the receipt of the one before and
-  // the resumed iteration's own time (checkpoint write, exit, relaunch, rendezvous, checkpoint
-  // read; the controller's receipt times, so within the agents' report period). -1: no restart
-  // (or no iteration recorded after it).
+  // S4: the iteration the job restarted at (its S4 directive's: the checkpoint's, where the
+  // survivors resumed); -1 without a restart.
   int64_t restart_iteration = -1;
-  double restart_s = -1;
 };
 
 // The job as the controller listed it at the end of the run (GetJob): after an S4 restart its new
