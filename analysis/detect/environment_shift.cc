@@ -18,10 +18,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // the smaller value of two ranks (one slow rank of two must not pass for half the job).
 double LowerQuartile(const std::vector<double>& row) {
   return row.size() == 2 ? std::min(row[0], row[1]) : common::Quantile(row, 0.25);
-}  // The iteration time of a loaded job rises up to ~4x as much as its compute
-   // (measured: 3.6, 4.1);
-// the environment must account for at least a fifth of the series' rise.
-constexpr double kMaxAmplification = 5.0;
+}
+
 // A rank stands out above its peers by more than this many thresholds (measured on healthy
 // loaded runs: up to 1.40 at a threshold of 0.10).
 constexpr double kStandoutThresholds = 5.0;

@@ -47,6 +47,11 @@ struct ComputeBaseline {
   double typical = 0;
 };
 
+// On a loaded CPU a job's iteration time rises up to ~4x as much as its compute (measured 3.6 and
+// 4.1: communication slows too); the environment must account for at least 1 / this of a
+// series' rise (E - 1 >= (r - 1) / kMaxAmplification).
+inline constexpr double kMaxAmplification = 5.0;
+
 struct EnvironmentOptions {
   double min_relative_change = 0.10;  // θ, the verification ratio, (0, 10].
   absl::Status Validate() const;

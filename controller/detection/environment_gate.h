@@ -35,9 +35,10 @@ class EnvironmentGate {
  public:
   // At most this many iterations of the stretch before a change are compared.
   static constexpr int64_t kBeforeIterations = 64;
-  // Iterations of the job series at its slowed level that ObserveLeft judges (the online
-  // detector's default min_after).
-  static constexpr size_t kLeftIterations = 5;
+  // Iterations of the job series at its slowed level that ObserveLeft judges: twice the online
+  // detector's default min_after (a healthy run's load dipped for 5 iterations, compute back and
+  // the job still 30% slow, then came back: judged on 5, that dip opened an event).
+  static constexpr size_t kLeftIterations = 10;
   // What is left must be this many verification thresholds above the healthy level.
   static constexpr double kLeftThresholds = 2.0;
 
@@ -64,11 +65,16 @@ class EnvironmentGate {
 
   // One more job iteration (time `value` s) while a shift is remembered; `healthy` is the job
   // series' healthy level (s). Returns a slowdown (kSlowdown from `healthy` to the mean of the
-  // latest kLeftIterations, over them) once the environment has receded — the typical compute
-  // of each of them within half the threshold of the remembered baseline — while they are still
-  // a level kLeftThresholds x `threshold` above `healthy` as the online detector verifies one
-  // (mean, median, and the latest 3 holding); the shift is then forgotten. nullopt otherwise, and
-  // when nothing is remembered.
+  // latest kLeftIterations, over them) while they are a level kLeftThresholds x `threshold`
+  // above `healthy` as the online detector verifies one (mean, median, and the latest 3 holding)
+  // and either
+  //  - the environment has receded: the typical compute of each of them within half the
+  //    threshold of the remembered baseline, or
+  //  - the environment no longer explains the slowdown: the median typical compute over them,
+  //    E, rose less than analysis::detect::kMaxAmplification allows for the job's median ratio r
+  //    (E - 1 < (r - 1) / kMaxAmplification; a fault that began with a load which stays, as the
+  //    shift was judged on the few iterations after the change);
+  // the shift is then forgotten. nullopt otherwise, and when nothing is remembered.
   std::optional<analysis::detect::DetectorEvent> ObserveLeft(const std::string& job,
                                                              int64_t iteration, double value,
                                                              double healthy, double threshold);

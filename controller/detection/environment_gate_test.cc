@@ -200,11 +200,45 @@ TEST(EnvironmentGateTest, AFaultThatBeginsWithTheLoadIsFoundWhenTheLoadRecedes) 
     EXPECT_GT(o.events, 0) << ::testing::PrintToString(o.reasons);
     if (o.environment == 0) continue;
     onsets.push_back(o.first_event);
-    EXPECT_GE(o.first_event, 125) << ::testing::PrintToString(o.reasons);
+    // Not before the fault; found once the load recedes, or sooner where the load's compute no
+    // longer explains the slowdown.
+    EXPECT_GE(o.first_event, 95) << ::testing::PrintToString(o.reasons);
   }
   ASSERT_GT(onsets.size(), 10u);  // The case happens (else the test checks nothing).
   std::sort(onsets.begin(), onsets.end());
   EXPECT_LE(onsets[onsets.size() / 2], 135);  // Most within a few iterations of the load's end.
+}
+
+TEST(EnvironmentGateTest, AFaultThatBeginsWithALoadThatStaysIsFoundWhileItStays) {
+  // As a DP link capped under a build's load (measured): a burst of load at the fault's start
+  // (compute x1.25 for 6 iterations, the time x1.2 more) makes the onset look like the
+  // environment's; the load then stays at compute x1.07 while the link keeps the job x1.5. The
+  // load never recedes: what it explains no longer is the event.
+  const std::vector<Outcome> outcomes = Seeds(
+      200, [](uint32_t, int i) { return i < 100 ? 1.0 : (i < 106 ? 1.25 : 1.07); },
+      [](int i) { return i < 100 ? 1.0 : (i < 106 ? 1.5 * 1.2 : 1.5); });
+  int hidden_at_onset = 0;
+  for (const Outcome& o : outcomes) {
+    ASSERT_GT(o.events, 0) << ::testing::PrintToString(o.reasons);
+    EXPECT_GE(o.first_event, 95) << ::testing::PrintToString(o.reasons);
+    if (o.environment == 0) continue;
+    ++hidden_at_onset;
+    EXPECT_LE(o.first_event, 130) << ::testing::PrintToString(o.reasons);
+  }
+  EXPECT_GT(hidden_at_onset, 10);  // The case happens (else the test checks nothing).
+}
+
+TEST(EnvironmentGateTest, ALoadThatDipsForFiveIterationsIsNoEvent) {
+  // As a healthy run under heavy load (measured): compute x1.4 and the job x1.8 for 30
+  // iterations, then 5 iterations with compute back but the job still x1.3 (communication slow
+  // on the loaded CPU), then the load again for 25 iterations, then gone.
+  const auto loaded = [](int i) { return (i >= 100 && i < 130) || (i >= 135 && i < 160); };
+  const auto dip = [](int i) { return i >= 130 && i < 135; };
+  for (const Outcome& o : Seeds(
+           200, [&](uint32_t, int i) { return loaded(i) ? 1.4 : 1.0; },
+           [&](int i) { return loaded(i) ? 1.8 : (dip(i) ? 1.3 : 1.0); })) {
+    EXPECT_EQ(o.events, 0) << ::testing::PrintToString(o.reasons);
+  }
 }
 
 TEST(EnvironmentGateTest, NothingIsRememberedWithoutCompute) {
