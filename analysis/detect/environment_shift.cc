@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -189,6 +190,59 @@ absl::StatusOr<EnvironmentJudgement> JudgeEnvironment(double series_ratio,
                         j.factor, j.standout_excess);
   }
   return j;
+}
+
+absl::StatusOr<CommStandout> FindCommStandout(const CommStretches& comms, double theta,
+                                              double series_rise) {
+  if (comms.before.size() != comms.comm_ids.size() || comms.after.size() != comms.comm_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("comm stretches: ", comms.comm_ids.size(),
+                                                   " comm_ids but ", comms.before.size(),
+                                                   " before and ", comms.after.size(), " after"));
+  }
+  if (!(theta > 0 && theta <= 10)) {
+    return absl::InvalidArgumentError(absl::StrCat("theta ", theta, ": need (0, 10]"));
+  }
+  if (!std::isfinite(series_rise)) {
+    return absl::InvalidArgumentError(absl::StrCat("series_rise ", series_rise, ": not finite"));
+  }
+  auto median_of = [](const std::vector<double>& values) {
+    std::vector<double> known;
+    for (double v : values) {
+      if (!std::isnan(v) && v > 0 && std::isfinite(v)) known.push_back(v);
+    }
+    return known.size() < 2 ? kNaN : common::Median(known);
+  };
+  struct Measured {
+    uint64_t comm_id;
+    double factor, rise;
+  };
+  std::vector<Measured> measured;
+  for (size_t c = 0; c < comms.comm_ids.size(); ++c) {
+    const double before = median_of(comms.before[c]);
+    const double after = median_of(comms.after[c]);
+    if (std::isnan(before) || std::isnan(after)) continue;
+    measured.push_back({comms.comm_ids[c], after / before, after - before});
+  }
+  CommStandout out;
+  out.measured = static_cast<int>(measured.size());
+  if (measured.size() < 3) return out;
+  for (size_t c = 0; c < measured.size(); ++c) {
+    std::vector<double> others;
+    for (size_t o = 0; o < measured.size(); ++o) {
+      if (o != c) others.push_back(measured[o].factor);
+    }
+    const double median = common::Median(others);
+    if (out.comm_id == 0 || measured[c].factor / median > out.factor / out.others) {
+      out.comm_id = measured[c].comm_id;
+      out.factor = measured[c].factor;
+      out.others = median;
+      out.rise = measured[c].rise;
+    }
+  }
+  out.stands_out = out.factor >= 1 + 2 * theta &&
+                   out.factor > out.others * (1 + kStandoutThresholds * theta) &&
+                   out.rise >= series_rise / kMaxAmplification;
+  return out;
 }
 
 absl::StatusOr<std::vector<double>> TypicalCompute(const ComputeBaseline& baseline,

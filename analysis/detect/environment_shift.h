@@ -85,6 +85,41 @@ absl::StatusOr<EnvironmentJudgement> JudgeEnvironment(double series_ratio,
 absl::StatusOr<std::vector<double>> TypicalCompute(const ComputeBaseline& baseline,
                                                    const ComputeStretch& stretch);
 
+// Communication's side of the judgement: outside load slows every communicator's transfers
+// alike (Gloo moves bytes on the loaded CPUs), a slow link or NIC slows the communicators that
+// use it far more than the others. On a 2-core machine a link fault can even raise every rank's
+// compute (measured x1.1-1.4 at a DP link cap's onset: the ranks' compute phases line up behind
+// the slow all-reduce and share the CPUs), so compute alone would call it the environment's.
+//
+// Per communicator, its transfer time per iteration (CommIterationSummary.transfer_ns, the
+// slowest reporting member's; NaN or <= 0: missing) over the stretch before a change and the
+// stretch after it. A communicator's factor is its median after over its median before (at
+// least 2 values on each side). It *stands out* when its factor is at least 1 + 2θ, exceeds
+// the median factor of the other measured communicators by more than 1 + 5θ (the rank rule's
+// bound), and its transfers grew by at least 1 / kMaxAmplification of the series' rise (a link
+// that explains the slowdown: a communicator of small transfers may double under load while
+// adding little to the iteration); at least 3 communicators must be measured.
+struct CommStretches {
+  std::vector<uint64_t> comm_ids;
+  std::vector<std::vector<double>> before;  // One per comm_ids entry.
+  std::vector<std::vector<double>> after;
+};
+
+struct CommStandout {
+  bool stands_out = false;
+  uint64_t comm_id = 0;  // The communicator whose factor exceeds the others' most; 0 none.
+  double factor = 0;     // Its factor.
+  double others = 0;     // The median factor of the other measured communicators.
+  double rise = 0;       // Its median after - median before (the transfer times' unit).
+  int measured = 0;      // Communicators with a factor.
+};
+
+// `series_rise`: the series' rise (mean after - mean before) in the transfer times' unit.
+// kInvalidArgument: comm_ids, before and after differ in size, theta out of (0, 10], or a
+// series_rise that is not finite.
+absl::StatusOr<CommStandout> FindCommStandout(const CommStretches& comms, double theta,
+                                              double series_rise);
+
 }  // namespace falcon::analysis::detect
 
 #endif  // FALCON_ANALYSIS_DETECT_ENVIRONMENT_SHIFT_H_

@@ -178,5 +178,54 @@ TEST(EnvironmentShiftTest, RejectsBadInputNamingIt) {
               HasSubstr("min_relative_change"));
 }
 
+TEST(FindCommStandoutTest, OneCommunicatorFarAboveTheOthersStandsOut) {
+  CommStretches comms;
+  comms.comm_ids = {1, 2, 3, 4};
+  comms.before = {{1, 1, 1}, {2, 2, 2}, {1, 1.1, 0.9}, {3, 3, 3}};
+  comms.after = {{4, 4.2, 3.8}, {2.2, 2.2, 2.2}, {1.1, 1.1, 1.1}, {3.3, 3.4, 3.2}};
+  absl::StatusOr<CommStandout> s = FindCommStandout(comms, 0.10, 2.0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->stands_out);
+  EXPECT_EQ(s->comm_id, 1u);
+  EXPECT_DOUBLE_EQ(s->factor, 4.0);
+  EXPECT_NEAR(s->others, 1.1, 1e-9);
+  EXPECT_EQ(s->measured, 4);
+  EXPECT_DOUBLE_EQ(s->rise, 3.0);
+  // The same rise explains too little of a series' rise of 16 (3 < 16 / 5).
+  s = FindCommStandout(comms, 0.10, 16.0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->stands_out);
+  EXPECT_THAT(FindCommStandout(comms, 0.10, std::nan("")).status().message(),
+              HasSubstr("series_rise"));
+}
+
+TEST(FindCommStandoutTest, AlikeRisesTooFewCommunicatorsAndBadInputStandOutNot) {
+  CommStretches alike;
+  alike.comm_ids = {1, 2, 3};
+  alike.before = {{1, 1}, {2, 2}, {4, 4}};
+  alike.after = {{1.4, 1.4}, {2.6, 2.6}, {5.6, 5.6}};  // x1.4, x1.3, x1.4.
+  absl::StatusOr<CommStandout> s = FindCommStandout(alike, 0.10, 0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->stands_out);
+  // A communicator with a single value (or none) on a side has no factor: 2 left, too few.
+  alike.after[0] = {9};
+  alike.after[1] = {9, 9};
+  s = FindCommStandout(alike, 0.10, 0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->measured, 2);
+  EXPECT_FALSE(s->stands_out);
+  // Far above the others, but itself below 1 + 2θ: no standout (the others sped up).
+  CommStretches small;
+  small.comm_ids = {1, 2, 3};
+  small.before = {{1, 1}, {1, 1}, {1, 1}};
+  small.after = {{1.15, 1.15}, {0.5, 0.5}, {0.5, 0.5}};
+  s = FindCommStandout(small, 0.10, 0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->stands_out);
+  alike.before.pop_back();
+  EXPECT_THAT(FindCommStandout(alike, 0.10, 0).status().message(), HasSubstr("comm_ids"));
+  EXPECT_THAT(FindCommStandout(small, 0, 0).status().message(), HasSubstr("theta"));
+}
+
 }  // namespace
 }  // namespace falcon::analysis::detect

@@ -141,6 +141,9 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
     // or open one (found by the fuzzer: a pointer kept across the loop was used after free).
     if (CommProfiler* profiler = localizer_->Profiler(job.name())) profiler->AddSummary(s, job);
     environment_.AddCompute(job.name(), s.rank(), s.iteration(), s.compute_ns());
+    for (const falcon::v1::CommIterationSummary& c : s.comms()) {
+      environment_.AddTransfer(job.name(), c.comm_id(), s.iteration(), c.transfer_ns());
+    }
     Feed(p, job, s.rank(), s.iteration(), s.iteration_time_ns(), s.plan_version(), now_ns,
          /*replay=*/false, uow);
     if (on_rank_summary_) {
@@ -301,8 +304,8 @@ DetectionManager::Judged DetectionManager::JudgeEnvironment(
     if (!complete && !(j->standout_excess > 1 + 5 * threshold) && j->factor >= 1 + threshold / 4) {
       return Judged::kIncomplete;
     }
-    VLOG(1) << "slowdown not the environment's job=" << p.job << " series=" << series
-            << " iteration=" << ev.iteration << " why=\"" << j->reason << "\"";
+    LOG(INFO) << "slowdown not the environment's job=" << p.job << " series=" << series
+              << " iteration=" << ev.iteration << " why=\"" << j->reason << "\"";
     return Judged::kPart;
   }
   // Every series of the job sees the same shift: logged and counted once.

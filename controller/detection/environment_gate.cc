@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "common/stats.h"
 
@@ -34,6 +35,42 @@ void EnvironmentGate::AddCompute(const std::string& job, uint32_t rank, int64_t 
   // A late value inside the stretches last measured makes them stale.
   Measured& m = jobs_[job].measured;
   if (iteration >= m.from && iteration <= m.decided_at) m.from = -1;
+}
+
+void EnvironmentGate::AddTransfer(const std::string& job, uint64_t comm_id, int64_t iteration,
+                                  int64_t transfer_ns) {
+  if (transfer_ns <= 0 || iteration < 0) return;
+  Ring& ring = jobs_[job].comms[comm_id];
+  if (ring.iteration.empty()) {
+    ring.iteration.assign(capacity_, -1);
+    ring.compute_ns.assign(capacity_, 0);
+  }
+  const size_t slot = static_cast<size_t>(iteration) % capacity_;
+  if (ring.iteration[slot] != iteration) {
+    ring.iteration[slot] = iteration;
+    ring.compute_ns[slot] = transfer_ns;
+  } else {
+    ring.compute_ns[slot] = std::max(ring.compute_ns[slot], transfer_ns);
+  }
+}
+
+analysis::detect::CommStretches EnvironmentGate::Transfers(const JobState& state, int64_t from,
+                                                           int64_t iteration, int64_t to) const {
+  analysis::detect::CommStretches out;
+  auto values = [&](const Ring& ring, int64_t lo, int64_t hi) {
+    std::vector<double> v;
+    for (int64_t i = std::max<int64_t>(lo, 0); i < hi; ++i) {
+      const size_t slot = static_cast<size_t>(i) % capacity_;
+      if (ring.iteration[slot] == i) v.push_back(static_cast<double>(ring.compute_ns[slot]));
+    }
+    return v;
+  };
+  for (const auto& [comm_id, ring] : state.comms) {
+    out.comm_ids.push_back(comm_id);
+    out.before.push_back(values(ring, from, iteration));
+    out.after.push_back(values(ring, iteration, to));
+  }
+  return out;
 }
 
 ComputeStretch EnvironmentGate::Stretch(const JobState& state, const std::vector<uint32_t>& ranks,
@@ -87,6 +124,19 @@ absl::StatusOr<EnvironmentJudgement> EnvironmentGate::JudgeSlowdown(const regist
   }
   absl::StatusOr<EnvironmentJudgement> j =
       analysis::detect::JudgeEnvironment(ev.ratio, m.baseline, m.after, options);
+  if (j.ok() && j->environment) {
+    absl::StatusOr<analysis::detect::CommStandout> comm =
+        analysis::detect::FindCommStandout(Transfers(state, from, ev.iteration, ev.decided_at + 1),
+                                           threshold, (ev.mean_after - ev.mean_before) * 1e9);
+    if (!comm.ok()) return comm.status();
+    if (comm->stands_out) {
+      j->environment = false;
+      j->reason = absl::StrFormat(
+          "communicator %d's transfers rose x%.2f, the other communicators' x%.2f: a link, not "
+          "the environment (compute rose alike: typical x%.2f)",
+          comm->comm_id, comm->factor, comm->others, j->factor);
+    }
+  }
   if (j.ok() && j->environment && remember && !state.shift.has_value()) {
     Shift shift;
     shift.ranks = m.ranks;
@@ -189,6 +239,10 @@ size_t EnvironmentGate::MemoryBytes() const {
     bytes += sizeof(state) + name.capacity();
     for (const auto& [rank, ring] : state.ranks) {
       bytes += sizeof(rank) + sizeof(ring) +
+               (ring.iteration.capacity() + ring.compute_ns.capacity()) * sizeof(int64_t);
+    }
+    for (const auto& [comm, ring] : state.comms) {
+      bytes += sizeof(comm) + sizeof(ring) +
                (ring.iteration.capacity() + ring.compute_ns.capacity()) * sizeof(int64_t);
     }
     bytes += state.measured.ranks.capacity() * sizeof(uint32_t) +

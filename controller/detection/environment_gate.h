@@ -48,11 +48,17 @@ class EnvironmentGate {
 
   // Records `rank`'s compute time at `iteration`. Values <= 0 (no op timing) are not recorded.
   void AddCompute(const std::string& job, uint32_t rank, int64_t iteration, int64_t compute_ns);
+  // Records one member's transfer time of communicator `comm_id` at `iteration`; the
+  // communicator's value there is the slowest member's. Values <= 0 are not recorded.
+  void AddTransfer(const std::string& job, uint64_t comm_id, int64_t iteration,
+                   int64_t transfer_ns);
 
   // Judges the slowdown `ev` (kSlowdown) of a series of `job` at verification ratio `threshold`
   // over [before_iteration, iteration) (its last kBeforeIterations) and [iteration,
   // decided_at]. The columns are `job`'s registered ranks with their pipeline stage
-  // (RankInfo.pp_index). When `remember` and the slowdown is an environment shift, its baseline
+  // (RankInfo.pp_index). A slowdown that compute calls the environment's is not when a
+  // communicator's transfer time stands out (analysis::detect::FindCommStandout) over the same
+  // stretches. When `remember` and the slowdown is an environment shift, its baseline
   // is remembered unless one is (the first shift's: compute at the healthy level).
   // kInvalidArgument: threshold out of (0, 10] or a ratio <= 0.
   absl::StatusOr<analysis::detect::EnvironmentJudgement> JudgeSlowdown(
@@ -105,10 +111,14 @@ class EnvironmentGate {
   };
   struct JobState {
     absl::flat_hash_map<uint32_t, Ring> ranks;
+    absl::flat_hash_map<uint64_t, Ring> comms;  // compute_ns holds the transfer time.
     std::optional<Shift> shift;
     Measured measured;
   };
 
+  // Transfer times of every communicator over [from, iteration) and [iteration, to).
+  analysis::detect::CommStretches Transfers(const JobState& state, int64_t from, int64_t iteration,
+                                            int64_t to) const;
   // Compute of `ranks` (columns) over iterations [from, to); NaN where missing.
   analysis::detect::ComputeStretch Stretch(const JobState& state,
                                            const std::vector<uint32_t>& ranks, int64_t from,

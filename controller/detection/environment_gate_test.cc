@@ -53,9 +53,13 @@ struct Outcome {
   std::vector<std::string> reasons;
 };
 
+// `transfer` (optional): communicator c's transfer time factor at iteration i, for kComms
+// communicators (each sends its slowest member's time: the shared noise and its own).
+constexpr int kComms = 6;
 Outcome Simulate(uint32_t seed, int iterations,
                  const std::function<double(uint32_t rank, int i)>& compute,
-                 const std::function<double(int i)>& time) {
+                 const std::function<double(int i)>& time,
+                 const std::function<double(int comm, int i)>& transfer = nullptr) {
   const registry::JobEntry job = MakeJob();
   EnvironmentGate gate;
   OnlineDetector detector = *OnlineDetector::Create(OnlineDetectorOptions());
@@ -68,6 +72,12 @@ Outcome Simulate(uint32_t seed, int iterations,
     for (uint32_t r : job.ranks()) {
       const double c = kComputeS * compute(r, i) * common * (1 + own(rng));
       gate.AddCompute(job.name(), r, i, static_cast<int64_t>(c * 1e9));
+    }
+    if (transfer) {
+      for (int c = 0; c < kComms; ++c) {
+        const double x = 0.05 * transfer(c, i) * common * (1 + own(rng));
+        gate.AddTransfer(job.name(), 100 + c, i, static_cast<int64_t>(x * 1e9));
+      }
     }
     const double t = kIterationS * time(i) * common * (1 + own(rng));
     absl::StatusOr<std::optional<DetectorEvent>> ev = detector.AddValue(i, t);
@@ -104,10 +114,11 @@ Outcome Simulate(uint32_t seed, int iterations,
 
 // Runs `seeds` seeds; returns the outcomes.
 std::vector<Outcome> Seeds(int seeds, const std::function<double(uint32_t, int)>& compute,
-                           const std::function<double(int)>& time) {
+                           const std::function<double(int)>& time,
+                           const std::function<double(int, int)>& transfer = nullptr) {
   std::vector<Outcome> out;
   for (int seed = 0; seed < seeds; ++seed) {
-    out.push_back(Simulate(static_cast<uint32_t>(seed), 200, compute, time));
+    out.push_back(Simulate(static_cast<uint32_t>(seed), 200, compute, time, transfer));
   }
   return out;
 }
@@ -237,6 +248,41 @@ TEST(EnvironmentGateTest, ALoadThatDipsForFiveIterationsIsNoEvent) {
   for (const Outcome& o : Seeds(
            200, [&](uint32_t, int i) { return loaded(i) ? 1.4 : 1.0; },
            [&](int i) { return loaded(i) ? 1.8 : (dip(i) ? 1.3 : 1.0); })) {
+    EXPECT_EQ(o.events, 0) << ::testing::PrintToString(o.reasons);
+  }
+}
+
+TEST(EnvironmentGateTest, ALinkFaultThatRaisesEveryRanksComputeIsAnEvent) {
+  // As a DP link capped on the 2-core machine (measured): every rank's compute x1.3 from the
+  // fault on (their compute phases line up behind the slow all-reduce), the job x1.6, and the
+  // capped communicator's transfers x4 while the others' move x1.1.
+  const std::vector<Outcome> outcomes = Seeds(
+      200, [](uint32_t, int i) { return i >= 100 ? 1.3 : 1.0; },
+      [](int i) { return i >= 100 ? 1.6 : 1.0; },
+      [](int c, int i) { return i < 100 ? 1.0 : (c == 0 ? 4.0 : 1.1); });
+  for (const Outcome& o : outcomes) {
+    EXPECT_EQ(o.environment, 0) << ::testing::PrintToString(o.reasons);
+    ASSERT_GT(o.events, 0) << ::testing::PrintToString(o.reasons);
+    EXPECT_GE(o.first_event, 95);
+    EXPECT_THAT(o.reasons[0], HasSubstr("a link, not the environment"));
+  }
+  // Without the transfers the same run is taken for the environment's at its onset.
+  int environment = 0;
+  for (const Outcome& o : Seeds(
+           200, [](uint32_t, int i) { return i >= 100 ? 1.3 : 1.0; },
+           [](int i) { return i >= 100 ? 1.6 : 1.0; })) {
+    environment += o.environment > 0 ? 1 : 0;
+  }
+  EXPECT_GT(environment, 150);
+}
+
+TEST(EnvironmentGateTest, ALoadThatSlowsEveryCommunicatorAlikeIsNoEvent) {
+  // Outside load for 30 iterations: compute x1.15, the job x1.3, every communicator's transfers
+  // x1.3 (Gloo on the loaded CPUs).
+  for (const Outcome& o : Seeds(
+           200, [](uint32_t, int i) { return i >= 100 && i < 130 ? 1.15 : 1.0; },
+           [](int i) { return i >= 100 && i < 130 ? 1.3 : 1.0; },
+           [](int, int i) { return i >= 100 && i < 130 ? 1.3 : 1.0; })) {
     EXPECT_EQ(o.events, 0) << ::testing::PrintToString(o.reasons);
   }
 }
