@@ -369,6 +369,20 @@ falcon::v1::AuditRecord Controller::RecordAudit(falcon::v1::AuditRecord record) 
   return stored;
 }
 
+void Controller::StartOverIfRelaunched(const registry::JobEntry& job, const falcon::v1::Job& before,
+                                       core::UnitOfWork* uow) {
+  if (before.world_size() == 0 || job.job().epoch() <= before.epoch() ||
+      job.job().world_size() == before.world_size()) {
+    return;
+  }
+  detection_.RemoveJob(job.name());
+  const std::string line =
+      absl::StrCat("job relaunched on a new layout, detection starts over job=", job.name(),
+                   " epoch=", before.epoch(), "->", job.job().epoch(),
+                   " world_size=", before.world_size(), "->", job.job().world_size());
+  uow->AfterCommit([line]() { LOG(INFO) << line; });
+}
+
 void Controller::PersistAgent(const std::string& agent_id, core::UnitOfWork* uow) {
   AgentState& a = agents_[agent_id];
   a.record.set_agent_id(agent_id);
@@ -496,7 +510,9 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
   for (size_t i = 0; i < regs.size(); ++i) {
     const falcon::v1::JobRegistration& reg = regs[i];
     listed.insert(reg.job());
-    if (registry_.Find(reg.job()) == nullptr) registered.push_back(reg.job());
+    const registry::JobEntry* known = registry_.Find(reg.job());
+    if (known == nullptr) registered.push_back(reg.job());
+    const falcon::v1::Job before = known != nullptr ? known->job() : falcon::v1::Job();
     registry::JobEntry* entry = nullptr;
     if (util::MaybeFieldError e = registry_.Register(
             hello.agent_id(), hello.node(), reg, util::Indexed("hello.jobs", static_cast<int>(i)),
@@ -508,6 +524,7 @@ absl::Status Controller::OnHello(AgentSession* session, const falcon::v1::AgentH
       entry->set_ended_time_ns(0);
       registry_.Persist(*entry, &uow.txn());
     }
+    StartOverIfRelaunched(*entry, before, &uow);
     detection_.OnJobChanged(*entry);
   }
   if (absl::Status s = Commit(&uow); !s.ok()) {
@@ -643,8 +660,10 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   std::optional<registry::RegistrationUndo> undo;
   registry::JobEntry* entry = nullptr;
   bool new_job = false;
+  falcon::v1::Job before;  // The job before this batch's registration merged.
   if (batch.has_registration()) {
     const registry::JobEntry* existing = registry_.Find(batch.job());
+    if (existing != nullptr) before = existing->job();
     const bool new_for_agent = existing == nullptr || !existing->HasPart(session->agent_id);
     new_job = existing == nullptr;
     if (std::optional<LimitRefusal> r = CheckRegistrationLimits(
@@ -700,6 +719,7 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
                        " node=", session->node, " ranks=", entry->ranks().size());
       uow.AfterCommit([line]() { LOG(INFO) << line; });
     }
+    StartOverIfRelaunched(*entry, before, &uow);
     detection_.OnJobChanged(*entry);
   }
   if (entry->job().state() == falcon::v1::JOB_STATE_ENDED) {

@@ -252,6 +252,12 @@ class Controller {
   falcon::v1::JobRegistration Rejoined(const std::string& agent_id,
                                        const falcon::v1::JobRegistration& reg) const;
   void PersistAgent(const std::string& agent_id, core::UnitOfWork* uow);
+  // After a registration merged into `job`: when it came back at a newer epoch with another world
+  // size than `before` (a relaunch on a new layout: an S4 restart without the excluded ranks),
+  // its detectors start over, as for a new job: the new layout has a healthy level of its own
+  // (docs/algorithms.md#s4-checkpoint-and-restart).
+  void StartOverIfRelaunched(const registry::JobEntry& job, const falcon::v1::Job& before,
+                             core::UnitOfWork* uow);
   void DirectiveStateChanged(const falcon::v1::DirectiveRecord& record, core::UnitOfWork* uow);
   absl::Status Commit(core::UnitOfWork* uow);
   // OK when the store is healthy or recovers now; kUnavailable otherwise.

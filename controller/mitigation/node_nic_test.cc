@@ -66,8 +66,8 @@ class NodeNicTest : public ::testing::Test {
   void Run(int64_t from, int64_t to) {
     for (int64_t i = from; i < to; ++i) {
       const int64_t noise = ((i * 104729) % 201 - 100) * 10'000;
-      const int64_t extra = i >= kFaultFrom ? kExtraNs : 0;
-      const int64_t t = kHealthyNs + extra + noise;
+      const int64_t extra = i >= kFaultFrom && !restarted_ ? kExtraNs : 0;
+      const int64_t t = healthy_ns_ + extra + noise;
       for (auto& a : agents_) {
         falcon::v1::TelemetryBatch b;
         b.set_job(spec_.job);
@@ -107,8 +107,46 @@ class NodeNicTest : public ::testing::Test {
     return r->events_size() > 0 ? r->events(0) : falcon::v1::Event();
   }
 
+  // The S4 restart as the launcher makes it: the survivors (old ranks 0-3, 6, 7 on node-0, node-1
+  // and node-3) register again at the S4 directive's epoch as DP=3 x PP=2, ranks renumbered, and
+  // run at the new layout's healthy level (a third slower: more micro-batches per DP group).
+  void RestartWithoutNode2() {
+    uint64_t epoch = 0;
+    for (const falcon::v1::DirectiveRecord& r : c_->directives().List(spec_.job, 0)) {
+      if (r.directive().has_checkpoint_restart()) epoch = r.directive().epoch();
+    }
+    ASSERT_GT(epoch, spec_.epoch);
+    LayoutSpec after = spec_;
+    after.dp = 3;
+    after.epoch = epoch;
+    // The agents reconnect with the new job, their batch sequences going on.
+    std::map<std::string, uint64_t> next_sequence;
+    for (auto& a : agents_) {
+      next_sequence[a->agent_id()] = a->last_sequence() + 1;
+      a->Disconnect(*c_);
+    }
+    agents_.clear();
+    const uint32_t nodes[] = {0, 1, 3};
+    for (uint32_t i = 0; i < 3; ++i) {
+      falcon::v1::JobRegistration reg = testing::NodeRegistration(after, i);
+      reg.set_global_micro_batches(32);
+      for (auto& r : *reg.mutable_ranks()) r.set_node(testing::NodeName(nodes[i]));
+      agents_.push_back(std::make_unique<SimAgent>(testing::NodeName(nodes[i]),
+                                                   testing::NodeName(nodes[i]),
+                                                   testing::RanksOfNode(after, i)));
+      agents_.back()->set_next_sequence(next_sequence[testing::NodeName(nodes[i])]);
+      ASSERT_TRUE(
+          agents_.back()->Connect(*c_, {reg}, next_sequence[testing::NodeName(nodes[i])]).ok());
+    }
+    spec_ = after;
+    restarted_ = true;
+    healthy_ns_ = kHealthyNs * 4 / 3;
+  }
+
   // The communicators whose transfers the slow NIC stretches in training (what profiling sees).
   std::set<uint64_t> slow_comms_ = {1001};
+  bool restarted_ = false;
+  int64_t healthy_ns_ = kHealthyNs;
   LayoutSpec spec_;
   common::FakeClock clock_;
   store::InMemoryKvStore kv_;
@@ -223,6 +261,22 @@ TEST_F(NodeNicTest, SlowPipelinePairsBetweenTwoNodesAreJudgedAgainstAThirdNode) 
       << record->DebugString();
   ExpectNode2NamedAndRestartedWithout(e, c_->directives().List(spec_.job, 0));
   ExpectTracking(*c_, spec_.job);
+
+  // The relaunched job: detection starts over on its new layout, whose healthy level is its own
+  // (not the 8 ranks' before the fault, which the crawl's slowdown would also still hold).
+  RestartWithoutNode2();
+  Run(200, 260);
+  ControlApi api(c_.get());
+  falcon::v1::GetJobRequest req;
+  req.set_job(spec_.job);
+  absl::StatusOr<falcon::v1::Job> job = api.GetJob(req);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->world_size(), 6u);
+  EXPECT_EQ(job->epoch(), spec_.epoch);
+  EXPECT_EQ(job->last_iteration(), 259);
+  EXPECT_NEAR(static_cast<double>(job->healthy_iteration_time_ns()),
+              static_cast<double>(healthy_ns_), 0.05 * static_cast<double>(healthy_ns_));
+  EXPECT_EQ(OnlyEvent().event_id(), e.event_id()) << "no event on the new layout";
 }
 
 }  // namespace
