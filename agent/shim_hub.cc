@@ -163,12 +163,6 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
     return;
   }
   auto existing = jobs_.find(hello.job());
-  if (existing != jobs_.end() && existing->second->world_size != hello.world_size()) {
-    Error(s, absl::InvalidArgumentError(absl::StrCat(
-                 "hello.world_size: job '", hello.job(), "' has world_size ",
-                 existing->second->world_size, " on this node, not ", hello.world_size())));
-    return;
-  }
   if (existing != jobs_.end() && existing->second->owner_uid != s.uid) {
     LOG(WARNING) << "shim attach refused job=" << hello.job() << " rank=" << hello.rank().rank()
                  << " uid=" << s.uid << " owner_uid=" << existing->second->owner_uid
@@ -179,6 +173,15 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
         absl::StrCat("hello.job: job '", hello.job(), "' is held on this node by a shim of uid ",
                      existing->second->owner_uid, ", not uid ", s.uid)));
     return;
+  }
+  if (existing != jobs_.end() && existing->second->world_size != hello.world_size()) {
+    if (hello.epoch() <= existing->second->epoch) {
+      Error(s, absl::InvalidArgumentError(absl::StrCat(
+                   "hello.world_size: job '", hello.job(), "' has world_size ",
+                   existing->second->world_size, " on this node, not ", hello.world_size())));
+      return;
+    }
+    RestartJob(existing->second, hello);
   }
   const bool created = existing == jobs_.end();
   const int64_t now = clock_.MonotonicNanos();
@@ -675,6 +678,41 @@ void ShimHub::FlushJob(JobState& job, bool drain, int64_t now_ns,
   }
 }
 
+void ShimHub::RestartJob(std::unique_ptr<JobState>& slot, const v1::ShimHello& hello) {
+  JobState& old = *slot;
+  // What the old ranks reported goes to the controller first (their epoch's registration is
+  // stale: not resent).
+  old.registration_dirty = false;
+  const size_t carried = carried_.size();
+  FlushJob(old, /*drain=*/true, clock_.MonotonicNanos(), &carried_, &carried_tags_);
+  int closed = 0;
+  for (auto& [rank_id, rank] : old.ranks) {
+    if (auto it = sessions_.find(rank.session_id); rank.session_id != 0 && it != sessions_.end()) {
+      it->second.superseded = true;
+      it->second.stream->Close(
+          absl::AbortedError(absl::StrCat("superseded: job '", old.name, "' restarted at epoch ",
+                                          hello.epoch(), " with world_size ", hello.world_size())));
+      ++closed;
+    }
+    metrics_->RemoveRank(rank.metrics);
+  }
+  auto fresh = std::make_unique<JobState>(old.name, options_.reduce);
+  fresh->world_size = hello.world_size();
+  fresh->epoch = old.epoch;  // The hello raises it (and marks the registration).
+  fresh->owner_uid = old.owner_uid;
+  fresh->metrics = old.metrics;
+  fresh->profile_all = old.profile_all;
+  fresh->directive_plan_versions = std::move(old.directive_plan_versions);
+  fresh->directive_order = std::move(old.directive_order);
+  fresh->last_active_ns = old.last_active_ns;
+  LOG(INFO) << "job restarted job=" << old.name << " epoch=" << old.epoch << "->" << hello.epoch()
+            << " world_size=" << old.world_size << "->" << hello.world_size()
+            << " old_ranks=" << old.ranks.size() << " sessions_closed=" << closed
+            << " batches_carried=" << carried_.size() - carried;
+  stats_.job_restarts++;
+  slot = std::move(fresh);
+}
+
 void ShimHub::RemoveJob(std::map<std::string, std::unique_ptr<JobState>>::iterator it) {
   for (auto& [rank, r] : it->second->ranks) metrics_->RemoveRank(r.metrics);
   metrics_->RemoveJob(it->second->metrics);
@@ -684,6 +722,17 @@ void ShimHub::RemoveJob(std::map<std::string, std::unique_ptr<JobState>>::iterat
 void ShimHub::Flush(bool drain, std::vector<v1::TelemetryBatch>* out,
                     std::vector<uint64_t>* delivery_tags) {
   absl::MutexLock lock(&mu_);
+  // Batches of jobs that restarted since the last flush (RestartJob) go first.
+  for (size_t i = 0; i < carried_.size(); ++i) {
+    out->push_back(std::move(carried_[i]));
+    if (delivery_tags != nullptr) {
+      delivery_tags->push_back(carried_tags_[i]);
+    } else {
+      marks_.erase(carried_tags_[i]);
+    }
+  }
+  carried_.clear();
+  carried_tags_.clear();
   const int64_t now = clock_.MonotonicNanos();
   const int64_t idle_ns = absl::ToInt64Nanoseconds(options_.job_idle_timeout);
   for (auto it = jobs_.begin(); it != jobs_.end();) {

@@ -96,6 +96,7 @@ class ShimHub {
     uint64_t skipped_delivered_hints = 0;      // Resent hints an earlier agent had delivered.
     uint64_t undelivered_overflow = 0;         // Batches released at max_undelivered_batches.
     uint64_t delivery_acks = 0;                // DeliveryAck messages sent.
+    uint64_t job_restarts = 0;                 // Jobs relaunched on a new layout (RestartJob).
   };
 
   // `metrics` and `sink` must outlive the hub.
@@ -111,7 +112,9 @@ class ShimHub {
   // valid until OnClosed. A job belongs to the uid of the first shim that attaches to it here,
   // while the hub keeps the job (until job_idle_timeout after its last session): a hello of
   // another uid for it ends the stream with PERMISSION_DENIED (logged, counted at
-  // where=shim_job_owner_refused) and changes nothing.
+  // where=shim_job_owner_refused) and changes nothing. A hello with another world_size than the
+  // job's here is refused, unless its epoch is newer: the job relaunched on a new layout (an S4
+  // restart), and its state here starts over (what the old ranks reported is still delivered).
   uint64_t Open(ShimStream* stream, uint32_t uid = kUnknownUid) ABSL_LOCKS_EXCLUDED(mu_);
   void OnMessage(uint64_t session, const v1::ShimMessage& msg) ABSL_LOCKS_EXCLUDED(mu_);
   // The stream ended; the hub stops using its ShimStream.
@@ -176,6 +179,12 @@ class ShimHub {
   // DeliveryAck to its live session.
   void AdvanceDelivery(const JobState& job, RankState& rank, uint32_t rank_id, bool always)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job relaunched on a new layout (an S4 restart: a hello at a newer epoch with another
+  // world_size): drains what its old ranks reported into carried_, closes their sessions and
+  // replaces `slot` with a fresh state for the new layout (keeping the job's owner, metrics,
+  // profiling and directive plan versions).
+  void RestartJob(std::unique_ptr<JobState>& slot, const v1::ShimHello& hello)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveJob(std::map<std::string, std::unique_ptr<JobState>>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateSessionGauge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -199,6 +208,9 @@ class ShimHub {
   };
   absl::flat_hash_map<uint64_t, std::vector<DeliveryMark>> marks_ ABSL_GUARDED_BY(mu_);
   uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
+  // Batches (and their delivery tags) drained from jobs that restarted, for the next Flush.
+  std::vector<v1::TelemetryBatch> carried_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> carried_tags_ ABSL_GUARDED_BY(mu_);
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -347,6 +347,64 @@ TEST_F(ShimHubTest, IdleJobsAreForgotten) {
   EXPECT_TRUE(hub_.Registrations().empty());
 }
 
+// An S4 restart: the job relaunches at a newer epoch on fewer ranks. The old ranks' iterations
+// still reach the controller (first), their live sessions are closed, and the job's state here
+// starts over: the new registration lists the new world and ranks only. A hello of another
+// world_size at the job's epoch is still refused.
+TEST_F(ShimHubTest, AJobRelaunchedOnANewLayoutStartsOverAfterDeliveringWhatItsOldRanksReported) {
+  FakeStream s0, s1;
+  const uint64_t id0 = Attach(s0, 0);
+  const uint64_t id1 = Attach(s1, 1);
+  std::vector<v1::TelemetryBatch> out;
+  hub_.Flush(false, &out);  // The old registration.
+  for (int i = 0; i < 2; ++i) {
+    hub_.OnMessage(id0, HintMsg(i));
+    hub_.OnMessage(id1, HintMsg(i));
+  }
+  hub_.OnMessage(id0, Ops(1, 0, 2, 1));
+  hub_.OnMessage(id1, Ops(1, 0, 2, 1));
+  hub_.OnClosed(id0);  // Rank 0's process exited; rank 1's stream is still open.
+
+  v1::ShimMessage stale = Hello(0, 300);
+  stale.mutable_hello()->set_world_size(2);  // Another layout at the same epoch: refused.
+  FakeStream refused;
+  hub_.OnMessage(hub_.Open(&refused), stale);
+  ASSERT_EQ(refused.Of(v1::AgentToShim::kError).size(), 1u);
+  EXPECT_EQ(refused.Of(v1::AgentToShim::kError)[0].error().field(), "hello.world_size");
+
+  v1::ShimMessage hello = Hello(0, 200);
+  hello.mutable_hello()->set_world_size(2);
+  hello.mutable_hello()->set_epoch(1);
+  FakeStream fresh;
+  const uint64_t idf = hub_.Open(&fresh);
+  hub_.OnMessage(idf, hello);
+  EXPECT_EQ(fresh.Of(v1::AgentToShim::kWelcome).size(), 1u);
+  EXPECT_TRUE(fresh.Of(v1::AgentToShim::kError).empty());
+  ASSERT_TRUE(s1.closed.has_value());
+  EXPECT_EQ(s1.closed->code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(hub_.stats().job_restarts, 1u);
+
+  out.clear();
+  std::vector<uint64_t> tags;
+  hub_.Flush(false, &out, &tags);
+  ASSERT_EQ(out.size(), tags.size());
+  ASSERT_GE(out.size(), 2u);
+  std::vector<std::pair<int64_t, uint32_t>> old_iterations;
+  for (const auto& s : out[0].iterations()) old_iterations.emplace_back(s.iteration(), s.rank());
+  EXPECT_EQ(old_iterations,
+            (std::vector<std::pair<int64_t, uint32_t>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}));
+  EXPECT_FALSE(out[0].has_registration()) << "the old epoch's registration is stale";
+  const v1::TelemetryBatch& last = out.back();
+  ASSERT_TRUE(last.has_registration());
+  EXPECT_EQ(last.registration().world_size(), 2u);
+  EXPECT_EQ(last.registration().epoch(), 1u);
+  ASSERT_EQ(last.registration().ranks_size(), 1);
+  EXPECT_EQ(last.registration().ranks(0).pid(), 200);
+  EXPECT_EQ(last.registration().communicators_size(), 0);
+  hub_.OnSettled(tags);  // The old ranks' tags settle without touching the new ranks.
+  EXPECT_EQ(hub_.Registrations().size(), 1u);
+}
+
 // The summary batches of a Flush with their tags; registration-only batches are left out.
 std::vector<std::pair<v1::TelemetryBatch, uint64_t>> FlushTagged(ShimHub& hub) {
   std::vector<v1::TelemetryBatch> out;

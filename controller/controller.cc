@@ -121,6 +121,7 @@ class Controller::Actions : public detection::EventActions {
     if (e == nullptr) return Missing(id);
     c_->localizer_.Cancel(e, uow_);
     c_->events_.Close(e, c_->detection_.LastIteration(e->event().job()), reason, uow_);
+    TrackingUnlessActive(e->event().job());
     return absl::OkStatus();
   }
   absl::Status RecoverEvent(uint64_t id, int64_t iteration, const std::string& reason) override {
@@ -128,10 +129,19 @@ class Controller::Actions : public detection::EventActions {
     if (e == nullptr) return Missing(id);
     c_->localizer_.Cancel(e, uow_);
     c_->events_.Recover(e, iteration, c_->detection_.LastIteration(e->event().job()), reason, uow_);
+    TrackingUnlessActive(e->event().job());
     return absl::OkStatus();
   }
 
  private:
+  // A job MITIGATING whose last active event ended (recovered, or closed by S4) is TRACKING again.
+  void TrackingUnlessActive(const std::string& job) {
+    if (!c_->events_.ActiveEvents(job).empty()) return;
+    registry::JobEntry* entry = c_->registry_.Find(job);
+    if (entry == nullptr || entry->job().state() != falcon::v1::JOB_STATE_MITIGATING) return;
+    entry->set_state(falcon::v1::JOB_STATE_TRACKING);
+    c_->registry_.Persist(*entry, &uow_->txn());
+  }
   EventRecord* Active(uint64_t id) {
     EventRecord* e = c_->events_.Find(id);
     return e != nullptr && detection::EventManager::IsActiveState(e->event().state()) ? e : nullptr;

@@ -323,7 +323,11 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
 absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
     int64_t t, double loss_sum,
     const std::function<absl::Status(double loss_sum, int64_t agreed_ns)>& report) {
-  runtime_->SetIteration(t);
+  // The first agreement ends iteration t - 1 (its report ends when the agreement completes): its
+  // ops are that iteration's communication (the wait for the slowest rank included), not time
+  // outside communication the agent would count as compute. Later rounds (a pause) lie between
+  // iterations: stamped t, outside both.
+  runtime_->SetIteration(t > start_iteration_ ? t - 1 : t);
   BoundaryOutcome out;
   bool first = true;
   while (true) {
@@ -338,6 +342,7 @@ absl::StatusOr<RankTrainer::BoundaryOutcome> RankTrainer::Boundary(
       out.loss_sum = agreed->loss_sum;
       out.agreed_ns = clock_->MonotonicNanos();
       first = false;
+      runtime_->SetIteration(t);
       if (absl::Status s = report(out.loss_sum, out.agreed_ns); !s.ok()) return s;
     }
     // A directive this rank's hooks deliver again is acknowledged again with its first outcome.
@@ -462,6 +467,7 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
       break;
     case falcon::v1::Directive::kCheckpointRestart: {
       restart_dir_ = ResolveDir(options_.checkpoint_dir, d.checkpoint_restart().checkpoint_dir());
+      restart_epoch_ = d.epoch();
       restart_excluded_.assign(d.checkpoint_restart().excluded_ranks().begin(),
                                d.checkpoint_restart().excluded_ranks().end());
       if (absl::Status s = WriteCheckpoint(restart_dir_, t, restart_excluded_, /*restart=*/true);
@@ -553,8 +559,10 @@ absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
     if (absl::Status s = WriteManifest(dir, m); !s.ok()) return s;
     if (restart && !options_.restart_file.empty()) {
       // For the launcher; written before the barrier, so it exists before any rank exits.
-      const nlohmann::json request = {
-          {"checkpoint_dir", dir}, {"excluded_ranks", excluded}, {"iteration", t}};
+      const nlohmann::json request = {{"checkpoint_dir", dir},
+                                      {"excluded_ranks", excluded},
+                                      {"iteration", t},
+                                      {"epoch", restart_epoch_}};
       const std::string tmp = options_.restart_file + ".tmp";
       std::remove(tmp.c_str());
       if (absl::Status s = AppendLine(tmp, request.dump()); !s.ok()) return s;

@@ -65,8 +65,9 @@ struct TrainerOptions {
   std::string checkpoint_dir;
   std::string resume_dir;     // Resume from this checkpoint when non-empty.
   std::string json_log_path;  // One JSON line per iteration when non-empty.
-  // S4: global rank 0 writes {"checkpoint_dir", "excluded_ranks", "iteration"} here before
-  // returning kCheckpointRestart, for the launcher. Empty: not written.
+  // S4: global rank 0 writes {"checkpoint_dir", "excluded_ranks", "iteration", "epoch" (the
+  // directive's job epoch, which the restarted ranks run at)} here before returning
+  // kCheckpointRestart, for the launcher. Empty: not written.
   std::string restart_file;
   absl::Duration poll_interval = absl::Milliseconds(5);  // Directive polling while paused.
   // How long validation tasks wait for the rest of their validation before running without it
@@ -199,6 +200,7 @@ class RankTrainer {
   double last_loss_ = 0;
   std::string restart_dir_;
   std::vector<int> restart_excluded_;
+  uint64_t restart_epoch_ = 0;  // The S4 directive's epoch.
   // Reusable point-to-point buffers, [b x hidden] each.
   std::vector<float> act_in_, act_out_, grad_in_, grad_out_;
   std::vector<int32_t> context_ids_, targets_;

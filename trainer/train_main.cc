@@ -115,6 +115,9 @@ ABSL_FLAG(double, emulated_link_ms, -1,
           "emulated wire time of one validation link-pass message in ms, slept by its sender so "
           "CPU copy noise is small beside it; -1: 10x --emulated_compute_ms");
 ABSL_FLAG(std::string, restart_file, "", "internal: where rank 0 leaves an S4 restart request");
+ABSL_FLAG(uint64_t, epoch, 0,
+          "internal: the job epoch the ranks start at, in their shim hello (after an S4 restart: "
+          "its directive's, so the agent and the controller take the new layout)");
 
 namespace falcon::trainer {
 namespace {
@@ -305,6 +308,7 @@ class ControlDir {
 struct RestartRequest {
   std::string checkpoint_dir;
   std::vector<int> excluded_ranks;
+  uint64_t epoch = 0;  // The S4 directive's job epoch (0 when the request has none).
 };
 
 absl::StatusOr<RestartRequest> ReadRestartRequest(const std::string& path) {
@@ -329,6 +333,14 @@ absl::StatusOr<RestartRequest> ReadRestartRequest(const std::string& path) {
       }
       r.excluded_ranks.push_back(rank.get<int>());
     }
+  }
+  if (j->contains("epoch")) {
+    const nlohmann::json& epoch = (*j)["epoch"];
+    if (!epoch.is_number_unsigned() && !(epoch.is_number_integer() && epoch.get<int64_t>() >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": \"epoch\" holds ", epoch.dump(), ", not an epoch"));
+    }
+    r.epoch = epoch.get<uint64_t>();
   }
   return r;
 }
@@ -388,6 +400,7 @@ int RunRank(const collective::launch::RankEnv& env) {
     so.dp_size = env.dp;
     so.pp_size = env.pp;
     so.global_micro_batches = o.trainer.micro_batches;
+    so.epoch = absl::GetFlag(FLAGS_epoch);
     absl::StatusOr<std::unique_ptr<falcon::trainer::directives::ShimTrainerHooks>> created =
         falcon::trainer::directives::ShimTrainerHooks::Create(std::move(so));
     if (!created.ok()) {
@@ -532,7 +545,8 @@ int RunLauncher(const std::vector<std::string>& args) {
     launch.dp = plan->dp;
     ++launch.generation;
     launch.faults = faults.empty() ? "" : faults.ToString();
-    extra = {"--restart_file=" + restart_file, "--resume=" + request->checkpoint_dir};
+    extra = {"--restart_file=" + restart_file, "--resume=" + request->checkpoint_dir,
+             absl::StrCat("--epoch=", request->epoch)};
   }
 }
 

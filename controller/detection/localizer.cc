@@ -147,9 +147,20 @@ std::set<std::string> TwoNodesOfGroup(const registry::CommInfo& c) {
   return nodes;
 }
 
+// The two nodes of a pair whose ranks sit on two different known nodes (a pipeline pair across
+// nodes: its links all cross both nodes' NICs); empty otherwise.
+std::set<std::string> TwoNodesOfPair(const registry::CommInfo& c) {
+  if (c.comm.member_ranks_size() != 2 || c.member_nodes.size() != 2) return {};
+  const std::string& a = c.member_nodes[0];
+  const std::string& b = c.member_nodes[1];
+  if (a.empty() || b.empty() || a == b) return {};
+  return {a, b};
+}
+
 // Communicators to validate beside `suspects` so that a slow NIC can be told from the path between
-// two nodes (docs/algorithms.md#node-nic-faults): for each suspect group on two nodes
-// (TwoNodesOfGroup), each member's smallest other communicator that reaches a third node (lowest
+// two nodes (docs/algorithms.md#node-nic-faults): for each suspect that measures two nodes only
+// against each other, a group on two nodes (TwoNodesOfGroup) or a pair across two nodes
+// (TwoNodesOfPair), each member's smallest other communicator that reaches a third node (lowest
 // id among equals), unless one such is a suspect already. In suspect order, each once.
 std::vector<uint64_t> ThirdNodeComms(const registry::JobEntry& job,
                                      const std::vector<uint64_t>& suspects) {
@@ -158,7 +169,8 @@ std::vector<uint64_t> ThirdNodeComms(const registry::JobEntry& job,
   for (uint64_t id : suspects) {
     const registry::CommInfo* c = job.FindComm(id);
     if (c == nullptr) continue;
-    const std::set<std::string> nodes = TwoNodesOfGroup(*c);
+    std::set<std::string> nodes = TwoNodesOfGroup(*c);
+    if (nodes.empty()) nodes = TwoNodesOfPair(*c);
     if (nodes.empty()) continue;
     for (uint32_t r : c->comm.member_ranks()) {
       const registry::CommInfo* best = nullptr;

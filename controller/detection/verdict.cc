@@ -122,12 +122,22 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
       double& r = link_ratio_of[link];
       r = std::max(r, x / median);
     }
+    // A slow link's ratio is over the median of the links judged fine: slow links lift the
+    // median (a pair slow both ways and its reference pair: the median is the mean of a slow and
+    // a fine link, and the slow ones would read at most 2x), and a fail-slow's ratio is its
+    // slowdown over healthy peers (docs/algorithms.md#verdict). At least the links at or below
+    // the median are fine.
+    std::vector<double> fine;
+    for (const auto& [link, x] : per_link) {
+      if (x <= median * (1 + options.link_slow_ratio)) fine.push_back(x);
+    }
+    const double fine_median = common::Median(fine);
     for (const auto& [link, x] : per_link) {
       if (x > median * (1 + options.link_slow_ratio) && seen_links.insert(link).second) {
         falcon::v1::Link l;
         l.set_src_rank(link.first);
         l.set_dst_rank(link.second);
-        slow_links.push_back({x / median, l});
+        slow_links.push_back({x / fine_median, l});
       }
     }
   }

@@ -176,7 +176,14 @@ void Orchestrator::Skip(MitigationEvent& e, Strategy s, const std::string& why, 
                         detection::EventActions& actions) {
   LOG(INFO) << "strategy not applicable " << e.ctx().Subject() << " strategy=" << ShortName(s)
             << " why=\"" << why << "\"";
-  if (!e.escalation().active()) return;  // The ladder already ended (S4 in the same steps).
+  if (!e.escalation().active()) {
+    // The ladder already ended (S4 in the same steps: the lost time paid for both at once): the
+    // skip is still the event's record of why that level was passed over.
+    e.ctx().Record(
+        actions, static_cast<falcon::v1::Strategy>(s), 0, iteration,
+        absl::StrCat("skip: ", analysis::plan::StrategyName(s), " not applicable: ", why), false);
+    return;
+  }
   Execute(e, e.escalation().MarkInapplicable(s, why, iteration),
           metrics::where::kMitigationEscalationSkip, actions);
 }

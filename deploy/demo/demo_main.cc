@@ -204,6 +204,12 @@ int main(int argc, char** argv) {
             << " on " << options.scenario.nodes << " emulated nodes, " << iterations
             << " iterations planned\n";
   for (const auto& f : options.scenario.faults) std::cout << "  inject: " << f.Describe() << "\n";
+  std::cout << "  escalation costs: S3 " << s3_cost << " s, S4 "
+            << (options.scenario.s4_cost_seconds > 0
+                    ? absl::StrCat(options.scenario.s4_cost_seconds,
+                                   " s (the scenario's: the small model's checkpoint and restart)")
+                    : std::string("600 s (the controller's default)"))
+            << "\n";
   std::cout << "  cluster: "
             << (netns ? "netns (one network namespace per node on a bridge; faults from the "
                         "kernel fault driver, outside the job)"

@@ -139,6 +139,8 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
   std::sort(sorted.begin(), sorted.end(),
             [](const auto& a, const auto& b) { return a.event_id() < b.event_id(); });
   std::vector<bool> fault_matched(scenario.faults.size(), false);
+  // Per fault, the iteration an S4 restart left its culprit out at (-1: never).
+  std::vector<int64_t> removed_at(scenario.faults.size(), -1);
   for (const falcon::v1::Event& e : sorted) {
     EventReport r;
     r.event_id = e.event_id();
@@ -193,6 +195,8 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     for (size_t i = 0; i < scenario.faults.size(); ++i) {
       const InjectedFault& f = scenario.faults[i];
       if (!f.expect_event) continue;
+      // An S4 restart left the fault's culprit out: the fault no longer touches the job.
+      if (removed_at[i] >= 0 && ev_from >= removed_at[i]) continue;
       // The detected onset lies in the fault's window (give or take the change point's blur).
       if (ev_from < f.from_iteration - kMatchSlack || ev_from >= f.to_iteration) continue;
       int64_t distance = std::abs(ev_from - f.from_iteration);
@@ -282,6 +286,12 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
           "no healthy baseline: before it ", healthy_end, " no ", kMinHealthyIterations,
           " recorded iterations in a row are free of injected faults, earlier events and "
           "mitigations in force"));
+    }
+
+    for (const ActionMark& a : r.actions) {
+      if (a.strategy != "S4" || !IsDirective(a) || a.dry_run) continue;
+      r.restart_iteration = a.iteration;
+      if (best >= 0 && r.culprit_correct) removed_at[best] = a.iteration;
     }
 
     int64_t first_action = -1, last_action = -1;
@@ -486,6 +496,7 @@ nlohmann::json ReportJson(const Report& report) {
     je["cause_correct"] = e.cause_correct;
     je["culprit_correct"] = e.culprit_correct;
     if (!e.links.empty()) je["link_direction_correct"] = e.link_direction_correct;
+    je["restart_iteration"] = or_null(e.restart_iteration);
     evs.push_back(je);
     if (e.matched_fault < 0) false_ids.push_back(e.event_id);
   }
@@ -498,7 +509,35 @@ nlohmann::json ReportJson(const Report& report) {
     j["event_ids_before_restart"] = report.event_ids_before_restart;
     j["event_ids_at_end"] = report.event_ids_at_end;
   }
+  if (report.job_at_end.world_size > 0) {
+    json nodes = json::object();
+    for (const auto& [node, ranks] : report.job_at_end.ranks_by_node) nodes[node] = ranks;
+    j["job_at_end"] = {{"world_size", report.job_at_end.world_size},
+                       {"epoch", report.job_at_end.epoch},
+                       {"dp", report.job_at_end.dp},
+                       {"pp", report.job_at_end.pp},
+                       {"ranks_by_node", nodes}};
+  } else {
+    j["job_at_end"] = nullptr;
+  }
   return j;
+}
+
+JobAtEnd JobAtEndOf(const falcon::v1::Job& job) {
+  JobAtEnd out;
+  out.world_size = job.world_size();
+  out.epoch = job.epoch();
+  out.dp = job.dp_size();
+  out.pp = job.pp_size();
+  std::map<std::string, std::vector<int>> by_node;
+  for (const falcon::v1::RankInfo& r : job.ranks()) {
+    by_node[r.node()].push_back(static_cast<int>(r.rank()));
+  }
+  for (auto& [node, ranks] : by_node) {
+    std::sort(ranks.begin(), ranks.end());
+    out.ranks_by_node.emplace_back(node, std::move(ranks));
+  }
+  return out;
 }
 
 namespace {
@@ -610,7 +649,18 @@ std::string SummaryText(const Report& report) {
                           actions.empty() ? "none" : absl::StrJoin(actions, ", "), healthy,
                           Seconds(e.iteration_time_slow_s), Seconds(e.iteration_time_mitigated_s),
                           RecoveredText(e));
+    if (e.restart_iteration >= 0) {
+      absl::StrAppend(&out, "  restarted from its checkpoint at it ", e.restart_iteration, "\n");
+    }
     for (const std::string& note : e.notes) absl::StrAppend(&out, "  note: ", note, "\n");
+  }
+  if (const JobAtEnd& j = report.job_at_end; j.world_size > 0 && j.epoch > 0) {
+    std::vector<std::string> nodes;
+    for (const auto& [node, ranks] : j.ranks_by_node) {
+      nodes.push_back(absl::StrCat(node, " [", absl::StrJoin(ranks, ","), "]"));
+    }
+    absl::StrAppendFormat(&out, "job at end: %d ranks, DP=%d x PP=%d, epoch %d, on %s\n",
+                          j.world_size, j.dp, j.pp, j.epoch, absl::StrJoin(nodes, ", "));
   }
   for (int i : report.missed_faults) absl::StrAppend(&out, "MISSED: injected #", i, "\n");
   for (int i : report.unreached_faults) {

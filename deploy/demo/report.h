@@ -19,7 +19,10 @@
 //    (both explained in the event's notes); unset when nothing was mitigated or there is no
 //    baseline.
 // An event whose change point lies in no injected fault's window [from - 10, to) (among the
-// faults that should raise one, InjectedFault::expect_event) is a false alarm. A fault whose
+// faults that should raise one, InjectedFault::expect_event) is a false alarm; so is one whose
+// change point comes after an S4 restart that left out the fault's culprit (an earlier event
+// matched to that fault named it correctly and restarted without it: the fault no longer touches
+// the job). A fault whose
 // window starts after the last recorded iteration (run interrupted or cut short) is "not
 // reached", not missed.
 #ifndef FALCON_DEPLOY_DEMO_REPORT_H_
@@ -120,6 +123,19 @@ struct EventReport {
   bool cause_correct = false;
   bool culprit_correct = false;  // Rank or link (either direction) named as injected.
   bool link_direction_correct = false;
+  // S4: the iteration the job restarted at (its S4 directive's: the checkpoint's, where the
+  // survivors resumed); -1 without a restart.
+  int64_t restart_iteration = -1;
+};
+
+// The job as the controller listed it at the end of the run (GetJob): after an S4 restart its new
+// world, epoch and nodes.
+struct JobAtEnd {
+  uint32_t world_size = 0;  // 0: the job was never listed.
+  uint64_t epoch = 0;
+  uint32_t dp = 0;
+  uint32_t pp = 0;
+  std::vector<std::pair<std::string, std::vector<int>>> ranks_by_node;  // Ascending by node.
 };
 
 struct Report {
@@ -141,7 +157,11 @@ struct Report {
   // controller listed just before it, and in the last listing of the run.
   std::vector<uint64_t> event_ids_before_restart;
   std::vector<uint64_t> event_ids_at_end;
+  JobAtEnd job_at_end;
 };
+
+// The job's world, epoch and ranks per node from a GetJob reply.
+JobAtEnd JobAtEndOf(const falcon::v1::Job& job);
 
 // The share of a compute slowdown S2 can recover at best: one of `dp` groups `slowdown` times
 // slower per micro-batch, `micro_batches` split in multiples of `multiple` (PP under 1F1B). With

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "deploy/demo/report_files.h"
 #include "gtest/gtest.h"
 
@@ -204,6 +205,80 @@ TEST(ReportTest, ANodeNicCulpritIsPrintedAsTheNode) {
   links.links = {{4, 6}, {6, 4}};
   EXPECT_EQ(CulpritText(links), "link 4->6, link 6->4");
   EXPECT_EQ(CulpritText(EventReport()), "-");
+}
+
+// nic-s4: the event that named node2's NIC restarted the job without it (S4 at 160). The report
+// shows the restart and the job's new world; a later event (outside load) cannot
+// be that fault any more: it is a false alarm.
+TEST(ReportTest, AnS4RestartWithoutTheCulpritEndsItsFault) {
+  absl::StatusOr<Scenario> s =
+      MakeScenario("nic-s4", Layout{4, 2}, 4, 400, FaultInjection::kKernel);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(s->s4_cost_seconds, 0);
+  s->faults[0].from_iteration = 100;
+  falcon::v1::Event e;
+  e.set_event_id(1);
+  e.set_state(falcon::v1::EVENT_STATE_CLOSED);
+  e.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  e.add_nodes("node2");
+  auto* l = e.add_links();
+  l->set_src_rank(4);
+  l->set_dst_rank(0);
+  e.set_onset_iteration(100);
+  e.set_alarm_iteration(103);
+  e.set_verdict_iteration(106);
+  e.set_recovery_iteration(-1);
+  auto* s1 = e.add_actions();
+  s1->set_strategy(falcon::v1::STRATEGY_S1_IGNORE);
+  s1->set_iteration(106);
+  auto* s3 = e.add_actions();  // Skipped: no better layout.
+  s3->set_strategy(falcon::v1::STRATEGY_S3_TOPOLOGY);
+  s3->set_iteration(106);
+  auto* s4 = e.add_actions();
+  s4->set_strategy(falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART);
+  s4->set_iteration(160);
+  s4->set_directive_id(3);
+  falcon::v1::Event later;
+  later.set_event_id(2);
+  later.set_state(falcon::v1::EVENT_STATE_CLOSED);
+  later.set_cause(falcon::v1::CAUSE_UNKNOWN);
+  later.set_onset_iteration(250);
+  later.set_recovery_iteration(-1);
+  Report r = BuildReport(*s, RunSettings(), History(400), {e, later});
+  falcon::v1::Job job;
+  job.set_world_size(6);
+  job.set_epoch(1);
+  job.set_dp_size(3);
+  job.set_pp_size(2);
+  for (uint32_t rank = 0; rank < 6; ++rank) {
+    falcon::v1::RankInfo* info = job.add_ranks();
+    info->set_rank(rank);
+    info->set_node(rank < 4 ? absl::StrCat("node", rank / 2) : "node3");
+  }
+  r.job_at_end = JobAtEndOf(job);
+  ASSERT_EQ(r.events.size(), 2u);
+  const EventReport& restarted = r.events[0];
+  EXPECT_EQ(restarted.matched_fault, 0);
+  EXPECT_TRUE(restarted.culprit_correct);
+  EXPECT_EQ(restarted.restart_iteration, 160);
+  EXPECT_NEAR(restarted.iteration_time_mitigated_s, 0.22, 1e-9);  // From 168 on.
+  EXPECT_EQ(r.events[1].matched_fault, -1);
+  EXPECT_EQ(r.false_alarms, 1);
+  EXPECT_TRUE(r.missed_faults.empty());
+
+  const std::string summary = SummaryText(r);
+  EXPECT_NE(summary.find("S3@106 (skipped), S4@160"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("restarted from its checkpoint at it 160"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("job at end: 6 ranks, DP=3 x PP=2, epoch 1, on node0 [0,1], node1 "
+                         "[2,3], node3 [4,5]"),
+            std::string::npos)
+      << summary;
+  const nlohmann::json j = ReportJson(r);
+  EXPECT_EQ(j["events"][0]["restart_iteration"], 160);
+  EXPECT_EQ(j["events"][1]["restart_iteration"], nullptr);
+  EXPECT_EQ(j["job_at_end"]["world_size"], 6);
+  EXPECT_EQ(j["job_at_end"]["ranks_by_node"]["node3"], (std::vector<int>{4, 5}));
+  EXPECT_EQ(j["job_at_end"]["ranks_by_node"].count("node2"), 0u);
 }
 
 TEST(ReportTest, JsonHasTheContractFieldNames) {

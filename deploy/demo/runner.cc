@@ -234,7 +234,10 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   settings.time_limit_s = absl::ToDoubleSeconds(options.time_limit);
   settings.fault_spec = scenario.FaultSpec();
   settings.train_args = TrainArgs(options);
-  settings.controller_settings = options.settings;
+  falcon::v1::Settings controller_settings = options.settings;
+  if (scenario.s4_cost_seconds > 0)
+    controller_settings.set_s4_cost_seconds(scenario.s4_cost_seconds);
+  settings.controller_settings = controller_settings;
   settings.warmup_iterations = options.warmup_iterations;
 
   ClusterSpec spec;
@@ -272,7 +275,7 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
     injector = std::make_unique<KernelFaultThread>(cluster->get(), scenario.faults);
   }
 
-  falcon::v1::Settings initial = options.settings;
+  falcon::v1::Settings initial = controller_settings;
   const bool warmup = options.warmup_iterations > 0;
   if (warmup) initial.set_detection_enabled(false);
   const bool has_settings = initial.ByteSizeLong() > 0;
@@ -386,6 +389,7 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   report.note = note;
   report.event_ids_before_restart = ids_before_restart;
   report.event_ids_at_end = seen.listed_ids;
+  if (seen.job_known) report.job_at_end = JobAtEndOf(seen.job);
   return report;
 }
 

@@ -329,6 +329,7 @@ absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layo
     InjectedFault f = NicFault(layout, nodes, kKernelCrawlingNicMbps, At(n, 0.2), n);
     f.expected_strategy = "S4";
     s.faults.push_back(f);
+    s.s4_cost_seconds = kDemoS4CostSeconds;
   } else if (name == "clears") {
     s.description = "a compute fail-slow that clears: its plan is reverted";
     s.faults.push_back(ComputeFault(layout, 1.5, At(n, 0.25), At(n, 0.6), injection));

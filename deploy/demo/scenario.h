@@ -84,6 +84,12 @@ struct Scenario {
   // Extra falcon_train flags (after the runner's, so they win).
   std::vector<std::string> train_args;
   FaultInjection injection = FaultInjection::kInProcess;
+  // S4's cost in the escalation for the scenario's job (Settings.s4_cost_seconds, set through
+  // the Control API with the run's other settings), > 0 where the scenario expects S4: the
+  // demo's small model writes and reads its checkpoint in milliseconds and restarts in seconds,
+  // where the controller's default (600 s) is sized for a large model and would not be reached
+  // within a run. 0: the default.
+  double s4_cost_seconds = 0;
 
   // All faults joined with "; " (empty when healthy).
   std::string FaultSpec() const;
@@ -103,6 +109,11 @@ inline constexpr double kKernelPipelineLinkMbps = 0.5;
 inline constexpr double kKernelDpLinkMbps = 2;
 inline constexpr double kKernelNicMbps = 1;
 inline constexpr double kKernelCrawlingNicMbps = 0.25;
+// S4's cost for the nic-s4 scenario: the demo's small model writes and reads its checkpoint in
+// milliseconds, and the trainer's relaunch on the survivors (processes, Gloo rendezvous in the
+// namespaces, registration) takes a few seconds; with the margin, still reached within a dozen
+// crawling iterations of the verdict.
+inline constexpr double kDemoS4CostSeconds = 10;
 
 // Fewest training steps a scenario runs (healthy baseline, fault windows, recovery).
 inline constexpr int64_t kMinScenarioIterations = 100;

@@ -378,7 +378,8 @@ absl::Status LocalCluster::StartTrainer() {
                                    absl::StrCat("--job=", options_.job),
                                    absl::StrCat("--agent_socket=", work_dir_, "/agent-{node}.sock"),
                                    absl::StrCat("--json_log=", trainer_json_log()),
-                                   absl::StrCat("--rank_table=", rank_table_path())};
+                                   absl::StrCat("--rank_table=", rank_table_path()),
+                                   absl::StrCat("--checkpoint_dir=", checkpoint_dir())};
   if (cluster_spec_.kind == cluster::ClusterKind::kNetns) {
     args.push_back(absl::StrCat("--cluster=", cluster_spec_path()));
   }

@@ -61,7 +61,9 @@ struct LocalClusterOptions {
   int nodes = 4;
   std::string job = "local-job";
   // Extra falcon_train flags (e.g. "--steps=200", "--micro-batches=32", "--faults=..."). The
-  // cluster sets --dp, --pp, --nodes, --job, --agent_socket and --json_log itself.
+  // cluster sets --dp, --pp, --nodes, --job, --agent_socket, --json_log, --rank_table and
+  // --checkpoint_dir (checkpoint_dir(): where an S4 directive's relative checkpoint directory
+  // resolves) itself; a flag given here wins.
   std::vector<std::string> trainer_args;
   // Extra falcon_controller flags (e.g. "--mitigation=false", "--profiling_iterations=5").
   std::vector<std::string> controller_args;
@@ -182,6 +184,9 @@ class LocalCluster {
   // with a loopback cluster (no options.cluster) the description names node0.. on 127.0.0.1.
   std::string cluster_spec_path() const { return work_dir_ + "/cluster.json"; }
   std::string rank_table_path() const { return work_dir_ + "/ranks.json"; }
+  // The trainer's --checkpoint_dir: its final checkpoint, and the base of the relative checkpoint
+  // directory of an S4 directive (the controller's --s4_checkpoint_dir, default falcon-s4).
+  std::string checkpoint_dir() const { return work_dir_ + "/checkpoints"; }
   const cluster::ClusterSpec& cluster_spec() const { return cluster_spec_; }
   std::string log_path(const std::string& name) const;  // "controller", "agent-node0", "trainer"
   const LocalClusterOptions& options() const { return options_; }
