@@ -24,6 +24,10 @@ double LowerQuartile(const std::vector<double>& row) {
 // A rank stands out above its peers by more than this many thresholds (measured on healthy
 // loaded runs: up to 1.40 at a threshold of 0.10).
 constexpr double kStandoutThresholds = 5.0;
+// A communicator stands out above the others by more than this many thresholds (measured on the
+// namespaced cluster under a build's load: healthy runs up to 1.85x, 2 Mbit/s DP-link caps
+// 5.6-7.7x at a threshold of 0.10; at 1 + 5θ, 2 of 3 healthy runs opened an event).
+constexpr double kCommStandoutThresholds = 20.0;
 
 absl::Status CheckStretch(const ComputeStretch& s, size_t columns, absl::string_view name) {
   if (s.values.size() != columns) {
@@ -240,7 +244,7 @@ absl::StatusOr<CommStandout> FindCommStandout(const CommStretches& comms, double
     }
   }
   out.stands_out = out.factor >= 1 + 2 * theta &&
-                   out.factor > out.others * (1 + kStandoutThresholds * theta) &&
+                   out.factor > out.others * (1 + kCommStandoutThresholds * theta) &&
                    out.rise >= series_rise / kMaxAmplification;
   return out;
 }

@@ -95,10 +95,11 @@ absl::StatusOr<std::vector<double>> TypicalCompute(const ComputeBaseline& baseli
 // slowest reporting member's; NaN or <= 0: missing) over the stretch before a change and the
 // stretch after it. A communicator's factor is its median after over its median before (at
 // least 2 values on each side). It *stands out* when its factor is at least 1 + 2θ, exceeds
-// the median factor of the other measured communicators by more than 1 + 5θ (the rank rule's
-// bound), and its transfers grew by at least 1 / kMaxAmplification of the series' rise (a link
-// that explains the slowdown: a communicator of small transfers may double under load while
-// adding little to the iteration); at least 3 communicators must be measured.
+// the median factor of the other measured communicators by more than 1 + 20θ (measured under
+// load: healthy runs up to 1.85x, link caps 5.6x and more), and its transfers grew by at least 1 /
+// kMaxAmplification of the series' rise (a link that explains the slowdown: a communicator of small
+// transfers may double under load while adding little to the iteration); at least 3 communicators
+// must be measured.
 struct CommStretches {
   std::vector<uint64_t> comm_ids;
   std::vector<std::vector<double>> before;  // One per comm_ids entry.
