@@ -308,8 +308,16 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
           MedianIterationTime(report.history, std::max(onset, slow_from - kOnsetSkip), slow_end);
     }
     if (last_action >= 0) {
+      // The plan is in force until its revert (a recovery seen under it, or the level disabled):
+      // what follows the revert is not mitigated.
+      int64_t mitigated_end = window_end;
+      for (const ActionMark& a : r.actions) {
+        if (a.revert && !a.dry_run && a.iteration > last_action) {
+          mitigated_end = std::min(mitigated_end, a.iteration);
+        }
+      }
       r.iteration_time_mitigated_s =
-          MedianIterationTime(report.history, last_action + kSettleIterations, window_end);
+          MedianIterationTime(report.history, last_action + kSettleIterations, mitigated_end);
     }
     const double healthy = r.iteration_time_healthy_s;
     const double slow = r.iteration_time_slow_s;
