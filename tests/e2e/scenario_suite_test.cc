@@ -3,10 +3,9 @@
 // report the demo would write. Each target runs one scenario (--gtest_filter in BUILD). Those on
 // the netns cluster (every node a network namespace of its own, the faults applied from outside
 // the job by the kernel fault driver and scored against its ground truth) need root with
-// CAP_NET_ADMIN (skipped elsewhere, failed under CI=true). healthy, blip and restart still run on
-// loopback with the faults inside the trainer: on the netns cluster they raised false alarms in 2
-// of 4 runs (a COMPUTE event on rank 7 in a healthy stretch; a transient under outside load) that
-// are not understood yet.
+// CAP_NET_ADMIN (skipped elsewhere, failed under CI=true). healthy and blip still run on loopback
+// with the faults inside the trainer (on the netns cluster they raised no false alarm in 2 runs
+// each since environment shifts; not yet enough runs to move them).
 //
 // nic-s4 (a crawling NIC until S4 restarts the job without its node) runs on the netns cluster.
 // The compute -> S2, link -> S3, clears -> revert and restart-with-pending-directive tests are
@@ -116,8 +115,11 @@ TEST(Scenario, CpuContentionIsDetectedAsCompute) {
 }
 
 TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
-  deploy::demo::Report r =
-      RunScenarioNamed("restart", 330, deploy::demo::FaultInjection::kInProcess);
+  REQUIRE_NETNS();
+  // On the netns cluster with the kernel fault driver: inside the trainer, a x1.5 compute fault
+  // on 3 ms of emulated device time per micro-batch moved the iteration time only ~x1.1 and
+  // was not verified at the 10% threshold (no event in 2 of 2 runs).
+  deploy::demo::Report r = RunScenarioNamed("restart", 330);
   ExpectRan(r);
   // The restart happened after the event was raised (otherwise the test checks nothing).
   ASSERT_FALSE(r.event_ids_before_restart.empty()) << Evidence(r);
