@@ -51,18 +51,11 @@ harness::LocalClusterOptions BaseOptions(const std::string& faults, double link_
   o.pp = 2;
   o.nodes = 4;
   o.job = kJob;
-  o.trainer_args = {"--micro-batches=64",
-                    "--steps=5000",
-                    "--layers=2",
-                    "--hidden=32",
-                    "--embed=16",
-                    "--batch=16",
-                    "--emulated_compute_ms=8",
+  o.trainer_args = {"--micro-batches=64", "--steps=5000", "--layers=2", "--hidden=32", "--embed=16",
+                    "--batch=16", "--emulated_compute_ms=8",
                     // Faults come from inside the trainer here: a fixed-speed device, so outside
                     // load on the shared CPUs does not move device time (it raised extra events).
-                    "--emulated_device_duty=0",
-                    "--noburn_compute_faults",
-                    "--print_every=20",
+                    "--emulated_device_duty=0", "--noburn_compute_faults", "--print_every=20",
                     absl::StrCat("--faults=", faults)};
   o.controller_args = {"--tick=100ms",
                        "--validation_gemm_size=128",
