@@ -21,17 +21,21 @@ EnvironmentGate::EnvironmentGate(int after_iterations)
     : capacity_(static_cast<size_t>(kBeforeIterations) +
                 static_cast<size_t>(std::clamp(after_iterations, 1, 1000)) + 8) {}
 
+size_t EnvironmentGate::SlotOf(Ring& ring, int64_t iteration) const {
+  if (ring.iteration.empty()) {
+    ring.iteration.assign(capacity_, -1);
+    ring.value_ns.assign(capacity_, 0);
+  }
+  return static_cast<size_t>(iteration) % capacity_;
+}
+
 void EnvironmentGate::AddCompute(const std::string& job, uint32_t rank, int64_t iteration,
                                  int64_t compute_ns) {
   if (compute_ns <= 0 || iteration < 0) return;
   Ring& ring = jobs_[job].ranks[rank];
-  if (ring.iteration.empty()) {
-    ring.iteration.assign(capacity_, -1);
-    ring.compute_ns.assign(capacity_, 0);
-  }
-  const size_t slot = static_cast<size_t>(iteration) % capacity_;
+  const size_t slot = SlotOf(ring, iteration);
   ring.iteration[slot] = iteration;
-  ring.compute_ns[slot] = compute_ns;
+  ring.value_ns[slot] = compute_ns;
   // A late value inside the stretches last measured makes them stale.
   Measured& m = jobs_[job].measured;
   if (iteration >= m.from && iteration <= m.decided_at) m.from = -1;
@@ -41,16 +45,12 @@ void EnvironmentGate::AddTransfer(const std::string& job, uint64_t comm_id, int6
                                   int64_t transfer_ns) {
   if (transfer_ns <= 0 || iteration < 0) return;
   Ring& ring = jobs_[job].comms[comm_id];
-  if (ring.iteration.empty()) {
-    ring.iteration.assign(capacity_, -1);
-    ring.compute_ns.assign(capacity_, 0);
-  }
-  const size_t slot = static_cast<size_t>(iteration) % capacity_;
+  const size_t slot = SlotOf(ring, iteration);
   if (ring.iteration[slot] != iteration) {
     ring.iteration[slot] = iteration;
-    ring.compute_ns[slot] = transfer_ns;
+    ring.value_ns[slot] = transfer_ns;
   } else {
-    ring.compute_ns[slot] = std::max(ring.compute_ns[slot], transfer_ns);
+    ring.value_ns[slot] = std::max(ring.value_ns[slot], transfer_ns);
   }
 }
 
@@ -61,7 +61,7 @@ analysis::detect::CommStretches EnvironmentGate::Transfers(const JobState& state
     std::vector<double> v;
     for (int64_t i = std::max<int64_t>(lo, 0); i < hi; ++i) {
       const size_t slot = static_cast<size_t>(i) % capacity_;
-      if (ring.iteration[slot] == i) v.push_back(static_cast<double>(ring.compute_ns[slot]));
+      if (ring.iteration[slot] == i) v.push_back(static_cast<double>(ring.value_ns[slot]));
     }
     return v;
   };
@@ -86,7 +86,7 @@ ComputeStretch EnvironmentGate::Stretch(const JobState& state, const std::vector
     for (int64_t i = std::max<int64_t>(from, 0); i < to; ++i) {
       const size_t slot = static_cast<size_t>(i) % capacity_;
       if (it->second.iteration[slot] == i) {
-        column[static_cast<size_t>(i - from)] = static_cast<double>(it->second.compute_ns[slot]);
+        column[static_cast<size_t>(i - from)] = static_cast<double>(it->second.value_ns[slot]);
       }
     }
   }
@@ -239,11 +239,11 @@ size_t EnvironmentGate::MemoryBytes() const {
     bytes += sizeof(state) + name.capacity();
     for (const auto& [rank, ring] : state.ranks) {
       bytes += sizeof(rank) + sizeof(ring) +
-               (ring.iteration.capacity() + ring.compute_ns.capacity()) * sizeof(int64_t);
+               (ring.iteration.capacity() + ring.value_ns.capacity()) * sizeof(int64_t);
     }
     for (const auto& [comm, ring] : state.comms) {
       bytes += sizeof(comm) + sizeof(ring) +
-               (ring.iteration.capacity() + ring.compute_ns.capacity()) * sizeof(int64_t);
+               (ring.iteration.capacity() + ring.value_ns.capacity()) * sizeof(int64_t);
     }
     bytes += state.measured.ranks.capacity() * sizeof(uint32_t) +
              baseline_bytes(state.measured.baseline) + stretch_bytes(state.measured.after);

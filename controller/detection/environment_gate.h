@@ -89,10 +89,10 @@ class EnvironmentGate {
   size_t MemoryBytes() const;
 
  private:
-  // compute_ns of one rank by iteration modulo the capacity.
+  // One rank's compute_ns, or one communicator's transfer_ns, by iteration modulo the capacity.
   struct Ring {
     std::vector<int64_t> iteration;
-    std::vector<int64_t> compute_ns;
+    std::vector<int64_t> value_ns;
   };
   struct Shift {
     std::vector<uint32_t> ranks;  // Column order of the baseline.
@@ -111,11 +111,13 @@ class EnvironmentGate {
   };
   struct JobState {
     absl::flat_hash_map<uint32_t, Ring> ranks;
-    absl::flat_hash_map<uint64_t, Ring> comms;  // compute_ns holds the transfer time.
+    absl::flat_hash_map<uint64_t, Ring> comms;
     std::optional<Shift> shift;
     Measured measured;
   };
 
+  // The slot of `iteration` in `ring`, allocating the ring on first use.
+  size_t SlotOf(Ring& ring, int64_t iteration) const;
   // Transfer times of every communicator over [from, iteration) and [iteration, to).
   analysis::detect::CommStretches Transfers(const JobState& state, int64_t from, int64_t iteration,
                                             int64_t to) const;
