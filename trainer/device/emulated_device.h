@@ -12,6 +12,14 @@
 // alike, as a GPU with a lowered clock slows every kernel. Under a quota q (cores) the device
 // settles where the rank's CPU demand meets q.
 //
+// The device's clock runs whether or not ops are queued: between ops the device thread runs idle
+// cycles (nominal `idle_cycle`, at the same duty and slowdown), so it asks for duty of a core at
+// all times, busy or idle. A quota q below that slows it by duty / q whatever its load: when S2
+// gives the slow rank fewer micro-batches, each still runs that much slower, as on a GPU with a
+// lowered clock. Without idle cycles the device would ask for less CPU when given less work, fit
+// under the quota and run at full speed: a capacity limit, not a slow device, and mitigation would
+// see the fault clear each time it helped.
+//
 // Like a GPU stream, the device runs one op at a time on a thread of its own, named
 // `falcon-device` (kDeviceThreadName, /proc/PID/task/TID/comm): callers (the training thread, the
 // validation executor) hand it an op and wait. So the emulated GPU is one identifiable thread: the
@@ -62,6 +70,9 @@ struct EmulatedDeviceOptions {
   double max_slowdown = 20;
   // Run ops on the device's own thread (named kDeviceThreadName); false: on the caller's.
   bool own_thread = true;
+  // Nominal length of one idle cycle (its work: duty x idle_cycle); zero: no idle cycles, the
+  // device asks for CPU only while it runs ops. Ignored when duty is 0.
+  absl::Duration idle_cycle = absl::Milliseconds(2);
 };
 
 // The name of the device's thread (at most 15 characters, the kernel's limit).
@@ -80,6 +91,11 @@ class EmulatedDevice {
   // returns the wall time it took.
   absl::Duration Run(absl::Duration nominal);
 
+  // own_thread false only (the device thread does this itself between ops): the device was idle
+  // for `gap` (<= 0: nothing); sleeps through it on the calling thread, running the idle cycles
+  // that fall due.
+  void Idle(absl::Duration gap);
+
   // The current slowdown estimate s (>= 1).
   double slowdown() const;
   const EmulatedDeviceOptions& options() const { return options_; }
@@ -92,6 +108,14 @@ class EmulatedDevice {
   double SlowdownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One op on the calling thread.
   absl::Duration RunHere(absl::Duration nominal);
+  // Does `work_ns` of CPU work on the calling thread, adds it to the window and returns the new
+  // slowdown estimate.
+  double WorkAndSample(int64_t work_ns);
+  // Idle cycles: the wall time to wait before the next idle cycle's work, given the idle time
+  // already owed (idle_owed_ns_), and the work of one idle cycle.
+  int64_t IdleWaitNanos() const;
+  void RunIdleCycleWork();
+  bool clocked() const;
   void DeviceLoop();
 
   const EmulatedDeviceOptions options_;
@@ -100,6 +124,9 @@ class EmulatedDevice {
   std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);
   int64_t wall_sum_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t cpu_sum_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  // Idle wall time not yet paid for by an idle cycle's work (the thread running idle cycles only:
+  // the device thread, or Idle's caller).
+  int64_t idle_owed_ns_ = 0;
 
   // The device thread's queue: one op at a time (submit_mu_ serializes callers).
   absl::Mutex submit_mu_;

@@ -85,6 +85,109 @@ TEST(EmulatedDeviceTest, SlowdownIsCapped) {
   EXPECT_EQ(device.Run(absl::Milliseconds(1)), absl::Milliseconds(5));
 }
 
+// A thread under a CPU quota of `quota` cores, as a fluid token bucket (the kernel's CFS quota
+// smoothed over its period): the thread runs at full speed while it has CPU time banked (at most
+// `burst_ns`, accrued at `quota` per wall nanosecond), and at `quota` once the bank is empty.
+class QuotaHost : public Host {
+ public:
+  QuotaHost(double quota, int64_t burst_ns) : quota_(quota), burst_ns_(burst_ns) {}
+  int64_t MonotonicNanos() override { return static_cast<int64_t>(wall_ns_); }
+  int64_t ThreadCpuNanos() override { return static_cast<int64_t>(cpu_ns_); }
+  void Work(int64_t ns) override {
+    double need = static_cast<double>(ns);
+    cpu_ns_ += need;
+    // Full speed while the bank lasts (it drains at 1 - quota per nanosecond).
+    const double full = std::min(need, bank_ns_ / (1.0 - quota_));
+    wall_ns_ += full;
+    bank_ns_ -= full * (1.0 - quota_);
+    need -= full;
+    wall_ns_ += need / quota_;
+  }
+  void SleepFor(absl::Duration d) override {
+    const double ns = absl::ToDoubleNanoseconds(d);
+    wall_ns_ += ns;
+    bank_ns_ = std::min(static_cast<double>(burst_ns_), bank_ns_ + quota_ * ns);
+  }
+  double cpu_ns() const { return cpu_ns_; }
+  double wall_ns() const { return wall_ns_; }
+
+ private:
+  const double quota_;
+  const int64_t burst_ns_;
+  double wall_ns_ = 0;
+  double cpu_ns_ = 0;
+  double bank_ns_ = 0;
+};
+
+// The mean time of a 3 ms op in iterations of `ops` ops, each iteration ending with 10 ms in which
+// the rank waits for its peers (the device idle), after a warm-up of 50 iterations.
+double MeanOpMillis(EmulatedDevice& device, int ops) {
+  absl::Duration total;
+  int counted = 0;
+  for (int it = 0; it < 100; ++it) {
+    for (int i = 0; i < ops; ++i) {
+      const absl::Duration took = device.Run(absl::Milliseconds(3));
+      if (it >= 50) {
+        total += took;
+        ++counted;
+      }
+    }
+    device.Idle(absl::Milliseconds(10));
+  }
+  return absl::ToDoubleMilliseconds(total) / counted;
+}
+
+// The quota the fault driver sets for slowdown=1.5: the device's CPU use (duty of a core, busy or
+// idle) divided by 1.5. The burst is the kernel's: quota x its 100 ms period.
+constexpr double kQuota = 0.1 / 1.5;
+constexpr int64_t kBurstNs = static_cast<int64_t>(kQuota * 100'000'000);
+
+TEST(EmulatedDeviceTest, UnderAQuotaEveryOpSlowsByTheSameFactorWhateverTheLoad) {
+  // 16 ops per iteration (healthy share), then 6 (S2 gave the slow rank fewer micro-batches).
+  for (const int ops : {16, 6}) {
+    QuotaHost host(kQuota, kBurstNs);
+    EmulatedDevice device({.duty = 0.1, .window = 64, .own_thread = false}, &host);
+    EXPECT_NEAR(MeanOpMillis(device, ops), 3 * 1.5, 3 * 0.1) << ops << " ops per iteration";
+    // The device asked for duty of a core all along, busy or idle; it got the quota.
+    EXPECT_NEAR(host.cpu_ns() / host.wall_ns(), kQuota, kQuota * 0.05) << ops;
+  }
+}
+
+TEST(EmulatedDeviceTest, WithoutIdleCyclesAQuotaIsACapacityLimitThatLessWorkEscapes) {
+  // What the idle cycles are for: a device that asks for CPU only while it runs ops is slowed
+  // while it is given its full share and runs at full speed once given less, so mitigation would
+  // see the fault clear whenever it helped.
+  std::vector<double> op_ms;
+  for (const int ops : {16, 6}) {
+    QuotaHost host(kQuota, kBurstNs);
+    EmulatedDevice device(
+        {.duty = 0.1, .window = 64, .own_thread = false, .idle_cycle = absl::ZeroDuration()},
+        &host);
+    op_ms.push_back(MeanOpMillis(device, ops));
+  }
+  EXPECT_GT(op_ms[0], 3 * 1.15);
+  EXPECT_LT(op_ms[1], 3 * 1.02);
+}
+
+TEST(EmulatedDeviceTest, IdleCyclesRunAtDutyAndStopWhenTheyAreOff) {
+  FakeHost host;
+  EmulatedDevice device({.duty = 0.1, .window = 8, .own_thread = false}, &host);
+  device.Idle(absl::Milliseconds(100));
+  // Healthy: 2 ms cycles, 0.2 ms of work each: 10% of the idle time on the CPU.
+  EXPECT_NEAR(static_cast<double>(host.cpu_ns), 10'000'000, 200'000);
+  EXPECT_EQ(host.wall_ns, 100'000'000);
+  device.Idle(absl::ZeroDuration());
+  EXPECT_EQ(host.wall_ns, 100'000'000);
+
+  FakeHost idle_host;
+  EmulatedDevice unclocked(
+      {.duty = 0.1, .window = 8, .own_thread = false, .idle_cycle = absl::ZeroDuration()},
+      &idle_host);
+  unclocked.Idle(absl::Milliseconds(100));
+  EXPECT_EQ(idle_host.cpu_ns, 0);
+  EXPECT_EQ(idle_host.wall_ns, 100'000'000);
+}
+
 int64_t CpuNanos(clockid_t clock) {
   timespec ts;
   clock_gettime(clock, &ts);
@@ -127,6 +230,10 @@ TEST(EmulatedDeviceTest, RunsOnItsOwnNamedThread) {
     EXPECT_GE(CpuNanos(CLOCK_PROCESS_CPUTIME_ID) - process, 10'000'000);
     EXPECT_LT(CpuNanos(CLOCK_THREAD_CPUTIME_ID) - mine, 5'000'000);
     EXPECT_EQ(count(), threads_before + 1);
+    // Idle, the device's clock runs: it keeps using CPU with no op queued.
+    const int64_t idle_from = CpuNanos(CLOCK_PROCESS_CPUTIME_ID);
+    absl::SleepFor(absl::Milliseconds(200));
+    EXPECT_GT(CpuNanos(CLOCK_PROCESS_CPUTIME_ID) - idle_from, 20'000'000);
     // Callers on several threads take turns.
     std::vector<std::thread> callers;
     for (int i = 0; i < 3; ++i) {
