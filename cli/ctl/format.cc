@@ -124,6 +124,9 @@ std::string EventStateName(falcon::v1::EventState s) {
 
 std::string EventStateOf(const falcon::v1::Event& e) {
   if (e.state() == falcon::v1::EVENT_STATE_CLOSED && e.transient()) return "transient";
+  if (e.state() == falcon::v1::EVENT_STATE_CLOSED && e.explained_by_event_id() != 0) {
+    return absl::StrCat("part-of-", e.explained_by_event_id());
+  }
   return EventStateName(e.state());
 }
 

@@ -222,6 +222,10 @@ TEST(Render, EventsJobsAndWatchLine) {
   EXPECT_TRUE(absl::StrContains(RenderEvents(transient), "  transient  "))
       << RenderEvents(transient);
   EXPECT_TRUE(absl::StrContains(RenderEvent(*closed), "state transient"));
+  closed->set_transient(false);
+  closed->set_explained_by_event_id(3);  // Another event's slowdown (concurrent events).
+  EXPECT_TRUE(absl::StrContains(RenderEvents(transient), "  part-of-3  "))
+      << RenderEvents(transient);
   EXPECT_EQ(RenderJobs({}), "no jobs\n");
   falcon::v1::Event e = SampleEvent();
   auto* t = e.add_transitions();

@@ -907,7 +907,9 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
   const std::string job = e->job();
   // Concurrent events (docs/algorithms.md#concurrent-events): a culprit another active event of
   // the job already named is that event's; this one looks for a new culprit.
-  const std::string known = ExcludeKnownCulprits(*event, &v);
+  std::vector<uint64_t> owners;
+  const double measured_ratio = v.ratio;  // The slowest culprit's, known ones included.
+  const std::string known = ExcludeKnownCulprits(*event, &v, &owners);
   // A forced validation of a job whose slowdown detection never saw: differences between ranks
   // or links that do not slow the job are not a fail-slow (on shared CPUs concurrent link tests
   // alone differ by tens of percent), so it names no culprit; what it measured stays in the
@@ -936,15 +938,20 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
                                     settings_->Effective(job).verification_min_ratio);
   if (!no_slowdown && !e->localized_from_profiling() && v.cause != falcon::v1::CAUSE_UNKNOWN &&
       !CanExplain(v.ratio, slowdown.ratio)) {
-    v.reason =
-        absl::StrFormat("%s, too little to explain the job's x%.2f%s", v.reason, slowdown.ratio,
-                        slowdown.latest ? " over its latest iterations before validation" : "");
+    v.reason = absl::StrFormat(
+        "%s%s, too little to explain the job's x%.2f%s", v.reason,
+        known.empty() ? "" : absl::StrFormat("; the slowest culprit left takes %.2fx", v.ratio),
+        slowdown.ratio, slowdown.latest ? " over its latest iterations before validation" : "");
     v.cause = falcon::v1::CAUSE_UNKNOWN;
     v.ranks.clear();
     v.links.clear();
     v.nodes.clear();
     v.ratio = 0;
   }
+  // Validation found culprits, and those that could explain the slowdown were all another
+  // event's: this slowdown is that event's.
+  const bool only_known = !no_slowdown && !owners.empty() && v.cause == falcon::v1::CAUSE_UNKNOWN &&
+                          CanExplain(measured_ratio, slowdown.ratio);
   e->set_cause(v.cause);
   e->clear_ranks();
   e->clear_links();
@@ -988,6 +995,19 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
                    uow);
     return;
   }
+  if (only_known) {
+    // Another active event's culprit explains what validation measured (the known culprit
+    // slowing the job further, or noise on the job's level under that event's plan): nothing new
+    // to localize or mitigate, and no culprit to name by elimination
+    // (docs/algorithms.md#concurrent-events).
+    e->set_explained_by_event_id(owners.front());
+    events_->Close(event, iteration,
+                   absl::StrCat("its slowdown is event ", owners.front(),
+                                "'s: validation found no culprit but that event's (", known,
+                                "), nothing new to mitigate"),
+                   uow);
+    return;
+  }
   if (v.cause == falcon::v1::CAUSE_UNKNOWN && EveryRankSlowedAlike(*event, v)) {
     // Outside load (a burst on the machines): nothing of the job's to mitigate, and the event
     // must not absorb a fail-slow that follows (docs/algorithms.md#transients).
@@ -1000,10 +1020,12 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
   if (on_verdict_) on_verdict_(event, uow);
 }
 
-std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v) {
-  std::set<uint32_t> ranks;
-  std::set<std::pair<uint32_t, uint32_t>> links;
-  std::set<std::string> nodes;  // Culprit nodes (node NIC faults): every link of theirs is known.
+std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v,
+                                            std::vector<uint64_t>* owners) {
+  // Each known culprit with the event that named it.
+  std::map<uint32_t, uint64_t> ranks;
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> links;
+  std::map<std::string, uint64_t> nodes;  // Culprit nodes (NIC faults): every link is known.
   for (const EventRecord* other : events_->ActiveEvents(event.event().job())) {
     const falcon::v1::Event& o = other->event();
     if (o.event_id() == event.event().event_id() || EventManager::AwaitsVerdict(o)) continue;
@@ -1011,9 +1033,11 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
     if (o.cause() != falcon::v1::CAUSE_COMPUTE && o.cause() != falcon::v1::CAUSE_COMMUNICATION) {
       continue;
     }
-    ranks.insert(o.ranks().begin(), o.ranks().end());
-    for (const falcon::v1::Link& l : o.links()) links.insert({l.src_rank(), l.dst_rank()});
-    nodes.insert(o.nodes().begin(), o.nodes().end());
+    for (uint32_t r : o.ranks()) ranks.emplace(r, o.event_id());
+    for (const falcon::v1::Link& l : o.links()) {
+      links.emplace(std::make_pair(l.src_rank(), l.dst_rank()), o.event_id());
+    }
+    for (const std::string& n : o.nodes()) nodes.emplace(n, o.event_id());
   }
   if (ranks.empty() && links.empty() && nodes.empty()) return "";
   RankNodes rank_nodes;
@@ -1022,42 +1046,79 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
       rank_nodes = NodesOfRanks(*job);
     }
   }
-  auto on_known_node = [&](uint32_t r) {
+  std::set<uint64_t> owner_ids;
+  auto owner_of = [&](const auto& map, const auto& key) -> std::optional<uint64_t> {
+    auto it = map.find(key);
+    if (it == map.end()) return std::nullopt;
+    return it->second;
+  };
+  auto node_owner = [&](uint32_t r) -> std::optional<uint64_t> {
     auto it = rank_nodes.find(r);
-    return it != rank_nodes.end() && nodes.count(it->second) > 0;
+    return it == rank_nodes.end() ? std::nullopt : owner_of(nodes, it->second);
   };
   std::vector<uint32_t> dropped_ranks;
   std::vector<std::string> dropped_links;
   std::vector<std::string> dropped_nodes;
-  auto known_rank = [&](uint32_t r) {
-    if (!ranks.count(r)) return false;
-    dropped_ranks.push_back(r);
-    return true;
-  };
-  auto known_link = [&](const falcon::v1::Link& l) {
-    if (!links.count({l.src_rank(), l.dst_rank()}) && !links.count({l.dst_rank(), l.src_rank()}) &&
-        !on_known_node(l.src_rank()) && !on_known_node(l.dst_rank())) {
-      return false;
+  // Keeps the culprits (and their ratios, when parallel) no other event named.
+  const bool rank_ratios = v->rank_ratios.size() == v->ranks.size();
+  std::vector<uint32_t> kept_ranks;
+  std::vector<double> kept_rank_ratios;
+  for (size_t i = 0; i < v->ranks.size(); ++i) {
+    if (std::optional<uint64_t> owner = owner_of(ranks, v->ranks[i])) {
+      dropped_ranks.push_back(v->ranks[i]);
+      owner_ids.insert(*owner);
+      continue;
     }
-    dropped_links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
-    return true;
-  };
-  auto known_node = [&](const std::string& n) {
-    if (!nodes.count(n)) return false;
-    dropped_nodes.push_back(n);
-    return true;
-  };
-  v->ranks.erase(std::remove_if(v->ranks.begin(), v->ranks.end(), known_rank), v->ranks.end());
-  v->links.erase(std::remove_if(v->links.begin(), v->links.end(), known_link), v->links.end());
-  v->nodes.erase(std::remove_if(v->nodes.begin(), v->nodes.end(), known_node), v->nodes.end());
-  if (v->links.empty()) v->nodes.clear();  // A node's evidence is its links.
+    kept_ranks.push_back(v->ranks[i]);
+    if (rank_ratios) kept_rank_ratios.push_back(v->rank_ratios[i]);
+  }
+  const bool link_ratios = v->link_ratios.size() == v->links.size();
+  std::vector<falcon::v1::Link> kept_links;
+  std::vector<double> kept_link_ratios;
+  for (size_t i = 0; i < v->links.size(); ++i) {
+    const falcon::v1::Link& l = v->links[i];
+    std::optional<uint64_t> owner = owner_of(links, std::make_pair(l.src_rank(), l.dst_rank()));
+    if (!owner) owner = owner_of(links, std::make_pair(l.dst_rank(), l.src_rank()));
+    if (!owner) owner = node_owner(l.src_rank());
+    if (!owner) owner = node_owner(l.dst_rank());
+    if (owner) {
+      dropped_links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
+      owner_ids.insert(*owner);
+      continue;
+    }
+    kept_links.push_back(l);
+    if (link_ratios) kept_link_ratios.push_back(v->link_ratios[i]);
+  }
+  std::vector<std::string> kept_nodes;
+  for (const std::string& n : v->nodes) {
+    if (std::optional<uint64_t> owner = owner_of(nodes, n)) {
+      dropped_nodes.push_back(n);
+      owner_ids.insert(*owner);
+      continue;
+    }
+    kept_nodes.push_back(n);
+  }
   if (dropped_ranks.empty() && dropped_links.empty() && dropped_nodes.empty()) return "";
+  v->ranks = std::move(kept_ranks);
+  v->rank_ratios = rank_ratios ? std::move(kept_rank_ratios) : std::vector<double>{};
+  v->links = std::move(kept_links);
+  v->link_ratios = link_ratios ? std::move(kept_link_ratios) : std::vector<double>{};
+  v->nodes = std::move(kept_nodes);
+  if (v->links.empty()) v->nodes.clear();  // A node's evidence is its links.
   if (v->cause == falcon::v1::CAUSE_COMPUTE && v->ranks.empty()) {
     v->cause = v->links.empty() ? falcon::v1::CAUSE_UNKNOWN : falcon::v1::CAUSE_COMMUNICATION;
   } else if (v->cause == falcon::v1::CAUSE_COMMUNICATION && v->links.empty()) {
     v->cause = v->ranks.empty() ? falcon::v1::CAUSE_UNKNOWN : falcon::v1::CAUSE_COMPUTE;
   }
-  if (v->cause == falcon::v1::CAUSE_UNKNOWN) v->ratio = 0;
+  // The ratio is the slowest culprit left's (each list is slowest first).
+  if (v->cause == falcon::v1::CAUSE_UNKNOWN) {
+    v->ratio = 0;
+  } else if (v->cause == falcon::v1::CAUSE_COMPUTE && !v->rank_ratios.empty()) {
+    v->ratio = v->rank_ratios.front();
+  } else if (v->cause == falcon::v1::CAUSE_COMMUNICATION && !v->link_ratios.empty()) {
+    v->ratio = v->link_ratios.front();
+  }
+  if (owners != nullptr) owners->assign(owner_ids.begin(), owner_ids.end());
   std::string out = "known culprits of other active events left out:";
   if (!dropped_ranks.empty()) absl::StrAppend(&out, " rank ", absl::StrJoin(dropped_ranks, ","));
   if (!dropped_nodes.empty()) absl::StrAppend(&out, " node ", absl::StrJoin(dropped_nodes, ","));

@@ -167,8 +167,11 @@ class Localizer {
   void SetJobState(const std::string& job, falcon::v1::JobState state, core::UnitOfWork* uow);
   EventRecord* EventOfTask(uint64_t task_id);
   // Drops from `v` the culprits other active events of the job named (a concurrent event looks for
-  // a new culprit); the cause follows what is left. Returns what was dropped, for the reason.
-  std::string ExcludeKnownCulprits(const EventRecord& event, Verdict* v);
+  // a new culprit); the cause and the ratio follow what is left (the ratio from Verdict's
+  // per-culprit ratios where it has them). Returns what was dropped, for the reason; `owners`
+  // (optional) gets the ids of the events whose culprits were dropped, ascending.
+  std::string ExcludeKnownCulprits(const EventRecord& event, Verdict* v,
+                                   std::vector<uint64_t>* owners = nullptr);
   // Every rank's own series slowed down and validation (GEMM on 2+ ranks) found no culprit.
   bool EveryRankSlowedAlike(const EventRecord& event, const Verdict& v) const;
 

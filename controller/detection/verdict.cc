@@ -166,7 +166,10 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   if (rank_ratio > 0 && rank_ratio >= link_ratio) {
     v.cause = falcon::v1::CAUSE_COMPUTE;
     v.ratio = rank_ratio;
-    for (const auto& [r, rank] : slow_ranks) v.ranks.push_back(rank);
+    for (const auto& [r, rank] : slow_ranks) {
+      v.ranks.push_back(rank);
+      v.rank_ratios.push_back(r);
+    }
     v.reason = absl::StrFormat("GEMM on rank %d takes %.2fx the median of %d ranks", v.ranks[0],
                                rank_ratio, v.gemm_ranks_measured);
   } else if (!nic.faults.empty()) {
@@ -174,7 +177,10 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
     v.cause = falcon::v1::CAUSE_COMMUNICATION;
     const std::vector<std::pair<double, falcon::v1::Link>> all =
         NodeNicVerdictLinks(slow_links, nic, &v.nodes);
-    for (const auto& [r, l] : all) v.links.push_back(l);
+    for (const auto& [r, l] : all) {
+      v.links.push_back(l);
+      v.link_ratios.push_back(r);
+    }
     v.ratio = all.front().first;
     v.reason = DescribeNodeNicFaults(nic);
     if (!slow_links.empty()) {
@@ -187,7 +193,10 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
   } else if (link_ratio > 0) {
     v.cause = falcon::v1::CAUSE_COMMUNICATION;
     v.ratio = link_ratio;
-    for (const auto& [r, link] : slow_links) v.links.push_back(link);
+    for (const auto& [r, link] : slow_links) {
+      v.links.push_back(link);
+      v.link_ratios.push_back(r);
+    }
     v.reason = absl::StrFormat("link %d->%d takes %.2fx the median of its communicator's links",
                                v.links[0].src_rank(), v.links[0].dst_rank(), link_ratio);
     for (const falcon::v1::Link& l : v.links) {

@@ -47,6 +47,11 @@ struct Verdict {
   // one of them). Event.nodes.
   std::vector<std::string> nodes;
   double ratio = 0;  // Slowest culprit / median; 0 when none.
+  // Each culprit's ratio, parallel to `ranks` / `links` where the verdict measured them (empty
+  // otherwise): a verdict that loses culprits (another event's, Localizer) takes its ratio from
+  // the culprits left.
+  std::vector<double> rank_ratios;
+  std::vector<double> link_ratios;
   int gemm_ranks_measured = 0;
   int links_measured = 0;
   std::string reason;  // For humans: what was measured and found.

@@ -187,6 +187,12 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       r.actions.push_back(std::move(mark));
     }
 
+    r.explained_by_event_id = e.explained_by_event_id();
+    if (r.explained_by_event_id != 0) {
+      // Part of an earlier event (its culprit, or noise under its plan): scored with that event.
+      report.events.push_back(std::move(r));
+      continue;
+    }
     // Match: the event's range overlaps a fault window that should raise an event.
     const int64_t ev_from = r.onset_iteration;
     const int64_t ev_to = r.recovery_iteration >= 0 ? r.recovery_iteration : end_iteration;
@@ -269,7 +275,7 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       touched.push_back(Span{f.from_iteration, f.to_iteration + kFaultTail});
     }
     for (const EventReport& earlier : report.events) {
-      if (earlier.onset_iteration >= onset) continue;
+      if (earlier.onset_iteration >= onset || earlier.explained_by_event_id != 0) continue;
       touched.push_back(
           Span{std::max<int64_t>(0, earlier.onset_iteration),
                earlier.recovery_iteration >= 0 ? earlier.recovery_iteration : end_iteration});
@@ -506,7 +512,9 @@ nlohmann::json ReportJson(const Report& report) {
     if (!e.links.empty()) je["link_direction_correct"] = e.link_direction_correct;
     je["restart_iteration"] = or_null(e.restart_iteration);
     evs.push_back(je);
-    if (e.matched_fault < 0) false_ids.push_back(e.event_id);
+    je["explained_by_event_id"] =
+        e.explained_by_event_id != 0 ? json(e.explained_by_event_id) : json(nullptr);
+    if (e.matched_fault < 0 && e.explained_by_event_id == 0) false_ids.push_back(e.event_id);
   }
   j["events"] = evs;
   j["false_alarms"] = report.false_alarms;
@@ -637,8 +645,10 @@ std::string SummaryText(const Report& report) {
   }
   if (report.events.empty()) absl::StrAppend(&out, "no events\n");
   for (const EventReport& e : report.events) {
-    std::string verdict = e.matched_fault < 0
-                              ? "FALSE ALARM"
+    std::string verdict =
+        e.explained_by_event_id != 0 ? absl::StrCat("part of event ", e.explained_by_event_id,
+                                                    " (validation found only its culprit)")
+        : e.matched_fault < 0        ? "FALSE ALARM"
                               : absl::StrCat("matches injected #", e.matched_fault, ", cause ",
                                              e.cause_correct ? "correct" : "WRONG", ", culprit ",
                                              e.culprit_correct ? "correct" : "WRONG");

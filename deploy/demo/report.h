@@ -90,6 +90,9 @@ struct EventReport {
   int64_t alarm_iteration = -1;
   int64_t verdict_iteration = -1;
   int64_t recovery_iteration = -1;
+  // Closed as another event's slowdown (Event.explained_by_event_id): part of that event, neither
+  // a detection of its own nor a false alarm; 0 otherwise.
+  uint64_t explained_by_event_id = 0;
   int64_t alarm_delay_iterations = -1;  // alarm - onset (change point).
   double alarm_delay_s = -1;            // alarm time - onset time.
   // The matched fault's first iteration; -1 for a false alarm.
