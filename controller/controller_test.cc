@@ -83,8 +83,9 @@ class ControllerTest : public ::testing::Test {
   // synchronous training every rank's iteration takes as long, the others waiting in their
   // communicators. Iterations 0-89; GEMM answers: rank 5 1.4x its peers from iteration 60.
   // `gemm_slow_ns`: rank 5's GEMM answer from iteration 60 (its peers answer 1 ms).
+  // `rank2_gemm_ns`: healthy rank 2's GEMM answer from iteration 60 (noise of a shared CPU).
   void RunSynchronousSlowdown(const std::function<bool(int64_t)>& slow_compute,
-                              int64_t gemm_slow_ns = 1'400'000) {
+                              int64_t gemm_slow_ns = 1'400'000, int64_t rank2_gemm_ns = 1'000'000) {
     auto time_ns = [](uint32_t r, int64_t i) {
       return i >= 60 ? Healthy(0, i) * 14 / 10 : Healthy(r, i);
     };
@@ -117,8 +118,9 @@ class ControllerTest : public ::testing::Test {
         ASSERT_FALSE(a->Send(*c_, b)->has_error());
       }
       testing::Responder responder;
-      responder.gemm_ns = [i, gemm_slow_ns](uint32_t r) {
-        return r == 5 && i >= 60 ? gemm_slow_ns : 1'000'000;
+      responder.gemm_ns = [i, gemm_slow_ns, rank2_gemm_ns](uint32_t r) -> int64_t {
+        if (i < 60) return 1'000'000;
+        return r == 5 ? gemm_slow_ns : r == 2 ? rank2_gemm_ns : 1'000'000;
       };
       Settle(responder);
       clock_.Advance(absl::Milliseconds(140));
@@ -678,6 +680,25 @@ TEST_F(ControllerTest, ASlowdownOnlyAnotherEventsCulpritExplainsIsThatEvents) {
   EXPECT_NE(second.transitions().rbegin()->reason().find("left out: rank 5"), std::string::npos)
       << second.DebugString();
   EXPECT_EQ(second.actions_size(), 0) << second.DebugString();
+}
+
+// Validation's GEMM finds rank 5 1.4x its peers and healthy rank 2 1.2x (a shared CPU's noise):
+// rank 2 cannot explain the job's x1.4 on its own, so only rank 5 is named, and the reason says
+// why rank 2 is not.
+TEST_F(ControllerTest, ASecondCulpritTooWeakToExplainTheSlowdownIsNotNamed) {
+  ConnectAll();
+  RunSynchronousSlowdown([](int64_t i) { return i % 3 != 0; }, 1'400'000, 1'200'000);
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  const falcon::v1::Event& e = events[0];
+  EXPECT_EQ(e.cause(), falcon::v1::CAUSE_COMPUTE) << e.DebugString();
+  EXPECT_EQ(std::vector<uint32_t>(e.ranks().begin(), e.ranks().end()), std::vector<uint32_t>{5})
+      << e.DebugString();
+  bool said = false;
+  for (const auto& t : e.transitions()) {
+    said = said || t.reason().find("not named: rank 2 (1.20x)") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << e.DebugString();
 }
 
 // The job slows x1.4, but the GEMM that validation runs finds rank 5 only 1.15x its peers: a part

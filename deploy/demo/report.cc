@@ -511,9 +511,9 @@ nlohmann::json ReportJson(const Report& report) {
     je["culprit_correct"] = e.culprit_correct;
     if (!e.links.empty()) je["link_direction_correct"] = e.link_direction_correct;
     je["restart_iteration"] = or_null(e.restart_iteration);
-    evs.push_back(je);
     je["explained_by_event_id"] =
         e.explained_by_event_id != 0 ? json(e.explained_by_event_id) : json(nullptr);
+    evs.push_back(je);
     if (e.matched_fault < 0 && e.explained_by_event_id == 0) false_ids.push_back(e.event_id);
   }
   j["events"] = evs;

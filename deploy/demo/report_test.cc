@@ -140,6 +140,27 @@ TEST(ReportTest, EventOutsideEveryFaultIsAFalseAlarmAndTheFaultIsMissed) {
   EXPECT_EQ(j["false_alarm_event_ids"][0], 3);
 }
 
+// An event closed as part of another (Event.explained_by_event_id: validation found only that
+// event's culprit) is scored with it: no false alarm, no match, and the report says whose it is.
+TEST(ReportTest, AnEventExplainedByAnotherIsPartOfItNotAFalseAlarm) {
+  falcon::v1::Event part = ComputeEvent(8, 20, 3);
+  part.set_state(falcon::v1::EVENT_STATE_CLOSED);
+  part.clear_actions();
+  part.set_explained_by_event_id(7);
+  Report r =
+      BuildReport(ComputeScenario(), RunSettings(), History(400), {ComputeEvent(7, 101, 2), part});
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.false_alarms, 0);
+  EXPECT_EQ(r.events[1].matched_fault, -1);
+  EXPECT_EQ(r.events[1].explained_by_event_id, 7u);
+  EXPECT_TRUE(r.missed_faults.empty());
+  nlohmann::json j = ReportJson(r);
+  EXPECT_EQ(j["events"][1]["explained_by_event_id"], 7);
+  EXPECT_TRUE(j["events"][0]["explained_by_event_id"].is_null());
+  EXPECT_TRUE(j["false_alarm_event_ids"].empty());
+  EXPECT_NE(SummaryText(r).find("part of event 7"), std::string::npos) << SummaryText(r);
+}
+
 TEST(ReportTest, EventStartingBeforeTheFaultIsAFalseAlarmEvenIfItSpansIt) {
   Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {ComputeEvent(1, 80, 2)});
   EXPECT_EQ(r.false_alarms, 1);

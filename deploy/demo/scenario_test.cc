@@ -63,7 +63,7 @@ TEST(ScenarioTest, KernelScenariosAreDriverSpecsWithoutWindows) {
   EXPECT_EQ(dp->faults[0].ToSpec(), "link:src_rank=1,dst_rank=2,rate=2000kbit,burst=4kb");
   absl::StatusOr<Scenario> c =
       MakeScenario("compute", Layout{4, 2}, 4, 600, FaultInjection::kKernel);
-  EXPECT_EQ(c->faults[0].ToSpec(), "compute:rank=2,slowdown=1.5,thread=falcon-device");
+  EXPECT_EQ(c->faults[0].ToSpec(), "compute:rank=2,slowdown=1.5,period=30ms,thread=falcon-device");
 }
 
 TEST(ScenarioTest, DefaultInjectsComputeThenLinkAcrossNodes) {
