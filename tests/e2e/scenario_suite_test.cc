@@ -3,13 +3,13 @@
 // report the demo would write. Each target runs one scenario (--gtest_filter in BUILD). Those on
 // the netns cluster (every node a network namespace of its own, the faults applied from outside
 // the job by the kernel fault driver and scored against its ground truth) need root with
-// CAP_NET_ADMIN (skipped elsewhere, failed under CI=true). healthy and blip still run on loopback
-// with the faults inside the trainer (on the netns cluster they raised no false alarm in 2 runs
-// each since environment shifts; not yet enough runs to move them).
+// CAP_NET_ADMIN (skipped elsewhere, failed under CI=true). Every scenario here runs there,
+// healthy and blip included (blip: a x1.05 CPU quota on one rank's device for 5% of the run).
 //
-// nic-s4 (a crawling NIC until S4 restarts the job without its node) runs on the netns cluster.
-// The compute -> S2, link -> S3, clears -> revert and restart-with-pending-directive tests are
-// mitigation_e2e_test; demo_report_test covers compute and link through falcon_demo's report.
+// nic (a degraded NIC named as its node), clears (a compute fault whose S2 plan is reverted once
+// it clears) and nic-s4 (a crawling NIC until S4 restarts the job without its node) run there
+// too. mitigation_e2e_test keeps the in-process cases (joint S2, restart with a pending
+// directive); demo_report_test covers compute and link through falcon_demo's report.
 // A failed assertion prints the report's summary and the job's iteration-time series.
 #include <algorithm>
 #include <cstdlib>
@@ -87,15 +87,16 @@ void ExpectRan(const deploy::demo::Report& r) {
 }
 
 TEST(Scenario, HealthyRunRaisesNoEvent) {
-  deploy::demo::Report r =
-      RunScenarioNamed("healthy", 280, deploy::demo::FaultInjection::kInProcess);
+  REQUIRE_NETNS();
+  deploy::demo::Report r = RunScenarioNamed("healthy", 280);
   ExpectRan(r);
   EXPECT_TRUE(r.events.empty()) << Evidence(r);
   EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
 }
 
 TEST(Scenario, TransientBlipIsIgnored) {
-  deploy::demo::Report r = RunScenarioNamed("blip", 280, deploy::demo::FaultInjection::kInProcess);
+  REQUIRE_NETNS();
+  deploy::demo::Report r = RunScenarioNamed("blip", 280);
   ExpectRan(r);
   EXPECT_TRUE(r.events.empty()) << Evidence(r);
   EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
@@ -162,6 +163,51 @@ TEST(Scenario, DpLinkCapIsLocalizedToItsNodePairAndMitigated) {
         mitigated || (!a.revert && !a.skipped && (a.strategy == "S2" || a.strategy == "S3"));
   }
   EXPECT_TRUE(mitigated) << Evidence(r);
+}
+
+// A node's whole NIC degraded both ways (tbf on its interface and its host-side veth): the
+// verdict names that node's NIC, not the N links through it one by one.
+TEST(Scenario, DegradedNicIsNamedAsItsNode) {
+  REQUIRE_NETNS();
+  deploy::demo::Report r = RunScenarioNamed("nic", 330);
+  ExpectRan(r);
+  auto it = std::find_if(r.events.begin(), r.events.end(),
+                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
+  ASSERT_NE(it, r.events.end()) << Evidence(r);
+  EXPECT_EQ(it->cause, "COMMUNICATION") << Evidence(r);
+  EXPECT_EQ(it->nodes, std::vector<std::string>{"node" + std::to_string(r.scenario.faults[0].node)})
+      << Evidence(r);
+  EXPECT_TRUE(it->culprit_correct) << Evidence(r);
+  EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
+}
+
+// A x1.5 CPU quota on one rank's device from 25% to 60% of the run: S2 while it lasts, and the
+// plan reverted once the probe sees the rank healthy again, before the run ends.
+TEST(Scenario, AFaultThatClearsHasItsPlanReverted) {
+  REQUIRE_NETNS();
+  deploy::demo::Report r = RunScenarioNamed("clears", 330);
+  ExpectRan(r);
+  const deploy::demo::InjectedFault& f = r.scenario.faults[0];
+  auto it = std::find_if(r.events.begin(), r.events.end(),
+                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
+  ASSERT_NE(it, r.events.end()) << Evidence(r);
+  EXPECT_EQ(it->cause, "COMPUTE") << Evidence(r);
+  EXPECT_TRUE(it->culprit_correct) << Evidence(r);
+  EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
+  const deploy::demo::ActionMark* s2 = nullptr;
+  const deploy::demo::ActionMark* revert = nullptr;
+  for (const deploy::demo::ActionMark& a : it->actions) {
+    if (a.strategy != "S2" || a.skipped || a.dry_run) continue;
+    if (!a.revert && s2 == nullptr) s2 = &a;
+    if (a.revert) revert = &a;
+  }
+  ASSERT_NE(s2, nullptr) << Evidence(r);
+  ASSERT_NE(revert, nullptr) << Evidence(r);
+  // The plan held while the fault lasted (no flapping: the device stays slow under S2) and went
+  // once it cleared.
+  EXPECT_GE(revert->iteration, f.to_iteration) << Evidence(r);
+  EXPECT_FALSE(revert->after_end) << Evidence(r);
+  EXPECT_EQ(it->state, "RECOVERED") << Evidence(r);
 }
 
 // node2's NIC crawls (0.25 Mbit/s both ways) from 20% of the run to its end: the verdict names
