@@ -373,8 +373,24 @@ void Localizer::FinishProfiling(EventRecord* event, core::UnitOfWork* uow) {
                     absl::StrFormat("rank %d blamed (%s, %.2fx)", b.rank,
                                     analysis::detect::BlameCauseName(b.cause), b.ratio));
   }
-  // Profiling that blamed compute only needs no link pass (GEMM settles it); profiling that saw
-  // nothing leaves the links of the suspect ranks to test as well.
+  // Profiling that blamed compute only needs no link pass (GEMM settles it), unless no compute
+  // blame could explain the job's slowdown (docs/algorithms.md#verdict): a slow NIC stalls ranks
+  // in ways profiling can take for compute (blames of x1.15-1.19 under x1.85-2.0 slowdowns, on
+  // ranks of other nodes than the NIC's), and a GEMM alone would then find nothing, so every
+  // communicator is tested as well. Profiling that saw nothing leaves the links of the suspect
+  // ranks to test as well.
+  const bool compute_explains =
+      std::any_of(profile.blamed.begin(), profile.blamed.end(), [&](const ProfileResult::Rank& b) {
+        return b.cause == analysis::detect::BlameCause::kCompute &&
+               CanExplain(b.ratio, event->event().slowdown_ratio());
+      });
+  if (comms.empty() && !profile.blamed.empty() && !compute_explains) {
+    absl::StrAppendFormat(&why,
+                          "; no compute blame explains the job's x%.2f: every communicator is "
+                          "tested too",
+                          event->event().slowdown_ratio());
+    for (const auto& [id, c] : job->comms()) comms.insert(id);
+  }
   if (comms.empty() && profile.blamed.empty()) {
     for (uint32_t r : ranks) {
       for (const registry::CommInfo* c : job->CommsOfRank(r)) comms.insert(c->comm.comm_id());
@@ -949,51 +965,12 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
     v.ratio = 0;
   }
   // Each culprit named must be able to explain the slowdown on its own, as the slowest must
-  // (above): a rank whose GEMM reads 1.12x beside a culprit at 1.9x while the job slowed x1.7 is
-  // noise of a shared CPU, not a second fail-slow, and naming it would plan S2 for a healthy
-  // group. Needs each culprit's ratio (Verdict.rank_ratios / link_ratios); a node NIC verdict's
-  // links are its evidence, all kept.
+  // (above): the others too weak are noise of a shared CPU, not more fail-slows.
   if (!no_slowdown && !e->localized_from_profiling() && v.cause != falcon::v1::CAUSE_UNKNOWN) {
-    std::vector<std::string> weak;
-    if (v.rank_ratios.size() == v.ranks.size() && v.ranks.size() > 1) {
-      std::vector<uint32_t> ranks;
-      std::vector<double> ratios;
-      for (size_t i = 0; i < v.ranks.size(); ++i) {
-        if (i == 0 || CanExplain(v.rank_ratios[i], slowdown.ratio)) {
-          ranks.push_back(v.ranks[i]);
-          ratios.push_back(v.rank_ratios[i]);
-        } else {
-          weak.push_back(absl::StrFormat("rank %d (%.2fx)", v.ranks[i], v.rank_ratios[i]));
-        }
-      }
-      v.ranks = std::move(ranks);
-      v.rank_ratios = std::move(ratios);
-    }
-    if (v.nodes.empty() && v.link_ratios.size() == v.links.size() && v.links.size() > 1) {
-      std::vector<falcon::v1::Link> links;
-      std::vector<double> ratios;
-      for (size_t i = 0; i < v.links.size(); ++i) {
-        if (i == 0 || CanExplain(v.link_ratios[i], slowdown.ratio)) {
-          links.push_back(v.links[i]);
-          ratios.push_back(v.link_ratios[i]);
-        } else {
-          weak.push_back(absl::StrFormat("link %d->%d (%.2fx)", v.links[i].src_rank(),
-                                         v.links[i].dst_rank(), v.link_ratios[i]));
-        }
-      }
-      std::vector<falcon::v1::Link> one_way;
-      for (const falcon::v1::Link& l : v.one_way_links) {
-        for (const falcon::v1::Link& k : links) {
-          if (k.src_rank() == l.src_rank() && k.dst_rank() == l.dst_rank()) one_way.push_back(l);
-        }
-      }
-      v.links = std::move(links);
-      v.link_ratios = std::move(ratios);
-      v.one_way_links = std::move(one_way);
-    }
+    const std::string weak = DropCulpritsTooWeakToExplain(slowdown.ratio, &v);
     if (!weak.empty()) {
       absl::StrAppendFormat(&v.reason, "; too little to explain the job's x%.2f, not named: %s",
-                            slowdown.ratio, absl::StrJoin(weak, ", "));
+                            slowdown.ratio, weak);
     }
   }
   // Validation found culprits, and those that could explain the slowdown were all another

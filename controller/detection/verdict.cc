@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "analysis/detect/pairwise.h"
 #include "common/stats.h"
 
@@ -249,6 +250,47 @@ bool CanExplain(double culprit_ratio, double slowdown) {
   // The rest of the excess is measurement noise.
   constexpr double kExplainedShare = 0.8;
   return slowdown <= 1 || culprit_ratio >= 1 + (slowdown - 1) * kExplainedShare;
+}
+
+std::string DropCulpritsTooWeakToExplain(double slowdown, Verdict* v) {
+  std::vector<std::string> weak;
+  if (v->rank_ratios.size() == v->ranks.size() && v->ranks.size() > 1) {
+    std::vector<uint32_t> ranks;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < v->ranks.size(); ++i) {
+      if (i == 0 || CanExplain(v->rank_ratios[i], slowdown)) {
+        ranks.push_back(v->ranks[i]);
+        ratios.push_back(v->rank_ratios[i]);
+      } else {
+        weak.push_back(absl::StrFormat("rank %d (%.2fx)", v->ranks[i], v->rank_ratios[i]));
+      }
+    }
+    v->ranks = std::move(ranks);
+    v->rank_ratios = std::move(ratios);
+  }
+  if (v->nodes.empty() && v->link_ratios.size() == v->links.size() && v->links.size() > 1) {
+    std::vector<falcon::v1::Link> links;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < v->links.size(); ++i) {
+      if (i == 0 || CanExplain(v->link_ratios[i], slowdown)) {
+        links.push_back(v->links[i]);
+        ratios.push_back(v->link_ratios[i]);
+      } else {
+        weak.push_back(absl::StrFormat("link %d->%d (%.2fx)", v->links[i].src_rank(),
+                                       v->links[i].dst_rank(), v->link_ratios[i]));
+      }
+    }
+    std::vector<falcon::v1::Link> one_way;
+    for (const falcon::v1::Link& l : v->one_way_links) {
+      for (const falcon::v1::Link& k : links) {
+        if (k.src_rank() == l.src_rank() && k.dst_rank() == l.dst_rank()) one_way.push_back(l);
+      }
+    }
+    v->links = std::move(links);
+    v->link_ratios = std::move(ratios);
+    v->one_way_links = std::move(one_way);
+  }
+  return absl::StrJoin(weak, ", ");
 }
 
 }  // namespace falcon::controller::detection

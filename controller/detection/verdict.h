@@ -87,6 +87,15 @@ SlowdownToExplain SlowdownValidationMustExplain(double event_ratio,
 // left to measurement noise: r >= 1 + 0.8 (s - 1). Always true for `slowdown` <= 1.
 bool CanExplain(double culprit_ratio, double slowdown);
 
+// Drops from `v` the culprits after the slowest that cannot explain `slowdown` on their own
+// (CanExplain): a rank whose GEMM reads 1.12x beside a culprit at 1.9x while the job slowed x1.7
+// is noise of a shared CPU, not a second fail-slow, and naming it would plan S2 for a healthy
+// group (docs/algorithms.md#verdict). Needs each culprit's ratio (rank_ratios / link_ratios
+// parallel to ranks / links; otherwise that list is kept); a node NIC verdict's links are its
+// evidence and are all kept. one_way_links follows `links`. Returns what was dropped, for the
+// reason ("rank 2 (1.12x), link 3->4 (1.05x)"; empty: nothing).
+std::string DropCulpritsTooWeakToExplain(double slowdown, Verdict* v);
+
 }  // namespace falcon::controller::detection
 
 #endif  // FALCON_CONTROLLER_DETECTION_VERDICT_H_

@@ -285,5 +285,50 @@ TEST(VerdictTest, ASlowdownGoneOrRisingBeforeValidationLeavesTheEventsToExplain)
   EXPECT_DOUBLE_EQ(SlowdownValidationMustExplain(1.30, slower, 0.0, 0.10).ratio, 1.30);
 }
 
+falcon::v1::Link RankLink(uint32_t src, uint32_t dst) {
+  falcon::v1::Link l;
+  l.set_src_rank(src);
+  l.set_dst_rank(dst);
+  return l;
+}
+
+TEST(VerdictTest, CulpritsTooWeakToExplainTheSlowdownAreDropped) {
+  Verdict v;
+  v.cause = falcon::v1::CAUSE_COMPUTE;
+  v.ranks = {2, 3, 5};
+  v.rank_ratios = {1.95, 1.12, 1.60};
+  v.ratio = 1.95;
+  // The job slowed x1.68: 1.60 explains it (>= 1 + 0.68 x 0.8), 1.12 does not.
+  EXPECT_EQ(DropCulpritsTooWeakToExplain(1.68, &v), "rank 3 (1.12x)");
+  EXPECT_EQ(v.ranks, (std::vector<uint32_t>{2, 5}));
+  EXPECT_EQ(v.rank_ratios, (std::vector<double>{1.95, 1.60}));
+  // Nothing more to drop; the slowest is never dropped (the caller judges it).
+  EXPECT_EQ(DropCulpritsTooWeakToExplain(3.0, &v), "rank 5 (1.60x)");
+  EXPECT_EQ(v.ranks, std::vector<uint32_t>{2});
+
+  Verdict links;
+  links.cause = falcon::v1::CAUSE_COMMUNICATION;
+  links.links = {RankLink(3, 4), RankLink(1, 2)};
+  links.link_ratios = {5.0, 1.2};
+  links.one_way_links = {RankLink(3, 4), RankLink(1, 2)};
+  EXPECT_EQ(DropCulpritsTooWeakToExplain(1.5, &links), "link 1->2 (1.20x)");
+  ASSERT_EQ(links.links.size(), 1u);
+  ASSERT_EQ(links.one_way_links.size(), 1u);
+  EXPECT_EQ(links.one_way_links[0].src_rank(), 3u);
+
+  // A node NIC verdict keeps its links (its evidence); no per-culprit ratios: kept as they are.
+  Verdict nic = links;
+  nic.links.push_back(RankLink(1, 2));
+  nic.link_ratios.push_back(1.05);
+  nic.nodes = {"node1"};
+  EXPECT_EQ(DropCulpritsTooWeakToExplain(1.5, &nic), "");
+  EXPECT_EQ(nic.links.size(), 2u);
+  Verdict unmeasured;
+  unmeasured.cause = falcon::v1::CAUSE_COMPUTE;
+  unmeasured.ranks = {2, 3};
+  EXPECT_EQ(DropCulpritsTooWeakToExplain(1.5, &unmeasured), "");
+  EXPECT_EQ(unmeasured.ranks.size(), 2u);
+}
+
 }  // namespace
 }  // namespace falcon::controller::detection

@@ -122,9 +122,23 @@ MitigationStrategy* MitigationEvent::PlanInForce() {
   return nullptr;
 }
 
-std::optional<std::string> MitigationEvent::StillSlow(detection::EventActions& actions) {
-  if (ctx_.culprit.cause != falcon::v1::CAUSE_COMPUTE) return std::nullopt;
+std::optional<std::string> MitigationEvent::StillSlow(const falcon::v1::Event& event,
+                                                      detection::EventActions& actions) {
   const double min_ratio = actions.Settings(ctx_.job).verification_min_ratio;
+  if (ctx_.culprit.cause == falcon::v1::CAUSE_COMMUNICATION) {
+    if (s3_.directive() == 0) return std::nullopt;
+    const double healthy = static_cast<double>(event.healthy_iteration_time_ns());
+    const double mitigated = static_cast<double>(event.mitigated_iteration_time_ns());
+    if (healthy <= 0 || mitigated <= 0 || mitigated > healthy * (1 + min_ratio)) {
+      return std::nullopt;
+    }
+    return absl::StrFormat(
+        "S3 in force keeps the job off the slow link(s) and already runs it at x%.2f of its "
+        "healthy time: back at the healthy level is the plan's doing, no sign the links "
+        "recovered; the plan stays",
+        mitigated / healthy);
+  }
+  if (ctx_.culprit.cause != falcon::v1::CAUSE_COMPUTE) return std::nullopt;
   const double ratio = ctx_.probe.WorstCulpritRatio(ComputeProbe::kWindow);
   if (ratio < 1 + min_ratio) return std::nullopt;
   recovery_refused_ = true;

@@ -79,12 +79,19 @@ class MitigationEvent {
   // once the culprit is back at its peers' speed (ComputeProbe::State::kCleared).
   std::optional<Recovery> ProbeRank(const falcon::v1::IterationSummary& summary,
                                     detection::EventActions& actions);
-  // Why the fail-slow is still there by the compute probe (compute culprits only): the worst
-  // culprit's compute per micro-batch over its last ComputeProbe::kWindow summaries is at least
-  // 1 + verification_min_ratio of its stage peers'. nullopt when it is not, or not measured.
-  // Once it refused a recovery, ProbeRank also recovers the event before S2 (the job series,
-  // which learned the faster level, no longer can).
-  std::optional<std::string> StillSlow(detection::EventActions& actions);
+  // Why a recovery of `event`'s series is no sign the fail-slow is gone; nullopt when it is one.
+  //  - Compute culprits, by the compute probe: the worst culprit's compute per micro-batch over
+  //    its last ComputeProbe::kWindow summaries is at least 1 + verification_min_ratio of its
+  //    stage peers'. Once it refused a recovery, ProbeRank also recovers the event before S2 (the
+  //    job series, which learned the faster level, no longer can).
+  //  - Communication culprits with S3 in force: the new layout keeps the job's traffic off the
+  //    slow links, so the job's iteration time cannot show them recover. When the plan already
+  //    runs the job within verification_min_ratio of its healthy time
+  //    (Event.mitigated_iteration_time_ns against healthy_iteration_time_ns), being back at the
+  //    healthy level is the plan's doing and the plan stays; when it left a slowdown, a return to
+  //    healthy is faster than the plan, so the links recovered.
+  std::optional<std::string> StillSlow(const falcon::v1::Event& event,
+                                       detection::EventActions& actions);
 
  private:
   MitigationEvent(uint64_t event_id, std::string job, Culprit culprit,

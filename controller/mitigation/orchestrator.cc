@@ -278,7 +278,7 @@ std::optional<std::string> Orchestrator::StillSlow(const falcon::v1::Event& even
                                                    detection::EventActions& actions) {
   auto it = events_.find(event.event_id());
   if (it == events_.end()) return std::nullopt;
-  return it->second->StillSlow(actions);
+  return it->second->StillSlow(event, actions);
 }
 
 void Orchestrator::OnRecovered(const falcon::v1::Event& event, detection::EventActions& actions) {
