@@ -1,14 +1,15 @@
-// Mitigation end to end on a real training run, for the cases the netns scenario suite does not
-// cover (compute -> S2 is demo_report_compute_test, a fault that clears is clears_test, both with
-// kernel faults): LocalCluster (tests/harness)
+// Mitigation end to end on a real training run: LocalCluster (tests/harness)
 // starts the controller (mitigation on, the default), one agent per emulated node and the
 // reference trainer (DP=4 x PP=2, 8 ranks, 4 emulated nodes, every rank on the real shim).
+//   - compute fail-slow on rank 5 -> S2 within the escalation budget, which recovers a clear share
+//     (>= 0.3) of the slowdown (its plan's integer micro-batch split bounds it near 0.7 here);
 //   - link fail-slow between node0 and node2 (ranks 1 -> 5, the two stages of DP replica 1: every
 //     activation crosses it) -> S3 remap pairs node0 with node3 instead -> iteration time
 //     improves;
 //   - two compute fail-slows in different DP groups (rank 1, then rank 6 while the first is
 //     mitigated) -> two events, each naming its rank, and one joint S2 plan that sheds
 //     micro-batches from both slow groups;
+//   - a compute fault that clears -> the S2 plan is reverted (even split again);
 //   - the controller restarted while an S2 directive is pending -> applied exactly once (the
 //     trainer's JSON log shows the plan version switch once; the record is APPLIED).
 // Iteration times are emulated (slept) device time, so they hardly depend on the loaded CPU.
@@ -191,6 +192,69 @@ std::optional<falcon::v1::DirectiveRecord> FindDirective(
     if (d.directive().directive_id() == id) return d;
   }
   return std::nullopt;
+}
+
+TEST(MitigationE2eTest, ComputeFailSlowGetsS2AndIterationTimeBack) {
+  const absl::Time start = absl::Now();
+  falcon::v1::Settings settings;
+  settings.set_s3_cost_seconds(1e5);  // Judge S2 on its own.
+  auto cluster = Start(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom), settings);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  harness::LocalCluster& c = **cluster;
+  falcon::v1::Event event;
+  uint64_t s2_id = 0;
+  ASSERT_TRUE(
+      Await(c, absl::Seconds(240),
+            [&] {
+              for (const auto& e : Events(c)) {
+                const falcon::v1::Action* a = FindAction(e, falcon::v1::STRATEGY_S2_MICRO_BATCH);
+                if (a == nullptr) continue;
+                const auto d = FindDirective(Directives(c), a->directive_id());
+                if (d.has_value() && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
+                  event = e;
+                  s2_id = a->directive_id();
+                  return true;
+                }
+              }
+              return false;
+            }))
+      << "no S2 applied:\n"
+      << Dump(c);
+  const falcon::v1::Action& s2 = *FindAction(event, falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  const int64_t eff = s2.iteration();
+  // Measure 25 iterations under the plan (after 2 to settle): a steadier median on a loaded box.
+  ASSERT_TRUE(Await(c, absl::Seconds(90), [&] { return GetJob(c).last_iteration() >= eff + 27; }))
+      << Dump(c);
+  const double healthy = event.healthy_iteration_time_ns() * 1e-9;
+  const double slow = Median(History(c, event.onset_iteration() + 2, event.alarm_iteration()));
+  const double mitigated = Median(History(c, eff + 2, eff + 27));
+  std::printf(
+      "FIGURES compute: healthy_s=%.4f slow_s=%.4f mitigated_s=%.4f ratio=%.3f recovered=%.3f "
+      "onset=%lld "
+      "verdict=%lld s2_iteration=%lld s2_directive=%llu reason=\"%s\" wall_s=%.1f\n",
+      healthy, slow, mitigated, mitigated / healthy, (slow - mitigated) / (slow - healthy),
+      (long long)event.onset_iteration(), (long long)event.verdict_iteration(), (long long)eff,
+      (unsigned long long)s2_id, s2.reason().c_str(), absl::ToDoubleSeconds(absl::Now() - start));
+  std::fflush(stdout);
+  EXPECT_EQ(event.cause(), falcon::v1::CAUSE_COMPUTE) << Dump(c);
+  // Within the escalation budget: the lost time paid for S2, and it came soon after the verdict.
+  EXPECT_NE(s2.reason().find("S2 micro-batch cost"), std::string::npos) << s2.reason();
+  EXPECT_LE(eff - event.verdict_iteration(), 30) << Dump(c);
+  EXPECT_GT(slow, healthy * 1.2) << Dump(c);
+  // Share of the slowdown S2 took back. Its bound: the plan moves whole micro-batches (64 over 4
+  // DP groups, the slow group's stage 1.5x), so the best split leaves ~1.12x healthy of ~1.44x
+  // (tests/harness/README.md measured 1.07-1.19x): ~0.7. The plan is sized from the culprit's
+  // measured stage slowdown, which CPU noise pulls below the injected x1.5, and the demo's twin
+  // of this check measured 0.47 once: 0.3 still fails a plan that does nothing (0) or sheds from
+  // the wrong group (< 0).
+  const double recovered = (slow - mitigated) / (slow - healthy);
+  EXPECT_GE(recovered, 0.3) << "slowdown recovered " << recovered << "\n" << Dump(c);
+  // Not mistaken for a recovery: still mitigating.
+  for (const auto& e : Events(c)) {
+    if (e.event_id() == event.event_id()) {
+      EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_MITIGATING) << Dump(c);
+    }
+  }
 }
 
 // The newest non-dry-run, non-revert action of `strategy` with a directive, or nullptr.
@@ -436,6 +500,52 @@ TEST(MitigationE2eTest, LinkFailSlowInADpReplicaGetsS3Remap) {
   EXPECT_EQ(event.links(0).src_rank(), 1u) << Dump(c);
   EXPECT_EQ(event.links(0).dst_rank(), 5u) << Dump(c);
   EXPECT_NE(s3.reason().find("in PP 1 -> 0"), std::string::npos) << s3.reason();
+}
+
+TEST(MitigationE2eTest, ClearedFaultRevertsTheS2Plan) {
+  const absl::Time start = absl::Now();
+  falcon::v1::Settings settings;
+  settings.set_s3_cost_seconds(1e5);
+  auto cluster =
+      Start(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom, ",to=", kFaultFrom + 70),
+            settings);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  harness::LocalCluster& c = **cluster;
+  falcon::v1::Event event;
+  ASSERT_TRUE(Await(c, absl::Seconds(240),
+                    [&] {
+                      for (const auto& e : Events(c)) {
+                        if (e.state() == falcon::v1::EVENT_STATE_RECOVERED &&
+                            FindAction(e, falcon::v1::STRATEGY_S2_MICRO_BATCH, /*revert=*/true) !=
+                                nullptr) {
+                          event = e;
+                          return true;
+                        }
+                      }
+                      return false;
+                    }))
+      << "no S2 revert after recovery:\n"
+      << Dump(c);
+  const falcon::v1::Action& revert =
+      *FindAction(event, falcon::v1::STRATEGY_S2_MICRO_BATCH, /*revert=*/true);
+  ASSERT_TRUE(Await(c, absl::Seconds(60), [&] {
+    const auto d = FindDirective(Directives(c), revert.directive_id());
+    return d.has_value() && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED;
+  })) << Dump(c);
+  const auto d = FindDirective(Directives(c), revert.directive_id());
+  EXPECT_EQ(d->directive().reverts_directive_id(),
+            FindAction(event, falcon::v1::STRATEGY_S2_MICRO_BATCH)->directive_id());
+  const auto& m = d->directive().micro_batch_plan().micro_batches();
+  EXPECT_EQ(std::vector<uint32_t>(m.begin(), m.end()), (std::vector<uint32_t>{16, 16, 16, 16}))
+      << Dump(c);
+  falcon::v1::Job job = GetJob(c);
+  EXPECT_EQ(std::vector<uint32_t>(job.micro_batches().begin(), job.micro_batches().end()),
+            (std::vector<uint32_t>{16, 16, 16, 16}))
+      << Dump(c);
+  std::printf("FIGURES clear: recovery=%lld revert_iteration=%lld wall_s=%.1f\n",
+              (long long)event.recovery_iteration(), (long long)revert.iteration(),
+              absl::ToDoubleSeconds(absl::Now() - start));
+  std::fflush(stdout);
 }
 
 // Counts trainer JSON log lines where the plan version changes to `version`.
