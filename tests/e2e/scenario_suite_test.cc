@@ -82,6 +82,13 @@ std::string Evidence(const deploy::demo::Report& r) {
   return SummaryText(r) + falcon::tests::e2e::FormatSeries(r.history);
 }
 
+// The event matched to the scenario's first fault (report.h), nullptr when none is.
+const deploy::demo::EventReport* EventOfFirstFault(const deploy::demo::Report& r) {
+  auto it = std::find_if(r.events.begin(), r.events.end(),
+                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
+  return it == r.events.end() ? nullptr : &*it;
+}
+
 // The run reached most of its iterations (the checks below are about a real run).
 void ExpectRan(const deploy::demo::Report& r) {
   ASSERT_FALSE(r.history.empty());
@@ -109,9 +116,8 @@ TEST(Scenario, CpuContentionIsDetectedAsCompute) {
   deploy::demo::Report r = RunScenarioNamed("contention", 330);
   ExpectRan(r);
   const deploy::demo::InjectedFault& f = r.scenario.faults[0];
-  auto it = std::find_if(r.events.begin(), r.events.end(),
-                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
-  ASSERT_NE(it, r.events.end()) << Evidence(r);
+  const deploy::demo::EventReport* it = EventOfFirstFault(r);
+  ASSERT_NE(it, nullptr) << Evidence(r);
   EXPECT_EQ(it->cause, "COMPUTE") << Evidence(r);
   EXPECT_NE(std::find(it->ranks.begin(), it->ranks.end(), f.rank), it->ranks.end()) << Evidence(r);
   EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
@@ -151,9 +157,8 @@ TEST(Scenario, DpLinkCapIsLocalizedToItsNodePairAndMitigated) {
   REQUIRE_NETNS();
   deploy::demo::Report r = RunScenarioNamed("dp-link", 330);
   ExpectRan(r);
-  auto it = std::find_if(r.events.begin(), r.events.end(),
-                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
-  ASSERT_NE(it, r.events.end()) << Evidence(r);
+  const deploy::demo::EventReport* it = EventOfFirstFault(r);
+  ASSERT_NE(it, nullptr) << Evidence(r);
   EXPECT_EQ(it->cause, "COMMUNICATION") << Evidence(r);
   // Every link named runs from the capped node to the other (report.h: node pairs for kernel
   // faults), in that direction.
@@ -173,9 +178,8 @@ TEST(Scenario, DegradedNicIsNamedAsItsNode) {
   REQUIRE_NETNS();
   deploy::demo::Report r = RunScenarioNamed("nic", 330);
   ExpectRan(r);
-  auto it = std::find_if(r.events.begin(), r.events.end(),
-                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
-  ASSERT_NE(it, r.events.end()) << Evidence(r);
+  const deploy::demo::EventReport* it = EventOfFirstFault(r);
+  ASSERT_NE(it, nullptr) << Evidence(r);
   EXPECT_EQ(it->cause, "COMMUNICATION") << Evidence(r);
   EXPECT_EQ(it->nodes, std::vector<std::string>{"node" + std::to_string(r.scenario.faults[0].node)})
       << Evidence(r);
@@ -190,9 +194,8 @@ TEST(Scenario, AFaultThatClearsHasItsPlanReverted) {
   deploy::demo::Report r = RunScenarioNamed("clears", 330);
   ExpectRan(r);
   const deploy::demo::InjectedFault& f = r.scenario.faults[0];
-  auto it = std::find_if(r.events.begin(), r.events.end(),
-                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
-  ASSERT_NE(it, r.events.end()) << Evidence(r);
+  const deploy::demo::EventReport* it = EventOfFirstFault(r);
+  ASSERT_NE(it, nullptr) << Evidence(r);
   EXPECT_EQ(it->cause, "COMPUTE") << Evidence(r);
   EXPECT_TRUE(it->culprit_correct) << Evidence(r);
   EXPECT_EQ(r.false_alarms, 0) << Evidence(r);
@@ -223,9 +226,8 @@ TEST(Scenario, CrawlingNicIsRestartedWithoutItsNodeAndTrainingGoesOn) {
   deploy::demo::Report r =
       RunScenarioNamed("nic-s4", 260, deploy::demo::FaultInjection::kKernel, absl::Seconds(480));
   ExpectRan(r);
-  auto it = std::find_if(r.events.begin(), r.events.end(),
-                         [](const deploy::demo::EventReport& e) { return e.matched_fault == 0; });
-  ASSERT_NE(it, r.events.end()) << Evidence(r);
+  const deploy::demo::EventReport* it = EventOfFirstFault(r);
+  ASSERT_NE(it, nullptr) << Evidence(r);
   EXPECT_EQ(it->cause, "COMMUNICATION") << Evidence(r);
   EXPECT_EQ(it->nodes, std::vector<std::string>{"node2"}) << Evidence(r);
   EXPECT_TRUE(it->culprit_correct) << Evidence(r);
