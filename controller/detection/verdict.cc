@@ -252,42 +252,50 @@ bool CanExplain(double culprit_ratio, double slowdown) {
   return slowdown <= 1 || culprit_ratio >= 1 + (slowdown - 1) * kExplainedShare;
 }
 
+namespace {
+
+// Keeps culprits[0] and the others whose ratio explains `slowdown`, their ratios with them;
+// describes each one dropped into `weak`.
+template <typename T, typename Describe>
+void KeepExplaining(double slowdown, std::vector<T>* culprits, std::vector<double>* ratios,
+                    const Describe& describe, std::vector<std::string>* weak) {
+  std::vector<T> kept;
+  std::vector<double> kept_ratios;
+  for (size_t i = 0; i < culprits->size(); ++i) {
+    if (i == 0 || CanExplain((*ratios)[i], slowdown)) {
+      kept.push_back((*culprits)[i]);
+      kept_ratios.push_back((*ratios)[i]);
+    } else {
+      weak->push_back(absl::StrFormat("%s (%.2fx)", describe((*culprits)[i]), (*ratios)[i]));
+    }
+  }
+  *culprits = std::move(kept);
+  *ratios = std::move(kept_ratios);
+}
+
+}  // namespace
+
 std::string DropCulpritsTooWeakToExplain(double slowdown, Verdict* v) {
   std::vector<std::string> weak;
   if (v->rank_ratios.size() == v->ranks.size() && v->ranks.size() > 1) {
-    std::vector<uint32_t> ranks;
-    std::vector<double> ratios;
-    for (size_t i = 0; i < v->ranks.size(); ++i) {
-      if (i == 0 || CanExplain(v->rank_ratios[i], slowdown)) {
-        ranks.push_back(v->ranks[i]);
-        ratios.push_back(v->rank_ratios[i]);
-      } else {
-        weak.push_back(absl::StrFormat("rank %d (%.2fx)", v->ranks[i], v->rank_ratios[i]));
-      }
-    }
-    v->ranks = std::move(ranks);
-    v->rank_ratios = std::move(ratios);
+    KeepExplaining(
+        slowdown, &v->ranks, &v->rank_ratios, [](uint32_t r) { return absl::StrCat("rank ", r); },
+        &weak);
   }
   if (v->nodes.empty() && v->link_ratios.size() == v->links.size() && v->links.size() > 1) {
-    std::vector<falcon::v1::Link> links;
-    std::vector<double> ratios;
-    for (size_t i = 0; i < v->links.size(); ++i) {
-      if (i == 0 || CanExplain(v->link_ratios[i], slowdown)) {
-        links.push_back(v->links[i]);
-        ratios.push_back(v->link_ratios[i]);
-      } else {
-        weak.push_back(absl::StrFormat("link %d->%d (%.2fx)", v->links[i].src_rank(),
-                                       v->links[i].dst_rank(), v->link_ratios[i]));
-      }
-    }
+    KeepExplaining(
+        slowdown, &v->links, &v->link_ratios,
+        [](const falcon::v1::Link& l) {
+          return absl::StrCat("link ", l.src_rank(), "->", l.dst_rank());
+        },
+        &weak);
+    const std::vector<falcon::v1::Link>& links = v->links;
     std::vector<falcon::v1::Link> one_way;
     for (const falcon::v1::Link& l : v->one_way_links) {
       for (const falcon::v1::Link& k : links) {
         if (k.src_rank() == l.src_rank() && k.dst_rank() == l.dst_rank()) one_way.push_back(l);
       }
     }
-    v->links = std::move(links);
-    v->link_ratios = std::move(ratios);
     v->one_way_links = std::move(one_way);
   }
   return absl::StrJoin(weak, ", ");
