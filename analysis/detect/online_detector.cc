@@ -48,6 +48,9 @@ absl::Status OnlineDetectorOptions::Validate() const {
   }
   if (window < 1 || window > 100000) return OutOfRange("window", window, "[1, 100000]");
   if (warmup < 2 || warmup > 100000) return OutOfRange("warmup", warmup, "[2, 100000]");
+  if (max_warmup < warmup || max_warmup > 1000000) {
+    return OutOfRange("max_warmup", max_warmup, absl::StrCat("[warmup = ", warmup, ", 1000000]"));
+  }
   if (!(min_relative_scale >= 0 && min_relative_scale <= 1)) {
     return OutOfRange("min_relative_scale", min_relative_scale, "[0, 1]");
   }
@@ -78,6 +81,18 @@ absl::Status OnlineDetector::SetThresholds(const DetectorThresholds& thresholds)
   return absl::OkStatus();
 }
 
+bool OnlineDetector::Settled(const std::vector<double>& values) const {
+  const double median = common::Median(values);
+  const auto all = absl::MakeConstSpan(values);
+  const size_t quarter = values.size() / 4;
+  for (size_t q = 0; q < 4 && quarter > 0; ++q) {
+    const size_t end = q == 3 ? values.size() : (q + 1) * quarter;
+    const double m = common::Median(all.subspan(q * quarter, end - q * quarter));
+    if (RelativeChange(median, m) >= options_.thresholds.verification_ratio) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::Add(int64_t iteration,
                                                                  absl::Duration time) {
   return AddValue(iteration, absl::ToDoubleSeconds(time));
@@ -93,7 +108,7 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
     return absl::InvalidArgumentError(absl::StrCat(
         "iteration ", iteration, " does not follow the previous iteration ", last_iteration_));
   }
-  const bool warming = observations_ < options_.warmup;
+  const bool warming = !warmed_up_;
   double z = 0;
   if (!warming) {
     z = (value - center_) / scale_;
@@ -109,10 +124,15 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
   ++observations_;
   if (warming) {
     warmup_values_.push_back(value);
-    if (observations_ < options_.warmup) return std::nullopt;
-    // Standardize robustly with the warm-up's median and MAD (a job's first iterations are
-    // often several times slower, which would inflate a sample deviation), then replay it into
-    // BOCD.
+    if (warmup_values_.size() < static_cast<size_t>(options_.warmup)) return std::nullopt;
+    // Still settling (docs/algorithms.md#online-detector): drop the older half and go on.
+    if (observations_ < options_.max_warmup && !Settled(warmup_values_)) {
+      const size_t half = warmup_values_.size() / 2;
+      warmup_values_.erase(warmup_values_.begin(), warmup_values_.begin() + half);
+      return std::nullopt;
+    }
+    // Standardize robustly with the warm-up's median and MAD (a slow iteration or two would
+    // inflate a sample deviation), then replay it into BOCD.
     const double median = common::Median(warmup_values_);
     center_ = median;
     scale_ = std::max(common::kMadToSigma * common::Mad(warmup_values_),
@@ -122,6 +142,9 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
       absl::Status s = bocd_.Update((v - center_) / scale_);
       if (!s.ok()) return s;  // Unreachable: warm-up values are finite.
     }
+    bocd_offset_ = observations_ - static_cast<int64_t>(warmup_values_.size());
+    last_kept_ = bocd_offset_;
+    warmed_up_ = true;
     warmup_values_.clear();
     warmup_values_.shrink_to_fit();
     return std::nullopt;
@@ -134,8 +157,9 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
   const DetectorThresholds& th = options_.thresholds;
   const double q = bocd_.ChangeProbabilityWithin(options_.lag);
   if (q < th.change_probability) return std::nullopt;
-  const int64_t c = bocd_.MostProbableRecentStart(options_.lag);
-  if (c < 0) return std::nullopt;
+  const int64_t start = bocd_.MostProbableRecentStart(options_.lag);
+  if (start < 0) return std::nullopt;
+  const int64_t c = start + bocd_offset_;  // As an observation index.
   const int64_t n = observations_;
   if (n - c < options_.min_after) return std::nullopt;
   if (c - last_kept_ < th.min_gap) return std::nullopt;
