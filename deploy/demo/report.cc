@@ -265,8 +265,11 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
             "): the change point is placed where the series' level shifts, which noise just "
             "before the fault can move earlier"));
       }
-    } else {
+    } else if (BlamedOrMitigated(r)) {
       ++report.false_alarms;
+    } else {
+      r.unexplained = true;
+      ++report.unexplained_slowdowns;
     }
 
     // Healthy: iterations no injected fault, earlier event or mitigation in force touches.
@@ -513,12 +516,16 @@ nlohmann::json ReportJson(const Report& report) {
     je["restart_iteration"] = or_null(e.restart_iteration);
     je["explained_by_event_id"] =
         e.explained_by_event_id != 0 ? json(e.explained_by_event_id) : json(nullptr);
+    je["unexplained"] = e.unexplained;
     evs.push_back(je);
-    if (e.matched_fault < 0 && e.explained_by_event_id == 0) false_ids.push_back(e.event_id);
+    if (e.matched_fault < 0 && e.explained_by_event_id == 0 && !e.unexplained) {
+      false_ids.push_back(e.event_id);
+    }
   }
   j["events"] = evs;
   j["false_alarms"] = report.false_alarms;
   j["false_alarm_event_ids"] = false_ids;
+  j["unexplained_slowdowns"] = report.unexplained_slowdowns;
   j["missed_faults"] = report.missed_faults;
   j["unreached_faults"] = report.unreached_faults;
   if (report.scenario.restart_controller_at_iteration >= 0) {
@@ -561,6 +568,27 @@ namespace {
 std::string Seconds(double s) { return s > 0 ? absl::StrFormat("%.3f s", s) : "-"; }
 
 }  // namespace
+
+bool BlamedOrMitigated(const EventReport& e) {
+  if (!e.links.empty() || !e.nodes.empty()) return true;
+  if (!e.ranks.empty() && (e.cause == "COMPUTE" || e.cause == "COMMUNICATION")) return true;
+  return std::any_of(e.actions.begin(), e.actions.end(), [](const ActionMark& a) {
+    return a.strategy != "S1" && !a.revert && !a.skipped && !a.dry_run;
+  });
+}
+
+std::string ScoreText(const EventReport& e) {
+  if (e.explained_by_event_id != 0) {
+    return absl::StrCat("part of event ", e.explained_by_event_id,
+                        " (validation found only its culprit)");
+  }
+  if (e.matched_fault >= 0) {
+    return absl::StrCat("matches injected #", e.matched_fault, ", cause ",
+                        e.cause_correct ? "correct" : "WRONG", ", culprit ",
+                        e.culprit_correct ? "correct" : "WRONG");
+  }
+  return e.unexplained ? "UNEXPLAINED (no culprit, nothing mitigated)" : "FALSE ALARM";
+}
 
 std::string CulpritText(const EventReport& e) {
   std::vector<std::string> parts;
@@ -645,13 +673,7 @@ std::string SummaryText(const Report& report) {
   }
   if (report.events.empty()) absl::StrAppend(&out, "no events\n");
   for (const EventReport& e : report.events) {
-    std::string verdict =
-        e.explained_by_event_id != 0 ? absl::StrCat("part of event ", e.explained_by_event_id,
-                                                    " (validation found only its culprit)")
-        : e.matched_fault < 0        ? "FALSE ALARM"
-                              : absl::StrCat("matches injected #", e.matched_fault, ", cause ",
-                                             e.cause_correct ? "correct" : "WRONG", ", culprit ",
-                                             e.culprit_correct ? "correct" : "WRONG");
+    const std::string verdict = ScoreText(e);
     std::vector<std::string> actions;
     for (const ActionMark& a : e.actions) actions.push_back(ActionLabel(a));
     std::string healthy = Seconds(e.iteration_time_healthy_s);
@@ -686,8 +708,10 @@ std::string SummaryText(const Report& report) {
                     report.iterations_completed, " before the fault's start at it ",
                     report.scenario.faults[i].from_iteration, "\n");
   }
-  absl::StrAppendFormat(&out, "false alarms: %d; run wall time %.0f s%s\n", report.false_alarms,
-                        report.wall_time_s, report.interrupted ? " (interrupted)" : "");
+  absl::StrAppendFormat(&out,
+                        "false alarms: %d; unexplained slowdowns: %d; run wall time %.0f s%s\n",
+                        report.false_alarms, report.unexplained_slowdowns, report.wall_time_s,
+                        report.interrupted ? " (interrupted)" : "");
   return out;
 }
 

@@ -122,7 +122,11 @@ struct EventReport {
   std::optional<double> recoverable_ceiling;
   // Why a figure is missing or out of the usual range, in words (printed under the event).
   std::vector<std::string> notes;
-  int matched_fault = -1;  // Index into Scenario::faults; -1 false alarm.
+  int matched_fault = -1;  // Index into Scenario::faults; -1: unexplained or a false alarm.
+  // Matched no fault, named no culprit (cause UNKNOWN: validation measured every part it tested
+  // alike) and mitigated nothing: a slowdown of the job from outside it (load on the shared
+  // machine), seen and checked but blamed on nothing. Not a false alarm (IsFalseAlarm).
+  bool unexplained = false;
   bool cause_correct = false;
   bool culprit_correct = false;  // Rank or link (either direction) named as injected.
   bool link_direction_correct = false;
@@ -146,7 +150,10 @@ struct Report {
   RunSettings settings;
   std::vector<falcon::v1::HistoryPoint> history;  // Ascending by iteration.
   std::vector<EventReport> events;
+  // Events that matched no fault and named a culprit or mitigated (IsFalseAlarm).
   int false_alarms = 0;
+  // Events that matched no fault, named no culprit and mitigated nothing (EventReport.unexplained).
+  int unexplained_slowdowns = 0;
   std::vector<int> missed_faults;  // Faults expected to raise an event that matched none.
   // Faults whose window starts after the last recorded iteration (never injected).
   std::vector<int> unreached_faults;
@@ -181,6 +188,16 @@ double MedianIterationTime(const std::vector<falcon::v1::HistoryPoint>& history,
 // The culprit in words: "rank 5", "link 1->3", "rank 5, link 1->3"; for a node NIC fault the node,
 // not its links: "node-2's NIC (12 links)"; "-" for none.
 std::string CulpritText(const EventReport& event);
+
+// Whether `event` named a culprit (a rank under cause COMPUTE or COMMUNICATION, a link or a node)
+// or mitigated (an S2-S4 directive applied, not skipped and not a dry run). An UNKNOWN verdict's
+// ranks are the ranks whose own series slowed, not culprits.
+bool BlamedOrMitigated(const EventReport& event);
+
+// How the event was scored, in words: "matches injected #0, cause correct, culprit correct",
+// "part of event 3 (validation found only its culprit)", "UNEXPLAINED (no culprit, nothing
+// mitigated)" or "FALSE ALARM".
+std::string ScoreText(const EventReport& event);
 
 // "S2" for STRATEGY_S2_MICRO_BATCH and so on; "COMPUTE" for CAUSE_COMPUTE.
 std::string StrategyName(falcon::v1::Strategy strategy);

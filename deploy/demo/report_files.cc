@@ -184,12 +184,17 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
       for (const auto& [a, b] : e.links) culprit.push_back(absl::StrCat("link ", a, "&rarr;", b));
     }
     for (const ActionMark& a : e.actions) actions.push_back(HtmlEscape(ActionLabel(a)));
-    std::string match = e.matched_fault < 0
-                            ? "<span class=\"bad\">false alarm</span>"
-                            : absl::StrCat("fault #", e.matched_fault,
-                                           e.cause_correct && e.culprit_correct
-                                               ? " (correct)"
-                                               : " <span class=\"bad\">(wrong culprit)</span>");
+    std::string match = "<span class=\"bad\">false alarm</span>";
+    if (e.matched_fault >= 0) {
+      match = absl::StrCat("fault #", e.matched_fault,
+                           e.cause_correct && e.culprit_correct
+                               ? " (correct)"
+                               : " <span class=\"bad\">(wrong culprit)</span>");
+    } else if (e.explained_by_event_id != 0) {
+      match = absl::StrCat("part of event ", e.explained_by_event_id);
+    } else if (e.unexplained) {
+      match = "unexplained (no culprit, nothing mitigated)";
+    }
     std::string delay = "-";
     if (e.alarm_delay_iterations >= 0) {
       delay = absl::StrCat(
@@ -217,6 +222,7 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
     }
   }
   absl::StrAppend(&h, "<p>False alarms: ", report.false_alarms,
+                  ". Unexplained slowdowns: ", report.unexplained_slowdowns,
                   ". Missed faults: ", report.missed_faults.size(),
                   ". Faults not reached before the run ended: ", report.unreached_faults.size(),
                   ".</p>\n<h2>Injected faults</h2>\n<ul>\n");

@@ -161,6 +161,42 @@ TEST(ReportTest, AnEventExplainedByAnotherIsPartOfItNotAFalseAlarm) {
   EXPECT_NE(SummaryText(r).find("part of event 7"), std::string::npos) << SummaryText(r);
 }
 
+// A slowdown of a healthy run that validation could pin on nothing (cause UNKNOWN; its ranks are
+// those whose series slowed) and that got S1 only is an unexplained slowdown, not a false alarm;
+// the same event with an S2 directive applied is one.
+TEST(ReportTest, AnUnknownEventThatMitigatedNothingIsUnexplainedNotAFalseAlarm) {
+  falcon::v1::Event e = ComputeEvent(4, 20, 0);
+  e.set_cause(falcon::v1::CAUSE_UNKNOWN);
+  e.add_ranks(1);
+  e.clear_actions();
+  auto* s1 = e.add_actions();
+  s1->set_strategy(falcon::v1::STRATEGY_S1_IGNORE);
+  s1->set_iteration(30);
+  auto* skipped = e.add_actions();
+  skipped->set_strategy(falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART);
+  skipped->set_iteration(30);
+  skipped->set_reason("skip: costs more than it saves");
+  Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.false_alarms, 0);
+  EXPECT_EQ(r.unexplained_slowdowns, 1);
+  EXPECT_TRUE(r.events[0].unexplained);
+  EXPECT_NE(SummaryText(r).find("UNEXPLAINED"), std::string::npos) << SummaryText(r);
+  nlohmann::json j = ReportJson(r);
+  EXPECT_EQ(j["unexplained_slowdowns"], 1);
+  EXPECT_TRUE(j["events"][0]["unexplained"].get<bool>());
+  EXPECT_TRUE(j["false_alarm_event_ids"].empty());
+
+  auto* s4 = e.add_actions();
+  s4->set_strategy(falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART);
+  s4->set_iteration(60);
+  s4->set_directive_id(12);
+  Report acted = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
+  EXPECT_EQ(acted.false_alarms, 1);
+  EXPECT_EQ(acted.unexplained_slowdowns, 0);
+  EXPECT_NE(SummaryText(acted).find("FALSE ALARM"), std::string::npos) << SummaryText(acted);
+}
+
 TEST(ReportTest, EventStartingBeforeTheFaultIsAFalseAlarmEvenIfItSpansIt) {
   Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {ComputeEvent(1, 80, 2)});
   EXPECT_EQ(r.false_alarms, 1);
@@ -279,10 +315,13 @@ TEST(ReportTest, AnS4RestartWithoutTheCulpritEndsItsFault) {
   s4->set_strategy(falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART);
   s4->set_iteration(160);
   s4->set_directive_id(3);
+  // After the restart the fault no longer touches the job: an event then matches nothing. Named
+  // on a rank, it is a false alarm (one with no culprit would be an unexplained slowdown).
   falcon::v1::Event later;
   later.set_event_id(2);
   later.set_state(falcon::v1::EVENT_STATE_CLOSED);
-  later.set_cause(falcon::v1::CAUSE_UNKNOWN);
+  later.set_cause(falcon::v1::CAUSE_COMPUTE);
+  later.add_ranks(1);
   later.set_onset_iteration(250);
   later.set_recovery_iteration(-1);
   Report r = BuildReport(*s, RunSettings(), History(400), {e, later});

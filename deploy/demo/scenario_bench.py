@@ -8,7 +8,9 @@ scored against its ground truth). Per scenario it prints: culprit correct k/N an
 k/N (over the runs whose fault should raise an event), median alarm and verdict delays in
 iterations after the fault started, the median share of the slowdown recovered next to the median
 recoverable ceiling (what whole micro-batches allow for the measured slowdown) and their ratio,
-the strategies reached, and false alarms (events no fault explains) over all runs.
+the strategies reached, false alarms (events no fault explains that named a culprit or mitigated)
+and unexplained slowdowns (events no fault explains that named no culprit and mitigated nothing:
+load from outside the job, checked and blamed on nothing) over all runs.
 """
 import argparse
 import json
@@ -36,6 +38,7 @@ def fmt(v, digits=2):
 def score(reports):
     """Aggregates the report.json documents of one scenario's runs."""
     out = {"runs": len(reports), "expected": 0, "culprit": 0, "cause": 0, "false_alarms": 0,
+           "unexplained": 0,
            "alarm": [], "verdict": [], "recovered": [], "ceiling": [], "strategies": set(),
            "failed_runs": 0, "slowdown": []}
     for r in reports:
@@ -43,6 +46,7 @@ def score(reports):
             out["failed_runs"] += 1
             continue
         out["false_alarms"] += r.get("false_alarms", 0)
+        out["unexplained"] += r.get("unexplained_slowdowns", 0)
         faults = r.get("injected_faults", [])
         for i, f in enumerate(faults):
             if not f.get("expect_event", True):
@@ -69,7 +73,8 @@ def score(reports):
 
 def table(results):
     header = ("scenario", "runs", "culprit", "cause", "alarm_it", "verdict_it", "slowdown",
-              "recovered", "ceiling", "rec/ceil", "strategies", "false_alarms")
+              "recovered", "ceiling", "rec/ceil", "strategies", "false_alarms",
+              "unexplained")
     rows = [header]
     for name, s in results.items():
         n = s["expected"]
@@ -87,6 +92,7 @@ def table(results):
             fmt(rec / ceil) if rec is not None and ceil else "-",
             ",".join(sorted(x for x in s["strategies"] if x)) or "-",
             str(s["false_alarms"]),
+            str(s["unexplained"]),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
