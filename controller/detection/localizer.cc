@@ -1085,35 +1085,24 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
   std::vector<std::string> dropped_links;
   std::vector<std::string> dropped_nodes;
   // Keeps the culprits (and their ratios, when parallel) no other event named.
-  const bool rank_ratios = v->rank_ratios.size() == v->ranks.size();
-  std::vector<uint32_t> kept_ranks;
-  std::vector<double> kept_rank_ratios;
-  for (size_t i = 0; i < v->ranks.size(); ++i) {
-    if (std::optional<uint64_t> owner = owner_of(ranks, v->ranks[i])) {
-      dropped_ranks.push_back(v->ranks[i]);
-      owner_ids.insert(*owner);
-      continue;
-    }
-    kept_ranks.push_back(v->ranks[i]);
-    if (rank_ratios) kept_rank_ratios.push_back(v->rank_ratios[i]);
-  }
-  const bool link_ratios = v->link_ratios.size() == v->links.size();
-  std::vector<falcon::v1::Link> kept_links;
-  std::vector<double> kept_link_ratios;
-  for (size_t i = 0; i < v->links.size(); ++i) {
+  KeepCulpritsIf(&v->ranks, &v->rank_ratios, [&](size_t i) {
+    std::optional<uint64_t> owner = owner_of(ranks, v->ranks[i]);
+    if (!owner) return true;
+    dropped_ranks.push_back(v->ranks[i]);
+    owner_ids.insert(*owner);
+    return false;
+  });
+  KeepCulpritsIf(&v->links, &v->link_ratios, [&](size_t i) {
     const falcon::v1::Link& l = v->links[i];
     std::optional<uint64_t> owner = owner_of(links, std::make_pair(l.src_rank(), l.dst_rank()));
     if (!owner) owner = owner_of(links, std::make_pair(l.dst_rank(), l.src_rank()));
     if (!owner) owner = node_owner(l.src_rank());
     if (!owner) owner = node_owner(l.dst_rank());
-    if (owner) {
-      dropped_links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
-      owner_ids.insert(*owner);
-      continue;
-    }
-    kept_links.push_back(l);
-    if (link_ratios) kept_link_ratios.push_back(v->link_ratios[i]);
-  }
+    if (!owner) return true;
+    dropped_links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
+    owner_ids.insert(*owner);
+    return false;
+  });
   std::vector<std::string> kept_nodes;
   for (const std::string& n : v->nodes) {
     if (std::optional<uint64_t> owner = owner_of(nodes, n)) {
@@ -1124,10 +1113,6 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
     kept_nodes.push_back(n);
   }
   if (dropped_ranks.empty() && dropped_links.empty() && dropped_nodes.empty()) return "";
-  v->ranks = std::move(kept_ranks);
-  v->rank_ratios = rank_ratios ? std::move(kept_rank_ratios) : std::vector<double>{};
-  v->links = std::move(kept_links);
-  v->link_ratios = link_ratios ? std::move(kept_link_ratios) : std::vector<double>{};
   v->nodes = std::move(kept_nodes);
   if (v->links.empty()) v->nodes.clear();  // A node's evidence is its links.
   if (v->cause == falcon::v1::CAUSE_COMPUTE && v->ranks.empty()) {

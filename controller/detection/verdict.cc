@@ -254,23 +254,17 @@ bool CanExplain(double culprit_ratio, double slowdown) {
 
 namespace {
 
-// Keeps culprits[0] and the others whose ratio explains `slowdown`, their ratios with them;
-// describes each one dropped into `weak`.
+// Keeps culprits[0] and the others whose ratio explains `slowdown`, their ratios with them
+// (parallel lists only); describes each one dropped into `weak`.
 template <typename T, typename Describe>
 void KeepExplaining(double slowdown, std::vector<T>* culprits, std::vector<double>* ratios,
                     const Describe& describe, std::vector<std::string>* weak) {
-  std::vector<T> kept;
-  std::vector<double> kept_ratios;
-  for (size_t i = 0; i < culprits->size(); ++i) {
-    if (i == 0 || CanExplain((*ratios)[i], slowdown)) {
-      kept.push_back((*culprits)[i]);
-      kept_ratios.push_back((*ratios)[i]);
-    } else {
-      weak->push_back(absl::StrFormat("%s (%.2fx)", describe((*culprits)[i]), (*ratios)[i]));
-    }
-  }
-  *culprits = std::move(kept);
-  *ratios = std::move(kept_ratios);
+  // keep(i) runs before either list changes.
+  KeepCulpritsIf(culprits, ratios, [&](size_t i) {
+    if (i == 0 || CanExplain((*ratios)[i], slowdown)) return true;
+    weak->push_back(absl::StrFormat("%s (%.2fx)", describe((*culprits)[i]), (*ratios)[i]));
+    return false;
+  });
 }
 
 }  // namespace

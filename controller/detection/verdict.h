@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -86,6 +87,24 @@ SlowdownToExplain SlowdownValidationMustExplain(double event_ratio,
 // a part slowed x r slows a synchronous iteration by at most x r, with a fifth of the excess
 // left to measurement noise: r >= 1 + 0.8 (s - 1). Always true for `slowdown` <= 1.
 bool CanExplain(double culprit_ratio, double slowdown);
+
+// Keeps the culprits i of `culprits` for which keep(i) holds, in order, and their ratios with them
+// when `ratios` is parallel (the same size); a `ratios` that is not is cleared. The one filter of
+// a verdict's culprit lists (Verdict ranks / rank_ratios, links / link_ratios). keep(i) is called
+// once per culprit, in order, before either list changes.
+template <typename T, typename Keep>
+void KeepCulpritsIf(std::vector<T>* culprits, std::vector<double>* ratios, const Keep& keep) {
+  const bool parallel = ratios->size() == culprits->size();
+  std::vector<T> kept;
+  std::vector<double> kept_ratios;
+  for (size_t i = 0; i < culprits->size(); ++i) {
+    if (!keep(i)) continue;
+    kept.push_back((*culprits)[i]);
+    if (parallel) kept_ratios.push_back((*ratios)[i]);
+  }
+  *culprits = std::move(kept);
+  *ratios = std::move(kept_ratios);
+}
 
 // Drops from `v` the culprits after the slowest that cannot explain `slowdown` on their own
 // (CanExplain): a rank whose GEMM reads 1.12x beside a culprit at 1.9x while the job slowed x1.7
