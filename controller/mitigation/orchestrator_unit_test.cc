@@ -2,6 +2,8 @@
 // escalation policy's steps reach the strategy objects, a rejected directive skips its level, a
 // recovery reverts the plan in force, and the calls that fail are counted where they happen.
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "common/testing/log_capture.h"
 #include "controller/mitigation/fake_event_actions.h"
@@ -24,6 +26,25 @@ falcon::v1::Event ComputeEvent() {
   e.set_slowdown_ratio(1.4);
   e.set_verdict_iteration(100);
   e.set_lost_seconds(0.3);
+  return e;
+}
+
+// Link 1 -> 5 (node0 -> node2, the two stages of DP replica 1) carries 50% more time per
+// iteration; 100 s were lost before the verdict, more than S3 costs.
+falcon::v1::Event LinkEvent() {
+  falcon::v1::Event e;
+  e.set_event_id(1);
+  e.set_job("job");
+  e.set_state(falcon::v1::EVENT_STATE_LOCALIZED);
+  e.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  falcon::v1::Link* l = e.add_links();
+  l->set_src_rank(1);
+  l->set_dst_rank(5);
+  e.set_healthy_iteration_time_ns(100'000'000);
+  e.set_slow_iteration_time_ns(150'000'000);
+  e.set_slowdown_ratio(1.5);
+  e.set_verdict_iteration(100);
+  e.set_lost_seconds(100);
   return e;
 }
 
@@ -115,6 +136,30 @@ TEST_F(OrchestratorUnitTest, MitigationThatCannotStartIsLoggedAndCountedOncePerE
   orchestrator_.OnJobIteration(e, 141, absl::Milliseconds(100), actions_);
   EXPECT_EQ(log.Count("mitigation not started"), 2);
   EXPECT_EQ(errors_.counts["mitigation_start"], 2);
+}
+
+// Under S3 the job's traffic avoids the slow link, so the job series returning to its healthy
+// level says nothing of the link when the plan itself runs the job there: the recovery is refused
+// and the plan stays. When the plan left a slowdown (x1.3), a return to healthy is faster than the
+// plan can be: the link recovered.
+TEST_F(OrchestratorUnitTest, UnderS3TheHealthyLevelThePlanDeliversIsNoRecovery) {
+  actions_.settings.s3_cost_seconds = 1;
+  orchestrator_.OnVerdict(LinkEvent(), actions_);
+  ASSERT_EQ(actions_.directives.size(), 1u);
+  ASSERT_TRUE(actions_.directives[0].directive().has_topology_change())
+      << actions_.directives[0].DebugString();
+  orchestrator_.OnDirectiveState(Directive(1, falcon::v1::DirectiveRecord::STATE_APPLIED),
+                                 actions_);
+  falcon::v1::Event e = LinkEvent();
+  e.set_state(falcon::v1::EVENT_STATE_MITIGATING);
+  e.set_mitigated_iteration_time_ns(104'000'000);  // Within 10% of healthy: the plan's doing.
+  const std::optional<std::string> refused = orchestrator_.StillSlow(e, actions_);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_NE(refused->find("x1.04 of its healthy time"), std::string::npos) << *refused;
+  EXPECT_NE(refused->find("the plan stays"), std::string::npos) << *refused;
+  e.set_mitigated_iteration_time_ns(130'000'000);
+  EXPECT_EQ(orchestrator_.StillSlow(e, actions_), std::nullopt);
+  EXPECT_TRUE(errors_.counts.empty());
 }
 
 }  // namespace
