@@ -19,8 +19,12 @@ namespace {
 
 class LocalClusterAdapter : public Cluster {
  public:
+  // Owns `cluster`: Stop stops it.
   explicit LocalClusterAdapter(std::unique_ptr<tests::harness::LocalCluster> cluster)
-      : cluster_(std::move(cluster)), stub_(cluster_->NewControlStub()) {}
+      : owned_(std::move(cluster)), cluster_(owned_.get()), stub_(cluster_->NewControlStub()) {}
+  // Borrows `cluster`: Stop removes the faults only; the owner stops it.
+  explicit LocalClusterAdapter(tests::harness::LocalCluster* cluster)
+      : cluster_(cluster), stub_(cluster_->NewControlStub()) {}
 
   // Starts the kernel fault driver on the cluster (netns clusters).
   absl::Status StartFaultDriver() {
@@ -77,41 +81,47 @@ class LocalClusterAdapter : public Cluster {
       // Nothing of a fault outlives the run (the driver logs what it cannot remove).
       if (absl::Status s = driver_->RemoveAll(); !s.ok()) LOG(WARNING) << "fault driver: " << s;
     }
-    cluster_->Stop();
+    if (owned_ != nullptr) owned_->Stop();
   }
 
  private:
   common::RealClock clock_;
   std::unique_ptr<chaos::Runner> runner_;
   std::unique_ptr<chaos::Driver> driver_;
-  std::map<int, int> ids_;  // Scenario fault index -> driver fault id.
-  std::unique_ptr<tests::harness::LocalCluster> cluster_;
+  std::map<int, int> ids_;                               // Scenario fault index -> driver fault id.
+  std::unique_ptr<tests::harness::LocalCluster> owned_;  // Null when borrowed.
+  tests::harness::LocalCluster* cluster_;
   std::unique_ptr<falcon::v1::Control::Stub> stub_;
 };
 
 }  // namespace
 
+tests::harness::LocalClusterOptions LocalClusterOptionsFor(const ClusterSpec& spec) {
+  tests::harness::LocalClusterOptions options;
+  options.dp = spec.layout.dp;
+  options.pp = spec.layout.pp;
+  options.nodes = spec.nodes;
+  options.job = spec.job;
+  for (const std::string& a : spec.train_args) {
+    // The cluster sets these itself.
+    if (absl::StartsWith(a, "--dp=") || absl::StartsWith(a, "--pp=") ||
+        absl::StartsWith(a, "--nodes=") || absl::StartsWith(a, "--job=")) {
+      continue;
+    }
+    options.trainer_args.push_back(a);
+  }
+  options.controller_args = spec.controller_args;
+  options.make_netns = spec.netns;
+  if (!spec.work_dir.empty()) {
+    options.work_dir = spec.work_dir;
+    options.keep_work_dir = true;
+  }
+  return options;
+}
+
 ClusterFactory LocalClusterFactory() {
   return [](const ClusterSpec& spec) -> absl::StatusOr<std::unique_ptr<Cluster>> {
-    tests::harness::LocalClusterOptions options;
-    options.dp = spec.layout.dp;
-    options.pp = spec.layout.pp;
-    options.nodes = spec.nodes;
-    options.job = spec.job;
-    for (const std::string& a : spec.train_args) {
-      // The cluster sets these itself.
-      if (absl::StartsWith(a, "--dp=") || absl::StartsWith(a, "--pp=") ||
-          absl::StartsWith(a, "--nodes=") || absl::StartsWith(a, "--job=")) {
-        continue;
-      }
-      options.trainer_args.push_back(a);
-    }
-    options.controller_args = spec.controller_args;
-    options.make_netns = spec.netns;
-    if (!spec.work_dir.empty()) {
-      options.work_dir = spec.work_dir;
-      options.keep_work_dir = true;
-    }
+    tests::harness::LocalClusterOptions options = LocalClusterOptionsFor(spec);
     absl::StatusOr<std::unique_ptr<tests::harness::LocalCluster>> cluster =
         tests::harness::LocalCluster::Start(std::move(options));
     if (!cluster.ok()) return cluster.status();
@@ -124,6 +134,16 @@ ClusterFactory LocalClusterFactory() {
     }
     return std::unique_ptr<Cluster>(std::move(adapter));
   };
+}
+
+absl::StatusOr<std::unique_ptr<Cluster>> AdoptLocalCluster(tests::harness::LocalCluster* cluster) {
+  if (!cluster->options().make_netns) {
+    return absl::FailedPreconditionError(
+        "kernel faults need a netns cluster (LocalClusterOptions.make_netns)");
+  }
+  auto adapter = std::make_unique<LocalClusterAdapter>(cluster);
+  if (absl::Status s = adapter->StartFaultDriver(); !s.ok()) return s;
+  return std::unique_ptr<Cluster>(std::move(adapter));
 }
 
 }  // namespace falcon::deploy::demo

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "cluster/cluster_spec.h"
 #include "deploy/demo/fault_schedule.h"
+#include "deploy/demo/kernel_fault_thread.h"
 #include "deploy/demo/live.h"
 #include "grpcpp/grpcpp.h"
 
@@ -130,10 +131,15 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
       absl::StrCat("--steps=", s.iterations),
       absl::StrCat("--job=", options.job),
       absl::StrFormat("--emulated_compute_ms=%g", options.emulated_compute_ms),
-      // A validation GEMM repetition's emulated device time and a link message's wire time: 4
-      // forward micro-batches' worth (the trainer's default, 10, made each 4 MiB pass cost
-      // 6 x 55 ms and diluted a slow link's transfer; 4x still keeps CPU noise small beside it).
-      absl::StrFormat("--emulated_gemm_ms=%g", 4 * options.emulated_compute_ms),
+      // A validation GEMM repetition's emulated device time: 20 forward micro-batches' worth
+      // (60 ms at 3 ms), two periods of the kernel fault driver's CPU quota (30 ms). A repetition
+      // shorter than a period can run on a period's unspent quota at full speed, and the
+      // fastest of three read a x1.5 quota as 1.26x (12 ms repetitions); 8 ranks at once on 2
+      // cores also vary less over a longer repetition. Validation keeps ~0.3 s of GEMM.
+      absl::StrFormat("--emulated_gemm_ms=%g", 20 * options.emulated_compute_ms),
+      // A link message's wire time: 4 forward micro-batches' worth (the trainer's default, 10,
+      // made each 4 MiB pass cost 6 x 55 ms and diluted a slow link's transfer; 4x still keeps
+      // CPU noise small beside it).
       absl::StrFormat("--emulated_link_ms=%g", 4 * options.emulated_compute_ms),
       // A small real model: the emulated compute dominates, so iteration times are stable.
       "--hidden=32",
@@ -156,70 +162,26 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
   return args;
 }
 
-namespace {
-
-// Applies and removes the scenario's faults through the cluster (FaultInjection::kKernel) as the
-// trainer's JSON log shows the job reaching their windows, from its own thread (every 20 ms, so
-// a fault starts within an iteration of where the scenario puts it). Records the iterations it
-// really applied and removed each fault at, and every error.
-class KernelFaultThread {
- public:
-  KernelFaultThread(Cluster* cluster, const std::vector<InjectedFault>& faults)
-      : cluster_(cluster), schedule_(faults), tail_(cluster->TrainerJsonLog()) {
-    applied_.assign(faults.size(), -1);
-    removed_.assign(faults.size(), -1);
-    thread_ = std::thread([this, faults] { Loop(faults); });
-  }
-  // Stops the thread and removes what is still applied.
-  void Finish() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-    const int64_t next = tail_.Latest() + 1;
-    for (int i : schedule_.Active()) {
-      if (absl::Status s = cluster_->RemoveFault(i, next); !s.ok()) {
-        errors_.push_back(absl::StrCat("removing fault ", i, ": ", s.message()));
-      }
-      removed_[i] = next;
+ClusterSpec ClusterSpecFor(const RunOptions& options) {
+  const Scenario& scenario = options.scenario;
+  ClusterSpec spec;
+  spec.job = options.job;
+  spec.layout = scenario.layout;
+  spec.nodes = scenario.nodes;
+  spec.netns = scenario.injection == FaultInjection::kKernel;
+  spec.work_dir = options.work_dir;
+  spec.train_args = TrainArgs(options);
+  spec.controller_args = options.controller_args;
+  if (spec.netns) {
+    // Validation's link passes cross the veths and their bandwidth caps: 16 KiB (0.26 s through
+    // a 0.5 Mbit/s cap, next to the emulated wire time of a healthy link) instead of MiBs, which
+    // would take seconds per message through a capped link and hold the job paused.
+    for (std::string& a : spec.controller_args) {
+      if (absl::StartsWith(a, "--validation_link_bytes=")) a = "--validation_link_bytes=16384";
     }
   }
-  ~KernelFaultThread() { Finish(); }
-
-  const std::vector<int64_t>& applied() const { return applied_; }
-  const std::vector<int64_t>& removed() const { return removed_; }
-  const std::vector<std::string>& errors() const { return errors_; }
-
- private:
-  void Loop(const std::vector<InjectedFault>& faults) {
-    while (!stop_.load()) {
-      const int64_t finished = tail_.Latest();
-      if (finished >= 0) {
-        for (const FaultSchedule::Step& step : schedule_.Advance(finished)) {
-          absl::Status s = step.apply
-                               ? cluster_->ApplyFault(step.fault, faults[step.fault], finished + 1)
-                               : cluster_->RemoveFault(step.fault, finished + 1);
-          if (!s.ok()) {
-            errors_.push_back(absl::StrCat(step.apply ? "applying" : "removing", " fault ",
-                                           step.fault, " (", faults[step.fault].Describe(),
-                                           "): ", s.message()));
-            continue;
-          }
-          (step.apply ? applied_ : removed_)[step.fault] = finished + 1;
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
-
-  Cluster* cluster_;
-  FaultSchedule schedule_;
-  IterationTail tail_;
-  std::vector<int64_t> applied_, removed_;
-  std::vector<std::string> errors_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-}  // namespace
+  return spec;
+}
 
 absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFactory& factory) {
   const Scenario& scenario = options.scenario;
@@ -240,24 +202,9 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   settings.controller_settings = controller_settings;
   settings.warmup_iterations = options.warmup_iterations;
 
-  ClusterSpec spec;
-  spec.job = options.job;
-  spec.layout = scenario.layout;
-  spec.nodes = scenario.nodes;
-  spec.netns = scenario.injection == FaultInjection::kKernel;
+  const ClusterSpec spec = ClusterSpecFor(options);
   settings.cluster = std::string(falcon::cluster::ClusterKindName(
       spec.netns ? falcon::cluster::ClusterKind::kNetns : falcon::cluster::ClusterKind::kLoopback));
-  spec.work_dir = options.work_dir;
-  spec.train_args = settings.train_args;
-  spec.controller_args = options.controller_args;
-  if (spec.netns) {
-    // Validation's link passes cross the veths and their bandwidth caps: 16 KiB (0.26 s through
-    // a 0.5 Mbit/s cap, next to the emulated wire time of a healthy link) instead of MiBs, which
-    // would take seconds per message through a capped link and hold the job paused.
-    for (std::string& a : spec.controller_args) {
-      if (absl::StartsWith(a, "--validation_link_bytes=")) a = "--validation_link_bytes=16384";
-    }
-  }
 
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = factory(spec);

@@ -11,49 +11,12 @@
 #include "tests/e2e/evidence.h"
 
 namespace falcon::tests::e2e {
-namespace {
-
-// Whether `binary --helpfull` mentions `--flag`.
-bool HasFlag(const std::string& binary, const std::string& flag) {
-  const std::string cmd = absl::StrCat("'", binary, "' --helpfull 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return false;
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out.find(absl::StrCat("--", flag)) != std::string::npos;
-}
-
-}  // namespace
-
-harness::LocalClusterOptions DetectionOptions(const std::string& job, const std::string& faults) {
-  harness::LocalClusterOptions o;
-  o.dp = 4;
-  o.pp = 2;
-  o.nodes = 4;
+KernelClusterOptions DetectionScenario(const std::string& job) {
+  KernelClusterOptions o;
   o.job = job;
-  o.trainer_args = harness::TunedTrainerArgs();
-  o.trainer_args.push_back("--steps=5000");
-  o.trainer_args.push_back(absl::StrCat("--faults=", faults));
-  o.controller_args = harness::TunedControllerArgs();
-  o.start_trainer = false;
-  absl::StatusOr<std::string> controller = harness::FindRunfile("controller/falcon_controller");
-  if (controller.ok() && HasFlag(*controller, "mitigation")) {
-    o.controller_args.push_back("--mitigation=false");
-  }
+  o.faults = {ComputeFault(5, 1.5, kDetectionFaultFrom)};
+  o.mitigation = false;
   return o;
-}
-
-absl::StatusOr<std::unique_ptr<harness::LocalCluster>> StartDetectionCluster(
-    harness::LocalClusterOptions options) {
-  absl::StatusOr<std::unique_ptr<harness::LocalCluster>> cluster =
-      harness::LocalCluster::Start(std::move(options));
-  if (!cluster.ok()) return cluster.status();
-  if (absl::Status s = (*cluster)->SetSettings(harness::TunedSettings()); !s.ok()) return s;
-  if (absl::Status s = (*cluster)->StartTrainer(); !s.ok()) return s;
-  return cluster;
 }
 
 std::vector<falcon::v1::Event> ListEvents(harness::LocalCluster& cluster, const std::string& job) {

@@ -1,10 +1,8 @@
-// The detection scenario of the e2e suite, shared by its plaintext and TLS variants
-// (detection_e2e_test, tls_e2e_test): LocalCluster (tests/harness) with the reference trainer at
-// DP=4 x PP=2 on 4 emulated nodes, settings tuned for a loaded 2-core machine, a fault injected
-// from iteration kDetectionFaultFrom, and mitigation off, so the verdict is judged on its own.
-// The helpers read the controller through the cluster's own Control stub (TLS when the cluster
-// runs it) and print the figures of a verdict (alarm delay, verdict delay, wall time) for the
-// report.
+// The detection scenario of tls_e2e_test: the netns cluster set up as the demo's
+// (kernel_cluster.h), a x1.5 compute fault on rank 5 from iteration kDetectionFaultFrom applied by
+// the kernel fault driver, and mitigation off, so the verdict is judged on its own. The helpers
+// read the controller through the cluster's own Control stub (TLS when the cluster runs it) and
+// print the figures of a verdict (alarm delay, verdict delay, wall time) for the report.
 #ifndef FALCON_TESTS_E2E_DETECTION_SCENARIO_H_
 #define FALCON_TESTS_E2E_DETECTION_SCENARIO_H_
 
@@ -16,26 +14,19 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
+#include "tests/e2e/kernel_cluster.h"
 #include "tests/harness/local_cluster.h"
 
 namespace falcon::tests::e2e {
 
 // The iteration from which the scenarios inject their fault.
 inline constexpr int kDetectionFaultFrom = 60;
-// A deadline, not a measurement: a verdict takes ~20-40 s here; a machine slowed down by outside
-// load takes longer, and only a missing verdict should fail a test.
+// A deadline, not a measurement: a verdict takes ~20-40 s after the fault here; a machine slowed
+// down by outside load takes longer, and only a missing verdict should fail a test.
 inline constexpr absl::Duration kVerdictWait = absl::Seconds(180);
 
-// The cluster options of the scenarios for job `job` with the trainer's `faults` (its --faults
-// value): DP=4 x PP=2 on 4 nodes, TunedTrainerArgs() plus --steps=5000, TunedControllerArgs() plus
-// --mitigation=false when the controller has the flag, trainer not started (see
-// StartDetectionCluster). Set `tls` on the result for the TLS variant.
-harness::LocalClusterOptions DetectionOptions(const std::string& job, const std::string& faults);
-
-// Starts a cluster with `options`, sets TunedSettings() as the defaults for new jobs, then starts
-// the trainer. Errors: LocalCluster::Start's, SetSettings', StartTrainer's.
-absl::StatusOr<std::unique_ptr<harness::LocalCluster>> StartDetectionCluster(
-    harness::LocalClusterOptions options);
+// The scenario's options for job `job` (set `tls` on the result for the TLS variant).
+KernelClusterOptions DetectionScenario(const std::string& job);
 
 // The events of `job` (none when the call fails; 5 s deadline).
 std::vector<falcon::v1::Event> ListEvents(harness::LocalCluster& cluster, const std::string& job);

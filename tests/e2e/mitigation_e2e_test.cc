@@ -1,21 +1,19 @@
-// Mitigation end to end on a real training run: LocalCluster (tests/harness)
-// starts the controller (mitigation on, the default), one agent per emulated node and the
-// reference trainer (DP=4 x PP=2, 8 ranks, 4 emulated nodes, every rank on the real shim).
-//   - compute fail-slow on rank 5 -> S2 within the escalation budget, which recovers a clear share
-//     (>= 0.3) of the slowdown (its plan's integer micro-batch split bounds it near 0.7 here);
-//   - link fail-slow between node0 and node2 (ranks 1 -> 5, the two stages of DP replica 1: every
-//     activation crosses it) -> S3 remap pairs node0 with node3 instead -> iteration time
-//     improves;
+// Mitigation end to end on a real training run, on the netns cluster with faults applied from
+// outside the job by the kernel fault driver (kernel_cluster.h: a cgroup CPU quota on one rank's
+// device thread), set up as falcon_demo sets up its runs: controller (mitigation on), one agent
+// per node, the reference trainer (DP=4 x PP=2, 8 ranks, 4 nodes, 64 micro-batches).
 //   - two compute fail-slows in different DP groups (rank 1, then rank 6 while the first is
 //     mitigated) -> two events, each naming its rank, and one joint S2 plan that sheds
 //     micro-batches from both slow groups;
-//   - a compute fault that clears -> the S2 plan is reverted (even split again);
+//   - a compute fault that clears (its quota removed) -> the S2 plan is reverted (even split);
 //   - the controller restarted while an S2 directive is pending -> applied exactly once (the
 //     trainer's JSON log shows the plan version switch once; the record is APPLIED).
-// Iteration times are emulated (slept) device time, so they hardly depend on the loaded CPU.
-// Figures are printed as "FIGURES ..." lines for the report. Wall-clock waits are deadlines only
-// (generous: outside load slows the run down), never what a test measures. A failed assertion
-// prints the job's iteration-time series, event timeline, directives and log tails.
+// One compute fault -> S2 and a DP link cap -> S3 are covered the same way by
+// demo_report_compute_test and dp_link_test (falcon_demo's report). Figures are printed as
+// "FIGURES ..." lines for the report. Wall-clock waits are deadlines only (generous: outside load
+// slows the run down), never what a test measures. A failed assertion prints the job's
+// iteration-time series, event timeline, directives and log tails. Needs root with CAP_NET_ADMIN
+// (skipped elsewhere, failed under CI=true).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,42 +28,21 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cluster/netns.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 #include "tests/e2e/evidence.h"
+#include "tests/e2e/kernel_cluster.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/testing/skip.h"
 
 namespace falcon::tests::e2e {
 namespace {
 
 constexpr char kJob[] = "e2e-mitigate";
-constexpr int kFaultFrom = 40;
-
-// `link_slow_ratio`: compute scenarios raise it (link passes on this loaded machine vary up to
-// ~1.8x between runs, which would out-vote a 1.5x GEMM); the link scenario keeps the default (its
-// culprit sits in a two-member PP communicator, where a link can reach at most ~2x the median).
-harness::LocalClusterOptions BaseOptions(const std::string& faults, double link_slow_ratio) {
-  harness::LocalClusterOptions o;
-  o.dp = 4;
-  o.pp = 2;
-  o.nodes = 4;
-  o.job = kJob;
-  o.trainer_args = {"--micro-batches=64", "--steps=5000", "--layers=2", "--hidden=32", "--embed=16",
-                    "--batch=16", "--emulated_compute_ms=8",
-                    // Faults come from inside the trainer here: a fixed-speed device, so outside
-                    // load on the shared CPUs does not move device time (it raised extra events).
-                    "--emulated_device_duty=0", "--noburn_compute_faults", "--print_every=20",
-                    absl::StrCat("--faults=", faults)};
-  o.controller_args = {"--tick=100ms",
-                       "--validation_gemm_size=128",
-                       "--validation_repeats=5",
-                       "--validation_link_bytes=16777216",
-                       "--directive_delivery_latency=2s",
-                       absl::StrCat("--validation_link_slow_ratio=", link_slow_ratio)};
-  o.start_trainer = false;
-  return o;
-}
+// After the demo's warm-up of 30 iterations (detection off).
+constexpr int kFaultFrom = 50;
 
 std::unique_ptr<falcon::v1::Control::Stub> Stub(harness::LocalCluster& c) {
   return c.NewControlStub();
@@ -140,29 +117,24 @@ std::string Dump(harness::LocalCluster& c) {
   return out;
 }
 
-absl::Status SetSettings(harness::LocalCluster& c, const falcon::v1::Settings& s) {
-  falcon::v1::SetSettingsRequest req;
-  *req.mutable_settings() = s;
-  falcon::v1::Settings out;
-  if (!Rpc(c, &falcon::v1::Control::Stub::SetSettings, req, &out)) {
-    return absl::UnavailableError("SetSettings failed");
-  }
-  return absl::OkStatus();
+// Starts the cluster with `faults` applied by the kernel fault driver and `settings` over the
+// demo's as the defaults for new jobs.
+absl::StatusOr<std::unique_ptr<KernelCluster>> Start(
+    const std::vector<deploy::demo::InjectedFault>& faults, const falcon::v1::Settings& settings) {
+  KernelClusterOptions o;
+  o.job = kJob;
+  o.faults = faults;
+  o.settings = settings;
+  return KernelCluster::Start(std::move(o));
 }
 
-// Defaults for new jobs: the harness's verification threshold for a loaded machine, and the given
-// costs.
-absl::StatusOr<std::unique_ptr<harness::LocalCluster>> Start(const std::string& faults,
-                                                             falcon::v1::Settings settings,
-                                                             double link_slow_ratio = 1.5) {
-  absl::StatusOr<std::unique_ptr<harness::LocalCluster>> c =
-      harness::LocalCluster::Start(BaseOptions(faults, link_slow_ratio));
-  if (!c.ok()) return c.status();
-  settings.set_verification_min_ratio(harness::TunedSettings().verification_min_ratio());
-  if (absl::Status s = SetSettings(**c, settings); !s.ok()) return s;
-  if (absl::Status s = (*c)->StartTrainer(); !s.ok()) return s;
-  return c;
-}
+// Stops the test (skip, or failure under CI=true) where namespaces cannot be made.
+#define REQUIRE_NETNS()                                                   \
+  do {                                                                    \
+    if (absl::Status s = falcon::cluster::CheckNetnsSupport(); !s.ok()) { \
+      FALCON_SKIP_OR_FAIL(std::string(s.message()));                      \
+    }                                                                     \
+  } while (0)
 
 // Polls until `pred` holds (true) or `timeout` passes (false).
 template <typename Pred>
@@ -192,69 +164,6 @@ std::optional<falcon::v1::DirectiveRecord> FindDirective(
     if (d.directive().directive_id() == id) return d;
   }
   return std::nullopt;
-}
-
-TEST(MitigationE2eTest, ComputeFailSlowGetsS2AndIterationTimeBack) {
-  const absl::Time start = absl::Now();
-  falcon::v1::Settings settings;
-  settings.set_s3_cost_seconds(1e5);  // Judge S2 on its own.
-  auto cluster = Start(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom), settings);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  harness::LocalCluster& c = **cluster;
-  falcon::v1::Event event;
-  uint64_t s2_id = 0;
-  ASSERT_TRUE(
-      Await(c, absl::Seconds(240),
-            [&] {
-              for (const auto& e : Events(c)) {
-                const falcon::v1::Action* a = FindAction(e, falcon::v1::STRATEGY_S2_MICRO_BATCH);
-                if (a == nullptr) continue;
-                const auto d = FindDirective(Directives(c), a->directive_id());
-                if (d.has_value() && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
-                  event = e;
-                  s2_id = a->directive_id();
-                  return true;
-                }
-              }
-              return false;
-            }))
-      << "no S2 applied:\n"
-      << Dump(c);
-  const falcon::v1::Action& s2 = *FindAction(event, falcon::v1::STRATEGY_S2_MICRO_BATCH);
-  const int64_t eff = s2.iteration();
-  // Measure 25 iterations under the plan (after 2 to settle): a steadier median on a loaded box.
-  ASSERT_TRUE(Await(c, absl::Seconds(90), [&] { return GetJob(c).last_iteration() >= eff + 27; }))
-      << Dump(c);
-  const double healthy = event.healthy_iteration_time_ns() * 1e-9;
-  const double slow = Median(History(c, event.onset_iteration() + 2, event.alarm_iteration()));
-  const double mitigated = Median(History(c, eff + 2, eff + 27));
-  std::printf(
-      "FIGURES compute: healthy_s=%.4f slow_s=%.4f mitigated_s=%.4f ratio=%.3f recovered=%.3f "
-      "onset=%lld "
-      "verdict=%lld s2_iteration=%lld s2_directive=%llu reason=\"%s\" wall_s=%.1f\n",
-      healthy, slow, mitigated, mitigated / healthy, (slow - mitigated) / (slow - healthy),
-      (long long)event.onset_iteration(), (long long)event.verdict_iteration(), (long long)eff,
-      (unsigned long long)s2_id, s2.reason().c_str(), absl::ToDoubleSeconds(absl::Now() - start));
-  std::fflush(stdout);
-  EXPECT_EQ(event.cause(), falcon::v1::CAUSE_COMPUTE) << Dump(c);
-  // Within the escalation budget: the lost time paid for S2, and it came soon after the verdict.
-  EXPECT_NE(s2.reason().find("S2 micro-batch cost"), std::string::npos) << s2.reason();
-  EXPECT_LE(eff - event.verdict_iteration(), 30) << Dump(c);
-  EXPECT_GT(slow, healthy * 1.2) << Dump(c);
-  // Share of the slowdown S2 took back. Its bound: the plan moves whole micro-batches (64 over 4
-  // DP groups, the slow group's stage 1.5x), so the best split leaves ~1.12x healthy of ~1.44x
-  // (tests/harness/README.md measured 1.07-1.19x): ~0.7. The plan is sized from the culprit's
-  // measured stage slowdown, which CPU noise pulls below the injected x1.5, and the demo's twin
-  // of this check measured 0.47 once: 0.3 still fails a plan that does nothing (0) or sheds from
-  // the wrong group (< 0).
-  const double recovered = (slow - mitigated) / (slow - healthy);
-  EXPECT_GE(recovered, 0.3) << "slowdown recovered " << recovered << "\n" << Dump(c);
-  // Not mistaken for a recovery: still mitigating.
-  for (const auto& e : Events(c)) {
-    if (e.event_id() == event.event_id()) {
-      EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_MITIGATING) << Dump(c);
-    }
-  }
 }
 
 // The newest non-dry-run, non-revert action of `strategy` with a directive, or nullptr.
@@ -312,6 +221,7 @@ std::optional<falcon::v1::DirectiveRecord> AppliedS2(harness::LocalCluster& c,
 // trainer: dp = rank % DP, pp = rank / DP (read back from the Control API below), so rank 1 is
 // (dp 1, stage 0) and rank 6 is (dp 2, stage 1): different DP groups and different stages.
 TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan) {
+  REQUIRE_NETNS();
   const absl::Time start = absl::Now();
   constexpr uint32_t kFirst = 1;
   constexpr uint32_t kSecond = 6;
@@ -320,11 +230,10 @@ TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan)
   constexpr int kSecondFrom = kFaultFrom + 110;
   falcon::v1::Settings settings;
   settings.set_s3_cost_seconds(1e5);  // Judge S2 on its own.
-  auto cluster = Start(absl::StrCat("compute:rank=", kFirst, ",factor=1.5,from=", kFaultFrom,
-                                    "; compute:rank=", kSecond, ",factor=1.5,from=", kSecondFrom),
-                       settings);
+  auto cluster = Start(
+      {ComputeFault(kFirst, 1.5, kFaultFrom), ComputeFault(kSecond, 1.5, kSecondFrom)}, settings);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  harness::LocalCluster& c = **cluster;
+  harness::LocalCluster& c = (*cluster)->cluster();
 
   // 1. The first fault: an event naming rank 1 whose S2 plan is applied before the second fault.
   falcon::v1::Event first;
@@ -453,64 +362,14 @@ TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan)
   EXPECT_GE(recovered, 0.3) << "slowdown recovered " << recovered << "\n" << Dump(c);
 }
 
-TEST(MitigationE2eTest, LinkFailSlowInADpReplicaGetsS3Remap) {
-  const absl::Time start = absl::Now();
-  falcon::v1::Settings settings;
-  settings.set_s3_cost_seconds(3);
-  settings.set_s4_cost_seconds(1e6);
-  auto cluster =
-      Start(absl::StrCat("link:src=1,dst=5,delay_ms=10,bw_mbps=200,from=", kFaultFrom), settings,
-            /*link_slow_ratio=*/0.1);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  harness::LocalCluster& c = **cluster;
-  falcon::v1::Event event;
-  ASSERT_TRUE(
-      Await(c, absl::Seconds(240),
-            [&] {
-              for (const auto& e : Events(c)) {
-                const falcon::v1::Action* a = FindAction(e, falcon::v1::STRATEGY_S3_TOPOLOGY);
-                if (a == nullptr) continue;
-                const auto d = FindDirective(Directives(c), a->directive_id());
-                if (d.has_value() && d->state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
-                  event = e;
-                  return true;
-                }
-              }
-              return false;
-            }))
-      << "no S3 applied:\n"
-      << Dump(c);
-  const falcon::v1::Action& s3 = *FindAction(event, falcon::v1::STRATEGY_S3_TOPOLOGY);
-  const int64_t eff = s3.iteration();
-  ASSERT_TRUE(Await(c, absl::Seconds(90), [&] { return GetJob(c).last_iteration() >= eff + 15; }))
-      << Dump(c);
-  const double healthy = event.healthy_iteration_time_ns() * 1e-9;
-  const double slow = Median(History(c, event.onset_iteration() + 2, event.alarm_iteration()));
-  const double remapped = Median(History(c, eff + 3, eff + 15));
-  std::printf(
-      "FIGURES link: healthy_s=%.4f slow_s=%.4f remapped_s=%.4f onset=%lld verdict=%lld "
-      "s3_iteration=%lld reason=\"%s\" wall_s=%.1f\n",
-      healthy, slow, remapped, (long long)event.onset_iteration(),
-      (long long)event.verdict_iteration(), (long long)eff, s3.reason().c_str(),
-      absl::ToDoubleSeconds(absl::Now() - start));
-  std::fflush(stdout);
-  EXPECT_EQ(event.cause(), falcon::v1::CAUSE_COMMUNICATION) << Dump(c);
-  EXPECT_LT(remapped, slow * 0.9) << Dump(c);
-  ASSERT_GE(event.links_size(), 1) << Dump(c);
-  EXPECT_EQ(event.links(0).src_rank(), 1u) << Dump(c);
-  EXPECT_EQ(event.links(0).dst_rank(), 5u) << Dump(c);
-  EXPECT_NE(s3.reason().find("in PP 1 -> 0"), std::string::npos) << s3.reason();
-}
-
 TEST(MitigationE2eTest, ClearedFaultRevertsTheS2Plan) {
+  REQUIRE_NETNS();
   const absl::Time start = absl::Now();
   falcon::v1::Settings settings;
   settings.set_s3_cost_seconds(1e5);
-  auto cluster =
-      Start(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom, ",to=", kFaultFrom + 70),
-            settings);
+  auto cluster = Start({ComputeFault(5, 1.5, kFaultFrom, kFaultFrom + 70)}, settings);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  harness::LocalCluster& c = **cluster;
+  harness::LocalCluster& c = (*cluster)->cluster();
   falcon::v1::Event event;
   ASSERT_TRUE(Await(c, absl::Seconds(240),
                     [&] {
@@ -566,12 +425,13 @@ int PlanSwitches(const std::string& path, int64_t version) {
 }
 
 TEST(MitigationE2eTest, ControllerRestartWithPendingDirectiveAppliesItOnce) {
+  REQUIRE_NETNS();
   const absl::Time start = absl::Now();
   falcon::v1::Settings settings;
   settings.set_s3_cost_seconds(1e5);
-  auto cluster = Start(absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom), settings);
+  auto cluster = Start({ComputeFault(5, 1.5, kFaultFrom)}, settings);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  harness::LocalCluster& c = **cluster;
+  harness::LocalCluster& c = (*cluster)->cluster();
   // As soon as the S2 directive exists (PENDING: its effective iteration lies ahead), kill the
   // controller and start it again on the same data directory.
   uint64_t id = 0;

@@ -1,12 +1,13 @@
-// The compute fail-slow detection scenario (detection_e2e_test's
-// ComputeFailSlowIsLocalizedToItsRank, detection_scenario.h) on a cluster that runs mutual TLS end
-// to end (LocalClusterOptions::tls, docs/operations.md#tls): certificates made by
+// The compute fail-slow detection scenario (detection_scenario.h: a x1.5 CPU quota on rank 5's
+// device thread from iteration kDetectionFaultFrom, applied by the kernel fault driver on the
+// netns cluster, mitigation off) on a cluster that runs mutual TLS end to end
+// (LocalClusterOptions::tls, docs/operations.md#tls): certificates made by
 // deploy/pki/falcon-pki.sh, every agent connected with its node's certificate, the test's Control
-// calls made as the cluster's operator. The verdict must be the plaintext run's (rank 5, COMPUTE),
-// the controller must have logged no plaintext warning and each agent's connection under the
-// identity its certificate proves, its audit trail must hold the operator's SetSettings, a
-// plaintext client must be refused, and the trainer must still run. Skipped (failed under CI=true)
-// without /usr/bin/openssl.
+// calls made as the cluster's operator. The verdict must name rank 5 (COMPUTE), the controller
+// must have logged no plaintext warning and each agent's connection under the identity its
+// certificate proves, its audit trail must hold the operator's SetSettings, a plaintext client
+// must be refused, and the trainer must still run. Skipped (failed under CI=true) without
+// /usr/bin/openssl or where network namespaces cannot be made.
 //
 // Figures (iteration time, alarm delay, verdict iteration, wall time) are printed for the report.
 #include <chrono>
@@ -18,12 +19,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cluster/netns.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 #include "tests/e2e/detection_scenario.h"
 #include "tests/e2e/evidence.h"
+#include "tests/e2e/kernel_cluster.h"
 #include "tests/harness/local_cluster.h"
 #include "tests/testing/skip.h"
 
@@ -37,14 +40,14 @@ constexpr int kNodes = 4;
 TEST(TlsE2eTest, ComputeFailSlowIsLocalizedToItsRankOverMutualTls) {
   FALCON_REQUIRE_EXECUTABLE("/usr/bin/openssl", "Debian: apt-get install openssl");
   const absl::Time start = absl::Now();
-  harness::LocalClusterOptions options =
-      DetectionOptions(kJob, absl::StrCat("compute:rank=5,factor=1.5,from=", kFaultFrom));
-  ASSERT_EQ(options.nodes, kNodes);
+  if (absl::Status s = falcon::cluster::CheckNetnsSupport(); !s.ok()) {
+    FALCON_SKIP_OR_FAIL(std::string(s.message()));
+  }
+  KernelClusterOptions options = DetectionScenario(kJob);
   options.tls = true;
-  absl::StatusOr<std::unique_ptr<harness::LocalCluster>> started =
-      StartDetectionCluster(std::move(options));
+  absl::StatusOr<std::unique_ptr<KernelCluster>> started = KernelCluster::Start(std::move(options));
   ASSERT_TRUE(started.ok()) << started.status();
-  harness::LocalCluster& cluster = **started;
+  harness::LocalCluster& cluster = (*started)->cluster();
 
   falcon::v1::Event event;
   std::vector<falcon::v1::Event> last;
@@ -79,7 +82,8 @@ TEST(TlsE2eTest, ComputeFailSlowIsLocalizedToItsRankOverMutualTls) {
       EXPECT_TRUE(absl::EndsWith(line, " identity=" + node)) << line;
     }
   }
-  // The cluster's SetSettings went over TLS as its operator: audited under that identity.
+  // The cluster's two SetSettings (the defaults with detection off, then detection on after the
+  // warm-up) went over TLS as its operator: audited under that identity.
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -87,11 +91,13 @@ TEST(TlsE2eTest, ComputeFailSlowIsLocalizedToItsRankOverMutualTls) {
     const grpc::Status s =
         cluster.NewControlStub()->ListAudit(&ctx, falcon::v1::ListAuditRequest(), &audit);
     ASSERT_TRUE(s.ok()) << s.error_message();
-    ASSERT_EQ(audit.records_size(), 1) << audit.DebugString();
-    EXPECT_EQ(audit.records(0).method(), "SetSettings");
-    EXPECT_EQ(audit.records(0).identity(), harness::kTlsOperator);
-    EXPECT_EQ(audit.records(0).role(), "operator");
-    EXPECT_EQ(audit.records(0).result(), "OK");
+    ASSERT_EQ(audit.records_size(), 2) << audit.DebugString();
+    for (const falcon::v1::AuditRecord& r : audit.records()) {
+      EXPECT_EQ(r.method(), "SetSettings");
+      EXPECT_EQ(r.identity(), harness::kTlsOperator);
+      EXPECT_EQ(r.role(), "operator");
+      EXPECT_EQ(r.result(), "OK");
+    }
   }
   // A client without TLS fails the handshake.
   {

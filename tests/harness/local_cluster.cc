@@ -524,13 +524,6 @@ std::vector<pid_t> LocalCluster::pids() {
   return out;
 }
 
-std::vector<std::string> TunedTrainerArgs() {
-  return {"--micro-batches=64", "--layers=2", "--hidden=32", "--embed=16", "--batch=16",
-          "--emulated_compute_ms=4",
-          // The tests that use these inject faults inside the trainer: a fixed-speed device.
-          "--emulated_device_duty=0", "--noburn_compute_faults", "--print_every=20"};
-}
-
 std::vector<std::string> TunedControllerArgs() {
   return {"--tick=100ms", "--validation_gemm_size=128", "--validation_repeats=5",
           "--validation_link_bytes=4194304"};

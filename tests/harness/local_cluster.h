@@ -103,11 +103,6 @@ struct LocalClusterOptions {
   absl::Duration stop_grace = absl::Seconds(5);
 };
 
-// Settings measured to give stable detection on a loaded 2-core machine (tests/e2e,
-// tests/harness/README.md): the trainer sleeps 4 ms of emulated device time per micro-batch forward
-// (8 ms backward), M = 64 (fine-grained S2 plans), a tiny model, compute faults sleep; iteration
-// time about 0.26 s.
-std::vector<std::string> TunedTrainerArgs();
 // Validation sized for CPU ranks: GEMM 128 (plus the trainer's emulated device time), 5 repeats
 // (fastest kept), 4 MiB link passes; 100 ms controller tick.
 std::vector<std::string> TunedControllerArgs();
