@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "cluster/netns.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/require_netns.h"
 #include "tests/testing/skip.h"
 
 namespace {
@@ -47,9 +47,7 @@ nlohmann::json ReadJson(const std::string& path) {
 }
 
 TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
-  if (absl::Status s = falcon::cluster::CheckNetnsSupport(); !s.ok()) {
-    FALCON_SKIP_OR_FAIL(std::string(s.message()));
-  }
+  FALCON_REQUIRE_NETNS();
   const std::string tmp = std::getenv("TEST_TMPDIR");
   const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
   const std::string out = std::string(outputs != nullptr ? outputs : tmp.c_str()) + "/report";

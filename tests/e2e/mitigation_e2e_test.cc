@@ -28,14 +28,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "cluster/netns.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/falcon/v1/control.grpc.pb.h"
 #include "tests/e2e/evidence.h"
 #include "tests/e2e/kernel_cluster.h"
 #include "tests/harness/local_cluster.h"
-#include "tests/testing/skip.h"
+#include "tests/testing/require_netns.h"
 
 namespace falcon::tests::e2e {
 namespace {
@@ -128,14 +127,6 @@ absl::StatusOr<std::unique_ptr<KernelCluster>> Start(
   return KernelCluster::Start(std::move(o));
 }
 
-// Stops the test (skip, or failure under CI=true) where namespaces cannot be made.
-#define REQUIRE_NETNS()                                                   \
-  do {                                                                    \
-    if (absl::Status s = falcon::cluster::CheckNetnsSupport(); !s.ok()) { \
-      FALCON_SKIP_OR_FAIL(std::string(s.message()));                      \
-    }                                                                     \
-  } while (0)
-
 // Polls until `pred` holds (true) or `timeout` passes (false).
 template <typename Pred>
 bool Await(harness::LocalCluster& c, absl::Duration timeout, Pred pred) {
@@ -221,7 +212,7 @@ std::optional<falcon::v1::DirectiveRecord> AppliedS2(harness::LocalCluster& c,
 // trainer: dp = rank % DP, pp = rank / DP (read back from the Control API below), so rank 1 is
 // (dp 1, stage 0) and rank 6 is (dp 2, stage 1): different DP groups and different stages.
 TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   const absl::Time start = absl::Now();
   constexpr uint32_t kFirst = 1;
   constexpr uint32_t kSecond = 6;
@@ -363,7 +354,7 @@ TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan)
 }
 
 TEST(MitigationE2eTest, ClearedFaultRevertsTheS2Plan) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   const absl::Time start = absl::Now();
   falcon::v1::Settings settings;
   settings.set_s3_cost_seconds(1e5);
@@ -425,7 +416,7 @@ int PlanSwitches(const std::string& path, int64_t version) {
 }
 
 TEST(MitigationE2eTest, ControllerRestartWithPendingDirectiveAppliesItOnce) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   const absl::Time start = absl::Now();
   falcon::v1::Settings settings;
   settings.set_s3_cost_seconds(1e5);

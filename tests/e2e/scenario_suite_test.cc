@@ -19,14 +19,13 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "cluster/netns.h"
 #include "deploy/demo/local_cluster_runner.h"
 #include "deploy/demo/report_files.h"
 #include "deploy/demo/runner.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evidence.h"
 #include "tests/harness/local_cluster.h"
-#include "tests/testing/skip.h"
+#include "tests/testing/require_netns.h"
 
 namespace falcon::tests::e2e {
 namespace {
@@ -67,14 +66,6 @@ deploy::demo::Report RunScenarioNamed(
   return *std::move(report);
 }
 
-// Stops the test (skip, or failure under CI=true) where namespaces cannot be made.
-#define REQUIRE_NETNS()                                                   \
-  do {                                                                    \
-    if (absl::Status s = falcon::cluster::CheckNetnsSupport(); !s.ok()) { \
-      FALCON_SKIP_OR_FAIL(std::string(s.message()));                      \
-    }                                                                     \
-  } while (0)
-
 // The report's summary and the job's iteration-time series: what a failed assertion prints.
 std::string Evidence(const deploy::demo::Report& r) {
   return SummaryText(r) + falcon::tests::e2e::FormatSeries(r.history);
@@ -111,21 +102,21 @@ void ExpectNothingBlamedOrMitigated(const deploy::demo::Report& r) {
 }
 
 TEST(Scenario, HealthyRunBlamesNothing) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   deploy::demo::Report r = RunScenarioNamed("healthy", 280);
   ExpectRan(r);
   ExpectNothingBlamedOrMitigated(r);
 }
 
 TEST(Scenario, TransientBlipIsIgnored) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   deploy::demo::Report r = RunScenarioNamed("blip", 280);
   ExpectRan(r);
   ExpectNothingBlamedOrMitigated(r);
 }
 
 TEST(Scenario, CpuContentionIsDetectedAsCompute) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   deploy::demo::Report r = RunScenarioNamed("contention", 330);
   ExpectRan(r);
   const deploy::demo::InjectedFault& f = r.scenario.faults[0];
@@ -137,7 +128,7 @@ TEST(Scenario, CpuContentionIsDetectedAsCompute) {
 }
 
 TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   // On the netns cluster with the kernel fault driver: inside the trainer, a x1.5 compute fault
   // on 3 ms of emulated device time per micro-batch moved the iteration time only ~x1.1 and
   // was not verified at the 10% threshold (no event in 2 of 2 runs).
@@ -167,7 +158,7 @@ TEST(Scenario, ControllerRestartLosesNoEventAndDuplicatesNone) {
 }
 
 TEST(Scenario, DpLinkCapIsLocalizedToItsNodePairAndMitigated) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   // 250 iterations: the cap from it 75 leaves ~160 for the verdict and S3 (the demo's 330 took
   // ~40 s longer in CI for nothing this test checks).
   deploy::demo::Report r = RunScenarioNamed("dp-link", 250);
@@ -190,7 +181,7 @@ TEST(Scenario, DpLinkCapIsLocalizedToItsNodePairAndMitigated) {
 // A node's whole NIC degraded both ways (tbf on its interface and its host-side veth): the
 // verdict names that node's NIC, not the N links through it one by one.
 TEST(Scenario, DegradedNicIsNamedAsItsNode) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   // 220 iterations: the NIC degraded from it 66 (each iteration ~2x slower then) leaves ~140 for
   // the verdict, which comes within ~20 (330 took 215 s in CI).
   deploy::demo::Report r = RunScenarioNamed("nic", 220);
@@ -207,7 +198,7 @@ TEST(Scenario, DegradedNicIsNamedAsItsNode) {
 // A x1.5 CPU quota on one rank's device from 25% to 60% of the run: S2 while it lasts, and the
 // plan reverted once the probe sees the rank healthy again, before the run ends.
 TEST(Scenario, AFaultThatClearsHasItsPlanReverted) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   deploy::demo::Report r = RunScenarioNamed("clears", 330);
   ExpectRan(r);
   const deploy::demo::InjectedFault& f = r.scenario.faults[0];
@@ -237,7 +228,7 @@ TEST(Scenario, AFaultThatClearsHasItsPlanReverted) {
 // and S4 restarts the job from its checkpoint without node2's ranks 4 and 5 (DP=3 x PP=2 on the
 // survivors, which stay on their nodes); training goes on at about its healthy speed to the end.
 TEST(Scenario, CrawlingNicIsRestartedWithoutItsNodeAndTrainingGoesOn) {
-  REQUIRE_NETNS();
+  FALCON_REQUIRE_NETNS();
   // ~240 s on an idle 2-core machine (a validation of ~30 s through the crawling NIC, about ten
   // iterations at ~3.6 s); the deadline leaves room for outside load.
   deploy::demo::Report r =

@@ -19,7 +19,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "cluster/netns.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
@@ -28,6 +27,7 @@
 #include "tests/e2e/evidence.h"
 #include "tests/e2e/kernel_cluster.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/testing/require_netns.h"
 #include "tests/testing/skip.h"
 
 namespace falcon::tests::e2e {
@@ -40,9 +40,7 @@ constexpr int kNodes = 4;
 TEST(TlsE2eTest, ComputeFailSlowIsLocalizedToItsRankOverMutualTls) {
   FALCON_REQUIRE_EXECUTABLE("/usr/bin/openssl", "Debian: apt-get install openssl");
   const absl::Time start = absl::Now();
-  if (absl::Status s = falcon::cluster::CheckNetnsSupport(); !s.ok()) {
-    FALCON_SKIP_OR_FAIL(std::string(s.message()));
-  }
+  FALCON_REQUIRE_NETNS();
   KernelClusterOptions options = DetectionScenario(kJob);
   options.tls = true;
   absl::StatusOr<std::unique_ptr<KernelCluster>> started = KernelCluster::Start(std::move(options));

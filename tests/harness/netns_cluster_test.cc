@@ -14,6 +14,7 @@
 #include "common/run_command.h"
 #include "gtest/gtest.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/testing/require_netns.h"
 #include "tests/testing/skip.h"
 
 namespace falcon::tests::harness {
@@ -27,9 +28,7 @@ int64_t Counter(const std::string& iface, const std::string& name) {
 }
 
 TEST(NetnsClusterTest, JobRunsAcrossNamespacedNodes) {
-  if (absl::Status s = cluster::CheckNetnsSupport(); !s.ok()) {
-    FALCON_SKIP_OR_FAIL(std::string(s.message()));
-  }
+  FALCON_REQUIRE_NETNS();
   LocalClusterOptions o;
   o.make_netns = true;
   o.job = "netns-job";
