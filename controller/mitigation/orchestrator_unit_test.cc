@@ -32,18 +32,14 @@ falcon::v1::Event ComputeEvent() {
 // Link 1 -> 5 (node0 -> node2, the two stages of DP replica 1) carries 50% more time per
 // iteration; 100 s were lost before the verdict, more than S3 costs.
 falcon::v1::Event LinkEvent() {
-  falcon::v1::Event e;
-  e.set_event_id(1);
-  e.set_job("job");
-  e.set_state(falcon::v1::EVENT_STATE_LOCALIZED);
+  falcon::v1::Event e = ComputeEvent();
   e.set_cause(falcon::v1::CAUSE_COMMUNICATION);
+  e.clear_ranks();
   falcon::v1::Link* l = e.add_links();
   l->set_src_rank(1);
   l->set_dst_rank(5);
-  e.set_healthy_iteration_time_ns(100'000'000);
   e.set_slow_iteration_time_ns(150'000'000);
   e.set_slowdown_ratio(1.5);
-  e.set_verdict_iteration(100);
   e.set_lost_seconds(100);
   return e;
 }

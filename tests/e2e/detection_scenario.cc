@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -84,11 +84,6 @@ KernelCluster::~KernelCluster() {
   if (cluster_ != nullptr) cluster_->Stop();
 }
 
-const deploy::demo::KernelFaultThread& KernelCluster::FinishFaults() {
-  faults_->Finish();
-  return *faults_;
-}
-
 int64_t KernelCluster::LastIteration() {
   auto stub = cluster_->NewControlStub();
   grpc::ClientContext ctx;

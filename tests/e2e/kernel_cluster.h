@@ -52,14 +52,11 @@ class KernelCluster {
   ~KernelCluster();
 
   harness::LocalCluster& cluster() { return *cluster_; }
-  // The job's last finished iteration (GetJob); -1 when the call fails or the job is unknown.
-  int64_t LastIteration();
-  // Stops the fault thread (removing what is applied) and returns what it applied when, and its
-  // errors (KernelFaultThread). Idempotent.
-  const deploy::demo::KernelFaultThread& FinishFaults();
 
  private:
   KernelCluster() = default;
+  // The job's last finished iteration (GetJob); -1 when the call fails or the job is unknown.
+  int64_t LastIteration();
   std::unique_ptr<harness::LocalCluster> cluster_;
   std::unique_ptr<deploy::demo::Cluster> adopted_;
   std::unique_ptr<deploy::demo::KernelFaultThread> faults_;
