@@ -104,8 +104,10 @@ int main(int argc, char** argv) {
   falcon::deploy::demo::RunOptions options;
   options.emulated_compute_ms = absl::GetFlag(FLAGS_emulated_compute_ms);
   options.micro_batches = absl::GetFlag(FLAGS_micro_batches);
-  if (options.emulated_compute_ms <= 0 || options.emulated_compute_ms > 1000) {
-    std::cerr << "falcon_demo: --emulated_compute_ms must be in (0, 1000]\n";
+  // Written so that NaN fails too.
+  if (!(options.emulated_compute_ms > 0 && options.emulated_compute_ms <= 1000)) {
+    std::cerr << "falcon_demo: --emulated_compute_ms must be in (0, 1000], got "
+              << options.emulated_compute_ms << "\n";
     return 2;
   }
   if (options.micro_batches < 0 ||

@@ -35,6 +35,30 @@ def fmt(v, digits=2):
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
+def load_report(path):
+    """(report, None), or (None, why) when the file is not a report.json score() can read: the
+    counts it adds must be integers >= 0, the lists lists of objects."""
+    try:
+        with open(path) as f:
+            r = json.load(f)
+    except (OSError, ValueError) as e:
+        return None, f"unreadable: {e}"
+    if not isinstance(r, dict):
+        return None, "not a JSON object"
+    for key in ("false_alarms", "unexplained_slowdowns"):
+        v = r.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            return None, f"{key}: {v!r} is not a count"
+    for key in ("injected_faults", "events"):
+        v = r.get(key)
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            return None, f"{key}: not a list of objects"
+        for x in v:
+            if not isinstance(x.get("actions", []), list):
+                return None, f"{key}[].actions: not a list"
+    return r, None
+
+
 def score(reports):
     """Aggregates the report.json documents of one scenario's runs."""
     out = {"runs": len(reports), "expected": 0, "culprit": 0, "cause": 0, "false_alarms": 0,
@@ -125,8 +149,11 @@ def main():
                       f"{proc.stderr.strip()[-400:]}", flush=True)
                 reports.append(None)
                 continue
-            with open(path) as f:
-                reports.append(json.load(f))
+            report, error = load_report(path)
+            if error:
+                print(f"scenario_bench: {name} run {i + 1}: {path}: {error}; counted as failed",
+                      flush=True)
+            reports.append(report)
         results[name] = score(reports)
         print(table({name: results[name]}), flush=True)
     print(f"\n=== scenario bench ({args.cluster} cluster, {args.runs} runs each, reports in {out})")
