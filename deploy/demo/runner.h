@@ -90,12 +90,12 @@ struct RunOptions {
   // falcon_controller flags: a small validation GEMM (128^3, best of 3 repetitions), so its time is
   // the emulated device time the trainer adds (stretched by a compute fault) rather than 8 ranks
   // fighting over 2 cores for a large real GEMM, which blamed the wrong rank; 4 MiB link
-  // messages (a 64 MiB one takes 0.55 s through the demo's 1 Gbit/s slow link, six times per
-  // pass: a 4 s pause); a link is a culprit above 1.6x its communicator's median (link tests on a
-  // busy 2-core machine read up to ~1.5x without any fault; the demo's slow link reads ~2x); a
-  // rank above 1.2x the median GEMM (healthy ranks' GEMMs there read up to 1.1-1.2x: after a
-  // 5-iteration x1.15 burst, three healthy ranks were named at the paper's 1.1; a x1.5 quota
-  // reads 1.26-2.6x).
+  // messages on loopback (64 MiB took 0.55 s through a 1 Gbit/s slow link, six times per pass:
+  // a 4 s pause; on netns ClusterSpecFor makes them 16 KiB); a link is a culprit above 1.6x its
+  // communicator's median (link tests on a busy 2-core machine read up to ~1.5x without any fault;
+  // the demo's slow link reads ~2x); a rank above 1.2x the median GEMM (healthy ranks' GEMMs there
+  // read up to 1.1-1.2x: after a 5-iteration x1.15 burst, three healthy ranks were named at the
+  // paper's 1.1; a x1.5 quota reads 1.26-2.6x).
   std::vector<std::string> controller_args = {
       "--validation_gemm_size=128", "--validation_repeats=3", "--validation_link_bytes=4194304",
       "--validation_link_slow_ratio=0.6", "--validation_gemm_slow_ratio=0.2"};
