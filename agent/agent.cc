@@ -138,12 +138,15 @@ absl::Status Agent::Drain(absl::Duration timeout) {
     drained_ = true;
     stopping_ = true;
   }
+  // Shim streams stay open until the controller has everything, so the shims hear what was
+  // delivered (DeliveryAck) and resend to the next agent only what was not.
+  hub_->StopAccepting();
   if (flush_thread_.joinable()) flush_thread_.join();
-  hub_->CloseAll(absl::UnavailableError("agent draining"));
-  shim_server_->Shutdown(absl::Seconds(1));
   FlushOnce(/*drain=*/true);
   const bool empty = buffer_->WaitUntilEmpty(timeout);
   metrics_->UpdateBuffer(buffer_->stats(), buffer_->options());
+  hub_->CloseAll(absl::UnavailableError("agent draining"));
+  shim_server_->Shutdown(absl::Seconds(1));
   link_->Stop();
   if (!empty) {
     return absl::DeadlineExceededError(absl::StrCat(

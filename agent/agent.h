@@ -5,7 +5,8 @@
 //
 // Lifecycle: Start -> (running: a flush thread moves summaries into the buffer every
 // summary_interval) -> Drain (SIGTERM: stop taking shim data, flush everything, wait for the
-// controller to ack it, up to drain_timeout) -> destruction.
+// controller to ack it, up to drain_timeout, while the shims still hear what was delivered; then
+// close the shim streams) -> destruction.
 // Thread-safe.
 #ifndef FALCON_AGENT_AGENT_H_
 #define FALCON_AGENT_AGENT_H_

@@ -85,6 +85,15 @@ void ShimHub::OnMessage(uint64_t session, const v1::ShimMessage& msg) {
   auto it = sessions_.find(session);
   if (it == sessions_.end() || it->second.superseded) return;
   Session& s = it->second;
+  if (!accepting_ &&
+      (msg.msg_case() == v1::ShimMessage::kHello || msg.msg_case() == v1::ShimMessage::kOpBatch ||
+       msg.msg_case() == v1::ShimMessage::kIteration)) {
+    stats_.refused_draining++;
+    if (msg.msg_case() == v1::ShimMessage::kHello) {
+      s.stream->Close(absl::UnavailableError("agent draining: attach to the next agent"));
+    }
+    return;
+  }
   if (msg.msg_case() == v1::ShimMessage::kHello) {
     HandleHello(session, s, msg.hello());
     return;
@@ -754,6 +763,13 @@ std::vector<v1::JobRegistration> ShimHub::Registrations() const {
   std::vector<v1::JobRegistration> out;
   for (const auto& [name, job] : jobs_) out.push_back(job->Registration());
   return out;
+}
+
+void ShimHub::StopAccepting() {
+  absl::MutexLock lock(&mu_);
+  if (!accepting_) return;
+  accepting_ = false;
+  LOG(INFO) << "agent draining node=" << options_.node << " live_sessions=" << sessions_.size();
 }
 
 void ShimHub::CloseAll(const absl::Status& status) {

@@ -97,6 +97,7 @@ class ShimHub {
     uint64_t undelivered_overflow = 0;         // Batches released at max_undelivered_batches.
     uint64_t delivery_acks = 0;                // DeliveryAck messages sent.
     uint64_t job_restarts = 0;                 // Jobs relaunched on a new layout (RestartJob).
+    uint64_t refused_draining = 0;             // Hellos, op batches, hints after StopAccepting.
   };
 
   // `metrics` and `sink` must outlive the hub.
@@ -140,7 +141,12 @@ class ShimHub {
   // Every job with ranks here, for AgentHello.
   std::vector<v1::JobRegistration> Registrations() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Closes every live stream with UNAVAILABLE (drain).
+  // Drain, first step: from now on the hub takes no new telemetry. A hello is answered by closing
+  // its stream with UNAVAILABLE; op batches and iteration hints are ignored without an ack (the
+  // shims keep them and resend them to the next agent) and counted (Stats.refused_draining). Live
+  // sessions stay open, so the DeliveryAcks of the final flush still reach them. Idempotent.
+  void StopAccepting() ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes every live stream with `status` (drain, last step).
   void CloseAll(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t live_sessions() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -212,6 +218,7 @@ class ShimHub {
   std::vector<v1::TelemetryBatch> carried_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> carried_tags_ ABSL_GUARDED_BY(mu_);
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -460,6 +460,39 @@ TEST_F(ShimHubTest, DeliveryAcksFollowWhatTheControllerAcknowledged) {
   EXPECT_EQ(delivered[1].delivered().iteration(), 2);
 }
 
+TEST_F(ShimHubTest, ADrainingHubTakesNothingNewButStillTellsItsShimsWhatWasDelivered) {
+  FakeStream s;
+  const uint64_t id = Attach(s, 0);
+  hub_.OnMessage(id, Ops(1, 0, 1, 1));
+  hub_.OnMessage(id, HintMsg(0));
+  hub_.StopAccepting();
+  hub_.OnMessage(id, Ops(2, 1, 1, 2));  // Not taken, not acknowledged: the shim keeps it.
+  hub_.OnMessage(id, HintMsg(1));
+  FakeStream late;
+  hub_.OnMessage(hub_.Open(&late), Hello(1));
+  ASSERT_TRUE(late.closed.has_value());
+  EXPECT_EQ(late.closed->code(), absl::StatusCode::kUnavailable) << *late.closed;
+  EXPECT_TRUE(late.Of(v1::AgentToShim::kWelcome).empty());
+  EXPECT_EQ(hub_.stats().refused_draining, 3u);
+  ASSERT_EQ(s.Of(v1::AgentToShim::kOpBatchAck).size(), 1u);
+  EXPECT_EQ(s.Of(v1::AgentToShim::kOpBatchAck)[0].op_batch_ack().sequence(), 1u);
+
+  std::vector<v1::TelemetryBatch> out;
+  std::vector<uint64_t> tags;
+  hub_.Flush(/*drain=*/true, &out, &tags);
+  std::vector<int64_t> iterations;
+  for (const auto& b : out) {
+    for (const auto& it : b.iterations()) iterations.push_back(it.iteration());
+  }
+  EXPECT_EQ(iterations, (std::vector<int64_t>{0})) << "iteration 1 goes to the next agent";
+  EXPECT_FALSE(s.closed.has_value()) << "live sessions stay open while draining";
+  hub_.OnSettled(tags);
+  const auto delivered = s.Of(v1::AgentToShim::kDelivered);
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0].delivered().sequence(), 1u);
+  EXPECT_EQ(delivered[0].delivered().iteration(), 0);
+}
+
 TEST_F(ShimHubTest, AShimResumedFromAnEarlierAgentSkipsWhatThatAgentDelivered) {
   FakeStream s;
   const uint64_t id = hub_.Open(&s);

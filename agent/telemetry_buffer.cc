@@ -17,8 +17,11 @@ absl::Status TelemetryBuffer::Validate(const Options& options) {
 
 TelemetryBuffer::TelemetryBuffer(Options options) : options_(options) {}
 
-void TelemetryBuffer::Settle(const std::vector<uint64_t>& settled) const {
-  if (!settled.empty() && on_settled_) on_settled_(settled);
+void TelemetryBuffer::Settle(const std::vector<uint64_t>& settled) {
+  if (settled.empty()) return;
+  if (on_settled_) on_settled_(settled);
+  absl::MutexLock lock(&mu_);
+  settling_--;
 }
 
 void TelemetryBuffer::DropAt(size_t index, std::vector<uint64_t>* settled) {
@@ -72,6 +75,7 @@ void TelemetryBuffer::Push(v1::TelemetryBatch batch, uint64_t tag) {
       bytes_ += bytes;
       entries_.push_back(std::move(e));
     }
+    if (!settled.empty()) settling_++;
   }
   Settle(settled);
 }
@@ -94,6 +98,7 @@ void TelemetryBuffer::OnConnected(uint64_t controller_acked) {
     PopAcked(controller_acked, &settled);
     if (next_sequence_ <= controller_acked) next_sequence_ = controller_acked + 1;
     cursor_ = 0;
+    if (!settled.empty()) settling_++;
   }
   Settle(settled);
 }
@@ -122,6 +127,7 @@ void TelemetryBuffer::Ack(uint64_t sequence) {
   {
     absl::MutexLock lock(&mu_);
     PopAcked(sequence, &settled);
+    if (!settled.empty()) settling_++;
   }
   Settle(settled);
 }
@@ -144,7 +150,9 @@ bool TelemetryBuffer::HasUnsent() const {
 
 bool TelemetryBuffer::WaitUntilEmpty(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto empty = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return entries_.empty(); };
+  auto empty = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return entries_.empty() && settling_ == 0;
+  };
   return mu_.AwaitWithTimeout(absl::Condition(&empty), timeout);
 }
 

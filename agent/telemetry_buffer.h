@@ -92,7 +92,8 @@ class TelemetryBuffer {
   bool Empty() const ABSL_LOCKS_EXCLUDED(mu_);
   bool HasUnsent() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Blocks until Empty() or `timeout` passes (real time); returns Empty().
+  // Blocks until Empty() and the settle callbacks of every removed batch have returned, or
+  // `timeout` passes (real time); returns whether both held.
   bool WaitUntilEmpty(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -113,7 +114,9 @@ class TelemetryBuffer {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PopAcked(uint64_t sequence, std::vector<uint64_t>* settled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Settle(const std::vector<uint64_t>& settled) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Reports `settled` to the callback; a caller that collected a non-empty `settled` counted it
+  // in settling_ under the lock.
+  void Settle(const std::vector<uint64_t>& settled) ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   SettledFn on_settled_;
@@ -123,6 +126,7 @@ class TelemetryBuffer {
   size_t cursor_ ABSL_GUARDED_BY(mu_) = 0;  // Index of the next entry to send.
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t dropped_records_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  int settling_ ABSL_GUARDED_BY(mu_) = 0;  // Settle calls in flight (WaitUntilEmpty waits).
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,7 +1,9 @@
 #include "agent/telemetry_buffer.h"
 
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
 namespace falcon::agent {
@@ -164,6 +166,27 @@ TEST(TelemetryBufferTest, TagsSettleWhenAckedOrDropped) {
   EXPECT_EQ(DrainSequences(buf), (std::vector<uint64_t>{6, 7}));
   buf.Ack(7);
   EXPECT_EQ(settled, (std::vector<uint64_t>{11, 13, 14, 15}));
+}
+
+TEST(TelemetryBufferTest, WaitUntilEmptyWaitsForTheSettleCallbacks) {
+  TelemetryBuffer buf({/*max_batches=*/4, /*max_bytes=*/size_t{1} << 20});
+  absl::Notification in_callback;
+  absl::Notification release;
+  buf.set_on_settled([&](const std::vector<uint64_t>&) {
+    in_callback.Notify();
+    release.WaitForNotification();
+  });
+  buf.Push(Summaries(0, 1), 21);
+  buf.OnConnected(0);
+  EXPECT_EQ(DrainSequences(buf), (std::vector<uint64_t>{1}));
+  std::thread acker([&] { buf.Ack(1); });
+  in_callback.WaitForNotification();
+  EXPECT_TRUE(buf.Empty());
+  EXPECT_FALSE(buf.WaitUntilEmpty(absl::Milliseconds(20)))
+      << "a settle callback still runs: its shims have not heard yet";
+  release.Notify();
+  acker.join();
+  EXPECT_TRUE(buf.WaitUntilEmpty(absl::Seconds(30)));
 }
 
 TEST(TelemetryBufferTest, ValidateNamesTheOption) {

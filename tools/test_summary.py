@@ -13,6 +13,10 @@ A test that passed but printed a line starting with `FALCON-TEST-SKIPPED: ` (tes
 and skip.sh: its tool or data set is missing) in its test.log counts as skipped, with that reason.
 The logs are found through the `testResult` events' `testActionOutput` (file:// URIs).
 
+A failed test's excerpt (its test.log's failure lines, e.g. gtest's `file:line: Failure` with the
+lines that follow, then the log's last lines; at most EXCERPT_LINES) is printed under its FAILED
+line, so the reason survives when only the end of the CI output is kept.
+
 Extra results (format check, scripts) are added with --extra. Failures go to stderr; skipped tests
 with their reasons, and the five slowest tests (seconds over all attempts, to keep the suite's
 time in check), to stdout; the last line on stdout is `N passed, N failed, N skipped`.
@@ -24,6 +28,9 @@ import urllib.parse
 import urllib.request
 
 SKIP_MARKER = "FALCON-TEST-SKIPPED: "
+FAILURE_MARKERS = ("Failure", "[  FAILED  ]", "Check failed", "FAIL:", "Traceback", "Error:",
+                   "-- Test timed out")
+EXCERPT_LINES = 24
 
 
 def log_path(uri):
@@ -47,8 +54,35 @@ def skip_reasons(path):
     return reasons
 
 
+def failure_excerpt(path, limit=EXCERPT_LINES):
+    """Up to `limit` lines of one test.log that say why it failed: each line holding a failure
+    marker with the two lines after it (first ones first, at most half the limit), then the last
+    lines of the log. Empty when the log is unreadable."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [line.rstrip("\n") for line in f]
+    except OSError:
+        return []
+    picked = []
+    for i, line in enumerate(lines):
+        if len(picked) >= limit // 2:
+            break
+        if any(m in line for m in FAILURE_MARKERS):
+            for j in range(i, min(i + 3, len(lines))):
+                if j not in picked:
+                    picked.append(j)
+    picked = picked[:limit // 2]
+    tail_start = max(len(lines) - (limit - len(picked)), picked[-1] + 1 if picked else 0)
+    out = [lines[j] for j in picked]
+    if picked and tail_start > picked[-1] + 1:
+        out.append("...")
+    out.extend(lines[tail_start:])
+    return out
+
+
 def read_bep(path):
-    """Returns {label: (status, [skip reasons], seconds)} for every test target in one BEP file."""
+    """Returns {label: (status, [skip reasons], seconds, [test.log paths])} for every test target in
+    one BEP file."""
     tests, summaries, completed, logs, seconds = set(), {}, {}, {}, {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -101,7 +135,8 @@ def read_bep(path):
                     reasons.extend(skip_reasons(p))
             if reasons:
                 status = "SKIPPED"
-        results[label] = (status, sorted(set(reasons)), seconds.get(label, 0))
+        paths = [p for p in (log_path(uri) for uri in logs.get(label, [])) if p is not None]
+        results[label] = (status, sorted(set(reasons)), seconds.get(label, 0), paths)
     return results
 
 
@@ -126,7 +161,7 @@ def main(argv):
             print(f"test_summary: cannot read {path}: {e}", file=sys.stderr)
             failed += 1
             continue
-        for label, (status, reasons, seconds) in sorted(results.items()):
+        for label, (status, reasons, seconds, paths) in sorted(results.items()):
             name = f"{label} [{variant}]" if variant else label
             if seconds >= 0.05:  # a cached result reports a few milliseconds
                 timings.append((seconds, name))
@@ -139,6 +174,9 @@ def main(argv):
                 failed += 1
                 extra = " (passed only on a retry: flaky)" if status == "FLAKY" else ""
                 print(f"FAILED: {name}: {status}{extra}", file=sys.stderr)
+                if paths:  # the last attempt's log
+                    for line in failure_excerpt(paths[-1]):
+                        print(f"    {line}", file=sys.stderr)
     for extra in extras:
         name, _, rest = extra.partition("=")
         status, _, reason = rest.partition(":")

@@ -117,6 +117,28 @@ class TestSummaryTest(unittest.TestCase):
         self.assertEqual((rc, line), (1, "1 passed, 1 failed, 0 skipped"))
         self.assertIn("//a:d [v]", err)
 
+    def test_failed_test_prints_why_under_its_failed_line(self):
+        noise = "".join(f"I1202 step {i}\n" for i in range(200))
+        log = self.write_log("[ RUN      ] E2E.Compute\n" + noise +
+                             "tests/e2e/x.cc:88: Failure\nValue of: report.recall\n"
+                             "  Actual: 0.5\n" + noise + "[  FAILED  ] E2E.Compute (90 ms)\n"
+                             "last line\n")
+        lines = [
+            ev(id={"targetConfigured": {"label": "//a:e"}}, configured={"testSize": "SMALL"}),
+            self.result("//a:e", log),
+            ev(id={"testSummary": {"label": "//a:e"}}, testSummary={"overallStatus": "FAILED"}),
+        ]
+        rc, line, err = self.run_summary(lines)
+        self.assertEqual((rc, line), (1, "0 passed, 1 failed, 0 skipped"))
+        err_lines = err.splitlines()
+        self.assertEqual(err_lines[0], "FAILED: //a:e [v]: FAILED")
+        self.assertEqual(err_lines[1:4], ["    tests/e2e/x.cc:88: Failure",
+                                          "    Value of: report.recall", "      Actual: 0.5"])
+        self.assertIn("    [  FAILED  ] E2E.Compute (90 ms)", err_lines)
+        self.assertEqual(err_lines[-1], "    last line")
+        self.assertLessEqual(len(err_lines), 1 + 24 + 1)
+        self.assertNotIn("    I1202 step 0", err_lines)
+
     def test_missing_log_is_not_a_skip(self):
         lines = [
             ev(id={"targetConfigured": {"label": "//a:ok"}}, configured={"testSize": "SMALL"}),
