@@ -330,6 +330,8 @@ TEST_F(AgentTest, MetricsAreScrapedOverHttp) {
   SendIterations(*r0, 0, 7);
   ASSERT_EQ(LastAck(*r0, 7), 7u);
   ASSERT_TRUE(store_.WaitFor([](const auto& s) { return SummaryCounts(s).size() >= 6; }, kWait));
+  // The controller stores a batch before its ack reaches the agent: wait for the ack.
+  ASSERT_TRUE(WaitUntil([&] { return agent_->buffer().stats().acked_batches >= 1; }));
   agent_->FlushNow();
 
   auto body = common::testing::HttpGet(agent_->metrics_address(), "/metrics");
