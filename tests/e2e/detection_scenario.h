@@ -19,8 +19,11 @@
 
 namespace falcon::tests::e2e {
 
-// The iteration from which the scenarios inject their fault.
-inline constexpr int kDetectionFaultFrom = 60;
+// The iteration from which the scenarios inject their fault: 50 iterations after detection turns
+// on (KernelClusterOptions.warmup_iterations = 30). The online detector first needs a settled
+// warm-up (online_detector.h: 20 observations, longer on a noisy machine); a fault that starts
+// before it settles becomes part of the baseline and is never proposed.
+inline constexpr int kDetectionFaultFrom = 80;
 // A deadline, not a measurement: a verdict takes ~20-40 s after the fault here; a machine slowed
 // down by outside load takes longer, and only a missing verdict should fail a test.
 inline constexpr absl::Duration kVerdictWait = absl::Seconds(180);
