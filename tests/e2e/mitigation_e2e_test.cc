@@ -295,9 +295,22 @@ TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan)
       joint->directive().reason().c_str(), absl::ToDoubleSeconds(absl::Now() - start));
   std::fflush(stdout);
 
-  // Two events, one per fault, each a COMPUTE verdict naming its own rank; nothing else raised
-  // (no third event, no other rank, no link).
-  EXPECT_EQ(events.size(), 2u) << Dump(c);
+  // Two events, one per fault, each a COMPUTE verdict naming its own rank; nothing else named a
+  // culprit or mitigated (an UNKNOWN event from the shared machine's noise that took no action
+  // beyond S1 is an unexplained slowdown, not a false alarm: deploy/demo/report.h).
+  int culprit_events = 0;
+  for (const falcon::v1::Event& e : events) {
+    if (e.cause() != falcon::v1::CAUSE_UNKNOWN) {
+      ++culprit_events;
+      continue;
+    }
+    for (const auto& a : e.actions()) {
+      EXPECT_EQ(a.strategy(), falcon::v1::STRATEGY_S1_IGNORE)
+          << "event " << e.event_id() << " named no culprit but mitigated\n"
+          << Dump(c);
+    }
+  }
+  EXPECT_EQ(culprit_events, 2) << Dump(c);
   EXPECT_NE(first.event_id(), second.event_id()) << Dump(c);
   for (const falcon::v1::Event* e : {&first, &second}) {
     EXPECT_EQ(e->cause(), falcon::v1::CAUSE_COMPUTE) << Dump(c);
