@@ -144,7 +144,9 @@ class AlibabaReplayTest : public ::testing::Test {
     EXPECT_NE(std::find(states.begin(), states.end(), falcon::v1::EVENT_STATE_LOCALIZED),
               states.end());
     EXPECT_EQ(states.back(), falcon::v1::EVENT_STATE_RECOVERED);
-    // The job is back to tracking; pause and resume directives were applied by every rank.
+    // Profiling named rank 6 (x1.29 its stage's median in each profiled iteration): no
+    // validation pause. The job is back to tracking; every directive was applied by every rank.
+    EXPECT_TRUE(e.localized_from_profiling());
     auto job = api.GetJob([&] {
       falcon::v1::GetJobRequest r;
       r.set_job(spec_.job);
@@ -154,14 +156,10 @@ class AlibabaReplayTest : public ::testing::Test {
     EXPECT_EQ(job->state(), falcon::v1::JOB_STATE_TRACKING);
     EXPECT_EQ(job->active_event_ids_size(), 0);
     EXPECT_EQ(job->last_iteration(), static_cast<int64_t>(data_[0].size()) - 1);
-    bool pause = false, resume = false;
     for (const auto& d : c_->directives().List(spec_.job, 0)) {
-      pause = pause || d.directive().has_pause();
-      resume = resume || d.directive().has_resume();
+      EXPECT_FALSE(d.directive().has_pause()) << d.DebugString();
       EXPECT_EQ(d.state(), falcon::v1::DirectiveRecord::STATE_APPLIED) << d.DebugString();
     }
-    EXPECT_TRUE(pause);
-    EXPECT_TRUE(resume);
   }
 
   LayoutSpec spec_;
@@ -191,8 +189,7 @@ TEST_F(AlibabaReplayTest, RestartMidEventKeepsTheSingleEvent) {
   for (size_t i = 0; i < data_[0].size(); ++i) {
     Round(i);
     if (restarted) continue;
-    // Restart in the middle of the event: right after its verdict (the pause and resume applied
-    // before it), while it is still open.
+    // Restart in the middle of the event: right after its verdict, while it is still open.
     ControlApi api(c_.get());
     auto events = api.ListEvents({});
     ASSERT_TRUE(events.ok());

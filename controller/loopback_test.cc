@@ -192,9 +192,13 @@ TEST_F(LoopbackReplayTest, OneEventOnRank6WatchedHistoryAndMetrics) {
   EXPECT_EQ(watched.back().state(), falcon::v1::EVENT_STATE_RECOVERED);
 }
 
+// The controller restarts at iteration 190: after the verdict (from profiling, at 189), while the
+// event is still active (it recovers at 200). A restart during profiling would re-profile from
+// 191, after rank 6's slow stretch in this data (x1.5-2.1 at 181-188, ~1.0 at 190-192): an
+// honest UNKNOWN, not what this test is about.
 TEST_F(LoopbackReplayTest, ControllerRestartMidReplayKeepsOneEvent) {
   for (size_t i = 0; i < data_[0].size(); ++i) {
-    if (i == 188) {
+    if (i == 190) {
       ASSERT_EQ(Events().size(), 1u);
       // The ranks' devices run at this iteration's speed (a validation GEMM answered now measures
       // it), as in Round.

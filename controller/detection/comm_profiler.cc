@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/op_kind.h"
 #include "common/stats.h"
+#include "glog/logging.h"
 
 namespace falcon::controller::detection {
 namespace {
@@ -18,6 +21,7 @@ void CommProfiler::Start() {
   active_ = true;
   pending_.clear();
   judged_ = 0;
+  incomplete_ = 0;
   comm_ratios_.clear();
   blames_.clear();
   peer_links_.clear();
@@ -83,10 +87,18 @@ void CommProfiler::AddOps(uint32_t rank,
 }
 
 void CommProfiler::CompleteIteration(int64_t iteration, int64_t job_iteration_time_ns,
+                                     size_t expected_ranks,
                                      const analysis::detect::BlameOptions& options) {
   if (!active_) return;
   auto it = pending_.find(iteration);
   if (it == pending_.end()) return;
+  if (it->second.ranks.size() < expected_ranks) {
+    VLOG(1) << "profiled iteration " << iteration << " incomplete: " << it->second.ranks.size()
+            << " of " << expected_ranks << " ranks reported";
+    ++incomplete_;
+    pending_.erase(pending_.begin(), std::next(it));
+    return;
+  }
   analysis::detect::BlameInput input;
   input.step = iteration;
   input.iteration_time = absl::Nanoseconds(job_iteration_time_ns);
@@ -105,6 +117,31 @@ void CommProfiler::CompleteIteration(int64_t iteration, int64_t job_iteration_ti
       analysis::detect::BlameStep(input, options);
   if (!result.ok()) return;  // Inputs are validated; an error here means nothing to judge.
   ++judged_;
+  if (VLOG_IS_ON(1)) {
+    std::string line = absl::StrCat("profiled iteration ", iteration, " compute_ms=");
+    for (const analysis::detect::RankCompute& r : input.ranks) {
+      absl::StrAppendFormat(&line, "%d:%.1f,", r.rank, absl::ToDoubleMilliseconds(r.compute));
+    }
+    for (const analysis::detect::SuspiciousComm& c : result->suspicious) {
+      absl::StrAppendFormat(&line, " suspicious=%d:%.2fx:explained_by=%d:material=%d[", c.comm_id,
+                            c.ratio, c.explained_by_rank, c.material);
+      for (const analysis::detect::CommTiming& t : input.comms) {
+        if (t.comm_id != c.comm_id) continue;
+        for (const analysis::detect::CommMember& m : t.members) {
+          absl::StrAppendFormat(&line, "%d:busy_ms=%.1f:transfer_ms=%.1f,", m.rank,
+                                absl::ToDoubleMilliseconds(m.busy),
+                                absl::ToDoubleMilliseconds(m.transfer));
+        }
+      }
+      line += "]";
+    }
+    for (const analysis::detect::Blame& b : result->blamed) {
+      absl::StrAppendFormat(&line, " blamed=%d:%s:%.2fx:excess_ms=%.1f", b.rank,
+                            analysis::detect::BlameCauseName(b.cause), b.ratio,
+                            absl::ToDoubleMilliseconds(b.excess));
+    }
+    VLOG(1) << line;
+  }
   for (const analysis::detect::SuspiciousComm& c : result->suspicious) {
     // A wait that a member's slow compute explains is no evidence against the communicator, nor
     // is an excess too small to explain a slowdown of the job (cross-rank blame).

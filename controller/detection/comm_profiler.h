@@ -61,9 +61,16 @@ class CommProfiler {
   // those of unknown comms or peers are ignored.
   void AddOps(uint32_t rank, const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops,
               const registry::JobEntry& job);
-  // Judges `iteration` (complete for the job) and forgets its data.
-  void CompleteIteration(int64_t iteration, int64_t job_iteration_time_ns,
+  // Judges `iteration` (complete for the job) and forgets its data. An iteration without the
+  // summaries of all `expected_ranks` is forgotten unjudged (counted in incomplete()): a rank
+  // whose summary came before Start() (profiling began while the iteration was being reported)
+  // or never came has no compute time, and its communicators would hold only the peers' waits,
+  // which read as slow transfers (a slow rank's pipeline peer blamed for its link).
+  void CompleteIteration(int64_t iteration, int64_t job_iteration_time_ns, size_t expected_ranks,
                          const analysis::detect::BlameOptions& options);
+  // Iterations judged, and iterations forgotten as incomplete, since Start().
+  int judged() const { return judged_; }
+  int incomplete() const { return incomplete_; }
 
   ProfileResult Result() const;
   // The links ranked by their peer transfers so far (docs/algorithms.md#peer-timing); empty
@@ -93,6 +100,7 @@ class CommProfiler {
   bool active_ = false;
   std::map<int64_t, PendingIteration> pending_;
   int judged_ = 0;
+  int incomplete_ = 0;
   std::map<uint64_t, std::vector<double>> comm_ratios_;  // One entry per flagged iteration.
   std::map<uint32_t, std::vector<analysis::detect::Blame>> blames_;  // Likewise per rank.
   std::map<analysis::detect::PeerLinkKey, analysis::detect::PeerLinkTotals> peer_links_;

@@ -46,7 +46,7 @@ class CommProfilerTest : public ::testing::Test {
       }
       p.AddSummary(s, *job_);
     }
-    p.CompleteIteration(it, 100'000'000 + extra, analysis::detect::BlameOptions());
+    p.CompleteIteration(it, 100'000'000 + extra, 8, analysis::detect::BlameOptions());
   }
 
   testing::LayoutSpec spec_;
@@ -91,6 +91,37 @@ TEST_F(CommProfilerTest, PipelineWaitExplainedByTheSlowRankIsNotSuspicious) {
   EXPECT_EQ(r.suspicious[0].comm_id, 2002u);
 }
 
+// Profiling began while iteration 0 was being reported: rank 2 (the slow one) and its node's
+// ranks had sent theirs already. Judged without them, rank 2's pipeline peer (rank 6), waiting on
+// it, would read as a slow transfer on their link and be blamed; the iteration is not judged.
+TEST_F(CommProfilerTest, AnIterationSomeRankDidNotReportIsNotJudged) {
+  CommProfiler p;
+  p.Start();
+  for (uint32_t r = 4; r < 8; ++r) {
+    falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, 0, 140'000'000);
+    for (auto& c : *s.mutable_comms()) {
+      if (c.comm_id() != 2000 + r % spec_.dp || r != 6) continue;
+      c.set_transfer_ns(c.transfer_ns() + 40'000'000);
+      c.set_busy_ns(c.busy_ns() + 40'000'000);
+    }
+    p.AddSummary(s, *job_);
+  }
+  p.CompleteIteration(0, 140'000'000, 8, analysis::detect::BlameOptions());
+  EXPECT_EQ(p.judged(), 0);
+  EXPECT_EQ(p.incomplete(), 1);
+  EXPECT_EQ(p.pending_iterations(), 0u);
+  EXPECT_EQ(p.Result().iterations, 0);
+  EXPECT_TRUE(p.Result().blamed.empty());
+
+  for (int64_t it = 1; it <= 3; ++it) AddIteration(p, it, 2, 40'000'000, 30'000'000);
+  ProfileResult r = p.Result();
+  EXPECT_EQ(r.iterations, 3);
+  EXPECT_TRUE(r.suspicious.empty());
+  ASSERT_EQ(r.blamed.size(), 1u);
+  EXPECT_EQ(r.blamed[0].rank, 2u);
+  EXPECT_EQ(r.blamed[0].cause, analysis::detect::BlameCause::kCompute);
+}
+
 // Replica 1's pipeline pair (comm 2001) moves its data `extra_ns` longer than the others.
 TEST_F(CommProfilerTest, ACommunicatorExcessTooSmallToSlowTheJobIsNotSuspicious) {
   for (int64_t extra_ns : {2'000'000, 8'000'000}) {
@@ -106,7 +137,7 @@ TEST_F(CommProfilerTest, ACommunicatorExcessTooSmallToSlowTheJobIsNotSuspicious)
         }
         p.AddSummary(s, *job_);
       }
-      p.CompleteIteration(it, 100'000'000, analysis::detect::BlameOptions());
+      p.CompleteIteration(it, 100'000'000, 8, analysis::detect::BlameOptions());
     }
     // 12 ms against 10 ms is over the 10% ratio, but 2 ms of a 100 ms iteration is under the 5%
     // a culprit must explain; 18 ms is both.

@@ -294,8 +294,13 @@ void Localizer::OnJobIteration(const std::string& job, int64_t iteration, int64_
   }
   analysis::detect::BlameOptions blame;
   blame.slow_ratio = settings_->Effective(job).suspicious_group_ratio;
-  profiler->CompleteIteration(iteration, iteration_time_ns, blame);
-  if (iteration - event->phase_start_iteration() >= options_.profiling_iterations) {
+  const registry::JobEntry* entry = registry_->Find(job);
+  profiler->CompleteIteration(iteration, iteration_time_ns,
+                              entry != nullptr ? entry->ranks().size() : 0, blame);
+  // profiling_iterations judged, or twice that many gone by (iterations some rank's summary
+  // missed are not judged: the first one, reported partly before profiling began, usually).
+  if (profiler->judged() >= options_.profiling_iterations ||
+      iteration - event->phase_start_iteration() >= 2 * options_.profiling_iterations) {
     FinishProfiling(event, uow);
   }
 }

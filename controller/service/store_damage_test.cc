@@ -53,9 +53,9 @@ int64_t Healthy(uint32_t rank, int64_t i) {
   return 100'000'000 + static_cast<int64_t>(((rank * 7919 + i * 104729) % 201) - 100) * 10'000;
 }
 
-// A controller on RocksDB in `dir` running a job whose rank 3 slows down at iteration 40 (an
-// event with its pause, profiling and resume directives). `at_30` gets the log's size after
-// iteration 30, before the event.
+// A controller on RocksDB in `dir` running a healthy job whose validation an operator forces at
+// iteration 40 (an event with its pause directive, which the agents never answer). `at_30` gets
+// the log's size after iteration 30, before the event.
 class LiveController {
  public:
   explicit LiveController(const std::string& dir) : dir_(dir) {
@@ -75,12 +75,15 @@ class LiveController {
 
   void Run(int64_t from, int64_t to) {
     for (int64_t i = from; i < to; ++i) {
+      if (i == 40) {
+        absl::StatusOr<uint64_t> forced = c_->ForceValidation(spec_.job);
+        ASSERT_TRUE(forced.ok()) << forced.status();
+      }
       for (auto& a : agents_) {
         falcon::v1::TelemetryBatch b;
         b.set_job(spec_.job);
         for (uint32_t r : a->ranks()) {
-          const int64_t t = i >= 40 && r == 3 ? 200'000'000 : Healthy(r, i);
-          *b.add_iterations() = testing::MakeSummary(spec_, r, i, t);
+          *b.add_iterations() = testing::MakeSummary(spec_, r, i, Healthy(r, i));
         }
         auto ack = a->Send(*c_, b);
         ASSERT_TRUE(ack.ok()) << ack.status();
