@@ -244,6 +244,10 @@ absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layo
     return absl::InvalidArgumentError(absl::StrCat("iterations: a scenario needs at least ",
                                                    kMinScenarioIterations, ", got ", iterations));
   }
+  if (iterations > kMaxScenarioIterations) {
+    return absl::InvalidArgumentError(absl::StrCat("iterations: a scenario runs at most ",
+                                                   kMaxScenarioIterations, ", got ", iterations));
+  }
   Scenario s;
   s.name = std::string(name);
   s.layout = layout;

@@ -117,11 +117,14 @@ inline constexpr double kDemoS4CostSeconds = 10;
 
 // Fewest training steps a scenario runs (healthy baseline, fault windows, recovery).
 inline constexpr int64_t kMinScenarioIterations = 100;
+// Most training steps a scenario runs (--duration's 2 h at the fastest iterations is well under).
+inline constexpr int64_t kMaxScenarioIterations = 1'000'000;
 
 // Builds scenario `name` for `layout` on `nodes` emulated nodes over `iterations` steps.
 // kInvalidArgument naming --scenario (unknown name, listing the valid ones), --layout (fewer than
 // 2 DP groups or 2 stages where the scenario needs them) or nodes (not dividing the world, or too
-// few for a link between nodes), or iterations (< kMinScenarioIterations).
+// few for a link between nodes), or iterations (outside [kMinScenarioIterations,
+// kMaxScenarioIterations]).
 // With kKernel injection faults are sized for the netns cluster (bandwidth caps instead of
 // per-message delays; a compute fault as a CPU quota); nic and nic-s4 need it (kInvalidArgument).
 absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layout, int nodes,

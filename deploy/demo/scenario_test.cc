@@ -116,6 +116,8 @@ TEST(ScenarioTest, RejectsBadInputNamingTheField) {
   EXPECT_NE(message(MakeScenario("link", Layout{4, 2}, 1, 400)).find("nodes"), std::string::npos);
   EXPECT_NE(message(MakeScenario("healthy", Layout{4, 2}, 4, 10)).find("iterations"),
             std::string::npos);
+  EXPECT_NE(message(MakeScenario("healthy", Layout{4, 2}, 4, 2'000'000)).find("at most"),
+            std::string::npos);
 }
 
 }  // namespace
