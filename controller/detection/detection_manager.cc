@@ -415,7 +415,10 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
       (ev.kind == analysis::detect::ChangeKind::kRecovery && !s.detector->in_slowdown()) ||
       ev.kind == analysis::detect::ChangeKind::kSpeedup;
   if (!recovered) return;
-  if (PlanCausedChange(active->event(), ev)) return;
+  if (PlanCausedChange(active->event(), ev) &&
+      !(ev.kind == analysis::detect::ChangeKind::kRecovery && RevertedToNoPlan(active->event()))) {
+    return;
+  }
   if (still_slow_) {
     if (std::optional<std::string> why = still_slow_(active, uow)) {
       LOG(INFO) << "recovery refused job=" << p.job << " event=" << active->event().event_id()
@@ -535,6 +538,24 @@ bool DetectionManager::PlanCausedChange(const falcon::v1::Event& event,
            ev.iteration <= a.iteration() + kPlanSpeedupWindow;
   }
   return false;
+}
+
+bool DetectionManager::RevertedToNoPlan(const falcon::v1::Event& event) {
+  // Newest first: the latest sent action, then each plan level's latest (in force when it applied).
+  bool latest_seen = false, s2_seen = false, s3_seen = false;
+  for (int i = event.actions_size() - 1; i >= 0; --i) {
+    const falcon::v1::Action& a = event.actions(i);
+    if (a.dry_run() || a.directive_id() == 0) continue;
+    if (!latest_seen && !a.revert()) return false;
+    latest_seen = true;
+    bool* seen = a.strategy() == falcon::v1::STRATEGY_S2_MICRO_BATCH ? &s2_seen
+                 : a.strategy() == falcon::v1::STRATEGY_S3_TOPOLOGY  ? &s3_seen
+                                                                     : nullptr;
+    if (seen == nullptr || *seen) continue;
+    *seen = true;
+    if (!a.revert()) return false;  // That level's plan is still in force.
+  }
+  return latest_seen;
 }
 
 int64_t DetectionManager::MaxRankIteration(const std::string& job) const {
