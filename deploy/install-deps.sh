@@ -18,6 +18,9 @@ PACKAGES=(
   clang-format gnuplot-nox prometheus stress-ng curl systemd
   # libFuzzer for the controller ingest fuzz target (Debian gcc has none).
   clang libclang-rt-14-dev
+  # The falcon Python package and its example job (docs/pytorch.md): PyTorch 1.13 (CPU, Gloo)
+  # for Debian's system python3.
+  python3-torch
 )
 
 missing=()
@@ -39,6 +42,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: done"
 else
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+fi
+
+# `import falcon` for Debian's system python3: a .pth file naming this checkout's python/ folder
+# (rewritten only when it names another checkout).
+pth=/usr/lib/python3/dist-packages/falcon-checkout.pth
+pkg="$(cd "$(dirname "${BASH_SOURCE[0]}")/../python" && pwd)"
+if [ "$(cat "$pth" 2>/dev/null)" != "$pkg" ]; then
+  if [ "$(id -u)" -eq 0 ] && [ -d "$(dirname "$pth")" ]; then
+    echo "$pkg" >"$pth"
+    echo "install-deps: the falcon Python package ($pkg) is importable by /usr/bin/python3"
+  else
+    echo "install-deps: NOTICE: not root: run with PYTHONPATH=$pkg for \`import falcon\`"
+  fi
 fi
 
 cuda="${CUDA_PATH:-/usr/local/cuda}"

@@ -1,0 +1,277 @@
+"""A small decoder-only transformer trained with DP x PP on torch.distributed (Gloo, CPU), under
+Falcon (the `falcon` package). Rank r sits at pipeline stage r // dp, DP index r % dp, as in the
+reference trainer. Each stage holds an even share of the layers (stage 0 also the embedding, the
+last stage the head); micro-batches go through the pipeline GPipe-style over send/recv, gradients
+are summed over the stage's DP group. The global batch (M micro-batches) is the same whatever the
+S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it.
+
+    torchrun --nnodes 1 --nproc_per_node 4 --redirects 1 --tee 1 examples/pytorch/train.py \
+        --dp 2 --pp 2 --steps 100
+
+--device-ms X emulates an accelerator on a CPU-only machine: each micro-batch's forward (and its
+backward, twice as long) also takes X ms of device time, waited out at the speed the rank's real
+compute got (its thread's CPU time over its wall time, over its recent micro-batches). A rank the operating
+system slows down (a CPU quota, a busy core) then has a slower device, as a GPU with a lowered clock
+would, while the ranks do not compete for the machine's few cores as pure CPU training does.
+
+The training thread is named "train-main" (PR_SET_NAME), so that a fault driver can throttle the
+compute alone (falcon_chaos compute:pid=P,thread=train-main), as a lowered GPU clock slows the
+kernels and not the NIC; Gloo's transport threads keep their speed.
+
+Environment as for falcon.init (FALCON_JOB, FALCON_AGENT_SOCKET, ...). --no-falcon runs without
+the package (the overhead benchmark's baseline). --log FILE: one JSON line per step from the rank
+at DP index 0 of the last stage (step, loss, seconds, plan).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--micro-batches", type=int, default=8, help="global micro-batches M")
+    p.add_argument("--micro-batch-size", type=int, default=4)
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--log", default="")
+    p.add_argument("--checkpoint-dir", default="", help="S4 checkpoints; resumed from when present")
+    p.add_argument("--no-falcon", action="store_true")
+    p.add_argument("--device-ms", type=float, default=0.0,
+                   help="emulated accelerator time per micro-batch forward (see above)")
+    p.add_argument("--plan-at", default="",
+                   help="STEP:M0,M1,...: from STEP on run this split instead of Falcon's (tests of "
+                        "the S2 math: the loss trajectory must not change)")
+    a = p.parse_args(argv)
+    for name in ("dp", "pp", "steps", "micro_batches", "micro_batch_size", "seq", "vocab",
+                 "hidden", "heads", "layers"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if a.layers < a.pp:
+        p.error(f"--layers {a.layers} is fewer than the {a.pp} pipeline stages")
+    if a.micro_batches < a.dp:
+        p.error(f"--micro-batches {a.micro_batches} is fewer than the {a.dp} DP groups")
+    if a.hidden % a.heads:
+        p.error(f"--hidden {a.hidden} is not a multiple of --heads {a.heads}")
+    a.forced = None
+    if a.plan_at:
+        try:
+            at, counts = a.plan_at.split(":")
+            a.forced = (int(at), [int(c) for c in counts.split(",")])
+        except ValueError:
+            p.error(f"--plan-at {a.plan_at!r}: expected STEP:M0,M1,...")
+        if len(a.forced[1]) != a.dp or sum(a.forced[1]) != a.micro_batches or \
+                min(a.forced[1]) < 1:
+            p.error(f"--plan-at: {a.dp} counts >= 1 summing to {a.micro_batches} expected")
+    return a
+
+
+class Stage(nn.Module):
+    """Layers [first, last) of the model; stage 0 embeds tokens, the last stage has the head."""
+
+    def __init__(self, a, stage):
+        super().__init__()
+        per, extra = divmod(a.layers, a.pp)
+        n = per + (1 if stage < extra else 0)
+        self.first = stage == 0
+        self.last = stage == a.pp - 1
+        if self.first:
+            self.embed = nn.Embedding(a.vocab, a.hidden)
+            self.pos = nn.Parameter(torch.zeros(a.seq, a.hidden))
+        self.blocks = nn.ModuleList([
+            nn.TransformerEncoderLayer(a.hidden, a.heads, 4 * a.hidden, dropout=0.0,
+                                       batch_first=True) for _ in range(n)])
+        if self.last:
+            self.norm = nn.LayerNorm(a.hidden)
+            self.head = nn.Linear(a.hidden, a.vocab)
+        self.register_buffer("mask", torch.triu(torch.full((a.seq, a.seq), float("-inf")), 1))
+
+    def forward(self, x):
+        if self.first:
+            x = self.embed(x) + self.pos
+        for b in self.blocks:
+            x = b(x, src_mask=self.mask)
+        if self.last:
+            x = self.head(self.norm(x))
+        return x
+
+
+class EmulatedDevice:
+    """Runs real compute, then waits out device time at the speed the compute got: the thread's
+    CPU time over wall time of its recent compute (decayed sums over about the last 20 ops, so
+    a CPU quota's throttling, which comes in lumps of its period, reads as its average rate)."""
+
+    DECAY = 0.95
+
+    def __init__(self, ms):
+        self.seconds = ms / 1000.0
+        self.cpu = self.wall = 0.0
+
+    def run(self, fn, scale=1.0):
+        if self.seconds <= 0:
+            return fn()
+        wall, cpu = time.monotonic(), time.thread_time()
+        out = fn()
+        self.wall = self.wall * self.DECAY + (time.monotonic() - wall)
+        self.cpu = self.cpu * self.DECAY + (time.thread_time() - cpu)
+        speed = min(1.0, self.cpu / self.wall) if self.wall > 0 else 1.0
+        time.sleep(self.seconds * scale / max(speed, 0.02))
+        return out
+
+
+def micro_batch(a, step, index):
+    """Global micro-batch `index` of step `step`: tokens from a fixed sequence rule plus noise,
+    the same on every rank that asks (a learnable next-token task)."""
+    g = torch.Generator().manual_seed(a.seed * 1_000_003 + step * 4099 + index)
+    start = torch.randint(0, a.vocab, (a.micro_batch_size, 1), generator=g)
+    stride = torch.randint(1, 4, (a.micro_batch_size, 1), generator=g)
+    pos = torch.arange(a.seq + 1).unsqueeze(0)
+    tokens = (start + stride * pos) % a.vocab
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def name_this_thread(name):
+    """Sets the calling thread's OS name (/proc/PID/task/TID/comm), at most 15 bytes."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_NAME = 15
+    libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
+def main(argv):
+    a = parse_args(argv)
+    name_this_thread("train-main")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world != a.dp * a.pp:
+        sys.exit(f"train.py: world size {world} is not --dp {a.dp} x --pp {a.pp}")
+    stage, dpi = rank // a.dp, rank % a.dp
+    dp_groups = [dist.new_group([p * a.dp + d for d in range(a.dp)]) for p in range(a.pp)]
+    pp_groups = [dist.new_group([p * a.dp + d for p in range(a.pp)]) for d in range(a.dp)]
+    dp_group, pp_group = dp_groups[stage], pp_groups[dpi]
+    prev_rank = rank - a.dp if stage > 0 else None
+    next_rank = rank + a.dp if stage < a.pp - 1 else None
+
+    torch.manual_seed(a.seed + stage)  # Replicas of a stage start equal.
+    model = Stage(a, stage)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    start_step = 0
+    ckpt = os.path.join(a.checkpoint_dir, f"stage{stage}-dp{dpi}.pt") if a.checkpoint_dir else ""
+    if ckpt and os.path.exists(ckpt):
+        state = torch.load(ckpt)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start_step = state["step"]
+
+    def checkpoint(_dir, iteration, _excluded):
+        if ckpt:
+            os.makedirs(a.checkpoint_dir, exist_ok=True)
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+                        "step": max(iteration, 0)}, ckpt)
+
+    fs = None
+    if not a.no_falcon:
+        import falcon
+        fs = falcon.init(dp_size=a.dp, pp_size=a.pp, dp_index=dpi, pp_index=stage,
+                         global_micro_batches=a.micro_batches, checkpoint_fn=checkpoint)
+        for p, g in enumerate(dp_groups):
+            if p == stage:
+                fs.register_group(g, "dp")
+        if a.pp > 1:
+            fs.register_group(pp_group, "pp")
+    params = [p for p in model.parameters()]
+    flat = torch.zeros(sum(p.numel() for p in params))
+    log = open(a.log, "a") if a.log and stage == a.pp - 1 and dpi == 0 else None
+    act_shape = (a.micro_batch_size, a.seq, a.hidden)
+    device = EmulatedDevice(a.device_ms)
+
+    for step in range(start_step, a.steps):
+        t0 = time.monotonic()
+        ctx = fs.step(step) if fs else _NoStep()
+        with ctx as st:
+            plan = fs.plan() if fs else _even(a.micro_batches, a.dp)
+            if a.forced and step >= a.forced[0]:
+                plan = a.forced[1]
+            scale = 1.0 / a.micro_batches
+            first = sum(plan[:dpi])
+            opt.zero_grad(set_to_none=False)
+            inputs, outputs, local_loss = [], [], 0.0
+            for j in range(plan[dpi]):  # GPipe: every forward, then every backward.
+                x, y = micro_batch(a, step, first + j)
+                if stage > 0:
+                    h = torch.empty(act_shape)
+                    dist.recv(h, prev_rank)
+                    h.requires_grad_()
+                    x = h
+                out = device.run(lambda: model(x))
+                if next_rank is not None:
+                    dist.send(out.detach(), next_rank)
+                inputs.append(x)
+                outputs.append((out, y))
+            for j in reversed(range(plan[dpi])):
+                out, y = outputs[j]
+                if next_rank is None:
+                    loss = F.cross_entropy(out.reshape(-1, a.vocab), y.reshape(-1)) * scale
+                    local_loss += loss.item()
+                    device.run(loss.backward, 2.0)
+                else:
+                    g = torch.empty(act_shape)
+                    dist.recv(g, next_rank)
+                    device.run(lambda: out.backward(g), 2.0)
+                if prev_rank is not None:
+                    dist.send(inputs[j].grad, prev_rank)
+            # Sum the gradients over the DP group: with the 1/M scale that is the global mean.
+            torch.cat([p.grad.reshape(-1) for p in params], out=flat)
+            dist.all_reduce(flat, group=dp_group)
+            offset = 0
+            for p in params:
+                p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
+            opt.step()
+            loss_t = torch.tensor([local_loss])
+            if stage == a.pp - 1:
+                dist.all_reduce(loss_t, group=dp_group)
+            st.loss = float(loss_t[0])
+        if log:
+            log.write(json.dumps({"step": step, "loss": st.loss, "seconds": time.monotonic() - t0,
+                                  "plan": plan, "end_unix_ms": int(time.time() * 1000)}) + "\n")
+            log.flush()
+    if fs:
+        fs.close()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+class _NoStep:
+    loss = 0.0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _even(total, parts):
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

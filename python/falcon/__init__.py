@@ -1,0 +1,80 @@
+"""Falcon for PyTorch: puts a torch.distributed job under Falcon's detection and mitigation.
+
+    import falcon
+    fs = falcon.init(dp_size=D, pp_size=P, dp_index=d, pp_index=p, global_micro_batches=M)
+
+See falcon.session for the per-iteration calls and docs/pytorch.md for the whole story.
+"""
+
+import logging
+
+from falcon import _shim
+from falcon import env as _env
+from falcon.session import RESTART_EXIT_CODE, Session, comm_id_of
+
+__all__ = ["init", "Session", "RESTART_EXIT_CODE", "comm_id_of"]
+
+log = logging.getLogger("falcon")
+
+
+def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
+         global_micro_batches=1, checkpoint_fn=None, time_ops=True, validation_group=True,
+         environment=None, library=None, required=False):
+    """Starts this process's session. torch.distributed must be initialized (the world group is
+    registered as the WORLD communicator; with validation_group=True a new group of every rank is
+    made for validation link passes, so every rank must call init, as with dist.new_group).
+
+    Layout: this rank's (dp, pp, tp) indices and the sizes; global_micro_batches M is what S2
+    splits across the DP groups (M >= dp_size). checkpoint_fn(dir, iteration, excluded_ranks):
+    writes the checkpoint on an S4 directive, after which the process exits with
+    RESTART_EXIT_CODE. time_ops=False when another timer (the NCCL shim) times every op.
+
+    Errors: ValueError naming the argument or environment variable that is wrong. When the shim
+    library cannot be loaded the session runs untimed with a warning (training never stops for
+    Falcon), unless required=True (OSError then).
+    """
+    import torch.distributed as dist
+
+    penv = _env.from_environment(environment)
+    for name, v in (("dp_size", dp_size), ("pp_size", pp_size), ("tp_size", tp_size)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"falcon.init: {name}={v!r} must be an integer >= 1")
+    for name, v, size in (("dp_index", dp_index, dp_size), ("pp_index", pp_index, pp_size),
+                          ("tp_index", tp_index, tp_size)):
+        if not isinstance(v, int) or not 0 <= v < size:
+            raise ValueError(f"falcon.init: {name}={v!r} is not in [0, {size})")
+    if dp_size * pp_size * tp_size != penv.world_size:
+        raise ValueError(f"falcon.init: dp_size x pp_size x tp_size = "
+                         f"{dp_size * pp_size * tp_size} is not the world size {penv.world_size}")
+    if not isinstance(global_micro_batches, int) or global_micro_batches < dp_size:
+        raise ValueError(f"falcon.init: global_micro_batches={global_micro_batches!r} must be an "
+                         f"integer >= dp_size ({dp_size})")
+    if not dist.is_initialized():
+        raise ValueError("falcon.init: torch.distributed is not initialized "
+                         "(call dist.init_process_group first)")
+    if dist.get_rank() != penv.rank or dist.get_world_size() != penv.world_size:
+        raise ValueError(f"falcon.init: torch.distributed says rank {dist.get_rank()} of "
+                         f"{dist.get_world_size()}, the environment rank {penv.rank} of "
+                         f"{penv.world_size}")
+    shim = None
+    try:
+        shim = _shim.Shim(_shim.load(library))
+    except (OSError, RuntimeError) as e:
+        if required:
+            raise
+        log.warning("%s; training goes on without Falcon", e)
+    if shim is not None:
+        o = shim.default_options()
+        o.node = penv.node.encode()
+        o.local_rank = penv.local_rank
+        o.dp_index, o.pp_index, o.tp_index = dp_index, pp_index, tp_index
+        o.dp_size, o.pp_size, o.tp_size = dp_size, pp_size, tp_size
+        o.global_micro_batches = global_micro_batches
+        shim.init(penv.job, penv.rank, penv.world_size, penv.agent_socket, o)
+    vgroup = dist.new_group(list(range(penv.world_size))) if validation_group else None
+    s = Session(penv, shim, dp_size=dp_size, pp_size=pp_size, tp_size=tp_size,
+                dp_index=dp_index, pp_index=pp_index, tp_index=tp_index,
+                global_micro_batches=global_micro_batches, checkpoint_fn=checkpoint_fn,
+                time_ops=time_ops, validation_group=vgroup)
+    s.register_group(None, "world", name="world")
+    return s

@@ -1,0 +1,150 @@
+"""Times torch.distributed collectives and point-to-point ops for the shim.
+
+OpTimer replaces the functions of torch.distributed named in TIMED (the module attributes, so
+code that calls `dist.all_reduce(...)` is timed; a function imported by name before falcon.init
+is not) with wrappers that record one op per call: host start and end (CLOCK_MONOTONIC ns), the
+bytes this rank contributes, the communicator (the group's comm id) and, for send/recv, the peer's
+global rank. An async op (async_op=True, isend, irecv) returns a TimedWork whose wait() ends the
+op. Ops on NCCL groups are left to the NCCL LD_PRELOAD shim (not counted twice). uninstall()
+puts the originals back.
+"""
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from falcon import _shim
+
+# name -> (op kind, index of the tensor argument, of the peer argument or None)
+TIMED = {
+    "all_reduce": (_shim.OP_ALL_REDUCE, 0, None),
+    "broadcast": (_shim.OP_BROADCAST, 0, None),
+    "reduce": (_shim.OP_REDUCE, 0, None),
+    "all_gather": (_shim.OP_ALL_GATHER, 1, None),
+    "reduce_scatter": (_shim.OP_REDUCE_SCATTER, 0, None),
+    "all_to_all": (_shim.OP_ALL_TO_ALL, 1, None),
+    "barrier": (_shim.OP_BARRIER, None, None),
+    "send": (_shim.OP_SEND, 0, 1),
+    "recv": (_shim.OP_RECV, 0, 1),
+    "isend": (_shim.OP_SEND, 0, 1),
+    "irecv": (_shim.OP_RECV, 0, 1),
+}
+_PEER_KW = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
+_TENSOR_KW = {"all_gather": "tensor", "all_to_all": "input_tensor_list"}
+_ASYNC_ALWAYS = {"isend", "irecv"}
+
+
+def monotonic_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def group_key(group):
+    """Dictionary key of a process group (None and the default group are the world)."""
+    if group is None or group is dist.GroupMember.WORLD:
+        return "world"
+    return id(group)
+
+
+def group_ranks(group):
+    """Global ranks of `group` (None: the world), ascending."""
+    if group is None or group is dist.GroupMember.WORLD:
+        return list(range(dist.get_world_size()))
+    getter = getattr(dist, "get_process_group_ranks", None)
+    if getter is not None:
+        return sorted(getter(group))
+    return sorted(dist.distributed_c10d._pg_group_ranks[group].keys())
+
+
+def _nbytes(x):
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, (list, tuple)):
+        return sum(_nbytes(t) for t in x)
+    return 0
+
+
+def _is_nccl(group):
+    try:
+        return dist.get_backend(group) == "nccl"
+    except Exception:  # An unknown group: time it.
+        return False
+
+
+class TimedWork:
+    """An async op's Work: wait() records the op when it returns. Everything else is the
+    Work's."""
+
+    def __init__(self, work, finish):
+        self._work = work
+        self._finish = finish
+
+    def wait(self, *args, **kwargs):
+        try:
+            return self._work.wait(*args, **kwargs)
+        finally:
+            if self._finish is not None:
+                self._finish()
+                self._finish = None
+
+    def __getattr__(self, name):
+        return getattr(self._work, name)
+
+
+class OpTimer:
+    def __init__(self, session):
+        self._session = session
+        self.iteration = -1
+        self._originals = {}
+        for name in TIMED:
+            fn = getattr(dist, name, None)
+            if fn is None:
+                continue
+            self._originals[name] = fn
+            setattr(dist, name, self._wrap(name, fn))
+
+    def uninstall(self):
+        for name, fn in self._originals.items():
+            setattr(dist, name, fn)
+        self._originals = {}
+
+    def _wrap(self, name, fn):
+        kind, tensor_at, peer_at = TIMED[name]
+        session = self._session
+
+        def timed(*args, **kwargs):
+            group = kwargs.get("group")
+            if group is not None and _is_nccl(group):
+                return fn(*args, **kwargs)
+            if tensor_at is None:
+                nbytes = 0
+            elif len(args) > tensor_at:
+                nbytes = _nbytes(args[tensor_at])
+            else:
+                nbytes = _nbytes(kwargs.get(_TENSOR_KW.get(name, "tensor")))
+            peer = -1
+            if peer_at is not None:
+                peer = args[peer_at] if len(args) > peer_at else kwargs.get(_PEER_KW[name], -1)
+                peer = -1 if peer is None else int(peer)
+            start = session.now_ns()
+            result = fn(*args, **kwargs)
+
+            def finish():
+                op = _shim.Op()
+                op.comm_id = session.comm_id(group)
+                op.bytes = nbytes
+                op.host_start_ns = start
+                op.host_end_ns = session.now_ns()
+                op.iteration = -1
+                op.op_kind = kind
+                op.peer = peer
+                session.record_op(op)
+
+            if name in _ASYNC_ALWAYS or kwargs.get("async_op"):
+                return TimedWork(result, finish) if result is not None else result
+            finish()
+            return result
+
+        timed.__wrapped__ = fn
+        timed.__name__ = name
+        return timed

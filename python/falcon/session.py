@@ -1,0 +1,265 @@
+"""A Falcon session for one torch.distributed process (one rank).
+
+    import falcon
+    fs = falcon.init(dp_size=2, pp_size=2, dp_index=dp, pp_index=pp, global_micro_batches=8)
+    fs.register_group(dp_group, "dp")          # and "pp" / "tp" groups; the world is registered
+    for i in range(steps):
+        with fs.step(i) as step:               # polls Falcon's directives at the boundary
+            for _ in range(fs.micro_batches()):  # this DP group's count now (S2)
+                loss = model(x) * fs.loss_scale()  # 1 / global micro-batches
+                loss.backward()
+            for p in params: dist.all_reduce(p.grad, group=dp_group)  # SUM: the global mean
+            step.loss = loss.item()
+    fs.close()
+
+What it does (docs/pytorch.md): registers the job's process groups as communicators with their
+members and roles; times every torch.distributed collective and point-to-point op (async Work
+objects until their wait()) and marks iteration boundaries; applies S2 micro-batch plans at the
+iteration the controller set (every rank the same); runs the controller's validation (GEMM with
+torch.matmul, link passes with send/recv on a group of its own) while the job is paused; on S4
+calls the user's checkpoint callback and exits with RESTART_EXIT_CODE for the launcher to relaunch.
+An absent agent never stops training: the shim buffers and reconnects.
+"""
+
+import ctypes
+import hashlib
+import logging
+import sys
+import threading
+
+from falcon import _shim
+from falcon import env as env_mod
+from falcon import ops as ops_mod
+
+log = logging.getLogger("falcon")
+
+# Exit code after an S4 checkpoint: the job asks its launcher for a relaunch (torchrun
+# --max-restarts, a Slurm requeue). EX_TEMPFAIL from sysexits.h.
+RESTART_EXIT_CODE = 75
+
+ROLES = {"dp": _shim.COMM_DP, "pp": _shim.COMM_PP, "tp": _shim.COMM_TP,
+         "world": _shim.COMM_WORLD, "unknown": _shim.COMM_UNKNOWN}
+
+
+def comm_id_of(job, role, members):
+    """Communicator id: the same on every member (a hash of job, role and sorted global ranks),
+    never 0."""
+    key = f"{job}/{role}/{','.join(str(r) for r in sorted(members))}".encode()
+    cid = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+    return cid or 1
+
+
+class _Step:
+    def __init__(self, session, iteration):
+        self._s = session
+        self.iteration = iteration
+        self.loss = 0.0
+        self.start_ns = 0
+
+    def __enter__(self):
+        self._s._begin(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self._s._end(self)
+        return False
+
+
+class Session:
+    """See the module doc. Build with falcon.init(); one per process."""
+
+    def __init__(self, penv, shim, *, dp_size, pp_size, tp_size, dp_index, pp_index, tp_index,
+                 global_micro_batches, checkpoint_fn, time_ops, validation_group):
+        self.env = penv
+        self._shim = shim
+        self.dp_size, self.pp_size, self.tp_size = dp_size, pp_size, tp_size
+        self.dp_index, self.pp_index, self.tp_index = dp_index, pp_index, tp_index
+        self.global_micro_batches = global_micro_batches
+        self._checkpoint_fn = checkpoint_fn
+        self._plan = _even(global_micro_batches, dp_size)
+        self._plan_version = 0
+        self._restart = None
+        self._groups = {}  # id(ProcessGroup or None) -> comm id
+        self._lock = threading.Lock()
+        self._closed = False
+        self.validation_group = validation_group
+        # Callbacks must outlive every C call that may use them.
+        self._directive_cb = _shim.DirectiveFn(self._on_directive)
+        self._validation_cb = _shim.ValidationFn(self._on_validation)
+        self._ops = ops_mod.OpTimer(self) if time_ops else None
+        if shim is not None:
+            shim.set_validation_executor(self._validation_cb)
+
+    # --- communicators -------------------------------------------------------------------
+    def register_group(self, group, role, name=None, members=None):
+        """Registers a process group as a communicator of `role` ("dp", "pp", "tp", "world",
+        "unknown"). `members`: its global ranks (default: read from the group). Returns the comm
+        id. ValueError on an unknown role or a group this rank is not in."""
+        if role not in ROLES:
+            raise ValueError(f"falcon: role {role!r} is not one of {sorted(ROLES)}")
+        members = list(members) if members is not None else ops_mod.group_ranks(group)
+        if self.env.rank not in members:
+            raise ValueError(f"falcon: rank {self.env.rank} is not a member of the {role} group "
+                             f"{members}")
+        cid = comm_id_of(self.env.job, role, members)
+        with self._lock:
+            self._groups[ops_mod.group_key(group)] = cid
+        if self._shim is not None:
+            self._shim.register_comm(cid, ROLES[role], members, name or f"{role}{members}")
+        return cid
+
+    def comm_id(self, group):
+        """The comm id of `group` (None: the world), registering an unknown group on first use."""
+        key = ops_mod.group_key(group)
+        with self._lock:
+            cid = self._groups.get(key)
+        if cid is None:
+            cid = self.register_group(group, "unknown")
+        return cid
+
+    # --- iterations and S2 ---------------------------------------------------------------
+    def step(self, iteration):
+        """Context manager around one training iteration; set `.loss` inside."""
+        return _Step(self, iteration)
+
+    def micro_batches(self):
+        """Micro-batches this rank's DP group runs in the current iteration."""
+        return self._plan[self.dp_index]
+
+    def plan(self):
+        """The micro-batch plan in force: one count per DP index, summing to the global count."""
+        return list(self._plan)
+
+    def loss_scale(self):
+        """Factor for each micro-batch's mean loss: 1 / global micro-batches. Gradients summed
+        over the DP group (all_reduce SUM) are then the global batch's mean whatever the split
+        (docs/pytorch.md#s2-micro-batches-per-dp-group)."""
+        return 1.0 / self.global_micro_batches
+
+    def _begin(self, step):
+        if self._shim is not None:
+            try:
+                self._shim.poll_directives(step.iteration, self._directive_cb)
+            except _shim.ShimError as e:
+                log.warning("falcon: directive poll at iteration %d failed: %s", step.iteration, e)
+            if self._restart is not None:
+                self._exit_for_restart()
+        step.start_ns = self.now_ns()
+        if self._ops is not None:
+            self._ops.iteration = step.iteration
+
+    def _end(self, step):
+        end = self.now_ns()
+        if self._shim is None:
+            return
+        try:
+            self._shim.iteration(step.iteration, step.start_ns, end, float(step.loss),
+                                 self._plan_version)
+        except _shim.ShimError as e:
+            log.warning("falcon: iteration %d not recorded: %s", step.iteration, e)
+
+    def now_ns(self):
+        return self._shim.now_ns() if self._shim is not None else ops_mod.monotonic_ns()
+
+    def record_op(self, op):
+        if self._shim is not None:
+            self._shim.record_op(op)
+
+    # --- directives ----------------------------------------------------------------------
+    def _on_directive(self, _user, dptr, reason, capacity):
+        try:
+            why = self._apply(dptr.contents)
+        except Exception as e:  # A callback must not raise into C.
+            why = f"falcon package error: {e!r}"
+        if why is None:
+            return 0
+        ctypes.memmove(reason, why.encode()[: capacity - 1] + b"\0", min(len(why.encode()) + 1,
+                                                                         capacity))
+        log.warning("falcon: directive rejected: %s", why)
+        return 1
+
+    def _apply(self, d):
+        if d.kind == _shim.DIRECTIVE_MICRO_BATCH_PLAN:
+            plan = [d.micro_batches[i] for i in range(d.micro_batches_len)]
+            if len(plan) != self.dp_size:
+                return f"micro_batches: {len(plan)} counts for {self.dp_size} DP groups"
+            if sum(plan) != self.global_micro_batches:
+                return (f"micro_batches: sum {sum(plan)} is not the global "
+                        f"{self.global_micro_batches}")
+            if min(plan) < 1:
+                return "micro_batches: a DP group would run none"
+            self._plan = plan
+            self._plan_version = d.plan_version
+            log.info("falcon: micro-batch plan %s (version %d) from iteration %d", plan,
+                     d.plan_version, d.effective_iteration)
+            return None
+        if d.kind == _shim.DIRECTIVE_CHECKPOINT_RESTART:
+            if self._checkpoint_fn is None:
+                return "checkpoint_restart: no checkpoint callback (falcon.init(checkpoint_fn=))"
+            excluded = [d.excluded_ranks[i] for i in range(d.excluded_ranks_len)]
+            ckpt_dir = (d.checkpoint_dir or b"").decode()
+            self._checkpoint_fn(ckpt_dir, d.effective_iteration, excluded)
+            self._restart = (ckpt_dir, excluded)
+            return None
+        if d.kind == _shim.DIRECTIVE_TOPOLOGY_CHANGE:
+            return ("topology_change: not applied live by the PyTorch package; it takes a "
+                    "relaunch with the new layout")
+        return f"directive kind {d.kind}: unknown to the PyTorch package"
+
+    def _exit_for_restart(self):
+        ckpt_dir, excluded = self._restart
+        log.warning("falcon: S4: checkpoint written to %r; exiting with %d for a relaunch "
+                    "without ranks %s", ckpt_dir, RESTART_EXIT_CODE, excluded)
+        self.close()
+        sys.exit(RESTART_EXIT_CODE)
+
+    # --- validation ----------------------------------------------------------------------
+    def _on_validation(self, _user, tptr, rptr):
+        t, r = tptr.contents, rptr.contents
+        try:
+            from falcon import validation
+            if t.kind == _shim.VALIDATION_GEMM:
+                dur, flops = validation.gemm(t.gemm_m, t.gemm_n, t.gemm_k, t.repeats, self.now_ns)
+                r.gemm_duration_ns, r.gemm_flops = dur, flops
+                return 0
+            if t.kind == _shim.VALIDATION_LINK_PASS:
+                links = [(t.links[i].src_rank, t.links[i].dst_rank) for i in range(t.links_len)]
+                timings = validation.link_pass(links, t.link_bytes, t.repeats, self.env.rank,
+                                               self.validation_group, self.now_ns)
+                for i, ((src, dst), ns) in enumerate(timings[: r.link_timings_capacity]):
+                    r.link_timings[i].link.src_rank = src
+                    r.link_timings[i].link.dst_rank = dst
+                    r.link_timings[i].duration_ns = ns
+                    r.link_timings[i].bytes = t.link_bytes
+                r.link_timings_len = min(len(timings), r.link_timings_capacity)
+                return 0
+            why = f"validation task kind {t.kind}: unknown to the PyTorch package"
+        except Exception as e:
+            why = f"validation task {t.task_id}: {e!r}"
+        b = why.encode()[: max(0, r.error_capacity - 1)] + b"\0"
+        ctypes.memmove(r.error, b, min(len(b), r.error_capacity))
+        return 1
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def stats(self):
+        """The shim's counters (records accepted, acked, dropped, directives applied, ...)."""
+        return self._shim.stats() if self._shim is not None else {}
+
+    def close(self):
+        """Restores torch.distributed's functions and flushes the shim (bounded). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._ops is not None:
+            self._ops.uninstall()
+        if self._shim is not None:
+            try:
+                self._shim.shutdown()
+            except _shim.ShimError as e:
+                log.warning("falcon: shutdown: %s", e)
+
+
+def _even(total, parts):
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]

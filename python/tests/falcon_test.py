@@ -1,0 +1,209 @@
+"""Tests of the falcon package in one process (a world of one over Gloo) and of the example job's
+S2 math over torchrun: environment parsing, communicator ids, init's argument checks, op timing
+into the real shim library (no agent: the shim buffers), directive checks, a missing library, and
+equal loss trajectories whatever the micro-batch split."""
+
+import ctypes
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+import torch.distributed as dist
+
+import falcon
+from falcon import _shim, env, launch
+
+ROOT = os.getcwd()  # The runfiles root (tests run there).
+EXAMPLE = os.path.join(ROOT, "examples", "pytorch", "train.py")
+
+
+def setUpModule():
+    global _tmp
+    _tmp = tempfile.TemporaryDirectory()
+    os.environ.update({"FALCON_JOB": "unit", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+                       "FALCON_AGENT_SOCKET": os.path.join(_tmp.name, "absent.sock")})
+    store = dist.FileStore(os.path.join(_tmp.name, "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+
+
+def tearDownModule():
+    dist.destroy_process_group()
+    _tmp.cleanup()
+
+
+class EnvTest(unittest.TestCase):
+    def test_torchrun_variables(self):
+        e = env.from_environment({"TORCHELASTIC_RUN_ID": "job7", "RANK": "3", "WORLD_SIZE": "4",
+                                  "LOCAL_RANK": "1", "TORCHELASTIC_RESTART_COUNT": "2",
+                                  "FALCON_NODE": "n1"})
+        self.assertEqual((e.job, e.rank, e.world_size, e.local_rank, e.node, e.restart_count),
+                         ("job7", 3, 4, 1, "n1", 2))
+        self.assertEqual(e.agent_socket, env.DEFAULT_AGENT_SOCKET)
+
+    def test_slurm_variables(self):
+        e = env.from_environment({"SLURM_JOB_ID": "99", "SLURM_PROCID": "5", "SLURM_NTASKS": "8",
+                                  "SLURM_LOCALID": "1", "SLURMD_NODENAME": "gpu12"})
+        self.assertEqual((e.job, e.rank, e.world_size, e.local_rank, e.node),
+                         ("slurm-99", 5, 8, 1, "gpu12"))
+
+    def test_falcon_job_wins_and_torchrun_none_is_no_name(self):
+        base = {"RANK": "0", "WORLD_SIZE": "1"}
+        self.assertEqual(env.from_environment({**base, "FALCON_JOB": "a",
+                                               "TORCHELASTIC_RUN_ID": "b"}).job, "a")
+        with self.assertRaisesRegex(env.EnvError, "FALCON_JOB"):
+            env.from_environment({**base, "TORCHELASTIC_RUN_ID": "none"})
+
+    def test_bad_values_name_the_variable(self):
+        with self.assertRaisesRegex(env.EnvError, "RANK='x' is not an integer"):
+            env.from_environment({"FALCON_JOB": "j", "RANK": "x", "WORLD_SIZE": "2"})
+        with self.assertRaisesRegex(env.EnvError, "rank 2 is not below the world size 2"):
+            env.from_environment({"FALCON_JOB": "j", "RANK": "2", "WORLD_SIZE": "2"})
+        with self.assertRaisesRegex(env.EnvError, "WORLD_SIZE=0 is below 1"):
+            env.from_environment({"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "0"})
+        with self.assertRaisesRegex(env.EnvError, "RANK, SLURM_PROCID"):
+            env.from_environment({"FALCON_JOB": "j", "WORLD_SIZE": "2"})
+
+
+class CommIdTest(unittest.TestCase):
+    def test_same_on_every_member_and_distinct_by_role_and_job(self):
+        a = falcon.comm_id_of("j", "dp", [4, 0])
+        self.assertEqual(a, falcon.comm_id_of("j", "dp", [0, 4]))
+        self.assertNotEqual(a, falcon.comm_id_of("j", "pp", [0, 4]))
+        self.assertNotEqual(a, falcon.comm_id_of("k", "dp", [0, 4]))
+        self.assertNotEqual(a, 0)
+
+
+class LauncherTest(unittest.TestCase):
+    def test_adds_redirects_before_the_script_unless_given(self):
+        self.assertEqual(launch.torchrun_argv(["--nproc_per_node", "2", "t.py", "--tee", "x"]),
+                         ["--nproc_per_node", "2", "--redirects", "1", "--tee", "1", "t.py",
+                          "--tee", "x"])
+        self.assertEqual(launch.torchrun_argv(["--redirects=3", "-t", "2", "t.py"]),
+                         ["--redirects=3", "-t", "2", "t.py"])
+
+
+def _directive(kind, counts=(), version=1):
+    d = _shim.Directive()
+    d.struct_size = ctypes.sizeof(d)
+    d.kind = kind
+    d.plan_version = version
+    arr = (ctypes.c_uint32 * max(1, len(counts)))(*counts)
+    d.micro_batches = ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint32))
+    d.micro_batches_len = len(counts)
+    return d, arr
+
+
+class SessionTest(unittest.TestCase):
+    def setUp(self):
+        self.fs = falcon.init(global_micro_batches=4, required=True)
+
+    def tearDown(self):
+        self.fs.close()
+
+    def test_ops_in_a_step_reach_the_shim_and_async_ones_end_at_wait(self):
+        before = self.fs.stats()["records_accepted"]
+        with self.fs.step(0) as st:
+            t = torch.ones(1000)
+            dist.all_reduce(t)
+            work = dist.all_reduce(t, async_op=True)
+            self.assertIsInstance(work, falcon.ops.TimedWork)
+            self.assertEqual(self.fs.stats()["records_accepted"], before + 1)
+            work.wait()
+            st.loss = 1.5
+        self.assertEqual(self.fs.stats()["records_accepted"], before + 2)
+        self.assertEqual(self.fs.stats()["connected"], 0)  # No agent: buffered, training goes on.
+
+    def test_close_restores_torch_distributed(self):
+        self.assertTrue(hasattr(dist.all_reduce, "__wrapped__"))
+        self.fs.close()
+        self.assertFalse(hasattr(dist.all_reduce, "__wrapped__"))
+
+    def test_micro_batch_plans_are_checked(self):
+        self.assertEqual(self.fs.plan(), [4])
+        self.assertEqual(self.fs.loss_scale(), 0.25)
+        for counts, why in (((2, 2), "2 counts for 1 DP groups"),
+                            ((3,), "sum 3 is not the global 4")):
+            d, _keep = _directive(_shim.DIRECTIVE_MICRO_BATCH_PLAN, counts)
+            self.assertIn(why, self.fs._apply(d))
+        d, _keep = _directive(_shim.DIRECTIVE_MICRO_BATCH_PLAN, (4,), version=3)
+        self.assertIsNone(self.fs._apply(d))
+        self.assertEqual(self.fs._plan_version, 3)
+
+    def test_restart_without_a_checkpoint_callback_and_topology_change_are_refused(self):
+        d, _keep = _directive(_shim.DIRECTIVE_CHECKPOINT_RESTART)
+        self.assertIn("no checkpoint callback", self.fs._apply(d))
+        d, _keep = _directive(_shim.DIRECTIVE_TOPOLOGY_CHANGE)
+        self.assertIn("takes a relaunch", self.fs._apply(d))
+
+    def test_validation_gemm(self):
+        from falcon import validation
+        ns, flops = validation.gemm(32, 32, 32, 2, self.fs.now_ns)
+        self.assertGreater(ns, 0)
+        self.assertAlmostEqual(flops, 2 * 32 ** 3 / (ns * 1e-9))
+        with self.assertRaisesRegex(ValueError, "gemm 0x32x32"):
+            validation.gemm(0, 32, 32, 2, self.fs.now_ns)
+
+
+class InitTest(unittest.TestCase):
+    def test_bad_arguments_are_named(self):
+        for kwargs, why in (({"dp_size": 0}, "dp_size=0"),
+                            ({"dp_index": 1}, r"dp_index=1 is not in \[0, 1\)"),
+                            ({"dp_size": 2, "dp_index": 0}, "is not the world size 1"),
+                            ({"global_micro_batches": 0}, "global_micro_batches=0")):
+            with self.assertRaisesRegex(ValueError, why):
+                falcon.init(**kwargs)
+
+    def test_a_missing_library_runs_untimed_unless_required(self):
+        with self.assertLogs("falcon", "WARNING") as logs:
+            fs = falcon.init(library="/nonexistent/libfalcon_shim.so")
+        self.assertIn("training goes on without Falcon", logs.output[0])
+        with fs.step(0):
+            dist.all_reduce(torch.ones(2))
+        self.assertEqual(fs.stats(), {})
+        fs.close()
+        with self.assertRaisesRegex(OSError, "/nonexistent/libfalcon_shim.so"):
+            falcon.init(library="/nonexistent/libfalcon_shim.so", required=True)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_example(tmp, name, *args):
+    log = os.path.join(tmp, name + ".jsonl")
+    cmd = [sys.executable, "-m", "falcon.launch", "--nnodes", "1", "--nproc_per_node", "4",
+           "--master_port", str(_free_port()), "--log_dir", os.path.join(tmp, name + "-logs"),
+           EXAMPLE, "--dp", "2", "--pp", "2", "--steps", "6", "--log", log, *args]
+    e = dict(os.environ, FALCON_JOB="s2math-" + name)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        e.pop(k, None)
+    r = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stderr[-3000:]}")
+    with open(log) as f:
+        return [json.loads(line) for line in f]
+
+
+class S2MathTest(unittest.TestCase):
+    def test_loss_trajectory_is_the_same_whatever_the_split(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            even = _run_example(tmp, "even", "--no-falcon")
+            uneven = _run_example(tmp, "uneven", "--plan-at", "2:7,1")
+            with_falcon = _run_example(tmp, "falcon")
+        self.assertEqual([s["plan"] for s in uneven][2:], [[7, 1]] * 4)
+        self.assertEqual(len(even), 6)
+        for a, b, c in zip(even, uneven, with_falcon):
+            self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(a["loss"]))
+            self.assertEqual(a["loss"], c["loss"])  # The package changes no number.
+        self.assertLess(even[-1]["loss"], even[0]["loss"])  # It learns.
+
+
+if __name__ == "__main__":
+    unittest.main()
