@@ -1,7 +1,8 @@
 // falcon_chaos --cluster cluster.json [--ranks ranks.json] --fault SPEC [--fault SPEC ...]
 //              --record truth.json
 //   Runs the faults' schedule (from=/until= of each spec, seconds since start) in the
-//   foreground; on SIGINT/SIGTERM, or once every fault has ended, removes everything and exits.
+//   foreground; on SIGINT/SIGTERM/SIGHUP, or once every fault has ended, removes everything
+//   and exits.
 // falcon_chaos clear --cluster cluster.json
 //   Removes every chaos qdisc and cgroup left on the cluster (chaos/clear.h). Idempotent.
 //
@@ -106,11 +107,13 @@ int Run(const falcon::cluster::ClusterSpec& cluster, const std::vector<std::stri
     }
     specs.push_back(*std::move(spec));
   }
-  // SIGINT/SIGTERM are taken with sigtimedwait; children (stress-ng) start with an empty mask.
+  // SIGINT/SIGTERM/SIGHUP (a closed terminal or SSH session) are taken with sigtimedwait;
+  // children (stress-ng) start with an empty mask.
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   std::unique_ptr<falcon::chaos::Runner> runner = falcon::chaos::NewRealRunner();
@@ -150,7 +153,7 @@ int Run(const falcon::cluster::ClusterSpec& cluster, const std::vector<std::stri
         next.has_value() ? std::max(*next - clock.Now(), absl::Milliseconds(1)) : absl::Hours(24);
     const timespec ts = absl::ToTimespec(wait);
     const int sig = sigtimedwait(&stop, nullptr, &ts);
-    if (sig == SIGINT || sig == SIGTERM) {
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       LOG(INFO) << "chaos driver stopping on " << sigabbrev_np(sig);
       break;
     }

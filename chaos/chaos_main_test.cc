@@ -54,6 +54,10 @@ class ChaosMainTest : public ::testing::Test {
     return r.ok() ? *r : common::testing::BinaryRun{};
   }
 
+  // Runs a contention fault, sends `signal` once it is applied, and checks the driver removed it
+  // and exited 0.
+  void StopsCleanlyOn(int signal);
+
   Record ReadRecord() {
     absl::StatusOr<std::string> text = common::ReadTextFile(record());
     if (!text.ok()) return {};
@@ -141,7 +145,9 @@ TEST_F(ChaosMainTest, RunsTheScheduleToItsEndAndRecordsIt) {
   }
 }
 
-TEST_F(ChaosMainTest, SigtermRemovesEverythingAndExitsZero) {
+// SIGTERM, and SIGHUP (a closed terminal or SSH session; before, it killed the driver and left
+// its qdiscs and cgroups behind).
+void ChaosMainTest::StopsCleanlyOn(int signal) {
   common::SpawnOptions o;
   o.argv = {Binary(),      "--cluster", cluster(),
             "--record",    record(),    "--stress_ng",
@@ -160,7 +166,7 @@ TEST_F(ChaosMainTest, SigtermRemovesEverythingAndExitsZero) {
   ASSERT_EQ(rec.faults.size(), 1u);
   ASSERT_TRUE(rec.faults[0].applied_unix_ms.has_value());
   EXPECT_EQ(kill(rec.faults[0].target.stress_pid, 0), 0);
-  ASSERT_TRUE(p->Signal(SIGTERM).ok());
+  ASSERT_TRUE(p->Signal(signal).ok());
   absl::StatusOr<common::ExitStatus> exit = p->Wait();
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->ShellCode(), 0);
@@ -169,6 +175,10 @@ TEST_F(ChaosMainTest, SigtermRemovesEverythingAndExitsZero) {
   EXPECT_TRUE(rec.faults[0].removed_unix_ms.has_value());
   EXPECT_NE(kill(rec.faults[0].target.stress_pid, 0), 0);
 }
+
+TEST_F(ChaosMainTest, SigtermRemovesEverythingAndExitsZero) { StopsCleanlyOn(SIGTERM); }
+
+TEST_F(ChaosMainTest, SighupRemovesEverythingAndExitsZero) { StopsCleanlyOn(SIGHUP); }
 
 }  // namespace
 }  // namespace falcon::chaos

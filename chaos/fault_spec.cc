@@ -351,8 +351,11 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text, int cpus) {
     auto until = f.Seconds("until");
     if (!until.ok()) return until.status();
     if (*until <= spec.from) {
-      return f.Error("until", absl::StrCat(f.Get("until"), " s is not after from (",
-                                           absl::ToDoubleSeconds(spec.from), " s)"));
+      // Both are kept to the millisecond: say so when rounding made them equal.
+      return f.Error(
+          "until",
+          absl::StrCat(f.Get("until"), " s is not after from (", absl::ToDoubleSeconds(spec.from),
+                       " s)", *until == spec.from ? " at millisecond resolution" : ""));
     }
     spec.until = *until;
   }

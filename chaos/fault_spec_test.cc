@@ -221,6 +221,8 @@ TEST(FaultSpecTest, Times) {
   EXPECT_THAT(Error("contention:rank=1,from=10,until=10"),
               HasSubstr("until: 10 s is not after from (10 s)"));
   EXPECT_THAT(Error("contention:rank=1,until=0"), HasSubstr("until: 0 s is not after from"));
+  EXPECT_THAT(Error("contention:rank=1,until=0.0001"),
+              HasSubstr("until: 0.0001 s is not after from (0 s) at millisecond resolution"));
   EXPECT_EQ(*Parse("contention:rank=1,until=0.25").until, absl::Milliseconds(250));
 }
 

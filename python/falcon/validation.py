@@ -1,4 +1,4 @@
-"""Validation the controller runs while the job is paused (docs/algorithms.md#validation), done
+"""Validation the controller runs while the job is paused (docs/algorithms.md#validation-passes), done
 with torch: a GEMM timed with torch.matmul and link passes with send/recv on the session's
 validation group. Both report the fastest repetition after a warm-up one (scheduling noise on a
 shared CPU inflates some repetitions; a slow device slows all of them), as the reference trainer's
