@@ -71,6 +71,10 @@ def _is_nccl(group):
         return False
 
 
+_CLOCK = time.CLOCK_MONOTONIC
+_now = time.clock_gettime_ns  # The shim's clock (CLOCK_MONOTONIC), without a ctypes call.
+
+
 class TimedWork:
     """An async op's Work: wait() records the op when it returns. Everything else is the
     Work's."""
@@ -96,6 +100,7 @@ class OpTimer:
         self._session = session
         self.iteration = -1
         self._originals = {}
+        self._nccl = {}  # group key -> its backend is NCCL (the NCCL shim times it)
         for name in TIMED:
             fn = getattr(dist, name, None)
             if fn is None:
@@ -112,10 +117,17 @@ class OpTimer:
         kind, tensor_at, peer_at = TIMED[name]
         session = self._session
 
+        nccl = self._nccl
+
         def timed(*args, **kwargs):
             group = kwargs.get("group")
-            if group is not None and _is_nccl(group):
-                return fn(*args, **kwargs)
+            if group is not None:
+                key = group_key(group)
+                skip = nccl.get(key)
+                if skip is None:
+                    skip = nccl[key] = _is_nccl(group)
+                if skip:
+                    return fn(*args, **kwargs)
             if tensor_at is None:
                 nbytes = 0
             elif len(args) > tensor_at:
@@ -126,7 +138,7 @@ class OpTimer:
             if peer_at is not None:
                 peer = args[peer_at] if len(args) > peer_at else kwargs.get(_PEER_KW[name], -1)
                 peer = -1 if peer is None else int(peer)
-            start = session.now_ns()
+            start = _now(_CLOCK)
             result = fn(*args, **kwargs)
 
             def finish():
@@ -134,7 +146,7 @@ class OpTimer:
                 op.comm_id = session.comm_id(group)
                 op.bytes = nbytes
                 op.host_start_ns = start
-                op.host_end_ns = session.now_ns()
+                op.host_end_ns = _now(_CLOCK)
                 op.iteration = -1
                 op.op_kind = kind
                 op.peer = peer

@@ -28,7 +28,6 @@ import sys
 import threading
 
 from falcon import _shim
-from falcon import env as env_mod
 from falcon import ops as ops_mod
 
 log = logging.getLogger("falcon")
@@ -112,8 +111,7 @@ class Session:
     def comm_id(self, group):
         """The comm id of `group` (None: the world), registering an unknown group on first use."""
         key = ops_mod.group_key(group)
-        with self._lock:
-            cid = self._groups.get(key)
+        cid = self._groups.get(key)  # A dict read is atomic; registration takes the lock.
         if cid is None:
             cid = self.register_group(group, "unknown")
         return cid
@@ -160,7 +158,8 @@ class Session:
             log.warning("falcon: iteration %d not recorded: %s", step.iteration, e)
 
     def now_ns(self):
-        return self._shim.now_ns() if self._shim is not None else ops_mod.monotonic_ns()
+        """CLOCK_MONOTONIC ns: the shim's clock (falcon_shim_now_ns), read without a C call."""
+        return ops_mod.monotonic_ns()
 
     def record_op(self, op):
         if self._shim is not None:

@@ -14,7 +14,9 @@ import signal
 import subprocess
 import time
 
-RUNFILES = os.getcwd()
+# Binaries and the example: the runfiles (a test's cwd), or $FALCON_BIN_DIR (e.g. bazel-bin, for
+# the benchmark run from the checkout).
+RUNFILES = os.environ.get("FALCON_BIN_DIR", os.getcwd())
 BIN = {
     "controller": "controller/falcon_controller",
     "agent": "agent/falcon_agent",
@@ -22,7 +24,8 @@ BIN = {
     "chaos": "chaos/falcon_chaos",
     "netns": "cluster/falcon_netns",
 }
-EXAMPLE = os.path.join(RUNFILES, "examples", "pytorch", "train.py")
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples",
+                       "pytorch", "train.py")
 
 
 def binary(name):
