@@ -70,7 +70,16 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
         o.dp_index, o.pp_index, o.tp_index = dp_index, pp_index, tp_index
         o.dp_size, o.pp_size, o.tp_size = dp_size, pp_size, tp_size
         o.global_micro_batches = global_micro_batches
-        shim.init(penv.job, penv.rank, penv.world_size, penv.agent_socket, o)
+        try:
+            shim.init(penv.job, penv.rank, penv.world_size, penv.agent_socket, o)
+        except _shim.ShimError as e:
+            if e.status == _shim.FAILED_PRECONDITION:
+                raise RuntimeError("falcon.init: this process already has a session (call "
+                                   f"close() on it first): {e.reason}") from None
+            if e.status == _shim.INVALID_ARGUMENT:
+                raise ValueError(f"falcon.init: {e.reason} (job {penv.job!r}, from FALCON_JOB, "
+                                 "torchrun's --rdzv_id or SLURM_JOB_ID)") from None
+            raise
     vgroup = dist.new_group(list(range(penv.world_size))) if validation_group else None
     s = Session(penv, shim, dp_size=dp_size, pp_size=pp_size, tp_size=tp_size,
                 dp_index=dp_index, pp_index=pp_index, tp_index=tp_index,

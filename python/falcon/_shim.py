@@ -219,7 +219,11 @@ def load(path=None):
     except OSError as e:
         raise OSError(f"falcon: cannot load the trainer shim library {path!r} ({e}); set "
                       "FALCON_SHIM_LIB or build //trainer_shim:libfalcon_shim.so") from e
-    lib.falcon_shim_abi_version.restype = _c.c_uint32
+    try:
+        lib.falcon_shim_abi_version.restype = _c.c_uint32
+    except AttributeError:
+        raise OSError(f"falcon: {path!r} is not the trainer shim library (it has no "
+                      "falcon_shim_abi_version); set FALCON_SHIM_LIB to libfalcon_shim.so") from None
     version = lib.falcon_shim_abi_version()
     if version < ABI_VERSION:
         raise RuntimeError(f"falcon: {path} has shim ABI version {version}, this package needs "

@@ -16,6 +16,7 @@ import os
 import socket
 
 DEFAULT_AGENT_SOCKET = "/run/falcon/agent.sock"
+MAX_SOCKET_PATH_BYTES = 107  # sockaddr_un.sun_path less its NUL
 
 
 class EnvError(ValueError):
@@ -78,6 +79,10 @@ def from_environment(env=None):
     _, node = _first(env, ["FALCON_NODE", "SLURMD_NODENAME"])
     _, sock = _first(env, ["FALCON_AGENT_SOCKET"])
     restart = _int(env, ["TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"], default=0)
+    path = sock or DEFAULT_AGENT_SOCKET
+    if len(path.removeprefix("unix:").encode()) > MAX_SOCKET_PATH_BYTES:
+        raise EnvError(f"falcon: FALCON_AGENT_SOCKET={path!r} is longer than "
+                       f"{MAX_SOCKET_PATH_BYTES} bytes (the unix socket path limit)")
     return ProcessEnv(job=job, rank=rank, world_size=world, local_rank=local_rank,
-                      node=node or socket.gethostname(), agent_socket=sock or DEFAULT_AGENT_SOCKET,
+                      node=node or socket.gethostname(), agent_socket=path,
                       restart_count=restart)

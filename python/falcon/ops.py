@@ -9,6 +9,7 @@ op. Ops on NCCL groups are left to the NCCL LD_PRELOAD shim (not counted twice).
 puts the originals back.
 """
 
+import inspect
 import time
 
 import torch
@@ -16,23 +17,49 @@ import torch.distributed as dist
 
 from falcon import _shim
 
-# name -> (op kind, index of the tensor argument, of the peer argument or None)
+# name -> (op kind, name of the argument this rank contributes (None: no bytes), name of the peer
+# argument or None). Where each argument sits positionally comes from the function's signature.
 TIMED = {
-    "all_reduce": (_shim.OP_ALL_REDUCE, 0, None),
-    "broadcast": (_shim.OP_BROADCAST, 0, None),
-    "reduce": (_shim.OP_REDUCE, 0, None),
-    "all_gather": (_shim.OP_ALL_GATHER, 1, None),
-    "reduce_scatter": (_shim.OP_REDUCE_SCATTER, 0, None),
-    "all_to_all": (_shim.OP_ALL_TO_ALL, 1, None),
+    "all_reduce": (_shim.OP_ALL_REDUCE, "tensor", None),
+    "broadcast": (_shim.OP_BROADCAST, "tensor", None),
+    "reduce": (_shim.OP_REDUCE, "tensor", None),
+    "all_gather": (_shim.OP_ALL_GATHER, "tensor", None),
+    "reduce_scatter": (_shim.OP_REDUCE_SCATTER, "input_list", None),
+    "all_to_all": (_shim.OP_ALL_TO_ALL, "input_tensor_list", None),
     "barrier": (_shim.OP_BARRIER, None, None),
-    "send": (_shim.OP_SEND, 0, 1),
-    "recv": (_shim.OP_RECV, 0, 1),
-    "isend": (_shim.OP_SEND, 0, 1),
-    "irecv": (_shim.OP_RECV, 0, 1),
+    "send": (_shim.OP_SEND, "tensor", "dst"),
+    "recv": (_shim.OP_RECV, "tensor", "src"),
+    "isend": (_shim.OP_SEND, "tensor", "dst"),
+    "irecv": (_shim.OP_RECV, "tensor", "src"),
 }
-_PEER_KW = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
-_TENSOR_KW = {"all_gather": "tensor", "all_to_all": "input_tensor_list"}
 _ASYNC_ALWAYS = {"isend", "irecv"}
+
+
+class _Arg:
+    """Reads one named argument of a call, positional or keyword."""
+
+    def __init__(self, fn, name):
+        self.name = name
+        self.index = None
+        self.default = None
+        if name is None:
+            return
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        for i, p in enumerate(params):
+            if p.name == name:
+                self.index = i
+                if p.default is not inspect.Parameter.empty:
+                    self.default = p.default
+
+    def get(self, args, kwargs):
+        if self.name is None:
+            return None
+        if self.index is not None and len(args) > self.index:
+            return args[self.index]
+        return kwargs.get(self.name, self.default)
 
 
 def monotonic_ns():
@@ -114,13 +141,16 @@ class OpTimer:
         self._originals = {}
 
     def _wrap(self, name, fn):
-        kind, tensor_at, peer_at = TIMED[name]
+        kind, tensor_name, peer_name = TIMED[name]
         session = self._session
-
         nccl = self._nccl
+        tensor_arg, peer_arg = _Arg(fn, tensor_name), _Arg(fn, peer_name)
+        group_arg, async_arg = _Arg(fn, "group"), _Arg(fn, "async_op")
 
         def timed(*args, **kwargs):
-            group = kwargs.get("group")
+            group = group_arg.get(args, kwargs)
+            if group is dist.GroupMember.WORLD:
+                group = None
             if group is not None:
                 key = group_key(group)
                 skip = nccl.get(key)
@@ -128,22 +158,22 @@ class OpTimer:
                     skip = nccl[key] = _is_nccl(group)
                 if skip:
                     return fn(*args, **kwargs)
-            if tensor_at is None:
-                nbytes = 0
-            elif len(args) > tensor_at:
-                nbytes = _nbytes(args[tensor_at])
-            else:
-                nbytes = _nbytes(kwargs.get(_TENSOR_KW.get(name, "tensor")))
-            peer = -1
-            if peer_at is not None:
-                peer = args[peer_at] if len(args) > peer_at else kwargs.get(_PEER_KW[name], -1)
-                peer = -1 if peer is None else int(peer)
+            nbytes = _nbytes(tensor_arg.get(args, kwargs))
+            peer = peer_arg.get(args, kwargs)
+            peer = -1 if peer is None else int(peer)
             start = _now(_CLOCK)
             result = fn(*args, **kwargs)
 
             def finish():
+                # Never raises into the job: an op the package cannot attribute (a group this
+                # rank is not in, which torch answers with a warning and no op) is not recorded.
+                try:
+                    cid = session.comm_id(group)
+                except Exception as e:  # noqa: BLE001 (never into the job)
+                    session.op_not_recorded(group, e)
+                    return
                 op = _shim.Op()
-                op.comm_id = session.comm_id(group)
+                op.comm_id = cid
                 op.bytes = nbytes
                 op.host_start_ns = start
                 op.host_end_ns = _now(_CLOCK)
@@ -152,7 +182,7 @@ class OpTimer:
                 op.peer = peer
                 session.record_op(op)
 
-            if name in _ASYNC_ALWAYS or kwargs.get("async_op"):
+            if name in _ASYNC_ALWAYS or async_arg.get(args, kwargs):
                 return TimedWork(result, finish) if result is not None else result
             finish()
             return result

@@ -80,6 +80,7 @@ class Session:
         self._plan_version = 0
         self._restart = None
         self._groups = {}  # id(ProcessGroup or None) -> comm id
+        self._unattributed = set()  # group keys whose ops could not be recorded (logged once)
         self._lock = threading.Lock()
         self._closed = False
         self.validation_group = validation_group
@@ -97,10 +98,25 @@ class Session:
         id. ValueError on an unknown role or a group this rank is not in."""
         if role not in ROLES:
             raise ValueError(f"falcon: role {role!r} is not one of {sorted(ROLES)}")
-        members = list(members) if members is not None else ops_mod.group_ranks(group)
+        if members is None:
+            try:
+                members = ops_mod.group_ranks(group)
+            except Exception as e:  # noqa: BLE001 (torch raises several kinds for a non-group)
+                raise ValueError(f"falcon: {group!r} is not a process group this rank is in "
+                                 f"({type(e).__name__}: {e})") from None
+        members = list(members)
+        world = self.env.world_size
+        for m in members:
+            if not isinstance(m, int) or isinstance(m, bool) or not 0 <= m < world:
+                raise ValueError(f"falcon: member {m!r} of the {role} group is not a rank in "
+                                 f"[0, {world})")
+        if len(set(members)) != len(members):
+            raise ValueError(f"falcon: the {role} group's members {members} repeat a rank")
         if self.env.rank not in members:
             raise ValueError(f"falcon: rank {self.env.rank} is not a member of the {role} group "
                              f"{members}")
+        if self._closed:
+            raise RuntimeError("falcon: the session is closed (close() was called)")
         cid = comm_id_of(self.env.job, role, members)
         with self._lock:
             self._groups[ops_mod.group_key(group)] = cid
@@ -116,9 +132,23 @@ class Session:
             cid = self.register_group(group, "unknown")
         return cid
 
+    def op_not_recorded(self, group, error):
+        """An op the package could not attribute to a communicator: logged once per group, the
+        op is not recorded, the job goes on."""
+        key = ops_mod.group_key(group)
+        if key not in self._unattributed:
+            self._unattributed.add(key)
+            log.warning("falcon: ops on %r are not recorded: %s", group, error)
+
     # --- iterations and S2 ---------------------------------------------------------------
     def step(self, iteration):
-        """Context manager around one training iteration; set `.loss` inside."""
+        """Context manager around one training iteration (iteration: an int in [0, 2^62]); set
+        `.loss` inside. ValueError naming a bad iteration; RuntimeError after close()."""
+        if self._closed:
+            raise RuntimeError("falcon: the session is closed (close() was called)")
+        if not isinstance(iteration, int) or isinstance(iteration, bool) or \
+                not 0 <= iteration <= 2**62:
+            raise ValueError(f"falcon: step iteration {iteration!r} is not an int in [0, 2^62]")
         return _Step(self, iteration)
 
     def micro_batches(self):

@@ -67,6 +67,9 @@ class EnvTest(unittest.TestCase):
             env.from_environment({"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "0"})
         with self.assertRaisesRegex(env.EnvError, "RANK, SLURM_PROCID"):
             env.from_environment({"FALCON_JOB": "j", "WORLD_SIZE": "2"})
+        with self.assertRaisesRegex(env.EnvError, "FALCON_AGENT_SOCKET=.* longer than 107"):
+            env.from_environment({"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "1",
+                                  "FALCON_AGENT_SOCKET": "/" + "s" * 120})
 
 
 class CommIdTest(unittest.TestCase):
@@ -118,6 +121,34 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(self.fs.stats()["records_accepted"], before + 2)
         self.assertEqual(self.fs.stats()["connected"], 0)  # No agent: buffered, training goes on.
 
+    def test_positional_group_and_async_op_are_read(self):
+        g = dist.new_group([0])
+        cid = falcon.comm_id_of("unit", "unknown", [0])
+        with self.fs.step(1):
+            dist.all_reduce(torch.ones(4), dist.ReduceOp.SUM, g)
+            self.assertEqual(self.fs._groups.get(id(g)), cid)
+            work = dist.all_reduce(torch.ones(4), dist.ReduceOp.SUM, g, True)
+            self.assertIsInstance(work, falcon.ops.TimedWork)
+            work.wait()
+
+    def test_bad_steps_groups_and_members_are_named(self):
+        for bad in ("x", 1.5, None, -1, 2**70, True):
+            with self.assertRaisesRegex(ValueError, "step iteration"):
+                self.fs.step(bad)
+        with self.assertRaisesRegex(ValueError, "'notagroup' is not a process group"):
+            self.fs.register_group("notagroup", "dp")
+        for members, why in (([0, 2**40], "member 1099511627776"), ([0, -1], "member -1"),
+                             ([0, 0], "repeat a rank")):
+            with self.assertRaisesRegex(ValueError, why):
+                self.fs.register_group(None, "dp", members=members)
+
+    def test_a_second_session_and_a_closed_one_say_so(self):
+        with self.assertRaisesRegex(RuntimeError, "already has a session"):
+            falcon.init(required=True)
+        self.fs.close()
+        with self.assertRaisesRegex(RuntimeError, "session is closed"):
+            self.fs.step(0)
+
     def test_close_restores_torch_distributed(self):
         self.assertTrue(hasattr(dist.all_reduce, "__wrapped__"))
         self.fs.close()
@@ -168,6 +199,12 @@ class InitTest(unittest.TestCase):
         fs.close()
         with self.assertRaisesRegex(OSError, "/nonexistent/libfalcon_shim.so"):
             falcon.init(library="/nonexistent/libfalcon_shim.so", required=True)
+        # A real library that is not the shim: the same, not an AttributeError from ctypes.
+        libz = next((p for p in ("/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1")
+                     if os.path.exists(p)), None)
+        if libz:
+            with self.assertRaisesRegex(OSError, "is not the trainer shim library"):
+                falcon.init(library=libz, required=True)
 
 
 def _free_port():

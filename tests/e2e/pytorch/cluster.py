@@ -38,7 +38,8 @@ def netns_supported():
 
 
 class Cluster:
-    def __init__(self, work, nodes=2, netns=True):
+    def __init__(self, work, nodes=2, netns=True, link_bytes=4194304):
+        self.link_bytes = link_bytes
         self.work = work
         self.nodes = nodes
         self.netns = netns
@@ -97,7 +98,8 @@ class Cluster:
                                    "--metrics_listen", "127.0.0.1:0", "--data_dir",
                                    os.path.join(self.work, "controller-data"), "--plaintext",
                                    "--tick=100ms", "--validation_gemm_size=128",
-                                   "--validation_repeats=5", "--validation_link_bytes=4194304"])
+                                   "--validation_repeats=5",
+                                   f"--validation_link_bytes={self.link_bytes}"])
         m = self._await_line("controller", r"listening on (\S+)")
         self.controller = m.group(1)
         self.ctl("settings", "set", "verification_min_ratio=0.10")

@@ -69,7 +69,7 @@ class PytorchE2E(unittest.TestCase):
             return [json.loads(line) for line in f]
 
     def test_healthy_job_raises_nothing_to_mitigate(self):
-        self.c.start_job("pt-healthy", 2, JOB_ARGS + ["--steps", "150", "--log", self.log])
+        self.c.start_job("pt-healthy", 2, JOB_ARGS + ["--steps", "100", "--log", self.log])
         self.c.wait_job(600)
         events = self.c.ctl("events").get("events", [])
         for e in events:
@@ -78,7 +78,7 @@ class PytorchE2E(unittest.TestCase):
             for a in e.get("actions", []):
                 self.assertEqual(a.get("strategy"), "STRATEGY_S1_IGNORE",
                                  _evidence(self.c, self.log))
-        self.assertEqual(len(self._steps()), 150)
+        self.assertEqual(len(self._steps()), 100)
         job = self.c.ctl("job", "pt-healthy")
         kinds = sorted(c["kind"] for c in job["communicators"])
         self.assertEqual(kinds, ["COMM_KIND_DP"] * 2 + ["COMM_KIND_PP"] * 2 + ["COMM_KIND_WORLD"])
