@@ -2,7 +2,8 @@
 
 Only this module knows the ABI's layout; the rest of the package uses Shim. The structs mirror
 the header field for field (ABI version 1); struct_size lets the library read no further than
-what this side knows. Times are CLOCK_MONOTONIC nanoseconds (Shim.now_ns).
+what this side knows. Times are CLOCK_MONOTONIC nanoseconds (falcon_shim_now_ns; the package
+reads the same clock with time.clock_gettime_ns, ops.monotonic_ns).
 
 Where the library is looked up, first match wins:
   1. $FALCON_SHIM_LIB (a path to libfalcon_shim.so);
@@ -261,9 +262,6 @@ class Shim:
 
     def __init__(self, lib):
         self._lib = lib
-
-    def now_ns(self):
-        return self._lib.falcon_shim_now_ns()
 
     def _check(self, call, status):
         if status != OK:

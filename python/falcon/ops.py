@@ -9,6 +9,7 @@ op. Ops on NCCL groups are left to the NCCL LD_PRELOAD shim (not counted twice).
 puts the originals back.
 """
 
+import functools
 import inspect
 import time
 
@@ -62,8 +63,9 @@ class _Arg:
         return kwargs.get(self.name, self.default)
 
 
-def monotonic_ns():
-    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+# CLOCK_MONOTONIC ns, the shim's clock (falcon_shim_now_ns), read without a ctypes call; a
+# partial (C-implemented) because every timed op reads it twice.
+monotonic_ns = functools.partial(time.clock_gettime_ns, time.CLOCK_MONOTONIC)
 
 
 def group_key(group):
@@ -98,10 +100,6 @@ def _is_nccl(group):
         return False
 
 
-_CLOCK = time.CLOCK_MONOTONIC
-_now = time.clock_gettime_ns  # The shim's clock (CLOCK_MONOTONIC), without a ctypes call.
-
-
 class TimedWork:
     """An async op's Work: wait() records the op when it returns. Everything else is the
     Work's."""
@@ -125,7 +123,6 @@ class TimedWork:
 class OpTimer:
     def __init__(self, session):
         self._session = session
-        self.iteration = -1
         self._originals = {}
         self._nccl = {}  # group key -> its backend is NCCL (the NCCL shim times it)
         for name in TIMED:
@@ -161,7 +158,7 @@ class OpTimer:
             nbytes = _nbytes(tensor_arg.get(args, kwargs))
             peer = peer_arg.get(args, kwargs)
             peer = -1 if peer is None else int(peer)
-            start = _now(_CLOCK)
+            start = monotonic_ns()
             result = fn(*args, **kwargs)
 
             def finish():
@@ -176,7 +173,7 @@ class OpTimer:
                 op.comm_id = cid
                 op.bytes = nbytes
                 op.host_start_ns = start
-                op.host_end_ns = _now(_CLOCK)
+                op.host_end_ns = monotonic_ns()
                 op.iteration = -1
                 op.op_kind = kind
                 op.peer = peer

@@ -29,6 +29,7 @@ import threading
 
 from falcon import _shim
 from falcon import ops as ops_mod
+from falcon import validation
 
 log = logging.getLogger("falcon")
 
@@ -174,8 +175,6 @@ class Session:
             if self._restart is not None:
                 self._exit_for_restart()
         step.start_ns = self.now_ns()
-        if self._ops is not None:
-            self._ops.iteration = step.iteration
 
     def _end(self, step):
         end = self.now_ns()
@@ -203,8 +202,7 @@ class Session:
             why = f"falcon package error: {e!r}"
         if why is None:
             return 0
-        ctypes.memmove(reason, why.encode()[: capacity - 1] + b"\0", min(len(why.encode()) + 1,
-                                                                         capacity))
+        _write_c_string(reason, capacity, why)
         log.warning("falcon: directive rejected: %s", why)
         return 1
 
@@ -247,7 +245,6 @@ class Session:
     def _on_validation(self, _user, tptr, rptr):
         t, r = tptr.contents, rptr.contents
         try:
-            from falcon import validation
             if t.kind == _shim.VALIDATION_GEMM:
                 dur, flops = validation.gemm(t.gemm_m, t.gemm_n, t.gemm_k, t.repeats, self.now_ns)
                 r.gemm_duration_ns, r.gemm_flops = dur, flops
@@ -266,8 +263,7 @@ class Session:
             why = f"validation task kind {t.kind}: unknown to the PyTorch package"
         except Exception as e:
             why = f"validation task {t.task_id}: {e!r}"
-        b = why.encode()[: max(0, r.error_capacity - 1)] + b"\0"
-        ctypes.memmove(r.error, b, min(len(b), r.error_capacity))
+        _write_c_string(r.error, r.error_capacity, why)
         return 1
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -287,6 +283,14 @@ class Session:
                 self._shim.shutdown()
             except _shim.ShimError as e:
                 log.warning("falcon: shutdown: %s", e)
+
+
+def _write_c_string(dst, capacity, text):
+    """Writes `text` NUL-terminated into the C buffer `dst` of `capacity` bytes, cut to fit."""
+    if capacity < 1:
+        return
+    b = text.encode()[: capacity - 1] + b"\0"
+    ctypes.memmove(dst, b, len(b))
 
 
 def _even(total, parts):

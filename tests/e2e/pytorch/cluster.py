@@ -157,9 +157,14 @@ class Cluster:
         return self._spawn("chaos", argv)
 
     def stop(self):
-        # The job, then the agents, the controller and last the namespaces.
-        order = sorted(self.procs, key=lambda n: (n != "chaos", not n.startswith("torchrun"),
-                                                  not n.startswith("agent"), n == "netns"))
+        # The fault driver and the job first, then the agents, the controller, the namespaces.
+        def stop_rank(name):
+            for i, prefix in enumerate(("chaos", "torchrun", "agent", "controller", "netns")):
+                if name.startswith(prefix):
+                    return i
+            return 0  # Anything else first.
+
+        order = sorted(self.procs, key=stop_rank)
         for name in order:
             p = self.procs[name]
             if p.poll() is None:
