@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "common/testing/log_capture.h"
 #include "common/testing/series_value.h"
 #include "controller/control_api.h"
@@ -945,6 +946,44 @@ TEST_F(ControllerTest, OutsideLoadOnEveryRankIsAnEnvironmentShiftNotAnEvent) {
                                          {{"job", spec_.job}}),
             1);
   EXPECT_EQ(log.Count("environment shift job=job series="), 1);
+}
+
+// Load from outside the job that changes its shape: from iteration 60 every rank's iteration and
+// compute x1.3 (an environment shift); from 80 the compute is back to healthy while the iterations
+// stay x1.3 (the load now holds back every communicator alike). The slowdown the shift left on the
+// job series opens an event; validation measures every GEMM and link alike, so it is outside load:
+// the event closes as a transient, not left LOCALIZED with an UNKNOWN cause
+// (docs/algorithms.md#transients).
+TEST_F(ControllerTest, ASlowdownLeftAfterAnEnvironmentShiftThatValidationFindsAlikeIsTransient) {
+  common::testing::LogCapture log;
+  ConnectAll();
+  for (int64_t i = 0; i < 140; ++i) {
+    for (auto& a : agents_) {
+      falcon::v1::TelemetryBatch b;
+      b.set_job(spec_.job);
+      for (uint32_t r : a->ranks()) {
+        const int64_t loaded = i >= 60 ? Healthy(r, i) * 13 / 10 : Healthy(r, i);
+        falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, loaded);
+        if (i >= 80) {
+          s.set_compute_ns(testing::MakeSummary(spec_, r, i, Healthy(r, i)).compute_ns());
+        }
+        *b.add_iterations() = s;
+      }
+      ASSERT_FALSE(a->Send(*c_, b)->has_error());
+    }
+    Settle(testing::Responder());
+    clock_.Advance(absl::Milliseconds(100));
+  }
+  ASSERT_GE(log.Count("environment shift job=job series="), 1) << absl::StrJoin(log.Lines(), "\n");
+  ASSERT_EQ(log.Count("slowdown left after an environment shift job=job"), 1)
+      << absl::StrJoin(log.Lines(), "\n");
+  const std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].state(), falcon::v1::EVENT_STATE_CLOSED) << events[0].DebugString();
+  EXPECT_TRUE(events[0].transient()) << events[0].DebugString();
+  EXPECT_NE(events[0].transitions(events[0].transitions_size() - 1).reason().find("outside load"),
+            std::string::npos)
+      << events[0].DebugString();
 }
 
 TEST_F(ControllerTest, SettingsAndConnectionsAreLoggedAsKeyValuePairs) {

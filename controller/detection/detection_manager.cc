@@ -353,15 +353,17 @@ void DetectionManager::CheckLeftAfterEnvironment(Pipeline& p, int64_t iteration,
   LOG(INFO) << "slowdown left after an environment shift job=" << p.job
             << " iteration=" << left->iteration << " decided=" << left->decided_at
             << " ratio=" << absl::StrFormat("%.3f", left->ratio);
-  Onset(p, kJobSeries, s, *left, /*judge_environment=*/false, uow);
+  Onset(p, kJobSeries, s, *left, /*judge_environment=*/false, uow,
+        /*after_environment_shift=*/true);
 }
 
 void DetectionManager::Onset(Pipeline& p, const std::string& series, const Series& s,
                              const analysis::detect::DetectorEvent& ev, bool judge_environment,
-                             core::UnitOfWork* uow) {
+                             core::UnitOfWork* uow, bool after_environment_shift) {
   if (!settings_->Effective(p.job).detection_enabled) return;
   SeriesOnset onset;
   onset.series = series;
+  onset.after_environment_shift = after_environment_shift;
   onset.detection = ev;
   onset.onset_time = absl::FromUnixNanos(s.recent.ArrivalOf(ev.iteration));
   onset.job_iteration = p.last_iteration;

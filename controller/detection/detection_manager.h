@@ -183,10 +183,11 @@ class DetectionManager {
   void OnDetection(Pipeline& p, const std::string& series, const Series& s,
                    const analysis::detect::DetectorEvent& ev, core::UnitOfWork* uow);
   // A slowdown onset of `series`: joins an active event, or is an environment shift (when
-  // `judge_environment`; docs/algorithms.md#environment-shifts), or opens a new event.
+  // `judge_environment`; docs/algorithms.md#environment-shifts), or opens a new event
+  // (`after_environment_shift`: the slowdown an environment shift left, SeriesOnset).
   void Onset(Pipeline& p, const std::string& series, const Series& s,
              const analysis::detect::DetectorEvent& ev, bool judge_environment,
-             core::UnitOfWork* uow);
+             core::UnitOfWork* uow, bool after_environment_shift = false);
   enum class Judged { kEnvironment, kPart, kIncomplete };
   // kEnvironment when every rank's compute explains the slowdown (logged once per shift and
   // counted); kIncomplete when it does not, yet the decision's job iteration is incomplete, every

@@ -104,6 +104,7 @@ EventRecord* EventManager::Open(const std::string& job, const SeriesOnset& onset
   e->set_recovery_iteration(-1);
   e->set_alarm_time_ns(absl::ToUnixNanos(clock_->Now()));
   SetSlowdown(&r, onset);
+  r.set_after_environment_shift(onset.after_environment_shift);
   r.set_phase(falcon::controller::v1::PHASE_PROFILING);
   active_[job].push_back(id);
 

@@ -42,6 +42,8 @@ struct SeriesOnset {
   absl::Time onset_time;                      // When the onset iteration's sample arrived.
   int64_t job_iteration = -1;                 // Job iteration when it was confirmed.
   absl::Duration job_baseline;  // Healthy job iteration time before it (lost-time baseline).
+  // The slowdown left after an environment shift (EventRecord.after_environment_shift).
+  bool after_environment_shift = false;
 };
 
 class EventManager {

@@ -1041,10 +1041,14 @@ void Localizer::StageVerdict(EventRecord* event, Verdict v, const std::string& n
   if (v.cause == falcon::v1::CAUSE_UNKNOWN && EveryRankSlowedAlike(*event, v)) {
     // Outside load (a burst on the machines): nothing of the job's to mitigate, and the event
     // must not absorb a fail-slow that follows (docs/algorithms.md#transients).
-    events_->CloseTransient(event, iteration,
-                            "transient: every rank slowed down alike and validation measured "
-                            "them alike (outside load), nothing to mitigate",
-                            uow);
+    events_->CloseTransient(
+        event, iteration,
+        event->after_environment_shift()
+            ? "transient: the slowdown an environment shift left, and validation measured every "
+              "rank alike (outside load), nothing to mitigate"
+            : "transient: every rank slowed down alike and validation measured them alike "
+              "(outside load), nothing to mitigate",
+        uow);
     return;
   }
   if (on_verdict_) on_verdict_(event, uow);
@@ -1143,6 +1147,7 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
 
 bool Localizer::EveryRankSlowedAlike(const EventRecord& event, const Verdict& v) const {
   if (event.forced() || v.gemm_ranks_measured < 2) return false;
+  if (event.after_environment_shift()) return true;
   const registry::JobEntry* job = registry_->Find(event.event().job());
   if (job == nullptr || job->ranks().empty()) return false;
   std::set<uint32_t> slowed;

@@ -172,7 +172,9 @@ class Localizer {
   // (optional) gets the ids of the events whose culprits were dropped, ascending.
   std::string ExcludeKnownCulprits(const EventRecord& event, Verdict* v,
                                    std::vector<uint64_t>* owners = nullptr);
-  // Every rank's own series slowed down and validation (GEMM on 2+ ranks) found no culprit.
+  // Validation (GEMM on 2+ ranks) found no culprit, and every rank's own series slowed down, or
+  // the event is the slowdown an environment shift left (EventRecord.after_environment_shift:
+  // every rank's compute had risen alike, and now no part is slower than its peers).
   bool EveryRankSlowedAlike(const EventRecord& event, const Verdict& v) const;
 
   const LocalizationOptions options_;
