@@ -511,10 +511,9 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
           : absl::StrCat("cpu.cfs_quota_us=", throttle->quota_us,
                          " cpu.cfs_period_us=", throttle->period_us),
       " (", absl::StrFormat("%.3g", cores), " cores",
-      spec.slowdown.has_value()
-          ? absl::StrFormat(": it %s %.3f, slowdown x%g", measured_as, *t.measured_cores,
-                            *spec.slowdown)
-          : "",
+      spec.slowdown.has_value() ? absl::StrFormat(": it %s %.3f, slowdown x%g", measured_as,
+                                                  *t.measured_cores, *spec.slowdown)
+                                : "",
       "), ",
       spec.thread.empty()
           ? "process"

@@ -63,6 +63,18 @@ double ComputeProbe::WorstCulpritRatio(size_t min_samples) const {
   return worst;
 }
 
+double ComputeProbe::PeerLevel() const {
+  std::vector<double> peers;
+  for (const auto& [r, samples] : samples_) {
+    if (samples.empty() || IsCulprit(r) || r >= rank_pp_.size()) continue;
+    const bool stage_peer = std::any_of(culprits_.begin(), culprits_.end(), [&](uint32_t c) {
+      return c < rank_pp_.size() && rank_pp_[c] == rank_pp_[r];
+    });
+    if (stage_peer) peers.push_back(common::Median(samples));
+  }
+  return peers.empty() ? 0 : common::Median(peers);
+}
+
 ComputeProbe::Reading ComputeProbe::Observe(uint32_t rank, double min_ratio) {
   Reading reading;
   reading.ratio = Ratio(rank, kWindow);

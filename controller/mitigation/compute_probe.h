@@ -44,6 +44,13 @@ class ComputeProbe {
   double Ratio(uint32_t rank, size_t min_samples) const;
   // The worst culprit's Ratio (0 when none measured).
   double WorstCulpritRatio(size_t min_samples) const;
+  // The compute per micro-batch of the culprits' stage peers (the ranks of a culprit's stage that
+  // are no culprit; other stages may count waiting for the slow stage as compute): the median
+  // over them of each one's median (ns; 0 when none has a sample). Its change across a plan is
+  // load from outside the job, which the plan does not cause (PlanMeasurement::Judge). Any one
+  // sample counts: a plan may be issued an iteration after the verdict, and the median over the
+  // ranks steadies it.
+  double PeerLevel() const;
 
   enum class State {
     kTooFew,    // Not enough samples for a ratio.

@@ -60,6 +60,21 @@ TEST_F(ComputeProbeTest, RatioAgainstStagePeersPerMicroBatch) {
   EXPECT_FALSE(probe_.IsCulprit(4));
 }
 
+// The culprit's stage peers, per micro-batch, whatever their group's share: 1 ms; neither the
+// culprit's x1.4 nor another stage moves it.
+TEST_F(ComputeProbeTest, PeerLevelIsTheStagePeersComputePerMicroBatch) {
+  EXPECT_EQ(probe_.PeerLevel(), 0);
+  Iteration(1.4);
+  EXPECT_NEAR(probe_.PeerLevel(), 1e6, 1e-3);
+  Iteration(1.4, {10, 4, 9, 9});
+  Iteration(1.4, {10, 4, 9, 9});
+  EXPECT_NEAR(probe_.PeerLevel(), 1e6, 1e-3);
+  EXPECT_TRUE(probe_.Add(4, 9'000'000, {8, 8, 8, 8}));  // Rank 4 alone slower: the median holds.
+  EXPECT_NEAR(probe_.PeerLevel(), 1e6, 1e-3);
+  for (uint32_t r : {0u, 1u, 2u, 3u}) EXPECT_TRUE(probe_.Add(r, 80'000'000, {8, 8, 8, 8}));
+  EXPECT_NEAR(probe_.PeerLevel(), 1e6, 1e-3);  // Stage 0 waits for stage 1: not counted.
+}
+
 TEST_F(ComputeProbeTest, ClearsOnlyAfterSeenSlowAndAStreakBelowHalfTheThreshold) {
   // Healthy from the start: never cleared (it was never seen slow).
   for (int i = 0; i < 6; ++i) Iteration(1.0);

@@ -23,12 +23,14 @@ std::optional<absl::Duration> PlanMeasurement::Add(int64_t iteration,
   return absl::Nanoseconds(common::Median(samples_ns_));
 }
 
-std::optional<PlanMeasurement::Judgement> PlanMeasurement::Judge(absl::Duration slow) {
+std::optional<PlanMeasurement::Judgement> PlanMeasurement::Judge(absl::Duration slow,
+                                                                 double outside_load) {
   if (judged_ || static_cast<int>(samples_ns_.size()) < window_) return std::nullopt;
   judged_ = true;
   Judgement j;
   j.median = absl::Nanoseconds(common::Median(samples_ns_));
-  j.helped = j.median < slow * no_help_fraction_;
+  j.judged = outside_load > 0 ? j.median / outside_load : j.median;
+  j.helped = j.judged < slow * no_help_fraction_;
   return j;
 }
 

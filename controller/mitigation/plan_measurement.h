@@ -30,10 +30,17 @@ class PlanMeasurement {
 
   struct Judgement {
     absl::Duration median;
+    absl::Duration judged;  // median / outside_load.
     bool helped = true;
   };
   // Once per plan, when the window is full: whether the median beat `slow` by the fraction.
-  std::optional<Judgement> Judge(absl::Duration slow);
+  // `outside_load` (> 0; 1: none) is how much load from outside the job changed the ranks' speed
+  // since the slow level was measured (the compute per micro-batch of the ranks that are no
+  // culprit, under the plan over before it): the median is divided by it first, so that a burst
+  // of load on the machines during the window neither sinks a plan that helps nor keeps one that
+  // does not (seen: an S2 plan measured 0.468 s against a slow 0.400 s while a burst slowed every
+  // rank, reverted, and the job ran slow to the fault's end).
+  std::optional<Judgement> Judge(absl::Duration slow, double outside_load = 1.0);
 
  private:
   int window_;

@@ -41,5 +41,24 @@ TEST(PlanMeasurement, NoFasterThanTheFractionOfSlowDidNotHelp) {
   EXPECT_TRUE(m.Judge(absl::Milliseconds(140))->helped);
 }
 
+// Load from outside the job during the window is divided out first: slower than slow under a x1.3
+// load is a plan that helps; a plan that only looks fast because load went away is no help.
+TEST(PlanMeasurement, OutsideLoadIsDividedOutBeforeJudging) {
+  PlanMeasurement m(1, 0.97);
+  m.Restart(10);
+  m.Add(11, absl::Milliseconds(156));
+  std::optional<PlanMeasurement::Judgement> j = m.Judge(absl::Milliseconds(140), 1.3);
+  ASSERT_TRUE(j.has_value());
+  EXPECT_EQ(j->median, absl::Milliseconds(156));
+  EXPECT_EQ(j->judged, absl::Milliseconds(120));
+  EXPECT_TRUE(j->helped);
+  m.Restart(20);
+  m.Add(21, absl::Milliseconds(112));
+  j = m.Judge(absl::Milliseconds(140), 0.8);
+  ASSERT_TRUE(j.has_value());
+  EXPECT_EQ(j->judged, absl::Milliseconds(140));
+  EXPECT_FALSE(j->helped);
+}
+
 }  // namespace
 }  // namespace falcon::controller::mitigation

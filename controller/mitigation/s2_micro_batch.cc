@@ -82,6 +82,7 @@ std::vector<uint32_t> S2MicroBatch::PlanBase(const registry::JobEntry& job,
 
 void S2MicroBatch::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_iteration,
                             EventContext& ctx) {
+  ctx.peer_level_before_plan = ctx.probe.PeerLevel();
   ctx.probe.ClearSamples();  // The probe starts over under the plan.
   before_ = planned_before_;
   ctx.measurement.Restart(effective_iteration);

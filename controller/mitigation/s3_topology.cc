@@ -38,6 +38,7 @@ absl::StatusOr<PlannedDirective> S3Topology::Plan(const analysis::plan::Escalati
 void S3Topology::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_iteration,
                           EventContext& ctx) {
   before_ = planned_before_;
+  ctx.peer_level_before_plan = 0;  // Ranks move: no peer level to compare across the plan.
   if (ctx.layouts != nullptr) (*ctx.layouts)[ctx.job] = planned_after_;
   ctx.measurement.Restart(effective_iteration);
 }

@@ -127,11 +127,22 @@ std::optional<std::string> MitigationStrategy::Measure(int64_t iteration,
   VLOG(1) << "iteration under plan " << ctx.Subject() << " strategy=" << ShortName(level())
           << " iteration=" << iteration << " time_s=" << absl::ToDoubleSeconds(iteration_time)
           << " median_s=" << absl::ToDoubleSeconds(*median);
-  const std::optional<PlanMeasurement::Judgement> j = ctx.measurement.Judge(ctx.slow);
+  // Load from outside the job since the plan was issued, as the culprit's stage peers compute
+  // (S2 of a compute fail-slow; 1: not measured).
+  const double peers_now = ctx.probe.PeerLevel();
+  const double outside_load = ctx.peer_level_before_plan > 0 && peers_now > 0
+                                  ? peers_now / ctx.peer_level_before_plan
+                                  : 1.0;
+  const std::optional<PlanMeasurement::Judgement> j = ctx.measurement.Judge(ctx.slow, outside_load);
   if (!j.has_value()) return std::nullopt;
-  const std::string measured =
+  std::string measured =
       absl::StrFormat("measured %.3f s under the plan vs slow %.3f s",
                       absl::ToDoubleSeconds(j->median), absl::ToDoubleSeconds(ctx.slow));
+  if (outside_load != 1.0) {
+    absl::StrAppendFormat(
+        &measured, " (x%.2f outside load on the culprit's stage peers' compute: %.3f s without it)",
+        outside_load, absl::ToDoubleSeconds(j->judged));
+  }
   if (j->helped) {
     LOG(INFO) << "plan kept " << ctx.Subject() << " directive=" << directive_
               << " strategy=" << ShortName(level()) << " why=\"" << measured << "\"";

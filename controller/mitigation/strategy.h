@@ -57,6 +57,8 @@ struct EventContext {
   std::vector<uint32_t> other_s2_before;
   // Event.validation_ratio: the culprit's slowdown as validation measured it (0 none).
   double validation_ratio = 0;
+  // ComputeProbe::PeerLevel when the S2 plan in force was issued (0: none measured, or S3).
+  double peer_level_before_plan = 0;
 
   // "job=<job> event=<id> rank=<r>[,<r>...]", "... link=<a>-><b>[,...]" or, for culprit nodes,
   // "... node=<n>[,...] links=<count of evidence links>", for log lines.
