@@ -3,9 +3,10 @@
 // peers' (the non-culprit ranks of the same stage), over the last kWindow summaries of each rank.
 //  - Before S2 it measures the culprit's stage slowdown, which the S2 plan uses
 //    (Culprit::measured_stage_slowdown).
-//  - Under S2 the job's iteration time hides the fault (the slow group runs fewer micro-batches),
-//    so the probe tells when it cleared: once the culprit was seen slow (ratio >= 1 + min_ratio)
-//    and then stays below 1 + min_ratio / 2 for `clear_iterations` summaries in a row.
+//  - It tells when the fault cleared: once the culprit was seen slow (ratio >= 1 + min_ratio, or
+//    SeenSlow) and then stays below 1 + min_ratio / 2 for `clear_iterations` summaries in a row.
+//    Under S2 the job's iteration time hides the fault (the slow group runs fewer
+//    micro-batches); before S2 outside load can hold it up after the fault cleared.
 // See docs/algorithms.md#strategies. Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_MITIGATION_COMPUTE_PROBE_H_
 #define FALCON_CONTROLLER_MITIGATION_COMPUTE_PROBE_H_
@@ -66,6 +67,10 @@ class ComputeProbe {
   };
   // Judges the latest sample of culprit `rank` (Ratio over kWindow samples).
   Reading Observe(uint32_t rank, double min_ratio);
+
+  // The culprit was measured slow elsewhere (the verdict's ratio at or above 1 + min_ratio): a
+  // clearing counts from now on, as after a kSlow reading.
+  void SeenSlow() { saw_slow_ = true; }
 
   // Drops the samples (a plan took effect: the probe starts over under it).
   void ClearSamples() { samples_.clear(); }

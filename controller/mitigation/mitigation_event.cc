@@ -49,6 +49,12 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   ctx.healthy = healthy;
   ctx.slow = slow;
   ctx.validation_ratio = event.validation_ratio();
+  // The verdict measured the compute culprit slow (profiling or validation): a fault that clears
+  // before the probe has its own samples of it still clears through the probe.
+  if (ctx.culprit.cause == falcon::v1::CAUSE_COMPUTE &&
+      ctx.validation_ratio >= 1 + settings.verification_min_ratio) {
+    ctx.probe.SeenSlow();
+  }
   ctx.layouts = layouts;
   ctx.errors = errors;
   ctx.last_iteration = std::max(event.verdict_iteration(), actions.LastIteration(event.job()));
@@ -141,7 +147,6 @@ std::optional<std::string> MitigationEvent::StillSlow(const falcon::v1::Event& e
   if (ctx_.culprit.cause != falcon::v1::CAUSE_COMPUTE) return std::nullopt;
   const double ratio = ctx_.probe.WorstCulpritRatio(ComputeProbe::kWindow);
   if (ratio < 1 + min_ratio) return std::nullopt;
-  recovery_refused_ = true;
   return absl::StrFormat(
       "compute probe: the culprit's compute per micro-batch is still x%.2f of its stage peers' "
       "(>= x%.2f)",
@@ -168,7 +173,7 @@ std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
   const std::vector<uint32_t> m(job->job().micro_batches().begin(),
                                 job->job().micro_batches().end());
   if (!ctx_.probe.Add(rank, summary.compute_ns(), m)) return std::nullopt;
-  if ((before_s2 && !recovery_refused_) || !ctx_.probe.IsCulprit(rank)) return std::nullopt;
+  if (!ctx_.probe.IsCulprit(rank)) return std::nullopt;
   const double min_ratio = actions.Settings(ctx_.job).verification_min_ratio;
   const ComputeProbe::Reading reading = ctx_.probe.Observe(rank, min_ratio);
   VLOG(1) << "compute probe " << ctx_.Subject() << " iteration=" << summary.iteration()
@@ -181,7 +186,8 @@ std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
   r.reason = absl::StrFormat(
       "rank %d compute per micro-batch back to x%.2f of its stage peers' at iteration %d (%s)",
       rank, reading.ratio, r.iteration,
-      before_s2 ? "the iteration time sped up before, while the culprit was still slow"
+      before_s2 ? "no plan in force: the culprit's own speed, whatever load outside the job does "
+                  "to the iteration time"
                 : "S2 in force hides the fault from the iteration time");
   return r;
 }

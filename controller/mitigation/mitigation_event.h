@@ -75,15 +75,19 @@ class MitigationEvent {
     std::string reason;
   };
   // One rank's summary for the compute probe (compute culprits only). Before S2 it samples the
-  // stage slowdown; under S2 (from two iterations after it took effect) it returns the recovery
-  // once the culprit is back at its peers' speed (ComputeProbe::State::kCleared).
+  // stage slowdown; before S2 and under it (from two iterations after it took effect) it returns
+  // the recovery once the culprit is back at its peers' speed (ComputeProbe::State::kCleared;
+  // seen slow by the probe or by the verdict). Before S2 that matters when load from outside the
+  // job keeps the iteration time above its healthy level after the fault cleared: the job's
+  // series then shows no recovery (seen: a short CPU-quota fault localized from profiling, the
+  // event LOCALIZED for good).
   std::optional<Recovery> ProbeRank(const falcon::v1::IterationSummary& summary,
                                     detection::EventActions& actions);
   // Why a recovery of `event`'s series is no sign the fail-slow is gone; nullopt when it is one.
   //  - Compute culprits, by the compute probe: the worst culprit's compute per micro-batch over
   //    its last ComputeProbe::kWindow summaries is at least 1 + verification_min_ratio of its
-  //    stage peers'. Once it refused a recovery, ProbeRank also recovers the event before S2 (the
-  //    job series, which learned the faster level, no longer can).
+  //    stage peers'. ProbeRank recovers the event once the culprit clears (the job series, which
+  //    learned the faster level, no longer can).
   //  - Communication culprits with S3 in force: the new layout keeps the job's traffic off the
   //    slow links, so the job's iteration time cannot show them recover. When the plan already
   //    runs the job within verification_min_ratio of its healthy time
@@ -103,7 +107,6 @@ class MitigationEvent {
   S3Topology s3_;
   S4CheckpointRestart s4_;
   bool ended_ = false;
-  bool recovery_refused_ = false;
 };
 
 }  // namespace falcon::controller::mitigation

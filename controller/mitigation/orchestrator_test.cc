@@ -125,6 +125,7 @@ class OrchestratorTest : public ::testing::Test {
               if (r / spec_.dp != 1) s.set_compute_ns(s.compute_ns() + extra);
             }
           }
+          if (uneven && blind_probe_) s.set_compute_ns(0);
           *b.add_iterations() = s;
         }
         auto ack = a->Send(*c_, b);
@@ -216,6 +217,8 @@ class OrchestratorTest : public ::testing::Test {
 
   LayoutSpec spec_;
   int64_t plan_without_fault_ns_ = 110'000'000;
+  // Run: under an uneven plan the ranks report no compute time (the compute probe sees nothing).
+  bool blind_probe_ = false;
   common::FakeClock clock_;
   store::InMemoryKvStore kv_;
   prometheus::Registry registry_;
@@ -331,14 +334,42 @@ TEST_F(OrchestratorTest, ABurstOfOutsideLoadWhileThePlanIsMeasuredDoesNotRevertI
   EXPECT_EQ(log.Count("plan did not help"), 0);
 }
 
+// A fault that clears before any plan (S2 priced out of reach) while load from outside the job
+// arrives as it ends and keeps the iteration time at the slow level: the job's series shows no
+// recovery, but rank 5 computes like its stage peers again, so the compute probe recovers the
+// event (before: LOCALIZED for good).
+TEST_F(OrchestratorTest, AFaultThatClearsUnderOutsideLoadRecoversBeforeAnyPlan) {
+  Set([](falcon::v1::Settings* s) { s->set_s2_cost_iterations(1e6); });
+  auto fault = [](int64_t i) { return i >= 60 && i < 100; };
+  auto load = [](int64_t i) -> int64_t { return i >= 95 ? 40'000'000 : 0; };
+  Run(0, 140, fault, load);
+  const std::vector<falcon::v1::Event> events = EventsOldestFirst();
+  ASSERT_FALSE(events.empty());
+  const falcon::v1::Event& e = events[0];
+  ASSERT_EQ(e.state(), falcon::v1::EVENT_STATE_RECOVERED) << e.DebugString();
+  EXPECT_NE(e.transitions(e.transitions_size() - 1).reason().find("no plan in force"),
+            std::string::npos)
+      << e.DebugString();
+  EXPECT_GE(e.recovery_iteration(), 100);
+  EXPECT_LE(e.recovery_iteration(), 110);
+  EXPECT_TRUE(Plans().empty());
+  // The load it leaves is outside load (docs/algorithms.md#transients): nothing blamed.
+  for (size_t k = 1; k < events.size(); ++k) {
+    EXPECT_TRUE(events[k].transient()) << events[k].DebugString();
+    EXPECT_EQ(events[k].cause(), falcon::v1::CAUSE_UNKNOWN) << events[k].DebugString();
+  }
+}
+
 // A short fault that clears as its S2 plan takes effect (seen on the netns cluster: a 14-iteration
 // CPU-quota blip): the plan, sized for a slow group that is no longer slow, runs the job as slowly
 // as the fault did, is measured no faster than the slow level and reverted. The job is then back
 // at its healthy level with no plan in force, so the fail-slow is gone: the event recovers, though
 // the speed-up starts where the revert took effect (before: taken for the revert's doing, the
-// event stayed MITIGATING for good).
+// event stayed MITIGATING for good). The compute probe would see rank 5 clear first; here the
+// ranks stop reporting compute time as the plan starts, so only the iteration time tells.
 TEST_F(OrchestratorTest, AFaultThatClearsAsItsPlanStartsRecoversAfterTheRevert) {
   plan_without_fault_ns_ = kSlowNs;
+  blind_probe_ = true;
   int64_t clear_at = std::numeric_limits<int64_t>::max();
   auto fault = [&](int64_t i) { return i >= 60 && i < clear_at; };
   int64_t i = 0;
