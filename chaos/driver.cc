@@ -67,7 +67,7 @@ absl::StatusOr<double> Driver::MeasureCores(int pid, const std::vector<int>& tid
       return out;
     }
     for (int tid : tids) {
-      absl::StatusOr<int64_t> ns = ThreadDemandNanos(runner_, pid, tid, ticks);
+      absl::StatusOr<int64_t> ns = ThreadCpuNanos(runner_, pid, tid, ticks);
       if (ns.ok()) {
         out[tid] = *ns;
       } else if (ns.status().code() != absl::StatusCode::kNotFound) {
@@ -473,8 +473,6 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
   const std::string who = spec.thread.empty()
                               ? absl::StrCat("process ", *pid)
                               : absl::StrCat("the threads '", spec.thread, "' of process ", *pid);
-  // Threads are measured by what they ask for (MeasureCores), a process by what it used.
-  const char* const measured_as = spec.thread.empty() ? "used" : "asked for";
   double cores = spec.quota_cores;
   if (spec.slowdown.has_value()) {
     absl::StatusOr<double> used = MeasureCores(*pid, tids);
@@ -485,9 +483,9 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
     // The kernel's smallest quota is 1 ms per period.
     if (cores * absl::ToDoubleMilliseconds(spec.period) < 1.0) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "%s %s %.3f cores over %s: too idle to slow down by a factor (%.4f cores is below "
+          "%s used %.3f cores over %s: too idle to slow down by a factor (%.4f cores is below "
           "the kernel's 1 ms per %s period; give a longer period= or quota= instead)",
-          who, measured_as, *used, absl::FormatDuration(options_.slowdown_window), cores,
+          who, *used, absl::FormatDuration(options_.slowdown_window), cores,
           absl::FormatDuration(spec.period)));
     }
   }
@@ -511,9 +509,9 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
           : absl::StrCat("cpu.cfs_quota_us=", throttle->quota_us,
                          " cpu.cfs_period_us=", throttle->period_us),
       " (", absl::StrFormat("%.3g", cores), " cores",
-      spec.slowdown.has_value() ? absl::StrFormat(": it %s %.3f, slowdown x%g", measured_as,
-                                                  *t.measured_cores, *spec.slowdown)
-                                : "",
+      spec.slowdown.has_value()
+          ? absl::StrFormat(": it used %.3f, slowdown x%g", *t.measured_cores, *spec.slowdown)
+          : "",
       "), ",
       spec.thread.empty()
           ? "process"

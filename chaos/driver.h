@@ -20,11 +20,7 @@
 // quota (1 ms per period) the fault is refused (kFailedPrecondition). With thread=NAME the
 // process's threads of that name are looked up at Apply (kNotFound naming the process and the
 // threads it has when none is), only they are measured and throttled; on cgroup v2
-// kFailedPrecondition (cgroup.h). Threads are measured by what they ask for, CPU time plus
-// run-queue wait: a thread that other load held back while it was measured would otherwise be
-// capped below its demand / F and, once that load is gone, slowed by more than F (seen: a x1.05
-// blip on an emulated device that asks for 0.1 core, measured at 0.082 on a busy machine, read
-// x1.25 on the rank).
+// kFailedPrecondition (cgroup.h).
 //
 // Composition of shaping faults (one root qdisc per interface):
 //   - link faults from one sender share one htb on its interface (a class + filter each); one
@@ -166,8 +162,7 @@ class Driver {
   // The niceness in a /proc/PID/stat file (field 19).
   absl::StatusOr<int> Niceness(const std::string& stat_path);
   // The cores `pid` uses (utime + stime over options_.slowdown_window); with `tids`, the cores
-  // those threads ask for (proc_threads.h: ThreadDemandNanos, CPU time plus run-queue wait),
-  // threads that end meanwhile left out.
+  // those threads use (proc_threads.h: ThreadCpuNanos), threads that end meanwhile left out.
   absl::StatusOr<double> MeasureCores(int pid, const std::vector<int>& tids);
   std::string FaultName(int id, const FaultSpec& spec) const;
   FaultRecord* MutableRecord(int id);

@@ -15,9 +15,8 @@
 //       instead: the quota is the CPU the process used just before (measured when the fault is
 //       applied) divided by F, so that CPU-bound work takes F times as long. thread=NAME: only
 //       the process's threads named NAME (/proc/PID/task/TID/comm) join the cgroup, and
-//       slowdown=F measures those threads only, by what they ask for (CPU time plus run-queue
-//       wait; driver.h): a slow device (its kernels) rather than a slow host (cgroup v1 only;
-//       cgroup.h).
+//       slowdown=F measures those threads only: a slow device (its kernels) rather than a slow
+//       host (cgroup v1 only; cgroup.h).
 //   contention:rank=R|pid=P[,workers=W]
 //       W stress-ng CPU workers (default 1) pinned to the process's allowed CPUs, at its niceness.
 //   Every kind: from=SECONDS (default 0) and until=SECONDS (default: until the driver stops),

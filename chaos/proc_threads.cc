@@ -75,26 +75,19 @@ absl::StatusOr<int64_t> ProcStatField(Runner* runner, const std::string& stat_pa
   return value;
 }
 
-namespace {
-
-// Fields 1 and (with `with_wait`) 2 of a thread's schedstat, else stat's utime + stime.
-absl::StatusOr<int64_t> ThreadSchedNanos(Runner* runner, int pid, int tid,
-                                         int64_t clock_ticks_per_second, bool with_wait) {
+absl::StatusOr<int64_t> ThreadCpuNanos(Runner* runner, int pid, int tid,
+                                       int64_t clock_ticks_per_second) {
   const std::string schedstat = TaskPath(pid, tid, "schedstat");
   if (runner->Exists(schedstat)) {
     absl::StatusOr<std::string> text = runner->ReadFile(schedstat);
     if (!text.ok()) return text.status();
     std::vector<absl::string_view> f =
         absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
-    int64_t ns = 0, wait_ns = 0;
+    int64_t ns = 0;
     if (f.empty() || !absl::SimpleAtoi(f[0], &ns)) {
       return absl::InternalError(absl::StrCat(schedstat, ": no CPU time in '", *text, "'"));
     }
-    if (with_wait && (f.size() < 2 || !absl::SimpleAtoi(f[1], &wait_ns))) {
-      return absl::InternalError(
-          absl::StrCat(schedstat, ": no run-queue wait time in '", *text, "'"));
-    }
-    return ns + wait_ns;
+    return ns;
   }
   const std::string stat = TaskPath(pid, tid, "stat");
   if (!runner->Exists(stat)) {
@@ -105,18 +98,6 @@ absl::StatusOr<int64_t> ThreadSchedNanos(Runner* runner, int pid, int tid,
   absl::StatusOr<int64_t> stime = ProcStatField(runner, stat, 12, "stime");  // Field 15.
   if (!stime.ok()) return stime.status();
   return (*utime + *stime) * (1'000'000'000 / clock_ticks_per_second);
-}
-
-}  // namespace
-
-absl::StatusOr<int64_t> ThreadCpuNanos(Runner* runner, int pid, int tid,
-                                       int64_t clock_ticks_per_second) {
-  return ThreadSchedNanos(runner, pid, tid, clock_ticks_per_second, /*with_wait=*/false);
-}
-
-absl::StatusOr<int64_t> ThreadDemandNanos(Runner* runner, int pid, int tid,
-                                          int64_t clock_ticks_per_second) {
-  return ThreadSchedNanos(runner, pid, tid, clock_ticks_per_second, /*with_wait=*/true);
 }
 
 }  // namespace falcon::chaos

@@ -2,8 +2,7 @@
 // that throttle only some threads of a rank (compute:...,thread=NAME; fault_spec.h).
 //
 //   /proc/PID/task/TID/comm       the thread's name (pthread_setname_np, at most 15 bytes)
-//   /proc/PID/task/TID/schedstat  first field: nanoseconds on a CPU; second: nanoseconds runnable
-//                                 but waiting for a CPU (run-queue wait)
+//   /proc/PID/task/TID/schedstat  first field: nanoseconds on a CPU
 //   /proc/PID/task/TID/stat       utime + stime (fields 14, 15) in clock ticks: used where
 //                                 schedstat is missing (a kernel without CONFIG_SCHED_INFO)
 // A thread that ends while it is being listed or read is left out, not an error.
@@ -38,12 +37,6 @@ absl::StatusOr<std::vector<int>> ThreadsNamed(Runner* runner, int pid, absl::str
 // not parse (naming it).
 absl::StatusOr<int64_t> ThreadCpuNanos(Runner* runner, int pid, int tid,
                                        int64_t clock_ticks_per_second);
-
-// What thread `tid` of `pid` asked of the CPUs in nanoseconds: its CPU time plus its run-queue
-// wait (schedstat), else its CPU time as ThreadCpuNanos reads it. A thread that other load delays
-// gets less CPU than it asks for; this counts what it asked for. Errors as ThreadCpuNanos.
-absl::StatusOr<int64_t> ThreadDemandNanos(Runner* runner, int pid, int tid,
-                                          int64_t clock_ticks_per_second);
 
 // Field `index` (0 = STATE, field 3) after the command of a /proc/.../stat file, as an integer;
 // `name` names it in the error (kInternal "PATH: no NAME in '...'").

@@ -48,17 +48,13 @@ TEST(ProcThreadsTest, ThreadsNamedMatchExactly) {
                         "46))"));
 }
 
-TEST(ProcThreadsTest, CpuTimeAndDemandFromSchedstatElseStat) {
+TEST(ProcThreadsTest, CpuTimeFromSchedstatElseStat) {
   FakeRunner fake;
   SetUpThreads(fake);
   fake.SetFile("/proc/42/task/44/schedstat", "1234567890 555 12\n");
   absl::StatusOr<int64_t> ns = ThreadCpuNanos(&fake, 42, 44, 100);
   ASSERT_TRUE(ns.ok()) << ns.status();
   EXPECT_EQ(*ns, 1234567890);
-  // What it asked for: on a CPU plus waiting for one.
-  ns = ThreadDemandNanos(&fake, 42, 44, 100);
-  ASSERT_TRUE(ns.ok()) << ns.status();
-  EXPECT_EQ(*ns, 1234568445);
   // No schedstat: utime 30 + stime 12 ticks at 100 Hz.
   fake.SetFile("/proc/42/task/46/stat",
                "46 (falcon device) R 1 1 1 0 -1 4194304 0 0 0 0 30 12 0 0 20 0 1 0 100\n");
@@ -66,14 +62,9 @@ TEST(ProcThreadsTest, CpuTimeAndDemandFromSchedstatElseStat) {
   ASSERT_TRUE(ns.ok()) << ns.status();
   EXPECT_EQ(*ns, 420'000'000);
   EXPECT_EQ(ThreadCpuNanos(&fake, 42, 43, 100).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(*ThreadDemandNanos(&fake, 42, 46, 100), 420'000'000);  // No wait time to add.
   fake.SetFile("/proc/42/task/44/schedstat", "x\n");
   EXPECT_THAT(ThreadCpuNanos(&fake, 42, 44, 100).status().message(),
               HasSubstr("/proc/42/task/44/schedstat: no CPU time in 'x"));
-  fake.SetFile("/proc/42/task/44/schedstat", "100\n");
-  EXPECT_TRUE(ThreadCpuNanos(&fake, 42, 44, 100).ok());
-  EXPECT_THAT(ThreadDemandNanos(&fake, 42, 44, 100).status().message(),
-              HasSubstr("/proc/42/task/44/schedstat: no run-queue wait time in '100"));
 }
 
 }  // namespace

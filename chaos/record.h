@@ -30,9 +30,8 @@
 //          thread=, the first thread's), "thread" (NAME of thread=NAME, else null), "tids" (the
 //          TIDs of the threads moved into the cgroup at apply, ascending; [] for the whole
 //          process),
-//          "slowdown" (F of slowdown=F, else null), "measured_cores" (the cores the quota was
-//          derived from for slowdown=F: CPU use, with thread= CPU time plus run-queue wait;
-//          else null), "quota_cores", "period_us", "quota_us"}
+//          "slowdown" (F of slowdown=F, else null), "measured_cores" (the CPU use the quota was
+//          derived from for slowdown=F, else null), "quota_cores", "period_us", "quota_us"}
 //   contention: {"rank", "node", "pid", "rank_generation", "cpus" (a CPU list, "0-1,4"),
 //          "workers", "nice" (the process's niceness, stress-ng's too), "stress_pid"}
 //
