@@ -155,6 +155,9 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
     // outside load on the shared CPUs from moving it (trainer/device/emulated_device.h).
     args.push_back("--emulated_device_duty=0");
     if (!s.faults.empty()) args.push_back(absl::StrCat("--faults=", s.FaultSpec()));
+  } else {
+    // A CPU quota on the device thread slows it (what of_nominal faults divide).
+    args.push_back(absl::StrFormat("--emulated_device_duty=%g", kEmulatedDeviceDuty));
   }
   if (s.pin_cpus) args.push_back("--pin_cpus");
   args.insert(args.end(), s.train_args.begin(), s.train_args.end());

@@ -52,6 +52,10 @@ std::string InjectedFault::ToSpec() const {
   if (injection == FaultInjection::kKernel) {
     switch (kind) {
       case FaultKind::kCompute:
+        if (of_nominal) {
+          return absl::StrFormat("compute:rank=%d,quota=%g,period=30ms,thread=falcon-device", rank,
+                                 kEmulatedDeviceDuty / factor);
+        }
         // A 30 ms period, not the kernel's 100 ms: throttled in short slices, the device slows
         // about evenly, as a lowered clock does; over 100 ms periods an op caught at the end of
         // the quota stalled up to ~90 ms, and a validation GEMM read x1.6-2.6 for a x1.5 fault.
@@ -93,6 +97,11 @@ std::string InjectedFault::Describe() const {
   const bool kernel = injection == FaultInjection::kKernel;
   switch (kind) {
     case FaultKind::kCompute:
+      if (kernel && of_nominal) {
+        return absl::StrFormat(
+            "CPU quota on rank %d's emulated GPU (its nominal %g cores / %g), %s", rank,
+            kEmulatedDeviceDuty, factor, window);
+      }
       if (kernel) {
         return absl::StrFormat(
             "CPU quota on rank %d's emulated GPU (its device thread's CPU use / %g), %s", rank,
@@ -305,6 +314,7 @@ absl::StatusOr<Scenario> MakeScenario(absl::string_view name, const Layout& layo
     InjectedFault f = ComputeFault(layout, 1.05, At(n, 0.5),
                                    At(n, 0.5) + std::max<int64_t>(10, At(n, 0.05)), injection);
     f.expect_event = false;
+    f.of_nominal = true;  // x1.05 of the device's demand, whatever the load when applied.
     f.expected_cause.clear();
     f.expected_strategy.clear();
     s.faults.push_back(f);

@@ -37,6 +37,11 @@ absl::StatusOr<Layout> ParseLayout(absl::string_view text);
 enum class FaultInjection { kInProcess, kKernel };
 const char* FaultInjectionName(FaultInjection f);  // "in-process", "kernel".
 
+// The emulated device's CPU demand in cores whether busy or idle (falcon_train
+// --emulated_device_duty, which the runner passes on the netns cluster; trainer/README.md): what
+// a kernel compute fault of_nominal divides by its factor.
+inline constexpr double kEmulatedDeviceDuty = 0.1;
+
 // kNic: a whole node's interface degraded (kernel injection only).
 enum class FaultKind { kCompute, kLink, kContention, kNic };
 const char* FaultKindName(FaultKind kind);  // "compute", "link", "contention", "nic".
@@ -57,6 +62,11 @@ struct InjectedFault {
   int64_t to_iteration = 0;
   // Whether Falcon should raise an event for it (false for sub-threshold blips).
   bool expect_event = true;
+  // Kernel compute: the device thread capped at kEmulatedDeviceDuty / factor, its nominal demand
+  // over F, instead of slowdown=F (its CPU use when applied, over F). On a busy machine that use
+  // is below the demand, and slowdown=F slows the device by more than F once the load eases: a
+  // x1.05 blip measured the device at 0.082 cores and read x1.25 on the rank.
+  bool of_nominal = false;
   // Cause name Falcon should report ("COMPUTE" or "COMMUNICATION").
   std::string expected_cause;
   // Strategy the mitigation should reach ("S2", "S3"; empty: no expectation).

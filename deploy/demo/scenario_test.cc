@@ -92,6 +92,13 @@ TEST(ScenarioTest, BlipExpectsNoEventAndHealthyHasNoFault) {
   ASSERT_EQ(blip->faults.size(), 1u);
   EXPECT_FALSE(blip->faults[0].expect_event);
   EXPECT_LE(blip->faults[0].factor, 1.05);
+  // From outside the job: x1.05 of the emulated device's nominal demand, not of its use when
+  // applied (which load can lower).
+  absl::StatusOr<Scenario> kernel_blip =
+      MakeScenario("blip", Layout{4, 2}, 4, 400, FaultInjection::kKernel);
+  ASSERT_TRUE(kernel_blip.ok());
+  EXPECT_EQ(kernel_blip->faults[0].ToSpec(),
+            "compute:rank=2,quota=0.0952381,period=30ms,thread=falcon-device");
   absl::StatusOr<Scenario> healthy = MakeScenario("healthy", Layout{4, 2}, 4, 400);
   ASSERT_TRUE(healthy.ok());
   EXPECT_TRUE(healthy->faults.empty());
