@@ -2,8 +2,9 @@
 // communicator, each compared with its median. A rank whose GEMM takes more than
 // (1 + gemm_slow_ratio) x the median is a compute culprit; a link whose time per byte exceeds
 // (1 + link_slow_ratio) x the median of its communicator's links (with those of the reference
-// pair planned for it, PendingTask.compare_with_comm) is a communication culprit.
-// When both kinds are found, the larger relative slowdown decides the cause. The measured links
+// pair planned for it, PendingTask.compare_with_comm) is a communication culprit, unless its
+// extra time per byte over its communicator's fine links is under a tenth of the worst slow
+// link's (noise beside it; the reason lists it). When both kinds are found, the larger relative slowdown decides the cause. The measured links
 // of each communicator then go through pairwise localization
 // (docs/algorithms.md#pairwise-localization; a pair slow in either direction is slow): a rank
 // all of whose (at least 2) links are slow is named as the slow end (its NIC or its node) rather

@@ -73,6 +73,32 @@ TEST(VerdictTest, SlowLinkIsCommunication) {
   EXPECT_EQ(v.links_measured, 4);
 }
 
+// Seen with a PyTorch job on the netns cluster: a 2 Mbit/s cap made 0 -> 2 1288x its peers, and
+// CPU noise in the two-link communicators on each node read 2 -> 3 at 1.6x. The noise adds a
+// sliver of the capped link's extra time per byte: it is left out, and the reason says so. Two
+// links slowed alike by one cap are both named.
+TEST(VerdictTest, ALinkSlowByNoiseBesideAFarSlowerOneIsLeftOut) {
+  std::vector<ValidationResult> results = {
+      LinkResult(1, 0, 2, 128'900), LinkResult(1, 2, 0, 100),  // Pipeline pair, capped 0 -> 2.
+      LinkResult(2, 1, 3, 120'000), LinkResult(2, 3, 1, 101),  // Pipeline pair, capped 1 -> 3.
+      LinkResult(3, 2, 3, 32),      LinkResult(3, 3, 2, 20),   // Node 1's pair: noise.
+  };
+  Verdict v = JudgeValidation({Pass(1, 7), Pass(2, 8), Pass(3, 9)}, results, {});
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION);
+  ASSERT_EQ(v.links.size(), 2u) << v.reason;
+  EXPECT_EQ(v.links[0].src_rank(), 0u);
+  EXPECT_EQ(v.links[0].dst_rank(), 2u);
+  EXPECT_EQ(v.links[1].src_rank(), 1u);
+  EXPECT_EQ(v.links[1].dst_rank(), 3u);
+  EXPECT_NE(v.reason.find("left out as noise beside it (extra time per byte under 10% of its): "
+                          "2->3 (1.60x)"),
+            std::string::npos)
+      << v.reason;
+  // Alone, the noisy pair is what validation found (nothing far slower beside it).
+  v = JudgeValidation({Pass(3, 9)}, {LinkResult(3, 2, 3, 32), LinkResult(3, 3, 2, 20)}, {});
+  ASSERT_EQ(v.links.size(), 1u);
+}
+
 // A pipeline pair 1 <-> 5 with 1 -> 5 at 2.5x: alone, the median of its two links is their mean
 // and 1 -> 5 reads 1.43x; judged with the reference pair 2 <-> 6 (compare_with_comm), slow, at
 // 2.5x the median of the links judged fine.

@@ -149,9 +149,22 @@ class Cluster:
             raise RuntimeError(f"falconctl {' '.join(args)} exited {r.returncode}: {r.stderr}")
         return json.loads(r.stdout) if r.stdout.strip() else None
 
-    def chaos(self, faults, record):
+    def rank_table(self, job):
+        """Writes the job's rank table (cluster/cluster_spec.h: rank, node, pid, from the
+        controller's view of the job) for faults that name ranks; returns its path."""
+        j = self.ctl("job", job)
+        ranks = sorted(({"rank": r.get("rank", 0), "node": r["node"], "pid": r["pid"]}
+                        for r in j["ranks"]), key=lambda r: r["rank"])
+        path = os.path.join(self.work, f"ranks-{job}.json")
+        with open(path, "w") as f:
+            json.dump({"generation": 0, "ranks": ranks}, f)
+        return path
+
+    def chaos(self, faults, record, ranks=None):
         argv = [binary("chaos"), "--cluster", os.path.join(self.work, "cluster.json"),
                 "--record", record]
+        if ranks:
+            argv += ["--ranks", ranks]
         for f in faults:
             argv += ["--fault", f]
         return self._spawn("chaos", argv)
