@@ -15,6 +15,11 @@ namespace falcon::common {
 // The directive's kind word; "none" when its kind is not set.
 absl::string_view DirectiveKindName(const ::falcon::v1::Directive& directive);
 
+// How a rank's REJECTED ack (DirectiveAck.reason) begins when the rank had already passed the
+// directive's effective iteration when it arrived ("late: effective_iteration 82 passed (rank
+// reached iteration 83)"): the shim writes it, the controller re-issues a late pause.
+inline constexpr absl::string_view kLateRejectionPrefix = "late:";
+
 }  // namespace falcon::common
 
 #endif  // FALCON_COMMON_DIRECTIVE_KIND_H_

@@ -16,6 +16,7 @@
 #include "common/testing/log_capture.h"
 #include "common/testing/series_value.h"
 #include "controller/control_api.h"
+#include "controller/detection/localizer.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/store/keys.h"
@@ -717,6 +718,54 @@ TEST_F(ControllerTest, ACulpritTooWeakToExplainTheSlowdownIsNotNamed) {
     if (t.state() != falcon::v1::EVENT_STATE_LOCALIZED) continue;
     said = t.reason().find("GEMM on rank 5 takes 1.15x") != std::string::npos &&
            t.reason().find("too little to explain the job's x1.") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << e.DebugString();
+}
+
+// Rank 3 rejects the first pause as late (the controller's view of the job lags behind it): the
+// ranks that took it are released, the pause goes out again further ahead, and validation runs.
+// A rank that keeps rejecting ends it after kMaxLatePauses re-issues.
+TEST_F(ControllerTest, APauseRejectedAsLateIsReissuedFurtherAhead) {
+  common::testing::LogCapture log;
+  ConnectAll();
+  Run(0, 40, Healthy);
+  ControlApi api(c_.get());
+  falcon::v1::ForceValidationRequest req;
+  req.set_job(spec_.job);
+  ASSERT_TRUE(api.ForceValidation(req).ok());
+  std::vector<int64_t> pauses;  // Effective iterations of the pauses sent.
+  testing::Responder late_once;
+  late_once.reject = [&](const falcon::v1::Directive& d, uint32_t rank) -> std::string {
+    if (!d.has_pause() || rank != 3) return "";
+    if (pauses.empty() || pauses.back() != d.effective_iteration()) {
+      pauses.push_back(d.effective_iteration());
+    }
+    return pauses.size() == 1 ? "late: effective_iteration 42 passed (rank reached iteration 43)"
+                              : "";
+  };
+  Run(40, 46, Healthy, late_once);
+  ASSERT_EQ(pauses.size(), 2u);
+  EXPECT_GT(pauses[1], pauses[0]);
+  EXPECT_EQ(log.Count("validation pause late, re-issued job=job event="), 1);
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].state(), falcon::v1::EVENT_STATE_CLOSED) << events[0].DebugString();
+  EXPECT_GT(c_->events().Find(events[0].event_id())->results_size(), 0);  // Validation ran.
+
+  // Always late: given up after the re-issues, with the rank's reason.
+  ASSERT_TRUE(api.ForceValidation(req).ok());
+  testing::Responder always_late;
+  always_late.reject = [](const falcon::v1::Directive& d, uint32_t rank) -> std::string {
+    return d.has_pause() && rank == 3 ? "late: effective_iteration 1 passed" : "";
+  };
+  Run(46, 60, Healthy, always_late);
+  events = Events();
+  ASSERT_EQ(events.size(), 2u);
+  const falcon::v1::Event& e = events[0].event_id() > events[1].event_id() ? events[0] : events[1];
+  EXPECT_EQ(c_->events().Find(e.event_id())->late_pauses(), detection::Localizer::kMaxLatePauses);
+  bool said = false;
+  for (const auto& t : e.transitions()) {
+    said = said || t.reason().find("pause rejected (rank 3: late:") != std::string::npos;
   }
   EXPECT_TRUE(said) << e.DebugString();
 }

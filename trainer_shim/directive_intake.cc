@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/directive_kind.h"
 
 namespace falcon::trainer_shim {
 namespace {
@@ -186,9 +187,10 @@ std::optional<DirectiveAck> DirectiveIntake::Receive(const Directive& d) {
         d, absl::StrCat("stale epoch: directive epoch ", d.epoch(), " < shim epoch ", epoch_));
   }
   if (iteration_ >= 0 && d.effective_iteration() <= iteration_ && !IsLateExempt(d)) {
-    return RejectLocked(d,
-                        absl::StrCat("late: effective_iteration ", d.effective_iteration(),
-                                     " already started (rank is at iteration ", iteration_, ")"));
+    return RejectLocked(
+        d,
+        absl::StrCat(common::kLateRejectionPrefix, " effective_iteration ", d.effective_iteration(),
+                     " already started (rank is at iteration ", iteration_, ")"));
   }
   pending_.push_back(d);
   pending_count_.store(static_cast<int64_t>(pending_.size()), std::memory_order_release);
@@ -208,8 +210,9 @@ DirectiveIntake::Due DirectiveIntake::TakeDue(int64_t iteration) {
           p, absl::StrCat("stale epoch: directive epoch ", p.epoch(), " < shim epoch ", epoch_)));
     } else if (iteration >= 0 && p.effective_iteration() < iteration && !IsLateExempt(p)) {
       out.acks.push_back(
-          RejectLocked(p, absl::StrCat("late: effective_iteration ", p.effective_iteration(),
-                                       " passed (rank reached iteration ", iteration, ")")));
+          RejectLocked(p, absl::StrCat(common::kLateRejectionPrefix, " effective_iteration ",
+                                       p.effective_iteration(), " passed (rank reached iteration ",
+                                       iteration, ")")));
     } else if (iteration < 0 || p.effective_iteration() <= iteration) {
       out.due.push_back(std::move(p));
     } else {

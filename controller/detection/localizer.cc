@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/detect/validation_plan.h"
+#include "common/directive_kind.h"
 #include "controller/detection/node_nic.h"
 #include "controller/metrics/metric_table.h"
 
@@ -574,16 +576,8 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   uint32_t round_count = 0;
   for (const PendingTask& t : event->tasks()) round_count = std::max(round_count, t.task().round());
 
-  falcon::v1::Directive pause;
-  pause.set_effective_iteration(std::max<int64_t>(0, progress_(job_name)) +
-                                options_.pause_lead_iterations);
-  pause.set_reason(absl::StrCat("validation for event ", event->event().event_id(), ": ", why));
-  pause.mutable_pause()->set_max_duration_ns(absl::ToInt64Nanoseconds(options_.pause_max_duration));
-  event->set_pause_directive_id(directives_->Issue(pause, event->event().event_id(), *job, uow));
-  event->set_phase(falcon::controller::v1::PHASE_PAUSING);
-  event->set_phase_start_iteration(progress_(job_name));
-  event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.pause_ack_timeout));
-  events_->Persist(*event, uow);
+  IssuePause(event, *job,
+             absl::StrCat("validation for event ", event->event().event_id(), ": ", why), uow);
   SetJobState(job_name, falcon::v1::JOB_STATE_VALIDATING, uow);
   const std::string line = absl::StrCat(
       "validation planned job=", job_name, " event=", event->event().event_id(),
@@ -594,6 +588,26 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
       " third_node_comms=", third_node.empty() ? "none" : absl::StrJoin(third_node, ","),
       " pause_directive=", event->pause_directive_id(), " why=\"", why, "\"");
   uow->AfterCommit([line]() { LOG(INFO) << line; });
+}
+
+void Localizer::IssuePause(EventRecord* event, const registry::JobEntry& job,
+                           const std::string& reason, core::UnitOfWork* uow) {
+  // Ahead of the job's latest complete iteration by the pause's lead, and no sooner than a
+  // directive can reach every rank (DirectiveIssuer::EffectiveIteration); each late pause before
+  // doubles that lead.
+  const int64_t latest = std::max<int64_t>(0, progress_(job.name()));
+  const int64_t lead = std::max<int64_t>(options_.pause_lead_iterations,
+                                         directives_->EffectiveIteration(job.name()) - latest)
+                       << std::min(event->late_pauses(), kMaxLatePauses);
+  falcon::v1::Directive pause;
+  pause.set_effective_iteration(latest + lead);
+  pause.set_reason(reason);
+  pause.mutable_pause()->set_max_duration_ns(absl::ToInt64Nanoseconds(options_.pause_max_duration));
+  event->set_pause_directive_id(directives_->Issue(pause, event->event().event_id(), job, uow));
+  event->set_phase(falcon::controller::v1::PHASE_PAUSING);
+  event->set_phase_start_iteration(progress_(job.name()));
+  event->set_phase_deadline_ns(absl::ToUnixNanos(clock_->Now() + options_.pause_ack_timeout));
+  events_->Persist(*event, uow);
 }
 
 void Localizer::SendTask(const falcon::v1::ValidationTask& task, const registry::JobEntry& job) {
@@ -703,10 +717,27 @@ void Localizer::OnDirectiveState(const falcon::v1::DirectiveRecord& record, core
       DispatchNext(event, uow);
     } else if (record.state() == falcon::v1::DirectiveRecord::STATE_REJECTED) {
       std::string reason;
+      bool late = false;
       for (const falcon::v1::DirectiveAck& a : record.acks()) {
         if (a.status() == falcon::v1::ACK_STATUS_REJECTED) {
           reason = absl::StrCat("rank ", a.rank(), ": ", a.reason());
+          late = late || absl::StartsWith(a.reason(), common::kLateRejectionPrefix);
         }
+      }
+      const registry::JobEntry* job = registry_->Find(event->event().job());
+      if (late && job != nullptr && event->late_pauses() < kMaxLatePauses) {
+        // The rank was past the pause's iteration when it arrived (the controller's view of the
+        // job's progress lags by an agent's summary interval): the ranks that took it are
+        // released, and the pause goes out again further ahead.
+        Release(event, "pause came late", uow);
+        event->set_late_pauses(event->late_pauses() + 1);
+        const std::string line =
+            absl::StrCat("validation pause late, re-issued job=", job->name(),
+                         " event=", event->event().event_id(),
+                         " late_pauses=", event->late_pauses(), " why=\"", reason, "\"");
+        uow->AfterCommit([line]() { LOG(INFO) << line; });
+        IssuePause(event, *job, record.directive().reason(), uow);
+        continue;
       }
       GiveVerdict(event, absl::StrCat("pause rejected (", reason, "); nothing validated"), uow);
     }

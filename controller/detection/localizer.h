@@ -94,6 +94,8 @@ struct LocalizationOptions {
 
 class Localizer {
  public:
+  // Pauses of one validation re-issued after some rank rejected them as late.
+  static constexpr int kMaxLatePauses = 2;
   // Called when a verdict has been staged (event LOCALIZED), inside the same unit of work.
   using VerdictCallback =
       std::function<void(falcon::controller::v1::EventRecord* event, core::UnitOfWork* uow)>;
@@ -162,6 +164,10 @@ class Localizer {
   // held pause and runs the verdict callback.
   void StageVerdict(EventRecord* event, Verdict v, const std::string& note, core::UnitOfWork* uow);
   void SendProfiling(const registry::JobEntry& job, bool enabled, const std::string& only_agent);
+  // Pauses the job for `event`'s validation (PHASE_PAUSING; EventRecord.late_pauses doubles the
+  // lead each time).
+  void IssuePause(EventRecord* event, const registry::JobEntry& job, const std::string& reason,
+                  core::UnitOfWork* uow);
   void SendTask(const falcon::v1::ValidationTask& task, const registry::JobEntry& job);
   void Release(EventRecord* event, const std::string& reason, core::UnitOfWork* uow);
   void SetJobState(const std::string& job, falcon::v1::JobState state, core::UnitOfWork* uow);

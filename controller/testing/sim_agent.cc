@@ -71,7 +71,16 @@ int SimAgent::Respond(Controller& c, const Responder& responder) {
     }
     if (msg.has_directive() && responder.ack_directives) {
       const falcon::v1::Directive& d = msg.directive();
-      for (const falcon::v1::AgentMessage& ack : AppliedAcks(d, ranks_, d.effective_iteration())) {
+      for (falcon::v1::AgentMessage ack : AppliedAcks(d, ranks_, d.effective_iteration())) {
+        if (responder.reject) {
+          const std::string why = responder.reject(d, ack.directive_ack().rank());
+          if (!why.empty()) {
+            falcon::v1::DirectiveAck* a = ack.mutable_directive_ack();
+            a->set_status(falcon::v1::ACK_STATUS_REJECTED);
+            a->set_reason(why);
+            a->set_applied_iteration(-1);
+          }
+        }
         // The controller answers acks with OK (a refused ack changes only its record); an
         // error here is a controller regression, and fails the test that drives this agent.
         const absl::Status status = c.OnAgentMessage(&session_, ack);

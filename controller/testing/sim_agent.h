@@ -26,6 +26,8 @@ struct Responder {
   };
   bool ack_directives = true;
   bool answer_tasks = true;
+  // A rank's reason to reject a directive ("" or unset: APPLIED), e.g. a late pause.
+  std::function<std::string(const falcon::v1::Directive&, uint32_t rank)> reject;
 };
 
 class SimAgent {
