@@ -4,16 +4,16 @@
 // (1 + link_slow_ratio) x the median of its communicator's links (with those of the reference
 // pair planned for it, PendingTask.compare_with_comm) is a communication culprit, unless its
 // extra time per byte over its communicator's fine links is under a tenth of the worst slow
-// link's (noise beside it; the reason lists it). When both kinds are found, the larger relative slowdown decides the cause. The measured links
-// of each communicator then go through pairwise localization
-// (docs/algorithms.md#pairwise-localization; a pair slow in either direction is slow): a rank
-// all of whose (at least 2) links are slow is named as the slow end (its NIC or its node) rather
-// than as separate links. A slow link whose reverse direction was measured fine is one-way (the
-// reason says so, with the reverse's ratio).
-// Given the ranks' nodes, the measured links are also judged across communicators, by node pair
-// (node_nic.h, docs/algorithms.md#node-nic-faults): a node whose NIC explains every slow link is
-// named (Verdict.nodes), with its links to other nodes as the evidence, and its links' ratios take
-// part in the cause (a NIC fault can hide from every communicator's median). Pure.
+// link's (noise beside it; the reason lists it). When both kinds are found, the larger relative
+// slowdown decides the cause. The measured links of each communicator then go through pairwise
+// localization (docs/algorithms.md#pairwise-localization; a pair slow in either direction is
+// slow): a rank all of whose (at least 2) links are slow is named as the slow end (its NIC or its
+// node) rather than as separate links. A slow link whose reverse direction was measured fine is
+// one-way (the reason says so, with the reverse's ratio). Given the ranks' nodes, the measured
+// links are also judged across communicators, by node pair (node_nic.h,
+// docs/algorithms.md#node-nic-faults): a node whose NIC explains every slow link is named
+// (Verdict.nodes), with its links to other nodes as the evidence, and its links' ratios take part
+// in the cause (a NIC fault can hide from every communicator's median). Pure.
 #ifndef FALCON_CONTROLLER_DETECTION_VERDICT_H_
 #define FALCON_CONTROLLER_DETECTION_VERDICT_H_
 
