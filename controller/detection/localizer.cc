@@ -592,12 +592,11 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
 
 void Localizer::IssuePause(EventRecord* event, const registry::JobEntry& job,
                            const std::string& reason, core::UnitOfWork* uow) {
-  // Ahead of the job's latest complete iteration by the pause's lead, and no sooner than a
-  // directive can reach every rank (DirectiveIssuer::EffectiveIteration); each late pause before
-  // doubles that lead.
+  // Ahead of the job's latest complete iteration by the pause's lead; each late pause before
+  // doubles it. (Leading by the directive issuer's delivery lead instead delayed every verdict
+  // by a few iterations, and validation then caught a fault that began after a noise onset.)
   const int64_t latest = std::max<int64_t>(0, progress_(job.name()));
-  const int64_t lead = std::max<int64_t>(options_.pause_lead_iterations,
-                                         directives_->EffectiveIteration(job.name()) - latest)
+  const int64_t lead = int64_t{options_.pause_lead_iterations}
                        << std::min(event->late_pauses(), kMaxLatePauses);
   falcon::v1::Directive pause;
   pause.set_effective_iteration(latest + lead);
