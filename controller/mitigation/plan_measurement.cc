@@ -25,7 +25,7 @@ std::optional<absl::Duration> PlanMeasurement::Add(int64_t iteration,
 
 std::optional<PlanMeasurement::Judgement> PlanMeasurement::Judge(absl::Duration slow,
                                                                  double outside_load) {
-  if (judged_ || static_cast<int>(samples_ns_.size()) < window_) return std::nullopt;
+  if (!Due()) return std::nullopt;
   judged_ = true;
   Judgement j;
   j.median = absl::Nanoseconds(common::Median(samples_ns_));

@@ -28,6 +28,9 @@ class PlanMeasurement {
   // nullopt when the iteration does not count (nothing measured, or not after from()).
   std::optional<absl::Duration> Add(int64_t iteration, absl::Duration iteration_time);
 
+  // Whether Judge judges now: the window is full and this plan was not judged yet.
+  bool Due() const { return !judged_ && static_cast<int>(samples_ns_.size()) >= window_; }
+
   struct Judgement {
     absl::Duration median;
     absl::Duration judged;  // median / outside_load.
