@@ -265,8 +265,11 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
             "): the change point is placed where the series' level shifts, which noise just "
             "before the fault can move earlier"));
       }
-    } else if (BlamedOrMitigated(r)) {
+    } else if (IsFalseAlarm(r)) {
       ++report.false_alarms;
+    } else if (Blamed(r)) {
+      r.cleared_unmitigated = true;
+      ++report.cleared_slowdowns;
     } else {
       r.unexplained = true;
       ++report.unexplained_slowdowns;
@@ -517,8 +520,10 @@ nlohmann::json ReportJson(const Report& report) {
     je["explained_by_event_id"] =
         e.explained_by_event_id != 0 ? json(e.explained_by_event_id) : json(nullptr);
     je["unexplained"] = e.unexplained;
+    je["cleared_unmitigated"] = e.cleared_unmitigated;
     evs.push_back(je);
-    if (e.matched_fault < 0 && e.explained_by_event_id == 0 && !e.unexplained) {
+    if (e.matched_fault < 0 && e.explained_by_event_id == 0 && !e.unexplained &&
+        !e.cleared_unmitigated) {
       false_ids.push_back(e.event_id);
     }
   }
@@ -526,6 +531,7 @@ nlohmann::json ReportJson(const Report& report) {
   j["false_alarms"] = report.false_alarms;
   j["false_alarm_event_ids"] = false_ids;
   j["unexplained_slowdowns"] = report.unexplained_slowdowns;
+  j["cleared_slowdowns"] = report.cleared_slowdowns;
   j["missed_faults"] = report.missed_faults;
   j["unreached_faults"] = report.unreached_faults;
   if (report.scenario.restart_controller_at_iteration >= 0) {
@@ -569,12 +575,20 @@ std::string Seconds(double s) { return s > 0 ? absl::StrFormat("%.3f s", s) : "-
 
 }  // namespace
 
-bool BlamedOrMitigated(const EventReport& e) {
+bool Blamed(const EventReport& e) {
   if (!e.links.empty() || !e.nodes.empty()) return true;
-  if (!e.ranks.empty() && (e.cause == "COMPUTE" || e.cause == "COMMUNICATION")) return true;
+  return !e.ranks.empty() && (e.cause == "COMPUTE" || e.cause == "COMMUNICATION");
+}
+
+bool Mitigated(const EventReport& e) {
   return std::any_of(e.actions.begin(), e.actions.end(), [](const ActionMark& a) {
     return a.strategy != "S1" && !a.revert && !a.skipped && !a.dry_run;
   });
+}
+
+bool IsFalseAlarm(const EventReport& e) {
+  if (Mitigated(e)) return true;
+  return Blamed(e) && (e.state != "RECOVERED" || e.recovery_iteration < 0);
 }
 
 std::string ScoreText(const EventReport& e) {
@@ -587,7 +601,11 @@ std::string ScoreText(const EventReport& e) {
                         e.cause_correct ? "correct" : "WRONG", ", culprit ",
                         e.culprit_correct ? "correct" : "WRONG");
   }
-  return e.unexplained ? "UNEXPLAINED (no culprit, nothing mitigated)" : "FALSE ALARM";
+  if (e.unexplained) return "UNEXPLAINED (no culprit, nothing mitigated)";
+  if (e.cleared_unmitigated) {
+    return "CLEARED BY ITSELF (culprit named, no fault injected, recovered before any mitigation)";
+  }
+  return "FALSE ALARM";
 }
 
 std::string CulpritText(const EventReport& e) {
@@ -709,9 +727,10 @@ std::string SummaryText(const Report& report) {
                     report.scenario.faults[i].from_iteration, "\n");
   }
   absl::StrAppendFormat(&out,
-                        "false alarms: %d; unexplained slowdowns: %d; run wall time %.0f s%s\n",
-                        report.false_alarms, report.unexplained_slowdowns, report.wall_time_s,
-                        report.interrupted ? " (interrupted)" : "");
+                        "false alarms: %d; unexplained slowdowns: %d; cleared by themselves: %d; "
+                        "run wall time %.0f s%s\n",
+                        report.false_alarms, report.unexplained_slowdowns, report.cleared_slowdowns,
+                        report.wall_time_s, report.interrupted ? " (interrupted)" : "");
   return out;
 }
 

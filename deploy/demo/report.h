@@ -127,6 +127,10 @@ struct EventReport {
   // alike) and mitigated nothing: a slowdown of the job from outside it (load on the shared
   // machine), seen and checked but blamed on nothing. Not a false alarm (IsFalseAlarm).
   bool unexplained = false;
+  // Matched no fault, named a culprit, mitigated nothing (S1 only) and RECOVERED by itself: a part
+  // of the job really slowed (measured by validation or profiling) from outside it (load on the
+  // shared machine) and cleared before any mitigation. Not a false alarm (IsFalseAlarm).
+  bool cleared_unmitigated = false;
   bool cause_correct = false;
   bool culprit_correct = false;  // Rank or link (either direction) named as injected.
   bool link_direction_correct = false;
@@ -154,6 +158,9 @@ struct Report {
   int false_alarms = 0;
   // Events that matched no fault, named no culprit and mitigated nothing (EventReport.unexplained).
   int unexplained_slowdowns = 0;
+  // Events that matched no fault, named a culprit, mitigated nothing and recovered by themselves
+  // (EventReport.cleared_unmitigated).
+  int cleared_slowdowns = 0;
   std::vector<int> missed_faults;  // Faults expected to raise an event that matched none.
   // Faults whose window starts after the last recorded iteration (never injected).
   std::vector<int> unreached_faults;
@@ -189,14 +196,22 @@ double MedianIterationTime(const std::vector<falcon::v1::HistoryPoint>& history,
 // not its links: "node-2's NIC (12 links)"; "-" for none.
 std::string CulpritText(const EventReport& event);
 
-// Whether `event` named a culprit (a rank under cause COMPUTE or COMMUNICATION, a link or a node)
-// or mitigated (an S2-S4 directive applied, not skipped and not a dry run). An UNKNOWN verdict's
-// ranks are the ranks whose own series slowed, not culprits.
-bool BlamedOrMitigated(const EventReport& event);
+// Whether `event` named a culprit: a rank under cause COMPUTE or COMMUNICATION, a link or a node.
+// An UNKNOWN verdict's ranks are the ranks whose own series slowed, not culprits.
+bool Blamed(const EventReport& event);
+
+// Whether `event` mitigated: an S2-S4 directive applied, not skipped, not a dry run, not a revert.
+bool Mitigated(const EventReport& event);
+
+// Whether an event that matched no fault is a false alarm: it mitigated, or it named a culprit
+// that did not clear by itself (the event did not recover before any mitigation). Those that
+// named no culprit are unexplained slowdowns; those whose culprit cleared by itself are cleared
+// slowdowns.
+bool IsFalseAlarm(const EventReport& event);
 
 // How the event was scored, in words: "matches injected #0, cause correct, culprit correct",
 // "part of event 3 (validation found only its culprit)", "UNEXPLAINED (no culprit, nothing
-// mitigated)" or "FALSE ALARM".
+// mitigated)", "CLEARED BY ITSELF (...)" or "FALSE ALARM".
 std::string ScoreText(const EventReport& event);
 
 // "S2" for STRATEGY_S2_MICRO_BATCH and so on; "COMPUTE" for CAUSE_COMPUTE.

@@ -194,6 +194,8 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
       match = absl::StrCat("part of event ", e.explained_by_event_id);
     } else if (e.unexplained) {
       match = "unexplained (no culprit, nothing mitigated)";
+    } else if (e.cleared_unmitigated) {
+      match = "cleared by itself (culprit named, no fault injected, nothing mitigated)";
     }
     std::string delay = "-";
     if (e.alarm_delay_iterations >= 0) {
@@ -223,6 +225,7 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
   }
   absl::StrAppend(&h, "<p>False alarms: ", report.false_alarms,
                   ". Unexplained slowdowns: ", report.unexplained_slowdowns,
+                  ". Cleared by themselves: ", report.cleared_slowdowns,
                   ". Missed faults: ", report.missed_faults.size(),
                   ". Faults not reached before the run ended: ", report.unreached_faults.size(),
                   ".</p>\n<h2>Injected faults</h2>\n<ul>\n");

@@ -8,9 +8,10 @@ scored against its ground truth). Per scenario it prints: culprit correct k/N an
 k/N (over the runs whose fault should raise an event), median alarm and verdict delays in
 iterations after the fault started, the median share of the slowdown recovered next to the median
 recoverable ceiling (what whole micro-batches allow for the measured slowdown) and their ratio,
-the strategies reached, false alarms (events no fault explains that named a culprit or mitigated)
-and unexplained slowdowns (events no fault explains that named no culprit and mitigated nothing:
-load from outside the job, checked and blamed on nothing) over all runs.
+the strategies reached, false alarms (events no fault explains that mitigated, or named a culprit
+that did not recover), unexplained slowdowns (events no fault explains that named no culprit and
+mitigated nothing: load from outside the job, checked and blamed on nothing) and cleared slowdowns
+(events no fault explains whose culprit recovered by itself before any mitigation) over all runs.
 """
 import argparse
 import json
@@ -45,8 +46,8 @@ def load_report(path):
         return None, f"unreadable: {e}"
     if not isinstance(r, dict):
         return None, "not a JSON object"
-    for key in ("false_alarms", "unexplained_slowdowns"):
-        v = r.get(key)
+    for key in ("false_alarms", "unexplained_slowdowns", "cleared_slowdowns"):
+        v = r.get(key, 0)
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             return None, f"{key}: {v!r} is not a count"
     for key in ("injected_faults", "events"):
@@ -62,7 +63,7 @@ def load_report(path):
 def score(reports):
     """Aggregates the report.json documents of one scenario's runs."""
     out = {"runs": len(reports), "expected": 0, "culprit": 0, "cause": 0, "false_alarms": 0,
-           "unexplained": 0,
+           "unexplained": 0, "cleared": 0,
            "alarm": [], "verdict": [], "recovered": [], "ceiling": [], "strategies": set(),
            "failed_runs": 0, "slowdown": []}
     for r in reports:
@@ -71,6 +72,7 @@ def score(reports):
             continue
         out["false_alarms"] += r.get("false_alarms", 0)
         out["unexplained"] += r.get("unexplained_slowdowns", 0)
+        out["cleared"] += r.get("cleared_slowdowns", 0)
         faults = r.get("injected_faults", [])
         for i, f in enumerate(faults):
             if not f.get("expect_event", True):
@@ -98,7 +100,7 @@ def score(reports):
 def table(results):
     header = ("scenario", "runs", "culprit", "cause", "alarm_it", "verdict_it", "slowdown",
               "recovered", "ceiling", "rec/ceil", "strategies", "false_alarms",
-              "unexplained")
+              "unexplained", "cleared")
     rows = [header]
     for name, s in results.items():
         n = s["expected"]
@@ -117,6 +119,7 @@ def table(results):
             ",".join(sorted(x for x in s["strategies"] if x)) or "-",
             str(s["false_alarms"]),
             str(s["unexplained"]),
+            str(s["cleared"]),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)

@@ -69,8 +69,9 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
   EXPECT_TRUE(j["missed_faults"].empty()) << j.dump(2);
   ASSERT_EQ(j["injected_faults"].size(), 1u);
   const nlohmann::json& fault = j["injected_faults"][0];
-  // The event matched to the fault. Others may precede it: an unexplained slowdown (no culprit,
-  // nothing mitigated: not a false alarm, asserted above) from the shared machine's noise.
+  // The event matched to the fault. Others may precede it, from the shared machine's noise: an
+  // unexplained slowdown (no culprit, nothing mitigated) or one rank slowed by outside load that
+  // cleared by itself before any mitigation; neither is a false alarm (asserted above).
   const nlohmann::json* matched = nullptr;
   for (const nlohmann::json& ev : j["events"]) {
     if (ev.contains("matched_fault") && ev["matched_fault"] == 0) {
@@ -82,7 +83,8 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
   const nlohmann::json& e = *matched;
   for (const nlohmann::json& ev : j["events"]) {
     if (&ev != matched && ev["matched_fault"].is_null()) {
-      EXPECT_TRUE(ev["unexplained"].get<bool>() || !ev["explained_by_event_id"].is_null())
+      EXPECT_TRUE(ev["unexplained"].get<bool>() || ev["cleared_unmitigated"].get<bool>() ||
+                  !ev["explained_by_event_id"].is_null())
           << j.dump(2);
     }
   }
