@@ -65,6 +65,11 @@ class MitigationEvent {
 
   // The escalation ended (kEnd); the state is dropped unless an S4 waits for its directive.
   void set_ended() { ended_ = true; }
+
+  // A first S2 plan of a compute culprit waiting for the compute probe to measure the culprit
+  // (Orchestrator::S2Ready): the escalation's S2 step, and the job iteration it began waiting at.
+  std::optional<analysis::plan::EscalationStep> waiting_s2;
+  int64_t waiting_s2_since = -1;
   bool ended() const { return ended_; }
   bool Done() const { return ended_ && s4_.directive() == 0; }
 

@@ -82,6 +82,7 @@ void Orchestrator::Execute(MitigationEvent& e, const absl::StatusOr<Steps>& step
                   << " lost_s=" << absl::ToDoubleSeconds(step.lost) << " why=\"" << step.reason
                   << "\"";
         e.set_ended();
+        e.waiting_s2.reset();
         break;
     }
   }
@@ -99,6 +100,7 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
     return;
   }
   if (s->directive() != 0) return;  // In force already (rebuilt after a restart).
+  if (s == &e.s2() && !S2Ready(e, step)) return;
   SetOthers(e, 0);
   absl::StatusOr<PlannedDirective> plan = s->Plan(step, e.ctx(), actions);
   const absl::Status issued = plan.ok() ? s->Issue(step, *plan, e.ctx(), actions) : plan.status();
@@ -117,6 +119,31 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
     return;
   }
   Skip(e, step.strategy, std::string(issued.message()), step.iteration, actions);
+}
+
+bool Orchestrator::S2Ready(MitigationEvent& e, const EscalationStep& step) {
+  EventContext& ctx = e.ctx();
+  if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE || ctx.rebuilding ||
+      S2MicroBatch::ProbeMeasured(ctx)) {
+    e.waiting_s2.reset();
+    return true;
+  }
+  if (!e.waiting_s2.has_value()) {
+    e.waiting_s2 = step;
+    e.waiting_s2_since = ctx.last_iteration;
+    LOG(INFO) << "S2 waits for the compute probe " << ctx.Subject()
+              << " iteration=" << ctx.last_iteration
+              << " up_to_iterations=" << kS2ProbeWaitIterations;
+    return false;
+  }
+  if (ctx.last_iteration - e.waiting_s2_since < kS2ProbeWaitIterations) return false;
+  LOG(INFO) << "S2 sized without the compute probe " << ctx.Subject()
+            << " iteration=" << ctx.last_iteration
+            << " waited_iterations=" << ctx.last_iteration - e.waiting_s2_since
+            << " why=\"no culprit and stage-peer summaries to measure; sizing from the "
+               "localization's measurement\"";
+  e.waiting_s2.reset();
+  return true;
 }
 
 void Orchestrator::SetOthers(MitigationEvent& e, uint64_t leaving) {
@@ -140,6 +167,7 @@ void Orchestrator::RevertLevel(MitigationEvent& e, MitigationStrategy* s,
   // A joint S2 plan (docs/algorithms.md#concurrent-events): while another event of the job still
   // has S2 in force, the job is not put back to the split before S2; the newest such event plans
   // again for the culprits still active.
+  if (s == &e.s2()) e.waiting_s2.reset();  // Waiting for the probe: nothing to revert.
   MitigationEvent* heir = nullptr;
   if (s == &e.s2() && e.s2().directive() != 0) {
     for (const auto& [id, o] : events_) {
@@ -239,6 +267,14 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
       RevertLevel(*st, plan, revert, actions);
       Skip(*st, plan->level(), *why, iteration, actions);
     }
+  }
+
+  // A first S2 plan waiting for the compute probe (S2Ready).
+  if (st->waiting_s2.has_value() && (S2MicroBatch::ProbeMeasured(st->ctx()) ||
+                                     iteration - st->waiting_s2_since >= kS2ProbeWaitIterations)) {
+    EscalationStep step = *st->waiting_s2;
+    step.iteration = iteration;
+    Apply(*st, step, actions);
   }
 
   if (st->escalation().active()) {

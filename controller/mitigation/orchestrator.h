@@ -49,6 +49,9 @@ namespace falcon::controller::mitigation {
 
 class Orchestrator : public detection::MitigationHook {
  public:
+  // Job iterations a first S2 plan of a compute culprit waits for the compute probe (S2Ready).
+  static constexpr int64_t kS2ProbeWaitIterations = 8;
+
   // `clock` must outlive the orchestrator (the controller's).
   Orchestrator(OrchestratorOptions options, const common::Clock* clock);
   ~Orchestrator() override;
@@ -86,6 +89,11 @@ class Orchestrator : public detection::MitigationHook {
                detection::EventActions& actions);
   void Apply(MitigationEvent& e, const analysis::plan::EscalationStep& step,
              detection::EventActions& actions);
+  // Whether S2 may plan now. A first S2 plan of a compute culprit is sized from the compute probe
+  // (the culprit's compute per micro-batch in training): until the probe has measured it
+  // (S2MicroBatch::ProbeMeasured), the step waits in e.waiting_s2, retried at each job iteration,
+  // for up to kS2ProbeWaitIterations; then the localization's measurement sizes it.
+  bool S2Ready(MitigationEvent& e, const analysis::plan::EscalationStep& step);
   void Skip(MitigationEvent& e, analysis::plan::Strategy s, const std::string& why,
             int64_t iteration, detection::EventActions& actions);
   // Sets e's view of the job's other events (EventContext::other_culprits, other_s2_before),

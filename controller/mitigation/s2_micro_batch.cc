@@ -56,21 +56,29 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::Escala
 
 Culprit S2MicroBatch::SizingCulprit(const EventContext& ctx, std::string* from) {
   Culprit culprit = ctx.culprit;
-  culprit.measured_stage_slowdown =
-      std::max(culprit.measured_stage_slowdown, ctx.probe.WorstCulpritRatio(3));
   std::string unused;
   if (from == nullptr) from = &unused;
+  double probe = ctx.probe.WorstCulpritRatio(kProbeSamples);
+  if (probe <= 0) probe = ctx.probe_ratio_before_plan;  // Under a plan, before new samples.
+  culprit.measured_stage_slowdown = std::max(culprit.measured_stage_slowdown, probe);
   *from = culprit.measured_stage_slowdown > 1.0 ? "probe" : "job_ratio";
   // Until the probe measured the culprit, the localization's own measurement of it (GEMM over
   // the median, or its compute over its stage's median from profiling) sizes it: the job's
   // slowdown ratio is indirect (outside load on the other ranks dilutes it: x1.21 for a x1.5 GPU
   // on a loaded 2-core machine) and, beside other events, relative to a job they already slowed.
+  // A GEMM benchmark can overstate the training's slowdown (x3.89 for a x1.5 CPU-quota fault:
+  // the benchmark asks for more of the capped resource than training does), which is why
+  // Orchestrator waits for the probe before a first S2 plan (ProbeMeasured).
   if (culprit.measured_stage_slowdown <= 1.0 && culprit.cause == falcon::v1::CAUSE_COMPUTE &&
       ctx.validation_ratio > 1.0) {
     culprit.measured_stage_slowdown = ctx.validation_ratio;
     *from = "validation";
   }
   return culprit;
+}
+
+bool S2MicroBatch::ProbeMeasured(const EventContext& ctx) {
+  return ctx.probe.WorstCulpritRatio(kProbeSamples) > 0 || ctx.probe_ratio_before_plan > 0;
 }
 
 std::vector<uint32_t> S2MicroBatch::PlanBase(const registry::JobEntry& job,
@@ -83,6 +91,9 @@ std::vector<uint32_t> S2MicroBatch::PlanBase(const registry::JobEntry& job,
 void S2MicroBatch::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_iteration,
                             EventContext& ctx) {
   ctx.peer_level_before_plan = ctx.probe.PeerLevel();
+  if (const double r = ctx.probe.WorstCulpritRatio(kProbeSamples); r > 0) {
+    ctx.probe_ratio_before_plan = r;
+  }
   ctx.probe.ClearSamples();  // The probe starts over under the plan.
   before_ = planned_before_;
   ctx.measurement.Restart(effective_iteration);

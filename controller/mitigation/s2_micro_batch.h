@@ -8,6 +8,7 @@
 #ifndef FALCON_CONTROLLER_MITIGATION_S2_MICRO_BATCH_H_
 #define FALCON_CONTROLLER_MITIGATION_S2_MICRO_BATCH_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,10 +34,15 @@ class S2MicroBatch final : public PlanStrategy {
   const std::vector<uint32_t>& before() const { return before_; }
 
   // What S2 sizes its plan for: the event's culprit with the stage slowdown the compute probe
-  // measured (the worst culprit's, when it has one); for a compute culprit, the localization's
-  // measurement (EventContext::validation_ratio) until the probe has one; else the job's ratio.
-  // `from` (optional) receives "probe", "validation" or "job_ratio".
+  // measured (the worst culprit's, when it has one; before the plan in force, while the probe
+  // starts over under it: EventContext::probe_ratio_before_plan); for a compute culprit, the
+  // localization's measurement (EventContext::validation_ratio) until the probe has one; else the
+  // job's ratio. `from` (optional) receives "probe", "validation" or "job_ratio".
   static Culprit SizingCulprit(const EventContext& ctx, std::string* from = nullptr);
+  // Summaries per culprit (and per peer) the compute probe needs before it sizes a plan.
+  static constexpr size_t kProbeSamples = 3;
+  // Whether the compute probe has measured the culprit (now, or before the plan in force).
+  static bool ProbeMeasured(const EventContext& ctx);
   // The micro-batches S2 plans from: those its plan in force replaced, else those another event's
   // S2 in force replaced (ctx.other_s2_before), else the job's in force.
   std::vector<uint32_t> PlanBase(const registry::JobEntry& job, const EventContext& ctx) const;
