@@ -114,8 +114,11 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
     }
   }
   std::vector<std::pair<double, falcon::v1::Link>> slow_links;
-  std::set<std::pair<uint32_t, uint32_t>> seen_links;
-  // Slow directed link -> its time per byte over its communicator's fine links' (ns per byte).
+  // Slow directed link -> its time over its communicator's fine links' median (the largest when
+  // slow in several communicators).
+  std::map<std::pair<uint32_t, uint32_t>, double> slow_ratio_of;
+  // Slow directed link -> its time per byte over its communicator's fine links' (ns per byte;
+  // the largest when slow in several: the noise filter compares the worst link's whole excess).
   std::map<std::pair<uint32_t, uint32_t>, double> excess_of;
   // Directed link -> its time over its communicator's median (the largest when in several).
   std::map<std::pair<uint32_t, uint32_t>, double> link_ratio_of;
@@ -140,14 +143,19 @@ Verdict JudgeValidation(const std::vector<falcon::controller::v1::PendingTask>& 
     }
     const double fine_median = common::Median(fine);
     for (const auto& [link, x] : per_link) {
-      if (x > median * (1 + options.link_slow_ratio) && seen_links.insert(link).second) {
-        excess_of[link] = x - fine_median;
-        falcon::v1::Link l;
-        l.set_src_rank(link.first);
-        l.set_dst_rank(link.second);
-        slow_links.push_back({x / fine_median, l});
+      if (x > median * (1 + options.link_slow_ratio)) {
+        double& e = excess_of[link];
+        e = std::max(e, x - fine_median);
+        double& r = slow_ratio_of[link];
+        r = std::max(r, x / fine_median);
       }
     }
+  }
+  for (const auto& [link, r] : slow_ratio_of) {
+    falcon::v1::Link l;
+    l.set_src_rank(link.first);
+    l.set_dst_rank(link.second);
+    slow_links.push_back({r, l});
   }
   auto by_ratio = [](const auto& a, const auto& b) { return a.first > b.first; };
   std::sort(slow_ranks.begin(), slow_ranks.end(), by_ratio);

@@ -99,6 +99,27 @@ TEST(VerdictTest, ALinkSlowByNoiseBesideAFarSlowerOneIsLeftOut) {
   ASSERT_EQ(v.links.size(), 1u);
 }
 
+// A link measured slow in two communicators is judged by its largest excess: capped 0 -> 2 reads
+// 900 ns extra in communicator 7 (passes run as the cap's burst drained) and 19,900 in 8, and
+// 3 -> 0, slowed by acknowledgements queued behind the cap (200 extra), is noise beside it. Judged
+// by the first communicator's excess alone, 3 -> 0 was kept (seen with a PyTorch job on the netns
+// cluster: S3 then moved ranks off a healthy link too).
+TEST(VerdictTest, ALinkSlowInSeveralCommunicatorsIsJudgedByItsLargestExcess) {
+  std::vector<ValidationResult> results = {
+      LinkResult(1, 0, 2, 1'000), LinkResult(2, 2, 0, 100), LinkResult(3, 0, 2, 20'000),
+      LinkResult(4, 2, 0, 100),   LinkResult(5, 3, 0, 300), LinkResult(6, 0, 3, 100),
+  };
+  Verdict v = JudgeValidation(
+      {Pass(1, 7), Pass(2, 7), Pass(3, 8), Pass(4, 8), Pass(5, 9), Pass(6, 9)}, results, {});
+  EXPECT_EQ(v.cause, falcon::v1::CAUSE_COMMUNICATION);
+  ASSERT_EQ(v.links.size(), 1u) << v.reason;
+  EXPECT_EQ(v.links[0].src_rank(), 0u);
+  EXPECT_EQ(v.links[0].dst_rank(), 2u);
+  ASSERT_EQ(v.link_ratios.size(), 1u);
+  EXPECT_DOUBLE_EQ(v.link_ratios[0], 200.0);  // 20,000 over communicator 8's fine link.
+  EXPECT_NE(v.reason.find("3->0 (3.00x)"), std::string::npos) << v.reason;
+}
+
 // A pipeline pair 1 <-> 5 with 1 -> 5 at 2.5x: alone, the median of its two links is their mean
 // and 1 -> 5 reads 1.43x; judged with the reference pair 2 <-> 6 (compare_with_comm), slow, at
 // 2.5x the median of the links judged fine.
