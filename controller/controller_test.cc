@@ -684,6 +684,65 @@ TEST_F(ControllerTest, ASlowdownOnlyAnotherEventsCulpritExplainsIsThatEvents) {
   EXPECT_EQ(second.actions_size(), 0) << second.DebugString();
 }
 
+// Rank 1 computes x1.4 from iteration 60 (event 1 names it from profiling). From 120 its
+// pipeline pair's transfers (comm 2001) slow the job further, and the second event's validation
+// reads link 1 -> 5 at 2.5x: a throttled rank sends late (seen with the PyTorch job under a CPU
+// quota: link 3 -> 0 at 3.72x from compute culprit rank 3). The link is event 1's culprit's, so
+// the second event closes as part of event 1 instead of naming a link nothing slowed.
+TEST_F(ControllerTest, ALinkFromAnotherEventsComputeCulpritIsThatEvents) {
+  ConnectAll();
+  for (int64_t i = 0; i < 170; ++i) {
+    const int64_t compute_extra = i >= 60 ? Healthy(0, i) * 4 / 10 : 0;
+    const int64_t transfer_extra = i >= 120 ? 150'000'000 : 0;
+    for (auto& a : agents_) {
+      falcon::v1::TelemetryBatch b;
+      b.set_job(spec_.job);
+      for (uint32_t r : a->ranks()) {
+        falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, Healthy(r, i));
+        s.set_iteration_time_ns(Healthy(0, i) + compute_extra + transfer_extra);
+        if (r == 1) {
+          s.set_compute_ns(s.compute_ns() + compute_extra);
+        } else if (compute_extra > 0) {
+          for (auto& cs : *s.mutable_comms()) {
+            if (cs.comm_id() != 1000) continue;
+            cs.set_wait_ns(cs.wait_ns() + compute_extra);
+            cs.set_busy_ns(cs.busy_ns() + compute_extra);
+          }
+        }
+        for (auto& cs : *s.mutable_comms()) {
+          if (cs.comm_id() != 2001 || transfer_extra == 0) continue;
+          cs.set_transfer_ns(cs.transfer_ns() + transfer_extra);
+          cs.set_busy_ns(cs.busy_ns() + transfer_extra);
+        }
+        *b.add_iterations() = s;
+      }
+      ASSERT_FALSE(a->Send(*c_, b)->has_error());
+    }
+    testing::Responder responder;
+    responder.gemm_ns = [i](uint32_t r) -> int64_t {
+      return r == 1 && i >= 60 ? 1'400'000 : 1'000'000;
+    };
+    responder.link_ns = [i](uint32_t src, uint32_t dst) -> int64_t {
+      return i >= 120 && src == 1 && dst == 5 ? 5'000'000 : 2'000'000;
+    };
+    Settle(responder);
+    clock_.Advance(absl::Milliseconds(140));
+  }
+  std::vector<falcon::v1::Event> events = Events();
+  ASSERT_EQ(events.size(), 2u);
+  const falcon::v1::Event& first = events[1];  // Newest first.
+  const falcon::v1::Event& second = events[0];
+  EXPECT_EQ(first.cause(), falcon::v1::CAUSE_COMPUTE) << first.DebugString();
+  EXPECT_EQ(std::vector<uint32_t>(first.ranks().begin(), first.ranks().end()),
+            std::vector<uint32_t>{1});
+  EXPECT_EQ(second.links_size(), 0) << second.DebugString();
+  EXPECT_EQ(second.state(), falcon::v1::EVENT_STATE_CLOSED) << second.DebugString();
+  EXPECT_EQ(second.explained_by_event_id(), first.event_id()) << second.DebugString();
+  EXPECT_NE(second.transitions().rbegin()->reason().find("link 1->5"), std::string::npos)
+      << second.DebugString();
+  EXPECT_EQ(second.actions_size(), 0) << second.DebugString();
+}
+
 // Validation's GEMM finds rank 5 1.4x its peers and healthy rank 2 1.2x (a shared CPU's noise):
 // rank 2 cannot explain the job's x1.4 on its own, so only rank 5 is named, and the reason says
 // why rank 2 is not.
@@ -720,6 +779,21 @@ TEST_F(ControllerTest, ACulpritTooWeakToExplainTheSlowdownIsNotNamed) {
            t.reason().find("too little to explain the job's x1.") != std::string::npos;
   }
   EXPECT_TRUE(said) << e.DebugString();
+}
+
+// A second run under a job name in use starts over at iteration 0: its summaries are skipped
+// as stale, and the operator sees one line per rank for the streak, not one per summary.
+TEST_F(ControllerTest, StaleSummariesAreLoggedOncePerRankAndStreak) {
+  common::testing::LogCapture log;
+  ConnectAll();
+  Run(0, 20, Healthy);
+  EXPECT_EQ(log.Count("stale summaries job=job"), 0);
+  Run(0, 5, Healthy);
+  EXPECT_EQ(log.Count("stale summaries job=job rank=0 iteration=0 last_iteration=19"), 1);
+  EXPECT_EQ(log.Count("stale summaries job=job"), spec_.dp * spec_.pp);
+  Run(20, 22, Healthy);  // Fresh again: the streak ends.
+  Run(0, 2, Healthy);
+  EXPECT_EQ(log.Count("stale summaries job=job"), 2 * spec_.dp * spec_.pp);
 }
 
 // Rank 3 rejects the first pause as late (the controller's view of the job lags behind it): the

@@ -1090,6 +1090,9 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
   std::map<uint32_t, uint64_t> ranks;
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> links;
   std::map<std::string, uint64_t> nodes;  // Culprit nodes (NIC faults): every link is known.
+  // Compute culprits: a link from or to one is slowed by its endpoint (a throttled rank sends and
+  // receives late), so it is that event's too.
+  std::map<uint32_t, uint64_t> compute_ranks;
   for (const EventRecord* other : events_->ActiveEvents(event.event().job())) {
     const falcon::v1::Event& o = other->event();
     if (o.event_id() == event.event().event_id() || EventManager::AwaitsVerdict(o)) continue;
@@ -1097,7 +1100,10 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
     if (o.cause() != falcon::v1::CAUSE_COMPUTE && o.cause() != falcon::v1::CAUSE_COMMUNICATION) {
       continue;
     }
-    for (uint32_t r : o.ranks()) ranks.emplace(r, o.event_id());
+    for (uint32_t r : o.ranks()) {
+      ranks.emplace(r, o.event_id());
+      if (o.cause() == falcon::v1::CAUSE_COMPUTE) compute_ranks.emplace(r, o.event_id());
+    }
     for (const falcon::v1::Link& l : o.links()) {
       links.emplace(std::make_pair(l.src_rank(), l.dst_rank()), o.event_id());
     }
@@ -1137,6 +1143,8 @@ std::string Localizer::ExcludeKnownCulprits(const EventRecord& event, Verdict* v
     if (!owner) owner = owner_of(links, std::make_pair(l.dst_rank(), l.src_rank()));
     if (!owner) owner = node_owner(l.src_rank());
     if (!owner) owner = node_owner(l.dst_rank());
+    if (!owner) owner = owner_of(compute_ranks, l.src_rank());
+    if (!owner) owner = owner_of(compute_ranks, l.dst_rank());
     if (!owner) return true;
     dropped_links.push_back(absl::StrCat(l.src_rank(), "->", l.dst_rank()));
     owner_ids.insert(*owner);
