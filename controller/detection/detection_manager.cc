@@ -135,8 +135,18 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
     Series& series = RankSeriesOf(p, s.rank());
     if (s.iteration() <= series.last_iteration) {
       ++stats.stale;
+      if (!series.stale_streak) {
+        series.stale_streak = true;
+        LOG(WARNING) << "stale summaries job=" << job.name() << " rank=" << s.rank()
+                     << " iteration=" << s.iteration()
+                     << " last_iteration=" << series.last_iteration
+                     << " why=\"iteration not above the rank's last one: skipped until it is (a "
+                        "new run under a job name in use starts over below it: give the run a "
+                        "new job name)\"";
+      }
       continue;
     }
+    series.stale_streak = false;
     // Looked up per summary: a summary of this batch may end the event (freeing its profiler)
     // or open one (found by the fuzzer: a pointer kept across the loop was used after free).
     if (CommProfiler* profiler = localizer_->Profiler(job.name())) profiler->AddSummary(s, job);

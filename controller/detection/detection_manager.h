@@ -82,7 +82,9 @@ class DetectionManager {
 
   struct ApplyStats {
     uint64_t applied = 0;
-    uint64_t stale = 0;  // Iteration not above the rank's last one: skipped.
+    // Iteration not above the rank's last one: skipped (the first of a streak per rank is logged,
+    // `stale summaries`: a new run under a job name in use starts over below it).
+    uint64_t stale = 0;
   };
   // Feeds validated summaries of `job`; stages samples, history and event changes in `uow`.
   ApplyStats ApplySummaries(
@@ -146,6 +148,8 @@ class DetectionManager {
     int64_t last_iteration = -1;
     int64_t first_stored = -1;
     RecentTimes recent;
+    // Summaries at or below last_iteration are arriving (logged once per streak).
+    bool stale_streak = false;
   };
   // A slowdown onset of a rank's series, decided on its own summary before every rank reported
   // that iteration, that the environment might still explain (no rank stands out).
