@@ -137,12 +137,11 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
       ++stats.stale;
       if (!series.stale_streak) {
         series.stale_streak = true;
-        LOG(WARNING) << "stale summaries job=" << job.name() << " rank=" << s.rank()
-                     << " iteration=" << s.iteration()
-                     << " last_iteration=" << series.last_iteration
-                     << " why=\"iteration not above the rank's last one: skipped until it is (a "
-                        "new run under a job name in use starts over below it: give the run a "
-                        "new job name)\"";
+        LOG(INFO) << "stale summaries job=" << job.name() << " rank=" << s.rank()
+                  << " iteration=" << s.iteration() << " last_iteration=" << series.last_iteration
+                  << " why=\"iteration not above the rank's last one: skipped until it is (an "
+                     "agent resending what it sent; or a new run under a job name in use, "
+                     "which starts over below it: give each run its own job name)\"";
       }
       continue;
     }

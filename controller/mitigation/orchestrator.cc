@@ -105,6 +105,8 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
   absl::StatusOr<PlannedDirective> plan = s->Plan(step, e.ctx(), actions);
   const absl::Status issued = plan.ok() ? s->Issue(step, *plan, e.ctx(), actions) : plan.status();
   if (issued.ok()) {
+    // A higher level in force: an S2 step still waiting for the probe would land on its plan.
+    if (s != &e.s2()) e.waiting_s2.reset();
     if (s == &e.s4() && e.s4().directive() != 0) {  // The restart supersedes the plans.
       e.s2().Supersede();
       e.s3().Supersede();
@@ -123,8 +125,7 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
 
 bool Orchestrator::S2Ready(MitigationEvent& e, const EscalationStep& step) {
   EventContext& ctx = e.ctx();
-  if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE || ctx.rebuilding ||
-      S2MicroBatch::ProbeMeasured(ctx)) {
+  if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE || S2MicroBatch::ProbeMeasured(ctx)) {
     e.waiting_s2.reset();
     return true;
   }
@@ -391,6 +392,11 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
           if (const falcon::v1::DirectiveRecord* r = actions.FindDirective(s->directive())) {
             at = r->directive().effective_iteration();
           }
+        }
+        if (step.strategy == Strategy::kS2MicroBatch && e.waiting_s2.has_value()) {
+          state.taken[strategy] = {at, absl::StrCat("waiting since iteration ", e.waiting_s2_since,
+                                                    " for the compute probe: ", step.reason)};
+          break;
         }
         state.taken[strategy] = {at, absl::StrCat("applied at iteration ", at, ": ", step.reason)};
         break;

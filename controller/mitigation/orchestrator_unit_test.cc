@@ -51,13 +51,13 @@ class OrchestratorUnitTest : public ::testing::Test {
   }
   // Rank 5's stage (pp 1: ranks 4-7) computes 3 summaries each, rank 5 x1.4 of its peers: the
   // compute probe has measured the culprit.
-  void FeedProbe(int64_t first_iteration) {
+  void FeedProbe(int64_t first_iteration, int64_t culprit_compute_ns = 11'200'000) {
     for (int64_t i = first_iteration; i < first_iteration + 3; ++i) {
       for (uint32_t rank = 4; rank < 8; ++rank) {
         falcon::v1::IterationSummary s;
         s.set_rank(rank);
         s.set_iteration(i);
-        s.set_compute_ns(rank == 5 ? 11'200'000 : 8'000'000);
+        s.set_compute_ns(rank == 5 ? culprit_compute_ns : 8'000'000);
         orchestrator_.OnRankIteration(ComputeEvent(), s, actions_);
       }
     }
@@ -212,6 +212,22 @@ TEST_F(OrchestratorUnitTest, WithoutProbeSummariesTheLocalizationsMeasurementSiz
   ASSERT_EQ(actions_.directives.size(), 1u);
   const std::string& reason = actions_.directives[0].directive().reason();
   EXPECT_NE(reason.find("culprit stage slowdown x3.90"), std::string::npos) << reason;
+}
+
+// The probe measures the culprit at its peers' speed: S2 is skipped, never sized from the GEMM.
+TEST_F(OrchestratorUnitTest, AProbeThatMeasuresNoSlowGroupSkipsS2) {
+  falcon::v1::Event e = ComputeEvent();
+  e.set_validation_ratio(3.9);
+  orchestrator_.OnVerdict(e, actions_);
+  FeedProbe(100, 8'000'000);
+  orchestrator_.OnJobIteration(e, 102, absl::Milliseconds(140), actions_);
+  EXPECT_TRUE(actions_.directives.empty());
+  bool skipped = false;
+  for (const falcon::v1::Action& a : actions_.actions) {
+    skipped = skipped || (a.strategy() == falcon::v1::STRATEGY_S2_MICRO_BATCH &&
+                          a.reason().find("at x1.00 of its stage peers'") != std::string::npos);
+  }
+  EXPECT_TRUE(skipped);
 }
 
 // The event recovers while S2 waits: nothing was issued, so nothing is reverted.

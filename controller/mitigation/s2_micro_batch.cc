@@ -18,6 +18,14 @@ absl::StatusOr<PlannedDirective> S2MicroBatch::Plan(const analysis::plan::Escala
     return absl::FailedPreconditionError("S2 helps compute fail-slows only");
   }
   if (absl::Status s = ctx.CheckNotImbalance(actions); !s.ok()) return s;
+  // The probe measures the culprit no slower than its stage peers: the fault is gone or was
+  // never in training's own compute (a GEMM can overstate it), so no group needs fewer.
+  if (const double probe = ProbeRatio(ctx); probe > 0 && probe <= 1.0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the compute probe measures the culprit at x%.2f of its stage peers' compute per "
+        "micro-batch: no slow group to plan for",
+        probe));
+  }
   absl::StatusOr<JobShape> shape = ctx.Shape(*job, PlanBase(*job, ctx));
   if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
   std::string sized_from;
@@ -58,10 +66,10 @@ Culprit S2MicroBatch::SizingCulprit(const EventContext& ctx, std::string* from) 
   Culprit culprit = ctx.culprit;
   std::string unused;
   if (from == nullptr) from = &unused;
-  double probe = ctx.probe.WorstCulpritRatio(kProbeSamples);
-  if (probe <= 0) probe = ctx.probe_ratio_before_plan;  // Under a plan, before new samples.
+  const double probe = ProbeRatio(ctx);
   culprit.measured_stage_slowdown = std::max(culprit.measured_stage_slowdown, probe);
   *from = culprit.measured_stage_slowdown > 1.0 ? "probe" : "job_ratio";
+  if (probe > 0) return culprit;  // Measured: never the GEMM (at <= 1: see Plan).
   // Until the probe measured the culprit, the localization's own measurement of it (GEMM over
   // the median, or its compute over its stage's median from profiling) sizes it: the job's
   // slowdown ratio is indirect (outside load on the other ranks dilutes it: x1.21 for a x1.5 GPU
@@ -77,9 +85,12 @@ Culprit S2MicroBatch::SizingCulprit(const EventContext& ctx, std::string* from) 
   return culprit;
 }
 
-bool S2MicroBatch::ProbeMeasured(const EventContext& ctx) {
-  return ctx.probe.WorstCulpritRatio(kProbeSamples) > 0 || ctx.probe_ratio_before_plan > 0;
+double S2MicroBatch::ProbeRatio(const EventContext& ctx) {
+  const double now = ctx.probe.WorstCulpritRatio(kProbeSamples);
+  return now > 0 ? now : ctx.probe_ratio_before_plan;  // Under a plan, before new samples.
 }
+
+bool S2MicroBatch::ProbeMeasured(const EventContext& ctx) { return ProbeRatio(ctx) > 0; }
 
 std::vector<uint32_t> S2MicroBatch::PlanBase(const registry::JobEntry& job,
                                              const EventContext& ctx) const {

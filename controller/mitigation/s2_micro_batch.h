@@ -36,12 +36,16 @@ class S2MicroBatch final : public PlanStrategy {
   // What S2 sizes its plan for: the event's culprit with the stage slowdown the compute probe
   // measured (the worst culprit's, when it has one; before the plan in force, while the probe
   // starts over under it: EventContext::probe_ratio_before_plan); for a compute culprit, the
-  // localization's measurement (EventContext::validation_ratio) until the probe has one; else the
-  // job's ratio. `from` (optional) receives "probe", "validation" or "job_ratio".
+  // localization's measurement (EventContext::validation_ratio) until the probe has one, never
+  // once it has; else the job's ratio. `from` (optional) receives "probe", "validation" or
+  // "job_ratio".
   static Culprit SizingCulprit(const EventContext& ctx, std::string* from = nullptr);
   // Summaries per culprit (and per peer) the compute probe needs before it sizes a plan.
   static constexpr size_t kProbeSamples = 3;
-  // Whether the compute probe has measured the culprit (now, or before the plan in force).
+  // The compute probe's worst culprit ratio (now; else before the plan in force; 0: never
+  // measured).
+  static double ProbeRatio(const EventContext& ctx);
+  // Whether the compute probe has measured the culprit (ProbeRatio > 0).
   static bool ProbeMeasured(const EventContext& ctx);
   // The micro-batches S2 plans from: those its plan in force replaced, else those another event's
   // S2 in force replaced (ctx.other_s2_before), else the job's in force.

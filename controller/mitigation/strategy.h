@@ -59,7 +59,8 @@ struct EventContext {
   double validation_ratio = 0;
   // ComputeProbe::PeerLevel when the S2 plan in force was issued (0: none measured, or S3).
   double peer_level_before_plan = 0;
-  // ComputeProbe::WorstCulpritRatio(3) when the S2 plan in force was issued (0: none measured):
+  // ComputeProbe::WorstCulpritRatio(S2MicroBatch::kProbeSamples) when the S2 plan in force was
+  // issued (0: none measured):
   // the probe starts over under the plan, and until it measures again this sizes the culprit
   // (S2MicroBatch::SizingCulprit; a joint plan of another event).
   double probe_ratio_before_plan = 0;

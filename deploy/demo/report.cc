@@ -18,6 +18,13 @@
 namespace falcon::deploy::demo {
 namespace {
 
+// Whether [from, to] overlaps the window of a fault that should raise an event.
+bool OverlapsAFault(const Scenario& scenario, int64_t from, int64_t to) {
+  return std::any_of(scenario.faults.begin(), scenario.faults.end(), [&](const InjectedFault& f) {
+    return f.expect_event && from < f.to_iteration && to >= f.from_iteration;
+  });
+}
+
 // Iterations after a directive or its revert before the plan in force has settled (plan switch,
 // pipeline refill).
 constexpr int64_t kSettleIterations = 8;
@@ -265,7 +272,8 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
             "): the change point is placed where the series' level shifts, which noise just "
             "before the fault can move earlier"));
       }
-    } else if (IsFalseAlarm(r)) {
+    } else if (IsFalseAlarm(r) || (Blamed(r) && OverlapsAFault(scenario, ev_from, ev_to))) {
+      // A culprit that "cleared" while a fault ran may have taken the fault's slowdown in.
       ++report.false_alarms;
     } else if (Blamed(r)) {
       r.cleared_unmitigated = true;

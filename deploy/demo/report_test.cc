@@ -230,6 +230,13 @@ TEST(ReportTest, ACulpritThatClearedByItselfBeforeAnyMitigationIsNotAFalseAlarm)
   EXPECT_EQ(still_open.false_alarms, 1);
   EXPECT_EQ(still_open.cleared_slowdowns, 0);
 
+  // Recovered only after the fault began (it 100): it may have taken the fault's slowdown in.
+  falcon::v1::Event spanning = e;
+  spanning.set_recovery_iteration(120);
+  Report spans = BuildReport(ComputeScenario(), RunSettings(), History(400), {spanning});
+  EXPECT_EQ(spans.false_alarms, 1);
+  EXPECT_EQ(spans.cleared_slowdowns, 0);
+
   auto* s2 = e.add_actions();
   s2->set_strategy(falcon::v1::STRATEGY_S2_MICRO_BATCH);
   s2->set_iteration(55);

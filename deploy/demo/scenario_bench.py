@@ -47,7 +47,7 @@ def load_report(path):
     if not isinstance(r, dict):
         return None, "not a JSON object"
     for key in ("false_alarms", "unexplained_slowdowns", "cleared_slowdowns"):
-        v = r.get(key, 0)
+        v = r.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             return None, f"{key}: {v!r} is not a count"
     for key in ("injected_faults", "events"):
