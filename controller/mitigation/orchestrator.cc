@@ -123,6 +123,11 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
   Skip(e, step.strategy, std::string(issued.message()), step.iteration, actions);
 }
 
+bool Orchestrator::S2WaitOver(MitigationEvent& e, int64_t iteration) {
+  return S2MicroBatch::ProbeMeasured(e.ctx()) ||
+         iteration - e.waiting_s2_since >= kS2ProbeWaitIterations;
+}
+
 bool Orchestrator::S2Ready(MitigationEvent& e, const EscalationStep& step) {
   EventContext& ctx = e.ctx();
   if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE || S2MicroBatch::ProbeMeasured(ctx)) {
@@ -137,7 +142,7 @@ bool Orchestrator::S2Ready(MitigationEvent& e, const EscalationStep& step) {
               << " up_to_iterations=" << kS2ProbeWaitIterations;
     return false;
   }
-  if (ctx.last_iteration - e.waiting_s2_since < kS2ProbeWaitIterations) return false;
+  if (!S2WaitOver(e, ctx.last_iteration)) return false;
   LOG(INFO) << "S2 sized without the compute probe " << ctx.Subject()
             << " iteration=" << ctx.last_iteration
             << " waited_iterations=" << ctx.last_iteration - e.waiting_s2_since
@@ -271,8 +276,7 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
   }
 
   // A first S2 plan waiting for the compute probe (S2Ready).
-  if (st->waiting_s2.has_value() && (S2MicroBatch::ProbeMeasured(st->ctx()) ||
-                                     iteration - st->waiting_s2_since >= kS2ProbeWaitIterations)) {
+  if (st->waiting_s2.has_value() && S2WaitOver(*st, iteration)) {
     EscalationStep step = *st->waiting_s2;
     step.iteration = iteration;
     Apply(*st, step, actions);

@@ -94,6 +94,9 @@ class Orchestrator : public detection::MitigationHook {
   // (S2MicroBatch::ProbeMeasured), the step waits in e.waiting_s2, retried at each job iteration,
   // for up to kS2ProbeWaitIterations; then the localization's measurement sizes it.
   bool S2Ready(MitigationEvent& e, const analysis::plan::EscalationStep& step);
+  // Whether e's waiting S2 step may plan at `iteration`: the probe measured the culprit, or the
+  // step waited kS2ProbeWaitIterations since e.waiting_s2_since.
+  static bool S2WaitOver(MitigationEvent& e, int64_t iteration);
   void Skip(MitigationEvent& e, analysis::plan::Strategy s, const std::string& why,
             int64_t iteration, detection::EventActions& actions);
   // Sets e's view of the job's other events (EventContext::other_culprits, other_s2_before),
