@@ -18,13 +18,14 @@
 namespace falcon::deploy::demo {
 namespace {
 
-// Whether [from, to] overlaps the window of a fault that should raise an event and has no event
-// of its own (yet: events are scored in id order).
+// Whether [from, to] overlaps the window of a fault with no event of its own: one that should be
+// ignored (a blip), or one that should raise an event and has none yet (events are scored in id
+// order).
 bool OverlapsAnUnmatchedFault(const Scenario& scenario, const std::vector<bool>& matched,
                               int64_t from, int64_t to) {
   for (size_t i = 0; i < scenario.faults.size(); ++i) {
     const InjectedFault& f = scenario.faults[i];
-    if (f.expect_event && !matched[i] && from < f.to_iteration && to >= f.from_iteration) {
+    if (!matched[i] && from < f.to_iteration && to >= f.from_iteration) {
       return true;
     }
   }
@@ -284,7 +285,7 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     } else if (IsFalseAlarm(r) ||
                (Blamed(r) && OverlapsAnUnmatchedFault(scenario, fault_matched, ev_from, ev_to))) {
       // A culprit that "cleared" while a fault with no event of its own ran may have taken the
-      // fault's slowdown in.
+      // fault's slowdown in; one named during a fault that should be ignored was not ignored.
       ++report.false_alarms;
     } else if (Blamed(r)) {
       r.cleared_unmitigated = true;

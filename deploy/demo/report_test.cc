@@ -281,6 +281,7 @@ TEST(ReportTest, EventStartingBeforeTheFaultIsAFalseAlarmEvenIfItSpansIt) {
   EXPECT_EQ(r.missed_faults.size(), 1u);
 }
 
+// A blip is to be ignored: an event that names a culprit during it is a false alarm.
 TEST(ReportTest, BlipEventsAreFalseAlarms) {
   absl::StatusOr<Scenario> s = MakeScenario("blip", Layout{4, 2}, 4, 400);
   ASSERT_TRUE(s.ok());
@@ -288,6 +289,28 @@ TEST(ReportTest, BlipEventsAreFalseAlarms) {
   Report r = BuildReport(*s, RunSettings(), History(400), {e});
   EXPECT_EQ(r.false_alarms, 1);
   EXPECT_TRUE(r.missed_faults.empty());
+
+  // A culprit named during the blip that took S1 only and cleared was still not ignored; the same
+  // event well before the blip is a slowdown that cleared by itself.
+  const InjectedFault& blip = s->faults[0];
+  falcon::v1::Event cleared = ComputeEvent(1, blip.from_iteration + 2, 2);
+  cleared.set_recovery_iteration(blip.to_iteration + 5);
+  cleared.clear_actions();
+  auto* s1 = cleared.add_actions();
+  s1->set_strategy(falcon::v1::STRATEGY_S1_IGNORE);
+  s1->set_iteration(blip.from_iteration + 4);
+  Report during = BuildReport(*s, RunSettings(), History(400), {cleared});
+  EXPECT_EQ(during.false_alarms, 1) << SummaryText(during);
+  EXPECT_EQ(during.cleared_slowdowns, 0);
+
+  cleared.set_onset_iteration(blip.from_iteration - 90);
+  cleared.set_alarm_iteration(blip.from_iteration - 85);
+  cleared.set_verdict_iteration(blip.from_iteration - 80);
+  cleared.set_recovery_iteration(blip.from_iteration - 60);
+  cleared.mutable_actions(0)->set_iteration(blip.from_iteration - 80);
+  Report before = BuildReport(*s, RunSettings(), History(400), {cleared});
+  EXPECT_EQ(before.false_alarms, 0) << SummaryText(before);
+  EXPECT_EQ(before.cleared_slowdowns, 1);
 }
 
 TEST(ReportTest, LinkCulpritEitherDirection) {
