@@ -13,7 +13,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "glog/logging.h"
 #include "nlohmann/json.hpp"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/directives/directive_sync.h"
@@ -94,10 +93,6 @@ RankTrainer::RankTrainer(TrainerOptions options, const model::Corpus* corpus,
       layout_(std::move(layout)) {}
 
 absl::Status RankTrainer::Init() {
-  if (absl::Status priority = device_.priority_status(); !priority.ok()) {
-    // Not fatal: the device runs, only closer to host load (emulated_device.h).
-    LOG(WARNING) << "event=device_priority rank=" << rank_ << " emulated device: " << priority;
-  }
   const model::ModelConfig& c = options_.model;
   plan_ =
       directives::EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(), options_.micro_batches);

@@ -1,17 +1,9 @@
 #include "trainer/device/emulated_device.h"
 
 #include <pthread.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <string>
-
-#include "absl/strings/str_cat.h"
 
 namespace falcon::trainer::device {
 namespace {
@@ -44,27 +36,6 @@ class RealHostImpl : public Host {
   void SleepFor(absl::Duration d) override { absl::SleepFor(d); }
 };
 
-// Sets the calling thread's nice value (Linux: per thread).
-absl::Status SetThreadNice(int nice) {
-  if (nice < -20 || nice > 19) {
-    return absl::InvalidArgumentError(absl::StrCat("nice ", nice, ": need [-20, 19]"));
-  }
-  const auto tid = static_cast<id_t>(syscall(SYS_gettid));
-  if (setpriority(PRIO_PROCESS, tid, nice) != 0) {
-    const int err = errno;
-    std::string what =
-        absl::StrCat("setpriority(thread ", tid, ", nice ", nice, "): ", std::strerror(err));
-    if (err == EACCES || err == EPERM) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(what,
-                       " (needs CAP_SYS_NICE; the device runs at the process's nice and "
-                       "load from outside the job slows it)"));
-    }
-    return absl::InternalError(what);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 Host* RealHost() {
@@ -74,14 +45,7 @@ Host* RealHost() {
 
 EmulatedDevice::EmulatedDevice(EmulatedDeviceOptions options, Host* host)
     : options_(options), host_(host != nullptr ? host : RealHost()) {
-  if (!options_.own_thread) return;
-  thread_ = std::thread([this] { DeviceLoop(); });
-  // Wait until the thread has taken its priority, so priority_status() is final.
-  const auto started = +[](EmulatedDevice* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->queue_mu_) {
-    return d->priority_status_.has_value();
-  };
-  absl::MutexLock lock(&queue_mu_);
-  queue_mu_.Await(absl::Condition(started, this));
+  if (options_.own_thread) thread_ = std::thread([this] { DeviceLoop(); });
 }
 
 EmulatedDevice::~EmulatedDevice() {
@@ -95,12 +59,6 @@ EmulatedDevice::~EmulatedDevice() {
 
 void EmulatedDevice::DeviceLoop() {
   pthread_setname_np(pthread_self(), kDeviceThreadName);
-  {
-    absl::Status priority =
-        options_.nice.has_value() ? SetThreadNice(*options_.nice) : absl::OkStatus();
-    absl::MutexLock lock(&queue_mu_);
-    priority_status_ = std::move(priority);
-  }
   const auto ready = +[](EmulatedDevice* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->queue_mu_) {
     return d->stop_ || d->pending_.has_value();
   };
@@ -132,12 +90,6 @@ void EmulatedDevice::DeviceLoop() {
     pending_.reset();
     done_ = took;
   }
-}
-
-absl::Status EmulatedDevice::priority_status() const {
-  if (!options_.own_thread) return absl::OkStatus();
-  absl::MutexLock lock(&queue_mu_);
-  return priority_status_.value_or(absl::OkStatus());
 }
 
 bool EmulatedDevice::clocked() const {

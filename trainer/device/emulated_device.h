@@ -27,12 +27,6 @@
 // device as a lowered clock does while the rank's host threads (communication, the shim) run at
 // full speed.
 //
-// A GPU does not slow when its host's CPUs are busy, so the device thread runs at a high CFS
-// priority (`nice`, default -20): at weight 88761 against a busy nice-0 process's 1024 it keeps
-// ~99% of a core whenever it wants one, and load from outside the job (other processes on a shared
-// machine) moves the device's speed little. A cgroup CPU quota still caps it: the fault driver
-// moves the thread into a cgroup of its own, where the quota, not the thread's nice, decides.
-//
 // The host is injectable (Host below) so tests drive CPU time and wall time; with own_thread
 // false, ops run on the caller's thread (unit tests). Thread-safe.
 #ifndef FALCON_TRAINER_DEVICE_EMULATED_DEVICE_H_
@@ -44,7 +38,6 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -80,10 +73,6 @@ struct EmulatedDeviceOptions {
   // Nominal length of one idle cycle (its work: duty x idle_cycle); zero: no idle cycles, the
   // device asks for CPU only while it runs ops. Ignored when duty is 0.
   absl::Duration idle_cycle = absl::Milliseconds(2);
-  // Nice value of the device thread (own_thread only), [-20, 19]; std::nullopt: the process's.
-  // Lowering it needs CAP_SYS_NICE; without it the device keeps the process's nice and
-  // priority_status() says why.
-  std::optional<int> nice = -20;
 };
 
 // The name of the device's thread (at most 15 characters, the kernel's limit).
@@ -91,8 +80,7 @@ inline constexpr char kDeviceThreadName[] = "falcon-device";
 
 class EmulatedDevice {
  public:
-  // `host` must outlive the device; nullptr: RealHost(). Starts the device thread (own_thread)
-  // and waits until it has taken its priority.
+  // `host` must outlive the device; nullptr: RealHost(). Starts the device thread (own_thread).
   explicit EmulatedDevice(EmulatedDeviceOptions options = {}, Host* host = nullptr);
   // Stops the device thread (after the op it runs, if any).
   ~EmulatedDevice();
@@ -107,11 +95,6 @@ class EmulatedDevice {
   // for `gap` (<= 0: nothing); sleeps through it on the calling thread, running the idle cycles
   // that fall due.
   void Idle(absl::Duration gap);
-
-  // Whether the device thread took options().nice (final once the constructor returns): OK when
-  // it did, or there is no device thread or nice to set; otherwise kPermissionDenied (without
-  // CAP_SYS_NICE) or kInvalidArgument (nice outside [-20, 19]), naming the value.
-  absl::Status priority_status() const;
 
   // The current slowdown estimate s (>= 1).
   double slowdown() const;
@@ -147,11 +130,10 @@ class EmulatedDevice {
 
   // The device thread's queue: one op at a time (submit_mu_ serializes callers).
   absl::Mutex submit_mu_;
-  mutable absl::Mutex queue_mu_;
+  absl::Mutex queue_mu_;
   std::optional<absl::Duration> pending_ ABSL_GUARDED_BY(queue_mu_);
   std::optional<absl::Duration> done_ ABSL_GUARDED_BY(queue_mu_);
   bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
-  std::optional<absl::Status> priority_status_ ABSL_GUARDED_BY(queue_mu_);
   std::thread thread_;
 };
 

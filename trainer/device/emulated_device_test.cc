@@ -1,19 +1,15 @@
 #include "trainer/device/emulated_device.h"
 
-#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/testing/skip.h"
 
 namespace falcon::trainer::device {
 namespace {
@@ -247,54 +243,6 @@ TEST(EmulatedDeviceTest, RunsOnItsOwnNamedThread) {
     for (std::thread& t : callers) t.join();
   }
   EXPECT_EQ(count(), threads_before) << "the device's thread ends with it";
-}
-
-// The nice value of this process's thread named `name` (/proc/self/task/TID/stat, field 19);
-// std::nullopt when there is none.
-std::optional<int> NiceOfThread(const std::string& name) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(entry.path() / "comm");
-    std::string thread_name;
-    std::getline(comm, thread_name);
-    if (thread_name != name) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    // Fields after the command, which ends at the last ')': state is field 3, nice field 19.
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    std::string field;
-    for (int i = 3; i <= 19 && rest >> field; ++i) {
-      if (i == 19) return std::stoi(field);
-    }
-  }
-  return std::nullopt;
-}
-
-// Host load must not slow the emulated GPU: its thread runs at nice -20 (CAP_SYS_NICE; these
-// tests and CI run as root).
-TEST(EmulatedDeviceTest, ItsThreadRunsAheadOfHostLoad) {
-  EmulatedDevice device({.duty = 0.1, .window = 4});
-  const absl::Status priority = device.priority_status();
-  if (absl::IsPermissionDenied(priority)) {
-    EXPECT_NE(priority.message().find("CAP_SYS_NICE"), std::string::npos) << priority;
-    FALCON_SKIP_OR_FAIL(std::string(priority.message()));
-  }
-  ASSERT_TRUE(priority.ok()) << priority;
-  EXPECT_EQ(NiceOfThread(kDeviceThreadName), -20);
-}
-
-TEST(EmulatedDeviceTest, ANiceOutOfRangeIsRefusedAndTheDeviceStillRuns) {
-  EmulatedDevice device({.duty = 0.1, .window = 4, .nice = 25});
-  const absl::Status priority = device.priority_status();
-  EXPECT_TRUE(absl::IsInvalidArgument(priority)) << priority;
-  EXPECT_NE(priority.message().find("nice 25"), std::string::npos) << priority;
-  EXPECT_GE(device.Run(absl::Milliseconds(2)), absl::Milliseconds(2));
-}
-
-TEST(EmulatedDeviceTest, WithoutANiceTheThreadKeepsTheProcesss) {
-  EmulatedDevice device({.duty = 0.1, .window = 4, .nice = std::nullopt});
-  EXPECT_TRUE(device.priority_status().ok());
-  EXPECT_EQ(NiceOfThread(kDeviceThreadName), getpriority(PRIO_PROCESS, 0));
 }
 
 }  // namespace
