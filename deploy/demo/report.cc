@@ -18,18 +18,24 @@
 namespace falcon::deploy::demo {
 namespace {
 
-// Whether [from, to] overlaps the window of a fault with no event of its own: one that should be
-// ignored (a blip), or one that should raise an event and has none yet (events are scored in id
-// order).
-bool OverlapsAnUnmatchedFault(const Scenario& scenario, const std::vector<bool>& matched,
-                              int64_t from, int64_t to) {
+// Iterations after an injected fault's end that still count as touched by it.
+constexpr int64_t kFaultTail = 2;
+
+// The fault with no event of its own that an event over [from, to], which named its culprit at
+// `verdict`, may have taken in, or -1: one that should raise an event and has none yet (events are
+// scored in id order) whose window [from, to] overlaps, or one that should be ignored (a blip)
+// during whose window (plus kFaultTail) the verdict fell.
+int UnmatchedFaultTakenIn(const Scenario& scenario, const std::vector<bool>& matched, int64_t from,
+                          int64_t to, int64_t verdict) {
   for (size_t i = 0; i < scenario.faults.size(); ++i) {
     const InjectedFault& f = scenario.faults[i];
-    if (!matched[i] && from < f.to_iteration && to >= f.from_iteration) {
-      return true;
-    }
+    if (matched[i]) continue;
+    const bool taken_in =
+        f.expect_event ? from < f.to_iteration && to >= f.from_iteration
+                       : verdict >= f.from_iteration && verdict < f.to_iteration + kFaultTail;
+    if (taken_in) return static_cast<int>(i);
   }
-  return false;
+  return -1;
 }
 
 // Iterations after a directive or its revert before the plan in force has settled (plan switch,
@@ -38,8 +44,6 @@ constexpr int64_t kSettleIterations = 8;
 // Iterations of the healthy window before onset, and the fewest it may hold.
 constexpr int64_t kHealthyWindow = 40;
 constexpr int64_t kMinHealthyIterations = 10;
-// Iterations after an injected fault's end that still count as touched by it.
-constexpr int64_t kFaultTail = 2;
 // Iterations skipped after onset before the slowed window (the change point is fuzzy).
 constexpr int64_t kOnsetSkip = 2;
 // Tolerance on the detected onset before a fault's start.
@@ -282,10 +286,20 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
             "): the change point is placed where the series' level shifts, which noise just "
             "before the fault can move earlier"));
       }
-    } else if (IsFalseAlarm(r) ||
-               (Blamed(r) && OverlapsAnUnmatchedFault(scenario, fault_matched, ev_from, ev_to))) {
+    } else if (const int taken_in = Blamed(r)
+                                        ? UnmatchedFaultTakenIn(scenario, fault_matched, ev_from,
+                                                                ev_to, r.verdict_iteration)
+                                        : -1;
+               IsFalseAlarm(r) || taken_in >= 0) {
       // A culprit that "cleared" while a fault with no event of its own ran may have taken the
       // fault's slowdown in; one named during a fault that should be ignored was not ignored.
+      if (!IsFalseAlarm(r)) {
+        r.notes.push_back(absl::StrCat(
+            "named a culprit ", scenario.faults[taken_in].expect_event ? "while" : "during",
+            " injected #", taken_in,
+            scenario.faults[taken_in].expect_event ? " ran, which had no event of its own"
+                                                   : ", which should be ignored"));
+      }
       ++report.false_alarms;
     } else if (Blamed(r)) {
       r.cleared_unmitigated = true;

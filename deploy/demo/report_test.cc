@@ -291,9 +291,12 @@ TEST(ReportTest, BlipEventsAreFalseAlarms) {
   EXPECT_TRUE(r.missed_faults.empty());
 
   // A culprit named during the blip that took S1 only and cleared was still not ignored; the same
-  // event well before the blip is a slowdown that cleared by itself.
+  // event well before the blip, or named before it and cleared during it, is a slowdown that
+  // cleared by itself.
   const InjectedFault& blip = s->faults[0];
-  falcon::v1::Event cleared = ComputeEvent(1, blip.from_iteration + 2, 2);
+  falcon::v1::Event cleared = ComputeEvent(1, blip.from_iteration + 1, 2);
+  cleared.set_alarm_iteration(blip.from_iteration + 3);
+  cleared.set_verdict_iteration(blip.from_iteration + 4);
   cleared.set_recovery_iteration(blip.to_iteration + 5);
   cleared.clear_actions();
   auto* s1 = cleared.add_actions();
@@ -302,6 +305,19 @@ TEST(ReportTest, BlipEventsAreFalseAlarms) {
   Report during = BuildReport(*s, RunSettings(), History(400), {cleared});
   EXPECT_EQ(during.false_alarms, 1) << SummaryText(during);
   EXPECT_EQ(during.cleared_slowdowns, 0);
+  EXPECT_NE(SummaryText(during).find("during injected #0, which should be ignored"),
+            std::string::npos)
+      << SummaryText(during);
+
+  falcon::v1::Event named_before = cleared;
+  named_before.set_onset_iteration(blip.from_iteration - 20);
+  named_before.set_alarm_iteration(blip.from_iteration - 14);
+  named_before.set_verdict_iteration(blip.from_iteration - 10);
+  named_before.set_recovery_iteration(blip.from_iteration + 3);
+  named_before.mutable_actions(0)->set_iteration(blip.from_iteration - 10);
+  Report cleared_in = BuildReport(*s, RunSettings(), History(400), {named_before});
+  EXPECT_EQ(cleared_in.false_alarms, 0) << SummaryText(cleared_in);
+  EXPECT_EQ(cleared_in.cleared_slowdowns, 1);
 
   cleared.set_onset_iteration(blip.from_iteration - 90);
   cleared.set_alarm_iteration(blip.from_iteration - 85);
