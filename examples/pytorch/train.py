@@ -37,7 +37,9 @@ import torch.nn.functional as F
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--dp", type=int, default=0,
+                   help="DP groups; 0: the world size / --pp (after an S4 restart without a node, "
+                        "the survivors' DP)")
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--micro-batches", type=int, default=8, help="global micro-batches M")
@@ -50,7 +52,9 @@ def parse_args(argv):
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--log", default="")
-    p.add_argument("--checkpoint-dir", default="", help="S4 checkpoints; resumed from when present")
+    p.add_argument("--checkpoint-dir", default="",
+                   help="checkpoints (one per stage: at an S4 directive and at the end of the "
+                        "run); resumed from when present")
     p.add_argument("--no-falcon", action="store_true")
     p.add_argument("--device-ms", type=float, default=0.0,
                    help="emulated accelerator time per micro-batch forward (see above)")
@@ -58,14 +62,14 @@ def parse_args(argv):
                    help="STEP:M0,M1,...: from STEP on run this split instead of Falcon's (tests of "
                         "the S2 math: the loss trajectory must not change)")
     a = p.parse_args(argv)
-    for name in ("dp", "pp", "steps", "micro_batches", "micro_batch_size", "seq", "vocab",
+    if a.dp < 0:
+        p.error("--dp must be >= 0")
+    for name in ("pp", "steps", "micro_batches", "micro_batch_size", "seq", "vocab",
                  "hidden", "heads", "layers"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if a.layers < a.pp:
         p.error(f"--layers {a.layers} is fewer than the {a.pp} pipeline stages")
-    if a.micro_batches < a.dp:
-        p.error(f"--micro-batches {a.micro_batches} is fewer than the {a.dp} DP groups")
     if a.hidden % a.heads:
         p.error(f"--hidden {a.hidden} is not a multiple of --heads {a.heads}")
     a.forced = None
@@ -75,10 +79,22 @@ def parse_args(argv):
             a.forced = (int(at), [int(c) for c in counts.split(",")])
         except ValueError:
             p.error(f"--plan-at {a.plan_at!r}: expected STEP:M0,M1,...")
-        if len(a.forced[1]) != a.dp or sum(a.forced[1]) != a.micro_batches or \
-                min(a.forced[1]) < 1:
-            p.error(f"--plan-at: {a.dp} counts >= 1 summing to {a.micro_batches} expected")
     return a
+
+
+def check_layout(a, world):
+    """Sets a.dp from the world size when 0; exits naming the flag when the layout does not fit."""
+    if a.dp == 0:
+        if world % a.pp:
+            sys.exit(f"train.py: world size {world} is not a multiple of --pp {a.pp}")
+        a.dp = world // a.pp
+    if world != a.dp * a.pp:
+        sys.exit(f"train.py: world size {world} is not --dp {a.dp} x --pp {a.pp}")
+    if a.micro_batches < a.dp:
+        sys.exit(f"train.py: --micro-batches {a.micro_batches} is fewer than the {a.dp} DP groups")
+    if a.forced and (len(a.forced[1]) != a.dp or sum(a.forced[1]) != a.micro_batches or
+                     min(a.forced[1]) < 1):
+        sys.exit(f"train.py: --plan-at: {a.dp} counts >= 1 summing to {a.micro_batches} expected")
 
 
 class Stage(nn.Module):
@@ -159,8 +175,7 @@ def main(argv):
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    if world != a.dp * a.pp:
-        sys.exit(f"train.py: world size {world} is not --dp {a.dp} x --pp {a.pp}")
+    check_layout(a, world)
     stage, dpi = rank // a.dp, rank % a.dp
     dp_groups = [dist.new_group([p * a.dp + d for d in range(a.dp)]) for p in range(a.pp)]
     pp_groups = [dist.new_group([p * a.dp + d for p in range(a.pp)]) for d in range(a.dp)]
@@ -172,18 +187,30 @@ def main(argv):
     model = Stage(a, stage)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     start_step = 0
-    ckpt = os.path.join(a.checkpoint_dir, f"stage{stage}-dp{dpi}.pt") if a.checkpoint_dir else ""
+    # One checkpoint per stage, written by its DP index 0 (the replicas of a stage are equal): any
+    # DP size resumes from it, so the survivors of an S4 restart without a node go on with the
+    # same model, optimizer state and global batch.
+    ckpt = os.path.join(a.checkpoint_dir, f"stage{stage}.pt") if a.checkpoint_dir else ""
     if ckpt and os.path.exists(ckpt):
         state = torch.load(ckpt)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start_step = state["step"]
+    # Every stage resumes from the same step, or the pipeline would mix iterations (a stage file
+    # missing or stale on this node: --checkpoint-dir must be shared by the nodes).
+    steps = torch.tensor([start_step, -start_step])
+    dist.all_reduce(steps, op=dist.ReduceOp.MAX)
+    if steps[0] != -steps[1]:
+        sys.exit(f"train.py: stage {stage} resumes at step {start_step} from {ckpt!r}, other ranks "
+                 f"between {-int(steps[1])} and {int(steps[0])}: the stage checkpoints in "
+                 f"--checkpoint-dir {a.checkpoint_dir!r} disagree")
 
     def checkpoint(_dir, iteration, _excluded):
-        if ckpt:
+        if ckpt and dpi == 0:
             os.makedirs(a.checkpoint_dir, exist_ok=True)
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
-                        "step": max(iteration, 0)}, ckpt)
+                        "step": max(iteration, 0)}, ckpt + ".tmp")
+            os.replace(ckpt + ".tmp", ckpt)  # The survivors never read half a checkpoint.
 
     fs = None
     if not a.no_falcon:
@@ -254,6 +281,7 @@ def main(argv):
             log.flush()
     if fs:
         fs.close()
+    checkpoint(a.checkpoint_dir, a.steps, [])  # The end of the run: a later run goes on from it.
     dist.barrier()
     dist.destroy_process_group()
 

@@ -27,7 +27,7 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
     Layout: this rank's (dp, pp, tp) indices and the sizes; global_micro_batches M is what S2
     splits across the DP groups (M >= dp_size). checkpoint_fn(dir, iteration, excluded_ranks):
     writes the checkpoint on an S4 directive, after which the process exits with
-    RESTART_EXIT_CODE. time_ops=False when another timer (the NCCL shim) times every op.
+    RESTART_EXIT_CODE (under falcon.launch, the job is relaunched without the excluded nodes). time_ops=False when another timer (the NCCL shim) times every op.
 
     Errors: ValueError naming the argument or environment variable that is wrong. When the shim
     library cannot be loaded the session runs untimed with a warning (training never stops for
@@ -70,6 +70,7 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
         o.dp_index, o.pp_index, o.tp_index = dp_index, pp_index, tp_index
         o.dp_size, o.pp_size, o.tp_size = dp_size, pp_size, tp_size
         o.global_micro_batches = global_micro_batches
+        o.epoch = penv.epoch
         try:
             shim.init(penv.job, penv.rank, penv.world_size, penv.agent_socket, o)
         except _shim.ShimError as e:

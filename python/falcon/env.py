@@ -9,6 +9,9 @@ Variables, first found wins:
   node:         FALCON_NODE; SLURMD_NODENAME; the host name.
   agent socket: FALCON_AGENT_SOCKET; /run/falcon/agent.sock (the packaged agent's default).
   restart:      TORCHELASTIC_RESTART_COUNT; SLURM_RESTART_COUNT; 0.
+  epoch:        FALCON_EPOCH (the job epoch after an S4 restart, set by falcon.launch); 0.
+  restart file: FALCON_RESTART_FILE (where local rank 0 leaves the S4 restart request for
+                falcon.launch); none.
 """
 
 import dataclasses
@@ -32,6 +35,8 @@ class ProcessEnv:
     node: str
     agent_socket: str
     restart_count: int
+    epoch: int = 0
+    restart_file: str = ""
 
 
 def _first(env, names):
@@ -79,10 +84,12 @@ def from_environment(env=None):
     _, node = _first(env, ["FALCON_NODE", "SLURMD_NODENAME"])
     _, sock = _first(env, ["FALCON_AGENT_SOCKET"])
     restart = _int(env, ["TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"], default=0)
+    epoch = _int(env, ["FALCON_EPOCH"], default=0)
+    _, restart_file = _first(env, ["FALCON_RESTART_FILE"])
     path = sock or DEFAULT_AGENT_SOCKET
     if len(path.removeprefix("unix:").encode()) > MAX_SOCKET_PATH_BYTES:
         raise EnvError(f"falcon: FALCON_AGENT_SOCKET={path!r} is longer than "
                        f"{MAX_SOCKET_PATH_BYTES} bytes (the unix socket path limit)")
     return ProcessEnv(job=job, rank=rank, world_size=world, local_rank=local_rank,
                       node=node or socket.gethostname(), agent_socket=path,
-                      restart_count=restart)
+                      restart_count=restart, epoch=epoch, restart_file=restart_file or "")

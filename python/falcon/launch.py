@@ -1,20 +1,54 @@
 """`python3 -m falcon.launch TORCHRUN_ARGS... script.py ARGS...`: torchrun, made to work on
-Debian 12.
+Debian 12, that relaunches the job without the nodes a Falcon S4 directive excluded.
 
 torchrun 1.13 on Python 3.11 fails parsing its default stdio redirects (its `Std` enum lookup); it
 works when given `--redirects` and `--tee` explicitly. This adds `--redirects 1 --tee 1` (rank
 stdout and stderr to files under the log dir, and still to the console) unless the command line
-sets them, then runs torch.distributed.run in this process, exactly as `torchrun` would.
+sets them.
+
+S4 (docs/pytorch.md#s4-and-s3): torchrun runs as a child with FALCON_RESTART_FILE naming a file of
+this launcher's own (a private temporary directory). When an S4 directive ends the job, local rank
+0 of each node leaves the restart request there (session.write_restart_request: checkpoint_dir,
+excluded_ranks, iteration, epoch) and the ranks exit with RESTART_EXIT_CODE. When torchrun then
+fails, the launcher
+  - leaves (exit 0) when every rank it ran is excluded: its node is out of the job;
+  - otherwise runs torchrun again with --nnodes less the excluded nodes, its --node_rank among the
+    surviving nodes, --master_port + 1 and FALCON_EPOCH set to the request's epoch: the script
+    resumes from its checkpoint with the survivors, at the controller's new epoch.
+The relaunch needs static rendezvous (torchrun's default: --master_addr, --node_rank, an integer
+--nnodes and --nproc_per_node, ranks node-major as torchrun assigns them) and --max_restarts 0 (with
+more, torchrun itself would restart the workers that exit for S4, in the same world: refused at
+start). A request it cannot follow (part of a node excluded, the node at --master_addr excluded, a
+malformed file) is printed, naming the field or flag, and the launcher exits with
+RESTART_EXIT_CODE so that an outer scheduler (a Slurm requeue) can take over. Without a request, or
+once the launcher was told to stop (SIGTERM, SIGINT), it exits with torchrun's status.
 """
 
+import json
+import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+
+RESTART_EXIT_CODE = 75  # session.RESTART_EXIT_CODE (not imported: that loads torch and the shim).
+DEFAULT_MASTER_PORT = 29500  # torchrun's.
+
+
+class RelaunchError(ValueError):
+    """A restart request or command line the launcher cannot relaunch from; names the field or
+    flag."""
+
+
+def _script_at(argv):
+    return next((i for i, a in enumerate(argv) if a.endswith(".py") or a in ("-m",)), len(argv))
 
 
 def torchrun_argv(argv):
     """argv with the redirect flags added before the script when absent."""
     argv = list(argv)
-    script_at = next((i for i, a in enumerate(argv) if a.endswith(".py") or a in ("-m",)),
-                     len(argv))
+    script_at = _script_at(argv)
     launcher = argv[:script_at]
 
     def has(flag):
@@ -28,10 +62,185 @@ def torchrun_argv(argv):
     return launcher + extra + argv[script_at:]
 
 
+def parse_torchrun(args):
+    """(torchrun's own namespace for `args`, the index where the script starts);
+    RelaunchError when torchrun would not accept them."""
+    from torch.distributed.run import get_args_parser
+
+    parser = get_args_parser()
+
+    def refuse(message):  # argparse's error() prints usage and exits; name the problem instead.
+        raise RelaunchError(f"torchrun does not accept the arguments {args!r}: {message}")
+
+    parser.error = refuse
+    ns = parser.parse_args(args)
+    return ns, len(args) - 1 - len(ns.training_script_args)
+
+
+def _node_count(value, flag):
+    """An integer count from a torchrun flag ("N" or "N:N")."""
+    parts = str(value).split(":")
+    try:
+        counts = [int(p) for p in parts]
+    except ValueError:
+        counts = []
+    if len(counts) not in (1, 2) or len(set(counts)) != 1 or counts[0] < 1:
+        raise RelaunchError(f"{flag}={value!r} is not an integer >= 1: the S4 relaunch needs "
+                            "static rendezvous with fixed node counts")
+    return counts[0]
+
+
+def check_supervisable(args):
+    """RelaunchError naming the flag when the launcher could not follow an S4 restart of a job
+    started with torchrun `args`: --max_restarts other than 0."""
+    ns, _ = parse_torchrun(args)
+    if ns.max_restarts != 0:
+        raise RelaunchError(f"--max_restarts={ns.max_restarts}: torchrun would restart the workers "
+                            "that exit for an S4 restart in the same world; falcon.launch "
+                            "relaunches them without the excluded nodes (leave it at 0)")
+
+
+def read_restart_request(path):
+    """The restart request at `path` (dict with excluded_ranks: list of ints, epoch, iteration:
+    ints >= 0, checkpoint_dir: str); RelaunchError naming the field when malformed; OSError when
+    unreadable."""
+    with open(path) as f:
+        try:
+            r = json.load(f)
+        except json.JSONDecodeError as e:
+            raise RelaunchError(f"{path}: not JSON ({e})") from None
+    if not isinstance(r, dict):
+        raise RelaunchError(f"{path}: not a JSON object")
+    ex = r.get("excluded_ranks")
+    if not isinstance(ex, list) or not ex or \
+            not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ex):
+        raise RelaunchError(f"{path}: \"excluded_ranks\" holds {ex!r}, not a non-empty list of "
+                            "ranks")
+    for k in ("epoch", "iteration"):
+        v = r.get(k, 0)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise RelaunchError(f"{path}: \"{k}\" holds {v!r}, not an integer >= 0")
+    if not isinstance(r.get("checkpoint_dir", ""), str):
+        raise RelaunchError(f"{path}: \"checkpoint_dir\" holds {r['checkpoint_dir']!r}, not a "
+                            "path")
+    return r
+
+
+def relaunch_argv(args, request):
+    """The torchrun args for the survivors of `request`, or None when every rank of this node is
+    excluded (the node leaves). RelaunchError naming the flag or rank when the request cannot be
+    followed. The new --nnodes, --node_rank and --master_port go just before the script (torchrun
+    takes the last value of a flag)."""
+    ns, script_at = parse_torchrun(args)
+    if ns.rdzv_backend != "static":
+        raise RelaunchError(f"--rdzv_backend={ns.rdzv_backend}: the S4 relaunch needs static "
+                            "rendezvous (--master_addr, --node_rank)")
+    nnodes = _node_count(ns.nnodes, "--nnodes")
+    nproc = _node_count(ns.nproc_per_node, "--nproc_per_node")
+    node_rank = ns.node_rank
+    if not 0 <= node_rank < nnodes:
+        raise RelaunchError(f"--node_rank={node_rank} is not a node of --nnodes={nnodes}")
+    excluded = set(request["excluded_ranks"])
+    world = nnodes * nproc
+    outside = sorted(r for r in excluded if r >= world)
+    if outside:
+        raise RelaunchError(f"excluded_ranks {outside} are not ranks of this job (world {world})")
+    gone = []
+    for node in range(nnodes):
+        ranks = set(range(node * nproc, (node + 1) * nproc))
+        if ranks <= excluded:
+            gone.append(node)
+        elif ranks & excluded:
+            raise RelaunchError(f"excluded_ranks {sorted(ranks & excluded)} are part of node_rank "
+                                f"{node}'s ranks {sorted(ranks)}: the launcher relaunches whole "
+                                "nodes")
+    if node_rank in gone:
+        return None
+    if 0 in gone:
+        raise RelaunchError("excluded_ranks take node_rank 0, which holds --master_addr: the "
+                            "survivors have no rendezvous (use a scheduler's requeue)")
+    new = [f"--nnodes={nnodes - len(gone)}",
+           f"--node_rank={node_rank - sum(1 for g in gone if g < node_rank)}",
+           f"--master_port={(ns.master_port or DEFAULT_MASTER_PORT) + 1}"]
+    return list(args[:script_at]) + new + list(args[script_at:])
+
+
+class _Torchrun:
+    """torchrun as a child of this process (same process group: a terminal's Ctrl-C or a killpg
+    reaches both); a SIGTERM sent to the launcher alone is passed on, and stops the relaunches."""
+
+    def __init__(self):
+        self.stopping = False
+        self._child = None
+        self._old = {}
+
+    def __enter__(self):
+        for s in (signal.SIGTERM, signal.SIGINT):
+            self._old[s] = signal.signal(s, self._on_signal)
+        return self
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        return False
+
+    def _on_signal(self, signum, _frame):
+        self.stopping = True
+        if signum == signal.SIGTERM and self._child is not None and self._child.poll() is None:
+            self._child.send_signal(signum)
+
+    def run(self, args, env):
+        """torchrun's exit status (128 + N when it died of signal N)."""
+        self._child = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args],
+                                       env=env)
+        rc = self._child.wait()
+        return 128 - rc if rc < 0 else rc
+
+
 def main(argv=None):
-    from torch.distributed import run
-    run.main(torchrun_argv(sys.argv[1:] if argv is None else argv))
+    args = torchrun_argv(sys.argv[1:] if argv is None else argv)
+    try:
+        check_supervisable(args)
+    except RelaunchError as e:
+        print(f"falcon.launch: {e}", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    private = tempfile.mkdtemp(prefix="falcon-launch.")
+    restart_file = os.path.join(private, "restart.json")
+    env["FALCON_RESTART_FILE"] = restart_file
+    generation = 0
+    try:
+        with _Torchrun() as torchrun:
+            while True:
+                rc = torchrun.run(args, env)
+                if not os.path.exists(restart_file) or torchrun.stopping:
+                    return rc
+                try:
+                    request = read_restart_request(restart_file)
+                    os.remove(restart_file)
+                    if rc == 0:
+                        print("falcon.launch: the job ended normally after leaving an S4 restart "
+                              "request; not relaunching", file=sys.stderr)
+                        return 0
+                    survivors = relaunch_argv(args, request)
+                except (RelaunchError, OSError) as e:
+                    print(f"falcon.launch: S4 restart request: {e}", file=sys.stderr)
+                    return RESTART_EXIT_CODE
+                excluded = sorted(request["excluded_ranks"])
+                if survivors is None:
+                    print(f"falcon.launch: S4 at iteration {request.get('iteration', 0)} excluded "
+                          f"this node's ranks ({excluded}): leaving the job", file=sys.stderr,
+                          flush=True)
+                    return 0
+                generation += 1
+                args = survivors
+                env["FALCON_EPOCH"] = str(request.get("epoch", 0))
+                print(f"falcon.launch: S4 at iteration {request.get('iteration', 0)}: relaunch "
+                      f"{generation} without ranks {excluded} at epoch {env['FALCON_EPOCH']}: "
+                      f"torchrun {' '.join(args)}", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

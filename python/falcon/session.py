@@ -17,13 +17,16 @@ members and roles; times every torch.distributed collective and point-to-point o
 objects until their wait()) and marks iteration boundaries; applies S2 micro-batch plans at the
 iteration the controller set (every rank the same); runs the controller's validation (GEMM with
 torch.matmul, link passes with send/recv on a group of its own) while the job is paused; on S4
-calls the user's checkpoint callback and exits with RESTART_EXIT_CODE for the launcher to relaunch.
+calls the user's checkpoint callback, leaves the restart request for falcon.launch (local rank 0,
+at FALCON_RESTART_FILE) and exits with RESTART_EXIT_CODE for the launcher to relaunch.
 An absent agent never stops training: the shim buffers and reconnects.
 """
 
 import ctypes
 import hashlib
+import json
 import logging
+import os
 import sys
 import threading
 
@@ -36,6 +39,25 @@ log = logging.getLogger("falcon")
 # Exit code after an S4 checkpoint: the job asks its launcher for a relaunch (torchrun
 # --max-restarts, a Slurm requeue). EX_TEMPFAIL from sysexits.h.
 RESTART_EXIT_CODE = 75
+
+
+def write_restart_request(path, request):
+    """Writes the S4 restart request (JSON: checkpoint_dir, excluded_ranks, iteration, epoch, as
+    the reference trainer's launcher reads it) to `path` atomically (a temporary file, then
+    rename). OSError when it cannot."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(request, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
 
 ROLES = {"dp": _shim.COMM_DP, "pp": _shim.COMM_PP, "tp": _shim.COMM_TP,
          "world": _shim.COMM_WORLD, "unknown": _shim.COMM_UNKNOWN}
@@ -227,7 +249,9 @@ class Session:
             excluded = [d.excluded_ranks[i] for i in range(d.excluded_ranks_len)]
             ckpt_dir = (d.checkpoint_dir or b"").decode()
             self._checkpoint_fn(ckpt_dir, d.effective_iteration, excluded)
-            self._restart = (ckpt_dir, excluded)
+            self._restart = {"checkpoint_dir": ckpt_dir, "excluded_ranks": excluded,
+                             "iteration": max(int(d.effective_iteration), 0),
+                             "epoch": int(d.epoch)}
             return None
         if d.kind == _shim.DIRECTIVE_TOPOLOGY_CHANGE:
             return ("topology_change: not applied live by the PyTorch package; it takes a "
@@ -235,9 +259,24 @@ class Session:
         return f"directive kind {d.kind}: unknown to the PyTorch package"
 
     def _exit_for_restart(self):
-        ckpt_dir, excluded = self._restart
+        request = self._restart
         log.warning("falcon: S4: checkpoint written to %r; exiting with %d for a relaunch "
-                    "without ranks %s", ckpt_dir, RESTART_EXIT_CODE, excluded)
+                    "without ranks %s at epoch %d", request["checkpoint_dir"], RESTART_EXIT_CODE,
+                    request["excluded_ranks"], request["epoch"])
+        if self.env.restart_file and self.env.local_rank == 0:
+            try:
+                write_restart_request(self.env.restart_file, request)
+            except OSError as e:
+                log.error("falcon: S4: cannot write the restart request to %r (%s): the "
+                          "launcher will not relaunch the job", self.env.restart_file, e)
+        # Every rank's checkpoint and request are written before any rank exits: torchrun stops
+        # the others as soon as one exits non-zero.
+        try:
+            import torch.distributed as dist
+            if dist.is_initialized():
+                dist.barrier()
+        except Exception as e:  # noqa: BLE001 (a dead peer: exit anyway, the request stands)
+            log.error("falcon: S4: barrier before the exit failed: %s", e)
         self.close()
         sys.exit(RESTART_EXIT_CODE)
 

@@ -90,6 +90,147 @@ class LauncherTest(unittest.TestCase):
                          ["--redirects=3", "-t", "2", "t.py"])
 
 
+# Node 1 of 3 (ranks 2, 3) in static rendezvous.
+NODE1_OF_3 = ["--nnodes", "3", "--nproc_per_node", "2", "--node_rank", "1", "--master_addr",
+              "10.0.0.1", "--master_port=29000", "t.py", "--steps", "5"]
+
+
+class RelaunchTest(unittest.TestCase):
+    def test_survivors_relaunch_with_fewer_nodes_and_the_excluded_node_leaves(self):
+        node2 = list(NODE1_OF_3)
+        node2[5] = "2"
+        # The new values go just before the script: torchrun takes a flag's last value.
+        self.assertEqual(launch.relaunch_argv(node2, {"excluded_ranks": [3, 2]}),
+                         node2[:9] + ["--nnodes=2", "--node_rank=1", "--master_port=29001",
+                                      "t.py", "--steps", "5"])
+        self.assertIsNone(launch.relaunch_argv(NODE1_OF_3, {"excluded_ranks": [2, 3]}))
+        # Without --master_port: torchrun's default, plus one; "N:N" node counts are fixed.
+        self.assertEqual(
+            launch.relaunch_argv(["--nnodes=2:2", "--nproc_per_node", "1", "t.py", "--nnodes",
+                                  "9"], {"excluded_ranks": [1]}),
+            ["--nnodes=2:2", "--nproc_per_node", "1", "--nnodes=1", "--node_rank=0",
+             "--master_port=29501", "t.py", "--nnodes", "9"])
+        ns, _ = launch.parse_torchrun(launch.relaunch_argv(node2, {"excluded_ranks": [2, 3]}))
+        self.assertEqual((ns.nnodes, ns.node_rank, ns.master_port), ("2", 1, 29001))
+
+    def test_requests_it_cannot_follow_are_named(self):
+        for request, why in (({"excluded_ranks": [2]}, r"\[2\] are part of node_rank 1's ranks "
+                                                        r"\[2, 3\]: the launcher relaunches "
+                                                        "whole nodes"),
+                             ({"excluded_ranks": [0, 1]}, "node_rank 0, which holds --master_addr"),
+                             ({"excluded_ranks": [6]}, r"\[6\] are not ranks of this job "
+                                                      r"\(world 6\)")):
+            with self.assertRaisesRegex(launch.RelaunchError, why):
+                launch.relaunch_argv(NODE1_OF_3, request)
+        for args, why in ((["--rdzv_backend=c10d"] + NODE1_OF_3, "--rdzv_backend=c10d"),
+                          (["--nnodes", "1:3", "--nproc_per_node", "2", "--node_rank", "0",
+                            "t.py"], "--nnodes='1:3' is not an integer >= 1"),
+                          (["--nnodes", "2", "--nproc_per_node", "auto", "t.py"],
+                           "--nproc_per_node='auto' is not an integer"),
+                          (["--nnodes", "2", "--node_rank", "2", "t.py"],
+                           "--node_rank=2 is not a node of --nnodes=2"),
+                          (["--node-rank", "1", "t.py"], "torchrun does not accept")):
+            with self.assertRaisesRegex(launch.RelaunchError, why):
+                launch.relaunch_argv(args, {"excluded_ranks": [1]})
+
+    def test_max_restarts_is_refused_at_start(self):
+        launch.check_supervisable(["--max_restarts", "0", "t.py"])
+        with self.assertRaisesRegex(launch.RelaunchError, "--max_restarts=3: torchrun would"):
+            launch.check_supervisable(["--max_restarts=3", "t.py"])
+        r = subprocess.run([sys.executable, "-m", "falcon.launch", "--max_restarts", "2",
+                            "t.py"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--max_restarts=2", r.stderr)
+
+    def test_restart_requests_are_checked_field_by_field(self):
+        from falcon.session import write_restart_request
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "restart.json")
+            good = {"checkpoint_dir": "/ckpt", "excluded_ranks": [2, 3], "iteration": 40,
+                    "epoch": 2}
+            write_restart_request(path, good)
+            self.assertEqual(launch.read_restart_request(path), good)
+            self.assertEqual(os.listdir(tmp), ["restart.json"])  # No temporary file left.
+            for text, why in (("{", "not JSON"), ("[1]", "not a JSON object"),
+                              ('{"excluded_ranks": []}', '"excluded_ranks" holds \\[\\]'),
+                              ('{"excluded_ranks": [1, -2]}', '"excluded_ranks" holds'),
+                              ('{"excluded_ranks": [1], "epoch": -1}', '"epoch" holds -1'),
+                              ('{"excluded_ranks": [1], "iteration": "x"}', '"iteration" holds'),
+                              ('{"excluded_ranks": [1], "checkpoint_dir": 3}',
+                               '"checkpoint_dir" holds 3')):
+                with open(path, "w") as f:
+                    f.write(text)
+                with self.assertRaisesRegex(launch.RelaunchError, why):
+                    launch.read_restart_request(path)
+
+
+# A stand-in job for the launcher's S4 loop: each rank notes its world and epoch; in the first
+# launch local rank 0 of every node leaves a restart request excluding rank 1 (node 1) and every
+# rank exits with RESTART_EXIT_CODE, as the session does on an S4 directive.
+FAKE_JOB = """
+import json, os, sys
+from falcon.session import RESTART_EXIT_CODE, write_restart_request
+epoch = os.environ.get("FALCON_EPOCH", "")
+with open(os.path.join(os.environ["FAKE_OUT"], f"epoch{epoch or 0}-rank{os.environ['RANK']}"),
+          "w") as f:
+    json.dump({"world": int(os.environ["WORLD_SIZE"]), "node": os.environ["FAKE_NODE"]}, f)
+if not epoch:
+    if os.environ["LOCAL_RANK"] == "0":
+        write_restart_request(os.environ["FALCON_RESTART_FILE"],
+                              {"checkpoint_dir": "", "excluded_ranks": [1], "iteration": 7,
+                               "epoch": 5})
+    sys.exit(RESTART_EXIT_CODE)
+"""
+
+
+class SupervisionTest(unittest.TestCase):
+    def test_an_s4_exit_relaunches_the_survivors_and_the_excluded_node_leaves(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            job = os.path.join(tmp, "fake_job.py")
+            with open(job, "w") as f:
+                f.write(FAKE_JOB)
+            port = _free_port()
+            launchers = []
+            for node in (0, 1):
+                e = dict(os.environ, FAKE_OUT=tmp, FAKE_NODE=str(node), FALCON_JOB="relaunch")
+                for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "FALCON_EPOCH",
+                          "FALCON_RESTART_FILE"):
+                    e.pop(k, None)
+                launchers.append(subprocess.Popen(
+                    [sys.executable, "-m", "falcon.launch", "--nnodes", "2", "--nproc_per_node",
+                     "1", "--node_rank", str(node), "--master_addr", "127.0.0.1",
+                     "--master_port", str(port), "--log_dir", os.path.join(tmp, f"logs{node}"),
+                     job], env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            outs = [p.communicate(timeout=240)[0] for p in launchers]
+            for p, out in zip(launchers, outs):
+                self.assertEqual(p.returncode, 0, out[-3000:])
+            self.assertIn("excluded this node's ranks ([1]): leaving the job", outs[1])
+            self.assertIn("relaunch 1 without ranks [1] at epoch 5", outs[0])
+
+            def noted(name):
+                with open(os.path.join(tmp, name)) as f:
+                    return json.load(f)
+            self.assertEqual(noted("epoch0-rank0"), {"world": 2, "node": "0"})
+            self.assertEqual(noted("epoch0-rank1"), {"world": 2, "node": "1"})
+            self.assertEqual(noted("epoch5-rank0"), {"world": 1, "node": "0"})
+            self.assertFalse(os.path.exists(os.path.join(tmp, "epoch5-rank1")))
+
+    def test_without_a_request_the_launcher_exits_with_torchruns_status(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            job = os.path.join(tmp, "fails.py")
+            with open(job, "w") as f:
+                f.write("import sys\nsys.exit(3)\n")
+            e = dict(os.environ, FALCON_JOB="fails")
+            for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+                e.pop(k, None)
+            r = subprocess.run([sys.executable, "-m", "falcon.launch", "--nnodes", "1",
+                                "--nproc_per_node", "1", "--master_port", str(_free_port()),
+                                "--log_dir", os.path.join(tmp, "logs"), job],
+                               env=e, capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 1, r.stderr[-2000:])  # torchrun's, for a failed worker.
+            self.assertNotIn("falcon.launch", r.stderr)
+
+
 def _directive(kind, counts=(), version=1):
     d = _shim.Directive()
     d.struct_size = ctypes.sizeof(d)
@@ -165,6 +306,30 @@ class SessionTest(unittest.TestCase):
         self.assertIsNone(self.fs._apply(d))
         self.assertEqual(self.fs._plan_version, 3)
 
+    def test_restart_checkpoints_and_keeps_the_request_for_the_launcher(self):
+        seen = []
+        self.fs._checkpoint_fn = lambda *args: seen.append(args)
+        d, _keep = _directive(_shim.DIRECTIVE_CHECKPOINT_RESTART)
+        excluded = (ctypes.c_uint32 * 2)(2, 3)
+        d.excluded_ranks = ctypes.cast(excluded, ctypes.POINTER(ctypes.c_uint32))
+        d.excluded_ranks_len = 2
+        d.checkpoint_dir = b"/ckpt"
+        d.effective_iteration = 40
+        d.epoch = 2
+        self.assertIsNone(self.fs._apply(d))
+        self.assertEqual(seen, [("/ckpt", 40, [2, 3])])
+        self.assertEqual(self.fs._restart, {"checkpoint_dir": "/ckpt", "excluded_ranks": [2, 3],
+                                            "iteration": 40, "epoch": 2})
+        # The exit: local rank 0 leaves the request for the launcher, then exit code 75.
+        import dataclasses
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "restart.json")
+            self.fs.env = dataclasses.replace(self.fs.env, restart_file=path)
+            with self.assertRaises(SystemExit) as exited:
+                self.fs._exit_for_restart()
+            self.assertEqual(exited.exception.code, falcon.RESTART_EXIT_CODE)
+            self.assertEqual(launch.read_restart_request(path), self.fs._restart)
+
     def test_restart_without_a_checkpoint_callback_and_topology_change_are_refused(self):
         d, _keep = _directive(_shim.DIRECTIVE_CHECKPOINT_RESTART)
         self.assertIn("no checkpoint callback", self.fs._apply(d))
@@ -213,11 +378,25 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _run_example(tmp, name, *args):
+_RUNS = {}  # (args, steps, nproc, dp) -> per-step log of a run that needs no checkpoint.
+
+
+def _run_example(tmp, name, *args, steps=6, nproc=4, dp=2):
+    """The example job's per-step log: `nproc` ranks, --pp 2, --dp `dp` (None: derived). Runs
+    without a --checkpoint-dir are made once per module (the same numbers every time)."""
+    key = (args, steps, nproc, dp)
+    if "--checkpoint-dir" not in args and key in _RUNS:
+        return _RUNS[key]
+    _RUNS[key] = _run_once(tmp, name, *args, steps=steps, nproc=nproc, dp=dp)
+    return _RUNS[key]
+
+
+def _run_once(tmp, name, *args, steps, nproc, dp):
     log = os.path.join(tmp, name + ".jsonl")
-    cmd = [sys.executable, "-m", "falcon.launch", "--nnodes", "1", "--nproc_per_node", "4",
+    layout = ["--pp", "2"] + (["--dp", str(dp)] if dp else [])
+    cmd = [sys.executable, "-m", "falcon.launch", "--nnodes", "1", "--nproc_per_node", str(nproc),
            "--master_port", str(_free_port()), "--log_dir", os.path.join(tmp, name + "-logs"),
-           EXAMPLE, "--dp", "2", "--pp", "2", "--steps", "6", "--log", log, *args]
+           EXAMPLE, *layout, "--steps", str(steps), "--log", log, *args]
     e = dict(os.environ, FALCON_JOB="s2math-" + name)
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         e.pop(k, None)
@@ -240,6 +419,26 @@ class S2MathTest(unittest.TestCase):
             self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(a["loss"]))
             self.assertEqual(a["loss"], c["loss"])  # The package changes no number.
         self.assertLess(even[-1]["loss"], even[0]["loss"])  # It learns.
+
+
+class ResumeTest(unittest.TestCase):
+    # What an S4 restart without a node relies on: a run stopped at its checkpoint goes on with
+    # fewer DP groups (here 2 ranks, DP 1, after 4 ranks, DP 2) from the same model, optimizer state
+    # and global batch: its losses are the uninterrupted run's.
+    def test_a_run_resumed_with_fewer_dp_groups_goes_on_where_it_stopped(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt = os.path.join(tmp, "ckpt")
+            whole = _run_example(tmp, "whole", "--no-falcon")
+            first = _run_example(tmp, "first", "--no-falcon", "--checkpoint-dir", ckpt,
+                                 steps=3)
+            self.assertEqual(sorted(os.listdir(ckpt)), ["stage0.pt", "stage1.pt"])
+            rest = _run_example(tmp, "rest", "--no-falcon", "--checkpoint-dir", ckpt, nproc=2,
+                                dp=None)
+        self.assertEqual([s["step"] for s in first], [0, 1, 2])
+        self.assertEqual([s["step"] for s in rest], [3, 4, 5])
+        self.assertEqual([s["plan"] for s in rest], [[8]] * 3)  # The same global batch, on one.
+        for a, b in zip(whole, first + rest):
+            self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(a["loss"]))
 
 
 if __name__ == "__main__":
