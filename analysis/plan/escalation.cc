@@ -122,7 +122,8 @@ bool Escalation::IsCandidate(Strategy s) const {
     case Cause::kCommunication:
       return s != Strategy::kS2MicroBatch;
     case Cause::kUnknown:
-      return s == Strategy::kS1Ignore || s == Strategy::kS4CheckpointRestart;
+      // No culprit: nothing to shift work from (S2), keep off a link (S3) or leave out (S4).
+      return s == Strategy::kS1Ignore;
   }
   return false;
 }

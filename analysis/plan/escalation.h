@@ -2,7 +2,8 @@
 // docs/algorithms.md#escalation).
 //
 // Per fail-slow event the candidates for its cause are ordered by cost: compute: S1 → S2 → S3 →
-// S4; communication: S1 → S3 → S4 (S2 cannot help a slow link); unknown cause: S1 → S4. The lost
+// S4; communication: S1 → S3 → S4 (S2 cannot help a slow link); unknown cause: S1 only (validation
+// named no culprit: there is nothing to shift work from, keep off a link or leave out). The lost
 // time accumulates as Σ (t_iter − t_healthy) over the event's iterations (iterations faster than
 // healthy add nothing). Whenever the lost time reaches the cost of the cheapest candidate not yet
 // taken, that candidate is applied ("buy once the rent paid equals the price"); as in Algorithm 1

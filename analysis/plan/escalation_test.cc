@@ -86,13 +86,14 @@ TEST_F(EscalationTest, CommunicationSkipsS2AndUnknownGoesStraightToS4) {
   EXPECT_EQ(steps[0].iteration, 30);
   ASSERT_TRUE(e.OnCleared(31).ok());
 
+  // Unknown cause: S1 only, however much time is lost. An unknown verdict's ranks are those whose
+  // series slowed, not culprits; on the netns cluster S4 once left six of eight ranks out for a
+  // slowdown validation had blamed on nothing.
   ASSERT_TRUE(e.StartEvent(Cause::kUnknown, absl::Seconds(1), absl::Seconds(3), 40).ok());
-  EXPECT_EQ(e.NextCandidate(), Strategy::kS4CheckpointRestart);
+  EXPECT_EQ(e.NextCandidate(), std::nullopt);
   it = 41;
   steps = Run(e, 300, absl::Seconds(3), &it);
-  ASSERT_EQ(steps.size(), 2u);
-  EXPECT_EQ(steps[0].strategy, Strategy::kS4CheckpointRestart);
-  EXPECT_EQ(steps[0].iteration, 340);
+  EXPECT_TRUE(steps.empty());
 }
 
 TEST_F(EscalationTest, ClearingRevertsS3ThenS2) {

@@ -90,10 +90,16 @@ void Orchestrator::Execute(MitigationEvent& e, const absl::StatusOr<Steps>& step
 
 void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
                          detection::EventActions& actions) {
-  LOG(INFO) << (step.strategy == Strategy::kS1Ignore ? "strategy chosen " : "escalating ")
-            << e.ctx().Subject() << " strategy=" << ShortName(step.strategy)
-            << " lost_s=" << absl::ToDoubleSeconds(step.lost)
-            << " cost_s=" << absl::ToDoubleSeconds(step.cost) << " why=\"" << step.reason << "\"";
+  if (step.strategy == Strategy::kS2MicroBatch && e.waiting_s2.has_value()) {
+    // The escalation to S2 was logged when it was decided; this is its plan, after the wait.
+    LOG(INFO) << "S2 resumes " << e.ctx().Subject() << " iteration=" << step.iteration
+              << " waited_iterations=" << step.iteration - e.waiting_s2_since;
+  } else {
+    LOG(INFO) << (step.strategy == Strategy::kS1Ignore ? "strategy chosen " : "escalating ")
+              << e.ctx().Subject() << " strategy=" << ShortName(step.strategy)
+              << " lost_s=" << absl::ToDoubleSeconds(step.lost)
+              << " cost_s=" << absl::ToDoubleSeconds(step.cost) << " why=\"" << step.reason << "\"";
+  }
   MitigationStrategy* s = e.Of(step.strategy);
   if (s == nullptr) {  // S1: keep going.
     e.ctx().Record(actions, falcon::v1::STRATEGY_S1_IGNORE, 0, step.iteration, step.reason, false);

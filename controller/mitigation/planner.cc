@@ -294,6 +294,11 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::D
 }
 
 std::vector<uint32_t> S4Excluded(const Culprit& culprit) {
+  // An unknown verdict lists the ranks whose series slowed, not culprits: nothing to leave out.
+  if (culprit.cause != falcon::v1::CAUSE_COMPUTE &&
+      culprit.cause != falcon::v1::CAUSE_COMMUNICATION) {
+    return {};
+  }
   std::set<uint32_t> out(culprit.ranks.begin(), culprit.ranks.end());
   if (culprit.cause == falcon::v1::CAUSE_COMMUNICATION) {
     const std::set<uint32_t> on_nodes(culprit.node_ranks.begin(), culprit.node_ranks.end());

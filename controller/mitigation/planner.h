@@ -108,7 +108,8 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit, abs
 falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout);
 
 // Ranks S4 leaves out, ascending: the compute culprits; every rank of a culprit node
-// (node_ranks); for a link touching no culprit node, its destination rank (one side).
+// (node_ranks); for a link touching no culprit node, its destination rank (one side). None for
+// another cause (an unknown verdict's ranks are those whose series slowed, not culprits).
 std::vector<uint32_t> S4Excluded(const Culprit& culprit);
 // "restart without ranks [4, 5]", then " (every rank of node node-2, its NIC)" for culprit nodes.
 std::string S4Summary(const Culprit& culprit);

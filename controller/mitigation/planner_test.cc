@@ -131,6 +131,14 @@ TEST(PlannerTest, S4ExcludesEveryRankOfACulpritNode) {
   EXPECT_EQ(S4Summary(links), "restart without ranks [4, 5]");
 }
 
+// An unknown verdict's ranks are those whose series slowed, not culprits: S4 leaves none out.
+TEST(PlannerTest, S4ExcludesNothingForAnUnknownCause) {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_UNKNOWN;
+  c.ranks = {0, 1, 4, 5, 6, 7};
+  EXPECT_TRUE(S4Excluded(c).empty());
+}
+
 TEST(PlannerTest, S3CannotKeepDpTrafficOffANicWhoseNodeHoldsPartOfAStage) {
   // node2 holds half of stage 1: its DP group crosses node2's NIC in any layout.
   absl::StatusOr<S3Plan> p = PlanS3(Shape(), Node2Nic(), absl::Milliseconds(100));

@@ -14,6 +14,10 @@ absl::StatusOr<PlannedDirective> S4CheckpointRestart::Plan(
     detection::EventActions& actions) {
   if (absl::Status s = ctx.CheckNotImbalance(actions); !s.ok()) return s;
   const std::vector<uint32_t> excluded = S4Excluded(ctx.culprit);
+  if (excluded.empty()) {
+    return absl::FailedPreconditionError(
+        "S4: no culprit to leave out (the verdict named no rank, link or node)");
+  }
   PlannedDirective out;
   out.summary = S4Summary(ctx.culprit);
   out.directive.set_reason(absl::StrCat(step.reason, "; ", out.summary));

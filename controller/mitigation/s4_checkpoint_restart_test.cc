@@ -1,6 +1,7 @@
 #include "controller/mitigation/s4_checkpoint_restart.h"
 
 #include "controller/mitigation/fake_event_actions.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace falcon::controller::mitigation {
@@ -65,6 +66,15 @@ TEST_F(S4CheckpointRestartTest, RestartsWithoutTheCulpritAndAppliedClosesTheEven
       s4_.OnDirectiveState(Record(falcon::v1::DirectiveRecord::STATE_APPLIED), ctx_, actions_));
   EXPECT_EQ(actions_.closed,
             std::vector<std::string>{"restarted without ranks [5] (S4, directive 1)"});
+}
+
+TEST_F(S4CheckpointRestartTest, NoCulpritToLeaveOutIsRefused) {
+  ctx_.culprit.cause = falcon::v1::CAUSE_UNKNOWN;
+  ctx_.culprit.ranks = {0, 1, 4, 5};  // The ranks whose series slowed: not culprits.
+  absl::StatusOr<PlannedDirective> plan = s4_.Plan(step_, ctx_, actions_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(plan.status())) << plan.status();
+  EXPECT_THAT(std::string(plan.status().message()), testing::HasSubstr("no culprit to leave out"));
+  EXPECT_TRUE(actions_.directives.empty());
 }
 
 TEST_F(S4CheckpointRestartTest, TimedOutAlsoClosesRejectedIsRecorded) {
