@@ -61,10 +61,8 @@ OnlineDetector::OnlineDetector(const OnlineDetectorOptions& options, Bocd bocd)
     : options_(options),
       bocd_(std::move(bocd)),
       levels_(options.thresholds.verification_ratio),
-      // A decision reads up to `window` observations before a change up to `lag` back, or after
-      // a warm-up that ended on a rise, half a warm-up more.
-      ring_value_(options.window + options.lag + options.warmup + 1),
-      ring_iteration_(options.window + options.lag + options.warmup + 1) {
+      ring_value_(options.window + options.lag + 1),
+      ring_iteration_(options.window + options.lag + 1) {
   warmup_values_.reserve(options.warmup);
 }
 
@@ -127,30 +125,17 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
   if (warming) {
     warmup_values_.push_back(value);
     if (warmup_values_.size() < static_cast<size_t>(options_.warmup)) return std::nullopt;
-    // Still settling (docs/algorithms.md#online-detector): drop the older half and go on, unless
-    // the newer half is slower by the verification ratio. A job's start is slow, not fast: a rise
-    // is a slowdown that began during the warm-up (a fault from the start, or on a noisy start),
-    // and dropping the older half would make the slowed level the healthy one, never detected.
-    // Then the older half standardizes and the rise is judged as any change.
-    size_t basis = warmup_values_.size();
-    bool rose = false;
+    // Still settling (docs/algorithms.md#online-detector): drop the older half and go on.
     if (observations_ < options_.max_warmup && !Settled(warmup_values_)) {
       const size_t half = warmup_values_.size() / 2;
-      const auto all = absl::MakeConstSpan(warmup_values_);
-      rose = common::Median(all.subspan(half)) >=
-             common::Median(all.first(half)) * (1 + options_.thresholds.verification_ratio);
-      if (!rose) {
-        warmup_values_.erase(warmup_values_.begin(), warmup_values_.begin() + half);
-        return std::nullopt;
-      }
-      basis = half;
+      warmup_values_.erase(warmup_values_.begin(), warmup_values_.begin() + half);
+      return std::nullopt;
     }
-    // Standardize robustly with the median and MAD of the warm-up (its older half after a rise; a
-    // slow iteration or two would inflate a sample deviation), then replay it all into BOCD.
-    const auto standardizing = absl::MakeConstSpan(warmup_values_).first(basis);
-    const double median = common::Median(standardizing);
+    // Standardize robustly with the warm-up's median and MAD (a slow iteration or two would
+    // inflate a sample deviation), then replay it into BOCD.
+    const double median = common::Median(warmup_values_);
     center_ = median;
-    scale_ = std::max(common::kMadToSigma * common::Mad(standardizing),
+    scale_ = std::max(common::kMadToSigma * common::Mad(warmup_values_),
                       options_.min_relative_scale * std::abs(median));
     if (!(scale_ > 0)) scale_ = 1.0;
     for (double v : warmup_values_) {
@@ -160,13 +145,9 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
     bocd_offset_ = observations_ - static_cast<int64_t>(warmup_values_.size());
     last_kept_ = bocd_offset_;
     warmed_up_ = true;
-    // After a rise, the change may lie up to the newer half back: it stays proposable until
-    // `lag` observations past the warm-up.
-    if (rose) catch_up_until_ = observations_ + options_.lag;
-    catch_up_lag_ = rose ? static_cast<int>(warmup_values_.size() - basis) + options_.lag : 0;
     warmup_values_.clear();
     warmup_values_.shrink_to_fit();
-    return rose ? Decide() : std::nullopt;
+    return std::nullopt;
   }
   if (absl::Status s = bocd_.Update(z); !s.ok()) return s;
   return Decide();
@@ -174,10 +155,9 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
 
 std::optional<DetectorEvent> OnlineDetector::Decide() {
   const DetectorThresholds& th = options_.thresholds;
-  const int lag = observations_ <= catch_up_until_ ? catch_up_lag_ : options_.lag;
-  const double q = bocd_.ChangeProbabilityWithin(lag);
+  const double q = bocd_.ChangeProbabilityWithin(options_.lag);
   if (q < th.change_probability) return std::nullopt;
-  const int64_t start = bocd_.MostProbableRecentStart(lag);
+  const int64_t start = bocd_.MostProbableRecentStart(options_.lag);
   if (start < 0) return std::nullopt;
   const int64_t c = start + bocd_offset_;  // As an observation index.
   const int64_t n = observations_;

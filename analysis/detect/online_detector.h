@@ -64,12 +64,9 @@ struct OnlineDetectorOptions {
   // each quarter of the warm-up lies within the verification ratio of its median. Until it does (a
   // job's first iterations are slow: compilation, caches, connection set-up), its older half is
   // dropped and the warm-up goes on, up to `max_warmup` observations, after which the latest
-  // `warmup` standardize anyway. When the newer half is slower than the older one by the
-  // verification ratio instead (a start is slow, not fast: a fault began during the warm-up), the
-  // older half standardizes and the rise is decided as any change, at once if it can be. (Measured:
-  // a netns run's first 17 of 20 iterations at x1.3-2 of its steady 0.31 s set a deviation 8x its
-  // noise, and a later x1.35 step was never proposed.) Dropped observations are not part of any
-  // later verification stretch. [2, 100000].
+  // `warmup` standardize anyway. (Measured: a netns run's first 17 of 20 iterations at x1.3-2 of
+  // its steady 0.31 s set a deviation 8x its noise, and a later x1.35 step was never proposed.)
+  // Dropped observations are not part of any later verification stretch. [2, 100000].
   int warmup = 20;
   // [warmup, 1000000].
   int max_warmup = 200;
@@ -147,14 +144,10 @@ class OnlineDetector {
   // Observation index of BOCD's first observation (the observations before are a warm-up's
   // unsettled start).
   int64_t bocd_offset_ = 0;
-  // After a warm-up that ended on a rise: the lag Decide() uses up to observation index
-  // catch_up_until_ (the rise may lie up to half a warm-up back); -1: none.
-  int64_t catch_up_until_ = -1;
-  int catch_up_lag_ = 0;
   double center_ = 0.0;
   double scale_ = 1.0;
   std::vector<double> warmup_values_;
-  // The last window + lag + warmup + 1 observations.
+  // The last window + lag + 1 observations.
   std::vector<double> ring_value_;
   std::vector<int64_t> ring_iteration_;
   std::vector<double> before_, after_;  // Scratch for verification.
