@@ -5,8 +5,8 @@ last stage the head); micro-batches go through the pipeline GPipe-style over sen
 are summed over the stage's DP group. The global batch (M micro-batches) is the same whatever the
 S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it.
 
-    torchrun --nnodes 1 --nproc_per_node 4 --redirects 1 --tee 1 examples/pytorch/train.py \
-        --dp 2 --pp 2 --steps 100
+    /usr/bin/python3 -m falcon.launch --nnodes 1 --nproc_per_node 4 examples/pytorch/train.py \
+        --pp 2 --steps 100
 
 --device-ms X emulates an accelerator on a CPU-only machine: each micro-batch's forward (and its
 backward, twice as long) also takes X ms of device time, waited out at the speed the rank's real

@@ -154,11 +154,11 @@ def relaunch_argv(args, request):
             raise RelaunchError(f"excluded_ranks {sorted(ranks & excluded)} are part of node_rank "
                                 f"{node}'s ranks {sorted(ranks)}: the launcher relaunches whole "
                                 "nodes")
-    if node_rank in gone:
-        return None
-    if 0 in gone:
+    if 0 in gone:  # Checked first: node 0 must not leave a job its launchers cannot go on with.
         raise RelaunchError("excluded_ranks take node_rank 0, which holds --master_addr: the "
                             "survivors have no rendezvous (use a scheduler's requeue)")
+    if node_rank in gone:
+        return None
     new = [f"--nnodes={nnodes - len(gone)}",
            f"--node_rank={node_rank - sum(1 for g in gone if g < node_rank)}",
            f"--master_port={(ns.master_port or DEFAULT_MASTER_PORT) + 1}"]

@@ -36,8 +36,8 @@ from falcon import validation
 
 log = logging.getLogger("falcon")
 
-# Exit code after an S4 checkpoint: the job asks its launcher for a relaunch (torchrun
-# --max-restarts, a Slurm requeue). EX_TEMPFAIL from sysexits.h.
+# Exit code after an S4 checkpoint: the job asks its launcher for a relaunch (falcon.launch, or a
+# Slurm requeue). EX_TEMPFAIL from sysexits.h.
 RESTART_EXIT_CODE = 75
 
 

@@ -122,6 +122,11 @@ class RelaunchTest(unittest.TestCase):
                                                       r"\(world 6\)")):
             with self.assertRaisesRegex(launch.RelaunchError, why):
                 launch.relaunch_argv(NODE1_OF_3, request)
+        # Node 0 itself does not leave quietly (exit 0) either: every launcher hands over.
+        node0 = list(NODE1_OF_3)
+        node0[5] = "0"
+        with self.assertRaisesRegex(launch.RelaunchError, "node_rank 0, which holds"):
+            launch.relaunch_argv(node0, {"excluded_ranks": [0, 1]})
         for args, why in ((["--rdzv_backend=c10d"] + NODE1_OF_3, "--rdzv_backend=c10d"),
                           (["--nnodes", "1:3", "--nproc_per_node", "2", "--node_rank", "0",
                             "t.py"], "--nnodes='1:3' is not an integer >= 1"),
