@@ -70,6 +70,19 @@ falcon::v1::Event ComputeEvent(uint64_t id, int64_t onset, uint32_t rank) {
   return e;
 }
 
+// ComputeEvent that took S1 only (at `s1_at`) and recovered at `recovered_at`: a culprit that
+// cleared before any mitigation.
+falcon::v1::Event S1OnlyEvent(uint64_t id, int64_t onset, uint32_t rank, int64_t s1_at,
+                              int64_t recovered_at) {
+  falcon::v1::Event e = ComputeEvent(id, onset, rank);
+  e.set_recovery_iteration(recovered_at);
+  e.clear_actions();
+  auto* s1 = e.add_actions();
+  s1->set_strategy(falcon::v1::STRATEGY_S1_IGNORE);
+  s1->set_iteration(s1_at);
+  return e;
+}
+
 TEST(MedianTest, Windows) {
   auto h = History(400);
   EXPECT_DOUBLE_EQ(MedianIterationTime(h, 0, 100), 0.2);
@@ -205,12 +218,7 @@ TEST(ReportTest, AnUnknownEventThatMitigatedNothingIsUnexplainedNotAFalseAlarm) 
 // 8 iterations past its verdict), not a false alarm; the same event still open at the end of the
 // run, or one that applied S2, is one.
 TEST(ReportTest, ACulpritThatClearedByItselfBeforeAnyMitigationIsNotAFalseAlarm) {
-  falcon::v1::Event e = ComputeEvent(1, 20, 3);
-  e.set_recovery_iteration(60);
-  e.clear_actions();
-  auto* s1 = e.add_actions();
-  s1->set_strategy(falcon::v1::STRATEGY_S1_IGNORE);
-  s1->set_iteration(52);
+  falcon::v1::Event e = S1OnlyEvent(1, 20, 3, /*s1_at=*/52, /*recovered_at=*/60);
   Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.false_alarms, 0);
@@ -251,12 +259,7 @@ TEST(ReportTest, ACulpritThatClearedByItselfBeforeAnyMitigationIsNotAFalseAlarm)
 // before any mitigation (seen in CI: outside load on rank 1 during a fault on rank 2, x1.10 for
 // 10 iterations) is a cleared slowdown, not a second match; mitigated, it is a false alarm.
 TEST(ReportTest, ASecondEventInAFaultsWindowIsNotASecondMatch) {
-  falcon::v1::Event other = ComputeEvent(2, 250, 1);
-  other.set_recovery_iteration(262);
-  other.clear_actions();
-  auto* s1 = other.add_actions();
-  s1->set_strategy(falcon::v1::STRATEGY_S1_IGNORE);
-  s1->set_iteration(254);
+  falcon::v1::Event other = S1OnlyEvent(2, 250, 1, /*s1_at=*/254, /*recovered_at=*/262);
   Report r =
       BuildReport(ComputeScenario(), RunSettings(), History(400), {ComputeEvent(1, 101, 2), other});
   ASSERT_EQ(r.events.size(), 2u);
@@ -294,14 +297,10 @@ TEST(ReportTest, BlipEventsAreFalseAlarms) {
   // event well before the blip, or named before it and cleared during it, is a slowdown that
   // cleared by itself.
   const InjectedFault& blip = s->faults[0];
-  falcon::v1::Event cleared = ComputeEvent(1, blip.from_iteration + 1, 2);
+  falcon::v1::Event cleared =
+      S1OnlyEvent(1, blip.from_iteration + 1, 2, blip.from_iteration + 4, blip.to_iteration + 5);
   cleared.set_alarm_iteration(blip.from_iteration + 3);
   cleared.set_verdict_iteration(blip.from_iteration + 4);
-  cleared.set_recovery_iteration(blip.to_iteration + 5);
-  cleared.clear_actions();
-  auto* s1 = cleared.add_actions();
-  s1->set_strategy(falcon::v1::STRATEGY_S1_IGNORE);
-  s1->set_iteration(blip.from_iteration + 4);
   Report during = BuildReport(*s, RunSettings(), History(400), {cleared});
   EXPECT_EQ(during.false_alarms, 1) << SummaryText(during);
   EXPECT_EQ(during.cleared_slowdowns, 0);
