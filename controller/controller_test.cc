@@ -115,7 +115,7 @@ class ControllerTest : public ::testing::Test {
           falcon::v1::IterationSummary s = testing::MakeSummary(spec_, r, i, Healthy(r, i));
           s.set_iteration_time_ns(time_ns(r, i));
           if (i >= 60) {
-            // The slow rank computes longer; the others wait for it in their DP group.
+            // The slow rank computes longer; the others wait for it in their DP communicator.
             const int64_t extra = Healthy(0, i) * 4 / 10;
             if (r == 5) {
               if (slow_compute(i)) s.set_compute_ns(s.compute_ns() + extra);
@@ -506,9 +506,9 @@ TEST_F(ControllerTest, ASlowPipelinePairIsJudgedWithAReferencePairOnOtherNodes) 
   // Profiling blamed the pair for communication: its passes and its reference's, no GEMM. The
   // reference is replica 2's pair (ranks 2, 6 on nodes 1, 3; replica 0's shares nodes 0, 2), and
   // its passes run in the pair's rounds. The pair sees nodes 0 and 2 only against each other, so
-  // its ranks' DP groups (1000 on nodes 0, 1; 1001 on nodes 2, 3) are validated too, in rounds of
-  // their own that they share (docs/algorithms.md#node-nic-faults; covered passes are not run);
-  // they find nothing slow.
+  // its ranks' DP communicators (1000 on nodes 0, 1; 1001 on nodes 2, 3) are validated too, in
+  // rounds of their own that they share (docs/algorithms.md#node-nic-faults; covered passes are not
+  // run); they find nothing slow.
   std::map<uint64_t, std::vector<uint32_t>> rounds_of_comm;
   for (const auto& t : record->tasks()) {
     ASSERT_TRUE(t.task().has_link_pass()) << t.DebugString();
@@ -905,7 +905,8 @@ TEST_F(ControllerTest, ForcedValidationOfAHealthyJobNamesNoCulpritAndCloses) {
   // Numbered 1..R without gaps (covered tasks take no round).
   ASSERT_FALSE(nodes_of_round.empty());
   EXPECT_EQ(nodes_of_round.rbegin()->first, nodes_of_round.size());
-  // The world's ring and tree repeat links of the DP and pipeline groups: those passes are covered.
+  // The world's ring and tree repeat links of the DP and pipeline communicators: those passes
+  // are covered.
   EXPECT_GT(covered, 0);
   // The job can be validated again right away.
   EXPECT_TRUE(api.ForceValidation(req).ok());
@@ -920,8 +921,8 @@ TEST_F(ControllerTest, ForcedValidationOfAHealthyJobNamesNoCulpritAndCloses) {
 }
 
 TEST_F(ControllerTest, CommunicatorsOverTheSameRanksAreTestedOnce) {
-  // DP=1 x PP=2: the pipeline pair and the world are both ranks {0, 1} (the DP groups have one
-  // rank: no link).
+  // DP=1 x PP=2: the pipeline pair and the world are both ranks {0, 1} (the DP communicators have
+  // one rank: no link).
   spec_.dp = 1;
   spec_.pp = 2;
   spec_.ranks_per_node = 1;

@@ -3,9 +3,10 @@
 // 16,384-rank job registers quickly.
 //
 // Rank r = ((pp_index * dp) + dp_index) * tp + tp_index: a TP group is `tp` consecutive ranks (one
-// node when ranks_per_node == tp). Communicators: the world (id 1); TP groups (id 2^32 + group);
-// DP groups, one per (stage, tp index) (id 2 * 2^32 + stage * tp + tp_index); PP chains, one per
-// (replica, tp index) (id 3 * 2^32 + replica * tp + tp_index). Groups of one member are left out.
+// node when ranks_per_node == tp). Communicators: the world (id 1); TP communicators
+// (id 2^32 + group); DP communicators, one per (stage, tp index) (id 2 * 2^32 + stage * tp +
+// tp_index); PP chains, one per (replica, tp index) (id 3 * 2^32 + replica * tp + tp_index).
+// Groups of one member are left out.
 #ifndef FALCON_FLEET_LAYOUT_H_
 #define FALCON_FLEET_LAYOUT_H_
 

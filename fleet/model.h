@@ -8,8 +8,8 @@
 // is absorbed by the DP wait. A compute fault of factor f on rank s adds 0.6 T (f - 1) to s's
 // compute and, as waiting, to every other rank's DP time; the job's iteration time grows by it. A
 // link fault of factor f on the link s -> d of s's DP ring adds 0.2 T (f - 1) to the transfer of
-// every member of that DP group (a ring is as slow as its slowest link) and, as waiting, to every
-// other rank. Validation: a GEMM takes 1 ms (x f on the slow rank), a link 2 ms (x f on the
+// every member of that DP communicator (a ring is as slow as its slowest link) and, as waiting, to
+// every other rank. Validation: a GEMM takes 1 ms (x f on the slow rank), a link 2 ms (x f on the
 // slow link), each with 1 % per-rank jitter. With peer timing (as NCCL's profiler plugin gives,
 // docs/algorithms.md#peer-timing), a rank's raw ops also carry a peer transfer of its DP all-reduce
 // to its ring successor: the DP bytes in 0.2 T (x f on the slow link), with 1 % jitter.

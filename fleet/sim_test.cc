@@ -35,7 +35,7 @@ TEST(LayoutTest, RanksNodesAndCommsAgree) {
   const falcon::v1::JobRegistration reg = NodeRegistration(l, 1);
   ASSERT_EQ(reg.ranks_size(), 4);
   EXPECT_EQ(reg.ranks(0).rank(), 4u);
-  // world, one TP group, four DP groups and four PP chains.
+  // world, one TP communicator, four DP communicators and four PP chains.
   EXPECT_EQ(reg.communicators_size(), 1 + 1 + 4 + 4);
 }
 

@@ -47,8 +47,8 @@ struct RankContext {
   int pp_size = 1;
   int global_micro_batches = 1;
   int64_t plan_version = 0;
-  // Ids of this rank's communicators: world, validation, its DP group (stage's all-reduce) and
-  // its PP group (pipeline). The collective observer announces them (OnCommCreated) too.
+  // Ids of this rank's communicators: world, validation, its DP communicator (stage's all-reduce)
+  // and its PP communicator (pipeline). The collective observer announces them (OnCommCreated) too.
   uint64_t world_comm_id = 0;
   uint64_t validation_comm_id = 0;
   uint64_t dp_comm_id = 0;

@@ -5,7 +5,7 @@
 namespace falcon::analysis::detect {
 namespace {
 
-// A ring of `n` ranks in one DP group: i -> i+1, each moving 64 MiB in `busy_ms`.
+// A ring of `n` ranks in one DP communicator: i -> i+1, each moving 64 MiB in `busy_ms`.
 std::map<PeerLinkKey, PeerLinkTotals> Ring(int n, double busy_ms = 10) {
   std::map<PeerLinkKey, PeerLinkTotals> links;
   for (int i = 0; i < n; ++i) {

@@ -79,8 +79,8 @@ void BenchS2() {
 }
 
 // A 1,024-rank job: dp x pp x tp with `per_node` TP groups per node (8 GPUs per node), whole
-// pipelines packed on nodes in (dp, pp) order; a few slow links between nodes of one DP group and
-// a few slow ranks spread over stages.
+// pipelines packed on nodes in (dp, pp) order; a few slow links between nodes of one DP
+// communicator and a few slow ranks spread over stages.
 void BenchS3(int dp, int pp, int tp) {
   const int per_node = 8 / tp;
   std::vector<RankPlacement> ranks;

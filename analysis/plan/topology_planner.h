@@ -1,8 +1,9 @@
 // S3: changing the parallelism topology (docs/algorithms.md#s3-topology-planner). Given the job
 // layout (rank → (dp, pp, tp) and rank → node), the slow links and the slow ranks that validation
 // found, produces a complete new rank → (dp, pp, tp) assignment that
-//   (a) takes congested links out of DP groups (heavy gradient traffic, Θ(h²)) and leaves them
-//       carrying at most light PP traffic (Θ(h)) or nothing, as in the paper's node swap;
+//   (a) takes congested links out of DP communicators (heavy gradient traffic, Θ(h²)) and
+//       leaves them carrying at most light PP traffic (Θ(h)) or nothing, as in the paper's
+//       node swap;
 //   (b) packs the straggling TP groups into as few PP stages as possible, ⌈#slow groups / D⌉,
 //       preferring interior stages (the first and last stages carry embedding and loss work);
 // together with the 1F1B cost model's predicted iteration time before and after, and the bytes of

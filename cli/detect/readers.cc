@@ -222,7 +222,7 @@ BlameInput BuildBlameInput(int64_t step, const std::vector<RankRow>& rows) {
     if (members.empty()) return;
     in.comms.push_back(CommTiming{next_id++, kind, 0, std::move(members)});
   };
-  // Data-parallel groups: same stage, every replica.
+  // DP communicators: same stage, every replica.
   for (const char* op :
        {"grads-reduce-scatter", "params-all-gather", "layernorm-grads-all-reduce"}) {
     std::map<int64_t, std::vector<analysis::detect::CommMember>> by_stage;

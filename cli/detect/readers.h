@@ -72,7 +72,7 @@ absl::StatusOr<DetectInput> ReadTcpd(const std::string& path, const std::string&
 absl::StatusOr<DetectInput> ReadAlibaba(const std::string& path, const std::string& column,
                                         const ReadLimits& limits = {});
 // Blame input per step: compute = forward-compute + backward-compute, compared within the PP
-// stage; communicators (bytes unknown, so comparable by kind): per stage the DP groups of
+// stage; communicators (bytes unknown, so comparable by kind): per stage the DP communicators of
 // grads-reduce-scatter, params-all-gather and layernorm-grads-all-reduce; per DP replica
 // optimizer-clip-main-grad over its stages and embedding-grads-all-reduce between its first and
 // last stage; per pipeline link the forward (send on s, recv on s+1) and backward (send on s+1,

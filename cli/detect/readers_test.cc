@@ -200,7 +200,7 @@ TEST(ReadBytedanceTest, SeriesPerRankAndBlameInputPerStep) {
   ASSERT_EQ(s5.ranks.size(), 2u);
   EXPECT_EQ(s5.ranks[1].group, 1);
   EXPECT_EQ(s5.ranks[1].compute, absl::Seconds(3));
-  // Two DP groups (one per stage) and a forward and a backward pipeline pair.
+  // Two DP communicators (one per stage) and a forward and a backward pipeline pair.
   ASSERT_EQ(s5.comms.size(), 4u);
   EXPECT_EQ(s5.comms[2].kind, "forward-p2p");
   EXPECT_EQ(s5.comms[2].members[1].busy, absl::Seconds(0.5));

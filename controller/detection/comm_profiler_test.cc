@@ -192,7 +192,7 @@ TEST_F(CommProfilerTest, SlowTransferFromDeviceTimedOpsFlagsTheCommunicator) {
   CommProfiler p;
   p.Start();
   for (int64_t it = 0; it < 3; ++it) {
-    // Every member of stage 1's DP group (comm 1001) moves data 3x longer than stage 0's.
+    // Every member of stage 1's DP communicator (comm 1001) moves data 3x longer than stage 0's.
     for (uint32_t r = 4; r < 8; ++r) {
       google::protobuf::RepeatedPtrField<falcon::v1::OpRecord> ops;
       falcon::v1::OpRecord* op = ops.Add();

@@ -427,8 +427,8 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
   const std::string job_name = event->event().job();
   const registry::JobEntry* job = registry_->Find(job_name);
   if (job == nullptr) return;
-  // A DP group over two nodes cannot tell a node's slow NIC from the path between the two: its
-  // members are measured against a third node too (docs/algorithms.md#node-nic-faults).
+  // A DP communicator over two nodes cannot tell a node's slow NIC from the path between the two:
+  // its members are measured against a third node too (docs/algorithms.md#node-nic-faults).
   const std::vector<uint64_t> third_node = ThirdNodeComms(*job, suspect_comms);
   suspect_comms.insert(suspect_comms.end(), third_node.begin(), third_node.end());
   event->clear_suspect_ranks();

@@ -49,9 +49,9 @@ std::vector<LinkFigure> Measure(const std::vector<std::pair<uint32_t, uint32_t>>
   return out;
 }
 
-// What validation measures in the demo when profiling suspects stage 1's DP group {4, 5, 6, 7}
-// and the pipeline pairs 0-4 and 1-5: the DP group's ring and heap tree, and the pairs with their
-// reference pairs 2-6 and 3-7 (docs/algorithms.md#reference-links).
+// What validation measures in the demo when profiling suspects stage 1's DP communicator
+// {4, 5, 6, 7} and the pipeline pairs 0-4 and 1-5: the DP communicator's ring and heap tree, and
+// the pairs with their reference pairs 2-6 and 3-7 (docs/algorithms.md#reference-links).
 std::vector<std::pair<uint32_t, uint32_t>> DemoPairs() {
   return {{4, 5}, {5, 6}, {6, 7}, {7, 4}, {6, 4}, {7, 5},  // DP ring + tree (4-5 is both).
           {0, 4}, {1, 5}, {2, 6}, {3, 7}};

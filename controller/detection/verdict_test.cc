@@ -218,10 +218,11 @@ TEST(VerdictTest, EveryLinkOfOneRankSlowNamesTheRank) {
 }
 
 // The demo's node NIC fault: DP=4 x PP=2 on 4 nodes (rank r on node r / 2), node 2's NIC (ranks
-// 4, 5) at a quarter. Validation measures stage 1's DP group {4, 5, 6, 7} (ring and tree, both
-// ways) and the pipeline pairs 0-4, 1-5 with their reference pairs 2-6, 3-7. Every cross-node link
-// of the DP group touches node 2, so its median is a slow link and the group alone finds nothing;
-// judged by node pair, node 2 is named, with its 12 links to other nodes as the evidence.
+// 4, 5) at a quarter. Validation measures stage 1's DP communicator {4, 5, 6, 7} (ring and tree,
+// both ways) and the pipeline pairs 0-4, 1-5 with their reference pairs 2-6, 3-7. Every cross-node
+// link of the DP communicator touches node 2, so its median is a slow link and the group alone
+// finds nothing; judged by node pair, node 2 is named, with its 12 links to other nodes as
+// the evidence.
 TEST(VerdictTest, ANodeWhoseNicIsSlowIsNamed) {
   RankNodes nodes;
   for (uint32_t r = 0; r < 8; ++r) nodes[r] = absl::StrCat("node-", r / 2);

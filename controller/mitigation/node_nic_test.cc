@@ -5,8 +5,9 @@
 // (comm 1000, nodes 0 and 1) and the pipeline pairs of its ranks (comms 2000-2003, to nodes 0 and
 // 1), and finds every link between node-2 and the other nodes slow and the rest fine: the verdict
 // names node-2 (docs/algorithms.md#node-nic-faults). S3 finds no layout that keeps node-2's NIC
-// out of a DP group (each stage's DP group spans two nodes) and is skipped, and once the lost time
-// pays for S4 the job restarts without node-2's ranks 4 and 5, which closes the event.
+// out of a DP communicator (each stage's DP communicator spans two nodes) and is skipped, and once
+// the lost time pays for S4 the job restarts without node-2's ranks 4 and 5, which closes
+// the event.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -158,7 +159,8 @@ class NodeNicTest : public ::testing::Test {
 };
 
 // What both tests expect of the event: node-2 named (cause communication, its links only), S1, S3
-// skipped (no layout keeps node-2 out of a DP group), S4 without node-2's ranks 4 and 5, closed.
+// skipped (no layout keeps node-2 out of a DP communicator), S4 without node-2's ranks 4
+// and 5, closed.
 void ExpectNode2NamedAndRestartedWithout(
     const falcon::v1::Event& e, const std::vector<falcon::v1::DirectiveRecord>& directives) {
   EXPECT_EQ(e.cause(), falcon::v1::CAUSE_COMMUNICATION) << e.DebugString();
@@ -225,8 +227,9 @@ std::map<uint64_t, uint64_t> ComparedWith(const falcon::controller::v1::EventRec
 TEST_F(NodeNicTest, ASlowNicIsNamedAsItsNodeAndS4RestartsWithoutTheNode) {
   Run(0, 200);
   const falcon::v1::Event e = OnlyEvent();
-  // What was validated: the suspect DP group 1001 with its reference 1000 (its links judged with
-  // 1001's) and the pipeline pairs of 1001's ranks, which see nodes 2 and 3 against nodes 0 and 1.
+  // What was validated: the suspect DP communicator 1001 with its reference 1000 (its links judged
+  // with 1001's) and the pipeline pairs of 1001's ranks, which see nodes 2 and 3 against
+  // nodes 0 and 1.
   const auto* record = c_->events().Find(e.event_id());
   ASSERT_NE(record, nullptr);
   EXPECT_EQ(ComparedWith(*record),
@@ -238,9 +241,9 @@ TEST_F(NodeNicTest, ASlowNicIsNamedAsItsNodeAndS4RestartsWithoutTheNode) {
 }
 
 // The NIC crawls, so profiling sees the pipeline pairs 0-4 and 1-5 between node-0 and node-2 slow
-// rather than stage 1's DP group. Those pairs (with their reference pairs 2-6 and 3-7) measure
-// node-0 and node-2 only against each other; the DP groups of their ranks see each against a
-// third node (node-1, node-3), so node-2 is named, not node-0 or the path between them.
+// rather than stage 1's DP communicator. Those pairs (with their reference pairs 2-6 and 3-7)
+// measure node-0 and node-2 only against each other; the DP communicators of their ranks see each
+// against a third node (node-1, node-3), so node-2 is named, not node-0 or the path between them.
 // The lost time at the verdict (from the change point on, validation included) already pays for S3
 // and S4 at once, as with the demo's crawling NIC: S3 is still judged (no better layout) and its
 // skip recorded before the restart.

@@ -8,7 +8,7 @@ namespace falcon::controller::mitigation {
 namespace {
 
 // DP=4 x PP=2, rank r at dp = r % 4, pp = r / 4; consecutive ranks share a node (node0 = {0, 1},
-// node1 = {2, 3}, ...), so the stage-0 DP group spans node0 and node1.
+// node1 = {2, 3}, ...), so the stage-0 DP communicator spans node0 and node1.
 JobShape Shape(int64_t m = 32) {
   std::vector<analysis::plan::RankPlacement> ranks;
   for (int r = 0; r < 8; ++r) {
@@ -82,7 +82,7 @@ TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpGroup) {
   Culprit c;
   c.cause = falcon::v1::CAUSE_COMMUNICATION;
   falcon::v1::Link l;
-  l.set_src_rank(0);  // node0 -> node1: both in the stage-0 DP group.
+  l.set_src_rank(0);  // node0 -> node1: both in the stage-0 DP communicator.
   l.set_dst_rank(2);
   c.links = {l};
   c.slowdown_ratio = 1.5;
@@ -140,7 +140,7 @@ TEST(PlannerTest, S4ExcludesNothingForAnUnknownCause) {
 }
 
 TEST(PlannerTest, S3CannotKeepDpTrafficOffANicWhoseNodeHoldsPartOfAStage) {
-  // node2 holds half of stage 1: its DP group crosses node2's NIC in any layout.
+  // node2 holds half of stage 1: its DP communicator crosses node2's NIC in any layout.
   absl::StatusOr<S3Plan> p = PlanS3(Shape(), Node2Nic(), absl::Milliseconds(100));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_FALSE(p->improves) << p->summary;

@@ -6,7 +6,7 @@
 namespace falcon::controller::mitigation {
 namespace {
 
-// A slow link node0 -> node1 (ranks 0 -> 2, both in the stage-0 DP group).
+// A slow link node0 -> node1 (ranks 0 -> 2, both in the stage-0 DP communicator).
 Culprit LinkCulprit() {
   Culprit c;
   c.cause = falcon::v1::CAUSE_COMMUNICATION;

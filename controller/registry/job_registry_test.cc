@@ -52,7 +52,7 @@ TEST(JobRegistryTest, InfersRolesWithoutHints) {
   LayoutSpec spec;
   spec.dp = 4;
   spec.pp = 2;
-  spec.ranks_per_node = 4;  // A DP group of one stage sits on one node: that is DP, not TP...
+  spec.ranks_per_node = 4;  // A stage's DP communicator sits on one node: that is DP, not TP...
   spec.hint_kinds = false;
   spec.hint_layout = false;
   JobRegistry registry;

@@ -53,7 +53,7 @@ LayoutSizes CompleteLayout(uint32_t world_size, LayoutSizes hinted, uint32_t lar
   LayoutSizes layout = hinted;
   if (layout.dp == 0) layout.dp = largest_dp;
   if (layout.tp == 0) {
-    // With DP groups known and no TP group, TP is 1.
+    // With DP communicators known and no TP communicator, TP is 1.
     layout.tp = largest_tp > 0 ? largest_tp : (layout.dp > 0 ? 1 : 0);
   }
   if (layout.pp == 0 && layout.dp > 0 && layout.tp > 0 &&

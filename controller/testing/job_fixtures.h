@@ -22,7 +22,7 @@ struct LayoutSpec {
   uint64_t epoch = 1;
 };
 
-// Rank r = pp_index * dp + dp_index. Comms: one DP group per stage (id 1000 + stage), one PP
+// Rank r = pp_index * dp + dp_index. Comms: one DP communicator per stage (id 1000 + stage), one PP
 // chain per replica (id 2000 + replica; a ring over the stages), and the world (id 1).
 std::vector<falcon::v1::Communicator> LayoutComms(const LayoutSpec& spec);
 // Number of nodes the layout occupies.

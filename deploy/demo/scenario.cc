@@ -201,16 +201,16 @@ absl::StatusOr<InjectedFault> LinkFault(const Layout& layout, int nodes, int64_t
                    " on ", nodes, " nodes; use more nodes"));
 }
 
-// A one-direction cap between two nodes that carry one DP group's all-reduce: stage 0's group
-// spans ranks 0..D-1, and its ring's hop from the last rank of node0 to the first rank of the
-// next node crosses nodes.
+// A one-direction cap between two nodes that carry one DP communicator's all-reduce: stage 0's
+// communicator spans ranks 0..D-1, and its ring's hop from the last rank of node0 to the first rank
+// of the next node crosses nodes.
 absl::StatusOr<InjectedFault> DpLinkFault(const Layout& layout, int nodes, int64_t from, int64_t to,
                                           FaultInjection injection) {
   const int per_node = layout.world() / nodes;
   const int src = per_node - 1, dst = per_node;
   if (dst >= layout.dp ||
       NodeOf(src, layout.world(), nodes) == NodeOf(dst, layout.world(), nodes)) {
-    return absl::InvalidArgumentError(absl::StrCat("nodes: no DP group of --layout ",
+    return absl::InvalidArgumentError(absl::StrCat("nodes: no DP communicator of --layout ",
                                                    layout.ToString(), " spans two of ", nodes,
                                                    " nodes; use more nodes or more DP groups"));
   }

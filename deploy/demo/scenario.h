@@ -113,8 +113,8 @@ struct Scenario {
 std::vector<std::string> ScenarioNames();
 
 // Kernel fault sizes on the netns cluster (veth NICs, the demo's small model): a pipeline link's
-// activations and a DP group's all-reduce share of a few hundred KiB per iteration queue behind
-// these caps; a crawling NIC slows the job far beyond what S2 / S3 recover.
+// activations and a DP communicator's all-reduce share of a few hundred KiB per iteration queue
+// behind these caps; a crawling NIC slows the job far beyond what S2 / S3 recover.
 inline constexpr double kKernelPipelineLinkMbps = 0.5;
 inline constexpr double kKernelDpLinkMbps = 2;
 inline constexpr double kKernelNicMbps = 1;

@@ -2,8 +2,8 @@
 Falcon (the `falcon` package). Rank r sits at pipeline stage r // dp, DP index r % dp, as in the
 reference trainer. Each stage holds an even share of the layers (stage 0 also the embedding, the
 last stage the head); micro-batches go through the pipeline GPipe-style over send/recv, gradients
-are summed over the stage's DP group. The global batch (M micro-batches) is the same whatever the
-S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it.
+are summed over the stage's DP communicator. The global batch (M micro-batches) is the same
+whatever the S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it.
 
     /usr/bin/python3 -m falcon.launch --nnodes 1 --nproc_per_node 4 examples/pytorch/train.py \
         --pp 2 --steps 100
@@ -177,9 +177,9 @@ def main(argv):
     rank, world = dist.get_rank(), dist.get_world_size()
     check_layout(a, world)
     stage, dpi = rank // a.dp, rank % a.dp
-    dp_groups = [dist.new_group([p * a.dp + d for d in range(a.dp)]) for p in range(a.pp)]
-    pp_groups = [dist.new_group([p * a.dp + d for p in range(a.pp)]) for d in range(a.dp)]
-    dp_group, pp_group = dp_groups[stage], pp_groups[dpi]
+    dp_comms = [dist.new_group([p * a.dp + d for d in range(a.dp)]) for p in range(a.pp)]
+    pp_comms = [dist.new_group([p * a.dp + d for p in range(a.pp)]) for d in range(a.dp)]
+    dp_comm, pp_comm = dp_comms[stage], pp_comms[dpi]
     prev_rank = rank - a.dp if stage > 0 else None
     next_rank = rank + a.dp if stage < a.pp - 1 else None
 
@@ -217,11 +217,11 @@ def main(argv):
         import falcon
         fs = falcon.init(dp_size=a.dp, pp_size=a.pp, dp_index=dpi, pp_index=stage,
                          global_micro_batches=a.micro_batches, checkpoint_fn=checkpoint)
-        for p, g in enumerate(dp_groups):
+        for p, g in enumerate(dp_comms):
             if p == stage:
                 fs.register_group(g, "dp")
         if a.pp > 1:
-            fs.register_group(pp_group, "pp")
+            fs.register_group(pp_comm, "pp")
     params = [p for p in model.parameters()]
     flat = torch.zeros(sum(p.numel() for p in params))
     log = open(a.log, "a") if a.log and stage == a.pp - 1 and dpi == 0 else None
@@ -263,9 +263,9 @@ def main(argv):
                     device.run(lambda: out.backward(g), 2.0)
                 if prev_rank is not None:
                     dist.send(inputs[j].grad, prev_rank)
-            # Sum the gradients over the DP group: with the 1/M scale that is the global mean.
+            # Sum the gradients over the DP communicator: with the 1/M scale, the global mean.
             torch.cat([p.grad.reshape(-1) for p in params], out=flat)
-            dist.all_reduce(flat, group=dp_group)
+            dist.all_reduce(flat, group=dp_comm)
             offset = 0
             for p in params:
                 p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
@@ -273,7 +273,7 @@ def main(argv):
             opt.step()
             loss_t = torch.tensor([local_loss])
             if stage == a.pp - 1:
-                dist.all_reduce(loss_t, group=dp_group)
+                dist.all_reduce(loss_t, group=dp_comm)
             st.loss = float(loss_t[0])
         if log:
             log.write(json.dumps({"step": step, "loss": st.loss, "seconds": time.monotonic() - t0,

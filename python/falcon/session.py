@@ -2,13 +2,13 @@
 
     import falcon
     fs = falcon.init(dp_size=2, pp_size=2, dp_index=dp, pp_index=pp, global_micro_batches=8)
-    fs.register_group(dp_group, "dp")          # and "pp" / "tp" groups; the world is registered
+    fs.register_group(dp_comm, "dp")           # and "pp" / "tp" groups; the world is registered
     for i in range(steps):
         with fs.step(i) as step:               # polls Falcon's directives at the boundary
             for _ in range(fs.micro_batches()):  # this DP group's count now (S2)
                 loss = model(x) * fs.loss_scale()  # 1 / global micro-batches
                 loss.backward()
-            for p in params: dist.all_reduce(p.grad, group=dp_group)  # SUM: the global mean
+            for p in params: dist.all_reduce(p.grad, group=dp_comm)  # SUM: the global mean
             step.loss = loss.item()
     fs.close()
 
@@ -184,8 +184,8 @@ class Session:
 
     def loss_scale(self):
         """Factor for each micro-batch's mean loss: 1 / global micro-batches. Gradients summed
-        over the DP group (all_reduce SUM) are then the global batch's mean whatever the split
-        (docs/pytorch.md#s2-micro-batches-per-dp-group)."""
+        over the DP communicator (all_reduce SUM) are then the global batch's mean whatever the
+        split (docs/pytorch.md#s2-micro-batches-per-dp-group)."""
         return 1.0 / self.global_micro_batches
 
     def _begin(self, step):

@@ -231,9 +231,10 @@ TEST(Scenario, AFaultThatClearsHasItsPlanReverted) {
 }
 
 // node2's NIC crawls (0.25 Mbit/s both ways) from 20% of the run to its end: the verdict names
-// node2's NIC, S3 finds no better layout (each stage's DP group spans two nodes) and is skipped,
-// and S4 restarts the job from its checkpoint without node2's ranks 4 and 5 (DP=3 x PP=2 on the
-// survivors, which stay on their nodes); training goes on at about its healthy speed to the end.
+// node2's NIC, S3 finds no better layout (each stage's DP communicator spans two nodes) and is
+// skipped, and S4 restarts the job from its checkpoint without node2's ranks 4 and 5 (DP=3 x PP=2
+// on the survivors, which stay on their nodes); training goes on at about its healthy speed to
+// the end.
 TEST(Scenario, CrawlingNicIsRestartedWithoutItsNodeAndTrainingGoesOn) {
   FALCON_REQUIRE_NETNS();
   // ~240 s on an idle 2-core machine (a validation of ~30 s through the crawling NIC, about ten
@@ -253,7 +254,8 @@ TEST(Scenario, CrawlingNicIsRestartedWithoutItsNodeAndTrainingGoesOn) {
   const deploy::demo::ActionMark* s4 = nullptr;
   for (const deploy::demo::ActionMark& a : it->actions) {
     if (a.strategy == "S3") {
-      EXPECT_TRUE(a.skipped) << "no layout keeps node2's NIC out of a DP group\n" << Evidence(r);
+      EXPECT_TRUE(a.skipped) << "no layout keeps node2's NIC out of a DP communicator\n"
+                             << Evidence(r);
       s3_skipped = s3_skipped || a.skipped;
     }
     if (a.strategy == "S4" && !a.skipped && !a.dry_run) s4 = &a;
