@@ -4,13 +4,15 @@ OpTimer replaces the functions of torch.distributed named in TIMED (the module a
 code that calls `dist.all_reduce(...)` is timed; a function imported by name before falcon.init
 is not) with wrappers that record one op per call: host start and end (CLOCK_MONOTONIC ns), the
 bytes this rank contributes, the communicator (the group's comm id) and, for send/recv, the peer's
-global rank. An async op (async_op=True, isend, irecv) returns a TimedWork whose wait() ends the
-op. Ops on NCCL groups are left to the NCCL LD_PRELOAD shim (not counted twice). uninstall()
-puts the originals back.
+global rank. An async op (async_op=True, isend, irecv) returns a TimedWork whose wait(), or the
+completion of its get_future(), ends the op (so DistributedDataParallel's Python communication
+hooks are timed: Session.time_ddp). Ops on NCCL groups are left to the NCCL LD_PRELOAD shim (not
+counted twice). uninstall() puts the originals back.
 """
 
 import functools
 import inspect
+import threading
 import time
 
 import torch
@@ -93,7 +95,8 @@ def _nbytes(x):
     return 0
 
 
-def _is_nccl(group):
+def is_nccl(group):
+    """Whether `group` (None: the world) runs on NCCL, whose ops the LD_PRELOAD shim times."""
     try:
         return dist.get_backend(group) == "nccl"
     except Exception:  # An unknown group: time it.
@@ -101,20 +104,36 @@ def _is_nccl(group):
 
 
 class TimedWork:
-    """An async op's Work: wait() records the op when it returns. Everything else is the
-    Work's."""
+    """An async op's Work: the op is recorded once, when wait() returns or when the future from
+    get_future() completes (as DistributedDataParallel's communication hooks use it), whichever
+    comes first. Everything else is the Work's."""
 
     def __init__(self, work, finish):
         self._work = work
         self._finish = finish
+        self._lock = threading.Lock()
+
+    def _done(self):
+        with self._lock:
+            finish, self._finish = self._finish, None
+        if finish is not None:
+            finish()
 
     def wait(self, *args, **kwargs):
         try:
             return self._work.wait(*args, **kwargs)
         finally:
-            if self._finish is not None:
-                self._finish()
-                self._finish = None
+            self._done()
+
+    def get_future(self):
+        """The Work's future, chained so that its completion records the op (its value, or its
+        error, is the Work's)."""
+
+        def done(fut):
+            self._done()
+            return fut.value()
+
+        return self._work.get_future().then(done)
 
     def __getattr__(self, name):
         return getattr(self._work, name)
@@ -152,7 +171,7 @@ class OpTimer:
                 key = group_key(group)
                 skip = nccl.get(key)
                 if skip is None:
-                    skip = nccl[key] = _is_nccl(group)
+                    skip = nccl[key] = is_nccl(group)
                 if skip:
                     return fn(*args, **kwargs)
             nbytes = _nbytes(tensor_arg.get(args, kwargs))

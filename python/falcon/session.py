@@ -155,6 +155,35 @@ class Session:
             cid = self.register_group(group, "unknown")
         return cid
 
+    def time_ddp(self, model, group=None, role="dp"):
+        """Times a DistributedDataParallel model's gradient all-reduces, which DDP runs in C++
+        where the op wrappers cannot see them: registers torch's own default communication hook
+        (each bucket divided by the group's size and all-reduced, what DDP does without a hook)
+        through the timed dist.all_reduce, one op per bucket, ended when the bucket's future
+        completes. `group`: the DDP model's process_group (None: the world), registered as a
+        communicator of `role` unless it already is. Call it once, before the first backward
+        (torch allows one hook per model). A model with its own hook needs nothing: a hook that
+        calls dist.all_reduce(..., async_op=True).get_future() is timed as it is.
+        Returns True when the hook was registered; False when the package does not time ops
+        (time_ops=False, or the group is NCCL's: the LD_PRELOAD shim times it). ValueError when
+        `model` is not a DistributedDataParallel or `role` is unknown."""
+        from torch.nn.parallel import DistributedDataParallel
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        if not isinstance(model, DistributedDataParallel):
+            raise ValueError(f"falcon: time_ddp: {type(model).__name__} is not a "
+                             "DistributedDataParallel model")
+        if role not in ROLES:
+            raise ValueError(f"falcon: role {role!r} is not one of {sorted(ROLES)}")
+        if self._closed:
+            raise RuntimeError("falcon: the session is closed (close() was called)")
+        if self._ops is None or ops_mod.is_nccl(group):
+            return False
+        if ops_mod.group_key(group) not in self._groups:
+            self.register_group(group, role)
+        model.register_comm_hook(group, default_hooks.allreduce_hook)
+        return True
+
     def op_not_recorded(self, group, error):
         """An op the package could not attribute to a communicator: logged once per group, the
         op is not recorded, the job goes on."""

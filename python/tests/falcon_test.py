@@ -267,6 +267,36 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(self.fs.stats()["records_accepted"], before + 2)
         self.assertEqual(self.fs.stats()["connected"], 0)  # No agent: buffered, training goes on.
 
+    def test_an_async_op_ends_when_its_future_completes_once(self):
+        before = self.fs.stats()["records_accepted"]
+        with self.fs.step(2):
+            t = torch.ones(8)
+            work = dist.all_reduce(t, async_op=True)
+            fut = work.get_future()
+            self.assertEqual(fut.wait()[0].tolist(), [1.0] * 8)  # The Work's value.
+            self.assertEqual(self.fs.stats()["records_accepted"], before + 1)
+            work.wait()  # Already recorded: not twice.
+        self.assertEqual(self.fs.stats()["records_accepted"], before + 1)
+
+    def test_ddp_gradient_all_reduces_are_timed_and_the_gradients_unchanged(self):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        torch.manual_seed(3)
+        plain = torch.nn.Linear(16, 4)
+        model = DDP(torch.nn.Linear(16, 4))
+        model.module.load_state_dict(plain.state_dict())
+        with self.assertRaisesRegex(ValueError, "Linear is not a DistributedDataParallel"):
+            self.fs.time_ddp(plain)
+        self.assertTrue(self.fs.time_ddp(model))
+        x = torch.randn(5, 16)
+        before = self.fs.stats()["records_accepted"]
+        with self.fs.step(3):
+            model(x).pow(2).sum().backward()
+        plain(x).pow(2).sum().backward()
+        # One bucket for so small a model: one all-reduce, recorded when DDP's backward waited.
+        self.assertEqual(self.fs.stats()["records_accepted"], before + 1)
+        for p, q in zip(model.module.parameters(), plain.parameters()):
+            self.assertTrue(torch.equal(p.grad, q.grad))
+
     def test_positional_group_and_async_op_are_read(self):
         g = dist.new_group([0])
         cid = falcon.comm_id_of("unit", "unknown", [0])
