@@ -70,7 +70,7 @@ TEST(ModelTest, ComputeFaultIsConsistentAcrossSummariesOpsAndValidation) {
   EXPECT_NEAR(static_cast<double>(m.LinkNs(5, 9)), 2e6, 1e5);
 }
 
-TEST(ModelTest, LinkFaultSlowsTheRingOfItsDpGroupOnly) {
+TEST(ModelTest, LinkFaultSlowsTheRingOfItsDpCommunicatorOnly) {
   const Layout l = Hybrid();
   NoiseModel noise;
   JobModel m(l, Fault{Fault::Kind::kLink, 5, 2.0, 0}, noise, 7, 1'000'000'000);

@@ -78,7 +78,7 @@ TEST(PlannerTest, S2ShiftsMicroBatchesAwayFromTheSlowGroup) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpGroup) {
+TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpCommunicator) {
   Culprit c;
   c.cause = falcon::v1::CAUSE_COMMUNICATION;
   falcon::v1::Link l;
