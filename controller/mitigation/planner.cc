@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -77,6 +81,16 @@ Culprit CulpritOf(const falcon::v1::Event& event, const registry::JobEntry& job)
   c.links.assign(event.links().begin(), event.links().end());
   c.nodes.assign(event.nodes().begin(), event.nodes().end());
   c.node_ranks = RanksOfNodes(c.nodes, job);
+  for (const falcon::v1::Link& k : c.links) {
+    for (uint32_t r : {k.src_rank(), k.dst_rank()}) {
+      const falcon::v1::RankInfo* info = job.FindRank(r);
+      if (info == nullptr || info->node().empty()) continue;
+      c.link_end_nodes[r] = info->node();
+      if (c.link_node_ranks.count(info->node()) == 0) {
+        c.link_node_ranks[info->node()] = job.RanksOnNode(info->node());
+      }
+    }
+  }
   c.slowdown_ratio = std::max(1.0, event.slowdown_ratio());
   return c;
 }
@@ -293,6 +307,82 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::D
   return plan;
 }
 
+namespace {
+
+// The links of `culprit` that touch none of its culprit nodes (those go with the nodes).
+std::vector<falcon::v1::Link> LinksOffCulpritNodes(const Culprit& culprit) {
+  const std::set<uint32_t> on_nodes(culprit.node_ranks.begin(), culprit.node_ranks.end());
+  std::vector<falcon::v1::Link> out;
+  for (const falcon::v1::Link& k : culprit.links) {
+    // A link of a culprit node is its NIC's evidence: the node's ranks go, not the far end.
+    if (on_nodes.count(k.src_rank()) > 0 || on_nodes.count(k.dst_rank()) > 0) continue;
+    out.push_back(k);
+  }
+  return out;
+}
+
+// A cover unit: "node NAME", or "rank R" for an end without a node.
+std::string CoverUnit(const Culprit& culprit, uint32_t rank) {
+  auto it = culprit.link_end_nodes.find(rank);
+  if (it != culprit.link_end_nodes.end()) return absl::StrCat("node ", it->second);
+  return absl::StrCat("rank ", rank);
+}
+
+// S4LinkCover's units, "node NAME" or "rank R".
+std::set<std::string> CoverUnits(const Culprit& culprit,
+                                 const std::vector<falcon::v1::Link>& links) {
+  std::vector<bool> covered(links.size(), false);
+  std::set<std::string> chosen;
+  for (;;) {
+    struct Score {
+      int links = 0;
+      int received = 0;
+      uint32_t lowest_rank = std::numeric_limits<uint32_t>::max();
+    };
+    std::map<std::string, Score> scores;
+    for (size_t i = 0; i < links.size(); ++i) {
+      if (covered[i]) continue;
+      const std::string src = CoverUnit(culprit, links[i].src_rank());
+      const std::string dst = CoverUnit(culprit, links[i].dst_rank());
+      Score& d = scores[dst];
+      ++d.links;
+      ++d.received;
+      d.lowest_rank = std::min(d.lowest_rank, links[i].dst_rank());
+      Score& s = scores[src];
+      if (src != dst) ++s.links;  // A link inside one node counts once.
+      s.lowest_rank = std::min(s.lowest_rank, links[i].src_rank());
+    }
+    if (scores.empty()) break;
+    auto best = scores.begin();
+    for (auto it = scores.begin(); it != scores.end(); ++it) {
+      const Score& a = it->second;
+      const Score& b = best->second;
+      if (std::tie(a.links, a.received, a.lowest_rank) >
+          std::tie(b.links, b.received, b.lowest_rank)) {
+        best = it;
+      }
+    }
+    chosen.insert(best->first);
+    for (size_t i = 0; i < links.size(); ++i) {
+      if (CoverUnit(culprit, links[i].src_rank()) == best->first ||
+          CoverUnit(culprit, links[i].dst_rank()) == best->first) {
+        covered[i] = true;
+      }
+    }
+  }
+  return chosen;
+}
+
+}  // namespace
+
+std::vector<std::string> S4LinkCover(const Culprit& culprit) {
+  std::vector<std::string> out;
+  for (const std::string& unit : CoverUnits(culprit, LinksOffCulpritNodes(culprit))) {
+    out.push_back(absl::StartsWith(unit, "node ") ? unit.substr(5) : unit);
+  }
+  return out;
+}
+
 std::vector<uint32_t> S4Excluded(const Culprit& culprit) {
   // An unknown verdict lists the ranks whose series slowed, not culprits: nothing to leave out.
   if (culprit.cause != falcon::v1::CAUSE_COMPUTE &&
@@ -301,12 +391,20 @@ std::vector<uint32_t> S4Excluded(const Culprit& culprit) {
   }
   std::set<uint32_t> out(culprit.ranks.begin(), culprit.ranks.end());
   if (culprit.cause == falcon::v1::CAUSE_COMMUNICATION) {
-    const std::set<uint32_t> on_nodes(culprit.node_ranks.begin(), culprit.node_ranks.end());
-    out.insert(on_nodes.begin(), on_nodes.end());
-    for (const falcon::v1::Link& k : culprit.links) {
-      // A link of a culprit node is its NIC's evidence: the node's ranks go, not the far end.
-      if (on_nodes.count(k.src_rank()) > 0 || on_nodes.count(k.dst_rank()) > 0) continue;
-      out.insert(k.dst_rank());
+    out.insert(culprit.node_ranks.begin(), culprit.node_ranks.end());
+    const std::vector<falcon::v1::Link> links = LinksOffCulpritNodes(culprit);
+    const std::set<std::string> units = CoverUnits(culprit, links);
+    for (const std::string& unit : units) {
+      auto node = culprit.link_node_ranks.find(unit.substr(5));
+      if (absl::StartsWith(unit, "node ") && node != culprit.link_node_ranks.end()) {
+        out.insert(node->second.begin(), node->second.end());
+      }
+    }
+    // Ends in a chosen unit that the node's rank list lacks (or that have no node) go too.
+    for (const falcon::v1::Link& k : links) {
+      for (uint32_t r : {k.src_rank(), k.dst_rank()}) {
+        if (units.count(CoverUnit(culprit, r)) > 0) out.insert(r);
+      }
     }
   }
   return std::vector<uint32_t>(out.begin(), out.end());
@@ -315,10 +413,21 @@ std::vector<uint32_t> S4Excluded(const Culprit& culprit) {
 std::string S4Summary(const Culprit& culprit) {
   std::string out =
       absl::StrCat("restart without ranks [", absl::StrJoin(S4Excluded(culprit), ", "), "]");
-  if (culprit.cause == falcon::v1::CAUSE_COMMUNICATION && !culprit.nodes.empty()) {
-    absl::StrAppend(&out, " (every rank of node ", absl::StrJoin(culprit.nodes, ", node "),
-                    culprit.nodes.size() == 1 ? ", its NIC)" : ", their NICs)");
+  if (culprit.cause != falcon::v1::CAUSE_COMMUNICATION) return out;
+  std::vector<std::string> notes;
+  if (!culprit.nodes.empty()) {
+    notes.push_back(absl::StrCat("every rank of node ", absl::StrJoin(culprit.nodes, ", node "),
+                                 culprit.nodes.size() == 1 ? ", its NIC" : ", their NICs"));
   }
+  std::vector<std::string> cover_nodes;
+  for (const std::string& unit : S4LinkCover(culprit)) {
+    if (!absl::StartsWith(unit, "rank ")) cover_nodes.push_back(unit);
+  }
+  if (!cover_nodes.empty()) {
+    notes.push_back(absl::StrCat("every rank of node ", absl::StrJoin(cover_nodes, ", node "),
+                                 ", at an end of the slow links"));
+  }
+  if (!notes.empty()) absl::StrAppend(&out, " (", absl::StrJoin(notes, "; "), ")");
   return out;
 }
 

@@ -37,6 +37,11 @@ struct Culprit {
   // node and another node as slow; S4 restarts without node_ranks.
   std::vector<std::string> nodes;
   std::vector<uint32_t> node_ranks;
+  // Communication: the node of each end of a culprit link and every rank the job has on such a
+  // node (CulpritOf; an end whose rank registered no node is absent), for S4 to leave out whole
+  // nodes when it covers slow links.
+  std::map<uint32_t, std::string> link_end_nodes;
+  std::map<std::string, std::vector<uint32_t>> link_node_ranks;
   double slowdown_ratio = 1.0;  // Slow / healthy job iteration time, > 1.
   // A compute culprit's stage slowdown measured directly (its compute time per micro-batch over
   // its stage peers'); 0 = not measured, derive it from slowdown_ratio (StageSlowdown).
@@ -108,10 +113,21 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit, abs
 falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout);
 
 // Ranks S4 leaves out, ascending: the compute culprits; every rank of a culprit node
-// (node_ranks); for a link touching no culprit node, its destination rank (one side). None for
-// another cause (an unknown verdict's ranks are those whose series slowed, not culprits).
+// (node_ranks); and for the links touching no culprit node, every rank of the nodes that cover
+// them (S4LinkCover). None for another cause (an unknown verdict's ranks are those whose series
+// slowed, not culprits).
 std::vector<uint32_t> S4Excluded(const Culprit& culprit);
-// "restart without ranks [4, 5]", then " (every rank of node node-2, its NIC)" for culprit nodes.
+// The nodes S4 leaves out so that no slow link (of `culprit.links`, those touching no culprit
+// node) remains: each link goes when one of its ends' nodes goes. Greedy set cover (Falcon's own
+// rule; within a factor ln(links) of the fewest nodes): the node that touches the most uncovered
+// links; on a tie the one that receives more of them (the destination side, as a one-direction
+// fault's verification reads: a capped direction also delays the TCP acks of the other, so its
+// reverse links may read slow too); then the one whose lowest rank is higher (node 0 last: a
+// launcher's rendezvous host, as torchrun's static one). An end without a node counts as a node
+// of its own rank. Node names ascending, a rank alone as "rank R".
+std::vector<std::string> S4LinkCover(const Culprit& culprit);
+// "restart without ranks [4, 5]", then " (every rank of node node-2, its NIC)" for culprit nodes,
+// or " (every rank of node node-1, at an end of the slow links)" for a link cover.
 std::string S4Summary(const Culprit& culprit);
 
 // Where an event stands on its ladder, for DryRun.

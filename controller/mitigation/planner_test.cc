@@ -1,7 +1,10 @@
 #include "controller/mitigation/planner.h"
 
 #include <numeric>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace falcon::controller::mitigation {
@@ -129,6 +132,42 @@ TEST(PlannerTest, S4ExcludesEveryRankOfACulpritNode) {
   links.links = {L(0, 4), L(1, 5)};
   EXPECT_EQ(S4Excluded(links), (std::vector<uint32_t>{4, 5}));
   EXPECT_EQ(S4Summary(links), "restart without ranks [4, 5]");
+}
+
+// Slow links between nodes of two ranks each (node0 = {0, 1}, node1 = {2, 3}, ...), with the
+// nodes CulpritOf finds for their ends.
+Culprit SlowLinks(std::vector<falcon::v1::Link> links) {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMMUNICATION;
+  c.links = std::move(links);
+  for (const falcon::v1::Link& k : c.links) {
+    for (uint32_t r : {k.src_rank(), k.dst_rank()}) {
+      const std::string node = absl::StrCat("node", r / 2);
+      c.link_end_nodes[r] = node;
+      c.link_node_ranks[node] = {r / 2 * 2, r / 2 * 2 + 1};
+    }
+  }
+  return c;
+}
+
+// A one-direction cap node0 -> node1 as the PyTorch e2e job reads it: every link from node0's
+// ranks to node1's, and one reverse link (the cap delays the acks of the other direction).
+// node1, the side that receives the slow links, goes whole; not rank 0 as well.
+TEST(PlannerTest, S4LeavesOutTheNodeThatCoversEverySlowLink) {
+  Culprit c = SlowLinks({L(0, 2), L(0, 3), L(1, 2), L(1, 3), L(2, 0)});
+  EXPECT_EQ(S4LinkCover(c), (std::vector<std::string>{"node1"}));
+  EXPECT_EQ(S4Excluded(c), (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(S4Summary(c),
+            "restart without ranks [2, 3] (every rank of node node1, at an end of "
+            "the slow links)");
+  // Both directions alike: node0 hosts the launchers' rendezvous and stays.
+  EXPECT_EQ(S4LinkCover(SlowLinks({L(0, 2), L(2, 0)})), (std::vector<std::string>{"node1"}));
+  // The node that touches most slow links goes, whichever way they run.
+  EXPECT_EQ(S4Excluded(SlowLinks({L(4, 0), L(4, 2), L(4, 6)})), (std::vector<uint32_t>{4, 5}));
+  // Links that share no node: one node each, the receiving side.
+  EXPECT_EQ(S4LinkCover(SlowLinks({L(0, 4), L(2, 6)})),
+            (std::vector<std::string>{"node2", "node3"}));
+  EXPECT_EQ(S4Excluded(SlowLinks({L(0, 4), L(2, 6)})), (std::vector<uint32_t>{4, 5, 6, 7}));
 }
 
 // An unknown verdict's ranks are those whose series slowed, not culprits: S4 leaves none out.

@@ -1,6 +1,6 @@
 // S4, checkpoint-restart: every rank writes a checkpoint and the job restarts without the slow
-// parts (the compute culprits; every rank of a node whose NIC is slow; for another slow link, its
-// destination rank; planner.h: S4Excluded).
+// parts (the compute culprits; every rank of a node whose NIC is slow; every rank of the nodes
+// that cover the other slow links; planner.h: S4Excluded, S4LinkCover).
 // It supersedes S2/S3 and cannot be reverted: once its directive is applied (or times out, as the
 // ranks exit to restart and their acks may not all come) the event is closed; a rejected S4 is
 // recorded and nothing else is tried. See strategy.h and
