@@ -1037,6 +1037,8 @@ falcon::v1::Job Controller::JobView(const registry::JobEntry& entry) const {
   }
   job.set_last_iteration(detection_.LastIteration(entry.name()));
   job.set_iteration_time_ns(detection_.LastIterationTimeNs(entry.name()));
+  job.set_detection_armed_iteration(detection_.ArmedIteration(entry.name()));
+  job.set_detection_armed_ranks(detection_.ArmedRanks(entry.name()));
   job.clear_active_event_ids();
   // Every active event, oldest first; the healthy time is the one before the oldest.
   const EventRecord* active = nullptr;

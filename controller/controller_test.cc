@@ -784,6 +784,32 @@ TEST_F(ControllerTest, ACulpritTooWeakToExplainTheSlowdownIsNotNamed) {
   EXPECT_TRUE(said) << e.DebugString();
 }
 
+// Detection is armed once the detectors' warm-up (20 settled iterations) has ended: the job view
+// says so (tests and game days start their faults then), and the controller logs it once.
+TEST_F(ControllerTest, TheJobViewSaysWhenDetectionIsArmed) {
+  common::testing::LogCapture log;
+  ConnectAll();
+  ControlApi api(c_.get());
+  auto view = [&] {
+    falcon::v1::GetJobRequest r;
+    r.set_job(spec_.job);
+    absl::StatusOr<falcon::v1::Job> job = api.GetJob(r);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : falcon::v1::Job();
+  };
+  Run(0, 10, Healthy);
+  EXPECT_EQ(view().detection_armed_iteration(), -1);
+  EXPECT_EQ(view().detection_armed_ranks(), 0u);
+  EXPECT_EQ(log.Count("detection armed"), 0);
+  Run(10, 30, Healthy);
+  const falcon::v1::Job job = view();
+  EXPECT_GE(job.detection_armed_iteration(), 19);
+  EXPECT_LE(job.detection_armed_iteration(), 29);
+  EXPECT_EQ(job.detection_armed_ranks(), static_cast<uint32_t>(spec_.dp * spec_.pp));
+  EXPECT_EQ(log.Count("detection armed job=job series=job iteration="), 1);
+  EXPECT_EQ(log.Count("detection armed on every rank job=job ranks="), 1);
+}
+
 // A second run under a job name in use starts over at iteration 0: its summaries are skipped
 // as stale, and the operator sees one line per rank for the streak, not one per summary.
 TEST_F(ControllerTest, StaleSummariesAreLoggedOncePerRankAndStreak) {

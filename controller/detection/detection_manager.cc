@@ -183,6 +183,7 @@ void DetectionManager::Feed(Pipeline& p, const registry::JobEntry& job, uint32_t
   }
   absl::StatusOr<std::optional<analysis::detect::DetectorEvent>> ev =
       s.detector->Add(iteration, absl::Nanoseconds(time_ns));
+  NoteArmed(p, RankSeries(rank), s, iteration, replay);
   if (!replay) {
     if (ev.ok() && ev->has_value()) OnDetection(p, RankSeries(rank), s, **ev, uow);
     events_->ObserveSeries(p.job, RankSeries(rank), iteration, absl::Nanoseconds(time_ns));
@@ -202,6 +203,7 @@ void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, 
   p.last_time_ns = point.iteration_time_ns;
   absl::StatusOr<std::optional<analysis::detect::DetectorEvent>> ev =
       s.detector->Add(point.iteration, absl::Nanoseconds(point.iteration_time_ns));
+  NoteArmed(p, kJobSeries, s, point.iteration, replay);
   constexpr size_t kBaseline = 32;
   if (p.recent_ring.size() < kBaseline) {
     p.recent_ring.push_back(point.iteration_time_ns);
@@ -526,6 +528,31 @@ void DetectionManager::RemoveJob(const std::string& job) {
     pipelines_.rehash(0);
   }
   if (metrics_ != nullptr) metrics_->RemoveJob(job);
+}
+
+void DetectionManager::NoteArmed(Pipeline& p, const std::string& series, Series& s,
+                                 int64_t iteration, bool replay) {
+  if (s.armed_iteration >= 0 || !s.detector->warmed_up()) return;
+  s.armed_iteration = iteration;
+  if (&s != &p.job_series) ++p.armed_ranks;
+  if (replay) return;  // Logged when it happened.
+  if (&s == &p.job_series) {
+    LOG(INFO) << "detection armed job=" << p.job << " series=" << series
+              << " iteration=" << iteration << " observations=" << s.detector->observations();
+  } else if (p.armed_ranks == p.ranks.size()) {
+    LOG(INFO) << "detection armed on every rank job=" << p.job << " ranks=" << p.armed_ranks
+              << " iteration=" << iteration;
+  }
+}
+
+int64_t DetectionManager::ArmedIteration(const std::string& job) const {
+  auto it = pipelines_.find(job);
+  return it == pipelines_.end() ? -1 : it->second->job_series.armed_iteration;
+}
+
+uint32_t DetectionManager::ArmedRanks(const std::string& job) const {
+  auto it = pipelines_.find(job);
+  return it == pipelines_.end() ? 0 : it->second->armed_ranks;
 }
 
 int64_t DetectionManager::LastIteration(const std::string& job) const {

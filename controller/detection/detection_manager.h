@@ -109,6 +109,11 @@ class DetectionManager {
   int64_t LastIterationTimeNs(const std::string& job) const;
   // Highest iteration any rank of the job reported (-1 none): directives take effect after it.
   int64_t MaxRankIteration(const std::string& job) const;
+  // Detection armed: the iteration at which the job series' detector ended its warm-up
+  // (docs/algorithms.md#online-detector: a fault that begins before it is taken for the
+  // healthy level), -1 not yet; and how many rank series' detectors have.
+  int64_t ArmedIteration(const std::string& job) const;
+  uint32_t ArmedRanks(const std::string& job) const;
   // Healthy job iteration time: median of the recent job iterations before the active event.
   absl::Duration Baseline(const std::string& job) const;
   // Approximate heap bytes of all pipelines (benchmarks).
@@ -150,6 +155,9 @@ class DetectionManager {
     RecentTimes recent;
     // Summaries at or below last_iteration are arriving (logged once per streak).
     bool stale_streak = false;
+    // Iteration at which the detector's warm-up ended (armed: a slowdown from then on is
+    // detected; one before it becomes the healthy level); -1 not yet.
+    int64_t armed_iteration = -1;
   };
   // A slowdown onset of a rank's series, decided on its own summary before every rank reported
   // that iteration, that the environment might still explain (no rank stands out).
@@ -174,6 +182,7 @@ class DetectionManager {
     int64_t bucket_plan = 0;
     int64_t last_environment_iteration = -1;   // Latest environment shift's iteration.
     std::vector<PendingOnset> pending_onsets;  // Judged once their iteration is complete.
+    uint32_t armed_ranks = 0;                  // Rank series whose detector is armed.
   };
 
   Pipeline& PipelineOf(const registry::JobEntry& job);
@@ -184,6 +193,9 @@ class DetectionManager {
             core::UnitOfWork* uow);
   void CompleteJobIteration(Pipeline& p, const JobPoint& point, int64_t arrival_ns, bool replay,
                             core::UnitOfWork* uow);
+  // Notes (and logs, for the job series and once every rank series is) a detector that has just
+  // ended its warm-up.
+  void NoteArmed(Pipeline& p, const std::string& series, Series& s, int64_t iteration, bool replay);
   void OnDetection(Pipeline& p, const std::string& series, const Series& s,
                    const analysis::detect::DetectorEvent& ev, core::UnitOfWork* uow);
   // A slowdown onset of `series`: joins an active event, or is an environment shift (when
