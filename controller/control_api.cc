@@ -314,6 +314,7 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> ControlApi::DryRunPlan(
     culprit.links.assign(r.slow_links().begin(), r.slow_links().end());
     culprit.nodes.assign(r.slow_nodes().begin(), r.slow_nodes().end());
     culprit.node_ranks = mitigation::RanksOfNodes(culprit.nodes, *job);
+    mitigation::FillLinkEnds(*job, &culprit);
     culprit.slowdown_ratio = r.slowdown_ratio() > 1 ? r.slowdown_ratio() : 2.0;
   } else {
     const falcon::controller::v1::EventRecord* e = c_->events().Active(r.job());

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -81,18 +82,22 @@ Culprit CulpritOf(const falcon::v1::Event& event, const registry::JobEntry& job)
   c.links.assign(event.links().begin(), event.links().end());
   c.nodes.assign(event.nodes().begin(), event.nodes().end());
   c.node_ranks = RanksOfNodes(c.nodes, job);
-  for (const falcon::v1::Link& k : c.links) {
+  FillLinkEnds(job, &c);
+  c.slowdown_ratio = std::max(1.0, event.slowdown_ratio());
+  return c;
+}
+
+void FillLinkEnds(const registry::JobEntry& job, Culprit* culprit) {
+  for (const falcon::v1::Link& k : culprit->links) {
     for (uint32_t r : {k.src_rank(), k.dst_rank()}) {
       const falcon::v1::RankInfo* info = job.FindRank(r);
       if (info == nullptr || info->node().empty()) continue;
-      c.link_end_nodes[r] = info->node();
-      if (c.link_node_ranks.count(info->node()) == 0) {
-        c.link_node_ranks[info->node()] = job.RanksOnNode(info->node());
+      culprit->link_end_nodes[r] = info->node();
+      if (culprit->link_node_ranks.count(info->node()) == 0) {
+        culprit->link_node_ranks[info->node()] = job.RanksOnNode(info->node());
       }
     }
   }
-  c.slowdown_ratio = std::max(1.0, event.slowdown_ratio());
-  return c;
 }
 
 std::vector<uint32_t> RanksOfNodes(const std::vector<std::string>& nodes,
@@ -331,10 +336,26 @@ std::string CoverUnit(const Culprit& culprit, uint32_t rank) {
 // S4LinkCover's units, "node NAME" or "rank R".
 std::set<std::string> CoverUnits(const Culprit& culprit,
                                  const std::vector<falcon::v1::Link>& links) {
+  // Each link's two units, computed once.
+  std::vector<std::pair<std::string, std::string>> ends;
+  ends.reserve(links.size());
+  for (const falcon::v1::Link& k : links) {
+    ends.emplace_back(CoverUnit(culprit, k.src_rank()), CoverUnit(culprit, k.dst_rank()));
+  }
+  // A unit's lowest rank: its node's (every rank the job has there), else its own.
+  auto lowest = [&](const std::string& unit, uint32_t end_rank) {
+    auto node = culprit.link_node_ranks.find(unit.substr(5));
+    if (absl::StartsWith(unit, "node ") && node != culprit.link_node_ranks.end() &&
+        !node->second.empty()) {
+      return std::min(end_rank, *std::min_element(node->second.begin(), node->second.end()));
+    }
+    return end_rank;
+  };
   std::vector<bool> covered(links.size(), false);
   std::set<std::string> chosen;
   for (;;) {
     struct Score {
+      bool not_rank0 = true;  // The unit holding rank 0 goes last (see planner.h).
       int links = 0;
       int received = 0;
       uint32_t lowest_rank = std::numeric_limits<uint32_t>::max();
@@ -342,32 +363,40 @@ std::set<std::string> CoverUnits(const Culprit& culprit,
     std::map<std::string, Score> scores;
     for (size_t i = 0; i < links.size(); ++i) {
       if (covered[i]) continue;
-      const std::string src = CoverUnit(culprit, links[i].src_rank());
-      const std::string dst = CoverUnit(culprit, links[i].dst_rank());
+      const auto& [src, dst] = ends[i];
+      if (src == dst) {  // A link inside one unit: only that unit covers it, whatever its rank.
+        Score& u = scores[src];
+        ++u.links;
+        ++u.received;
+        u.lowest_rank = std::min(u.lowest_rank, lowest(src, links[i].src_rank()));
+        continue;
+      }
       Score& d = scores[dst];
       ++d.links;
       ++d.received;
-      d.lowest_rank = std::min(d.lowest_rank, links[i].dst_rank());
+      d.lowest_rank = std::min(d.lowest_rank, lowest(dst, links[i].dst_rank()));
       Score& s = scores[src];
-      if (src != dst) ++s.links;  // A link inside one node counts once.
-      s.lowest_rank = std::min(s.lowest_rank, links[i].src_rank());
+      ++s.links;
+      s.lowest_rank = std::min(s.lowest_rank, lowest(src, links[i].src_rank()));
     }
     if (scores.empty()) break;
+    for (auto& [unit, score] : scores) score.not_rank0 = score.lowest_rank != 0;
+    // The rank-0 unit only for a link that lies wholly inside it.
+    for (size_t i = 0; i < links.size(); ++i) {
+      if (!covered[i] && ends[i].first == ends[i].second) scores[ends[i].first].not_rank0 = true;
+    }
     auto best = scores.begin();
     for (auto it = scores.begin(); it != scores.end(); ++it) {
       const Score& a = it->second;
       const Score& b = best->second;
-      if (std::tie(a.links, a.received, a.lowest_rank) >
-          std::tie(b.links, b.received, b.lowest_rank)) {
+      if (std::tie(a.not_rank0, a.links, a.received, a.lowest_rank) >
+          std::tie(b.not_rank0, b.links, b.received, b.lowest_rank)) {
         best = it;
       }
     }
     chosen.insert(best->first);
     for (size_t i = 0; i < links.size(); ++i) {
-      if (CoverUnit(culprit, links[i].src_rank()) == best->first ||
-          CoverUnit(culprit, links[i].dst_rank()) == best->first) {
-        covered[i] = true;
-      }
+      if (ends[i].first == best->first || ends[i].second == best->first) covered[i] = true;
     }
   }
   return chosen;

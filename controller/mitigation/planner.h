@@ -51,6 +51,8 @@ struct Culprit {
 // The culprit `event` names (cause, ranks, links, nodes), with the ranks `job` has on its nodes;
 // slowdown_ratio from the event (at least 1).
 Culprit CulpritOf(const falcon::v1::Event& event, const registry::JobEntry& job);
+// Fills `culprit`'s link_end_nodes and link_node_ranks from `job`'s registration.
+void FillLinkEnds(const registry::JobEntry& job, Culprit* culprit);
 // Every rank `job` registered on one of `nodes`, ascending (Culprit::node_ranks).
 std::vector<uint32_t> RanksOfNodes(const std::vector<std::string>& nodes,
                                    const registry::JobEntry& job);
@@ -119,15 +121,19 @@ falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout
 std::vector<uint32_t> S4Excluded(const Culprit& culprit);
 // The nodes S4 leaves out so that no slow link (of `culprit.links`, those touching no culprit
 // node) remains: each link goes when one of its ends' nodes goes. Greedy set cover (Falcon's own
-// rule; within a factor ln(links) of the fewest nodes): the node that touches the most uncovered
-// links; on a tie the one that receives more of them (the destination side, as a one-direction
-// fault's verification reads: a capped direction also delays the TCP acks of the other, so its
-// reverse links may read slow too); then the one whose lowest rank is higher (node 0 last: a
-// launcher's rendezvous host, as torchrun's static one). An end without a node counts as a node
-// of its own rank. Node names ascending, a rank alone as "rank R".
+// rule; within a factor H(links) ≈ ln(links) + 1 of the fewest nodes), choosing in this order:
+//   1. not the node holding rank 0 (a launcher's rendezvous host, as torchrun's static one:
+//      falcon.launch cannot relaunch without it), unless a slow link lies wholly inside it;
+//   2. the node touching the most uncovered links;
+//   3. the one that receives more of them (the destination side: a capped direction also delays
+//      the TCP acks of the other, so its reverse links may read slow too);
+//   4. the one whose lowest rank (of every rank the job has on it) is higher.
+// An end without a node counts as a node of its own rank. Node names ascending, a rank alone as
+// "rank R". Links 0->2 and 0->4 (node0 = {0, 1}, ...) thus leave out node1 and node2, not node0.
 std::vector<std::string> S4LinkCover(const Culprit& culprit);
-// "restart without ranks [4, 5]", then " (every rank of node node-2, its NIC)" for culprit nodes,
-// or " (every rank of node node-1, at an end of the slow links)" for a link cover.
+// "restart without ranks [4, 5]", then in parentheses " (every rank of node node-2, its NIC)" for
+// culprit nodes and "every rank of node node-1, at an end of the slow links" for a link cover,
+// both joined by "; " when there are both.
 std::string S4Summary(const Culprit& culprit);
 
 // Where an event stands on its ladder, for DryRun.

@@ -170,6 +170,29 @@ TEST(PlannerTest, S4LeavesOutTheNodeThatCoversEverySlowLink) {
   EXPECT_EQ(S4Excluded(SlowLinks({L(0, 4), L(2, 6)})), (std::vector<uint32_t>{4, 5, 6, 7}));
 }
 
+// The node holding rank 0 (the launchers' rendezvous host) goes only for a link inside it, even
+// when it touches the most slow links; the tie-break reads a node's lowest rank, not its ends'.
+TEST(PlannerTest, S4CoversSlowLinksWithoutTheNodeOfRankZeroWhenItCan) {
+  EXPECT_EQ(S4LinkCover(SlowLinks({L(0, 2), L(0, 4)})),
+            (std::vector<std::string>{"node1", "node2"}));
+  EXPECT_EQ(S4Excluded(SlowLinks({L(0, 2), L(0, 4)})), (std::vector<uint32_t>{2, 3, 4, 5}));
+  EXPECT_EQ(S4LinkCover(SlowLinks({L(0, 1)})), (std::vector<std::string>{"node0"}));
+  // Ranks interleaved over two nodes: nodeA = {0, 2}, nodeB = {1, 3}. The links 2 <-> 1 touch
+  // both alike; nodeA holds rank 0, so nodeB goes.
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMMUNICATION;
+  c.links = {L(2, 1), L(1, 2)};
+  c.link_end_nodes = {{1, "nodeB"}, {2, "nodeA"}};
+  c.link_node_ranks = {{"nodeA", {0, 2}}, {"nodeB", {1, 3}}};
+  EXPECT_EQ(S4LinkCover(c), (std::vector<std::string>{"nodeB"}));
+  EXPECT_EQ(S4Excluded(c), (std::vector<uint32_t>{1, 3}));
+  // Ends without a node are ranks of their own, rank 0 last as well.
+  Culprit bare;
+  bare.cause = falcon::v1::CAUSE_COMMUNICATION;
+  bare.links = {L(0, 3), L(3, 0)};
+  EXPECT_EQ(S4Excluded(bare), (std::vector<uint32_t>{3}));
+}
+
 // An unknown verdict's ranks are those whose series slowed, not culprits: S4 leaves none out.
 TEST(PlannerTest, S4ExcludesNothingForAnUnknownCause) {
   Culprit c;
