@@ -167,13 +167,12 @@ class OpTimer:
             group = group_arg.get(args, kwargs)
             if group is dist.GroupMember.WORLD:
                 group = None
-            if group is not None:
-                key = group_key(group)
-                skip = nccl.get(key)
-                if skip is None:
-                    skip = nccl[key] = is_nccl(group)
-                if skip:
-                    return fn(*args, **kwargs)
+            key = group_key(group)  # The world's too: an NCCL world is the NCCL shim's.
+            skip = nccl.get(key)
+            if skip is None:
+                skip = nccl[key] = is_nccl(group)
+            if skip:
+                return fn(*args, **kwargs)
             nbytes = _nbytes(tensor_arg.get(args, kwargs))
             peer = peer_arg.get(args, kwargs)
             peer = -1 if peer is None else int(peer)

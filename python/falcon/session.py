@@ -155,15 +155,16 @@ class Session:
             cid = self.register_group(group, "unknown")
         return cid
 
-    def time_ddp(self, model, group=None, role="dp"):
+    def time_ddp(self, model, role="dp"):
         """Times a DistributedDataParallel model's gradient all-reduces, which DDP runs in C++
         where the op wrappers cannot see them: registers torch's own default communication hook
         (each bucket divided by the group's size and all-reduced, what DDP does without a hook)
-        through the timed dist.all_reduce, one op per bucket, ended when the bucket's future
-        completes. `group`: the DDP model's process_group (None: the world), registered as a
-        communicator of `role` unless it already is. Call it once, before the first backward
-        (torch allows one hook per model). A model with its own hook needs nothing: a hook that
-        calls dist.all_reduce(..., async_op=True).get_future() is timed as it is.
+        on the model's own process group (model.process_group: the world, or the group given to
+        DDP), through the timed dist.all_reduce: one op per bucket, ended when the bucket's
+        future completes. The group is registered as a communicator of `role` unless it already
+        is. Call it once, before the first backward (torch allows one hook per model). A model
+        with its own hook needs nothing: a hook that calls
+        dist.all_reduce(..., async_op=True).get_future() is timed as it is.
         Returns True when the hook was registered; False when the package does not time ops
         (time_ops=False, or the group is NCCL's: the LD_PRELOAD shim times it). ValueError when
         `model` is not a DistributedDataParallel or `role` is unknown."""
@@ -177,6 +178,7 @@ class Session:
             raise ValueError(f"falcon: role {role!r} is not one of {sorted(ROLES)}")
         if self._closed:
             raise RuntimeError("falcon: the session is closed (close() was called)")
+        group = model.process_group
         if self._ops is None or ops_mod.is_nccl(group):
             return False
         if ops_mod.group_key(group) not in self._groups:

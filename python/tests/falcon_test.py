@@ -286,7 +286,7 @@ class SessionTest(unittest.TestCase):
         model.module.load_state_dict(plain.state_dict())
         with self.assertRaisesRegex(ValueError, "Linear is not a DistributedDataParallel"):
             self.fs.time_ddp(plain)
-        self.assertTrue(self.fs.time_ddp(model))
+        self.assertTrue(self.fs.time_ddp(model))  # On the model's own group (the world here).
         x = torch.randn(5, 16)
         before = self.fs.stats()["records_accepted"]
         with self.fs.step(3):
@@ -296,6 +296,15 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(self.fs.stats()["records_accepted"], before + 1)
         for p, q in zip(model.module.parameters(), plain.parameters()):
             self.assertTrue(torch.equal(p.grad, q.grad))
+        # A model on a group of its own: the hook reduces over that group, registered as "dp".
+        g = dist.new_group([0])
+        on_group = DDP(torch.nn.Linear(16, 4), process_group=g)
+        self.assertTrue(self.fs.time_ddp(on_group))
+        self.assertEqual(self.fs._groups.get(id(g)), falcon.comm_id_of("unit", "dp", [0]))
+        before = self.fs.stats()["records_accepted"]
+        with self.fs.step(4):
+            on_group(x).sum().backward()
+        self.assertEqual(self.fs.stats()["records_accepted"], before + 1)
 
     def test_positional_group_and_async_op_are_read(self):
         g = dist.new_group([0])
