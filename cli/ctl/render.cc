@@ -65,12 +65,14 @@ std::string RenderJob(const falcon::v1::Job& j) {
   head.Add({"iteration", FormatIteration(j.last_iteration())});
   head.Add({"iteration time", absl::StrCat(FormatDurationNs(j.iteration_time_ns()), " (healthy ",
                                            FormatDurationNs(j.healthy_iteration_time_ns()), ")")});
-  head.Add({"detection", j.detection_armed_iteration() < 0
-                             ? absl::StrCat("warming up (ranks armed ", j.detection_armed_ranks(),
-                                            " of ", j.world_size(), ")")
-                             : absl::StrCat("armed at iteration ", j.detection_armed_iteration(),
-                                            " (ranks armed ", j.detection_armed_ranks(), " of ",
-                                            j.world_size(), ")")});
+  if (j.has_detection_armed_iteration()) {
+    head.Add({"detection", j.detection_armed_iteration() < 0
+                               ? absl::StrCat("warming up (ranks armed ", j.detection_armed_ranks(),
+                                              " of ", j.world_size(), ")")
+                               : absl::StrCat("armed at iteration ", j.detection_armed_iteration(),
+                                              " (ranks armed ", j.detection_armed_ranks(), " of ",
+                                              j.world_size(), ")")});
+  }
   head.Add({"active events",
             j.active_event_ids_size() == 0 ? "none" : absl::StrJoin(j.active_event_ids(), ", ")});
   head.Add({"plan", absl::StrCat("version ", j.plan_version(),

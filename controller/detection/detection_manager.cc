@@ -539,7 +539,8 @@ void DetectionManager::NoteArmed(Pipeline& p, const std::string& series, Series&
   if (&s == &p.job_series) {
     LOG(INFO) << "detection armed job=" << p.job << " series=" << series
               << " iteration=" << iteration << " observations=" << s.detector->observations();
-  } else if (p.armed_ranks == p.ranks.size()) {
+  } else if (!p.every_rank_armed_logged && p.armed_ranks >= p.assembler.expected_ranks()) {
+    p.every_rank_armed_logged = true;  // Every rank the job registered, not only those seen.
     LOG(INFO) << "detection armed on every rank job=" << p.job << " ranks=" << p.armed_ranks
               << " iteration=" << iteration;
   }

@@ -183,6 +183,7 @@ class DetectionManager {
     int64_t last_environment_iteration = -1;   // Latest environment shift's iteration.
     std::vector<PendingOnset> pending_onsets;  // Judged once their iteration is complete.
     uint32_t armed_ranks = 0;                  // Rank series whose detector is armed.
+    bool every_rank_armed_logged = false;
   };
 
   Pipeline& PipelineOf(const registry::JobEntry& job);

@@ -28,6 +28,7 @@ class JobSeriesAssembler {
 
   // Number of ranks that report each iteration (the registered ranks).
   void set_expected_ranks(uint32_t n) { expected_ = n == 0 ? 1 : n; }
+  uint32_t expected_ranks() const { return expected_; }
 
   // Adds one rank's time for `iteration`; appends completed iterations to `out` in increasing
   // order. Iterations at or below the last completed one are ignored (late stragglers).
