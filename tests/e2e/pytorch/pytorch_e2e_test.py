@@ -10,9 +10,10 @@ inside one.
     is localized to rank 3's compute; the job runs the S2 plan (fewer micro-batches for rank 3's
     DP group) from the controller's directive, which recovers part of the slowdown; the fault's
     removal recovers the event and the job returns to the even split;
-  - link and S4: a bandwidth cap on one direction, node0 -> node1 (htb + u32 on node0's veth),
-    is localized to that direction's links (0->2, 1->3; not their reverse, not a NIC); S3 is not
-    applied live by the package, so the escalation reaches S4: the job checkpoints, node1 leaves,
+  - link and S4 (netns cluster only): a bandwidth cap on one direction, node0 -> node1 (htb +
+    u32 on node0's veth), is localized to that direction's links (slowest first; a reverse link
+    may be named beside them, not a NIC); S3 finds no better layout, and the package would not
+    apply one live, so the escalation reaches S4: the job checkpoints, node1 leaves,
     falcon.launch relaunches node0 as DP=1 x PP=2 at epoch 1, and the job goes on from its
     checkpoint with the same global batch, every step run once and the loss where it stopped.
 On failure the event timelines and the job's per-step log are printed."""
@@ -39,8 +40,13 @@ def _evidence(c, log_path):
     lines = [line for line in c.log("controller").splitlines() if any(k in line for k in keep)]
     out.append("controller:\n" + "\n".join(line[:400] for line in lines[-80:]))
     if os.path.exists(log_path):
+        steps = []
         with open(log_path) as f:
-            steps = [json.loads(line) for line in f]
+            for line in f:
+                try:
+                    steps.append(json.loads(line))
+                except ValueError:
+                    pass  # A line the job is still writing.
         out.append("steps (step: seconds, plan): " + " ".join(
             f"{s['step']}:{s['seconds']:.2f}{'' if s['plan'] == steps[0]['plan'] else s['plan']}"
             for s in steps))
@@ -77,7 +83,14 @@ class PytorchE2E(unittest.TestCase):
     def tearDown(self):
         if self.c is not None:
             self.c.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)  # What failed was printed.
+        outcome = getattr(self, "_outcome", None)
+        result = getattr(outcome, "result", None)
+        failed = result is not None and any(
+            test is self for test, _ in result.errors + result.failures)
+        if failed:
+            print(f"kept for the failure: {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _await_armed(self, job, iteration, ranks, timeout):
         """The job's view once it reached `iteration` with detection armed on the job series and
@@ -188,6 +201,13 @@ class PytorchE2E(unittest.TestCase):
 
     def test_link_cap_is_localized_and_s4_relaunches_the_job_without_the_node(self):
         job = "pt-link"
+        if not self.netns:
+            # falcon_chaos caps links between netns nodes only (tests/testing/skip.sh's rule).
+            why = "the link scenario needs the netns cluster (root with CAP_NET_ADMIN)"
+            if os.environ.get("CI") in ("true", "1"):
+                self.fail(f"CI=true and a precondition is missing: {why}")
+            print(f"\nFALCON-TEST-SKIPPED: {why}")
+            self.skipTest(why)
         # Validation's link passes move 64 KiB (0.26 s across the 2 mbit cap, not 17 s for the
         # default 4 MiB); S3 and S4 cost little, so that the escalation reaches S4 within the run.
         self._start(link_bytes=65536)
@@ -200,6 +220,9 @@ class PytorchE2E(unittest.TestCase):
         # One direction only: the activations of both pipelines (128 KiB per step) at 2 mbit/s;
         # the gradients node1 -> node0 keep the full rate.
         chaos = self.c.chaos(["link:src=node0,dst=node1,rate=2mbit"], record)
+        time.sleep(2)
+        self.assertIsNone(chaos.poll(), f"falcon_chaos exited {chaos.returncode}:\n"
+                                        f"{self.c.log('chaos')[-2000:]}")
         try:  # node1's launcher leaves (0), node0's relaunches and finishes (0).
             self.c.wait_job(900)
         except RuntimeError as e:
@@ -232,10 +255,13 @@ class PytorchE2E(unittest.TestCase):
         self.assertEqual(len(s4), 1, evidence)
         self.assertIn("restart without ranks [2, 3]", s4[0].get("reason", ""), evidence)
         self.assertEqual(e.get("state"), "EVENT_STATE_CLOSED", evidence)
-        # S3 was never applied live (the package refuses it; or no layout avoided the link).
-        for a in e.get("actions", []):
-            if a.get("strategy") == "STRATEGY_S3_TOPOLOGY" and int(a.get("directive_id", 0)):
-                self.assertNotIn("applied", a.get("reason", "").lower(), evidence)
+        # S3 came before S4 and was not applied: no better layout (every layout crosses the
+        # nodes), or the package's refusal to remap ranks live.
+        s3 = [a.get("reason", "") for a in e.get("actions", [])
+              if a.get("strategy") == "STRATEGY_S3_TOPOLOGY"]
+        self.assertTrue(s3, evidence)
+        self.assertTrue(all("no better layout" in r or "not applied live" in r or "failed" in r
+                            for r in s3), evidence)
         self._assert_no_false_alarm(events, [e], evidence)
         # The relaunched job: node0 only, DP=1 x PP=2, at epoch 1.
         j = self.c.ctl("job", job)
@@ -250,7 +276,8 @@ class PytorchE2E(unittest.TestCase):
         # (rank 1), with the same global batch of 32 micro-batches.
         steps = self._steps()
         self.assertEqual([s["step"] for s in steps], list(range(150)), evidence)
-        resumed = next(i for i, s in enumerate(steps) if s["plan"] == [32])
+        resumed = next((i for i, s in enumerate(steps) if s["plan"] == [32]), None)
+        self.assertIsNotNone(resumed, evidence)
         self.assertTrue(all(s["plan"] == [16, 16] for s in steps[:resumed]), evidence)
         self.assertTrue(all(s["plan"] == [32] for s in steps[resumed:]), evidence)
         self.assertGreater(resumed, 70, evidence)
