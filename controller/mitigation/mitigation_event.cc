@@ -74,8 +74,19 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   e->s2_.Restore(s2, registered);
   e->s3_.Restore(s3, registered);
   e->s4_.Restore(s4, registered);
+  // The plan in force is measured, and its culprit probed (ProbeRank), from its effective
+  // iteration on, as before the restart: without it the probe stays empty and cannot refuse a
+  // recovery the plan itself caused.
+  int64_t measuring_from = -1;
+  if (const MitigationStrategy* plan = e->PlanInForce(); plan != nullptr) {
+    if (const falcon::v1::DirectiveRecord* d = actions.FindDirective(plan->directive())) {
+      measuring_from = d->directive().effective_iteration();
+      ctx.measurement.Resume(measuring_from, ctx.last_iteration);
+    }
+  }
   LOG(INFO) << "mitigation state rebuilt " << ctx.Subject() << " s2_directive=" << s2
-            << " s3_directive=" << s3 << " s4_directive=" << s4;
+            << " s3_directive=" << s3 << " s4_directive=" << s4
+            << " measuring_from=" << measuring_from;
   return e;
 }
 

@@ -41,19 +41,39 @@ class OrchestratorTest : public ::testing::Test {
   explicit OrchestratorTest(ControllerOptions options = ControllerOptions())
       : kv_(store::ControllerStore::TableNames()),
         metrics_(registry_, "t"),
-        orchestrator_(OrchestratorOptions{}, &clock_) {
+        orchestrator_(std::make_unique<Orchestrator>(OrchestratorOptions{}, &clock_)),
+        options_(options) {
     spec_.dp = 4;
     spec_.pp = 2;
     spec_.ranks_per_node = 2;  // 8 ranks on 4 nodes.
-    auto c = Controller::Create(options, &kv_, &clock_, &metrics_, &orchestrator_);
+    auto c = Controller::Create(options, &kv_, &clock_, &metrics_, orchestrator_.get());
     EXPECT_TRUE(c.ok()) << c.status();
     c_ = std::move(*c);
     for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
       agents_.push_back(std::make_unique<SimAgent>(testing::NodeName(n), testing::NodeName(n),
                                                    testing::RanksOfNode(spec_, n)));
-      falcon::v1::JobRegistration reg = testing::NodeRegistration(spec_, n);
-      reg.set_global_micro_batches(32);
-      EXPECT_TRUE(agents_.back()->Connect(*c_, {reg}).ok());
+      EXPECT_TRUE(agents_.back()->Connect(*c_, {Registration(n)}).ok());
+    }
+  }
+
+  falcon::v1::JobRegistration Registration(uint32_t node) const {
+    falcon::v1::JobRegistration reg = testing::NodeRegistration(spec_, node);
+    reg.set_global_micro_batches(32);
+    return reg;
+  }
+
+  // The controller process restarts on the same store: the orchestrator's state is lost, and
+  // the agents reconnect and go on with their next sequence.
+  void RestartController() {
+    for (auto& a : agents_) a->Disconnect(*c_);
+    c_.reset();
+    orchestrator_ = std::make_unique<Orchestrator>(OrchestratorOptions{}, &clock_);
+    auto c = Controller::Create(options_, &kv_, &clock_, &metrics_, orchestrator_.get());
+    ASSERT_TRUE(c.ok()) << c.status();
+    c_ = std::move(*c);
+    for (uint32_t n = 0; n < agents_.size(); ++n) {
+      ASSERT_TRUE(
+          agents_[n]->Connect(*c_, {Registration(n)}, agents_[n]->last_sequence() + 1).ok());
     }
   }
 
@@ -223,7 +243,8 @@ class OrchestratorTest : public ::testing::Test {
   store::InMemoryKvStore kv_;
   prometheus::Registry registry_;
   metrics::ControllerMetrics metrics_;
-  Orchestrator orchestrator_;
+  std::unique_ptr<Orchestrator> orchestrator_;
+  ControllerOptions options_;
   std::unique_ptr<Controller> c_;
   std::vector<std::unique_ptr<SimAgent>> agents_;
 };
@@ -301,6 +322,30 @@ TEST_F(OrchestratorTest, AnOutsideSpeedupWhileTheCulpritIsStillSlowDoesNotRecove
             std::string::npos)
       << e.DebugString();
   EXPECT_GE(e.recovery_iteration(), 170);
+  EXPECT_TRUE(e.actions(e.actions_size() - 1).revert()) << e.DebugString();
+}
+
+// The same after a controller restart with S2 in force (seen in CI: the rebuilt event measured
+// nothing under the plan, so the speed-up recovered it, S2 was reverted with the fault still on,
+// and a second event blamed the same rank): the rebuilt probe refuses the recovery as before.
+TEST_F(OrchestratorTest, AnOutsideSpeedupAfterAControllerRestartDoesNotRecoverTheEvent) {
+  common::testing::LogCapture log;
+  auto fault = [](int64_t i) { return i >= 60 && i < 230; };
+  auto load_ends = [](int64_t i) -> int64_t { return i >= 140 ? -25'000'000 : 0; };
+  Run(0, 125, fault, load_ends);
+  ASSERT_EQ(Plans().size(), 1u);
+  RestartController();
+  Run(125, 200, fault, load_ends);
+  falcon::v1::Event e = OnlyEvent();
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_MITIGATING) << e.DebugString();
+  EXPECT_EQ(Plans().size(), 1u) << "S2 stays while the fault lasts";
+  ASSERT_FALSE(log.Matching("mitigation state rebuilt").empty());
+  EXPECT_EQ(log.Matching("measuring_from=-1").size(), 0u) << absl::StrJoin(log.Lines(), "\n");
+  // The fault clearing still recovers it through the probe, and S2 is reverted.
+  Run(200, 300, fault, load_ends);
+  e = OnlyEvent();
+  EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_RECOVERED) << e.DebugString();
+  EXPECT_GE(e.recovery_iteration(), 230);
   EXPECT_TRUE(e.actions(e.actions_size() - 1).revert()) << e.DebugString();
 }
 

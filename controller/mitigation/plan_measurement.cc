@@ -15,6 +15,11 @@ void PlanMeasurement::Restart(int64_t from) {
   judged_ = false;
 }
 
+void PlanMeasurement::Resume(int64_t from, int64_t last_iteration) {
+  Restart(from);
+  judged_ = from >= 0 && last_iteration - from >= window_;
+}
+
 std::optional<absl::Duration> PlanMeasurement::Add(int64_t iteration,
                                                    absl::Duration iteration_time) {
   if (from_ < 0 || iteration <= from_) return std::nullopt;

@@ -21,6 +21,10 @@ class PlanMeasurement {
 
   // A plan took effect at iteration `from`: measure from the next one on.
   void Restart(int64_t from);
+  // After a controller restart: the plan in force took effect at `from` and the job had reached
+  // `last_iteration` when the state was lost. Measures from the next iteration on, as Restart;
+  // a plan whose window had filled by `last_iteration` was judged then and is not judged again.
+  void Resume(int64_t from, int64_t last_iteration);
   // The effective iteration of the plan measured; -1 when none.
   int64_t from() const { return from_; }
 
