@@ -9,6 +9,8 @@
 // (manual: a compute fault whose S2 plan is reverted once it clears; its one run raised a second
 // event right after the quota's removal, under the S2 plan, not yet explained), nic-s4 (a
 // crawling NIC until S4 restarts the job without its node), dp_link and controller_restart.
+// healthy, nic and controller_restart are "manual" targets (BUILD says what covers them in
+// `./falcon test`).
 // mitigation_e2e_test drives its own runs (joint S2, a cleared fault's revert, a restart with a
 // pending directive); demo_report_test covers compute and link through falcon_demo's report. A
 // failed assertion prints the report's summary and the job's iteration-time series.
