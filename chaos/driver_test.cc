@@ -371,21 +371,42 @@ TEST_F(DriverTest, ComputeBySlowdownMeasuresTheCpuUseFirst) {
   EXPECT_EQ(*d->record().faults[0].applied_unix_ms, d->record().started_unix_ms + 1000);
 }
 
-TEST_F(DriverTest, AnIdleProcessCannotBeSlowedDownByAFactor) {
+// 0.02 cores / 4 = 0.005 cores: 0.5 ms per 100 ms period, below the kernel's 1 ms; the same
+// share runs in a 200 ms period (1 ms per 200 ms).
+TEST_F(DriverTest, AQuotaBelowTheKernelsMinimumRunsInALongerPeriod) {
   fake_.SetFile("/proc/1003/stat", StatTimes(1003, 100, 50));
   fake_.on_sleep = [&](absl::Duration d) {
     clock_.Advance(d);
     fake_.SetFile("/proc/1003/stat", StatTimes(1003, 101, 51));
   };
+  common::testing::LogCapture log;
   std::unique_ptr<Driver> d = Make();
-  // 0.02 cores / 4 = 0.005 cores: 0.5 ms per 100 ms period, below the kernel's 1 ms.
-  absl::StatusOr<int> id = d->Apply(Spec("compute:rank=3,slowdown=4"));
+  ASSERT_TRUE(d->Apply(Spec("compute:rank=3,slowdown=4")).ok());
+  EXPECT_THAT(fake_.Lines("write"),
+              ElementsAre("write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_period_us 200000",
+                          "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_quota_us 1000",
+                          "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cgroup.procs 1003"));
+  EXPECT_EQ(d->record().faults[0].target.period_us, 200000);
+  EXPECT_EQ(log.Count("period 200ms, not 100ms: 0.0050 cores is below the kernel's 1 ms per 100ms"),
+            1);
+}
+
+// 0.01 cores / 20 = 0.0005 cores: 1 ms of quota would need a 2 s period, past the kernel's 1 s.
+TEST_F(DriverTest, AnIdleProcessCannotBeSlowedDownByAFactor) {
+  fake_.SetFile("/proc/1003/stat", StatTimes(1003, 100, 50));
+  fake_.on_sleep = [&](absl::Duration d) {
+    clock_.Advance(d);
+    fake_.SetFile("/proc/1003/stat", StatTimes(1003, 101, 50));
+  };
+  std::unique_ptr<Driver> d = Make();
+  absl::StatusOr<int> id = d->Apply(Spec("compute:rank=3,slowdown=20"));
   EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(id.status().message(),
-              HasSubstr("process 1003 used 0.020 cores over 1s: too idle to slow down by a factor "
-                        "(0.0050 cores is below the kernel's 1 ms per 100ms period"));
+              HasSubstr("process 1003 used 0.010 cores over 1s: too idle to slow down by a factor "
+                        "(0.0005 cores is below the kernel's 1 ms per period even in its longest "
+                        "period, 1s"));
   EXPECT_THAT(fake_.Lines("mkdir"), IsEmpty());
-  EXPECT_DOUBLE_EQ(*d->record().faults[0].target.measured_cores, 0.02);
+  EXPECT_DOUBLE_EQ(*d->record().faults[0].target.measured_cores, 0.01);
 }
 
 TEST_F(DriverTest, ComputeV2) {
