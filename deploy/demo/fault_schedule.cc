@@ -17,6 +17,14 @@ std::vector<FaultSchedule::Step> FaultSchedule::Advance(int64_t finished_iterati
   for (int i = 0; i < static_cast<int>(faults_.size()); ++i) {
     State& s = faults_[i];
     if (!s.applied && !s.removed && next >= s.fault.from_iteration) {
+      if (hold_) {
+        // Held until detection is armed (and kArmedMargin after): the window moves on.
+        const int64_t earliest = armed_ < 0 ? -1 : armed_ + kArmedMargin;
+        if (earliest < 0 || next < earliest) continue;
+        const int64_t delay = next - s.fault.from_iteration;
+        s.fault.from_iteration += delay;
+        s.fault.to_iteration += delay;
+      }
       if (next >= s.fault.to_iteration) {
         s.removed = true;  // Missed entirely (the tail jumped past it): never applied.
         continue;

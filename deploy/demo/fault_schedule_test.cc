@@ -39,6 +39,32 @@ TEST(FaultScheduleTest, AWindowJumpedOverIsNeverApplied) {
   EXPECT_TRUE(s.Active().empty());
 }
 
+// Held until detection is armed: a fault due at 10 waits for armed + kArmedMargin and keeps its
+// length (10 iterations); one due after that runs where its window says.
+TEST(FaultScheduleTest, AHeldFaultWaitsForDetectionArmedAndKeepsItsLength) {
+  FaultSchedule s({Window(10, 20), Window(60, 70)});
+  s.HoldUntilArmed();
+  EXPECT_TRUE(s.Advance(9).empty()) << "not armed yet";
+  EXPECT_TRUE(s.Advance(20).empty()) << "past its window, yet held, not dropped";
+  s.Armed(25);
+  EXPECT_TRUE(s.Advance(33).empty()) << "within the margin";
+  auto steps = s.Advance(34);  // Iteration 35 = 25 + kArmedMargin runs next.
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_TRUE(steps[0].apply);
+  EXPECT_EQ(steps[0].fault, 0);
+  EXPECT_EQ(s.from(0), 25 + FaultSchedule::kArmedMargin);
+  EXPECT_EQ(s.to(0), 45);
+  EXPECT_TRUE(s.Advance(43).empty());
+  steps = s.Advance(44);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_FALSE(steps[0].apply);
+  steps = s.Advance(59);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].fault, 1);
+  EXPECT_EQ(s.from(1), 60) << "armed long before: on time";
+  EXPECT_EQ(s.to(1), 70);
+}
+
 TEST(IterationTailTest, ReadsOnlyCompleteAppendedLines) {
   const std::string path = ::testing::TempDir() + "/train.jsonl";
   { std::ofstream(path, std::ios::trunc); }

@@ -24,7 +24,13 @@ namespace falcon::deploy::demo {
 // outlive the thread (Finish or destruction).
 class KernelFaultThread {
  public:
-  KernelFaultThread(Cluster* cluster, const std::vector<InjectedFault>& faults);
+  // `hold_until_armed`: no fault is applied before DetectionArmed is called (FaultSchedule::
+  // HoldUntilArmed; a held fault's window moves on, and applied() / removed() say where it ran).
+  KernelFaultThread(Cluster* cluster, const std::vector<InjectedFault>& faults,
+                    bool hold_until_armed = false);
+  // The controller armed detection for the job at `iteration` (Job.detection_armed_iteration).
+  // Thread-safe; the first call counts.
+  void DetectionArmed(int64_t iteration);
   // Stops the thread and removes what is still applied (at the job's next iteration). Idempotent.
   void Finish();
   ~KernelFaultThread();
@@ -38,6 +44,9 @@ class KernelFaultThread {
   const std::vector<int64_t>& removed() const { return removed_; }
   // "applying fault 0 (compute x1.5 on rank 5, ...): <error>", one per failure.
   const std::vector<std::string>& errors() const { return errors_; }
+  // Per fault, the driver's error when applying it failed (or it was held and never armed);
+  // empty otherwise.
+  const std::vector<std::string>& apply_errors() const { return apply_errors_; }
 
  private:
   void Loop(const std::vector<InjectedFault>& faults);
@@ -45,9 +54,12 @@ class KernelFaultThread {
   Cluster* cluster_;
   FaultSchedule schedule_;
   IterationTail tail_;
+  bool hold_until_armed_ = false;
   std::vector<int64_t> applied_, removed_;
   std::vector<std::string> errors_;
+  std::vector<std::string> apply_errors_;
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> armed_{-1};
   bool finished_ = false;
   std::thread thread_;
 };

@@ -393,7 +393,9 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
   }
   for (size_t i = 0; i < scenario.faults.size(); ++i) {
     if (fault_matched[i]) continue;
-    if (scenario.faults[i].from_iteration >= end_iteration) {
+    if (!scenario.faults[i].not_applied.empty()) {
+      report.unapplied_faults.push_back(static_cast<int>(i));
+    } else if (scenario.faults[i].from_iteration >= end_iteration) {
       report.unreached_faults.push_back(static_cast<int>(i));
     } else if (scenario.faults[i].expect_event) {
       report.missed_faults.push_back(static_cast<int>(i));
@@ -568,6 +570,11 @@ nlohmann::json ReportJson(const Report& report) {
   j["cleared_slowdowns"] = report.cleared_slowdowns;
   j["missed_faults"] = report.missed_faults;
   j["unreached_faults"] = report.unreached_faults;
+  j["unapplied_faults"] = nlohmann::json::array();
+  for (int i : report.unapplied_faults) {
+    j["unapplied_faults"].push_back(
+        {{"fault", i}, {"why", report.scenario.faults[static_cast<size_t>(i)].not_applied}});
+  }
   if (report.scenario.restart_controller_at_iteration >= 0) {
     j["event_ids_before_restart"] = report.event_ids_before_restart;
     j["event_ids_at_end"] = report.event_ids_at_end;
@@ -755,6 +762,10 @@ std::string SummaryText(const Report& report) {
                           j.world_size, j.dp, j.pp, j.epoch, absl::StrJoin(nodes, ", "));
   }
   for (int i : report.missed_faults) absl::StrAppend(&out, "MISSED: injected #", i, "\n");
+  for (int i : report.unapplied_faults) {
+    absl::StrAppend(&out, "NOT APPLIED: injected #", i, ": the fault driver failed: ",
+                    report.scenario.faults[static_cast<size_t>(i)].not_applied, "\n");
+  }
   for (int i : report.unreached_faults) {
     absl::StrAppend(&out, "injected #", i, " not reached: the run ended at it ",
                     report.iterations_completed, " before the fault's start at it ",

@@ -164,6 +164,8 @@ struct Report {
   std::vector<int> missed_faults;  // Faults expected to raise an event that matched none.
   // Faults whose window starts after the last recorded iteration (never injected).
   std::vector<int> unreached_faults;
+  // Faults the driver failed to apply (InjectedFault.not_applied says why): not Falcon's misses.
+  std::vector<int> unapplied_faults;
   // Iterations the controller recorded (last recorded iteration + 1); the one count the summary,
   // index.html and report.json show (settings.iterations is the number planned).
   int64_t iterations_completed = 0;

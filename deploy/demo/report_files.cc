@@ -228,6 +228,7 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
                   ". Cleared by themselves: ", report.cleared_slowdowns,
                   ". Missed faults: ", report.missed_faults.size(),
                   ". Faults not reached before the run ended: ", report.unreached_faults.size(),
+                  ". Faults the driver failed to apply: ", report.unapplied_faults.size(),
                   ".</p>\n<h2>Injected faults</h2>\n<ul>\n");
   for (const InjectedFault& f : report.scenario.faults) {
     absl::StrAppend(&h, "<li>", HtmlEscape(f.Describe()), " <code>", HtmlEscape(f.ToSpec()),

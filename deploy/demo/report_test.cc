@@ -671,6 +671,31 @@ TEST(ReportTest, FaultAfterTheRunEndedIsNotReachedNotMissed) {
   EXPECT_EQ(ReportJson(r)["unreached_faults"], nlohmann::json::array({1}));
 }
 
+// The driver failed to apply the compute fault (seen: a device thread too idle for the quota):
+// the report says so with the driver's error, keeps its planned window, and counts it neither
+// missed nor unreached.
+TEST(ReportTest, AFaultTheDriverFailedToApplyIsReportedAsNotApplied) {
+  Scenario s = ComputeScenario();
+  s.faults[0].not_applied = "process 7 used 0.001 cores over 1s: too idle";
+  Report r = BuildReport(s, RunSettings(), History(400), {});
+  EXPECT_TRUE(r.missed_faults.empty());
+  EXPECT_TRUE(r.unreached_faults.empty());
+  ASSERT_EQ(r.unapplied_faults, std::vector<int>{0});
+  const std::string summary = SummaryText(r);
+  EXPECT_EQ(summary.find("MISSED"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("not reached"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("NOT APPLIED: injected #0: the fault driver failed: process 7 used 0.001 "
+                         "cores over 1s: too idle"),
+            std::string::npos)
+      << summary;
+  const nlohmann::json j = ReportJson(r);
+  ASSERT_EQ(j["unapplied_faults"].size(), 1u);
+  EXPECT_EQ(j["unapplied_faults"][0]["fault"], 0);
+  EXPECT_EQ(j["unapplied_faults"][0]["why"], s.faults[0].not_applied);
+  EXPECT_NE(IndexHtml(r, "timeline.png").find("Faults the driver failed to apply: 1"),
+            std::string::npos);
+}
+
 TEST(ReportTest, ChangePointBeforeTheFaultIsShownBesideTheFaultStart) {
   // The change point (a noise spike at 98) precedes the fault at 100; the alarm comes at 103.
   falcon::v1::Event e = ComputeEvent(1, 98, 2);

@@ -222,7 +222,10 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
   }
   std::unique_ptr<KernelFaultThread> injector;
   if (kernel && !scenario.faults.empty()) {
-    injector = std::make_unique<KernelFaultThread>(cluster->get(), scenario.faults);
+    // Faults wait for detection to be armed (FaultSchedule::HoldUntilArmed): one that starts
+    // during the detectors' warm-up would be learned as the healthy level.
+    injector = std::make_unique<KernelFaultThread>(cluster->get(), scenario.faults,
+                                                   /*hold_until_armed=*/true);
   }
 
   falcon::v1::Settings initial = controller_settings;
@@ -256,6 +259,9 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
     }
     bool answered = Poll((*cluster)->control(), options.job, seen);
     if (answered) last_answer = absl::Now();
+    if (injector != nullptr && seen.job.has_detection_armed_iteration()) {
+      injector->DetectionArmed(seen.job.detection_armed_iteration());
+    }
     if (seen.job_known && !job_settings_applied) {
       job_settings_applied =
           ApplySettings((*cluster)->control(), initial, options.job, &settings_error);
@@ -315,7 +321,12 @@ absl::StatusOr<Report> RunScenario(const RunOptions& options, const ClusterFacto
     // Score against what was really applied: the windows the driver's faults were in force.
     for (size_t i = 0; i < scored.faults.size(); ++i) {
       if (injector->applied()[i] < 0) {
-        scored.faults[i].from_iteration = scored.faults[i].to_iteration = scenario.iterations;
+        // Not applied: the driver failed (its window stays as planned, and the report says why),
+        // or the run ended before the window.
+        scored.faults[i].not_applied = injector->apply_errors()[i];
+        if (scored.faults[i].not_applied.empty()) {
+          scored.faults[i].from_iteration = scored.faults[i].to_iteration = scenario.iterations;
+        }
         continue;
       }
       scored.faults[i].from_iteration = injector->applied()[i];

@@ -71,6 +71,9 @@ struct InjectedFault {
   std::string expected_cause;
   // Strategy the mitigation should reach ("S2", "S3"; empty: no expectation).
   std::string expected_strategy;
+  // Kernel injection: why the fault driver could not apply it (its error); empty when it was
+  // applied or never due. Set by the runner; a fault not applied is neither missed nor unreached.
+  std::string not_applied;
 
   // In-process: the item in fault_spec.h syntax, e.g. "compute:rank=2,factor=1.5,from=100,to=300".
   // Kernel: the fault driver's spec (chaos/), without a time window (the runner applies it at

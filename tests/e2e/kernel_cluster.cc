@@ -1,6 +1,7 @@
 #include "tests/e2e/kernel_cluster.h"
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -59,8 +60,9 @@ absl::StatusOr<std::unique_ptr<KernelCluster>> KernelCluster::Start(KernelCluste
       deploy::demo::AdoptLocalCluster(kc->cluster_.get());
   if (!adopted.ok()) return adopted.status();
   kc->adopted_ = *std::move(adopted);
-  kc->faults_ =
-      std::make_unique<deploy::demo::KernelFaultThread>(kc->adopted_.get(), run.scenario.faults);
+  // The faults wait for detection to be armed, as the demo's (FaultSchedule::HoldUntilArmed).
+  kc->faults_ = std::make_unique<deploy::demo::KernelFaultThread>(
+      kc->adopted_.get(), run.scenario.faults, /*hold_until_armed=*/true);
   if (options.warmup_iterations > 0) {
     const absl::Time deadline = absl::Now() + absl::Minutes(3);
     while (kc->LastIteration() < options.warmup_iterations) {
@@ -75,6 +77,21 @@ absl::StatusOr<std::unique_ptr<KernelCluster>> KernelCluster::Start(KernelCluste
     on.set_detection_enabled(true);
     if (absl::Status s = kc->cluster_->SetSettings(on); !s.ok()) return s;
   }
+  // Until the controller says detection is armed (the detectors' warm-up is over): then the
+  // faults may start.
+  const absl::Time deadline = absl::Now() + absl::Minutes(3);
+  for (;;) {
+    if (std::optional<int64_t> armed = kc->DetectionArmedIteration(); armed.has_value()) {
+      kc->faults_->DetectionArmed(*armed);
+      break;
+    }
+    if (absl::Now() > deadline || !kc->cluster_->TrainerRunning()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "job ", options.job, " was not armed for detection within 3 minutes (at iteration ",
+          kc->LastIteration(), "): its faults would never start"));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
   return kc;
 }
 
@@ -84,15 +101,26 @@ KernelCluster::~KernelCluster() {
   if (cluster_ != nullptr) cluster_->Stop();
 }
 
-int64_t KernelCluster::LastIteration() {
+std::optional<falcon::v1::Job> KernelCluster::GetJob() {
   auto stub = cluster_->NewControlStub();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   falcon::v1::GetJobRequest req;
   req.set_job(job_);
   falcon::v1::Job job;
-  if (!stub->GetJob(&ctx, req, &job).ok()) return -1;
-  return job.last_iteration();
+  if (!stub->GetJob(&ctx, req, &job).ok()) return std::nullopt;
+  return job;
+}
+
+int64_t KernelCluster::LastIteration() {
+  const std::optional<falcon::v1::Job> job = GetJob();
+  return job.has_value() ? job->last_iteration() : -1;
+}
+
+std::optional<int64_t> KernelCluster::DetectionArmedIteration() {
+  const std::optional<falcon::v1::Job> job = GetJob();
+  if (!job.has_value() || !job->has_detection_armed_iteration()) return std::nullopt;
+  return job->detection_armed_iteration();
 }
 
 }  // namespace falcon::tests::e2e

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,9 +45,11 @@ deploy::demo::InjectedFault ComputeFault(int rank, double factor, int64_t from,
 class KernelCluster {
  public:
   // Starts the cluster, sets the settings (detection off), starts the trainer and the fault
-  // thread, and returns once the warm-up is over and detection is on. Errors: LocalCluster's
-  // Start / StartTrainer, SetSettings', the fault driver's (AdoptLocalCluster), kDeadlineExceeded
-  // when the job does not finish its warm-up within 3 minutes.
+  // thread, and returns once the warm-up is over, detection is on and armed (the faults wait for
+  // that: FaultSchedule::HoldUntilArmed; a fault due earlier starts armed + kArmedMargin and
+  // keeps its length). Errors: LocalCluster's Start / StartTrainer, SetSettings', the fault
+  // driver's (AdoptLocalCluster), kDeadlineExceeded when the job does not finish its warm-up, or
+  // is not armed, within 3 minutes.
   static absl::StatusOr<std::unique_ptr<KernelCluster>> Start(KernelClusterOptions options);
   // Removes the faults still applied, then stops the cluster.
   ~KernelCluster();
@@ -55,8 +58,13 @@ class KernelCluster {
 
  private:
   KernelCluster() = default;
-  // The job's last finished iteration (GetJob); -1 when the call fails or the job is unknown.
+  // The job as the controller reports it (GetJob); nullopt when the call fails or the job is
+  // unknown.
+  std::optional<falcon::v1::Job> GetJob();
+  // The job's last finished iteration; -1 when GetJob has none.
   int64_t LastIteration();
+  // The iteration detection was armed at (Job.detection_armed_iteration); nullopt before.
+  std::optional<int64_t> DetectionArmedIteration();
   std::unique_ptr<harness::LocalCluster> cluster_;
   std::unique_ptr<deploy::demo::Cluster> adopted_;
   std::unique_ptr<deploy::demo::KernelFaultThread> faults_;
