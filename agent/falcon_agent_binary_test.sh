@@ -68,9 +68,13 @@ expect_refused "tls_key: required with the other TLS files" $C --tls_cert="$DIR/
   --tls_ca="$DIR/x.pem"
 expect_refused "plaintext: not with tls_cert, tls_key, tls_ca" $C --plaintext=true \
   --tls_ca="$DIR/x.pem"
+# A bare --plaintext is true, as for the controller and falconctl, and takes no value from the
+# next argument.
+expect_refused "plaintext: not with tls_cert, tls_key, tls_ca" $C --plaintext \
+  --tls_ca="$DIR/x.pem"
 
 # An empty --metrics_listen disables /metrics (it bound 0.0.0.0:9464, the default).
-"$AGENT" --plaintext=true --controller 127.0.0.1:1 --socket "$DIR/nometrics.sock" --metrics_listen= \
+"$AGENT" --plaintext --controller 127.0.0.1:1 --socket "$DIR/nometrics.sock" --metrics_listen= \
   --drain_timeout 0.2 >"$DIR/out" 2>&1 &
 PID=$!
 for _ in $(seq 1 200); do

@@ -219,7 +219,19 @@ int main(int argc, char** argv) {
         stdout);
     return 0;
   }
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // --plaintext alone means true, as for the controller and falconctl (its flag holds a string so
+  // that a config file's value stands unless the flag is given; Abseil takes a bare flag as
+  // boolean only for bool flags, and would take the next argument as its value).
+  std::vector<char*> args(argv, argv + argc);
+  static char kPlaintextTrue[] = "--plaintext=true";
+  static char kPlaintextFalse[] = "--plaintext=false";
+  for (char*& a : args) {
+    const std::string arg = a;
+    if (arg == "--plaintext" || arg == "-plaintext") a = kPlaintextTrue;
+    if (arg == "--noplaintext" || arg == "-noplaintext") a = kPlaintextFalse;
+  }
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   falcon::common::logging::InitLogging(argv[0]);
   if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
     std::fprintf(stderr, "falcon-agent: %s\n", std::string(s.message()).c_str());

@@ -193,8 +193,24 @@ int main(int argc, char** argv) {
     }
     options.work_dir = tmpl;
   }
-  std::filesystem::remove_all(options.work_dir, ec);  // Fresh RocksDB data dir every run.
+  // A fresh RocksDB data dir every run: the previous run's folder goes, but only one this demo
+  // made (its marker file inside), never a DIR/run of the user's that --out happens to hold.
+  const std::string marker = options.work_dir + "/.falcon-demo-run";
+  if (std::filesystem::exists(options.work_dir, ec) &&
+      !std::filesystem::is_empty(options.work_dir, ec) && !std::filesystem::exists(marker, ec)) {
+    std::cerr << "falcon_demo: --out: " << options.work_dir
+              << " exists and is not a folder falcon_demo made (no .falcon-demo-run in it); the "
+                 "demo replaces its run folder on every run, so it will not touch this one: "
+                 "move it away or give another --out\n";
+    return 2;
+  }
+  std::filesystem::remove_all(options.work_dir, ec);
   std::filesystem::create_directories(options.work_dir, ec);
+  if (ec || !std::ofstream(marker)) {
+    std::cerr << "falcon_demo: --out: cannot create " << options.work_dir
+              << (ec ? absl::StrCat(": ", ec.message()) : std::string()) << "\n";
+    return 2;
+  }
   options.live = [](const std::string& line) { std::cout << line << std::endl; };
   options.stop = &g_stop;
   options.settings = falcon::deploy::demo::DemoSettings();
