@@ -263,7 +263,13 @@ absl::Status RocksDbKvStore::OpenChecked(const std::optional<CommitRecord>& reco
 
   // Check before the read-write open: that open deletes the table files a damaged MANIFEST no
   // longer lists, so what a repair could have saved would be gone.
-  if (record.has_value() && check_commits && Contains(existing, kCommitFamily)) {
+  // No commit record beside a store that counts its commits: this version writes the record at
+  // every open, so it was deleted, and without it damage would pass unseen (an earlier version's
+  // store has no commit table). Only a counter above 0 says so: a store created and killed before
+  // its first record holds none.
+  const bool record_lost =
+      !record.has_value() && check_commits && Contains(existing, kCommitFamily);
+  if ((record.has_value() || record_lost) && check_commits && Contains(existing, kCommitFamily)) {
     std::vector<rocksdb::ColumnFamilyDescriptor> ro_families;
     for (const std::string& n : existing) ro_families.emplace_back(n, cf_options);
     std::vector<rocksdb::ColumnFamilyHandle*> ro_handles;
@@ -290,7 +296,15 @@ absl::Status RocksDbKvStore::OpenChecked(const std::optional<CommitRecord>& reco
     ro->Close();
     if (!gs.ok() && !gs.IsNotFound()) return FromRocks(gs, "reading the commit counter");
     const uint64_t held = gs.ok() ? DecodeCommit(value) : 0;
-    if (held < record->commit) {
+    if (record_lost) {
+      if (held > 0) {
+        return absl::DataLossError(absl::StrCat(
+            "the commit record ", record_path, " is missing, but the store holds commit ", held,
+            " (written by a controller that keeps the record): without it a truncated log or "
+            "MANIFEST would go unnoticed; restore the file, or start with --repair to check "
+            "the store and write a new one"));
+      }
+    } else if (held < record->commit) {
       // After a clean close the log is empty and everything is in table files.
       *log_damage = wal_present && record->wal_bytes > 0;
       const std::string where =
@@ -356,12 +370,19 @@ absl::Status RocksDbKvStore::Repair(const absl::Status& damage, bool log_damage,
   //    table file the open cannot read fails it, and a damaged block is found by the verification.
   //    Not tried for other damage: the read-write open deletes the table files a damaged MANIFEST
   //    no longer lists, which RepairDB would have used.
+  //    The commit record missing: the store opened as it is (a log replayed up to a damaged
+  //    record, if any), checked block by block, and a new record written.
   absl::Status s = absl::DataLossError("not a damaged log");
-  if (log_damage) s = OpenChecked(record, /*point_in_time=*/true, /*check_commits=*/false);
+  if (log_damage || !record.has_value()) {
+    s = OpenChecked(record, /*point_in_time=*/true, /*check_commits=*/false);
+  }
   if (s.ok()) {
     rocksdb::Status v = db_->VerifyChecksum();
     if (v.ok()) {
-      report.method = "point-in-time recovery of the write-ahead log";
+      report.method = record.has_value()
+                          ? "point-in-time recovery of the write-ahead log"
+                          : "opened without its commit record (its commits could not be checked "
+                            "against it) and verified; a new record written";
     } else {
       s = FromRocks(v, "verifying table files");
       CloseDb();
