@@ -7,6 +7,7 @@ See falcon.session for the per-iteration calls and docs/pytorch.md for the whole
 """
 
 import logging
+import os
 
 from falcon import _shim
 from falcon import env as _env
@@ -37,8 +38,9 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
 
     penv = _env.from_environment(environment)
     for name, v in (("dp_size", dp_size), ("pp_size", pp_size), ("tp_size", tp_size)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"falcon.init: {name}={v!r} must be an integer >= 1")
+        if not isinstance(v, int) or not 1 <= v <= _env.MAX_U32:
+            raise ValueError(f"falcon.init: {name}={v!r} must be an integer in [1, "
+                             f"{_env.MAX_U32}]")
     for name, v, size in (("dp_index", dp_index, dp_size), ("pp_index", pp_index, pp_size),
                           ("tp_index", tp_index, tp_size)):
         if not isinstance(v, int) or not 0 <= v < size:
@@ -46,9 +48,10 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
     if dp_size * pp_size * tp_size != penv.world_size:
         raise ValueError(f"falcon.init: dp_size x pp_size x tp_size = "
                          f"{dp_size * pp_size * tp_size} is not the world size {penv.world_size}")
-    if not isinstance(global_micro_batches, int) or global_micro_batches < dp_size:
+    if (not isinstance(global_micro_batches, int) or
+            not dp_size <= global_micro_batches <= _env.MAX_U32):
         raise ValueError(f"falcon.init: global_micro_batches={global_micro_batches!r} must be an "
-                         f"integer >= dp_size ({dp_size})")
+                         f"integer in [dp_size ({dp_size}), {_env.MAX_U32}]")
     if not dist.is_initialized():
         raise ValueError("falcon.init: torch.distributed is not initialized "
                          "(call dist.init_process_group first)")
@@ -81,6 +84,12 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
                 raise ValueError(f"falcon.init: {e.reason} (job {penv.job!r}, from FALCON_JOB, "
                                  "torchrun's --rdzv_id or SLURM_JOB_ID)") from None
             raise
+        path = penv.agent_socket.removeprefix("unix:")
+        if not path.startswith("@") and not os.path.exists(path):
+            # Nothing says so otherwise: the shim attaches whenever an agent appears.
+            log.warning("no node agent listens at %s (FALCON_AGENT_SOCKET) yet: training goes "
+                        "on, and rank %d's timings are buffered in the shim (bounded) until one does",
+                        path, penv.rank)
     vgroup = dist.new_group(list(range(penv.world_size))) if validation_group else None
     s = Session(penv, shim, dp_size=dp_size, pp_size=pp_size, tp_size=tp_size,
                 dp_index=dp_index, pp_index=pp_index, tp_index=tp_index,

@@ -47,7 +47,12 @@ def _first(env, names):
     return None, None
 
 
-def _int(env, names, default=None, minimum=0):
+# The largest value the shim's 32-bit fields (ranks, sizes, epoch as the controller keeps it)
+# hold: ctypes would wrap a larger one without a word.
+MAX_U32 = 2**32 - 1
+
+
+def _int(env, names, default=None, minimum=0, maximum=MAX_U32):
     name, v = _first(env, names)
     if name is None:
         if default is None:
@@ -60,6 +65,8 @@ def _int(env, names, default=None, minimum=0):
         raise EnvError(f"falcon: {name}={v!r} is not an integer") from None
     if i < minimum:
         raise EnvError(f"falcon: {name}={i} is below {minimum}")
+    if i > maximum:
+        raise EnvError(f"falcon: {name}={i} is above {maximum}")
     return i
 
 

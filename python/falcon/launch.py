@@ -92,8 +92,14 @@ def _node_count(value, flag):
 
 def check_supervisable(args):
     """RelaunchError naming the flag when the launcher could not follow an S4 restart of a job
-    started with torchrun `args`: --max_restarts other than 0."""
+    started with torchrun `args`: --max_restarts other than 0, or a --nnodes that is no node
+    count (0, "abc": torchrun itself would end in a traceback)."""
     ns, _ = parse_torchrun(args)
+    parts = str(ns.nnodes).split(":")
+    if len(parts) > 2 or not all(p.isdigit() and int(p) >= 1 for p in parts) or \
+            int(parts[0]) > int(parts[-1]):
+        raise RelaunchError(f"--nnodes={ns.nnodes!r} is not a node count (N, or MIN:MAX with "
+                            "1 <= MIN <= MAX)")
     if ns.max_restarts != 0:
         raise RelaunchError(f"--max_restarts={ns.max_restarts}: torchrun would restart the workers "
                             "that exit for an S4 restart in the same world; falcon.launch "

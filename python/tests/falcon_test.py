@@ -67,6 +67,12 @@ class EnvTest(unittest.TestCase):
             env.from_environment({"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "0"})
         with self.assertRaisesRegex(env.EnvError, "RANK, SLURM_PROCID"):
             env.from_environment({"FALCON_JOB": "j", "WORLD_SIZE": "2"})
+        # Past the shim's 32-bit fields: refused, not wrapped by ctypes (2**64 + 1 became epoch 1).
+        base = {"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "1"}
+        with self.assertRaisesRegex(env.EnvError, "FALCON_EPOCH=18446744073709551617 is above"):
+            env.from_environment({**base, "FALCON_EPOCH": str(2**64 + 1)})
+        with self.assertRaisesRegex(env.EnvError, "LOCAL_RANK=4294967296 is above 4294967295"):
+            env.from_environment({**base, "LOCAL_RANK": str(2**32)})
         with self.assertRaisesRegex(env.EnvError, "FALCON_AGENT_SOCKET=.* longer than 107"):
             env.from_environment({"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "1",
                                   "FALCON_AGENT_SOCKET": "/" + "s" * 120})
@@ -140,6 +146,10 @@ class RelaunchTest(unittest.TestCase):
 
     def test_max_restarts_is_refused_at_start(self):
         launch.check_supervisable(["--max_restarts", "0", "t.py"])
+        launch.check_supervisable(["--nnodes", "1:4", "t.py"])
+        for bad in ("0", "abc", "4:1", "1:2:3"):
+            with self.assertRaisesRegex(launch.RelaunchError, f"--nnodes='{bad}' is not a node"):
+                launch.check_supervisable(["--nnodes", bad, "t.py"])
         with self.assertRaisesRegex(launch.RelaunchError, "--max_restarts=3: torchrun would"):
             launch.check_supervisable(["--max_restarts=3", "t.py"])
         r = subprocess.run([sys.executable, "-m", "falcon.launch", "--max_restarts", "2",
@@ -394,9 +404,19 @@ class InitTest(unittest.TestCase):
         for kwargs, why in (({"dp_size": 0}, "dp_size=0"),
                             ({"dp_index": 1}, r"dp_index=1 is not in \[0, 1\)"),
                             ({"dp_size": 2, "dp_index": 0}, "is not the world size 1"),
-                            ({"global_micro_batches": 0}, "global_micro_batches=0")):
+                            ({"global_micro_batches": 0}, "global_micro_batches=0"),
+                            ({"global_micro_batches": 2**32 + 3},
+                             r"global_micro_batches=4294967299 must be an integer in"),
+                            ({"pp_size": 2**32}, r"pp_size=4294967296 must be an integer in")):
             with self.assertRaisesRegex(ValueError, why):
                 falcon.init(**kwargs)
+
+    def test_no_agent_at_the_socket_is_said_once_at_init(self):
+        with self.assertLogs("falcon", "WARNING") as logs:
+            fs = falcon.init()
+        fs.close()
+        self.assertTrue(any("no node agent listens at" in line and "absent.sock" in line
+                            for line in logs.output), logs.output)
 
     def test_a_missing_library_runs_untimed_unless_required(self):
         with self.assertLogs("falcon", "WARNING") as logs:
