@@ -31,6 +31,7 @@
 #include "chaos/fault_spec.h"
 #include "chaos/runner.h"
 #include "chaos/schedule.h"
+#include "cli/help/flags_help.h"
 #include "cluster/cluster_spec.h"
 #include "common/clock.h"
 #include "common/logging/logging.h"
@@ -41,8 +42,10 @@ ABSL_FLAG(std::string, record, "", "where to write the ground truth JSON (chaos/
 // Repeatable: every --fault is collected before Abseil parses the rest (an Abseil flag keeps only
 // its last value, and a list flag would split the specs at their commas). Declared for --help.
 ABSL_FLAG(std::string, fault, "",
-          "a fault spec (repeat the flag for several): link:src=N,dst=N,rate=R[,burst=B][,both] | "
-          "nic:node=N,rate=R | compute:rank=R|pid=P,quota=CORES[,period=D] | "
+          "a fault spec (repeat the flag for several; chaos/fault_spec.h has the values' ranges): "
+          "link:src=NODE,dst=NODE|src_rank=R,dst_rank=R,rate=R[,burst=B][,both] | "
+          "nic:node=NODE,rate=R[,burst=B] | "
+          "compute:rank=R|pid=P,quota=CORES|slowdown=F[,period=D][,thread=NAME] | "
           "contention:rank=R|pid=P[,workers=W]; each with [from=S][,until=S]");
 ABSL_FLAG(std::string, stress_ng, "stress-ng", "stress-ng program for contention faults");
 
@@ -170,12 +173,19 @@ int Run(const falcon::cluster::ClusterSpec& cluster, const std::vector<std::stri
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "falcon_chaos --cluster cluster.json [--ranks ranks.json] --fault SPEC [--fault SPEC ...] "
+    "--record truth.json\n  | falcon_chaos clear --cluster cluster.json\n"
+    "Kernel-level fail-slows (tc, cgroup CPU quota, stress-ng) on a test cluster; see "
+    "docs/operations.md#game-days-the-fault-driver.\n";
+
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "falcon_chaos --cluster cluster.json [--ranks ranks.json] --fault SPEC [--fault SPEC ...] "
-      "--record truth.json\n  | falcon_chaos clear --cluster cluster.json\n"
-      "Kernel-level fail-slows (tc, cgroup CPU quota, stress-ng) on a test cluster; see "
-      "docs/operations.md#game-days-the-fault-driver.\n");
+  absl::SetProgramUsageMessage(kUsage);
+  if (falcon::cli::help::WantsHelp(argc, argv)) {  // Abseil's own --help exits 1.
+    std::fputs(falcon::cli::help::FlagsHelp(kUsage, "chaos_main", /*dashes=*/false).c_str(),
+               stdout);
+    return 0;
+  }
   absl::FlagsUsageConfig usage;  // --help lists this file's flags (by default: none matched).
   usage.contains_help_flags = [](absl::string_view file) {
     return absl::StrContains(file, "chaos_main");

@@ -92,8 +92,13 @@ TEST_F(ChaosMainTest, FlagErrors) {
 
 TEST_F(ChaosMainTest, HelpListsTheFlags) {
   const common::testing::BinaryRun r = Run({"--help"});
-  EXPECT_THAT(r.output(), HasSubstr("--fault (a fault spec (repeat the flag for several)"));
+  EXPECT_EQ(r.status.code(), 0) << r.output();
+  EXPECT_THAT(r.output(), HasSubstr("--fault (a fault spec (repeat the flag for several"));
   EXPECT_THAT(r.output(), HasSubstr("--record"));
+  // Every key the driver takes (break-it trial: slowdown=, thread= and src_rank= were missing).
+  for (const char* key : {"src_rank=R", "slowdown=F", "thread=NAME", "period=D", "burst=B"}) {
+    EXPECT_THAT(r.output(), HasSubstr(key));
+  }
 }
 
 TEST_F(ChaosMainTest, SpecErrorsNameTheField) {
