@@ -733,8 +733,14 @@ std::string SummaryText(const Report& report) {
   if (report.events.empty()) absl::StrAppend(&out, "no events\n");
   for (const EventReport& e : report.events) {
     const std::string verdict = ScoreText(e);
+    // In iteration order: a plan is recorded at its effective iteration, ahead of the one it was
+    // issued at, so a level judged meanwhile (an S3 skipped at 89) comes before it (S2@92).
+    std::vector<ActionMark> in_order = e.actions;
+    std::stable_sort(
+        in_order.begin(), in_order.end(),
+        [](const ActionMark& a, const ActionMark& b) { return a.iteration < b.iteration; });
     std::vector<std::string> actions;
-    for (const ActionMark& a : e.actions) actions.push_back(ActionLabel(a));
+    for (const ActionMark& a : in_order) actions.push_back(ActionLabel(a));
     std::string healthy = Seconds(e.iteration_time_healthy_s);
     if (e.healthy_from >= 0) {
       absl::StrAppend(&healthy, " (it ", e.healthy_from, "-", e.healthy_to - 1, ")");

@@ -696,6 +696,17 @@ TEST(ReportTest, AFaultTheDriverFailedToApplyIsReportedAsNotApplied) {
             std::string::npos);
 }
 
+// A plan is recorded at its effective iteration: an S3 judged (skipped) before that iteration is
+// listed before it (new-user trial: "S1@85, S2@92, S3@89 (skipped)").
+TEST(ReportTest, TheSummaryListsActionsInIterationOrder) {
+  falcon::v1::Event e = ComputeEvent(7, 101, 2);
+  e.mutable_actions(1)->set_iteration(140);  // The skipped S3, before the S2 at 150.
+  Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
+  const std::string summary = SummaryText(r);
+  EXPECT_NE(summary.find("actions: S3@140"), std::string::npos) << summary;
+  EXPECT_LT(summary.find("S3@140"), summary.find("S2@150")) << summary;
+}
+
 TEST(ReportTest, ChangePointBeforeTheFaultIsShownBesideTheFaultStart) {
   // The change point (a noise spike at 98) precedes the fault at 100; the alarm comes at 103.
   falcon::v1::Event e = ComputeEvent(1, 98, 2);
