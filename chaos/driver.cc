@@ -1,11 +1,10 @@
 #include "chaos/driver.h"
 
-#include <cmath>
-
 #include <glog/logging.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -496,10 +495,10 @@ absl::Status Driver::ApplyCompute(int id, const FaultSpec& spec, FaultRecord* re
             "the kernel's 1 ms per period even in its longest period, 1s; give quota= instead)",
             who, *used, absl::FormatDuration(options_.slowdown_window), cores));
       }
-      lengthened = absl::StrFormat(
-          "; period %s, not %s: %.4f cores is below the kernel's 1 ms per %s",
-          absl::FormatDuration(absl::Milliseconds(needed_ms)), absl::FormatDuration(period),
-          cores, absl::FormatDuration(period));
+      lengthened =
+          absl::StrFormat("; period %s, not %s: %.4f cores is below the kernel's 1 ms per %s",
+                          absl::FormatDuration(absl::Milliseconds(needed_ms)),
+                          absl::FormatDuration(period), cores, absl::FormatDuration(period));
       period = absl::Milliseconds(needed_ms);
     }
   }

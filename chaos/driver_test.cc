@@ -382,10 +382,11 @@ TEST_F(DriverTest, AQuotaBelowTheKernelsMinimumRunsInALongerPeriod) {
   common::testing::LogCapture log;
   std::unique_ptr<Driver> d = Make();
   ASSERT_TRUE(d->Apply(Spec("compute:rank=3,slowdown=4")).ok());
-  EXPECT_THAT(fake_.Lines("write"),
-              ElementsAre("write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_period_us 200000",
-                          "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_quota_us 1000",
-                          "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cgroup.procs 1003"));
+  EXPECT_THAT(
+      fake_.Lines("write"),
+      ElementsAre("write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_period_us 200000",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cpu.cfs_quota_us 1000",
+                  "write /sys/fs/cgroup/cpu/falcon-chaos.fnt.777.1/cgroup.procs 1003"));
   EXPECT_EQ(d->record().faults[0].target.period_us, 200000);
   EXPECT_EQ(log.Count("period 200ms, not 100ms: 0.0050 cores is below the kernel's 1 ms per 100ms"),
             1);

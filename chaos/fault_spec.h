@@ -14,8 +14,9 @@
 //       (0.3 = 30% of one CPU) per period (default 100ms, the kernel's default). slowdown=F
 //       instead: the quota is the CPU the process used just before (measured when the fault is
 //       applied) divided by F, so that CPU-bound work takes F times as long; where that share
-//       is below 1 ms per period, the period is lengthened (up to 1 s) to carry it. thread=NAME: only
-//       the process's threads named NAME (/proc/PID/task/TID/comm) join the cgroup, and
+//       is below 1 ms per period, the period is lengthened (up to 1 s) to carry it.
+//       thread=NAME: only the process's threads named NAME (/proc/PID/task/TID/comm) join the
+//       cgroup, and
 //       slowdown=F measures those threads only: a slow device (its kernels) rather than a slow
 //       host (cgroup v1 only; cgroup.h).
 //   contention:rank=R|pid=P[,workers=W]
