@@ -258,14 +258,15 @@ absl::Status WriteReportFolder(const Report& report, const std::string& dir) {
     if (first.ok() && !s.ok()) first = s;
   };
   const std::string csv = absl::StrCat(dir, "/iterations.csv");
-  const std::string png = absl::StrCat(dir, "/timeline.png");
   const std::string gp = absl::StrCat(dir, "/timeline.gp");
   keep(WriteTextFile(absl::StrCat(dir, "/report.json"), ReportJson(report).dump(2) + "\n"));
   keep(WriteTextFile(csv, IterationsCsv(report)));
   absl::Status plotted = absl::UnknownError("no plot");
+  // The script names its files relative to the folder (`cd DIR && gnuplot timeline.gp` redraws
+  // the plot wherever the folder was moved); gnuplot runs it from there.
   for (const char* terminal : {"pngcairo", "png"}) {
-    keep(WriteTextFile(gp, GnuplotScript(report, csv, png, terminal)));
-    plotted = RunProgram({"gnuplot", gp});
+    keep(WriteTextFile(gp, GnuplotScript(report, "iterations.csv", "timeline.png", terminal)));
+    plotted = RunProgram({"gnuplot", "-e", absl::StrCat("cd ", GnuplotQuote(dir)), gp});
     if (plotted.ok()) break;
   }
   if (!plotted.ok()) {

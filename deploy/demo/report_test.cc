@@ -548,6 +548,14 @@ TEST(ReportFilesTest, CsvMarksAndFolder) {
   std::stringstream hs;
   hs << html.rdbuf();
   EXPECT_NE(hs.str().find("<img src=\"timeline.png\""), std::string::npos);
+  // The script names the folder's files relative to it: moved elsewhere, `cd FOLDER && gnuplot
+  // timeline.gp` draws the plot again (new-user trial: it wrote to the path of the demo's run).
+  const std::string moved = dir + "-moved";
+  std::filesystem::rename(dir, moved);
+  std::filesystem::remove(moved + "/timeline.png");
+  EXPECT_EQ(std::system(("cd '" + moved + "' && gnuplot timeline.gp").c_str()), 0);
+  EXPECT_TRUE(std::filesystem::exists(moved + "/timeline.png"));
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 // The compute-link walkthrough: a compute fault [100, 180) mitigated by S2 at 130 (reverted at
