@@ -34,6 +34,8 @@ class FaultSchedule {
   // armed + kArmedMargin. A fault held past its `from` keeps its length: its window moves on by
   // the delay (from() / to() below say where it lies).
   void HoldUntilArmed() { hold_ = true; }
+  // Whether HoldUntilArmed was called and Armed was not.
+  bool Waiting() const { return hold_ && armed_ < 0; }
   // Detection was armed at job iteration `iteration` (>= 0).
   void Armed(int64_t iteration) { armed_ = iteration; }
 

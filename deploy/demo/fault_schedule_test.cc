@@ -46,7 +46,9 @@ TEST(FaultScheduleTest, AHeldFaultWaitsForDetectionArmedAndKeepsItsLength) {
   s.HoldUntilArmed();
   EXPECT_TRUE(s.Advance(9).empty()) << "not armed yet";
   EXPECT_TRUE(s.Advance(20).empty()) << "past its window, yet held, not dropped";
+  EXPECT_TRUE(s.Waiting());
   s.Armed(25);
+  EXPECT_FALSE(s.Waiting());
   EXPECT_TRUE(s.Advance(33).empty()) << "within the margin";
   auto steps = s.Advance(34);  // Iteration 35 = 25 + kArmedMargin runs next.
   ASSERT_EQ(steps.size(), 1u);

@@ -9,11 +9,8 @@ namespace falcon::deploy::demo {
 
 KernelFaultThread::KernelFaultThread(Cluster* cluster, const std::vector<InjectedFault>& faults,
                                      bool hold_until_armed)
-    : cluster_(cluster),
-      schedule_(faults),
-      tail_(cluster->TrainerJsonLog()),
-      hold_until_armed_(hold_until_armed) {
-  if (hold_until_armed_) schedule_.HoldUntilArmed();
+    : cluster_(cluster), schedule_(faults), tail_(cluster->TrainerJsonLog()) {
+  if (hold_until_armed) schedule_.HoldUntilArmed();
   applied_.assign(faults.size(), -1);
   removed_.assign(faults.size(), -1);
   apply_errors_.assign(faults.size(), "");
@@ -33,7 +30,8 @@ void KernelFaultThread::Finish() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   const int64_t next = tail_.Latest() + 1;
-  if (hold_until_armed_ && armed_.load() < 0) {
+  if (const int64_t armed = armed_.load(); armed >= 0) schedule_.Armed(armed);
+  if (schedule_.Waiting()) {
     for (size_t i = 0; i < applied_.size(); ++i) {
       if (applied_[i] < 0) {
         apply_errors_[i] = absl::StrCat(

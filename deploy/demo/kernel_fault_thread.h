@@ -54,7 +54,6 @@ class KernelFaultThread {
   Cluster* cluster_;
   FaultSchedule schedule_;
   IterationTail tail_;
-  bool hold_until_armed_ = false;
   std::vector<int64_t> applied_, removed_;
   std::vector<std::string> errors_;
   std::vector<std::string> apply_errors_;

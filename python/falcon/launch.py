@@ -77,17 +77,27 @@ def parse_torchrun(args):
     return ns, len(args) - 1 - len(ns.training_script_args)
 
 
+def _node_range(value, flag):
+    """(MIN, MAX) from a torchrun node count ("N" or "MIN:MAX", 1 <= MIN <= MAX); RelaunchError
+    naming `flag` otherwise."""
+    parts = str(value).split(":")
+    if len(parts) > 2 or not all(p.isdigit() and int(p) >= 1 for p in parts) or \
+            int(parts[0]) > int(parts[-1]):
+        raise RelaunchError(f"{flag}={value!r} is not a node count (N, or MIN:MAX with "
+                            "1 <= MIN <= MAX)")
+    return int(parts[0]), int(parts[-1])
+
+
 def _node_count(value, flag):
     """An integer count from a torchrun flag ("N" or "N:N")."""
-    parts = str(value).split(":")
     try:
-        counts = [int(p) for p in parts]
-    except ValueError:
-        counts = []
-    if len(counts) not in (1, 2) or len(set(counts)) != 1 or counts[0] < 1:
+        low, high = _node_range(value, flag)
+    except RelaunchError:
+        low, high = 0, -1
+    if low != high:
         raise RelaunchError(f"{flag}={value!r} is not an integer >= 1: the S4 relaunch needs "
                             "static rendezvous with fixed node counts")
-    return counts[0]
+    return low
 
 
 def check_supervisable(args):
@@ -95,11 +105,7 @@ def check_supervisable(args):
     started with torchrun `args`: --max_restarts other than 0, or a --nnodes that is no node
     count (0, "abc": torchrun itself would end in a traceback)."""
     ns, _ = parse_torchrun(args)
-    parts = str(ns.nnodes).split(":")
-    if len(parts) > 2 or not all(p.isdigit() and int(p) >= 1 for p in parts) or \
-            int(parts[0]) > int(parts[-1]):
-        raise RelaunchError(f"--nnodes={ns.nnodes!r} is not a node count (N, or MIN:MAX with "
-                            "1 <= MIN <= MAX)")
+    _node_range(ns.nnodes, "--nnodes")
     if ns.max_restarts != 0:
         raise RelaunchError(f"--max_restarts={ns.max_restarts}: torchrun would restart the workers "
                             "that exit for an S4 restart in the same world; falcon.launch "
