@@ -84,6 +84,7 @@ bool ImbalanceTracker::IsBlameless(const std::string& job, uint32_t rank, int64_
   // Rank's stage and how often it was slow against its stage's median since `since_iteration`.
   int64_t stage = -1;
   int seen = 0, slow = 0;
+  int streak = 0;  // Slow in each of the rank's newest iterations (a fault that began mid-window).
   for (auto s = it->second.steps.lower_bound(since_iteration); s != it->second.steps.end(); ++s) {
     const analysis::detect::RankCompute* own = nullptr;
     for (const analysis::detect::RankCompute& c : s->second.ranks) {
@@ -100,9 +101,15 @@ bool ImbalanceTracker::IsBlameless(const std::string& job, uint32_t rank, int64_
     if (absl::ToDoubleSeconds(own->compute) >=
         (1 + options_.analysis.slow_ratio) * common::Median(peers)) {
       ++slow;
+      ++streak;
+    } else {
+      streak = 0;
     }
   }
   if (seen > 0 && slow >= options_.analysis.persistent_share * seen) return false;
+  // An event whose onset was noise before the fault: the fault's iterations are a suffix of the
+  // window, too short yet for a majority, but jitter is not slow kPersistentStreak times running.
+  if (streak >= kPersistentStreak) return false;
   std::string reason;
   if (r.jitter.has_value()) {
     reason = absl::StrFormat(

@@ -42,11 +42,14 @@ class ImbalanceTracker {
   const analysis::detect::ImbalanceReport* Report(const std::string& job) const;
   // True when the latest analysis of `job` shows data-dependent jitter, or a stage imbalance of
   // `rank`'s stage, and `rank` was not slow (above its stage's median by the slow ratio) in most
-  // of the kept iterations from `since_iteration` on (an event's onset): slowness there is the
-  // work, not the rank, and no mitigation should move work off it or evict it. `why` (may be
-  // null) says which.
+  // of the kept iterations from `since_iteration` on (an event's onset), nor in each of its
+  // newest kPersistentStreak: slowness there is the work, not the rank, and no mitigation should
+  // move work off it or evict it. `why` (may be null) says which.
   bool IsBlameless(const std::string& job, uint32_t rank, int64_t since_iteration,
                    std::string* why) const;
+  // Newest iterations in a row slow enough to blame a rank whatever came before (jitter that
+  // slows a rank in a third of its iterations does so 4 times running in ~1% of windows).
+  static constexpr int kPersistentStreak = 4;
 
   void RemoveJob(const std::string& job) { jobs_.erase(job); }
 

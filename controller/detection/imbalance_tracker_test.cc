@@ -83,6 +83,22 @@ TEST_F(ImbalanceTrackerTest, JitterMakesAnOccasionallySlowRankBlamelessButNotAPe
   EXPECT_TRUE(tracker_.IsBlameless("job", 6, 64, nullptr));
 }
 
+// An event whose onset was noise a few iterations before the fault: the fault's iterations are
+// a minority of those since the onset, but the rank is slow in each of its newest ones.
+TEST_F(ImbalanceTrackerTest, AFaultThatBeganAfterTheOnsetIsNotJitterOnceItIsSlowRunning) {
+  auto jitter = [](int64_t i, uint32_t r) { return (r % 4 == i % 4 ? 150 : 100) + Wobble(i, r); };
+  Run(0, 64, jitter);
+  auto faulted = [&](int64_t i, uint32_t r) { return jitter(i, r) * (r == 5 ? 1.6 : 1.0); };
+  // Slow at 61 (jitter), then 64, 65, 66: three running, 11 of 35 since 32.
+  Run(64, 67, faulted);
+  std::string why;
+  EXPECT_TRUE(tracker_.IsBlameless("job", 5, 32, &why));
+  EXPECT_NE(why.find("rank 5 was slow in 11 of 35 iterations since 32"), std::string::npos) << why;
+  Run(67, 68, faulted);  // The fourth running: 12 of 36 since 32, still a minority.
+  EXPECT_FALSE(tracker_.IsBlameless("job", 5, 32, &why));
+  EXPECT_TRUE(tracker_.IsBlameless("job", 6, 32, nullptr));
+}
+
 TEST_F(ImbalanceTrackerTest, AStageImbalanceIsReportedAndItsRanksAreBlameless) {
   Run(0, 64, [](int64_t i, uint32_t r) { return (r >= 4 ? 160 : 100) + Wobble(i, r); });
   const analysis::detect::ImbalanceReport* rep = tracker_.Report("job");
