@@ -266,7 +266,9 @@ absl::Status WriteReportFolder(const Report& report, const std::string& dir) {
   // the plot wherever the folder was moved); gnuplot runs it from there.
   for (const char* terminal : {"pngcairo", "png"}) {
     keep(WriteTextFile(gp, GnuplotScript(report, "iterations.csv", "timeline.png", terminal)));
-    plotted = RunProgram({"gnuplot", "-e", absl::StrCat("cd ", GnuplotQuote(dir)), gp});
+    // The script too is named from inside the folder: a relative `dir` (the demo's default
+    // --out) would otherwise be looked for again below itself.
+    plotted = RunProgram({"gnuplot", "-e", absl::StrCat("cd ", GnuplotQuote(dir)), "timeline.gp"});
     if (plotted.ok()) break;
   }
   if (!plotted.ok()) {

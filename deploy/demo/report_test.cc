@@ -558,6 +558,19 @@ TEST(ReportFilesTest, CsvMarksAndFolder) {
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
+// The demo's default --out is relative (falcon-demo-report): gnuplot, run from inside the folder,
+// must find its script there (new-user trial: the plot was missing and the demo exited 1).
+TEST(ReportFilesTest, ARelativeFolderGetsItsPlot) {
+  Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {ComputeEvent(7, 101, 2)});
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(std::getenv("TEST_TMPDIR"));
+  absl::Status s = WriteReportFolder(r, "relative-report");
+  std::filesystem::current_path(cwd);
+  ASSERT_TRUE(s.ok()) << s;
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/relative-report";
+  EXPECT_GT(std::filesystem::file_size(dir + "/timeline.png"), 1000u);
+}
+
 // The compute-link walkthrough: a compute fault [100, 180) mitigated by S2 at 130 (reverted at
 // 190), then a link fault from 210, detected at 212 and mitigated by S3 at 230.
 std::vector<falcon::v1::HistoryPoint> TwoFaultHistory(int n) {
