@@ -199,6 +199,15 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
   const uint32_t rank_id = hello.rank().rank();
   const bool new_epoch = hello.epoch() > job.epoch;
   if (new_epoch) {
+    // The job was relaunched: its communicators are the new processes' to register again (an
+    // S3 relaunch puts the ranks in other groups; the old ones would stay in the job's view).
+    if (!job.comms.empty()) {
+      LOG(INFO) << "job epoch advanced job=" << job.name << " epoch=" << job.epoch << "->"
+                << hello.epoch() << " rank=" << hello.rank().rank()
+                << " comms_dropped=" << job.comms.size();
+      stats_.stale_comms += job.comms.size();
+      job.comms.clear();
+    }
     job.epoch = hello.epoch();
     job.registration_dirty = true;
   }
@@ -260,6 +269,7 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
   s.hello = true;
   s.job = hello.job();
   s.rank = rank_id;
+  s.epoch = hello.epoch();
 
   v1::AgentToShim welcome;
   welcome.mutable_welcome()->set_session_id(
@@ -294,6 +304,13 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
 void ShimHub::HandleCommunicator(Session& s, JobState& job, const v1::Communicator& comm) {
   if (absl::Status st = ValidateCommunicator(comm, job.world_size, s.rank); !st.ok()) {
     Error(s, st);
+    return;
+  }
+  if (s.epoch < job.epoch) {  // A process of the job before its relaunch: not the job's now.
+    stats_.stale_comms++;
+    LOG(WARNING) << "stale communicator job=" << job.name << " rank=" << s.rank
+                 << " comm=" << comm.comm_id() << " session_epoch=" << s.epoch
+                 << " job_epoch=" << job.epoch;
     return;
   }
   auto [it, inserted] = job.comms.try_emplace(comm.comm_id(), comm);

@@ -405,6 +405,36 @@ TEST_F(ShimHubTest, AJobRelaunchedOnANewLayoutStartsOverAfterDeliveringWhatItsOl
   EXPECT_EQ(hub_.Registrations().size(), 1u);
 }
 
+// An S3 relaunch: the same world, a newer epoch, the ranks in other groups. The new processes
+// register their communicators again; the old epoch's are dropped, and a communicator a process
+// of the old epoch sends afterwards is not the job's.
+TEST_F(ShimHubTest, AJobRelaunchedInANewLayoutDropsTheOldEpochsCommunicators) {
+  FakeStream s0, s1;
+  const uint64_t id0 = Attach(s0, 0);
+  const uint64_t id1 = Attach(s1, 1);
+  hub_.OnMessage(id0, Comm(11, {0, 2}));
+  hub_.OnMessage(id1, Comm(12, {1, 3}));
+  ASSERT_EQ(hub_.Registrations().at(0).communicators_size(), 3);  // And Attach's comm 9.
+  hub_.OnClosed(id0);  // Rank 0's process exited for the relaunch; rank 1's stream lingers.
+
+  v1::ShimMessage hello = Hello(0, 200);
+  hello.mutable_hello()->set_epoch(1);
+  FakeStream fresh;
+  const uint64_t idf = hub_.Open(&fresh);
+  hub_.OnMessage(idf, hello);
+  EXPECT_TRUE(fresh.Of(v1::AgentToShim::kError).empty());
+  EXPECT_EQ(hub_.stats().job_restarts, 0u);  // The same world: not started over.
+  EXPECT_EQ(hub_.stats().stale_comms, 3u);
+  hub_.OnMessage(idf, Comm(21, {0, 1}));
+  hub_.OnMessage(id1, Comm(13, {1, 3}));  // The old epoch's process.
+  EXPECT_EQ(hub_.stats().stale_comms, 4u);
+  std::vector<v1::JobRegistration> regs = hub_.Registrations();
+  ASSERT_EQ(regs.size(), 1u);
+  EXPECT_EQ(regs[0].epoch(), 1u);
+  ASSERT_EQ(regs[0].communicators_size(), 1);
+  EXPECT_EQ(regs[0].communicators(0).comm_id(), 21u);
+}
+
 // The summary batches of a Flush with their tags; registration-only batches are left out.
 std::vector<std::pair<v1::TelemetryBatch, uint64_t>> FlushTagged(ShimHub& hub) {
   std::vector<v1::TelemetryBatch> out;
