@@ -1,6 +1,8 @@
 """A small decoder-only transformer trained with DP x PP on torch.distributed (Gloo, CPU), under
 Falcon (the `falcon` package). Rank r sits at pipeline stage r // dp, DP index r % dp, as in the
-reference trainer. Each stage holds an even share of the layers (stage 0 also the embedding, the
+reference trainer (--rank-order stage: a stage's replicas on consecutive ranks, so on one node),
+or at stage r % pp, DP index r // pp (--rank-order replica: a whole pipeline on consecutive ranks);
+after an S3 relaunch, where the controller's new layout puts it (falcon.relaunch_layout()). Each stage holds an even share of the layers (stage 0 also the embedding, the
 last stage the head); micro-batches go through the pipeline GPipe-style over send/recv, gradients
 are summed over the stage's DP communicator. The global batch (M micro-batches) is the same
 whatever the S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it.
@@ -20,7 +22,7 @@ kernels and not the NIC; Gloo's transport threads keep their speed.
 
 Environment as for falcon.init (FALCON_JOB, FALCON_AGENT_SOCKET, ...). --no-falcon runs without
 the package (the overhead benchmark's baseline). --log FILE: one JSON line per step from the rank
-at DP index 0 of the last stage (step, loss, seconds, plan).
+at DP index 0 of the last stage (step, loss, seconds, plan, rank).
 """
 
 import argparse
@@ -41,6 +43,9 @@ def parse_args(argv):
                    help="DP groups; 0: the world size / --pp (after an S4 restart without a node, "
                         "the survivors' DP)")
     p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--rank-order", choices=("stage", "replica"), default="stage",
+                   help="stage: rank r at stage r // dp, DP index r %% dp; replica: at stage "
+                        "r %% pp, DP index r // pp (an S3 relaunch's layout overrides it)")
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--micro-batches", type=int, default=8, help="global micro-batches M")
     p.add_argument("--micro-batch-size", type=int, default=4)
@@ -95,6 +100,20 @@ def check_layout(a, world):
     if a.forced and (len(a.forced[1]) != a.dp or sum(a.forced[1]) != a.micro_batches or
                      min(a.forced[1]) < 1):
         sys.exit(f"train.py: --plan-at: {a.dp} counts >= 1 summing to {a.micro_batches} expected")
+
+
+def positions(a, world, layout):
+    """(dp_index, stage) of every rank: from the S3 relaunch's layout when there is one, else from
+    --rank-order. Exits naming the layout when it does not fit the job."""
+    if layout is not None:
+        if (layout.dp_size, layout.pp_size, layout.tp_size) != (a.dp, a.pp, 1):
+            sys.exit(f"train.py: the S3 layout (FALCON_LAYOUT) is DP {layout.dp_size} x PP "
+                     f"{layout.pp_size} x TP {layout.tp_size}; this job runs DP {a.dp} x PP "
+                     f"{a.pp} (its stage checkpoints hold --pp {a.pp} stages) without TP")
+        return [(dp, pp) for dp, pp, _ in layout.positions]
+    if a.rank_order == "replica":
+        return [(r // a.pp, r % a.pp) for r in range(world)]
+    return [(r % a.dp, r // a.dp) for r in range(world)]
 
 
 class Stage(nn.Module):
@@ -176,12 +195,20 @@ def main(argv):
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     check_layout(a, world)
-    stage, dpi = rank // a.dp, rank % a.dp
-    dp_comms = [dist.new_group([p * a.dp + d for d in range(a.dp)]) for p in range(a.pp)]
-    pp_comms = [dist.new_group([p * a.dp + d for p in range(a.pp)]) for d in range(a.dp)]
+    relaunched = None
+    if not a.no_falcon:
+        import falcon
+        relaunched = falcon.relaunch_layout()  # An S3 relaunch's layout, or None.
+    at = {pos: r for r, pos in enumerate(positions(a, world, relaunched))}
+    dpi, stage = next(pos for pos, r in at.items() if r == rank)
+    # Every rank makes every group, in the same order (dist.new_group's rule).
+    dp_ranks = [[at[(d, p)] for d in range(a.dp)] for p in range(a.pp)]
+    pp_ranks = [[at[(d, p)] for p in range(a.pp)] for d in range(a.dp)]
+    dp_comms = [dist.new_group(g) for g in dp_ranks]
+    pp_comms = [dist.new_group(g) for g in pp_ranks]
     dp_comm, pp_comm = dp_comms[stage], pp_comms[dpi]
-    prev_rank = rank - a.dp if stage > 0 else None
-    next_rank = rank + a.dp if stage < a.pp - 1 else None
+    prev_rank = pp_ranks[dpi][stage - 1] if stage > 0 else None
+    next_rank = pp_ranks[dpi][stage + 1] if stage < a.pp - 1 else None
 
     torch.manual_seed(a.seed + stage)  # Replicas of a stage start equal.
     model = Stage(a, stage)
@@ -214,9 +241,9 @@ def main(argv):
 
     fs = None
     if not a.no_falcon:
-        import falcon
         fs = falcon.init(dp_size=a.dp, pp_size=a.pp, dp_index=dpi, pp_index=stage,
-                         global_micro_batches=a.micro_batches, checkpoint_fn=checkpoint)
+                         global_micro_batches=a.micro_batches,
+                         checkpoint_fn=checkpoint if ckpt else None)
         for p, g in enumerate(dp_comms):
             if p == stage:
                 fs.register_group(g, "dp")
@@ -277,7 +304,8 @@ def main(argv):
             st.loss = float(loss_t[0])
         if log:
             log.write(json.dumps({"step": step, "loss": st.loss, "seconds": time.monotonic() - t0,
-                                  "plan": plan, "end_unix_ms": int(time.time() * 1000)}) + "\n")
+                                  "plan": plan, "rank": rank,
+                                  "end_unix_ms": int(time.time() * 1000)}) + "\n")
             log.flush()
     if fs:
         fs.close()

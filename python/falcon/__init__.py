@@ -11,9 +11,12 @@ import os
 
 from falcon import _shim
 from falcon import env as _env
+from falcon import layout as _layout
+from falcon.layout import Layout, LayoutError, relaunch_layout
 from falcon.session import RESTART_EXIT_CODE, Session, comm_id_of
 
-__all__ = ["init", "Session", "RESTART_EXIT_CODE", "comm_id_of"]
+__all__ = ["init", "Session", "RESTART_EXIT_CODE", "comm_id_of", "relaunch_layout", "Layout",
+           "LayoutError"]
 
 log = logging.getLogger("falcon")
 
@@ -28,7 +31,11 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
     Layout: this rank's (dp, pp, tp) indices and the sizes; global_micro_batches M is what S2
     splits across the DP groups (M >= dp_size). checkpoint_fn(dir, iteration, excluded_ranks):
     writes the checkpoint on an S4 directive, after which the process exits with
-    RESTART_EXIT_CODE (under falcon.launch, the job is relaunched without the excluded nodes). time_ops=False when another timer (the NCCL shim) times every op.
+    RESTART_EXIT_CODE (under falcon.launch, the job is relaunched without the excluded nodes);
+    on an S3 directive it is called with no excluded ranks and the job is relaunched on the same
+    nodes in the new layout: after such a relaunch (FALCON_LAYOUT set) the layout arguments must
+    be this rank's place in falcon.relaunch_layout(). time_ops=False when another timer (the NCCL
+    shim) times every op.
 
     Errors: ValueError naming the argument or environment variable that is wrong. When the shim
     library cannot be loaded the session runs untimed with a warning (training never stops for
@@ -52,6 +59,21 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
             not dp_size <= global_micro_batches <= _env.MAX_U32):
         raise ValueError(f"falcon.init: global_micro_batches={global_micro_batches!r} must be an "
                          f"integer in [dp_size ({dp_size}), {_env.MAX_U32}]")
+    try:
+        relaunch = _layout.relaunch_layout(environment)
+    except OSError as e:
+        raise ValueError(f"falcon.init: FALCON_LAYOUT: {e}") from None
+    if relaunch is not None:
+        given = (dp_size, pp_size, tp_size, (dp_index, pp_index, tp_index))
+        wanted = (relaunch.dp_size, relaunch.pp_size, relaunch.tp_size,
+                  relaunch.position(penv.rank))
+        if given != wanted:
+            raise ValueError(
+                f"falcon.init: rank {penv.rank} was relaunched in the S3 layout of FALCON_LAYOUT "
+                f"(DP {wanted[0]} x PP {wanted[1]} x TP {wanted[2]}, this rank at dp/pp/tp "
+                f"{list(wanted[3])}), but init got DP {dp_size} x PP {pp_size} x TP {tp_size} "
+                f"at {[dp_index, pp_index, tp_index]}: build the process groups from "
+                "falcon.relaunch_layout()")
     if not dist.is_initialized():
         raise ValueError("falcon.init: torch.distributed is not initialized "
                          "(call dist.init_process_group first)")
@@ -94,6 +116,6 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
     s = Session(penv, shim, dp_size=dp_size, pp_size=pp_size, tp_size=tp_size,
                 dp_index=dp_index, pp_index=pp_index, tp_index=tp_index,
                 global_micro_batches=global_micro_batches, checkpoint_fn=checkpoint_fn,
-                time_ops=time_ops, validation_group=vgroup)
+                time_ops=time_ops, validation_group=vgroup, layout=relaunch)
     s.register_group(None, "world", name="world")
     return s

@@ -10,8 +10,9 @@ Variables, first found wins:
   agent socket: FALCON_AGENT_SOCKET; /run/falcon/agent.sock (the packaged agent's default).
   restart:      TORCHELASTIC_RESTART_COUNT; SLURM_RESTART_COUNT; 0.
   epoch:        FALCON_EPOCH (the job epoch after an S4 restart, set by falcon.launch); 0.
-  restart file: FALCON_RESTART_FILE (where local rank 0 leaves the S4 restart request for
+  restart file: FALCON_RESTART_FILE (where local rank 0 leaves the S4 or S3 restart request for
                 falcon.launch); none.
+The layout of an S3 relaunch, FALCON_LAYOUT, is read by falcon.layout.relaunch_layout.
 """
 
 import dataclasses

@@ -1,5 +1,6 @@
 """`python3 -m falcon.launch TORCHRUN_ARGS... script.py ARGS...`: torchrun, made to work on
-Debian 12, that relaunches the job without the nodes a Falcon S4 directive excluded.
+Debian 12, that relaunches the job without the nodes a Falcon S4 directive excluded, or in the
+new layout of an S3 directive.
 
 torchrun 1.13 on Python 3.11 fails parsing its default stdio redirects (its `Std` enum lookup); it
 works when given `--redirects` and `--tee` explicitly. This adds `--redirects 1 --tee 1` (rank
@@ -15,6 +16,11 @@ fails, the launcher
   - otherwise runs torchrun again with --nnodes less the excluded nodes, its --node_rank among the
     surviving nodes, --master_port + 1 and FALCON_EPOCH set to the request's epoch: the script
     resumes from its checkpoint with the survivors, at the controller's new epoch.
+S3 (a request with "layout" and no excluded ranks): every node runs torchrun again with the same
+nodes, --master_port + 1, FALCON_EPOCH set to the request's epoch and FALCON_LAYOUT naming a file
+of this launcher's own that holds the layout (falcon.layout): the script resumes from its
+checkpoint with its ranks in the new places. An S4 relaunch drops FALCON_LAYOUT (the survivors
+are fewer: the script's default order again).
 The relaunch needs static rendezvous (torchrun's default: --master_addr, --node_rank, an integer
 --nnodes and --nproc_per_node, ranks node-major as torchrun assigns them) and --max_restarts 0 (with
 more, torchrun itself would restart the workers that exit for S4, in the same world: refused at
@@ -31,6 +37,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+
+from falcon import layout as layout_mod
 
 RESTART_EXIT_CODE = 75  # session.RESTART_EXIT_CODE (not imported: that loads torch and the shim).
 DEFAULT_MASTER_PORT = 29500  # torchrun's.
@@ -95,7 +103,7 @@ def _node_count(value, flag):
     except RelaunchError:
         low, high = 0, -1
     if low != high:
-        raise RelaunchError(f"{flag}={value!r} is not an integer >= 1: the S4 relaunch needs "
+        raise RelaunchError(f"{flag}={value!r} is not an integer >= 1: a relaunch needs "
                             "static rendezvous with fixed node counts")
     return low
 
@@ -114,8 +122,9 @@ def check_supervisable(args):
 
 def read_restart_request(path):
     """The restart request at `path` (dict with excluded_ranks: list of ints, epoch, iteration:
-    ints >= 0, checkpoint_dir: str); RelaunchError naming the field when malformed; OSError when
-    unreadable."""
+    ints >= 0, checkpoint_dir: str; S3: "layout" in falcon.layout's JSON form and no excluded
+    ranks, S4: a non-empty excluded_ranks); RelaunchError naming the field when malformed;
+    OSError when unreadable."""
     with open(path) as f:
         try:
             r = json.load(f)
@@ -124,7 +133,16 @@ def read_restart_request(path):
     if not isinstance(r, dict):
         raise RelaunchError(f"{path}: not a JSON object")
     ex = r.get("excluded_ranks")
-    if not isinstance(ex, list) or not ex or \
+    if "layout" in r:  # S3: the same nodes in a new layout.
+        if ex not in (None, []):
+            raise RelaunchError(f"{path}: \"excluded_ranks\" holds {ex!r} beside a \"layout\": "
+                                "an S3 relaunch keeps every rank")
+        try:
+            layout_mod.from_json(r["layout"], f"{path}: \"layout\"")
+        except layout_mod.LayoutError as e:
+            raise RelaunchError(str(e)) from None
+        r["excluded_ranks"] = []
+    elif not isinstance(ex, list) or not ex or \
             not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ex):
         raise RelaunchError(f"{path}: \"excluded_ranks\" holds {ex!r}, not a non-empty list of "
                             "ranks")
@@ -139,13 +157,13 @@ def read_restart_request(path):
 
 
 def relaunch_argv(args, request):
-    """The torchrun args for the survivors of `request`, or None when every rank of this node is
-    excluded (the node leaves). RelaunchError naming the flag or rank when the request cannot be
+    """The torchrun args for the survivors of `request` (S3: every node, in the same places), or
+    None when every rank of this node is excluded (the node leaves). RelaunchError naming the flag or rank when the request cannot be
     followed. The new --nnodes, --node_rank and --master_port go just before the script (torchrun
     takes the last value of a flag)."""
     ns, script_at = parse_torchrun(args)
     if ns.rdzv_backend != "static":
-        raise RelaunchError(f"--rdzv_backend={ns.rdzv_backend}: the S4 relaunch needs static "
+        raise RelaunchError(f"--rdzv_backend={ns.rdzv_backend}: a relaunch needs static "
                             "rendezvous (--master_addr, --node_rank)")
     nnodes = _node_count(ns.nnodes, "--nnodes")
     nproc = _node_count(ns.nproc_per_node, "--nproc_per_node")
@@ -154,6 +172,11 @@ def relaunch_argv(args, request):
         raise RelaunchError(f"--node_rank={node_rank} is not a node of --nnodes={nnodes}")
     excluded = set(request["excluded_ranks"])
     world = nnodes * nproc
+    if "layout" in request:
+        ranks = len(request["layout"]["positions"])
+        if ranks != world:
+            raise RelaunchError(f"the S3 layout places {ranks} ranks, but --nnodes {nnodes} x "
+                                f"--nproc_per_node {nproc} run {world}")
     outside = sorted(r for r in excluded if r >= world)
     if outside:
         raise RelaunchError(f"excluded_ranks {outside} are not ranks of this job (world {world})")
@@ -231,14 +254,32 @@ def main(argv=None):
                     request = read_restart_request(restart_file)
                     os.remove(restart_file)
                     if rc == 0:
-                        print("falcon.launch: the job ended normally after leaving an S4 restart "
+                        print("falcon.launch: the job ended normally after leaving a restart "
                               "request; not relaunching", file=sys.stderr)
                         return 0
                     survivors = relaunch_argv(args, request)
                 except (RelaunchError, OSError) as e:
-                    print(f"falcon.launch: S4 restart request: {e}", file=sys.stderr)
+                    print(f"falcon.launch: restart request: {e}", file=sys.stderr)
                     return RESTART_EXIT_CODE
                 excluded = sorted(request["excluded_ranks"])
+                if "layout" in request:
+                    generation += 1
+                    args = survivors
+                    layout_file = os.path.join(private, f"layout-{generation}.json")
+                    try:
+                        new = layout_mod.from_json(request["layout"])
+                        layout_mod.write(layout_file, new)
+                    except (layout_mod.LayoutError, OSError) as e:
+                        print(f"falcon.launch: S3 restart request: {e}", file=sys.stderr)
+                        return RESTART_EXIT_CODE
+                    env["FALCON_LAYOUT"] = layout_file
+                    env["FALCON_EPOCH"] = str(request.get("epoch", 0))
+                    print(f"falcon.launch: S3 at iteration {request.get('iteration', 0)}: "
+                          f"relaunch {generation} in the layout DP {new.dp_size} x PP "
+                          f"{new.pp_size} x TP {new.tp_size} at epoch {env['FALCON_EPOCH']}: "
+                          f"torchrun {' '.join(args)}", file=sys.stderr, flush=True)
+                    continue
+                env.pop("FALCON_LAYOUT", None)  # S4: fewer ranks, the script's own order.
                 if survivors is None:
                     print(f"falcon.launch: S4 at iteration {request.get('iteration', 0)} excluded "
                           f"this node's ranks ({excluded}): leaving the job", file=sys.stderr,

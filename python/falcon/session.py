@@ -18,7 +18,8 @@ objects until their wait()) and marks iteration boundaries; applies S2 micro-bat
 iteration the controller set (every rank the same); runs the controller's validation (GEMM with
 torch.matmul, link passes with send/recv on a group of its own) while the job is paused; on S4
 calls the user's checkpoint callback, leaves the restart request for falcon.launch (local rank 0,
-at FALCON_RESTART_FILE) and exits with RESTART_EXIT_CODE for the launcher to relaunch.
+at FALCON_RESTART_FILE) and exits with RESTART_EXIT_CODE for the launcher to relaunch; S3 (a new
+layout) the same way, at a relaunch of every node in the new layout (falcon.layout), not live.
 An absent agent never stops training: the shim buffers and reconnects.
 """
 
@@ -31,6 +32,7 @@ import sys
 import threading
 
 from falcon import _shim
+from falcon import layout as layout_mod
 from falcon import ops as ops_mod
 from falcon import validation
 
@@ -42,9 +44,10 @@ RESTART_EXIT_CODE = 75
 
 
 def write_restart_request(path, request):
-    """Writes the S4 restart request (JSON: checkpoint_dir, excluded_ranks, iteration, epoch, as
-    the reference trainer's launcher reads it) to `path` atomically (a temporary file, then
-    rename). OSError when it cannot."""
+    """Writes the restart request (JSON: checkpoint_dir, excluded_ranks, iteration, epoch, as the
+    reference trainer's launcher reads it; for S3 also "layout", falcon.layout's JSON form, with
+    no excluded ranks) to `path` atomically (a temporary file, then rename). OSError when it
+    cannot."""
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         with open(tmp, "w") as f:
@@ -92,7 +95,8 @@ class Session:
     """See the module doc. Build with falcon.init(); one per process."""
 
     def __init__(self, penv, shim, *, dp_size, pp_size, tp_size, dp_index, pp_index, tp_index,
-                 global_micro_batches, checkpoint_fn, time_ops, validation_group):
+                 global_micro_batches, checkpoint_fn, time_ops, validation_group,
+                 layout=None):
         self.env = penv
         self._shim = shim
         self.dp_size, self.pp_size, self.tp_size = dp_size, pp_size, tp_size
@@ -101,6 +105,10 @@ class Session:
         self._checkpoint_fn = checkpoint_fn
         self._plan = _even(global_micro_batches, dp_size)
         self._plan_version = 0
+        if layout is not None:  # An S3 relaunch: the directive's plan version and S2 plan go on.
+            self._plan_version = layout.plan_version
+            if layout.micro_batches and sum(layout.micro_batches) == global_micro_batches:
+                self._plan = list(layout.micro_batches)
         self._restart = None
         self._groups = {}  # id(ProcessGroup or None) -> comm id
         self._unattributed = set()  # group keys whose ops could not be recorded (logged once)
@@ -285,21 +293,59 @@ class Session:
                              "epoch": int(d.epoch)}
             return None
         if d.kind == _shim.DIRECTIVE_TOPOLOGY_CHANGE:
-            return ("topology_change: not applied live by the PyTorch package; it takes a "
-                    "relaunch with the new layout")
+            return self._apply_topology_change(d)
         return f"directive kind {d.kind}: unknown to the PyTorch package"
+
+    def _apply_topology_change(self, d):
+        """S3 at a relaunch: the PyTorch package does not move ranks inside a running job (its
+        process groups and the stages' parameters are the script's). It checkpoints, as for S4,
+        and leaves the new layout in the restart request: falcon.launch relaunches every node
+        with it (FALCON_LAYOUT) at the directive's epoch."""
+        if self._checkpoint_fn is None:
+            return ("topology_change: no checkpoint callback (falcon.init(checkpoint_fn=)): the "
+                    "PyTorch package applies a new layout at a relaunch, from a checkpoint")
+        if not self.env.restart_file:
+            return ("topology_change: FALCON_RESTART_FILE is unset (the job was not started by "
+                    "falcon.launch): the PyTorch package applies a new layout at a relaunch, "
+                    "which only falcon.launch does")
+        assignments = [(a.rank, a.dp_index, a.pp_index, a.tp_index)
+                       for a in (d.assignments[i] for i in range(d.assignments_len))]
+        try:
+            new = layout_mod.from_assignments(assignments, self.env.world_size,
+                                              plan_version=max(int(d.plan_version), 0))
+        except layout_mod.LayoutError as e:
+            return str(e)
+        if new.dp_size == self.dp_size:  # The S2 plan in force goes on (as the trainer's does).
+            new = layout_mod.Layout(new.dp_size, new.pp_size, new.tp_size, new.positions,
+                                    new.plan_version, tuple(self._plan))
+        if self.global_micro_batches < new.dp_size:
+            return (f"topology_change: {new.dp_size} DP groups for {self.global_micro_batches} "
+                    "global micro-batches")
+        iteration = max(int(d.effective_iteration), 0)
+        self._checkpoint_fn("", iteration, [])
+        self._restart = {"checkpoint_dir": "", "excluded_ranks": [], "iteration": iteration,
+                         "epoch": int(d.epoch), "layout": new.to_json()}
+        return None
 
     def _exit_for_restart(self):
         request = self._restart
-        log.warning("falcon: S4: checkpoint written to %r; exiting with %d for a relaunch "
-                    "without ranks %s at epoch %d", request["checkpoint_dir"], RESTART_EXIT_CODE,
-                    request["excluded_ranks"], request["epoch"])
+        kind = "S3" if "layout" in request else "S4"
+        if kind == "S3":
+            log.warning("falcon: S3: checkpoint written; exiting with %d for a relaunch as DP %d x "
+                        "PP %d x TP %d (this rank at %s) at epoch %d", RESTART_EXIT_CODE,
+                        request["layout"]["dp_size"], request["layout"]["pp_size"],
+                        request["layout"]["tp_size"],
+                        request["layout"]["positions"][self.env.rank], request["epoch"])
+        else:
+            log.warning("falcon: S4: checkpoint written to %r; exiting with %d for a relaunch "
+                        "without ranks %s at epoch %d", request["checkpoint_dir"],
+                        RESTART_EXIT_CODE, request["excluded_ranks"], request["epoch"])
         if self.env.restart_file and self.env.local_rank == 0:
             try:
                 write_restart_request(self.env.restart_file, request)
             except OSError as e:
-                log.error("falcon: S4: cannot write the restart request to %r (%s): the "
-                          "launcher will not relaunch the job", self.env.restart_file, e)
+                log.error("falcon: %s: cannot write the restart request to %r (%s): the "
+                          "launcher will not relaunch the job", kind, self.env.restart_file, e)
         # Every rank's checkpoint and request are written before any rank exits: torchrun stops
         # the others as soon as one exits non-zero.
         try:
@@ -307,7 +353,7 @@ class Session:
             if dist.is_initialized():
                 dist.barrier()
         except Exception as e:  # noqa: BLE001 (a dead peer: exit anyway, the request stands)
-            log.error("falcon: S4: barrier before the exit failed: %s", e)
+            log.error("falcon: %s: barrier before the exit failed: %s", kind, e)
         self.close()
         sys.exit(RESTART_EXIT_CODE)
 

@@ -179,6 +179,98 @@ class RelaunchTest(unittest.TestCase):
                     launch.read_restart_request(path)
 
 
+# The layout of a 2-node job, 2 ranks per node, DP 2 x PP 2 with each pipeline on one node.
+REPLICA_LAYOUT = {"dp_size": 2, "pp_size": 2, "tp_size": 1,
+                  "positions": [[0, 0, 0], [0, 1, 0], [1, 0, 0], [1, 1, 0]], "plan_version": 3}
+
+
+class LayoutTest(unittest.TestCase):
+    def test_a_directives_assignments_make_the_layout(self):
+        from falcon import layout
+        lay = layout.from_assignments([(2, 1, 0, 0), (0, 0, 0, 0), (3, 1, 1, 0), (1, 0, 1, 0)],
+                                      4, plan_version=3)
+        self.assertEqual(lay.to_json(), REPLICA_LAYOUT)
+        self.assertEqual(layout.from_json(REPLICA_LAYOUT), lay)
+        self.assertEqual((lay.dp_size, lay.pp_size, lay.world_size), (2, 2, 4))
+        self.assertEqual(lay.position(2), (1, 0, 0))
+        self.assertEqual(lay.dp_group(0), [0, 2])  # Stage 0's replicas, by DP index.
+        self.assertEqual(lay.pp_group(1), [2, 3])  # Replica 1's stages.
+        with self.assertRaisesRegex(layout.LayoutError, "rank 4 is not in the layout's world"):
+            lay.position(4)
+        for assignments, why in (
+                ([(0, 0, 0, 0)], r"assignments: 1 entries, need one per rank \(2\)"),
+                ([(0, 0, 0, 0), (0, 1, 0, 0)], r"assignments\[1\].rank: rank 0 is assigned twice"),
+                ([(0, 0, 0, 0), (5, 1, 0, 0)], r"assignments\[1\].rank: 5 is not a rank"),
+                ([(0, 0, 0, 0), (1, 0, 0, 0)], "= 1 is not the 2 ranks"),
+                ([(0, 0, 0, 0), (1, 1, 1, 0)], "dp_size x pp_size x tp_size = 4 is not the 2")):
+            with self.assertRaisesRegex(layout.LayoutError, why):
+                layout.from_assignments(assignments, 2)
+        with self.assertRaisesRegex(layout.LayoutError, "ranks 0 and 1 both sit at dp 0, pp 0"):
+            layout.from_assignments([(0, 0, 0, 0), (1, 0, 0, 0), (2, 1, 0, 0), (3, 1, 1, 0)], 4)
+
+    def test_malformed_layouts_are_named_field_by_field(self):
+        from falcon import layout
+
+        def bad(**change):
+            return dict(REPLICA_LAYOUT, **change)
+        for obj, why in (([], "not a JSON object"),
+                         (bad(positions=[]), '"positions" holds \\[\\]'),
+                         (bad(dp_size=0), '"dp_size" holds 0'),
+                         (bad(pp_size=True), '"pp_size" holds True'),
+                         (bad(tp_size=2), "= 8 is not the 4 ranks"),
+                         (bad(positions=[[0, 0, 0], [0, 1], [1, 0, 0], [1, 1, 0]]),
+                          r'"positions"\[1\] holds \[0, 1\]'),
+                         (bad(positions=[[0, 0, 0], [0, 2, 0], [1, 0, 0], [1, 1, 0]]),
+                          r'"positions"\[1\]: pp index 2 is not below pp_size 2'),
+                         (bad(plan_version=-1), '"plan_version" holds -1'),
+                         (bad(micro_batches=[4]), '"micro_batches" holds \\[4\\], not 2 counts')):
+            with self.assertRaisesRegex(layout.LayoutError, why):
+                layout.from_json(obj, "L")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "layout.json")
+            layout.write(path, layout.from_json(REPLICA_LAYOUT))
+            self.assertEqual(os.listdir(tmp), ["layout.json"])
+            self.assertIsNone(layout.relaunch_layout({"WORLD_SIZE": "4"}))
+            self.assertEqual(layout.relaunch_layout({"FALCON_LAYOUT": path, "WORLD_SIZE": "4"}),
+                             layout.from_json(REPLICA_LAYOUT))
+            with self.assertRaisesRegex(layout.LayoutError, "4 ranks, but WORLD_SIZE is 2"):
+                layout.relaunch_layout({"FALCON_LAYOUT": path, "WORLD_SIZE": "2"})
+            with open(path, "w") as f:
+                f.write("{")
+            with self.assertRaisesRegex(layout.LayoutError, "layout.json: not JSON"):
+                layout.relaunch_layout({"FALCON_LAYOUT": path})
+
+
+class S3RelaunchTest(unittest.TestCase):
+    def test_an_s3_request_relaunches_every_node_in_place(self):
+        six = {"dp_size": 3, "pp_size": 2, "tp_size": 1,
+               "positions": [[d, p, 0] for p in range(2) for d in range(3)]}
+        self.assertEqual(launch.relaunch_argv(NODE1_OF_3, {"excluded_ranks": [], "layout": six}),
+                         NODE1_OF_3[:9] + ["--nnodes=3", "--node_rank=1", "--master_port=29001",
+                                           "t.py", "--steps", "5"])
+        with self.assertRaisesRegex(launch.RelaunchError, "the S3 layout places 4 ranks, but "
+                                                          "--nnodes 3 x --nproc_per_node 2 run 6"):
+            launch.relaunch_argv(NODE1_OF_3, {"excluded_ranks": [], "layout": REPLICA_LAYOUT})
+
+    def test_s3_requests_are_checked(self):
+        from falcon.session import write_restart_request
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "restart.json")
+            good = {"checkpoint_dir": "", "excluded_ranks": [], "iteration": 40, "epoch": 2,
+                    "layout": REPLICA_LAYOUT}
+            write_restart_request(path, good)
+            self.assertEqual(launch.read_restart_request(path), good)
+            for request, why in (
+                    (dict(good, excluded_ranks=[3]), '"excluded_ranks" holds \\[3\\] beside a '
+                                                     '"layout"'),
+                    (dict(good, layout=dict(REPLICA_LAYOUT, dp_size=3)),
+                     '"layout": dp_size x pp_size x tp_size = 6'),
+                    (dict(good, layout=[]), '"layout": not a JSON object')):
+                write_restart_request(path, request)
+                with self.assertRaisesRegex(launch.RelaunchError, why):
+                    launch.read_restart_request(path)
+
+
 # A stand-in job for the launcher's S4 loop: each rank notes its world and epoch; in the first
 # launch local rank 0 of every node leaves a restart request excluding rank 1 (node 1) and every
 # rank exits with RESTART_EXIT_CODE, as the session does on an S4 directive.
@@ -198,27 +290,75 @@ if not epoch:
 """
 
 
+# The same for S3: in the first launch local rank 0 of every node leaves a request for the layout
+# REPLICA_LAYOUT's 2-rank cousin (ranks swapped); the relaunch notes FALCON_LAYOUT's layout.
+FAKE_S3_JOB = """
+import json, os, sys
+from falcon import relaunch_layout
+from falcon.session import RESTART_EXIT_CODE, write_restart_request
+epoch = os.environ.get("FALCON_EPOCH", "")
+layout = relaunch_layout()
+with open(os.path.join(os.environ["FAKE_OUT"], f"epoch{epoch or 0}-rank{os.environ['RANK']}"),
+          "w") as f:
+    json.dump({"world": int(os.environ["WORLD_SIZE"]), "node": os.environ["FAKE_NODE"],
+               "position": list(layout.position(int(os.environ["RANK"]))) if layout else None}, f)
+if not epoch:
+    if os.environ["LOCAL_RANK"] == "0":
+        write_restart_request(os.environ["FALCON_RESTART_FILE"],
+                              {"checkpoint_dir": "", "excluded_ranks": [], "iteration": 7,
+                               "epoch": 4, "layout": {"dp_size": 1, "pp_size": 2, "tp_size": 1,
+                                                      "positions": [[0, 1, 0], [0, 0, 0]],
+                                                      "plan_version": 2}})
+    sys.exit(RESTART_EXIT_CODE)
+"""
+
+
+def _run_launchers(tmp, job_text):
+    """Two falcon.launch processes (nodes 0 and 1, one rank each) running `job_text`; their
+    (exit status, output)."""
+    job = os.path.join(tmp, "fake_job.py")
+    with open(job, "w") as f:
+        f.write(job_text)
+    port = _free_port()
+    launchers = []
+    for node in (0, 1):
+        e = dict(os.environ, FAKE_OUT=tmp, FAKE_NODE=str(node), FALCON_JOB="relaunch")
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "FALCON_EPOCH", "FALCON_RESTART_FILE",
+                  "FALCON_LAYOUT"):
+            e.pop(k, None)
+        launchers.append(subprocess.Popen(
+            [sys.executable, "-m", "falcon.launch", "--nnodes", "2", "--nproc_per_node",
+             "1", "--node_rank", str(node), "--master_addr", "127.0.0.1",
+             "--master_port", str(port), "--log_dir", os.path.join(tmp, f"logs{node}"),
+             job], env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return [(p.returncode, out) for p, out in
+            ((p, p.communicate(timeout=240)[0]) for p in launchers)]
+
+
 class SupervisionTest(unittest.TestCase):
+    def test_an_s3_exit_relaunches_every_node_in_the_new_layout(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            results = _run_launchers(tmp, FAKE_S3_JOB)
+            for rc, out in results:
+                self.assertEqual(rc, 0, out[-3000:])
+                self.assertIn("S3 at iteration 7: relaunch 1 in the layout DP 1 x PP 2 x TP 1 at "
+                              "epoch 4", out)
+
+            def noted(name):
+                with open(os.path.join(tmp, name)) as f:
+                    return json.load(f)
+            self.assertEqual(noted("epoch0-rank0"), {"world": 2, "node": "0", "position": None})
+            self.assertEqual(noted("epoch4-rank0"), {"world": 2, "node": "0",
+                                                     "position": [0, 1, 0]})
+            self.assertEqual(noted("epoch4-rank1"), {"world": 2, "node": "1",
+                                                     "position": [0, 0, 0]})
+
     def test_an_s4_exit_relaunches_the_survivors_and_the_excluded_node_leaves(self):
         with tempfile.TemporaryDirectory() as tmp:
-            job = os.path.join(tmp, "fake_job.py")
-            with open(job, "w") as f:
-                f.write(FAKE_JOB)
-            port = _free_port()
-            launchers = []
-            for node in (0, 1):
-                e = dict(os.environ, FAKE_OUT=tmp, FAKE_NODE=str(node), FALCON_JOB="relaunch")
-                for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "FALCON_EPOCH",
-                          "FALCON_RESTART_FILE"):
-                    e.pop(k, None)
-                launchers.append(subprocess.Popen(
-                    [sys.executable, "-m", "falcon.launch", "--nnodes", "2", "--nproc_per_node",
-                     "1", "--node_rank", str(node), "--master_addr", "127.0.0.1",
-                     "--master_port", str(port), "--log_dir", os.path.join(tmp, f"logs{node}"),
-                     job], env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-            outs = [p.communicate(timeout=240)[0] for p in launchers]
-            for p, out in zip(launchers, outs):
-                self.assertEqual(p.returncode, 0, out[-3000:])
+            results = _run_launchers(tmp, FAKE_JOB)
+            for rc, out in results:
+                self.assertEqual(rc, 0, out[-3000:])
+            outs = [out for _, out in results]
             self.assertIn("excluded this node's ranks ([1]): leaving the job", outs[1])
             self.assertIn("relaunch 1 without ranks [1] at epoch 5", outs[0])
 
@@ -384,11 +524,41 @@ class SessionTest(unittest.TestCase):
             self.assertEqual(exited.exception.code, falcon.RESTART_EXIT_CODE)
             self.assertEqual(launch.read_restart_request(path), self.fs._restart)
 
-    def test_restart_without_a_checkpoint_callback_and_topology_change_are_refused(self):
+    def test_restart_without_a_checkpoint_callback_is_refused(self):
         d, _keep = _directive(_shim.DIRECTIVE_CHECKPOINT_RESTART)
         self.assertIn("no checkpoint callback", self.fs._apply(d))
-        d, _keep = _directive(_shim.DIRECTIVE_TOPOLOGY_CHANGE)
-        self.assertIn("takes a relaunch", self.fs._apply(d))
+
+    def test_topology_change_checkpoints_and_leaves_the_layout_for_the_launcher(self):
+        import dataclasses
+
+        def topology(*assignments):
+            d, keep = _directive(_shim.DIRECTIVE_TOPOLOGY_CHANGE, version=5)
+            arr = (_shim.RankAssignment * len(assignments))()
+            for i, (r, dp, pp, tp) in enumerate(assignments):
+                arr[i].rank, arr[i].dp_index, arr[i].pp_index, arr[i].tp_index = r, dp, pp, tp
+            d.assignments = ctypes.cast(arr, ctypes.POINTER(_shim.RankAssignment))
+            d.assignments_len = len(assignments)
+            d.effective_iteration, d.epoch = 30, 3
+            return d, (keep, arr)
+        d, _keep = topology((0, 0, 0, 0))
+        self.assertIn("topology_change: no checkpoint callback", self.fs._apply(d))
+        seen = []
+        self.fs._checkpoint_fn = lambda *args: seen.append(args)
+        self.assertIn("FALCON_RESTART_FILE is unset", self.fs._apply(d))
+        self.fs.env = dataclasses.replace(self.fs.env, restart_file="/nonexistent/restart.json")
+        for bad, why in ((((0, 0, 0, 0), (0, 0, 0, 0)), "2 entries, need one per rank (1)"),
+                         (((1, 0, 0, 0),), "assignments[0].rank: 1 is not a rank")):
+            d, _keep = topology(*bad)
+            self.assertIn(why, self.fs._apply(d))
+        self.assertEqual(seen, [])
+        d, _keep = topology((0, 0, 0, 0))
+        self.assertIsNone(self.fs._apply(d))
+        self.assertEqual(seen, [("", 30, [])])
+        # The plan in force goes on (the DP size is the same); the directive's version with it.
+        self.assertEqual(self.fs._restart, {
+            "checkpoint_dir": "", "excluded_ranks": [], "iteration": 30, "epoch": 3,
+            "layout": {"dp_size": 1, "pp_size": 1, "tp_size": 1, "positions": [[0, 0, 0]],
+                       "plan_version": 5, "micro_batches": [4]}})
 
     def test_validation_gemm(self):
         from falcon import validation
@@ -445,17 +615,18 @@ def _free_port():
 _RUNS = {}  # (args, steps, nproc, dp) -> per-step log of a run that needs no checkpoint.
 
 
-def _run_example(tmp, name, *args, steps=6, nproc=4, dp=2):
-    """The example job's per-step log: `nproc` ranks, --pp 2, --dp `dp` (None: derived). Runs
-    without a --checkpoint-dir are made once per module (the same numbers every time)."""
+def _run_example(tmp, name, *args, steps=6, nproc=4, dp=2, env=None):
+    """The example job's per-step log: `nproc` ranks, --pp 2, --dp `dp` (None: derived), `env`
+    added to the environment. Runs without a --checkpoint-dir or `env` are made once per module
+    (the same numbers every time)."""
     key = (args, steps, nproc, dp)
-    if "--checkpoint-dir" not in args and key in _RUNS:
+    if "--checkpoint-dir" not in args and not env and key in _RUNS:
         return _RUNS[key]
-    _RUNS[key] = _run_once(tmp, name, *args, steps=steps, nproc=nproc, dp=dp)
+    _RUNS[key] = _run_once(tmp, name, *args, steps=steps, nproc=nproc, dp=dp, env=env or {})
     return _RUNS[key]
 
 
-def _run_once(tmp, name, *args, steps, nproc, dp):
+def _run_once(tmp, name, *args, steps, nproc, dp, env):
     log = os.path.join(tmp, name + ".jsonl")
     layout = ["--pp", "2"] + (["--dp", str(dp)] if dp else [])
     cmd = [sys.executable, "-m", "falcon.launch", "--nnodes", "1", "--nproc_per_node", str(nproc),
@@ -464,6 +635,7 @@ def _run_once(tmp, name, *args, steps, nproc, dp):
     e = dict(os.environ, FALCON_JOB="s2math-" + name)
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         e.pop(k, None)
+    e.update(env)
     r = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stderr[-3000:]}")
@@ -501,6 +673,32 @@ class ResumeTest(unittest.TestCase):
         self.assertEqual([s["step"] for s in first], [0, 1, 2])
         self.assertEqual([s["step"] for s in rest], [3, 4, 5])
         self.assertEqual([s["plan"] for s in rest], [[8]] * 3)  # The same global batch, on one.
+        for a, b in zip(whole, first + rest):
+            self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(a["loss"]))
+
+    # What an S3 relaunch relies on: a run stopped at its checkpoint goes on with its ranks in new
+    # places (FALCON_LAYOUT: each pipeline on consecutive ranks, not each stage) from the same
+    # state: its losses are the uninterrupted run's, and a different rank logs them.
+    def test_a_run_resumed_in_a_new_layout_goes_on_where_it_stopped(self):
+        from falcon import layout
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt = os.path.join(tmp, "ckpt")
+            whole = _run_example(tmp, "whole", "--no-falcon")
+            first = _run_example(tmp, "first", "--checkpoint-dir", ckpt, steps=3)
+            path = os.path.join(tmp, "layout.json")
+            layout.write(path, layout.from_json(REPLICA_LAYOUT))
+            rest = _run_example(tmp, "rest", "--checkpoint-dir", ckpt,
+                                env={"FALCON_LAYOUT": path, "FALCON_EPOCH": "1"})
+            # A layout that does not fit the job is named.
+            bad = os.path.join(tmp, "bad.json")
+            layout.write(bad, layout.from_json(dict(REPLICA_LAYOUT, dp_size=1, pp_size=4,
+                                                    positions=[[0, p, 0] for p in range(4)])))
+            with self.assertRaisesRegex(AssertionError, r"the S3 layout \(FALCON_LAYOUT\) is DP "
+                                                        "1 x PP 4"):
+                _run_example(tmp, "bad", "--checkpoint-dir", ckpt, env={"FALCON_LAYOUT": bad})
+        self.assertEqual([s["step"] for s in rest], [3, 4, 5])
+        self.assertEqual({s["rank"] for s in first}, {2})  # Stage 1 at DP 0: rank 2, then 1.
+        self.assertEqual({s["rank"] for s in rest}, {1})
         for a, b in zip(whole, first + rest):
             self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(a["loss"]))
 

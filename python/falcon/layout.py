@@ -1,0 +1,187 @@
+"""The job's layout after an S3 relaunch: where each rank sits (DP, PP, TP index) in a
+topology-change directive's new layout, which the PyTorch package applies at a relaunch, not live
+(docs/pytorch.md#s4-and-s3).
+
+On a topology_change directive the session checkpoints and leaves the layout in the restart
+request (field "layout", the JSON form below); falcon.launch writes it to a file of its own and
+relaunches every node with FALCON_LAYOUT naming that file. The script then builds its process
+groups from `relaunch_layout()` instead of its default rank order:
+
+    layout = falcon.relaunch_layout()        # None: no S3 relaunch, use the default order
+    dp, pp, tp = layout.position(rank)
+    dp_ranks = layout.dp_group(pp)            # this stage's replicas, by DP index
+    pp_ranks = layout.pp_group(dp)            # this replica's stages, by PP index
+
+JSON form: {"dp_size": D, "pp_size": P, "tp_size": T, "positions": [[dp, pp, tp], ...] (one per
+rank, indexed by rank), "plan_version": V (the directive's: the session reports it), and
+"micro_batches": [m_0, ...] (the S2 plan in force, carried over when D is unchanged; absent or
+empty: the even split)}.
+"""
+
+import dataclasses
+import json
+import os
+
+from falcon import env as _env
+
+
+class LayoutError(ValueError):
+    """A layout that is malformed or does not fit the job; the message names the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    dp_size: int
+    pp_size: int
+    tp_size: int
+    positions: tuple  # (dp, pp, tp) per rank, indexed by global rank.
+    plan_version: int = 0
+    micro_batches: tuple = ()
+    _by_position: dict = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_by_position", {p: r for r, p in enumerate(self.positions)})
+
+    @property
+    def world_size(self):
+        return len(self.positions)
+
+    def position(self, rank):
+        """(dp_index, pp_index, tp_index) of global `rank`; LayoutError outside the world."""
+        if not isinstance(rank, int) or not 0 <= rank < len(self.positions):
+            raise LayoutError(f"falcon: rank {rank!r} is not in the layout's world of "
+                              f"{len(self.positions)}")
+        return self.positions[rank]
+
+    def rank_at(self, dp, pp, tp=0):
+        """The global rank at (dp, pp, tp); LayoutError when no rank sits there."""
+        r = self._by_position.get((dp, pp, tp))
+        if r is not None:
+            return r
+        raise LayoutError(f"falcon: no rank at dp {dp}, pp {pp}, tp {tp} in the layout")
+
+    def dp_group(self, pp, tp=0):
+        """The ranks of pipeline stage `pp` (and TP index `tp`), ordered by DP index."""
+        return [self.rank_at(d, pp, tp) for d in range(self.dp_size)]
+
+    def pp_group(self, dp, tp=0):
+        """The ranks of replica `dp` (and TP index `tp`), ordered by PP index (stage)."""
+        return [self.rank_at(dp, p, tp) for p in range(self.pp_size)]
+
+    def to_json(self):
+        out = {"dp_size": self.dp_size, "pp_size": self.pp_size, "tp_size": self.tp_size,
+               "positions": [list(p) for p in self.positions], "plan_version": self.plan_version}
+        if self.micro_batches:
+            out["micro_batches"] = list(self.micro_batches)
+        return out
+
+
+def _is_count(v, minimum):
+    return isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= _env.MAX_U32
+
+
+def _checked(dp_size, pp_size, tp_size, positions, plan_version, micro_batches, where):
+    for name, v in (("dp_size", dp_size), ("pp_size", pp_size), ("tp_size", tp_size)):
+        if not _is_count(v, 1):
+            raise LayoutError(f"{where}: \"{name}\" holds {v!r}, not an integer >= 1")
+    if dp_size * pp_size * tp_size != len(positions):
+        raise LayoutError(f"{where}: dp_size x pp_size x tp_size = "
+                          f"{dp_size * pp_size * tp_size} is not the {len(positions)} ranks of "
+                          "\"positions\"")
+    seen = {}
+    for rank, p in enumerate(positions):
+        if not isinstance(p, (list, tuple)) or len(p) != 3 or \
+                not all(_is_count(i, 0) for i in p):
+            raise LayoutError(f"{where}: \"positions\"[{rank}] holds {p!r}, not [dp, pp, tp]")
+        for name, i, size in (("dp", p[0], dp_size), ("pp", p[1], pp_size), ("tp", p[2], tp_size)):
+            if i >= size:
+                raise LayoutError(f"{where}: \"positions\"[{rank}]: {name} index {i} is not "
+                                  f"below {name}_size {size}")
+        other = seen.setdefault(tuple(p), rank)
+        if other != rank:
+            raise LayoutError(f"{where}: ranks {other} and {rank} both sit at dp {p[0]}, "
+                              f"pp {p[1]}, tp {p[2]}")
+    if not _is_count(plan_version, 0):
+        raise LayoutError(f"{where}: \"plan_version\" holds {plan_version!r}, not an integer "
+                          ">= 0")
+    if micro_batches:
+        if not isinstance(micro_batches, (list, tuple)) or len(micro_batches) != dp_size or \
+                not all(_is_count(m, 1) for m in micro_batches):
+            raise LayoutError(f"{where}: \"micro_batches\" holds {micro_batches!r}, not "
+                              f"{dp_size} counts >= 1 (one per DP group)")
+    return Layout(dp_size, pp_size, tp_size, tuple(tuple(p) for p in positions), plan_version,
+                  tuple(micro_batches or ()))
+
+
+def from_json(obj, where="layout"):
+    """The Layout of the JSON form (module doc); LayoutError naming the field when malformed."""
+    if not isinstance(obj, dict):
+        raise LayoutError(f"{where}: not a JSON object")
+    positions = obj.get("positions")
+    if not isinstance(positions, list) or not positions:
+        raise LayoutError(f"{where}: \"positions\" holds {positions!r}, not a list of one "
+                          "[dp, pp, tp] per rank")
+    return _checked(obj.get("dp_size"), obj.get("pp_size"), obj.get("tp_size"), positions,
+                    obj.get("plan_version", 0), obj.get("micro_batches") or (), where)
+
+
+def from_assignments(assignments, world_size, plan_version=0, micro_batches=()):
+    """The Layout of a topology_change directive's assignments ((rank, dp, pp, tp) tuples, one
+    per rank): sizes are the largest index + 1. LayoutError naming the assignment when one is
+    missing, repeated or outside the world."""
+    where = "topology_change.assignments"
+    if len(assignments) != world_size:
+        raise LayoutError(f"{where}: {len(assignments)} entries, need one per rank "
+                          f"({world_size})")
+    positions = [None] * world_size
+    for i, (rank, dp, pp, tp) in enumerate(assignments):
+        if not 0 <= rank < world_size:
+            raise LayoutError(f"{where}[{i}].rank: {rank} is not a rank of the world of "
+                              f"{world_size}")
+        if positions[rank] is not None:
+            raise LayoutError(f"{where}[{i}].rank: rank {rank} is assigned twice")
+        positions[rank] = (dp, pp, tp)
+    sizes = [max(p[k] for p in positions) + 1 for k in range(3)]
+    return _checked(*sizes, positions, plan_version, micro_batches, where)
+
+
+def read(path):
+    """The Layout in the file at `path`; LayoutError naming the file and field; OSError when
+    unreadable."""
+    with open(path) as f:
+        try:
+            obj = json.load(f)
+        except json.JSONDecodeError as e:
+            raise LayoutError(f"{path}: not JSON ({e})") from None
+    return from_json(obj, path)
+
+
+def write(path, layout):
+    """Writes `layout` (a Layout) to `path` atomically (a temporary file, then rename)."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(layout.to_json(), f)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def relaunch_layout(environment=None):
+    """The layout an S3 relaunch runs the job in (FALCON_LAYOUT, set by falcon.launch), or None
+    when the job runs in its own default order. LayoutError naming the variable when the file is
+    malformed or does not fit WORLD_SIZE; OSError when it cannot be read."""
+    e = os.environ if environment is None else environment
+    path = e.get("FALCON_LAYOUT", "")
+    if not path:
+        return None
+    layout = read(path)
+    world = e.get("WORLD_SIZE", e.get("SLURM_NTASKS", ""))
+    if world.isdigit() and int(world) != layout.world_size:
+        raise LayoutError(f"FALCON_LAYOUT={path}: {layout.world_size} ranks, but WORLD_SIZE is "
+                          f"{world}")
+    return layout
