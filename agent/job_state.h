@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,7 +75,11 @@ struct JobState {
   uint32_t owner_uid = 0;
   std::map<uint32_t, RankState> ranks;         // Ranks on this node.
   std::map<uint64_t, v1::Communicator> comms;  // Registered by those ranks.
-  ProfilingWindow profile_all;                 // Profiling for every rank of the job.
+  // comm id -> the ranks here whose current process registered it. A rank's new process (a
+  // relaunch, e.g. in an S3 layout) takes its old process's registrations away; a communicator
+  // no process registers any more leaves `comms`.
+  std::map<uint64_t, std::set<uint32_t>> comm_ranks;
+  ProfilingWindow profile_all;  // Profiling for every rank of the job.
   absl::flat_hash_map<uint64_t, int64_t> directive_plan_versions;  // directive_id -> plan.
   std::deque<uint64_t> directive_order;  // Bounds directive_plan_versions.
   bool registration_dirty = true;

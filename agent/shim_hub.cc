@@ -199,15 +199,6 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
   const uint32_t rank_id = hello.rank().rank();
   const bool new_epoch = hello.epoch() > job.epoch;
   if (new_epoch) {
-    // The job was relaunched: its communicators are the new processes' to register again (an
-    // S3 relaunch puts the ranks in other groups; the old ones would stay in the job's view).
-    if (!job.comms.empty()) {
-      LOG(INFO) << "job epoch advanced job=" << job.name << " epoch=" << job.epoch << "->"
-                << hello.epoch() << " rank=" << hello.rank().rank()
-                << " comms_dropped=" << job.comms.size();
-      stats_.stale_comms += job.comms.size();
-      job.comms.clear();
-    }
     job.epoch = hello.epoch();
     job.registration_dirty = true;
   }
@@ -233,6 +224,7 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
     }
     stats_.superseded++;
   }
+  if (!inserted && rank.info.pid() != hello.rank().pid()) DropCommsOf(job, rank_id, hello);
   bool new_session = inserted;
   if (inserted) {
     rank.metrics = metrics_->AddRank(hello.job(), rank_id, hello.rank().gpu());
@@ -269,7 +261,6 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
   s.hello = true;
   s.job = hello.job();
   s.rank = rank_id;
-  s.epoch = hello.epoch();
 
   v1::AgentToShim welcome;
   welcome.mutable_welcome()->set_session_id(
@@ -301,18 +292,32 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
   UpdateSessionGauge();
 }
 
+void ShimHub::DropCommsOf(JobState& job, uint32_t rank, const v1::ShimHello& hello) {
+  size_t dropped = 0;
+  for (auto it = job.comm_ranks.begin(); it != job.comm_ranks.end();) {
+    it->second.erase(rank);
+    if (!it->second.empty()) {
+      ++it;
+      continue;
+    }
+    job.comms.erase(it->first);
+    it = job.comm_ranks.erase(it);
+    ++dropped;
+  }
+  if (dropped == 0) return;
+  stats_.stale_comms += dropped;
+  job.registration_dirty = true;
+  LOG(INFO) << "communicators of a replaced process dropped job=" << job.name << " rank=" << rank
+            << " epoch=" << hello.epoch() << " pid=" << hello.rank().pid()
+            << " comms_dropped=" << dropped;
+}
+
 void ShimHub::HandleCommunicator(Session& s, JobState& job, const v1::Communicator& comm) {
   if (absl::Status st = ValidateCommunicator(comm, job.world_size, s.rank); !st.ok()) {
     Error(s, st);
     return;
   }
-  if (s.epoch < job.epoch) {  // A process of the job before its relaunch: not the job's now.
-    stats_.stale_comms++;
-    LOG(WARNING) << "stale communicator job=" << job.name << " rank=" << s.rank
-                 << " comm=" << comm.comm_id() << " session_epoch=" << s.epoch
-                 << " job_epoch=" << job.epoch;
-    return;
-  }
+  job.comm_ranks[comm.comm_id()].insert(s.rank);
   auto [it, inserted] = job.comms.try_emplace(comm.comm_id(), comm);
   if (!inserted) {
     if (it->second.SerializeAsString() == comm.SerializeAsString()) return;

@@ -98,8 +98,8 @@ class ShimHub {
     uint64_t delivery_acks = 0;                // DeliveryAck messages sent.
     uint64_t job_restarts = 0;                 // Jobs relaunched on a new layout (RestartJob).
     uint64_t refused_draining = 0;             // Hellos, op batches, hints after StopAccepting.
-    // Communicators of an older epoch: dropped when a hello raised the job's epoch (the job was
-    // relaunched, e.g. in an S3 layout), or sent later by a session of that older epoch.
+    // Communicators dropped because no current process registers them: every rank here that
+    // did got a new process (a relaunch, e.g. in an S3 layout).
     uint64_t stale_comms = 0;
   };
 
@@ -119,8 +119,10 @@ class ShimHub {
   // where=shim_job_owner_refused) and changes nothing. A hello with another world_size than the
   // job's here is refused, unless its epoch is newer: the job relaunched on a new layout (an S4
   // restart), and its state here starts over (what the old ranks reported is still delivered).
-  // A hello with the same world_size and a newer epoch (a relaunch in a new layout, S3) keeps the
-  // job's state but drops the communicators the older epoch's ranks registered.
+  // A hello from a rank's new process (another pid: a relaunch, e.g. in an S3 layout with the
+  // same world_size) takes the old process's communicator registrations away; a communicator no
+  // current process here registers leaves the job's registration (the new processes register
+  // theirs).
   uint64_t Open(ShimStream* stream, uint32_t uid = kUnknownUid) ABSL_LOCKS_EXCLUDED(mu_);
   void OnMessage(uint64_t session, const v1::ShimMessage& msg) ABSL_LOCKS_EXCLUDED(mu_);
   // The stream ended; the hub stops using its ShimStream.
@@ -167,13 +169,15 @@ class ShimHub {
     uint32_t uid = kUnknownUid;
     std::string job;
     uint32_t rank = 0;
-    uint64_t epoch = 0;  // The hello's.
   };
 
   void Error(Session& s, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleCommunicator(Session& s, JobState& job, const v1::Communicator& comm)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `rank` has a new process (`hello`): its old process's communicator registrations go.
+  void DropCommsOf(JobState& job, uint32_t rank, const v1::ShimHello& hello)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleOpBatch(Session& s, JobState& job, RankState& rank, const v1::OpBatch& batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

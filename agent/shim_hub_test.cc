@@ -405,29 +405,44 @@ TEST_F(ShimHubTest, AJobRelaunchedOnANewLayoutStartsOverAfterDeliveringWhatItsOl
   EXPECT_EQ(hub_.Registrations().size(), 1u);
 }
 
-// An S3 relaunch: the same world, a newer epoch, the ranks in other groups. The new processes
-// register their communicators again; the old epoch's are dropped, and a communicator a process
-// of the old epoch sends afterwards is not the job's.
-TEST_F(ShimHubTest, AJobRelaunchedInANewLayoutDropsTheOldEpochsCommunicators) {
+// An S3 relaunch: the same world, a newer epoch, the ranks in other groups. Each rank's new
+// process takes its old process's communicator registrations away; a communicator no current
+// process registers leaves the job. An old process that reconnects (same pid) keeps its own.
+TEST_F(ShimHubTest, AJobRelaunchedInANewLayoutDropsTheOldProcessesCommunicators) {
   FakeStream s0, s1;
-  const uint64_t id0 = Attach(s0, 0);
+  const uint64_t id0 = Attach(s0, 0);  // Both register comm 9 {0, 1}.
   const uint64_t id1 = Attach(s1, 1);
   hub_.OnMessage(id0, Comm(11, {0, 2}));
   hub_.OnMessage(id1, Comm(12, {1, 3}));
-  ASSERT_EQ(hub_.Registrations().at(0).communicators_size(), 3);  // And Attach's comm 9.
-  hub_.OnClosed(id0);  // Rank 0's process exited for the relaunch; rank 1's stream lingers.
+  ASSERT_EQ(hub_.Registrations().at(0).communicators_size(), 3);
+  hub_.OnClosed(id0);  // Rank 0's process exited for the relaunch.
 
-  v1::ShimMessage hello = Hello(0, 200);
+  // Rank 1's old process reconnects at the new epoch (its shim applied the directive): nothing
+  // of its own goes.
+  v1::ShimMessage again = Hello(1, 100);
+  again.mutable_hello()->set_epoch(1);
+  FakeStream s1b;
+  const uint64_t id1b = hub_.Open(&s1b);
+  hub_.OnMessage(id1b, again);
+  EXPECT_EQ(hub_.stats().stale_comms, 0u);
+
+  v1::ShimMessage hello = Hello(0, 200);  // Rank 0's new process.
   hello.mutable_hello()->set_epoch(1);
-  FakeStream fresh;
-  const uint64_t idf = hub_.Open(&fresh);
-  hub_.OnMessage(idf, hello);
-  EXPECT_TRUE(fresh.Of(v1::AgentToShim::kError).empty());
+  FakeStream fresh0;
+  const uint64_t idf0 = hub_.Open(&fresh0);
+  hub_.OnMessage(idf0, hello);
+  EXPECT_TRUE(fresh0.Of(v1::AgentToShim::kError).empty());
   EXPECT_EQ(hub_.stats().job_restarts, 0u);  // The same world: not started over.
-  EXPECT_EQ(hub_.stats().stale_comms, 3u);
-  hub_.OnMessage(idf, Comm(21, {0, 1}));
-  hub_.OnMessage(id1, Comm(13, {1, 3}));  // The old epoch's process.
-  EXPECT_EQ(hub_.stats().stale_comms, 4u);
+  EXPECT_EQ(hub_.stats().stale_comms, 1u);   // Comm 11; comm 9 is still rank 1's.
+  hub_.OnMessage(idf0, Comm(21, {0, 1}));
+
+  v1::ShimMessage hello1 = Hello(1, 201);  // Rank 1's new process.
+  hello1.mutable_hello()->set_epoch(1);
+  FakeStream fresh1;
+  const uint64_t idf1 = hub_.Open(&fresh1);
+  hub_.OnMessage(idf1, hello1);
+  EXPECT_EQ(hub_.stats().stale_comms, 3u);  // Comms 9 and 12.
+  hub_.OnMessage(idf1, Comm(21, {0, 1}));
   std::vector<v1::JobRegistration> regs = hub_.Registrations();
   ASSERT_EQ(regs.size(), 1u);
   EXPECT_EQ(regs[0].epoch(), 1u);
