@@ -154,7 +154,9 @@ class ValidationResult(_c.Structure):
         ("link_timings", _c.POINTER(LinkTiming)),
         ("link_timings_capacity", _c.c_uint32),
         ("link_timings_len", _c.c_uint32),
-        ("error", _c.c_char_p),
+        # The trainer's buffer for an error message: a c_void_p (its address), which the
+        # package writes into; a c_char_p field would read as a copy of its bytes.
+        ("error", _c.c_void_p),
         ("error_capacity", _c.c_uint32),
     ]
 

@@ -107,7 +107,7 @@ class Session:
         self._plan_version = 0
         if layout is not None:  # An S3 relaunch: the directive's plan version and S2 plan go on.
             self._plan_version = layout.plan_version
-            if layout.micro_batches and sum(layout.micro_batches) == global_micro_batches:
+            if layout.micro_batches:
                 self._plan = list(layout.micro_batches)
         self._restart = None
         self._groups = {}  # id(ProcessGroup or None) -> comm id
@@ -116,11 +116,16 @@ class Session:
         self._closed = False
         self.validation_group = validation_group
         # Callbacks must outlive every C call that may use them.
+        self._paused = False
+        self._meeting = None  # validation.Rendezvous, made at the first link pass.
+        self._no_store = False
         self._directive_cb = _shim.DirectiveFn(self._on_directive)
         self._validation_cb = _shim.ValidationFn(self._on_validation)
+        self._pause_cb = _shim.PauseFn(self._on_pause)
         self._ops = ops_mod.OpTimer(self) if time_ops else None
         if shim is not None:
             shim.set_validation_executor(self._validation_cb)
+            shim.set_pause_handler(self._pause_cb)
 
     # --- communicators -------------------------------------------------------------------
     def register_group(self, group, role, name=None, members=None):
@@ -268,6 +273,12 @@ class Session:
         return 1
 
     def _apply(self, d):
+        if self._restart is not None:
+            # The job is about to exit for a relaunch that carries what was decided before this
+            # directive: applying it would be acknowledged and lost.
+            kind = "S3" if "layout" in self._restart else "S4"
+            return (f"the job is exiting for a relaunch ({kind} at iteration "
+                    f"{self._restart['iteration']}): a later directive is not applied")
         if d.kind == _shim.DIRECTIVE_MICRO_BATCH_PLAN:
             plan = [d.micro_batches[i] for i in range(d.micro_batches_len)]
             if len(plan) != self.dp_size:
@@ -282,6 +293,10 @@ class Session:
             log.info("falcon: micro-batch plan %s (version %d) from iteration %d", plan,
                      d.plan_version, d.effective_iteration)
             return None
+        if d.kind in (_shim.DIRECTIVE_CHECKPOINT_RESTART, _shim.DIRECTIVE_TOPOLOGY_CHANGE) and \
+                d.epoch > layout_mod.MAX_EPOCH:
+            return (f"epoch {d.epoch} is above {layout_mod.MAX_EPOCH}: the relaunched job could "
+                    "not register at it (FALCON_EPOCH)")
         if d.kind == _shim.DIRECTIVE_CHECKPOINT_RESTART:
             if self._checkpoint_fn is None:
                 return "checkpoint_restart: no checkpoint callback (falcon.init(checkpoint_fn=))"
@@ -315,12 +330,15 @@ class Session:
                                               plan_version=max(int(d.plan_version), 0))
         except layout_mod.LayoutError as e:
             return str(e)
-        if new.dp_size == self.dp_size:  # The S2 plan in force goes on (as the trainer's does).
-            new = layout_mod.Layout(new.dp_size, new.pp_size, new.tp_size, new.positions,
-                                    new.plan_version, tuple(self._plan))
-        if self.global_micro_batches < new.dp_size:
-            return (f"topology_change: {new.dp_size} DP groups for {self.global_micro_batches} "
-                    "global micro-batches")
+        sizes = (self.dp_size, self.pp_size, self.tp_size)
+        if (new.dp_size, new.pp_size, new.tp_size) != sizes:
+            # The controller's S3 moves ranks; a script's stages and checkpoints have their sizes.
+            return (f"topology_change: the layout is DP {new.dp_size} x PP {new.pp_size} x TP "
+                    f"{new.tp_size}, the job runs DP {sizes[0]} x PP {sizes[1]} x TP {sizes[2]}: "
+                    "the PyTorch package relaunches in a layout of the same sizes")
+        # The S2 plan in force goes on (as the reference trainer's does).
+        new = layout_mod.Layout(new.dp_size, new.pp_size, new.tp_size, new.positions,
+                                new.plan_version, tuple(self._plan))
         iteration = max(int(d.effective_iteration), 0)
         self._checkpoint_fn("", iteration, [])
         self._restart = {"checkpoint_dir": "", "excluded_ranks": [], "iteration": iteration,
@@ -358,6 +376,25 @@ class Session:
         sys.exit(RESTART_EXIT_CODE)
 
     # --- validation ----------------------------------------------------------------------
+    def _on_pause(self, _user, paused):
+        """The shim holds this rank (paused=1) or lets it go (0); runs on the training thread."""
+        self._paused = bool(paused)
+        if not self._paused and self._meeting is not None:
+            self._meeting.absent.clear()  # A new pause: every peer gets its chance again.
+
+    def _rendezvous(self):
+        """The link passes' Rendezvous over the job's c10d store; None (passes meet in Gloo
+        directly, logged once) when torch.distributed has no default store."""
+        if self._meeting is None and not self._no_store:
+            try:
+                import torch.distributed.distributed_c10d as c10d
+                self._meeting = validation.Rendezvous(c10d._get_default_store(), self.env.job)
+            except Exception as e:  # noqa: BLE001 (a private torch function: any failure)
+                self._no_store = True
+                log.warning("falcon: no c10d store for link-pass rendezvous (%s): a pass whose "
+                            "peer is not paused waits for it", e)
+        return self._meeting
+
     def _on_validation(self, _user, tptr, rptr):
         t, r = tptr.contents, rptr.contents
         try:
@@ -366,9 +403,21 @@ class Session:
                 r.gemm_duration_ns, r.gemm_flops = dur, flops
                 return 0
             if t.kind == _shim.VALIDATION_LINK_PASS:
+                if not self._paused:
+                    # Its peers may be training: a send or recv here could wait for them while
+                    # they wait for this rank in a collective.
+                    why = (f"link pass of task {t.task_id} not run: rank {self.env.rank} is not "
+                           "paused (the pause reached it after its iteration began)")
+                    _write_c_string(r.error, r.error_capacity, why)
+                    return 1
                 links = [(t.links[i].src_rank, t.links[i].dst_rank) for i in range(t.links_len)]
-                timings = validation.link_pass(links, t.link_bytes, t.repeats, self.env.rank,
-                                               self.validation_group, self.now_ns)
+                timings, missed = validation.link_pass(
+                    links, t.link_bytes, t.repeats, self.env.rank, self.validation_group,
+                    self.now_ns, task_id=t.task_id, rendezvous=self._rendezvous())
+                if missed:
+                    why = f"link pass of task {t.task_id}: " + "; ".join(e for _, e in missed)
+                    _write_c_string(r.error, r.error_capacity, why)
+                    return 1
                 for i, ((src, dst), ns) in enumerate(timings[: r.link_timings_capacity]):
                     r.link_timings[i].link.src_rank = src
                     r.link_timings[i].link.dst_rank = dst

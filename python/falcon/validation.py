@@ -4,6 +4,8 @@ validation group. Both report the fastest repetition after a warm-up one (schedu
 shared CPU inflates some repetitions; a slow device slows all of them), as the reference trainer's
 executor does."""
 
+import time
+
 import torch
 import torch.distributed as dist
 
@@ -34,18 +36,58 @@ def gemm(m, n, k, repeats, now_ns):
     return best, 2.0 * m * n * k / (best * 1e-9)
 
 
-def link_pass(links, nbytes, repeats, me, group, now_ns):
+class PeerAbsent(RuntimeError):
+    """A link's other end did not come to the link pass in time; the message names it."""
+
+
+class Rendezvous:
+    """Both ends of a link meet before its pass moves a byte, through the job's c10d store (a
+    counter per task and link), so that a rank never waits in a send or recv for a peer that is
+    training: a Gloo wait cannot be given up without closing the pair. A peer that does not come
+    within `timeout_s` raises PeerAbsent, and is given up at once for the rest of the pause."""
+
+    def __init__(self, store, job, timeout_s=30.0, poll_s=0.002, sleep=time.sleep,
+                 clock=time.monotonic):
+        self._store, self._job = store, job
+        self._timeout_s, self._poll_s = timeout_s, poll_s
+        self._sleep, self._clock = sleep, clock
+        self.absent = set()  # Peers given up in this pause.
+
+    def meet(self, task_id, src, dst, me):
+        peer = dst if me == src else src
+        if peer in self.absent:
+            raise PeerAbsent(f"rank {peer} did not come to an earlier link pass of this pause")
+        key = f"falcon/{self._job}/validation/{task_id}/{src}-{dst}"
+        self._store.add(key, 1)
+        deadline = self._clock() + self._timeout_s
+        while self._store.add(key, 0) < 2:
+            if self._clock() >= deadline:
+                self.absent.add(peer)
+                raise PeerAbsent(f"rank {peer} did not come to link {src}->{dst} of task "
+                                 f"{task_id} within {self._timeout_s:g} s (not paused: the pause "
+                                 "reached it after its iteration began?)")
+            self._sleep(self._poll_s)
+
+
+def link_pass(links, nbytes, repeats, me, group, now_ns, task_id=0, rendezvous=None):
     """Round trips of `nbytes` over each link this rank is on (src sends and waits for a 1-byte
-    ack): [((src, dst), fastest ns)] for the links this rank sends on."""
+    ack): [((src, dst), fastest ns)] for the links this rank sends on, and [(link, error)] for
+    the links whose peer did not come (`rendezvous`: a Rendezvous, None: no meeting)."""
     if group is None:
         raise RuntimeError("no validation group (falcon.init(validation_group=...) was off)")
     send, recv = _untimed("send"), _untimed("recv")
     payload = torch.full((max(1, nbytes),), 0x5A, dtype=torch.uint8)
     ack = torch.ones(1, dtype=torch.uint8)
-    out = []
+    out, missed = [], []
     for src, dst in links:
         if me not in (src, dst):
             continue
+        if rendezvous is not None:
+            try:
+                rendezvous.meet(task_id, src, dst, me)
+            except PeerAbsent as e:
+                missed.append(((src, dst), str(e)))
+                continue
         best = 0
         for rep in range(repeats + 1):
             if me == src:
@@ -60,4 +102,4 @@ def link_pass(links, nbytes, repeats, me, group, now_ns):
                 send(ack, src, group=group)
         if me == src:
             out.append(((src, dst), max(1, best)))
-    return out
+    return out, missed
