@@ -198,7 +198,10 @@ def main(argv):
     relaunched = None
     if not a.no_falcon:
         import falcon
-        relaunched = falcon.relaunch_layout()  # An S3 relaunch's layout, or None.
+        try:
+            relaunched = falcon.relaunch_layout()  # An S3 relaunch's layout, or None.
+        except falcon.LayoutError as e:
+            sys.exit(f"train.py: {e}")
     at = {pos: r for r, pos in enumerate(positions(a, world, relaunched))}
     dpi, stage = next(pos for pos, r in at.items() if r == rank)
     # Every rank makes every group, in the same order (dist.new_group's rule).

@@ -61,8 +61,8 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
                          f"integer in [dp_size ({dp_size}), {_env.MAX_U32}]")
     try:
         relaunch = _layout.relaunch_layout(environment)
-    except OSError as e:
-        raise ValueError(f"falcon.init: FALCON_LAYOUT: {e}") from None
+    except _layout.LayoutError as e:
+        raise ValueError(f"falcon.init: {e}") from None
     if relaunch is not None:
         given = (dp_size, pp_size, tp_size, (dp_index, pp_index, tp_index))
         wanted = (relaunch.dp_size, relaunch.pp_size, relaunch.tp_size,
@@ -74,6 +74,11 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
                 f"{list(wanted[3])}), but init got DP {dp_size} x PP {pp_size} x TP {tp_size} "
                 f"at {[dp_index, pp_index, tp_index]}: build the process groups from "
                 "falcon.relaunch_layout()")
+        if relaunch.micro_batches and sum(relaunch.micro_batches) != global_micro_batches:
+            raise ValueError(
+                f"falcon.init: the S3 layout's micro-batch plan {list(relaunch.micro_batches)} "
+                f"(FALCON_LAYOUT) sums to {sum(relaunch.micro_batches)}, not "
+                f"global_micro_batches={global_micro_batches}")
     if not dist.is_initialized():
         raise ValueError("falcon.init: torch.distributed is not initialized "
                          "(call dist.init_process_group first)")

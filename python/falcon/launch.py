@@ -42,6 +42,7 @@ from falcon import layout as layout_mod
 
 RESTART_EXIT_CODE = 75  # session.RESTART_EXIT_CODE (not imported: that loads torch and the shim).
 DEFAULT_MASTER_PORT = 29500  # torchrun's.
+MAX_EPOCH = 2**32 - 1  # env.MAX_U32: the largest FALCON_EPOCH a session takes.
 
 
 class RelaunchError(ValueError):
@@ -125,11 +126,7 @@ def read_restart_request(path):
     ints >= 0, checkpoint_dir: str; S3: "layout" in falcon.layout's JSON form and no excluded
     ranks, S4: a non-empty excluded_ranks); RelaunchError naming the field when malformed;
     OSError when unreadable."""
-    with open(path) as f:
-        try:
-            r = json.load(f)
-        except json.JSONDecodeError as e:
-            raise RelaunchError(f"{path}: not JSON ({e})") from None
+    r = layout_mod.load_json(path, RelaunchError)
     if not isinstance(r, dict):
         raise RelaunchError(f"{path}: not a JSON object")
     ex = r.get("excluded_ranks")
@@ -146,10 +143,11 @@ def read_restart_request(path):
             not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ex):
         raise RelaunchError(f"{path}: \"excluded_ranks\" holds {ex!r}, not a non-empty list of "
                             "ranks")
-    for k in ("epoch", "iteration"):
+    # The epoch becomes FALCON_EPOCH, which the session takes up to 2^32 - 1.
+    for k, top in (("epoch", MAX_EPOCH), ("iteration", 2**62)):
         v = r.get(k, 0)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise RelaunchError(f"{path}: \"{k}\" holds {v!r}, not an integer >= 0")
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
+            raise RelaunchError(f"{path}: \"{k}\" holds {v!r}, not an integer in [0, {top}]")
     if not isinstance(r.get("checkpoint_dir", ""), str):
         raise RelaunchError(f"{path}: \"checkpoint_dir\" holds {r['checkpoint_dir']!r}, not a "
                             "path")
@@ -228,6 +226,8 @@ class _Torchrun:
         """torchrun's exit status (128 + N when it died of signal N)."""
         self._child = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args],
                                        env=env)
+        if self.stopping:  # A SIGTERM between the caller's check and the child's start.
+            self._child.send_signal(signal.SIGTERM)
         rc = self._child.wait()
         return 128 - rc if rc < 0 else rc
 
@@ -246,7 +246,11 @@ def main(argv=None):
     generation = 0
     try:
         with _Torchrun() as torchrun:
+            rc = 0
             while True:
+                if torchrun.stopping:  # Told to stop while it prepared a relaunch.
+                    print("falcon.launch: told to stop; not relaunching", file=sys.stderr)
+                    return rc or 128 + signal.SIGTERM
                 rc = torchrun.run(args, env)
                 if not os.path.exists(restart_file) or torchrun.stopping:
                     return rc

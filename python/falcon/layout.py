@@ -21,6 +21,7 @@ empty: the even split)}.
 import dataclasses
 import json
 import os
+import re
 
 from falcon import env as _env
 
@@ -76,8 +77,13 @@ class Layout:
         return out
 
 
-def _is_count(v, minimum):
-    return isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= _env.MAX_U32
+MAX_EPOCH = _env.MAX_U32  # FALCON_EPOCH's largest.
+MAX_PLAN_VERSION = 2**62  # The proto's int64, with room: larger is no plan version.
+FIELDS = ("dp_size", "pp_size", "tp_size", "positions", "plan_version", "micro_batches")
+
+
+def _is_count(v, minimum, maximum=_env.MAX_U32):
+    return isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= maximum
 
 
 def _checked(dp_size, pp_size, tp_size, positions, plan_version, micro_batches, where):
@@ -101,28 +107,31 @@ def _checked(dp_size, pp_size, tp_size, positions, plan_version, micro_batches, 
         if other != rank:
             raise LayoutError(f"{where}: ranks {other} and {rank} both sit at dp {p[0]}, "
                               f"pp {p[1]}, tp {p[2]}")
-    if not _is_count(plan_version, 0):
+    if not _is_count(plan_version, 0, MAX_PLAN_VERSION):
         raise LayoutError(f"{where}: \"plan_version\" holds {plan_version!r}, not an integer "
-                          ">= 0")
-    if micro_batches:
-        if not isinstance(micro_batches, (list, tuple)) or len(micro_batches) != dp_size or \
-                not all(_is_count(m, 1) for m in micro_batches):
-            raise LayoutError(f"{where}: \"micro_batches\" holds {micro_batches!r}, not "
-                              f"{dp_size} counts >= 1 (one per DP group)")
+                          "in [0, 2^62]")
+    if not isinstance(micro_batches, (list, tuple)) or \
+            (micro_batches and (len(micro_batches) != dp_size or
+                                not all(_is_count(m, 1) for m in micro_batches))):
+        raise LayoutError(f"{where}: \"micro_batches\" holds {micro_batches!r}, not "
+                          f"{dp_size} counts >= 1 (one per DP group), or [] for the even split")
     return Layout(dp_size, pp_size, tp_size, tuple(tuple(p) for p in positions), plan_version,
-                  tuple(micro_batches or ()))
+                  tuple(micro_batches))
 
 
 def from_json(obj, where="layout"):
     """The Layout of the JSON form (module doc); LayoutError naming the field when malformed."""
     if not isinstance(obj, dict):
         raise LayoutError(f"{where}: not a JSON object")
+    unknown = sorted(k for k in obj if k not in FIELDS)
+    if unknown:
+        raise LayoutError(f"{where}: unknown fields {unknown} (a layout has {list(FIELDS)})")
     positions = obj.get("positions")
     if not isinstance(positions, list) or not positions:
         raise LayoutError(f"{where}: \"positions\" holds {positions!r}, not a list of one "
                           "[dp, pp, tp] per rank")
     return _checked(obj.get("dp_size"), obj.get("pp_size"), obj.get("tp_size"), positions,
-                    obj.get("plan_version", 0), obj.get("micro_batches") or (), where)
+                    obj.get("plan_version", 0), obj.get("micro_batches", []), where)
 
 
 def from_assignments(assignments, world_size, plan_version=0, micro_batches=()):
@@ -135,6 +144,10 @@ def from_assignments(assignments, world_size, plan_version=0, micro_batches=()):
                           f"({world_size})")
     positions = [None] * world_size
     for i, (rank, dp, pp, tp) in enumerate(assignments):
+        for name, index in (("dp_index", dp), ("pp_index", pp), ("tp_index", tp)):
+            if not 0 <= index < world_size:  # Each size divides the world.
+                raise LayoutError(f"{where}[{i}].{name}: {index} is not below the world size "
+                                  f"{world_size}")
         if not 0 <= rank < world_size:
             raise LayoutError(f"{where}[{i}].rank: {rank} is not a rank of the world of "
                               f"{world_size}")
@@ -145,15 +158,25 @@ def from_assignments(assignments, world_size, plan_version=0, micro_batches=()):
     return _checked(*sizes, positions, plan_version, micro_batches, where)
 
 
+def load_json(path, error):
+    """The JSON value in the file at `path`; `error` (an exception class) naming the file when
+    it is not UTF-8 JSON within Python's limits (digits, nesting); OSError when unreadable."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except RecursionError:
+        raise error(f"{path}: JSON nested too deep") from None
+    except ValueError as e:  # JSONDecodeError, and an integer over Python's digit limit.
+        raise error(f"{path}: not JSON ({e})") from None
+
+
 def read(path):
     """The Layout in the file at `path`; LayoutError naming the file and field; OSError when
     unreadable."""
-    with open(path) as f:
-        try:
-            obj = json.load(f)
-        except json.JSONDecodeError as e:
-            raise LayoutError(f"{path}: not JSON ({e})") from None
-    return from_json(obj, path)
+    return from_json(load_json(path, LayoutError), path)
 
 
 def write(path, layout):
@@ -173,15 +196,23 @@ def write(path, layout):
 
 def relaunch_layout(environment=None):
     """The layout an S3 relaunch runs the job in (FALCON_LAYOUT, set by falcon.launch), or None
-    when the job runs in its own default order. LayoutError naming the variable when the file is
-    malformed or does not fit WORLD_SIZE; OSError when it cannot be read."""
+    when the job runs in its own default order. LayoutError naming the variable (and the field)
+    when the file cannot be read, is malformed, or does not fit the world size (WORLD_SIZE, or
+    SLURM_NTASKS)."""
     e = os.environ if environment is None else environment
     path = e.get("FALCON_LAYOUT", "")
     if not path:
         return None
-    layout = read(path)
-    world = e.get("WORLD_SIZE", e.get("SLURM_NTASKS", ""))
-    if world.isdigit() and int(world) != layout.world_size:
-        raise LayoutError(f"FALCON_LAYOUT={path}: {layout.world_size} ranks, but WORLD_SIZE is "
+    try:
+        layout = read(path)
+    except LayoutError as err:
+        raise LayoutError(f"FALCON_LAYOUT: {err}") from None
+    except OSError as err:
+        raise LayoutError(f"FALCON_LAYOUT={path}: cannot read it ({err.strerror or err})") \
+            from None
+    name = "WORLD_SIZE" if e.get("WORLD_SIZE") else "SLURM_NTASKS"
+    world = e.get(name, "")
+    if re.fullmatch(r"[0-9]+", world) and int(world) != layout.world_size:
+        raise LayoutError(f"FALCON_LAYOUT={path}: {layout.world_size} ranks, but {name} is "
                           f"{world}")
     return layout

@@ -202,6 +202,8 @@ class LayoutTest(unittest.TestCase):
                 ([(0, 0, 0, 0), (0, 1, 0, 0)], r"assignments\[1\].rank: rank 0 is assigned twice"),
                 ([(0, 0, 0, 0), (5, 1, 0, 0)], r"assignments\[1\].rank: 5 is not a rank"),
                 ([(0, 0, 0, 0), (1, 0, 0, 0)], "= 1 is not the 2 ranks"),
+                ([(0, 0, 0, 0), (1, 2**32 - 1, 0, 0)],
+                 r"assignments\[1\].dp_index: 4294967295 is not below the world size 2"),
                 ([(0, 0, 0, 0), (1, 1, 1, 0)], "dp_size x pp_size x tp_size = 4 is not the 2")):
             with self.assertRaisesRegex(layout.LayoutError, why):
                 layout.from_assignments(assignments, 2)
@@ -223,7 +225,10 @@ class LayoutTest(unittest.TestCase):
                          (bad(positions=[[0, 0, 0], [0, 2, 0], [1, 0, 0], [1, 1, 0]]),
                           r'"positions"\[1\]: pp index 2 is not below pp_size 2'),
                          (bad(plan_version=-1), '"plan_version" holds -1'),
-                         (bad(micro_batches=[4]), '"micro_batches" holds \\[4\\], not 2 counts')):
+                         (bad(plan_version=2**63), '"plan_version" holds 9223372036854775808'),
+                         (bad(micro_batches=[4]), '"micro_batches" holds \\[4\\], not 2 counts'),
+                         (bad(micro_batches=False), '"micro_batches" holds False'),
+                         (bad(dp_sizee=2), "unknown fields \\['dp_sizee'\\]")):
             with self.assertRaisesRegex(layout.LayoutError, why):
                 layout.from_json(obj, "L")
         with tempfile.TemporaryDirectory() as tmp:
@@ -235,10 +240,22 @@ class LayoutTest(unittest.TestCase):
                              layout.from_json(REPLICA_LAYOUT))
             with self.assertRaisesRegex(layout.LayoutError, "4 ranks, but WORLD_SIZE is 2"):
                 layout.relaunch_layout({"FALCON_LAYOUT": path, "WORLD_SIZE": "2"})
-            with open(path, "w") as f:
-                f.write("{")
-            with self.assertRaisesRegex(layout.LayoutError, "layout.json: not JSON"):
-                layout.relaunch_layout({"FALCON_LAYOUT": path})
+            self.assertEqual(layout.relaunch_layout({"FALCON_LAYOUT": path, "WORLD_SIZE": "²",
+                                                     "SLURM_NTASKS": "4"}).world_size, 4)
+            with self.assertRaisesRegex(layout.LayoutError, "4 ranks, but SLURM_NTASKS is 8"):
+                layout.relaunch_layout({"FALCON_LAYOUT": path, "SLURM_NTASKS": "8"})
+            # Whatever the file holds, the error names the variable and the file.
+            for data, why in ((b"{", "not JSON"), (b'{"dp_size": "\xff"}', "not UTF-8 text"),
+                              (b"[" * 200000, "JSON nested too deep|not JSON"),
+                              (b'{"dp_size": ' + b"9" * 5000 + b"}", "not JSON")):
+                with open(path, "wb") as f:
+                    f.write(data)
+                with self.assertRaisesRegex(layout.LayoutError,
+                                            f"^FALCON_LAYOUT: {path}: ({why})"):
+                    layout.relaunch_layout({"FALCON_LAYOUT": path})
+            with self.assertRaisesRegex(layout.LayoutError,
+                                        "FALCON_LAYOUT=/nonexistent/l.json: cannot read it"):
+                layout.relaunch_layout({"FALCON_LAYOUT": "/nonexistent/l.json"})
 
 
 class S3RelaunchTest(unittest.TestCase):
@@ -265,7 +282,9 @@ class S3RelaunchTest(unittest.TestCase):
                                                      '"layout"'),
                     (dict(good, layout=dict(REPLICA_LAYOUT, dp_size=3)),
                      '"layout": dp_size x pp_size x tp_size = 6'),
-                    (dict(good, layout=[]), '"layout": not a JSON object')):
+                    (dict(good, layout=[]), '"layout": not a JSON object'),
+                    (dict(good, epoch=2**32), '"epoch" holds 4294967296, not an integer in '
+                                              r'\[0, 4294967295\]')):
                 write_restart_request(path, request)
                 with self.assertRaisesRegex(launch.RelaunchError, why):
                     launch.read_restart_request(path)
@@ -336,6 +355,25 @@ def _run_launchers(tmp, job_text):
 
 
 class SupervisionTest(unittest.TestCase):
+    def test_a_launcher_told_to_stop_before_torchrun_starts_stops_it(self):
+        # The SIGTERM came while a relaunch was prepared: the new torchrun is stopped at once,
+        # its job never runs to the end.
+        with tempfile.TemporaryDirectory() as tmp:
+            job = os.path.join(tmp, "slow.py")
+            done = os.path.join(tmp, "done")
+            with open(job, "w") as f:
+                f.write(f"import time\ntime.sleep(60)\nopen({done!r}, 'w').close()\n")
+            e = dict(os.environ, FALCON_JOB="stopped")
+            for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+                e.pop(k, None)
+            torchrun = launch._Torchrun()
+            torchrun.stopping = True
+            rc = torchrun.run(launch.torchrun_argv(
+                ["--nnodes", "1", "--nproc_per_node", "1", "--master_port", str(_free_port()),
+                 "--log_dir", os.path.join(tmp, "logs"), job]), e)
+            self.assertNotEqual(rc, 0)
+            self.assertFalse(os.path.exists(done))
+
     def test_an_s3_exit_relaunches_every_node_in_the_new_layout(self):
         with tempfile.TemporaryDirectory() as tmp:
             results = _run_launchers(tmp, FAKE_S3_JOB)
@@ -524,6 +562,24 @@ class SessionTest(unittest.TestCase):
             self.assertEqual(exited.exception.code, falcon.RESTART_EXIT_CODE)
             self.assertEqual(launch.read_restart_request(path), self.fs._restart)
 
+    def test_a_topology_change_of_other_sizes_is_refused(self):
+        from falcon.session import Session
+        penv = env.ProcessEnv(job="sizes", rank=0, world_size=4, local_rank=0, node="n",
+                              agent_socket="/nonexistent.sock", restart_count=0,
+                              restart_file="/nonexistent/restart.json")
+        s = Session(penv, None, dp_size=2, pp_size=2, tp_size=1, dp_index=0, pp_index=0,
+                    tp_index=0, global_micro_batches=8, checkpoint_fn=lambda *a: None,
+                    time_ops=False, validation_group=None)
+        d, keep = _directive(_shim.DIRECTIVE_TOPOLOGY_CHANGE, version=2)
+        arr = (_shim.RankAssignment * 4)()
+        for r in range(4):
+            arr[r].rank, arr[r].dp_index = r, r
+        d.assignments = ctypes.cast(arr, ctypes.POINTER(_shim.RankAssignment))
+        d.assignments_len = 4
+        self.assertIn("the layout is DP 4 x PP 1 x TP 1, the job runs DP 2 x PP 2 x TP 1",
+                      s._apply(d))
+        self.assertIsNone(s._restart)
+
     def test_restart_without_a_checkpoint_callback_is_refused(self):
         d, _keep = _directive(_shim.DIRECTIVE_CHECKPOINT_RESTART)
         self.assertIn("no checkpoint callback", self.fs._apply(d))
@@ -552,13 +608,58 @@ class SessionTest(unittest.TestCase):
             self.assertIn(why, self.fs._apply(d))
         self.assertEqual(seen, [])
         d, _keep = topology((0, 0, 0, 0))
+        d.epoch = 2**32
+        self.assertIn("epoch 4294967296 is above 4294967295", self.fs._apply(d))
+        d, _keep = topology((0, 0, 0, 0))
         self.assertIsNone(self.fs._apply(d))
+        self.assertEqual(seen, [("", 30, [])])
+        # Directives after it in the same poll are refused: the relaunch would lose them.
+        for later in (_directive(_shim.DIRECTIVE_MICRO_BATCH_PLAN, (4,), version=6),
+                      _directive(_shim.DIRECTIVE_CHECKPOINT_RESTART)):
+            self.assertIn("the job is exiting for a relaunch (S3 at iteration 30)",
+                          self.fs._apply(later[0]))
         self.assertEqual(seen, [("", 30, [])])
         # The plan in force goes on (the DP size is the same); the directive's version with it.
         self.assertEqual(self.fs._restart, {
             "checkpoint_dir": "", "excluded_ranks": [], "iteration": 30, "epoch": 3,
             "layout": {"dp_size": 1, "pp_size": 1, "tp_size": 1, "positions": [[0, 0, 0]],
                        "plan_version": 5, "micro_batches": [4]}})
+
+    def test_link_passes_run_only_while_paused_and_meet_their_peer_first(self):
+        from falcon import validation
+        task = _shim.ValidationTask()
+        task.kind, task.task_id, task.repeats, task.link_bytes = _shim.VALIDATION_LINK_PASS, 9, 1, 8
+        links = (_shim.Link * 1)()
+        links[0].src_rank, links[0].dst_rank = 0, 0
+        task.links = ctypes.cast(links, ctypes.POINTER(_shim.Link))
+        task.links_len = 1
+        result = _shim.ValidationResult()
+        err = ctypes.create_string_buffer(256)
+        result.error = ctypes.addressof(err)
+        result.error_capacity = 256
+        self.assertEqual(self.fs._on_validation(None, ctypes.pointer(task),
+                                                ctypes.pointer(result)), 1)
+        self.assertIn(b"link pass of task 9 not run: rank 0 is not paused", err.value)
+        # The meeting through the store: a peer that never comes is given up after the timeout
+        # (a fake clock: no waiting), and at once for the rest of the pause.
+        store = dist.distributed_c10d._get_default_store()
+        now = [0.0]
+
+        def sleep(s):
+            now[0] += s
+        meeting = validation.Rendezvous(store, "unit", timeout_s=5, sleep=sleep,
+                                        clock=lambda: now[0])
+        with self.assertRaisesRegex(validation.PeerAbsent,
+                                    "rank 3 did not come to link 0->3 of task 4 within 5 s"):
+            meeting.meet(4, 0, 3, 0)
+        self.assertGreaterEqual(now[0], 5)
+        with self.assertRaisesRegex(validation.PeerAbsent, "rank 3 did not come to an earlier"):
+            meeting.meet(5, 3, 0, 0)
+        store.add("falcon/unit/validation/6/2-0", 1)  # Rank 2 came first.
+        meeting.meet(6, 2, 0, 0)
+        self.fs._on_pause(None, 1)
+        self.fs._on_pause(None, 0)  # The end of a pause forgets the absent peers.
+        self.assertTrue(self.fs._paused is False)
 
     def test_validation_gemm(self):
         from falcon import validation
