@@ -77,6 +77,9 @@ ABSL_FLAG(int, detector_min_after, 5,
           "change; 4 reaches a slowdown an iteration sooner and lets 3-iteration bursts through");
 ABSL_FLAG(int, validation_gemm_size, 1024, "validation GEMM size m = n = k, [1, 65536]");
 ABSL_FLAG(int, validation_repeats, 3, "timed repetitions of each validation test, [1, 100]");
+ABSL_FLAG(int, validation_pause_lead_iterations, 2,
+          "the validation pause's effective iteration leads the job's latest complete iteration "
+          "by this many, [0, 1000]");
 ABSL_FLAG(int64_t, validation_link_bytes, int64_t{64} << 20,
           "bytes per link-pass message, [1, 2^30]");
 ABSL_FLAG(double, validation_link_slow_ratio, 0.10,
@@ -191,6 +194,8 @@ absl::Status CheckFlags() {
           {"--detector_min_after", absl::GetFlag(FLAGS_detector_min_after), 1, 10},
           {"--validation_gemm_size", absl::GetFlag(FLAGS_validation_gemm_size), 1, 65536},
           {"--validation_repeats", absl::GetFlag(FLAGS_validation_repeats), 1, 100},
+          {"--validation_pause_lead_iterations",
+           absl::GetFlag(FLAGS_validation_pause_lead_iterations), 0, 1000},
           {"--validation_link_bytes", absl::GetFlag(FLAGS_validation_link_bytes), 1,
            int64_t{1} << 30},
           {"--max_ranks_per_job", absl::GetFlag(FLAGS_max_ranks_per_job), 1, 1 << 20},
@@ -289,6 +294,7 @@ int main(int argc, char** argv) {
     loc.gemm_size = static_cast<uint32_t>(gemm);
     loc.repeats = static_cast<uint32_t>(repeats);
     loc.link_bytes = static_cast<uint64_t>(bytes);
+    loc.pause_lead_iterations = absl::GetFlag(FLAGS_validation_pause_lead_iterations);
     loc.verdict.link_slow_ratio = absl::GetFlag(FLAGS_validation_link_slow_ratio);
     loc.verdict.gemm_slow_ratio = absl::GetFlag(FLAGS_validation_gemm_slow_ratio);
   }

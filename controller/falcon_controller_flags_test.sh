@@ -45,6 +45,8 @@ expect_refused "--metrics_listen: '127.0.0.1:99999': port '99999' is not in [0, 
 expect_refused "--profiling_iterations: -1 is not in [1, 1000]" --profiling_iterations=-1
 expect_refused "--detector_min_after: 11 is not in [1, 10]" --detector_min_after=11
 expect_refused "--validation_repeats: 0 is not in [1, 100]" --validation_repeats=0
+expect_refused "--validation_pause_lead_iterations: 1001 is not in [0, 1000]" \
+  --validation_pause_lead_iterations=1001
 expect_refused "--validation_gemm_slow_ratio: nan is not in (0, 10]" \
   --validation_gemm_slow_ratio=nan
 # TLS: the three files, or an explicit --plaintext.
