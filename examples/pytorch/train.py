@@ -2,9 +2,10 @@
 Falcon (the `falcon` package). Rank r sits at pipeline stage r // dp, DP index r % dp, as in the
 reference trainer (--rank-order stage: a stage's replicas on consecutive ranks, so on one node),
 or at stage r % pp, DP index r // pp (--rank-order replica: a whole pipeline on consecutive ranks);
-after an S3 relaunch, where the controller's new layout puts it (falcon.relaunch_layout()). Each stage holds an even share of the layers (stage 0 also the embedding, the
-last stage the head); micro-batches go through the pipeline GPipe-style over send/recv, gradients
-are summed over the stage's DP communicator. The global batch (M micro-batches) is the same
+after an S3 relaunch, where the controller's new layout puts it (falcon.relaunch_layout()). Each
+stage holds an even share of the layers (stage 0 also the embedding, the last stage the head);
+micro-batches go through the pipeline GPipe-style over send/recv, gradients are summed over the
+stage's DP communicator. The global batch (M micro-batches) is the same
 whatever the S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it.
 
     /usr/bin/python3 -m falcon.launch --nnodes 1 --nproc_per_node 4 examples/pytorch/train.py \
@@ -202,8 +203,9 @@ def main(argv):
             relaunched = falcon.relaunch_layout()  # An S3 relaunch's layout, or None.
         except falcon.LayoutError as e:
             sys.exit(f"train.py: {e}")
-    at = {pos: r for r, pos in enumerate(positions(a, world, relaunched))}
-    dpi, stage = next(pos for pos, r in at.items() if r == rank)
+    places = positions(a, world, relaunched)
+    dpi, stage = places[rank]
+    at = {pos: r for r, pos in enumerate(places)}
     # Every rank makes every group, in the same order (dist.new_group's rule).
     dp_ranks = [[at[(d, p)] for d in range(a.dp)] for p in range(a.pp)]
     pp_ranks = [[at[(d, p)] for p in range(a.pp)] for d in range(a.dp)]

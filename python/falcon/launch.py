@@ -30,7 +30,6 @@ RESTART_EXIT_CODE so that an outer scheduler (a Slurm requeue) can take over. Wi
 once the launcher was told to stop (SIGTERM, SIGINT), it exits with torchrun's status.
 """
 
-import json
 import os
 import shutil
 import signal
@@ -38,11 +37,11 @@ import subprocess
 import sys
 import tempfile
 
+from falcon import jsonfile
 from falcon import layout as layout_mod
 
 RESTART_EXIT_CODE = 75  # session.RESTART_EXIT_CODE (not imported: that loads torch and the shim).
 DEFAULT_MASTER_PORT = 29500  # torchrun's.
-MAX_EPOCH = 2**32 - 1  # env.MAX_U32: the largest FALCON_EPOCH a session takes.
 
 
 class RelaunchError(ValueError):
@@ -126,7 +125,7 @@ def read_restart_request(path):
     ints >= 0, checkpoint_dir: str; S3: "layout" in falcon.layout's JSON form and no excluded
     ranks, S4: a non-empty excluded_ranks); RelaunchError naming the field when malformed;
     OSError when unreadable."""
-    r = layout_mod.load_json(path, RelaunchError)
+    r = jsonfile.load(path, RelaunchError)
     if not isinstance(r, dict):
         raise RelaunchError(f"{path}: not a JSON object")
     ex = r.get("excluded_ranks")
@@ -144,7 +143,7 @@ def read_restart_request(path):
         raise RelaunchError(f"{path}: \"excluded_ranks\" holds {ex!r}, not a non-empty list of "
                             "ranks")
     # The epoch becomes FALCON_EPOCH, which the session takes up to 2^32 - 1.
-    for k, top in (("epoch", MAX_EPOCH), ("iteration", 2**62)):
+    for k, top in (("epoch", layout_mod.MAX_EPOCH), ("iteration", 2**62)):
         v = r.get(k, 0)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
             raise RelaunchError(f"{path}: \"{k}\" holds {v!r}, not an integer in [0, {top}]")
@@ -156,9 +155,9 @@ def read_restart_request(path):
 
 def relaunch_argv(args, request):
     """The torchrun args for the survivors of `request` (S3: every node, in the same places), or
-    None when every rank of this node is excluded (the node leaves). RelaunchError naming the flag or rank when the request cannot be
-    followed. The new --nnodes, --node_rank and --master_port go just before the script (torchrun
-    takes the last value of a flag)."""
+    None when every rank of this node is excluded (the node leaves). RelaunchError naming the
+    flag or rank when the request cannot be followed. The new --nnodes, --node_rank and
+    --master_port go just before the script (torchrun takes the last value of a flag)."""
     ns, script_at = parse_torchrun(args)
     if ns.rdzv_backend != "static":
         raise RelaunchError(f"--rdzv_backend={ns.rdzv_backend}: a relaunch needs static "

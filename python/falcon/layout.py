@@ -19,11 +19,11 @@ empty: the even split)}.
 """
 
 import dataclasses
-import json
 import os
 import re
 
 from falcon import env as _env
+from falcon import jsonfile
 
 
 class LayoutError(ValueError):
@@ -158,40 +158,15 @@ def from_assignments(assignments, world_size, plan_version=0, micro_batches=()):
     return _checked(*sizes, positions, plan_version, micro_batches, where)
 
 
-def load_json(path, error):
-    """The JSON value in the file at `path`; `error` (an exception class) naming the file when
-    it is not UTF-8 JSON within Python's limits (digits, nesting); OSError when unreadable."""
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except RecursionError:
-        raise error(f"{path}: JSON nested too deep") from None
-    except ValueError as e:  # JSONDecodeError, and an integer over Python's digit limit.
-        raise error(f"{path}: not JSON ({e})") from None
-
-
 def read(path):
     """The Layout in the file at `path`; LayoutError naming the file and field; OSError when
     unreadable."""
-    return from_json(load_json(path, LayoutError), path)
+    return from_json(jsonfile.load(path, LayoutError), path)
 
 
 def write(path, layout):
-    """Writes `layout` (a Layout) to `path` atomically (a temporary file, then rename)."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(layout.to_json(), f)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
+    """Writes `layout` (a Layout) to `path` atomically; OSError when it cannot."""
+    jsonfile.write(path, layout.to_json())
 
 
 def relaunch_layout(environment=None):

@@ -24,14 +24,14 @@ An absent agent never stops training: the shim buffers and reconnects.
 """
 
 import ctypes
+import dataclasses
 import hashlib
-import json
 import logging
-import os
 import sys
 import threading
 
 from falcon import _shim
+from falcon import jsonfile
 from falcon import layout as layout_mod
 from falcon import ops as ops_mod
 from falcon import validation
@@ -48,19 +48,7 @@ def write_restart_request(path, request):
     reference trainer's launcher reads it; for S3 also "layout", falcon.layout's JSON form, with
     no excluded ranks) to `path` atomically (a temporary file, then rename). OSError when it
     cannot."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(request, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
+    jsonfile.write(path, request)
 
 ROLES = {"dp": _shim.COMM_DP, "pp": _shim.COMM_PP, "tp": _shim.COMM_TP,
          "world": _shim.COMM_WORLD, "unknown": _shim.COMM_UNKNOWN}
@@ -337,8 +325,7 @@ class Session:
                     f"{new.tp_size}, the job runs DP {sizes[0]} x PP {sizes[1]} x TP {sizes[2]}: "
                     "the PyTorch package relaunches in a layout of the same sizes")
         # The S2 plan in force goes on (as the reference trainer's does).
-        new = layout_mod.Layout(new.dp_size, new.pp_size, new.tp_size, new.positions,
-                                new.plan_version, tuple(self._plan))
+        new = dataclasses.replace(new, micro_batches=tuple(self._plan))
         iteration = max(int(d.effective_iteration), 0)
         self._checkpoint_fn("", iteration, [])
         self._restart = {"checkpoint_dir": "", "excluded_ranks": [], "iteration": iteration,
@@ -395,6 +382,27 @@ class Session:
                             "peer is not paused waits for it", e)
         return self._meeting
 
+    def _link_pass(self, t, r):
+        """Runs link-pass task `t` into result `r`; None, or why it could not."""
+        if not self._paused:
+            # Its peers may be training: a send or recv here could wait for them while they wait
+            # for this rank in a collective.
+            return (f"link pass of task {t.task_id} not run: rank {self.env.rank} is not paused "
+                    "(the pause reached it after its iteration began)")
+        links = [(t.links[i].src_rank, t.links[i].dst_rank) for i in range(t.links_len)]
+        timings, missed = validation.link_pass(
+            links, t.link_bytes, t.repeats, self.env.rank, self.validation_group, self.now_ns,
+            task_id=t.task_id, rendezvous=self._rendezvous())
+        if missed:
+            return f"link pass of task {t.task_id}: " + "; ".join(e for _, e in missed)
+        for i, ((src, dst), ns) in enumerate(timings[: r.link_timings_capacity]):
+            r.link_timings[i].link.src_rank = src
+            r.link_timings[i].link.dst_rank = dst
+            r.link_timings[i].duration_ns = ns
+            r.link_timings[i].bytes = t.link_bytes
+        r.link_timings_len = min(len(timings), r.link_timings_capacity)
+        return None
+
     def _on_validation(self, _user, tptr, rptr):
         t, r = tptr.contents, rptr.contents
         try:
@@ -403,29 +411,11 @@ class Session:
                 r.gemm_duration_ns, r.gemm_flops = dur, flops
                 return 0
             if t.kind == _shim.VALIDATION_LINK_PASS:
-                if not self._paused:
-                    # Its peers may be training: a send or recv here could wait for them while
-                    # they wait for this rank in a collective.
-                    why = (f"link pass of task {t.task_id} not run: rank {self.env.rank} is not "
-                           "paused (the pause reached it after its iteration began)")
-                    _write_c_string(r.error, r.error_capacity, why)
-                    return 1
-                links = [(t.links[i].src_rank, t.links[i].dst_rank) for i in range(t.links_len)]
-                timings, missed = validation.link_pass(
-                    links, t.link_bytes, t.repeats, self.env.rank, self.validation_group,
-                    self.now_ns, task_id=t.task_id, rendezvous=self._rendezvous())
-                if missed:
-                    why = f"link pass of task {t.task_id}: " + "; ".join(e for _, e in missed)
-                    _write_c_string(r.error, r.error_capacity, why)
-                    return 1
-                for i, ((src, dst), ns) in enumerate(timings[: r.link_timings_capacity]):
-                    r.link_timings[i].link.src_rank = src
-                    r.link_timings[i].link.dst_rank = dst
-                    r.link_timings[i].duration_ns = ns
-                    r.link_timings[i].bytes = t.link_bytes
-                r.link_timings_len = min(len(timings), r.link_timings_capacity)
-                return 0
-            why = f"validation task kind {t.kind}: unknown to the PyTorch package"
+                why = self._link_pass(t, r)
+                if why is None:
+                    return 0
+            else:
+                why = f"validation task kind {t.kind}: unknown to the PyTorch package"
         except Exception as e:
             why = f"validation task {t.task_id}: {e!r}"
         _write_c_string(r.error, r.error_capacity, why)

@@ -204,14 +204,43 @@ class PytorchE2E(unittest.TestCase):
             for a in other.get("actions", []):
                 self.assertEqual(a.get("strategy"), "STRATEGY_S1_IGNORE", evidence)
 
+    def _require_netns(self):
+        """Skips (fails under CI=true) where the netns cluster cannot be made: falcon_chaos caps
+        links between netns nodes only (tests/testing/skip.sh's rule)."""
+        if self.netns:
+            return
+        why = "the link scenario needs the netns cluster (root with CAP_NET_ADMIN)"
+        if os.environ.get("CI") in ("true", "1"):
+            self.fail(f"CI=true and a precondition is missing: {why}")
+        print(f"\nFALCON-TEST-SKIPPED: {why}")
+        self.skipTest(why)
+
+    def _run_under_link_cap(self, rate):
+        """Caps node0 -> node1 at `rate` until the job (both launchers) ended; the record of the
+        fault is truth.json."""
+        chaos = self.c.chaos([f"link:src=node0,dst=node1,rate={rate}"],
+                             os.path.join(self.tmp, "truth.json"))
+        time.sleep(2)
+        self.assertIsNone(chaos.poll(), f"falcon_chaos exited {chaos.returncode}:\n"
+                                        f"{self.c.log('chaos')[-2000:]}")
+        try:
+            self.c.wait_job(900)
+        except RuntimeError as e:
+            self.fail(f"{e}\n{_evidence(self.c, self.log)}")
+        chaos.send_signal(signal.SIGTERM)  # The cap until the job is done; the record says when.
+        chaos.wait(30)
+
+    def _communication_event(self, evidence):
+        """(every event, the one communication event not explained by another)."""
+        events = self.c.ctl("events").get("events", [])
+        comm = [e for e in events if e.get("cause") == "CAUSE_COMMUNICATION"
+                and not e.get("explained_by_event_id")]
+        self.assertEqual(len(comm), 1, evidence)
+        return events, comm[0]
+
     def test_dp_link_cap_is_mitigated_by_s3_at_a_relaunch_in_a_new_layout(self):
         job = "pt-s3"
-        if not self.netns:
-            why = "the link scenario needs the netns cluster (root with CAP_NET_ADMIN)"
-            if os.environ.get("CI") in ("true", "1"):
-                self.fail(f"CI=true and a precondition is missing: {why}")
-            print(f"\nFALCON-TEST-SKIPPED: {why}")
-            self.skipTest(why)
+        self._require_netns()
         # S3 costs little here (the escalation takes it within a few slow steps); S4 keeps its
         # default cost, which this run never reaches.
         self._start(link_bytes=65536)
@@ -228,24 +257,10 @@ class PytorchE2E(unittest.TestCase):
         dp_before = sorted(sorted(c["member_ranks"]) for c in j["communicators"]
                            if c["kind"] == "COMM_KIND_DP")
         self.assertEqual(dp_before, [[0, 2], [1, 3]], json.dumps(j)[:2000])
-        record = os.path.join(self.tmp, "truth.json")
-        chaos = self.c.chaos(["link:src=node0,dst=node1,rate=4mbit"], record)
-        time.sleep(2)
-        self.assertIsNone(chaos.poll(), f"falcon_chaos exited {chaos.returncode}:\n"
-                                        f"{self.c.log('chaos')[-2000:]}")
-        try:
-            self.c.wait_job(900)
-        except RuntimeError as e:
-            self.fail(f"{e}\n{_evidence(self.c, self.log)}")
-        chaos.send_signal(signal.SIGTERM)
-        chaos.wait(30)
+        self._run_under_link_cap("4mbit")
         evidence = (_evidence(self.c, self.log) + "\n" + self.c.log("torchrun-node0")[-3000:] +
                     "\n" + self.c.log("torchrun-node1")[-2000:])
-        events = self.c.ctl("events").get("events", [])
-        comm = [e for e in events if e.get("cause") == "CAUSE_COMMUNICATION"
-                and not e.get("explained_by_event_id")]
-        self.assertEqual(len(comm), 1, evidence)
-        e = comm[0]
+        events, e = self._communication_event(evidence)
         links = [(k.get("src_rank", 0), k.get("dst_rank", 0)) for k in e.get("links", [])]
         # Localized to links that cross the nodes (node0: ranks 0, 1; node1: 2, 3).
         self.assertTrue(links, evidence)
@@ -308,13 +323,7 @@ class PytorchE2E(unittest.TestCase):
 
     def test_link_cap_is_localized_and_s4_relaunches_the_job_without_the_node(self):
         job = "pt-link"
-        if not self.netns:
-            # falcon_chaos caps links between netns nodes only (tests/testing/skip.sh's rule).
-            why = "the link scenario needs the netns cluster (root with CAP_NET_ADMIN)"
-            if os.environ.get("CI") in ("true", "1"):
-                self.fail(f"CI=true and a precondition is missing: {why}")
-            print(f"\nFALCON-TEST-SKIPPED: {why}")
-            self.skipTest(why)
+        self._require_netns()
         # Validation's link passes move 64 KiB (0.26 s across the 2 mbit cap, not 17 s for the
         # default 4 MiB); S3 and S4 cost little, so that the escalation reaches S4 within the run.
         self._start(link_bytes=65536)
@@ -323,25 +332,12 @@ class PytorchE2E(unittest.TestCase):
         self.c.start_job(job, 2, JOB_ARGS + ["--steps", "150", "--log", self.log,
                                              "--checkpoint-dir", ckpt])
         self._await_armed(job, 70, 4, 300)
-        record = os.path.join(self.tmp, "truth.json")
         # One direction only: the activations of both pipelines (128 KiB per step) at 2 mbit/s;
-        # the gradients node1 -> node0 keep the full rate.
-        chaos = self.c.chaos(["link:src=node0,dst=node1,rate=2mbit"], record)
-        time.sleep(2)
-        self.assertIsNone(chaos.poll(), f"falcon_chaos exited {chaos.returncode}:\n"
-                                        f"{self.c.log('chaos')[-2000:]}")
-        try:  # node1's launcher leaves (0), node0's relaunches and finishes (0).
-            self.c.wait_job(900)
-        except RuntimeError as e:
-            self.fail(f"{e}\n{_evidence(self.c, self.log)}")
-        chaos.send_signal(signal.SIGTERM)  # The cap until the job is done; the record says when.
-        chaos.wait(30)
+        # the gradients node1 -> node0 keep the full rate. node1's launcher leaves (0), node0's
+        # relaunches and finishes (0).
+        self._run_under_link_cap("2mbit")
         evidence = _evidence(self.c, self.log) + "\n" + self.c.log("torchrun-node0")[-3000:]
-        events = self.c.ctl("events").get("events", [])
-        comm = [e for e in events if e.get("cause") == "CAUSE_COMMUNICATION"
-                and not e.get("explained_by_event_id")]
-        self.assertEqual(len(comm), 1, evidence)
-        e = comm[0]
+        events, e = self._communication_event(evidence)
         # Slowest first (the verdict's order).
         links = [(k.get("src_rank", 0), k.get("dst_rank", 0)) for k in e.get("links", [])]
         # Localized to the capped direction: the slowest link, and most of them, run from
