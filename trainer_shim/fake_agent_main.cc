@@ -46,6 +46,16 @@ int main(int argc, char** argv) {
 
   nlohmann::json out;
   out["hellos"] = (*agent)->hellos().size();
+  nlohmann::json layouts = nlohmann::json::array();
+  for (const auto& h : (*agent)->hellos()) {
+    layouts.push_back({{"job", h.job()},
+                       {"rank", h.rank().rank()},
+                       {"gpu", h.rank().gpu()},
+                       {"dp_size", h.dp_size()},
+                       {"pp_size", h.pp_size()},
+                       {"global_micro_batches", h.global_micro_batches()}});
+  }
+  out["hello_layouts"] = layouts;
   nlohmann::json comms = nlohmann::json::array();
   for (const auto& c : (*agent)->communicators()) {
     comms.push_back(
@@ -55,14 +65,17 @@ int main(int argc, char** argv) {
   }
   out["communicators"] = comms;
   std::map<std::string, int> by_kind;
+  std::map<std::string, int> by_comm;  // Decimal comm id -> records (JSON keys are strings).
   int64_t with_device_time = 0;
   const auto records = (*agent)->acked_records();
   for (const auto& r : records) {
     ++by_kind[falcon::v1::OpKind_Name(r.op_kind())];
+    ++by_comm[std::to_string(r.comm_id())];
     if (r.device_duration_ns() > 0) ++with_device_time;
   }
   out["records"] = records.size();
   out["records_by_kind"] = by_kind;
+  out["records_by_comm"] = by_comm;
   out["records_with_device_time"] = with_device_time;
   std::printf("%s\n", out.dump().c_str());
   return 0;

@@ -512,4 +512,13 @@ falcon_shim_status falcon_shim_shutdown(void) {
   }
 }
 
+falcon_shim_status falcon_shim_set_shutdown_hook(falcon_shim_shutdown_hook_fn fn, void* user_data) {
+  try {
+    falcon::trainer_shim::SetGlobalShutdownHook(fn, user_data);
+    return FALCON_SHIM_OK;
+  } catch (...) {
+    return Internal();
+  }
+}
+
 }  // extern "C"

@@ -282,6 +282,14 @@ falcon_shim_status falcon_shim_get_stats(falcon_shim_stats* stats);
 /* Flushes (bounded by shutdown_flush_timeout_ms) and stops. A new init may follow. */
 falcon_shim_status falcon_shim_shutdown(void);
 
+/* Called at the start of every falcon_shim_shutdown, on its thread, while the shim still takes
+ * records: a library that holds records back hands them over (the NCCL interposer holds an op
+ * until its CUDA events complete, and the trainer may close the session it shares first). The
+ * hook must not call falcon_shim_shutdown or falcon_shim_set_shutdown_hook. One per process, kept
+ * across shim restarts; fn NULL removes it. Works with or without a running shim. */
+typedef void (*falcon_shim_shutdown_hook_fn)(void* user_data);
+falcon_shim_status falcon_shim_set_shutdown_hook(falcon_shim_shutdown_hook_fn fn, void* user_data);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

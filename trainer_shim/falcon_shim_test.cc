@@ -314,5 +314,33 @@ TEST(FalconShimCNoInitTest, EverythingFailsCleanlyBeforeInit) {
   EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
 }
 
+// The shutdown hook runs first in every shutdown, while the shim still takes records.
+TEST(FalconShimCNoInitTest, TheShutdownHookRunsBeforeTheShimStops) {
+  struct Seen {
+    int calls = 0;
+    falcon_shim_status register_status = -1;
+  } seen;
+  auto hook = [](void* user_data) {
+    auto* s = static_cast<Seen*>(user_data);
+    ++s->calls;
+    const uint32_t members[] = {0};
+    s->register_status = falcon_shim_register_comm(7, FALCON_SHIM_COMM_WORLD, members, 1, "w");
+  };
+  EXPECT_EQ(falcon_shim_set_shutdown_hook(hook, &seen), FALCON_SHIM_OK);  // Before any init.
+  EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_FAILED_PRECONDITION);
+  EXPECT_EQ(seen.calls, 0) << "no shim, no hook";
+  ASSERT_EQ(falcon_shim_init("j", 0, 1, nullptr, nullptr), FALCON_SHIM_OK);
+  EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
+  EXPECT_EQ(seen.calls, 1);
+  EXPECT_EQ(seen.register_status, FALCON_SHIM_OK) << "the shim still runs inside the hook";
+  ASSERT_EQ(falcon_shim_init("j", 0, 1, nullptr, nullptr), FALCON_SHIM_OK);  // Kept across.
+  EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
+  EXPECT_EQ(seen.calls, 2);
+  EXPECT_EQ(falcon_shim_set_shutdown_hook(nullptr, nullptr), FALCON_SHIM_OK);
+  ASSERT_EQ(falcon_shim_init("j", 0, 1, nullptr, nullptr), FALCON_SHIM_OK);
+  EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
+  EXPECT_EQ(seen.calls, 2) << "removed";
+}
+
 }  // namespace
 }  // namespace falcon::trainer_shim

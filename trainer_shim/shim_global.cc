@@ -15,6 +15,8 @@ absl::Mutex g_mu(absl::kConstInit);
 std::atomic<Shim*> g_shim{nullptr};
 // Retired instances; intentionally leaked (see header).
 std::vector<Shim*>* g_retired ABSL_GUARDED_BY(g_mu) = nullptr;
+void (*g_shutdown_hook)(void*) ABSL_GUARDED_BY(g_mu) = nullptr;
+void* g_shutdown_hook_data ABSL_GUARDED_BY(g_mu) = nullptr;
 
 }  // namespace
 
@@ -33,12 +35,22 @@ Shim* GlobalShim() { return g_shim.load(std::memory_order_acquire); }
 
 absl::Status ShutdownGlobalShim() {
   absl::MutexLock lock(&g_mu);
+  if (g_shim.load(std::memory_order_acquire) == nullptr) {
+    return absl::FailedPreconditionError("falcon shim is not initialized");
+  }
+  // Records the hook hands over go into the running shim (RecordOp takes no lock here).
+  if (g_shutdown_hook != nullptr) g_shutdown_hook(g_shutdown_hook_data);
   Shim* shim = g_shim.exchange(nullptr, std::memory_order_acq_rel);
-  if (shim == nullptr) return absl::FailedPreconditionError("falcon shim is not initialized");
   shim->Shutdown();
   if (g_retired == nullptr) g_retired = new std::vector<Shim*>();
   g_retired->push_back(shim);
   return absl::OkStatus();
+}
+
+void SetGlobalShutdownHook(void (*fn)(void*), void* user_data) {
+  absl::MutexLock lock(&g_mu);
+  g_shutdown_hook = fn;
+  g_shutdown_hook_data = fn != nullptr ? user_data : nullptr;
 }
 
 NcclCommBindings& GlobalNcclCommBindings() {

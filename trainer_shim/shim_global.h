@@ -17,8 +17,11 @@ namespace falcon::trainer_shim {
 absl::Status InitGlobalShim(ShimOptions options);
 // The running shim, or null. Lock-free.
 Shim* GlobalShim();
-// Shuts the running shim down and retires it. kFailedPrecondition when none is running.
+// Shuts the running shim down and retires it, after calling the shutdown hook (while the shim still
+// takes records). kFailedPrecondition when none is running.
 absl::Status ShutdownGlobalShim();
+// The hook ShutdownGlobalShim calls first (falcon_shim_set_shutdown_hook); fn null removes it.
+void SetGlobalShutdownHook(void (*fn)(void*), void* user_data);
 // The process's NCCL profiler communicator bindings; they outlive shim restarts (the plugin's
 // communicators do).
 NcclCommBindings& GlobalNcclCommBindings();

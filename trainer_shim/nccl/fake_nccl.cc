@@ -13,6 +13,8 @@
 // Ops inside ncclGroupStart/End run at the outermost ncclGroupEnd, as in NCCL. Every call is
 // appended to a log (fake_nccl_log) so a test can compare what reached "NCCL".
 // CUDA events: cudaEventRecord stamps a counter; elapsed time = 0.25 ms per stamp in between.
+// With FAKE_CUDA_LAST_EVENT_PENDING=1 the event recorded last is not complete yet
+// (cudaEventQuery says cudaErrorNotReady), as the GPU still runs the last op.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -334,7 +336,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
   reinterpret_cast<FakeEvent*>(event)->stamp = ++g_event_clock;
   return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  static const bool last_pending = [] {
+    const char* v = std::getenv("FAKE_CUDA_LAST_EVENT_PENDING");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  std::lock_guard<std::mutex> lock(g_mu);
+  const bool pending = last_pending && reinterpret_cast<FakeEvent*>(event)->stamp == g_event_clock;
+  return pending ? cudaErrorNotReady : cudaSuccess;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   *ms = 0.25f * static_cast<float>(reinterpret_cast<FakeEvent*>(end)->stamp -

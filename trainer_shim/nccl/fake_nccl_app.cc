@@ -1,10 +1,15 @@
 // A tiny "trainer" linked against libfake_nccl.so: creates communicators (InitRank, Split,
 // InitRankConfig), runs 5 iterations of every wrapped op (a Send/Recv pair inside a group), and
 // prints a checksum of every result plus the fake NCCL call log. With argument "pause" it prints
-// "ready" after 3 iterations and waits for a line on stdin before going on.
+// "ready" after 3 iterations and waits for a line on stdin before going on. With argument
+// "session" it starts its own shim session (falcon_shim_init, found in the process as a
+// trainer's falcon.init finds it) after making its communicators and before its first op, with
+// a layout of its own (DP 2 x PP 2, rank 1 at dp_index 1), as a PyTorch job that creates NCCL
+// communicators eagerly does.
 //
 // Output lines: "result <iteration> <op> <checksum>", "log <fake NCCL log line>", "done".
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <cstdio>
@@ -13,6 +18,8 @@
 #include <iostream>
 #include <string>
 #include <vector>
+
+#include "trainer_shim/falcon_shim.h"
 
 extern "C" const char* fake_nccl_log(void);
 
@@ -75,10 +82,40 @@ void Iteration(int it, ncclComm_t world, ncclComm_t sub, ncclComm_t cfg, int ran
   Print(it, "send_recv", sr);
 }
 
+// The trainer's own session, started through the shim library already in the process (the
+// interposer's dependency). Exits 4 when the library or its symbols are missing.
+void StartSession(int rank, int nranks) {
+  using OptionsInit = void (*)(falcon_shim_options*);
+  using Init = falcon_shim_status (*)(const char*, uint32_t, uint32_t, const char*,
+                                      const falcon_shim_options*);
+  auto options_init =
+      reinterpret_cast<OptionsInit>(dlsym(RTLD_DEFAULT, "falcon_shim_options_init"));
+  auto init = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "falcon_shim_init"));
+  const char* socket = std::getenv("FALCON_AGENT_SOCKET");
+  if (options_init == nullptr || init == nullptr || socket == nullptr) {
+    std::fprintf(stderr, "no shim library in the process, or FALCON_AGENT_SOCKET unset\n");
+    std::exit(4);
+  }
+  falcon_shim_options o;
+  options_init(&o);
+  o.dp_index = 1;
+  o.pp_index = 0;
+  o.tp_index = 0;
+  o.dp_size = 2;
+  o.pp_size = 2;
+  o.tp_size = 1;
+  o.global_micro_batches = 8;
+  const char* profiling = std::getenv("FALCON_PROFILING");  // As falcon.init reads it.
+  o.profiling = profiling != nullptr && std::strcmp(profiling, "1") == 0 ? 1 : 0;
+  const falcon_shim_status status = init("nccljob", rank, nranks, socket, &o);
+  std::printf("session %d\n", static_cast<int>(status));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool pause = argc > 1 && std::strcmp(argv[1], "pause") == 0;
+  const bool session = argc > 1 && std::strcmp(argv[1], "session") == 0;
   const int rank = 1;
   const int nranks = 4;
   ncclUniqueId id, id2;
@@ -91,6 +128,7 @@ int main(int argc, char** argv) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   CHECK_NCCL(ncclCommInitRankConfig(&cfg, 2, id2, 1, &config));
+  if (session) StartSession(rank, nranks);
   for (int it = 0; it < 5; ++it) {
     if (pause && it == 3) {
       std::printf("ready\n");
@@ -99,6 +137,12 @@ int main(int argc, char** argv) {
       if (!std::getline(std::cin, line)) return 3;
     }
     Iteration(it, world, sub, cfg, rank, nranks);
+  }
+  if (session) {  // The trainer's session is the trainer's to close (its records flushed),
+                  // before its communicators go, as falcon's close() before destroy_process_group.
+    using Shutdown = falcon_shim_status (*)();
+    auto shutdown = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "falcon_shim_shutdown"));
+    std::printf("shutdown %d\n", shutdown != nullptr ? static_cast<int>(shutdown()) : -1);
   }
   CHECK_NCCL(ncclCommDestroy(cfg));
   CHECK_NCCL(ncclCommDestroy(sub));

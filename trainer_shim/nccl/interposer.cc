@@ -46,17 +46,28 @@ Interposer::ThreadState& Interposer::Tls() {
   return state;
 }
 
-bool Interposer::EnsureShim(int comm_rank, int comm_size) {
-  if (shim_ready_.load(std::memory_order_acquire)) return true;
+void Interposer::KnowRanks(int comm_rank, int comm_size) {
   absl::MutexLock lock(&shim_mu_);
-  if (shim_ready_.load(std::memory_order_acquire)) return true;
-  if (shim_failed_) return false;
+  if (global_rank_.load(std::memory_order_relaxed) >= 0) return;
   int64_t rank = config_.rank;
   int64_t world = config_.world_size;
   if (rank < 0) {  // Unknown from the environment: the first communicator is the world.
     rank = comm_rank;
     world = comm_size;
   }
+  world_size_.store(world, std::memory_order_relaxed);
+  global_rank_.store(rank, std::memory_order_relaxed);
+}
+
+bool Interposer::EnsureShim() {
+  if (shim_ready_.load(std::memory_order_acquire)) return true;
+  if (shim_given_up_.load(std::memory_order_acquire)) return false;
+  absl::MutexLock lock(&shim_mu_);
+  if (shim_ready_.load(std::memory_order_acquire)) return true;
+  if (shim_failed_) return false;
+  const int64_t rank = global_rank_.load(std::memory_order_relaxed);
+  const int64_t world = world_size_.load(std::memory_order_relaxed);
+  if (rank < 0) return false;  // No communicator yet: nothing to record.
   falcon_shim_options o;
   falcon_shim_options_init(&o);
   o.local_rank = config_.local_rank;
@@ -78,17 +89,34 @@ bool Interposer::EnsureShim(int comm_rank, int comm_size) {
     shim_started_ = true;
   } else if (status != FALCON_SHIM_FAILED_PRECONDITION) {  // Not "already running".
     shim_failed_ = true;
+    shim_given_up_.store(true, std::memory_order_release);
     Warn("shim init failed; passing NCCL through", falcon_shim_last_error());
+    unregistered_.clear();
     return false;
   }
-  global_rank_.store(rank, std::memory_order_relaxed);
-  world_size_.store(world, std::memory_order_relaxed);
+  // The trainer may close a session it started before this process exits: the ops whose device
+  // time is still pending go to it first.
+  if (falcon_shim_set_shutdown_hook(&Interposer::OnShimShutdown, this) != FALCON_SHIM_OK) {
+    Warn("shutdown hook not set: ops pending device time at shutdown may be lost",
+         falcon_shim_last_error());
+  }
+  // The communicators made before the shim ran (the trainer starts its session after NCCL's
+  // first communicator, e.g. PyTorch's init_process_group with device_id).
+  for (const Registration& r : unregistered_) RegisterWithShim(r);
+  unregistered_.clear();
   shim_ready_.store(true, std::memory_order_release);
   return true;
 }
 
+void Interposer::RegisterWithShim(const Registration& r) {
+  if (falcon_shim_register_comm(r.comm_id, r.kind, r.members.data(),
+                                static_cast<uint32_t>(r.members.size()), "") != FALCON_SHIM_OK) {
+    Warn("communicator not registered", falcon_shim_last_error());
+  }
+}
+
 void Interposer::SafePoint() {
-  if (shim_ready_.load(std::memory_order_acquire)) {
+  if (EnsureShim()) {
     // Iteration unknown: directives are due at once; a pause holds here.
     (void)falcon_shim_poll_directives(-1, nullptr, nullptr);
   }
@@ -99,7 +127,7 @@ Interposer::OpToken Interposer::BeginOp(int32_t op_kind, ncclComm_t comm, cudaSt
   OpToken t;
   ThreadState& ts = Tls();
   if (ts.depth == 0) SafePoint();
-  if (!shim_ready_.load(std::memory_order_acquire)) return t;
+  if (!EnsureShim()) return t;
   int comm_rank = 0;
   int comm_size = 0;
   bool ops_by_plugin = false;
@@ -281,7 +309,7 @@ std::vector<uint32_t> Interposer::FallbackMembers(const NewComm& c) const {
 void Interposer::AfterCommInit(ncclResult_t result, ncclComm_t comm, int nranks,
                                const ncclUniqueId& id, int rank, bool blocking) {
   if (!Ok(result) || comm == nullptr || nranks <= 0) return;
-  if (!EnsureShim(rank, nranks)) return;
+  KnowRanks(rank, nranks);
   NewComm c{comm, CommIdFromUniqueId(id.internal, sizeof(id.internal)), rank, nranks};
   AddComm(c, blocking && BlockingByEnv() && result == ncclSuccess);
 }
@@ -387,10 +415,15 @@ void Interposer::Register(const NewComm& c, const std::vector<uint32_t>& members
   const int64_t world = world_size_.load(std::memory_order_relaxed);
   const int32_t kind = static_cast<int64_t>(members.size()) == world ? FALCON_SHIM_COMM_WORLD
                                                                      : FALCON_SHIM_COMM_UNKNOWN;
-  if (falcon_shim_register_comm(c.comm_id, kind, members.data(),
-                                static_cast<uint32_t>(members.size()), "") != FALCON_SHIM_OK) {
-    Warn("communicator not registered", falcon_shim_last_error());
+  Registration r{c.comm_id, kind, members};
+  {
+    absl::MutexLock lock(&shim_mu_);
+    if (!shim_ready_.load(std::memory_order_acquire)) {
+      if (!shim_failed_) unregistered_.push_back(std::move(r));  // Registered at its start.
+      return;
+    }
   }
+  RegisterWithShim(r);
 }
 
 void Interposer::BindProfilerPlugin(const NewComm& c, const std::vector<uint32_t>& members) {
@@ -409,16 +442,26 @@ void Interposer::BeforeCommDestroy(ncclComm_t comm) {
   comms_.Remove(comm);
 }
 
+void Interposer::FlushTimed() {
+  DrainTimed(/*block=*/false);
+  // Whatever the GPU has not finished goes out with host timing only.
+  absl::MutexLock lock(&timing_mu_);
+  for (TimedOp& t : timed_) {
+    (void)falcon_shim_record_op(&t.op);
+    if (t.slot >= 0) free_events_.push_back(t.slot);
+  }
+  timed_.clear();
+  timed_count_.store(0, std::memory_order_release);
+}
+
+void Interposer::OnShimShutdown(void* interposer) {
+  auto* self = static_cast<Interposer*>(interposer);
+  if (getpid() == self->owner_pid_) self->FlushTimed();
+}
+
 void Interposer::Finish() {
   if (getpid() != owner_pid_) return;  // A forked child (e.g. a data loader) owns no shim.
-  DrainTimed(/*block=*/false);
-  {
-    // Whatever the GPU has not finished goes out with host timing only.
-    absl::MutexLock lock(&timing_mu_);
-    for (TimedOp& t : timed_) (void)falcon_shim_record_op(&t.op);
-    timed_.clear();
-    timed_count_.store(0, std::memory_order_release);
-  }
+  FlushTimed();
   absl::MutexLock lock(&shim_mu_);
   if (shim_started_) {
     (void)falcon_shim_shutdown();

@@ -13,8 +13,11 @@
 //    NCCL's profiler plugin's handle for it (falcon_shim_nccl_comm_bind; without the plugin loaded
 //    this is a no-op), then registration. With FALCON_NCCL_OP_TIMING=plugin the ops of a comm the
 //    plugin is bound to are recorded by the plugin, not here.
-//  * the shim itself is started at the first communicator creation, with FALCON_* settings
-//    (interposer_config.h), and flushed at exit.
+//  * the shim itself is started at the first op or group (not at communicator creation, so that a
+//    trainer that starts its own session after NCCL's first communicator, as falcon.init after
+//    PyTorch's eager init_process_group(device_id=...), keeps its layout: the interposer then
+//    uses that session), with FALCON_* settings (interposer_config.h), and flushed at exit. The
+//    communicators made before it are registered when it starts.
 //
 // Failure policy: the wrapped call always happens exactly as asked, with the caller's arguments,
 // and its result is returned unchanged. Anything the interposer cannot do (no agent, no CUDA
@@ -80,7 +83,7 @@ class Interposer {
 
   // Pushes every finished device-timed record to the shim; with `block`, waits for all of them.
   void DrainTimed(bool block);
-  // At exit: drain, then shut the shim down if the interposer started it.
+  // At exit: FlushTimed, then shut the shim down if the interposer started it.
   void Finish();
 
  private:
@@ -107,7 +110,24 @@ class Interposer {
   };
   static ThreadState& Tls();
 
-  bool EnsureShim(int comm_rank, int comm_size);
+  // A communicator's registration waiting for the shim to start.
+  struct Registration {
+    uint64_t comm_id;
+    int32_t kind;
+    std::vector<uint32_t> members;
+  };
+  // Sets the global rank and world size once: from the environment, else from the first
+  // communicator (normally the world).
+  void KnowRanks(int comm_rank, int comm_size);
+  // Starts the shim, or adopts the trainer's running one, and registers the communicators
+  // waiting for it. False: no communicator yet, or its start failed (then a pass-through).
+  bool EnsureShim();
+  void RegisterWithShim(const Registration& r);
+  // Hands every held record to the shim: those whose device events completed with their device
+  // time, the rest with host timing only.
+  void FlushTimed();
+  // falcon_shim_set_shutdown_hook's hook: FlushTimed before the shim (ours or the trainer's) stops.
+  static void OnShimShutdown(void* interposer);
   std::vector<uint32_t> FallbackMembers(const NewComm& c) const;
   void SafePoint();
   void Record(const falcon_shim_op& op, int slot);
@@ -132,7 +152,9 @@ class Interposer {
   absl::Mutex shim_mu_;
   bool shim_started_ ABSL_GUARDED_BY(shim_mu_) = false;  // By us (we flush it at exit).
   bool shim_failed_ ABSL_GUARDED_BY(shim_mu_) = false;   // Init failed: stay a pass-through.
-  std::atomic<bool> shim_ready_{false};                  // Usable (ours or the trainer's).
+  std::vector<Registration> unregistered_ ABSL_GUARDED_BY(shim_mu_);
+  std::atomic<bool> shim_ready_{false};     // Usable (ours or the trainer's).
+  std::atomic<bool> shim_given_up_{false};  // shim_failed_, read without the lock.
   std::atomic<int64_t> global_rank_{-1};
   std::atomic<int64_t> world_size_{-1};
 

@@ -314,6 +314,57 @@ TEST_F(InterposerTest, MembershipExchangeCanBeTurnedOff) {
   EXPECT_EQ((*agent)->communicators()[0].comm_id(), FakeUniqueIdHash(0));
 }
 
+// A trainer that starts its own session after NCCL's first communicators (falcon.init after
+// PyTorch's eager init_process_group): the interposer uses that session, so the agent hears one
+// hello with the trainer's layout, and registers the communicators made before it.
+TEST_F(InterposerTest, UsesTheTrainersSessionStartedAfterTheFirstCommunicators) {
+  auto agent = FakeAgent::Start(socket_);
+  ASSERT_TRUE(agent.ok());
+  Child run(app_, {"session"}, Env(/*profiling=*/false));
+  ASSERT_EQ(run.Finish(), 0);
+  ASSERT_EQ(run.LinesWithPrefix("session "), std::vector<std::string>{"session 0"})
+      << "the trainer's falcon_shim_init must find no session running";
+  ExpectUnchanged(run, 3);
+  ASSERT_TRUE((*agent)->WaitFor([&] { return (*agent)->acked_records().size() == 35; }));
+  ASSERT_EQ((*agent)->hellos().size(), 1u);
+  const falcon::v1::ShimHello& hello = (*agent)->hellos()[0];
+  EXPECT_EQ(hello.rank().rank(), 1u);
+  EXPECT_EQ(hello.rank().dp_index(), 1);
+  EXPECT_EQ(hello.dp_size(), 2u);
+  EXPECT_EQ(hello.pp_size(), 2u);
+  EXPECT_EQ(hello.global_micro_batches(), 8u);
+  std::map<uint64_t, std::vector<uint32_t>> members;
+  for (const auto& c : (*agent)->communicators()) {
+    members[c.comm_id()] = {c.member_ranks().begin(), c.member_ranks().end()};
+  }
+  const uint64_t world_id = FakeUniqueIdHash(0);
+  EXPECT_EQ(members.size(), 3u);
+  EXPECT_EQ(members[world_id], (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(members[SplitCommId(world_id, 0, /*color=*/1)], (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(members[FakeUniqueIdHash(1)], (std::vector<uint32_t>{0, 1}));
+  for (const OpRecord& r : (*agent)->acked_records()) {
+    EXPECT_TRUE(members.count(r.comm_id())) << "an op on an unregistered comm " << r.comm_id();
+  }
+}
+
+// The trainer closes its session while the GPU still runs the last op (its end event not
+// complete): the interposer hands that op over before the shim stops, with host timing only.
+TEST_F(InterposerTest, AnOpPendingDeviceTimeWhenTheTrainerClosesItsSessionIsNotLost) {
+  auto agent = FakeAgent::Start(socket_);
+  ASSERT_TRUE(agent.ok());
+  std::vector<std::string> env = Env(/*profiling=*/true);
+  env.push_back("FAKE_CUDA_LAST_EVENT_PENDING=1");
+  Child run(app_, {"session"}, env);
+  ASSERT_EQ(run.Finish(), 0);
+  EXPECT_EQ(run.LinesWithPrefix("shutdown "), std::vector<std::string>{"shutdown 0"});
+  ExpectUnchanged(run, 3);
+  ASSERT_TRUE((*agent)->WaitFor([&] { return (*agent)->acked_records().size() == 35; }))
+      << (*agent)->acked_records().size() << " of 35 records";
+  int device_timed = 0;
+  for (const OpRecord& r : (*agent)->acked_records()) device_timed += r.device_duration_ns() > 0;
+  EXPECT_EQ(device_timed, 34) << "all but the op still running at the close";
+}
+
 TEST_F(InterposerTest, NoAgentChangesNothing) {
   Child run(app_, {}, Env(true, /*exit_flush_ms=*/100));  // Nobody listens on the socket.
   ASSERT_EQ(run.Finish(), 0);
