@@ -23,7 +23,7 @@ log = logging.getLogger("falcon")
 
 def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
          global_micro_batches=1, checkpoint_fn=None, time_ops=True, validation_group=True,
-         environment=None, library=None, required=False):
+         device=None, environment=None, library=None, required=False):
     """Starts this process's session. torch.distributed must be initialized (the world group is
     registered as the WORLD communicator; with validation_group=True a new group of every rank is
     made for validation link passes, so every rank must call init, as with dist.new_group).
@@ -36,6 +36,12 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
     nodes in the new layout: after such a relaunch (FALCON_LAYOUT set) the layout arguments must
     be this rank's place in falcon.relaunch_layout(). time_ops=False when another timer (the NCCL
     shim) times every op.
+
+    GPUs: the validation GEMM runs on `device` (a torch.device or string; default: this process's
+    current CUDA device when the world group is NCCL's, else the CPU), timed with CUDA events
+    there. Link passes always run on a Gloo group over the host network (CPU tensors), also in an
+    NCCL job: see docs/pytorch.md#gpu-jobs. With the NCCL interposer (LD_PRELOAD), call init
+    before the job's first collective.
 
     Errors: ValueError naming the argument or environment variable that is wrong. When the shim
     library cannot be loaded the session runs untimed with a warning (training never stops for
@@ -86,6 +92,16 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
         raise ValueError(f"falcon.init: torch.distributed says rank {dist.get_rank()} of "
                          f"{dist.get_world_size()}, the environment rank {penv.rank} of "
                          f"{penv.world_size}")
+    import torch
+
+    nccl_world = dist.get_backend() == "nccl"
+    if device is None:
+        device = (torch.device("cuda", torch.cuda.current_device())
+                  if nccl_world and torch.cuda.is_available() else torch.device("cpu"))
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"falcon.init: device={device!r} is not a torch device: {e}") from None
     shim = None
     try:
         shim = _shim.Shim(_shim.load(library))
@@ -101,10 +117,19 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
         o.dp_size, o.pp_size, o.tp_size = dp_size, pp_size, tp_size
         o.global_micro_batches = global_micro_batches
         o.epoch = penv.epoch
+        o.profiling = 1 if penv.profiling else 0
+        if device.type == "cuda":
+            o.gpu = device.index if device.index is not None else torch.cuda.current_device()
         try:
             shim.init(penv.job, penv.rank, penv.world_size, penv.agent_socket, o)
         except _shim.ShimError as e:
             if e.status == _shim.FAILED_PRECONDITION:
+                if "libfalcon_nccl" in os.environ.get("LD_PRELOAD", ""):
+                    raise RuntimeError(
+                        "falcon.init: the NCCL interposer (LD_PRELOAD libfalcon_nccl.so) already "
+                        "started this process's session at its first NCCL op, without the "
+                        "job's layout: call falcon.init before the first collective (after "
+                        f"dist.init_process_group, before DDP or any op): {e.reason}") from None
                 raise RuntimeError("falcon.init: this process already has a session (call "
                                    f"close() on it first): {e.reason}") from None
             if e.status == _shim.INVALID_ARGUMENT:
@@ -117,10 +142,12 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
             log.warning("no node agent listens at %s (FALCON_AGENT_SOCKET) yet: training goes "
                         "on, and rank %d's timings are buffered in the shim (bounded) until one does",
                         path, penv.rank)
-    vgroup = dist.new_group(list(range(penv.world_size))) if validation_group else None
+    # Link passes move CPU tensors: an NCCL world's validation group is a Gloo one.
+    vgroup = (dist.new_group(list(range(penv.world_size)), backend="gloo" if nccl_world else None)
+              if validation_group else None)
     s = Session(penv, shim, dp_size=dp_size, pp_size=pp_size, tp_size=tp_size,
                 dp_index=dp_index, pp_index=pp_index, tp_index=tp_index,
                 global_micro_batches=global_micro_batches, checkpoint_fn=checkpoint_fn,
-                time_ops=time_ops, validation_group=vgroup, layout=relaunch)
+                time_ops=time_ops, validation_group=vgroup, layout=relaunch, device=device)
     s.register_group(None, "world", name="world")
     return s

@@ -12,6 +12,8 @@ Variables, first found wins:
   epoch:        FALCON_EPOCH (the job epoch after an S4 restart, set by falcon.launch); 0.
   restart file: FALCON_RESTART_FILE (where local rank 0 leaves the S4 or S3 restart request for
                 falcon.launch); none.
+  profiling:    FALCON_PROFILING ("1": time ops with device events from the start, as the NCCL
+                interposer reads it; the agent turns it on and off later); "0".
 The layout of an S3 relaunch, FALCON_LAYOUT, is read by falcon.layout.relaunch_layout.
 """
 
@@ -38,6 +40,7 @@ class ProcessEnv:
     restart_count: int
     epoch: int = 0
     restart_file: str = ""
+    profiling: bool = False
 
 
 def _first(env, names):
@@ -94,10 +97,14 @@ def from_environment(env=None):
     restart = _int(env, ["TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"], default=0)
     epoch = _int(env, ["FALCON_EPOCH"], default=0)
     _, restart_file = _first(env, ["FALCON_RESTART_FILE"])
+    profiling = env.get("FALCON_PROFILING", "0")
+    if profiling not in ("0", "1", ""):
+        raise EnvError(f"falcon: FALCON_PROFILING={profiling!r} is not 0 or 1")
     path = sock or DEFAULT_AGENT_SOCKET
     if len(path.removeprefix("unix:").encode()) > MAX_SOCKET_PATH_BYTES:
         raise EnvError(f"falcon: FALCON_AGENT_SOCKET={path!r} is longer than "
                        f"{MAX_SOCKET_PATH_BYTES} bytes (the unix socket path limit)")
     return ProcessEnv(job=job, rank=rank, world_size=world, local_rank=local_rank,
                       node=node or socket.gethostname(), agent_socket=path,
-                      restart_count=restart, epoch=epoch, restart_file=restart_file or "")
+                      restart_count=restart, epoch=epoch, restart_file=restart_file or "",
+                      profiling=profiling == "1")

@@ -84,8 +84,9 @@ class Session:
 
     def __init__(self, penv, shim, *, dp_size, pp_size, tp_size, dp_index, pp_index, tp_index,
                  global_micro_batches, checkpoint_fn, time_ops, validation_group,
-                 layout=None):
+                 layout=None, device=None):
         self.env = penv
+        self.device = device  # Where the validation GEMM runs (None: the CPU).
         self._shim = shim
         self.dp_size, self.pp_size, self.tp_size = dp_size, pp_size, tp_size
         self.dp_index, self.pp_index, self.tp_index = dp_index, pp_index, tp_index
@@ -407,7 +408,8 @@ class Session:
         t, r = tptr.contents, rptr.contents
         try:
             if t.kind == _shim.VALIDATION_GEMM:
-                dur, flops = validation.gemm(t.gemm_m, t.gemm_n, t.gemm_k, t.repeats, self.now_ns)
+                dur, flops = validation.gemm(t.gemm_m, t.gemm_n, t.gemm_k, t.repeats, self.now_ns,
+                                             device=self.device)
                 r.gemm_duration_ns, r.gemm_flops = dur, flops
                 return 0
             if t.kind == _shim.VALIDATION_LINK_PASS:

@@ -44,6 +44,9 @@ class EnvTest(unittest.TestCase):
         self.assertEqual((e.job, e.rank, e.world_size, e.local_rank, e.node, e.restart_count),
                          ("job7", 3, 4, 1, "n1", 2))
         self.assertEqual(e.agent_socket, env.DEFAULT_AGENT_SOCKET)
+        self.assertFalse(e.profiling)
+        self.assertTrue(env.from_environment({"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "1",
+                                              "FALCON_PROFILING": "1"}).profiling)
 
     def test_slurm_variables(self):
         e = env.from_environment({"SLURM_JOB_ID": "99", "SLURM_PROCID": "5", "SLURM_NTASKS": "8",
@@ -76,6 +79,8 @@ class EnvTest(unittest.TestCase):
         with self.assertRaisesRegex(env.EnvError, "FALCON_AGENT_SOCKET=.* longer than 107"):
             env.from_environment({"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "1",
                                   "FALCON_AGENT_SOCKET": "/" + "s" * 120})
+        with self.assertRaisesRegex(env.EnvError, "FALCON_PROFILING='yes' is not 0 or 1"):
+            env.from_environment({**base, "FALCON_PROFILING": "yes"})
 
 
 class CommIdTest(unittest.TestCase):
@@ -668,6 +673,10 @@ class SessionTest(unittest.TestCase):
         self.assertAlmostEqual(flops, 2 * 32 ** 3 / (ns * 1e-9))
         with self.assertRaisesRegex(ValueError, "gemm 0x32x32"):
             validation.gemm(0, 32, 32, 2, self.fs.now_ns)
+        # A CPU job's session runs it on the CPU; a named device is where it runs.
+        self.assertEqual(self.fs.device, torch.device("cpu"))
+        ns, _ = validation.gemm(16, 8, 4, 1, self.fs.now_ns, device="cpu")
+        self.assertGreater(ns, 0)
 
 
 class InitTest(unittest.TestCase):
@@ -678,7 +687,8 @@ class InitTest(unittest.TestCase):
                             ({"global_micro_batches": 0}, "global_micro_batches=0"),
                             ({"global_micro_batches": 2**32 + 3},
                              r"global_micro_batches=4294967299 must be an integer in"),
-                            ({"pp_size": 2**32}, r"pp_size=4294967296 must be an integer in")):
+                            ({"pp_size": 2**32}, r"pp_size=4294967296 must be an integer in"),
+                            ({"device": "warp-drive"}, "device='warp-drive' is not a torch device")):
             with self.assertRaisesRegex(ValueError, why):
                 falcon.init(**kwargs)
 
