@@ -11,8 +11,8 @@
 //     trainer's validation executor calls, then its product checked against the exact value.
 //     -> "validation_gemm m= n= k= repeats= duration_ms= tflops= max_abs_err="
 //   gpu_check_app slowdown [--size=4096 --repeats=3 --spin_max_s=10]
-//     The validation GEMM timed alone, then again while a competing kernel (spin_kernel.h) runs on
-//     another stream of the same GPU.
+//     The validation GEMM timed alone, then again while a competing kernel (spin_kernel.h) holds
+//     half the SMs of the same GPU from another stream.
 //     -> "slowdown m= repeats= uncontended_ms= contended_ms= ratio= spinner_blocks=
 //         spinner_started= spinner_deadline_blocks="
 // Exit 0 when the figures were measured (judging them is the script's job), 2 on a CUDA/cuBLAS
@@ -172,7 +172,8 @@ absl::Status Slowdown(int size, int repeats, double spin_max_s) {
       !s.ok()) {
     return s;
   }
-  const int blocks = std::min(sms, kMaxSpinBlocks);
+  // Half the SMs, each held whole by one spinner block (spin_kernel.h).
+  const int blocks = std::max(1, std::min(sms / 2, kMaxSpinBlocks));
   SpinState* spin = nullptr;
   if (absl::Status s = Cuda(
           cudaHostAlloc(reinterpret_cast<void**>(&spin), sizeof(SpinState), cudaHostAllocMapped),

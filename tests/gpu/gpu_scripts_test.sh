@@ -8,7 +8,7 @@
 #     GPU but no built binaries -> names the missing file and exits 2.
 #   gpu_check.sh (`./falcon gpu-check`), with fake gpu_probe, gpu_check_app and NCCL scripts: no GPU
 #     -> "gpu-check: FAIL: no NVIDIA GPU visible: <reason>", a FAIL line for every check, exit 1
-#     (not 77); everything passing -> six PASS lines and exit 0; one failing figure or program ->
+#     (not 77); everything passing -> seven PASS lines and exit 0; one failing figure or program ->
 #     that check's FAIL line with the reason, the other checks still run, exit 1; the slowdown
 #     ratio computed from the two times against 1.3x.
 # The scripts' real runs need a GPU host and are run by hand there; the GPU-only check inside
@@ -18,6 +18,7 @@ set -uo pipefail
 COLLECTIVE="$(pwd)/tests/gpu/run_collective_gpu.sh"
 SHIM="$(pwd)/tests/gpu/run_shim_gpu.sh"
 PROFILER="$(pwd)/tests/gpu/run_profiler_gpu.sh"
+PYTORCH="$(pwd)/tests/gpu/run_pytorch_gpu.sh"
 GPU_CHECK="$(pwd)/tests/gpu/gpu_check.sh"
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/gpu_scripts.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
@@ -92,7 +93,7 @@ rc=$?
 expect "shim, no binaries: exit" "$rc" 2
 grep -q "^missing .*nccl_real_app (build first)" <<<"$out" || fail "shim: missing file not named: $out"
 
-for script in "$SHIM" "$PROFILER"; do
+for script in "$SHIM" "$PROFILER" "$PYTORCH"; do
   name="$(basename "$script")"
   out="$(env PATH="$GPU_PATH" FAKE_NGPU=fail bash "$script" 2>&1)"
   rc=$?
@@ -141,19 +142,24 @@ echo 'op records 400 by kind {"SEND": 200, "RECV": 200}; peer transfers 0 (not r
 [ "${FAKE_PROFILER_RC:-0}" = 0 ] || echo "FAIL:"
 exit "${FAKE_PROFILER_RC:-0}"
 SH
+cat >"$WORK/fake_pytorch.sh" <<'SH'
+echo "eager: torch 2.11.0+cu130 NCCL 2.28.9, 20 steps: 40/40 NCCL op records on 1 comm(s), 20/20 Gloo"
+[ "${FAKE_PYTORCH_RC:-0}" = 0 ] || echo "FAIL:"
+exit "${FAKE_PYTORCH_RC:-0}"
+SH
 chmod +x "$FAKEBIN/tools/gpu_probe" "$FAKEBIN/tests/gpu/gpu_check_app"
 
 # run_check [VAR=VALUE...]: runs gpu_check.sh with the fakes and one fake GPU; sets out and rc.
 run_check() {
   out="$(env PATH="$GPU_PATH" FAKE_NGPU=1 FALCON_SKIP_BUILD=1 FALCON_GPU_CHECK_BIN="$FAKEBIN" \
     FALCON_GPU_CHECK_SHIM="$WORK/fake_shim.sh" FALCON_GPU_CHECK_PROFILER="$WORK/fake_profiler.sh" \
-    FALCON_GPU_CHECK_LOGS="$WORK/logs" "$@" bash "$GPU_CHECK" 2>&1)"
+    FALCON_GPU_CHECK_PYTORCH="$WORK/fake_pytorch.sh" FALCON_GPU_CHECK_LOGS="$WORK/logs" "$@" bash "$GPU_CHECK" 2>&1)"
   rc=$?
 }
 # verdicts: the PASS/FAIL word and check name of each check line, in order.
 verdicts() { grep -E '^(PASS|FAIL) ' <<<"$out" | sed -E 's/^(PASS|FAIL) ([a-z-]+).*/\1 \2/'; }
 ALL_CHECKS=(gpu-visible nccl-interposer nccl-profiler-plugin gemm-event-timing validation-gemm
-  induced-slowdown)
+  induced-slowdown pytorch-nccl)
 # want_verdicts WHAT FAILING...: every check PASSes but the named ones, which FAIL.
 want_verdicts() {
   local what="$1" want="" c
@@ -171,7 +177,7 @@ grep -qx "gpu-check: FAIL: no NVIDIA GPU visible: nvidia-smi -L failed: NVIDIA-S
 want_verdicts "gpu-check, nvidia-smi failing" "${ALL_CHECKS[@]}"
 grep -q "^FAIL induced-slowdown: not run: no GPU visible" <<<"$out" ||
   fail "gpu-check, nvidia-smi failing: later checks not failed with the reason: $out"
-grep -q "gpu-check: 0 passed, 6 failed" <<<"$out" || fail "gpu-check: no summary line: $out"
+grep -q "gpu-check: 0 passed, 7 failed" <<<"$out" || fail "gpu-check: no summary line: $out"
 
 run_check FAKE_NGPU=0
 expect "gpu-check, no GPU listed: exit" "$rc" 1
@@ -190,7 +196,7 @@ fi
 run_check
 expect "gpu-check, all passing: exit" "$rc" 0
 want_verdicts "gpu-check, all passing"
-grep -q "gpu-check: 6 passed, 0 failed" <<<"$out" || fail "gpu-check: no summary: $out"
+grep -q "gpu-check: 7 passed, 0 failed" <<<"$out" || fail "gpu-check: no summary: $out"
 grep -q "^PASS induced-slowdown: .*2.700000 ms.*5.400000 ms: 2.00x (>= 1.3x)" <<<"$out" ||
   fail "gpu-check: slowdown figures not shown: $out"
 grep -q "^PASS nccl-profiler-plugin: .*peer transfers 0 (not required: one GPU" <<<"$out" ||
@@ -222,6 +228,13 @@ want_verdicts "gpu-check, interposer check failing" nccl-interposer
 
 run_check FAKE_PROFILER_RC=2
 want_verdicts "gpu-check, plugin check failing" nccl-profiler-plugin
+
+run_check FAKE_PYTORCH_RC=1
+expect "gpu-check, PyTorch check failing: exit" "$rc" 1
+want_verdicts "gpu-check, PyTorch check failing" pytorch-nccl
+run_check FAKE_PYTORCH_RC=77
+grep -q "^FAIL pytorch-nccl: the script found no GPU" <<<"$out" ||
+  fail "gpu-check, PyTorch check skipped: not a failure with the reason: $out"
 
 # The slowdown ratio: contended / uncontended from the printed times, against 1.3x.
 slowdown() {

@@ -53,7 +53,20 @@ cudaError_t LaunchSpin(SpinState* state, int blocks, uint64_t max_ns, cudaStream
   SpinState* device_state = nullptr;
   cudaError_t err = cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_state), state, 0);
   if (err != cudaSuccess) return err;
-  Spin<<<blocks, kSpinThreadsPerBlock, 0, stream>>>(device_state, max_ns);
+  // The most shared memory a block may have, so that each block holds an SM alone.
+  int device = 0;
+  int smem = 0;
+  cudaFuncAttributes attributes{};
+  err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  if (err == cudaSuccess) err = cudaFuncGetAttributes(&attributes, Spin);
+  if (err != cudaSuccess) return err;
+  smem -= static_cast<int>(attributes.sharedSizeBytes);  // Its static `stop` counts too.
+  err = cudaFuncSetAttribute(Spin, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  Spin<<<blocks, kSpinThreadsPerBlock, static_cast<size_t>(smem), stream>>>(device_state, max_ns);
   return cudaGetLastError();
 }
 

@@ -1,8 +1,10 @@
 // A competing kernel for the induced-slowdown check of `./falcon gpu-check` (tests/gpu/README.md):
-// one block per SM, each running dependent FP32 FMA chains (the pipe an FP32 SGEMM is bound by)
-// until the host raises a stop flag or a GPU-clock deadline passes. Its blocks are small (256
-// threads, no shared memory), so a GEMM's blocks fit beside them on every SM and share its issue
-// slots: the GEMM slows down for as long as the spinner runs, in every run, not only in some.
+// blocks running FP32 FMA chains until the host raises a stop flag or a GPU-clock deadline
+// passes, each holding a whole SM: it asks for the most shared memory a block may have, so no
+// other block (the GEMM's) fits beside it. With one block on each of half the SMs, the GEMM runs
+// on the other half: a GPU at about half its speed, in every run, as a fail-slow GPU is.
+// (Sharing every SM instead depends on the GEMM's blocks fitting beside the spinner's: cuBLAS's
+// SGEMM blocks on an H200 take most of an SM's shared memory, and did not.)
 // Compiled by nvcc (spin_kernel.cu, via cuda_object); the header is plain C++.
 #ifndef FALCON_TESTS_GPU_SPIN_KERNEL_H_
 #define FALCON_TESTS_GPU_SPIN_KERNEL_H_
@@ -27,8 +29,9 @@ struct SpinState {
 constexpr int kSpinThreadsPerBlock = 256;
 
 // Enqueues the spinner on `stream`: `blocks` (<= kMaxSpinBlocks) blocks of kSpinThreadsPerBlock
-// threads; each stops at state->stop or after `max_ns` of GPU time. `state` is the host pointer of
-// a mapped allocation.
+// threads, each with the device's largest opt-in shared memory per block (one block per SM);
+// each stops at state->stop or after `max_ns` of GPU time. `state` is the host pointer of a
+// mapped allocation.
 cudaError_t LaunchSpin(SpinState* state, int blocks, uint64_t max_ns, cudaStream_t stream);
 
 }  // namespace falcon::tests::gpu
