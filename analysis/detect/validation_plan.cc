@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -196,6 +198,31 @@ PassPlan Reversed(const PassPlan& plan) {
     back.reserve(pass.size());
     for (const LinkPair& l : pass) back.push_back({l.dst, l.src});
     out.passes.push_back(std::move(back));
+  }
+  return out;
+}
+
+PassPlan SeparateOpposingLinks(const PassPlan& plan,
+                               const std::function<std::string(int64_t)>& node_of) {
+  PassPlan out;
+  for (const std::vector<LinkPair>& pass : plan.passes) {
+    // Per part: its links, and the directed node pairs they cross.
+    std::vector<std::vector<LinkPair>> parts;
+    std::vector<std::set<std::pair<std::string, std::string>>> crossings;
+    for (const LinkPair& l : pass) {
+      const std::string from = node_of(l.src);
+      const std::string to = node_of(l.dst);
+      const bool crosses = !from.empty() && !to.empty() && from != to;
+      size_t i = 0;
+      while (i < parts.size() && crosses && crossings[i].count({to, from}) > 0) ++i;
+      if (i == parts.size()) {
+        parts.emplace_back();
+        crossings.emplace_back();
+      }
+      parts[i].push_back(l);
+      if (crosses) crossings[i].insert({from, to});
+    }
+    for (std::vector<LinkPair>& p : parts) out.passes.push_back(std::move(p));
   }
   return out;
 }

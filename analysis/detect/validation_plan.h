@@ -14,6 +14,7 @@
 #define FALCON_ANALYSIS_DETECT_VALIDATION_PLAN_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,16 @@ absl::StatusOr<PassPlan> PlanTreePasses(absl::Span<const TreeEdge> edges);
 
 // The same passes with every link turned around (dst -> src): still non-overlapping.
 PassPlan Reversed(const PassPlan& plan);
+
+// The same links with every pass split so that no two links of a pass cross between the same two
+// nodes in opposite directions (a -> b beside c -> d with node(a) = node(d) != node(b) = node(c)).
+// A transfer's 1-byte acks flow against its data: beside a transfer the other way between the
+// same nodes, they queue behind that one's data, and a one-way slow path then slows the reverse
+// link of the pass too (seen: a ring pass 1 -> 2, 3 -> 0 over two nodes, capped one way). Greedy,
+// in link order: a link goes into the first part of its pass it does not oppose, so a ring's pass
+// becomes at most two. `node_of(rank)`: the rank's node, "" when unknown (opposes nothing).
+PassPlan SeparateOpposingLinks(const PassPlan& plan,
+                               const std::function<std::string(int64_t)>& node_of);
 
 // The binary tree in heap layout over `ranks`: ranks[i]'s children are ranks[2i+1] (left) and
 // ranks[2i+2] (right).

@@ -176,5 +176,50 @@ TEST(ReversedTest, TurnsEveryLinkAroundAndKeepsPassesDisjoint) {
   EXPECT_TRUE(Reversed(PassPlan()).passes.empty());
 }
 
+TEST(SeparateOpposingLinksTest, NoPassCrossesTwoNodesBothWays) {
+  // Ranks 0, 1 on node a, 2, 3 on node b: the ring's odd pass 1 -> 2, 3 -> 0 crosses a -> b and
+  // b -> a, and is split; the even pass (inside each node) is not.
+  auto node_of = [](int64_t r) { return std::string(r < 2 ? "a" : "b"); };
+  absl::StatusOr<PassPlan> ring = PlanRingPasses({0, 1, 2, 3});
+  ASSERT_TRUE(ring.ok());
+  const PassPlan split = SeparateOpposingLinks(*ring, node_of);
+  ASSERT_EQ(split.passes.size(), 3u);
+  EXPECT_EQ(split.passes[0], (std::vector<LinkPair>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(split.passes[1], (std::vector<LinkPair>{{1, 2}}));
+  EXPECT_EQ(split.passes[2], (std::vector<LinkPair>{{3, 0}}));
+  const PassPlan back = SeparateOpposingLinks(Reversed(*ring), node_of);
+  EXPECT_EQ(back.passes.size(), 3u);
+  // Every link kept once, and no pass holds an opposing pair.
+  for (const PassPlan* plan : {&split, &back}) {
+    size_t links = 0;
+    for (const auto& pass : plan->passes) {
+      links += pass.size();
+      for (const LinkPair& x : pass) {
+        for (const LinkPair& y : pass) {
+          EXPECT_FALSE(node_of(x.src) == node_of(y.dst) && node_of(x.dst) == node_of(y.src) &&
+                       node_of(x.src) != node_of(x.dst))
+              << x.src << "->" << x.dst << " beside " << y.src << "->" << y.dst;
+        }
+      }
+    }
+    EXPECT_EQ(links, 4u);
+  }
+}
+
+TEST(SeparateOpposingLinksTest, SameDirectionAndUnknownNodesStayTogether) {
+  // Ranks 0..3 on a, 4..7 on b: the pass 0 -> 4, 1 -> 5 crosses a -> b twice: one pass.
+  auto node_of = [](int64_t r) { return r < 0 ? std::string() : std::string(r < 4 ? "a" : "b"); };
+  PassPlan plan;
+  plan.passes = {{{0, 4}, {1, 5}}, {{4, 0}, {1, 5}, {6, 2}}};
+  PassPlan split = SeparateOpposingLinks(plan, node_of);
+  ASSERT_EQ(split.passes.size(), 3u);
+  EXPECT_EQ(split.passes[0], (std::vector<LinkPair>{{0, 4}, {1, 5}}));
+  EXPECT_EQ(split.passes[1], (std::vector<LinkPair>{{4, 0}, {6, 2}}));
+  EXPECT_EQ(split.passes[2], (std::vector<LinkPair>{{1, 5}}));
+  // Unknown nodes oppose nothing.
+  split = SeparateOpposingLinks(plan, [](int64_t) { return std::string(); });
+  EXPECT_EQ(split.passes.size(), 2u);
+}
+
 }  // namespace
 }  // namespace falcon::analysis::detect

@@ -471,6 +471,7 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     test->set_k(options_.gemm_size);
     test->set_repeats(options_.repeats);
   }
+  const RankNodes rank_nodes = NodesOfRanks(*job);
   // Communicators over the same ranks (a job's world group and its barrier group, say) have the
   // same links: the first one's passes measure them for both.
   std::set<std::vector<uint32_t>> planned_members;
@@ -490,6 +491,14 @@ void Localizer::PlanAndPause(EventRecord* event, std::vector<uint32_t> suspect_r
     if (options_.both_directions && ring.size() > 2) {
       const size_t planned = plans.size();
       for (size_t i = 0; i < planned; ++i) plans.push_back(analysis::detect::Reversed(plans[i]));
+    }
+    // No pass crosses two nodes both ways: the acks of one link would queue behind the other's
+    // data on a path slow one way, and slow the reverse link too.
+    for (analysis::detect::PassPlan& p : plans) {
+      p = analysis::detect::SeparateOpposingLinks(p, [&rank_nodes](int64_t r) {
+        const auto it = rank_nodes.find(static_cast<uint32_t>(r));
+        return it != rank_nodes.end() ? it->second : std::string();
+      });
     }
     uint32_t pass_index = 0;
     for (const analysis::detect::PassPlan& plan : plans) {
