@@ -33,10 +33,75 @@ bool ComputeProbe::Add(uint32_t rank, int64_t compute_ns,
       m[rank_dp_[rank]] == 0) {
     return false;
   }
-  std::vector<double>& v = samples_[rank];
-  v.push_back(static_cast<double>(compute_ns) / m[rank_dp_[rank]]);
+  const uint32_t count = m[rank_dp_[rank]];
+  std::vector<Sample>& v = samples_[rank];
+  v.push_back({count, static_cast<double>(compute_ns)});
   if (v.size() > kWindow) v.erase(v.begin());
+  std::map<uint32_t, CountHistory>& h = history_[rank];
+  CountHistory& at = h[count];
+  at.compute_ns.push_back(static_cast<double>(compute_ns));
+  if (at.compute_ns.size() > kWindow) at.compute_ns.erase(at.compute_ns.begin());
+  at.last_seen = ++sequence_;
+  if (h.size() > kHistoryCounts) {
+    auto oldest = std::min_element(h.begin(), h.end(), [](const auto& a, const auto& b) {
+      return a.second.last_seen < b.second.last_seen;
+    });
+    h.erase(oldest);
+  }
+  if (!IsCulprit(rank)) {
+    if (const double fixed = FitFixedCost(rank); fixed > 0) {
+      std::vector<double>& fits = fits_[rank_pp_[rank]];
+      fits.push_back(fixed);
+      if (fits.size() > kFits) fits.erase(fits.begin());
+    }
+  }
   return true;
+}
+
+double ComputeProbe::FixedCostNs(uint32_t rank) const {
+  if (rank >= rank_pp_.size()) return 0;
+  auto it = fits_.find(rank_pp_[rank]);
+  return it == fits_.end() || it->second.empty() ? 0 : common::Median(it->second);
+}
+
+double ComputeProbe::FitFixedCost(uint32_t rank) const {
+  // (micro-batches, median compute) of every non-culprit rank of the stage, per count it ran.
+  std::vector<std::pair<double, double>> points;
+  for (const auto& [r, counts] : history_) {
+    if (r >= rank_pp_.size() || rank_pp_[r] != rank_pp_[rank] || IsCulprit(r)) continue;
+    for (const auto& [count, at] : counts) {
+      if (at.compute_ns.size() >= 3) points.emplace_back(count, common::Median(at.compute_ns));
+    }
+  }
+  if (points.size() < 2) return 0;
+  double mean_m = 0, mean_y = 0, smallest = points[0].second;
+  for (const auto& [m, y] : points) {
+    mean_m += m;
+    mean_y += y;
+    smallest = std::min(smallest, y);
+  }
+  mean_m /= points.size();
+  mean_y /= points.size();
+  double sxx = 0, sxy = 0;
+  for (const auto& [m, y] : points) {
+    sxx += (m - mean_m) * (m - mean_m);
+    sxy += (m - mean_m) * (y - mean_y);
+  }
+  if (sxx <= 0) return 0;  // One count only: no slope.
+  const double slope = sxy / sxx;
+  if (slope <= 0) return 0;
+  const double fixed = mean_y - slope * mean_m;
+  return fixed < 0 || fixed > kMaxFixedShare * smallest ? 0 : fixed;
+}
+
+double ComputeProbe::PerMicroBatch(const std::vector<Sample>& samples, double fixed_ns) const {
+  std::vector<double> per;
+  per.reserve(samples.size());
+  for (const Sample& s : samples) {
+    const double work = s.compute_ns - fixed_ns;
+    per.push_back((work > 0 ? work : s.compute_ns) / s.micro_batches);
+  }
+  return common::Median(per);
 }
 
 double ComputeProbe::Ratio(uint32_t rank, size_t min_samples) const {
@@ -44,17 +109,18 @@ double ComputeProbe::Ratio(uint32_t rank, size_t min_samples) const {
   if (it == samples_.end() || it->second.size() < min_samples || rank >= rank_pp_.size()) {
     return 0;
   }
+  const double fixed = FixedCostNs(rank);
   std::vector<double> peers;
   for (const auto& [r, samples] : samples_) {
     if (r == rank || samples.size() < 3 || r >= rank_pp_.size() || rank_pp_[r] != rank_pp_[rank] ||
         IsCulprit(r)) {
       continue;
     }
-    peers.push_back(common::Median(samples));
+    peers.push_back(PerMicroBatch(samples, fixed));
   }
   if (peers.empty()) return 0;
   const double peer = common::Median(peers);
-  return peer > 0 ? common::Median(it->second) / peer : 0;
+  return peer > 0 ? PerMicroBatch(it->second, fixed) / peer : 0;
 }
 
 double ComputeProbe::WorstCulpritRatio(size_t min_samples) const {
@@ -70,7 +136,7 @@ double ComputeProbe::PeerLevel() const {
     const bool stage_peer = std::any_of(culprits_.begin(), culprits_.end(), [&](uint32_t c) {
       return c < rank_pp_.size() && rank_pp_[c] == rank_pp_[r];
     });
-    if (stage_peer) peers.push_back(common::Median(samples));
+    if (stage_peer) peers.push_back(PerMicroBatch(samples, 0));
   }
   return peers.empty() ? 0 : common::Median(peers);
 }

@@ -1,6 +1,20 @@
 // The compute probe of a compute fail-slow: the culprit's compute time per micro-batch
-// (IterationSummary.compute_ns / the micro-batches of its DP group) against its pipeline-stage
-// peers' (the non-culprit ranks of the same stage), over the last kWindow summaries of each rank.
+// ((IterationSummary.compute_ns - the stage's fixed cost) / the micro-batches of its DP group)
+// against its pipeline-stage peers' (the non-culprit ranks of the same stage), over the last
+// kWindow summaries of each rank.
+//  - The fixed cost: a rank's compute per iteration is F + m x c (m micro-batches of c each, F
+//    per iteration: the optimizer step, loss bookkeeping). Divided by m alone, a group S2 gave
+//    fewer micro-batches reads slower per micro-batch than its peers with more even when healthy
+//    (seen in the PyTorch e2e job: plan [24, 8], F about 1.3 micro-batches: x1.06-1.25 for 40
+//    iterations after the fault ended, so the event stayed MITIGATING). F is fitted per stage
+//    (least squares of compute on m) from the stage peers' recent medians at each micro-batch
+//    count they ran (before the plan and under it), at each peer summary; a fit is sound with
+//    two counts or more, a positive slope and F in (0, kMaxFixedShare of the smallest compute]
+//    (an optimizer step is a few percent of an iteration; a larger F is the fit taking load
+//    from outside the job for a fixed cost, and could hide a culprit still x1.3 slow). The probe
+//    uses the median of the stage's last kFits sound fits (0 before the first). Load from
+//    outside the job between the two periods moves a fit (more load under the plan drives it
+//    below 0, unsound; less makes it larger): the median over many steadies it.
 //  - Before S2 it measures the culprit's stage slowdown, which the S2 plan uses
 //    (Culprit::measured_stage_slowdown).
 //  - It tells when the fault cleared: once the culprit was seen slow (ratio >= 1 + min_ratio, or
@@ -40,9 +54,13 @@ class ComputeProbe {
   // (no layout, rank or DP index out of range, or a group with 0 micro-batches).
   bool Add(uint32_t rank, int64_t compute_ns, const std::vector<uint32_t>& micro_batches);
 
-  // The median compute per micro-batch of `rank` over the median of its stage peers' medians;
-  // 0 when `rank` has fewer than `min_samples` samples or no peer has 3.
+  // The median compute per micro-batch of `rank` over the median of its stage peers' medians,
+  // both less the stage's fixed cost; 0 when `rank` has fewer than `min_samples` samples or no
+  // peer has 3.
   double Ratio(uint32_t rank, size_t min_samples) const;
+  // The fixed cost per iteration (ns) of `rank`'s stage: the median of its last sound fits; 0
+  // before the first (see the top of this file).
+  double FixedCostNs(uint32_t rank) const;
   // The worst culprit's Ratio (0 when none measured).
   double WorstCulpritRatio(size_t min_samples) const;
   // The compute per micro-batch of the culprits' stage peers (the ranks of a culprit's stage that
@@ -50,7 +68,8 @@ class ComputeProbe {
   // over them of each one's median (ns; 0 when none has a sample). Its change across a plan is
   // load from outside the job, which the plan does not cause (PlanMeasurement::Judge). Any one
   // sample counts: a plan may be issued an iteration after the verdict, and the median over the
-  // ranks steadies it.
+  // ranks steadies it. The fixed cost is not taken out here: fitted from the same two periods,
+  // it would explain away any change between them.
   double PeerLevel() const;
 
   enum class State {
@@ -72,13 +91,37 @@ class ComputeProbe {
   // clearing counts from now on, as after a kSlow reading.
   void SeenSlow() { saw_slow_ = true; }
 
-  // Drops the samples (a plan took effect: the probe starts over under it).
+  // Drops the samples (a plan took effect: the probe starts over under it). The history the
+  // fixed cost is fitted from stays.
   void ClearSamples() { samples_.clear(); }
 
  private:
   std::vector<uint32_t> culprits_;
   int clear_iterations_;
-  std::map<uint32_t, std::vector<double>> samples_;  // ns per micro-batch, oldest first.
+  // Micro-batch counts kept in a rank's history (the most recently seen).
+  static constexpr size_t kHistoryCounts = 4;
+  // Sound fixed-cost fits kept per stage.
+  static constexpr size_t kFits = 16;
+  // The largest fixed cost a sound fit may give, as a share of the stage's smallest compute.
+  static constexpr double kMaxFixedShare = 0.15;
+  struct Sample {
+    uint32_t micro_batches = 0;
+    double compute_ns = 0;
+  };
+  struct CountHistory {
+    std::vector<double> compute_ns;  // The last kWindow, oldest first.
+    uint64_t last_seen = 0;          // Add's sequence number.
+  };
+  // A fit of the stage's fixed cost from the history of `rank`'s stage peers (least squares of
+  // compute on micro-batches); 0 when unsound.
+  double FitFixedCost(uint32_t rank) const;
+  // (compute - fixed) / micro-batches, over a rank's samples.
+  double PerMicroBatch(const std::vector<Sample>& samples, double fixed_ns) const;
+
+  std::map<uint32_t, std::vector<Sample>> samples_;               // Oldest first.
+  std::map<uint32_t, std::map<uint32_t, CountHistory>> history_;  // Rank -> count -> compute.
+  uint64_t sequence_ = 0;
+  std::map<int, std::vector<double>> fits_;  // Stage -> its last kFits sound fits, oldest first.
   std::vector<int> rank_dp_, rank_pp_;
   std::vector<uint32_t> even_split_;
   bool saw_slow_ = false;

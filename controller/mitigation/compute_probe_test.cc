@@ -100,6 +100,58 @@ TEST_F(ComputeProbeTest, ClearsOnlyAfterSeenSlowAndAStreakBelowHalfTheThreshold)
   EXPECT_EQ(probe_.Observe(5, 0.2).streak, 1);
 }
 
+// Compute per iteration F + m x c: divided by m alone, the group S2 gave fewer micro-batches
+// reads slower while healthy; the stage's fixed cost, fitted from the peers' counts before and
+// under the plan, is taken out.
+TEST_F(ComputeProbeTest, TheStagesFixedCostIsTakenOutOfThePerMicroBatchRatio) {
+  constexpr double kFixed = 1.2e6, kPer = 1e6;  // 1.2 micro-batches: 13% of the least compute.
+  auto iteration = [&](const std::vector<uint32_t>& plan, double culprit_factor, double load) {
+    for (uint32_t r : {4u, 5u, 6u, 7u}) {
+      const double per = r == 5 ? kPer * culprit_factor : kPer;
+      const double compute = load * (kFixed + per * plan[r % 4]);
+      ASSERT_TRUE(probe_.Add(r, static_cast<int64_t>(compute), plan));
+    }
+  };
+  for (int i = 0; i < 5; ++i) iteration({8, 8, 8, 8}, 2.0, 1.0);
+  EXPECT_EQ(probe_.FixedCostNs(5), 0) << "one count so far: no fit";
+  const double before = probe_.Ratio(5, ComputeProbe::kWindow);
+  EXPECT_NEAR(before, (1.2 + 16.0) / (1.2 + 8.0), 1e-9) << "no fit: per micro-batch with F in it";
+  probe_.ClearSamples();  // The plan takes effect: group 1 (the culprit's) runs 4.
+  for (int i = 0; i < 5; ++i) iteration({10, 4, 9, 9}, 1.0, 1.0);  // And the fault ended.
+  EXPECT_NEAR(probe_.FixedCostNs(5), kFixed, 1e3);
+  EXPECT_NEAR(probe_.Ratio(5, ComputeProbe::kWindow), 1.0, 1e-3)
+      << "healthy under the plan (F / m alone: x" << (1.2 + 4.0) / 4 / ((1.2 + 9.0) / 9) << ")";
+  // Still slow: x2 per micro-batch, as before the plan.
+  for (int i = 0; i < 5; ++i) iteration({10, 4, 9, 9}, 2.0, 1.0);
+  EXPECT_NEAR(probe_.Ratio(5, ComputeProbe::kWindow), 2.0, 1e-3);
+  // More load from outside under the plan than before it: the fit gives no sound F (negative),
+  // and the ratio is per micro-batch as before.
+  ComputeProbe loaded({5}, 3);
+  loaded.SetLayout(Grid(), {8, 8, 8, 8});
+  for (int i = 0; i < 5; ++i) {
+    for (uint32_t r : {4u, 6u, 7u}) ASSERT_TRUE(loaded.Add(r, 11'000'000, {8, 8, 8, 8}));
+  }
+  for (int i = 0; i < 5; ++i) {
+    for (uint32_t r : {4u, 6u, 7u}) {
+      const std::vector<uint32_t> plan = {10, 4, 9, 9};
+      ASSERT_TRUE(loaded.Add(r, static_cast<int64_t>(3 * (kFixed + kPer * plan[r % 4])), plan));
+    }
+  }
+  EXPECT_EQ(loaded.FixedCostNs(5), 0);
+  // A fit above kMaxFixedShare of the least compute is no fixed cost (load taken for one).
+  ComputeProbe big({5}, 3);
+  big.SetLayout(Grid(), {8, 8, 8, 8});
+  for (const std::vector<uint32_t>& plan :
+       {std::vector<uint32_t>{8, 8, 8, 8}, std::vector<uint32_t>{10, 4, 9, 9}}) {
+    for (int i = 0; i < 5; ++i) {
+      for (uint32_t r : {4u, 6u, 7u}) {
+        ASSERT_TRUE(big.Add(r, static_cast<int64_t>(4e6 + kPer * plan[r % 4]), plan));
+      }
+    }
+  }
+  EXPECT_EQ(big.FixedCostNs(5), 0);
+}
+
 TEST(ComputeProbe, NoPeersNoRatio) {
   ComputeProbe probe({4, 5, 6, 7}, 3);  // The whole stage is culprit.
   probe.SetLayout(Grid(), {8, 8, 8, 8});

@@ -188,7 +188,9 @@ std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
   const double min_ratio = actions.Settings(ctx_.job).verification_min_ratio;
   const ComputeProbe::Reading reading = ctx_.probe.Observe(rank, min_ratio);
   VLOG(1) << "compute probe " << ctx_.Subject() << " iteration=" << summary.iteration()
-          << " ratio=" << reading.ratio << " clear_streak=" << reading.streak;
+          << " ratio=" << reading.ratio << " clear_streak=" << reading.streak
+          << " fixed_cost_ms=" << ctx_.probe.FixedCostNs(rank) * 1e-6
+          << " peer_level_ms=" << ctx_.probe.PeerLevel() * 1e-6;
   if (reading.state != ComputeProbe::State::kCleared) return std::nullopt;
   Recovery r;
   r.iteration = summary.iteration();
