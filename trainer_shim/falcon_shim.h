@@ -26,7 +26,8 @@
 extern "C" {
 #endif
 
-#define FALCON_SHIM_ABI_VERSION 1
+/* 1: the first; 2: falcon_shim_set_shutdown_hook. */
+#define FALCON_SHIM_ABI_VERSION 2
 
 /* Status codes: the absl::StatusCode / gRPC numbers. */
 typedef int32_t falcon_shim_status;
@@ -282,11 +283,13 @@ falcon_shim_status falcon_shim_get_stats(falcon_shim_stats* stats);
 /* Flushes (bounded by shutdown_flush_timeout_ms) and stops. A new init may follow. */
 falcon_shim_status falcon_shim_shutdown(void);
 
-/* Called at the start of every falcon_shim_shutdown, on its thread, while the shim still takes
- * records: a library that holds records back hands them over (the NCCL interposer holds an op
- * until its CUDA events complete, and the trainer may close the session it shares first). The
- * hook must not call falcon_shim_shutdown or falcon_shim_set_shutdown_hook. One per process, kept
- * across shim restarts; fn NULL removes it. Works with or without a running shim. */
+/* Called first by every falcon_shim_shutdown of a running shim (not when none runs), on its
+ * thread, while the shim still takes records: a library that holds records back hands them over
+ * (the NCCL interposer holds an op until its CUDA events complete, and the trainer may close the
+ * session it shares first). It runs under the lock of init and shutdown: it must not call
+ * falcon_shim_init, falcon_shim_shutdown or falcon_shim_set_shutdown_hook. One per process, kept
+ * across shim restarts; fn NULL removes it. May be set with or without a running shim. Since ABI
+ * version 2. */
 typedef void (*falcon_shim_shutdown_hook_fn)(void* user_data);
 falcon_shim_status falcon_shim_set_shutdown_hook(falcon_shim_shutdown_hook_fn fn, void* user_data);
 

@@ -19,6 +19,15 @@ void ComputeProbe::SetLayout(const analysis::plan::Layout& layout,
     rank_pp_.push_back(p.pp);
   }
   even_split_ = std::move(even_split);
+  stage_peers_.clear();
+  for (size_t r = 0; r < rank_pp_.size(); ++r) {
+    if (!IsCulprit(static_cast<uint32_t>(r))) ++stage_peers_[rank_pp_[r]];
+  }
+}
+
+size_t ComputeProbe::StagePeers(int pp) const {
+  auto it = stage_peers_.find(pp);
+  return it == stage_peers_.end() ? 1 : std::max<size_t>(1, it->second);
 }
 
 bool ComputeProbe::IsCulprit(uint32_t rank) const {
@@ -41,6 +50,7 @@ bool ComputeProbe::Add(uint32_t rank, int64_t compute_ns,
   CountHistory& at = h[count];
   at.compute_ns.push_back(static_cast<double>(compute_ns));
   if (at.compute_ns.size() > kWindow) at.compute_ns.erase(at.compute_ns.begin());
+  at.median = common::Median(at.compute_ns);
   at.last_seen = ++sequence_;
   if (h.size() > kHistoryCounts) {
     auto oldest = std::min_element(h.begin(), h.end(), [](const auto& a, const auto& b) {
@@ -48,7 +58,10 @@ bool ComputeProbe::Add(uint32_t rank, int64_t compute_ns,
     });
     h.erase(oldest);
   }
-  if (!IsCulprit(rank)) {
+  // One fit per stage per round of its peers' summaries (about one per iteration): a fit reads
+  // every peer's history, so one per summary would cost peers^2 per iteration.
+  if (!IsCulprit(rank) && ++adds_since_fit_[rank_pp_[rank]] >= StagePeers(rank_pp_[rank])) {
+    adds_since_fit_[rank_pp_[rank]] = 0;
     if (const double fixed = FitFixedCost(rank); fixed > 0) {
       std::vector<double>& fits = fits_[rank_pp_[rank]];
       fits.push_back(fixed);
@@ -70,7 +83,7 @@ double ComputeProbe::FitFixedCost(uint32_t rank) const {
   for (const auto& [r, counts] : history_) {
     if (r >= rank_pp_.size() || rank_pp_[r] != rank_pp_[rank] || IsCulprit(r)) continue;
     for (const auto& [count, at] : counts) {
-      if (at.compute_ns.size() >= 3) points.emplace_back(count, common::Median(at.compute_ns));
+      if (at.compute_ns.size() >= 3) points.emplace_back(count, at.median);
     }
   }
   if (points.size() < 2) return 0;

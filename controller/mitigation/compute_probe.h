@@ -8,7 +8,8 @@
 //    (seen in the PyTorch e2e job: plan [24, 8], F about 1.3 micro-batches: x1.06-1.25 for 40
 //    iterations after the fault ended, so the event stayed MITIGATING). F is fitted per stage
 //    (least squares of compute on m) from the stage peers' recent medians at each micro-batch
-//    count they ran (before the plan and under it), at each peer summary; a fit is sound with
+//    count they ran (before the plan and under it), once per round of the peers' summaries
+//    (about once per iteration; O(peers) each); a fit is sound with
 //    two counts or more, a positive slope and F in (0, kMaxFixedShare of the smallest compute]
 //    (an optimizer step is a few percent of an iteration; a larger F is the fit taking load
 //    from outside the job for a fixed cost, and could hide a culprit still x1.3 slow). The probe
@@ -110,11 +111,14 @@ class ComputeProbe {
   };
   struct CountHistory {
     std::vector<double> compute_ns;  // The last kWindow, oldest first.
+    double median = 0;               // Of compute_ns.
     uint64_t last_seen = 0;          // Add's sequence number.
   };
   // A fit of the stage's fixed cost from the history of `rank`'s stage peers (least squares of
   // compute on micro-batches); 0 when unsound.
   double FitFixedCost(uint32_t rank) const;
+  // The non-culprit ranks of stage `pp` (at least 1; counted by SetLayout).
+  size_t StagePeers(int pp) const;
   // (compute - fixed) / micro-batches, over a rank's samples.
   double PerMicroBatch(const std::vector<Sample>& samples, double fixed_ns) const;
 
@@ -122,6 +126,8 @@ class ComputeProbe {
   std::map<uint32_t, std::map<uint32_t, CountHistory>> history_;  // Rank -> count -> compute.
   uint64_t sequence_ = 0;
   std::map<int, std::vector<double>> fits_;  // Stage -> its last kFits sound fits, oldest first.
+  std::map<int, size_t> adds_since_fit_;     // Stage -> its peers' summaries since its last fit.
+  std::map<int, size_t> stage_peers_;        // Stage -> its non-culprit ranks.
   std::vector<int> rank_dp_, rank_pp_;
   std::vector<uint32_t> even_split_;
   bool saw_slow_ = false;

@@ -21,6 +21,28 @@ __all__ = ["init", "Session", "RESTART_EXIT_CODE", "comm_id_of", "relaunch_layou
 log = logging.getLogger("falcon")
 
 
+def _default_device(torch, dist, nccl_world, local_rank):
+    """Where the validation GEMM runs by default: the CPU unless the world is NCCL's on CUDA; then
+    the device the default group is bound to (init_process_group(device_id=...)), else the
+    current device, unless that is device 0 while this is local rank r > 0 of a node with more
+    than r GPUs (the script sets its device after falcon.init): cuda:r."""
+    if not nccl_world or not torch.cuda.is_available():
+        return torch.device("cpu")
+    try:
+        bound = dist.distributed_c10d._get_default_group().bound_device_id
+    except (AttributeError, RuntimeError):
+        bound = None  # torch before 2.3, or no default group.
+    if bound is not None:
+        return torch.device(bound)
+    current = torch.cuda.current_device()
+    if current == 0 and 0 < local_rank < torch.cuda.device_count():
+        log.info("falcon: rank's current CUDA device is 0 while its local rank is %d: the "
+                 "validation GEMM runs on cuda:%d (falcon.init(device=...) to choose)",
+                 local_rank, local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cuda", current)
+
+
 def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
          global_micro_batches=1, checkpoint_fn=None, time_ops=True, validation_group=True,
          device=None, environment=None, library=None, required=False):
@@ -37,9 +59,9 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
     be this rank's place in falcon.relaunch_layout(). time_ops=False when another timer (the NCCL
     shim) times every op.
 
-    GPUs: the validation GEMM runs on `device` (a torch.device or string; default: this process's
-    current CUDA device when the world group is NCCL's, else the CPU), timed with CUDA events
-    there. Link passes always run on a Gloo group over the host network (CPU tensors), also in an
+    GPUs: the validation GEMM runs on `device` (a torch.device or string; default, when the
+    world group is NCCL's: the device it is bound to, else this process's current CUDA device,
+    else the CPU; see _default_device), timed with CUDA events there. Link passes always run on a Gloo group over the host network (CPU tensors), also in an
     NCCL job: see docs/pytorch.md#gpu-jobs. With the NCCL interposer (LD_PRELOAD), call init
     before the job's first collective.
 
@@ -94,10 +116,9 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
                          f"{penv.world_size}")
     import torch
 
-    nccl_world = dist.get_backend() == "nccl"
+    nccl_world = "nccl" in str(dist.get_backend())  # "nccl", or "cpu:gloo,cuda:nccl".
     if device is None:
-        device = (torch.device("cuda", torch.cuda.current_device())
-                  if nccl_world and torch.cuda.is_available() else torch.device("cpu"))
+        device = _default_device(torch, dist, nccl_world, penv.local_rank)
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as e:

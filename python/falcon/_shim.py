@@ -6,15 +6,20 @@ what this side knows. Times are CLOCK_MONOTONIC nanoseconds (falcon_shim_now_ns;
 reads the same clock with time.clock_gettime_ns, ops.monotonic_ns).
 
 Where the library is looked up, first match wins:
+  0. the copy already in this process (the NCCL interposer's, LD_PRELOAD libfalcon_nccl.so): a
+     process has one shim session, and a second copy of the library would hold a second one;
   1. $FALCON_SHIM_LIB (a path to libfalcon_shim.so);
   2. bazel-bin/trainer_shim/libfalcon_shim.so of the checkout this package sits in;
   3. the dynamic loader's search path (ldconfig, $LD_LIBRARY_PATH).
 """
 
 import ctypes
+import logging
 import os
 
 ABI_VERSION = 1
+SONAME = "libfalcon_shim.so"
+log = logging.getLogger("falcon")
 
 # Status codes (absl::StatusCode numbers).
 OK = 0
@@ -213,12 +218,30 @@ def library_path():
     return None
 
 
-def load(path=None):
-    """Loads the library; OSError naming the path tried when it cannot be loaded, RuntimeError on
-    an ABI version this module does not know."""
-    path = path or library_path() or "libfalcon_shim.so"
+def loaded():
+    """The libfalcon_shim.so already in this process (by its soname), or None."""
     try:
-        lib = _c.CDLL(path)
+        return _c.CDLL(SONAME, mode=os.RTLD_NOLOAD | _c.RTLD_GLOBAL)
+    except OSError:
+        return None
+
+
+def load(path=None):
+    """Loads the library (the copy already in the process, unless `path` is given); OSError
+    naming the path tried when it cannot be loaded, RuntimeError on an ABI version this module
+    does not know."""
+    lib = None
+    if path is None:
+        lib = loaded()
+        if lib is not None:
+            path = SONAME + " (already in this process)"
+            wanted = library_path()
+            if wanted and os.environ.get("FALCON_SHIM_LIB"):
+                log.info("falcon: using the shim library already loaded in this process (the "
+                         "NCCL interposer's), not FALCON_SHIM_LIB=%s", wanted)
+    path = path or library_path() or SONAME
+    try:
+        lib = lib or _c.CDLL(path)
     except OSError as e:
         raise OSError(f"falcon: cannot load the trainer shim library {path!r} ({e}); set "
                       "FALCON_SHIM_LIB or build //trainer_shim:libfalcon_shim.so") from e

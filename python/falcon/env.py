@@ -12,8 +12,9 @@ Variables, first found wins:
   epoch:        FALCON_EPOCH (the job epoch after an S4 restart, set by falcon.launch); 0.
   restart file: FALCON_RESTART_FILE (where local rank 0 leaves the S4 or S3 restart request for
                 falcon.launch); none.
-  profiling:    FALCON_PROFILING ("1": time ops with device events from the start, as the NCCL
-                interposer reads it; the agent turns it on and off later); "0".
+  profiling:    FALCON_PROFILING (1/true/yes/on: time ops with device events from the start, as
+                the NCCL interposer reads it; the agent turns it on and off later); off
+                (0/false/no/off, unset or empty).
 The layout of an S3 relaunch, FALCON_LAYOUT, is read by falcon.layout.relaunch_layout.
 """
 
@@ -97,9 +98,10 @@ def from_environment(env=None):
     restart = _int(env, ["TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"], default=0)
     epoch = _int(env, ["FALCON_EPOCH"], default=0)
     _, restart_file = _first(env, ["FALCON_RESTART_FILE"])
-    profiling = env.get("FALCON_PROFILING", "0")
-    if profiling not in ("0", "1", ""):
-        raise EnvError(f"falcon: FALCON_PROFILING={profiling!r} is not 0 or 1")
+    profiling = env.get("FALCON_PROFILING", "").strip().lower()
+    if profiling not in ("", "0", "false", "no", "off", "1", "true", "yes", "on"):
+        raise EnvError(f"falcon: FALCON_PROFILING={env['FALCON_PROFILING']!r} is not 1/true/"
+                       "yes/on or 0/false/no/off")
     path = sock or DEFAULT_AGENT_SOCKET
     if len(path.removeprefix("unix:").encode()) > MAX_SOCKET_PATH_BYTES:
         raise EnvError(f"falcon: FALCON_AGENT_SOCKET={path!r} is longer than "
@@ -107,4 +109,4 @@ def from_environment(env=None):
     return ProcessEnv(job=job, rank=rank, world_size=world, local_rank=local_rank,
                       node=node or socket.gethostname(), agent_socket=path,
                       restart_count=restart, epoch=epoch, restart_file=restart_file or "",
-                      profiling=profiling == "1")
+                      profiling=profiling in ("1", "true", "yes", "on"))

@@ -79,8 +79,11 @@ class EnvTest(unittest.TestCase):
         with self.assertRaisesRegex(env.EnvError, "FALCON_AGENT_SOCKET=.* longer than 107"):
             env.from_environment({"FALCON_JOB": "j", "RANK": "0", "WORLD_SIZE": "1",
                                   "FALCON_AGENT_SOCKET": "/" + "s" * 120})
-        with self.assertRaisesRegex(env.EnvError, "FALCON_PROFILING='yes' is not 0 or 1"):
-            env.from_environment({**base, "FALCON_PROFILING": "yes"})
+        with self.assertRaisesRegex(env.EnvError, "FALCON_PROFILING='maybe' is not 1/true"):
+            env.from_environment({**base, "FALCON_PROFILING": "maybe"})
+        for word, on in (("TRUE", True), ("on", True), ("Off", False), ("no", False)):
+            self.assertEqual(env.from_environment({**base, "FALCON_PROFILING": word}).profiling,
+                             on, word)
 
 
 class CommIdTest(unittest.TestCase):
@@ -692,6 +695,29 @@ class InitTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, why):
                 falcon.init(**kwargs)
 
+    def test_the_default_validation_device(self):
+        from types import SimpleNamespace as NS
+        from falcon import _default_device
+
+        def fake(available=True, current=0, count=4, bound=None):
+            cuda = NS(is_available=lambda: available, current_device=lambda: current,
+                      device_count=lambda: count)
+            group = NS(bound_device_id=bound)
+            c10d = NS(_get_default_group=lambda: group)
+            return NS(cuda=cuda, device=torch.device), NS(distributed_c10d=c10d)
+
+        t, d = fake()
+        self.assertEqual(_default_device(t, d, False, 2), torch.device("cpu"))  # Gloo world.
+        self.assertEqual(_default_device(*fake(available=False), True, 2), torch.device("cpu"))
+        self.assertEqual(_default_device(*fake(bound=torch.device("cuda", 3)), True, 1),
+                         torch.device("cuda", 3))
+        self.assertEqual(_default_device(*fake(current=2), True, 2), torch.device("cuda", 2))
+        # Device 0 on local rank 2: the script sets its device after init.
+        self.assertEqual(_default_device(*fake(current=0), True, 2), torch.device("cuda", 2))
+        # ... unless the node has fewer GPUs (ranks share them).
+        self.assertEqual(_default_device(*fake(current=0, count=2), True, 2),
+                         torch.device("cuda", 0))
+
     def test_no_agent_at_the_socket_is_said_once_at_init(self):
         with self.assertLogs("falcon", "WARNING") as logs:
             fs = falcon.init()
@@ -715,6 +741,29 @@ class InitTest(unittest.TestCase):
         if libz:
             with self.assertRaisesRegex(OSError, "is not the trainer shim library"):
                 falcon.init(library=libz, required=True)
+
+
+class ShimLibraryTest(unittest.TestCase):
+    def test_the_copy_already_in_the_process_is_the_one_used(self):
+        # The NCCL interposer (LD_PRELOAD) brings its libfalcon_shim.so: the package must use
+        # that copy, not load a second one (a second session) from FALCON_SHIM_LIB.
+        built = _shim.library_path()
+        if not built:
+            self.skipTest("no libfalcon_shim.so built")
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = os.path.join(tmp, "libfalcon_shim.so")
+            with open(built, "rb") as src, open(copy, "wb") as dst:
+                dst.write(src.read())
+            code = ("from falcon import _shim; _shim.load(); "
+                    "print(sorted({l.split()[-1] for l in open('/proc/self/maps') "
+                    "if 'libfalcon_shim' in l}))")
+            for preload, want in ((copy, [copy]), ("", [os.path.realpath(built)])):
+                run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                     env={**os.environ, "LD_PRELOAD": preload,
+                                          "FALCON_SHIM_LIB": built}, timeout=60)
+                self.assertEqual(run.returncode, 0, run.stderr)
+                self.assertEqual([os.path.realpath(p) for p in eval(run.stdout)],  # noqa: S307
+                                 [os.path.realpath(p) for p in want], run.stderr)
 
 
 def _free_port():

@@ -1,7 +1,9 @@
 #include "trainer_shim/nccl/interposer.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -95,10 +97,16 @@ bool Interposer::EnsureShim() {
     return false;
   }
   // The trainer may close a session it started before this process exits: the ops whose device
-  // time is still pending go to it first.
-  if (falcon_shim_set_shutdown_hook(&Interposer::OnShimShutdown, this) != FALCON_SHIM_OK) {
-    Warn("shutdown hook not set: ops pending device time at shutdown may be lost",
-         falcon_shim_last_error());
+  // time is still pending go to it first. Looked up, not linked: a shim library older than ABI
+  // version 2 lacks it, and NCCL must pass through whatever the library.
+  using SetHook = falcon_shim_status (*)(falcon_shim_shutdown_hook_fn, void*);
+  if (auto set_hook =
+          reinterpret_cast<SetHook>(dlsym(RTLD_DEFAULT, "falcon_shim_set_shutdown_hook"));
+      set_hook == nullptr || set_hook(&Interposer::OnShimShutdown, this) != FALCON_SHIM_OK) {
+    Warn(
+        "no shutdown hook (shim library older than ABI version 2?): ops pending device time "
+        "when the trainer closes its session are lost",
+        "");
   }
   // The communicators made before the shim ran (the trainer starts its session after NCCL's
   // first communicator, e.g. PyTorch's init_process_group with device_id).
@@ -116,7 +124,7 @@ void Interposer::RegisterWithShim(const Registration& r) {
 }
 
 void Interposer::SafePoint() {
-  if (EnsureShim()) {
+  if (EnsureShim() && !session_closed_.load(std::memory_order_acquire)) {
     // Iteration unknown: directives are due at once; a pause holds here.
     (void)falcon_shim_poll_directives(-1, nullptr, nullptr);
   }
@@ -127,7 +135,7 @@ Interposer::OpToken Interposer::BeginOp(int32_t op_kind, ncclComm_t comm, cudaSt
   OpToken t;
   ThreadState& ts = Tls();
   if (ts.depth == 0) SafePoint();
-  if (!EnsureShim()) return t;
+  if (!EnsureShim() || session_closed_.load(std::memory_order_acquire)) return t;
   int comm_rank = 0;
   int comm_size = 0;
   bool ops_by_plugin = false;
@@ -439,6 +447,15 @@ void Interposer::BindProfilerPlugin(const NewComm& c, const std::vector<uint32_t
 
 void Interposer::BeforeCommDestroy(ncclComm_t comm) {
   DrainTimed(/*block=*/true);
+  uint64_t id = 0;
+  int comm_rank = 0;
+  int comm_size = 0;
+  if (comms_.Lookup(comm, &id, &comm_rank, &comm_size)) {
+    absl::MutexLock lock(&shim_mu_);  // Gone before the shim started: nothing to register.
+    unregistered_.erase(std::remove_if(unregistered_.begin(), unregistered_.end(),
+                                       [id](const Registration& r) { return r.comm_id == id; }),
+                        unregistered_.end());
+  }
   comms_.Remove(comm);
 }
 
@@ -456,11 +473,19 @@ void Interposer::FlushTimed() {
 
 void Interposer::OnShimShutdown(void* interposer) {
   auto* self = static_cast<Interposer*>(interposer);
-  if (getpid() == self->owner_pid_) self->FlushTimed();
+  if (getpid() != self->owner_pid_) return;
+  self->FlushTimed();
+  // The session is over (the trainer's close, or ours at exit): NCCL passes through untimed from
+  // now on; a later session in this process is not adopted.
+  if (!self->session_closed_.exchange(true, std::memory_order_acq_rel) &&
+      !self->finishing_.load(std::memory_order_acquire)) {
+    Warn("the training process closed its Falcon session: NCCL ops pass through untimed", "");
+  }
 }
 
 void Interposer::Finish() {
   if (getpid() != owner_pid_) return;  // A forked child (e.g. a data loader) owns no shim.
+  finishing_.store(true, std::memory_order_release);
   FlushTimed();
   absl::MutexLock lock(&shim_mu_);
   if (shim_started_) {

@@ -17,7 +17,9 @@
 //    trainer that starts its own session after NCCL's first communicator, as falcon.init after
 //    PyTorch's eager init_process_group(device_id=...), keeps its layout: the interposer then
 //    uses that session), with FALCON_* settings (interposer_config.h), and flushed at exit. The
-//    communicators made before it are registered when it starts.
+//    communicators made before it are registered when it starts. When the trainer closes its
+//    session, the ops still waiting for their device time are handed over first
+//    (falcon_shim_set_shutdown_hook), and NCCL then passes through untimed.
 //
 // Failure policy: the wrapped call always happens exactly as asked, with the caller's arguments,
 // and its result is returned unchanged. Anything the interposer cannot do (no agent, no CUDA
@@ -126,7 +128,8 @@ class Interposer {
   // Hands every held record to the shim: those whose device events completed with their device
   // time, the rest with host timing only.
   void FlushTimed();
-  // falcon_shim_set_shutdown_hook's hook: FlushTimed before the shim (ours or the trainer's) stops.
+  // falcon_shim_set_shutdown_hook's hook: FlushTimed before the shim (ours or the trainer's)
+  // stops; then the session is closed for good (a warning when the trainer closed it).
   static void OnShimShutdown(void* interposer);
   std::vector<uint32_t> FallbackMembers(const NewComm& c) const;
   void SafePoint();
@@ -155,6 +158,9 @@ class Interposer {
   std::vector<Registration> unregistered_ ABSL_GUARDED_BY(shim_mu_);
   std::atomic<bool> shim_ready_{false};     // Usable (ours or the trainer's).
   std::atomic<bool> shim_given_up_{false};  // shim_failed_, read without the lock.
+  // The session ended (the trainer closed it, or Finish): pass through untimed from then on.
+  std::atomic<bool> session_closed_{false};
+  std::atomic<bool> finishing_{false};  // Finish is shutting the shim down (no warning then).
   std::atomic<int64_t> global_rank_{-1};
   std::atomic<int64_t> world_size_{-1};
 

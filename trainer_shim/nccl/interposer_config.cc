@@ -24,6 +24,7 @@ bool FirstInt(const std::function<const char*(const char*)>& getenv,
 bool Flag(const std::function<const char*(const char*)>& getenv, const char* name, bool dflt) {
   const char* v = getenv(name);
   if (v == nullptr || v[0] == '\0') return dflt;
+  if (absl::EqualsIgnoreCase(v, "off")) return false;
   return !(v[0] == '0' || v[0] == 'f' || v[0] == 'F' || v[0] == 'n' || v[0] == 'N');
 }
 

@@ -56,6 +56,13 @@ TEST(InterposerConfigTest, FlagsAndNumbers) {
   EXPECT_EQ(d.event_pool, 1024u);
   EXPECT_FALSE(d.profiling);
   EXPECT_TRUE(d.exchange_membership);
+  // The words falcon.env reads the same way (docs/pytorch.md#gpu-jobs).
+  for (const char* on : {"1", "true", "YES", "on"}) {
+    EXPECT_TRUE(From({{"FALCON_PROFILING", on}}).profiling) << on;
+  }
+  for (const char* off : {"0", "false", "No", "off", "OFF"}) {
+    EXPECT_FALSE(From({{"FALCON_PROFILING", off}}).profiling) << off;
+  }
 }
 
 TEST(InterposerConfigTest, OpTimingByInterposerUnlessPluginIsAsked) {
