@@ -186,7 +186,8 @@ std::optional<DirectiveAck> DirectiveIntake::Receive(const Directive& d) {
     return RejectLocked(
         d, absl::StrCat("stale epoch: directive epoch ", d.epoch(), " < shim epoch ", epoch_));
   }
-  if (iteration_ >= 0 && d.effective_iteration() <= iteration_ && !IsLateExempt(d)) {
+  if (iteration_ >= 0 && d.effective_iteration() <= iteration_ && !IsLateExempt(d) &&
+      !(options_.agreed && AgreedKind(d))) {
     return RejectLocked(
         d,
         absl::StrCat(common::kLateRejectionPrefix, " effective_iteration ", d.effective_iteration(),
@@ -199,7 +200,23 @@ std::optional<DirectiveAck> DirectiveIntake::Receive(const Directive& d) {
   return ack;
 }
 
-DirectiveIntake::Due DirectiveIntake::TakeDue(int64_t iteration) {
+bool DirectiveIntake::AgreedKind(const Directive& d) {
+  return d.target_ranks().empty() && !IsLateExempt(d);
+}
+
+std::vector<DirectiveIntake::PendingId> DirectiveIntake::PendingAgreed() const {
+  std::vector<PendingId> out;
+  absl::MutexLock lock(&mu_);
+  for (const Directive& p : pending_) {
+    if (AgreedKind(p)) out.push_back({p.directive_id(), p.effective_iteration()});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PendingId& a, const PendingId& b) { return a.directive_id < b.directive_id; });
+  return out;
+}
+
+DirectiveIntake::Due DirectiveIntake::TakeDue(int64_t iteration,
+                                              const absl::flat_hash_set<uint64_t>* agreed) {
   Due out;
   absl::MutexLock lock(&mu_);
   if (iteration >= 0) iteration_ = iteration;
@@ -208,6 +225,13 @@ DirectiveIntake::Due DirectiveIntake::TakeDue(int64_t iteration) {
     if (p.epoch() < epoch_) {
       out.acks.push_back(RejectLocked(
           p, absl::StrCat("stale epoch: directive epoch ", p.epoch(), " < shim epoch ", epoch_)));
+    } else if (options_.agreed && AgreedKind(p)) {
+      // Applied where the ranks agreed, late or not; else it waits.
+      if (agreed != nullptr && agreed->contains(p.directive_id())) {
+        out.due.push_back(std::move(p));
+      } else {
+        keep.push_back(std::move(p));
+      }
     } else if (iteration >= 0 && p.effective_iteration() < iteration && !IsLateExempt(p)) {
       out.acks.push_back(
           RejectLocked(p, absl::StrCat(common::kLateRejectionPrefix, " effective_iteration ",

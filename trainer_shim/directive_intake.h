@@ -13,6 +13,12 @@
 //
 // Iterations: -1 means the trainer's iteration is unknown (an unmodified trainer under the NCCL
 // interposer); then every pending directive is due at the next safe point and none is late.
+//
+// Agreed mode (Options::agreed): the trainer agrees with the other ranks, at each iteration
+// boundary, on which job-wide directives (AgreedKind) to apply there (those every rank holds),
+// and passes that set to TakeDue. A job-wide directive is then due only when agreed, and is never
+// rejected as late: every rank applies it at the same boundary, the first all ranks held it at.
+// The other kinds (Resume, Profiling, directives with target ranks) stay due as above.
 #ifndef FALCON_TRAINER_SHIM_DIRECTIVE_INTAKE_H_
 #define FALCON_TRAINER_SHIM_DIRECTIVE_INTAKE_H_
 
@@ -24,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/falcon/v1/common.pb.h"
@@ -39,6 +46,12 @@ class DirectiveIntake {
     uint64_t epoch = 0;                 // Initial epoch fence.
     uint32_t dp_size = 0;               // 0: unknown (micro-batch plan length not checked).
     uint32_t global_micro_batches = 0;  // 0: unknown (plan sum not checked).
+    bool agreed = false;                // Agreed mode (above).
+  };
+  // A pending job-wide directive (agreed mode): what a rank tells the others.
+  struct PendingId {
+    uint64_t directive_id = 0;
+    int64_t effective_iteration = 0;
   };
   struct Due {
     std::vector<falcon::v1::Directive> due;      // To apply now, in order.
@@ -55,8 +68,15 @@ class DirectiveIntake {
   // target this rank (target_ranks non-empty without it).
   std::optional<falcon::v1::DirectiveAck> Receive(const falcon::v1::Directive& d);
 
-  // Trainer safe point at `iteration` (>= 0, or -1 unknown).
-  Due TakeDue(int64_t iteration);
+  // Trainer safe point at `iteration` (>= 0, or -1 unknown). Agreed mode: `agreed` holds the ids
+  // of the job-wide directives to apply now (null: none); the others wait.
+  Due TakeDue(int64_t iteration, const absl::flat_hash_set<uint64_t>* agreed = nullptr);
+
+  // Whether `d` goes through the ranks' agreement in agreed mode: no target ranks, and neither a
+  // Resume (it reaches a paused rank) nor a Profiling change (each rank's own).
+  static bool AgreedKind(const falcon::v1::Directive& d);
+  // Agreed mode: the pending job-wide directives, by id (ascending).
+  std::vector<PendingId> PendingAgreed() const;
 
   // Trainer finished `d` (returned by TakeDue) at `iteration`: OK -> APPLIED, else REJECTED with
   // the status message as the reason.

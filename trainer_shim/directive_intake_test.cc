@@ -134,6 +134,47 @@ TEST(DirectiveIntakeTest, LateDirectivesRejectedButResumeIsNot) {
   EXPECT_NE(due.acks[0].reason().find("late"), std::string::npos);
 }
 
+// Agreed mode: a job-wide directive waits for the ranks' agreement and is never late; the others
+// (Resume, Profiling, targeted) are due as in the default mode.
+TEST(DirectiveIntakeTest, AgreedModeAppliesWhatTheRanksAgreedOnLateOrNot) {
+  DirectiveIntake::Options o = Opts();
+  o.agreed = true;
+  DirectiveIntake intake(o);
+  intake.TakeDue(10);  // The rank started iteration 10.
+  ASSERT_EQ(intake.Receive(Plan(1, 5, 10))->status(), ACK_STATUS_RECEIVED) << "not late";
+  ASSERT_EQ(intake.Receive(Plan(3, 5, 12))->status(), ACK_STATUS_RECEIVED);
+  Directive resume;
+  resume.set_directive_id(2);
+  resume.set_job("job1");
+  resume.set_epoch(5);
+  resume.set_effective_iteration(3);
+  resume.mutable_resume();
+  ASSERT_EQ(intake.Receive(resume)->status(), ACK_STATUS_RECEIVED);
+  Directive targeted = Plan(4, 5, 11);
+  targeted.add_target_ranks(1);
+  ASSERT_EQ(intake.Receive(targeted)->status(), ACK_STATUS_RECEIVED);
+  std::vector<DirectiveIntake::PendingId> pending = intake.PendingAgreed();
+  ASSERT_EQ(pending.size(), 2u) << "the job-wide plans only";
+  EXPECT_EQ(pending[0].directive_id, 1u);
+  EXPECT_EQ(pending[0].effective_iteration, 10);
+  EXPECT_EQ(pending[1].directive_id, 3u);
+  // Nothing agreed at 11: only the Resume and the targeted plan (due at 11) come.
+  DirectiveIntake::Due due = intake.TakeDue(11);
+  EXPECT_TRUE(due.acks.empty()) << "nothing rejected as late";
+  ASSERT_EQ(due.due.size(), 2u);
+  EXPECT_EQ(due.due[0].directive_id(), 2u);
+  EXPECT_EQ(due.due[1].directive_id(), 4u);
+  // Agreed at 13: plan 1, two iterations after its own; plan 3 (also due) was not agreed.
+  const absl::flat_hash_set<uint64_t> agreed = {1};
+  due = intake.TakeDue(13, &agreed);
+  ASSERT_EQ(due.due.size(), 1u);
+  EXPECT_EQ(due.due[0].directive_id(), 1u);
+  EXPECT_TRUE(due.acks.empty());
+  EXPECT_EQ(intake.Complete(due.due[0], 13, absl::OkStatus()).applied_iteration(), 13);
+  ASSERT_EQ(intake.PendingAgreed().size(), 1u);
+  EXPECT_EQ(intake.PendingAgreed()[0].directive_id, 3u);
+}
+
 TEST(DirectiveIntakeTest, MalformedDirectivesRejectedWithTheField) {
   DirectiveIntake intake(Opts());
   struct Case {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "proto/falcon/v1/common.pb.h"
 #include "trainer_shim/shim.h"
@@ -220,6 +221,7 @@ void falcon_shim_options_init(falcon_shim_options* options) {
   options->shutdown_flush_timeout_ms =
       static_cast<uint32_t>(absl::ToInt64Milliseconds(d.shutdown_flush_timeout));
   options->profiling = 0;
+  options->agreed_directives = 0;
 }
 
 falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t world_size,
@@ -253,6 +255,7 @@ falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t wor
     s.reconnect_backoff.max = absl::Milliseconds(o.reconnect_max_ms);
     s.shutdown_flush_timeout = absl::Milliseconds(o.shutdown_flush_timeout_ms);
     s.profiling = o.profiling != 0;
+    s.agreed_directives = o.agreed_directives != 0;
     return Report(falcon::trainer_shim::InitGlobalShim(std::move(s)));
   } catch (...) {
     return Internal();
@@ -315,6 +318,46 @@ falcon_shim_status falcon_shim_poll_directives(int64_t iteration, falcon_shim_di
       };
     }
     return Report(shim->PollDirectives(iteration, handler));
+  } catch (...) {
+    return Internal();
+  }
+}
+
+falcon_shim_status falcon_shim_pending_directives(uint64_t* ids, int64_t* effective_iterations,
+                                                  uint32_t capacity, uint32_t* count) {
+  try {
+    falcon::trainer_shim::Shim* shim = GlobalShim();
+    if (shim == nullptr) return NotInitialized();
+    if (count == nullptr || (capacity > 0 && (ids == nullptr || effective_iterations == nullptr))) {
+      return Report(absl::InvalidArgumentError("count NULL, or ids/effective_iterations NULL"));
+    }
+    const std::vector<falcon::trainer_shim::DirectiveIntake::PendingId> pending =
+        shim->PendingAgreed();
+    *count = static_cast<uint32_t>(pending.size());
+    for (size_t i = 0; i < pending.size() && i < capacity; ++i) {
+      ids[i] = pending[i].directive_id;
+      effective_iterations[i] = pending[i].effective_iteration;
+    }
+    return FALCON_SHIM_OK;
+  } catch (...) {
+    return Internal();
+  }
+}
+
+falcon_shim_status falcon_shim_poll_agreed(int64_t iteration, const uint64_t* ids, uint32_t n,
+                                           falcon_shim_directive_fn fn, void* user_data) {
+  try {
+    falcon::trainer_shim::Shim* shim = GlobalShim();
+    if (shim == nullptr) return NotInitialized();
+    if (n > 0 && ids == nullptr) return Report(absl::InvalidArgumentError("ids: NULL, n > 0"));
+    const absl::flat_hash_set<uint64_t> agreed(ids, ids + n);
+    falcon::trainer_shim::Shim::DirectiveHandler handler;
+    if (fn != nullptr) {
+      handler = [fn, user_data](const falcon::v1::Directive& d) {
+        return falcon::trainer_shim::CallDirectiveFn(fn, user_data, d);
+      };
+    }
+    return Report(shim->PollDirectives(iteration, handler, &agreed));
   } catch (...) {
     return Internal();
   }

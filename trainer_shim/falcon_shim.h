@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-/* 1: the first; 2: falcon_shim_set_shutdown_hook. */
+/* 1: the first; 2: falcon_shim_set_shutdown_hook, agreed directives. */
 #define FALCON_SHIM_ABI_VERSION 2
 
 /* Status codes: the absl::StatusCode / gRPC numbers. */
@@ -79,6 +79,11 @@ typedef struct falcon_shim_options {
   uint32_t reconnect_max_ms;          /* Default 5000. */
   uint32_t shutdown_flush_timeout_ms; /* Default 1000. */
   int32_t profiling;                  /* Start with device-event profiling on. Default 0. */
+  /* 1: the trainer agrees on job-wide directives across ranks at each boundary
+   * (falcon_shim_pending_directives, falcon_shim_poll_agreed); none is rejected as late, and
+   * falcon_shim_poll_directives applies only Resume, Profiling and targeted ones. Default 0.
+   * Since ABI version 2. */
+  int32_t agreed_directives;
 } falcon_shim_options;
 
 /* One timed op (falcon.v1.OpRecord without seq, which the shim assigns). */
@@ -282,6 +287,17 @@ int32_t falcon_shim_profiling_enabled(void);
 falcon_shim_status falcon_shim_get_stats(falcon_shim_stats* stats);
 /* Flushes (bounded by shutdown_flush_timeout_ms) and stops. A new init may follow. */
 falcon_shim_status falcon_shim_shutdown(void);
+
+/* Agreed directives (options.agreed_directives). The job-wide directives this rank holds (no
+ * target ranks; not Resume or Profiling), ascending by id: up to `capacity` ids and effective
+ * iterations written, *count = how many it holds (may exceed capacity). Since ABI version 2. */
+falcon_shim_status falcon_shim_pending_directives(uint64_t* ids, int64_t* effective_iterations,
+                                                  uint32_t capacity, uint32_t* count);
+/* The safe point at `iteration` with the ids the ranks agreed on (those every rank holds): those
+ * are applied now, late or not, as falcon_shim_poll_directives applies directives; the other
+ * job-wide ones wait. ids may be NULL when n is 0. Since ABI version 2. */
+falcon_shim_status falcon_shim_poll_agreed(int64_t iteration, const uint64_t* ids, uint32_t n,
+                                           falcon_shim_directive_fn fn, void* user_data);
 
 /* Called first by every falcon_shim_shutdown of a running shim (not when none runs), on its
  * thread, while the shim still takes records: a library that holds records back hands them over

@@ -256,6 +256,69 @@ TEST_F(FalconShimCTest, DirectivesReachCCallbacksAndAreAcked) {
   EXPECT_EQ(falcon_shim_abi_check_poll_from_c(5), FALCON_SHIM_OK);
 }
 
+// Agreed directives: the pending job-wide ids, then a poll that applies only the agreed ones
+// (late or not); the plain poll (an NCCL interposer's safe point) leaves them alone.
+TEST(FalconShimCAgreedTest, OnlyTheAgreedDirectivesAreAppliedLateOrNot) {
+  const std::string socket = TestSocketPath("c_agreed.sock");
+  auto agent = FakeAgent::Start(socket);
+  ASSERT_TRUE(agent.ok());
+  falcon_shim_options o;
+  falcon_shim_options_init(&o);
+  EXPECT_EQ(o.agreed_directives, 0);
+  o.agreed_directives = 1;
+  o.epoch = 2;
+  o.dp_size = 2;
+  o.reconnect_initial_ms = 5;
+  ASSERT_EQ(falcon_shim_init("cjob", 2, 4, socket.c_str(), &o), FALCON_SHIM_OK);
+  ASSERT_EQ(falcon_shim_poll_agreed(5, nullptr, 0, ApplyDirective, nullptr), FALCON_SHIM_OK);
+  ASSERT_TRUE((*agent)->WaitFor([&] { return (*agent)->attached(); }));
+  falcon::v1::Directive plan;
+  plan.set_directive_id(7);
+  plan.set_job("cjob");
+  plan.set_epoch(2);
+  plan.set_effective_iteration(5);  // Already begun on this rank: late, but not rejected.
+  plan.set_plan_version(1);
+  plan.mutable_micro_batch_plan()->add_micro_batches(3);
+  plan.mutable_micro_batch_plan()->add_micro_batches(5);
+  falcon::v1::Directive other = plan;
+  other.set_directive_id(9);
+  ASSERT_TRUE((*agent)->SendDirective(plan));
+  ASSERT_TRUE((*agent)->SendDirective(other));
+  ASSERT_TRUE(
+      (*agent)->WaitFor([&] { return HasAck(**agent, 9, falcon::v1::ACK_STATUS_RECEIVED); }));
+  EXPECT_TRUE(HasAck(**agent, 7, falcon::v1::ACK_STATUS_RECEIVED));
+  uint64_t ids[1] = {0};
+  int64_t effective[1] = {0};
+  uint32_t count = 0;
+  ASSERT_EQ(falcon_shim_pending_directives(ids, effective, 1, &count), FALCON_SHIM_OK);
+  EXPECT_EQ(count, 2u) << "two held, one fits";
+  EXPECT_EQ(ids[0], 7u);
+  EXPECT_EQ(effective[0], 5);
+  EXPECT_EQ(falcon_shim_pending_directives(nullptr, nullptr, 1, &count),
+            FALCON_SHIM_INVALID_ARGUMENT);
+  DirectiveLog log;
+  ASSERT_EQ(falcon_shim_poll_directives(-1, ApplyDirective, &log), FALCON_SHIM_OK);
+  EXPECT_EQ(log.kind, 0) << "a plain safe point applies no job-wide directive";
+  const uint64_t agreed[] = {7};
+  ASSERT_EQ(falcon_shim_poll_agreed(6, agreed, 1, ApplyDirective, &log), FALCON_SHIM_OK);
+  EXPECT_EQ(log.parsed.directive_id(), 7u);
+  ASSERT_TRUE((*agent)->WaitFor([&] {
+    for (const auto& a : (*agent)->acks()) {
+      if (a.directive_id() == 7 && a.status() == falcon::v1::ACK_STATUS_APPLIED) {
+        return a.applied_iteration() == 6;
+      }
+    }
+    return false;
+  }));
+  EXPECT_FALSE(HasAck(**agent, 9, falcon::v1::ACK_STATUS_REJECTED)) << "9 waits, not late";
+  ASSERT_EQ(falcon_shim_pending_directives(ids, effective, 1, &count), FALCON_SHIM_OK);
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(ids[0], 9u);
+  EXPECT_EQ(falcon_shim_poll_agreed(7, nullptr, 1, ApplyDirective, &log),
+            FALCON_SHIM_INVALID_ARGUMENT);
+  EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
+}
+
 TEST_F(FalconShimCTest, PauseAndValidationThroughCCallbacks) {
   int validations = 0;
   std::vector<int> pauses;

@@ -54,7 +54,8 @@ Shim::Shim(ShimOptions options, const common::Clock* clock)
       intake_(DirectiveIntake::Options{
           options_.job, options_.rank, options_.world_size, options_.epoch,
           options_.trainer_applies_directives ? 0 : options_.dp_size,
-          options_.trainer_applies_directives ? 0 : options_.global_micro_batches}),
+          options_.trainer_applies_directives ? 0 : options_.global_micro_batches,
+          options_.agreed_directives}),
       profiling_(options_.profiling),
       owner_pid_(getpid()) {
   AgentLink::Listener* listener = this;
@@ -479,7 +480,8 @@ void Shim::Hold(const Directive& pause, int64_t iteration, bool resume_follows) 
   if (handler) handler(false);
 }
 
-absl::Status Shim::PollDirectives(int64_t iteration, const DirectiveHandler& handler) {
+absl::Status Shim::PollDirectives(int64_t iteration, const DirectiveHandler& handler,
+                                  const absl::flat_hash_set<uint64_t>* agreed) {
   if (iteration < -1) return absl::InvalidArgumentError("iteration: must be >= -1");
   if (stopped_.load(std::memory_order_relaxed)) {
     return absl::FailedPreconditionError("shim is shut down");
@@ -489,7 +491,7 @@ absl::Status Shim::PollDirectives(int64_t iteration, const DirectiveHandler& han
     return absl::OkStatus();
   }
   RunValidationTasks();
-  DirectiveIntake::Due due = intake_.TakeDue(iteration);
+  DirectiveIntake::Due due = intake_.TakeDue(iteration, agreed);
   for (const falcon::v1::DirectiveAck& ack : due.acks) SendAck(ack);
   for (size_t i = 0; i < due.due.size(); ++i) {
     const Directive& d = due.due[i];

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -95,7 +96,12 @@ class Shim : private AgentLink::Listener {
   // max_duration passes), resume, profiling, and the rest through `handler` (null: rejected as
   // unsupported). Every due directive is acked. Cheap (two atomic loads) when nothing is pending.
   // kInvalidArgument: iteration < -1. kFailedPrecondition: after Shutdown.
-  absl::Status PollDirectives(int64_t iteration, const DirectiveHandler& handler);
+  // With options.agreed_directives, `agreed` holds the ids of the job-wide directives the ranks
+  // agreed to apply now (null: none), whatever their effective iteration; the others wait.
+  absl::Status PollDirectives(int64_t iteration, const DirectiveHandler& handler,
+                              const absl::flat_hash_set<uint64_t>* agreed = nullptr);
+  // options.agreed_directives: the job-wide directives this rank holds, by id.
+  std::vector<DirectiveIntake::PendingId> PendingAgreed() const { return intake_.PendingAgreed(); }
 
   // --- Trainer-applied mode (options.trainer_applies_directives). Trainer thread. ---
   // Directives received since the last call, in arrival order, each id at most once (a

@@ -65,6 +65,11 @@ struct ShimOptions {
   // validation tasks (TakeValidationTasks); PollDirectives is not used. Profiling directives are
   // still applied by the shim. Default false (the shim applies directives in PollDirectives).
   bool trainer_applies_directives = false;
+  // The trainer agrees with the other ranks at each boundary on the job-wide directives to apply
+  // there (PendingAgreed, then PollDirectives with the agreed set; directive_intake.h's agreed
+  // mode): none is rejected as late, and a PollDirectives without a set (the NCCL interposer's
+  // safe points) applies only Resume, Profiling and targeted directives. Default false.
+  bool agreed_directives = false;
   bool profiling = false;  // Start with device-event profiling on (the agent may change it).
   // Warnings and state changes (connected, disconnected, rejected directive). Called from any shim
   // thread; must be thread-safe and must not call back into the shim. Default: stderr.

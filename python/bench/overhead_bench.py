@@ -6,7 +6,10 @@ Two measurements, printed as figures (`./falcon bench`; nothing asserted):
      untimed one, each A/B interleaved in blocks (median of the blocks' differences); and per
      iteration the step() boundary (directive poll + iteration
      record). With the example job's ops per iteration this gives the package's CPU cost per
-     iteration, a fraction of the measured iteration time.
+     iteration, a fraction of the measured iteration time. And what the directive agreement
+     adds to a boundary in a world of 4 (falcon.agreement: an async Gloo all_gather of 33 int64
+     on loopback started at each boundary and finished at the next, 20 ms of compute between
+     them), the median over 300 boundaries, as rank 0 sees it.
   2. The example job end to end (DP=2 x PP=2 on loopback, a real controller and agent), runs
      without and with the package interleaved (A B A B ...), median step time of each run after
      its warm-up: on a shared 2-core machine its noise is far above 0.2%, so it bounds the
@@ -69,6 +72,44 @@ print(json.dumps({"op_ns": wrap, "op_ab_ns": statistics.median(diffs),
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def agreement_cost(world=4, rounds=300, iteration_s=0.02):
+    """Median wall ns a step boundary spends on the directive agreement (finish the exchange the
+    last boundary started, agree, start the next) in a world of `world` Gloo ranks on loopback,
+    with `iteration_s` of compute between boundaries (the exchange runs during it), as rank 0
+    sees it. On a machine with fewer cores than ranks this counts Gloo's thread, which runs the
+    exchange, preempting the rank."""
+    code = r'''
+import json, os, statistics, sys, time
+import torch, torch.distributed as dist
+from falcon import agreement
+rank, world, rounds, store, it_s = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
+                                    sys.argv[4], float(sys.argv[5]))
+dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world)
+t = []
+ex = None
+for i in range(rounds + 20):
+    start = time.perf_counter_ns()
+    if ex is not None:
+        agreement.agree(agreement.finish(ex), i)
+    ex = agreement.start(agreement.encode([]), None, world, dist.all_gather)
+    t.append(time.perf_counter_ns() - start)
+    end, x = time.perf_counter() + it_s, torch.ones(128, 128)
+    while time.perf_counter() < end:  # The iteration: compute, as a training step's.
+        x = torch.mm(x, x) * 1e-3
+agreement.finish(ex)
+if rank == 0:
+    print(json.dumps({"agree_ns": statistics.median(t[20:])}))
+dist.destroy_process_group()
+'''
+    d = tempfile.mkdtemp()
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), str(world), str(rounds),
+                               os.path.join(d, "store"), str(iteration_s)],
+                              stdout=subprocess.PIPE, text=True, env=env) for r in range(world)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    return json.loads(outs[0].strip().splitlines()[-1])["agree_ns"]
+
+
 def end_to_end(pairs, steps):
     import cluster as cl
     os.environ["FALCON_BIN_DIR"] = os.path.join(ROOT, "bazel-bin")
@@ -113,11 +154,15 @@ def main():
           f"timed vs untimed: {p['op_ab_ns'] / 1000:+.2f} us (noisier)")
     print(f"per iteration boundary (directive poll + iteration record): "
           f"{p['step_ns'] / 1000:.2f} us")
+    agree_ns = agreement_cost()
+    print(f"directive agreement per boundary (world of 4, Gloo on loopback, exchanged during "
+          f"20 ms of compute): {agree_ns / 1000:.1f} us of wall time")
     # Conservatively the larger of the two per-op figures.
-    per_iter_us = (ops * max(p["op_ns"], p["op_ab_ns"]) + p["step_ns"]) / 1000
+    per_iter_us = (ops * max(p["op_ns"], p["op_ab_ns"]) + p["step_ns"] + agree_ns) / 1000
     m = end_to_end(pairs, steps)
     a, b = statistics.median(m["without"]), statistics.median(m["with"])
-    print(f"per iteration of the example job ({ops} ops/rank): {per_iter_us:.1f} us of CPU, "
+    print(f"per iteration of the example job ({ops} ops/rank, the agreement included): "
+          f"{per_iter_us:.1f} us, "
           f"{100 * per_iter_us / (a * 1e6):.3f}% of its {a * 1000:.0f} ms iteration")
     print(f"end to end, {pairs} A/B pairs of {steps} steps (median step time after 5): without "
           f"{' '.join(f'{x * 1000:.0f}' for x in m['without'])} ms, with "

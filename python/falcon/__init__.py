@@ -48,7 +48,10 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
          device=None, environment=None, library=None, required=False):
     """Starts this process's session. torch.distributed must be initialized (the world group is
     registered as the WORLD communicator; with validation_group=True a new group of every rank is
-    made for validation link passes, so every rank must call init, as with dist.new_group).
+    made for validation link passes and for agreeing on the controller's directives at each step
+    boundary (falcon.agreement: one small all_gather per step), so every rank must call init, as
+    with dist.new_group, and every rank must run the same steps. validation_group=False: no link
+    passes, and each rank applies directives as its shim delivers them).
 
     Layout: this rank's (dp, pp, tp) indices and the sizes; global_micro_batches M is what S2
     splits across the DP groups (M >= dp_size). checkpoint_fn(dir, iteration, excluded_ranks):
@@ -139,6 +142,8 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
         o.global_micro_batches = global_micro_batches
         o.epoch = penv.epoch
         o.profiling = 1 if penv.profiling else 0
+        # Directives are agreed across ranks at each step boundary over the validation group.
+        o.agreed_directives = 1 if validation_group else 0
         if device.type == "cuda":
             o.gpu = device.index if device.index is not None else torch.cuda.current_device()
         try:
@@ -169,6 +174,7 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
     s = Session(penv, shim, dp_size=dp_size, pp_size=pp_size, tp_size=tp_size,
                 dp_index=dp_index, pp_index=pp_index, tp_index=tp_index,
                 global_micro_batches=global_micro_batches, checkpoint_fn=checkpoint_fn,
-                time_ops=time_ops, validation_group=vgroup, layout=relaunch, device=device)
+                time_ops=time_ops, validation_group=vgroup, layout=relaunch, device=device,
+                agreement=bool(validation_group))
     s.register_group(None, "world", name="world")
     return s

@@ -1,7 +1,7 @@
 """ctypes bindings over libfalcon_shim.so, the trainer shim's C ABI (trainer_shim/falcon_shim.h).
 
 Only this module knows the ABI's layout; the rest of the package uses Shim. The structs mirror
-the header field for field (ABI version 1); struct_size lets the library read no further than
+the header field for field (ABI version 2); struct_size lets the library read no further than
 what this side knows. Times are CLOCK_MONOTONIC nanoseconds (falcon_shim_now_ns; the package
 reads the same clock with time.clock_gettime_ns, ops.monotonic_ns).
 
@@ -17,7 +17,7 @@ import ctypes
 import logging
 import os
 
-ABI_VERSION = 1
+ABI_VERSION = 2  # Agreed directives (falcon_shim_pending_directives, falcon_shim_poll_agreed).
 SONAME = "libfalcon_shim.so"
 log = logging.getLogger("falcon")
 
@@ -79,6 +79,7 @@ class Options(_c.Structure):
         ("reconnect_max_ms", _c.c_uint32),
         ("shutdown_flush_timeout_ms", _c.c_uint32),
         ("profiling", _c.c_int32),
+        ("agreed_directives", _c.c_int32),  # ABI version 2.
     ]
 
 
@@ -267,6 +268,10 @@ def load(path=None):
         "falcon_shim_iteration": (s, [_c.c_int64, _c.c_int64, _c.c_int64, _c.c_double,
                                       _c.c_int64]),
         "falcon_shim_poll_directives": (s, [_c.c_int64, DirectiveFn, _c.c_void_p]),
+        "falcon_shim_pending_directives": (s, [_c.POINTER(_c.c_uint64), _c.POINTER(_c.c_int64),
+                                               _c.c_uint32, _c.POINTER(_c.c_uint32)]),
+        "falcon_shim_poll_agreed": (s, [_c.c_int64, _c.POINTER(_c.c_uint64), _c.c_uint32,
+                                        DirectiveFn, _c.c_void_p]),
         "falcon_shim_set_pause_handler": (s, [PauseFn, _c.c_void_p]),
         "falcon_shim_set_validation_executor": (s, [ValidationFn, _c.c_void_p]),
         "falcon_shim_profiling_enabled": (_c.c_int32, []),
@@ -318,6 +323,22 @@ class Shim:
     def poll_directives(self, iteration, fn):
         self._check(f"poll_directives {iteration}",
                     self._lib.falcon_shim_poll_directives(iteration, fn, None))
+
+    def pending_directives(self, capacity):
+        """(the job-wide directives this rank holds, as [(id, effective_iteration)] ascending by
+        id, at most `capacity`; how many it holds)."""
+        ids = (_c.c_uint64 * capacity)()
+        effective = (_c.c_int64 * capacity)()
+        count = _c.c_uint32(0)
+        self._check("pending_directives", self._lib.falcon_shim_pending_directives(
+            ids, effective, capacity, _c.byref(count)))
+        n = min(count.value, capacity)
+        return [(ids[i], effective[i]) for i in range(n)], count.value
+
+    def poll_agreed(self, iteration, ids, fn):
+        arr = (_c.c_uint64 * max(1, len(ids)))(*ids)
+        self._check(f"poll_agreed {iteration}",
+                    self._lib.falcon_shim_poll_agreed(iteration, arr, len(ids), fn, None))
 
     def set_pause_handler(self, fn):
         self._check("set_pause_handler", self._lib.falcon_shim_set_pause_handler(fn, None))

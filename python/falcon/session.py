@@ -31,6 +31,7 @@ import sys
 import threading
 
 from falcon import _shim
+from falcon import agreement
 from falcon import jsonfile
 from falcon import layout as layout_mod
 from falcon import ops as ops_mod
@@ -84,8 +85,14 @@ class Session:
 
     def __init__(self, penv, shim, *, dp_size, pp_size, tp_size, dp_index, pp_index, tp_index,
                  global_micro_batches, checkpoint_fn, time_ops, validation_group,
-                 layout=None, device=None):
+                 layout=None, device=None, agreement=True):
         self.env = penv
+        # Directives agreed across ranks at each boundary (falcon.agreement); needs the
+        # validation group, over which the ranks exchange what they hold.
+        self.agreement = agreement
+        self._exchange = None  # The agreement's all_gather started at the last boundary.
+        self._boundary = 0  # The iteration of the boundary being polled.
+        self._rows = None  # Its receive buffers, reused (finished before the next starts).
         self.device = device  # Where the validation GEMM runs (None: the CPU).
         self._shim = shim
         self.dp_size, self.pp_size, self.tp_size = dp_size, pp_size, tp_size
@@ -222,14 +229,63 @@ class Session:
         return 1.0 / self.global_micro_batches
 
     def _begin(self, step):
+        self._boundary = step.iteration
+        agreed = self._agreed(step.iteration) if self.agreement else None
         if self._shim is not None:
             try:
-                self._shim.poll_directives(step.iteration, self._directive_cb)
+                if self.agreement:
+                    self._shim.poll_agreed(step.iteration, agreed, self._directive_cb)
+                else:
+                    self._shim.poll_directives(step.iteration, self._directive_cb)
             except _shim.ShimError as e:
                 log.warning("falcon: directive poll at iteration %d failed: %s", step.iteration, e)
             if self._restart is not None:
                 self._exit_for_restart()
+        if self.agreement:
+            self._start_exchange(step.iteration)
         step.start_ns = self.now_ns()
+
+    def _held(self, iteration):
+        """This rank's row for the agreement: the job-wide directives its shim holds."""
+        pending = []
+        if self._shim is not None:
+            try:
+                pending, _ = self._shim.pending_directives(agreement.MAX_PENDING)
+            except _shim.ShimError as e:
+                log.warning("falcon: pending directives at iteration %d: %s", iteration, e)
+        return agreement.encode(pending)
+
+    def _start_exchange(self, iteration):
+        """Starts the exchange the next boundary agrees on (falcon.agreement): an async all_gather
+        on the validation group, on every rank (one without the shim library tells nothing), that
+        runs during this iteration, so the next boundary does not wait for it."""
+        if self.env.world_size == 1:
+            return
+        try:
+            self._exchange = agreement.start(self._held(iteration), self.validation_group,
+                                             self.env.world_size,
+                                             validation.untimed("all_gather"), self._rows)
+            self._rows = self._exchange[1]
+        except RuntimeError as e:
+            self._exchange = None
+            log.warning("falcon: directive agreement not started at iteration %d: %s",
+                        iteration, e)
+
+    def _agreed(self, iteration):
+        """The job-wide directives to apply at `iteration`: those every rank held at the previous
+        boundary (the exchange started there), due by now; [] at the first boundary, or when the
+        exchange failed (logged: nothing is applied then, and the next boundary tries again)."""
+        if self.env.world_size == 1:
+            return agreement.agree([self._held(iteration)], iteration)
+        exchange, self._exchange = self._exchange, None
+        if exchange is None:
+            return []
+        try:
+            return agreement.agree(agreement.finish(exchange), iteration)
+        except (RuntimeError, ValueError) as e:
+            log.warning("falcon: directive agreement at iteration %d failed (%s): no directive "
+                        "applied there", iteration, e)
+            return []
 
     def _end(self, step):
         end = self.now_ns()
@@ -280,7 +336,7 @@ class Session:
             self._plan = plan
             self._plan_version = d.plan_version
             log.info("falcon: micro-batch plan %s (version %d) from iteration %d", plan,
-                     d.plan_version, d.effective_iteration)
+                     d.plan_version, self._boundary)
             return None
         if d.kind in (_shim.DIRECTIVE_CHECKPOINT_RESTART, _shim.DIRECTIVE_TOPOLOGY_CHANGE) and \
                 d.epoch > layout_mod.MAX_EPOCH:
@@ -291,9 +347,11 @@ class Session:
                 return "checkpoint_restart: no checkpoint callback (falcon.init(checkpoint_fn=))"
             excluded = [d.excluded_ranks[i] for i in range(d.excluded_ranks_len)]
             ckpt_dir = (d.checkpoint_dir or b"").decode()
-            self._checkpoint_fn(ckpt_dir, d.effective_iteration, excluded)
+            # The boundary it is applied at (its effective iteration, or a later one when a rank
+            # got it late): the job resumes there, and no step runs twice.
+            self._checkpoint_fn(ckpt_dir, self._boundary, excluded)
             self._restart = {"checkpoint_dir": ckpt_dir, "excluded_ranks": excluded,
-                             "iteration": max(int(d.effective_iteration), 0),
+                             "iteration": self._boundary,
                              "epoch": int(d.epoch)}
             return None
         if d.kind == _shim.DIRECTIVE_TOPOLOGY_CHANGE:
@@ -327,7 +385,7 @@ class Session:
                     "the PyTorch package relaunches in a layout of the same sizes")
         # The S2 plan in force goes on (as the reference trainer's does).
         new = dataclasses.replace(new, micro_batches=tuple(self._plan))
-        iteration = max(int(d.effective_iteration), 0)
+        iteration = self._boundary  # Where it is applied (see the S4 case).
         self._checkpoint_fn("", iteration, [])
         self._restart = {"checkpoint_dir": "", "excluded_ranks": [], "iteration": iteration,
                          "epoch": int(d.epoch), "layout": new.to_json()}
@@ -435,6 +493,12 @@ class Session:
         self._closed = True
         if self._ops is not None:
             self._ops.uninstall()
+        exchange, self._exchange = self._exchange, None
+        if exchange is not None:  # Every rank started one at its last boundary.
+            try:
+                agreement.finish(exchange)
+            except RuntimeError as e:
+                log.warning("falcon: the last directive agreement did not finish: %s", e)
         if self._shim is not None:
             try:
                 self._shim.shutdown()

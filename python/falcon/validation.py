@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 
-def _untimed(name):
+def untimed(name):
     """torch.distributed's own function (validation traffic is not the job's)."""
     fn = getattr(dist, name)
     return getattr(fn, "__wrapped__", fn)
@@ -89,7 +89,7 @@ def link_pass(links, nbytes, repeats, me, group, now_ns, task_id=0, rendezvous=N
     the links whose peer did not come (`rendezvous`: a Rendezvous, None: no meeting)."""
     if group is None:
         raise RuntimeError("no validation group (falcon.init(validation_group=...) was off)")
-    send, recv = _untimed("send"), _untimed("recv")
+    send, recv = untimed("send"), untimed("recv")
     payload = torch.full((max(1, nbytes),), 0x5A, dtype=torch.uint8)
     ack = torch.ones(1, dtype=torch.uint8)
     out, missed = [], []

@@ -556,10 +556,13 @@ class SessionTest(unittest.TestCase):
         d.checkpoint_dir = b"/ckpt"
         d.effective_iteration = 40
         d.epoch = 2
+        # Applied at boundary 41 (the ranks agreed on it one boundary late): the checkpoint and
+        # the relaunch are at 41, where the job stopped, so no step runs twice.
+        self.fs._boundary = 41
         self.assertIsNone(self.fs._apply(d))
-        self.assertEqual(seen, [("/ckpt", 40, [2, 3])])
+        self.assertEqual(seen, [("/ckpt", 41, [2, 3])])
         self.assertEqual(self.fs._restart, {"checkpoint_dir": "/ckpt", "excluded_ranks": [2, 3],
-                                            "iteration": 40, "epoch": 2})
+                                            "iteration": 41, "epoch": 2})
         # The exit: local rank 0 leaves the request for the launcher, then exit code 75.
         import dataclasses
         with tempfile.TemporaryDirectory() as tmp:
@@ -619,6 +622,7 @@ class SessionTest(unittest.TestCase):
         d.epoch = 2**32
         self.assertIn("epoch 4294967296 is above 4294967295", self.fs._apply(d))
         d, _keep = topology((0, 0, 0, 0))
+        self.fs._boundary = 30
         self.assertIsNone(self.fs._apply(d))
         self.assertEqual(seen, [("", 30, [])])
         # Directives after it in the same poll are refused: the relaunch would lose them.
@@ -741,6 +745,39 @@ class InitTest(unittest.TestCase):
         if libz:
             with self.assertRaisesRegex(OSError, "is not the trainer shim library"):
                 falcon.init(library=libz, required=True)
+
+
+class AgreementTest(unittest.TestCase):
+    def test_every_rank_applies_what_every_rank_holds_once_due(self):
+        from falcon import agreement as ag
+        # Directive 7 (due at 10) reached rank 1 late; 9 is due at 12.
+        rows = [ag.encode([(7, 10), (9, 12)]), ag.encode([(9, 12)]), ag.encode([(7, 10), (9, 12)])]
+        self.assertEqual(ag.agree(rows, 10), [])  # Rank 1 lacks 7: nobody applies it yet.
+        self.assertEqual(ag.agree(rows, 12), [9])
+        rows[1] = ag.encode([(7, 10), (9, 12)])
+        self.assertEqual(ag.agree(rows, 11), [7])  # One boundary late, on every rank.
+        self.assertEqual(ag.agree(rows, 12), [7, 9])
+        self.assertEqual(ag.agree([ag.encode([])], 5), [])
+        # More than MAX_PENDING held: the lowest ids are told; the rest wait.
+        many = [(i, 0) for i in range(1, ag.MAX_PENDING + 5)]
+        self.assertEqual(ag.agree([ag.encode(many)] * 2, 0), list(range(1, ag.MAX_PENDING + 1)))
+        for bad in ([0] * 3, [ag.MAX_PENDING + 1] + [0] * (2 * ag.MAX_PENDING), [-1] * 33):
+            with self.assertRaisesRegex(ValueError, "rank 1's row is malformed"):
+                ag.agree([ag.encode([]), bad], 0)
+
+    def test_the_exchange_goes_through_all_gather(self):
+        from falcon import agreement as ag
+        calls = []
+
+        def all_gather(out, mine, group=None, async_op=False):
+            calls.append((group, async_op))
+            for i, t in enumerate(out):
+                t.copy_(mine + i)
+
+        rows = ag.exchange(ag.encode([(3, 4)]), "g", 2, all_gather)
+        self.assertEqual(calls, [("g", True)])
+        self.assertEqual(rows[0][:3], [1, 3, 4])
+        self.assertEqual(rows[1][:3], [2, 4, 5])
 
 
 class ShimLibraryTest(unittest.TestCase):

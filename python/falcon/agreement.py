@@ -1,0 +1,73 @@
+"""Agreement on directives at an iteration boundary (the reference trainer's, trainer/directives/
+directive_sync.h, over the package's Gloo validation group): every rank tells the others which
+job-wide directives its shim holds, and every rank applies, at this boundary, those that every rank
+holds and whose effective iteration has come. A directive that reached some ranks late (after its
+iteration began there) is then applied one boundary later by all of them, not at different
+iterations on different ranks (for S2: the stages of a DP group would disagree on its
+micro-batches), and a validation pause holds every rank at the same boundary.
+
+Wire: one all_gather of 1 + 2 x MAX_PENDING int64 per rank per step: how many it holds, then
+(id, effective iteration) pairs, lowest ids first. The session starts it (async) after each
+boundary's poll and finishes it at the next boundary, so it runs during the iteration and the
+boundary does not wait for a round trip: a directive is applied at the first boundary after
+every rank held it at the one before (at its effective iteration when it reached every rank one
+iteration ahead, as the controller's lead allows).
+"""
+
+import torch
+
+MAX_PENDING = 16  # Directives a rank reports per boundary (the lowest ids; the rest wait).
+
+
+def encode(pending):
+    """The row a rank contributes: `pending` is [(id, effective_iteration)] ascending by id."""
+    row = [0] * (1 + 2 * MAX_PENDING)
+    pending = list(pending)[:MAX_PENDING]
+    row[0] = len(pending)
+    for i, (directive_id, effective) in enumerate(pending):
+        row[1 + 2 * i] = int(directive_id)
+        row[2 + 2 * i] = int(effective)
+    return row
+
+
+def agree(rows, iteration):
+    """The ids every row holds whose effective iteration is at most `iteration`, ascending.
+    ValueError on a malformed row (a count outside [0, MAX_PENDING], or a row of another size)."""
+    held = None
+    effective = {}
+    for rank, row in enumerate(rows):
+        row = [int(v) for v in row]
+        if len(row) != 1 + 2 * MAX_PENDING or not 0 <= row[0] <= MAX_PENDING:
+            raise ValueError(f"directive agreement: rank {rank}'s row is malformed "
+                             f"(length {len(row)}, count {row[0] if row else None})")
+        ids = set()
+        for i in range(row[0]):
+            directive_id, eff = row[1 + 2 * i], row[2 + 2 * i]
+            ids.add(directive_id)
+            effective[directive_id] = min(eff, effective.get(directive_id, eff))
+        held = ids if held is None else held & ids
+    return sorted(i for i in (held or ()) if effective[i] <= iteration)
+
+
+def start(row, group, world_size, all_gather, rows=None):
+    """Starts gathering every rank's row through `all_gather` (torch.distributed's, untimed) on
+    `group`, async; finish() waits for it. `rows`: world_size int64 tensors of the row's length to
+    gather into (reused across boundaries; new ones when None)."""
+    mine = torch.tensor(row, dtype=torch.int64)
+    if rows is None:
+        rows = [torch.zeros_like(mine) for _ in range(world_size)]
+    work = all_gather(rows, mine, group=group, async_op=True)
+    return work, rows
+
+
+def finish(exchange):
+    """Every rank's row, once the exchange start() began is done."""
+    work, rows = exchange
+    if work is not None:
+        work.wait()
+    return [r.tolist() for r in rows]
+
+
+def exchange(row, group, world_size, all_gather):
+    """Every rank's row, at once (start, then finish)."""
+    return finish(start(row, group, world_size, all_gather))
