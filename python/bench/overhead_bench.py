@@ -7,9 +7,9 @@ Two measurements, printed as figures (`./falcon bench`; nothing asserted):
      iteration the step() boundary (directive poll + iteration
      record). With the example job's ops per iteration this gives the package's CPU cost per
      iteration, a fraction of the measured iteration time. And what the directive agreement
-     adds to a boundary in a world of 4 (falcon.agreement: an async Gloo all_gather of 33 int64
-     on loopback started at each boundary and finished at the next, 20 ms of compute between
-     them), the median over 300 boundaries, as rank 0 sees it.
+     adds to an iteration in a world of 4 (falcon.agreement: an async Gloo all_gather of 33
+     int64 on loopback started at each boundary and finished at the next), A/B in blocks of
+     iterations of compute (agreement_cost).
   2. The example job end to end (DP=2 x PP=2 on loopback, a real controller and agent), runs
      without and with the package interleaved (A B A B ...), median step time of each run after
      its warm-up: on a shared 2-core machine its noise is far above 0.2%, so it bounds the
@@ -72,42 +72,63 @@ print(json.dumps({"op_ns": wrap, "op_ab_ns": statistics.median(diffs),
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def agreement_cost(world=4, rounds=300, iteration_s=0.02):
-    """Median wall ns a step boundary spends on the directive agreement (finish the exchange the
-    last boundary started, agree, start the next) in a world of `world` Gloo ranks on loopback,
-    with `iteration_s` of compute between boundaries (the exchange runs during it), as rank 0
-    sees it. On a machine with fewer cores than ranks this counts Gloo's thread, which runs the
-    exchange, preempting the rank."""
+def agreement_cost(world=4, blocks=6, iterations=50, iteration_s=0.01):
+    """What the directive agreement adds to an iteration, in a world of `world` Gloo ranks on
+    loopback: blocks of `iterations` iterations of `iteration_s` of compute (one intra-op thread
+    per rank, a barrier every 10 as a job's collectives keep ranks together), without and with
+    the agreement at each boundary (falcon.agreement: finish the exchange the last boundary
+    started, agree, start the next), interleaved; the median over block pairs of the mean
+    iteration time's difference, as rank 0 sees it (ns). Also the launch of the async all_gather
+    alone (ns, median)."""
     code = r'''
-import json, os, statistics, sys, time
+import json, statistics, sys, time
 import torch, torch.distributed as dist
 from falcon import agreement
-rank, world, rounds, store, it_s = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
-                                    sys.argv[4], float(sys.argv[5]))
+rank, world, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+blocks, n, it_s = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world)
-t = []
-ex = None
-for i in range(rounds + 20):
-    start = time.perf_counter_ns()
-    if ex is not None:
-        agreement.agree(agreement.finish(ex), i)
-    ex = agreement.start(agreement.encode([]), None, world, dist.all_gather)
-    t.append(time.perf_counter_ns() - start)
+torch.set_num_threads(1)
+def compute():
     end, x = time.perf_counter() + it_s, torch.ones(128, 128)
-    while time.perf_counter() < end:  # The iteration: compute, as a training step's.
+    while time.perf_counter() < end:
         x = torch.mm(x, x) * 1e-3
-agreement.finish(ex)
+def loop(agree):
+    ex, launch = None, []
+    t0 = time.perf_counter()
+    for i in range(n):
+        if agree:
+            if ex:
+                agreement.agree(agreement.finish(ex), i)
+            a = time.perf_counter_ns()
+            ex = agreement.start(agreement.encode([]), None, world, dist.all_gather,
+                                 ex[1] if ex else None)
+            launch.append(time.perf_counter_ns() - a)
+        compute()
+        if i % 10 == 9:
+            dist.barrier()
+    if ex:
+        agreement.finish(ex)
+    return (time.perf_counter() - t0) / n, launch
+without, with_, launches = [], [], []
+for _ in range(blocks):
+    without.append(loop(False)[0])
+    t, launch = loop(True)
+    with_.append(t)
+    launches += launch
 if rank == 0:
-    print(json.dumps({"agree_ns": statistics.median(t[20:])}))
+    print(json.dumps({"diff_ns": statistics.median(b - a for a, b in zip(without, with_)) * 1e9,
+                      "launch_ns": statistics.median(launches),
+                      "iteration_ns": statistics.median(without) * 1e9}))
 dist.destroy_process_group()
 '''
     d = tempfile.mkdtemp()
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), str(world), str(rounds),
-                               os.path.join(d, "store"), str(iteration_s)],
-                              stdout=subprocess.PIPE, text=True, env=env) for r in range(world)]
-    outs = [p.communicate(timeout=300)[0] for p in procs]
-    return json.loads(outs[0].strip().splitlines()[-1])["agree_ns"]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), str(world),
+                               os.path.join(d, "store"), str(blocks), str(iterations),
+                               str(iteration_s)], stdout=subprocess.PIPE, text=True, env=env)
+             for r in range(world)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    return json.loads(outs[0].strip().splitlines()[-1])
 
 
 def end_to_end(pairs, steps):
@@ -154,9 +175,11 @@ def main():
           f"timed vs untimed: {p['op_ab_ns'] / 1000:+.2f} us (noisier)")
     print(f"per iteration boundary (directive poll + iteration record): "
           f"{p['step_ns'] / 1000:.2f} us")
-    agree_ns = agreement_cost()
-    print(f"directive agreement per boundary (world of 4, Gloo on loopback, exchanged during "
-          f"20 ms of compute): {agree_ns / 1000:.1f} us of wall time")
+    ag = agreement_cost()
+    agree_ns = max(0.0, ag["diff_ns"])
+    print(f"directive agreement per boundary (world of 4, Gloo on loopback, A/B in blocks of "
+          f"{ag['iteration_ns'] / 1e6:.0f} ms iterations): {ag['diff_ns'] / 1000:+.1f} us per "
+          f"iteration; the async all_gather's launch alone {ag['launch_ns'] / 1000:.1f} us")
     # Conservatively the larger of the two per-op figures.
     per_iter_us = (ops * max(p["op_ns"], p["op_ab_ns"]) + p["step_ns"] + agree_ns) / 1000
     m = end_to_end(pairs, steps)
