@@ -215,6 +215,24 @@ std::vector<DirectiveIntake::PendingId> DirectiveIntake::PendingAgreed() const {
   return out;
 }
 
+std::vector<DirectiveAck> DirectiveIntake::SupersedePauses(uint64_t resume_id) {
+  std::vector<DirectiveAck> acks;
+  absl::MutexLock lock(&mu_);
+  std::vector<Directive> keep;
+  for (Directive& p : pending_) {
+    if (p.kind_case() == Directive::kPause && p.directive_id() < resume_id) {
+      acks.push_back(
+          RejectLocked(p, absl::StrCat("superseded by resume ", resume_id,
+                                       ": the pause ended before every rank agreed on it")));
+    } else {
+      keep.push_back(std::move(p));
+    }
+  }
+  pending_ = std::move(keep);
+  pending_count_.store(static_cast<int64_t>(pending_.size()), std::memory_order_release);
+  return acks;
+}
+
 DirectiveIntake::Due DirectiveIntake::TakeDue(int64_t iteration,
                                               const absl::flat_hash_set<uint64_t>* agreed) {
   Due out;
@@ -229,6 +247,12 @@ DirectiveIntake::Due DirectiveIntake::TakeDue(int64_t iteration,
       // Applied where the ranks agreed, late or not; else it waits.
       if (agreed != nullptr && agreed->contains(p.directive_id())) {
         out.due.push_back(std::move(p));
+      } else if (iteration >= 0 &&
+                 p.effective_iteration() + options_.agree_grace_iterations < iteration) {
+        out.acks.push_back(RejectLocked(
+            p, absl::StrCat("not agreed: some rank did not hold it within ",
+                            options_.agree_grace_iterations, " iterations of effective_iteration ",
+                            p.effective_iteration(), " (rank reached iteration ", iteration, ")")));
       } else {
         keep.push_back(std::move(p));
       }

@@ -47,6 +47,9 @@ class DirectiveIntake {
     uint32_t dp_size = 0;               // 0: unknown (micro-batch plan length not checked).
     uint32_t global_micro_batches = 0;  // 0: unknown (plan sum not checked).
     bool agreed = false;                // Agreed mode (above).
+    // Agreed mode: a job-wide directive not agreed this many iterations after its effective one
+    // is rejected (some rank never held it: the ranks that do must not keep it forever).
+    int64_t agree_grace_iterations = 8;
   };
   // A pending job-wide directive (agreed mode): what a rank tells the others.
   struct PendingId {
@@ -77,6 +80,9 @@ class DirectiveIntake {
   static bool AgreedKind(const falcon::v1::Directive& d);
   // Agreed mode: the pending job-wide directives, by id (ascending).
   std::vector<PendingId> PendingAgreed() const;
+  // Agreed mode: a Resume `resume_id` came while this rank was not paused: the pending Pauses
+  // before it are over before the ranks agreed on them, and are rejected (their acks returned).
+  std::vector<falcon::v1::DirectiveAck> SupersedePauses(uint64_t resume_id);
 
   // Trainer finished `d` (returned by TakeDue) at `iteration`: OK -> APPLIED, else REJECTED with
   // the status message as the reason.

@@ -173,6 +173,26 @@ TEST(DirectiveIntakeTest, AgreedModeAppliesWhatTheRanksAgreedOnLateOrNot) {
   EXPECT_EQ(intake.Complete(due.due[0], 13, absl::OkStatus()).applied_iteration(), 13);
   ASSERT_EQ(intake.PendingAgreed().size(), 1u);
   EXPECT_EQ(intake.PendingAgreed()[0].directive_id, 3u);
+  // Never agreed (some rank never held it): rejected past the grace, not kept forever.
+  EXPECT_TRUE(intake.TakeDue(12 + o.agree_grace_iterations).acks.empty());
+  due = intake.TakeDue(13 + o.agree_grace_iterations);
+  ASSERT_EQ(due.acks.size(), 1u);
+  EXPECT_EQ(due.acks[0].directive_id(), 3u);
+  EXPECT_NE(due.acks[0].reason().find("not agreed"), std::string::npos) << due.acks[0].reason();
+  EXPECT_TRUE(intake.PendingAgreed().empty());
+  // A Resume while not paused supersedes the pauses before it that wait for agreement.
+  Directive pause = Plan(20, 5, 30);
+  pause.mutable_pause()->set_max_duration_ns(1'000'000'000);
+  Directive later_pause = pause;
+  later_pause.set_directive_id(22);
+  ASSERT_EQ(intake.Receive(pause)->status(), ACK_STATUS_RECEIVED);
+  ASSERT_EQ(intake.Receive(later_pause)->status(), ACK_STATUS_RECEIVED);
+  std::vector<DirectiveAck> superseded = intake.SupersedePauses(21);
+  ASSERT_EQ(superseded.size(), 1u);
+  EXPECT_EQ(superseded[0].directive_id(), 20u);
+  EXPECT_EQ(superseded[0].status(), ACK_STATUS_REJECTED);
+  ASSERT_EQ(intake.PendingAgreed().size(), 1u);
+  EXPECT_EQ(intake.PendingAgreed()[0].directive_id, 22u);
 }
 
 TEST(DirectiveIntakeTest, MalformedDirectivesRejectedWithTheField) {

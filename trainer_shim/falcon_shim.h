@@ -26,8 +26,8 @@
 extern "C" {
 #endif
 
-/* 1: the first; 2: falcon_shim_set_shutdown_hook, agreed directives. */
-#define FALCON_SHIM_ABI_VERSION 2
+/* 1: the first; 2: falcon_shim_set_shutdown_hook; 3: agreed directives. */
+#define FALCON_SHIM_ABI_VERSION 3
 
 /* Status codes: the absl::StatusCode / gRPC numbers. */
 typedef int32_t falcon_shim_status;
@@ -82,7 +82,7 @@ typedef struct falcon_shim_options {
   /* 1: the trainer agrees on job-wide directives across ranks at each boundary
    * (falcon_shim_pending_directives, falcon_shim_poll_agreed); none is rejected as late, and
    * falcon_shim_poll_directives applies only Resume, Profiling and targeted ones. Default 0.
-   * Since ABI version 2. */
+   * Since ABI version 3. */
   int32_t agreed_directives;
 } falcon_shim_options;
 
@@ -290,12 +290,12 @@ falcon_shim_status falcon_shim_shutdown(void);
 
 /* Agreed directives (options.agreed_directives). The job-wide directives this rank holds (no
  * target ranks; not Resume or Profiling), ascending by id: up to `capacity` ids and effective
- * iterations written, *count = how many it holds (may exceed capacity). Since ABI version 2. */
+ * iterations written, *count = how many it holds (may exceed capacity). Since ABI version 3. */
 falcon_shim_status falcon_shim_pending_directives(uint64_t* ids, int64_t* effective_iterations,
                                                   uint32_t capacity, uint32_t* count);
 /* The safe point at `iteration` with the ids the ranks agreed on (those every rank holds): those
  * are applied now, late or not, as falcon_shim_poll_directives applies directives; the other
- * job-wide ones wait. ids may be NULL when n is 0. Since ABI version 2. */
+ * job-wide ones wait. ids may be NULL when n is 0. Since ABI version 3. */
 falcon_shim_status falcon_shim_poll_agreed(int64_t iteration, const uint64_t* ids, uint32_t n,
                                            falcon_shim_directive_fn fn, void* user_data);
 

@@ -101,7 +101,7 @@ class FalconShimCTest : public ::testing::Test {
 };
 
 TEST_F(FalconShimCTest, RecordsFlowAndStatsAddUp) {
-  EXPECT_EQ(falcon_shim_abi_version(), 2u);
+  EXPECT_EQ(falcon_shim_abi_version(), 3u);
   EXPECT_EQ(falcon_shim_poll_directives(4, nullptr, nullptr), FALCON_SHIM_OK);
   for (int i = 0; i < 50; ++i) {
     falcon_shim_op op{};

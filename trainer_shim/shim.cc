@@ -505,6 +505,12 @@ absl::Status Shim::PollDirectives(int64_t iteration, const DirectiveHandler& han
       }
       case Directive::kResume:  // Not paused (a hold consumes its own Resume): nothing to release.
         SendAck(intake_.Complete(d, iteration, absl::OkStatus()));
+        // A pause still waiting for the ranks' agreement is over before it began.
+        if (options_.agreed_directives) {
+          for (const falcon::v1::DirectiveAck& ack : intake_.SupersedePauses(d.directive_id())) {
+            SendAck(ack);
+          }
+        }
         break;
       case Directive::kProfiling:
         ApplyProfiling(d.profiling());

@@ -1,7 +1,7 @@
 """ctypes bindings over libfalcon_shim.so, the trainer shim's C ABI (trainer_shim/falcon_shim.h).
 
 Only this module knows the ABI's layout; the rest of the package uses Shim. The structs mirror
-the header field for field (ABI version 2); struct_size lets the library read no further than
+the header field for field (ABI version 3); struct_size lets the library read no further than
 what this side knows. Times are CLOCK_MONOTONIC nanoseconds (falcon_shim_now_ns; the package
 reads the same clock with time.clock_gettime_ns, ops.monotonic_ns).
 
@@ -17,7 +17,7 @@ import ctypes
 import logging
 import os
 
-ABI_VERSION = 2  # Agreed directives (falcon_shim_pending_directives, falcon_shim_poll_agreed).
+ABI_VERSION = 3  # Agreed directives (falcon_shim_pending_directives, falcon_shim_poll_agreed).
 SONAME = "libfalcon_shim.so"
 log = logging.getLogger("falcon")
 
@@ -79,7 +79,7 @@ class Options(_c.Structure):
         ("reconnect_max_ms", _c.c_uint32),
         ("shutdown_flush_timeout_ms", _c.c_uint32),
         ("profiling", _c.c_int32),
-        ("agreed_directives", _c.c_int32),  # ABI version 2.
+        ("agreed_directives", _c.c_int32),  # ABI version 3.
     ]
 
 
@@ -279,7 +279,11 @@ def load(path=None):
         "falcon_shim_shutdown": (s, []),
     }
     for name, (restype, argtypes) in sigs.items():
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise OSError(f"falcon: {path} (shim ABI version {version}) lacks {name}: rebuild "
+                          "//trainer_shim:libfalcon_shim.so") from None
         fn.restype = restype
         fn.argtypes = argtypes
     return lib

@@ -19,9 +19,16 @@ import torch
 MAX_PENDING = 16  # Directives a rank reports per boundary (the lowest ids; the rest wait).
 
 
+NO_SHIM = -1  # A row's count from a rank without the shim library: it can agree on nothing.
+
+
 def encode(pending):
-    """The row a rank contributes: `pending` is [(id, effective_iteration)] ascending by id."""
+    """The row a rank contributes: `pending` is [(id, effective_iteration)] ascending by id, or
+    None for a rank without the shim library."""
     row = [0] * (1 + 2 * MAX_PENDING)
+    if pending is None:
+        row[0] = NO_SHIM
+        return row
     pending = list(pending)[:MAX_PENDING]
     row[0] = len(pending)
     for i, (directive_id, effective) in enumerate(pending):
@@ -31,21 +38,29 @@ def encode(pending):
 
 
 def agree(rows, iteration):
-    """The ids every row holds whose effective iteration is at most `iteration`, ascending.
-    ValueError on a malformed row (a count outside [0, MAX_PENDING], or a row of another size)."""
+    """The ids every row holds whose effective iteration is at most `iteration`, ascending; None
+    when some rank runs without the shim library (nothing can be agreed: each rank then applies
+    what it holds, as without agreement). ValueError on a malformed row (a count outside
+    [NO_SHIM, MAX_PENDING], or a row of another size)."""
     held = None
     effective = {}
+    no_shim = False
     for rank, row in enumerate(rows):
         row = [int(v) for v in row]
-        if len(row) != 1 + 2 * MAX_PENDING or not 0 <= row[0] <= MAX_PENDING:
+        if len(row) != 1 + 2 * MAX_PENDING or not NO_SHIM <= row[0] <= MAX_PENDING:
             raise ValueError(f"directive agreement: rank {rank}'s row is malformed "
                              f"(length {len(row)}, count {row[0] if row else None})")
+        if row[0] == NO_SHIM:
+            no_shim = True
+            continue
         ids = set()
         for i in range(row[0]):
             directive_id, eff = row[1 + 2 * i], row[2 + 2 * i]
             ids.add(directive_id)
             effective[directive_id] = min(eff, effective.get(directive_id, eff))
         held = ids if held is None else held & ids
+    if no_shim:
+        return None
     return sorted(i for i in (held or ()) if effective[i] <= iteration)
 
 

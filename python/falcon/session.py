@@ -93,6 +93,7 @@ class Session:
         self._exchange = None  # The agreement's all_gather started at the last boundary.
         self._boundary = 0  # The iteration of the boundary being polled.
         self._rows = None  # Its receive buffers, reused (finished before the next starts).
+        self._no_agreement_warned = False
         self.device = device  # Where the validation GEMM runs (None: the CPU).
         self._shim = shim
         self.dp_size, self.pp_size, self.tp_size = dp_size, pp_size, tp_size
@@ -246,46 +247,62 @@ class Session:
         step.start_ns = self.now_ns()
 
     def _held(self, iteration):
-        """This rank's row for the agreement: the job-wide directives its shim holds."""
-        pending = []
-        if self._shim is not None:
-            try:
-                pending, _ = self._shim.pending_directives(agreement.MAX_PENDING)
-            except _shim.ShimError as e:
-                log.warning("falcon: pending directives at iteration %d: %s", iteration, e)
+        """This rank's row for the agreement: the job-wide directives its shim holds (None when
+        it has no shim library)."""
+        if self._shim is None:
+            return agreement.encode(None)
+        try:
+            pending, _ = self._shim.pending_directives(agreement.MAX_PENDING)
+        except _shim.ShimError as e:
+            log.warning("falcon: pending directives at iteration %d: %s", iteration, e)
+            pending = []
         return agreement.encode(pending)
 
     def _start_exchange(self, iteration):
         """Starts the exchange the next boundary agrees on (falcon.agreement): an async all_gather
-        on the validation group, on every rank (one without the shim library tells nothing), that
-        runs during this iteration, so the next boundary does not wait for it."""
+        on the validation group, on every rank, that runs during this iteration, so the next
+        boundary does not wait for it. A failure is raised: the ranks' exchanges would no longer
+        pair up."""
         if self.env.world_size == 1:
             return
         try:
             self._exchange = agreement.start(self._held(iteration), self.validation_group,
                                              self.env.world_size,
                                              validation.untimed("all_gather"), self._rows)
-            self._rows = self._exchange[1]
         except RuntimeError as e:
-            self._exchange = None
-            log.warning("falcon: directive agreement not started at iteration %d: %s",
-                        iteration, e)
+            raise RuntimeError(f"falcon: the directive agreement could not start at iteration "
+                               f"{iteration} on rank {self.env.rank}: {e}") from e
+        self._rows = self._exchange[1]
 
     def _agreed(self, iteration):
         """The job-wide directives to apply at `iteration`: those every rank held at the previous
-        boundary (the exchange started there), due by now; [] at the first boundary, or when the
-        exchange failed (logged: nothing is applied then, and the next boundary tries again)."""
+        boundary (the exchange started there), due by now; [] at the first boundary. When a
+        rank runs without the shim library, what this rank holds and is due (as without
+        agreement; warned once). A failed exchange is raised (see _start_exchange)."""
         if self.env.world_size == 1:
-            return agreement.agree([self._held(iteration)], iteration)
+            return agreement.agree([self._held(iteration)], iteration) or []
         exchange, self._exchange = self._exchange, None
         if exchange is None:
             return []
         try:
-            return agreement.agree(agreement.finish(exchange), iteration)
-        except (RuntimeError, ValueError) as e:
-            log.warning("falcon: directive agreement at iteration %d failed (%s): no directive "
-                        "applied there", iteration, e)
+            rows = agreement.finish(exchange)
+        except RuntimeError as e:
+            raise RuntimeError(f"falcon: the directive agreement failed at iteration {iteration} "
+                               f"on rank {self.env.rank}: {e}") from e
+        try:
+            agreed = agreement.agree(rows, iteration)
+        except ValueError as e:  # The same rows on every rank: every rank skips alike.
+            log.warning("falcon: directive agreement at iteration %d: %s: no directive applied "
+                        "there", iteration, e)
             return []
+        if agreed is None:
+            if not self._no_agreement_warned:
+                self._no_agreement_warned = True
+                log.warning("falcon: a rank runs without the shim library: directives are not "
+                            "agreed across ranks; each rank applies what it holds when due")
+            own = agreement.agree([self._held(iteration)], iteration)
+            return own or []
+        return agreed
 
     def _end(self, step):
         end = self.now_ns()

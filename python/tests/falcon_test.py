@@ -761,7 +761,10 @@ class AgreementTest(unittest.TestCase):
         # More than MAX_PENDING held: the lowest ids are told; the rest wait.
         many = [(i, 0) for i in range(1, ag.MAX_PENDING + 5)]
         self.assertEqual(ag.agree([ag.encode(many)] * 2, 0), list(range(1, ag.MAX_PENDING + 1)))
-        for bad in ([0] * 3, [ag.MAX_PENDING + 1] + [0] * (2 * ag.MAX_PENDING), [-1] * 33):
+        # A rank without the shim library: nothing can be agreed (None: each applies its own).
+        self.assertIsNone(ag.agree([ag.encode([(7, 1)]), ag.encode(None)], 5))
+        self.assertEqual(ag.agree([ag.encode(None)], 5), None)
+        for bad in ([0] * 3, [ag.MAX_PENDING + 1] + [0] * (2 * ag.MAX_PENDING), [-2] * 33):
             with self.assertRaisesRegex(ValueError, "rank 1's row is malformed"):
                 ag.agree([ag.encode([]), bad], 0)
 
