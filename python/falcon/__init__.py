@@ -126,6 +126,11 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
         device = torch.device(device)
     except (RuntimeError, TypeError) as e:
         raise ValueError(f"falcon.init: device={device!r} is not a torch device: {e}") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if device.index is not None and not 0 <= device.index < count or count == 0:
+            raise ValueError(f"falcon.init: device={str(device)!r}: this process sees "
+                             f"{count} CUDA device(s)")
     shim = None
     try:
         shim = _shim.Shim(_shim.load(library))

@@ -20,6 +20,7 @@ MAX_PENDING = 16  # Directives a rank reports per boundary (the lowest ids; the 
 
 
 NO_SHIM = -1  # A row's count from a rank without the shim library: it can agree on nothing.
+_U64 = 1 << 64  # Directive ids are uint64; a row carries them as int64 (two's complement).
 
 
 def encode(pending):
@@ -32,7 +33,8 @@ def encode(pending):
     pending = list(pending)[:MAX_PENDING]
     row[0] = len(pending)
     for i, (directive_id, effective) in enumerate(pending):
-        row[1 + 2 * i] = int(directive_id)
+        directive_id = int(directive_id) % _U64
+        row[1 + 2 * i] = directive_id - _U64 if directive_id >= 1 << 63 else directive_id
         row[2 + 2 * i] = int(effective)
     return row
 
@@ -46,7 +48,10 @@ def agree(rows, iteration):
     effective = {}
     no_shim = False
     for rank, row in enumerate(rows):
-        row = [int(v) for v in row]
+        try:
+            row = [int(v) for v in row]
+        except (TypeError, ValueError):
+            raise ValueError(f"directive agreement: rank {rank}'s row is malformed (not integers)")
         if len(row) != 1 + 2 * MAX_PENDING or not NO_SHIM <= row[0] <= MAX_PENDING:
             raise ValueError(f"directive agreement: rank {rank}'s row is malformed "
                              f"(length {len(row)}, count {row[0] if row else None})")
@@ -55,7 +60,7 @@ def agree(rows, iteration):
             continue
         ids = set()
         for i in range(row[0]):
-            directive_id, eff = row[1 + 2 * i], row[2 + 2 * i]
+            directive_id, eff = row[1 + 2 * i] % _U64, row[2 + 2 * i]
             ids.add(directive_id)
             effective[directive_id] = min(eff, effective.get(directive_id, eff))
         held = ids if held is None else held & ids

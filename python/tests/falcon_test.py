@@ -695,7 +695,8 @@ class InitTest(unittest.TestCase):
                             ({"global_micro_batches": 2**32 + 3},
                              r"global_micro_batches=4294967299 must be an integer in"),
                             ({"pp_size": 2**32}, r"pp_size=4294967296 must be an integer in"),
-                            ({"device": "warp-drive"}, "device='warp-drive' is not a torch device")):
+                            ({"device": "warp-drive"}, "device='warp-drive' is not a torch device"),
+                            ({"device": "cuda:5"}, "device='cuda:5': this process sees")):
             with self.assertRaisesRegex(ValueError, why):
                 falcon.init(**kwargs)
 
@@ -761,6 +762,13 @@ class AgreementTest(unittest.TestCase):
         # More than MAX_PENDING held: the lowest ids are told; the rest wait.
         many = [(i, 0) for i in range(1, ag.MAX_PENDING + 5)]
         self.assertEqual(ag.agree([ag.encode(many)] * 2, 0), list(range(1, ag.MAX_PENDING + 1)))
+        # Directive ids are uint64: one past 2^63 goes through the int64 row and comes back.
+        big = 2**64 - 5
+        self.assertEqual(ag.agree([ag.encode([(big, 3)])] * 2, 3), [big])
+        import torch as _torch
+        _torch.tensor(ag.encode([(big, 3)]), dtype=_torch.int64)  # Fits an int64 tensor.
+        with self.assertRaisesRegex(ValueError, "rank 0's row is malformed .not integers"):
+            ag.agree([[None] * 33], 0)
         # A rank without the shim library: nothing can be agreed (None: each applies its own).
         self.assertIsNone(ag.agree([ag.encode([(7, 1)]), ag.encode(None)], 5))
         self.assertEqual(ag.agree([ag.encode(None)], 5), None)
