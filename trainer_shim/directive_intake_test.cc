@@ -34,6 +34,16 @@ Directive Plan(uint64_t id, uint64_t epoch, int64_t iteration) {
   return d;
 }
 
+Directive Resume(uint64_t id, uint64_t epoch, int64_t iteration) {
+  Directive d;
+  d.set_directive_id(id);
+  d.set_job("job1");
+  d.set_epoch(epoch);
+  d.set_effective_iteration(iteration);
+  d.mutable_resume();
+  return d;
+}
+
 std::string RejectReason(DirectiveIntake& intake, const Directive& d) {
   std::optional<DirectiveAck> ack = intake.Receive(d);
   if (!ack.has_value()) return "<no ack>";
@@ -117,12 +127,7 @@ TEST(DirectiveIntakeTest, LateDirectivesRejectedButResumeIsNot) {
   intake.TakeDue(10);  // The rank started iteration 10.
   const std::string reason = RejectReason(intake, Plan(1, 5, 10));
   EXPECT_NE(reason.find("late"), std::string::npos) << reason;
-  Directive resume;
-  resume.set_directive_id(2);
-  resume.set_job("job1");
-  resume.set_epoch(5);
-  resume.set_effective_iteration(3);
-  resume.mutable_resume();
+  const Directive resume = Resume(2, 5, 3);
   EXPECT_EQ(intake.Receive(resume)->status(), ACK_STATUS_RECEIVED);
   // Queued, then the rank moves past it.
   ASSERT_EQ(intake.Receive(Plan(3, 5, 12))->status(), ACK_STATUS_RECEIVED);
@@ -143,12 +148,7 @@ TEST(DirectiveIntakeTest, AgreedModeAppliesWhatTheRanksAgreedOnLateOrNot) {
   intake.TakeDue(10);  // The rank started iteration 10.
   ASSERT_EQ(intake.Receive(Plan(1, 5, 10))->status(), ACK_STATUS_RECEIVED) << "not late";
   ASSERT_EQ(intake.Receive(Plan(3, 5, 12))->status(), ACK_STATUS_RECEIVED);
-  Directive resume;
-  resume.set_directive_id(2);
-  resume.set_job("job1");
-  resume.set_epoch(5);
-  resume.set_effective_iteration(3);
-  resume.mutable_resume();
+  const Directive resume = Resume(2, 5, 3);
   ASSERT_EQ(intake.Receive(resume)->status(), ACK_STATUS_RECEIVED);
   Directive targeted = Plan(4, 5, 11);
   targeted.add_target_ranks(1);

@@ -63,6 +63,18 @@ run_logged() {
   timeout --kill-after=10 "$secs" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
 }
+# script_check NAME SECONDS SCRIPT ARG SUMMARY LINE: runs a check script (FALCON_SKIP_BUILD=1), then
+# passes NAME with SUMMARY and the first log line starting with LINE, or fails it with the reason.
+script_check() {
+  local name="$1" secs="$2"
+  run_logged "$name" "$secs" env FALCON_SKIP_BUILD=1 bash "$3" "$4"
+  if ((rc == 0)); then
+    pass "$name" "$5; $(grep -m1 "^$6" "$LOGS/$name.log")"
+  else
+    fail "$name" "$(why_failed "$name" "$secs")"
+    show_tail "$LOGS/$name.log"
+  fi
+}
 why_failed() {  # why_failed NAME SECONDS: the reason for a non-zero rc, from the log
   case "$rc" in
     124 | 137) echo "timed out after $2 s" ;;
@@ -134,25 +146,15 @@ else
 fi
 
 # 2. The interposer under a real NCCL program.
-run_logged nccl-interposer 180 env FALCON_SKIP_BUILD=1 bash "$SHIM_SCRIPT" 200
-if ((rc == 0)); then
-  pass nccl-interposer "results unchanged, every op reached the fake agent, device time when profiling; $(grep -m1 '^iteration_us' "$LOGS/nccl-interposer.log")"
-else
-  fail nccl-interposer "$(why_failed nccl-interposer 180)"
-  show_tail "$LOGS/nccl-interposer.log"
-fi
+script_check nccl-interposer 180 "$SHIM_SCRIPT" 200 \
+  "results unchanged, every op reached the fake agent, device time when profiling" iteration_us
 
 # 3. NCCL's profiler plugin beside the interposer.
 if [[ "$plugin" != built ]]; then
   fail nccl-profiler-plugin "$plugin"
 else
-  run_logged nccl-profiler-plugin 180 env FALCON_SKIP_BUILD=1 bash "$PROFILER_SCRIPT" 200
-  if ((rc == 0)); then
-    pass nccl-profiler-plugin "NCCL loaded the plugin, results unchanged; $(grep -m1 '^op records' "$LOGS/nccl-profiler-plugin.log")"
-  else
-    fail nccl-profiler-plugin "$(why_failed nccl-profiler-plugin 180)"
-    show_tail "$LOGS/nccl-profiler-plugin.log"
-  fi
+  script_check nccl-profiler-plugin 180 "$PROFILER_SCRIPT" 200 \
+    "NCCL loaded the plugin, results unchanged" "op records"
 fi
 
 APP="$BIN/tests/gpu/gpu_check_app"
@@ -210,11 +212,5 @@ else
 fi
 
 # 7. A PyTorch job on NCCL under the package and the interposer.
-run_logged pytorch-nccl 300 env FALCON_SKIP_BUILD=1 bash "$PYTORCH_SCRIPT" 20
-if ((rc == 0)); then
-  pass pytorch-nccl "every op counted once, the session's; $(grep -m1 '^eager: ' "$LOGS/pytorch-nccl.log")"
-else
-  fail pytorch-nccl "$(why_failed pytorch-nccl 300)"
-  show_tail "$LOGS/pytorch-nccl.log"
-fi
+script_check pytorch-nccl 300 "$PYTORCH_SCRIPT" 20 "every op counted once, the session's" "eager: "
 finish
