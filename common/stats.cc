@@ -50,6 +50,25 @@ absl::Duration Median(absl::Span<const absl::Duration> values) {
   return lower + (upper - lower) / 2;
 }
 
+std::vector<double> MediansExcludingEach(absl::Span<const double> values) {
+  const size_t m = values.size();
+  std::vector<double> out(m, 0);
+  if (m < 2) return out;
+  std::vector<size_t> order(m);
+  for (size_t i = 0; i < m; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a] < values[b]; });
+  std::vector<double> sorted(m);
+  for (size_t k = 0; k < m; ++k) sorted[k] = values[order[k]];
+  // Without the value at sorted position p, the k-th smallest of the rest is sorted[k] below p
+  // and sorted[k + 1] from p on.
+  const size_t n = m - 1;
+  for (size_t p = 0; p < m; ++p) {
+    auto rest = [&](size_t k) { return k < p ? sorted[k] : sorted[k + 1]; };
+    out[order[p]] = n % 2 == 1 ? rest(n / 2) : Midpoint(rest(n / 2 - 1), rest(n / 2));
+  }
+  return out;
+}
+
 double Mad(absl::Span<const double> values) {
   if (values.size() < 2) return 0;
   const double m = Median(values);

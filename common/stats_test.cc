@@ -1,13 +1,18 @@
 #include "common/stats.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace falcon::common {
 namespace {
+
+using ::testing::ElementsAre;
 
 TEST(MedianTest, OddAndEvenSizes) {
   EXPECT_DOUBLE_EQ(Median(std::vector<double>{3, 1, 2}), 2);
@@ -39,6 +44,26 @@ TEST(MedianTest, Integers) {
 TEST(MedianTest, Durations) {
   EXPECT_EQ(Median(std::vector<absl::Duration>{absl::Seconds(3), absl::Seconds(1)}),
             absl::Seconds(2));
+}
+
+// Against m separate Median calls, on samples with ties and of odd and even sizes.
+TEST(MediansExcludingEachTest, EqualsMedianOfTheOthers) {
+  EXPECT_TRUE(MediansExcludingEach({}).empty());
+  EXPECT_THAT(MediansExcludingEach({5.0}), ElementsAre(0.0));
+  EXPECT_THAT(MediansExcludingEach({1.0, 3.0}), ElementsAre(3.0, 1.0));
+  EXPECT_THAT(MediansExcludingEach({3.0, 1.0, 2.0}), ElementsAre(1.5, 2.5, 2.0));
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> v(1 + rng() % 12);
+    for (double& x : v) x = static_cast<double>(rng() % 5);  // Ties on purpose.
+    const std::vector<double> got = MediansExcludingEach(v);
+    ASSERT_EQ(got.size(), v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::vector<double> others = v;
+      others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+      EXPECT_EQ(got[i], Median(others)) << "trial " << trial << " index " << i;
+    }
+  }
 }
 
 TEST(MadTest, RobustToOneOutlier) {

@@ -97,14 +97,12 @@ absl::StatusOr<ImbalanceReport> AnalyzeImbalance(const std::vector<BlameInput>& 
       if (members.size() < 2 || median <= 0) continue;
       const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
       spreads.push_back((*hi - *lo) / median);
+      // Each against the others of its stage: with two ranks, the median of both would halve a
+      // slow rank's excess. One sort per stage and step (a stage of a fleet-sized job has
+      // thousands of ranks).
+      const std::vector<double> peers = common::MediansExcludingEach(v);
       for (size_t i = 0; i < members.size(); ++i) {
-        // Against the others of its stage: with two ranks, the median of both would halve a
-        // slow rank's excess.
-        std::vector<double> others;
-        for (size_t j = 0; j < members.size(); ++j) {
-          if (j != i) others.push_back(members[j].second);
-        }
-        const double peer = common::Median(others);
+        const double peer = peers[i];
         if (peer <= 0) continue;
         RankStats& rs = ranks[members[i].first];
         const bool slow = members[i].second >= (1 + options.slow_ratio) * peer;
