@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "common/flag_checks.h"
 #include "common/logging/logging.h"
+#include "common/mutex_mode.h"
 #include "common/version.h"
 
 namespace falcon::agent {
@@ -233,6 +234,7 @@ int main(int argc, char** argv) {
   const std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   falcon::common::logging::InitLogging(argv[0]);
+  falcon::common::SetReleaseMutexMode();
   if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
     std::fprintf(stderr, "falcon-agent: %s\n", std::string(s.message()).c_str());
     return 2;

@@ -34,6 +34,7 @@
 #include "common/flag_checks.h"
 #include "common/host_port.h"
 #include "common/logging/logging.h"
+#include "common/mutex_mode.h"
 #include "common/names.h"
 #include "common/version.h"
 #include "controller/mitigation/orchestrator.h"
@@ -237,6 +238,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   falcon::common::logging::InitLogging(argv[0]);
+  falcon::common::SetReleaseMutexMode();
   if (absl::Status s = falcon::common::CheckNoPositionals(positional); !s.ok()) {
     std::cerr << "falcon-controller: " << s.message() << "\n";
     return 2;

@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
 #include "common/csv.h"
+#include "common/mutex_mode.h"
 #include "fleet/agents.h"
 #include "fleet/scenario.h"
 #include "glog/logging.h"
@@ -39,6 +40,7 @@ ABSL_FLAG(bool, peer_timing, false,
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
+  falcon::common::SetReleaseMutexMode();
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
