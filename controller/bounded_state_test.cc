@@ -128,7 +128,10 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
       Put(store::tables::kDirectiveAcks, store::keys::DirectiveAckKey(job, 99, position), ack);
     }
     store::KvWriteBatch b;
-    b.Put(store::tables::kSamples, store::keys::SampleKey(job, 0, 7), std::string(8, '\0'));
+    b.Put(store::tables::kSampleRows, store::keys::SampleRowKey(job, 7, 0), std::string(12, '\0'));
+    // Of an earlier version, not yet moved.
+    b.Put(store::tables::kLegacySamples, store::keys::LegacySampleKey(job, 0, 7),
+          std::string(8, '\0'));
     ASSERT_TRUE(kv_.Write(b).ok());
   }
   ASSERT_EQ(Rows(store::tables::kJobs), 11u);
@@ -147,7 +150,8 @@ TEST_F(BoundedStateTest, EndedJobsArePurgedFromMemoryAndStoreAfterTheRetention) 
   EXPECT_EQ(Rows(store::tables::kHistory), 1u);
   EXPECT_EQ(Rows(store::tables::kDirectives), 1u);
   EXPECT_EQ(Rows(store::tables::kDirectiveAcks), 2u);
-  EXPECT_EQ(Rows(store::tables::kSamples), 1u);
+  EXPECT_EQ(Rows(store::tables::kSampleRows), 1u);
+  EXPECT_EQ(Rows(store::tables::kLegacySamples), 1u);
   EXPECT_EQ(Counter(metrics::kRetentionPurged.name, {{"kind", "job"}}), 10);
   ControlApi api(c_.get());
   EXPECT_EQ(api.ListJobs({})->jobs_size(), 1);

@@ -267,6 +267,14 @@ absl::Status Controller::Load() {
     if (job->job().state() == falcon::v1::JOB_STATE_ENDED) continue;
     for (const std::string& a : job->AgentIds()) presence_.Away(name, a, clock_->Now());
   }
+  // Samples stored by an earlier version (a row per rank and iteration) likewise: stored again
+  // as sample rows, read by the restore below from the earlier table until then.
+  absl::StatusOr<int64_t> moved = store_.MoveLegacySamples(&uow.txn());
+  if (!moved.ok()) return moved.status();
+  if (*moved > 0) {
+    LOG(INFO) << "store upgraded table=" << store::tables::kLegacySamples << " samples=" << *moved
+              << " to=" << store::tables::kSampleRows;
+  }
   if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
   return SyncStore();

@@ -355,6 +355,91 @@ TEST_F(ControllerTest, AJobStoredWholeByAnEarlierVersionLoadsAndIsStoredInParts)
   EXPECT_EQ(c_->registry().Find(spec_.job)->ranks().size(), 8u);
 }
 
+// The job's samples are one row per agent batch and iteration, trimmed to the job's window in
+// one range: with a window of 32, never more than 40 iterations stored, never fewer than 32.
+TEST_F(ControllerTest, SampleRowsKeepTheJobsWindow) {
+  ControllerOptions options;
+  options.detection.resume_window_iterations = 32;
+  Start(options);
+  ConnectAll();
+  Run(0, 70, Healthy);
+  std::map<int64_t, int> ranks_of;
+  ASSERT_TRUE(c_->store()
+                  .ScanSamples(spec_.job, [&](uint32_t, int64_t it, int64_t) { ranks_of[it]++; })
+                  .ok());
+  ASSERT_FALSE(ranks_of.empty());
+  EXPECT_EQ(ranks_of.rbegin()->first, 69);
+  EXPECT_GE(ranks_of.size(), 32u);
+  EXPECT_LE(ranks_of.size(), 40u);
+  for (const auto& [it, n] : ranks_of) EXPECT_EQ(n, 8) << "iteration " << it;
+  int rows = 0;
+  ASSERT_TRUE(kv_.Scan(store::tables::kSampleRows, "",
+                       [&](absl::string_view, absl::string_view) {
+                         ++rows;
+                         return true;
+                       })
+                  .ok());
+  EXPECT_EQ(rows, static_cast<int>(ranks_of.size() * testing::NodeCount(spec_)));
+}
+
+// Samples stored by an earlier version (a row per rank and iteration, table samples) are
+// replayed after the upgrade and stored again as sample rows in the start-up commit.
+TEST_F(ControllerTest, SamplesStoredPerRankByAnEarlierVersionAreReplayedAndMoved) {
+  ConnectAll();
+  Run(0, 10, Healthy);
+  std::set<std::tuple<uint32_t, int64_t, int64_t>> before;
+  ASSERT_TRUE(c_->store()
+                  .ScanSamples(spec_.job, [&](uint32_t r, int64_t it,
+                                              int64_t ns) { before.emplace(r, it, ns); })
+                  .ok());
+  ASSERT_EQ(before.size(), 80u);
+  for (auto& agent : agents_) agent->Disconnect(*c_);
+  c_.reset();
+  store::KvWriteBatch b;
+  b.DeleteRange(store::tables::kSampleRows, store::keys::JobPrefix(spec_.job),
+                store::keys::JobPrefix(spec_.job + "~"));
+  for (const auto& [r, it, ns] : before) {
+    std::string v;
+    store::keys::AppendU64(&v, static_cast<uint64_t>(ns));
+    b.Put(store::tables::kLegacySamples, store::keys::LegacySampleKey(spec_.job, r, it), v);
+  }
+  ASSERT_TRUE(kv_.Write(b).ok());
+
+  Start();
+  int legacy = 0, rows = 0;
+  ASSERT_TRUE(kv_.Scan(store::tables::kLegacySamples, "",
+                       [&](absl::string_view, absl::string_view) {
+                         ++legacy;
+                         return true;
+                       })
+                  .ok());
+  ASSERT_TRUE(kv_.Scan(store::tables::kSampleRows, "",
+                       [&](absl::string_view, absl::string_view) {
+                         ++rows;
+                         return true;
+                       })
+                  .ok());
+  EXPECT_EQ(legacy, 0);
+  EXPECT_EQ(rows, 10);  // One per iteration: the earlier rows carry no agent.
+  std::set<std::tuple<uint32_t, int64_t, int64_t>> after;
+  ASSERT_TRUE(c_->store()
+                  .ScanSamples(spec_.job, [&](uint32_t r, int64_t it,
+                                              int64_t ns) { after.emplace(r, it, ns); })
+                  .ok());
+  EXPECT_EQ(after, before);
+  // Replayed: the ranks' series are at iteration 9, so a resent iteration 9 is stale.
+  common::testing::LogCapture log;
+  for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {  // Their sequences go on from 11.
+    ASSERT_TRUE(agents_[n]->Connect(*c_, {testing::NodeRegistration(spec_, n)}).ok());
+  }
+  ASSERT_FALSE(agents_[0]
+                   ->Send(*c_, Batch(*agents_[0], 9, [](uint32_t r) { return Healthy(r, 9); }))
+                   ->has_error());
+  EXPECT_EQ(log.Count("stale summaries job=job rank=0 iteration=9 last_iteration=9"), 1);
+  Run(10, 12, Healthy);
+  EXPECT_EQ(log.Count("stale summaries job=job"), 2);
+}
+
 TEST_F(ControllerTest, ADirectiveStoredWithItsAcksByAnEarlierVersionLoadsAndIsStoredInRows) {
   ConnectAll();
   Run(0, 3, Healthy);

@@ -88,8 +88,9 @@ void Controller::SweepRetention(absl::Time now) {
     if (settings_.HasOverrides(job)) uow.txn().DeleteSettings(job);
     // Range deletes only where there are rows: a range tombstone per job would cost every later
     // read of the table.
-    for (const char* table : {store::tables::kDirectives, store::tables::kDirectiveAcks,
-                              store::tables::kHistory, store::tables::kSamples}) {
+    for (const char* table :
+         {store::tables::kDirectives, store::tables::kDirectiveAcks, store::tables::kHistory,
+          store::tables::kSampleRows, store::tables::kLegacySamples}) {
       absl::StatusOr<bool> rows = store_.HasJobRows(table, job);
       if (!rows.ok() || *rows) uow.txn().DeleteJobRows(table, job);
     }

@@ -131,6 +131,9 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
   ApplyStats stats;
   Pipeline& p = PipelineOf(job);
   const int64_t now_ns = absl::ToUnixNanos(clock_->Now());
+  // The applied summaries' iteration times, stored as one row per iteration (usually one).
+  std::vector<std::pair<int64_t, store::RankSample>> stored;
+  stored.reserve(static_cast<size_t>(summaries.size()));
   for (const falcon::v1::IterationSummary& s : summaries) {
     Series& series = RankSeriesOf(p, s.rank());
     if (s.iteration() <= series.last_iteration) {
@@ -153,6 +156,7 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
     for (const falcon::v1::CommIterationSummary& c : s.comms()) {
       environment_.AddTransfer(job.name(), c.comm_id(), s.iteration(), c.transfer_ns());
     }
+    stored.push_back({s.iteration(), {s.rank(), s.iteration_time_ns()}});
     Feed(p, job, s.rank(), s.iteration(), s.iteration_time_ns(), s.plan_version(), now_ns,
          /*replay=*/false, uow);
     if (on_rank_summary_) {
@@ -163,7 +167,34 @@ DetectionManager::ApplyStats DetectionManager::ApplySummaries(
     }
     ++stats.applied;
   }
+  StoreSamples(p, &stored, uow);
   return stats;
+}
+
+void DetectionManager::StoreSamples(Pipeline& p,
+                                    std::vector<std::pair<int64_t, store::RankSample>>* stored,
+                                    core::UnitOfWork* uow) {
+  if (stored->empty()) return;
+  std::stable_sort(stored->begin(), stored->end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<store::RankSample> row;
+  for (size_t i = 0; i < stored->size();) {
+    const int64_t iteration = (*stored)[i].first;
+    row.clear();
+    for (; i < stored->size() && (*stored)[i].first == iteration; ++i) {
+      row.push_back((*stored)[i].second);
+    }
+    uow->txn().PutSampleRow(p.job, iteration, row);
+  }
+  // The job's window: the newest `resume_window_iterations`, trimmed in one range once a quarter
+  // more has accumulated.
+  const int64_t newest = stored->back().first;
+  if (p.first_stored < 0) p.first_stored = stored->front().first;
+  const int64_t window = options_.resume_window_iterations;
+  if (newest - p.first_stored > window + window / 4) {
+    p.first_stored = newest - window;
+    uow->txn().TrimSamples(p.job, p.first_stored);
+  }
 }
 
 void DetectionManager::Feed(Pipeline& p, const registry::JobEntry& job, uint32_t rank,
@@ -172,15 +203,6 @@ void DetectionManager::Feed(Pipeline& p, const registry::JobEntry& job, uint32_t
   Series& s = RankSeriesOf(p, rank);
   s.last_iteration = iteration;
   s.recent.Add(iteration, arrival_ns);
-  if (!replay) {
-    uow->txn().PutSample(p.job, rank, iteration, time_ns);
-    if (s.first_stored < 0) s.first_stored = iteration;
-    const int64_t window = options_.resume_window_iterations;
-    if (iteration - s.first_stored > window + window / 4) {
-      s.first_stored = iteration - window;
-      uow->txn().TrimSamples(p.job, rank, s.first_stored);
-    }
-  }
   absl::StatusOr<std::optional<analysis::detect::DetectorEvent>> ev =
       s.detector->Add(iteration, absl::Nanoseconds(time_ns));
   NoteArmed(p, RankSeries(rank), s, iteration, replay);
@@ -474,7 +496,7 @@ absl::Status DetectionManager::Replay(const registry::JobEntry& job) {
     for (const auto& [rank, ns] : samples) {
       Series& series = RankSeriesOf(p, rank);
       if (it <= series.last_iteration) continue;
-      if (series.first_stored < 0) series.first_stored = it;
+      if (p.first_stored < 0 || it < p.first_stored) p.first_stored = it;
       Feed(p, job, rank, it, ns, 0, 0, /*replay=*/true, nullptr);
     }
   }

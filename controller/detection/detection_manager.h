@@ -5,8 +5,8 @@
 // event beside the active ones and starts its localization (docs/algorithms.md#concurrent-events),
 // unless every rank's compute explains it (an environment shift, environment_gate.h: no event).
 // A recovery of every series of an event recovers it, or closes it as transient before its verdict
-// (docs/algorithms.md#transients). Summaries are kept
-// per rank for the last `resume_window_iterations` iterations in the samples table, and replayed
+// (docs/algorithms.md#transients). The ranks' iteration times of the job's last
+// `resume_window_iterations` iterations are kept in the sample_rows table, and replayed
 // into fresh detectors after a restart (events suppressed: they are already stored), so detection
 // resumes where it stopped. Also keeps the downsampled job history and the live per-job figures.
 // Not thread-safe: controller loop only.
@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -151,7 +152,6 @@ class DetectionManager {
   struct Series {
     std::unique_ptr<analysis::detect::OnlineDetector> detector;
     int64_t last_iteration = -1;
-    int64_t first_stored = -1;
     RecentTimes recent;
     // Summaries at or below last_iteration are arriving (logged once per streak).
     bool stale_streak = false;
@@ -167,6 +167,8 @@ class DetectionManager {
   };
   struct Pipeline {
     std::string job;
+    // Oldest iteration of the job's stored samples (store sample_rows); -1 none yet.
+    int64_t first_stored = -1;
     absl::flat_hash_map<uint32_t, Series> ranks;
     Series job_series;
     JobSeriesAssembler assembler;
@@ -192,6 +194,10 @@ class DetectionManager {
   void Feed(Pipeline& p, const registry::JobEntry& job, uint32_t rank, int64_t iteration,
             int64_t time_ns, int64_t plan_version, int64_t arrival_ns, bool replay,
             core::UnitOfWork* uow);
+  // Stages `stored` ((iteration, sample) of a batch's applied summaries; sorted here) as one
+  // sample row per iteration and trims the job's stored window.
+  void StoreSamples(Pipeline& p, std::vector<std::pair<int64_t, store::RankSample>>* stored,
+                    core::UnitOfWork* uow);
   void CompleteJobIteration(Pipeline& p, const JobPoint& point, int64_t arrival_ns, bool replay,
                             core::UnitOfWork* uow);
   // Notes (and logs, for the job series and once every rank series is) a detector that has just

@@ -3,7 +3,10 @@
 #include <google/protobuf/field_mask.pb.h>
 #include <google/protobuf/util/field_mask_util.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
@@ -14,12 +17,6 @@ namespace falcon::controller::store {
 namespace {
 
 constexpr char kMetaKey[] = "meta";
-
-std::string EncodeI64(int64_t v) {
-  std::string out;
-  keys::AppendU64(&out, static_cast<uint64_t>(v));
-  return out;
-}
 
 template <typename Proto>
 absl::StatusOr<std::vector<Proto>> LoadAll(const KvStore& kv, const char* table,
@@ -119,22 +116,32 @@ void StoreTxn::PutHistory(const std::string& job, const falcon::v1::HistoryPoint
   batch_.Put(tables::kHistory, keys::HistoryKey(job, point.iteration()), point.SerializeAsString());
 }
 
-void StoreTxn::PutSample(const std::string& job, uint32_t rank, int64_t iteration,
-                         int64_t time_ns) {
-  batch_.Put(tables::kSamples, keys::SampleKey(job, rank, iteration), EncodeI64(time_ns));
+void StoreTxn::PutSampleRow(const std::string& job, int64_t iteration,
+                            absl::Span<const RankSample> row) {
+  if (row.empty()) return;
+  std::string value;
+  value.reserve(row.size() * 12);
+  uint32_t first = row[0].rank;
+  for (const RankSample& r : row) {
+    keys::AppendU32(&value, r.rank);
+    keys::AppendU64(&value, static_cast<uint64_t>(r.time_ns));
+    first = std::min(first, r.rank);
+  }
+  batch_.Put(tables::kSampleRows, keys::SampleRowKey(job, iteration, first), value);
 }
 
-void StoreTxn::TrimSamples(const std::string& job, uint32_t rank, int64_t before_iteration) {
+void StoreTxn::TrimSamples(const std::string& job, int64_t before_iteration) {
   if (before_iteration <= 0) return;
-  batch_.DeleteRange(tables::kSamples, keys::SamplePrefix(job, rank),
-                     keys::SampleKey(job, rank, before_iteration));
+  batch_.DeleteRange(tables::kSampleRows, keys::JobPrefix(job),
+                     keys::SampleRowKey(job, before_iteration, 0));
 }
 
 void StoreTxn::DeleteJobSamples(const std::string& job) {
   std::string begin = keys::JobPrefix(job);
   std::string end = job;
   end.push_back('\1');
-  batch_.DeleteRange(tables::kSamples, begin, end);
+  batch_.DeleteRange(tables::kSampleRows, begin, end);
+  batch_.DeleteRange(tables::kLegacySamples, begin, end);
 }
 
 void StoreTxn::DeleteJob(const std::string& job) {
@@ -180,8 +187,8 @@ ControllerStore::ControllerStore(KvStore* kv, const common::Clock* clock, Commit
 
 std::vector<std::string> ControllerStore::TableNames() {
   return {tables::kJobs,          tables::kJobParts, tables::kEvents,  tables::kDirectives,
-          tables::kDirectiveAcks, tables::kSettings, tables::kHistory, tables::kSamples,
-          tables::kAgents,        tables::kMeta,     tables::kAudit};
+          tables::kDirectiveAcks, tables::kSettings, tables::kHistory, tables::kSampleRows,
+          tables::kLegacySamples, tables::kAgents,   tables::kMeta,    tables::kAudit};
 }
 
 absl::Status ControllerStore::Commit(StoreTxn* txn) {
@@ -388,22 +395,74 @@ absl::StatusOr<bool> ControllerStore::HasJobRows(const char* table, const std::s
 absl::Status ControllerStore::ScanSamples(
     const std::string& job, const std::function<void(uint32_t, int64_t, int64_t)>& fn) const {
   absl::Status bad;
-  absl::Status s = kv_->Scan(
-      tables::kSamples, keys::JobPrefix(job), [&](absl::string_view key, absl::string_view value) {
-        std::string parsed_job;
+  absl::Status s =
+      kv_->Scan(tables::kSampleRows, keys::JobPrefix(job),
+                [&](absl::string_view key, absl::string_view value) {
+                  std::string parsed_job;
+                  int64_t iteration = 0;
+                  uint32_t first = 0;
+                  if (!keys::ParseSampleRowKey(key, &parsed_job, &iteration, &first) ||
+                      parsed_job != job || value.empty() || value.size() % 12 != 0) {
+                    bad = absl::DataLossError(absl::StrCat(
+                        "table ", tables::kSampleRows, ": malformed record of job '", job, "'"));
+                    return false;
+                  }
+                  for (size_t pos = 0; pos < value.size();) {
+                    const uint32_t rank = *keys::ReadU32(value, &pos);
+                    const uint64_t ns = *keys::ReadU64(value, &pos);
+                    fn(rank, iteration, static_cast<int64_t>(ns));
+                  }
+                  return true;
+                });
+  if (!s.ok()) return s;
+  if (!bad.ok()) return bad;
+  s = kv_->Scan(tables::kLegacySamples, keys::JobPrefix(job),
+                [&](absl::string_view key, absl::string_view value) {
+                  std::string parsed_job;
+                  uint32_t rank = 0;
+                  int64_t iteration = 0;
+                  size_t pos = 0;
+                  std::optional<uint64_t> v = keys::ReadU64(value, &pos);
+                  if (!keys::ParseLegacySampleKey(key, &parsed_job, &rank, &iteration) || !v ||
+                      parsed_job != job) {
+                    bad = absl::DataLossError(absl::StrCat(
+                        "table ", tables::kLegacySamples, ": malformed record of job '", job, "'"));
+                    return false;
+                  }
+                  fn(rank, iteration, static_cast<int64_t>(*v));
+                  return true;
+                });
+  if (!s.ok()) return s;
+  return bad;
+}
+
+absl::StatusOr<int64_t> ControllerStore::MoveLegacySamples(StoreTxn* txn) const {
+  std::map<std::pair<std::string, int64_t>, std::vector<RankSample>> rows;
+  absl::Status bad;
+  int64_t moved = 0;
+  absl::Status s =
+      kv_->Scan(tables::kLegacySamples, "", [&](absl::string_view key, absl::string_view value) {
+        std::string job;
         uint32_t rank = 0;
         int64_t iteration = 0;
         size_t pos = 0;
         std::optional<uint64_t> v = keys::ReadU64(value, &pos);
-        if (!keys::ParseSampleKey(key, &parsed_job, &rank, &iteration) || !v || parsed_job != job) {
-          bad = absl::DataLossError("table samples: malformed record");
+        if (!keys::ParseLegacySampleKey(key, &job, &rank, &iteration) || !v) {
+          bad = absl::DataLossError(
+              absl::StrCat("table ", tables::kLegacySamples, ": malformed record"));
           return false;
         }
-        fn(rank, iteration, static_cast<int64_t>(*v));
+        rows[{std::move(job), iteration}].push_back({rank, static_cast<int64_t>(*v)});
+        ++moved;
         return true;
       });
   if (!s.ok()) return s;
-  return bad;
+  if (!bad.ok()) return bad;
+  if (moved == 0) return 0;
+  for (const auto& [at, row] : rows) txn->PutSampleRow(at.first, at.second, row);
+  // Every key of the table starts with a job name, which is never empty or above '\xff'.
+  txn->batch().DeleteRange(tables::kLegacySamples, std::string(1, '\0'), std::string(1, '\xff'));
+  return moved;
 }
 
 }  // namespace falcon::controller::store

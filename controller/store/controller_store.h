@@ -24,8 +24,12 @@
 //                                              two, see DirectiveIssuer::OnAck)
 //   settings    job name ("" = defaults)    -> falcon.v1.Settings
 //   history     job \0 bucket iteration     -> falcon.v1.HistoryPoint (downsampled job series)
-//   samples     job \0 rank \0 iteration    -> int64 iteration time ns (recent window per rank,
-//                                              replayed into the detectors after a restart)
+//   sample_rows job \0 iteration first rank -> (uint32 rank, int64 iteration time ns) pairs,
+//                                              big-endian: one agent batch's ranks of one
+//                                              iteration (the recent window of the job, replayed
+//                                              into the detectors after a restart)
+//   samples     job \0 rank iteration       -> int64 iteration time ns: written by earlier
+//                                              versions, moved to sample_rows at start-up
 //   agents      agent id                    -> controller.v1.AgentRecord
 //   meta        "meta"                      -> controller.v1.MetaRecord
 //   audit       audit id                    -> falcon.v1.AuditRecord (mutating Control calls)
@@ -43,6 +47,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/clock.h"
 #include "controller/store/kv_store.h"
 #include "controller/store/records.pb.h"
@@ -58,11 +63,20 @@ inline constexpr char kDirectives[] = "directives";
 inline constexpr char kDirectiveAcks[] = "directive_acks";
 inline constexpr char kSettings[] = "settings";
 inline constexpr char kHistory[] = "history";
-inline constexpr char kSamples[] = "samples";
+inline constexpr char kSampleRows[] = "sample_rows";
+// Written by versions before sample_rows (one row per rank and iteration): moved to sample_rows
+// at start-up (ControllerStore::MoveLegacySamples).
+inline constexpr char kLegacySamples[] = "samples";
 inline constexpr char kAgents[] = "agents";
 inline constexpr char kMeta[] = "meta";
 inline constexpr char kAudit[] = "audit";
 }  // namespace tables
+
+// A rank's iteration time (ns) in a sample row.
+struct RankSample {
+  uint32_t rank = 0;
+  int64_t time_ns = 0;
+};
 
 // Staged writes; commit with ControllerStore::Commit. Later puts of the same key win.
 class StoreTxn {
@@ -81,9 +95,13 @@ class StoreTxn {
   void PutDirectiveWithAcks(const falcon::v1::DirectiveRecord& record);
   void PutSettings(const falcon::v1::Settings& settings);
   void PutHistory(const std::string& job, const falcon::v1::HistoryPoint& point);
-  void PutSample(const std::string& job, uint32_t rank, int64_t iteration, int64_t time_ns);
-  // Deletes samples of (job, rank) with iteration < `before_iteration`.
-  void TrimSamples(const std::string& job, uint32_t rank, int64_t before_iteration);
+  // One row of a job's iteration times of `iteration` (an agent batch's ranks; no rank twice):
+  // keyed by its first rank, so rows of one iteration from different agents do not collide (a
+  // rank's sample of an iteration is stored once). One row per batch rather than per rank: a
+  // fleet-sized job writes 16,384 samples a second (docs/fleet.md).
+  void PutSampleRow(const std::string& job, int64_t iteration, absl::Span<const RankSample> row);
+  // Deletes the job's samples with iteration < `before_iteration` (one range).
+  void TrimSamples(const std::string& job, int64_t before_iteration);
   // Deletes every sample of the job.
   void DeleteJobSamples(const std::string& job);
   void PutAgent(const v1::AgentRecord& record);
@@ -172,10 +190,15 @@ class ControllerStore {
   // KvStore::Flush (after large deletes).
   absl::Status Flush() { return kv_->Flush(); }
 
-  // Calls fn(rank, iteration, time_ns) for every stored sample of `job`, ordered by rank then
-  // iteration.
+  // Calls fn(rank, iteration, time_ns) for every stored sample of `job`: sample_rows in
+  // iteration order, then rows of the legacy samples table not yet moved (rank by rank).
+  // Errors: KvStore's; DATA_LOSS naming the table for a malformed row.
   absl::Status ScanSamples(const std::string& job,
                            const std::function<void(uint32_t, int64_t, int64_t)>& fn) const;
+  // Stages the legacy samples table's rows as sample rows (one per job and iteration) and the
+  // deletion of that table's rows, so that one commit moves them; a no-op on a store without
+  // any. Returns how many samples it moved. Errors: as ScanSamples.
+  absl::StatusOr<int64_t> MoveLegacySamples(StoreTxn* txn) const;
 
  private:
   KvStore* const kv_;

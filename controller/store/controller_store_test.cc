@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <memory>
+#include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -9,24 +11,31 @@
 #include "controller/store/in_memory_kv_store.h"
 #include "controller/store/keys.h"
 #include "controller/store/rocksdb_kv_store.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace falcon::controller::store {
 namespace {
 
-TEST(KeysTest, SampleKeysOrderNumericallyAndRoundTrip) {
-  EXPECT_LT(keys::SampleKey("j", 1, 255), keys::SampleKey("j", 1, 256));
-  EXPECT_LT(keys::SampleKey("j", 1, 1'000'000), keys::SampleKey("j", 2, 0));
+TEST(KeysTest, SampleRowKeysOrderByIterationAndRoundTrip) {
+  EXPECT_LT(keys::SampleRowKey("j", 255, 9), keys::SampleRowKey("j", 256, 0));
+  EXPECT_LT(keys::SampleRowKey("j", 7, 8), keys::SampleRowKey("j", 7, 16));
+  EXPECT_LT(keys::SampleRowKey("j", 1'000'000, 0), keys::SampleRowKey("j0", 0, 0));
   std::string job;
   uint32_t rank = 0;
   int64_t iteration = 0;
   ASSERT_TRUE(
-      keys::ParseSampleKey(keys::SampleKey("job-a", 7, 123456789), &job, &rank, &iteration));
+      keys::ParseSampleRowKey(keys::SampleRowKey("job-a", 123456789, 7), &job, &iteration, &rank));
   EXPECT_EQ(job, "job-a");
   EXPECT_EQ(rank, 7u);
   EXPECT_EQ(iteration, 123456789);
-  EXPECT_FALSE(keys::ParseSampleKey("no-separator", &job, &rank, &iteration));
-  EXPECT_FALSE(keys::ParseSampleKey(std::string("j\0\1\2", 4), &job, &rank, &iteration));
+  EXPECT_FALSE(keys::ParseSampleRowKey("no-separator", &job, &iteration, &rank));
+  EXPECT_FALSE(keys::ParseSampleRowKey(std::string("j\0\1\2", 4), &job, &iteration, &rank));
+  ASSERT_TRUE(
+      keys::ParseLegacySampleKey(keys::LegacySampleKey("job-b", 3, 42), &job, &rank, &iteration));
+  EXPECT_EQ(job, "job-b");
+  EXPECT_EQ(rank, 3u);
+  EXPECT_EQ(iteration, 42);
 }
 
 class ControllerStoreTest : public ::testing::Test {
@@ -109,22 +118,29 @@ TEST_F(ControllerStoreTest, HistoryFromIterationAndPerJob) {
   EXPECT_EQ(store_.LoadHistory("zzz", 0)->size(), 0u);
 }
 
-TEST_F(ControllerStoreTest, SamplesTrimPerRankAndDeletePerJob) {
+TEST_F(ControllerStoreTest, SampleRowsTrimAndDeletePerJob) {
   StoreTxn txn;
-  for (uint32_t rank : {0u, 1u}) {
-    for (int64_t it = 0; it < 10; ++it) txn.PutSample("j", rank, it, 100 * it + rank);
+  for (int64_t it = 0; it < 10; ++it) {
+    // Two agents' rows of each iteration: ranks {2, 0} and {1}.
+    txn.PutSampleRow("j", it, std::vector<RankSample>{{2, 100 * it + 2}, {0, 100 * it}});
+    txn.PutSampleRow("j", it, std::vector<RankSample>{{1, 100 * it + 1}});
   }
-  txn.PutSample("j2", 0, 0, 5);
+  txn.PutSampleRow("j2", 0, std::vector<RankSample>{{0, 5}});
+  txn.PutSampleRow("j", 11, {});  // Nothing to store.
   ASSERT_TRUE(store_.Commit(&txn).ok());
-  txn.TrimSamples("j", 1, 7);
+  txn.TrimSamples("j", 7);
   ASSERT_TRUE(store_.Commit(&txn).ok());
   std::vector<std::tuple<uint32_t, int64_t, int64_t>> seen;
   ASSERT_TRUE(store_
                   .ScanSamples("j", [&](uint32_t r, int64_t it,
                                         int64_t ns) { seen.emplace_back(r, it, ns); })
                   .ok());
-  ASSERT_EQ(seen.size(), 13u);
-  EXPECT_EQ(seen[10], std::make_tuple(1u, int64_t{7}, int64_t{701}));
+  // Iterations 7 to 9, in iteration order; each row's ranks as stored.
+  ASSERT_EQ(seen.size(), 9u);
+  EXPECT_EQ(seen[0], std::make_tuple(2u, int64_t{7}, int64_t{702}));
+  EXPECT_EQ(seen[1], std::make_tuple(0u, int64_t{7}, int64_t{700}));
+  EXPECT_EQ(seen[2], std::make_tuple(1u, int64_t{7}, int64_t{701}));
+  EXPECT_EQ(seen[8], std::make_tuple(1u, int64_t{9}, int64_t{901}));
   txn.DeleteJobSamples("j");
   ASSERT_TRUE(store_.Commit(&txn).ok());
   int left = 0;
@@ -132,6 +148,61 @@ TEST_F(ControllerStoreTest, SamplesTrimPerRankAndDeletePerJob) {
   EXPECT_EQ(left, 0);
   ASSERT_TRUE(store_.ScanSamples("j2", [&](uint32_t, int64_t, int64_t) { ++left; }).ok());
   EXPECT_EQ(left, 1);
+}
+
+// A store of an earlier version (a row per rank and iteration in `samples`): read as they are,
+// then moved to sample_rows in one commit, leaving no legacy row behind.
+TEST_F(ControllerStoreTest, LegacySamplesAreReadAndMovedToSampleRows) {
+  KvWriteBatch old;
+  for (uint32_t rank : {0u, 1u}) {
+    for (int64_t it = 3; it < 5; ++it) {
+      std::string v;
+      keys::AppendU64(&v, static_cast<uint64_t>(10 * it + rank));
+      old.Put(tables::kLegacySamples, keys::LegacySampleKey("j", rank, it), v);
+    }
+  }
+  std::string v;
+  keys::AppendU64(&v, 77);
+  old.Put(tables::kLegacySamples, keys::LegacySampleKey("k", 0, 1), v);
+  ASSERT_TRUE(kv_.Write(old).ok());
+  auto all = [&](const std::string& job) {
+    std::set<std::tuple<uint32_t, int64_t, int64_t>> seen;
+    EXPECT_TRUE(
+        store_
+            .ScanSamples(job, [&](uint32_t r, int64_t it, int64_t ns) { seen.emplace(r, it, ns); })
+            .ok());
+    return seen;
+  };
+  const std::set<std::tuple<uint32_t, int64_t, int64_t>> before = all("j");
+  ASSERT_EQ(before.size(), 4u);
+  EXPECT_EQ(before.count({1u, int64_t{4}, int64_t{41}}), 1u);
+  StoreTxn txn;
+  absl::StatusOr<int64_t> moved = store_.MoveLegacySamples(&txn);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, 5);
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  EXPECT_EQ(all("j"), before);  // Each once: from sample_rows now.
+  EXPECT_EQ(all("k").size(), 1u);
+  int legacy = 0;
+  ASSERT_TRUE(kv_.Scan(tables::kLegacySamples, "",
+                       [&](absl::string_view, absl::string_view) {
+                         ++legacy;
+                         return true;
+                       })
+                  .ok());
+  EXPECT_EQ(legacy, 0);
+  StoreTxn again;
+  EXPECT_EQ(*store_.MoveLegacySamples(&again), 0);
+  EXPECT_TRUE(again.empty());
+}
+
+TEST_F(ControllerStoreTest, MalformedSampleRowIsDataLossNamingTheTable) {
+  KvWriteBatch bad;
+  bad.Put(tables::kSampleRows, keys::SampleRowKey("j", 1, 0), "short");
+  ASSERT_TRUE(kv_.Write(bad).ok());
+  absl::Status s = store_.ScanSamples("j", [](uint32_t, int64_t, int64_t) {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("sample_rows"));
 }
 
 TEST_F(ControllerStoreTest, CorruptRecordIsDataLoss) {
@@ -307,17 +378,17 @@ int64_t SampleOf(const ControllerStore& store, int64_t iteration) {
 
 TEST_F(ControllerStoreTest, FailedCommitsAreKeptAndStoredInOrderOnceTheStoreRecovers) {
   StoreTxn ok;
-  ok.PutSample("j", 0, 1, 10);
+  ok.PutSampleRow("j", 1, std::vector<RankSample>{{0, 10}});
   ASSERT_TRUE(store_.Commit(&ok).ok());
   kv_.FailWritesForTest(absl::UnavailableError("No space left on device"));
   StoreTxn first;
-  first.PutSample("j", 0, 2, 20);
-  first.PutSample("j", 0, 3, 30);
+  first.PutSampleRow("j", 2, std::vector<RankSample>{{0, 20}});
+  first.PutSampleRow("j", 3, std::vector<RankSample>{{0, 30}});
   EXPECT_EQ(store_.Commit(&first).code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(store_.healthy());
   StoreTxn second;  // Made while failed: kept behind the first, never written ahead of it.
-  second.PutSample("j", 0, 3, 31);
-  second.TrimSamples("j", 0, 2);
+  second.PutSampleRow("j", 3, std::vector<RankSample>{{0, 31}});
+  second.TrimSamples("j", 2);
   EXPECT_EQ(store_.Commit(&second).code(), absl::StatusCode::kUnavailable);
   const int64_t writes = kv_.write_count();
   EXPECT_EQ(store_.Sync().code(), absl::StatusCode::kUnavailable);  // Still full.
@@ -337,7 +408,7 @@ TEST_F(ControllerStoreTest, FailedCommitsAreKeptAndStoredInOrderOnceTheStoreReco
 
 TEST_F(ControllerStoreTest, FailedSyncKeepsTheUnsyncedCommitsForTheRecovery) {
   StoreTxn txn;
-  txn.PutSample("j", 0, 5, 50);
+  txn.PutSampleRow("j", 5, std::vector<RankSample>{{0, 50}});
   ASSERT_TRUE(store_.Commit(&txn).ok());
   EXPECT_TRUE(store_.has_unsynced());
   kv_.FailSyncsForTest(absl::UnavailableError("fsync: I/O error"));
@@ -359,7 +430,7 @@ TEST(ControllerStoreRocksDbTest, OpensWithItsTables) {
   common::FakeClock clock;
   ControllerStore store(kv->get(), &clock);
   StoreTxn txn;
-  txn.PutSample("j", 3, 5, 42);
+  txn.PutSampleRow("j", 5, std::vector<RankSample>{{3, 42}});
   ASSERT_TRUE(store.Commit(&txn).ok());
   int64_t got = 0;
   ASSERT_TRUE(store.ScanSamples("j", [&](uint32_t, int64_t, int64_t ns) { got = ns; }).ok());

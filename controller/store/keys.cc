@@ -76,19 +76,36 @@ std::string HistoryKey(absl::string_view job, int64_t iteration) {
   return key;
 }
 
-std::string SamplePrefix(absl::string_view job, uint32_t rank) {
+std::string SampleRowKey(absl::string_view job, int64_t iteration, uint32_t first_rank) {
   std::string key = JobPrefix(job);
-  AppendU32(&key, rank);
+  AppendU64(&key, static_cast<uint64_t>(iteration));
+  AppendU32(&key, first_rank);
   return key;
 }
 
-std::string SampleKey(absl::string_view job, uint32_t rank, int64_t iteration) {
-  std::string key = SamplePrefix(job, rank);
+bool ParseSampleRowKey(absl::string_view key, std::string* job, int64_t* iteration,
+                       uint32_t* first_rank) {
+  size_t zero = key.find('\0');
+  if (zero == absl::string_view::npos) return false;
+  size_t pos = zero + 1;
+  std::optional<uint64_t> it = ReadU64(key, &pos);
+  std::optional<uint32_t> r = ReadU32(key, &pos);
+  if (!it || !r || pos != key.size()) return false;
+  *job = std::string(key.substr(0, zero));
+  *iteration = static_cast<int64_t>(*it);
+  *first_rank = *r;
+  return true;
+}
+
+std::string LegacySampleKey(absl::string_view job, uint32_t rank, int64_t iteration) {
+  std::string key = JobPrefix(job);
+  AppendU32(&key, rank);
   AppendU64(&key, static_cast<uint64_t>(iteration));
   return key;
 }
 
-bool ParseSampleKey(absl::string_view key, std::string* job, uint32_t* rank, int64_t* iteration) {
+bool ParseLegacySampleKey(absl::string_view key, std::string* job, uint32_t* rank,
+                          int64_t* iteration) {
   size_t zero = key.find('\0');
   if (zero == absl::string_view::npos) return false;
   size_t pos = zero + 1;

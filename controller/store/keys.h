@@ -35,11 +35,18 @@ bool ParseDirectiveAckKey(absl::string_view key, std::string* job, uint64_t* dir
 std::string JobPartKey(absl::string_view job, absl::string_view agent_id);
 // history: "<job>\0" + first iteration of the bucket (iterations are >= 0).
 std::string HistoryKey(absl::string_view job, int64_t iteration);
-// samples: "<job>\0" + rank + iteration.
-std::string SamplePrefix(absl::string_view job, uint32_t rank);
-std::string SampleKey(absl::string_view job, uint32_t rank, int64_t iteration);
+// sample_rows: "<job>\0" + iteration + the row's first rank (iterations are >= 0): one row per
+// job, iteration and agent batch, so rows are appended in iteration order.
+std::string SampleRowKey(absl::string_view job, int64_t iteration, uint32_t first_rank);
+// Parses a sample_rows key; false when malformed.
+bool ParseSampleRowKey(absl::string_view key, std::string* job, int64_t* iteration,
+                       uint32_t* first_rank);
+// samples (written by versions before sample_rows, read once to move them):
+// "<job>\0" + rank + iteration.
+std::string LegacySampleKey(absl::string_view job, uint32_t rank, int64_t iteration);
 // Parses a samples key; false when malformed.
-bool ParseSampleKey(absl::string_view key, std::string* job, uint32_t* rank, int64_t* iteration);
+bool ParseLegacySampleKey(absl::string_view key, std::string* job, uint32_t* rank,
+                          int64_t* iteration);
 
 }  // namespace falcon::controller::store::keys
 
