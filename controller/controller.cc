@@ -384,6 +384,9 @@ void Controller::StartOverIfRelaunched(const registry::JobEntry& job, const falc
     return;
   }
   detection_.RemoveJob(job.name());
+  // Its stored window too: replayed after a restart, the old layout's samples would mix with
+  // the new one's (this batch's own samples are staged after the deletion, and kept).
+  uow->txn().DeleteJobSamples(job.name());
   const std::string line =
       absl::StrCat("job relaunched on a new layout, detection starts over job=", job.name(),
                    " epoch=", before.epoch(), "->", job.job().epoch(),

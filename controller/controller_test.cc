@@ -380,6 +380,46 @@ TEST_F(ControllerTest, SampleRowsKeepTheJobsWindow) {
                        })
                   .ok());
   EXPECT_EQ(rows, static_cast<int>(ranks_of.size() * testing::NodeCount(spec_)));
+  // One rank far ahead (an absurd iteration number) trims nothing of the others: the window
+  // follows the job's complete iterations.
+  SimAgent& a = *agents_[0];
+  falcon::v1::TelemetryBatch far;
+  far.set_job(spec_.job);
+  *far.add_iterations() = testing::MakeSummary(spec_, a.ranks()[0], 1'000'000, Healthy(0, 70));
+  ASSERT_FALSE(a.Send(*c_, far)->has_error());
+  Run(70, 72, Healthy);
+  std::map<int64_t, int> after;
+  ASSERT_TRUE(
+      c_->store().ScanSamples(spec_.job, [&](uint32_t, int64_t it, int64_t) { after[it]++; }).ok());
+  EXPECT_GE(after.size(), 32u);
+  EXPECT_EQ(after.count(1'000'000), 1u);
+  EXPECT_EQ(after[60], 8);
+}
+
+// A job relaunched on a new layout (a new epoch, another world size) starts detection over, and
+// its stored samples with it: none of the old layout's is replayed after a restart.
+TEST_F(ControllerTest, ARelaunchOnANewLayoutDeletesTheStoredSamples) {
+  ConnectAll();
+  Run(0, 30, Healthy);
+  for (auto& agent : agents_) agent->Disconnect(*c_);
+  LayoutSpec relaunched = spec_;
+  relaunched.dp = 2;  // 4 ranks on 2 nodes.
+  relaunched.epoch = 2;
+  spec_ = relaunched;
+  agents_.resize(testing::NodeCount(spec_));       // The first two nodes hold ranks 0-3 as before.
+  for (uint32_t n = 0; n < agents_.size(); ++n) {  // Their sequences go on.
+    ASSERT_EQ(agents_[n]->ranks(), testing::RanksOfNode(spec_, n));
+    ASSERT_TRUE(agents_[n]->Connect(*c_, {testing::NodeRegistration(spec_, n)}).ok());
+  }
+  Run(5, 8, Healthy);  // From a checkpoint below the stored iterations.
+  std::map<int64_t, std::set<uint32_t>> ranks_of;
+  ASSERT_TRUE(
+      c_->store()
+          .ScanSamples(spec_.job, [&](uint32_t r, int64_t it, int64_t) { ranks_of[it].insert(r); })
+          .ok());
+  ASSERT_EQ(ranks_of.size(), 3u);
+  EXPECT_EQ(ranks_of.begin()->first, 5);
+  EXPECT_EQ(ranks_of[7], (std::set<uint32_t>{0, 1, 2, 3}));
 }
 
 // Samples stored by an earlier version (a row per rank and iteration, table samples) are

@@ -186,13 +186,14 @@ void DetectionManager::StoreSamples(Pipeline& p,
     }
     uow->txn().PutSampleRow(p.job, iteration, row);
   }
-  // The job's window: the newest `resume_window_iterations`, trimmed in one range once a quarter
-  // more has accumulated.
-  const int64_t newest = stored->back().first;
+  // The job's window: the `resume_window_iterations` below its newest complete iteration (not
+  // the batch's newest: one rank's absurd iteration number must not trim every other rank's
+  // samples), trimmed in one range once a quarter more has accumulated.
+  // (A lagging rank's rows below first_stored go with the next trim.)
   if (p.first_stored < 0) p.first_stored = stored->front().first;
   const int64_t window = options_.resume_window_iterations;
-  if (newest - p.first_stored > window + window / 4) {
-    p.first_stored = newest - window;
+  if (p.last_iteration - p.first_stored > window + window / 4) {
+    p.first_stored = p.last_iteration - window;
     uow->txn().TrimSamples(p.job, p.first_stored);
   }
 }
