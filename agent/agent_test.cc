@@ -20,6 +20,7 @@
 #include "agent/testing/prometheus_text.h"
 #include "agent/testing/shim_test_client.h"
 #include "common/clock.h"
+#include "common/telemetry_batch.h"
 #include "common/testing/http_get.h"
 #include "gtest/gtest.h"
 
@@ -463,14 +464,13 @@ TEST_F(AgentTest, RelaysDirectivesTasksAndProfilingBothWays) {
   ASSERT_EQ(LastAck(*r0, 4), 4u);
   auto raw_ops = [](const FakeControllerStore& s) {
     int n = 0;
-    for (const auto& b : s.Batches("agent-n1")) n += b.ops_size();
+    for (const auto& b : s.Batches("agent-n1")) n += common::OpRecordCount(b);
     return n;
   };
   ASSERT_TRUE(store_.WaitFor([&](const auto& s) { return raw_ops(s) == 3; }, kWait));
   for (const auto& b : store_.Batches("agent-n1")) {
-    if (b.ops_size() > 0) {
-      EXPECT_EQ(b.op_rank(), 0u);
-    }
+    EXPECT_EQ(b.ops_size(), 0);  // A node's ops go as RankOps.
+    for (const v1::RankOps& ro : b.rank_ops()) EXPECT_EQ(ro.rank(), 0u);
   }
   // A peer transfer (NCCL's profiler plugin: the network part of iteration 3's all-reduce toward
   // rank 1) goes to the controller with the raw ops.
@@ -491,11 +491,13 @@ TEST_F(AgentTest, RelaysDirectivesTasksAndProfilingBothWays) {
   ASSERT_TRUE(store_.WaitFor([&](const auto& s) { return raw_ops(s) == 4; }, kWait));
   int peer_transfers = 0;
   for (const auto& b : store_.Batches("agent-n1")) {
-    for (const v1::OpRecord& op : b.ops()) {
-      if (op.op_kind() != v1::OP_KIND_PEER_SEND) continue;
-      ++peer_transfers;
-      EXPECT_EQ(op.peer(), 1);
-      EXPECT_EQ(op.device_duration_ns(), 900'000);
+    for (const v1::RankOps& ro : b.rank_ops()) {
+      for (const v1::OpRecord& op : ro.ops()) {
+        if (op.op_kind() != v1::OP_KIND_PEER_SEND) continue;
+        ++peer_transfers;
+        EXPECT_EQ(op.peer(), 1);
+        EXPECT_EQ(op.device_duration_ns(), 900'000);
+      }
     }
   }
   EXPECT_EQ(peer_transfers, 1);

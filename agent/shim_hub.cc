@@ -693,17 +693,26 @@ void ShimHub::FlushJob(JobState& job, bool drain, int64_t now_ns,
     }
     out->push_back(std::move(batch));
   }
+  // Raw ops of every rank of the node in as few batches as max_ops_per_batch allows (one
+  // RankOps per rank in each): one message per node, not per rank, while the job is profiled.
+  const size_t max_ops = static_cast<size_t>(options_.max_ops_per_batch);
+  size_t open = out->size();  // Index of the batch being filled; out->size(): none.
+  size_t in_open = 0;
   for (auto& [rank, r] : job.ranks) {
     for (size_t i = 0; i < r.raw_ops.size();) {
-      v1::TelemetryBatch batch;
-      batch.set_job(job.name);
-      batch.set_op_rank(rank);
-      const size_t end =
-          std::min(r.raw_ops.size(), i + static_cast<size_t>(options_.max_ops_per_batch));
-      for (; i < end; ++i) *batch.add_ops() = std::move(r.raw_ops[i]);
-      job.metrics.ops_out->Increment(batch.ops_size());
-      if (delivery_tags != nullptr) delivery_tags->push_back(0);
-      out->push_back(std::move(batch));
+      if (open == out->size() || in_open == max_ops) {
+        open = out->size();
+        in_open = 0;
+        out->emplace_back();
+        out->back().set_job(job.name);
+        if (delivery_tags != nullptr) delivery_tags->push_back(0);
+      }
+      v1::RankOps* ro = (*out)[open].add_rank_ops();
+      ro->set_rank(rank);
+      const size_t end = std::min(r.raw_ops.size(), i + (max_ops - in_open));
+      for (; i < end; ++i) *ro->add_ops() = std::move(r.raw_ops[i]);
+      in_open += static_cast<size_t>(ro->ops_size());
+      job.metrics.ops_out->Increment(ro->ops_size());
     }
     r.raw_ops.clear();
   }

@@ -7,6 +7,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/agent_metrics_table.h"
 #include "common/clock.h"
+#include "common/telemetry_batch.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 
@@ -257,6 +258,36 @@ TEST_F(ShimHubTest, DirectivesReachTargetsAndAreRedeliveredUntilAcked) {
   (void)id0;
 }
 
+// While profiling, the node's ranks' raw ops go together: one batch, one RankOps per rank.
+TEST_F(ShimHubTest, RawOpsOfTheNodesRanksGoInOneBatch) {
+  FakeStream s0, s1;
+  const uint64_t id0 = Attach(s0, 0);
+  const uint64_t id1 = Attach(s1, 1);
+  v1::ProfilingControl p;
+  p.set_job("job1");
+  p.set_enabled(true);
+  p.set_max_duration_ns(1000 * kMs);
+  hub_.OnProfiling(p);
+  std::vector<v1::TelemetryBatch> out;
+  hub_.Flush(false, &out);  // The registration.
+  hub_.OnMessage(id0, Ops(1, 0, 2, 1));
+  hub_.OnMessage(id1, Ops(1, 0, 3, 1));
+  out.clear();
+  hub_.Flush(false, &out);
+  int with_ops = 0;
+  for (const auto& b : out) {
+    if (common::OpRecordCount(b) == 0) continue;
+    ++with_ops;
+    EXPECT_EQ(b.ops_size(), 0);
+    ASSERT_EQ(b.rank_ops_size(), 2);
+    EXPECT_EQ(b.rank_ops(0).rank(), 0u);
+    EXPECT_EQ(b.rank_ops(0).ops_size(), 2);
+    EXPECT_EQ(b.rank_ops(1).rank(), 1u);
+    EXPECT_EQ(b.rank_ops(1).ops_size(), 3);
+  }
+  EXPECT_EQ(with_ops, 1);
+}
+
 TEST_F(ShimHubTest, ValidationTaskForARankWithoutSessionFailsAtOnce) {
   FakeStream s0, s1;
   Attach(s0, 0);
@@ -303,9 +334,10 @@ TEST_F(ShimHubTest, SummariesAlwaysRawOpsOnlyWhileProfiling) {
   int ops = 0;
   for (const auto& b : out) {
     EXPECT_FALSE(b.has_registration());
-    ops += b.ops_size();
-    if (b.ops_size() > 0) {
-      EXPECT_EQ(b.op_rank(), 0u);
+    EXPECT_EQ(b.ops_size(), 0);  // A node's ops go as RankOps.
+    for (const v1::RankOps& ro : b.rank_ops()) {
+      EXPECT_EQ(ro.rank(), 0u);
+      ops += ro.ops_size();
     }
   }
   EXPECT_EQ(ops, 2);
@@ -313,7 +345,7 @@ TEST_F(ShimHubTest, SummariesAlwaysRawOpsOnlyWhileProfiling) {
   hub_.OnMessage(id, Ops(3, 6, 2, 7));
   out.clear();
   hub_.Flush(false, &out);
-  for (const auto& b : out) EXPECT_EQ(b.ops_size(), 0);
+  for (const auto& b : out) EXPECT_EQ(common::OpRecordCount(b), 0);
 }
 
 TEST_F(ShimHubTest, SummariesAreOrderedByIterationThenRank) {

@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/telemetry_batch.h"
+
 namespace falcon::agent {
 
 absl::Status TelemetryBuffer::Validate(const Options& options) {
@@ -29,8 +31,8 @@ void TelemetryBuffer::DropAt(size_t index, std::vector<uint64_t>* settled) {
   if (e.tag != 0) settled->push_back(e.tag);
   stats_.dropped_batches++;
   stats_.dropped_summaries += e.batch.iterations_size();
-  stats_.dropped_ops += e.batch.ops_size();
-  dropped_records_pending_ += e.batch.iterations_size() + e.batch.ops_size();
+  stats_.dropped_ops += common::OpRecordCount(e.batch);
+  dropped_records_pending_ += e.batch.iterations_size() + common::OpRecordCount(e.batch);
   bytes_ -= e.bytes;
   entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(index));
   if (index < cursor_) cursor_--;
@@ -44,7 +46,7 @@ void TelemetryBuffer::MakeRoom(size_t incoming_bytes, std::vector<uint64_t>* set
     size_t victim = 0;
     for (size_t i = cursor_; i < entries_.size(); ++i) {
       const Entry& e = entries_[i];
-      if (!e.numbered && e.batch.iterations_size() == 0 && e.batch.ops_size() > 0) {
+      if (!e.numbered && e.batch.iterations_size() == 0 && common::OpRecordCount(e.batch) > 0) {
         victim = i;
         break;
       }
@@ -63,8 +65,8 @@ void TelemetryBuffer::Push(v1::TelemetryBatch batch, uint64_t tag) {
     if (bytes > options_.max_bytes) {
       stats_.dropped_batches++;
       stats_.dropped_summaries += batch.iterations_size();
-      stats_.dropped_ops += batch.ops_size();
-      dropped_records_pending_ += batch.iterations_size() + batch.ops_size();
+      stats_.dropped_ops += common::OpRecordCount(batch);
+      dropped_records_pending_ += batch.iterations_size() + common::OpRecordCount(batch);
       if (tag != 0) settled.push_back(tag);
     } else {
       MakeRoom(bytes, &settled);

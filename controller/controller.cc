@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/telemetry_batch.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/util/field_error.h"
 
@@ -743,9 +744,12 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
   for (const falcon::v1::IterationSummary& s : batch.iterations()) {
     if (imbalance_.Add(*entry, s)) ImbalanceAnalysed(*entry);
   }
-  if (batch.ops_size() > 0 && detection_.ApplyOps(entry, batch.op_rank(), batch.ops())) {
-    registry_.Persist(*entry, &uow.txn());
+  bool comms_changed =
+      batch.ops_size() > 0 && detection_.ApplyOps(entry, batch.op_rank(), batch.ops());
+  for (const falcon::v1::RankOps& ro : batch.rank_ops()) {
+    if (ro.ops_size() > 0 && detection_.ApplyOps(entry, ro.rank(), ro.ops())) comms_changed = true;
   }
+  if (comms_changed) registry_.Persist(*entry, &uow.txn());
   agent.tracker.MarkStored(batch.sequence());
   PersistAgent(session->agent_id, &uow);
   if (absl::Status s = Commit(&uow); !s.ok()) {
@@ -761,7 +765,7 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     metrics_->BatchApplied();
     metrics_->Summaries(stats.applied);
     metrics_->StaleSummaries(stats.stale);
-    metrics_->OpRecords(batch.ops_size());
+    metrics_->OpRecords(common::OpRecordCount(batch));
   }
   Reply(session, ack);
   // A restarted agent takes its job back with its first batch of it.

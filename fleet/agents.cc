@@ -224,27 +224,20 @@ class Agent {
     falcon::v1::TelemetryBatch* b = m.mutable_batch();
     b->set_job(model_->layout().job);
     for (uint32_t r : ranks_) model_->Fill(r, k, b->add_iterations());
+    // Every profiled rank's ops ride with the summaries, one RankOps each: one message per node
+    // and iteration.
     uint64_t ops = 0;
-    std::vector<falcon::v1::AgentMessage> op_batches;
-    bool first_ops = true;  // The first profiled rank's ops ride with the summaries.
     for (size_t i = 0; i < ranks_.size(); ++i) {
       if (profiled.count(ranks_[i]) == 0) continue;
-      falcon::v1::TelemetryBatch* ob = b;
-      if (!first_ops) {
-        op_batches.emplace_back();
-        ob = op_batches.back().mutable_batch();
-        ob->set_job(model_->layout().job);
-      }
-      first_ops = false;
-      ob->set_op_rank(ranks_[i]);
-      model_->AddOps(ranks_[i], k, &op_seq_[i], ob->mutable_ops());
-      ops += static_cast<uint64_t>(ob->ops_size());
+      falcon::v1::RankOps* ro = b->add_rank_ops();
+      ro->set_rank(ranks_[i]);
+      model_->AddOps(ranks_[i], k, &op_seq_[i], ro->mutable_ops());
+      ops += static_cast<uint64_t>(ro->ops_size());
     }
     Send(&m);
-    for (auto& ob : op_batches) Send(&ob);
     absl::MutexLock lock(&process_->report_mu());
     process_->report().summaries += ranks_.size();
-    process_->report().batches += 1 + op_batches.size();
+    process_->report().batches += 1;
     process_->report().ops += ops;
   }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
 #include "common/op_kind.h"
+#include "common/telemetry_batch.h"
 #include "controller/registry/registration_validator.h"
 
 namespace falcon::controller::ingest {
@@ -86,6 +87,83 @@ util::MaybeFieldError CheckSummary(const falcon::v1::IterationSummary& s, int i,
   return std::nullopt;
 }
 
+// One rank's op records: `rank_field` names the rank's field (batch.op_rank or
+// batch.rank_ops[k].rank), `ops_field` the records' (batch.ops or batch.rank_ops[k].ops).
+util::MaybeFieldError CheckRankOps(
+    uint32_t rank, const google::protobuf::RepeatedPtrField<falcon::v1::OpRecord>& ops,
+    const std::string& rank_field, const std::string& ops_field, const registry::JobEntry& job,
+    const IngestLimits& limits) {
+  if (job.FindRank(rank) == nullptr) {
+    return util::MakeFieldError(
+        rank_field, absl::StrCat("rank ", rank, " is not registered in job '", job.name(), "'"));
+  }
+  const registry::CommInfo* cached = nullptr;
+  uint64_t last_seq = 0;
+  for (int i = 0; i < ops.size(); ++i) {
+    const falcon::v1::OpRecord& op = ops[i];
+    if (cached == nullptr || cached->comm.comm_id() != op.comm_id()) {
+      cached = job.FindComm(op.comm_id());
+      if (cached == nullptr) {
+        return util::MakeFieldError(At(ops_field.c_str(), i, "comm_id"),
+                                    absl::StrCat("comm ", op.comm_id(), " is not registered"));
+      }
+      if (!cached->HasMember(rank)) {
+        const uint64_t id = op.comm_id();
+        cached = nullptr;
+        return util::MakeFieldError(At(ops_field.c_str(), i, "comm_id"),
+                                    absl::StrCat("rank ", rank, " is not a member of comm ", id));
+      }
+    }
+    if (op.op_kind() == falcon::v1::OP_KIND_UNSPECIFIED ||
+        !falcon::v1::OpKind_IsValid(op.op_kind())) {
+      return util::MakeFieldError(At(ops_field.c_str(), i, "op_kind"),
+                                  absl::StrCat("kind ", op.op_kind(), " is not a known op"));
+    }
+    if (op.bytes() > limits.max_op_bytes) {
+      return util::MakeFieldError(At(ops_field.c_str(), i, "bytes"),
+                                  absl::StrCat(op.bytes(), " exceeds ", limits.max_op_bytes));
+    }
+    if (common::HasPeer(op.op_kind())) {
+      if (op.peer() < 0 || static_cast<uint32_t>(op.peer()) == rank ||
+          !cached->HasMember(static_cast<uint32_t>(op.peer()))) {
+        return util::MakeFieldError(
+            At(ops_field.c_str(), i, "peer"),
+            absl::StrCat(op.peer(), " is not another member of comm ", op.comm_id()));
+      }
+    } else if (op.peer() != -1) {
+      return util::MakeFieldError(At(ops_field.c_str(), i, "peer"),
+                                  absl::StrCat(op.peer(), " must be -1 for a collective"));
+    }
+    if (op.host_start_ns() < 0) {
+      return util::MakeFieldError(At(ops_field.c_str(), i, "host_start_ns"),
+                                  absl::StrCat(op.host_start_ns(), " is negative"));
+    }
+    if (op.host_end_ns() < op.host_start_ns() ||
+        op.host_end_ns() - op.host_start_ns() > limits.max_duration_ns) {
+      return util::MakeFieldError(
+          At(ops_field.c_str(), i, "host_end_ns"),
+          absl::StrCat(op.host_end_ns(), " is not in [host_start_ns=", op.host_start_ns(),
+                       ", host_start_ns + ", limits.max_duration_ns, "]"));
+    }
+    if (op.device_duration_ns() < 0 || op.device_duration_ns() > limits.max_duration_ns) {
+      return util::MakeFieldError(
+          At(ops_field.c_str(), i, "device_duration_ns"),
+          absl::StrCat(op.device_duration_ns(), " is outside [0, ", limits.max_duration_ns, "]"));
+    }
+    if (op.seq() <= last_seq) {
+      return util::MakeFieldError(At(ops_field.c_str(), i, "seq"),
+                                  absl::StrCat(op.seq(), " does not increase over ", last_seq));
+    }
+    last_seq = op.seq();
+    if (op.iteration() < -1 || op.iteration() > limits.max_iteration) {
+      return util::MakeFieldError(
+          At(ops_field.c_str(), i, "iteration"),
+          absl::StrCat(op.iteration(), " is outside [-1, ", limits.max_iteration, "]"));
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::Status IngestLimits::Validate() const {
@@ -132,10 +210,11 @@ util::MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& ba
         "batch.iterations", absl::StrCat(batch.iterations_size(), " summaries exceed the limit ",
                                          limits.max_iterations_per_batch));
   }
-  if (batch.ops_size() > static_cast<int>(limits.max_ops_per_batch)) {
+  if (const int64_t ops = common::OpRecordCount(batch);
+      ops > static_cast<int64_t>(limits.max_ops_per_batch)) {
     return util::MakeFieldError(
-        "batch.ops",
-        absl::StrCat(batch.ops_size(), " op records exceed the limit ", limits.max_ops_per_batch));
+        batch.rank_ops_size() > 0 ? "batch.rank_ops" : "batch.ops",
+        absl::StrCat(ops, " op records exceed the limit ", limits.max_ops_per_batch));
   }
   if (batch.has_registration()) {
     if (util::MaybeFieldError e =
@@ -167,77 +246,24 @@ util::MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch,
       it->second = s.iteration();
     }
   }
-  if (batch.ops_size() == 0) return std::nullopt;
-  constexpr char kOps[] = "batch.ops";
-  const uint32_t rank = batch.op_rank();
-  if (job.FindRank(rank) == nullptr) {
-    return util::MakeFieldError(
-        "batch.op_rank",
-        absl::StrCat("rank ", rank, " is not registered in job '", job.name(), "'"));
+  if (batch.ops_size() > 0) {
+    if (util::MaybeFieldError e =
+            CheckRankOps(batch.op_rank(), batch.ops(), "batch.op_rank", "batch.ops", job, limits)) {
+      return e;
+    }
   }
-  const registry::CommInfo* cached = nullptr;
-  uint64_t last_seq = 0;
-  for (int i = 0; i < batch.ops_size(); ++i) {
-    const falcon::v1::OpRecord& op = batch.ops(i);
-    if (cached == nullptr || cached->comm.comm_id() != op.comm_id()) {
-      cached = job.FindComm(op.comm_id());
-      if (cached == nullptr) {
-        return util::MakeFieldError(At(kOps, i, "comm_id"),
-                                    absl::StrCat("comm ", op.comm_id(), " is not registered"));
-      }
-      if (!cached->HasMember(rank)) {
-        const uint64_t id = op.comm_id();
-        cached = nullptr;
-        return util::MakeFieldError(
-            At(kOps, i, "comm_id"),
-            absl::StrCat("op_rank ", rank, " is not a member of comm ", id));
-      }
+  absl::flat_hash_set<uint32_t> op_ranks;
+  if (batch.ops_size() > 0) op_ranks.insert(batch.op_rank());
+  for (int k = 0; k < batch.rank_ops_size(); ++k) {
+    const falcon::v1::RankOps& ro = batch.rank_ops(k);
+    const std::string base = absl::StrCat("batch.rank_ops[", k, "]");
+    if (!op_ranks.insert(ro.rank()).second) {
+      return util::MakeFieldError(absl::StrCat(base, ".rank"),
+                                  absl::StrCat("rank ", ro.rank(), " has op records twice"));
     }
-    if (op.op_kind() == falcon::v1::OP_KIND_UNSPECIFIED ||
-        !falcon::v1::OpKind_IsValid(op.op_kind())) {
-      return util::MakeFieldError(At(kOps, i, "op_kind"),
-                                  absl::StrCat("kind ", op.op_kind(), " is not a known op"));
-    }
-    if (op.bytes() > limits.max_op_bytes) {
-      return util::MakeFieldError(At(kOps, i, "bytes"),
-                                  absl::StrCat(op.bytes(), " exceeds ", limits.max_op_bytes));
-    }
-    if (common::HasPeer(op.op_kind())) {
-      if (op.peer() < 0 || static_cast<uint32_t>(op.peer()) == rank ||
-          !cached->HasMember(static_cast<uint32_t>(op.peer()))) {
-        return util::MakeFieldError(
-            At(kOps, i, "peer"),
-            absl::StrCat(op.peer(), " is not another member of comm ", op.comm_id()));
-      }
-    } else if (op.peer() != -1) {
-      return util::MakeFieldError(At(kOps, i, "peer"),
-                                  absl::StrCat(op.peer(), " must be -1 for a collective"));
-    }
-    if (op.host_start_ns() < 0) {
-      return util::MakeFieldError(At(kOps, i, "host_start_ns"),
-                                  absl::StrCat(op.host_start_ns(), " is negative"));
-    }
-    if (op.host_end_ns() < op.host_start_ns() ||
-        op.host_end_ns() - op.host_start_ns() > limits.max_duration_ns) {
-      return util::MakeFieldError(
-          At(kOps, i, "host_end_ns"),
-          absl::StrCat(op.host_end_ns(), " is not in [host_start_ns=", op.host_start_ns(),
-                       ", host_start_ns + ", limits.max_duration_ns, "]"));
-    }
-    if (op.device_duration_ns() < 0 || op.device_duration_ns() > limits.max_duration_ns) {
-      return util::MakeFieldError(
-          At(kOps, i, "device_duration_ns"),
-          absl::StrCat(op.device_duration_ns(), " is outside [0, ", limits.max_duration_ns, "]"));
-    }
-    if (op.seq() <= last_seq) {
-      return util::MakeFieldError(At(kOps, i, "seq"),
-                                  absl::StrCat(op.seq(), " does not increase over ", last_seq));
-    }
-    last_seq = op.seq();
-    if (op.iteration() < -1 || op.iteration() > limits.max_iteration) {
-      return util::MakeFieldError(
-          At(kOps, i, "iteration"),
-          absl::StrCat(op.iteration(), " is outside [-1, ", limits.max_iteration, "]"));
+    if (util::MaybeFieldError e = CheckRankOps(ro.rank(), ro.ops(), absl::StrCat(base, ".rank"),
+                                               absl::StrCat(base, ".ops"), job, limits)) {
+      return e;
     }
   }
   return std::nullopt;

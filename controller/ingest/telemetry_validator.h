@@ -43,8 +43,9 @@ util::MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& ba
 //   within the batch; start_ns >= 0; iteration_time_ns in (0, max_duration]; compute_ns in
 //   [0, iteration_time_ns]; plan_version >= 0; each comm registered with the rank a member,
 //   busy/wait/transfer >= 0 and within max_duration, wait and transfer <= busy.
-// ops: op_rank registered; comm registered with op_rank a member; op kind known and not
-//   UNSPECIFIED; bytes <= max_op_bytes; SEND/RECV peer a member of the comm other than op_rank,
+// ops (batch.ops of op_rank, and each batch.rank_ops[k] of its rank; a rank at most once):
+//   the rank registered; comm registered with the rank a member; op kind known and not
+//   UNSPECIFIED; bytes <= max_op_bytes; SEND/RECV peer a member of the comm other than the rank,
 //   collectives peer -1; 0 <= host_start_ns <= host_end_ns, duration <= max_duration;
 //   device_duration_ns in [0, max_duration]; seq >= 1 and strictly increasing; iteration >= -1.
 util::MaybeFieldError ValidateBatchData(const falcon::v1::TelemetryBatch& batch,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/telemetry_batch.h"
 #include "controller/testing/job_fixtures.h"
 #include "gtest/gtest.h"
 
@@ -182,6 +183,58 @@ TEST_F(TelemetryValidatorTest, DataErrorsNameTheField) {
     EXPECT_EQ(e->field(), c.field) << e->message();
     EXPECT_FALSE(e->message().empty());
   }
+}
+
+// A node's ranks' ops in one batch (RankOps): each checked as batch.ops is, errors naming
+// batch.rank_ops[k]; a rank at most once (with op_rank's); the op limit counts them all.
+TEST_F(TelemetryValidatorTest, RankOpsAreCheckedPerRankAndNameTheirField) {
+  auto with_rank_ops = [this]() {
+    TelemetryBatch b = ValidBatch();  // Rank 0's ops as batch.ops.
+    TelemetryBatch rank0 = ValidBatch();
+    falcon::v1::RankOps* ro = b.add_rank_ops();
+    ro->set_rank(1);  // Rank 1: a member of comm 1000 (its stage's DP group).
+    for (int i = 0; i < 3; ++i) *ro->add_ops() = rank0.ops(i);
+    falcon::v1::RankOps* other = b.add_rank_ops();
+    other->set_rank(3);
+    falcon::v1::OpRecord* op = other->add_ops();
+    *op = rank0.ops(0);
+    op->set_comm_id(1001);  // Stage 1's DP group: ranks 2 and 3.
+    return b;
+  };
+  TelemetryBatch ok = with_rank_ops();
+  util::MaybeFieldError e = ValidateBatchData(ok, job(), limits_);
+  EXPECT_FALSE(e.has_value()) << e->field() << ": " << e->message();
+  EXPECT_EQ(common::OpRecordCount(ok), 8);
+  struct Case {
+    std::function<void(TelemetryBatch*)> mutate;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {[](TelemetryBatch* b) { b->mutable_rank_ops(1)->set_rank(9); }, "batch.rank_ops[1].rank"},
+      {[](TelemetryBatch* b) { b->mutable_rank_ops(0)->set_rank(0); }, "batch.rank_ops[0].rank"},
+      {[](TelemetryBatch* b) { b->mutable_rank_ops(1)->set_rank(1); }, "batch.rank_ops[1].rank"},
+      {[](TelemetryBatch* b) { b->mutable_rank_ops(1)->mutable_ops(0)->set_comm_id(1000); },
+       "batch.rank_ops[1].ops[0].comm_id"},
+      {[](TelemetryBatch* b) { b->mutable_rank_ops(0)->mutable_ops(2)->set_seq(1); },
+       "batch.rank_ops[0].ops[2].seq"},
+      {[](TelemetryBatch* b) { b->mutable_rank_ops(0)->mutable_ops(1)->set_peer(0); },
+       "batch.rank_ops[0].ops[1].peer"},
+  };
+  for (const Case& c : cases) {
+    TelemetryBatch b = with_rank_ops();
+    c.mutate(&b);
+    util::MaybeFieldError err = ValidateBatchData(b, job(), limits_);
+    ASSERT_TRUE(err.has_value()) << c.field;
+    EXPECT_EQ(err->field(), c.field) << err->message();
+  }
+  IngestLimits small = limits_;
+  small.max_ops_per_batch = 7;
+  TelemetryBatch big = with_rank_ops();
+  e = ValidateBatchEnvelope(big, small);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field(), "batch.rank_ops");
+  EXPECT_NE(e->message().find("8 op records exceed the limit 7"), std::string::npos)
+      << e->message();
 }
 
 TEST_F(TelemetryValidatorTest, HelloAndValidationResultAndAck) {
