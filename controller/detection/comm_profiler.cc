@@ -17,8 +17,9 @@ constexpr size_t kMaxPeerLinks = 1 << 16;
 
 }  // namespace
 
-void CommProfiler::Start() {
+void CommProfiler::Start(int64_t first_iteration) {
   active_ = true;
+  first_iteration_ = first_iteration;
   pending_.clear();
   judged_ = 0;
   incomplete_ = 0;
@@ -36,7 +37,7 @@ CommProfiler::PendingIteration& CommProfiler::Pending(int64_t iteration) {
 
 void CommProfiler::AddSummary(const falcon::v1::IterationSummary& s,
                               const registry::JobEntry& job) {
-  if (!active_) return;
+  if (!active_ || s.iteration() < first_iteration_) return;
   if (pending_.size() >= max_pending_ && s.iteration() < pending_.begin()->first) return;
   PendingIteration& p = Pending(s.iteration());
   const falcon::v1::RankInfo* info = job.FindRank(s.rank());
@@ -73,7 +74,7 @@ void CommProfiler::AddOps(uint32_t rank,
       AddPeerTransfer(rank, op, job);
       continue;
     }
-    if (op.iteration() < 0 || op.device_duration_ns() <= 0) continue;
+    if (op.iteration() < first_iteration_ || op.device_duration_ns() <= 0) continue;
     device[{op.iteration(), op.comm_id()}] += op.device_duration_ns();
   }
   for (const auto& [key, ns] : device) {
@@ -89,7 +90,7 @@ void CommProfiler::AddOps(uint32_t rank,
 void CommProfiler::CompleteIteration(int64_t iteration, int64_t job_iteration_time_ns,
                                      size_t expected_ranks,
                                      const analysis::detect::BlameOptions& options) {
-  if (!active_) return;
+  if (!active_ || iteration < first_iteration_) return;
   auto it = pending_.find(iteration);
   if (it == pending_.end()) return;
   if (it->second.ranks.size() < expected_ranks) {

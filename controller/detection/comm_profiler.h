@@ -47,8 +47,13 @@ class CommProfiler {
   explicit CommProfiler(size_t max_pending_iterations = 64)
       : max_pending_(max_pending_iterations) {}
 
-  // Starts a new profile (drops everything collected).
-  void Start();
+  // Starts a new profile (drops everything collected) from `first_iteration`: the iteration
+  // after the newest any rank had reported when profiling began. Earlier iterations are neither
+  // collected nor judged (some rank's summary of them came before Start: they would be
+  // incomplete), so how far the job's ranks are apart when it starts does not eat into the
+  // iterations the profile may take (docs/fleet.md: thousands of agents drift apart by seconds).
+  void Start(int64_t first_iteration = 0);
+  int64_t first_iteration() const { return first_iteration_; }
   void Stop() { active_ = false; }
   bool active() const { return active_; }
 
@@ -98,6 +103,7 @@ class CommProfiler {
 
   size_t max_pending_;
   bool active_ = false;
+  int64_t first_iteration_ = 0;
   std::map<int64_t, PendingIteration> pending_;
   int judged_ = 0;
   int incomplete_ = 0;

@@ -122,6 +122,23 @@ TEST_F(CommProfilerTest, AnIterationSomeRankDidNotReportIsNotJudged) {
   EXPECT_EQ(r.blamed[0].cause, analysis::detect::BlameCause::kCompute);
 }
 
+// Profiling began when the ranks were spread over iterations 0-4 (thousands of agents drift
+// apart): it starts at 5, the iteration after the newest reported. Data of earlier iterations is
+// neither kept nor judged, and counts as no incomplete iteration.
+TEST_F(CommProfilerTest, IterationsBeforeTheFirstAreNeitherKeptNorJudged) {
+  CommProfiler p;
+  p.Start(5);
+  EXPECT_EQ(p.first_iteration(), 5);
+  for (int64_t it = 2; it <= 7; ++it) AddIteration(p, it, 2, 40'000'000);
+  EXPECT_EQ(p.incomplete(), 0);
+  EXPECT_EQ(p.judged(), 3);
+  EXPECT_EQ(p.pending_iterations(), 0u);
+  ProfileResult r = p.Result();
+  EXPECT_EQ(r.iterations, 3);
+  ASSERT_EQ(r.blamed.size(), 1u);
+  EXPECT_EQ(r.blamed[0].rank, 2u);
+}
+
 // Replica 1's pipeline pair (comm 2001) moves its data `extra_ns` longer than the others.
 TEST_F(CommProfilerTest, ACommunicatorExcessTooSmallToSlowTheJobIsNotSuspicious) {
   for (int64_t extra_ns : {2'000'000, 8'000'000}) {

@@ -203,6 +203,7 @@ void DetectionManager::Feed(Pipeline& p, const registry::JobEntry& job, uint32_t
                             int64_t arrival_ns, bool replay, core::UnitOfWork* uow) {
   Series& s = RankSeriesOf(p, rank);
   s.last_iteration = iteration;
+  p.newest_reported = std::max(p.newest_reported, iteration);
   s.recent.Add(iteration, arrival_ns);
   absl::StatusOr<std::optional<analysis::detect::DetectorEvent>> ev =
       s.detector->Add(iteration, absl::Nanoseconds(time_ns));
@@ -582,6 +583,17 @@ uint32_t DetectionManager::ArmedRanks(const std::string& job) const {
 int64_t DetectionManager::LastIteration(const std::string& job) const {
   auto it = pipelines_.find(job);
   return it == pipelines_.end() ? -1 : it->second->last_iteration;
+}
+
+int64_t DetectionManager::NewestReported(const std::string& job) const {
+  auto it = pipelines_.find(job);
+  if (it == pipelines_.end()) return -1;
+  const Pipeline& p = *it->second;
+  // A rank cannot be further ahead of the job's complete iterations than the assembler keeps
+  // pending (an absurd iteration number of one rank must not stall profiling).
+  if (p.last_iteration < 0) return p.newest_reported;
+  return std::min(p.newest_reported,
+                  p.last_iteration + static_cast<int64_t>(options_.max_pending_job_iterations));
 }
 
 int64_t DetectionManager::LastIterationTimeNs(const std::string& job) const {

@@ -107,6 +107,8 @@ class DetectionManager {
 
   // Live figures for the Control API: latest complete iteration (-1 none) and its time.
   int64_t LastIteration(const std::string& job) const;
+  // The newest iteration any rank of the job reported, -1 when none.
+  int64_t NewestReported(const std::string& job) const;
   int64_t LastIterationTimeNs(const std::string& job) const;
   // Highest iteration any rank of the job reported (-1 none): directives take effect after it.
   int64_t MaxRankIteration(const std::string& job) const;
@@ -177,6 +179,7 @@ class DetectionManager {
     std::vector<int64_t> recent_ring;  // Recent job iteration times (ns), events or not.
     size_t recent_next = 0;
     int64_t last_iteration = -1;
+    int64_t newest_reported = -1;  // The newest iteration of any rank's summary.
     int64_t last_time_ns = 0;
     int64_t bucket_start = -1;
     int64_t bucket_sum_ns = 0;

@@ -58,7 +58,7 @@ Localizer::Localizer(LocalizationOptions options, const common::Clock* clock,
                      core::IdAllocator* ids, core::AgentHub* hub, core::DirectiveIssuer* directives,
                      EventManager* events, registry::JobRegistry* registry,
                      const settings::SettingsManager* settings, common::ErrorCounter* errors,
-                     ProgressFn progress)
+                     ProgressFn progress, ProgressFn newest_reported)
     : options_(options),
       clock_(clock),
       ids_(ids),
@@ -68,7 +68,8 @@ Localizer::Localizer(LocalizationOptions options, const common::Clock* clock,
       registry_(registry),
       settings_(settings),
       errors_(errors != nullptr ? errors : &no_errors_),
-      progress_(std::move(progress)) {}
+      progress_(std::move(progress)),
+      newest_reported_(std::move(newest_reported)) {}
 
 CommProfiler* Localizer::Profiler(const std::string& job) {
   auto it = profilers_.find(job);
@@ -241,7 +242,7 @@ void Localizer::BeginProfiling(EventRecord* event, core::UnitOfWork* uow) {
   events_->Persist(*event, uow);
   auto& profiler = profilers_[job];
   if (profiler == nullptr) profiler = std::make_unique<CommProfiler>();
-  profiler->Start();
+  profiler->Start(newest_reported_(job) + 1);
   SetJobState(job, falcon::v1::JOB_STATE_PROFILING, uow);
   {
     const std::string line =
@@ -299,10 +300,12 @@ void Localizer::OnJobIteration(const std::string& job, int64_t iteration, int64_
   const registry::JobEntry* entry = registry_->Find(job);
   profiler->CompleteIteration(iteration, iteration_time_ns,
                               entry != nullptr ? entry->ranks().size() : 0, blame);
-  // profiling_iterations judged, or twice that many gone by (iterations some rank's summary
-  // missed are not judged: the first one, reported partly before profiling began, usually).
+  // profiling_iterations judged, or twice that many gone by since the first the profile can
+  // judge (iterations some rank's summary missed are not judged).
+  const int64_t before_first =
+      std::max(event->phase_start_iteration(), profiler->first_iteration() - 1);
   if (profiler->judged() >= options_.profiling_iterations ||
-      iteration - event->phase_start_iteration() >= 2 * options_.profiling_iterations) {
+      iteration - before_first >= 2 * options_.profiling_iterations) {
     FinishProfiling(event, uow);
   }
 }

@@ -99,14 +99,15 @@ class Localizer {
   // Called when a verdict has been staged (event LOCALIZED), inside the same unit of work.
   using VerdictCallback =
       std::function<void(falcon::controller::v1::EventRecord* event, core::UnitOfWork* uow)>;
-  // The job's latest complete iteration, -1 when none.
+  // An iteration of the job, -1 when none: its latest complete one (`progress`), or the newest
+  // any of its ranks reported (`newest_reported`).
   using ProgressFn = std::function<int64_t(const std::string& job)>;
 
   // `errors` (not owned; nullptr: not counted) counts the timeouts it logs.
   Localizer(LocalizationOptions options, const common::Clock* clock, core::IdAllocator* ids,
             core::AgentHub* hub, core::DirectiveIssuer* directives, EventManager* events,
             registry::JobRegistry* registry, const settings::SettingsManager* settings,
-            common::ErrorCounter* errors, ProgressFn progress);
+            common::ErrorCounter* errors, ProgressFn progress, ProgressFn newest_reported);
 
   void set_verdict_callback(VerdictCallback cb) { on_verdict_ = std::move(cb); }
 
@@ -194,6 +195,7 @@ class Localizer {
   common::NullErrorCounter no_errors_;
   common::ErrorCounter* const errors_;
   ProgressFn progress_;
+  ProgressFn newest_reported_;
   VerdictCallback on_verdict_;
   absl::flat_hash_map<std::string, std::unique_ptr<CommProfiler>> profilers_;
 };
