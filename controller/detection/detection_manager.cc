@@ -410,6 +410,15 @@ void DetectionManager::Onset(Pipeline& p, const std::string& series, const Serie
   // Load from outside the job that slows every rank alike is no fail-slow of a part of it
   // (docs/algorithms.md#environment-shifts).
   if (judge_environment) {
+    // While onsets of the job wait for their iteration to complete, a further one decided on an
+    // incomplete iteration waits with them, unjudged: at fleet scale thousands of rank series
+    // decide on one shift while its iteration is still being reported, and each judgement on
+    // the partial data measured the whole job again (a 16,384-rank controller stalled for
+    // minutes, docs/fleet.md). They are judged together, on the whole iteration.
+    if (ev.decided_at > p.last_iteration && !p.pending_onsets.empty()) {
+      p.pending_onsets.push_back({series, ev});
+      return;
+    }
     switch (JudgeEnvironment(p, series, ev)) {
       case Judged::kEnvironment:
         return;

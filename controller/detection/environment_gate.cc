@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -36,9 +37,10 @@ void EnvironmentGate::AddCompute(const std::string& job, uint32_t rank, int64_t 
   const size_t slot = SlotOf(ring, iteration);
   ring.iteration[slot] = iteration;
   ring.value_ns[slot] = compute_ns;
-  // A late value inside the stretches last measured makes them stale.
-  Measured& m = jobs_[job].measured;
-  if (iteration >= m.from && iteration <= m.decided_at) m.from = -1;
+  // A late value inside stretches measured makes them stale.
+  for (Measured& m : jobs_[job].measured) {
+    if (iteration >= m.from && iteration <= m.decided_at) m.from = -1;
+  }
 }
 
 void EnvironmentGate::AddTransfer(const std::string& job, uint64_t comm_id, int64_t iteration,
@@ -101,11 +103,20 @@ absl::StatusOr<EnvironmentJudgement> EnvironmentGate::JudgeSlowdown(const regist
   options.min_relative_change = threshold;
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   JobState& state = jobs_[job.name()];
-  Measured& m = state.measured;
   const int64_t from = std::max(ev.before_iteration, ev.iteration - kBeforeIterations);
   // Every series of the job decides on nearly the same stretches: measured once for them.
-  if (m.from != from || m.iteration != ev.iteration || m.decided_at != ev.decided_at ||
-      m.ranks != job.ranks()) {
+  auto found = std::find_if(state.measured.begin(), state.measured.end(), [&](const Measured& c) {
+    return c.from == from && c.iteration == ev.iteration && c.decided_at == ev.decided_at &&
+           c.ranks == job.ranks();
+  });
+  if (found == state.measured.end()) {
+    if (state.measured.size() >= kMaxMeasured) state.measured.erase(state.measured.begin());
+    state.measured.emplace_back();
+    found = std::prev(state.measured.end());
+  }
+  Measured& m = *found;
+  if (m.from != from) {
+    ++measurements_;
     std::vector<int32_t> stages;
     stages.reserve(job.ranks().size());
     for (uint32_t r : job.ranks()) {
@@ -245,8 +256,10 @@ size_t EnvironmentGate::MemoryBytes() const {
       bytes += sizeof(comm) + sizeof(ring) +
                (ring.iteration.capacity() + ring.value_ns.capacity()) * sizeof(int64_t);
     }
-    bytes += state.measured.ranks.capacity() * sizeof(uint32_t) +
-             baseline_bytes(state.measured.baseline) + stretch_bytes(state.measured.after);
+    for (const Measured& m : state.measured) {
+      bytes += sizeof(m) + m.ranks.capacity() * sizeof(uint32_t) + baseline_bytes(m.baseline) +
+               stretch_bytes(m.after);
+    }
     if (state.shift.has_value()) {
       bytes += state.shift->ranks.capacity() * sizeof(uint32_t) +
                baseline_bytes(state.shift->baseline) +

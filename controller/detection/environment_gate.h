@@ -86,6 +86,9 @@ class EnvironmentGate {
                                                              double healthy, double threshold);
 
   void RemoveJob(const std::string& job) { jobs_.erase(job); }
+  // Measurements of a job's stretches made by JudgeSlowdown so far (each costs O(ranks x
+  // iterations); the series that decide on stretches measured already reuse them).
+  int64_t measurements() const { return measurements_; }
   size_t MemoryBytes() const;
 
  private:
@@ -100,8 +103,8 @@ class EnvironmentGate {
     int64_t before_iteration = -1;
     std::deque<std::pair<int64_t, double>> latest;  // (iteration, job time s), kLeftIterations.
   };
-  // The last judgement's measurement, reused by the other series of the job that decide on the
-  // same stretches (every series sees the same shift).
+  // A judgement's measurement, reused by the other series of the job that decide on the same
+  // stretches (every series sees the same shift).
   struct Measured {
     int64_t from = -1, iteration = -1, decided_at = -1;
     double threshold = 0;
@@ -113,8 +116,12 @@ class EnvironmentGate {
     absl::flat_hash_map<uint32_t, Ring> ranks;
     absl::flat_hash_map<uint64_t, Ring> comms;
     std::optional<Shift> shift;
-    Measured measured;
+    // The latest kMaxMeasured measurements, newest last: the rank series of a fleet-sized job
+    // decide on a few different stretches (their change points differ by an iteration or two),
+    // and one slot would be measured again for each of thousands of series in turn.
+    std::vector<Measured> measured;
   };
+  static constexpr size_t kMaxMeasured = 8;
 
   // The slot of `iteration` in `ring`, allocating the ring on first use.
   size_t SlotOf(Ring& ring, int64_t iteration) const;
@@ -128,6 +135,7 @@ class EnvironmentGate {
 
   const size_t capacity_;
   absl::flat_hash_map<std::string, JobState> jobs_;
+  int64_t measurements_ = 0;
 };
 
 }  // namespace falcon::controller::detection

@@ -287,6 +287,35 @@ TEST(EnvironmentGateTest, ALoadThatSlowsEveryCommunicatorAlikeIsNoEvent) {
   }
 }
 
+// The rank series of a large job decide on a few different stretches, in turn: each is measured
+// once, not once per series; a late value inside one makes it stale.
+TEST(EnvironmentGateTest, TheSeriesOfAJobShareTheMeasurementsOfTheirStretches) {
+  const registry::JobEntry job = MakeJob();
+  EnvironmentGate gate;
+  for (int i = 0; i < 110; ++i) {
+    for (uint32_t r : job.ranks()) {
+      gate.AddCompute(job.name(), r, i,
+                      static_cast<int64_t>(kComputeS * 1e9 * (i >= 100 ? 1.3 : 1)));
+    }
+  }
+  std::vector<DetectorEvent> stretches(3);
+  for (int k = 0; k < 3; ++k) {
+    stretches[k].iteration = 100 + k % 2;
+    stretches[k].decided_at = 104 + k;
+    stretches[k].before_iteration = 0;
+    stretches[k].ratio = 1.2;
+  }
+  for (int series = 0; series < 300; ++series) {
+    ASSERT_TRUE(gate.JudgeSlowdown(job, stretches[series % 3], kThreshold, false).ok());
+  }
+  EXPECT_EQ(gate.measurements(), 3);
+  gate.AddCompute(job.name(), 0, 105, static_cast<int64_t>(kComputeS * 1e9));  // Late, in two.
+  for (int series = 0; series < 30; ++series) {
+    ASSERT_TRUE(gate.JudgeSlowdown(job, stretches[series % 3], kThreshold, false).ok());
+  }
+  EXPECT_EQ(gate.measurements(), 5);
+}
+
 TEST(EnvironmentGateTest, NothingIsRememberedWithoutCompute) {
   const registry::JobEntry job = MakeJob();
   EnvironmentGate gate;
