@@ -7,6 +7,8 @@
 #define FALCON_CONTROLLER_CORE_UNIT_OF_WORK_H_
 
 #include <functional>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,10 +23,20 @@ class UnitOfWork {
   // Runs `action` after a successful commit, in the order added.
   void AfterCommit(std::function<void()> action) { after_.push_back(std::move(action)); }
   size_t pending_actions() const { return after_.size(); }
+  // Runs `stage` once, just before the commit, however often it is asked for under the same
+  // `key`: for a record changed many times in one unit (thousands of rank series joining one
+  // event) staged once, in its final state, rather than serialized at every change.
+  void StageOnceBeforeCommit(const std::string& key, std::function<void()> stage) {
+    if (staged_keys_.insert(key).second) before_.push_back(std::move(stage));
+  }
 
   // Commits the staged writes; on success runs the actions (which may stage and commit nothing
   // more in this unit). On failure the actions are dropped and the error returned.
   absl::Status Commit(store::ControllerStore* store) {
+    std::vector<std::function<void()>> before;
+    before.swap(before_);
+    staged_keys_.clear();
+    for (auto& stage : before) stage();
     absl::Status s = store->Commit(&txn_);
     std::vector<std::function<void()>> actions;
     actions.swap(after_);
@@ -36,6 +48,8 @@ class UnitOfWork {
  private:
   store::StoreTxn txn_;
   std::vector<std::function<void()>> after_;
+  std::vector<std::function<void()>> before_;
+  std::set<std::string> staged_keys_;
 };
 
 }  // namespace falcon::controller::core

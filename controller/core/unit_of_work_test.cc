@@ -1,5 +1,6 @@
 #include "controller/core/unit_of_work.h"
 
+#include <string>
 #include <vector>
 
 #include "common/clock.h"
@@ -36,6 +37,35 @@ TEST(UnitOfWorkTest, ActionsRunOnlyAfterADurableCommit) {
     EXPECT_EQ(uow.pending_actions(), 0u);
   }
   EXPECT_EQ(order, std::vector<int>{2});
+}
+
+// A record changed many times in one unit is staged once, in its state at the commit.
+TEST(UnitOfWorkTest, StagedOnceBeforeCommitInItsFinalState) {
+  common::FakeClock clock;
+  store::InMemoryKvStore kv(store::ControllerStore::TableNames());
+  store::ControllerStore store(&kv, &clock);
+  UnitOfWork uow;
+  falcon::controller::v1::EventRecord event;
+  event.mutable_event()->set_event_id(7);
+  int staged = 0;
+  for (int i = 0; i < 100; ++i) {
+    event.add_onset_series("rank/" + std::to_string(i));
+    uow.StageOnceBeforeCommit("event/7", [&] {
+      ++staged;
+      uow.txn().PutEvent(event);
+    });
+  }
+  EXPECT_EQ(staged, 0);
+  ASSERT_TRUE(uow.Commit(&store).ok());
+  EXPECT_EQ(staged, 1);
+  auto events = store.LoadEvents();
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ(events->at(0).onset_series_size(), 100);
+  // The next unit stages it again.
+  uow.StageOnceBeforeCommit("event/7", [&] { ++staged; });
+  ASSERT_TRUE(uow.Commit(&store).ok());
+  EXPECT_EQ(staged, 2);
 }
 
 TEST(IdAllocatorTest, NeverRepeatsAcrossReload) {

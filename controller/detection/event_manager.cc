@@ -216,7 +216,12 @@ void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, core::Un
     event->set_job_baseline_ns(
         static_cast<int64_t>(std::llround(onset.detection.mean_before * 1e9)));
   }
-  Persist(*event, uow);
+  // Stored once per unit of work, as it stands at the commit: the series of a fleet-sized job
+  // join its event by the thousand in one unit, and the record grows with each.
+  const uint64_t id = event->event().event_id();
+  uow->StageOnceBeforeCommit(absl::StrCat("event/", id), [this, id, uow]() {
+    if (const EventRecord* e = Find(id)) Persist(*e, uow);
+  });
 }
 
 bool EventManager::SeriesRecovered(EventRecord* event, const std::string& series,
