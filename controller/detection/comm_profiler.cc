@@ -80,9 +80,12 @@ void CommProfiler::AddOps(uint32_t rank,
   for (const auto& [key, ns] : device) {
     if (pending_.size() >= max_pending_ && key.first < pending_.begin()->first) continue;
     PendingIteration& p = Pending(key.first);
-    analysis::detect::CommMember& m = p.comms[key.second].members[rank];
+    PendingComm& pc = p.comms[key.second];
+    int64_t& total = pc.device_ns[rank];  // A rank's ops may come in several batches.
+    total += ns;
+    analysis::detect::CommMember& m = pc.members[rank];
     m.rank = rank;
-    m.transfer = absl::Nanoseconds(ns);
+    m.transfer = absl::Nanoseconds(total);
     if (m.busy < m.transfer) m.busy = m.transfer;
   }
 }

@@ -92,6 +92,8 @@ class CommProfiler {
     std::string kind;
     int64_t bytes = 0;
     std::map<uint32_t, analysis::detect::CommMember> members;
+    // Device time from raw ops per rank, summed over the batches they came in.
+    std::map<uint32_t, int64_t> device_ns;
   };
   struct PendingIteration {
     std::vector<analysis::detect::RankCompute> ranks;

@@ -228,6 +228,29 @@ TEST_F(CommProfilerTest, SlowTransferFromDeviceTimedOpsFlagsTheCommunicator) {
   EXPECT_FALSE(p.active());
 }
 
+// A rank's ops of one iteration may come in two batches (the agent splits a node's ops at its
+// per-batch limit): their device times add up, the second batch does not replace the first.
+TEST_F(CommProfilerTest, DeviceTimeOfOpsInSeveralBatchesAddsUp) {
+  CommProfiler p;
+  p.Start();
+  for (int64_t it = 0; it < 3; ++it) {
+    for (uint32_t r = 4; r < 8; ++r) {
+      for (int64_t part_ns : {25'000'000, 5'000'000}) {  // 30 ms in all: 3x stage 0's.
+        google::protobuf::RepeatedPtrField<falcon::v1::OpRecord> ops;
+        falcon::v1::OpRecord* op = ops.Add();
+        op->set_comm_id(1001);
+        op->set_iteration(it);
+        op->set_device_duration_ns(part_ns);
+        p.AddOps(r, ops, *job_);
+      }
+    }
+    AddIteration(p, it, -1, 0);
+  }
+  ProfileResult r = p.Result();
+  ASSERT_EQ(r.suspicious.size(), 1u);
+  EXPECT_EQ(r.suspicious[0].comm_id, 1001u);
+}
+
 TEST_F(CommProfilerTest, HealthyIterationsFlagNothingAndPendingIsBounded) {
   CommProfiler p(/*max_pending_iterations=*/4);
   p.Start();

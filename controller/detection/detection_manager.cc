@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -417,6 +418,12 @@ void DetectionManager::Onset(Pipeline& p, const std::string& series, const Serie
     // minutes, docs/fleet.md). They are judged together, on the whole iteration.
     if (ev.decided_at > p.last_iteration && !p.pending_onsets.empty()) {
       p.pending_onsets.push_back({series, ev});
+      return;
+    }
+    // A rank series deciding on the environment shift just judged is that shift (as it is
+    // logged and counted once): not measured again for each of thousands of series.
+    if (series != kJobSeries && p.last_environment_iteration >= 0 &&
+        std::abs(ev.iteration - p.last_environment_iteration) <= options_.detector.lag) {
       return;
     }
     switch (JudgeEnvironment(p, series, ev)) {

@@ -110,9 +110,14 @@ absl::StatusOr<EnvironmentJudgement> EnvironmentGate::JudgeSlowdown(const regist
            c.ranks == job.ranks();
   });
   if (found == state.measured.end()) {
-    if (state.measured.size() >= kMaxMeasured) state.measured.erase(state.measured.begin());
-    state.measured.emplace_back();
-    found = std::prev(state.measured.end());
+    // A stale entry first, else a new one (the oldest goes beyond kMaxMeasured).
+    found = std::find_if(state.measured.begin(), state.measured.end(),
+                         [](const Measured& c) { return c.from < 0; });
+    if (found == state.measured.end()) {
+      if (state.measured.size() >= kMaxMeasured) state.measured.erase(state.measured.begin());
+      state.measured.emplace_back();
+      found = std::prev(state.measured.end());
+    }
   }
   Measured& m = *found;
   if (m.from != from) {

@@ -191,7 +191,7 @@ void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, core::Un
   if (event->onset_series_size() == 0) {
     // The first slowdown joins a forced validation: the event's figures come from it.
     SetSlowdown(event, onset);
-    Persist(*event, uow);
+    PersistAtCommit(*event, uow);
     return;
   }
   for (const std::string& s : event->onset_series()) {
@@ -199,7 +199,7 @@ void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, core::Un
       // The series slowed down further (or again after a partial recovery).
       auto* rec = event->mutable_recovered_series();
       rec->erase(std::remove(rec->begin(), rec->end(), onset.series), rec->end());
-      Persist(*event, uow);
+      PersistAtCommit(*event, uow);
       return;
     }
   }
@@ -216,9 +216,13 @@ void EventManager::Attach(EventRecord* event, const SeriesOnset& onset, core::Un
     event->set_job_baseline_ns(
         static_cast<int64_t>(std::llround(onset.detection.mean_before * 1e9)));
   }
+  PersistAtCommit(*event, uow);
+}
+
+void EventManager::PersistAtCommit(const EventRecord& event, core::UnitOfWork* uow) {
   // Stored once per unit of work, as it stands at the commit: the series of a fleet-sized job
   // join its event by the thousand in one unit, and the record grows with each.
-  const uint64_t id = event->event().event_id();
+  const uint64_t id = event.event().event_id();
   uow->StageOnceBeforeCommit(absl::StrCat("event/", id), [this, id, uow]() {
     if (const EventRecord* e = Find(id)) Persist(*e, uow);
   });

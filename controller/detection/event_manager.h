@@ -88,6 +88,8 @@ class EventManager {
   void Transition(falcon::controller::v1::EventRecord* event, falcon::v1::EventState state,
                   int64_t iteration, const std::string& reason, core::UnitOfWork* uow);
   // Stores the record as it is now (fields changed without a transition).
+  // Persist, staged to run once at the unit's commit (UnitOfWork::StageOnceBeforeCommit).
+  void PersistAtCommit(const falcon::controller::v1::EventRecord& event, core::UnitOfWork* uow);
   void Persist(const falcon::controller::v1::EventRecord& event, core::UnitOfWork* uow);
 
   // A new sample (seconds) of `series` at `iteration`: for each active event of the job opened by

@@ -166,6 +166,20 @@ std::vector<std::vector<falcon::v1::AgentMessage>> SeedMessages(
       op->set_iteration(start);
     }
     input.push_back(ops);
+    // The same ops as a node's RankOps (ranks 1 and 0), as agents send them now.
+    falcon::v1::AgentMessage rank_ops;
+    falcon::v1::TelemetryBatch* rb = rank_ops.mutable_batch();
+    rb->set_sequence(seq++);
+    rb->set_job(spec.job);
+    for (uint32_t r : {1u, 0u}) {
+      falcon::v1::RankOps* ro = rb->add_rank_ops();
+      ro->set_rank(r);
+      for (const falcon::v1::OpRecord& op : b->ops()) {
+        if (r == 0 && op.op_kind() == falcon::v1::OP_KIND_SEND) continue;  // Rank 1's peer sends.
+        *ro->add_ops() = op;
+      }
+    }
+    input.push_back(rank_ops);
     falcon::v1::AgentMessage result;
     result.mutable_validation_result()->set_task_id(1);
     result.mutable_validation_result()->set_job(spec.job);
