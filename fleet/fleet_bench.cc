@@ -22,7 +22,7 @@
 #include "common/csv.h"
 #include "fleet/fleet_run.h"
 
-ABSL_FLAG(std::string, sizes, "1024,4096",
+ABSL_FLAG(std::string, sizes, "1024,4096,16384",
           "ranks of the single-job runs (multiples of 64; 16384 is the issue's target size)");
 ABSL_FLAG(int, mixed_jobs, 64, "concurrent jobs of the mixed run (0: none)");
 ABSL_FLAG(int, processes, 4, "agent processes");
