@@ -416,7 +416,19 @@ absl::Status ControllerStore::ScanSamples(
                 });
   if (!s.ok()) return s;
   if (!bad.ok()) return bad;
-  s = kv_->Scan(tables::kLegacySamples, keys::JobPrefix(job),
+  s = ScanLegacySamples(job, [&](const std::string&, uint32_t rank, int64_t iteration, int64_t ns) {
+    fn(rank, iteration, ns);
+  });
+  if (!s.ok()) return s;
+  return bad;
+}
+
+absl::Status ControllerStore::ScanLegacySamples(
+    const std::string& job,
+    const std::function<void(const std::string&, uint32_t, int64_t, int64_t)>& fn) const {
+  absl::Status bad;
+  absl::Status s =
+      kv_->Scan(tables::kLegacySamples, job.empty() ? "" : keys::JobPrefix(job),
                 [&](absl::string_view key, absl::string_view value) {
                   std::string parsed_job;
                   uint32_t rank = 0;
@@ -424,12 +436,13 @@ absl::Status ControllerStore::ScanSamples(
                   size_t pos = 0;
                   std::optional<uint64_t> v = keys::ReadU64(value, &pos);
                   if (!keys::ParseLegacySampleKey(key, &parsed_job, &rank, &iteration) || !v ||
-                      parsed_job != job) {
-                    bad = absl::DataLossError(absl::StrCat(
-                        "table ", tables::kLegacySamples, ": malformed record of job '", job, "'"));
+                      (!job.empty() && parsed_job != job)) {
+                    bad = absl::DataLossError(
+                        absl::StrCat("table ", tables::kLegacySamples, ": malformed record",
+                                     job.empty() ? "" : absl::StrCat(" of job '", job, "'")));
                     return false;
                   }
-                  fn(rank, iteration, static_cast<int64_t>(*v));
+                  fn(parsed_job, rank, iteration, static_cast<int64_t>(*v));
                   return true;
                 });
   if (!s.ok()) return s;
@@ -438,26 +451,13 @@ absl::Status ControllerStore::ScanSamples(
 
 absl::StatusOr<int64_t> ControllerStore::MoveLegacySamples(StoreTxn* txn) const {
   std::map<std::pair<std::string, int64_t>, std::vector<RankSample>> rows;
-  absl::Status bad;
   int64_t moved = 0;
-  absl::Status s =
-      kv_->Scan(tables::kLegacySamples, "", [&](absl::string_view key, absl::string_view value) {
-        std::string job;
-        uint32_t rank = 0;
-        int64_t iteration = 0;
-        size_t pos = 0;
-        std::optional<uint64_t> v = keys::ReadU64(value, &pos);
-        if (!keys::ParseLegacySampleKey(key, &job, &rank, &iteration) || !v) {
-          bad = absl::DataLossError(
-              absl::StrCat("table ", tables::kLegacySamples, ": malformed record"));
-          return false;
-        }
-        rows[{std::move(job), iteration}].push_back({rank, static_cast<int64_t>(*v)});
+  absl::Status s = ScanLegacySamples(
+      "", [&](const std::string& job, uint32_t rank, int64_t iteration, int64_t ns) {
+        rows[{job, iteration}].push_back({rank, ns});
         ++moved;
-        return true;
       });
   if (!s.ok()) return s;
-  if (!bad.ok()) return bad;
   if (moved == 0) return 0;
   for (const auto& [at, row] : rows) txn->PutSampleRow(at.first, at.second, row);
   // Every key of the table starts with a job name, which is never empty or above '\xff'.

@@ -201,6 +201,12 @@ class ControllerStore {
   absl::StatusOr<int64_t> MoveLegacySamples(StoreTxn* txn) const;
 
  private:
+  // Calls fn(job, rank, iteration, time_ns) for the legacy samples table's rows of `job` (every
+  // job when empty). Errors: KvStore's; DATA_LOSS naming the table for a malformed row.
+  absl::Status ScanLegacySamples(
+      const std::string& job,
+      const std::function<void(const std::string&, uint32_t, int64_t, int64_t)>& fn) const;
+
   KvStore* const kv_;
   const common::Clock* const clock_;
   CommitObserver observer_;

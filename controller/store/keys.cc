@@ -24,6 +24,17 @@ std::optional<uint64_t> ReadU64(absl::string_view in, size_t* pos) {
   return v;
 }
 
+namespace {
+
+// Where the rest of a "<job>\0..." key starts; nullopt without the separator.
+std::optional<size_t> AfterJob(absl::string_view key) {
+  const size_t zero = key.find('\0');
+  if (zero == absl::string_view::npos) return std::nullopt;
+  return zero + 1;
+}
+
+}  // namespace
+
 std::string EventKey(uint64_t event_id) {
   std::string key;
   AppendU64(&key, event_id);
@@ -52,13 +63,13 @@ std::string DirectiveAckKey(absl::string_view job, uint64_t directive_id, uint32
 
 bool ParseDirectiveAckKey(absl::string_view key, std::string* job, uint64_t* directive_id,
                           uint32_t* position) {
-  size_t zero = key.find('\0');
-  if (zero == absl::string_view::npos) return false;
-  size_t pos = zero + 1;
+  std::optional<size_t> rest = AfterJob(key);
+  if (!rest) return false;
+  size_t pos = *rest;
   std::optional<uint64_t> id = ReadU64(key, &pos);
   std::optional<uint32_t> p = ReadU32(key, &pos);
   if (!id || !p || pos != key.size()) return false;
-  *job = std::string(key.substr(0, zero));
+  *job = std::string(key.substr(0, *rest - 1));
   *directive_id = *id;
   *position = *p;
   return true;
@@ -85,13 +96,13 @@ std::string SampleRowKey(absl::string_view job, int64_t iteration, uint32_t firs
 
 bool ParseSampleRowKey(absl::string_view key, std::string* job, int64_t* iteration,
                        uint32_t* first_rank) {
-  size_t zero = key.find('\0');
-  if (zero == absl::string_view::npos) return false;
-  size_t pos = zero + 1;
+  std::optional<size_t> rest = AfterJob(key);
+  if (!rest) return false;
+  size_t pos = *rest;
   std::optional<uint64_t> it = ReadU64(key, &pos);
   std::optional<uint32_t> r = ReadU32(key, &pos);
   if (!it || !r || pos != key.size()) return false;
-  *job = std::string(key.substr(0, zero));
+  *job = std::string(key.substr(0, *rest - 1));
   *iteration = static_cast<int64_t>(*it);
   *first_rank = *r;
   return true;
@@ -106,13 +117,13 @@ std::string LegacySampleKey(absl::string_view job, uint32_t rank, int64_t iterat
 
 bool ParseLegacySampleKey(absl::string_view key, std::string* job, uint32_t* rank,
                           int64_t* iteration) {
-  size_t zero = key.find('\0');
-  if (zero == absl::string_view::npos) return false;
-  size_t pos = zero + 1;
+  std::optional<size_t> rest = AfterJob(key);
+  if (!rest) return false;
+  size_t pos = *rest;
   std::optional<uint32_t> r = ReadU32(key, &pos);
   std::optional<uint64_t> it = ReadU64(key, &pos);
   if (!r || !it || pos != key.size()) return false;
-  *job = std::string(key.substr(0, zero));
+  *job = std::string(key.substr(0, *rest - 1));
   *rank = *r;
   *iteration = static_cast<int64_t>(*it);
   return true;
