@@ -47,6 +47,7 @@ absl::Status OnlineDetectorOptions::Validate() const {
     return OutOfRange("min_after", min_after, absl::StrCat("[1, lag = ", lag, "]"));
   }
   if (window < 1 || window > 100000) return OutOfRange("window", window, "[1, 100000]");
+  if (recheck < 0 || recheck > 10000) return OutOfRange("recheck", recheck, "[0, 10000]");
   if (warmup < 2 || warmup > 100000) return OutOfRange("warmup", warmup, "[2, 100000]");
   if (max_warmup < warmup || max_warmup > 1000000) {
     return OutOfRange("max_warmup", max_warmup, absl::StrCat("[warmup = ", warmup, ", 1000000]"));
@@ -61,8 +62,8 @@ OnlineDetector::OnlineDetector(const OnlineDetectorOptions& options, Bocd bocd)
     : options_(options),
       bocd_(std::move(bocd)),
       levels_(options.thresholds.verification_ratio),
-      ring_value_(options.window + options.lag + 1),
-      ring_iteration_(options.window + options.lag + 1) {
+      ring_value_(options.window + options.lag + options.recheck + 1),
+      ring_iteration_(options.window + options.lag + options.recheck + 1) {
   warmup_values_.reserve(options.warmup);
 }
 
@@ -155,14 +156,60 @@ absl::StatusOr<std::optional<DetectorEvent>> OnlineDetector::AddValue(int64_t it
 
 std::optional<DetectorEvent> OnlineDetector::Decide() {
   const DetectorThresholds& th = options_.thresholds;
-  const double q = bocd_.ChangeProbabilityWithin(options_.lag);
-  if (q < th.change_probability) return std::nullopt;
-  const int64_t start = bocd_.MostProbableRecentStart(options_.lag);
-  if (start < 0) return std::nullopt;
-  const int64_t c = start + bocd_offset_;  // As an observation index.
   const int64_t n = observations_;
-  if (n - c < options_.min_after) return std::nullopt;
-  if (c - last_kept_ < th.min_gap) return std::nullopt;
+  // Proposals that failed before are tried until `recheck` observations follow the latest.
+  if (recheck_first_ >= 0 && n - recheck_last_ > options_.recheck) recheck_first_ = -1;
+  const double q = bocd_.ChangeProbabilityWithin(options_.lag);
+  if (q >= th.change_probability) {
+    const int64_t start = bocd_.MostProbableRecentStart(options_.lag);
+    const int64_t c = start + bocd_offset_;  // As an observation index.
+    if (start >= 0 && n - c >= options_.min_after && c - last_kept_ >= th.min_gap) {
+      if (std::optional<DetectorEvent> event = Verify(c, q, /*again=*/false)) return event;
+      if (options_.recheck > n - c) {
+        if (recheck_first_ < 0) {
+          recheck_first_ = c;
+          recheck_last_ = c;
+        }
+        recheck_last_ = std::max(recheck_last_, c);
+        recheck_probability_ = q;
+      }
+    }
+  }
+  if (recheck_first_ < 0) return std::nullopt;
+  // Where the change lies on the longer stretch: each proposal was placed on a few observations.
+  // The split is searched from `lag` before the earliest proposal (at most `recheck` old).
+  const int64_t earliest = std::max(recheck_first_, n - options_.recheck);
+  const int64_t lowest = std::max(last_kept_ + th.min_gap, earliest - options_.lag);
+  const int64_t from = std::max(last_kept_, lowest - options_.window);
+  const int64_t lo = std::max(from + 1, lowest), hi = n - options_.min_after;
+  if (lo > hi) return std::nullopt;
+  return Verify(BestSplit(from, lo, hi), recheck_probability_, /*again=*/true);
+}
+
+int64_t OnlineDetector::BestSplit(int64_t from, int64_t lo, int64_t hi) const {
+  const int64_t n = observations_;
+  double total = 0;
+  for (int64_t i = from; i < n; ++i) total += ValueAt(i);
+  double head = 0;
+  for (int64_t i = from; i < lo; ++i) head += ValueAt(i);
+  int64_t best = -1;
+  double best_score = -1;
+  for (int64_t k = lo; k <= hi; ++k) {
+    const double n1 = static_cast<double>(k - from), n2 = static_cast<double>(n - k);
+    const double diff = (total - head) / n2 - head / n1;
+    const double score = diff * diff * n1 * n2 / (n1 + n2);
+    if (score > best_score) {
+      best_score = score;
+      best = k;
+    }
+    head += ValueAt(k);
+  }
+  return best;
+}
+
+std::optional<DetectorEvent> OnlineDetector::Verify(int64_t c, double probability, bool again) {
+  const DetectorThresholds& th = options_.thresholds;
+  const int64_t n = observations_;
   const int64_t before_begin = std::max(last_kept_, c - options_.window);
   if (before_begin >= c) return std::nullopt;
   before_.clear();
@@ -171,6 +218,17 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
   for (int64_t i = c; i < n; ++i) after_.push_back(ValueAt(i));
   const LevelComparison cmp = CompareLevels(before_, after_, th.verification_ratio);
   if (!cmp.significant) return std::nullopt;
+  // Again, on a longer stretch: it must be one level (its halves' medians within half the ratio
+  // of each other). A stale proposal (a blip that failed) would
+  // otherwise pass on a later change that its stretch after has come to hold, at the wrong start.
+  if (again) {
+    const auto halves = absl::MakeConstSpan(after_);
+    const size_t half = halves.size() / 2;
+    if (RelativeChange(common::Median(halves.first(half)), common::Median(halves.subspan(half))) >=
+        0.5 * th.verification_ratio) {
+      return std::nullopt;
+    }
+  }
   // The new level must still hold: a burst that is over is no change (nor a recovery that
   // relapsed). The latest observations' median differs from the level before by the threshold,
   // in the same direction, and sits nearer the new level than the old one.
@@ -191,11 +249,12 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
   event.decided_at = last_iteration_;
   event.before_iteration = IterationAt(before_begin);
   event.ratio = cmp.mean_before > 0 ? cmp.mean_after / cmp.mean_before : 0.0;
-  event.probability = q;
+  event.probability = probability;
   event.mean_before = cmp.mean_before;
   event.mean_after = cmp.mean_after;
   event.latest.assign(latest_values.begin(), latest_values.end());
   last_kept_ = c;
+  recheck_first_ = -1;
   return event;
 }
 

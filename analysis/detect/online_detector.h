@@ -59,6 +59,17 @@ struct OnlineDetectorOptions {
   int min_after = 5;
   // Observations before the change used by verification, [1, 100000].
   int window = 100;
+  // A proposed change whose verification failed (its stretch after measured just under the
+  // verification ratio, as a 12% step in autocorrelated noise does now and then within `lag`
+  // observations) is verified again at each later observation, on the longer stretch after it,
+  // until `recheck` observations follow the latest failed proposal. Each time the start is placed
+  // again, at the least-squares split of the stretch from `lag` before the earliest failed
+  // proposal (at most `recheck` old), at least `min_gap` after the last kept change: a blip
+  // proposed just before a real change moves to the change. The persistence test above applies as
+  // on the first try, so a burst that is over is still no change, and the stretch after must be
+  // one level (its two halves' medians within half the ratio of each other). 0: never again (the
+  // paper). [0, 10000]. (docs/algorithms.md#online-detector)
+  int recheck = 60;
   // The first `warmup` observations of a settled series set the standardization (median,
   // 1.4826 x MAD) and are then fed to BOCD; no event is decided before. Settled: the median of
   // each quarter of the warm-up lies within the verification ratio of its median. Until it does (a
@@ -85,8 +96,9 @@ struct DetectorEvent {
   // compared with [iteration, decided_at] (at most `window` observations, none before the
   // previous kept change).
   int64_t before_iteration = 0;
-  double ratio = 1.0;      // mean_after / mean_before.
-  double probability = 0;  // Lagged change-point probability at the decision.
+  double ratio = 1.0;  // mean_after / mean_before.
+  // Lagged change-point probability when the change was proposed (its latest proposal).
+  double probability = 0;
   // Means of the verified stretches, in the unit of the values added (seconds for Duration).
   double mean_before = 0;
   double mean_after = 0;
@@ -126,6 +138,15 @@ class OnlineDetector {
  private:
   OnlineDetector(const OnlineDetectorOptions& options, Bocd bocd);
   std::optional<DetectorEvent> Decide();
+  // Verification of the change starting at observation index `c` on [c, observations_), with the
+  // persistence test; the event when it passes (it is then the last kept change). `again`: a
+  // recheck, which also needs the two halves of the stretch after within half the ratio of each
+  // other.
+  std::optional<DetectorEvent> Verify(int64_t c, double probability, bool again);
+  // The observation index k in [lo, hi] that best splits [from, observations_) into two levels
+  // (least squares: the largest (mean after k - mean before)^2 x n1 n2 / (n1 + n2)); -1 when the
+  // range is empty. Needs from < lo.
+  int64_t BestSplit(int64_t from, int64_t lo, int64_t hi) const;
   // Whether a full warm-up is settled: the median of each of its quarters within the
   // verification ratio of its median.
   bool Settled(const std::vector<double>& values) const;
@@ -147,7 +168,12 @@ class OnlineDetector {
   double center_ = 0.0;
   double scale_ = 1.0;
   std::vector<double> warmup_values_;
-  // The last window + lag + 1 observations.
+  // Proposals that failed verification and are verified again (options_.recheck): the earliest
+  // and latest start as observation indices (-1: none) and the latest change-point probability.
+  int64_t recheck_first_ = -1;
+  int64_t recheck_last_ = -1;
+  double recheck_probability_ = 0;
+  // The last window + lag + recheck + 1 observations.
   std::vector<double> ring_value_;
   std::vector<int64_t> ring_iteration_;
   std::vector<double> before_, after_;  // Scratch for verification.
