@@ -1,6 +1,8 @@
 // Benchmarks of the mitigation planners (./falcon bench). Prints human-readable tables:
 //   S2: solve time at D = 16 … 16,384 DP groups beside the paper's cvxpy times (Table 6/5);
-//   S3: planning time and predicted gain at 1,024 ranks.
+//   S3: planning time and predicted gain at 1,024 ranks;
+//   layer split (re-partition + micro-batches): planning time and recoverable share at 1,024
+//   ranks.
 // Inputs are seeded, so every run solves the same problems. Times: the minimum CPU time of one
 // solve (robust when other processes share the cores) and the median wall time.
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/plan/layer_split_planner.h"
 #include "analysis/plan/micro_batch_solver.h"
 #include "analysis/plan/topology_planner.h"
 
@@ -128,6 +131,48 @@ void BenchS3(int dp, int pp, int tp) {
               static_cast<double>(plan->bytes_to_move) / (1 << 30));
 }
 
+// A 1,024-rank job of dp x pp cells (TP groups) running `layers` layers (an embedding and a head
+// each worth 2 blocks, blocks of 10 ms per micro-batch forward + backward, 16 GiB per stage
+// allowed at 1 GiB per block), 8 micro-batches per replica, with `slow` cells 1.2-2.0x slow.
+void BenchLayerSplit(int dp, int pp, int tp, int layers, int slow, int64_t multiple) {
+  LayerSplitProblem p;
+  p.dp = dp;
+  p.pp = pp;
+  for (int l = 0; l < layers; ++l) {
+    const bool end = l == 0 || l == layers - 1;
+    p.layer_compute.push_back(absl::Milliseconds(end ? 20 : 10));
+    p.layer_memory_bytes.push_back(int64_t{end ? 2 : 1} << 30);
+  }
+  p.stage_memory_limit_bytes = int64_t{16} << 30;
+  p.boundary_p2p.assign(pp - 1, absl::Milliseconds(1));
+  p.allreduce = absl::Milliseconds(200);
+  p.multiple = multiple;
+  p.global_micro_batches = int64_t{8} * dp;
+  p.slowdowns.assign(static_cast<size_t>(dp) * pp, 1.0);
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < slow; ++i) {
+    p.slowdowns[rng() % p.slowdowns.size()] =
+        1.2 + 0.8 * static_cast<double>(rng() % 1000) / 1000.0;
+  }
+  absl::StatusOr<LayerSplitPlan> plan;
+  const double ms = TimeMillis([&] { plan = PlanLayerSplit(p); }).cpu_ms;
+  const std::vector<StageSplit> even(dp, *EvenStageSplit(layers, pp));
+  const std::vector<int64_t> eight(dp, 8);
+  absl::StatusOr<LayerSplitPlan> s2 = PlanMicroBatchesForSplits(p, even);
+  if (!plan.ok() || !s2.ok()) {
+    std::printf("layer split %dx%dx%d: error %s\n", dp, pp, tp,
+                std::string((plan.ok() ? s2 : plan).status().message()).c_str());
+    return;
+  }
+  const RecoverableCeiling joint = *CeilingOf(p, even, eight, *plan);
+  const RecoverableCeiling s2_only = *CeilingOf(p, even, eight, *s2);
+  std::printf("%5d %3d %3d %3d %6d %4d %3lld %10.2f %7lld %9.3f %9.3f %9.3f %8.2f %8.2f %8s\n",
+              dp * pp * tp, dp, pp, tp, layers, slow, static_cast<long long>(multiple), ms,
+              static_cast<long long>(plan->front_points), absl::ToDoubleSeconds(joint.healthy),
+              absl::ToDoubleSeconds(joint.slowed), absl::ToDoubleSeconds(joint.planned),
+              s2_only.recoverable, joint.recoverable, dp * pp * tp == 1024 ? "<= 10 ms" : "");
+}
+
 }  // namespace
 }  // namespace falcon::analysis::plan
 
@@ -142,5 +187,19 @@ int main() {
   falcon::analysis::plan::BenchS3(16, 8, 8);
   falcon::analysis::plan::BenchS3(32, 8, 4);
   falcon::analysis::plan::BenchS3(128, 8, 1);
+  std::printf(
+      "\nLayer split planner (re-partition + micro-batches, exact) at 1,024 ranks: 8 "
+      "micro-batches\n"
+      "per replica, blocks 10 ms, embedding and head 20 ms, 1 GiB per block, 16 GiB per stage;\n"
+      "`slow` cells 1.2-2.0x; recovered: share of the slowdown the plan recovers, S2 alone and "
+      "joint\n");
+  std::printf("%5s %3s %3s %3s %6s %4s %3s %10s %7s %9s %9s %9s %8s %8s %8s\n", "ranks", "dp", "pp",
+              "tp", "layers", "slow", "q", "cpu (ms)", "front", "healthy s", "slowed s",
+              "planned s", "S2 only", "joint", "target");
+  falcon::analysis::plan::BenchLayerSplit(16, 8, 8, 82, 1, 1);
+  falcon::analysis::plan::BenchLayerSplit(16, 8, 8, 82, 4, 8);
+  falcon::analysis::plan::BenchLayerSplit(128, 8, 1, 66, 1, 1);
+  falcon::analysis::plan::BenchLayerSplit(128, 8, 1, 66, 8, 1);
+  falcon::analysis::plan::BenchLayerSplit(32, 32, 1, 130, 8, 1);
   return 0;
 }
