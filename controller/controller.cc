@@ -724,6 +724,15 @@ absl::Status Controller::OnBatch(AgentSession* session, const falcon::v1::Teleme
     if (undo.has_value()) registry_.Undo(std::move(*undo));  // Its staged writes go with uow.
     return Reject(session, batch.sequence(), std::move(*e));
   }
+  // An agent reports only the ranks its own shims hold: another agent's summaries or op records
+  // would be taken for theirs (a forged newer iteration makes the real ones stale).
+  if (std::optional<Claim> c = CheckBatchRanks(*session, *entry, batch)) {
+    const std::string refused =
+        RefuseClaim(*session, c->check, c->field, entry->name(), session->agent_id, c->why);
+    if (undo.has_value()) registry_.Undo(std::move(*undo));
+    return Reject(session, batch.sequence(),
+                  util::MakeFieldError(c->field, absl::StrCat("PERMISSION_DENIED: ", refused)));
+  }
 
   if (undo.has_value()) {
     if (new_job) {
@@ -804,6 +813,35 @@ std::optional<Controller::Claim> Controller::CheckRegistrationClaim(
                    absl::StrCat(reg.epoch(), " would raise the epoch ", job->epoch(), " of job '",
                                 job->name(), "', in which this agent has no part, while agent '",
                                 other, "' reports it")};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Controller::Claim> Controller::CheckBatchRanks(
+    const AgentSession& session, const registry::JobEntry& job,
+    const falcon::v1::TelemetryBatch& batch) const {
+  auto refused = [&](std::string field, uint32_t rank, absl::string_view what) {
+    const std::string* holder = job.AgentOfRank(rank);
+    return Claim{metrics::check::kBatchRank, std::move(field),
+                 absl::StrCat("rank ", rank, " of job '", job.name(), "' is held by ",
+                              holder != nullptr ? absl::StrCat("agent '", *holder, "'")
+                                                : std::string("no agent"),
+                              ", not this one; its ", what, " refused")};
+  };
+  for (int i = 0; i < batch.iterations_size(); ++i) {
+    const uint32_t rank = batch.iterations(i).rank();
+    if (!HoldsRank(session, &job, rank)) {
+      return refused(util::Indexed("batch.iterations", i) + ".rank", rank, "iteration summary");
+    }
+  }
+  if (batch.ops_size() > 0 && !HoldsRank(session, &job, batch.op_rank())) {
+    return refused("batch.op_rank", batch.op_rank(), "op records");
+  }
+  for (int k = 0; k < batch.rank_ops_size(); ++k) {
+    const uint32_t rank = batch.rank_ops(k).rank();
+    if (!HoldsRank(session, &job, rank)) {
+      return refused(util::Indexed("batch.rank_ops", k) + ".rank", rank, "op records");
     }
   }
   return std::nullopt;

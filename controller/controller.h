@@ -235,6 +235,10 @@ class Controller {
   std::optional<Claim> CheckRegistrationClaim(const std::string& agent_id,
                                               const falcon::v1::JobRegistration& reg,
                                               const std::string& path) const;
+  // The first rank of `batch` (summary, op_rank with ops, rank_ops) that the stream's agent does
+  // not hold (HoldsRank), as a claim naming the field; nullopt when it holds every one.
+  std::optional<Claim> CheckBatchRanks(const AgentSession& session, const registry::JobEntry& job,
+                                       const falcon::v1::TelemetryBatch& batch) const;
   // The stream's agent holds `rank` of `job` (or nobody does and the agent has a part in it).
   bool HoldsRank(const AgentSession& session, const registry::JobEntry* job, uint32_t rank) const;
   void EndJob(registry::JobEntry* job, const std::string& reason, core::UnitOfWork* uow);

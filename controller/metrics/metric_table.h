@@ -109,8 +109,8 @@ inline constexpr MetricSpec kPeerRefusals{
     "falcon_controller_peer_refusals_total", MetricType::kCounter, "refusals", "check",
     "Agent messages refused because the peer claimed what it does not own, by check "
     "(agent_id_live, first_unacked_sequence, epoch, validation_result_rank, directive_ack_rank, "
-    "node_identity): a hello's stream ends with PERMISSION_DENIED, a batch's registration gets "
-    "a field error, a result or ack is dropped"};
+    "batch_rank, node_identity): a hello's stream ends with PERMISSION_DENIED, a batch's "
+    "registration or data gets a field error, a result or ack is dropped"};
 inline constexpr MetricSpec kErrors{"falcon_controller_errors_total", MetricType::kCounter,
                                     "errors", "where",
                                     "Errors handled by logging and going on, by site (where)"};
@@ -156,12 +156,14 @@ inline constexpr char kFirstUnackedSequence[] = "first_unacked_sequence";
 inline constexpr char kEpoch[] = "epoch";
 inline constexpr char kValidationResultRank[] = "validation_result_rank";
 inline constexpr char kDirectiveAckRank[] = "directive_ack_rank";
+inline constexpr char kBatchRank[] = "batch_rank";
 inline constexpr char kNodeIdentity[] = "node_identity";
 }  // namespace check
 
 inline constexpr const char* kPeerChecks[] = {
     check::kAgentIdLive,          check::kFirstUnackedSequence, check::kEpoch,
-    check::kValidationResultRank, check::kDirectiveAckRank,     check::kNodeIdentity,
+    check::kValidationResultRank, check::kDirectiveAckRank,     check::kBatchRank,
+    check::kNodeIdentity,
 };
 
 // The sites of falcon_controller_errors_total{where}: every handled error the controller logs

@@ -298,5 +298,44 @@ TEST_F(PeerChecksTest, ResultsAndAcksFromAnotherSessionAreDropped) {
   EXPECT_TRUE(Take() == before);
 }
 
+TEST_F(PeerChecksTest, BatchesOfAnotherAgentsRanksAreRefused) {
+  std::unique_ptr<LoopbackAgent> victim = Victim();
+  const Snapshot before = Take();
+  LoopbackAgent forger("node-9", "node-9", {}, {});
+  ASSERT_TRUE(forger.Connect(Target(), absl::Seconds(20)).ok());
+  // A summary of the victim's rank 0 far ahead (it would make the real ones stale), and op
+  // records of its rank 2.
+  falcon::v1::TelemetryBatch summary;
+  summary.set_job(spec_.job);
+  *summary.add_iterations() = testing::MakeSummary(spec_, 0, 1000, 100'000'000);
+  forger.Send(summary);
+  falcon::v1::TelemetryBatch ops;
+  ops.set_job(spec_.job);
+  ops.add_rank_ops()->set_rank(2);
+  forger.Send(ops);
+  EXPECT_TRUE(WaitRefusals(metrics::check::kBatchRank, 2));
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (forger.rejected().size() < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const std::vector<falcon::v1::BatchAck> rejected = forger.rejected();
+  ASSERT_EQ(rejected.size(), 2u);
+  EXPECT_EQ(rejected[0].error().field(), "batch.iterations[0].rank");
+  EXPECT_NE(rejected[0].error().message().find("held by agent 'node-0'"), std::string::npos)
+      << rejected[0].error().message();
+  EXPECT_EQ(rejected[1].error().field(), "batch.rank_ops[0].rank");
+  EXPECT_TRUE(Take() == before);
+  // The victim's own summaries still count: iteration 5 is not stale.
+  falcon::v1::TelemetryBatch own;
+  own.set_job(spec_.job);
+  *own.add_iterations() = testing::MakeSummary(spec_, 0, 5, 100'000'000);
+  victim->Send(own);
+  ASSERT_TRUE(victim->WaitAcked(absl::Seconds(20)).ok());
+  EXPECT_TRUE(victim->rejected().empty());
+  EXPECT_EQ(common::testing::SeriesValue(server_->registry().Collect(),
+                                         metrics::kIngestStaleSummaries.name, {}),
+            0.0);
+}
+
 }  // namespace
 }  // namespace falcon::controller::service
