@@ -271,13 +271,20 @@ absl::Status Controller::Load() {
   }
   // Samples stored by an earlier version (a row per rank and iteration) likewise: stored again
   // as sample rows, read by the restore below from the earlier table until then.
-  absl::StatusOr<int64_t> moved = store_.MoveLegacySamples(&uow.txn());
+  std::vector<store::DamagedRow> damaged;
+  std::vector<store::DamagedRow>* skip = options_.drop_damaged_samples ? &damaged : nullptr;
+  absl::StatusOr<int64_t> moved = store_.MoveLegacySamples(&uow.txn(), skip);
   if (!moved.ok()) return moved.status();
   if (*moved > 0) {
     LOG(INFO) << "store upgraded table=" << store::tables::kLegacySamples << " samples=" << *moved
               << " to=" << store::tables::kSampleRows;
   }
-  if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
+  if (absl::Status s = detection_.Restore(&uow, skip); !s.ok()) return s;
+  for (const store::DamagedRow& row : damaged) {
+    LOG(WARNING) << "store row dropped table=" << row.table << " error=\"" << row.why << "\"";
+    errors_.CountError(metrics::where::kStoreDamagedRow);
+    uow.txn().batch().Delete(row.table, row.key);
+  }
   if (absl::Status s = Commit(&uow); !s.ok()) return s;
   return SyncStore();
 }

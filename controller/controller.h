@@ -123,6 +123,9 @@ struct ControllerOptions {
   // false: every unit of work is made durable (synced) before its messages leave. true: the owner
   // calls SyncStore to release them (group commit). Control API writes always sync at once.
   bool group_commit = false;
+  // A stored sample row that does not parse: false, the controller refuses to start (DATA_LOSS
+  // naming the row); true (--store_repair), the row is dropped, logged and counted.
+  bool drop_damaged_samples = false;
 
   absl::Status Validate() const;
 };

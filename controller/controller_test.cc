@@ -480,6 +480,48 @@ TEST_F(ControllerTest, SamplesStoredPerRankByAnEarlierVersionAreReplayedAndMoved
   EXPECT_EQ(log.Count("stale summaries job=job"), 2);
 }
 
+// A damaged sample row: the controller refuses to start naming it; with --store_repair
+// (drop_damaged_samples) it starts, drops and counts that row, and replays the others. A stored
+// sample of a rank the job never registered is skipped, not made a series.
+TEST_F(ControllerTest, DamagedSampleRowsRefuseTheStartOrAreDroppedWithTheRepair) {
+  ConnectAll();
+  Run(0, 10, Healthy);
+  for (auto& agent : agents_) agent->Disconnect(*c_);
+  c_.reset();
+  const std::string damaged_key = store::keys::SampleRowKey(spec_.job, 4, 0);
+  store::KvWriteBatch b;
+  b.Put(store::tables::kSampleRows, damaged_key, std::string(23, '\1'));
+  std::string ghost;
+  store::keys::AppendU32(&ghost, 4'000'000'000u);
+  store::keys::AppendU64(&ghost, 5);
+  b.Put(store::tables::kSampleRows, store::keys::SampleRowKey(spec_.job, 5, 4'000'000'000u), ghost);
+  ASSERT_TRUE(kv_.Write(b).ok());
+  absl::StatusOr<std::unique_ptr<Controller>> refused =
+      Controller::Create(ControllerOptions(), &kv_, &clock_, &metrics_);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("23 bytes are not whole (rank, time) pairs"),
+            std::string::npos)
+      << refused.status();
+  common::testing::LogCapture log;
+  ControllerOptions repair;
+  repair.drop_damaged_samples = true;
+  Start(repair);
+  EXPECT_EQ(log.Count("store row dropped table=sample_rows"), 1);
+  EXPECT_EQ(log.Count("stored samples skipped job=job samples=1 rank=4000000000"), 1);
+  EXPECT_FALSE(kv_.Get(store::tables::kSampleRows, damaged_key).ok());
+  EXPECT_EQ(common::testing::SeriesValue(registry_.Collect(), metrics::kErrors.name,
+                                         {{"where", metrics::where::kStoreDamagedRow}}),
+            1.0);
+  // The sound rows were replayed: a resent iteration 9 is stale.
+  for (uint32_t n = 0; n < testing::NodeCount(spec_); ++n) {
+    ASSERT_TRUE(agents_[n]->Connect(*c_, {testing::NodeRegistration(spec_, n)}).ok());
+  }
+  ASSERT_FALSE(agents_[0]
+                   ->Send(*c_, Batch(*agents_[0], 9, [](uint32_t r) { return Healthy(r, 9); }))
+                   ->has_error());
+  EXPECT_EQ(log.Count("stale summaries job=job rank=0 iteration=9 last_iteration=9"), 1);
+}
+
 TEST_F(ControllerTest, ADirectiveStoredWithItsAcksByAnEarlierVersionLoadsAndIsStoredInRows) {
   ConnectAll();
   Run(0, 3, Healthy);

@@ -502,13 +502,27 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
   }
 }
 
-absl::Status DetectionManager::Replay(const registry::JobEntry& job) {
+absl::Status DetectionManager::Replay(const registry::JobEntry& job,
+                                      std::vector<store::DamagedRow>* damaged) {
   // Samples come rank by rank; the job series needs them iteration by iteration.
   std::map<int64_t, std::vector<std::pair<uint32_t, int64_t>>> by_iteration;
-  absl::Status s = store_->ScanSamples(job.name(), [&](uint32_t rank, int64_t it, int64_t ns) {
-    by_iteration[it].emplace_back(rank, ns);
-  });
+  uint64_t unregistered = 0;
+  uint32_t example = 0;
+  absl::Status s = store_->ScanSamples(
+      job.name(),
+      [&](uint32_t rank, int64_t it, int64_t ns) {
+        if (job.AgentOfRank(rank) == nullptr) {
+          if (unregistered++ == 0) example = rank;
+          return;
+        }
+        by_iteration[it].emplace_back(rank, ns);
+      },
+      damaged);
   if (!s.ok()) return s;
+  if (unregistered > 0) {
+    LOG(WARNING) << "stored samples skipped job=" << job.name() << " samples=" << unregistered
+                 << " rank=" << example << " error=\"ranks the job has not registered\"";
+  }
   Pipeline& p = PipelineOf(job);
   for (const auto& [it, samples] : by_iteration) {
     for (const auto& [rank, ns] : samples) {
@@ -521,10 +535,11 @@ absl::Status DetectionManager::Replay(const registry::JobEntry& job) {
   return absl::OkStatus();
 }
 
-absl::Status DetectionManager::Restore(core::UnitOfWork* uow) {
+absl::Status DetectionManager::Restore(core::UnitOfWork* uow,
+                                       std::vector<store::DamagedRow>* damaged) {
   for (const std::string& name : registry_->JobNames()) {
     const registry::JobEntry* job = registry_->Find(name);
-    absl::Status s = Replay(*job);
+    absl::Status s = Replay(*job, damaged);
     if (!s.ok()) return s;
   }
   for (EventRecord* event : events_->OpenEvents()) {

@@ -173,6 +173,7 @@ namespace where {
 inline constexpr char kStoreWrite[] = "store_write";
 inline constexpr char kStoreSync[] = "store_sync";
 inline constexpr char kStoreRepair[] = "store_repair";
+inline constexpr char kStoreDamagedRow[] = "store_damaged_row";
 inline constexpr char kHelloStoreUnavailable[] = "hello_store_unavailable";
 inline constexpr char kHelloCommit[] = "hello_commit";
 inline constexpr char kBatchStoreUnavailable[] = "batch_store_unavailable";
@@ -222,6 +223,9 @@ inline constexpr common::metrics::ErrorSite kErrorSites[] = {
     {where::kStoreRepair,
      "The store was damaged and repaired at start (--store_repair): what was lost is logged and "
      "in store_repair_lost"},
+    {where::kStoreDamagedRow,
+     "A stored sample row that does not parse, dropped at start with --store_repair (logged with "
+     "its table, key and what is wrong; without the flag the controller refuses to start)"},
     {where::kHelloStoreUnavailable,
      "An agent's hello came while the store is failing: the stream is refused, the agent "
      "reconnects"},

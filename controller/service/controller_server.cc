@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   }
   ControllerOptions controller_options = options.controller;
   controller_options.group_commit = true;  // The loop syncs after each burst (below).
+  controller_options.drop_damaged_samples = options.store_repair;
   auto controller =
       Controller::Create(controller_options, s->kv_.get(), clock, s->metrics_.get(), hook);
   if (!controller.ok()) return WithRepairHint(controller.status());

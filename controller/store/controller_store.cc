@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "controller/store/keys.h"
@@ -392,74 +394,168 @@ absl::StatusOr<bool> ControllerStore::HasJobRows(const char* table, const std::s
   return found;
 }
 
-absl::Status ControllerStore::ScanSamples(
-    const std::string& job, const std::function<void(uint32_t, int64_t, int64_t)>& fn) const {
+namespace {
+
+// The key as an operator can find it: printable bytes as they are, the others escaped, at most
+// 96 bytes of it.
+std::string ShowKey(absl::string_view key) {
+  std::string out = absl::CHexEscape(key.substr(0, 96));
+  if (key.size() > 96) out += "...";
+  return out;
+}
+
+// Why a sample_rows row is malformed ("" when it is sound); `samples` gets its pairs.
+std::string CheckSampleRow(absl::string_view key, absl::string_view value,
+                           const std::string& want_job, std::string* job, int64_t* iteration,
+                           std::vector<RankSample>* samples) {
+  uint32_t first = 0;
+  if (!keys::ParseSampleRowKey(key, job, iteration, &first)) {
+    return "the key is not job, iteration and first rank";
+  }
+  if (!want_job.empty() && *job != want_job) return absl::StrCat("the key names job '", *job, "'");
+  if (*iteration < 0) return absl::StrCat("iteration ", *iteration, " is negative");
+  if (value.empty() || value.size() % 12 != 0) {
+    return absl::StrCat("the value's ", value.size(),
+                        " bytes are not whole (rank, time) pairs of 12 bytes");
+  }
+  samples->clear();
+  absl::flat_hash_set<uint32_t> seen;
+  uint32_t lowest = std::numeric_limits<uint32_t>::max();
+  for (size_t pos = 0; pos < value.size();) {
+    const uint32_t rank = *keys::ReadU32(value, &pos);
+    const uint64_t ns = *keys::ReadU64(value, &pos);
+    if (ns > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return absl::StrCat("the time of rank ", rank, " overflows int64 nanoseconds");
+    }
+    if (!seen.insert(rank).second) return absl::StrCat("rank ", rank, " is in it twice");
+    lowest = std::min(lowest, rank);
+    samples->push_back({rank, static_cast<int64_t>(ns)});
+  }
+  if (lowest != first) {
+    return absl::StrCat("the key's first rank ", first, " is not its lowest rank ", lowest);
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status ControllerStore::ScanSamples(const std::string& job,
+                                          const std::function<void(uint32_t, int64_t, int64_t)>& fn,
+                                          std::vector<DamagedRow>* damaged) const {
   absl::Status bad;
-  absl::Status s =
-      kv_->Scan(tables::kSampleRows, keys::JobPrefix(job),
-                [&](absl::string_view key, absl::string_view value) {
-                  std::string parsed_job;
-                  int64_t iteration = 0;
-                  uint32_t first = 0;
-                  if (!keys::ParseSampleRowKey(key, &parsed_job, &iteration, &first) ||
-                      parsed_job != job || value.empty() || value.size() % 12 != 0) {
-                    bad = absl::DataLossError(absl::StrCat(
-                        "table ", tables::kSampleRows, ": malformed record of job '", job, "'"));
-                    return false;
-                  }
-                  for (size_t pos = 0; pos < value.size();) {
-                    const uint32_t rank = *keys::ReadU32(value, &pos);
-                    const uint64_t ns = *keys::ReadU64(value, &pos);
-                    fn(rank, iteration, static_cast<int64_t>(ns));
-                  }
-                  return true;
-                });
+  std::string parsed_job;
+  std::vector<RankSample> samples;
+  absl::Status s = kv_->Scan(
+      tables::kSampleRows, keys::JobPrefix(job),
+      [&](absl::string_view key, absl::string_view value) {
+        int64_t iteration = 0;
+        const std::string why = CheckSampleRow(key, value, job, &parsed_job, &iteration, &samples);
+        if (!why.empty()) {
+          DamagedRow row{tables::kSampleRows, std::string(key),
+                         absl::StrCat("table ", tables::kSampleRows, ": row of job '", job,
+                                      "' under key \"", ShowKey(key), "\": ", why)};
+          if (damaged == nullptr) {
+            bad = absl::DataLossError(row.why);
+            return false;
+          }
+          damaged->push_back(std::move(row));
+          return true;
+        }
+        for (const RankSample& r : samples) fn(r.rank, iteration, r.time_ns);
+        return true;
+      });
   if (!s.ok()) return s;
   if (!bad.ok()) return bad;
-  s = ScanLegacySamples(job, [&](const std::string&, uint32_t rank, int64_t iteration, int64_t ns) {
-    fn(rank, iteration, ns);
-  });
-  if (!s.ok()) return s;
-  return bad;
+  return ScanLegacySamples(
+      job,
+      [&](const std::string&, uint32_t rank, int64_t iteration, int64_t ns) {
+        fn(rank, iteration, ns);
+      },
+      damaged);
 }
 
 absl::Status ControllerStore::ScanLegacySamples(
     const std::string& job,
-    const std::function<void(const std::string&, uint32_t, int64_t, int64_t)>& fn) const {
+    const std::function<void(const std::string&, uint32_t, int64_t, int64_t)>& fn,
+    std::vector<DamagedRow>* damaged) const {
   absl::Status bad;
-  absl::Status s =
-      kv_->Scan(tables::kLegacySamples, job.empty() ? "" : keys::JobPrefix(job),
-                [&](absl::string_view key, absl::string_view value) {
-                  std::string parsed_job;
-                  uint32_t rank = 0;
-                  int64_t iteration = 0;
-                  size_t pos = 0;
-                  std::optional<uint64_t> v = keys::ReadU64(value, &pos);
-                  if (!keys::ParseLegacySampleKey(key, &parsed_job, &rank, &iteration) || !v ||
-                      (!job.empty() && parsed_job != job)) {
-                    bad = absl::DataLossError(
-                        absl::StrCat("table ", tables::kLegacySamples, ": malformed record",
-                                     job.empty() ? "" : absl::StrCat(" of job '", job, "'")));
-                    return false;
-                  }
-                  fn(parsed_job, rank, iteration, static_cast<int64_t>(*v));
-                  return true;
-                });
+  absl::Status s = kv_->Scan(
+      tables::kLegacySamples, job.empty() ? "" : keys::JobPrefix(job),
+      [&](absl::string_view key, absl::string_view value) {
+        std::string parsed_job;
+        uint32_t rank = 0;
+        int64_t iteration = 0;
+        size_t pos = 0;
+        std::optional<uint64_t> v = keys::ReadU64(value, &pos);
+        std::string why;
+        if (!keys::ParseLegacySampleKey(key, &parsed_job, &rank, &iteration)) {
+          why = "the key is not job, rank and iteration";
+        } else if (!job.empty() && parsed_job != job) {
+          why = absl::StrCat("the key names job '", parsed_job, "'");
+        } else if (iteration < 0) {
+          why = absl::StrCat("iteration ", iteration, " is negative");
+        } else if (!v || pos != value.size()) {
+          why = absl::StrCat("the value's ", value.size(), " bytes are not one 8-byte time");
+        } else if (*v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          why = "the time overflows int64 nanoseconds";
+        }
+        if (!why.empty()) {
+          DamagedRow row{tables::kLegacySamples, std::string(key),
+                         absl::StrCat("table ", tables::kLegacySamples, ": row under key \"",
+                                      ShowKey(key), "\": ", why)};
+          if (damaged == nullptr) {
+            bad = absl::DataLossError(row.why);
+            return false;
+          }
+          damaged->push_back(std::move(row));
+          return true;
+        }
+        fn(parsed_job, rank, iteration, static_cast<int64_t>(*v));
+        return true;
+      });
   if (!s.ok()) return s;
   return bad;
 }
 
-absl::StatusOr<int64_t> ControllerStore::MoveLegacySamples(StoreTxn* txn) const {
+absl::StatusOr<int64_t> ControllerStore::MoveLegacySamples(StoreTxn* txn,
+                                                           std::vector<DamagedRow>* damaged) const {
   std::map<std::pair<std::string, int64_t>, std::vector<RankSample>> rows;
   int64_t moved = 0;
+  const size_t damaged_before = damaged == nullptr ? 0 : damaged->size();
   absl::Status s = ScanLegacySamples(
-      "", [&](const std::string& job, uint32_t rank, int64_t iteration, int64_t ns) {
+      "",
+      [&](const std::string& job, uint32_t rank, int64_t iteration, int64_t ns) {
         rows[{job, iteration}].push_back({rank, ns});
         ++moved;
-      });
+      },
+      damaged);
   if (!s.ok()) return s;
-  if (moved == 0) return 0;
-  for (const auto& [at, row] : rows) txn->PutSampleRow(at.first, at.second, row);
+  if (moved == 0 && (damaged == nullptr || damaged->size() == damaged_before)) return 0;
+  std::string existing_job;
+  std::vector<RankSample> existing;
+  for (auto& [at, row] : rows) {
+    // A row of the new table may already sit under the same key (a store written by this
+    // version, then an earlier one, then this one again): the two are merged, the new table's
+    // sample winning for a rank in both.
+    uint32_t first = row[0].rank;
+    for (const RankSample& r : row) first = std::min(first, r.rank);
+    const std::string key = keys::SampleRowKey(at.first, at.second, first);
+    absl::StatusOr<std::string> old = kv_->Get(tables::kSampleRows, key);
+    if (old.ok()) {
+      int64_t iteration = 0;
+      if (CheckSampleRow(key, *old, at.first, &existing_job, &iteration, &existing).empty()) {
+        absl::flat_hash_set<uint32_t> have;
+        for (const RankSample& r : existing) have.insert(r.rank);
+        for (const RankSample& r : row) {
+          if (!have.contains(r.rank)) existing.push_back(r);
+        }
+        row = std::move(existing);
+      }
+    } else if (!absl::IsNotFound(old.status())) {
+      return old.status();
+    }
+    txn->PutSampleRow(at.first, at.second, row);
+  }
   // Every key of the table starts with a job name, which is never empty or above '\xff'.
   txn->batch().DeleteRange(tables::kLegacySamples, std::string(1, '\0'), std::string(1, '\xff'));
   return moved;

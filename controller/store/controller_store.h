@@ -78,6 +78,13 @@ struct RankSample {
   int64_t time_ns = 0;
 };
 
+// A stored row that does not parse, skipped by a scan asked to go on (--store_repair).
+struct DamagedRow {
+  const char* table = "";
+  std::string key;
+  std::string why;  // Names the table, the job (when known), the key and what is wrong.
+};
+
 // Staged writes; commit with ControllerStore::Commit. Later puts of the same key win.
 class StoreTxn {
  public:
@@ -192,20 +199,28 @@ class ControllerStore {
 
   // Calls fn(rank, iteration, time_ns) for every stored sample of `job`: sample_rows in
   // iteration order, then rows of the legacy samples table not yet moved (rank by rank).
-  // Errors: KvStore's; DATA_LOSS naming the table for a malformed row.
+  // A malformed row (a key that does not parse or names another job, a negative iteration, a
+  // value that is not whole (rank, time) pairs, a rank twice, a time past int64, a key's first
+  // rank that is not the row's lowest) is, with `damaged` null, DATA_LOSS naming the table, the
+  // job, the key and what is wrong; otherwise it is skipped and appended to `damaged`.
+  // Errors: KvStore's; DATA_LOSS as above.
   absl::Status ScanSamples(const std::string& job,
-                           const std::function<void(uint32_t, int64_t, int64_t)>& fn) const;
-  // Stages the legacy samples table's rows as sample rows (one per job and iteration) and the
-  // deletion of that table's rows, so that one commit moves them; a no-op on a store without
-  // any. Returns how many samples it moved. Errors: as ScanSamples.
-  absl::StatusOr<int64_t> MoveLegacySamples(StoreTxn* txn) const;
+                           const std::function<void(uint32_t, int64_t, int64_t)>& fn,
+                           std::vector<DamagedRow>* damaged = nullptr) const;
+  // Stages the legacy samples table's rows as sample rows (one per job and iteration, merged
+  // with a sample row already under the same key, whose samples win) and the deletion of that
+  // table's rows, so that one commit moves them; a no-op on a store without any. Returns how many
+  // samples it moved. Malformed rows and errors: as ScanSamples (skipped rows are deleted too).
+  absl::StatusOr<int64_t> MoveLegacySamples(StoreTxn* txn,
+                                            std::vector<DamagedRow>* damaged = nullptr) const;
 
  private:
   // Calls fn(job, rank, iteration, time_ns) for the legacy samples table's rows of `job` (every
-  // job when empty). Errors: KvStore's; DATA_LOSS naming the table for a malformed row.
+  // job when empty). Malformed rows and errors: as ScanSamples.
   absl::Status ScanLegacySamples(
       const std::string& job,
-      const std::function<void(const std::string&, uint32_t, int64_t, int64_t)>& fn) const;
+      const std::function<void(const std::string&, uint32_t, int64_t, int64_t)>& fn,
+      std::vector<DamagedRow>* damaged) const;
 
   KvStore* const kv_;
   const common::Clock* const clock_;

@@ -205,6 +205,93 @@ TEST_F(ControllerStoreTest, MalformedSampleRowIsDataLossNamingTheTable) {
   EXPECT_THAT(s.message(), ::testing::HasSubstr("sample_rows"));
 }
 
+// Each kind of damage to a sample row: the error names the job, the key and what is wrong; asked
+// to go on, the scan skips the row and returns the sound ones.
+TEST_F(ControllerStoreTest, DamagedSampleRowsAreNamedOrSkipped) {
+  auto pair = [](uint32_t rank, uint64_t ns) {
+    std::string v;
+    keys::AppendU32(&v, rank);
+    keys::AppendU64(&v, ns);
+    return v;
+  };
+  StoreTxn good;
+  good.PutSampleRow("j", 1, std::vector<RankSample>{{0, 10}, {1, 11}});
+  ASSERT_TRUE(store_.Commit(&good).ok());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {keys::SampleRowKey("j", 2, 0), pair(0, 20).substr(0, 11)},
+      {keys::SampleRowKey("j", 3, 0), pair(0, 30) + pair(0, 31)},
+      {keys::SampleRowKey("j", 4, 7), pair(0, 40)},
+      {keys::SampleRowKey("j", 5, 0), pair(0, uint64_t{1} << 63)},
+      {keys::SampleRowKey("j", -5, 0), pair(0, 50)},
+      {std::string("j\0abc", 5), pair(0, 60)},
+  };
+  const std::vector<std::string> why = {
+      "11 bytes are not whole (rank, time) pairs",
+      "rank 0 is in it twice",
+      "first rank 7 is not its lowest rank 0",
+      "overflows int64",
+      "iteration -5 is negative",
+      "the key is not job, iteration and first rank",
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    KvWriteBatch bad;
+    bad.Put(tables::kSampleRows, cases[i].first, cases[i].second);
+    ASSERT_TRUE(kv_.Write(bad).ok());
+    absl::Status s = store_.ScanSamples("j", [](uint32_t, int64_t, int64_t) {});
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << i;
+    EXPECT_THAT(s.message(), ::testing::HasSubstr(why[i])) << i;
+    EXPECT_THAT(s.message(), ::testing::HasSubstr("row of job 'j' under key \"j\\x00")) << i;
+    std::vector<DamagedRow> damaged;
+    int sound = 0;
+    ASSERT_TRUE(store_
+                    .ScanSamples(
+                        "j", [&](uint32_t, int64_t, int64_t) { ++sound; }, &damaged)
+                    .ok());
+    EXPECT_EQ(sound, 2) << i;
+    ASSERT_EQ(damaged.size(), 1u) << i;
+    EXPECT_EQ(damaged[0].key, cases[i].first);
+    EXPECT_THAT(damaged[0].why, ::testing::HasSubstr(why[i]));
+    KvWriteBatch undo;
+    undo.Delete(tables::kSampleRows, cases[i].first);
+    ASSERT_TRUE(kv_.Write(undo).ok());
+  }
+  // A legacy row with trailing bytes is damaged too, and names its table.
+  KvWriteBatch legacy;
+  legacy.Put(tables::kLegacySamples, keys::LegacySampleKey("j", 0, 9), pair(0, 9));
+  ASSERT_TRUE(kv_.Write(legacy).ok());
+  absl::Status s = store_.ScanSamples("j", [](uint32_t, int64_t, int64_t) {});
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("table samples: row under key"));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("not one 8-byte time"));
+  StoreTxn move;
+  std::vector<DamagedRow> damaged;
+  ASSERT_TRUE(store_.MoveLegacySamples(&move, &damaged).ok());
+  EXPECT_EQ(damaged.size(), 1u);
+}
+
+// A legacy row moved onto a key the new table already holds (a store written by this version,
+// then an earlier one, then this one): merged, nothing lost, the new table's sample winning.
+TEST_F(ControllerStoreTest, MovedLegacySamplesMergeWithARowUnderTheSameKey) {
+  StoreTxn txn;
+  txn.PutSampleRow("j", 10, std::vector<RankSample>{{0, 100}, {1, 101}});
+  ASSERT_TRUE(store_.Commit(&txn).ok());
+  KvWriteBatch old;
+  for (uint32_t rank : {0u, 2u}) {
+    std::string v;
+    keys::AppendU64(&v, 900 + rank);
+    old.Put(tables::kLegacySamples, keys::LegacySampleKey("j", rank, 10), v);
+  }
+  ASSERT_TRUE(kv_.Write(old).ok());
+  StoreTxn move;
+  ASSERT_TRUE(store_.MoveLegacySamples(&move).ok());
+  ASSERT_TRUE(store_.Commit(&move).ok());
+  std::set<std::tuple<uint32_t, int64_t, int64_t>> seen;
+  ASSERT_TRUE(
+      store_.ScanSamples("j", [&](uint32_t r, int64_t it, int64_t ns) { seen.emplace(r, it, ns); })
+          .ok());
+  EXPECT_EQ(seen, (std::set<std::tuple<uint32_t, int64_t, int64_t>>{
+                      {0u, 10, 100}, {1u, 10, 101}, {2u, 10, 902}}));
+}
+
 TEST_F(ControllerStoreTest, CorruptRecordIsDataLoss) {
   KvWriteBatch bad;
   bad.Put(tables::kEvents, keys::EventKey(1), "\xff\xff\xff");
