@@ -212,8 +212,12 @@ util::MaybeFieldError ValidateBatchEnvelope(const falcon::v1::TelemetryBatch& ba
   }
   if (const int64_t ops = common::OpRecordCount(batch);
       ops > static_cast<int64_t>(limits.max_ops_per_batch)) {
+    // Named where the records are: both fields when both hold some.
+    const bool in_ops = batch.ops_size() > 0, in_rank_ops = ops > batch.ops_size();
     return util::MakeFieldError(
-        batch.rank_ops_size() > 0 ? "batch.rank_ops" : "batch.ops",
+        in_ops && in_rank_ops ? "batch.ops+batch.rank_ops"
+        : in_rank_ops         ? "batch.rank_ops"
+                              : "batch.ops",
         absl::StrCat(ops, " op records exceed the limit ", limits.max_ops_per_batch));
   }
   if (batch.has_registration()) {

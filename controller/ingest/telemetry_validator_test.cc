@@ -232,9 +232,27 @@ TEST_F(TelemetryValidatorTest, RankOpsAreCheckedPerRankAndNameTheirField) {
   TelemetryBatch big = with_rank_ops();
   e = ValidateBatchEnvelope(big, small);
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->field(), "batch.rank_ops");
+  EXPECT_EQ(e->field(), "batch.ops+batch.rank_ops");  // 4 in ops, 4 in rank_ops.
   EXPECT_NE(e->message().find("8 op records exceed the limit 7"), std::string::npos)
       << e->message();
+  big.clear_ops();
+  for (int i = 0; i < 4; ++i) *big.mutable_rank_ops(0)->add_ops() = big.rank_ops(0).ops(0);
+  e = ValidateBatchEnvelope(big, small);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field(), "batch.rank_ops");
+  // Named where the records are: an empty rank_ops entry beside too many ops is batch.ops.
+  TelemetryBatch flat = with_rank_ops();
+  for (const auto& ro : flat.rank_ops()) {
+    for (const auto& op : ro.ops()) *flat.add_ops() = op;
+  }
+  for (auto& ro : *flat.mutable_rank_ops()) ro.clear_ops();
+  e = ValidateBatchEnvelope(flat, small);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field(), "batch.ops");
+  *flat.mutable_rank_ops(0)->add_ops() = flat.ops(0);
+  e = ValidateBatchEnvelope(flat, small);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field(), "batch.ops+batch.rank_ops");
 }
 
 TEST_F(TelemetryValidatorTest, HelloAndValidationResultAndAck) {
