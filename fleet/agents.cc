@@ -53,6 +53,7 @@ void FleetReport::Merge(const FleetReport& o) {
   batches += o.batches;
   ops += o.ops;
   foreign += o.foreign;
+  streams_lost += o.streams_lost;
   ack_rtt.Merge(o.ack_rtt);
   for (const auto& [key, t] : o.tasks) {
     auto [it, inserted] = tasks.emplace(key, t);
@@ -68,7 +69,8 @@ void FleetReport::Merge(const FleetReport& o) {
 }
 
 std::string FleetReport::Serialize() const {
-  std::string out = absl::StrCat("counts ", summaries, " ", batches, " ", ops, " ", foreign, "\n");
+  std::string out = absl::StrCat("counts ", summaries, " ", batches, " ", ops, " ", foreign, " ",
+                                 streams_lost, "\n");
   LatencyHistogram h = ack_rtt;
   for (size_t i = 0; i < h.buckets().size(); ++i) {
     if (h.buckets()[i] > 0) absl::StrAppend(&out, "rtt ", i, " ", h.buckets()[i], "\n");
@@ -88,9 +90,10 @@ absl::StatusOr<FleetReport> FleetReport::Parse(const std::string& text) {
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     std::vector<std::string> f = absl::StrSplit(line, ' ');
     bool ok = false;
-    if (f[0] == "counts" && f.size() == 5) {
+    if (f[0] == "counts" && f.size() == 6) {
       ok = absl::SimpleAtoi(f[1], &r.summaries) && absl::SimpleAtoi(f[2], &r.batches) &&
-           absl::SimpleAtoi(f[3], &r.ops) && absl::SimpleAtoi(f[4], &r.foreign);
+           absl::SimpleAtoi(f[3], &r.ops) && absl::SimpleAtoi(f[4], &r.foreign) &&
+           absl::SimpleAtoi(f[5], &r.streams_lost);
     } else if (f[0] == "rtt" && f.size() == 3) {
       size_t i = 0;
       uint64_t n = 0;
@@ -160,6 +163,10 @@ class Agent {
 
   void Close() {
     if (stream_ == nullptr) return;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+    }
     {
       absl::MutexLock lock(&write_mu_);
       stream_->WritesDone();
@@ -276,9 +283,20 @@ class Agent {
     falcon::v1::ControllerMessage msg;
     while (stream_->Read(&msg)) Handle(msg);
     grpc::Status status = stream_->Finish();
-    absl::MutexLock lock(&mu_);
-    final_message_ = status.error_message();
-    reader_done_ = true;
+    bool lost;
+    {
+      absl::MutexLock lock(&mu_);
+      final_message_ = status.error_message();
+      reader_done_ = true;
+      lost = hello_ && !closing_;
+    }
+    if (lost) {
+      LOG(WARNING) << "stream lost job=" << model_->layout().job << " node=" << node_
+                   << " code=" << status.error_code() << " error=\"" << status.error_message()
+                   << "\" (simulated agents do not reconnect)";
+      absl::MutexLock lock(&process_->report_mu());
+      ++process_->report().streams_lost;
+    }
   }
 
   void Handle(const falcon::v1::ControllerMessage& msg) {
@@ -376,6 +394,7 @@ class Agent {
   absl::Mutex mu_;
   bool hello_ ABSL_GUARDED_BY(mu_) = false;
   bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close() ends the stream, not the controller.
   std::string final_message_ ABSL_GUARDED_BY(mu_);
   int64_t next_ ABSL_GUARDED_BY(mu_) = 0;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;

@@ -53,6 +53,9 @@ struct FleetReport {
   uint64_t batches = 0;
   uint64_t ops = 0;
   uint64_t foreign = 0;  // Directives, tasks or profiling for a job the agent is not part of.
+  // Streams that ended before the agent closed them (the controller went away or closed them):
+  // the simulated agents do not reconnect, so a run with any is not a measurement.
+  uint64_t streams_lost = 0;
   LatencyHistogram ack_rtt;
   struct Task {
     std::string kind;  // "gemm" or "link".

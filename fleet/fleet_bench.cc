@@ -8,6 +8,7 @@
 // acknowledgement round trip, detection delay, alarm to verdict, validation tasks, Pause fan-out,
 // verdicts) and the cost per rank with its log-log slope against N. Exits 1 when a verdict is
 // wrong or a run fails.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -181,6 +182,24 @@ int Run() {
         absl::ToDoubleMilliseconds(r.ack_p50), absl::ToDoubleMilliseconds(r.ack_p99),
         static_cast<long>(detect), verdict_s, static_cast<long>(verdict_it),
         static_cast<long>(tasks), fanout, right, r.jobs.size());
+    // Several jobs: the spread of detection behind the worst, and the jobs past the median.
+    std::vector<int64_t> delays;
+    for (const JobResult& j : r.jobs) {
+      if (j.fault.kind != Fault::Kind::kNone && j.events > 0) delays.push_back(j.detection_delay);
+    }
+    if (delays.size() > 1) {
+      std::sort(delays.begin(), delays.end());
+      const int64_t median = delays[delays.size() / 2];
+      std::string late;
+      for (const JobResult& j : r.jobs) {
+        if (j.fault.kind != Fault::Kind::kNone && j.events > 0 && j.detection_delay > median) {
+          absl::StrAppend(&late, " ", j.job, ":", j.detection_delay);
+        }
+      }
+      std::printf("  detection of %zu faults found: median %ld, max %ld iterations; later:%s\n",
+                  delays.size(), static_cast<long>(median), static_cast<long>(delays.back()),
+                  late.empty() ? " none" : late.c_str());
+    }
     std::fflush(stdout);
   };
   for (absl::string_view size :

@@ -238,6 +238,13 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
     if (!r.ok()) return r.status();
     result.report.Merge(*r);
   }
+  if (result.report.streams_lost > 0) {
+    return absl::UnavailableError(
+        absl::StrCat(result.report.streams_lost,
+                     " simulated agent streams ended before the run did (the controller closed "
+                     "them or went away; agents' logs in ",
+                     dir, "): not a measurement"));
+  }
   result.ack_p50 = result.report.ack_rtt.Quantile(0.5);
   result.ack_p99 = result.report.ack_rtt.Quantile(0.99);
 

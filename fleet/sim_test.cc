@@ -152,6 +152,7 @@ TEST(ReportTest, SerializesAndMerges) {
   FleetReport a;
   a.summaries = 10;
   a.foreign = 1;
+  a.streams_lost = 3;
   a.ack_rtt.Add(absl::Milliseconds(2));
   a.tasks[{"j", 4}] = {"gemm", 100};
   a.directives[{"j", 7}] = {"pause", 10, 20, 2};
@@ -161,6 +162,7 @@ TEST(ReportTest, SerializesAndMerges) {
   a.Merge(*b);
   EXPECT_EQ(a.summaries, 20u);
   EXPECT_EQ(a.foreign, 2u);
+  EXPECT_EQ(a.streams_lost, 6u);
   EXPECT_EQ(a.ack_rtt.count(), 2u);
   EXPECT_EQ(a.directives[std::make_pair(std::string("j"), uint64_t{7})].first_ns, 5);
   EXPECT_EQ(a.directives[std::make_pair(std::string("j"), uint64_t{7})].last_ns, 20);
