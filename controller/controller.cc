@@ -271,22 +271,45 @@ absl::Status Controller::Load() {
   }
   // Samples stored by an earlier version (a row per rank and iteration) likewise: stored again
   // as sample rows, read by the restore below from the earlier table until then.
-  std::vector<store::DamagedRow> damaged;
-  std::vector<store::DamagedRow>* skip = options_.drop_damaged_samples ? &damaged : nullptr;
-  absl::StatusOr<int64_t> moved = store_.MoveLegacySamples(&uow.txn(), skip);
+  // With --store_repair, sample rows that do not parse are dropped first, in a commit of their
+  // own, so that what follows reads a sound table.
+  if (options_.drop_damaged_samples) {
+    if (absl::Status s = DropDamagedSamples(); !s.ok()) return s;
+  }
+  absl::StatusOr<int64_t> moved = store_.MoveLegacySamples(&uow.txn());
   if (!moved.ok()) return moved.status();
   if (*moved > 0) {
     LOG(INFO) << "store upgraded table=" << store::tables::kLegacySamples << " samples=" << *moved
               << " to=" << store::tables::kSampleRows;
   }
-  if (absl::Status s = detection_.Restore(&uow, skip); !s.ok()) return s;
+  if (absl::Status s = detection_.Restore(&uow); !s.ok()) return s;
+  if (absl::Status s = Commit(&uow); !s.ok()) return s;
+  return SyncStore();
+}
+
+absl::Status Controller::DropDamagedSamples() {
+  std::vector<store::DamagedRow> damaged;
+  for (const std::string& name : registry_.JobNames()) {
+    if (absl::Status s = store_.ScanSamples(
+            name, [](uint32_t, int64_t, int64_t) {}, &damaged);
+        !s.ok()) {
+      return s;
+    }
+  }
+  store::StoreTxn scratch;  // Only to find damage: the move itself comes later.
+  if (absl::StatusOr<int64_t> m = store_.MoveLegacySamples(&scratch, &damaged); !m.ok()) {
+    return m.status();
+  }
+  if (damaged.empty()) return absl::OkStatus();
+  core::UnitOfWork uow;
+  std::set<std::pair<std::string, std::string>> dropped;  // (table, key): each once.
   for (const store::DamagedRow& row : damaged) {
+    if (!dropped.emplace(row.table, row.key).second) continue;
     LOG(WARNING) << "store row dropped table=" << row.table << " error=\"" << row.why << "\"";
     errors_.CountError(metrics::where::kStoreDamagedRow);
     uow.txn().batch().Delete(row.table, row.key);
   }
-  if (absl::Status s = Commit(&uow); !s.ok()) return s;
-  return SyncStore();
+  return Commit(&uow);
 }
 
 absl::Status Controller::Commit(core::UnitOfWork* uow) {
@@ -804,6 +827,22 @@ std::optional<Controller::Claim> Controller::CheckRegistrationClaim(
     const std::string& agent_id, const falcon::v1::JobRegistration& reg,
     const std::string& path) const {
   const registry::JobEntry* job = registry_.Find(reg.job());
+  // At the same epoch the merge hands a rank to the last agent to register it; a rank held by
+  // another agent that is connected and reports the job is not this one's to take (it would then
+  // pass the batch rank check with summaries of that rank).
+  if (job != nullptr && reg.epoch() == job->epoch()) {
+    for (int i = 0; i < reg.ranks_size(); ++i) {
+      const std::string* holder = job->AgentOfRank(reg.ranks(i).rank());
+      if (holder != nullptr && *holder != agent_id && hub_.IsConnected(*holder) &&
+          !presence_.IsAway(job->name(), *holder)) {
+        return Claim{metrics::check::kBatchRank, util::Indexed(path + ".ranks", i) + ".rank",
+                     absl::StrCat("rank ", reg.ranks(i).rank(), " of job '", job->name(),
+                                  "' is held by agent '", *holder,
+                                  "', which is connected and reports it: a registration at the "
+                                  "same epoch cannot take it")};
+      }
+    }
+  }
   if (job == nullptr || job->parts().empty() || reg.epoch() <= job->epoch()) {
     return std::nullopt;  // A new job, or no rise: the registry's merge checks the rest.
   }
@@ -831,10 +870,12 @@ std::optional<Controller::Claim> Controller::CheckBatchRanks(
   auto refused = [&](std::string field, uint32_t rank, absl::string_view what) {
     const std::string* holder = job.AgentOfRank(rank);
     return Claim{metrics::check::kBatchRank, std::move(field),
-                 absl::StrCat("rank ", rank, " of job '", job.name(), "' is held by ",
-                              holder != nullptr ? absl::StrCat("agent '", *holder, "'")
-                                                : std::string("no agent"),
-                              ", not this one; its ", what, " refused")};
+                 absl::StrCat("rank ", rank, " of job '", job.name(), "' is ",
+                              holder != nullptr
+                                  ? absl::StrCat("held by agent '", *holder, "', not this one")
+                                  : std::string("held by no agent and this agent has no part in "
+                                                "the job (a part dropped by a relaunch?)"),
+                              "; its ", what, " refused")};
   };
   for (int i = 0; i < batch.iterations_size(); ++i) {
     const uint32_t rank = batch.iterations(i).rank();

@@ -238,6 +238,9 @@ class Controller {
   std::optional<Claim> CheckRegistrationClaim(const std::string& agent_id,
                                               const falcon::v1::JobRegistration& reg,
                                               const std::string& path) const;
+  // --store_repair: drops (logs, counts, deletes in one commit) every stored sample row that
+  // does not parse. Errors: store errors.
+  absl::Status DropDamagedSamples();
   // The first rank of `batch` (summary, op_rank with ops, rank_ops) that the stream's agent does
   // not hold (HoldsRank), as a claim naming the field; nullopt when it holds every one.
   std::optional<Claim> CheckBatchRanks(const AgentSession& session, const registry::JobEntry& job,

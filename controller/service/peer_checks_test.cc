@@ -324,6 +324,18 @@ TEST_F(PeerChecksTest, BatchesOfAnotherAgentsRanksAreRefused) {
   EXPECT_NE(rejected[0].error().message().find("held by agent 'node-0'"), std::string::npos)
       << rejected[0].error().message();
   EXPECT_EQ(rejected[1].error().field(), "batch.rank_ops[0].rank");
+  // Nor can it take rank 0 by registering it at the job's epoch alongside its summary.
+  falcon::v1::TelemetryBatch takeover = summary;
+  falcon::v1::JobRegistration* reg = takeover.mutable_registration();
+  *reg = testing::NodeRegistration(spec_, 0);
+  for (auto& r : *reg->mutable_ranks()) r.set_node("node-9");
+  forger.Send(takeover);
+  EXPECT_TRUE(WaitRefusals(metrics::check::kBatchRank, 3));
+  while (forger.rejected().size() < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(forger.rejected().size(), 3u);
+  EXPECT_EQ(forger.rejected()[2].error().field(), "batch.registration.ranks[0].rank");
   EXPECT_TRUE(Take() == before);
   // The victim's own summaries still count: iteration 5 is not stale.
   falcon::v1::TelemetryBatch own;
