@@ -502,22 +502,18 @@ void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const
   }
 }
 
-absl::Status DetectionManager::Replay(const registry::JobEntry& job,
-                                      std::vector<store::DamagedRow>* damaged) {
+absl::Status DetectionManager::Replay(const registry::JobEntry& job) {
   // Samples come rank by rank; the job series needs them iteration by iteration.
   std::map<int64_t, std::vector<std::pair<uint32_t, int64_t>>> by_iteration;
   uint64_t unregistered = 0;
   uint32_t example = 0;
-  absl::Status s = store_->ScanSamples(
-      job.name(),
-      [&](uint32_t rank, int64_t it, int64_t ns) {
-        if (job.AgentOfRank(rank) == nullptr) {
-          if (unregistered++ == 0) example = rank;
-          return;
-        }
-        by_iteration[it].emplace_back(rank, ns);
-      },
-      damaged);
+  absl::Status s = store_->ScanSamples(job.name(), [&](uint32_t rank, int64_t it, int64_t ns) {
+    if (job.AgentOfRank(rank) == nullptr) {
+      if (unregistered++ == 0) example = rank;
+      return;
+    }
+    by_iteration[it].emplace_back(rank, ns);
+  });
   if (!s.ok()) return s;
   if (unregistered > 0) {
     LOG(WARNING) << "stored samples skipped job=" << job.name() << " samples=" << unregistered
@@ -535,11 +531,10 @@ absl::Status DetectionManager::Replay(const registry::JobEntry& job,
   return absl::OkStatus();
 }
 
-absl::Status DetectionManager::Restore(core::UnitOfWork* uow,
-                                       std::vector<store::DamagedRow>* damaged) {
+absl::Status DetectionManager::Restore(core::UnitOfWork* uow) {
   for (const std::string& name : registry_->JobNames()) {
     const registry::JobEntry* job = registry_->Find(name);
-    absl::Status s = Replay(*job, damaged);
+    absl::Status s = Replay(*job);
     if (!s.ok()) return s;
   }
   for (EventRecord* event : events_->OpenEvents()) {

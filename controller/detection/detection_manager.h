@@ -79,9 +79,9 @@ class DetectionManager {
 
   // Rebuilds the detectors of every registered job from the stored samples (no events are
   // raised), then resumes the localization of open events. A sample of a rank the job has not
-  // registered is skipped (logged once per job). `damaged`: as ControllerStore::ScanSamples.
-  // Errors: store errors.
-  absl::Status Restore(core::UnitOfWork* uow, std::vector<store::DamagedRow>* damaged = nullptr);
+  // registered is skipped (logged once per job). Errors: store errors (DATA_LOSS for a stored
+  // sample row that does not parse).
+  absl::Status Restore(core::UnitOfWork* uow);
 
   struct ApplyStats {
     uint64_t applied = 0;
@@ -228,7 +228,7 @@ class DetectionManager {
   // the slowdown the environment no longer explains (environment_gate.h).
   void CheckLeftAfterEnvironment(Pipeline& p, int64_t iteration, int64_t time_ns,
                                  core::UnitOfWork* uow);
-  absl::Status Replay(const registry::JobEntry& job, std::vector<store::DamagedRow>* damaged);
+  absl::Status Replay(const registry::JobEntry& job);
   // The active event a slowdown onset of `series` joins; nullptr: it opens a new one.
   falcon::controller::v1::EventRecord* EventToJoin(const std::string& job,
                                                    const std::string& series,

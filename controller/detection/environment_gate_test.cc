@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "analysis/detect/online_detector.h"
 #include "controller/registry/job_registry.h"
 #include "controller/testing/job_fixtures.h"
@@ -159,9 +158,7 @@ TEST(EnvironmentGateTest, ATenPercentStepOnOneRankIsAnEvent) {
   EXPECT_LE(VerifiedWithoutEvent(ten), 10);
   for (const Outcome& o : ten) {
     if (o.events > 0) {
-      // Found at the step, or when a later stretch measures 10% (where the detector's recheck
-      // places it on the noise: seen 6 iterations early, decided 10 after the step).
-      EXPECT_GE(o.first_event, 90) << absl::StrJoin(o.reasons, "; ");
+      EXPECT_GE(o.first_event, 95);  // Found at the step, or when a later stretch measures 10%.
     }
   }
   // Measured: 107, 144, 184 and 197 of 200 for steps of 10, 12, 15 and 20%.

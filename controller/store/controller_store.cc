@@ -533,28 +533,39 @@ absl::StatusOr<int64_t> ControllerStore::MoveLegacySamples(StoreTxn* txn,
   if (moved == 0 && (damaged == nullptr || damaged->size() == damaged_before)) return 0;
   std::string existing_job;
   std::vector<RankSample> existing;
-  for (auto& [at, row] : rows) {
-    // A row of the new table may already sit under the same key (a store written by this
-    // version, then an earlier one, then this one again): the two are merged, the new table's
-    // sample winning for a rank in both.
-    uint32_t first = row[0].rank;
-    for (const RankSample& r : row) first = std::min(first, r.rank);
-    const std::string key = keys::SampleRowKey(at.first, at.second, first);
-    absl::StatusOr<std::string> old = kv_->Get(tables::kSampleRows, key);
-    if (old.ok()) {
-      int64_t iteration = 0;
-      if (CheckSampleRow(key, *old, at.first, &existing_job, &iteration, &existing).empty()) {
-        absl::flat_hash_set<uint32_t> have;
-        for (const RankSample& r : existing) have.insert(r.rank);
-        for (const RankSample& r : row) {
-          if (!have.contains(r.rank)) existing.push_back(r);
-        }
-        row = std::move(existing);
-      }
-    } else if (!absl::IsNotFound(old.status())) {
-      return old.status();
-    }
-    txn->PutSampleRow(at.first, at.second, row);
+  for (auto& entry : rows) {
+    const std::string& job_name = entry.first.first;
+    const int64_t at_iteration = entry.first.second;
+    std::vector<RankSample>& row = entry.second;
+    // Rows of the new table may already hold samples of this iteration (a store written by this
+    // version, then an earlier one, then this one again): a rank they hold keeps their sample,
+    // and the legacy samples left go in a row of their own (its lowest rank is in no other row
+    // of the iteration, so its key is free).
+    std::string prefix = keys::JobPrefix(job_name);
+    keys::AppendU64(&prefix, static_cast<uint64_t>(at_iteration));
+    absl::flat_hash_set<uint32_t> have;
+    absl::Status scan =
+        kv_->Scan(tables::kSampleRows, prefix, [&](absl::string_view key, absl::string_view value) {
+          int64_t iteration = 0;
+          const std::string why =
+              CheckSampleRow(key, value, job_name, &existing_job, &iteration, &existing);
+          if (!why.empty()) {
+            if (damaged != nullptr) {
+              damaged->push_back(
+                  {tables::kSampleRows, std::string(key),
+                   absl::StrCat("table ", tables::kSampleRows, ": row of job '", job_name,
+                                "' under key \"", ShowKey(key), "\": ", why)});
+            }
+            return true;  // Without `damaged` the scan of the job reports it.
+          }
+          for (const RankSample& r : existing) have.insert(r.rank);
+          return true;
+        });
+    if (!scan.ok()) return scan;
+    row.erase(std::remove_if(row.begin(), row.end(),
+                             [&](const RankSample& r) { return have.contains(r.rank); }),
+              row.end());
+    txn->PutSampleRow(job_name, at_iteration, row);
   }
   // Every key of the table starts with a job name, which is never empty or above '\xff'.
   txn->batch().DeleteRange(tables::kLegacySamples, std::string(1, '\0'), std::string(1, '\xff'));

@@ -207,10 +207,11 @@ class ControllerStore {
   absl::Status ScanSamples(const std::string& job,
                            const std::function<void(uint32_t, int64_t, int64_t)>& fn,
                            std::vector<DamagedRow>* damaged = nullptr) const;
-  // Stages the legacy samples table's rows as sample rows (one per job and iteration, merged
-  // with a sample row already under the same key, whose samples win) and the deletion of that
+  // Stages the legacy samples table's rows as sample rows (one per job and iteration, without
+  // the ranks the iteration's sample rows already hold: theirs win) and the deletion of that
   // table's rows, so that one commit moves them; a no-op on a store without any. Returns how many
-  // samples it moved. Malformed rows and errors: as ScanSamples (skipped rows are deleted too).
+  // samples it read. Malformed rows and errors: as ScanSamples (malformed legacy rows are deleted
+  // with the table; malformed sample rows of a moved iteration are appended to `damaged`).
   absl::StatusOr<int64_t> MoveLegacySamples(StoreTxn* txn,
                                             std::vector<DamagedRow>* damaged = nullptr) const;
 
