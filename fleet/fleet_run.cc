@@ -242,8 +242,8 @@ absl::StatusOr<RunResult> RunFleet(const RunOptions& options) {
     return absl::UnavailableError(
         absl::StrCat(result.report.streams_lost,
                      " simulated agent streams ended before the run did (the controller closed "
-                     "them or went away; agents' logs in ",
-                     dir, "): not a measurement"));
+                     "them or went away; 'stream lost' in the agents' logs, kept in ",
+                     dir, " with FALCON_FLEET_KEEP=1): not a measurement"));
   }
   result.ack_p50 = result.report.ack_rtt.Quantile(0.5);
   result.ack_p99 = result.report.ack_rtt.Quantile(0.99);

@@ -182,6 +182,12 @@ absl::Status ValidateSplit(const Inputs& in, const StageSplit& split, const std:
   }
   if (split[0] != 0) return Bad(field, "the first stage must start at layer 0");
   for (int s = 0; s < in.stages; ++s) {
+    if (split[s] < 0 || split[s] >= in.layers) {
+      return Bad(field, absl::StrCat("stage ", s, " starts at layer ", split[s], ", not in [0, ",
+                                     in.layers, ")"));
+    }
+  }
+  for (int s = 0; s < in.stages; ++s) {
     const int a = split[s], b = s + 1 < in.stages ? split[s + 1] : in.layers;
     if (b - a < in.min_layers) {
       return Bad(field, absl::StrCat("stage ", s, " holds ", b - a, " layers, fewer than ",
@@ -379,8 +385,16 @@ absl::Status ValidateLayerSplitProblem(const LayerSplitProblem& p) {
   for (double s : p.slowdowns) slowest = std::max(slowest, s);
   for (const absl::Duration& h : p.boundary_p2p) p2p_s += 2 * absl::ToDoubleSeconds(h);
   if ((slowest * total_s + p2p_s) * 1e9 * static_cast<double>(M + p.pp) > 4e18) {
+    return Bad(slowest * total_s >= p2p_s ? "layer_compute" : "boundary_p2p",
+               "(Σ layer_compute x slowdown + 2 Σ boundary_p2p) x global_micro_batches overflows "
+               "int64 nanoseconds");
+  }
+  // The front's dynamic program is O(P · L²) per point: bounded so one plan stays well under a
+  // second at the largest sizes accepted.
+  if (static_cast<double>(p.pp) * static_cast<double>(layers) * static_cast<double>(layers) > 2e8) {
     return Bad("layer_compute",
-               "Σ layer_compute x slowdown x global_micro_batches overflows int64 nanoseconds");
+               absl::StrCat(layers, " layers x ", p.pp,
+                            " stages: pp x layers^2 above 2e8 (too large to plan)"));
   }
   return absl::OkStatus();
 }
@@ -474,9 +488,10 @@ absl::StatusOr<LayerSplitPlan> EvaluateLayerSplit(const LayerSplitProblem& probl
       return s;
     }
     const int64_t m = micro_batches[d];
-    if (m < problem.multiple || m % problem.multiple != 0) {
+    if (m < problem.multiple || m % problem.multiple != 0 || m > problem.global_micro_batches) {
       return Bad(absl::StrCat("micro_batches[", d, "]"),
-                 absl::StrCat(m, " is not a positive multiple of ", problem.multiple));
+                 absl::StrCat(m, " is not a positive multiple of ", problem.multiple,
+                              " up to global_micro_batches"));
     }
     total += m;
   }

@@ -246,6 +246,31 @@ TEST(LayerSplitPlannerTest, RejectsBadProblemsNamingTheField) {
                       .status()
                       .message()),
       HasSubstr("micro_batches[3]"));
+  EXPECT_THAT(
+      std::string(EvaluateLayerSplit(good, {{0, 8}, {0, 8}, {0, 8}, {0, -3}}, {16, 16, 16, 16})
+                      .status()
+                      .message()),
+      HasSubstr("splits[3]"));
+  EXPECT_THAT(std::string(EvaluateLayerSplit(good, std::vector<StageSplit>(4, {0, 8}),
+                                             {int64_t{1} << 62, int64_t{1} << 62, int64_t{1} << 62,
+                                              (int64_t{1} << 62) + 4})
+                              .status()
+                              .message()),
+              HasSubstr("micro_batches[0]"));
+  p = good;
+  p.layer_compute.assign(2, absl::Nanoseconds(1));
+  p.pp = 2;
+  p.slowdowns.assign(8, 1.0);
+  p.boundary_p2p.assign(1, absl::Seconds(1000));
+  p.global_micro_batches = 4'000'000;
+  EXPECT_THAT(message(p), HasSubstr("boundary_p2p"));
+  p = good;
+  p.pp = 256;
+  p.slowdowns.assign(4 * 256, 1.0);
+  p.boundary_p2p.clear();
+  p.global_micro_batches = 64;
+  p.layer_compute.assign(4096, absl::Milliseconds(1));
+  EXPECT_THAT(message(p), HasSubstr("too large to plan"));
   EXPECT_FALSE(EvenStageSplit(1, 2).ok());
   EXPECT_EQ(*EvenStageSplit(10, 3), (StageSplit{0, 3, 6}));
 }
