@@ -44,6 +44,7 @@ expect_refused "--metrics_listen: '127.0.0.1:99999': port '99999' is not in [0, 
 # Counts.
 expect_refused "--profiling_iterations: -1 is not in [1, 1000]" --profiling_iterations=-1
 expect_refused "--detector_min_after: 11 is not in [1, 10]" --detector_min_after=11
+expect_refused "--detector_recheck: -1 is not in [0, 10000]" --detector_recheck=-1
 expect_refused "--validation_repeats: 0 is not in [1, 100]" --validation_repeats=0
 expect_refused "--validation_pause_lead_iterations: 1001 is not in [0, 1000]" \
   --validation_pause_lead_iterations=1001

@@ -40,6 +40,9 @@ ABSL_FLAG(int, detector_min_after, 3,
           "the controller's --detector_min_after: 3 decides a shift 2 iterations after its onset, "
           "for dedicated GPU nodes (the controller's default, 5, rides out 3-iteration bursts of a "
           "shared machine; docs/fleet.md)");
+ABSL_FLAG(int, detector_recheck, 60,
+          "the controller's --detector_recheck: 60 finds the 12% faults whose shift measured just "
+          "under 10% at first (docs/fleet.md)");
 ABSL_FLAG(bool, peer_timing, false,
           "the simulated agents send peer transfers, as with NCCL's profiler plugin (docs/gpu.md)");
 
@@ -114,6 +117,8 @@ int Run() {
   base.peer_timing = absl::GetFlag(FLAGS_peer_timing);
   base.controller_flags.push_back(
       absl::StrCat("--detector_min_after=", absl::GetFlag(FLAGS_detector_min_after)));
+  base.controller_flags.push_back(
+      absl::StrCat("--detector_recheck=", absl::GetFlag(FLAGS_detector_recheck)));
   if (absl::GetFlag(FLAGS_fault) != "compute" && absl::GetFlag(FLAGS_fault) != "link") {
     std::fprintf(stderr, "fleet_bench: --fault=%s: want compute or link\n",
                  absl::GetFlag(FLAGS_fault).c_str());

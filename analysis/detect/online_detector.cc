@@ -170,6 +170,7 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
           recheck_first_ = c;
           recheck_last_ = c;
         }
+        recheck_first_ = std::min(recheck_first_, c);
         recheck_last_ = std::max(recheck_last_, c);
         recheck_probability_ = q;
       }

@@ -255,6 +255,7 @@ TEST(OnlineDetectorTest, ANearThresholdStepIsVerifiedAgainOnItsLongerStretch) {
   // the 64 faults of a mixed fleet run were missed so).
   OnlineDetectorOptions o;
   o.min_after = 3;
+  o.recheck = 60;
   const int with_recheck = StepsFound(o, 1.12, 300);
   o.recheck = 0;
   const int without = StepsFound(o, 1.12, 300);
@@ -265,6 +266,7 @@ TEST(OnlineDetectorTest, ANearThresholdStepIsVerifiedAgainOnItsLongerStretch) {
 TEST(OnlineDetectorTest, TheRecheckDoesNotPassAStepBelowTheThreshold) {
   OnlineDetectorOptions o;
   o.min_after = 3;
+  o.recheck = 60;
   EXPECT_EQ(StepsFound(o, 1.07, 300), 0);
   for (int seed = 0; seed < 300; ++seed) {
     OnlineDetector d = *OnlineDetector::Create(o);
@@ -280,6 +282,7 @@ TEST(OnlineDetectorTest, ABurstThatIsOverIsNotPassedByTheRecheck) {
   // the recheck's longer stretch holds the healthy level again and the persistence test fails.
   OnlineDetectorOptions o;
   o.min_after = 3;
+  o.recheck = 60;
   int slowdowns_after_burst = 0;
   for (int seed = 0; seed < 100; ++seed) {
     OnlineDetector d = *OnlineDetector::Create(o);
