@@ -24,7 +24,7 @@
 #include "fleet/fleet_run.h"
 
 ABSL_FLAG(std::string, sizes, "1024,4096,16384",
-          "ranks of the single-job runs (multiples of 64; 16384 is the issue's target size)");
+          "ranks of the single-job runs (multiples of 64; 16384 is the target size)");
 ABSL_FLAG(int, mixed_jobs, 64, "concurrent jobs of the mixed run (0: none)");
 ABSL_FLAG(int, processes, 4, "agent processes");
 ABSL_FLAG(absl::Duration, period, absl::Seconds(1), "wall time per iteration");
