@@ -34,12 +34,26 @@ ABSL_FLAG(std::string, slow_links, "", "s3: slow links SRC-DST[:SLOWDOWN],... (d
 ABSL_FLAG(std::string, slow_ranks, "", "s3: slow ranks RANK[:SLOWDOWN],... (default 1.5)");
 ABSL_FLAG(std::string, stage_compute_s, "1",
           "s3: forward+backward seconds per micro-batch, one value or one per stage");
-ABSL_FLAG(double, p2p_s, 0.02, "s3: healthy PP p2p seconds per micro-batch per boundary");
-ABSL_FLAG(double, allreduce_s, 1.0, "s3: healthy DP all-reduce seconds per stage");
+ABSL_FLAG(double, p2p_s, 0.02,
+          "s3, layer-split: healthy PP p2p seconds per micro-batch per boundary");
+ABSL_FLAG(double, allreduce_s, 1.0,
+          "s3, layer-split: healthy DP all-reduce seconds per stage (layer-split: per iteration)");
 ABSL_FLAG(int64_t, replica_micro_batches, 8, "s3: micro-batches per DP replica per iteration");
 ABSL_FLAG(int64_t, state_bytes, 0, "s3: bytes of state per rank moved when its stage changes");
 ABSL_FLAG(int64_t, dp_state_bytes, 0,
           "s3: bytes of state per rank moved when only its dp index changes");
+// layer-split (also --micro-batches, --multiple, --p2p-s, --allreduce-s)
+ABSL_FLAG(int, dp, 0, "layer-split: DP replicas (D)");
+ABSL_FLAG(int, pp, 0, "layer-split: pipeline stages (P)");
+ABSL_FLAG(int, layers, 0, "layer-split: with one --layer-compute-s value, this many layers of it");
+ABSL_FLAG(std::string, layer_compute_s, "",
+          "layer-split: forward+backward seconds per micro-batch of each layer, c1,c2,...");
+ABSL_FLAG(std::string, slow_cells, "",
+          "layer-split: compute slowdowns of (dp, stage) cells, DP.STAGE:SLOWDOWN,...");
+ABSL_FLAG(int, min_layers, 1, "layer-split: fewest layers a stage holds");
+ABSL_FLAG(std::string, layer_memory_bytes, "",
+          "layer-split: memory a stage needs per layer it holds, one value or one per layer");
+ABSL_FLAG(int64_t, stage_memory_bytes, 0, "layer-split: most memory per stage (0: no limit)");
 // escalate
 ABSL_FLAG(std::string, trace, "", "escalate: trace CSV (iteration,iteration_time_s,cause)");
 ABSL_FLAG(double, healthy_s, 0, "escalate: healthy iteration seconds (0: from the trace)");
@@ -60,6 +74,8 @@ constexpr char kUsage[] =
     "falcon_plan: plan Falcon's mitigations offline.\n"
     "  falcon_plan s2 --times t1,t2,... --micro-batches M [--multiple q] [--json]\n"
     "  falcon_plan s3 --layout FILE [--slow-links a-b[:x],...] [--slow-ranks r[:x],...] [--json]\n"
+    "  falcon_plan layer-split --dp D --pp P --layer-compute-s c1,... --micro-batches M\n"
+    "      [--slow-cells d.s:x,...] [--multiple q] [--json]\n"
     "  falcon_plan escalate --trace FILE [--json]\n"
     "Run with --help for every flag.";
 
@@ -118,6 +134,23 @@ int main(int argc, char** argv) {
     r.current = absl::GetFlag(FLAGS_current);
     r.json = json;
     return Finish(falcon::cli::plan::RunS2(r));
+  }
+  if (command == "layer-split") {
+    falcon::cli::plan::LayerSplitRequest r;
+    r.dp = absl::GetFlag(FLAGS_dp);
+    r.pp = absl::GetFlag(FLAGS_pp);
+    r.layers = absl::GetFlag(FLAGS_layers);
+    r.layer_compute_s = absl::GetFlag(FLAGS_layer_compute_s);
+    r.slow_cells = absl::GetFlag(FLAGS_slow_cells);
+    r.micro_batches = absl::GetFlag(FLAGS_micro_batches);
+    r.multiple = absl::GetFlag(FLAGS_multiple);
+    r.p2p_s = absl::GetFlag(FLAGS_p2p_s);
+    r.allreduce_s = absl::GetFlag(FLAGS_allreduce_s);
+    r.min_layers = absl::GetFlag(FLAGS_min_layers);
+    r.layer_memory_bytes = absl::GetFlag(FLAGS_layer_memory_bytes);
+    r.stage_memory_bytes = absl::GetFlag(FLAGS_stage_memory_bytes);
+    r.json = json;
+    return Finish(falcon::cli::plan::RunLayerSplit(r));
   }
   if (command == "s3") {
     falcon::cli::plan::S3Request r;

@@ -29,6 +29,20 @@ check s2-nan 1 'error: --times\[1\]: is NaN' -- \
   "$BIN" s2 --times 1,nan --micro-batches 4
 check s2-multiple 1 'error: --micro-batches: 5 is not a multiple of multiple = 2' -- \
   "$BIN" s2 --times 1,1 --micro-batches 5 --multiple 2
+check layer-split 0 'S2 alone 0\.1520 s \(recovers 0\.75 of the slowdown\), re-partition \+ S2 0\.1440 s \(recovers 0\.88\)' -- \
+  "$BIN" layer-split --dp 4 --pp 2 --layers 16 --layer-compute-s 0.001 --micro-batches 64 \
+  --slow-cells 2.0:1.5 --p2p-s 0 --allreduce-s 0
+check layer-split-json 0 '"first_layer":\[0,6\],"micro_batches":13' -- \
+  "$BIN" layer-split --dp 4 --pp 2 --layers 16 --layer-compute-s 0.001 --micro-batches 64 \
+  --slow-cells 2.0:1.5 --p2p-s 0 --allreduce-s 0 --json
+check layer-split-cell 1 'error: --slow-cells\[0\]: cell 5\.0 is outside dp 4 x pp 2' -- \
+  "$BIN" layer-split --dp 4 --pp 2 --layers 16 --layer-compute-s 0.001 --micro-batches 64 \
+  --slow-cells 5.0:1.5
+check layer-split-memory 1 'error: no split of 16 layers into 2 stages fits' -- \
+  "$BIN" layer-split --dp 4 --pp 2 --layers 16 --layer-compute-s 0.001 --micro-batches 64 \
+  --layer-memory-bytes 1 --stage-memory-bytes 7
+check layer-split-dp 1 'error: --dp: 0 is not in' -- \
+  "$BIN" layer-split --pp 2 --layers 16 --layer-compute-s 0.001 --micro-batches 64
 check s3-json 0 '"slow_links_in_dp":\{"before":1,"after":0\}' -- \
   "$BIN" s3 --layout "$DATA/four_nodes.csv" --slow-links 2-6:4 --json
 check s3-json-layout 0 '"slow_links_in_pp":\{"before":0,"after":1\}' -- \

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "analysis/plan/escalation.h"
+#include "analysis/plan/layer_split_planner.h"
 #include "analysis/plan/micro_batch_solver.h"
 #include "cli/plan/layout_io.h"
 #include "cli/plan/trace_io.h"
@@ -127,6 +128,157 @@ absl::StatusOr<std::vector<analysis::plan::SlowRank>> ParseSlowRanks(absl::strin
     ranks.push_back(rank);
   }
   return ranks;
+}
+
+absl::StatusOr<std::string> RunLayerSplit(const LayerSplitRequest& request) {
+  using analysis::plan::LayerSplitPlan;
+  using analysis::plan::StageSplit;
+  analysis::plan::LayerSplitProblem p;
+  p.dp = request.dp;
+  p.pp = request.pp;
+  if (p.dp < 1 || p.dp > analysis::plan::kMaxSplitReplicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dp: ", p.dp, " is not in [1, ", analysis::plan::kMaxSplitReplicas, "]"));
+  }
+  if (p.pp < 1 || p.pp > analysis::plan::kMaxSplitStages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pp: ", p.pp, " is not in [1, ", analysis::plan::kMaxSplitStages, "]"));
+  }
+  absl::StatusOr<std::vector<double>> compute =
+      ParseDoubles(request.layer_compute_s, "--layer-compute-s");
+  if (!compute.ok()) return compute.status();
+  if (compute->size() == 1 && request.layers > 0) {
+    if (request.layers > analysis::plan::kMaxSplitLayers) {
+      return absl::InvalidArgumentError(absl::StrCat("--layers: ", request.layers, " is above ",
+                                                     analysis::plan::kMaxSplitLayers));
+    }
+    compute->assign(request.layers, compute->front());
+  } else if (request.layers > 0 && static_cast<int>(compute->size()) != request.layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--layers: ", request.layers, " but --layer-compute-s has ", compute->size(), " values"));
+  }
+  for (size_t l = 0; l < compute->size(); ++l) {
+    const double c = (*compute)[l];
+    if (!(c >= 0 && c <= 1000)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--layer-compute-s[", l, "]: ", c, " is not in [0, 1000] seconds"));
+    }
+    p.layer_compute.push_back(absl::Seconds(c));
+  }
+  p.slowdowns.assign(static_cast<size_t>(p.dp) * p.pp, 1.0);
+  int index = 0;
+  for (absl::string_view item : absl::StrSplit(request.slow_cells, ',', absl::SkipEmpty())) {
+    const std::string field = absl::StrCat("--slow-cells[", index++, "]");
+    std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
+    std::vector<absl::string_view> cell =
+        absl::StrSplit(parts.empty() ? absl::string_view() : parts[0], '.');
+    int d = 0, s = 0;
+    double x = 0;
+    if (parts.size() != 2 || cell.size() != 2 || !absl::SimpleAtoi(cell[0], &d) ||
+        !absl::SimpleAtoi(cell[1], &s) || !absl::SimpleAtod(parts[1], &x)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", item, "' is not DP.STAGE:SLOWDOWN"));
+    }
+    if (d < 0 || d >= p.dp || s < 0 || s >= p.pp) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": cell ", d, ".", s, " is outside dp ", p.dp, " x pp ", p.pp));
+    }
+    if (!(x >= 0.01 && x <= 1000)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": slowdown ", x, " is not in [0.01, 1000]"));
+    }
+    p.slowdowns[static_cast<size_t>(d) * p.pp + s] = x;
+  }
+  if (!(request.p2p_s >= 0 && request.p2p_s <= 1000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--p2p-s: ", request.p2p_s, " is not in [0, 1000]"));
+  }
+  if (!(request.allreduce_s >= 0 && request.allreduce_s <= 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--allreduce-s: ", request.allreduce_s, " is not in [0, 1e6]"));
+  }
+  if (p.pp > 1 && request.p2p_s > 0) p.boundary_p2p.assign(p.pp - 1, absl::Seconds(request.p2p_s));
+  p.allreduce = absl::Seconds(request.allreduce_s);
+  p.global_micro_batches = request.micro_batches;
+  p.multiple = request.multiple;
+  p.min_layers_per_stage = request.min_layers;
+  absl::StatusOr<std::vector<int64_t>> memory =
+      ParseInts(request.layer_memory_bytes, "--layer-memory-bytes");
+  if (!memory.ok()) return memory.status();
+  if (memory->size() == 1) memory->assign(p.layer_compute.size(), memory->front());
+  p.layer_memory_bytes = *memory;
+  p.stage_memory_limit_bytes = request.stage_memory_bytes;
+  // Library field names → flag names in messages.
+  auto flagged = [](absl::Status s) {
+    std::string m(s.message());
+    for (auto [field, flag] : {std::pair{"layer_compute", "--layer-compute-s"},
+                               {"global_micro_batches", "--micro-batches"},
+                               {"multiple", "--multiple"},
+                               {"min_layers_per_stage", "--min-layers"},
+                               {"layer_memory_bytes", "--layer-memory-bytes"},
+                               {"stage_memory_limit_bytes", "--stage-memory-bytes"},
+                               {"boundary_p2p", "--p2p-s"}}) {
+      if (absl::StartsWith(m, field)) {
+        m = absl::StrCat(flag, m.substr(std::string(field).size()));
+        break;
+      }
+    }
+    return absl::Status(s.code(), m);
+  };
+  if (absl::Status s = analysis::plan::ValidateLayerSplitProblem(p); !s.ok()) return flagged(s);
+  const int layers = static_cast<int>(p.layer_compute.size());
+  absl::StatusOr<StageSplit> even = analysis::plan::EvenStageSplit(layers, p.pp);
+  if (!even.ok()) return flagged(even.status());
+  const std::vector<StageSplit> evens(p.dp, *even);
+  analysis::plan::MicroBatchProblem counts;
+  counts.micro_batch_times.assign(p.dp, absl::Seconds(1));
+  counts.global_micro_batches = p.global_micro_batches;
+  counts.multiple = p.multiple;
+  absl::StatusOr<analysis::plan::MicroBatchSplit> even_counts =
+      analysis::plan::EvenMicroBatches(counts);
+  if (!even_counts.ok()) return flagged(even_counts.status());
+  absl::StatusOr<LayerSplitPlan> joint = analysis::plan::PlanLayerSplit(p);
+  if (!joint.ok()) return flagged(joint.status());
+  absl::StatusOr<LayerSplitPlan> s2 = analysis::plan::PlanMicroBatchesForSplits(p, evens);
+  if (!s2.ok()) return flagged(s2.status());
+  absl::StatusOr<analysis::plan::RecoverableCeiling> with_split =
+      analysis::plan::CeilingOf(p, evens, even_counts->micro_batches, *joint);
+  if (!with_split.ok()) return flagged(with_split.status());
+  absl::StatusOr<analysis::plan::RecoverableCeiling> s2_only =
+      analysis::plan::CeilingOf(p, evens, even_counts->micro_batches, *s2);
+  if (!s2_only.ok()) return flagged(s2_only.status());
+  const double healthy = absl::ToDoubleSeconds(with_split->healthy);
+  const double slowed = absl::ToDoubleSeconds(with_split->slowed);
+  const double s2_time = absl::ToDoubleSeconds(s2_only->planned);
+  const double planned = absl::ToDoubleSeconds(with_split->planned);
+  if (request.json) {
+    Json out;
+    out["replicas"] = Json::array();
+    for (size_t d = 0; d < joint->replicas.size(); ++d) {
+      const auto& r = joint->replicas[d];
+      out["replicas"].push_back({{"dp", d},
+                                 {"first_layer", r.first_layer},
+                                 {"micro_batches", r.micro_batches},
+                                 {"pipeline_s", absl::ToDoubleSeconds(r.pipeline)}});
+    }
+    out["predicted_iteration_time_s"] = {
+        {"healthy", healthy}, {"slowed", slowed}, {"s2_only", s2_time}, {"planned", planned}};
+    out["recoverable"] = {{"s2_only", s2_only->recoverable}, {"planned", with_split->recoverable}};
+    out["front_points"] = joint->front_points;
+    return out.dump() + "\n";
+  }
+  std::string text = absl::StrFormat(
+      "predicted iteration: healthy %.4f s, slowed %.4f s, S2 alone %.4f s (recovers %.2f of the "
+      "slowdown), re-partition + S2 %.4f s (recovers %.2f)\n%4s  %-24s %8s %12s\n",
+      healthy, slowed, s2_time, s2_only->recoverable, planned, with_split->recoverable, "dp",
+      "first layer of each stage", "m", "pipeline s");
+  for (size_t d = 0; d < joint->replicas.size(); ++d) {
+    const auto& r = joint->replicas[d];
+    absl::StrAppendFormat(&text, "%4d  %-24s %8d %12.4f%s\n", d, absl::StrJoin(r.first_layer, ","),
+                          r.micro_batches, absl::ToDoubleSeconds(r.pipeline),
+                          r.first_layer == *even ? "" : "  (re-partitioned)");
+  }
+  return text;
 }
 
 absl::StatusOr<std::string> RunS2(const S2Request& request) {

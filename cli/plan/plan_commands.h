@@ -11,6 +11,15 @@
 //             flags] [--json]
 //             JSON: {"layout":[...],"moved_ranks":[...],"predicted_iteration_time_s":{"before",
 //                    "after"},"predicted_speedup":y,"bytes_to_move":n,...,"notes":[...]}.
+//   layer-split --dp D --pp P --layer-compute-s c1,c2,... (or one value with --layers L)
+//             --micro-batches M [--multiple q] [--slow-cells d.s:x,...] [--p2p-s h]
+//             [--allreduce-s a] [--min-layers k] [--layer-memory-bytes b1,... or one value
+//             --stage-memory-bytes B] [--json]
+//             Jointly re-partitions layers and re-balances micro-batches (exact,
+//             docs/algorithms.md#layer-split-planner) and compares with S2 alone, both against
+//             the even split with even micro-batches. JSON: {"replicas":[{"dp","first_layer",
+//             "micro_batches","pipeline_s"}],"predicted_iteration_time_s":{"healthy","slowed",
+//             "s2_only","planned"},"recoverable":{"s2_only","planned"},"front_points"}.
 //   escalate  --trace FILE [--healthy-s t] [cost flags] [--disable s2,s3,s4] [--json]
 //             Replays the trace through the escalation state machine and prints each decision
 //             with its reason.
@@ -69,7 +78,24 @@ struct EscalateRequest {
   bool json = false;
 };
 
+struct LayerSplitRequest {
+  int dp = 0;                      // --dp
+  int pp = 0;                      // --pp
+  int layers = 0;                  // --layers: with one --layer-compute-s value, L layers of it
+  std::string layer_compute_s;     // --layer-compute-s: forward+backward seconds per micro-batch
+  std::string slow_cells;          // --slow-cells: d.s:slowdown,...
+  int64_t micro_batches = 0;       // --micro-batches: M
+  int64_t multiple = 1;            // --multiple: q
+  double p2p_s = 0;                // --p2p-s: per boundary and micro-batch
+  double allreduce_s = 0;          // --allreduce-s: once per iteration
+  int min_layers = 1;              // --min-layers
+  std::string layer_memory_bytes;  // --layer-memory-bytes: one value or one per layer
+  int64_t stage_memory_bytes = 0;  // --stage-memory-bytes: 0 = no limit
+  bool json = false;
+};
+
 absl::StatusOr<std::string> RunS2(const S2Request& request);
+absl::StatusOr<std::string> RunLayerSplit(const LayerSplitRequest& request);
 absl::StatusOr<std::string> RunS3(const S3Request& request);
 absl::StatusOr<std::string> RunEscalate(const EscalateRequest& request);
 
