@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <set>
 #include <utility>
 
@@ -130,6 +131,24 @@ absl::StatusOr<std::vector<analysis::plan::SlowRank>> ParseSlowRanks(absl::strin
   return ranks;
 }
 
+namespace {
+
+// `s` with a library field name that starts its message replaced by the flag that set it (the
+// first of `names`, {field, flag}, that matches).
+absl::Status WithFlagNames(const absl::Status& s,
+                           std::initializer_list<std::pair<const char*, const char*>> names) {
+  std::string m(s.message());
+  for (const auto& [field, flag] : names) {
+    if (absl::StartsWith(m, field)) {
+      m = absl::StrCat(flag, m.substr(std::string(field).size()));
+      break;
+    }
+  }
+  return absl::Status(s.code(), m);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> RunLayerSplit(const LayerSplitRequest& request) {
   using analysis::plan::LayerSplitPlan;
   using analysis::plan::StageSplit;
@@ -209,21 +228,14 @@ absl::StatusOr<std::string> RunLayerSplit(const LayerSplitRequest& request) {
   p.layer_memory_bytes = *memory;
   p.stage_memory_limit_bytes = request.stage_memory_bytes;
   // Library field names → flag names in messages.
-  auto flagged = [](absl::Status s) {
-    std::string m(s.message());
-    for (auto [field, flag] : {std::pair{"layer_compute", "--layer-compute-s"},
-                               {"global_micro_batches", "--micro-batches"},
-                               {"multiple", "--multiple"},
-                               {"min_layers_per_stage", "--min-layers"},
-                               {"layer_memory_bytes", "--layer-memory-bytes"},
-                               {"stage_memory_limit_bytes", "--stage-memory-bytes"},
-                               {"boundary_p2p", "--p2p-s"}}) {
-      if (absl::StartsWith(m, field)) {
-        m = absl::StrCat(flag, m.substr(std::string(field).size()));
-        break;
-      }
-    }
-    return absl::Status(s.code(), m);
+  auto flagged = [](const absl::Status& s) {
+    return WithFlagNames(s, {{"layer_compute", "--layer-compute-s"},
+                             {"global_micro_batches", "--micro-batches"},
+                             {"multiple", "--multiple"},
+                             {"min_layers_per_stage", "--min-layers"},
+                             {"layer_memory_bytes", "--layer-memory-bytes"},
+                             {"stage_memory_limit_bytes", "--stage-memory-bytes"},
+                             {"boundary_p2p", "--p2p-s"}});
   };
   if (absl::Status s = analysis::plan::ValidateLayerSplitProblem(p); !s.ok()) return flagged(s);
   const int layers = static_cast<int>(p.layer_compute.size());
@@ -306,19 +318,12 @@ absl::StatusOr<std::string> RunS2(const S2Request& request) {
     }
   }
   // Library field names → flag names in messages.
-  auto flagged = [](absl::Status s) {
-    std::string m(s.message());
-    for (auto [field, flag] : {std::pair{"micro_batch_times", "--times"},
-                               {"global_micro_batches", "--micro-batches"},
-                               {"multiple", "--multiple"},
-                               {"excluded", "--exclude"},
-                               {"micro_batches", "--current"}}) {
-      if (absl::StartsWith(m, field)) {
-        m = absl::StrCat(flag, m.substr(std::string(field).size()));
-        break;
-      }
-    }
-    return absl::Status(s.code(), m);
+  auto flagged = [](const absl::Status& s) {
+    return WithFlagNames(s, {{"micro_batch_times", "--times"},
+                             {"global_micro_batches", "--micro-batches"},
+                             {"multiple", "--multiple"},
+                             {"excluded", "--exclude"},
+                             {"micro_batches", "--current"}});
   };
   absl::StatusOr<analysis::plan::MicroBatchSplit> split =
       analysis::plan::SolveMicroBatches(problem);

@@ -437,6 +437,24 @@ std::string CheckSampleRow(absl::string_view key, absl::string_view value,
   return "";
 }
 
+// A malformed sample row of `job` under `key`, as the errors and the repair log name it.
+DamagedRow DamagedSampleRow(absl::string_view job, absl::string_view key, absl::string_view why) {
+  return {tables::kSampleRows, std::string(key),
+          absl::StrCat("table ", tables::kSampleRows, ": row of job '", job, "' under key \"",
+                       ShowKey(key), "\": ", why)};
+}
+
+// A scan's handling of a malformed row: with `damaged` null it becomes the scan's DATA_LOSS and
+// the scan stops (false); otherwise it is appended and the scan goes on (true).
+bool Report(DamagedRow row, std::vector<DamagedRow>* damaged, absl::Status* bad) {
+  if (damaged == nullptr) {
+    *bad = absl::DataLossError(row.why);
+    return false;
+  }
+  damaged->push_back(std::move(row));
+  return true;
+}
+
 }  // namespace
 
 absl::Status ControllerStore::ScanSamples(const std::string& job,
@@ -445,25 +463,16 @@ absl::Status ControllerStore::ScanSamples(const std::string& job,
   absl::Status bad;
   std::string parsed_job;
   std::vector<RankSample> samples;
-  absl::Status s = kv_->Scan(
-      tables::kSampleRows, keys::JobPrefix(job),
-      [&](absl::string_view key, absl::string_view value) {
-        int64_t iteration = 0;
-        const std::string why = CheckSampleRow(key, value, job, &parsed_job, &iteration, &samples);
-        if (!why.empty()) {
-          DamagedRow row{tables::kSampleRows, std::string(key),
-                         absl::StrCat("table ", tables::kSampleRows, ": row of job '", job,
-                                      "' under key \"", ShowKey(key), "\": ", why)};
-          if (damaged == nullptr) {
-            bad = absl::DataLossError(row.why);
-            return false;
-          }
-          damaged->push_back(std::move(row));
-          return true;
-        }
-        for (const RankSample& r : samples) fn(r.rank, iteration, r.time_ns);
-        return true;
-      });
+  absl::Status s = kv_->Scan(tables::kSampleRows, keys::JobPrefix(job),
+                             [&](absl::string_view key, absl::string_view value) {
+                               int64_t iteration = 0;
+                               const std::string why = CheckSampleRow(key, value, job, &parsed_job,
+                                                                      &iteration, &samples);
+                               if (!why.empty())
+                                 return Report(DamagedSampleRow(job, key, why), damaged, &bad);
+                               for (const RankSample& r : samples) fn(r.rank, iteration, r.time_ns);
+                               return true;
+                             });
   if (!s.ok()) return s;
   if (!bad.ok()) return bad;
   return ScanLegacySamples(
@@ -500,15 +509,10 @@ absl::Status ControllerStore::ScanLegacySamples(
           why = "the time overflows int64 nanoseconds";
         }
         if (!why.empty()) {
-          DamagedRow row{tables::kLegacySamples, std::string(key),
+          return Report({tables::kLegacySamples, std::string(key),
                          absl::StrCat("table ", tables::kLegacySamples, ": row under key \"",
-                                      ShowKey(key), "\": ", why)};
-          if (damaged == nullptr) {
-            bad = absl::DataLossError(row.why);
-            return false;
-          }
-          damaged->push_back(std::move(row));
-          return true;
+                                      ShowKey(key), "\": ", why)},
+                        damaged, &bad);
         }
         fn(parsed_job, rank, iteration, static_cast<int64_t>(*v));
         return true;
@@ -550,12 +554,7 @@ absl::StatusOr<int64_t> ControllerStore::MoveLegacySamples(StoreTxn* txn,
           const std::string why =
               CheckSampleRow(key, value, job_name, &existing_job, &iteration, &existing);
           if (!why.empty()) {
-            if (damaged != nullptr) {
-              damaged->push_back(
-                  {tables::kSampleRows, std::string(key),
-                   absl::StrCat("table ", tables::kSampleRows, ": row of job '", job_name,
-                                "' under key \"", ShowKey(key), "\": ", why)});
-            }
+            if (damaged != nullptr) damaged->push_back(DamagedSampleRow(job_name, key, why));
             return true;  // Without `damaged` the scan of the job reports it.
           }
           for (const RankSample& r : existing) have.insert(r.rank);
