@@ -6,6 +6,8 @@ absl::string_view DirectiveKindName(const ::falcon::v1::Directive& directive) {
   switch (directive.kind_case()) {
     case ::falcon::v1::Directive::kMicroBatchPlan:
       return "s2";
+    case ::falcon::v1::Directive::kLayerSplit:
+      return "s2l";
     case ::falcon::v1::Directive::kTopologyChange:
       return "s3";
     case ::falcon::v1::Directive::kCheckpointRestart:

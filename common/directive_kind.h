@@ -4,6 +4,7 @@
 // The proto's oneof names the body, the word names the kind:
 //   pause      Pause                resume     Resume           profiling  ProfilingControl
 //   s2         micro_batch_plan     s3         topology_change  s4         checkpoint_restart
+//   s2l        layer_split
 #ifndef FALCON_COMMON_DIRECTIVE_KIND_H_
 #define FALCON_COMMON_DIRECTIVE_KIND_H_
 

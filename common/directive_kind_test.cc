@@ -23,6 +23,8 @@ TEST(DirectiveKindTest, OneWordPerKind) {
   EXPECT_EQ(DirectiveKindName(d), "resume");
   d.mutable_profiling();
   EXPECT_EQ(DirectiveKindName(d), "profiling");
+  d.mutable_layer_split();
+  EXPECT_EQ(DirectiveKindName(d), "s2l");
 }
 
 // A kind added to the proto gets a word of its own (this fails until it does).

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/directive_kind.h"
+#include "common/layer_split.h"
 
 namespace falcon::trainer_shim {
 namespace {
@@ -20,6 +21,8 @@ const char* KindName(const Directive& d) {
   switch (d.kind_case()) {
     case Directive::kMicroBatchPlan:
       return "micro_batch_plan";
+    case Directive::kLayerSplit:
+      return "layer_split";
     case Directive::kTopologyChange:
       return "topology_change";
     case Directive::kCheckpointRestart:
@@ -88,6 +91,20 @@ absl::Status DirectiveIntake::CheckWellFormed(const Directive& d) const {
       if (options_.global_micro_batches > 0 && sum != options_.global_micro_batches) {
         return bad("directive.micro_batch_plan.micro_batches: sum ", sum,
                    " != global micro-batches ", options_.global_micro_batches);
+      }
+      if (d.plan_version() <= 0) return bad("directive.plan_version: must be > 0 for a new plan");
+      break;
+    }
+    case Directive::kLayerSplit: {
+      const auto& split = d.layer_split();
+      // The stage count is every replica's: the first one's when the shim does not know PP.
+      const int pp = split.replicas().empty() ? 0 : split.replicas(0).stage_blocks_size();
+      const int dp = options_.dp_size > 0 ? static_cast<int>(options_.dp_size)
+                                          : split.replicas_size();
+      if (absl::Status s = common::ValidateLayerSplit(split, dp, pp, /*blocks=*/0,
+                                                      options_.global_micro_batches);
+          !s.ok()) {
+        return bad("directive.", s.message());
       }
       if (d.plan_version() <= 0) return bad("directive.plan_version: must be > 0 for a new plan");
       break;

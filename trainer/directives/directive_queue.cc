@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/layer_split.h"
 #include "trainer/directives/micro_batch_plan.h"
 
 namespace falcon::trainer::directives {
@@ -82,6 +83,9 @@ absl::Status CheckDirective(const falcon::v1::Directive& d, const PlanState& s) 
       return ValidateMicroBatchPlan(std::vector<int>(m.begin(), m.end()), layout.dp_size(),
                                     layout.pp_size(), s.total_micro_batches);
     }
+    case falcon::v1::Directive::kLayerSplit:
+      return common::ValidateLayerSplit(d.layer_split(), layout.dp_size(), layout.pp_size(),
+                                        s.num_blocks, s.total_micro_batches);
     case falcon::v1::Directive::kTopologyChange: {
       absl::StatusOr<analysis::plan::Layout> next =
           LayoutFromTopologyChange(d.topology_change(), layout.world_size());
