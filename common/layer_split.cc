@@ -12,7 +12,8 @@ StageBlocks EvenStageBlocks(int blocks, int stages) {
   if (stages < 1 || blocks < stages) return out;
   out.reserve(stages);
   for (int s = 0; s < stages; ++s) {
-    out.push_back(static_cast<int>((int64_t{s} + 1) * blocks / stages - int64_t{s} * blocks / stages));
+    out.push_back(
+        static_cast<int>((int64_t{s} + 1) * blocks / stages - int64_t{s} * blocks / stages));
   }
   return out;
 }
@@ -24,14 +25,13 @@ absl::Status ValidateLayerSplit(const ::falcon::v1::LayerSplit& split, int dp, i
                                                    " entries for ", dp, " DP groups"));
   }
   if (split.micro_batches_size() != dp) {
-    return absl::InvalidArgumentError(absl::StrCat("layer_split.micro_batches: ",
-                                                   split.micro_batches_size(), " entries for ", dp,
-                                                   " DP groups"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer_split.micro_batches: ", split.micro_batches_size(), " entries for ", dp,
+                     " DP groups"));
   }
   if (blocks < 0 || blocks > kMaxPipelineBlocks) {
-    return absl::InvalidArgumentError(absl::StrCat("layer_split: the model's ", blocks,
-                                                   " blocks are outside [0, ", kMaxPipelineBlocks,
-                                                   "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer_split: the model's ", blocks, " blocks are outside [0, ", kMaxPipelineBlocks, "]"));
   }
   for (int d = 0; d < dp; ++d) {
     const auto& stages = split.replicas(d).stage_blocks();
@@ -43,10 +43,9 @@ absl::Status ValidateLayerSplit(const ::falcon::v1::LayerSplit& split, int dp, i
     int64_t sum = 0;
     for (int s = 0; s < pp; ++s) {
       if (stages[s] < 1 || stages[s] > kMaxPipelineBlocks) {
-        return absl::InvalidArgumentError(absl::StrCat("layer_split.replicas[", d,
-                                                       "].stage_blocks[", s, "] = ", stages[s],
-                                                       " is outside [1, ", kMaxPipelineBlocks,
-                                                       "]"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer_split.replicas[", d, "].stage_blocks[", s, "] = ", stages[s],
+                         " is outside [1, ", kMaxPipelineBlocks, "]"));
       }
       sum += stages[s];
     }

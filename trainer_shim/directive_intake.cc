@@ -99,8 +99,8 @@ absl::Status DirectiveIntake::CheckWellFormed(const Directive& d) const {
       const auto& split = d.layer_split();
       // The stage count is every replica's: the first one's when the shim does not know PP.
       const int pp = split.replicas().empty() ? 0 : split.replicas(0).stage_blocks_size();
-      const int dp = options_.dp_size > 0 ? static_cast<int>(options_.dp_size)
-                                          : split.replicas_size();
+      const int dp =
+          options_.dp_size > 0 ? static_cast<int>(options_.dp_size) : split.replicas_size();
       if (absl::Status s = common::ValidateLayerSplit(split, dp, pp, /*blocks=*/0,
                                                       options_.global_micro_batches);
           !s.ok()) {
