@@ -97,12 +97,16 @@ absl::Status DirectiveIntake::CheckWellFormed(const Directive& d) const {
     }
     case Directive::kLayerSplit: {
       const auto& split = d.layer_split();
-      // The stage count is every replica's: the first one's when the shim does not know PP.
-      const int pp = split.replicas().empty() ? 0 : split.replicas(0).stage_blocks_size();
+      // Unknown sizes are taken from the split itself: its replica count for DP, the first
+      // replica's stage count for PP (every replica must then have as many).
       const int dp =
           options_.dp_size > 0 ? static_cast<int>(options_.dp_size) : split.replicas_size();
-      if (absl::Status s = common::ValidateLayerSplit(split, dp, pp, /*blocks=*/0,
-                                                      options_.global_micro_batches);
+      if (split.replicas().empty()) return bad("directive.layer_split.replicas: empty");
+      const int pp = options_.pp_size > 0 ? static_cast<int>(options_.pp_size)
+                                          : split.replicas(0).stage_blocks_size();
+      if (absl::Status s =
+              common::ValidateLayerSplit(split, dp, pp, static_cast<int>(options_.pipeline_blocks),
+                                         options_.global_micro_batches);
           !s.ok()) {
         return bad("directive.", s.message());
       }

@@ -46,7 +46,12 @@ class DirectiveIntake {
     uint64_t epoch = 0;                 // Initial epoch fence.
     uint32_t dp_size = 0;               // 0: unknown (micro-batch plan length not checked).
     uint32_t global_micro_batches = 0;  // 0: unknown (plan sum not checked).
-    bool agreed = false;                // Agreed mode (above).
+    // Layer split checks (common::ValidateLayerSplit): the pipeline's stages (0: unknown; every
+    // replica then needs as many stages as the first) and the model's blocks (0: unknown; the
+    // stage counts' sum is then not checked).
+    uint32_t pp_size = 0;
+    uint32_t pipeline_blocks = 0;
+    bool agreed = false;  // Agreed mode (above).
     // Agreed mode: a job-wide directive not agreed this many iterations after its effective one
     // is rejected (some rank never held it: the ranks that do must not keep it forever).
     int64_t agree_grace_iterations = 8;
@@ -63,8 +68,9 @@ class DirectiveIntake {
 
   explicit DirectiveIntake(Options options);
 
-  // Structural checks that do not depend on state (ids, kind present, ranges, plan shapes).
-  // kInvalidArgument naming the field.
+  // Structural checks that do not depend on state (ids, kind present, ranges, plan shapes; a
+  // layer split's shape against dp_size, pp_size, pipeline_blocks and global_micro_batches where
+  // known). kInvalidArgument naming the field, e.g. "directive.layer_split.replicas[1]...".
   absl::Status CheckWellFormed(const falcon::v1::Directive& d) const;
 
   // From the agent (reader thread). The ack to send now, or nullopt when the directive does not

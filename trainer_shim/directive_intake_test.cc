@@ -1,5 +1,10 @@
 #include "trainer_shim/directive_intake.h"
 
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace falcon::trainer_shim {
@@ -231,6 +236,103 @@ TEST(DirectiveIntakeTest, MalformedDirectivesRejectedWithTheField) {
   EXPECT_FALSE(intake.HasPending());
   Directive zero = Plan(0, 5, 50);
   EXPECT_NE(RejectReason(intake, zero).find("directive_id"), std::string::npos);
+}
+
+void SetStages(falcon::v1::ReplicaSplit* r, std::initializer_list<uint32_t> blocks) {
+  r->clear_stage_blocks();
+  for (uint32_t b : blocks) r->add_stage_blocks(b);
+}
+
+// An S2L directive for the 2 x 2 job of Opts() with 8 blocks: DP group 0's stage 0 sheds 2.
+Directive Split(uint64_t id) {
+  Directive d;
+  d.set_directive_id(id);
+  d.set_job("job1");
+  d.set_epoch(5);
+  d.set_effective_iteration(20);
+  d.set_plan_version(3);
+  falcon::v1::LayerSplit* split = d.mutable_layer_split();
+  SetStages(split->add_replicas(), {2, 6});
+  SetStages(split->add_replicas(), {4, 4});
+  split->add_micro_batches(3);
+  split->add_micro_batches(5);
+  return d;
+}
+
+DirectiveIntake::Options SplitOpts() {
+  DirectiveIntake::Options o = Opts();
+  o.pp_size = 2;
+  o.pipeline_blocks = 8;
+  return o;
+}
+
+TEST(DirectiveIntakeTest, LayerSplitOfTheJobsShapeIsQueued) {
+  DirectiveIntake intake(SplitOpts());
+  std::optional<DirectiveAck> ack = intake.Receive(Split(1));
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->status(), ACK_STATUS_RECEIVED) << ack->reason();
+  DirectiveIntake::Due due = intake.TakeDue(20);
+  ASSERT_EQ(due.due.size(), 1u);
+  EXPECT_EQ(intake.Complete(due.due[0], 20, absl::OkStatus()).status(), ACK_STATUS_APPLIED);
+  // A shim that knows no sizes checks the split's own shape only.
+  DirectiveIntake::Options unknown = Opts();
+  unknown.dp_size = 0;
+  unknown.global_micro_batches = 0;
+  DirectiveIntake bare(unknown);
+  Directive odd = Split(2);
+  odd.mutable_layer_split()->mutable_replicas(1)->set_stage_blocks(1, 1);  // 4+1: blocks unknown.
+  odd.mutable_layer_split()->set_micro_batches(1, 9);                      // M unknown.
+  ack = bare.Receive(odd);
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->status(), ACK_STATUS_RECEIVED) << ack->reason();
+}
+
+TEST(DirectiveIntakeTest, MalformedLayerSplitsRejectedWithTheField) {
+  DirectiveIntake intake(SplitOpts());
+  struct Case {
+    std::function<void(falcon::v1::LayerSplit*)> mutate;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {[](falcon::v1::LayerSplit* s) { s->clear_replicas(); }, "layer_split.replicas: empty"},
+      {[](falcon::v1::LayerSplit* s) {
+         SetStages(s->add_replicas(), {4, 4});
+       },
+       "layer_split.replicas: 3 entries for 2 DP groups"},
+      {[](falcon::v1::LayerSplit* s) { s->add_micro_batches(1); },
+       "layer_split.micro_batches: 3 entries for 2 DP groups"},
+      {[](falcon::v1::LayerSplit* s) { s->mutable_replicas(1)->add_stage_blocks(1); },
+       "layer_split.replicas[1].stage_blocks: 3 entries for 2 stages"},
+      {[](falcon::v1::LayerSplit* s) { s->mutable_replicas(0)->set_stage_blocks(0, 0); },
+       "layer_split.replicas[0].stage_blocks[0] = 0"},
+      {[](falcon::v1::LayerSplit* s) { s->mutable_replicas(1)->set_stage_blocks(1, 5); },
+       "layer_split.replicas[1].stage_blocks sum to 9, not the 8 blocks"},
+      {[](falcon::v1::LayerSplit* s) { s->set_micro_batches(0, 0); },
+       "layer_split.micro_batches[0] = 0"},
+      {[](falcon::v1::LayerSplit* s) { s->set_micro_batches(0, 4); },
+       "layer_split.micro_batches sum to 9, not the global 8"},
+  };
+  uint64_t id = 100;
+  for (const Case& c : cases) {
+    Directive d = Split(++id);
+    c.mutate(d.mutable_layer_split());
+    const std::string reason = RejectReason(intake, d);
+    EXPECT_NE(reason.find("malformed: directive.layer_split"), std::string::npos) << reason;
+    EXPECT_NE(reason.find(c.field), std::string::npos) << reason;
+  }
+  Directive d = Split(200);
+  d.set_plan_version(0);
+  EXPECT_NE(RejectReason(intake, d).find("plan_version"), std::string::npos);
+  // Without pp_size, every replica needs the first one's stage count.
+  DirectiveIntake::Options no_pp = SplitOpts();
+  no_pp.pp_size = 0;
+  DirectiveIntake first(no_pp);
+  d = Split(201);
+  SetStages(d.mutable_layer_split()->mutable_replicas(1), {2, 2, 4});
+  EXPECT_NE(RejectReason(first, d).find("replicas[1].stage_blocks: 3 entries for 2 stages"),
+            std::string::npos);
+  EXPECT_FALSE(intake.HasPending());
+  EXPECT_FALSE(first.HasPending());
 }
 
 TEST(DirectiveIntakeTest, TopologyNeedsDistinctRanks) {

@@ -37,6 +37,12 @@ static_assert(FALCON_SHIM_COMM_TP == falcon::v1::COMM_KIND_TP);
 static_assert(FALCON_SHIM_COMM_WORLD == falcon::v1::COMM_KIND_WORLD);
 static_assert(falcon::v1::CommKind_MAX == FALCON_SHIM_COMM_WORLD,
               "a new falcon.v1.CommKind needs its FALCON_SHIM_COMM_* constant");
+// Directive kinds are the Directive.kind oneof's field numbers.
+static_assert(FALCON_SHIM_DIRECTIVE_MICRO_BATCH_PLAN == falcon::v1::Directive::kMicroBatchPlan);
+static_assert(FALCON_SHIM_DIRECTIVE_TOPOLOGY_CHANGE == falcon::v1::Directive::kTopologyChange);
+static_assert(FALCON_SHIM_DIRECTIVE_CHECKPOINT_RESTART ==
+              falcon::v1::Directive::kCheckpointRestart);
+static_assert(FALCON_SHIM_DIRECTIVE_LAYER_SPLIT == falcon::v1::Directive::kLayerSplit);
 
 namespace falcon::trainer_shim {
 namespace {
@@ -107,9 +113,22 @@ absl::Status CallDirectiveFn(falcon_shim_directive_fn fn, void* user,
   c.reverts_directive_id = d.reverts_directive_id();
   c.reason = d.reason().c_str();
   std::vector<falcon_shim_rank_assignment> assignments;
+  std::vector<uint32_t> stage_blocks;
   if (d.has_micro_batch_plan()) {
     c.micro_batches = d.micro_batch_plan().micro_batches().data();
     c.micro_batches_len = static_cast<uint32_t>(d.micro_batch_plan().micro_batches_size());
+  } else if (d.has_layer_split()) {
+    // The intake checked that every replica has as many stages.
+    const falcon::v1::LayerSplit& split = d.layer_split();
+    c.micro_batches = split.micro_batches().data();
+    c.micro_batches_len = static_cast<uint32_t>(split.micro_batches_size());
+    c.pp_stages =
+        split.replicas().empty() ? 0 : static_cast<uint32_t>(split.replicas(0).stage_blocks_size());
+    for (const falcon::v1::ReplicaSplit& r : split.replicas()) {
+      stage_blocks.insert(stage_blocks.end(), r.stage_blocks().begin(), r.stage_blocks().end());
+    }
+    c.stage_blocks = stage_blocks.data();
+    c.stage_blocks_len = static_cast<uint32_t>(stage_blocks.size());
   } else if (d.has_topology_change()) {
     for (const auto& a : d.topology_change().assignments()) {
       assignments.push_back({a.rank(), a.dp_index(), a.pp_index(), a.tp_index()});
@@ -222,6 +241,8 @@ void falcon_shim_options_init(falcon_shim_options* options) {
       static_cast<uint32_t>(absl::ToInt64Milliseconds(d.shutdown_flush_timeout));
   options->profiling = 0;
   options->agreed_directives = 0;
+  options->pipeline_blocks = d.pipeline_blocks;
+  options->block_state_bytes = d.block_state_bytes;
 }
 
 falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t world_size,
@@ -256,6 +277,8 @@ falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t wor
     s.shutdown_flush_timeout = absl::Milliseconds(o.shutdown_flush_timeout_ms);
     s.profiling = o.profiling != 0;
     s.agreed_directives = o.agreed_directives != 0;
+    s.pipeline_blocks = o.pipeline_blocks;
+    s.block_state_bytes = o.block_state_bytes;
     return Report(falcon::trainer_shim::InitGlobalShim(std::move(s)));
   } catch (...) {
     return Internal();

@@ -26,8 +26,9 @@
 extern "C" {
 #endif
 
-/* 1: the first; 2: falcon_shim_set_shutdown_hook; 3: agreed directives. */
-#define FALCON_SHIM_ABI_VERSION 3
+/* 1: the first; 2: falcon_shim_set_shutdown_hook; 3: agreed directives; 4: the pipeline shape in
+ * the options (pipeline_blocks, block_state_bytes) and layer split directives (S2L). */
+#define FALCON_SHIM_ABI_VERSION 4
 
 /* Status codes: the absl::StatusCode / gRPC numbers. */
 typedef int32_t falcon_shim_status;
@@ -84,6 +85,13 @@ typedef struct falcon_shim_options {
    * falcon_shim_poll_directives applies only Resume, Profiling and targeted ones. Default 0.
    * Since ABI version 3. */
   int32_t agreed_directives;
+  /* The model's pipeline shape for S2L (ShimHello): blocks between the embedding and the head,
+   * 0 (unknown, default) or [max(pp_size, 1), 4096]; a layer split's stage counts must sum to it.
+   * Since ABI version 4. */
+  uint32_t pipeline_blocks;
+  /* Bytes of state one block moves between stages (parameters and optimizer moments), [0, 2^50];
+   * 0 unknown (default). Since ABI version 4. */
+  uint64_t block_state_bytes;
 } falcon_shim_options;
 
 /* One timed op (falcon.v1.OpRecord without seq, which the shim assigns). */
@@ -103,6 +111,7 @@ typedef struct falcon_shim_op {
 #define FALCON_SHIM_DIRECTIVE_MICRO_BATCH_PLAN 10
 #define FALCON_SHIM_DIRECTIVE_TOPOLOGY_CHANGE 11
 #define FALCON_SHIM_DIRECTIVE_CHECKPOINT_RESTART 12
+#define FALCON_SHIM_DIRECTIVE_LAYER_SPLIT 16 /* Since ABI version 4. */
 
 typedef struct falcon_shim_rank_assignment {
   uint32_t rank;
@@ -121,7 +130,7 @@ typedef struct falcon_shim_directive {
   int64_t plan_version;
   uint64_t reverts_directive_id;
   const char* reason;
-  const uint32_t* micro_batches; /* MICRO_BATCH_PLAN: per dp_index. */
+  const uint32_t* micro_batches; /* MICRO_BATCH_PLAN, LAYER_SPLIT: per dp_index. */
   uint32_t micro_batches_len;
   const falcon_shim_rank_assignment* assignments; /* TOPOLOGY_CHANGE. */
   uint32_t assignments_len;
@@ -130,6 +139,15 @@ typedef struct falcon_shim_directive {
   uint32_t excluded_ranks_len;
   const void* serialized; /* The falcon.v1.Directive in wire format. */
   uint64_t serialized_len;
+  /* LAYER_SPLIT (falcon.v1.LayerSplit, since ABI version 4): the blocks each stage of each DP
+   * group's pipeline holds, DP-major: stage s of DP group d holds stage_blocks[d * pp_stages + s]
+   * blocks (each >= 1; a group's counts sum to the model's blocks), for d in
+   * [0, micro_batches_len) and s in [0, pp_stages); stage_blocks_len = micro_batches_len *
+   * pp_stages. The shim has checked that shape (and the sums it knows). Read these only when
+   * struct_size covers them. */
+  const uint32_t* stage_blocks;
+  uint32_t stage_blocks_len;
+  uint32_t pp_stages;
 } falcon_shim_directive;
 
 /* Apply `directive`. Return 0 when applied; non-zero to reject it, after writing a NUL-terminated

@@ -1,6 +1,7 @@
 // The C ABI end to end, against FakeAgent.
 #include "trainer_shim/falcon_shim.h"
 
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -20,6 +21,8 @@ constexpr uint64_t kComm = 99;
 struct DirectiveLog {
   std::vector<uint32_t> micro_batches;
   std::vector<uint32_t> assignment_ranks;
+  std::vector<uint32_t> stage_blocks;
+  uint32_t pp_stages = 0;
   int64_t plan_version = 0;
   int32_t kind = 0;
   falcon::v1::Directive parsed;
@@ -32,6 +35,10 @@ int32_t ApplyDirective(void* user, const falcon_shim_directive* d, char* reason,
   log->micro_batches.assign(d->micro_batches, d->micro_batches + d->micro_batches_len);
   for (uint32_t i = 0; i < d->assignments_len; ++i) {
     log->assignment_ranks.push_back(d->assignments[i].rank);
+  }
+  if (d->struct_size >= offsetof(falcon_shim_directive, pp_stages) + sizeof(d->pp_stages)) {
+    log->stage_blocks.assign(d->stage_blocks, d->stage_blocks + d->stage_blocks_len);
+    log->pp_stages = d->pp_stages;
   }
   log->parsed.ParseFromArray(d->serialized, static_cast<int>(d->serialized_len));
   if (d->kind == FALCON_SHIM_DIRECTIVE_TOPOLOGY_CHANGE) {
@@ -84,6 +91,9 @@ class FalconShimCTest : public ::testing::Test {
     o.node = "node-c";
     o.epoch = 2;
     o.dp_size = 2;
+    o.pp_size = 2;
+    o.pipeline_blocks = 8;
+    o.block_state_bytes = 3 << 20;
     o.flush_interval_us = 2000;
     o.reconnect_initial_ms = 5;
     o.reconnect_max_ms = 40;
@@ -101,7 +111,7 @@ class FalconShimCTest : public ::testing::Test {
 };
 
 TEST_F(FalconShimCTest, RecordsFlowAndStatsAddUp) {
-  EXPECT_EQ(falcon_shim_abi_version(), 3u);
+  EXPECT_EQ(falcon_shim_abi_version(), 4u);
   EXPECT_EQ(falcon_shim_poll_directives(4, nullptr, nullptr), FALCON_SHIM_OK);
   for (int i = 0; i < 50; ++i) {
     falcon_shim_op op{};
@@ -124,6 +134,8 @@ TEST_F(FalconShimCTest, RecordsFlowAndStatsAddUp) {
   EXPECT_EQ(agent_->communicators()[0].kind(), falcon::v1::COMM_KIND_PP);
   EXPECT_EQ(agent_->hellos()[0].rank().node(), "node-c");
   EXPECT_EQ(agent_->hellos()[0].epoch(), 2u);
+  EXPECT_EQ(agent_->hellos()[0].pipeline_blocks(), 8u);
+  EXPECT_EQ(agent_->hellos()[0].block_state_bytes(), 3u << 20);
   ASSERT_TRUE(agent_->WaitFor([&] { return agent_->hints().size() == 1; }));
 
   falcon_shim_stats s{};
@@ -316,6 +328,68 @@ TEST(FalconShimCAgreedTest, OnlyTheAgreedDirectivesAreAppliedLateOrNot) {
   EXPECT_EQ(ids[0], 9u);
   EXPECT_EQ(falcon_shim_poll_agreed(7, nullptr, 1, ApplyDirective, &log),
             FALCON_SHIM_INVALID_ARGUMENT);
+  EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
+}
+
+// S2L: the split reaches the callback flattened DP-major with its micro-batch plan; one that does
+// not fit the shape the shim was given is rejected before the trainer sees it.
+TEST_F(FalconShimCTest, LayerSplitsReachCCallbacksFlattened) {
+  falcon::v1::Directive d;
+  d.set_directive_id(30);
+  d.set_job("cjob");
+  d.set_epoch(2);
+  d.set_effective_iteration(6);
+  d.set_plan_version(7);
+  falcon::v1::LayerSplit* split = d.mutable_layer_split();
+  for (uint32_t b : {3u, 5u}) split->add_replicas()->add_stage_blocks(b);
+  split->mutable_replicas(0)->add_stage_blocks(5);
+  split->mutable_replicas(1)->add_stage_blocks(3);  // 3+5 and 5+3.
+  split->add_micro_batches(4);
+  split->add_micro_batches(2);
+  falcon::v1::Directive bad = d;
+  bad.set_directive_id(31);
+  bad.mutable_layer_split()->mutable_replicas(1)->set_stage_blocks(1, 4);  // 5+4: not 8 blocks.
+  ASSERT_TRUE(agent_->SendDirective(d));
+  ASSERT_TRUE(agent_->SendDirective(bad));
+  std::string reason;
+  ASSERT_TRUE(agent_->WaitFor([&] {
+    return HasAck(*agent_, 30, falcon::v1::ACK_STATUS_RECEIVED) &&
+           HasAck(*agent_, 31, falcon::v1::ACK_STATUS_REJECTED, &reason);
+  }));
+  EXPECT_NE(reason.find("layer_split.replicas[1].stage_blocks sum to 9, not the 8 blocks"),
+            std::string::npos)
+      << reason;
+  DirectiveLog log;
+  ASSERT_EQ(falcon_shim_poll_directives(6, ApplyDirective, &log), FALCON_SHIM_OK);
+  EXPECT_EQ(log.kind, FALCON_SHIM_DIRECTIVE_LAYER_SPLIT);
+  EXPECT_EQ(log.plan_version, 7);
+  EXPECT_EQ(log.micro_batches, (std::vector<uint32_t>{4, 2}));
+  EXPECT_EQ(log.pp_stages, 2u);
+  EXPECT_EQ(log.stage_blocks, (std::vector<uint32_t>{3, 5, 5, 3}));
+  EXPECT_EQ(log.parsed.layer_split().replicas_size(), 2);
+  ASSERT_TRUE(agent_->WaitFor([&] { return HasAck(*agent_, 30, falcon::v1::ACK_STATUS_APPLIED); }));
+}
+
+// The pipeline shape is checked at init, naming the field.
+TEST(FalconShimCOptionsTest, PipelineShapeOutOfRangeIsRefused) {
+  falcon_shim_options o;
+  falcon_shim_options_init(&o);
+  EXPECT_EQ(o.pipeline_blocks, 0u);
+  EXPECT_EQ(o.block_state_bytes, 0u);
+  o.pp_size = 4;
+  o.pipeline_blocks = 2;
+  EXPECT_EQ(falcon_shim_init("cjob", 0, 4, "", &o), FALCON_SHIM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(falcon_shim_last_error()).find("options.pipeline_blocks: 2"),
+            std::string::npos)
+      << falcon_shim_last_error();
+  o.pipeline_blocks = 0;
+  o.block_state_bytes = (uint64_t{1} << 50) + 1;
+  EXPECT_EQ(falcon_shim_init("cjob", 0, 4, "", &o), FALCON_SHIM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(falcon_shim_last_error()).find("options.block_state_bytes"),
+            std::string::npos);
+  // A caller built against ABI 3 (a shorter struct) gets the defaults: unknown.
+  o.struct_size = offsetof(falcon_shim_options, pipeline_blocks);
+  ASSERT_EQ(falcon_shim_init("cjob", 0, 4, "", &o), FALCON_SHIM_OK) << falcon_shim_last_error();
   EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
 }
 

@@ -32,6 +32,24 @@ std::string HostName() {
   return buf;
 }
 
+// A trainer that applies directives checks plans against its current layout (which S3
+// changes), so the intake does not check them against the layout at start; the model's block
+// count does not change, and is checked either way.
+DirectiveIntake::Options IntakeOptions(const ShimOptions& o) {
+  DirectiveIntake::Options i;
+  i.job = o.job;
+  i.rank = o.rank;
+  i.world_size = o.world_size;
+  i.epoch = o.epoch;
+  const bool layout = !o.trainer_applies_directives;
+  i.dp_size = layout ? o.dp_size : 0;
+  i.pp_size = layout ? o.pp_size : 0;
+  i.global_micro_batches = layout ? o.global_micro_batches : 0;
+  i.pipeline_blocks = o.pipeline_blocks;
+  i.agreed = o.agreed_directives;
+  return i;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Shim>> Shim::Create(ShimOptions options,
@@ -49,13 +67,7 @@ Shim::Shim(ShimOptions options, const common::Clock* clock)
       owned_clock_(clock == nullptr ? std::make_unique<common::RealClock>() : nullptr),
       clock_(clock == nullptr ? owned_clock_.get() : clock),
       ring_(options_.ring_capacity),
-      // A trainer that applies directives checks plans against its current layout (which S3
-      // changes), so the intake does not check them against the layout at start.
-      intake_(DirectiveIntake::Options{
-          options_.job, options_.rank, options_.world_size, options_.epoch,
-          options_.trainer_applies_directives ? 0 : options_.dp_size,
-          options_.trainer_applies_directives ? 0 : options_.global_micro_batches,
-          options_.agreed_directives}),
+      intake_(IntakeOptions(options_)),
       profiling_(options_.profiling),
       owner_pid_(getpid()) {
   AgentLink::Listener* listener = this;
@@ -187,6 +199,8 @@ falcon::v1::ShimHello Shim::MakeHello() const {
   hello.set_pp_size(options_.pp_size);
   hello.set_tp_size(options_.tp_size);
   hello.set_global_micro_batches(options_.global_micro_batches);
+  hello.set_pipeline_blocks(options_.pipeline_blocks);
+  hello.set_block_state_bytes(options_.block_state_bytes);
   hello.set_version(kShimVersion);
   return hello;
 }

@@ -1,6 +1,7 @@
 // Shim directive intake end to end against FakeAgent: effective iterations, epochs, malformed
 // directives, pause and validation, profiling control, iteration hints.
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "gtest/gtest.h"
@@ -93,6 +94,41 @@ TEST_F(ShimTest, MalformedDirectiveIsRejectedWithAReasonAndTrainingContinues) {
   ASSERT_TRUE(agent_->WaitFor([&] { return agent_->acked_records().size() == 30; }));
   EXPECT_FALSE(shim->paused());
   EXPECT_EQ(shim->stats().directives_rejected, 2u);
+}
+
+// A trainer that applies directives itself checks a split against its layout (S3 changes it):
+// the shim screens a layer split only against the model's block count, which never changes.
+TEST_F(ShimTest, TrainerAppliedLayerSplitsAreScreenedByBlockCountOnly) {
+  ShimOptions o = FastOptions(socket_, &log_);
+  o.pp_size = 2;
+  o.pipeline_blocks = 6;
+  o.trainer_applies_directives = true;
+  absl::StatusOr<std::unique_ptr<Shim>> shim = Shim::Create(o);
+  ASSERT_TRUE(shim.ok()) << shim.status();
+  ASSERT_TRUE(WaitConnected(**shim));
+  EXPECT_EQ(agent_->hellos()[0].pipeline_blocks(), 6u);
+  auto split = [](uint64_t id, std::vector<std::vector<uint32_t>> replicas) {
+    Directive d = BaseDirective(id, 5, 4);
+    for (const std::vector<uint32_t>& stages : replicas) {
+      falcon::v1::ReplicaSplit* r = d.mutable_layer_split()->add_replicas();
+      for (uint32_t b : stages) r->add_stage_blocks(b);
+      d.mutable_layer_split()->add_micro_batches(1);
+    }
+    return d;
+  };
+  // Three DP groups of three stages (the job's layout at start was 2 x 2): the trainer decides.
+  ASSERT_TRUE(agent_->SendDirective(split(40, {{1, 2, 3}, {2, 2, 2}, {3, 2, 1}})));
+  ASSERT_TRUE(agent_->SendDirective(split(41, {{1, 5}, {3, 2}})));  // 3+2: not 6 blocks.
+  ASSERT_TRUE(agent_->WaitFor([&] { return HasAck(*agent_, 41, ACK_STATUS_REJECTED); }));
+  EXPECT_NE(FindAck(*agent_, 41, ACK_STATUS_REJECTED)
+                .reason()
+                .find("layer_split.replicas[1].stage_blocks sum to 5, not the 6 blocks"),
+            std::string::npos)
+      << FindAck(*agent_, 41, ACK_STATUS_REJECTED).reason();
+  absl::StatusOr<std::vector<Directive>> got = (*shim)->TakeDirectives();
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].directive_id(), 40u);
 }
 
 TEST_F(ShimTest, HandlerErrorAndMissingHandlerAreRejectedWithReasons) {

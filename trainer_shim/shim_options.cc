@@ -1,7 +1,10 @@
 #include "trainer_shim/shim_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/layer_split.h"
 #include "common/names.h"
 
 namespace falcon::trainer_shim {
@@ -43,6 +46,17 @@ absl::Status ShimOptions::Validate() const {
   }
   if (dp_index < -1 || pp_index < -1 || tp_index < -1 || gpu < -1) {
     return absl::InvalidArgumentError("options.{dp,pp,tp}_index/gpu: need >= -1");
+  }
+  if (pipeline_blocks != 0 &&
+      (pipeline_blocks < std::max<uint32_t>(pp_size, 1) ||
+       pipeline_blocks > static_cast<uint32_t>(common::kMaxPipelineBlocks))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.pipeline_blocks: ", pipeline_blocks, " is not 0 (unknown) or in [",
+        std::max<uint32_t>(pp_size, 1), " (pp_size), ", common::kMaxPipelineBlocks, "]"));
+  }
+  if (block_state_bytes > kMaxBlockStateBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("options.block_state_bytes: ", block_state_bytes,
+                                                   " is above 2^50 (", kMaxBlockStateBytes, ")"));
   }
   if (absl::StartsWith(agent_socket, "unix:") && agent_socket.size() == 5) {
     return absl::InvalidArgumentError("options.agent_socket: 'unix:' without a path");

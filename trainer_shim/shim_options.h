@@ -13,6 +13,9 @@
 
 namespace falcon::trainer_shim {
 
+// Largest ShimOptions::block_state_bytes (ShimHello.block_state_bytes): 1 PiB.
+inline constexpr uint64_t kMaxBlockStateBytes = uint64_t{1} << 50;
+
 struct ShimOptions {
   // --- Identity (ShimHello). ---
   std::string job;          // REQUIRES: a valid job name (common/names.h).
@@ -30,6 +33,12 @@ struct ShimOptions {
   uint32_t tp_size = 0;
   uint32_t global_micro_batches = 0;  // 0 when unknown.
   uint64_t epoch = 0;  // Epoch the trainer starts at; directives older than it are rejected.
+  // The model's pipeline shape for S2L (ShimHello.pipeline_blocks, block_state_bytes): blocks
+  // between the embedding and the head, 0 (unknown) or [max(pp_size, 1), 4096]; and the bytes of
+  // state one block moves between stages (parameters and optimizer moments), [0, 2^50], 0 when
+  // unknown. A layer split's stage counts must sum to pipeline_blocks when it is known.
+  uint32_t pipeline_blocks = 0;
+  uint64_t block_state_bytes = 0;
 
   // --- Agent connection. ---
   // The agent's unix socket: a path ("/run/falcon/agent.sock") or a gRPC target ("unix:/path").

@@ -53,6 +53,28 @@ TEST(ShimOptionsTest, RejectsBadFieldsByName) {
   ExpectBad(o, "options.agent_socket");
 }
 
+TEST(ShimOptionsTest, PipelineShapeIsUnknownOrInRange) {
+  ShimOptions o = Good();
+  o.pp_size = 4;
+  o.pipeline_blocks = 4;  // One block per stage.
+  o.block_state_bytes = kMaxBlockStateBytes;
+  EXPECT_TRUE(o.Validate().ok());
+  o.pipeline_blocks = 4096;
+  EXPECT_TRUE(o.Validate().ok());
+  o.pipeline_blocks = 0;  // Unknown.
+  o.block_state_bytes = 0;
+  EXPECT_TRUE(o.Validate().ok());
+  o.pipeline_blocks = 3;  // Fewer blocks than stages.
+  ExpectBad(o, "options.pipeline_blocks: 3 is not 0 (unknown) or in [4 (pp_size), 4096]");
+  o.pipeline_blocks = 4097;
+  ExpectBad(o, "options.pipeline_blocks: 4097");
+  o.pp_size = 0;  // Unknown PP: one block is enough.
+  o.pipeline_blocks = 1;
+  EXPECT_TRUE(o.Validate().ok());
+  o.block_state_bytes = kMaxBlockStateBytes + 1;
+  ExpectBad(o, "options.block_state_bytes: 1125899906842625 is above 2^50");
+}
+
 TEST(ShimOptionsTest, AgentTargetAcceptsBothSpellings) {
   ShimOptions o = Good();
   EXPECT_EQ(o.AgentTarget(), "");

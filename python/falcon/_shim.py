@@ -1,7 +1,7 @@
 """ctypes bindings over libfalcon_shim.so, the trainer shim's C ABI (trainer_shim/falcon_shim.h).
 
 Only this module knows the ABI's layout; the rest of the package uses Shim. The structs mirror
-the header field for field (ABI version 3); struct_size lets the library read no further than
+the header field for field (ABI version 4); struct_size lets the library read no further than
 what this side knows. Times are CLOCK_MONOTONIC nanoseconds (falcon_shim_now_ns; the package
 reads the same clock with time.clock_gettime_ns, ops.monotonic_ns).
 
@@ -17,7 +17,7 @@ import ctypes
 import logging
 import os
 
-ABI_VERSION = 3  # Agreed directives (falcon_shim_pending_directives, falcon_shim_poll_agreed).
+ABI_VERSION = 4  # The pipeline shape in the options, layer split directives (S2L).
 SONAME = "libfalcon_shim.so"
 log = logging.getLogger("falcon")
 
@@ -50,6 +50,7 @@ COMM_WORLD = 5
 DIRECTIVE_MICRO_BATCH_PLAN = 10
 DIRECTIVE_TOPOLOGY_CHANGE = 11
 DIRECTIVE_CHECKPOINT_RESTART = 12
+DIRECTIVE_LAYER_SPLIT = 16  # ABI version 4.
 
 VALIDATION_GEMM = 5
 VALIDATION_LINK_PASS = 6
@@ -80,6 +81,8 @@ class Options(_c.Structure):
         ("shutdown_flush_timeout_ms", _c.c_uint32),
         ("profiling", _c.c_int32),
         ("agreed_directives", _c.c_int32),  # ABI version 3.
+        ("pipeline_blocks", _c.c_uint32),  # ABI version 4.
+        ("block_state_bytes", _c.c_uint64),  # ABI version 4.
     ]
 
 
@@ -124,6 +127,11 @@ class Directive(_c.Structure):
         ("excluded_ranks_len", _c.c_uint32),
         ("serialized", _c.c_void_p),
         ("serialized_len", _c.c_uint64),
+        # LAYER_SPLIT (ABI version 4): stage s of DP group d holds
+        # stage_blocks[d * pp_stages + s] blocks; micro_batches is the split's plan.
+        ("stage_blocks", _c.POINTER(_c.c_uint32)),
+        ("stage_blocks_len", _c.c_uint32),
+        ("pp_stages", _c.c_uint32),
     ]
 
 
