@@ -24,6 +24,8 @@ v1::JobRegistration JobState::Registration() const {
   reg.set_pp_size(pp_size);
   reg.set_tp_size(tp_size);
   reg.set_global_micro_batches(global_micro_batches);
+  reg.set_pipeline_blocks(pipeline_blocks);
+  reg.set_block_state_bytes(block_state_bytes);
   reg.set_epoch(epoch);
   return reg;
 }

@@ -69,6 +69,10 @@ struct JobState {
   uint32_t pp_size = 0;
   uint32_t tp_size = 0;
   uint32_t global_micro_batches = 0;
+  // The model's pipeline shape (ShimHello.pipeline_blocks, block_state_bytes; 0 unknown): every
+  // rank of an epoch reports the same (ShimHub refuses a hello that disagrees).
+  uint32_t pipeline_blocks = 0;
+  uint64_t block_state_bytes = 0;
   uint64_t epoch = 0;
   // The uid of the shim that first attached to the job here (ShimHub::kUnknownUid: unknown):
   // shims of other uids may not attach to its ranks while the agent keeps the job.

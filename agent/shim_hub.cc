@@ -151,6 +151,24 @@ void ShimHub::OnMessage(uint64_t session, const v1::ShimMessage& msg) {
   }
 }
 
+absl::Status ShimHub::SameModel(const JobState& job, const v1::ShimHello& hello) {
+  auto differs = [&](absl::string_view field, uint64_t known, uint64_t said) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hello.", field, ": rank ", hello.rank().rank(), " of job '", hello.job(),
+                     "' says ", said, ", the job's other ranks on this node said ", known,
+                     " at epoch ", job.epoch, ": every rank of a job must report the same model"));
+  };
+  if (hello.pipeline_blocks() != 0 && job.pipeline_blocks != 0 &&
+      hello.pipeline_blocks() != job.pipeline_blocks) {
+    return differs("pipeline_blocks", job.pipeline_blocks, hello.pipeline_blocks());
+  }
+  if (hello.block_state_bytes() != 0 && job.block_state_bytes != 0 &&
+      hello.block_state_bytes() != job.block_state_bytes) {
+    return differs("block_state_bytes", job.block_state_bytes, hello.block_state_bytes());
+  }
+  return absl::OkStatus();
+}
+
 JobState& ShimHub::GetOrCreateJob(const v1::ShimHello& hello) {
   auto& slot = jobs_[hello.job()];
   if (slot == nullptr) {
@@ -192,6 +210,12 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
     }
     RestartJob(existing->second, hello);
   }
+  if (existing != jobs_.end() && hello.epoch() <= existing->second->epoch) {
+    if (absl::Status st = SameModel(*existing->second, hello); !st.ok()) {
+      Error(s, st);
+      return;
+    }
+  }
   const bool created = existing == jobs_.end();
   const int64_t now = clock_.MonotonicNanos();
   JobState& job = GetOrCreateJob(hello);
@@ -212,6 +236,11 @@ void ShimHub::HandleHello(uint64_t id, Session& s, const v1::ShimHello& hello) {
   set_layout(job.pp_size, hello.pp_size());
   set_layout(job.tp_size, hello.tp_size());
   set_layout(job.global_micro_batches, hello.global_micro_batches());
+  set_layout(job.pipeline_blocks, hello.pipeline_blocks());
+  if (hello.block_state_bytes() != 0 && job.block_state_bytes != hello.block_state_bytes()) {
+    job.block_state_bytes = hello.block_state_bytes();
+    job.registration_dirty = true;
+  }
 
   auto [rit, inserted] = job.ranks.try_emplace(rank_id);
   RankState& rank = rit->second;

@@ -184,6 +184,10 @@ class ShimHub {
   void HandleDirectiveAck(Session& s, JobState& job, RankState& rank, const v1::DirectiveAck& ack)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobState& GetOrCreateJob(const v1::ShimHello& hello) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // kInvalidArgument naming the field and the rank when `hello` reports another model
+  // (pipeline_blocks, block_state_bytes; 0 is unknown, never a disagreement) than `job`'s other
+  // ranks at its epoch.
+  static absl::Status SameModel(const JobState& job, const v1::ShimHello& hello);
   // Sends to the live session of (job, rank), if any; returns whether there was one.
   bool SendToRank(const JobState& job, uint32_t rank, const v1::AgentToShim& msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -624,6 +624,49 @@ TEST_F(ShimHubTest, AReattachedShimLearnsTheHintsHeldAndWhatWasDelivered) {
 namespace falcon::agent {
 namespace {
 
+// The model's pipeline shape (S2L) goes from the hellos into the job's registration; a rank
+// that reports another model than the job's other ranks at the same epoch is refused, naming the
+// field and the rank; 0 (unknown) agrees with anything; a newer epoch may change it.
+TEST_F(ShimHubTest, PipelineShapeReachesTheRegistrationAndRanksMustAgree) {
+  auto hello = [](uint32_t rank, uint32_t blocks, uint64_t bytes, uint64_t epoch = 0) {
+    v1::ShimMessage m = Hello(rank, 100 + static_cast<int32_t>(rank));
+    m.mutable_hello()->set_pipeline_blocks(blocks);
+    m.mutable_hello()->set_block_state_bytes(bytes);
+    m.mutable_hello()->set_epoch(epoch);
+    return m;
+  };
+  FakeStream a, b, c, d;
+  hub_.OnMessage(hub_.Open(&a), hello(0, 16, 3 << 20));
+  hub_.OnMessage(hub_.Open(&b), hello(1, 0, 0));  // An unknown model agrees.
+  ASSERT_EQ(hub_.Registrations().size(), 1u);
+  EXPECT_EQ(hub_.Registrations()[0].pipeline_blocks(), 16u);
+  EXPECT_EQ(hub_.Registrations()[0].block_state_bytes(), 3u << 20);
+  std::vector<v1::TelemetryBatch> out;
+  hub_.Flush(false, &out);
+  ASSERT_FALSE(out.empty());
+  ASSERT_TRUE(out.back().has_registration());
+  EXPECT_EQ(out.back().registration().pipeline_blocks(), 16u);
+
+  const uint64_t idc = hub_.Open(&c);
+  hub_.OnMessage(idc, hello(2, 12, 3 << 20));
+  auto errors = c.Of(v1::AgentToShim::kError);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].error().field(), "hello.pipeline_blocks");
+  EXPECT_EQ(errors[0].error().message(),
+            "rank 2 of job 'job1' says 12, the job's other ranks on this node said 16 at epoch 0: "
+            "every rank of a job must report the same model");
+  EXPECT_TRUE(c.Of(v1::AgentToShim::kWelcome).empty());
+  hub_.OnMessage(idc, hello(2, 16, 1));
+  EXPECT_EQ(c.Of(v1::AgentToShim::kError).back().error().field(), "hello.block_state_bytes");
+  EXPECT_EQ(hub_.Registrations()[0].ranks_size(), 2) << "rank 2 did not attach";
+
+  // A relaunch at a newer epoch (the same world) may run another model.
+  hub_.OnMessage(hub_.Open(&d), hello(3, 12, 1 << 20, 1));
+  EXPECT_EQ(d.Of(v1::AgentToShim::kWelcome).size(), 1u);
+  EXPECT_EQ(hub_.Registrations()[0].pipeline_blocks(), 12u);
+  EXPECT_EQ(hub_.Registrations()[0].block_state_bytes(), 1u << 20);
+}
+
 TEST_F(ShimHubTest, AShimOfAnotherUidCannotAttachToAJobHeldHere) {
   FakeStream owner, intruder, same_uid;
   const uint64_t a = hub_.Open(&owner, 1000);

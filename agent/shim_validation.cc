@@ -1,9 +1,11 @@
 #include "agent/shim_validation.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/layer_split.h"
 #include "common/names.h"
 #include "common/op_kind.h"
 
@@ -51,6 +53,18 @@ absl::Status ValidateShimHello(const v1::ShimHello& hello) {
     return s;
   if (auto s = ValidateLayoutIndex(r.tp_index(), hello.tp_size(), "hello.rank.tp_index"); !s.ok())
     return s;
+  if (const uint32_t blocks = hello.pipeline_blocks(); blocks != 0) {
+    const uint32_t least = std::max<uint32_t>(hello.pp_size(), 1);
+    if (blocks < least || blocks > static_cast<uint32_t>(common::kMaxPipelineBlocks)) {
+      return Bad("hello.pipeline_blocks",
+                 absl::StrCat(blocks, " is not 0 (unknown) or in [", least, " (pp_size), ",
+                              common::kMaxPipelineBlocks, "]"));
+    }
+  }
+  if (hello.block_state_bytes() > kMaxBlockStateBytes) {
+    return Bad("hello.block_state_bytes",
+               absl::StrCat(hello.block_state_bytes(), " is above 2^50"));
+  }
   return absl::OkStatus();
 }
 

@@ -46,6 +46,27 @@ TEST(ShimValidationTest, HelloFieldsAreNamed) {
   EXPECT_EQ(FieldOf(ValidateShimHello(h)), "hello.rank");
 }
 
+TEST(ShimValidationTest, PipelineShapeIsUnknownOrInRange) {
+  v1::ShimHello h = GoodHello();
+  h.set_pp_size(4);
+  for (uint32_t blocks : {0u, 4u, 4096u}) {
+    h.set_pipeline_blocks(blocks);
+    EXPECT_TRUE(ValidateShimHello(h).ok()) << blocks;
+  }
+  h.set_block_state_bytes(kMaxBlockStateBytes);
+  EXPECT_TRUE(ValidateShimHello(h).ok());
+  h.set_pipeline_blocks(3);  // Fewer blocks than stages.
+  absl::Status s = ValidateShimHello(h);
+  EXPECT_EQ(FieldOf(s), "hello.pipeline_blocks");
+  EXPECT_NE(s.message().find("3 is not 0 (unknown) or in [4 (pp_size), 4096]"), std::string::npos)
+      << s;
+  h.set_pipeline_blocks(4097);
+  EXPECT_EQ(FieldOf(ValidateShimHello(h)), "hello.pipeline_blocks");
+  h.set_pipeline_blocks(4);
+  h.set_block_state_bytes(kMaxBlockStateBytes + 1);
+  EXPECT_EQ(FieldOf(ValidateShimHello(h)), "hello.block_state_bytes");
+}
+
 TEST(ShimValidationTest, CommunicatorMembers) {
   v1::Communicator c;
   c.set_comm_id(9);
