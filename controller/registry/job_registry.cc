@@ -29,6 +29,32 @@ K Largest(const std::map<K, int>& counts) {
   return counts.empty() ? K{} : counts.rbegin()->first;
 }
 
+// A field every part of an epoch reports alike (the model's pipeline shape; 0 unknown): `mine`,
+// agent_id's new value, against the values of the parts (`counts`, as JobEntry keeps them; `own`:
+// agent_id's current part's, which `mine` replaces).
+template <typename K, typename ValueOf>
+util::MaybeFieldError SameModelField(const std::map<std::string, AgentJob>& parts, uint64_t epoch,
+                                     const std::string& path, absl::string_view field,
+                                     const std::string& agent_id, K mine, K own,
+                                     const std::map<K, int>& counts, ValueOf value_of) {
+  if (mine == 0) return std::nullopt;
+  for (const auto& [value, n] : counts) {
+    if (value == 0 || value == mine || (value == own && n == 1)) continue;
+    std::string by = "another agent";
+    for (const auto& [id, part] : parts) {
+      if (id != agent_id && value_of(part.registration()) == value) {
+        by = absl::StrCat("agent '", id, "'");
+        break;
+      }
+    }
+    return util::MakeFieldError(
+        absl::StrCat(path, ".", field),
+        absl::StrCat(mine, " conflicts with ", field, " ", value, " registered by ", by,
+                     " at epoch ", epoch, ": every rank of a job must report the same model"));
+  }
+  return std::nullopt;
+}
+
 // The hint: the first known kind in agent order; the name: the first one given.
 void FromRegistrants(CommInfo* info) {
   info->hint = info->registrants.begin()->second.first;
@@ -169,6 +195,21 @@ util::MaybeFieldError JobEntry::CheckPart(const std::string& agent_id,
     }
     break;
   }
+  // Every part of an epoch reports the same model (0: unknown).
+  const falcon::v1::JobRegistration* own = nullptr;
+  if (auto it = parts_.find(agent_id); it != parts_.end()) own = &it->second.registration();
+  if (util::MaybeFieldError e = SameModelField(
+          parts_, epoch(), path, "pipeline_blocks", agent_id, reg.pipeline_blocks(),
+          own == nullptr ? 0 : own->pipeline_blocks(), pipeline_blocks_,
+          [](const falcon::v1::JobRegistration& r) { return r.pipeline_blocks(); })) {
+    return e;
+  }
+  if (util::MaybeFieldError e = SameModelField(
+          parts_, epoch(), path, "block_state_bytes", agent_id, reg.block_state_bytes(),
+          own == nullptr ? 0 : own->block_state_bytes(), block_state_bytes_,
+          [](const falcon::v1::JobRegistration& r) { return r.block_state_bytes(); })) {
+    return e;
+  }
   for (int i = 0; i < reg.communicators_size(); ++i) {
     const falcon::v1::Communicator& mine = reg.communicators(i);
     auto it = comms_.find(mine.comm_id());
@@ -281,6 +322,8 @@ void JobEntry::SetPart(const std::string& agent_id, std::optional<AgentJob> part
     Bump(&dp_hints_, reg->dp_size(), by);
     Bump(&pp_hints_, reg->pp_size(), by);
     Bump(&tp_hints_, reg->tp_size(), by);
+    Bump(&pipeline_blocks_, reg->pipeline_blocks(), by);
+    Bump(&block_state_bytes_, reg->block_state_bytes(), by);
   }
   if (before != nullptr) {
     absl::flat_hash_set<uint32_t> kept_ranks;
@@ -424,6 +467,8 @@ void JobEntry::Refresh() {
     job->set_world_size(any.world_size());
   }
   job->set_epoch(Largest(epochs_));
+  job->set_pipeline_blocks(Largest(pipeline_blocks_));
+  job->set_block_state_bytes(Largest(block_state_bytes_));
   for (uint64_t id : dirty_) {
     CommInfo& info = comms_.at(id);
     info.one_node = OnOneNode(info.member_nodes);
@@ -489,6 +534,8 @@ falcon::v1::JobRegistration WithEarlierPart(const JobEntry& job, const std::stri
   if (reg.global_micro_batches() == 0) {
     reg.set_global_micro_batches(earlier.global_micro_batches());
   }
+  if (reg.pipeline_blocks() == 0) reg.set_pipeline_blocks(earlier.pipeline_blocks());
+  if (reg.block_state_bytes() == 0) reg.set_block_state_bytes(earlier.block_state_bytes());
   return reg;
 }
 

@@ -155,6 +155,8 @@ class JobEntry {
   // Values over the parts, as counts (their maxima are the job's).
   std::map<uint64_t, int> epochs_;
   std::map<uint32_t, int> dp_hints_, pp_hints_, tp_hints_;
+  std::map<uint32_t, int> pipeline_blocks_;    // The model's pipeline shape (0: unknown).
+  std::map<uint64_t, int> block_state_bytes_;  // Parts of an epoch agree on it (CheckPart).
   // Comms whose roles are to be inferred again; sizes of the comms of each inferred kind.
   absl::flat_hash_set<uint64_t> dirty_;
   std::map<int, std::map<uint32_t, int>> kind_sizes_;
@@ -194,8 +196,9 @@ class JobRegistry {
   // Whether `reg` may be merged as agent_id's part of its job; nothing changes. `reg` must have
   // passed ValidateJobRegistration.
   // Errors (FieldError under `path`): an epoch older than the job's; a world_size different from
-  // the one registered at the same epoch; a communicator whose members differ from another
-  // agent's registration of the same comm_id.
+  // the one registered at the same epoch; a pipeline_blocks or block_state_bytes different from
+  // another agent's at the same epoch (0 is unknown: never different); a communicator whose
+  // members differ from another agent's registration of the same comm_id.
   util::MaybeFieldError Check(const std::string& agent_id, const falcon::v1::JobRegistration& reg,
                               const std::string& path) const;
   // Merges `reg` as agent_id's part of its job (created when new): the agent's earlier part is

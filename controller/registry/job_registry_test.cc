@@ -277,5 +277,59 @@ TEST(JobRegistryTest, WithEarlierPartKeepsTheRanksOfARejoiningAgent) {
   EXPECT_EQ(WithEarlierPart(*job, "a0", next_epoch).ranks_size(), 1);
 }
 
+// S2L: the model's pipeline shape, as the agents register it, is the Job's (GetJob, ListJobs),
+// survives a reload, and an agent that reports another model at the same epoch is refused naming
+// the field and the agent that registered the first; 0 (unknown) agrees with anything.
+TEST(JobRegistryTest, PipelineShapeReachesTheJobAndAgentsMustAgree) {
+  LayoutSpec spec;
+  spec.dp = 2;
+  spec.pp = 2;
+  JobRegistry registry;
+  store::StoreTxn txn;
+  falcon::v1::JobRegistration r0 = NodeRegistration(spec, 0);
+  r0.set_pipeline_blocks(16);
+  r0.set_block_state_bytes(3 << 20);
+  Register(&registry, "a0", "node-0", r0, &txn);
+  JobEntry* job = Register(&registry, "a1", "node-1", NodeRegistration(spec, 1), &txn);
+  EXPECT_EQ(job->job().pipeline_blocks(), 16u);
+  EXPECT_EQ(job->job().block_state_bytes(), 3u << 20);
+  EXPECT_EQ(job->View().pipeline_blocks(), 16u);
+
+  falcon::v1::JobRegistration other = NodeRegistration(spec, 1);
+  other.set_pipeline_blocks(12);
+  util::MaybeFieldError e = registry.Check("a1", other, "reg");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field(), "reg.pipeline_blocks");
+  EXPECT_EQ(e->message(),
+            "12 conflicts with pipeline_blocks 16 registered by agent 'a0' at epoch 1: every rank "
+            "of a job must report the same model");
+  other.set_pipeline_blocks(16);
+  other.set_block_state_bytes(1);
+  e = registry.Check("a1", other, "reg");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field(), "reg.block_state_bytes");
+  // An agent may change its own part's values while it is the only one with them.
+  r0.set_pipeline_blocks(12);
+  EXPECT_FALSE(registry.Check("a0", r0, "reg").has_value());
+  // A new epoch (a relaunch) may run another model.
+  r0.set_epoch(spec.epoch + 1);
+  job = Register(&registry, "a0", "node-0", r0, &txn);
+  EXPECT_EQ(job->job().pipeline_blocks(), 12u);
+
+  // The shape is part of the stored record.
+  JobRegistry reloaded;
+  reloaded.Load({job->record()}, {{spec.job, job->parts().at("a0")}});
+  EXPECT_EQ(reloaded.Find(spec.job)->job().pipeline_blocks(), 12u);
+  EXPECT_EQ(reloaded.Find(spec.job)->job().block_state_bytes(), 3u << 20);
+
+  // A rejoining agent's partial registration keeps the shape of its earlier part.
+  falcon::v1::JobRegistration partial = r0;
+  partial.set_pipeline_blocks(0);
+  partial.set_block_state_bytes(0);
+  const falcon::v1::JobRegistration merged = WithEarlierPart(*job, "a0", partial);
+  EXPECT_EQ(merged.pipeline_blocks(), 12u);
+  EXPECT_EQ(merged.block_state_bytes(), 3u << 20);
+}
+
 }  // namespace
 }  // namespace falcon::controller::registry

@@ -1,7 +1,10 @@
 #include "controller/registry/registration_validator.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/layer_split.h"
 #include "common/names.h"
 
 namespace falcon::controller::registry {
@@ -43,6 +46,18 @@ util::MaybeFieldError ValidateJobRegistration(const falcon::v1::JobRegistration&
         absl::StrCat(path, ".dp_size"),
         absl::StrCat("dp_size * pp_size * tp_size = ", reg.dp_size(), "*", reg.pp_size(), "*",
                      reg.tp_size(), " != world_size ", world));
+  }
+  if (const uint32_t blocks = reg.pipeline_blocks(); blocks != 0) {
+    const uint32_t least = std::max<uint32_t>(reg.pp_size(), 1);
+    if (blocks < least || blocks > static_cast<uint32_t>(common::kMaxPipelineBlocks)) {
+      return util::MakeFieldError(absl::StrCat(path, ".pipeline_blocks"),
+                                  absl::StrCat(blocks, " is not 0 (unknown) or in [", least,
+                                               " (pp_size), ", common::kMaxPipelineBlocks, "]"));
+    }
+  }
+  if (reg.block_state_bytes() > kMaxBlockStateBytes) {
+    return util::MakeFieldError(absl::StrCat(path, ".block_state_bytes"),
+                                absl::StrCat(reg.block_state_bytes(), " is above 2^50"));
   }
   absl::flat_hash_set<uint32_t> seen_ranks;
   for (int i = 0; i < reg.ranks_size(); ++i) {

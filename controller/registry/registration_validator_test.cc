@@ -34,6 +34,10 @@ TEST(RegistrationValidatorTest, EachBadFieldIsNamed) {
       {[](JobRegistration* r) { r->set_world_size(0); }, "reg.world_size"},
       {[](JobRegistration* r) { r->set_world_size(kMaxWorldSize + 1); }, "reg.world_size"},
       {[](JobRegistration* r) { r->set_dp_size(3); }, "reg.dp_size"},
+      {[](JobRegistration* r) { r->set_pipeline_blocks(1); }, "reg.pipeline_blocks"},  // < PP 2.
+      {[](JobRegistration* r) { r->set_pipeline_blocks(4097); }, "reg.pipeline_blocks"},
+      {[](JobRegistration* r) { r->set_block_state_bytes(kMaxBlockStateBytes + 1); },
+       "reg.block_state_bytes"},
       {[](JobRegistration* r) { r->mutable_ranks(1)->set_rank(4); }, "reg.ranks[1].rank"},
       {[](JobRegistration* r) { r->mutable_ranks(1)->set_rank(0); }, "reg.ranks[1].rank"},
       {[](JobRegistration* r) { r->mutable_ranks(0)->set_node(""); }, "reg.ranks[0].node"},
