@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -99,6 +100,18 @@ std::string FormatSeconds(double seconds) {
   }
   if (a >= 1) return absl::StrFormat("%.1f s", seconds);
   return absl::StrFormat("%.1f ms", seconds * 1e3);
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  double v = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (v >= 1024 && unit + 1 < static_cast<int>(std::size(kUnits))) {
+    v /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", v, kUnits[unit]);
 }
 
 std::string FormatTimeNs(int64_t unix_ns) {

@@ -36,6 +36,8 @@ std::string FormatSeconds(double seconds);
 std::string FormatTimeNs(int64_t unix_ns);
 // An iteration number, "-" when negative (unknown / not yet).
 std::string FormatIteration(int64_t iteration);
+// Bytes in binary units: "512 B", "1.5 KiB", "3.0 MiB", ... up to "EiB".
+std::string FormatBytes(uint64_t bytes);
 
 // Short lower-case enum names: "tracking", "localized", "compute", "S2 micro-batch", "applied".
 std::string JobStateName(falcon::v1::JobState s);

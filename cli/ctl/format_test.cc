@@ -39,6 +39,15 @@ TEST(Format, Durations) {
   EXPECT_EQ(FormatIteration(7), "7");
 }
 
+TEST(Format, Bytes) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(uint64_t{3} << 20), "3.0 MiB");
+  EXPECT_EQ(FormatBytes(uint64_t{1} << 50), "1.0 PiB");
+  EXPECT_EQ(FormatBytes(~uint64_t{0}), "16.0 EiB");
+}
+
 TEST(Format, EnumNames) {
   EXPECT_EQ(JobStateName(falcon::v1::JOB_STATE_MITIGATING), "mitigating");
   EXPECT_EQ(EventStateName(falcon::v1::EVENT_STATE_RECOVERED), "recovered");
@@ -251,6 +260,25 @@ TEST(Render, JobShowsItsWorkloadImbalance) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("\n                   data-dependent jitter"), std::string::npos) << out;
+}
+
+TEST(Render, JobShowsItsPipelineShapeAndTheLayerSplitInForce) {
+  falcon::v1::Job j;
+  j.set_job("llm");
+  std::string out = RenderJob(j);
+  EXPECT_EQ(out.find("blocks"), std::string::npos) << "unknown: not shown\n" << out;
+  EXPECT_EQ(out.find("layer split"), std::string::npos) << out;
+  j.set_pipeline_blocks(16);
+  out = RenderJob(j);
+  EXPECT_NE(out.find("blocks          16 (state size unknown)\n"), std::string::npos) << out;
+  j.set_block_state_bytes(1258291);  // 1.2 MiB.
+  for (const std::vector<uint32_t>& stages : {std::vector<uint32_t>{8, 8}, {6, 10}}) {
+    falcon::v1::ReplicaSplit* r = j.add_layer_split();
+    for (uint32_t b : stages) r->add_stage_blocks(b);
+  }
+  out = RenderJob(j);
+  EXPECT_NE(out.find("blocks          16 (1.2 MiB state each)\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("layer split     dp1 6+10\n"), std::string::npos) << out;
 }
 
 TEST(Render, DirectiveAcks) {

@@ -11,6 +11,7 @@
 #include "cli/ctl/settings_kv.h"
 #include "common/comm_kind.h"
 #include "common/directive_kind.h"
+#include "common/layer_split.h"
 
 namespace falcon::cli::ctl {
 namespace {
@@ -61,6 +62,13 @@ std::string RenderJob(const falcon::v1::Job& j) {
                           ? "unknown (not hinted)"
                           : absl::StrCat("dp ", j.dp_size(), " x pp ", j.pp_size(), " x tp ",
                                          std::max<uint32_t>(j.tp_size(), 1))});
+  if (j.pipeline_blocks() > 0) {
+    head.Add({"blocks", absl::StrCat(j.pipeline_blocks(),
+                                     j.block_state_bytes() > 0
+                                         ? absl::StrCat(" (", FormatBytes(j.block_state_bytes()),
+                                                        " state each)")
+                                         : " (state size unknown)")});
+  }
   head.Add({"epoch", absl::StrCat(j.epoch())});
   head.Add({"iteration", FormatIteration(j.last_iteration())});
   head.Add({"iteration time", absl::StrCat(FormatDurationNs(j.iteration_time_ns()), " (healthy ",
@@ -80,6 +88,12 @@ std::string RenderJob(const falcon::v1::Job& j) {
                                      ? ""
                                      : absl::StrCat(", micro-batches per dp ",
                                                     absl::StrJoin(j.micro_batches(), ",")))});
+  if (j.layer_split_size() > 0) {
+    falcon::v1::LayerSplit split;
+    *split.mutable_replicas() = j.layer_split();
+    head.Add({"layer split", common::SplitText(common::StageBlocksOf(split),
+                                               static_cast<int>(j.pipeline_blocks()))});
+  }
   if (j.has_imbalance()) {
     const falcon::v1::WorkloadImbalance& im = j.imbalance();
     for (int i = 0; i < im.findings_size(); ++i) {
