@@ -71,6 +71,9 @@ struct IterationReport {
   int dp_index = 0;             // Position during the iteration.
   int pp_index = 0;
   double pause_s = 0;  // Time paused or applying directives before this iteration.
+  // Blocks per stage of this rank's DP group's pipeline during the iteration (the S2L split in
+  // force, common/layer_split.h; the even split unless a layer_split directive changed it).
+  std::vector<int> stage_blocks;
 };
 
 class TrainerHooks {

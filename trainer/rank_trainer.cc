@@ -1,6 +1,7 @@
 #include "trainer/rank_trainer.h"
 
 #include <fcntl.h>
+#include <glog/logging.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,9 +14,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/layer_split.h"
 #include "nlohmann/json.hpp"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/directives/directive_sync.h"
+#include "trainer/directives/layer_split.h"
 #include "trainer/directives/remap.h"
 #include "trainer/schedule/schedule.h"
 
@@ -96,9 +99,8 @@ absl::Status RankTrainer::Init() {
   const model::ModelConfig& c = options_.model;
   plan_ =
       directives::EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(), options_.micro_batches);
-  stage_ = std::make_unique<model::StageModel>(
-      c, LayersOfStage(c, layout_.pp_size(), layout_.at(rank_).pp));
-  stage_->InitParams(options_.seed);
+  splits_ = directives::EvenSplits(layout_.dp_size(), layout_.pp_size(), c.num_blocks);
+  bool resumed = false;
   if (!options_.resume_dir.empty()) {
     absl::StatusOr<checkpoint::CheckpointManifest> m =
         checkpoint::ReadManifest(options_.resume_dir);
@@ -115,7 +117,18 @@ absl::Status RankTrainer::Init() {
     start_iteration_ = m->iteration;
     plan_version_ = m->plan_version;
     last_loss_ = m->last_loss;
-    if (m->dp == layout_.dp_size() && m->pp == layout_.pp_size()) plan_ = m->micro_batch_plan;
+    // The plan and the split in force carry over to the same shape (an S4 restart's new shape
+    // starts even); a manifest without a split is of an even job.
+    if (m->dp == layout_.dp_size() && m->pp == layout_.pp_size()) {
+      plan_ = m->micro_batch_plan;
+      if (!m->layer_split.empty()) splits_ = m->layer_split;
+    }
+    resumed = true;
+  }
+  stage_ = std::make_unique<model::StageModel>(
+      c, LayersOfStage(c, splits_[layout_.at(rank_).dp], layout_.at(rank_).pp));
+  stage_->InitParams(options_.seed);
+  if (resumed) {
     for (int l = stage_->layers().first; l < stage_->layers().end; ++l) {
       const int64_t off = stage_->LayerOffset(l);
       if (absl::Status s = checkpoint::ReadLayer(options_.resume_dir, l, stage_->LayerSize(l),
@@ -227,6 +240,7 @@ absl::StatusOr<RunResult> RankTrainer::Run() {
     r.dp_index = pos.dp;
     r.pp_index = pos.pp;
     r.micro_batches = plan_[pos.dp];
+    r.stage_blocks = splits_[pos.dp];
     loss_sum = 0;
     if (absl::Status s = RunIteration(t, &loss_sum, &r.compute_s); !s.ok()) return s;
     ++t;
@@ -255,9 +269,11 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
       static_cast<float>(1.0 / (static_cast<double>(options_.micro_batches) * c.micro_batch_size));
   const int prev = pos.pp - 1, next = pos.pp + 1;  // PP comm ranks are stage indices.
   int64_t compute_ns = 0;
+  const int blocks_held = splits_[pos.dp][pos.pp];
   // Times `fn` as compute and stretches it by the active compute fault, if any.
   // `emulated`: units of options_.emulated_compute this phase also spends on the emulated device
-  // (which the host waits for), stretched by an in-process test fault's factor.
+  // (which the host waits for), scaled by the blocks the stage holds and stretched by an
+  // in-process test fault's factor.
   auto compute = [&](auto&& fn, int emulated = 0) {
     const int64_t start = clock_->MonotonicNanos();
     fn();
@@ -266,7 +282,8 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
     }
     if (emulated > 0 && options_.emulated_compute > absl::ZeroDuration()) {
       const double factor = faults_ != nullptr ? faults_->compute().FactorAt(t) : 1.0;
-      device_.Run(options_.emulated_compute * (emulated * factor));
+      device_.Run(directives::EmulatedStageTime(options_.emulated_compute, emulated * factor,
+                                                blocks_held, c.num_blocks, layout_.pp_size()));
     }
     compute_ns += clock_->MonotonicNanos() - start;
   };
@@ -306,11 +323,10 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
     }
     if (!s.ok()) return s;
   }
-  if (dp_comm_->size() > 1) {
-    const collective::Buffer grads = HostBuffer(stage_->grads(), stage_->num_params());
-    if (absl::Status s = dp_comm_->AllReduce(grads, grads, collective::ReduceOp::kSum); !s.ok()) {
-      return s;
-    }
+  if (absl::Status s =
+          directives::AllReduceGradients(c, splits_, *stage_, *dp_comm_, *world_, &grad_scratch_);
+      !s.ok()) {
+    return s;
   }
   compute([&] {
     AdamStep(options_.adam, t + 1, stage_->num_params(), stage_->params(), stage_->grads(),
@@ -465,6 +481,9 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
     case falcon::v1::Directive::kTopologyChange:
       if (absl::Status s = ApplyTopology(d, &reason); !s.ok()) return s;
       break;
+    case falcon::v1::Directive::kLayerSplit:
+      if (absl::Status s = ApplyLayerSplit(d, t, &reason); !s.ok()) return s;
+      break;
     case falcon::v1::Directive::kCheckpointRestart: {
       restart_dir_ = ResolveDir(options_.checkpoint_dir, d.checkpoint_restart().checkpoint_dir());
       restart_epoch_ = d.epoch();
@@ -496,7 +515,8 @@ absl::Status RankTrainer::Apply(const falcon::v1::Directive& d, int64_t t, bool*
       reason = "applied";  // CheckDirective lets no other kind through; never an empty reason.
       break;
   }
-  if (d.plan_version() > plan_version_ && (d.has_micro_batch_plan() || d.has_topology_change())) {
+  if (d.plan_version() > plan_version_ &&
+      (d.has_micro_batch_plan() || d.has_topology_change() || d.has_layer_split())) {
     plan_version_ = d.plan_version();
   }
   queue_.Record(d.directive_id(), {falcon::v1::ACK_STATUS_APPLIED, reason, t});
@@ -509,14 +529,21 @@ absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::str
   absl::StatusOr<analysis::plan::Layout> next =
       directives::LayoutFromTopologyChange(d.topology_change(), layout_.world_size());
   if (!next.ok()) return next.status();
+  // The split in force stays with its DP index while the shape stays; a new shape starts even.
+  const bool dp_changed = next->dp_size() != layout_.dp_size();
+  const bool shape_changed = dp_changed || next->pp_size() != layout_.pp_size();
+  directives::Placement to{*next, shape_changed
+                                      ? directives::EvenSplits(next->dp_size(), next->pp_size(),
+                                                               options_.model.num_blocks)
+                                      : splits_};
   const std::vector<directives::LayerTransfer> plan =
-      directives::PlanRemap(options_.model, layout_, *next);
+      directives::PlanRemap(options_.model, directives::Placement{layout_, splits_}, to);
   absl::StatusOr<std::unique_ptr<model::StageModel>> stage =
-      ExecuteRemap(options_.model, *next, plan, *stage_, *world_);
+      ExecuteRemap(options_.model, to, plan, *stage_, *world_);
   if (!stage.ok()) return stage.status();
   stage_ = *std::move(stage);
-  const bool dp_changed = next->dp_size() != layout_.dp_size();
-  layout_ = *std::move(next);
+  layout_ = std::move(to.layout);
+  splits_ = std::move(to.splits);
   if (dp_changed)
     plan_ = directives::EvenMicroBatchPlan(layout_.dp_size(), layout_.pp_size(),
                                            options_.micro_batches);
@@ -526,6 +553,33 @@ absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::str
       absl::StrFormat("remapped to %s; moved %d layer copies (%d bytes); pause_s=%.6f",
                       layout_.ToString(), plan.size(), RemapBytes(options_.model, plan), pause_s);
   hooks_->OnLayout(Context());
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::ApplyLayerSplit(const falcon::v1::Directive& d, int64_t t,
+                                          std::string* reason) {
+  const int64_t start = clock_->MonotonicNanos();
+  const int blocks = options_.model.num_blocks;
+  directives::Placement to{layout_, common::StageBlocksOf(d.layer_split())};
+  const std::vector<directives::LayerTransfer> plan =
+      directives::PlanRemap(options_.model, directives::Placement{layout_, splits_}, to);
+  absl::StatusOr<std::unique_ptr<model::StageModel>> stage =
+      ExecuteRemap(options_.model, to, plan, *stage_, *world_);
+  if (!stage.ok()) return stage.status();
+  stage_ = *std::move(stage);
+  splits_ = std::move(to.splits);
+  plan_.assign(d.layer_split().micro_batches().begin(), d.layer_split().micro_batches().end());
+  const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
+  const int64_t bytes = RemapBytes(options_.model, plan);
+  *reason = absl::StrFormat(
+      "layer split %s; micro-batches per DP group: %s; moved %d layers (%d bytes); pause_s=%.6f",
+      common::SplitText(splits_, blocks), absl::StrJoin(plan_, ","), plan.size(), bytes, pause_s);
+  if (rank_ == 0) {
+    LOG(INFO) << "layer split applied iteration=" << t << " directive=" << d.directive_id()
+              << " split=\"" << common::SplitText(splits_, blocks)
+              << "\" micro_batches=" << absl::StrJoin(plan_, ",") << " moved_layers=" << plan.size()
+              << " bytes=" << bytes << absl::StrFormat(" pause_s=%.6f", pause_s);
+  }
   return absl::OkStatus();
 }
 
@@ -554,6 +608,7 @@ absl::Status RankTrainer::WriteCheckpoint(const std::string& dir, int64_t t,
     m.pp = layout_.pp_size();
     m.micro_batches = options_.micro_batches;
     m.micro_batch_plan = plan_;
+    m.layer_split = splits_;
     m.excluded_ranks = excluded;
     m.last_loss = last_loss_;
     if (absl::Status s = WriteManifest(dir, m); !s.ok()) return s;
@@ -586,7 +641,8 @@ absl::Status RankTrainer::LogIteration(const IterationReport& r) const {
                                     {"pp", r.pp_index},
                                     {"micro_batches", r.micro_batches},
                                     {"compute_s", r.compute_s},
-                                    {"pause_s", r.pause_s}};
+                                    {"pause_s", r.pause_s},
+                                    {"stage_blocks", r.stage_blocks}};
   return AppendLine(options_.json_log_path, j.dump());
 }
 

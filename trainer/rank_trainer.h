@@ -8,6 +8,13 @@
 //   S3  topology_change: pause, move parameters and Adam moments between ranks over the world
 //       communicator through host buffers (directives/remap.h), rebuild the DP/PP communicators,
 //       resume; the pause time is reported (ack reason, IterationReport.pause_s, JSON log).
+//   S2L layer_split: each DP group's pipeline takes its own split of the model's blocks over its
+//       stages (common/layer_split.h) and the micro-batch plan the directive carries; the blocks
+//       a stage gains come, parameters and Adam moments bit for bit, from the stage of its own
+//       pipeline that held them (directives/remap.h) over the world communicator; the pause time
+//       is reported like S3's. Uneven splits sum the gradients with one world all-reduce
+//       (directives/layer_split.h). A micro_batch_plan keeps the split; an S3 that keeps the
+//       shape keeps each DP index's split, one that changes it starts even.
 //   S4  checkpoint_restart: write a checkpoint (checkpoint/checkpoint.h), ack, and return
 //       kCheckpointRestart; the launcher restarts the job without the excluded ranks and resumes
 //       from it.
@@ -40,6 +47,7 @@
 #include "collective/communicator.h"
 #include "collective/fault/rank_faults.h"
 #include "common/clock.h"
+#include "common/layer_split.h"
 #include "trainer/device/emulated_device.h"
 #include "trainer/directives/directive_queue.h"
 #include "trainer/directives/micro_batch_plan.h"
@@ -73,11 +81,14 @@ struct TrainerOptions {
   // How long validation tasks wait for the rest of their validation before running without it
   // (a task lost with a dead agent), in poll_interval steps.
   absl::Duration task_set_wait = absl::Seconds(1);
-  // Emulated device time per micro-batch forward on this stage (backward: twice it), run after
-  // the real compute on the rank's emulated accelerator (trainer/device/emulated_device.h: duty
-  // of it real CPU work, the rest waited at the speed that work got), so iteration times are
-  // stable on a few noisy cores yet follow the CPU the OS gives the rank. An in-process test
-  // fault's factor stretches it too. Zero (default): none.
+  // Emulated device time per micro-batch forward on a stage of the average size, num_blocks /
+  // pp blocks (backward: twice it), run after the real compute on the rank's emulated accelerator
+  // (trainer/device/emulated_device.h: duty of it real CPU work, the rest waited at the speed
+  // that work got), so iteration times are stable on a few noisy cores yet follow the CPU the OS
+  // gives the rank. A stage holding k blocks runs it times k / (num_blocks / pp)
+  // (directives::EmulatedStageTime): unchanged on an even split of blocks divisible by pp, half
+  // on a stage left with half the blocks (S2L). An in-process test fault's factor stretches it
+  // too. Zero (default): none.
   absl::Duration emulated_compute = absl::ZeroDuration();
   // The emulated accelerator (duty, smoothing window).
   device::EmulatedDeviceOptions emulated_device;
@@ -123,6 +134,8 @@ class RankTrainer {
   const analysis::plan::Layout& layout() const { return layout_; }
   const model::StageModel& stage() const { return *stage_; }
   const std::vector<int>& micro_batch_plan() const { return plan_; }
+  // Blocks per stage of every DP group's pipeline in force (by DP index; even at start).
+  const std::vector<common::StageBlocks>& layer_split() const { return splits_; }
   int64_t plan_version() const { return plan_version_; }
 
  private:
@@ -159,6 +172,10 @@ class RankTrainer {
   bool Answers(const falcon::v1::ValidationTask& task) const;
   absl::Status Apply(const falcon::v1::Directive& d, int64_t iteration, bool* restart);
   absl::Status ApplyTopology(const falcon::v1::Directive& d, std::string* reason);
+  // S2L at `iteration`: moves the blocks the new split gives each stage, takes its micro-batch
+  // plan.
+  absl::Status ApplyLayerSplit(const falcon::v1::Directive& d, int64_t iteration,
+                               std::string* reason);
   // Collective: layer files from DP group 0, manifest (and, for an S4 `restart`, the launcher's
   // restart request) from rank 0, between barriers.
   absl::Status WriteCheckpoint(const std::string& dir, int64_t iteration,
@@ -183,6 +200,9 @@ class RankTrainer {
 
   analysis::plan::Layout layout_;
   std::vector<int> plan_;
+  // Blocks per stage of each DP group's pipeline (by DP index); this rank holds the layers of
+  // LayersOfStage(splits_[its dp], its pp).
+  std::vector<common::StageBlocks> splits_;
   int64_t plan_version_ = 0;
   int64_t start_iteration_ = 0;
   std::unique_ptr<model::StageModel> stage_;
@@ -203,6 +223,8 @@ class RankTrainer {
   uint64_t restart_epoch_ = 0;  // The S4 directive's epoch.
   // Reusable point-to-point buffers, [b x hidden] each.
   std::vector<float> act_in_, act_out_, grad_in_, grad_out_;
+  // Model-sized gradient buffer of the all-reduce under uneven splits.
+  std::vector<float> grad_scratch_;
   std::vector<int32_t> context_ids_, targets_;
 };
 

@@ -102,8 +102,9 @@ ABSL_FLAG(std::string, agent_socket, "",
           "(node0, node1, ...). With it every rank runs the Falcon shim; default: env "
           "FALCON_AGENT_SOCKET, else none");
 ABSL_FLAG(double, emulated_compute_ms, 0,
-          "emulated device time per micro-batch forward per stage in ms (backward 2x), on the "
-          "rank's emulated accelerator (its speed follows the CPU the rank gets); 0: none");
+          "emulated device time per micro-batch forward per stage in ms (backward 2x), for a "
+          "stage of --layers/--pp blocks (a stage of k blocks: x k/(layers/pp)), on the rank's "
+          "emulated accelerator (its speed follows the CPU the rank gets); 0: none");
 ABSL_FLAG(double, emulated_device_duty, 0.1,
           "share of emulated device time the emulated accelerator spends as real CPU work, in "
           "[0, 1]; the rest it waits at the speed that work got; 0: a fixed-speed device that "

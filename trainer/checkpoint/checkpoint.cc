@@ -34,6 +34,29 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& data) {
   return absl::OkStatus();
 }
 
+// The manifest's layer split fits its shape (or is empty).
+absl::Status CheckSplit(const CheckpointManifest& m) {
+  if (m.layer_split.empty()) return absl::OkStatus();
+  if (static_cast<int>(m.layer_split.size()) != m.dp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer_split has ", m.layer_split.size(), " entries for dp ", m.dp));
+  }
+  for (size_t d = 0; d < m.layer_split.size(); ++d) {
+    const std::vector<int>& stages = m.layer_split[d];
+    int64_t sum = 0;
+    for (int b : stages) {
+      if (b < 1) return absl::InvalidArgumentError(absl::StrCat("layer_split[", d, "] has ", b));
+      sum += b;
+    }
+    if (static_cast<int>(stages.size()) != m.pp || sum != m.model.num_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer_split[", d, "] has ", stages.size(), " stages of ", sum,
+          " blocks; the checkpoint has pp ", m.pp, " and ", m.model.num_blocks, " blocks"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status MakeDirs(const std::string& dir) {
@@ -66,6 +89,7 @@ absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& m) 
       {"pp", m.pp},
       {"micro_batches", m.micro_batches},
       {"micro_batch_plan", m.micro_batch_plan},
+      {"layer_split", m.layer_split},
       {"excluded_ranks", m.excluded_ranks},
       {"last_loss", m.last_loss},
   };
@@ -100,10 +124,16 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
     m.pp = j.at("pp").get<int>();
     m.micro_batches = j.at("micro_batches").get<int>();
     m.micro_batch_plan = j.at("micro_batch_plan").get<std::vector<int>>();
+    if (j.contains("layer_split")) {
+      m.layer_split = j.at("layer_split").get<std::vector<std::vector<int>>>();
+    }
     m.excluded_ranks = j.at("excluded_ranks").get<std::vector<int>>();
     m.last_loss = j.at("last_loss").get<double>();
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat("checkpoint manifest '", path, "': ", e.what()));
+  }
+  if (absl::Status s = CheckSplit(m); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint manifest '", path, "': ", s.message()));
   }
   return m;
 }

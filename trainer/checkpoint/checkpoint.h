@@ -4,8 +4,9 @@
 // included).
 //
 //   DIR/manifest.json     written last (temp file + rename) by global rank 0: iteration to resume
-//                         at, plan version, seed, model shape, layout, micro-batch plan, excluded
-//                         ranks and the mean loss of the last iteration.
+//                         at, plan version, seed, model shape, layout, micro-batch plan, the
+//                         layer split in force (S2L), excluded ranks and the mean loss of the
+//                         last iteration.
 //   DIR/layer_<L>.bin     "FLCNCKP1", int32 layer, int64 n, then n floats each of parameters,
 //                         Adam m and Adam v; written by the DP-group-0 holder of the layer.
 //
@@ -33,13 +34,18 @@ struct CheckpointManifest {
   int pp = 1;
   int micro_batches = 1;  // M, micro-batches per global batch.
   std::vector<int> micro_batch_plan;
+  // Blocks per stage of each DP group's pipeline in force (by DP index, common/layer_split.h):
+  // dp entries of pp counts >= 1 summing to model.num_blocks. Empty: every pipeline even (also
+  // what a manifest written before S2L reads as). The layer files do not depend on it.
+  std::vector<std::vector<int>> layer_split;
   std::vector<int> excluded_ranks;  // From the S4 directive, in the old rank numbering.
   double last_loss = 0;
 };
 
 // kUnavailable naming the path on I/O errors.
 absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest);
-// kNotFound when DIR/manifest.json is missing; kDataLoss when it does not parse.
+// kNotFound when DIR/manifest.json is missing; kDataLoss when it does not parse or its
+// layer_split does not fit its dp, pp and model.num_blocks.
 absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir);
 
 // Writes layer `layer`: n values each from params, adam_m, adam_v. Creates `dir` if needed.

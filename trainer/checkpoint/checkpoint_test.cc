@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace falcon::trainer::checkpoint {
 namespace {
@@ -40,6 +41,46 @@ TEST(CheckpointTest, ManifestRoundTrips) {
   EXPECT_EQ(back->micro_batch_plan, m.micro_batch_plan);
   EXPECT_EQ(back->excluded_ranks, m.excluded_ranks);
   EXPECT_EQ(back->last_loss, 2.25);
+}
+
+TEST(CheckpointTest, ManifestRecordsTheLayerSplit) {
+  CheckpointManifest m;
+  m.model.vocab_size = 10;
+  m.model.num_blocks = 8;
+  m.world = 4;
+  m.dp = 2;
+  m.pp = 2;
+  m.micro_batches = 8;
+  m.micro_batch_plan = {3, 5};
+  m.layer_split = {{3, 5}, {4, 4}};
+  const std::string dir = TempDir("split");
+  ASSERT_TRUE(WriteManifest(dir, m).ok());
+  absl::StatusOr<CheckpointManifest> back = ReadManifest(dir);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->layer_split, m.layer_split);
+
+  // A manifest written before S2L has no split: even.
+  nlohmann::json j;
+  {
+    std::ifstream in(dir + "/manifest.json");
+    j = nlohmann::json::parse(in);
+  }
+  ASSERT_TRUE(j.contains("layer_split"));
+  j.erase("layer_split");
+  const std::string old_dir = TempDir("split-old");
+  ASSERT_TRUE(MakeDirs(old_dir).ok());
+  std::ofstream(old_dir + "/manifest.json") << j.dump();
+  absl::StatusOr<CheckpointManifest> old = ReadManifest(old_dir);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(old->layer_split.empty());
+
+  // A split that does not fit the checkpoint's shape is damage.
+  for (const std::vector<std::vector<int>>& bad : std::vector<std::vector<std::vector<int>>>{
+           {{3, 5}}, {{3, 5}, {4, 3}}, {{8, 0}, {4, 4}}, {{2, 2, 4}, {4, 4}}}) {
+    m.layer_split = bad;
+    ASSERT_TRUE(WriteManifest(dir, m).ok());
+    EXPECT_EQ(ReadManifest(dir).status().code(), absl::StatusCode::kDataLoss);
+  }
 }
 
 TEST(CheckpointTest, MissingOrForeignManifest) {

@@ -7,9 +7,13 @@
 //
 // What the trainer accepts (anything else is REJECTED with the reason):
 //   micro_batch_plan   one count per DP group, each >= 0 and a multiple of PP, summing to M.
+//   layer_split        (S2L) common::ValidateLayerSplit against the current D x P, the model's
+//                      blocks and M: per DP group P stage block counts, each >= 1, summing to the
+//                      blocks; per DP group one micro-batch count >= 1 (any, not a multiple of
+//                      PP), summing to M.
 //   topology_change    one assignment per rank forming a full D' x P' grid (D' * P' = world,
 //                      tp_index 0), M a multiple of P', P' <= number of blocks. D' != D resets the
-//                      micro-batch plan to the even split.
+//                      micro-batch plan to the even split; a new shape resets the layer split.
 //   checkpoint_restart a non-empty checkpoint_dir; excluded_ranks distinct, in the world, and
 //                      leaving at least PP ranks.
 //   pause              max_duration_ns in (0, 600e9]; resume: only while paused.

@@ -59,6 +59,41 @@ TEST_F(CheckTest, TopologyChanges) {
   EXPECT_THAT(Why(d), HasSubstr("does not divide the 6 micro-batches"));
 }
 
+TEST_F(CheckTest, LayerSplits) {
+  // DP=4 x PP=2 of 4 blocks, M = 8.
+  falcon::v1::Directive d = Make(1, 0);
+  falcon::v1::LayerSplit* split = d.mutable_layer_split();
+  for (int dp = 0; dp < 4; ++dp) {
+    falcon::v1::ReplicaSplit* r = split->add_replicas();
+    r->add_stage_blocks(dp == 2 ? 1 : 2);
+    r->add_stage_blocks(dp == 2 ? 3 : 2);
+  }
+  for (int m : {3, 3, 1, 1}) split->add_micro_batches(m);  // Not multiples of PP: fine.
+  EXPECT_TRUE(CheckDirective(d, state_).ok()) << CheckDirective(d, state_);
+  falcon::v1::Directive bad = d;
+  bad.mutable_layer_split()->mutable_replicas(2)->set_stage_blocks(1, 4);  // 1 + 4 blocks of 4.
+  EXPECT_THAT(Why(bad), HasSubstr("layer_split.replicas[2].stage_blocks sum to 5"));
+  bad = d;
+  bad.mutable_layer_split()->mutable_replicas(1)->add_stage_blocks(1);  // Three stages of two.
+  EXPECT_THAT(Why(bad), HasSubstr("layer_split.replicas[1].stage_blocks: 3 entries for 2 stages"));
+  bad = d;
+  bad.mutable_layer_split()->mutable_replicas(3)->set_stage_blocks(0, 0);
+  bad.mutable_layer_split()->mutable_replicas(3)->set_stage_blocks(1, 4);
+  EXPECT_THAT(Why(bad), HasSubstr("layer_split.replicas[3].stage_blocks[0] = 0"));
+  bad = d;
+  bad.mutable_layer_split()->mutable_replicas()->RemoveLast();  // Three pipelines of four.
+  EXPECT_THAT(Why(bad), HasSubstr("layer_split.replicas: 3 entries for 4 DP groups"));
+  bad = d;
+  bad.mutable_layer_split()->set_micro_batches(2, 0);
+  bad.mutable_layer_split()->set_micro_batches(3, 2);
+  EXPECT_THAT(Why(bad), HasSubstr("layer_split.micro_batches[2] = 0"));
+  bad = d;
+  bad.mutable_layer_split()->set_micro_batches(0, 4);
+  EXPECT_THAT(Why(bad), HasSubstr("layer_split.micro_batches sum to 9, not the global 8"));
+  state_.num_blocks = 5;  // The model has another block count.
+  EXPECT_THAT(Why(d), HasSubstr("sum to 4, not the 5 blocks"));
+}
+
 TEST_F(CheckTest, CheckpointRestart) {
   falcon::v1::Directive d = Make(1, 0);
   d.mutable_checkpoint_restart()->add_excluded_ranks(3);

@@ -4,24 +4,49 @@
 
 namespace falcon::trainer::directives {
 
-std::vector<LayerTransfer> PlanRemap(const model::ModelConfig& config,
-                                     const analysis::plan::Layout& from,
-                                     const analysis::plan::Layout& to) {
+model::StageLayers LayersOfRank(const model::ModelConfig& config, const Placement& placement,
+                                int rank) {
+  const analysis::plan::RankPlacement& p = placement.layout.at(rank);
+  if (placement.splits.empty()) return LayersOfStage(config, placement.layout.pp_size(), p.pp);
+  return LayersOfStage(config, placement.splits[p.dp], p.pp);
+}
+
+std::vector<LayerTransfer> PlanRemap(const model::ModelConfig& config, const Placement& from,
+                                     const Placement& to) {
+  const int world = from.layout.world_size();
+  std::vector<model::StageLayers> before(world), after(world);
+  for (int r = 0; r < world; ++r) {
+    before[r] = LayersOfRank(config, from, r);
+    after[r] = LayersOfRank(config, to, r);
+  }
   std::vector<LayerTransfer> plan;
   for (int layer = 0; layer < config.num_layers(); ++layer) {
     std::vector<int> holders;
     std::vector<int> receivers;
-    for (int r = 0; r < from.world_size(); ++r) {
-      const bool had = LayersOfStage(config, from.pp_size(), from.at(r).pp).Contains(layer);
-      const bool has = LayersOfStage(config, to.pp_size(), to.at(r).pp).Contains(layer);
+    for (int r = 0; r < world; ++r) {
+      const bool had = before[r].Contains(layer);
       if (had) holders.push_back(r);
-      if (has && !had) receivers.push_back(r);
+      if (after[r].Contains(layer) && !had) receivers.push_back(r);
     }
     for (size_t i = 0; i < receivers.size(); ++i) {
-      plan.push_back(LayerTransfer{layer, holders[i % holders.size()], receivers[i]});
+      const int r = receivers[i];
+      int src = holders[i % holders.size()];
+      const int dp = to.layout.at(r).dp;
+      if (dp == from.layout.at(r).dp) {
+        for (int h : holders) {
+          if (from.layout.at(h).dp == dp) src = h;
+        }
+      }
+      plan.push_back(LayerTransfer{layer, src, r});
     }
   }
   return plan;
+}
+
+std::vector<LayerTransfer> PlanRemap(const model::ModelConfig& config,
+                                     const analysis::plan::Layout& from,
+                                     const analysis::plan::Layout& to) {
+  return PlanRemap(config, Placement{from, {}}, Placement{to, {}});
 }
 
 int64_t RemapBytes(const model::ModelConfig& config, const std::vector<LayerTransfer>& plan) {
@@ -31,12 +56,10 @@ int64_t RemapBytes(const model::ModelConfig& config, const std::vector<LayerTran
 }
 
 absl::StatusOr<std::unique_ptr<model::StageModel>> ExecuteRemap(
-    const model::ModelConfig& config, const analysis::plan::Layout& to,
-    const std::vector<LayerTransfer>& plan, const model::StageModel& old_stage,
-    collective::Communicator& world) {
+    const model::ModelConfig& config, const Placement& to, const std::vector<LayerTransfer>& plan,
+    const model::StageModel& old_stage, collective::Communicator& world) {
   const int me = world.global_rank();
-  auto stage = std::make_unique<model::StageModel>(
-      config, LayersOfStage(config, to.pp_size(), to.at(me).pp));
+  auto stage = std::make_unique<model::StageModel>(config, LayersOfRank(config, to, me));
   const model::StageLayers mine = stage->layers();
   // Layers this rank keeps are copied locally.
   for (int l = mine.first; l < mine.end; ++l) {

@@ -6,6 +6,14 @@
 //   {"directive": <falcon.v1.Directive in proto3 JSON>, "deliver_at": I, "ranks": [R, ...]}
 //   {"validation_task": <falcon.v1.ValidationTask in proto3 JSON>, "iteration": I,
 //    "after_polls": P}
+// Any directive kind is written as its proto3 JSON, e.g. an S2 plan
+//   {"directive": {"directive_id": 3, "effective_iteration": 5, "plan_version": 1,
+//                  "micro_batch_plan": {"micro_batches": [6, 2]}}}
+// and an S2L layer split (blocks per stage of each DP group's pipeline, and its micro-batches)
+//   {"directive": {"directive_id": 4, "effective_iteration": 8, "plan_version": 2,
+//                  "layer_split": {"replicas": [{"stage_blocks": [3, 5]}, {"stage_blocks": [4,
+//                  4]}],
+//                                  "micro_batches": [3, 5]}}}
 // Directives are delivered once, at the first PollDirectives(iteration) with
 // iteration >= deliver_at (default: the directive's effective_iteration), to the ranks listed in
 // "ranks" (default: every rank; agents deliver to the ranks of different nodes at different

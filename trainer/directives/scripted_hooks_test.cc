@@ -43,6 +43,26 @@ TEST(ScriptedHooksTest, ParsesAndDeliversAtTheRightIterations) {
   EXPECT_TRUE(hooks.PollDirectives(9).empty());
 }
 
+TEST(ScriptedHooksTest, ScriptsALayerSplit) {
+  absl::StatusOr<DirectiveScript> script = ParseDirectiveScript(
+      R"({"directive": {"directive_id": 4, "effective_iteration": 3, "plan_version": 2,)"
+      R"( "layer_split": {"replicas": [{"stage_blocks": [3, 5]}, {"stage_blocks": [4, 4]}],)"
+      R"( "micro_batches": [3, 5]}}})");
+  ASSERT_TRUE(script.ok()) << script.status();
+  ASSERT_EQ(script->directives.size(), 1u);
+  const falcon::v1::Directive& d = script->directives[0].directive;
+  ASSERT_TRUE(d.has_layer_split());
+  ASSERT_EQ(d.layer_split().replicas_size(), 2);
+  EXPECT_EQ(d.layer_split().replicas(0).stage_blocks(0), 3u);
+  EXPECT_EQ(d.layer_split().replicas(1).stage_blocks(1), 4u);
+  EXPECT_EQ(d.layer_split().micro_batches(1), 5u);
+  EXPECT_THAT(std::string(ParseDirectiveScript(R"({"directive": {"directive_id": 4,)"
+                                               R"( "layer_split": {"replicas": 3}}})")
+                              .status()
+                              .message()),
+              HasSubstr("line 1: directive"));
+}
+
 TEST(ScriptedHooksTest, DeliverAtAndRanksChooseWhenAndToWhom) {
   absl::StatusOr<DirectiveScript> script = ParseDirectiveScript(
       R"({"ranks": [1], "deliver_at": 4, "directive": {"directive_id": 5, )"

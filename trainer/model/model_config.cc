@@ -1,6 +1,7 @@
 #include "trainer/model/model_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/layer_split.h"
 
 namespace falcon::trainer::model {
 namespace {
@@ -46,15 +47,20 @@ int64_t LayerParamCount(const ModelConfig& c, int layer) {
   return 0;
 }
 
+StageLayers LayersOfStage(const ModelConfig& config, const std::vector<int>& stage_blocks,
+                          int stage) {
+  int first_block = 0;
+  for (int s = 0; s < stage; ++s) first_block += stage_blocks[s];
+  StageLayers out;
+  out.first = stage == 0 ? 0 : 1 + first_block;
+  out.end = stage == static_cast<int>(stage_blocks.size()) - 1
+                ? config.num_layers()
+                : 1 + first_block + stage_blocks[stage];
+  return out;
+}
+
 StageLayers LayersOfStage(const ModelConfig& config, int pp, int stage) {
-  const int L = config.num_blocks;
-  StageLayers s;
-  // Block b is layer b + 1.
-  s.first = 1 + stage * L / pp;
-  s.end = 1 + (stage + 1) * L / pp;
-  if (stage == 0) s.first = 0;
-  if (stage == pp - 1) s.end = config.num_layers();
-  return s;
+  return LayersOfStage(config, common::EvenStageBlocks(config.num_blocks, pp), stage);
 }
 
 int StageOfLayer(const ModelConfig& config, int pp, int layer) {
@@ -63,5 +69,7 @@ int StageOfLayer(const ModelConfig& config, int pp, int layer) {
   }
   return -1;
 }
+
+int64_t BlockStateBytes(const ModelConfig& config) { return 3 * 4 * LayerParamCount(config, 1); }
 
 }  // namespace falcon::trainer::model

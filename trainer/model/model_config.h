@@ -12,6 +12,7 @@
 #define FALCON_TRAINER_MODEL_MODEL_CONFIG_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -48,13 +49,25 @@ struct StageLayers {
   bool Contains(int layer) const { return layer >= first && layer < end; }
 };
 
-// Layers of `stage` in a pipeline of `pp` stages: the embedding goes to stage 0, the head to
-// stage pp-1, and blocks are split evenly (stage s gets blocks [s*L/pp, (s+1)*L/pp)).
+// Layers of `stage` in a pipeline whose stage s holds stage_blocks[s] blocks (a
+// common::StageBlocks, common/layer_split.h): the embedding goes to stage 0, the head to the last
+// stage, and stage s gets blocks [sum_{t<s} stage_blocks[t], + stage_blocks[s]) (block b is layer
+// b + 1). Requires every count >= 1, the counts summing to num_blocks and 0 <= stage <
+// stage_blocks.size() (checked by common::ValidateLayerSplit).
+StageLayers LayersOfStage(const ModelConfig& config, const std::vector<int>& stage_blocks,
+                          int stage);
+
+// The even case: `pp` stages, stage s gets blocks [s*L/pp, (s+1)*L/pp) (common::EvenStageBlocks).
 // Requires 1 <= pp <= num_blocks and 0 <= stage < pp (checked by ValidateParallelConfig).
 StageLayers LayersOfStage(const ModelConfig& config, int pp, int stage);
 
-// Stage of `layer` in a pipeline of `pp` stages.
+// Stage of `layer` in a pipeline of `pp` stages split evenly.
 int StageOfLayer(const ModelConfig& config, int pp, int layer);
+
+// Bytes of one block's training state: its parameters and both Adam moments, float32
+// (3 * 4 * LayerParamCount of a block). What moving one block between stages (S2L) costs; the
+// shim's hello reports it (ShimHello.block_state_bytes).
+int64_t BlockStateBytes(const ModelConfig& config);
 
 }  // namespace falcon::trainer::model
 
