@@ -54,6 +54,7 @@
 #include "trainer/directives/scripted_hooks.h"
 #include "trainer/directives/shim_hooks.h"
 #include "trainer/model/corpus.h"
+#include "trainer/model/model_config.h"
 #include "trainer/worker.h"
 
 ABSL_FLAG(int, dp, 4, "data-parallel groups (model replicas)");
@@ -401,6 +402,9 @@ int RunRank(const collective::launch::RankEnv& env) {
     so.dp_size = env.dp;
     so.pp_size = env.pp;
     so.global_micro_batches = o.trainer.micro_batches;
+    // The model's pipeline shape for S2L: its blocks, and what moving one between stages moves.
+    so.pipeline_blocks = o.trainer.model.num_blocks;
+    so.block_state_bytes = static_cast<uint64_t>(model::BlockStateBytes(o.trainer.model));
     so.epoch = absl::GetFlag(FLAGS_epoch);
     absl::StatusOr<std::unique_ptr<falcon::trainer::directives::ShimTrainerHooks>> created =
         falcon::trainer::directives::ShimTrainerHooks::Create(std::move(so));

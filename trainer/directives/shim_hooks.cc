@@ -23,8 +23,10 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
     return absl::InvalidArgumentError(absl::StrCat("local_rank: ", options.local_rank,
                                                    " is outside [0, ", options.world_size, ")"));
   }
-  if (options.dp_size < 0 || options.pp_size < 0 || options.global_micro_batches < 0) {
-    return absl::InvalidArgumentError("dp_size, pp_size, global_micro_batches: negative");
+  if (options.dp_size < 0 || options.pp_size < 0 || options.global_micro_batches < 0 ||
+      options.pipeline_blocks < 0) {
+    return absl::InvalidArgumentError(
+        "dp_size, pp_size, global_micro_batches, pipeline_blocks: negative");
   }
   trainer_shim::ShimOptions o;
   o.job = options.job;
@@ -42,6 +44,8 @@ absl::StatusOr<std::unique_ptr<ShimTrainerHooks>> ShimTrainerHooks::Create(
     o.tp_index = 0;
   }
   o.global_micro_batches = static_cast<uint32_t>(options.global_micro_batches);
+  o.pipeline_blocks = static_cast<uint32_t>(options.pipeline_blocks);
+  o.block_state_bytes = options.block_state_bytes;
   o.epoch = options.epoch;
   o.agent_socket = options.agent_socket;
   o.trainer_applies_directives = true;

@@ -49,7 +49,11 @@ struct ShimTrainerHooksOptions {
   int dp_size = 0;     // Layout at start (0: unknown).
   int pp_size = 0;
   int global_micro_batches = 0;  // M (0: unknown).
-  uint64_t epoch = 0;            // Epoch the trainer starts at.
+  // The model's pipeline shape for S2L (trainer_shim::ShimOptions): its blocks (0: unknown, else
+  // [max(pp_size, 1), 4096]) and the bytes of one block's training state (0: unknown).
+  int pipeline_blocks = 0;
+  uint64_t block_state_bytes = 0;
+  uint64_t epoch = 0;  // Epoch the trainer starts at.
   // trainer_shim::Shim warnings (default: stderr).
   std::function<void(std::string_view)> log;
 };

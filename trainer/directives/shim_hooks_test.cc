@@ -37,6 +37,8 @@ class TrainerHooksTest : public trainer_shim::ShimTest {
     o.dp_size = 2;
     o.pp_size = 2;
     o.global_micro_batches = 8;
+    o.pipeline_blocks = 6;
+    o.block_state_bytes = 12 << 10;
     o.log = log_.Fn();
     auto hooks = ShimTrainerHooks::Create(std::move(o));
     EXPECT_TRUE(hooks.ok()) << hooks.status();
@@ -65,6 +67,11 @@ TEST_F(TrainerHooksTest, BadOptionsAreRejectedNamingTheField) {
   o.local_rank = 4;
   EXPECT_NE(ShimTrainerHooks::Create(o).status().message().find("local_rank"), std::string::npos);
   o.local_rank = 0;
+  o.pp_size = 2;
+  o.pipeline_blocks = 1;  // Fewer blocks than stages.
+  EXPECT_NE(ShimTrainerHooks::Create(o).status().message().find("pipeline_blocks"),
+            std::string::npos);
+  o.pipeline_blocks = 0;
   o.job = "bad job";
   EXPECT_FALSE(ShimTrainerHooks::Create(o).ok());
 }
@@ -108,6 +115,8 @@ TEST_F(TrainerHooksTest, HelloCommunicatorsOpsAndHintsReachTheAgent) {
   EXPECT_EQ(hello.rank().pp_index(), 0);
   EXPECT_EQ(hello.dp_size(), 2u);
   EXPECT_EQ(hello.pp_size(), 2u);
+  EXPECT_EQ(hello.pipeline_blocks(), 6u);
+  EXPECT_EQ(hello.block_state_bytes(), 12u << 10);
   EXPECT_EQ(hello.global_micro_batches(), 8u);
   const falcon::v1::Communicator c = agent_->communicators().back();
   EXPECT_EQ(c.comm_id(), 0xD0u);
