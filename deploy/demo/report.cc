@@ -12,7 +12,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "analysis/plan/micro_batch_solver.h"
 #include "common/stats.h"
 
 namespace falcon::deploy::demo {
@@ -115,6 +114,8 @@ std::string StrategyName(falcon::v1::Strategy strategy) {
       return "S1";
     case falcon::v1::STRATEGY_S2_MICRO_BATCH:
       return "S2";
+    case falcon::v1::STRATEGY_S2L_LAYER_SPLIT:
+      return "S2L";
     case falcon::v1::STRATEGY_S3_TOPOLOGY:
       return "S3";
     case falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART:
@@ -385,9 +386,14 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
       r.notes.push_back(absl::StrFormat(
           "slowed %.3f s is not above healthy %.3f s: no slowdown to recover", slow, healthy));
     }
-    if (r.cause == "COMPUTE" && healthy > 0 && slow > healthy) {
-      r.recoverable_ceiling = RecoverableCeiling(slow / healthy, settings.layout.dp,
-                                                 settings.micro_batches, settings.layout.pp);
+    if (e.has_ceiling() && e.ceiling().predicted_iteration_time_ns() > 0) {
+      const falcon::v1::PlanCeiling& c = e.ceiling();
+      r.ceiling_strategy = StrategyName(c.strategy());
+      r.iteration_time_predicted_s = static_cast<double>(c.predicted_iteration_time_ns()) * 1e-9;
+      r.ceiling_healthy_s = static_cast<double>(c.healthy_iteration_time_ns()) * 1e-9;
+      r.ceiling_slowed_s = static_cast<double>(c.slowed_iteration_time_ns()) * 1e-9;
+      r.recoverable_ceiling = c.recoverable();
+      if (mitigated > 0) r.prediction_error = mitigated / r.iteration_time_predicted_s - 1;
     }
     report.events.push_back(std::move(r));
   }
@@ -402,26 +408,6 @@ Report BuildReport(const Scenario& scenario, const RunSettings& settings,
     }
   }
   return report;
-}
-
-std::optional<double> RecoverableCeiling(double slowdown, int dp, int micro_batches, int multiple) {
-  if (!(slowdown > 1) || dp < 2 || micro_batches <= 0 || multiple < 1) return std::nullopt;
-  // Times in whole nanoseconds: a healthy micro-batch 1 ms, the slowed group's slowdown x that.
-  const absl::Duration unit = absl::Milliseconds(1);
-  std::vector<absl::Duration> times(dp, unit);
-  times[0] = absl::Nanoseconds(std::llround(slowdown * 1e6));
-  analysis::plan::MicroBatchProblem p;
-  p.micro_batch_times = times;
-  p.global_micro_batches = micro_batches;
-  p.multiple = multiple;
-  absl::StatusOr<analysis::plan::MicroBatchSplit> even = analysis::plan::EvenMicroBatches(p);
-  absl::StatusOr<analysis::plan::MicroBatchSplit> best = analysis::plan::SolveMicroBatches(p);
-  if (!even.ok() || !best.ok()) return std::nullopt;
-  const double e = absl::ToDoubleMilliseconds(even->makespan);
-  const double b = absl::ToDoubleMilliseconds(best->makespan);
-  const double healthy = static_cast<double>(micro_batches) / dp;
-  if (!(e > healthy)) return std::nullopt;
-  return (e - b) / (e - healthy);
 }
 
 nlohmann::json ReportJson(const Report& report) {
@@ -547,6 +533,11 @@ nlohmann::json ReportJson(const Report& report) {
         e.slowdown_recovered.has_value() ? json(*e.slowdown_recovered) : json(nullptr);
     je["recoverable_ceiling"] =
         e.recoverable_ceiling.has_value() ? json(*e.recoverable_ceiling) : json(nullptr);
+    je["ceiling_strategy"] = e.ceiling_strategy.empty() ? json(nullptr) : json(e.ceiling_strategy);
+    je["iteration_time_predicted_s"] =
+        e.ceiling_strategy.empty() ? json(nullptr) : json(e.iteration_time_predicted_s);
+    je["prediction_error"] =
+        e.prediction_error.has_value() ? json(*e.prediction_error) : json(nullptr);
     je["notes"] = e.notes;
     je["matched_fault"] = e.matched_fault >= 0 ? json(e.matched_fault) : json(nullptr);
     je["cause_correct"] = e.cause_correct;
@@ -715,11 +706,25 @@ std::string EventTimesLine(const EventReport& e) {
 }
 
 std::string RecoveredText(const EventReport& e) {
+  std::string out;
   if (e.slowdown_recovered.has_value()) {
-    return absl::StrFormat("%.0f%% of the slowdown recovered", 100 * *e.slowdown_recovered);
+    out = absl::StrFormat("%.0f%% of the slowdown recovered", 100 * *e.slowdown_recovered);
+  } else if (e.iteration_time_mitigated_s <= 0) {
+    out = "nothing mitigated";
+  } else {
+    out = "share recovered not measurable";
   }
-  if (e.iteration_time_mitigated_s <= 0) return "nothing mitigated";
-  return "share recovered not measurable";
+  if (e.recoverable_ceiling.has_value()) {
+    absl::StrAppendFormat(
+        &out, "\n  ceiling of the %s plan %.0f%%: predicted %s (healthy %s, slowed %s)",
+        e.ceiling_strategy, 100 * *e.recoverable_ceiling, Seconds(e.iteration_time_predicted_s),
+        Seconds(e.ceiling_healthy_s), Seconds(e.ceiling_slowed_s));
+    if (e.prediction_error.has_value()) {
+      absl::StrAppendFormat(&out, ", measured %s (%+.0f%%)", Seconds(e.iteration_time_mitigated_s),
+                            100 * *e.prediction_error);
+    }
+  }
+  return out;
 }
 
 std::string SummaryText(const Report& report) {

@@ -117,9 +117,19 @@ struct EventReport {
   double iteration_time_mitigated_s = 0;  // 0: never mitigated (or not measurable).
   // (slow - mitigated) / (slow - healthy), unclamped; unset: nothing mitigated, or no baseline.
   std::optional<double> slowdown_recovered;
-  // Compute events: the most of the measured slowdown (slow / healthy) that S2 can recover with
-  // whole micro-batches (RecoverableCeiling); unset for other causes or without both times.
+  // The recoverable ceiling of the last plan the event put in force (falcon.v1.Event.ceiling,
+  // the controller's 1F1B cost model; docs/algorithms.md#recoverable-ceiling): its level ("S2",
+  // "S2L", "S3"; empty when no plan was in force), the predicted iteration times of the job
+  // healthy, slowed and under the plan, and the share of the slowdown it can recover at best,
+  // (slowed - predicted) / (slowed - healthy). Unset without a plan.
+  std::string ceiling_strategy;
+  double iteration_time_predicted_s = 0;  // Under the plan; 0 without one.
+  double ceiling_healthy_s = 0;
+  double ceiling_slowed_s = 0;
   std::optional<double> recoverable_ceiling;
+  // How far the measured mitigated iteration time is from the plan's prediction:
+  // mitigated / predicted - 1 (+0.05: 5% slower than predicted). Unset without both.
+  std::optional<double> prediction_error;
   // Why a figure is missing or out of the usual range, in words (printed under the event).
   std::vector<std::string> notes;
   int matched_fault = -1;  // Index into Scenario::faults; -1: unexplained or a false alarm.
@@ -181,14 +191,6 @@ struct Report {
 
 // The job's world, epoch and ranks per node from a GetJob reply.
 JobAtEnd JobAtEndOf(const falcon::v1::Job& job);
-
-// The share of a compute slowdown S2 can recover at best: one of `dp` groups `slowdown` times
-// slower per micro-batch, `micro_batches` split in multiples of `multiple` (PP under 1F1B). With
-// the even split's makespan E (the slowed job), the best split's B (analysis/plan/
-// micro_batch_solver.h) and the healthy M/D: (E - B) / (E - M/D). For x1.5 on one of 4 groups,
-// 64 micro-batches in multiples of 2: (24 - 18) / (24 - 16) = 0.75. Unset for slowdown <= 1 or a
-// problem the solver refuses.
-std::optional<double> RecoverableCeiling(double slowdown, int dp, int micro_batches, int multiple);
 
 // Median of `history` iteration times (seconds) with iteration in [from, to); 0 when none.
 double MedianIterationTime(const std::vector<falcon::v1::HistoryPoint>& history, int64_t from,

@@ -206,6 +206,10 @@ std::string IndexHtml(const Report& report, const std::string& png_name) {
     std::string recovered = e.slowdown_recovered.has_value()
                                 ? absl::StrFormat("%.0f%%", 100 * *e.slowdown_recovered)
                                 : std::string("-");
+    if (e.recoverable_ceiling.has_value()) {
+      absl::StrAppendFormat(&recovered, " of %s ceiling %.0f%%", e.ceiling_strategy,
+                            100 * *e.recoverable_ceiling);
+    }
     absl::StrAppend(
         &h, "<tr><td>", e.event_id, "</td><td>", e.state, "</td><td>", e.cause, "</td><td>",
         absl::StrJoin(culprit, ", "), "</td><td>", Cell(e.fault_start_iteration), "</td><td>",

@@ -838,14 +838,38 @@ TEST(ReportJsonTest, ReadmeDocumentsEveryField) {
   }
 }
 
-TEST(RecoverableCeilingTest, IntegerMicroBatchesBoundWhatS2Recovers) {
-  // x1.5 on one of 4 groups, 64 micro-batches in multiples of 2: 24 -> 18 of 24 -> 16.
-  EXPECT_NEAR(*RecoverableCeiling(1.5, 4, 64, 2), 0.75, 1e-9);
-  // Finer splits recover more of the same slowdown, up to the continuous bound 9/11 (the slow
-  // group at 1.5 m = the others' m').
-  EXPECT_NEAR(*RecoverableCeiling(1.5, 4, 256, 1), 0.8125, 1e-9);
-  EXPECT_FALSE(RecoverableCeiling(1.0, 4, 64, 2).has_value());
-  EXPECT_FALSE(RecoverableCeiling(1.5, 1, 64, 2).has_value());
+// The ceiling is the controller's (Event.ceiling): the report carries it next to the measured
+// share, with how far the measured mitigated time is from the plan's prediction.
+TEST(ReportTest, CarriesTheCeilingOfThePlanInForce) {
+  falcon::v1::Event e = ComputeEvent(7, 101, 2);
+  auto* c = e.mutable_ceiling();
+  c->set_strategy(falcon::v1::STRATEGY_S2L_LAYER_SPLIT);
+  c->set_healthy_iteration_time_ns(200'000'000);
+  c->set_slowed_iteration_time_ns(300'000'000);
+  c->set_predicted_iteration_time_ns(211'000'000);
+  c->set_recoverable(0.89);
+  Report r = BuildReport(ComputeScenario(), RunSettings(), History(400), {e});
+  ASSERT_EQ(r.events.size(), 1u);
+  const EventReport& er = r.events[0];
+  EXPECT_EQ(er.ceiling_strategy, "S2L");
+  ASSERT_TRUE(er.recoverable_ceiling.has_value());
+  EXPECT_DOUBLE_EQ(*er.recoverable_ceiling, 0.89);
+  EXPECT_NEAR(er.iteration_time_predicted_s, 0.211, 1e-12);
+  ASSERT_TRUE(er.prediction_error.has_value());
+  EXPECT_NEAR(*er.prediction_error, 0.22 / 0.211 - 1, 1e-9);  // Measured 0.22 s.
+  const nlohmann::json j = ReportJson(r);
+  EXPECT_EQ(j["events"][0]["ceiling_strategy"], "S2L");
+  EXPECT_NEAR(j["events"][0]["recoverable_ceiling"].get<double>(), 0.89, 1e-12);
+  const std::string text = SummaryText(r);
+  EXPECT_NE(text.find("80% of the slowdown recovered"), std::string::npos) << text;
+  EXPECT_NE(text.find("ceiling of the S2L plan 89%: predicted 0.211 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("measured 0.220 s (+4%)"), std::string::npos) << text;
+
+  // No plan in force: no ceiling, nulls in the JSON.
+  Report none =
+      BuildReport(ComputeScenario(), RunSettings(), History(400), {ComputeEvent(7, 101, 2)});
+  EXPECT_FALSE(none.events[0].recoverable_ceiling.has_value());
+  EXPECT_TRUE(ReportJson(none)["events"][0]["ceiling_strategy"].is_null());
 }
 
 }  // namespace

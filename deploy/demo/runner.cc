@@ -145,7 +145,10 @@ std::vector<std::string> TrainArgs(const RunOptions& options) {
       "--hidden=32",
       "--embed=16",
       "--batch=8",
-      absl::StrCat("--layers=", std::max(2, s.layout.pp)),
+      // 8 blocks per stage: enough for S2L to move a few out of a slow stage (1 block per stage
+      // gives it nothing to move). The emulated time of a stage scales with the blocks it holds,
+      // so the healthy iteration time does not depend on the count.
+      absl::StrCat("--layers=", 8 * s.layout.pp),
       "--print_every=0",
       // A slow device (emulated) does not steal host CPU: compute faults sleep, not spin.
       "--noburn_compute_faults",

@@ -163,7 +163,8 @@ InjectedFault ComputeFault(const Layout& layout, double factor, int64_t from, in
   f.from_iteration = from;
   f.to_iteration = to;
   f.expected_cause = "COMPUTE";
-  f.expected_strategy = "S2";
+  // S2 first (the cheapest level), then S2L once the lost time pays for moving blocks.
+  f.expected_strategy = "S2L";
   return f;
 }
 

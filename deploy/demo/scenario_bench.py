@@ -7,7 +7,8 @@ The benchmark behind issue-level targets (not a test): `./falcon scenario-bench 
 scored against its ground truth). Per scenario it prints: culprit correct k/N and cause correct
 k/N (over the runs whose fault should raise an event), median alarm and verdict delays in
 iterations after the fault started, the median share of the slowdown recovered next to the median
-recoverable ceiling (what whole micro-batches allow for the measured slowdown) and their ratio,
+recoverable ceiling of the plan in force (the controller's prediction, Event.ceiling) and their
+ratio, the median |measured mitigated / predicted - 1| (pred_err),
 the strategies reached, false alarms (events no fault explains that mitigated, or named a culprit
 that did not recover), unexplained slowdowns (events no fault explains that named no culprit and
 mitigated nothing: load from outside the job, checked and blamed on nothing) and cleared slowdowns
@@ -65,7 +66,7 @@ def score(reports):
     out = {"runs": len(reports), "expected": 0, "culprit": 0, "cause": 0, "false_alarms": 0,
            "unexplained": 0, "cleared": 0,
            "alarm": [], "verdict": [], "recovered": [], "ceiling": [], "strategies": set(),
-           "failed_runs": 0, "slowdown": []}
+           "failed_runs": 0, "slowdown": [], "prediction_error": []}
     for r in reports:
         if r is None:
             out["failed_runs"] += 1
@@ -90,6 +91,7 @@ def score(reports):
                 out["verdict"].append(e["verdict_iteration"] - start)
             out["recovered"].append(e.get("slowdown_recovered"))
             out["ceiling"].append(e.get("recoverable_ceiling"))
+            out["prediction_error"].append(e.get("prediction_error"))
             out["slowdown"].append(e.get("slowdown_ratio"))
             for a in e.get("actions", []):
                 if not a.get("revert") and not a.get("skipped"):
@@ -99,7 +101,7 @@ def score(reports):
 
 def table(results):
     header = ("scenario", "runs", "culprit", "cause", "alarm_it", "verdict_it", "slowdown",
-              "recovered", "ceiling", "rec/ceil", "strategies", "false_alarms",
+              "recovered", "ceiling", "rec/ceil", "pred_err", "strategies", "false_alarms",
               "unexplained", "cleared")
     rows = [header]
     for name, s in results.items():
@@ -116,6 +118,7 @@ def table(results):
             fmt(rec),
             fmt(ceil),
             fmt(rec / ceil) if rec is not None and ceil else "-",
+            fmt(median([abs(x) for x in s["prediction_error"] if x is not None])),
             ",".join(sorted(x for x in s["strategies"] if x)) or "-",
             str(s["false_alarms"]),
             str(s["unexplained"]),
