@@ -3,16 +3,24 @@ Falcon (the `falcon` package). Rank r sits at pipeline stage r // dp, DP index r
 reference trainer (--rank-order stage: a stage's replicas on consecutive ranks, so on one node),
 or at stage r % pp, DP index r // pp (--rank-order replica: a whole pipeline on consecutive ranks);
 after an S3 relaunch, where the controller's new layout puts it (falcon.relaunch_layout()). Each
-stage holds an even share of the layers (stage 0 also the embedding, the last stage the head);
-micro-batches go through the pipeline GPipe-style over send/recv, gradients are summed over the
-stage's DP communicator. The global batch (M micro-batches) is the same
-whatever the S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it.
+stage holds an even share of the layers (stage 0 also the embedding, the last stage the head),
+or what --stage-blocks gives it; after an S2L relaunch, what the controller's layer split gives it
+(falcon.relaunch_split()): each DP group's pipeline may then split the layers its own way.
+Micro-batches go through the pipeline GPipe-style over send/recv, gradients are summed over the
+stage's DP communicator (over the world, each block at its place in a model-sized buffer, while
+the pipelines' splits differ). The global batch (M micro-batches) is the same
+whatever the S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it. The model
+is the same whatever the layer split (each block is initialised from its own seed).
+An S2L layer_split directive is applied at a relaunch: with --checkpoint-dir the session
+checkpoints (per block, so that any split resumes from it) and falcon.launch relaunches with the
+new split.
 
     /usr/bin/python3 -m falcon.launch --nnodes 1 --nproc_per_node 4 examples/pytorch/train.py \
         --pp 2 --steps 100
 
 --device-ms X emulates an accelerator on a CPU-only machine: each micro-batch's forward (and its
-backward, twice as long) also takes X ms of device time, waited out at the speed the rank's real
+backward, twice as long) also takes X ms of device time for a stage of --layers / --pp blocks
+(X ms x its blocks / (layers / pp) for a stage of another size), waited out at the speed the rank's real
 compute got (its thread's CPU time over its wall time, over its recent micro-batches). A rank the operating
 system slows down (a CPU quota, a busy core) then has a slower device, as a GPU with a lowered clock
 would, while the ranks do not compete for the machine's few cores as pure CPU training does.
@@ -55,6 +63,10 @@ def parse_args(argv):
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--stage-blocks", default="",
+                   help="B0+B1+... (blocks of each stage, summing to --layers) for every pipeline, "
+                        "or one such split per DP group, comma-separated (B0+B1,B0+B1,...); "
+                        "default: even. An S2L relaunch's split (FALCON_LAYER_SPLIT) overrides it")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--log", default="")
@@ -78,6 +90,12 @@ def parse_args(argv):
         p.error(f"--layers {a.layers} is fewer than the {a.pp} pipeline stages")
     if a.hidden % a.heads:
         p.error(f"--hidden {a.hidden} is not a multiple of --heads {a.heads}")
+    a.split = None
+    if a.stage_blocks:
+        try:
+            a.split = [[int(b) for b in group.split("+")] for group in a.stage_blocks.split(",")]
+        except ValueError:
+            p.error(f"--stage-blocks {a.stage_blocks!r}: expected B0+B1+...[,B0+B1+...]")
     a.forced = None
     if a.plan_at:
         try:
@@ -101,6 +119,24 @@ def check_layout(a, world):
     if a.forced and (len(a.forced[1]) != a.dp or sum(a.forced[1]) != a.micro_batches or
                      min(a.forced[1]) < 1):
         sys.exit(f"train.py: --plan-at: {a.dp} counts >= 1 summing to {a.micro_batches} expected")
+    if a.split is not None:
+        if len(a.split) == 1:
+            a.split = a.split * a.dp
+        why = split_problem(a, a.split)
+        if why:
+            sys.exit(f"train.py: --stage-blocks {a.stage_blocks}: {why}")
+
+
+def split_problem(a, split):
+    """Why `split` (per DP group, the blocks of each stage) does not fit the job; "" when it
+    does."""
+    if len(split) != a.dp:
+        return f"{len(split)} pipelines' splits for {a.dp} DP groups"
+    for d, stages in enumerate(split):
+        if len(stages) != a.pp or min(stages) < 1 or sum(stages) != a.layers:
+            return (f"DP group {d}'s {'+'.join(str(b) for b in stages)} is not {a.pp} counts >= 1 "
+                    f"summing to --layers {a.layers}")
+    return ""
 
 
 def positions(a, world, layout):
@@ -117,25 +153,56 @@ def positions(a, world, layout):
     return [(r % a.dp, r // a.dp) for r in range(world)]
 
 
-class Stage(nn.Module):
-    """Layers [first, last) of the model; stage 0 embeds tokens, the last stage has the head."""
+def even_blocks(layers, pp):
+    """The even split of `layers` blocks over `pp` stages (the earlier stages get the extra)."""
+    per, extra = divmod(layers, pp)
+    return [per + (1 if s < extra else 0) for s in range(pp)]
 
-    def __init__(self, a, stage):
+
+def make_block(a):
+    return nn.TransformerEncoderLayer(a.hidden, a.heads, 4 * a.hidden, dropout=0.0,
+                                      batch_first=True)
+
+
+class Stage(nn.Module):
+    """Stage `stage` of a pipeline whose stages hold `stage_blocks` blocks each (None: the even
+    split): blocks [first_block, first_block + its count) of the model; stage 0 embeds tokens, the
+    last stage has the head. Each part is initialised from a seed of its own (the embedding, each
+    block by its index in the model, the head), so the model is the same whatever the split."""
+
+    def __init__(self, a, stage, stage_blocks=None):
         super().__init__()
-        per, extra = divmod(a.layers, a.pp)
-        n = per + (1 if stage < extra else 0)
+        stage_blocks = stage_blocks or even_blocks(a.layers, a.pp)
+        self.first_block = sum(stage_blocks[:stage])
+        n = stage_blocks[stage]
         self.first = stage == 0
         self.last = stage == a.pp - 1
+        seed = a.seed * 100_003
         if self.first:
+            torch.manual_seed(seed)
             self.embed = nn.Embedding(a.vocab, a.hidden)
             self.pos = nn.Parameter(torch.zeros(a.seq, a.hidden))
-        self.blocks = nn.ModuleList([
-            nn.TransformerEncoderLayer(a.hidden, a.heads, 4 * a.hidden, dropout=0.0,
-                                       batch_first=True) for _ in range(n)])
+        blocks = []
+        for b in range(self.first_block, self.first_block + n):
+            torch.manual_seed(seed + 1 + b)
+            blocks.append(make_block(a))
+        self.blocks = nn.ModuleList(blocks)
         if self.last:
+            torch.manual_seed(seed + 1 + a.layers)
             self.norm = nn.LayerNorm(a.hidden)
             self.head = nn.Linear(a.hidden, a.vocab)
         self.register_buffer("mask", torch.triu(torch.full((a.seq, a.seq), float("-inf")), 1))
+
+    def global_name(self, name):
+        """A parameter's name in the whole model: its block by its index in the model."""
+        if name.startswith("blocks."):
+            _, j, rest = name.split(".", 2)
+            return f"blocks.{self.first_block + int(j)}.{rest}"
+        return name
+
+    def global_parameters(self):
+        """(name in the whole model, parameter) of every parameter."""
+        return [(self.global_name(n), p) for n, p in self.named_parameters()]
 
     def forward(self, x):
         if self.first:
@@ -145,6 +212,21 @@ class Stage(nn.Module):
         if self.last:
             x = self.head(self.norm(x))
         return x
+
+
+def model_offsets(a, block):
+    """name in the whole model -> (offset, numel) in a flat buffer of every parameter of the
+    model, in model order; and the buffer's size. `block`: any block (its parameters' shapes)."""
+    shapes = [("embed.weight", a.vocab * a.hidden), ("pos", a.seq * a.hidden)]
+    for b in range(a.layers):
+        shapes += [(f"blocks.{b}.{n}", p.numel()) for n, p in block.named_parameters()]
+    shapes += [("norm.weight", a.hidden), ("norm.bias", a.hidden),
+               ("head.weight", a.vocab * a.hidden), ("head.bias", a.vocab)]
+    out, offset = {}, 0
+    for name, numel in shapes:
+        out[name] = (offset, numel)
+        offset += numel
+    return out, offset
 
 
 class EmulatedDevice:
@@ -197,12 +279,23 @@ def main(argv):
     rank, world = dist.get_rank(), dist.get_world_size()
     check_layout(a, world)
     relaunched = None
+    split = a.split  # Per DP group, the blocks of each stage; None: even.
     if not a.no_falcon:
         import falcon
         try:
             relaunched = falcon.relaunch_layout()  # An S3 relaunch's layout, or None.
+            s2l = falcon.relaunch_split()  # An S2L relaunch's layer split, or None.
         except falcon.LayoutError as e:
             sys.exit(f"train.py: {e}")
+        if s2l is not None:
+            split = [list(b) for b in s2l.stage_blocks]
+        elif relaunched is not None and relaunched.stage_blocks:
+            split = [list(b) for b in relaunched.stage_blocks]
+        if split is not None and (s2l is not None or relaunched is not None):
+            why = split_problem(a, split)
+            if why:
+                sys.exit(f"train.py: the S2L layer split (FALCON_LAYER_SPLIT or FALCON_LAYOUT): "
+                         f"{why}")
     places = positions(a, world, relaunched)
     dpi, stage = places[rank]
     at = {pos: r for r, pos in enumerate(places)}
@@ -215,19 +308,18 @@ def main(argv):
     prev_rank = pp_ranks[dpi][stage - 1] if stage > 0 else None
     next_rank = pp_ranks[dpi][stage + 1] if stage < a.pp - 1 else None
 
-    torch.manual_seed(a.seed + stage)  # Replicas of a stage start equal.
-    model = Stage(a, stage)
+    mine = split[dpi] if split is not None else None
+    model = Stage(a, stage, mine)  # The same parameters on every replica that holds a block.
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     start_step = 0
-    # One checkpoint per stage, written by its DP index 0 (the replicas of a stage are equal): any
-    # DP size resumes from it, so the survivors of an S4 restart without a node go on with the
-    # same model, optimizer state and global batch.
+    # One checkpoint per stage, written by its DP index 0 (every replica holds the same model),
+    # its parameters and momentum named by their place in the whole model: any DP size and any
+    # layer split resumes from the stage files together, so the survivors of an S4 restart
+    # without a node, and an S2L relaunch with a new split, go on with the same model, optimizer
+    # state and global batch.
     ckpt = os.path.join(a.checkpoint_dir, f"stage{stage}.pt") if a.checkpoint_dir else ""
     if ckpt and os.path.exists(ckpt):
-        state = torch.load(ckpt)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start_step = state["step"]
+        start_step = resume(a, model, opt, stage)
     # Every stage resumes from the same step, or the pipeline would mix iterations (a stage file
     # missing or stale on this node: --checkpoint-dir must be shared by the nodes).
     steps = torch.tensor([start_step, -start_step])
@@ -240,14 +332,20 @@ def main(argv):
     def checkpoint(_dir, iteration, _excluded):
         if ckpt and dpi == 0:
             os.makedirs(a.checkpoint_dir, exist_ok=True)
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+            params = model.global_parameters()
+            torch.save({"model": {n: p.detach() for n, p in params},
+                        "momentum": {n: opt.state[p]["momentum_buffer"] for n, p in params
+                                     if "momentum_buffer" in opt.state.get(p, {})},
                         "step": max(iteration, 0)}, ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)  # The survivors never read half a checkpoint.
 
     fs = None
     if not a.no_falcon:
+        # S2L: every block weighs its parameters and their SGD momentum, float32.
+        block_bytes = 2 * 4 * sum(p.numel() for p in model.blocks[0].parameters())
         fs = falcon.init(dp_size=a.dp, pp_size=a.pp, dp_index=dpi, pp_index=stage,
-                         global_micro_batches=a.micro_batches,
+                         global_micro_batches=a.micro_batches, pipeline_blocks=a.layers,
+                         block_state_bytes=block_bytes,
                          checkpoint_fn=checkpoint if ckpt else None)
         for p, g in enumerate(dp_comms):
             if p == stage:
@@ -256,6 +354,14 @@ def main(argv):
             fs.register_group(pp_comm, "pp")
     params = [p for p in model.parameters()]
     flat = torch.zeros(sum(p.numel() for p in params))
+    # While the pipelines' splits differ, a stage's replicas hold different blocks: every rank
+    # puts its gradients at their blocks' places in a model-sized buffer, summed over the world.
+    uneven = split is not None and len({tuple(b) for b in split}) > 1
+    if uneven:
+        offsets, total = model_offsets(a, model.blocks[0])
+        places_of = [offsets[n] for n, _ in model.global_parameters()]
+        whole = torch.zeros(total)
+    blocks_scale = len(model.blocks) / (a.layers / a.pp)  # Device time per block held.
     log = open(a.log, "a") if a.log and stage == a.pp - 1 and dpi == 0 else None
     act_shape = (a.micro_batch_size, a.seq, a.hidden)
     device = EmulatedDevice(a.device_ms)
@@ -278,7 +384,7 @@ def main(argv):
                     dist.recv(h, prev_rank)
                     h.requires_grad_()
                     x = h
-                out = device.run(lambda: model(x))
+                out = device.run(lambda: model(x), blocks_scale)
                 if next_rank is not None:
                     dist.send(out.detach(), next_rank)
                 inputs.append(x)
@@ -288,20 +394,28 @@ def main(argv):
                 if next_rank is None:
                     loss = F.cross_entropy(out.reshape(-1, a.vocab), y.reshape(-1)) * scale
                     local_loss += loss.item()
-                    device.run(loss.backward, 2.0)
+                    device.run(loss.backward, 2.0 * blocks_scale)
                 else:
                     g = torch.empty(act_shape)
                     dist.recv(g, next_rank)
-                    device.run(lambda: out.backward(g), 2.0)
+                    device.run(lambda: out.backward(g), 2.0 * blocks_scale)
                 if prev_rank is not None:
                     dist.send(inputs[j].grad, prev_rank)
             # Sum the gradients over the DP communicator: with the 1/M scale, the global mean.
-            torch.cat([p.grad.reshape(-1) for p in params], out=flat)
-            dist.all_reduce(flat, group=dp_comm)
-            offset = 0
-            for p in params:
-                p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
+            if uneven:
+                whole.zero_()
+                for p, (at, n) in zip(params, places_of):
+                    whole[at:at + n].copy_(p.grad.reshape(-1))
+                dist.all_reduce(whole)
+                for p, (at, n) in zip(params, places_of):
+                    p.grad.copy_(whole[at:at + n].view_as(p))
+            else:
+                torch.cat([p.grad.reshape(-1) for p in params], out=flat)
+                dist.all_reduce(flat, group=dp_comm)
+                offset = 0
+                for p in params:
+                    p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+                    offset += p.numel()
             opt.step()
             loss_t = torch.tensor([local_loss])
             if stage == a.pp - 1:
@@ -310,6 +424,7 @@ def main(argv):
         if log:
             log.write(json.dumps({"step": step, "loss": st.loss, "seconds": time.monotonic() - t0,
                                   "plan": plan, "rank": rank,
+                                  "stage_blocks": split or [even_blocks(a.layers, a.pp)] * a.dp,
                                   "end_unix_ms": int(time.time() * 1000)}) + "\n")
             log.flush()
     if fs:
@@ -317,6 +432,33 @@ def main(argv):
     checkpoint(a.checkpoint_dir, a.steps, [])  # The end of the run: a later run goes on from it.
     dist.barrier()
     dist.destroy_process_group()
+
+
+def resume(a, model, opt, stage):
+    """Loads this stage's parameters and momentum from the stage checkpoints of --checkpoint-dir
+    (by their names in the whole model: whatever split wrote them); the step they were written
+    at. Exits naming the file when one is missing, of another step, or lacks a parameter."""
+    params, momentum, steps = {}, {}, {}
+    for s in range(a.pp):
+        path = os.path.join(a.checkpoint_dir, f"stage{s}.pt")
+        if not os.path.exists(path):
+            sys.exit(f"train.py: stage {stage} resumes from {a.checkpoint_dir!r}, which lacks "
+                     f"stage{s}.pt")
+        state = torch.load(path)
+        params.update(state["model"])
+        momentum.update(state["momentum"])
+        steps[path] = state["step"]
+    if len(set(steps.values())) > 1:
+        sys.exit(f"train.py: the stage checkpoints in --checkpoint-dir {a.checkpoint_dir!r} are "
+                 f"of different steps: {steps}")
+    with torch.no_grad():
+        for name, p in model.global_parameters():
+            if name not in params:
+                sys.exit(f"train.py: the checkpoints in {a.checkpoint_dir!r} lack {name}")
+            p.copy_(params[name])
+            if name in momentum:
+                opt.state[p]["momentum_buffer"] = momentum[name].clone()
+    return next(iter(steps.values()))
 
 
 class _NoStep:

@@ -12,11 +12,13 @@ import os
 from falcon import _shim
 from falcon import env as _env
 from falcon import layout as _layout
-from falcon.layout import Layout, LayoutError, relaunch_layout
+from falcon.layout import Layout, LayerSplit, LayoutError, relaunch_layout, relaunch_split
 from falcon.session import RESTART_EXIT_CODE, Session, comm_id_of
 
-__all__ = ["init", "Session", "RESTART_EXIT_CODE", "comm_id_of", "relaunch_layout", "Layout",
-           "LayoutError"]
+__all__ = ["init", "Session", "RESTART_EXIT_CODE", "comm_id_of", "relaunch_layout",
+           "relaunch_split", "Layout", "LayerSplit", "LayoutError"]
+
+MAX_BLOCK_STATE_BYTES = 2**50  # The hello's block_state_bytes bound (trainer_shim/shim_options.h).
 
 log = logging.getLogger("falcon")
 
@@ -44,8 +46,9 @@ def _default_device(torch, dist, nccl_world, local_rank):
 
 
 def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
-         global_micro_batches=1, checkpoint_fn=None, time_ops=True, validation_group=True,
-         device=None, environment=None, library=None, required=False):
+         global_micro_batches=1, pipeline_blocks=0, block_state_bytes=0, checkpoint_fn=None,
+         time_ops=True, validation_group=True, device=None, environment=None, library=None,
+         required=False):
     """Starts this process's session. torch.distributed must be initialized (the world group is
     registered as the WORLD communicator; with validation_group=True a new group of every rank is
     made for validation link passes and for agreeing on the controller's directives at each step
@@ -54,7 +57,12 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
     passes, and each rank applies directives as its shim delivers them).
 
     Layout: this rank's (dp, pp, tp) indices and the sizes; global_micro_batches M is what S2
-    splits across the DP groups (M >= dp_size). checkpoint_fn(dir, iteration, excluded_ranks):
+    splits across the DP groups (M >= dp_size). The model's pipeline shape, for S2L (moving
+    layers between a slow stage and its pipeline peers): pipeline_blocks, its blocks between the
+    embedding and the head (0 unknown, else [pp_size, 4096]), and block_state_bytes, what one
+    block's training state weighs (parameters and optimizer state, in bytes; 0 unknown, at most
+    2^50). An S2L layer split is applied live by the function given to Session.on_layer_split,
+    else at a relaunch like S3 (falcon.relaunch_split(), docs/pytorch.md). checkpoint_fn(dir, iteration, excluded_ranks):
     writes the checkpoint on an S4 directive, after which the process exits with
     RESTART_EXIT_CODE (under falcon.launch, the job is relaunched without the excluded nodes);
     on an S3 directive it is called with no excluded ranks and the job is relaunched on the same
@@ -90,10 +98,34 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
             not dp_size <= global_micro_batches <= _env.MAX_U32):
         raise ValueError(f"falcon.init: global_micro_batches={global_micro_batches!r} must be an "
                          f"integer in [dp_size ({dp_size}), {_env.MAX_U32}]")
+    if (not isinstance(pipeline_blocks, int) or isinstance(pipeline_blocks, bool) or
+            not (pipeline_blocks == 0 or pp_size <= pipeline_blocks <= _layout.MAX_BLOCKS)):
+        raise ValueError(f"falcon.init: pipeline_blocks={pipeline_blocks!r} must be 0 (unknown) "
+                         f"or an integer in [pp_size ({pp_size}), {_layout.MAX_BLOCKS}]")
+    if (not isinstance(block_state_bytes, int) or isinstance(block_state_bytes, bool) or
+            not 0 <= block_state_bytes <= MAX_BLOCK_STATE_BYTES):
+        raise ValueError(f"falcon.init: block_state_bytes={block_state_bytes!r} must be an "
+                         "integer in [0, 2^50] (0: unknown)")
     try:
         relaunch = _layout.relaunch_layout(environment)
+        split = _layout.relaunch_split(environment)
     except _layout.LayoutError as e:
         raise ValueError(f"falcon.init: {e}") from None
+    if split is None and relaunch is not None and relaunch.stage_blocks:
+        split = _layout.LayerSplit(relaunch.stage_blocks, relaunch.micro_batches,
+                                   relaunch.plan_version)
+    if split is not None:
+        if (split.dp_size, split.pp_size) != (dp_size, pp_size):
+            raise ValueError(f"falcon.init: the S2L layer split (FALCON_LAYER_SPLIT or "
+                             f"FALCON_LAYOUT) is for DP {split.dp_size} x PP {split.pp_size}, but "
+                             f"init got DP {dp_size} x PP {pp_size}")
+        if pipeline_blocks and split.blocks != pipeline_blocks:
+            raise ValueError(f"falcon.init: the S2L layer split's pipelines hold {split.blocks} "
+                             f"blocks, but pipeline_blocks={pipeline_blocks}")
+        if split.micro_batches and sum(split.micro_batches) != global_micro_batches:
+            raise ValueError(f"falcon.init: the S2L layer split's micro-batch plan "
+                             f"{list(split.micro_batches)} sums to {sum(split.micro_batches)}, "
+                             f"not global_micro_batches={global_micro_batches}")
     if relaunch is not None:
         given = (dp_size, pp_size, tp_size, (dp_index, pp_index, tp_index))
         wanted = (relaunch.dp_size, relaunch.pp_size, relaunch.tp_size,
@@ -145,6 +177,8 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
         o.dp_index, o.pp_index, o.tp_index = dp_index, pp_index, tp_index
         o.dp_size, o.pp_size, o.tp_size = dp_size, pp_size, tp_size
         o.global_micro_batches = global_micro_batches
+        o.pipeline_blocks = pipeline_blocks
+        o.block_state_bytes = block_state_bytes
         o.epoch = penv.epoch
         o.profiling = 1 if penv.profiling else 0
         # Directives are agreed across ranks at each step boundary over the validation group.
@@ -180,6 +214,6 @@ def init(*, dp_size=1, pp_size=1, tp_size=1, dp_index=0, pp_index=0, tp_index=0,
                 dp_index=dp_index, pp_index=pp_index, tp_index=tp_index,
                 global_micro_batches=global_micro_batches, checkpoint_fn=checkpoint_fn,
                 time_ops=time_ops, validation_group=vgroup, layout=relaunch, device=device,
-                agreement=bool(validation_group))
+                agreement=bool(validation_group), pipeline_blocks=pipeline_blocks, split=split)
     s.register_group(None, "world", name="world")
     return s

@@ -19,8 +19,12 @@ fails, the launcher
 S3 (a request with "layout" and no excluded ranks): every node runs torchrun again with the same
 nodes, --master_port + 1, FALCON_EPOCH set to the request's epoch and FALCON_LAYOUT naming a file
 of this launcher's own that holds the layout (falcon.layout): the script resumes from its
-checkpoint with its ranks in the new places. An S4 relaunch drops FALCON_LAYOUT (the survivors
-are fewer: the script's default order again).
+checkpoint with its ranks in the new places. S2L (a request with "layer_split" and no excluded
+ranks, from a layer split the script did not apply live): the same, with FALCON_LAYER_SPLIT
+naming a file that holds the split (falcon.relaunch_split()); the ranks keep their places
+(FALCON_LAYOUT, if set, stays). An S3 relaunch drops FALCON_LAYER_SPLIT (its layout carries the
+split in force); an S4 relaunch drops both (the survivors are fewer: the script's default order
+and the even split again).
 The relaunch needs static rendezvous (torchrun's default: --master_addr, --node_rank, an integer
 --nnodes and --nproc_per_node, ranks node-major as torchrun assigns them) and --max_restarts 0 (with
 more, torchrun itself would restart the workers that exit for S4, in the same world: refused at
@@ -123,13 +127,26 @@ def check_supervisable(args):
 def read_restart_request(path):
     """The restart request at `path` (dict with excluded_ranks: list of ints, epoch, iteration:
     ints >= 0, checkpoint_dir: str; S3: "layout" in falcon.layout's JSON form and no excluded
-    ranks, S4: a non-empty excluded_ranks); RelaunchError naming the field when malformed;
-    OSError when unreadable."""
+    ranks; S2L: "layer_split" in falcon.layout.LayerSplit's JSON form and no excluded ranks; S4:
+    a non-empty excluded_ranks); RelaunchError naming the field when malformed; OSError when
+    unreadable."""
     r = jsonfile.load(path, RelaunchError)
     if not isinstance(r, dict):
         raise RelaunchError(f"{path}: not a JSON object")
     ex = r.get("excluded_ranks")
-    if "layout" in r:  # S3: the same nodes in a new layout.
+    if "layer_split" in r:  # S2L: the same nodes and places, a new split.
+        if "layout" in r:
+            raise RelaunchError(f"{path}: \"layer_split\" beside a \"layout\": a request is "
+                                "one relaunch (S3 carries the split in its layout)")
+        if ex not in (None, []):
+            raise RelaunchError(f"{path}: \"excluded_ranks\" holds {ex!r} beside a "
+                                "\"layer_split\": an S2L relaunch keeps every rank")
+        try:
+            layout_mod.split_from_json(r["layer_split"], f"{path}: \"layer_split\"")
+        except layout_mod.LayoutError as e:
+            raise RelaunchError(str(e)) from None
+        r["excluded_ranks"] = []
+    elif "layout" in r:  # S3: the same nodes in a new layout.
         if ex not in (None, []):
             raise RelaunchError(f"{path}: \"excluded_ranks\" holds {ex!r} beside a \"layout\": "
                                 "an S3 relaunch keeps every rank")
@@ -265,6 +282,24 @@ def main(argv=None):
                     print(f"falcon.launch: restart request: {e}", file=sys.stderr)
                     return RESTART_EXIT_CODE
                 excluded = sorted(request["excluded_ranks"])
+                if "layer_split" in request:
+                    generation += 1
+                    args = survivors
+                    split_file = os.path.join(private, f"layer-split-{generation}.json")
+                    try:
+                        split = layout_mod.split_from_json(request["layer_split"])
+                        layout_mod.write_split(split_file, split)
+                    except (layout_mod.LayoutError, OSError) as e:
+                        print(f"falcon.launch: S2L restart request: {e}", file=sys.stderr)
+                        return RESTART_EXIT_CODE
+                    env["FALCON_LAYER_SPLIT"] = split_file  # FALCON_LAYOUT, if set, stays.
+                    env["FALCON_EPOCH"] = str(request.get("epoch", 0))
+                    print(f"falcon.launch: S2L at iteration {request.get('iteration', 0)}: "
+                          f"relaunch {generation} with the layer split "
+                          f"{[list(b) for b in split.stage_blocks]} and micro-batches "
+                          f"{list(split.micro_batches)} at epoch {env['FALCON_EPOCH']}: "
+                          f"torchrun {' '.join(args)}", file=sys.stderr, flush=True)
+                    continue
                 if "layout" in request:
                     generation += 1
                     args = survivors
@@ -276,13 +311,15 @@ def main(argv=None):
                         print(f"falcon.launch: S3 restart request: {e}", file=sys.stderr)
                         return RESTART_EXIT_CODE
                     env["FALCON_LAYOUT"] = layout_file
+                    env.pop("FALCON_LAYER_SPLIT", None)  # The layout carries the split.
                     env["FALCON_EPOCH"] = str(request.get("epoch", 0))
                     print(f"falcon.launch: S3 at iteration {request.get('iteration', 0)}: "
                           f"relaunch {generation} in the layout DP {new.dp_size} x PP "
                           f"{new.pp_size} x TP {new.tp_size} at epoch {env['FALCON_EPOCH']}: "
                           f"torchrun {' '.join(args)}", file=sys.stderr, flush=True)
                     continue
-                env.pop("FALCON_LAYOUT", None)  # S4: fewer ranks, the script's own order.
+                env.pop("FALCON_LAYOUT", None)  # S4: fewer ranks, the script's own order,
+                env.pop("FALCON_LAYER_SPLIT", None)  # and the even split.
                 if survivors is None:
                     print(f"falcon.launch: S4 at iteration {request.get('iteration', 0)} excluded "
                           f"this node's ranks ({excluded}): leaving the job", file=sys.stderr,

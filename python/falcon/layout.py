@@ -13,9 +13,18 @@ groups from `relaunch_layout()` instead of its default rank order:
     pp_ranks = layout.pp_group(dp)            # this replica's stages, by PP index
 
 JSON form: {"dp_size": D, "pp_size": P, "tp_size": T, "positions": [[dp, pp, tp], ...] (one per
-rank, indexed by rank), "plan_version": V (the directive's: the session reports it), and
+rank, indexed by rank), "plan_version": V (the directive's: the session reports it),
 "micro_batches": [m_0, ...] (the S2 plan in force, carried over when D is unchanged; absent or
-empty: the even split)}.
+empty: the even split) and "stage_blocks": [[b_0, ..., b_{P-1}], ...] (the S2L layer split in
+force, per DP group; absent or empty: every pipeline split evenly)}.
+
+An S2L layer_split directive is applied at a relaunch too when the script registered no way to
+apply it live (Session.on_layer_split): the restart request's "layer_split" ({"stage_blocks",
+"micro_batches", "plan_version"}, the LayerSplit JSON form) goes to a file of falcon.launch's own
+named by FALCON_LAYER_SPLIT, and the ranks keep their places (FALCON_LAYOUT, if set, stays):
+
+    split = falcon.relaunch_split()          # None: no S2L relaunch, every pipeline even
+    blocks = split.stage_blocks[dp] if split else None   # this replica's blocks per stage
 """
 
 import dataclasses
@@ -38,6 +47,7 @@ class Layout:
     positions: tuple  # (dp, pp, tp) per rank, indexed by global rank.
     plan_version: int = 0
     micro_batches: tuple = ()
+    stage_blocks: tuple = ()  # Per DP group, its blocks per stage; () every pipeline even.
     _by_position: dict = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -74,19 +84,73 @@ class Layout:
                "positions": [list(p) for p in self.positions], "plan_version": self.plan_version}
         if self.micro_batches:
             out["micro_batches"] = list(self.micro_batches)
+        if self.stage_blocks:
+            out["stage_blocks"] = [list(b) for b in self.stage_blocks]
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerSplit:
+    """An S2L layer split (falcon.v1.LayerSplit): per DP group (by DP index) the blocks each
+    pipeline stage holds, and the micro-batch plan that goes with it."""
+    stage_blocks: tuple  # Per DP group: (blocks of stage 0, ..., of stage P-1), each >= 1.
+    micro_batches: tuple  # Per DP group, each >= 1.
+    plan_version: int = 0
+
+    @property
+    def dp_size(self):
+        return len(self.stage_blocks)
+
+    @property
+    def pp_size(self):
+        return len(self.stage_blocks[0])
+
+    @property
+    def blocks(self):
+        """The model's blocks (every pipeline holds them all)."""
+        return sum(self.stage_blocks[0])
+
+    def to_json(self):
+        return {"stage_blocks": [list(b) for b in self.stage_blocks],
+                "micro_batches": list(self.micro_batches), "plan_version": self.plan_version}
 
 
 MAX_EPOCH = _env.MAX_U32  # FALCON_EPOCH's largest.
 MAX_PLAN_VERSION = 2**62  # The proto's int64, with room: larger is no plan version.
-FIELDS = ("dp_size", "pp_size", "tp_size", "positions", "plan_version", "micro_batches")
+FIELDS = ("dp_size", "pp_size", "tp_size", "positions", "plan_version", "micro_batches",
+          "stage_blocks")
+SPLIT_FIELDS = ("stage_blocks", "micro_batches", "plan_version")
+MAX_BLOCKS = 4096  # common::kMaxPipelineBlocks.
 
 
 def _is_count(v, minimum, maximum=_env.MAX_U32):
     return isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= maximum
 
 
-def _checked(dp_size, pp_size, tp_size, positions, plan_version, micro_batches, where):
+def check_stage_blocks(stage_blocks, dp_size, pp_size, where, blocks=0):
+    """`stage_blocks` as a tuple of tuples: `dp_size` lists of `pp_size` counts >= 1 that all sum
+    to the same number of blocks (`blocks` when non-zero), at most 4096. LayoutError naming the
+    field otherwise."""
+    if not isinstance(stage_blocks, (list, tuple)) or len(stage_blocks) != dp_size:
+        raise LayoutError(f"{where}: \"stage_blocks\" holds {stage_blocks!r}, not {dp_size} "
+                          "lists (one per DP group) of blocks per stage")
+    out = []
+    for d, stages in enumerate(stage_blocks):
+        if not isinstance(stages, (list, tuple)) or len(stages) != pp_size or \
+                not all(_is_count(b, 1, MAX_BLOCKS) for b in stages):
+            raise LayoutError(f"{where}: \"stage_blocks\"[{d}] holds {stages!r}, not {pp_size} "
+                              f"counts in [1, {MAX_BLOCKS}] (one per stage)")
+        total = sum(stages)
+        want = blocks or (sum(out[0]) if out else total)
+        if total != want:
+            raise LayoutError(f"{where}: \"stage_blocks\"[{d}] sums to {total} blocks, not the "
+                              f"model's {want}")
+        out.append(tuple(stages))
+    return tuple(out)
+
+
+def _checked(dp_size, pp_size, tp_size, positions, plan_version, micro_batches, where,
+             stage_blocks=()):
     for name, v in (("dp_size", dp_size), ("pp_size", pp_size), ("tp_size", tp_size)):
         if not _is_count(v, 1):
             raise LayoutError(f"{where}: \"{name}\" holds {v!r}, not an integer >= 1")
@@ -115,8 +179,10 @@ def _checked(dp_size, pp_size, tp_size, positions, plan_version, micro_batches, 
                                 not all(_is_count(m, 1) for m in micro_batches))):
         raise LayoutError(f"{where}: \"micro_batches\" holds {micro_batches!r}, not "
                           f"{dp_size} counts >= 1 (one per DP group), or [] for the even split")
+    if stage_blocks not in ((), []):
+        stage_blocks = check_stage_blocks(stage_blocks, dp_size, pp_size, where)
     return Layout(dp_size, pp_size, tp_size, tuple(tuple(p) for p in positions), plan_version,
-                  tuple(micro_batches))
+                  tuple(micro_batches), tuple(stage_blocks))
 
 
 def from_json(obj, where="layout"):
@@ -131,7 +197,45 @@ def from_json(obj, where="layout"):
         raise LayoutError(f"{where}: \"positions\" holds {positions!r}, not a list of one "
                           "[dp, pp, tp] per rank")
     return _checked(obj.get("dp_size"), obj.get("pp_size"), obj.get("tp_size"), positions,
-                    obj.get("plan_version", 0), obj.get("micro_batches", []), where)
+                    obj.get("plan_version", 0), obj.get("micro_batches", []), where,
+                    obj.get("stage_blocks", ()))
+
+
+def split_from_json(obj, where="layer_split"):
+    """The LayerSplit of its JSON form ({"stage_blocks", "micro_batches", "plan_version"});
+    LayoutError naming the field when malformed."""
+    if not isinstance(obj, dict):
+        raise LayoutError(f"{where}: not a JSON object")
+    unknown = sorted(k for k in obj if k not in SPLIT_FIELDS)
+    if unknown:
+        raise LayoutError(f"{where}: unknown fields {unknown} (a layer split has "
+                          f"{list(SPLIT_FIELDS)})")
+    stage_blocks = obj.get("stage_blocks")
+    if not isinstance(stage_blocks, list) or not stage_blocks or \
+            not isinstance(stage_blocks[0], list) or not stage_blocks[0]:
+        raise LayoutError(f"{where}: \"stage_blocks\" holds {stage_blocks!r}, not a list of "
+                          "one list of blocks per stage per DP group")
+    return layer_split(stage_blocks, obj.get("micro_batches"), obj.get("plan_version", 0), where)
+
+
+def layer_split(stage_blocks, micro_batches, plan_version=0, where="layer_split", blocks=0):
+    """A checked LayerSplit: as many micro-batch counts (each >= 1) as DP groups, every DP group
+    as many stages as the first, each stage >= 1 block, every pipeline the same blocks (`blocks`
+    when non-zero). LayoutError naming the field."""
+    if not isinstance(stage_blocks, (list, tuple)) or not stage_blocks or \
+            not isinstance(stage_blocks[0], (list, tuple)):
+        raise LayoutError(f"{where}: \"stage_blocks\" holds {stage_blocks!r}, not a list of "
+                          "one list of blocks per stage per DP group")
+    dp, pp = len(stage_blocks), len(stage_blocks[0])
+    checked = check_stage_blocks(stage_blocks, dp, pp, where, blocks)
+    if not isinstance(micro_batches, (list, tuple)) or len(micro_batches) != dp or \
+            not all(_is_count(m, 1) for m in micro_batches):
+        raise LayoutError(f"{where}: \"micro_batches\" holds {micro_batches!r}, not {dp} counts "
+                          ">= 1 (one per DP group)")
+    if not _is_count(plan_version, 0, MAX_PLAN_VERSION):
+        raise LayoutError(f"{where}: \"plan_version\" holds {plan_version!r}, not an integer "
+                          "in [0, 2^62]")
+    return LayerSplit(checked, tuple(micro_batches), plan_version)
 
 
 def from_assignments(assignments, world_size, plan_version=0, micro_batches=()):
@@ -191,3 +295,26 @@ def relaunch_layout(environment=None):
         raise LayoutError(f"FALCON_LAYOUT={path}: {layout.world_size} ranks, but {name} is "
                           f"{world}")
     return layout
+
+
+def write_split(path, split):
+    """Writes `split` (a LayerSplit) to `path` atomically; OSError when it cannot."""
+    jsonfile.write(path, split.to_json())
+
+
+def relaunch_split(environment=None):
+    """The layer split an S2L relaunch runs the job with (FALCON_LAYER_SPLIT, set by
+    falcon.launch), or None (every pipeline split evenly, or as FALCON_LAYOUT's "stage_blocks"
+    say). LayoutError naming the variable (and the field) when the file cannot be read or is
+    malformed."""
+    e = os.environ if environment is None else environment
+    path = e.get("FALCON_LAYER_SPLIT", "")
+    if not path:
+        return None
+    try:
+        return split_from_json(jsonfile.load(path, LayoutError), path)
+    except LayoutError as err:
+        raise LayoutError(f"FALCON_LAYER_SPLIT: {err}") from None
+    except OSError as err:
+        raise LayoutError(f"FALCON_LAYER_SPLIT={path}: cannot read it ({err.strerror or err})") \
+            from None

@@ -19,7 +19,10 @@ iteration the controller set (every rank the same); runs the controller's valida
 torch.matmul, link passes with send/recv on a group of its own) while the job is paused; on S4
 calls the user's checkpoint callback, leaves the restart request for falcon.launch (local rank 0,
 at FALCON_RESTART_FILE) and exits with RESTART_EXIT_CODE for the launcher to relaunch; S3 (a new
-layout) the same way, at a relaunch of every node in the new layout (falcon.layout), not live.
+layout) the same way, at a relaunch of every node in the new layout (falcon.layout), not live;
+S2L (a layer split: blocks moved between a pipeline's stages, with a new micro-batch plan) live
+through the function given to on_layer_split, else at a relaunch in place with the new split
+(falcon.relaunch_split()), like S3.
 An absent agent never stops training: the shim buffers and reconnects.
 """
 
@@ -46,9 +49,9 @@ RESTART_EXIT_CODE = 75
 
 def write_restart_request(path, request):
     """Writes the restart request (JSON: checkpoint_dir, excluded_ranks, iteration, epoch, as the
-    reference trainer's launcher reads it; for S3 also "layout", falcon.layout's JSON form, with
-    no excluded ranks) to `path` atomically (a temporary file, then rename). OSError when it
-    cannot."""
+    reference trainer's launcher reads it; for S3 also "layout", falcon.layout's JSON form, for
+    S2L "layer_split", falcon.layout.LayerSplit's, both with no excluded ranks) to `path`
+    atomically (a temporary file, then rename). OSError when it cannot."""
     jsonfile.write(path, request)
 
 ROLES = {"dp": _shim.COMM_DP, "pp": _shim.COMM_PP, "tp": _shim.COMM_TP,
@@ -85,7 +88,7 @@ class Session:
 
     def __init__(self, penv, shim, *, dp_size, pp_size, tp_size, dp_index, pp_index, tp_index,
                  global_micro_batches, checkpoint_fn, time_ops, validation_group,
-                 layout=None, device=None, agreement=True):
+                 layout=None, device=None, agreement=True, pipeline_blocks=0, split=None):
         self.env = penv
         # Directives agreed across ranks at each boundary (falcon.agreement); needs the
         # validation group, over which the ranks exchange what they hold.
@@ -102,10 +105,18 @@ class Session:
         self._checkpoint_fn = checkpoint_fn
         self._plan = _even(global_micro_batches, dp_size)
         self._plan_version = 0
+        self.pipeline_blocks = pipeline_blocks  # 0: unknown.
+        self._split = None  # The S2L split in force, per DP group; None: every pipeline even.
+        self._layer_split_fn = None  # on_layer_split's.
         if layout is not None:  # An S3 relaunch: the directive's plan version and S2 plan go on.
             self._plan_version = layout.plan_version
             if layout.micro_batches:
                 self._plan = list(layout.micro_batches)
+        if split is not None:  # An S2L relaunch (or an S3 one under a split): its split and plan.
+            self._split = [list(b) for b in split.stage_blocks]
+            if split.micro_batches:
+                self._plan = list(split.micro_batches)
+            self._plan_version = max(self._plan_version, split.plan_version)
         self._restart = None
         self._groups = {}  # id(ProcessGroup or None) -> comm id
         self._unattributed = set()  # group keys whose ops could not be recorded (logged once)
@@ -223,6 +234,29 @@ class Session:
         """The micro-batch plan in force: one count per DP index, summing to the global count."""
         return list(self._plan)
 
+    def layer_split(self):
+        """The S2L layer split in force: per DP index, the blocks each stage of that pipeline
+        holds; None while every pipeline is split evenly (no S2L directive applied)."""
+        return [list(b) for b in self._split] if self._split is not None else None
+
+    def stage_blocks(self):
+        """The blocks each stage of this rank's pipeline holds under the split in force; None
+        when it is the even split."""
+        return list(self._split[self.dp_index]) if self._split is not None else None
+
+    def on_layer_split(self, fn):
+        """Applies S2L layer splits live: at the boundary the controller set, every rank calls
+        fn(stage_blocks, micro_batches) (stage_blocks: per DP index, the blocks each stage holds;
+        micro_batches: the plan that goes with it, per DP index), which moves the layers (each
+        rank of a pipeline gets its new blocks' parameters and optimizer state from the stage
+        that held them) and returns; an exception refuses the directive, its message the reason.
+        Without it a layer split is applied at a relaunch (a checkpoint, then
+        falcon.relaunch_split() in the relaunched job), which needs checkpoint_fn and
+        falcon.launch. fn=None removes it."""
+        if fn is not None and not callable(fn):
+            raise ValueError(f"falcon: on_layer_split: {fn!r} is not callable")
+        self._layer_split_fn = fn
+
     def loss_scale(self):
         """Factor for each micro-batch's mean loss: 1 / global micro-batches. Gradients summed
         over the DP communicator (all_reduce SUM) are then the global batch's mean whatever the
@@ -338,7 +372,7 @@ class Session:
         if self._restart is not None:
             # The job is about to exit for a relaunch that carries what was decided before this
             # directive: applying it would be acknowledged and lost.
-            kind = "S3" if "layout" in self._restart else "S4"
+            kind = _restart_kind(self._restart)
             return (f"the job is exiting for a relaunch ({kind} at iteration "
                     f"{self._restart['iteration']}): a later directive is not applied")
         if d.kind == _shim.DIRECTIVE_MICRO_BATCH_PLAN:
@@ -355,6 +389,8 @@ class Session:
             log.info("falcon: micro-batch plan %s (version %d) from iteration %d", plan,
                      d.plan_version, self._boundary)
             return None
+        if d.kind == _shim.DIRECTIVE_LAYER_SPLIT:
+            return self._apply_layer_split(d)
         if d.kind in (_shim.DIRECTIVE_CHECKPOINT_RESTART, _shim.DIRECTIVE_TOPOLOGY_CHANGE) and \
                 d.epoch > layout_mod.MAX_EPOCH:
             return (f"epoch {d.epoch} is above {layout_mod.MAX_EPOCH}: the relaunched job could "
@@ -400,18 +436,74 @@ class Session:
             return (f"topology_change: the layout is DP {new.dp_size} x PP {new.pp_size} x TP "
                     f"{new.tp_size}, the job runs DP {sizes[0]} x PP {sizes[1]} x TP {sizes[2]}: "
                     "the PyTorch package relaunches in a layout of the same sizes")
-        # The S2 plan in force goes on (as the reference trainer's does).
-        new = dataclasses.replace(new, micro_batches=tuple(self._plan))
+        # The S2 plan and the S2L split in force go on (as the reference trainer's do).
+        new = dataclasses.replace(new, micro_batches=tuple(self._plan),
+                                  stage_blocks=tuple(tuple(b) for b in self._split or ()))
         iteration = self._boundary  # Where it is applied (see the S4 case).
         self._checkpoint_fn("", iteration, [])
         self._restart = {"checkpoint_dir": "", "excluded_ranks": [], "iteration": iteration,
                          "epoch": int(d.epoch), "layout": new.to_json()}
         return None
 
+    def _apply_layer_split(self, d):
+        """S2L: the split checked against the job, then applied live (on_layer_split's function)
+        or, without one, at a relaunch in place like S3: a checkpoint, and the split in the
+        restart request for falcon.launch (FALCON_LAYER_SPLIT in the relaunched job)."""
+        if d.struct_size < _DIRECTIVE_SPLIT_END:
+            return "layer_split: the shim library's directive has no split (ABI version < 4)"
+        dp, pp = d.micro_batches_len, d.pp_stages
+        if dp != self.dp_size or pp != self.pp_size:
+            return (f"layer_split: a split of DP {dp} x PP {pp}, the job runs DP {self.dp_size} "
+                    f"x PP {self.pp_size}")
+        if d.stage_blocks_len != dp * pp:
+            return f"layer_split: {d.stage_blocks_len} stage counts for DP {dp} x PP {pp}"
+        flat = [d.stage_blocks[i] for i in range(d.stage_blocks_len)]
+        plan = [d.micro_batches[i] for i in range(dp)]
+        try:
+            split = layout_mod.layer_split([flat[i * pp:(i + 1) * pp] for i in range(dp)], plan,
+                                           max(int(d.plan_version), 0), "layer_split",
+                                           self.pipeline_blocks)
+        except layout_mod.LayoutError as e:
+            return str(e)
+        if sum(plan) != self.global_micro_batches:
+            return (f"layer_split: micro_batches sum to {sum(plan)}, not the global "
+                    f"{self.global_micro_batches}")
+        stage_blocks = [list(b) for b in split.stage_blocks]
+        if self._layer_split_fn is not None:
+            try:
+                self._layer_split_fn([list(b) for b in stage_blocks], list(plan))
+            except Exception as e:  # noqa: BLE001 (the user's function: any failure refuses)
+                return f"layer_split not applied: {e}"
+            self._split, self._plan, self._plan_version = stage_blocks, plan, d.plan_version
+            log.info("falcon: layer split %s, micro-batch plan %s (version %d) from iteration %d",
+                     stage_blocks, plan, d.plan_version, self._boundary)
+            return None
+        if self._checkpoint_fn is None:
+            return ("layer_split: no live applier (Session.on_layer_split) and no checkpoint "
+                    "callback (falcon.init(checkpoint_fn=)) to apply it at a relaunch")
+        if not self.env.restart_file:
+            return ("layer_split: no live applier (Session.on_layer_split), and "
+                    "FALCON_RESTART_FILE is unset (the job was not started by falcon.launch): "
+                    "without one the PyTorch package applies a split at a relaunch, which only "
+                    "falcon.launch does")
+        if d.epoch > layout_mod.MAX_EPOCH:
+            return (f"epoch {d.epoch} is above {layout_mod.MAX_EPOCH}: the relaunched job could "
+                    "not register at it (FALCON_EPOCH)")
+        iteration = self._boundary  # Where it is applied (see the S4 case).
+        self._checkpoint_fn("", iteration, [])
+        self._restart = {"checkpoint_dir": "", "excluded_ranks": [], "iteration": iteration,
+                         "epoch": int(d.epoch), "layer_split": split.to_json()}
+        return None
+
     def _exit_for_restart(self):
         request = self._restart
-        kind = "S3" if "layout" in request else "S4"
-        if kind == "S3":
+        kind = _restart_kind(request)
+        if kind == "S2L":
+            log.warning("falcon: S2L: checkpoint written; exiting with %d for a relaunch with the "
+                        "layer split %s and micro-batch plan %s at epoch %d", RESTART_EXIT_CODE,
+                        request["layer_split"]["stage_blocks"],
+                        request["layer_split"]["micro_batches"], request["epoch"])
+        elif kind == "S3":
             log.warning("falcon: S3: checkpoint written; exiting with %d for a relaunch as DP %d x "
                         "PP %d x TP %d (this rank at %s) at epoch %d", RESTART_EXIT_CODE,
                         request["layout"]["dp_size"], request["layout"]["pp_size"],
@@ -521,6 +613,17 @@ class Session:
                 self._shim.shutdown()
             except _shim.ShimError as e:
                 log.warning("falcon: shutdown: %s", e)
+
+
+# The end of the directive struct's layer split fields (ABI version 4).
+_DIRECTIVE_SPLIT_END = _shim.Directive.pp_stages.offset + ctypes.sizeof(ctypes.c_uint32)
+
+
+def _restart_kind(request):
+    """The strategy a restart request carries out: "S2L", "S3" or "S4"."""
+    if "layer_split" in request:
+        return "S2L"
+    return "S3" if "layout" in request else "S4"
 
 
 def _write_c_string(dst, capacity, text):

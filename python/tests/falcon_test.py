@@ -266,6 +266,76 @@ class LayoutTest(unittest.TestCase):
                 layout.relaunch_layout({"FALCON_LAYOUT": "/nonexistent/l.json"})
 
 
+class LayerSplitTest(unittest.TestCase):
+    SPLIT = {"stage_blocks": [[1, 3], [3, 1]], "micro_batches": [5, 3], "plan_version": 4}
+
+    def test_a_split_is_read_checked_and_carried_by_a_layout(self):
+        from falcon import layout
+        split = layout.split_from_json(self.SPLIT)
+        self.assertEqual((split.dp_size, split.pp_size, split.blocks), (2, 2, 4))
+        self.assertEqual(split.to_json(), self.SPLIT)
+        self.assertEqual(layout.split_from_json({"stage_blocks": [[2, 2]], "micro_batches": [8]}),
+                         layout.LayerSplit(((2, 2),), (8,), 0))
+        for obj, why in (([], "not a JSON object"),
+                         (dict(self.SPLIT, stage_blocks=[]), '"stage_blocks" holds \\[\\]'),
+                         (dict(self.SPLIT, stage_blocks=[[1, 3], [2, 3]]),
+                          r'"stage_blocks"\[1\] sums to 5 blocks, not the model\'s 4'),
+                         (dict(self.SPLIT, stage_blocks=[[0, 4], [2, 2]]),
+                          r'"stage_blocks"\[0\] holds \[0, 4\], not 2 counts in \[1, 4096\]'),
+                         (dict(self.SPLIT, stage_blocks=[[1, 3], [4]]),
+                          r'"stage_blocks"\[1\] holds \[4\], not 2 counts'),
+                         (dict(self.SPLIT, micro_batches=[8]), '"micro_batches" holds \\[8\\], '
+                                                               "not 2 counts"),
+                         (dict(self.SPLIT, micro_batches=[8, 0]), '"micro_batches" holds'),
+                         (dict(self.SPLIT, plan_version=-1), '"plan_version" holds -1'),
+                         (dict(self.SPLIT, stage_blockz=1), "unknown fields \\['stage_blockz'\\]")):
+            with self.assertRaisesRegex(layout.LayoutError, why):
+                layout.split_from_json(obj, "L")
+        with self.assertRaisesRegex(layout.LayoutError, "sums to 4 blocks, not the model's 6"):
+            layout.layer_split([[2, 2]], [8], blocks=6)
+        # An S3 layout carries the split in force; it must fit the layout's sizes.
+        lay = layout.from_json(dict(REPLICA_LAYOUT, stage_blocks=[[1, 3], [3, 1]]))
+        self.assertEqual(lay.stage_blocks, ((1, 3), (3, 1)))
+        self.assertEqual(layout.from_json(lay.to_json()), lay)
+        self.assertNotIn("stage_blocks", layout.from_json(REPLICA_LAYOUT).to_json())
+        with self.assertRaisesRegex(layout.LayoutError, r'"stage_blocks" holds \[\[4\]\], not 2'):
+            layout.from_json(dict(REPLICA_LAYOUT, stage_blocks=[[4]]))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "split.json")
+            layout.write_split(path, split)
+            self.assertIsNone(layout.relaunch_split({}))
+            self.assertEqual(layout.relaunch_split({"FALCON_LAYER_SPLIT": path}), split)
+            with open(path, "w") as f:
+                json.dump(dict(self.SPLIT, micro_batches=[1]), f)
+            with self.assertRaisesRegex(layout.LayoutError,
+                                        f"^FALCON_LAYER_SPLIT: {path}: \"micro_batches\""):
+                layout.relaunch_split({"FALCON_LAYER_SPLIT": path})
+            with self.assertRaisesRegex(layout.LayoutError,
+                                        "FALCON_LAYER_SPLIT=/nonexistent/s.json: cannot read it"):
+                layout.relaunch_split({"FALCON_LAYER_SPLIT": "/nonexistent/s.json"})
+
+    def test_s2l_requests_relaunch_in_place_and_are_checked(self):
+        from falcon.session import write_restart_request
+        request = {"excluded_ranks": [], "layer_split": self.SPLIT}
+        self.assertEqual(launch.relaunch_argv(NODE1_OF_3, request),
+                         NODE1_OF_3[:9] + ["--nnodes=3", "--node_rank=1", "--master_port=29001",
+                                           "t.py", "--steps", "5"])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "restart.json")
+            good = {"checkpoint_dir": "", "iteration": 40, "epoch": 2, "layer_split": self.SPLIT}
+            write_restart_request(path, good)
+            self.assertEqual(launch.read_restart_request(path), dict(good, excluded_ranks=[]))
+            for bad, why in (
+                    (dict(good, excluded_ranks=[3]), '"excluded_ranks" holds \\[3\\] beside a '
+                                                     '"layer_split"'),
+                    (dict(good, layout=REPLICA_LAYOUT), '"layer_split" beside a "layout"'),
+                    (dict(good, layer_split=dict(self.SPLIT, micro_batches=[])),
+                     '"layer_split": "micro_batches" holds \\[\\]')):
+                write_restart_request(path, bad)
+                with self.assertRaisesRegex(launch.RelaunchError, why):
+                    launch.read_restart_request(path)
+
+
 class S3RelaunchTest(unittest.TestCase):
     def test_an_s3_request_relaunches_every_node_in_place(self):
         six = {"dp_size": 3, "pp_size": 2, "tp_size": 1,
@@ -340,6 +410,29 @@ if not epoch:
 """
 
 
+# The same for S2L: in the first launch local rank 0 of every node leaves a layer split request; the
+# relaunch notes FALCON_LAYER_SPLIT's split (and that its places are the default ones still).
+FAKE_S2L_JOB = """
+import json, os, sys
+from falcon import relaunch_layout, relaunch_split
+from falcon.session import RESTART_EXIT_CODE, write_restart_request
+epoch = os.environ.get("FALCON_EPOCH", "")
+split = relaunch_split()
+with open(os.path.join(os.environ["FAKE_OUT"], f"epoch{epoch or 0}-rank{os.environ['RANK']}"),
+          "w") as f:
+    json.dump({"world": int(os.environ["WORLD_SIZE"]), "layout": relaunch_layout() is not None,
+               "split": split.to_json() if split else None}, f)
+if not epoch:
+    if os.environ["LOCAL_RANK"] == "0":
+        write_restart_request(os.environ["FALCON_RESTART_FILE"],
+                              {"checkpoint_dir": "", "excluded_ranks": [], "iteration": 9,
+                               "epoch": 3, "layer_split": {"stage_blocks": [[1, 3]],
+                                                           "micro_batches": [8],
+                                                           "plan_version": 6}})
+    sys.exit(RESTART_EXIT_CODE)
+"""
+
+
 def _run_launchers(tmp, job_text):
     """Two falcon.launch processes (nodes 0 and 1, one rank each) running `job_text`; their
     (exit status, output)."""
@@ -351,7 +444,7 @@ def _run_launchers(tmp, job_text):
     for node in (0, 1):
         e = dict(os.environ, FAKE_OUT=tmp, FAKE_NODE=str(node), FALCON_JOB="relaunch")
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "FALCON_EPOCH", "FALCON_RESTART_FILE",
-                  "FALCON_LAYOUT"):
+                  "FALCON_LAYOUT", "FALCON_LAYER_SPLIT"):
             e.pop(k, None)
         launchers.append(subprocess.Popen(
             [sys.executable, "-m", "falcon.launch", "--nnodes", "2", "--nproc_per_node",
@@ -398,6 +491,22 @@ class SupervisionTest(unittest.TestCase):
                                                      "position": [0, 1, 0]})
             self.assertEqual(noted("epoch4-rank1"), {"world": 2, "node": "1",
                                                      "position": [0, 0, 0]})
+
+    def test_an_s2l_exit_relaunches_every_node_in_place_with_the_split(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            results = _run_launchers(tmp, FAKE_S2L_JOB)
+            for rc, out in results:
+                self.assertEqual(rc, 0, out[-3000:])
+                self.assertIn("S2L at iteration 9: relaunch 1 with the layer split [[1, 3]] and "
+                              "micro-batches [8] at epoch 3", out)
+            for rank in (0, 1):
+                with open(os.path.join(tmp, f"epoch0-rank{rank}")) as f:
+                    self.assertEqual(json.load(f), {"world": 2, "layout": False, "split": None})
+                with open(os.path.join(tmp, f"epoch3-rank{rank}")) as f:
+                    self.assertEqual(json.load(f), {
+                        "world": 2, "layout": False,
+                        "split": {"stage_blocks": [[1, 3]], "micro_batches": [8],
+                                  "plan_version": 6}})
 
     def test_an_s4_exit_relaunches_the_survivors_and_the_excluded_node_leaves(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -591,6 +700,72 @@ class SessionTest(unittest.TestCase):
                       s._apply(d))
         self.assertIsNone(s._restart)
 
+    def test_layer_splits_are_checked_then_applied_live_or_at_a_relaunch(self):
+        from falcon.session import Session
+        penv = env.ProcessEnv(job="s2l", rank=0, world_size=4, local_rank=0, node="n",
+                              agent_socket="/nonexistent.sock", restart_count=0)
+        seen = []
+        s = Session(penv, None, dp_size=2, pp_size=2, tp_size=1, dp_index=1, pp_index=0,
+                    tp_index=0, global_micro_batches=8, checkpoint_fn=lambda *a: seen.append(a),
+                    time_ops=False, validation_group=None, pipeline_blocks=4)
+        self.assertIsNone(s.layer_split())
+        self.assertIsNone(s.stage_blocks())
+
+        def split(stage_blocks, plan, version=4, epoch=2):
+            d, keep = _directive(_shim.DIRECTIVE_LAYER_SPLIT, plan, version=version)
+            flat = [b for stages in stage_blocks for b in stages]
+            arr = (ctypes.c_uint32 * len(flat))(*flat)
+            d.stage_blocks = ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint32))
+            d.stage_blocks_len = len(flat)
+            d.pp_stages = len(stage_blocks[0])
+            d.epoch = epoch
+            return d, (keep, arr)
+        for stage_blocks, plan, why in (
+                ([[1, 3]], [8], "a split of DP 1 x PP 2, the job runs DP 2 x PP 2"),
+                ([[1, 3], [2, 1]], [5, 3], r'"stage_blocks"\[1\] sums to 3 blocks'),
+                ([[1, 2], [2, 1]], [5, 3], "sums to 3 blocks, not the model's 4"),
+                ([[1, 3], [3, 1]], [5, 4], "micro_batches sum to 9, not the global 8"),
+                ([[1, 3], [3, 1]], [8, 0], '"micro_batches" holds')):
+            d, _keep = split(stage_blocks, plan)
+            self.assertRegex(s._apply(d), why)
+        d, _keep = split([[1, 3], [3, 1]], [5, 3])
+        d.struct_size = _shim.Directive.pp_stages.offset  # A library older than ABI 4.
+        self.assertIn("ABI version < 4", s._apply(d))
+        # Live: the script's function moves the layers; a failure refuses the directive.
+        applied = []
+        s.on_layer_split(lambda blocks, plan: applied.append((blocks, plan)))
+        d, _keep = split([[1, 3], [3, 1]], [5, 3], version=7)
+        self.assertIsNone(s._apply(d))
+        self.assertEqual(applied, [([[1, 3], [3, 1]], [5, 3])])
+        self.assertEqual((s.layer_split(), s.stage_blocks(), s.plan(), s._plan_version),
+                         ([[1, 3], [3, 1]], [3, 1], [5, 3], 7))
+
+        def refuse(blocks, plan):
+            raise RuntimeError("stage 0 is out of memory")
+        s.on_layer_split(refuse)
+        d, _keep = split([[2, 2], [2, 2]], [4, 4], version=8)
+        self.assertEqual(s._apply(d), "layer_split not applied: stage 0 is out of memory")
+        self.assertEqual(s.plan(), [5, 3])
+        with self.assertRaisesRegex(ValueError, "on_layer_split: 3 is not callable"):
+            s.on_layer_split(3)
+        # Without a live applier: a relaunch, which needs falcon.launch.
+        s.on_layer_split(None)
+        self.assertIn("FALCON_RESTART_FILE is unset", s._apply(d))
+        s._checkpoint_fn = None
+        self.assertIn("no checkpoint callback", s._apply(d))
+        s._checkpoint_fn = lambda *a: seen.append(a)
+        import dataclasses
+        s.env = dataclasses.replace(s.env, restart_file="/nonexistent/restart.json")
+        s._boundary = 33
+        self.assertIsNone(s._apply(d))
+        self.assertEqual(seen, [("", 33, [])])
+        self.assertEqual(s._restart, {
+            "checkpoint_dir": "", "excluded_ranks": [], "iteration": 33, "epoch": 2,
+            "layer_split": {"stage_blocks": [[2, 2], [2, 2]], "micro_batches": [4, 4],
+                            "plan_version": 8}})
+        later, _keep = _directive(_shim.DIRECTIVE_MICRO_BATCH_PLAN, (4, 4), version=9)
+        self.assertIn("exiting for a relaunch (S2L at iteration 33)", s._apply(later))
+
     def test_restart_without_a_checkpoint_callback_is_refused(self):
         d, _keep = _directive(_shim.DIRECTIVE_CHECKPOINT_RESTART)
         self.assertIn("no checkpoint callback", self.fs._apply(d))
@@ -695,10 +870,40 @@ class InitTest(unittest.TestCase):
                             ({"global_micro_batches": 2**32 + 3},
                              r"global_micro_batches=4294967299 must be an integer in"),
                             ({"pp_size": 2**32}, r"pp_size=4294967296 must be an integer in"),
+                            ({"pipeline_blocks": -1}, r"pipeline_blocks=-1 must be 0 \(unknown\)"),
+                            ({"pp_size": 1, "pipeline_blocks": 4097},
+                             r"pipeline_blocks=4097 must be 0 \(unknown\) or an integer in "
+                             r"\[pp_size \(1\), 4096\]"),
+                            ({"pipeline_blocks": True}, "pipeline_blocks=True"),
+                            ({"block_state_bytes": 2**50 + 1},
+                             r"block_state_bytes=1125899906842625 must be an integer in \[0, "
+                             r"2\^50\]"),
                             ({"device": "warp-drive"}, "device='warp-drive' is not a torch device"),
                             ({"device": "cuda:5"}, "device='cuda:5': this process sees")):
             with self.assertRaisesRegex(ValueError, why):
                 falcon.init(**kwargs)
+
+    def test_an_s2l_relaunchs_split_must_fit_the_job(self):
+        from falcon import layout
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "split.json")
+            environment = dict(os.environ, FALCON_LAYER_SPLIT=path)
+            layout.write_split(path, layout.LayerSplit(((4,),), (4,), 5))  # A world of one.
+            fs = falcon.init(global_micro_batches=4, pipeline_blocks=4, block_state_bytes=1024,
+                             environment=environment, required=True)
+            try:
+                self.assertEqual((fs.layer_split(), fs.plan(), fs._plan_version),
+                                 ([[4]], [4], 5))
+            finally:
+                fs.close()
+            for kwargs, why in (({"pipeline_blocks": 6}, "hold 4 blocks, but pipeline_blocks=6"),
+                                ({"global_micro_batches": 3},
+                                 r"micro-batch plan \[4\] sums to 4, not global_micro_batches=3")):
+                with self.assertRaisesRegex(ValueError, why):
+                    falcon.init(**kwargs, environment=environment)
+            layout.write_split(path, layout.LayerSplit(((1, 3), (2, 2)), (2, 2), 5))
+            with self.assertRaisesRegex(ValueError, "is for DP 2 x PP 2, but init got DP 1 x PP 1"):
+                falcon.init(global_micro_batches=4, environment=environment)
 
     def test_the_default_validation_device(self):
         from types import SimpleNamespace as NS
@@ -864,6 +1069,22 @@ class S2MathTest(unittest.TestCase):
             self.assertEqual(a["loss"], c["loss"])  # The package changes no number.
         self.assertLess(even[-1]["loss"], even[0]["loss"])  # It learns.
 
+    def test_loss_trajectory_is_the_same_whatever_the_layer_split(self):
+        # Each block starts from its own seed, and while the pipelines' splits differ the
+        # gradients are summed over the world: the model and its training do not change.
+        with tempfile.TemporaryDirectory() as tmp:
+            even = _run_example(tmp, "even", "--no-falcon")
+            split = _run_example(tmp, "split", "--no-falcon", "--stage-blocks", "1+3,3+1")
+        self.assertEqual([s["stage_blocks"] for s in split], [[[1, 3], [3, 1]]] * 6)
+        self.assertEqual(even[0]["stage_blocks"], [[2, 2], [2, 2]])
+        for a, b in zip(even, split):
+            self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(a["loss"]))
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaisesRegex(AssertionError, "--stage-blocks 1\\+2: DP group 0's 1\\+2 "
+                                                        "is not 2 counts >= 1 summing to "
+                                                        "--layers 4"):
+                _run_example(tmp, "bad", "--no-falcon", "--stage-blocks", "1+2")
+
 
 class ResumeTest(unittest.TestCase):
     # What an S4 restart without a node relies on: a run stopped at its checkpoint goes on with
@@ -881,6 +1102,26 @@ class ResumeTest(unittest.TestCase):
         self.assertEqual([s["step"] for s in first], [0, 1, 2])
         self.assertEqual([s["step"] for s in rest], [3, 4, 5])
         self.assertEqual([s["plan"] for s in rest], [[8]] * 3)  # The same global batch, on one.
+        for a, b in zip(whole, first + rest):
+            self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(a["loss"]))
+
+    # What an S2L relaunch relies on: a run stopped at its checkpoint goes on with another layer
+    # split per pipeline and its micro-batch plan (FALCON_LAYER_SPLIT) from the same state (the
+    # checkpoints name parameters by their place in the whole model): its losses are the
+    # uninterrupted run's.
+    def test_a_run_resumed_with_a_new_layer_split_goes_on_where_it_stopped(self):
+        from falcon import layout
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt = os.path.join(tmp, "ckpt")
+            whole = _run_example(tmp, "whole", "--no-falcon")
+            first = _run_example(tmp, "first", "--checkpoint-dir", ckpt, steps=3)
+            path = os.path.join(tmp, "split.json")
+            layout.write_split(path, layout.LayerSplit(((1, 3), (3, 1)), (5, 3), 4))
+            rest = _run_example(tmp, "rest", "--checkpoint-dir", ckpt,
+                                env={"FALCON_LAYER_SPLIT": path})
+        self.assertEqual([s["step"] for s in rest], [3, 4, 5])
+        self.assertEqual([(s["plan"], s["stage_blocks"]) for s in rest],
+                         [([5, 3], [[1, 3], [3, 1]])] * 3)
         for a, b in zip(whole, first + rest):
             self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(a["loss"]))
 
