@@ -163,6 +163,8 @@ class ControllerIntegrationTest : public ::testing::Test {
     for (uint32_t r = 0; r < 2; ++r) {
       shims_.push_back(std::make_unique<ShimTestClient>(o.socket_path));
       v1::ShimMessage hello = testing::HelloMsg(kJob, r, 2, 5000 + static_cast<int32_t>(r));
+      hello.mutable_hello()->set_pipeline_blocks(6);  // The model's shape, for S2L.
+      hello.mutable_hello()->set_block_state_bytes(3 << 20);
       ASSERT_TRUE(shims_[r]->Send(hello));
       ASSERT_TRUE(shims_[r]->Next(v1::AgentToShim::kWelcome).has_value());
       ASSERT_TRUE(shims_[r]->Send(testing::CommMsg(kComm, {0, 1})));
@@ -239,6 +241,9 @@ TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoS
 
   Iterations(0, 100);
   ASSERT_TRUE(WaitJobIteration(98));
+  // The hellos' pipeline shape reached the controller's job (hello -> registration -> Job).
+  EXPECT_EQ(GetJob().pipeline_blocks(), 6u);
+  EXPECT_EQ(GetJob().block_state_bytes(), 3u << 20);
   Iterations(100, 120);
   EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
   controller_.Kill();  // Mid-stream: batches of 100..119 are in flight or buffered.
@@ -249,6 +254,7 @@ TEST_F(ControllerIntegrationTest, ControllerKilledMidStreamLosesAndDuplicatesNoS
   for (uint32_t r = 0; r < 2; ++r) SendIteration(*shims_[r], r, 300);  // Completes 299.
   ASSERT_TRUE(WaitJobIteration(299));
   ASSERT_TRUE(agent_->Drain(kWait).ok());
+  EXPECT_EQ(GetJob().pipeline_blocks(), 6u) << "stored with the job across the restart";
 
   ExpectHistoryExactlyOnce(300);
   EXPECT_EQ(Metric(controller::metrics::kIngestStaleSummaries.name), 0);
