@@ -109,12 +109,30 @@ class Controller::Actions : public detection::EventActions {
   int64_t NextEffectiveIteration(const std::string& job) const override {
     return c_->directives_.EffectiveIteration(job);
   }
-  absl::Status SetJobPlan(const std::string& job_name, int64_t plan_version,
-                          const std::vector<uint32_t>& micro_batches) override {
+  absl::Status SetJobPlan(
+      const std::string& job_name, int64_t plan_version, const std::vector<uint32_t>& micro_batches,
+      const google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit>& layer_split) override {
     registry::JobEntry* job = c_->registry_.Find(job_name);
     if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", job_name, "'"));
     job->set_plan(plan_version, micro_batches);
+    job->set_layer_split(layer_split);
     c_->registry_.Persist(*job, &uow_->txn());
+    return absl::OkStatus();
+  }
+  absl::Status SetPlanCeiling(uint64_t id, const falcon::v1::PlanCeiling& ceiling) override {
+    EventRecord* e = Active(id);
+    // The reverts that follow a recovery update it too.
+    if (e == nullptr) {
+      EventRecord* r = c_->events_.Find(id);
+      if (r != nullptr && r->event().state() == falcon::v1::EVENT_STATE_RECOVERED) e = r;
+    }
+    if (e == nullptr) return Missing(id);
+    if (ceiling.strategy() == falcon::v1::STRATEGY_UNSPECIFIED) {
+      e->mutable_event()->clear_ceiling();
+    } else {
+      *e->mutable_event()->mutable_ceiling() = ceiling;
+    }
+    c_->events_.Persist(*e, uow_);
     return absl::OkStatus();
   }
   absl::Status CloseEvent(uint64_t id, const std::string& reason) override {

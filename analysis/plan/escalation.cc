@@ -1,6 +1,7 @@
 #include "analysis/plan/escalation.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,12 +27,21 @@ absl::Status CheckDuration(absl::Duration d, absl::Duration max, absl::string_vi
 
 }  // namespace
 
+int EscalationRank(Strategy strategy) {
+  for (int i = 0; i < static_cast<int>(std::size(kEscalationOrder)); ++i) {
+    if (kEscalationOrder[i] == strategy) return i;
+  }
+  return -1;
+}
+
 absl::string_view StrategyName(Strategy strategy) {
   switch (strategy) {
     case Strategy::kS1Ignore:
       return "S1 ignore";
     case Strategy::kS2MicroBatch:
       return "S2 micro-batch";
+    case Strategy::kS2LLayerSplit:
+      return "S2L layer split";
     case Strategy::kS3Topology:
       return "S3 topology";
     case Strategy::kS4CheckpointRestart:
@@ -78,6 +88,24 @@ absl::Status EscalationOptions::Validate() const {
   for (const auto& [field, d] : s4) {
     if (absl::Status s = CheckDuration(d, absl::Seconds(1e7), field); !s.ok()) return s;
   }
+  if (s2l_bytes_moved < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("s2l_bytes_moved: must be >= 0, got ", s2l_bytes_moved));
+  }
+  if (!(s2l_bandwidth_bytes_per_s > 0 && s2l_bandwidth_bytes_per_s <= 1e13)) {  // NaN too
+    return absl::InvalidArgumentError(absl::StrCat(
+        "s2l_bandwidth_bytes_per_s: must be in (0, 1e13], got ", s2l_bandwidth_bytes_per_s));
+  }
+  if (absl::Status s = CheckDuration(s2l_pause, absl::Seconds(1e6), "s2l_pause"); !s.ok()) {
+    return s;
+  }
+  if (s2l_measured_pause.has_value()) {
+    if (absl::Status s =
+            CheckDuration(*s2l_measured_pause, absl::Seconds(1e6), "s2l_measured_pause");
+        !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -93,6 +121,10 @@ absl::Duration Escalation::Cost(Strategy strategy) const {
       return absl::ZeroDuration();
     case Strategy::kS2MicroBatch:
       return options_.s2_cost_iterations * (slow_ - healthy_);
+    case Strategy::kS2LLayerSplit:
+      return absl::Seconds(static_cast<double>(options_.s2l_bytes_moved) /
+                           options_.s2l_bandwidth_bytes_per_s) +
+             options_.s2l_measured_pause.value_or(options_.s2l_pause);
     case Strategy::kS3Topology:
       return options_.s3_cost;
     case Strategy::kS4CheckpointRestart:
@@ -107,6 +139,8 @@ bool Escalation::Enabled(Strategy s) const {
       return true;
     case Strategy::kS2MicroBatch:
       return options_.s2_enabled;
+    case Strategy::kS2LLayerSplit:
+      return options_.s2l_enabled;
     case Strategy::kS3Topology:
       return options_.s3_enabled;
     case Strategy::kS4CheckpointRestart:
@@ -118,9 +152,10 @@ bool Escalation::Enabled(Strategy s) const {
 bool Escalation::IsCandidate(Strategy s) const {
   switch (cause_) {
     case Cause::kCompute:
-      return true;
+      // S2L re-splits the slow rank's pipeline: only a pipeline with blocks to move has one.
+      return s != Strategy::kS2LLayerSplit || options_.s2l_resplittable;
     case Cause::kCommunication:
-      return s != Strategy::kS2MicroBatch;
+      return s != Strategy::kS2MicroBatch && s != Strategy::kS2LLayerSplit;
     case Cause::kUnknown:
       // No culprit: nothing to shift work from (S2), keep off a link (S3) or leave out (S4).
       return s == Strategy::kS1Ignore;
@@ -130,8 +165,8 @@ bool Escalation::IsCandidate(Strategy s) const {
 
 std::vector<Strategy> Escalation::Ladder() const {
   std::vector<Strategy> ladder;
-  for (Strategy s : {Strategy::kS1Ignore, Strategy::kS2MicroBatch, Strategy::kS3Topology,
-                     Strategy::kS4CheckpointRestart}) {
+  // Escalation order (not the enum's): a stable sort keeps it for levels of equal cost.
+  for (Strategy s : kEscalationOrder) {
     if (IsCandidate(s)) ladder.push_back(s);
   }
   std::stable_sort(ladder.begin(), ladder.end(),
@@ -175,6 +210,12 @@ void Escalation::Escalate(int64_t iteration, std::vector<EscalationStep>* out) {
       case Strategy::kS2MicroBatch:
         why =
             absl::StrFormat("%g x Δt_iter %s", options_.s2_cost_iterations, Secs(slow_ - healthy_));
+        break;
+      case Strategy::kS2LLayerSplit:
+        why = absl::StrFormat("%d bytes / %g bytes/s + pause %s (%s)", options_.s2l_bytes_moved,
+                              options_.s2l_bandwidth_bytes_per_s,
+                              Secs(options_.s2l_measured_pause.value_or(options_.s2l_pause)),
+                              options_.s2l_measured_pause.has_value() ? "measured" : "setting");
         break;
       case Strategy::kS3Topology:
         why = "setting";
@@ -278,11 +319,13 @@ absl::StatusOr<std::vector<EscalationStep>> Escalation::OnCleared(int64_t iterat
   if (!active_) return absl::FailedPreconditionError("no active event");
   std::vector<EscalationStep> out;
   const std::string why = absl::StrCat("event cleared at iteration ", iteration);
-  for (Strategy s : {Strategy::kS3Topology, Strategy::kS2MicroBatch}) {
+  for (Strategy s : {Strategy::kS3Topology, Strategy::kS2LLayerSplit, Strategy::kS2MicroBatch}) {
     if (Contains(in_force_, s)) Revert(s, iteration, why, &out);
   }
   Strategy highest = Strategy::kS1Ignore;
-  for (Strategy s : applied_) highest = std::max(highest, s);
+  for (Strategy s : applied_) {
+    if (EscalationRank(s) > EscalationRank(highest)) highest = s;
+  }
   active_ = false;
   Emit(EscalationStep::Action::kEnd, highest, iteration, absl::ZeroDuration(),
        absl::StrCat(why, " after ", iterations_, " iterations; lost ", Secs(lost_),

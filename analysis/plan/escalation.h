@@ -1,9 +1,11 @@
 // Escalation of mitigations in the style of ski rental (FALCON paper §5, Algorithm 1;
 // docs/algorithms.md#escalation).
 //
-// Per fail-slow event the candidates for its cause are ordered by cost: compute: S1 → S2 → S3 →
-// S4; communication: S1 → S3 → S4 (S2 cannot help a slow link); unknown cause: S1 only (validation
-// named no culprit: there is nothing to shift work from, keep off a link or leave out). The lost
+// Per fail-slow event the candidates for its cause are ordered by cost (levels of equal cost in
+// escalation order, EscalationRank): compute: S1 → S2 → S2L → S3 → S4 (S2L only when the job's
+// pipeline can be re-split: EscalationOptions::s2l_resplittable); communication: S1 → S3 → S4 (S2
+// and S2L cannot help a slow link); unknown cause: S1 only (validation named no culprit: there is
+// nothing to shift work from, keep off a link or leave out). The lost
 // time accumulates as Σ (t_iter − t_healthy) over the event's iterations (iterations faster than
 // healthy add nothing). Whenever the lost time reaches the cost of the cheapest candidate not yet
 // taken, that candidate is applied ("buy once the rent paid equals the price"); as in Algorithm 1
@@ -11,10 +13,12 @@
 // 2-competitive for a single level (Karlin et al.). S1 costs nothing and is taken at once.
 //
 // Costs (EscalationOptions): S2 = s2_cost_iterations × Δt_iter with Δt_iter = t_slow − t_healthy
-// of the event (the artifact's 5 × Δt_iter); S3 = a setting, 60 s or a measured S3 pause; S4 =
-// checkpoint write + read + restart. When the event clears, S3 and then S2 are reverted if in
-// force; S4 (a restart without the slow parts) ends the event. Levels can be enabled or disabled
-// at any time; disabling a level in force reverts it.
+// of the event (the artifact's 5 × Δt_iter); S2L = the bytes its plan moves / s2l bandwidth + the
+// re-partition pause (the one the job's last S2L measured, else the s2l_pause setting); S3 = a
+// setting, 60 s or a measured S3 pause; S4 = checkpoint write + read + restart. When the event
+// clears, S3, then S2L, then S2 are reverted if in force; S4 (a restart without the slow parts)
+// ends the event. Levels can be enabled or disabled at any time; disabling a level in force
+// reverts it.
 //
 // A pure state machine: it decides, the caller acts. Every step carries its reason and the time
 // of the injected clock. Not thread-safe: one controller loop drives it.
@@ -34,13 +38,29 @@
 
 namespace falcon::analysis::plan {
 
-// Mitigation strategies in escalation order (the values match falcon.v1.Strategy).
-enum class Strategy { kS1Ignore = 1, kS2MicroBatch = 2, kS3Topology = 3, kS4CheckpointRestart = 4 };
+// Mitigation strategies (the values match falcon.v1.Strategy). The numeric order is NOT the
+// escalation order: S2L (layer split) sits between S2 and S3 but is numbered 5 to keep the wire
+// values of the older levels; EscalationRank gives the order.
+enum class Strategy {
+  kS1Ignore = 1,
+  kS2MicroBatch = 2,
+  kS3Topology = 3,
+  kS4CheckpointRestart = 4,
+  kS2LLayerSplit = 5,
+};
+
+// Every strategy in escalation order: S1, S2, S2L, S3, S4.
+inline constexpr Strategy kEscalationOrder[] = {Strategy::kS1Ignore, Strategy::kS2MicroBatch,
+                                                Strategy::kS2LLayerSplit, Strategy::kS3Topology,
+                                                Strategy::kS4CheckpointRestart};
+// The position of `strategy` in kEscalationOrder (S1 0 ... S4 4): the order of levels of equal
+// cost, and which of two levels is the higher one.
+int EscalationRank(Strategy strategy);
 
 // Root cause of a fail-slow (the values match falcon.v1.Cause).
 enum class Cause { kCompute = 1, kCommunication = 2, kUnknown = 3 };
 
-// "S1 ignore", "S2 micro-batch", "S3 topology", "S4 checkpoint-restart".
+// "S1 ignore", "S2 micro-batch", "S2L layer split", "S3 topology", "S4 checkpoint-restart".
 absl::string_view StrategyName(Strategy strategy);
 // "compute", "communication", "unknown".
 absl::string_view CauseName(Cause cause);
@@ -59,6 +79,24 @@ struct EscalationOptions {
   absl::Duration checkpoint_read = absl::Seconds(295);
   absl::Duration restart = absl::Seconds(10);
 
+  // S2L (layer split inside the slow pipeline, with its micro-batch plan). Default true.
+  bool s2l_enabled = true;
+  // Whether the job's pipeline can be re-split (pp >= 2 and a known block count above pp): S2L is
+  // a candidate for compute fail-slows only then. Filled by the caller from the job; default
+  // false.
+  bool s2l_resplittable = false;
+  // S2L cost = s2l_bytes_moved / s2l_bandwidth_bytes_per_s + the pause: s2l_measured_pause when
+  // known (the pause the job's last S2L took), else s2l_pause.
+  // Bytes the S2L plan moves (Σ over the blocks that change stage of a block's state), >= 0;
+  // filled by the caller from its plan. Default 0.
+  int64_t s2l_bytes_moved = 0;
+  // Bytes per second the blocks move at, in (0, 1e13]. Default 1e9.
+  double s2l_bandwidth_bytes_per_s = 1e9;
+  // The re-partition pause when none was measured, [0, 1e6 s]. Default 1 s.
+  absl::Duration s2l_pause = absl::Seconds(1);
+  // The pause the job's last S2L measured (its APPLIED acks), [0, 1e6 s]; unset: none yet.
+  std::optional<absl::Duration> s2l_measured_pause;
+
   // kInvalidArgument naming the field when a value is out of range.
   absl::Status Validate() const;
 };
@@ -67,13 +105,13 @@ struct EscalationOptions {
 struct EscalationStep {
   enum class Action {
     kApply,   // Apply `strategy` (S1: keep going).
-    kRevert,  // Undo `strategy` (S2/S3): the event cleared or the level was disabled.
+    kRevert,  // Undo `strategy` (S2/S2L/S3): the event cleared or the level was disabled.
     kSkip,    // The caller could not apply `strategy` (MarkInapplicable); it is dropped.
     kEnd,     // The event is over (cleared, or handled by S4).
   };
   Action action = Action::kApply;
-  // For kEnd: the highest level applied and not skipped afterwards (S1 when every higher one
-  // was skipped).
+  // For kEnd: the highest level (EscalationRank) applied and not skipped afterwards (S1 when
+  // every higher one was skipped).
   Strategy strategy = Strategy::kS1Ignore;
   int64_t iteration = 0;  // The caller's iteration when decided.
   absl::Time time;        // The clock's Now() when decided.
@@ -103,8 +141,8 @@ class Escalation {
   absl::StatusOr<std::vector<EscalationStep>> OnIteration(int64_t iteration,
                                                           absl::Duration iteration_time);
 
-  // The event cleared: reverts S3 and S2 if in force, then ends it. kFailedPrecondition without
-  // an active event.
+  // The event cleared: reverts S3, S2L and S2 (in that order) if in force, then ends it.
+  // kFailedPrecondition without an active event.
   absl::StatusOr<std::vector<EscalationStep>> OnCleared(int64_t iteration);
 
   // The caller could not apply `strategy` (for example S2 found no better plan): drops it for

@@ -9,6 +9,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using Action = EscalationStep::Action;
 
 class EscalationTest : public ::testing::Test {
@@ -205,6 +206,128 @@ TEST_F(EscalationTest, MeasuredS3CostAndInapplicableLevels) {
   ASSERT_EQ(steps->size(), 1u);
   EXPECT_EQ((*steps)[0].strategy, Strategy::kS3Topology);
   EXPECT_EQ((*steps)[0].iteration, 9);
+}
+
+// S2L, the layer split inside the slow pipeline: a compute level between S2 and S3 for a job whose
+// pipeline can be re-split, costing the bytes its plan moves over the bandwidth plus the pause.
+EscalationOptions WithS2L(int64_t bytes, absl::Duration pause) {
+  EscalationOptions o;
+  o.s2l_resplittable = true;
+  o.s2l_bytes_moved = bytes;
+  o.s2l_bandwidth_bytes_per_s = 1e9;
+  o.s2l_pause = pause;
+  return o;
+}
+
+TEST_F(EscalationTest, S2LSitsBetweenS2AndS3ForEqualCostsAndIsComputeOnly) {
+  EXPECT_EQ(EscalationRank(Strategy::kS1Ignore), 0);
+  EXPECT_EQ(EscalationRank(Strategy::kS2MicroBatch), 1);
+  EXPECT_EQ(EscalationRank(Strategy::kS2LLayerSplit), 2);  // Numbered 5 on the wire.
+  EXPECT_EQ(EscalationRank(Strategy::kS3Topology), 3);
+  EXPECT_EQ(EscalationRank(Strategy::kS4CheckpointRestart), 4);
+  EXPECT_EQ(StrategyName(Strategy::kS2LLayerSplit), "S2L layer split");
+  // Every level costs 5 s: the escalation order decides, not the enum's numbers.
+  EscalationOptions o = WithS2L(2'000'000'000, absl::Seconds(3));  // 2 s + 3 s.
+  o.s3_cost = absl::Seconds(5);
+  o.checkpoint_write = absl::Seconds(5);
+  o.checkpoint_read = o.restart = absl::ZeroDuration();
+  Escalation e = Make(o);
+  absl::StatusOr<std::vector<EscalationStep>> start =
+      e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0);
+  ASSERT_TRUE(start.ok());
+  EXPECT_THAT((*start)[0].reason,
+              HasSubstr("ladder: S1 ignore 0.00s -> S2 micro-batch 5.00s -> S2L layer split 5.00s "
+                        "-> S3 topology 5.00s -> S4 checkpoint-restart 5.00s"));
+  EXPECT_EQ(e.Cost(Strategy::kS2LLayerSplit), absl::Seconds(5));
+  int64_t it = 1;
+  std::vector<EscalationStep> steps = Run(e, 5, absl::Seconds(2), &it);
+  ASSERT_EQ(steps.size(), 5u);  // S2, S2L, S3, S4 and the end.
+  EXPECT_EQ(steps[0].strategy, Strategy::kS2MicroBatch);
+  EXPECT_EQ(steps[1].strategy, Strategy::kS2LLayerSplit);
+  EXPECT_EQ(steps[1].reason,
+            "lost 5.00s >= S2L layer split cost 5.00s (2000000000 bytes / 1e+09 bytes/s + pause "
+            "3.00s (setting))");
+  EXPECT_EQ(steps[2].strategy, Strategy::kS3Topology);
+  EXPECT_EQ(steps[3].strategy, Strategy::kS4CheckpointRestart);
+  EXPECT_EQ(steps[4].action, Action::kEnd);
+
+  // A pipeline that cannot be re-split, or a slow link: no S2L on the ladder.
+  o.s2l_resplittable = false;
+  Escalation flat = Make(o);
+  ASSERT_TRUE(flat.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  EXPECT_THAT(flat.history()[0].reason, Not(HasSubstr("S2L")));
+  EXPECT_THAT(flat.MarkInapplicable(Strategy::kS2LLayerSplit, "x", 0).status().message(),
+              HasSubstr("not a candidate"));
+  Escalation link = Make(WithS2L(0, absl::Seconds(1)));
+  ASSERT_TRUE(link.StartEvent(Cause::kCommunication, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  EXPECT_THAT(link.history()[0].reason, Not(HasSubstr("S2L")));
+}
+
+TEST_F(EscalationTest, S2LCostsBytesOverBandwidthPlusTheMeasuredPause) {
+  // 4e9 bytes at 1e9 bytes/s = 4 s, + the 1 s pause setting: 5 s, as S2 (5 x 1 s).
+  Escalation e = Make(WithS2L(4'000'000'000, absl::Seconds(1)));
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  EXPECT_EQ(e.Cost(Strategy::kS2LLayerSplit), absl::Seconds(5));
+  // The job's last S2L paused 11 s: that, not the setting, is the pause now.
+  EscalationOptions o = e.options();
+  o.s2l_measured_pause = absl::Seconds(11);
+  ASSERT_TRUE(e.UpdateOptions(o, 0).ok());
+  EXPECT_EQ(e.Cost(Strategy::kS2LLayerSplit), absl::Seconds(15));
+  int64_t it = 1;
+  std::vector<EscalationStep> steps = Run(e, 15, absl::Seconds(2), &it);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].strategy, Strategy::kS2MicroBatch);
+  EXPECT_EQ(steps[1].strategy, Strategy::kS2LLayerSplit);
+  EXPECT_EQ(steps[1].iteration, 15);
+  EXPECT_THAT(steps[1].reason, HasSubstr("+ pause 11.00s (measured)"));
+  // A cheap S2L comes before S2 (the ladder is ordered by cost).
+  Escalation cheap = Make(WithS2L(0, absl::Seconds(2)));
+  ASSERT_TRUE(cheap.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  EXPECT_EQ(cheap.NextCandidate(), Strategy::kS2LLayerSplit);
+
+  EscalationOptions bad = WithS2L(-1, absl::Seconds(1));
+  EXPECT_THAT(Escalation::Create(bad, clock_).status().message(), HasSubstr("s2l_bytes_moved"));
+  bad = WithS2L(0, absl::Seconds(1));
+  bad.s2l_bandwidth_bytes_per_s = 0;
+  EXPECT_THAT(Escalation::Create(bad, clock_).status().message(),
+              HasSubstr("s2l_bandwidth_bytes_per_s: must be in (0, 1e13]"));
+  bad.s2l_bandwidth_bytes_per_s = 1e9;
+  bad.s2l_measured_pause = -absl::Seconds(1);
+  EXPECT_THAT(Escalation::Create(bad, clock_).status().message(), HasSubstr("s2l_measured_pause"));
+  bad.s2l_measured_pause.reset();
+  bad.s2l_pause = absl::Seconds(2e6);
+  EXPECT_THAT(Escalation::Create(bad, clock_).status().message(), HasSubstr("s2l_pause"));
+}
+
+TEST_F(EscalationTest, ClearingRevertsS3ThenS2LThenS2) {
+  EscalationOptions o = WithS2L(0, absl::Seconds(7));
+  o.s3_cost = absl::Seconds(10);
+  Escalation e = Make(o);
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
+  int64_t it = 1;
+  Run(e, 10, absl::Seconds(2), &it);
+  EXPECT_THAT(e.in_force(), ElementsAre(Strategy::kS2MicroBatch, Strategy::kS2LLayerSplit,
+                                        Strategy::kS3Topology));
+  absl::StatusOr<std::vector<EscalationStep>> steps = e.OnCleared(11);
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 4u);
+  EXPECT_EQ((*steps)[0].strategy, Strategy::kS3Topology);
+  EXPECT_EQ((*steps)[1].action, Action::kRevert);
+  EXPECT_EQ((*steps)[1].strategy, Strategy::kS2LLayerSplit);
+  EXPECT_EQ((*steps)[1].reason, "event cleared at iteration 11: revert S2L layer split");
+  EXPECT_EQ((*steps)[2].strategy, Strategy::kS2MicroBatch);
+  EXPECT_EQ((*steps)[3].action, Action::kEnd);
+  EXPECT_EQ((*steps)[3].strategy, Strategy::kS3Topology);
+
+  // S3 skipped: S2L, not S3 (numbered lower) nor S4, is the highest level reached.
+  ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 20).ok());
+  it = 21;
+  Run(e, 10, absl::Seconds(2), &it);
+  ASSERT_TRUE(e.MarkInapplicable(Strategy::kS3Topology, "no better layout", 30).ok());
+  steps = e.OnCleared(31);
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(steps->back().strategy, Strategy::kS2LLayerSplit);
+  EXPECT_THAT(steps->back().reason, HasSubstr("highest level S2L layer split"));
 }
 
 TEST_F(EscalationTest, FastIterationsAddNoLoss) {

@@ -55,10 +55,13 @@ DirectiveIssuer::DirectiveIssuer(DirectiveOptions options, const common::Clock* 
     : options_(options), clock_(clock), ids_(ids), hub_(hub), metrics_(metrics) {}
 
 bool DirectiveIssuer::IsPlan(const falcon::v1::Directive& d) {
-  return d.has_micro_batch_plan() || d.has_topology_change() || d.has_checkpoint_restart();
+  return d.has_micro_batch_plan() || d.has_layer_split() || d.has_topology_change() ||
+         d.has_checkpoint_restart();
 }
 
 bool DirectiveIssuer::BumpsEpoch(const falcon::v1::Directive& d) {
+  // A layer split keeps every rank's (dp, pp, tp) place: blocks move between the stages of one
+  // pipeline, in step at the effective iteration, as a micro-batch plan changes.
   return d.has_topology_change() || d.has_checkpoint_restart();
 }
 

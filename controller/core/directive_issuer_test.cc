@@ -147,6 +147,27 @@ TEST_F(DirectiveIssuerTest, EffectiveIterationAheadOfEveryRank) {
   EXPECT_EQ(issuer_.EffectiveIteration("job"), 9);
 }
 
+// S2L's layer split is a plan (its effective iteration is raised ahead of every rank) that keeps
+// the epoch: every rank stays at its (dp, pp, tp) place.
+TEST_F(DirectiveIssuerTest, ALayerSplitIsAPlanThatKeepsTheEpoch) {
+  issuer_.set_progress_fn([](const std::string&) { return JobProgress{40, absl::Seconds(30)}; });
+  UnitOfWork uow;
+  falcon::v1::Directive s2l;
+  s2l.set_plan_version(1);
+  s2l.set_effective_iteration(3);  // Behind the ranks: raised.
+  falcon::v1::LayerSplit* split = s2l.mutable_layer_split();
+  for (int d = 0; d < 2; ++d) {
+    falcon::v1::ReplicaSplit* r = split->add_replicas();
+    r->add_stage_blocks(d == 0 ? 6 : 8);
+    r->add_stage_blocks(d == 0 ? 10 : 8);
+    split->add_micro_batches(d == 0 ? 3 : 5);
+  }
+  const uint64_t id = issuer_.Issue(s2l, 1, job(), &uow);
+  EXPECT_EQ(issuer_.Find(id)->directive().effective_iteration(), 42);
+  EXPECT_EQ(issuer_.Find(id)->directive().epoch(), 1u);
+  EXPECT_EQ(issuer_.Epoch(job()), 1u);
+}
+
 TEST_F(DirectiveIssuerTest, RetriesKeepTheIdBackOffAndTimeOut) {
   auto jobs = [this](const std::string& name) { return registry_.Find(name); };
   UnitOfWork uow;

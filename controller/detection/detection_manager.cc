@@ -642,15 +642,26 @@ bool DetectionManager::PlanCausedChange(const falcon::v1::Event& event,
 
 bool DetectionManager::RevertedToNoPlan(const falcon::v1::Event& event) {
   // Newest first: the latest sent action, then each plan level's latest (in force when it applied).
-  bool latest_seen = false, s2_seen = false, s3_seen = false;
+  bool latest_seen = false, s2_seen = false, s2l_seen = false, s3_seen = false;
   for (int i = event.actions_size() - 1; i >= 0; --i) {
     const falcon::v1::Action& a = event.actions(i);
     if (a.dry_run() || a.directive_id() == 0) continue;
     if (!latest_seen && !a.revert()) return false;
     latest_seen = true;
-    bool* seen = a.strategy() == falcon::v1::STRATEGY_S2_MICRO_BATCH ? &s2_seen
-                 : a.strategy() == falcon::v1::STRATEGY_S3_TOPOLOGY  ? &s3_seen
-                                                                     : nullptr;
+    bool* seen = nullptr;
+    switch (a.strategy()) {
+      case falcon::v1::STRATEGY_S2_MICRO_BATCH:
+        seen = &s2_seen;
+        break;
+      case falcon::v1::STRATEGY_S2L_LAYER_SPLIT:
+        seen = &s2l_seen;
+        break;
+      case falcon::v1::STRATEGY_S3_TOPOLOGY:
+        seen = &s3_seen;
+        break;
+      default:
+        break;  // S4 is no plan that stays in force.
+    }
     if (seen == nullptr || *seen) continue;
     *seen = true;
     if (!a.revert()) return false;  // That level's plan is still in force.

@@ -134,7 +134,7 @@ class DetectionManager {
   static constexpr int64_t kPlanSpeedupWindow = 10;
   static bool PlanCausedChange(const falcon::v1::Event& event,
                                const analysis::detect::DetectorEvent& ev);
-  // Whether the event's latest plan action reverted its last plan in force (S2 or S3). A full
+  // Whether the event's latest plan action reverted its last plan in force (S2, S2L or S3). A full
   // recovery there (back within the threshold of the healthy level) is no plan's doing: the job
   // runs as it did before the fail-slow with no plan, so the fail-slow is gone, whatever the
   // revert's timing. Seen: a fault that cleared under an S2 plan; the plan then measured no faster

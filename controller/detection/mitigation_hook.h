@@ -61,9 +61,16 @@ class EventActions {
   virtual const falcon::v1::DirectiveRecord* FindDirective(uint64_t directive_id) const = 0;
   // The earliest effective iteration a plan directive issued now gets.
   virtual int64_t NextEffectiveIteration(const std::string& job) const = 0;
-  // Records the plan in force for the job (Job.plan_version, Job.micro_batches).
-  virtual absl::Status SetJobPlan(const std::string& job, int64_t plan_version,
-                                  const std::vector<uint32_t>& micro_batches) = 0;
+  // Records the plan in force for the job (Job.plan_version, Job.micro_batches and the layer
+  // split Job.layer_split, per DP index; empty: every pipeline split evenly).
+  virtual absl::Status SetJobPlan(
+      const std::string& job, int64_t plan_version, const std::vector<uint32_t>& micro_batches,
+      const google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit>& layer_split) = 0;
+  // Sets Event.ceiling, what the cost model predicts for the plan in force; an empty ceiling
+  // (strategy unset) clears it (no plan in force). Active events, and recovered ones (the reverts
+  // that follow a recovery).
+  virtual absl::Status SetPlanCeiling(uint64_t event_id,
+                                      const falcon::v1::PlanCeiling& ceiling) = 0;
   // -> CLOSED (e.g. the job restarted without the bad ranks).
   virtual absl::Status CloseEvent(uint64_t event_id, const std::string& reason) = 0;
   // -> RECOVERED at `iteration`: the hook saw the fail-slow clear where the detector cannot (a

@@ -77,8 +77,8 @@ inline constexpr MetricSpec kJobIterations{
     "Job iterations ingested (one per job iteration, all ranks)"};
 inline constexpr MetricSpec kDirectivesIssued{
     "falcon_controller_directives_issued_total", MetricType::kCounter, "directives", "strategy",
-    "Directives committed, by strategy (s2 micro-batch plan, s3 topology change, s4 "
-    "checkpoint-restart) or validation and profiling kind (pause, resume, profiling)"};
+    "Directives committed, by strategy (s2 micro-batch plan, s2l layer split, s3 topology change, "
+    "s4 checkpoint-restart) or validation and profiling kind (pause, resume, profiling)"};
 inline constexpr MetricSpec kStoreWriteLatency{"falcon_controller_store_write_latency_seconds",
                                                MetricType::kHistogram, "seconds", "",
                                                "RocksDB write (one atomic batch) latency"};
@@ -207,6 +207,8 @@ inline constexpr char kMitigationRevertJobUnknown[] = "mitigation_revert_job_unk
 inline constexpr char kMitigationRevertDirective[] = "mitigation_revert_directive";
 inline constexpr char kMitigationCloseEvent[] = "mitigation_close_event";
 inline constexpr char kMitigationS4Issue[] = "mitigation_s4_issue";
+inline constexpr char kMitigationSetCeiling[] = "mitigation_set_ceiling";
+inline constexpr char kMitigationS2LPause[] = "mitigation_s2l_pause";
 inline constexpr char kRetentionCommit[] = "retention_commit";
 inline constexpr char kRetentionFlush[] = "retention_flush";
 inline constexpr char kAuditCommit[] = "audit_commit";
@@ -295,6 +297,11 @@ inline constexpr common::metrics::ErrorSite kErrorSites[] = {
      "A revert directive could not be issued: the plan stays in force until the next revert step"},
     {where::kMitigationCloseEvent, "An event could not be closed after S4 restarted its job"},
     {where::kMitigationS4Issue, "The S4 directive could not be issued: recorded as an S1 action"},
+    {where::kMitigationSetCeiling,
+     "The recoverable ceiling of the plan in force could not be recorded on the event"},
+    {where::kMitigationS2LPause,
+     "An APPLIED ack of a layer split carried a malformed pause_s: that rank's pause is not "
+     "counted in S2L's measured cost"},
     {where::kRetentionCommit,
      "A batch of the retention purge could not be stored: nothing of it is forgotten, the next "
      "sweep tries again"},

@@ -10,10 +10,19 @@ namespace falcon::controller::mitigation {
 ComputeProbe::ComputeProbe(std::vector<uint32_t> culprits, int clear_iterations)
     : culprits_(std::move(culprits)), clear_iterations_(std::max(1, clear_iterations)) {}
 
-void ComputeProbe::SetLayout(const analysis::plan::Layout& layout,
-                             std::vector<uint32_t> even_split) {
+void ComputeProbe::SetLayout(const analysis::plan::Layout& layout, std::vector<uint32_t> even_split,
+                             int pipeline_blocks) {
   rank_dp_.clear();
   rank_pp_.clear();
+  dp_size_ = layout.dp_size();
+  pp_size_ = layout.pp_size();
+  even_blocks_.clear();
+  if (pp_size_ >= 1 && pipeline_blocks >= pp_size_) {
+    for (int s = 0; s < pp_size_; ++s) {
+      even_blocks_.push_back(static_cast<uint32_t>((int64_t{s} + 1) * pipeline_blocks / pp_size_ -
+                                                   int64_t{s} * pipeline_blocks / pp_size_));
+    }
+  }
   for (const analysis::plan::RankPlacement& p : layout.ranks()) {
     rank_dp_.push_back(p.dp);
     rank_pp_.push_back(p.pp);
@@ -34,20 +43,32 @@ bool ComputeProbe::IsCulprit(uint32_t rank) const {
   return std::find(culprits_.begin(), culprits_.end(), rank) != culprits_.end();
 }
 
+uint32_t ComputeProbe::BlocksHeld(
+    int dp, int pp,
+    const google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit>& layer_split) const {
+  if (layer_split.size() == dp_size_ && dp >= 0 && dp < dp_size_ && pp >= 0 &&
+      layer_split[dp].stage_blocks_size() == pp_size_ && layer_split[dp].stage_blocks(pp) > 0) {
+    return layer_split[dp].stage_blocks(pp);
+  }
+  if (pp >= 0 && static_cast<size_t>(pp) < even_blocks_.size()) return even_blocks_[pp];
+  return 1;
+}
+
 bool ComputeProbe::Add(uint32_t rank, int64_t compute_ns,
-                       const std::vector<uint32_t>& micro_batches) {
+                       const std::vector<uint32_t>& micro_batches,
+                       const google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit>& split) {
   const std::vector<uint32_t>& m =
       micro_batches.size() == even_split_.size() ? micro_batches : even_split_;
   if (rank >= rank_dp_.size() || static_cast<size_t>(rank_dp_[rank]) >= m.size() ||
       m[rank_dp_[rank]] == 0) {
     return false;
   }
-  const uint32_t count = m[rank_dp_[rank]];
+  const uint32_t units = m[rank_dp_[rank]] * BlocksHeld(rank_dp_[rank], rank_pp_[rank], split);
   std::vector<Sample>& v = samples_[rank];
-  v.push_back({count, static_cast<double>(compute_ns)});
+  v.push_back({units, static_cast<double>(compute_ns)});
   if (v.size() > kWindow) v.erase(v.begin());
   std::map<uint32_t, CountHistory>& h = history_[rank];
-  CountHistory& at = h[count];
+  CountHistory& at = h[units];
   at.compute_ns.push_back(static_cast<double>(compute_ns));
   if (at.compute_ns.size() > kWindow) at.compute_ns.erase(at.compute_ns.begin());
   at.median = common::Median(at.compute_ns);
@@ -78,7 +99,7 @@ double ComputeProbe::FixedCostNs(uint32_t rank) const {
 }
 
 double ComputeProbe::FitFixedCost(uint32_t rank) const {
-  // (micro-batches, median compute) of every non-culprit rank of the stage, per count it ran.
+  // (units, median compute) of every non-culprit rank of the stage, per unit count it ran.
   std::vector<std::pair<double, double>> points;
   for (const auto& [r, counts] : history_) {
     if (r >= rank_pp_.size() || rank_pp_[r] != rank_pp_[rank] || IsCulprit(r)) continue;
@@ -107,12 +128,12 @@ double ComputeProbe::FitFixedCost(uint32_t rank) const {
   return fixed < 0 || fixed > kMaxFixedShare * smallest ? 0 : fixed;
 }
 
-double ComputeProbe::PerMicroBatch(const std::vector<Sample>& samples, double fixed_ns) const {
+double ComputeProbe::PerUnit(const std::vector<Sample>& samples, double fixed_ns) const {
   std::vector<double> per;
   per.reserve(samples.size());
   for (const Sample& s : samples) {
     const double work = s.compute_ns - fixed_ns;
-    per.push_back((work > 0 ? work : s.compute_ns) / s.micro_batches);
+    per.push_back((work > 0 ? work : s.compute_ns) / s.units);
   }
   return common::Median(per);
 }
@@ -129,11 +150,11 @@ double ComputeProbe::Ratio(uint32_t rank, size_t min_samples) const {
         IsCulprit(r)) {
       continue;
     }
-    peers.push_back(PerMicroBatch(samples, fixed));
+    peers.push_back(PerUnit(samples, fixed));
   }
   if (peers.empty()) return 0;
   const double peer = common::Median(peers);
-  return peer > 0 ? PerMicroBatch(it->second, fixed) / peer : 0;
+  return peer > 0 ? PerUnit(it->second, fixed) / peer : 0;
 }
 
 double ComputeProbe::WorstCulpritRatio(size_t min_samples) const {
@@ -149,7 +170,7 @@ double ComputeProbe::PeerLevel() const {
     const bool stage_peer = std::any_of(culprits_.begin(), culprits_.end(), [&](uint32_t c) {
       return c < rank_pp_.size() && rank_pp_[c] == rank_pp_[r];
     });
-    if (stage_peer) peers.push_back(PerMicroBatch(samples, 0));
+    if (stage_peer) peers.push_back(PerUnit(samples, 0));
   }
   return peers.empty() ? 0 : common::Median(peers);
 }

@@ -60,6 +60,56 @@ TEST_F(ComputeProbeTest, RatioAgainstStagePeersPerMicroBatch) {
   EXPECT_FALSE(probe_.IsCulprit(4));
 }
 
+// After an S2L re-split the culprit's stage holds fewer blocks than its peers' (16 blocks, even
+// 8+8; dp 1 re-split 11+5, so rank 5 holds 5 blocks against its peers' 8): per micro-batch alone
+// its x1.4 GPU would read x1.4 x 5/8 = 0.875, "recovered" (the event reverted while still slow),
+// and the plan sized on it too light. Per block it stays x1.4; and a culprit back at its peers'
+// speed under the split reads 1.0, not 0.625.
+TEST(ComputeProbePerBlockTest, ARatioUnderALayerSplitIsPerBlock) {
+  ComputeProbe probe({5}, 3);
+  probe.SetLayout(Grid(), {8, 8, 8, 8}, /*pipeline_blocks=*/16);
+  google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit> split;
+  for (int d = 0; d < 4; ++d) {
+    falcon::v1::ReplicaSplit* r = split.Add();
+    r->add_stage_blocks(d == 1 ? 11 : 8);
+    r->add_stage_blocks(d == 1 ? 5 : 8);
+  }
+  EXPECT_EQ(probe.BlocksHeld(1, 1, split), 5u);
+  EXPECT_EQ(probe.BlocksHeld(0, 1, split), 8u);
+  EXPECT_EQ(probe.BlocksHeld(1, 1, {}), 8u);  // No split in force: even.
+  // 0.1 ms per micro-batch and block; the culprit's GPU x1.4; the S2L plan's micro-batches.
+  const std::vector<uint32_t> plan = {9, 5, 9, 9};
+  auto iteration = [&](double factor) {
+    for (uint32_t r : {4u, 5u, 6u, 7u}) {
+      const double per_block = r == 5 ? 1e5 * factor : 1e5;
+      const double compute = per_block * plan[r % 4] * probe.BlocksHeld(r % 4, 1, split);
+      ASSERT_TRUE(probe.Add(r, static_cast<int64_t>(compute), plan, split));
+    }
+  };
+  for (int i = 0; i < 5; ++i) iteration(1.4);
+  EXPECT_NEAR(probe.Ratio(5, ComputeProbe::kWindow), 1.4, 1e-9);
+  EXPECT_EQ(probe.Observe(5, 0.1).state, ComputeProbe::State::kSlow);
+  // Per micro-batch (no split given) the same samples would have read about 0.875.
+  ComputeProbe per_micro_batch({5}, 3);
+  per_micro_batch.SetLayout(Grid(), {8, 8, 8, 8});
+  for (int i = 0; i < 5; ++i) {
+    for (uint32_t r : {4u, 5u, 6u, 7u}) {
+      const double per_block = r == 5 ? 1.4e5 : 1e5;
+      per_micro_batch.Add(r, static_cast<int64_t>(per_block * plan[r % 4] * (r == 5 ? 5 : 8)),
+                          plan);
+    }
+  }
+  EXPECT_NEAR(per_micro_batch.Ratio(5, ComputeProbe::kWindow), 0.875, 1e-9);
+  // The fault clears under the split: per block the culprit is at its peers' speed, and clears.
+  ComputeProbe::State state = ComputeProbe::State::kTooFew;
+  for (int i = 0; i < 5; ++i) {
+    iteration(1.0);
+    state = probe.Observe(5, 0.1).state;
+  }
+  EXPECT_NEAR(probe.Ratio(5, ComputeProbe::kWindow), 1.0, 1e-9);
+  EXPECT_EQ(state, ComputeProbe::State::kCleared);
+}
+
 // The culprit's stage peers, per micro-batch, whatever their group's share: 1 ms; neither the
 // culprit's x1.4 nor another stage moves it.
 TEST_F(ComputeProbeTest, PeerLevelIsTheStagePeersComputePerMicroBatch) {

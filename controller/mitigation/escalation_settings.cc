@@ -13,6 +13,9 @@ analysis::plan::EscalationOptions EscalationOptionsFor(const settings::Effective
   o.checkpoint_write = absl::Seconds(s.s4_cost_seconds / 2);
   o.checkpoint_read = absl::Seconds(s.s4_cost_seconds / 2);
   o.restart = absl::ZeroDuration();
+  o.s2l_enabled = s.s2l_enabled && s.mitigation_enabled;
+  o.s2l_bandwidth_bytes_per_s = s.s2l_bandwidth_bytes_per_s;
+  o.s2l_pause = absl::Seconds(s.s2l_pause_seconds);
   return o;
 }
 
@@ -21,7 +24,11 @@ bool SameEscalationOptions(const analysis::plan::EscalationOptions& a,
   return a.s2_enabled == b.s2_enabled && a.s3_enabled == b.s3_enabled &&
          a.s4_enabled == b.s4_enabled && a.s2_cost_iterations == b.s2_cost_iterations &&
          a.s3_cost == b.s3_cost && a.checkpoint_write == b.checkpoint_write &&
-         a.checkpoint_read == b.checkpoint_read && a.restart == b.restart;
+         a.checkpoint_read == b.checkpoint_read && a.restart == b.restart &&
+         a.s2l_enabled == b.s2l_enabled && a.s2l_resplittable == b.s2l_resplittable &&
+         a.s2l_bytes_moved == b.s2l_bytes_moved &&
+         a.s2l_bandwidth_bytes_per_s == b.s2l_bandwidth_bytes_per_s && a.s2l_pause == b.s2l_pause &&
+         a.s2l_measured_pause == b.s2l_measured_pause;
 }
 
 analysis::plan::Cause ToEscalationCause(falcon::v1::Cause c) {

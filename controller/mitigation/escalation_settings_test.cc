@@ -28,6 +28,27 @@ TEST(EscalationSettings, LevelsCostsAndCause) {
   s.mitigation_enabled = true;
   s.s4_cost_seconds = 101;
   EXPECT_FALSE(SameEscalationOptions(o, EscalationOptionsFor(s)));
+  s.s4_cost_seconds = 100;
+
+  // S2L: its switch, bandwidth and pause setting; a measured pause or the plan's bytes differ.
+  s.s2l_bandwidth_bytes_per_s = 5e8;
+  s.s2l_pause_seconds = 2;
+  o = EscalationOptionsFor(s);
+  EXPECT_TRUE(o.s2l_enabled);
+  EXPECT_FALSE(o.s2l_resplittable);  // The event's to fill.
+  EXPECT_EQ(o.s2l_bandwidth_bytes_per_s, 5e8);
+  EXPECT_EQ(o.s2l_pause, absl::Seconds(2));
+  analysis::plan::EscalationOptions measured = o;
+  measured.s2l_measured_pause = absl::Seconds(3);
+  EXPECT_FALSE(SameEscalationOptions(o, measured));
+  measured = o;
+  measured.s2l_bytes_moved = 1;
+  EXPECT_FALSE(SameEscalationOptions(o, measured));
+  s.s2l_enabled = false;
+  EXPECT_FALSE(EscalationOptionsFor(s).s2l_enabled);
+  s.s2l_enabled = true;
+  s.mitigation_enabled = false;
+  EXPECT_FALSE(EscalationOptionsFor(s).s2l_enabled);
 
   EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_COMPUTE), analysis::plan::Cause::kCompute);
   EXPECT_EQ(ToEscalationCause(falcon::v1::CAUSE_COMMUNICATION),

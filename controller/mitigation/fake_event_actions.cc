@@ -4,7 +4,8 @@
 
 namespace falcon::controller::mitigation {
 
-FakeEventActions::FakeEventActions(int dp, int pp, int64_t global_micro_batches) {
+FakeEventActions::FakeEventActions(int dp, int pp, int64_t global_micro_batches,
+                                   uint32_t pipeline_blocks, uint64_t block_state_bytes) {
   falcon::controller::v1::JobRecord record;
   falcon::v1::JobRegistration* reg = record.add_agents()->mutable_registration();
   reg->set_job("job");
@@ -13,6 +14,8 @@ FakeEventActions::FakeEventActions(int dp, int pp, int64_t global_micro_batches)
   reg->set_pp_size(pp);
   reg->set_tp_size(1);
   reg->set_global_micro_batches(global_micro_batches);
+  reg->set_pipeline_blocks(pipeline_blocks);
+  reg->set_block_state_bytes(block_state_bytes);
   for (int r = 0; r < dp * pp; ++r) {
     falcon::v1::RankInfo* info = reg->add_ranks();
     info->set_rank(r);
@@ -66,10 +69,18 @@ const falcon::v1::DirectiveRecord* FakeEventActions::FindDirective(uint64_t id) 
   return id >= 1 && id <= directives.size() ? &directives[id - 1] : nullptr;
 }
 
-absl::Status FakeEventActions::SetJobPlan(const std::string&, int64_t plan_version,
-                                          const std::vector<uint32_t>& micro_batches) {
+absl::Status FakeEventActions::SetJobPlan(
+    const std::string&, int64_t plan_version, const std::vector<uint32_t>& micro_batches,
+    const google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit>& layer_split) {
   if (!fail.ok()) return fail;
   job->set_plan(plan_version, micro_batches);
+  job->set_layer_split(layer_split);
+  return absl::OkStatus();
+}
+
+absl::Status FakeEventActions::SetPlanCeiling(uint64_t, const falcon::v1::PlanCeiling& ceiling) {
+  if (!fail.ok()) return fail;
+  ceilings.push_back(ceiling);
   return absl::OkStatus();
 }
 

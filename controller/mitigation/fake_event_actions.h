@@ -1,6 +1,7 @@
 // Test doubles for the strategy objects: an EventActions that records every call (the job: DP=4 x
-// PP=2, rank r at dp = r % 4, pp = r / 4, 32 micro-batches, node r / 2), with switches that make
-// a call fail, and an ErrorCounter that counts per site.
+// PP=2, rank r at dp = r % 4, pp = r / 4, 32 micro-batches, node r / 2; pipeline blocks as given,
+// none by default), with switches that make a call fail, and an ErrorCounter that counts per
+// site.
 #ifndef FALCON_CONTROLLER_MITIGATION_FAKE_EVENT_ACTIONS_H_
 #define FALCON_CONTROLLER_MITIGATION_FAKE_EVENT_ACTIONS_H_
 
@@ -23,8 +24,11 @@ class CountingErrorCounter final : public common::ErrorCounter {
 
 class FakeEventActions final : public detection::EventActions {
  public:
-  // The job "job" with `dp` x `pp` ranks registered with their layout indices.
-  explicit FakeEventActions(int dp = 4, int pp = 2, int64_t global_micro_batches = 32);
+  // The job "job" with `dp` x `pp` ranks registered with their layout indices, and (when
+  // `pipeline_blocks` > 0) its pipeline's blocks and their state bytes as the trainer registers
+  // them.
+  explicit FakeEventActions(int dp = 4, int pp = 2, int64_t global_micro_batches = 32,
+                            uint32_t pipeline_blocks = 0, uint64_t block_state_bytes = 0);
 
   absl::Time Now() const override { return absl::FromUnixSeconds(1000); }
   const falcon::v1::Event* FindEvent(uint64_t) const override { return nullptr; }
@@ -38,8 +42,10 @@ class FakeEventActions final : public detection::EventActions {
                                           const falcon::v1::Directive* rollback) override;
   const falcon::v1::DirectiveRecord* FindDirective(uint64_t directive_id) const override;
   int64_t NextEffectiveIteration(const std::string&) const override { return next_effective; }
-  absl::Status SetJobPlan(const std::string& job, int64_t plan_version,
-                          const std::vector<uint32_t>& micro_batches) override;
+  absl::Status SetJobPlan(
+      const std::string& job, int64_t plan_version, const std::vector<uint32_t>& micro_batches,
+      const google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit>& layer_split) override;
+  absl::Status SetPlanCeiling(uint64_t event_id, const falcon::v1::PlanCeiling& ceiling) override;
   absl::Status CloseEvent(uint64_t event_id, const std::string& reason) override;
   absl::Status RecoverEvent(uint64_t event_id, int64_t iteration,
                             const std::string& reason) override;
@@ -58,6 +64,7 @@ class FakeEventActions final : public detection::EventActions {
   std::vector<falcon::v1::DirectiveRecord> directives;  // Issued, in order (id = index + 1).
   std::vector<falcon::v1::Directive> rollbacks;         // Non-null rollbacks, in order.
   std::vector<std::string> closed, recovered;
+  std::vector<falcon::v1::PlanCeiling> ceilings;  // Every SetPlanCeiling, in order.
 
   std::unique_ptr<registry::JobEntry> job;
 };

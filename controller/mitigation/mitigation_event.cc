@@ -16,12 +16,13 @@ MitigationEvent::MitigationEvent(uint64_t event_id, std::string job, Culprit cul
                                  const OrchestratorOptions& o)
     : ctx_(event_id, std::move(job), std::move(culprit), o.measure_iterations, o.no_help_fraction,
            o.clear_iterations),
+      s2l_(&s2_),
       s4_(o.checkpoint_dir) {}
 
 absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     const falcon::v1::Event& event, detection::EventActions& actions,
     const OrchestratorOptions& options, const common::Clock& clock, LayoutsInForce* layouts,
-    common::ErrorCounter* errors, bool rebuild) {
+    S2LPauses* s2l_pauses, common::ErrorCounter* errors, bool rebuild) {
   const registry::JobEntry* job = actions.FindJob(event.job());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", event.job(), "' unknown"));
   Culprit culprit = CulpritOf(event, *job);
@@ -39,12 +40,8 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     slow = healthy * (ratio > 1 ? ratio : 1 + std::max(0.01, settings.verification_min_ratio));
   }
   culprit.slowdown_ratio = absl::FDivDuration(slow, healthy);
-  absl::StatusOr<analysis::plan::Escalation> esc =
-      analysis::plan::Escalation::Create(EscalationOptionsFor(settings), clock);
-  if (!esc.ok()) return esc.status();
   std::unique_ptr<MitigationEvent> e(
       new MitigationEvent(event.event_id(), event.job(), std::move(culprit), options));
-  e->esc_.emplace(*std::move(esc));
   EventContext& ctx = e->ctx_;
   ctx.healthy = healthy;
   ctx.slow = slow;
@@ -56,22 +53,46 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     ctx.probe.SeenSlow();
   }
   ctx.layouts = layouts;
+  ctx.s2l_pauses = s2l_pauses;
   ctx.errors = errors;
   ctx.last_iteration = std::max(event.verdict_iteration(), actions.LastIteration(event.job()));
+  absl::StatusOr<analysis::plan::Escalation> esc =
+      analysis::plan::Escalation::Create(e->EscalationOptionsNow(actions), clock);
+  if (!esc.ok()) return esc.status();
+  e->esc_.emplace(*std::move(esc));
+  // A new event has no ceiling; a rebuilt one keeps the one it has until the plan in force
+  // changes.
+  falcon::v1::PlanCeiling unused;
+  e->synced_ceiling_ = e->CeilingKey(&unused);
   if (!rebuild) return e;
   // Plans in force from the event's log (the controller restarted).
   ctx.rebuilding = true;
-  uint64_t s2 = 0, s3 = 0, s4 = 0;
+  uint64_t s2 = 0, s2l = 0, s3 = 0, s4 = 0;
   for (const falcon::v1::Action& a : event.actions()) {
     if (a.dry_run() || a.directive_id() == 0) continue;
-    uint64_t& slot = a.strategy() == falcon::v1::STRATEGY_S2_MICRO_BATCH ? s2
-                     : a.strategy() == falcon::v1::STRATEGY_S3_TOPOLOGY  ? s3
-                                                                         : s4;
-    slot = a.revert() ? 0 : a.directive_id();
+    uint64_t* slot = nullptr;
+    switch (a.strategy()) {
+      case falcon::v1::STRATEGY_S2_MICRO_BATCH:
+        slot = &s2;
+        break;
+      case falcon::v1::STRATEGY_S2L_LAYER_SPLIT:
+        slot = &s2l;
+        break;
+      case falcon::v1::STRATEGY_S3_TOPOLOGY:
+        slot = &s3;
+        break;
+      case falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART:
+        slot = &s4;
+        break;
+      default:
+        break;  // S1 sends nothing.
+    }
+    if (slot != nullptr) *slot = a.revert() ? 0 : a.directive_id();
   }
   absl::StatusOr<JobShape> shape = ShapeOf(*job, nullptr, {});
   const JobShape* registered = shape.ok() ? &*shape : nullptr;
   e->s2_.Restore(s2, registered);
+  e->s2l_.Restore(s2l, registered);
   e->s3_.Restore(s3, registered);
   e->s4_.Restore(s4, registered);
   // The plan in force is measured, and its culprit probed (ProbeRank), from its effective
@@ -84,8 +105,9 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
       ctx.measurement.Resume(measuring_from, ctx.last_iteration);
     }
   }
+  e->synced_ceiling_ = e->CeilingKey(&unused);
   LOG(INFO) << "mitigation state rebuilt " << ctx.Subject() << " s2_directive=" << s2
-            << " s3_directive=" << s3 << " s4_directive=" << s4
+            << " s2l_directive=" << s2l << " s3_directive=" << s3 << " s4_directive=" << s4
             << " measuring_from=" << measuring_from;
   return e;
 }
@@ -115,6 +137,8 @@ MitigationStrategy* MitigationEvent::Of(analysis::plan::Strategy s) {
   switch (s) {
     case analysis::plan::Strategy::kS2MicroBatch:
       return &s2_;
+    case analysis::plan::Strategy::kS2LLayerSplit:
+      return &s2l_;
     case analysis::plan::Strategy::kS3Topology:
       return &s3_;
     case analysis::plan::Strategy::kS4CheckpointRestart:
@@ -126,7 +150,7 @@ MitigationStrategy* MitigationEvent::Of(analysis::plan::Strategy s) {
 
 MitigationStrategy* MitigationEvent::WithDirective(uint64_t id) {
   if (id == 0) return nullptr;
-  MitigationStrategy* const levels[] = {&s4_, &s2_, &s3_};
+  MitigationStrategy* const levels[] = {&s4_, &s2_, &s2l_, &s3_};
   for (MitigationStrategy* s : levels) {
     if (s->directive() == id) return s;
   }
@@ -135,8 +159,37 @@ MitigationStrategy* MitigationEvent::WithDirective(uint64_t id) {
 
 MitigationStrategy* MitigationEvent::PlanInForce() {
   if (s3_.directive() != 0) return &s3_;
+  if (s2l_.directive() != 0) return &s2l_;
   if (s2_.directive() != 0) return &s2_;
   return nullptr;
+}
+
+analysis::plan::EscalationOptions MitigationEvent::EscalationOptionsNow(
+    detection::EventActions& actions) {
+  analysis::plan::EscalationOptions o = EscalationOptionsFor(actions.Settings(ctx_.job));
+  s2l_.CostInputs(ctx_, actions, &o);
+  return o;
+}
+
+std::string MitigationEvent::CeilingKey(falcon::v1::PlanCeiling* want) {
+  want->Clear();  // Empty: clears.
+  const MitigationStrategy* plan = PlanInForce();
+  if (plan != nullptr && plan->ceiling().has_value()) *want = *plan->ceiling();
+  return absl::StrCat(plan != nullptr ? plan->directive() : 0, "/", want->SerializeAsString());
+}
+
+void MitigationEvent::SyncCeiling(detection::EventActions& actions) {
+  if (ctx_.rebuilding) return;
+  falcon::v1::PlanCeiling want;
+  std::string key = CeilingKey(&want);
+  if (synced_ceiling_.has_value() && *synced_ceiling_ == key) return;
+  if (absl::Status s = actions.SetPlanCeiling(ctx_.event_id, want); !s.ok()) {
+    ctx_.CountError(metrics::where::kMitigationSetCeiling, s);
+    return;
+  }
+  synced_ceiling_ = std::move(key);
+  VLOG(1) << "ceiling " << ctx_.Subject() << " strategy=" << want.strategy()
+          << " recoverable=" << want.recoverable();
 }
 
 std::optional<std::string> MitigationEvent::StillSlow(const falcon::v1::Event& event,
@@ -167,7 +220,7 @@ std::optional<std::string> MitigationEvent::StillSlow(const falcon::v1::Event& e
 std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
     const falcon::v1::IterationSummary& summary, detection::EventActions& actions) {
   if (ctx_.culprit.cause != falcon::v1::CAUSE_COMPUTE) return std::nullopt;
-  const bool before_s2 = s2_.directive() == 0;
+  const bool before_s2 = s2_.directive() == 0 && s2l_.directive() == 0;
   const int64_t from = ctx_.measurement.from();
   if (!before_s2 && (from < 0 || summary.iteration() < from + 2)) return std::nullopt;
   const registry::JobEntry* job = actions.FindJob(ctx_.job);
@@ -178,12 +231,14 @@ std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
       VLOG(1) << "compute probe off " << ctx_.Subject() << " why=\"" << shape.status() << "\"";
       return std::nullopt;
     }
-    ctx_.probe.SetLayout(shape->layout, shape->micro_batches);
+    ctx_.probe.SetLayout(shape->layout, shape->micro_batches, shape->pipeline_blocks);
   }
   const uint32_t rank = summary.rank();
   const std::vector<uint32_t> m(job->job().micro_batches().begin(),
                                 job->job().micro_batches().end());
-  if (!ctx_.probe.Add(rank, summary.compute_ns(), m)) return std::nullopt;
+  if (!ctx_.probe.Add(rank, summary.compute_ns(), m, job->job().layer_split())) {
+    return std::nullopt;
+  }
   if (!ctx_.probe.IsCulprit(rank)) return std::nullopt;
   const double min_ratio = actions.Settings(ctx_.job).verification_min_ratio;
   const ComputeProbe::Reading reading = ctx_.probe.Observe(rank, min_ratio);
@@ -201,7 +256,7 @@ std::optional<MitigationEvent::Recovery> MitigationEvent::ProbeRank(
       rank, reading.ratio, r.iteration,
       before_s2 ? "no plan in force: the culprit's own speed, whatever load outside the job does "
                   "to the iteration time"
-                : "S2 in force hides the fault from the iteration time");
+                : "the plan in force hides the fault from the iteration time");
   return r;
 }
 

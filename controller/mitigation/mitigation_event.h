@@ -1,6 +1,6 @@
 // The orchestrator's state of one fail-slow event: what its levels share (EventContext), the
-// escalation policy's state machine, and one strategy object per level (S2, S3, S4). Built from
-// the event at its verdict, or rebuilt from the event's log (the plans in force) after a
+// escalation policy's state machine, and one strategy object per level (S2, S2L, S3, S4). Built
+// from the event at its verdict, or rebuilt from the event's log (the plans in force) after a
 // controller restart. See orchestrator.h. Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_MITIGATION_MITIGATION_EVENT_H_
 #define FALCON_CONTROLLER_MITIGATION_MITIGATION_EVENT_H_
@@ -15,6 +15,7 @@
 #include "analysis/plan/escalation.h"
 #include "common/clock.h"
 #include "controller/mitigation/s2_micro_batch.h"
+#include "controller/mitigation/s2l_layer_split.h"
 #include "controller/mitigation/s3_topology.h"
 #include "controller/mitigation/s4_checkpoint_restart.h"
 #include "controller/mitigation/strategy.h"
@@ -39,14 +40,16 @@ class MitigationEvent {
   // The state of `event` (its escalation not started). `rebuild`: restores the plans in force
   // from the event's actions. Errors: kNotFound for an unknown job; kFailedPrecondition without
   // a healthy iteration time; the escalation's kInvalidArgument for settings out of range.
+  // `layouts` and `s2l_pauses` are the orchestrator's (EventContext), outliving the event.
   static absl::StatusOr<std::unique_ptr<MitigationEvent>> Create(
       const falcon::v1::Event& event, detection::EventActions& actions,
       const OrchestratorOptions& options, const common::Clock& clock, LayoutsInForce* layouts,
-      common::ErrorCounter* errors, bool rebuild);
+      S2LPauses* s2l_pauses, common::ErrorCounter* errors, bool rebuild);
 
   EventContext& ctx() { return ctx_; }
   analysis::plan::Escalation& escalation() { return *esc_; }
   S2MicroBatch& s2() { return s2_; }
+  S2LLayerSplit& s2l() { return s2l_; }
   S3Topology& s3() { return s3_; }
   S4CheckpointRestart& s4() { return s4_; }
 
@@ -60,16 +63,32 @@ class MitigationEvent {
   MitigationStrategy* Of(analysis::plan::Strategy s);
   // The strategy whose directive in force is `id` (nullptr: none, or id 0).
   MitigationStrategy* WithDirective(uint64_t id);
-  // The plan the job runs under (S3 over S2), whose iteration time is measured; nullptr: none.
+  // The plan the job runs under (S3 over S2L over S2), whose iteration time is measured; nullptr:
+  // none.
   MitigationStrategy* PlanInForce();
+  // The escalation's options now: the job's settings (escalation_settings.h) with what S2L's
+  // cost needs of the job and its plan (S2LLayerSplit::CostInputs).
+  analysis::plan::EscalationOptions EscalationOptionsNow(detection::EventActions& actions);
+  // Sets Event.ceiling to the ceiling of the plan in force (PlanInForce), or clears it when none
+  // is in force or its ceiling is unknown (rebuilt after a restart); only when the plan in force
+  // or its ceiling changed since the last call (after a rebuild the event keeps the ceiling it
+  // has until then). Nothing while rebuilding. A failed call is logged and counted at
+  // "mitigation_set_ceiling".
+  void SyncCeiling(detection::EventActions& actions);
 
   // The escalation ended (kEnd); the state is dropped unless an S4 waits for its directive.
   void set_ended() { ended_ = true; }
 
-  // A first S2 plan of a compute culprit waiting for the compute probe to measure the culprit
-  // (Orchestrator::S2Ready): the escalation's S2 step, and the job iteration it began waiting at.
+  // A first S2 (or S2L) plan of a compute culprit waiting for the compute probe to measure the
+  // culprit (Orchestrator::S2Ready): the escalation's step, and the job iteration the event began
+  // waiting at (the first wait; a later one does not wait longer).
   std::optional<analysis::plan::EscalationStep> waiting_s2;
+  std::optional<analysis::plan::EscalationStep> waiting_s2l;
   int64_t waiting_s2_since = -1;
+  // The slot of `s` (S2 or S2L; S2's for any other).
+  std::optional<analysis::plan::EscalationStep>& Waiting(analysis::plan::Strategy s) {
+    return s == analysis::plan::Strategy::kS2LLayerSplit ? waiting_s2l : waiting_s2;
+  }
   bool ended() const { return ended_; }
   bool Done() const { return ended_ && s4_.directive() == 0; }
 
@@ -79,8 +98,9 @@ class MitigationEvent {
     double ratio = 0;
     std::string reason;
   };
-  // One rank's summary for the compute probe (compute culprits only). Before S2 it samples the
-  // stage slowdown; before S2 and under it (from two iterations after it took effect) it returns
+  // One rank's summary for the compute probe (compute culprits only), per block of the split in
+  // force (Job.layer_split). Before S2 (or S2L) it samples the stage slowdown; before a plan and
+  // under it (from two iterations after it took effect) it returns
   // the recovery once the culprit is back at its peers' speed (ComputeProbe::State::kCleared;
   // seen slow by the probe or by the verdict). Before S2 that matters when load from outside the
   // job keeps the iteration time above its healthy level after the fault cleared: the job's
@@ -109,9 +129,14 @@ class MitigationEvent {
   EventContext ctx_;
   std::optional<analysis::plan::Escalation> esc_;
   S2MicroBatch s2_;
+  S2LLayerSplit s2l_;
   S3Topology s3_;
   S4CheckpointRestart s4_;
   bool ended_ = false;
+  // The plan in force's directive and ceiling (empty: none or unknown), serialized into `want`'s
+  // key; SyncCeiling writes when it changes.
+  std::string CeilingKey(falcon::v1::PlanCeiling* want);
+  std::optional<std::string> synced_ceiling_;  // CeilingKey as SyncCeiling last set it.
 };
 
 }  // namespace falcon::controller::mitigation

@@ -1,11 +1,15 @@
 #include "controller/mitigation/orchestrator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "controller/metrics/metric_table.h"
 #include "controller/mitigation/escalation_settings.h"
 #include "glog/logging.h"
@@ -27,8 +31,8 @@ void Orchestrator::SetErrorCounter(common::ErrorCounter* errors) {
 
 MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event,
                                      detection::EventActions& actions, bool rebuild) {
-  absl::StatusOr<std::unique_ptr<MitigationEvent>> created =
-      MitigationEvent::Create(event, actions, options_, *clock_, &layouts_, errors_, rebuild);
+  absl::StatusOr<std::unique_ptr<MitigationEvent>> created = MitigationEvent::Create(
+      event, actions, options_, *clock_, &layouts_, &s2l_pauses_, errors_, rebuild);
   if (!created.ok()) {
     if (absl::IsNotFound(created.status())) return nullptr;  // The job is gone.
     // Tried again at every job iteration (the event may change): logged and counted once per
@@ -83,16 +87,21 @@ void Orchestrator::Execute(MitigationEvent& e, const absl::StatusOr<Steps>& step
                   << "\"";
         e.set_ended();
         e.waiting_s2.reset();
+        e.waiting_s2l.reset();
         break;
     }
   }
+  e.SyncCeiling(actions);
 }
 
 void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
                          detection::EventActions& actions) {
-  if (step.strategy == Strategy::kS2MicroBatch && e.waiting_s2.has_value()) {
-    // The escalation to S2 was logged when it was decided; this is its plan, after the wait.
-    LOG(INFO) << "S2 resumes " << e.ctx().Subject() << " iteration=" << step.iteration
+  const bool probe_gated =
+      step.strategy == Strategy::kS2MicroBatch || step.strategy == Strategy::kS2LLayerSplit;
+  if (probe_gated && e.Waiting(step.strategy).has_value()) {
+    // The escalation was logged when it was decided; this is its plan, after the wait.
+    LOG(INFO) << ShortName(step.strategy) << " resumes " << e.ctx().Subject()
+              << " iteration=" << step.iteration
               << " waited_iterations=" << step.iteration - e.waiting_s2_since;
   } else {
     LOG(INFO) << (step.strategy == Strategy::kS1Ignore ? "strategy chosen " : "escalating ")
@@ -106,17 +115,29 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
     return;
   }
   if (s->directive() != 0) return;  // In force already (rebuilt after a restart).
-  if (s == &e.s2() && !S2Ready(e, step)) return;
+  if (s == &e.s2() && e.s2l().directive() != 0) {
+    // S2L's plan carries its own micro-batch plan, balanced for its split.
+    Skip(e, step.strategy,
+         absl::StrCat("the S2L plan in force (directive ", e.s2l().directive(),
+                      ") already balances the micro-batches for its split"),
+         step.iteration, actions);
+    return;
+  }
+  if (probe_gated && !S2Ready(e, step)) return;
   SetOthers(e, 0);
   absl::StatusOr<PlannedDirective> plan = s->Plan(step, e.ctx(), actions);
   const absl::Status issued = plan.ok() ? s->Issue(step, *plan, e.ctx(), actions) : plan.status();
   if (issued.ok()) {
-    // A higher level in force: an S2 step still waiting for the probe would land on its plan.
+    // A higher level in force: an S2 (S2L) step still waiting for the probe would land on its
+    // plan.
     if (s != &e.s2()) e.waiting_s2.reset();
+    if (s != &e.s2() && s != &e.s2l()) e.waiting_s2l.reset();
     if (s == &e.s4() && e.s4().directive() != 0) {  // The restart supersedes the plans.
       e.s2().Supersede();
+      e.s2l().Supersede();
       e.s3().Supersede();
     }
+    e.SyncCeiling(actions);
     return;
   }
   if (s == &e.s4()) {  // The last level: nothing to skip to.
@@ -136,25 +157,31 @@ bool Orchestrator::S2WaitOver(MitigationEvent& e, int64_t iteration) {
 
 bool Orchestrator::S2Ready(MitigationEvent& e, const EscalationStep& step) {
   EventContext& ctx = e.ctx();
+  std::optional<EscalationStep>& waiting = e.Waiting(step.strategy);
   if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE || S2MicroBatch::ProbeMeasured(ctx)) {
-    e.waiting_s2.reset();
+    waiting.reset();
     return true;
   }
-  if (!e.waiting_s2.has_value()) {
-    e.waiting_s2 = step;
-    e.waiting_s2_since = ctx.last_iteration;
-    LOG(INFO) << "S2 waits for the compute probe " << ctx.Subject()
-              << " iteration=" << ctx.last_iteration
-              << " up_to_iterations=" << kS2ProbeWaitIterations;
+  if (!waiting.has_value()) {
+    if (e.waiting_s2_since < 0) {
+      e.waiting_s2_since = ctx.last_iteration;
+      LOG(INFO) << ShortName(step.strategy) << " waits for the compute probe " << ctx.Subject()
+                << " iteration=" << ctx.last_iteration
+                << " up_to_iterations=" << kS2ProbeWaitIterations;
+    }
+    if (!S2WaitOver(e, ctx.last_iteration)) {
+      waiting = step;
+      return false;
+    }
+  } else if (!S2WaitOver(e, ctx.last_iteration)) {
     return false;
   }
-  if (!S2WaitOver(e, ctx.last_iteration)) return false;
-  LOG(INFO) << "S2 sized without the compute probe " << ctx.Subject()
+  LOG(INFO) << ShortName(step.strategy) << " sized without the compute probe " << ctx.Subject()
             << " iteration=" << ctx.last_iteration
             << " waited_iterations=" << ctx.last_iteration - e.waiting_s2_since
             << " why=\"no culprit and stage-peer summaries to measure; sizing from the "
                "localization's measurement\"";
-  e.waiting_s2.reset();
+  waiting.reset();
   return true;
 }
 
@@ -179,7 +206,24 @@ void Orchestrator::RevertLevel(MitigationEvent& e, MitigationStrategy* s,
   // A joint S2 plan (docs/algorithms.md#concurrent-events): while another event of the job still
   // has S2 in force, the job is not put back to the split before S2; the newest such event plans
   // again for the culprits still active.
-  if (s == &e.s2()) e.waiting_s2.reset();  // Waiting for the probe: nothing to revert.
+  // Waiting for the probe: nothing to revert.
+  if (s == &e.s2()) e.waiting_s2.reset();
+  if (s == &e.s2l()) e.waiting_s2l.reset();
+  if (s == &e.s2() && e.s2().directive() != 0 && e.s2l().directive() != 0) {
+    // S2L's plan replaced S2's micro-batches: nothing of S2 runs any more. S2L's revert restores
+    // what S2 replaced instead.
+    const std::string why =
+        absl::StrCat(step.reason, ": the S2L plan in force (directive ", e.s2l().directive(),
+                     ") replaced S2's micro-batches; its revert restores [",
+                     absl::StrJoin(e.s2().before(), ", "), "]");
+    LOG(INFO) << "plan handed over " << e.ctx().Subject() << " strategy=s2 to=s2l why=\""
+              << step.reason << "\"";
+    e.ctx().Record(actions, falcon::v1::STRATEGY_S2_MICRO_BATCH, 0, step.iteration, why,
+                   /*revert=*/true);
+    if (!e.s2().before().empty()) e.s2l().set_micro_batches_before(e.s2().before());
+    e.s2().Supersede();
+    return;
+  }
   MitigationEvent* heir = nullptr;
   if (s == &e.s2() && e.s2().directive() != 0) {
     for (const auto& [id, o] : events_) {
@@ -188,6 +232,7 @@ void Orchestrator::RevertLevel(MitigationEvent& e, MitigationStrategy* s,
   }
   if (heir == nullptr) {
     s->Revert(step, e.ctx(), actions);
+    e.SyncCeiling(actions);
     return;
   }
   const std::string why =
@@ -256,9 +301,9 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
   }
   st->ctx().last_iteration = iteration;
 
-  // Settings changed at run time (a level disabled, mitigation off, new costs).
-  const analysis::plan::EscalationOptions want =
-      EscalationOptionsFor(actions.Settings(st->ctx().job));
+  // Settings changed at run time (a level disabled, mitigation off, new costs, a measured S2L
+  // pause, S2L's plan moving other blocks).
+  const analysis::plan::EscalationOptions want = st->EscalationOptionsNow(actions);
   if (!SameEscalationOptions(want, st->escalation().options())) {
     LOG(INFO) << "escalation settings changed " << st->ctx().Subject()
               << " iteration=" << iteration;
@@ -281,11 +326,13 @@ void Orchestrator::OnJobIteration(const falcon::v1::Event& event, int64_t iterat
     }
   }
 
-  // A first S2 plan waiting for the compute probe (S2Ready).
-  if (st->waiting_s2.has_value() && S2WaitOver(*st, iteration)) {
-    EscalationStep step = *st->waiting_s2;
-    step.iteration = iteration;
-    Apply(*st, step, actions);
+  // A first S2 (S2L) plan waiting for the compute probe (S2Ready).
+  for (Strategy level : {Strategy::kS2MicroBatch, Strategy::kS2LLayerSplit}) {
+    if (st->Waiting(level).has_value() && S2WaitOver(*st, iteration)) {
+      EscalationStep step = *st->Waiting(level);
+      step.iteration = iteration;
+      Apply(*st, step, actions);
+    }
   }
 
   if (st->escalation().active()) {
@@ -354,6 +401,7 @@ void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
                                     detection::EventActions& actions) {
   if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
     RecordPlanInForce(record, actions, *errors_);
+    if (record.directive().has_layer_split()) RecordS2LPause(record);
   }
   auto it = events_.find(record.event_id());
   if (it == events_.end()) return;
@@ -365,6 +413,7 @@ void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
     events_.erase(it);
     return;
   }
+  e.SyncCeiling(actions);  // A plan dropped: the one still in force, if any.
   const bool rejected = record.state() == falcon::v1::DirectiveRecord::STATE_REJECTED;
   if (s == &e.s4() ||
       (!rejected && record.state() != falcon::v1::DirectiveRecord::STATE_TIMED_OUT)) {
@@ -389,6 +438,14 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", ctx.job, "' unknown"));
   absl::StatusOr<JobShape> shape = ctx.Shape(*job, e.s2().PlanBase(*job, ctx));
   if (!shape.ok()) return shape.status();
+  if (e.s2l().directive() != 0) {
+    // Plans start from what was in force before S2L (as S2 from what it replaced).
+    shape->layer_split = e.s2l().split_before();
+    if (e.s2().directive() == 0 &&
+        e.s2l().base_micro_batches().size() == shape->micro_batches.size()) {
+      shape->micro_batches = e.s2l().base_micro_batches();
+    }
+  }
   LadderState state;
   state.iteration = std::max(ctx.last_iteration, actions.LastIteration(ctx.job));
   state.lost = e.escalation().lost();
@@ -403,7 +460,9 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
             at = r->directive().effective_iteration();
           }
         }
-        if (step.strategy == Strategy::kS2MicroBatch && e.waiting_s2.has_value()) {
+        if ((step.strategy == Strategy::kS2MicroBatch ||
+             step.strategy == Strategy::kS2LLayerSplit) &&
+            e.Waiting(step.strategy).has_value()) {
           state.taken[strategy] = {at, absl::StrCat("waiting since iteration ", e.waiting_s2_since,
                                                     " for the compute probe: ", step.reason)};
           break;
@@ -423,8 +482,10 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
         break;
     }
   }
+  std::optional<absl::Duration> s2l_pause;
+  if (auto p = s2l_pauses_.find(ctx.job); p != s2l_pauses_.end()) s2l_pause = p->second;
   return mitigation::DryRun(*shape, actions.Settings(ctx.job), S2MicroBatch::SizingCulprit(ctx),
-                            ctx.healthy, actions.Now(), state);
+                            ctx.healthy, actions.Now(), state, s2l_pause);
 }
 
 void Orchestrator::OnJobPurged(const std::string& job) {
@@ -436,6 +497,42 @@ void Orchestrator::OnJobPurged(const std::string& job) {
     }
   }
   layouts_.erase(job);
+  s2l_pauses_.erase(job);
+}
+
+void Orchestrator::RecordS2LPause(const falcon::v1::DirectiveRecord& record) {
+  const falcon::v1::Directive& d = record.directive();
+  std::optional<absl::Duration> slowest;
+  for (const falcon::v1::DirectiveAck& ack : record.acks()) {
+    if (ack.status() != falcon::v1::ACK_STATUS_APPLIED) continue;
+    absl::StatusOr<std::optional<absl::Duration>> pause = ParsePauseSeconds(ack.reason());
+    if (!pause.ok()) {
+      LOG(WARNING) << "S2L pause not read job=" << d.job() << " directive=" << d.directive_id()
+                   << " rank=" << ack.rank() << " where=" << metrics::where::kMitigationS2LPause
+                   << " error=\"" << pause.status().message() << "\"";
+      errors_->CountError(metrics::where::kMitigationS2LPause);
+      continue;
+    }
+    if (pause->has_value() && (!slowest.has_value() || **pause > *slowest)) slowest = **pause;
+  }
+  if (!slowest.has_value()) return;  // No rank reported its pause: the setting stays.
+  s2l_pauses_[d.job()] = *slowest;
+  LOG(INFO) << "S2L pause measured job=" << d.job() << " directive=" << d.directive_id()
+            << " pause_s=" << absl::ToDoubleSeconds(*slowest);
+}
+
+absl::StatusOr<std::optional<absl::Duration>> ParsePauseSeconds(absl::string_view reason) {
+  constexpr absl::string_view kKey = "pause_s=";
+  const size_t at = reason.rfind(kKey);
+  if (at == absl::string_view::npos) return std::optional<absl::Duration>();
+  const absl::string_view value = absl::StripAsciiWhitespace(reason.substr(at + kKey.size()));
+  double seconds = 0;
+  if (!absl::SimpleAtod(value, &seconds) || !std::isfinite(seconds) || seconds < 0 ||
+      seconds > 1e6) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pause_s: '", value, "' is not a number of seconds in [0, 1e6]"));
+  }
+  return std::optional<absl::Duration>(absl::Seconds(seconds));
 }
 
 }  // namespace falcon::controller::mitigation

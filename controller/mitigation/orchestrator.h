@@ -1,20 +1,26 @@
 // Mitigation orchestration (docs/algorithms.md#escalation): a MitigationHook that takes a verdict
-// through the escalation ladder S1 → S2 → S3 → S4 and acts through the controller's directive
-// protocol. A thin coordinator: per event it drives
+// through the escalation ladder S1 → S2 → S2L → S3 → S4 and acts through the controller's
+// directive protocol. A thin coordinator: per event it drives
 //   - the escalation policy (analysis/plan/escalation.h, ski rental: a level is bought once the
 //     time already lost reaches its cost; inputs from the job's settings: escalation_settings.h),
 //     fed with the time lost between onset and verdict (Event.lost_seconds) at once and then
 //     max(0, t − healthy) per job iteration;
-//   - one strategy object per level (strategy.h: S2 s2_micro_batch.h, S3 s3_topology.h, S4
-//     s4_checkpoint_restart.h) that plans, issues, measures and reverts;
+//   - one strategy object per level (strategy.h: S2 s2_micro_batch.h, S2L s2l_layer_split.h, S3
+//     s3_topology.h, S4 s4_checkpoint_restart.h) that plans, issues, measures and reverts;
 //   - the compute probe (compute_probe.h), which tells when a compute fail-slow hidden by S2
 //     cleared: the orchestrator then recovers the event (EventActions::RecoverEvent) and reverts.
 // The mechanics around the policy:
 //   - A level that cannot help (no better plan, a rejected or timed-out directive, or a plan
 //     measured no faster than the slow iteration time: plan_measurement.h) is reverted if in force
 //     and skipped; the ladder moves on when the lost time pays for the next level.
-//   - When the event recovers, S3 and then S2 are reverted. An S4 that applied (or timed out: the
-//     ranks exit to restart) closes the event.
+//   - When the event recovers, S3, S2L and then S2 are reverted. An S4 that applied (or timed
+//     out: the ranks exit to restart) closes the event.
+//   - S2L carries its own micro-batch plan: S2 is skipped while it is in force, and an S2 reverted
+//     under it hands what it replaced over to S2L's revert. S2L's cost uses the pause its last
+//     APPLIED layer split took in the job (the slowest rank's "pause_s=<seconds>" at the end of
+//     its ack reason; ParsePauseSeconds), else the s2l_pause_seconds setting.
+//   - Event.ceiling follows the plan in force (MitigationEvent::SyncCeiling): set when a plan is
+//     issued, the remaining plan's (or none) when one is reverted or dropped.
 //   - Concurrent events of a job (docs/algorithms.md#concurrent-events): each has its own ladder;
 //     S2 and S3 plan for the culprits of every active event of the job (one S2 plan for every slow
 //     DP group, an S3 layout that avoids every known slow link). An event whose S2 ends while
@@ -49,7 +55,8 @@ namespace falcon::controller::mitigation {
 
 class Orchestrator : public detection::MitigationHook {
  public:
-  // Job iterations a first S2 plan of a compute culprit waits for the compute probe (S2Ready).
+  // Job iterations a first S2 (or S2L) plan of a compute culprit waits for the compute probe
+  // (S2Ready).
   static constexpr int64_t kS2ProbeWaitIterations = 8;
 
   // `clock` must outlive the orchestrator (the controller's).
@@ -89,10 +96,11 @@ class Orchestrator : public detection::MitigationHook {
                detection::EventActions& actions);
   void Apply(MitigationEvent& e, const analysis::plan::EscalationStep& step,
              detection::EventActions& actions);
-  // Whether S2 may plan now. A first S2 plan of a compute culprit is sized from the compute probe
-  // (the culprit's compute per micro-batch in training): until the probe has measured it
-  // (S2MicroBatch::ProbeMeasured), the step waits in e.waiting_s2, retried at each job iteration,
-  // for up to kS2ProbeWaitIterations; then the localization's measurement sizes it.
+  // Whether S2 (or S2L, `step`'s level) may plan now. A first S2 plan of a compute culprit is
+  // sized from the compute probe (the culprit's compute per micro-batch in training): until the
+  // probe has measured it (S2MicroBatch::ProbeMeasured), the step waits in e.Waiting(level),
+  // retried at each job iteration, for up to kS2ProbeWaitIterations since the event's first such
+  // wait; then the localization's measurement sizes it.
   bool S2Ready(MitigationEvent& e, const analysis::plan::EscalationStep& step);
   // Whether e's waiting S2 step may plan at `iteration`: the probe measured the culprit, or the
   // step waited kS2ProbeWaitIterations since e.waiting_s2_since.
@@ -106,6 +114,10 @@ class Orchestrator : public detection::MitigationHook {
   // still has S2 in force (it plans again without e's culprit).
   void RevertLevel(MitigationEvent& e, MitigationStrategy* s,
                    const analysis::plan::EscalationStep& step, detection::EventActions& actions);
+  // A layer split directive APPLIED: the slowest rank's pause (ParsePauseSeconds over its
+  // APPLIED acks) becomes the job's measured S2L pause; a malformed one is logged and counted at
+  // "mitigation_s2l_pause" and left out.
+  void RecordS2LPause(const falcon::v1::DirectiveRecord& record);
 
   const OrchestratorOptions options_;
   const common::Clock* const clock_;
@@ -115,7 +127,13 @@ class Orchestrator : public detection::MitigationHook {
   // Events whose mitigation could not start, with the error last logged for each.
   std::map<uint64_t, std::string> not_started_;
   LayoutsInForce layouts_;
+  S2LPauses s2l_pauses_;
 };
+
+// The pause an APPLIED ack's reason reports: the number after its last "pause_s=" (the trainer
+// ends S2L and S3 acks with "pause_s=<seconds>"), in seconds. nullopt when the reason has none;
+// kInvalidArgument naming pause_s when the value is not a finite number in [0, 1e6].
+absl::StatusOr<std::optional<absl::Duration>> ParsePauseSeconds(absl::string_view reason);
 
 }  // namespace falcon::controller::mitigation
 

@@ -279,6 +279,14 @@ TEST_F(OrchestratorTest, ComputeFailSlowGetsS2ThenRevertOnRecovery) {
   EXPECT_EQ(std::vector<uint32_t>(job.micro_batches().begin(), job.micro_batches().end()),
             std::vector<uint32_t>(m.begin(), m.end()));
   EXPECT_NEAR(e.mitigated_iteration_time_ns(), kMitigatedNs, 2'000'000);
+  // The plan's recoverable ceiling, on the measured healthy time (no blocks registered: the even
+  // split is the job's, the layer split empty).
+  ASSERT_TRUE(e.has_ceiling()) << e.DebugString();
+  EXPECT_EQ(e.ceiling().strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_EQ(e.ceiling().healthy_iteration_time_ns(), e.healthy_iteration_time_ns());
+  EXPECT_GT(e.ceiling().recoverable(), 0.3);
+  EXPECT_LT(e.ceiling().predicted_iteration_time_ns(), e.ceiling().slowed_iteration_time_ns());
+  EXPECT_EQ(job.layer_split_size(), 0);
 
   // The fault clears: the job's iteration time hardly moves under the plan (116 -> 110 ms), but
   // rank 5's compute per micro-batch is back at its peers': the event recovers and S2 is reverted
@@ -300,6 +308,7 @@ TEST_F(OrchestratorTest, ComputeFailSlowGetsS2ThenRevertOnRecovery) {
   const auto& even = plans[1].directive().micro_batch_plan().micro_batches();
   EXPECT_EQ(std::vector<uint32_t>(even.begin(), even.end()), (std::vector<uint32_t>{8, 8, 8, 8}));
   EXPECT_GT(plans[1].directive().plan_version(), plans[0].directive().plan_version());
+  EXPECT_FALSE(e.has_ceiling()) << "no plan in force: " << e.DebugString();
 }
 
 // Outside load that ends while the fault lasts speeds the job up (116 -> 91 ms under the plan)
@@ -334,9 +343,14 @@ TEST_F(OrchestratorTest, AnOutsideSpeedupAfterAControllerRestartDoesNotRecoverTh
   auto load_ends = [](int64_t i) -> int64_t { return i >= 140 ? -25'000'000 : 0; };
   Run(0, 125, fault, load_ends);
   ASSERT_EQ(Plans().size(), 1u);
+  const falcon::v1::PlanCeiling ceiling = OnlyEvent().ceiling();
+  ASSERT_EQ(ceiling.strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
   RestartController();
+  // The ceiling is stored with the event and kept by the rebuilt state.
+  EXPECT_EQ(OnlyEvent().ceiling().SerializeAsString(), ceiling.SerializeAsString());
   Run(125, 200, fault, load_ends);
   falcon::v1::Event e = OnlyEvent();
+  EXPECT_EQ(e.ceiling().SerializeAsString(), ceiling.SerializeAsString());
   EXPECT_EQ(e.state(), falcon::v1::EVENT_STATE_MITIGATING) << e.DebugString();
   EXPECT_EQ(Plans().size(), 1u) << "S2 stays while the fault lasts";
   ASSERT_FALSE(log.Matching("mitigation state rebuilt").empty());

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "common/layer_split.h"
 #include "common/testing/log_capture.h"
 #include "controller/mitigation/fake_event_actions.h"
 #include "controller/mitigation/orchestrator.h"
@@ -241,6 +242,171 @@ TEST_F(OrchestratorUnitTest, ARecoveryWhileS2WaitsForTheProbeIssuesNothing) {
     EXPECT_FALSE(a.revert()) << a.DebugString();
   }
   EXPECT_TRUE(errors_.counts.empty());
+}
+
+// The demo's compute fault on a pipeline of 16 blocks (DP=4 x PP=2, M = 64, 1 MB per block): rank
+// 2 (dp 2, stage 0) x1.5; healthy 170 ms, slow 250 ms. S2 costs 5 x 80 ms = 0.4 s, S2L 2 MB at
+// 1 GB/s + the 1 s pause setting = 1.002 s.
+class OrchestratorS2LTest : public ::testing::Test {
+ protected:
+  OrchestratorS2LTest() : actions_(4, 2, 64, 16, 1'000'000), orchestrator_({}, &clock_) {
+    orchestrator_.SetErrorCounter(&errors_);
+  }
+  static falcon::v1::Event Event() {
+    falcon::v1::Event e = ComputeEvent();
+    e.clear_ranks();
+    e.add_ranks(2);
+    e.set_healthy_iteration_time_ns(170'000'000);
+    e.set_slow_iteration_time_ns(250'000'000);
+    e.set_slowdown_ratio(250.0 / 170.0);
+    e.set_lost_seconds(0.5);
+    return e;
+  }
+  // Stage 0 (ranks 0-3) computes 3 summaries each, rank 2 x1.5 of its peers.
+  void FeedProbe(int64_t first_iteration) {
+    for (int64_t i = first_iteration; i < first_iteration + 3; ++i) {
+      for (uint32_t rank = 0; rank < 4; ++rank) {
+        falcon::v1::IterationSummary s;
+        s.set_rank(rank);
+        s.set_iteration(i);
+        s.set_compute_ns(rank == 2 ? 24'000'000 : 16'000'000);
+        orchestrator_.OnRankIteration(Event(), s, actions_);
+      }
+    }
+  }
+  void Applied(uint64_t id, const std::vector<std::string>& reasons = {}) {
+    falcon::v1::DirectiveRecord r = actions_.directives.at(id - 1);
+    r.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+    for (size_t i = 0; i < reasons.size(); ++i) {
+      falcon::v1::DirectiveAck* a = r.add_acks();
+      a->set_rank(static_cast<uint32_t>(i));
+      a->set_status(falcon::v1::ACK_STATUS_APPLIED);
+      a->set_reason(reasons[i]);
+    }
+    orchestrator_.OnDirectiveState(r, actions_);
+  }
+
+  common::FakeClock clock_;
+  FakeEventActions actions_;
+  CountingErrorCounter errors_;
+  Orchestrator orchestrator_;
+};
+
+TEST_F(OrchestratorS2LTest, AComputeEventEscalatesS2ThenS2LAndRevertsS2LThenS2OnClear) {
+  orchestrator_.OnVerdict(Event(), actions_);
+  FeedProbe(98);
+  orchestrator_.OnJobIteration(Event(), 101, absl::Milliseconds(250), actions_);
+  ASSERT_EQ(actions_.directives.size(), 1u);
+  ASSERT_TRUE(actions_.directives[0].directive().has_micro_batch_plan());
+  Applied(1);
+  // S2's ceiling is the event's: S2 alone recovers at most 0.75 here.
+  ASSERT_EQ(actions_.ceilings.size(), 1u);
+  EXPECT_EQ(actions_.ceilings[0].strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_NEAR(actions_.ceilings[0].recoverable(), 0.75, 0.01);
+  // Under S2 the job loses 20 ms per iteration: from 0.58 s lost at 101, S2L's 1.002 s are
+  // paid at iteration 123.
+  int64_t it = 102;
+  for (; it < 140 && actions_.directives.size() == 1; ++it) {
+    orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(190), actions_);
+  }
+  ASSERT_EQ(actions_.directives.size(), 2u);
+  EXPECT_EQ(it - 1, 123);
+  const falcon::v1::Directive& s2l = actions_.directives[1].directive();
+  ASSERT_TRUE(s2l.has_layer_split()) << s2l.DebugString();
+  EXPECT_EQ(common::SplitText(common::StageBlocksOf(s2l.layer_split()), 16), "dp2 6+10");
+  EXPECT_NE(s2l.reason().find("S2L layer split cost 1.00s (2000000 bytes / 1e+09 bytes/s + pause "
+                              "1.00s (setting))"),
+            std::string::npos)
+      << s2l.reason();
+  EXPECT_EQ(actions_.actions.back().strategy(), falcon::v1::STRATEGY_S2L_LAYER_SPLIT);
+  ASSERT_EQ(actions_.ceilings.size(), 2u);
+  EXPECT_EQ(actions_.ceilings[1].strategy(), falcon::v1::STRATEGY_S2L_LAYER_SPLIT);
+  EXPECT_GE(actions_.ceilings[1].recoverable(), 0.85);
+  const std::vector<uint32_t> s2_m(actions_.job->job().micro_batches().begin(),
+                                   actions_.job->job().micro_batches().end());
+  // The ranks report the pause the re-split took: S2L's cost in the job from now on.
+  common::testing::LogCapture log;
+  Applied(2, {"layer split dp2 6+10; moved 2 blocks; pause_s=0.250000",
+              "layer split dp2 6+10; pause_s=0.400000", "no pause reported",
+              "layer split; pause_s=soon"});
+  EXPECT_EQ(log.Count("S2L pause measured job=job directive=2 pause_s=0.4"), 1);
+  EXPECT_EQ(errors_.counts["mitigation_s2l_pause"], 1);
+  EXPECT_EQ(actions_.job->job().layer_split_size(), 4);
+
+  // The event clears: S2L is reverted (to S2's plan), then S2 (to the even split).
+  orchestrator_.OnRecovered(Event(), actions_);
+  ASSERT_EQ(actions_.directives.size(), 4u);
+  const falcon::v1::Directive& undo_s2l = actions_.directives[2].directive();
+  EXPECT_EQ(undo_s2l.reverts_directive_id(), 2u);
+  ASSERT_TRUE(undo_s2l.has_layer_split());
+  EXPECT_TRUE(common::IsEvenSplit(common::StageBlocksOf(undo_s2l.layer_split()), 16));
+  EXPECT_EQ(std::vector<uint32_t>(undo_s2l.layer_split().micro_batches().begin(),
+                                  undo_s2l.layer_split().micro_batches().end()),
+            s2_m);
+  const falcon::v1::Directive& undo_s2 = actions_.directives[3].directive();
+  EXPECT_EQ(undo_s2.reverts_directive_id(), 1u);
+  EXPECT_EQ(std::vector<uint32_t>(undo_s2.micro_batch_plan().micro_batches().begin(),
+                                  undo_s2.micro_batch_plan().micro_batches().end()),
+            (std::vector<uint32_t>{16, 16, 16, 16}));
+  // The ceiling follows: S2's again, then none.
+  ASSERT_EQ(actions_.ceilings.size(), 4u);
+  EXPECT_EQ(actions_.ceilings[2].strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_EQ(actions_.ceilings[3].strategy(), falcon::v1::STRATEGY_UNSPECIFIED);
+  EXPECT_EQ(orchestrator_.active_events(), 0u);
+
+  // The next event of the job costs S2L with the measured pause.
+  falcon::v1::Event next = Event();
+  next.set_event_id(2);
+  next.set_lost_seconds(0);
+  orchestrator_.OnVerdict(next, actions_);
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> dry = orchestrator_.DryRun(next, actions_);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  bool s2l_rung = false;
+  for (const falcon::v1::Action& a : dry->actions()) {
+    if (a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT) continue;
+    s2l_rung = true;
+    EXPECT_NE(a.reason().find("+ pause 0.400 s (measured)"), std::string::npos) << a.reason();
+    EXPECT_NE(a.reason().find("split dp2 6+10"), std::string::npos) << a.reason();
+  }
+  EXPECT_TRUE(s2l_rung);
+  EXPECT_EQ(dry->layer_split().replicas_size(), 4);
+  EXPECT_EQ(errors_.counts.size(), 1u) << "only the malformed pause";
+}
+
+// S2L carries its own micro-batch plan: an S2 step due while it is in force is skipped.
+TEST_F(OrchestratorS2LTest, S2IsSkippedWhileS2LIsInForce) {
+  actions_.settings.s2_cost_iterations = 20;  // S2 1.6 s, after S2L's 1.002 s.
+  orchestrator_.OnVerdict(Event(), actions_);
+  FeedProbe(98);
+  int64_t it = 101;
+  for (; it < 120 && actions_.directives.empty(); ++it) {
+    orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(250), actions_);
+  }
+  ASSERT_EQ(actions_.directives.size(), 1u);
+  ASSERT_TRUE(actions_.directives[0].directive().has_layer_split());
+  for (; it < 200; ++it) {
+    orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(200), actions_);
+  }
+  EXPECT_EQ(actions_.directives.size(), 1u);
+  bool skipped = false;
+  for (const falcon::v1::Action& a : actions_.actions) {
+    skipped = skipped || (a.strategy() == falcon::v1::STRATEGY_S2_MICRO_BATCH &&
+                          a.reason().find("the S2L plan in force (directive 1) already balances "
+                                          "the micro-batches") != std::string::npos);
+  }
+  EXPECT_TRUE(skipped);
+}
+
+TEST(ParsePauseSecondsTest, ReadsTheLastPauseOfAnAckReason) {
+  EXPECT_EQ(*ParsePauseSeconds("remapped; moved 2 (10 bytes); pause_s=0.125000"),
+            absl::Milliseconds(125));
+  EXPECT_EQ(*ParsePauseSeconds("pause_s=1 then pause_s=2"), absl::Seconds(2));
+  EXPECT_EQ(*ParsePauseSeconds("applied"), std::nullopt);
+  for (const char* bad : {"pause_s=", "pause_s=-1", "pause_s=nan", "pause_s=2e6", "pause_s=1s"}) {
+    absl::StatusOr<std::optional<absl::Duration>> p = ParsePauseSeconds(bad);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_NE(p.status().message().find("pause_s:"), std::string::npos) << p.status();
+  }
 }
 
 }  // namespace

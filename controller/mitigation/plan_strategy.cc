@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/layer_split.h"
 #include "controller/metrics/metric_table.h"
 #include "glog/logging.h"
 
@@ -55,6 +56,7 @@ void PlanStrategy::Revert(const analysis::plan::EscalationStep& step, EventConte
           << " strategy=" << ShortName(level());
   OnDropped(ctx);
   directive_ = 0;
+  ceiling_.reset();
 }
 
 bool PlanStrategy::OnDirectiveState(const falcon::v1::DirectiveRecord& record, EventContext& ctx,
@@ -68,6 +70,7 @@ bool PlanStrategy::OnDirectiveState(const falcon::v1::DirectiveRecord& record, E
             << " state=" << falcon::v1::DirectiveRecord::State_Name(record.state()) << " why=\""
             << record.state_reason() << "\"";
   directive_ = 0;
+  ceiling_.reset();
   OnDropped(ctx);
   return false;
 }
@@ -75,18 +78,31 @@ bool PlanStrategy::OnDirectiveState(const falcon::v1::DirectiveRecord& record, E
 void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, detection::EventActions& actions,
                        common::ErrorCounter& errors) {
   const falcon::v1::Directive& d = record.directive();
+  const registry::JobEntry* job = actions.FindJob(d.job());
   std::vector<uint32_t> m;
+  // A micro-batch plan or a topology change keeps the split in force.
+  google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit> split;
+  if (job != nullptr) split = job->job().layer_split();
   if (d.has_micro_batch_plan()) {
     m.assign(d.micro_batch_plan().micro_batches().begin(),
              d.micro_batch_plan().micro_batches().end());
+  } else if (d.has_layer_split()) {
+    m.assign(d.layer_split().micro_batches().begin(), d.layer_split().micro_batches().end());
+    split = d.layer_split().replicas();
+    // Back to even (an S2L reverted): the job shows no split, as before any.
+    const std::vector<common::StageBlocks> blocks = common::StageBlocksOf(d.layer_split());
+    int total = 0;
+    if (!blocks.empty()) {
+      for (int b : blocks[0]) total += b;
+    }
+    if (common::IsEvenSplit(blocks, total)) split.Clear();
   } else if (d.has_topology_change()) {
-    const registry::JobEntry* job = actions.FindJob(d.job());
     if (job == nullptr) return;  // The job ended: no plan to keep.
     m.assign(job->job().micro_batches().begin(), job->job().micro_batches().end());
   } else {
     return;
   }
-  if (absl::Status s = actions.SetJobPlan(d.job(), d.plan_version(), m); !s.ok()) {
+  if (absl::Status s = actions.SetJobPlan(d.job(), d.plan_version(), m, split); !s.ok()) {
     LOG(WARNING) << "plan in force not recorded job=" << d.job() << " event=" << record.event_id()
                  << " directive=" << d.directive_id()
                  << " where=" << metrics::where::kMitigationSetJobPlan << " error=" << s;

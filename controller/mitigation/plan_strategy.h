@@ -1,6 +1,7 @@
-// What S2 (micro-batch plan) and S3 (topology change) share: a plan that stays in force until it
-// is reverted with a directive that names it (reverts_directive_id) and restores what it replaced,
-// and that is dropped when its directive is rejected or times out. See strategy.h.
+// What S2 (micro-batch plan), S2L (layer split) and S3 (topology change) share: a plan that stays
+// in force until it is reverted with a directive that names it (reverts_directive_id) and restores
+// what it replaced, and that is dropped when its directive is rejected or times out. See
+// strategy.h.
 #ifndef FALCON_CONTROLLER_MITIGATION_PLAN_STRATEGY_H_
 #define FALCON_CONTROLLER_MITIGATION_PLAN_STRATEGY_H_
 
@@ -27,9 +28,10 @@ class PlanStrategy : public MitigationStrategy {
   virtual void OnDropped(EventContext& /*ctx*/) {}
 };
 
-// A plan directive (micro-batch plan or topology change) was APPLIED: records the job's plan in
-// force (Job.plan_version, Job.micro_batches; a topology change keeps the micro-batches). A
-// store error is logged and counted at "mitigation_set_job_plan".
+// A plan directive (micro-batch plan, layer split or topology change) was APPLIED: records the
+// job's plan in force (Job.plan_version, Job.micro_batches, Job.layer_split: a layer split sets
+// both, an even one clears the split; a micro-batch plan keeps the split, a topology change
+// both). A store error is logged and counted at "mitigation_set_job_plan".
 void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, detection::EventActions& actions,
                        common::ErrorCounter& errors);
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "analysis/plan/layer_split_planner.h"
 #include "analysis/plan/micro_batch_solver.h"
 #include "analysis/plan/pipeline_cost.h"
 #include "analysis/plan/topology_planner.h"
@@ -71,6 +72,107 @@ absl::StatusOr<absl::Duration> Predict(const JobShape& shape, const std::vector<
   absl::StatusOr<analysis::plan::IterationEstimate> e = analysis::plan::EstimateIteration(t);
   if (!e.ok()) return e.status();
   return e->iteration;
+}
+
+// Stage counts -> the first block of each stage, and back.
+analysis::plan::StageSplit FirstBlocks(const common::StageBlocks& stages) {
+  analysis::plan::StageSplit first;
+  int at = 0;
+  for (int b : stages) {
+    first.push_back(at);
+    at += b;
+  }
+  return first;
+}
+
+common::StageBlocks BlocksOf(const analysis::plan::StageSplit& first, int blocks) {
+  common::StageBlocks out;
+  for (size_t s = 0; s < first.size(); ++s) {
+    out.push_back((s + 1 < first.size() ? first[s + 1] : blocks) - first[s]);
+  }
+  return out;
+}
+
+// Blocks of one pipeline whose stage differs between two splits of it.
+int BlocksMoved(const analysis::plan::StageSplit& a, const analysis::plan::StageSplit& b,
+                int blocks) {
+  int moved = 0;
+  size_t sa = 0, sb = 0;
+  for (int block = 0; block < blocks; ++block) {
+    while (sa + 1 < a.size() && a[sa + 1] <= block) ++sa;
+    while (sb + 1 < b.size() && b[sb + 1] <= block) ++sb;
+    if (sa != sb) ++moved;
+  }
+  return moved;
+}
+
+// The job in the layer split planner's terms (planner.h): `blocks` blocks of c·P/blocks each,
+// the cells' slowdowns, q = 1, and the plan `shape` is in (its split when it has `blocks`
+// blocks, else even; shape.micro_batches) as the baseline.
+struct SplitModel {
+  analysis::plan::LayerSplitProblem problem;
+  std::vector<analysis::plan::StageSplit> base_splits;
+  std::vector<int64_t> base_micro_batches;
+};
+
+absl::StatusOr<SplitModel> SplitModelOf(const JobShape& shape, const std::vector<double>& cells,
+                                        absl::Duration healthy, int blocks) {
+  const analysis::plan::Layout& l = shape.layout;
+  const int D = l.dp_size(), P = l.pp_size();
+  const absl::Duration c = StageCompute(healthy, PerReplica(shape), P);
+  SplitModel out;
+  analysis::plan::LayerSplitProblem& p = out.problem;
+  p.dp = D;
+  p.pp = P;
+  p.layer_compute.assign(std::max(blocks, 0), c * P / std::max(blocks, 1));
+  p.slowdowns = cells;
+  p.global_micro_batches = shape.global_micro_batches;
+  p.multiple = 1;
+  if (absl::Status st = analysis::plan::ValidateLayerSplitProblem(p); !st.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("layer split model: ", st.message()));
+  }
+  const std::vector<common::StageBlocks> split =
+      blocks == shape.pipeline_blocks ? SplitInForce(shape) : std::vector<common::StageBlocks>{};
+  absl::StatusOr<analysis::plan::StageSplit> even = analysis::plan::EvenStageSplit(blocks, P);
+  if (!even.ok()) return absl::FailedPreconditionError(even.status().message());
+  for (int d = 0; d < D; ++d) {
+    out.base_splits.push_back(static_cast<int>(split.size()) == D ? FirstBlocks(split[d]) : *even);
+  }
+  out.base_micro_batches.assign(shape.micro_batches.begin(), shape.micro_batches.end());
+  return out;
+}
+
+// The ceiling from the model's healthy, slowed and planned iteration times, calibrated to the
+// measured healthy iteration time (the model's times scaled by healthy / model_healthy).
+falcon::v1::PlanCeiling CeilingProto(falcon::v1::Strategy strategy, absl::Duration model_healthy,
+                                     absl::Duration model_slowed, absl::Duration model_planned,
+                                     absl::Duration healthy) {
+  const double k =
+      model_healthy > absl::ZeroDuration() ? absl::FDivDuration(healthy, model_healthy) : 1.0;
+  falcon::v1::PlanCeiling c;
+  c.set_strategy(strategy);
+  c.set_healthy_iteration_time_ns(absl::ToInt64Nanoseconds(healthy));
+  c.set_slowed_iteration_time_ns(absl::ToInt64Nanoseconds(model_slowed * k));
+  c.set_predicted_iteration_time_ns(absl::ToInt64Nanoseconds(model_planned * k));
+  if (model_slowed > model_healthy) {
+    c.set_recoverable(
+        absl::FDivDuration(model_slowed - model_planned, model_slowed - model_healthy));
+  }
+  return c;
+}
+
+// The ceiling of `splits` with `micro_batches` from the model's baseline.
+std::optional<falcon::v1::PlanCeiling> SplitCeiling(
+    falcon::v1::Strategy strategy, const SplitModel& model,
+    const std::vector<analysis::plan::StageSplit>& splits,
+    const std::vector<int64_t>& micro_batches, absl::Duration healthy) {
+  absl::StatusOr<analysis::plan::LayerSplitPlan> plan =
+      analysis::plan::EvaluateLayerSplit(model.problem, splits, micro_batches);
+  if (!plan.ok()) return std::nullopt;
+  absl::StatusOr<analysis::plan::RecoverableCeiling> c =
+      analysis::plan::CeilingOf(model.problem, model.base_splits, model.base_micro_batches, *plan);
+  if (!c.ok()) return std::nullopt;
+  return CeilingProto(strategy, c->healthy, c->slowed, c->planned, healthy);
 }
 
 }  // namespace
@@ -174,7 +276,43 @@ absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
   } else {
     shape.micro_batches = EvenSplit(m, dp, pp);
   }
+  // The pipeline as the job record has it, else as the agents registered it.
+  int64_t blocks = 0, block_bytes = 0;
+  for (const auto& [agent, part] : job.parts()) {
+    blocks = std::max<int64_t>(blocks, part.registration().pipeline_blocks());
+    block_bytes =
+        std::max<int64_t>(block_bytes, static_cast<int64_t>(std::min<uint64_t>(
+                                           part.registration().block_state_bytes(), 1ULL << 50)));
+  }
+  if (job.job().pipeline_blocks() > 0) blocks = job.job().pipeline_blocks();
+  if (job.job().block_state_bytes() > 0) {
+    block_bytes =
+        static_cast<int64_t>(std::min<uint64_t>(job.job().block_state_bytes(), 1ULL << 50));
+  }
+  shape.pipeline_blocks = blocks <= common::kMaxPipelineBlocks ? static_cast<int>(blocks) : 0;
+  shape.block_state_bytes = block_bytes;
+  if (job.job().layer_split_size() > 0 && shape.pipeline_blocks > 0) {
+    falcon::v1::LayerSplit split;
+    *split.mutable_replicas() = job.job().layer_split();
+    for (int d = 0; d < dp; ++d) split.add_micro_batches(1);  // Only the split is checked.
+    if (common::ValidateLayerSplit(split, dp, pp, shape.pipeline_blocks, 0).ok()) {
+      shape.layer_split = common::StageBlocksOf(split);
+    }
+  }
   return shape;
+}
+
+bool Resplittable(const JobShape& shape) {
+  const int pp = shape.layout.pp_size();
+  return pp >= 2 && shape.pipeline_blocks > pp &&
+         shape.pipeline_blocks <= common::kMaxPipelineBlocks;
+}
+
+std::vector<common::StageBlocks> SplitInForce(const JobShape& shape) {
+  const int dp = shape.layout.dp_size(), pp = shape.layout.pp_size();
+  if (static_cast<int>(shape.layer_split.size()) == dp) return shape.layer_split;
+  if (shape.pipeline_blocks < pp || pp < 1) return {};
+  return std::vector<common::StageBlocks>(dp, common::EvenStageBlocks(shape.pipeline_blocks, pp));
 }
 
 absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit, absl::Duration healthy,
@@ -219,6 +357,103 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit, abs
                     absl::StrFormat("; also rank %s of another event x%.2f",
                                     absl::StrJoin(o.ranks, ","), CulpritStageSlowdown(o, m, P)));
   }
+  // The ceiling on the layer split model (per block when the blocks are known, else one block
+  // per stage: the same 1F1B model as Predict) with the split in force.
+  absl::StatusOr<SplitModel> model =
+      SplitModelOf(shape, cells, healthy, Resplittable(shape) ? shape.pipeline_blocks : P);
+  if (model.ok()) {
+    plan.ceiling = SplitCeiling(
+        falcon::v1::STRATEGY_S2_MICRO_BATCH, *model, model->base_splits,
+        std::vector<int64_t>(plan.micro_batches.begin(), plan.micro_batches.end()), healthy);
+  }
+  return plan;
+}
+
+absl::StatusOr<S2LPlan> PlanS2L(const JobShape& shape, const Culprit& culprit,
+                                absl::Duration healthy, const std::vector<Culprit>& others) {
+  const analysis::plan::Layout& l = shape.layout;
+  const int D = l.dp_size(), P = l.pp_size();
+  const int L = shape.pipeline_blocks;
+  if (!Resplittable(shape)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("S2L: the job's pipeline cannot be re-split (pp ", P, ", ",
+                     L > 0 ? absl::StrCat(L, " blocks") : std::string("blocks unknown"), ")"));
+  }
+  const int64_t m = PerReplica(shape);
+  bool any = false;
+  for (uint32_t r : culprit.ranks) any = any || static_cast<int>(r) < l.world_size();
+  if (!any) return absl::FailedPreconditionError("S2L: no culprit rank in the job's layout");
+  const double s = CulpritStageSlowdown(culprit, m, P);
+  const std::vector<double> cells = CellSlowdowns(shape, culprit, s, others);
+  absl::StatusOr<SplitModel> model = SplitModelOf(shape, cells, healthy, L);
+  if (!model.ok()) return model.status();
+  const analysis::plan::LayerSplitProblem& problem = model->problem;
+  absl::StatusOr<analysis::plan::LayerSplitPlan> best = analysis::plan::PlanLayerSplit(problem);
+  if (!best.ok()) return absl::FailedPreconditionError(best.status().message());
+  std::vector<int64_t> counts;
+  std::vector<analysis::plan::StageSplit> splits;
+  for (const analysis::plan::ReplicaLayerPlan& r : best->replicas) {
+    counts.push_back(r.micro_batches);
+    splits.push_back(r.first_layer);
+  }
+  // A replica keeps the split in force when it is no slower under the planned counts (a healthy
+  // pipeline, or one of several equally good splits): fewer blocks move.
+  absl::StatusOr<analysis::plan::LayerSplitPlan> kept =
+      analysis::plan::EvaluateLayerSplit(problem, model->base_splits, counts);
+  if (kept.ok()) {
+    std::vector<analysis::plan::StageSplit> mixed = splits;
+    for (int d = 0; d < D; ++d) {
+      if (kept->replicas[d].pipeline <= best->replicas[d].pipeline) {
+        mixed[d] = model->base_splits[d];
+      }
+    }
+    absl::StatusOr<analysis::plan::LayerSplitPlan> check =
+        analysis::plan::EvaluateLayerSplit(problem, mixed, counts);
+    if (check.ok() && check->iteration <= best->iteration) {
+      splits = std::move(mixed);
+      best = std::move(check);
+    }
+  }
+  // S2 alone: the best counts for the split in force, in multiples of P as S2 plans them.
+  analysis::plan::LayerSplitProblem s2_problem = problem;
+  if (shape.global_micro_batches % P == 0 && shape.global_micro_batches >= int64_t{D} * P) {
+    s2_problem.multiple = P;
+  }
+  absl::StatusOr<analysis::plan::LayerSplitPlan> s2 =
+      analysis::plan::PlanMicroBatchesForSplits(s2_problem, model->base_splits);
+  if (!s2.ok()) return absl::FailedPreconditionError(s2.status().message());
+  absl::StatusOr<analysis::plan::LayerSplitPlan> current =
+      analysis::plan::EvaluateLayerSplit(problem, model->base_splits, model->base_micro_batches);
+
+  S2LPlan plan;
+  plan.stage_slowdown = s;
+  plan.predicted = best->iteration;
+  plan.predicted_s2 = s2->iteration;
+  plan.predicted_current = current.ok() ? current->iteration : s2->iteration;
+  std::vector<common::StageBlocks> base;
+  for (int d = 0; d < D; ++d) {
+    plan.split.push_back(BlocksOf(splits[d], L));
+    base.push_back(BlocksOf(model->base_splits[d], L));
+    plan.blocks_moved += BlocksMoved(model->base_splits[d], splits[d], L);
+    plan.micro_batches.push_back(static_cast<uint32_t>(counts[d]));
+  }
+  plan.bytes_moved = plan.blocks_moved * shape.block_state_bytes;
+  plan.improves = plan.blocks_moved > 0 && plan.predicted < plan.predicted_s2 * 0.98;
+  plan.summary = absl::StrFormat(
+      "split %s (was %s), m = [%s] (was [%s]), %d blocks move (%d bytes), culprit stage slowdown "
+      "x%.2f, predicted %s (S2 alone %s, now %s)",
+      common::SplitText(plan.split, L), common::SplitText(base, L),
+      absl::StrJoin(plan.micro_batches, ", "), absl::StrJoin(shape.micro_batches, ", "),
+      plan.blocks_moved, plan.bytes_moved, s, Secs(plan.predicted), Secs(plan.predicted_s2),
+      Secs(plan.predicted_current));
+  for (const Culprit& o : others) {
+    if (o.cause != falcon::v1::CAUSE_COMPUTE || o.ranks.empty()) continue;
+    absl::StrAppend(&plan.summary,
+                    absl::StrFormat("; also rank %s of another event x%.2f",
+                                    absl::StrJoin(o.ranks, ","), CulpritStageSlowdown(o, m, P)));
+  }
+  plan.ceiling =
+      SplitCeiling(falcon::v1::STRATEGY_S2L_LAYER_SPLIT, *model, splits, counts, healthy);
   return plan;
 }
 
@@ -301,6 +536,17 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::D
   plan.predicted = t->after.iteration;
   plan.predicted_current = t->before.iteration;
   plan.improves = !t->moved_ranks.empty() && t->after.iteration < t->before.iteration;
+  // The ceiling: the planner's estimates, with the layout in force and no slowdown as healthy.
+  absl::StatusOr<analysis::plan::JobTiming> unslowed =
+      analysis::plan::LayoutTiming(l, {}, {}, options.model);
+  if (unslowed.ok()) {
+    absl::StatusOr<analysis::plan::IterationEstimate> h =
+        analysis::plan::EstimateIteration(*unslowed);
+    if (h.ok()) {
+      plan.ceiling = CeilingProto(falcon::v1::STRATEGY_S3_TOPOLOGY, h->iteration,
+                                  t->before.iteration, t->after.iteration, healthy);
+    }
+  }
   plan.summary = absl::StrFormat(
       "%d ranks move; slow links in DP %d -> %d, in PP %d -> %d; straggler stages %d -> %d; "
       "predicted %s (now %s)%s%s",
@@ -464,7 +710,8 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
                                                       const settings::EffectiveSettings& settings,
                                                       const Culprit& culprit,
                                                       absl::Duration healthy, absl::Time now,
-                                                      const LadderState& state) {
+                                                      const LadderState& state,
+                                                      std::optional<absl::Duration> s2l_pause) {
   if (healthy <= absl::ZeroDuration()) {
     return absl::FailedPreconditionError("no healthy iteration time known for the job yet");
   }
@@ -487,12 +734,28 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
          settings.s2_enabled,
          absl::StrFormat("%g x Δt_iter %s", settings.s2_cost_iterations, Secs(delta))});
   }
+  // S2L for a pipeline that can be re-split (as the escalation's candidates): its cost needs the
+  // bytes its plan moves.
+  std::optional<absl::StatusOr<S2LPlan>> s2l;
+  if (compute && Resplittable(shape)) {
+    s2l = PlanS2L(shape, culprit, healthy);
+    const int64_t bytes = s2l->ok() ? (*s2l)->bytes_moved : 0;
+    const absl::Duration pause = s2l_pause.value_or(absl::Seconds(settings.s2l_pause_seconds));
+    ladder.push_back(
+        {falcon::v1::STRATEGY_S2L_LAYER_SPLIT,
+         absl::Seconds(static_cast<double>(bytes) / settings.s2l_bandwidth_bytes_per_s) + pause,
+         settings.s2l_enabled,
+         absl::StrFormat("%d bytes / %g bytes/s + pause %s (%s)", bytes,
+                         settings.s2l_bandwidth_bytes_per_s, Secs(pause),
+                         s2l_pause.has_value() ? "measured" : "setting")});
+  }
   if (compute || comm) {
     ladder.push_back({falcon::v1::STRATEGY_S3_TOPOLOGY, absl::Seconds(settings.s3_cost_seconds),
                       settings.s3_enabled, "setting"});
   }
   ladder.push_back({falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART,
                     absl::Seconds(settings.s4_cost_seconds), settings.s4_enabled, "setting"});
+  // By cost; equal costs in escalation order (S2L between S2 and S3, whatever its number).
   std::stable_sort(ladder.begin(), ladder.end(),
                    [](const Rung& a, const Rung& b) { return a.cost < b.cost; });
   bool predicted = false;
@@ -526,6 +789,21 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
       if (p.ok()) {
         for (uint32_t v : p->micro_batches) out.mutable_micro_batch_plan()->add_micro_batches(v);
         absl::StrAppend(&reason, "; ", p->summary, p->improves ? "" : "; no better plan");
+        if (p->improves && rung.enabled && !predicted) {
+          out.set_predicted_iteration_time_s(absl::ToDoubleSeconds(p->predicted));
+          predicted = true;
+        }
+      } else {
+        absl::StrAppend(&reason, "; not applicable: ", p.status().message());
+      }
+    } else if (rung.strategy == falcon::v1::STRATEGY_S2L_LAYER_SPLIT) {
+      const absl::StatusOr<S2LPlan>& p = *s2l;
+      if (p.ok()) {
+        falcon::v1::LayerSplit* split = out.mutable_layer_split();
+        common::SetStageBlocks(p->split, split);
+        for (uint32_t v : p->micro_batches) split->add_micro_batches(v);
+        absl::StrAppend(&reason, "; ", p->summary,
+                        p->improves ? "" : "; no better plan than S2 alone");
         if (p->improves && rung.enabled && !predicted) {
           out.set_predicted_iteration_time_s(absl::ToDoubleSeconds(p->predicted));
           predicted = true;

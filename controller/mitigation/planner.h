@@ -1,7 +1,9 @@
 // Planning for mitigation, shared by the orchestrator (orchestrator.h) and the
 // Control API's DryRunPlan: a job's shape from its registration, the S2 micro-batch plan
-// (analysis/plan/micro_batch_solver.h, docs/algorithms.md#s2-micro-batch-solver), the S3
-// topology change (analysis/plan/topology_planner.h, docs/algorithms.md#s3-topology-planner) and
+// (analysis/plan/micro_batch_solver.h, docs/algorithms.md#s2-micro-batch-solver), the S2L layer
+// split (analysis/plan/layer_split_planner.h, docs/algorithms.md#layer-split-planner), the S3
+// topology change (analysis/plan/topology_planner.h, docs/algorithms.md#s3-topology-planner), the
+// recoverable ceiling of each plan (Event.ceiling, docs/algorithms.md#recoverable-ceiling) and
 // the escalation ladder with its costs (docs/algorithms.md#escalation).
 //
 // The cost model (analysis/plan/pipeline_cost.h, 1F1B) is calibrated from the healthy job
@@ -9,18 +11,22 @@
 // (m + P − 1)·c, which gives the per-stage compute c of one micro-batch. A compute culprit's
 // stage slowdown s is derived from the job's slowdown ratio r (slow / healthy iteration time):
 // one stage slowed by s gives slow ≈ (P − 1)·c + m·s·c, so s = 1 + (r − 1)·(m + P − 1)/m.
+// S2L spreads c over the blocks a stage holds: each of the L blocks computes c·P/L per
+// micro-batch (embedding, head and transfers are not modelled).
 // Pure functions; thread-compatible.
 #ifndef FALCON_CONTROLLER_MITIGATION_PLANNER_H_
 #define FALCON_CONTROLLER_MITIGATION_PLANNER_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "analysis/plan/layout.h"
+#include "common/layer_split.h"
 #include "controller/registry/job_registry.h"
 #include "controller/settings/settings_manager.h"
 #include "proto/falcon/v1/control.pb.h"
@@ -62,15 +68,30 @@ struct JobShape {
   analysis::plan::Layout layout;        // rank -> (dp, pp, tp) and node.
   int64_t global_micro_batches = 0;     // M.
   std::vector<uint32_t> micro_batches;  // Plan in force, per DP index (even split when none).
+  // The model's pipeline (S2L): its blocks (layers between embedding and head; 0 unknown), the
+  // bytes of state one block moves, and the split in force per DP index (empty: every pipeline
+  // even; else D entries of P stage counts summing to pipeline_blocks).
+  int pipeline_blocks = 0;
+  int64_t block_state_bytes = 0;
+  std::vector<common::StageBlocks> layer_split;
 };
 
 // The shape of `job`: `layout` when given (the layout in force after an S3), else the ranks'
 // registered (dp_index, pp_index, tp_index); M from the registration (else dp × pp);
-// `micro_batches` when it has one entry per DP index, else the even split.
+// `micro_batches` when it has one entry per DP index, else the even split; the pipeline's blocks
+// and block state bytes as registered (Job, else the agents' registrations), and the layer split
+// in force (Job.layer_split; empty unless it fits the layout and the blocks).
 // kFailedPrecondition naming what is missing (layout indices, sizes) or inconsistent.
 absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
                                  const analysis::plan::Layout* layout,
                                  const std::vector<uint32_t>& micro_batches);
+
+// Whether S2L can re-split the job's pipelines: P >= 2 and a known block count above P (at most
+// common::kMaxPipelineBlocks).
+bool Resplittable(const JobShape& shape);
+// The layer split in force of every DP group: shape.layer_split, else each pipeline even (empty
+// when the blocks are unknown).
+std::vector<common::StageBlocks> SplitInForce(const JobShape& shape);
 
 // The trainer's even split: M/P blocks of P micro-batches, the remainder to the lowest indices.
 std::vector<uint32_t> EvenSplit(int64_t global_micro_batches, int dp, int pp);
@@ -89,6 +110,9 @@ struct S2Plan {
   absl::Duration predicted_current;  // ... under the plan in force, with the culprits.
   bool improves = false;             // predicted < predicted_current by >= 2 %.
   std::string summary;               // E.g. "m = [2, 6, 4, 4] (was [4, 4, 4, 4])".
+  // The plan's recoverable ceiling (from shape.micro_batches and the split in force); nullopt
+  // when the model cannot evaluate it.
+  std::optional<falcon::v1::PlanCeiling> ceiling;
 };
 // S2 for compute culprits. `others`: the culprits of the job's other active events
 // (docs/algorithms.md#concurrent-events); their compute ranks slow their (dp, pp) cells by their
@@ -97,6 +121,30 @@ struct S2Plan {
 absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit, absl::Duration healthy,
                               const std::vector<Culprit>& others = {});
 
+// S2L: the layer split of every DP group's pipeline with the micro-batch plan that goes with it
+// (analysis::plan::PlanLayerSplit on the model above: one block computes c·P/L, each (dp, pp)
+// cell slowed as S2 slows it, q = 1, M the job's), planned from the split in force
+// (shape.layer_split) and shape.micro_batches, for compute culprits of a Resplittable job. A
+// replica whose split in force is no slower under the planned micro-batches keeps it.
+struct S2LPlan {
+  std::vector<common::StageBlocks> split;  // Per DP index, P stage counts each.
+  std::vector<uint32_t> micro_batches;     // Per DP index, each >= 1, summing to M.
+  double stage_slowdown = 1;               // The culprits' stage slowdown the plan is sized for.
+  absl::Duration predicted;                // Iteration time under the plan (cost model).
+  absl::Duration predicted_s2;             // ... under S2 alone (the split in force, q = P).
+  absl::Duration predicted_current;        // ... under the plan it starts from.
+  int blocks_moved = 0;                    // Σ over DP groups of the blocks changing stage.
+  int64_t bytes_moved = 0;                 // blocks_moved × shape.block_state_bytes.
+  // A block moves and predicted < 0.98 × predicted_s2 (else S2 alone does as well).
+  bool improves = false;
+  std::string summary;  // E.g. "split dp1 6+10 (was even), m = [...] (was [...]), ...".
+  std::optional<falcon::v1::PlanCeiling> ceiling;  // As S2Plan's.
+};
+// kFailedPrecondition when the job is not Resplittable, no culprit rank is in the layout, or the
+// planner refuses the problem (its message).
+absl::StatusOr<S2LPlan> PlanS2L(const JobShape& shape, const Culprit& culprit,
+                                absl::Duration healthy, const std::vector<Culprit>& others = {});
+
 struct S3Plan {
   analysis::plan::Layout layout;      // The complete new layout.
   falcon::v1::TopologyChange change;  // ... as the directive carries it.
@@ -104,6 +152,9 @@ struct S3Plan {
   absl::Duration predicted_current;
   bool improves = false;  // The layout changed and is predicted faster.
   std::string summary;    // Moves, slow links in DP before/after, notes.
+  // The ceiling: the planner's estimates before/after, with the layout in force and no slowdown
+  // as healthy; nullopt when the model cannot evaluate it.
+  std::optional<falcon::v1::PlanCeiling> ceiling;
 };
 // S3: takes slow links out of DP (and PP) traffic, packs slow ranks into few stages. A culprit
 // node's links to every other node of the layout count as slow links (its NIC). `others`: the
@@ -148,7 +199,9 @@ struct LadderState {
 };
 
 // DryRunPlan: the escalation ladder (S1 first, then each enabled candidate with the lost time
-// that pays for it and why, "disabled" ones noted), the S2 / S3 plans when they apply, and the
+// that pays for it and why, "disabled" ones noted; S2L for a compute culprit of a Resplittable
+// job, costing its plan's bytes over s2l_bandwidth_bytes_per_s plus `s2l_pause` when given, else
+// s2l_pause_seconds), the S2 / S2L / S3 plans when they apply, and the
 // predicted iteration time under the first plan that improves. Each step's iteration is where
 // `state` says it was taken, else where the lost time would pay for it: state.iteration +
 // ceil((cost - state.lost) / Δt_iter). The S2 plan is computed from shape.micro_batches (the
@@ -157,7 +210,8 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
                                                       const settings::EffectiveSettings& settings,
                                                       const Culprit& culprit,
                                                       absl::Duration healthy, absl::Time now,
-                                                      const LadderState& state);
+                                                      const LadderState& state,
+                                                      std::optional<absl::Duration> s2l_pause = {});
 
 }  // namespace falcon::controller::mitigation
 

@@ -318,5 +318,87 @@ TEST(PlannerTest, DryRunShowsTakenStepsWhereTheyHappenedAndProjectsTheRest) {
       << r->actions(2).reason();
 }
 
+// The S2L rung: a compute culprit of a pipeline with blocks to move sits between S2 and S3 (its
+// cost the plan's bytes over the bandwidth plus the pause), with its plan in layer_split.
+TEST(PlannerTest, DryRunLaddersS2LWithItsSplitAndCost) {
+  JobShape shape = Shape(64);
+  shape.pipeline_blocks = 16;
+  shape.block_state_bytes = 500'000'000;
+  ASSERT_TRUE(Resplittable(shape));
+  EXPECT_EQ(SplitInForce(shape), std::vector<common::StageBlocks>(4, {8, 8}));
+  settings::EffectiveSettings s;
+  s.s2_cost_iterations = 50;  // 50 x 80 ms = 4 s.
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMPUTE;
+  c.ranks = {2};  // dp 2, stage 0.
+  c.slowdown_ratio = 250.0 / 170.0;
+  c.measured_stage_slowdown = 1.5;
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> r =
+      DryRun(shape, s, c, absl::Milliseconds(170), absl::FromUnixSeconds(1000), LadderState{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->actions_size(), 5);
+  // S2L: 2 blocks x 0.5 GB at 1 GB/s + 1 s = 2 s, before S2's 4 s.
+  EXPECT_EQ(r->actions(1).strategy(), falcon::v1::STRATEGY_S2L_LAYER_SPLIT);
+  EXPECT_NE(r->actions(1).reason().find("when lost >= 2.000 s (1000000000 bytes / 1e+09 bytes/s "
+                                        "+ pause 1.000 s (setting))"),
+            std::string::npos)
+      << r->actions(1).reason();
+  EXPECT_NE(r->actions(1).reason().find("split dp2 6+10 (was even)"), std::string::npos);
+  EXPECT_EQ(r->actions(2).strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_EQ(r->actions(3).strategy(), falcon::v1::STRATEGY_S3_TOPOLOGY);
+  ASSERT_EQ(r->layer_split().replicas_size(), 4);
+  EXPECT_EQ(r->layer_split().replicas(2).stage_blocks(0), 6u);
+  EXPECT_EQ(std::accumulate(r->layer_split().micro_batches().begin(),
+                            r->layer_split().micro_batches().end(), 0u),
+            64u);
+  // The first plan that improves is S2L's: 180 ms.
+  EXPECT_NEAR(r->predicted_iteration_time_s(), 0.180, 1e-6);
+  // A measured pause replaces the setting.
+  r = DryRun(shape, s, c, absl::Milliseconds(170), absl::FromUnixSeconds(1000), LadderState{},
+             absl::Milliseconds(250));
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->actions(1).reason().find("+ pause 0.250 s (measured)"), std::string::npos)
+      << r->actions(1).reason();
+  // Without blocks to move, no S2L rung (as the escalation's candidates).
+  shape.pipeline_blocks = 2;
+  r = DryRun(shape, s, c, absl::Milliseconds(170), absl::FromUnixSeconds(1000), LadderState{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->actions_size(), 4);
+  EXPECT_FALSE(r->has_layer_split());
+}
+
+// The ceiling each plan carries: on the same model as its plan, calibrated to the measured
+// healthy iteration time.
+TEST(PlannerTest, PlansCarryTheirRecoverableCeiling) {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMPUTE;
+  c.ranks = {2};
+  c.measured_stage_slowdown = 1.5;
+  absl::StatusOr<S2Plan> s2 = PlanS2(Shape(64), c, absl::Milliseconds(170));
+  ASSERT_TRUE(s2.ok());
+  ASSERT_TRUE(s2->ceiling.has_value());
+  EXPECT_EQ(s2->ceiling->strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  EXPECT_EQ(s2->ceiling->healthy_iteration_time_ns(), 170'000'000);
+  EXPECT_EQ(s2->ceiling->slowed_iteration_time_ns(), 250'000'000);
+  EXPECT_EQ(s2->ceiling->predicted_iteration_time_ns(), absl::ToInt64Nanoseconds(s2->predicted));
+  EXPECT_NEAR(s2->ceiling->recoverable(), 0.75, 0.01);
+  EXPECT_EQ(PlanS2L(Shape(64), c, absl::Milliseconds(170)).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // No blocks known.
+
+  Culprit link;
+  link.cause = falcon::v1::CAUSE_COMMUNICATION;
+  link.links = {L(0, 2)};
+  link.slowdown_ratio = 1.5;
+  absl::StatusOr<S3Plan> s3 = PlanS3(Shape(), link, absl::Milliseconds(100));
+  ASSERT_TRUE(s3.ok());
+  ASSERT_TRUE(s3->ceiling.has_value());
+  EXPECT_EQ(s3->ceiling->strategy(), falcon::v1::STRATEGY_S3_TOPOLOGY);
+  EXPECT_EQ(s3->ceiling->healthy_iteration_time_ns(), 100'000'000);
+  EXPECT_GT(s3->ceiling->slowed_iteration_time_ns(), 100'000'000);
+  EXPECT_LT(s3->ceiling->predicted_iteration_time_ns(), s3->ceiling->slowed_iteration_time_ns());
+  EXPECT_GT(s3->ceiling->recoverable(), 0.5);
+  EXPECT_LE(s3->ceiling->recoverable(), 1.0 + 1e-9);
+}
+
 }  // namespace
 }  // namespace falcon::controller::mitigation

@@ -23,6 +23,7 @@ absl::StatusOr<PlannedDirective> S3Topology::Plan(const analysis::plan::Escalati
   }
   PlannedDirective out;
   out.summary = plan->summary;
+  out.ceiling = plan->ceiling;
   const int64_t version = job->job().plan_version() + 1;
   out.directive.set_reason(absl::StrCat(step.reason, "; ", plan->summary));
   out.directive.set_plan_version(version);

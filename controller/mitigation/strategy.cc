@@ -74,6 +74,8 @@ absl::string_view ShortName(analysis::plan::Strategy strategy) {
       return "s1";
     case analysis::plan::Strategy::kS2MicroBatch:
       return "s2";
+    case analysis::plan::Strategy::kS2LLayerSplit:
+      return "s2l";
     case analysis::plan::Strategy::kS3Topology:
       return "s3";
     case analysis::plan::Strategy::kS4CheckpointRestart:
@@ -107,6 +109,7 @@ absl::Status MitigationStrategy::Issue(const analysis::plan::EscalationStep& ste
   }
   ctx.Record(actions, strategy, *id, effective, reason, false);
   directive_ = *id;
+  ceiling_ = plan.ceiling;
   OnIssued(plan, effective, ctx);
   // The directive's line (with its epoch, targets and reason, which holds the plan) is the
   // issuer's; this one is detail.
@@ -156,6 +159,7 @@ std::optional<std::string> MitigationStrategy::Measure(int64_t iteration,
 
 void MitigationStrategy::Restore(uint64_t directive, const JobShape* /*shape*/) {
   directive_ = directive;
+  ceiling_.reset();
 }
 
 absl::Status EventContext::CheckNotImbalance(const detection::EventActions& actions) const {

@@ -1,11 +1,11 @@
-// One mitigation strategy (S2 micro-batch rebalance, S3 topology change, S4 checkpoint-restart)
-// behind one interface: Plan computes the directive for the event, Issue sends it through the
-// controller's directive protocol (or, under dry run, records it without sending), Measure judges
-// the job under the plan in force, Revert undoes it. Each strategy object belongs to one event and
-// keeps that event's state of its level (the directive in force, what it replaced). What the
-// levels share about the event lives in EventContext. The escalation policy (when to try which
-// level; analysis/plan/escalation.h) stays with the caller (orchestrator.h).
-// See docs/algorithms.md#strategies. Not thread-safe: controller loop only.
+// One mitigation strategy (S2 micro-batch rebalance, S2L layer split, S3 topology change, S4
+// checkpoint-restart) behind one interface: Plan computes the directive for the event, Issue sends
+// it through the controller's directive protocol (or, under dry run, records it without sending),
+// Measure judges the job under the plan in force, Revert undoes it. Each strategy object belongs to
+// one event and keeps that event's state of its level (the directive in force, what it replaced).
+// What the levels share about the event lives in EventContext. The escalation policy (when to try
+// which level; analysis/plan/escalation.h) stays with the caller (orchestrator.h). See
+// docs/algorithms.md#strategies. Not thread-safe: controller loop only.
 #ifndef FALCON_CONTROLLER_MITIGATION_STRATEGY_H_
 #define FALCON_CONTROLLER_MITIGATION_STRATEGY_H_
 
@@ -32,6 +32,9 @@ namespace falcon::controller::mitigation {
 // The layout in force per job after an S3 (the registration may lag behind); shared by the
 // events of the orchestrator.
 using LayoutsInForce = std::map<std::string, analysis::plan::Layout>;
+// The pause the last S2L layer split applied in each job took (the slowest rank's pause_s of its
+// APPLIED acks): S2L's cost in the job from then on; shared by the events of the orchestrator.
+using S2LPauses = std::map<std::string, absl::Duration>;
 
 // What the levels of one event share.
 struct EventContext {
@@ -48,6 +51,7 @@ struct EventContext {
   PlanMeasurement measurement;  // The job under the plan in force.
   ComputeProbe probe;           // Compute culprits only.
   LayoutsInForce* layouts = nullptr;
+  S2LPauses* s2l_pauses = nullptr;
   common::ErrorCounter* errors = nullptr;
   // The job's other active events with a verdict, as the orchestrator set them before this event's
   // latest plan (docs/algorithms.md#concurrent-events): their culprits, sized as S2 sizes them
@@ -83,7 +87,7 @@ struct EventContext {
   absl::Status CheckNotImbalance(const detection::EventActions& actions) const;
 };
 
-// "s2", "s3", "s4" (as the controller's metrics label directives).
+// "s1", "s2", "s2l", "s3", "s4" (as the controller's metrics label directives).
 absl::string_view ShortName(analysis::plan::Strategy strategy);
 
 // A directive planned, not yet issued.
@@ -91,6 +95,9 @@ struct PlannedDirective {
   falcon::v1::Directive directive;  // Body, reason and plan version; id and epoch on issue.
   std::optional<falcon::v1::Directive> rollback;
   std::string summary;  // The plan, for humans: "m = [6, 10, 8, 8] (was [8, 8, 8, 8])".
+  // What the cost model predicts for the plan (Event.ceiling while it is in force); nullopt when
+  // it cannot say (S4, or a model that refused the job).
+  std::optional<falcon::v1::PlanCeiling> ceiling;
 };
 
 class MitigationStrategy {
@@ -100,6 +107,9 @@ class MitigationStrategy {
   virtual analysis::plan::Strategy level() const = 0;
   // The directive in force (0: none).
   uint64_t directive() const { return directive_; }
+  // The ceiling of the plan in force (PlannedDirective::ceiling when issued; nullopt when none is
+  // in force, or after a controller restart rebuilt it).
+  const std::optional<falcon::v1::PlanCeiling>& ceiling() const { return ceiling_; }
 
   // The directive for `step` (an kApply of this level), or why the level cannot help now.
   virtual absl::StatusOr<PlannedDirective> Plan(const analysis::plan::EscalationStep& step,
@@ -122,7 +132,10 @@ class MitigationStrategy {
   // shape (null when unknown), what a plan in force replaced.
   virtual void Restore(uint64_t directive, const JobShape* shape);
   // Another level superseded this one (S4 restarts the job): nothing is in force any more.
-  void Supersede() { directive_ = 0; }
+  void Supersede() {
+    directive_ = 0;
+    ceiling_.reset();
+  }
 
  protected:
   // "S2 micro-batch plan", for the event's transition reason.
@@ -132,6 +145,7 @@ class MitigationStrategy {
                         EventContext& ctx) = 0;
 
   uint64_t directive_ = 0;
+  std::optional<falcon::v1::PlanCeiling> ceiling_;
   bool dry_ = false;  // A dry-run plan recorded and not reverted.
 };
 

@@ -106,6 +106,11 @@ class JobEntry {
     record_.mutable_job()->clear_micro_batches();
     for (uint32_t m : micro_batches) record_.mutable_job()->add_micro_batches(m);
   }
+  // The layer split in force (S2L; per DP index, empty: every pipeline even), set with the plan.
+  void set_layer_split(
+      const google::protobuf::RepeatedPtrField<falcon::v1::ReplicaSplit>& layer_split) {
+    *record_.mutable_job()->mutable_layer_split() = layer_split;
+  }
 
   // Whether `reg` may be merged as agent_id's part (see JobRegistry::Register); nothing changes.
   util::MaybeFieldError CheckPart(const std::string& agent_id,

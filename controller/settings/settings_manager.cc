@@ -42,6 +42,11 @@ void ApplyTo(const falcon::v1::Settings& s, EffectiveSettings* e) {
   if (s.has_s2_cost_iterations()) e->s2_cost_iterations = s.s2_cost_iterations();
   if (s.has_s3_cost_seconds()) e->s3_cost_seconds = s.s3_cost_seconds();
   if (s.has_s4_cost_seconds()) e->s4_cost_seconds = s.s4_cost_seconds();
+  if (s.has_s2l_enabled()) e->s2l_enabled = s.s2l_enabled();
+  if (s.has_s2l_bandwidth_bytes_per_s()) {
+    e->s2l_bandwidth_bytes_per_s = s.s2l_bandwidth_bytes_per_s();
+  }
+  if (s.has_s2l_pause_seconds()) e->s2l_pause_seconds = s.s2l_pause_seconds();
 }
 
 }  // namespace
@@ -117,6 +122,15 @@ absl::Status ValidateSettings(const falcon::v1::Settings& s) {
     absl::Status st = CheckRange("s4_cost_seconds", s.s4_cost_seconds(), 0, 1e7, false, false);
     if (!st.ok()) return st;
   }
+  if (s.has_s2l_bandwidth_bytes_per_s()) {
+    absl::Status st = CheckRange("s2l_bandwidth_bytes_per_s", s.s2l_bandwidth_bytes_per_s(), 0,
+                                 1e13, true, false);
+    if (!st.ok()) return st;
+  }
+  if (s.has_s2l_pause_seconds()) {
+    absl::Status st = CheckRange("s2l_pause_seconds", s.s2l_pause_seconds(), 0, 1e6, false, false);
+    if (!st.ok()) return st;
+  }
   return absl::OkStatus();
 }
 
@@ -154,6 +168,9 @@ falcon::v1::Settings SettingsManager::Get(const std::string& job) const {
   s.set_s2_cost_iterations(e.s2_cost_iterations);
   s.set_s3_cost_seconds(e.s3_cost_seconds);
   s.set_s4_cost_seconds(e.s4_cost_seconds);
+  s.set_s2l_enabled(e.s2l_enabled);
+  s.set_s2l_bandwidth_bytes_per_s(e.s2l_bandwidth_bytes_per_s);
+  s.set_s2l_pause_seconds(e.s2l_pause_seconds);
   return s;
 }
 

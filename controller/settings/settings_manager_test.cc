@@ -19,6 +19,29 @@ TEST(SettingsManagerTest, BuiltInDefaultsMatchTheProto) {
   EXPECT_DOUBLE_EQ(s.change_probability(), 0.9);
   EXPECT_EQ(s.min_gap_iterations(), 10u);
   EXPECT_DOUBLE_EQ(s.s4_cost_seconds(), 600);
+  EXPECT_TRUE(s.s2l_enabled());
+  EXPECT_DOUBLE_EQ(s.s2l_bandwidth_bytes_per_s(), 1e9);
+  EXPECT_DOUBLE_EQ(s.s2l_pause_seconds(), 1);
+}
+
+TEST(SettingsManagerTest, S2LSettingsLayerAndShowAsTheirFields) {
+  SettingsManager m;
+  store::StoreTxn txn;
+  falcon::v1::Settings job;
+  job.set_job("a");
+  job.set_s2l_enabled(false);
+  job.set_s2l_bandwidth_bytes_per_s(2.5e9);
+  job.set_s2l_pause_seconds(0.25);
+  absl::StatusOr<falcon::v1::Settings> stored = m.Prepare(job, &txn);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  m.Apply(*stored);
+  const EffectiveSettings a = m.Effective("a");
+  EXPECT_FALSE(a.s2l_enabled);
+  EXPECT_DOUBLE_EQ(a.s2l_bandwidth_bytes_per_s, 2.5e9);
+  EXPECT_DOUBLE_EQ(a.s2l_pause_seconds, 0.25);
+  EXPECT_TRUE(m.Effective("b").s2l_enabled);
+  EXPECT_EQ(SettingsFields(job),
+            "s2l_enabled=false s2l_bandwidth_bytes_per_s=2.5e+09 s2l_pause_seconds=0.25");
 }
 
 TEST(SettingsManagerTest, LayersDefaultsAndJobOverrides) {
@@ -87,7 +110,7 @@ TEST(SettingsManagerTest, OutOfRangeFieldsAreNamed) {
     falcon::v1::Settings s;
     std::string field;
   };
-  std::vector<Case> cases(8);
+  std::vector<Case> cases(11);
   cases[0].s.set_hazard(1.0);
   cases[0].field = "settings.hazard";
   cases[1].s.set_verification_min_ratio(0);
@@ -104,6 +127,12 @@ TEST(SettingsManagerTest, OutOfRangeFieldsAreNamed) {
   cases[6].field = "settings.s4_cost_seconds";
   cases[7].s.set_job(std::string(129, 'x'));
   cases[7].field = "settings.job";
+  cases[8].s.set_s2l_bandwidth_bytes_per_s(0);  // The cost divides by it.
+  cases[8].field = "settings.s2l_bandwidth_bytes_per_s: 0 is outside (0, 1e+13]";
+  cases[9].s.set_s2l_bandwidth_bytes_per_s(std::nan(""));
+  cases[9].field = "settings.s2l_bandwidth_bytes_per_s";
+  cases[10].s.set_s2l_pause_seconds(-1);
+  cases[10].field = "settings.s2l_pause_seconds: -1 is outside [0, 1e+06]";
   for (const Case& c : cases) {
     auto r = m.Prepare(c.s, &txn);
     ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.field;

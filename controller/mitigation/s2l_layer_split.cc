@@ -1,0 +1,168 @@
+#include "controller/mitigation/s2l_layer_split.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+
+namespace falcon::controller::mitigation {
+
+absl::StatusOr<PlannedDirective> S2LLayerSplit::Plan(const analysis::plan::EscalationStep& step,
+                                                     EventContext& ctx,
+                                                     detection::EventActions& actions) {
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
+  if (job == nullptr) return absl::FailedPreconditionError("job unknown");
+  if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) {
+    return absl::FailedPreconditionError("S2L helps compute fail-slows only");
+  }
+  if (absl::Status s = ctx.CheckNotImbalance(actions); !s.ok()) return s;
+  // As S2: a culprit measured no slower than its stage peers has no stage to unload.
+  if (const double probe = S2MicroBatch::ProbeRatio(ctx); probe > 0 && probe <= 1.0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the compute probe measures the culprit at x%.2f of its stage peers' compute per block: "
+        "no slow stage to unload",
+        probe));
+  }
+  absl::StatusOr<JobShape> shape = ctx.Shape(*job, PlanBase(*job, ctx));
+  if (!shape.ok()) return absl::FailedPreconditionError(shape.status().message());
+  // The split in force: what the plan starts from and what its revert restores.
+  const std::vector<common::StageBlocks> in_force = SplitInForce(*shape);
+  std::string sized_from;
+  absl::StatusOr<S2LPlan> plan = PlanS2L(*shape, S2MicroBatch::SizingCulprit(ctx, &sized_from),
+                                         ctx.healthy, ctx.other_culprits);
+  if (!plan.ok()) return absl::FailedPreconditionError(plan.status().message());
+  LOG(INFO) << "S2L plan computed " << ctx.Subject() << " split=\""
+            << common::SplitText(plan->split, shape->pipeline_blocks) << "\" micro_batches=["
+            << absl::StrJoin(plan->micro_batches, ",") << "] was=["
+            << absl::StrJoin(shape->micro_batches, ",") << "] blocks_moved=" << plan->blocks_moved
+            << " bytes_moved=" << plan->bytes_moved
+            << " stage_slowdown=" << absl::StrFormat("%.2f", plan->stage_slowdown)
+            << " stage_slowdown_from=" << sized_from
+            << " predicted_s=" << absl::ToDoubleSeconds(plan->predicted)
+            << " s2_alone_s=" << absl::ToDoubleSeconds(plan->predicted_s2)
+            << " improves=" << plan->improves;
+  if (!plan->improves) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        plan->blocks_moved == 0 ? "no block would move: " : "no better than S2 alone (by 2%): ",
+        plan->summary));
+  }
+  const int dp = shape->layout.dp_size(), pp = shape->layout.pp_size();
+  PlannedDirective out;
+  out.summary = plan->summary;
+  out.ceiling = plan->ceiling;
+  const int64_t version = job->job().plan_version() + 1;
+  out.directive.set_reason(absl::StrCat(step.reason, "; ", plan->summary));
+  out.directive.set_plan_version(version);
+  falcon::v1::LayerSplit* split = out.directive.mutable_layer_split();
+  common::SetStageBlocks(plan->split, split);
+  for (uint32_t m : plan->micro_batches) split->add_micro_batches(m);
+  if (absl::Status s = common::ValidateLayerSplit(*split, dp, pp, shape->pipeline_blocks,
+                                                  shape->global_micro_batches);
+      !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("S2L planned an invalid split: ", s.message()));
+  }
+  // The rollback restores the plan in force (S2's micro-batches, when S2 is in force).
+  std::vector<uint32_t> m_in_force(job->job().micro_batches().begin(),
+                                   job->job().micro_batches().end());
+  if (static_cast<int>(m_in_force.size()) != dp) m_in_force = shape->micro_batches;
+  falcon::v1::Directive& rollback = out.rollback.emplace();
+  rollback.set_plan_version(version + 1);
+  common::SetStageBlocks(in_force, rollback.mutable_layer_split());
+  for (uint32_t m : m_in_force) rollback.mutable_layer_split()->add_micro_batches(m);
+  planned_before_split_ = in_force;
+  planned_before_m_ = std::move(m_in_force);
+  planned_base_m_ = shape->micro_batches;
+  return out;
+}
+
+std::vector<uint32_t> S2LLayerSplit::PlanBase(const registry::JobEntry& job,
+                                              const EventContext& ctx) const {
+  if (directive_ != 0 && !base_m_.empty()) return base_m_;
+  if (s2_ != nullptr) return s2_->PlanBase(job, ctx);
+  return std::vector<uint32_t>(job.job().micro_batches().begin(), job.job().micro_batches().end());
+}
+
+void S2LLayerSplit::CostInputs(EventContext& ctx, detection::EventActions& actions,
+                               analysis::plan::EscalationOptions* options) {
+  if (ctx.s2l_pauses != nullptr) {
+    auto it = ctx.s2l_pauses->find(ctx.job);
+    if (it != ctx.s2l_pauses->end()) options->s2l_measured_pause = it->second;
+  }
+  if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) return;
+  const registry::JobEntry* job = actions.FindJob(ctx.job);
+  if (job == nullptr) return;
+  // The shape and the plan are computed again only when what they depend on changed.
+  const Culprit sizing = S2MicroBatch::SizingCulprit(ctx);
+  const std::vector<uint32_t> base = PlanBase(*job, ctx);
+  const bool own_layout = ctx.layouts != nullptr && ctx.layouts->count(ctx.job) > 0;
+  const std::string key = absl::StrFormat(
+      "%d/%d/%d/%d/%d/%d/%d/%.2f/%.2f/%s/%d/%d", job->job().plan_version(), job->epoch(),
+      job->world_size(), job->parts().size(), job->job().pipeline_blocks(),
+      job->job().layer_split_size(), own_layout, sizing.measured_stage_slowdown,
+      sizing.slowdown_ratio, absl::StrJoin(base, ","), ctx.other_culprits.size(), directive_ != 0);
+  if (key != cost_key_) {
+    cost_key_ = key;
+    cost_resplittable_ = false;
+    cost_bytes_ = 0;
+    absl::StatusOr<JobShape> shape = ctx.Shape(*job, base);
+    if (shape.ok() && Resplittable(*shape)) {
+      cost_resplittable_ = true;
+      absl::StatusOr<S2LPlan> plan = PlanS2L(*shape, sizing, ctx.healthy, ctx.other_culprits);
+      if (plan.ok()) cost_bytes_ = plan->bytes_moved;
+      VLOG(1) << "S2L cost inputs " << ctx.Subject() << " bytes_moved=" << cost_bytes_ << " plan=\""
+              << (plan.ok() ? plan->summary : plan.status().ToString()) << "\"";
+    }
+  }
+  options->s2l_resplittable = cost_resplittable_;
+  options->s2l_bytes_moved = cost_bytes_;
+}
+
+void S2LLayerSplit::OnIssued(const PlannedDirective& /*plan*/, int64_t effective_iteration,
+                             EventContext& ctx) {
+  // As S2: the probe starts over under the plan, sized meanwhile by what it measured before.
+  ctx.peer_level_before_plan = ctx.probe.PeerLevel();
+  if (const double r = ctx.probe.WorstCulpritRatio(S2MicroBatch::kProbeSamples); r > 0) {
+    ctx.probe_ratio_before_plan = r;
+  }
+  ctx.probe.ClearSamples();
+  before_split_ = planned_before_split_;
+  before_m_ = planned_before_m_;
+  base_m_ = planned_base_m_;
+  ctx.measurement.Restart(effective_iteration);
+}
+
+std::string S2LLayerSplit::RevertBody(EventContext& ctx, const registry::JobEntry& job,
+                                      falcon::v1::Directive* directive) {
+  absl::StatusOr<JobShape> shape = ctx.Shape(job, {});
+  std::vector<common::StageBlocks> split = before_split_;
+  std::vector<uint32_t> m = before_m_;
+  if (shape.ok()) {
+    if (static_cast<int>(split.size()) != shape->layout.dp_size()) {
+      split = std::vector<common::StageBlocks>(
+          shape->layout.dp_size(),
+          common::EvenStageBlocks(shape->pipeline_blocks, shape->layout.pp_size()));
+    }
+    if (m.size() != shape->micro_batches.size()) m = shape->micro_batches;
+  }
+  common::SetStageBlocks(split, directive->mutable_layer_split());
+  for (uint32_t v : m) directive->mutable_layer_split()->add_micro_batches(v);
+  const int blocks = shape.ok() ? shape->pipeline_blocks : 0;
+  return absl::StrCat("layer split back to ", common::SplitText(split, blocks), ", micro-batches [",
+                      absl::StrJoin(m, ", "), "]");
+}
+
+void S2LLayerSplit::Restore(uint64_t directive, const JobShape* shape) {
+  MitigationStrategy::Restore(directive, shape);
+  if (shape == nullptr) return;
+  // After a restart: back to the even split and micro-batches (as S2 restores).
+  before_split_.assign(shape->layout.dp_size(),
+                       common::EvenStageBlocks(shape->pipeline_blocks, shape->layout.pp_size()));
+  before_m_ = shape->micro_batches;
+  base_m_ = shape->micro_batches;
+}
+
+}  // namespace falcon::controller::mitigation
