@@ -156,10 +156,29 @@ std::string StrategyName(falcon::v1::Strategy s) {
       return "S1 ignore";
     case falcon::v1::STRATEGY_S2_MICRO_BATCH:
       return "S2 micro-batch";
+    case falcon::v1::STRATEGY_S2L_LAYER_SPLIT:
+      return "S2L layer split";
     case falcon::v1::STRATEGY_S3_TOPOLOGY:
       return "S3 topology";
     case falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART:
       return "S4 checkpoint-restart";
+    default:
+      return "-";
+  }
+}
+
+std::string StrategyShortName(falcon::v1::Strategy s) {
+  switch (s) {
+    case falcon::v1::STRATEGY_S1_IGNORE:
+      return "S1";
+    case falcon::v1::STRATEGY_S2_MICRO_BATCH:
+      return "S2";
+    case falcon::v1::STRATEGY_S2L_LAYER_SPLIT:
+      return "S2L";
+    case falcon::v1::STRATEGY_S3_TOPOLOGY:
+      return "S3";
+    case falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART:
+      return "S4";
     default:
       return "-";
   }

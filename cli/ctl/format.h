@@ -39,13 +39,16 @@ std::string FormatIteration(int64_t iteration);
 // Bytes in binary units: "512 B", "1.5 KiB", "3.0 MiB", ... up to "EiB".
 std::string FormatBytes(uint64_t bytes);
 
-// Short lower-case enum names: "tracking", "localized", "compute", "S2 micro-batch", "applied".
+// Short lower-case enum names: "tracking", "localized", "compute", "S2 micro-batch", "S2L layer
+// split", "applied".
 std::string JobStateName(falcon::v1::JobState s);
 std::string EventStateName(falcon::v1::EventState s);
 // The event's state name, "transient" for a CLOSED event marked Event.transient.
 std::string EventStateOf(const falcon::v1::Event& e);
 std::string CauseName(falcon::v1::Cause c);
 std::string StrategyName(falcon::v1::Strategy s);
+// "S1", "S2", "S2L", "S3", "S4"; "-" for anything else.
+std::string StrategyShortName(falcon::v1::Strategy s);
 std::string DirectiveStateName(falcon::v1::DirectiveRecord::State s);
 // "rank 5" / "ranks 5,6 link 1->3" / "links 1->3,2->3" / "-"; for a node NIC fault (Event.nodes)
 // the node instead of its links: "node-2's NIC (12 links)".

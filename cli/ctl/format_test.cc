@@ -54,6 +54,10 @@ TEST(Format, EnumNames) {
   EXPECT_EQ(CauseName(falcon::v1::CAUSE_COMMUNICATION), "communication");
   EXPECT_EQ(CauseName(falcon::v1::CAUSE_UNSPECIFIED), "-");
   EXPECT_EQ(StrategyName(falcon::v1::STRATEGY_S2_MICRO_BATCH), "S2 micro-batch");
+  EXPECT_EQ(StrategyName(falcon::v1::STRATEGY_S2L_LAYER_SPLIT), "S2L layer split");
+  EXPECT_EQ(StrategyShortName(falcon::v1::STRATEGY_S2L_LAYER_SPLIT), "S2L");
+  EXPECT_EQ(StrategyShortName(falcon::v1::STRATEGY_S3_TOPOLOGY), "S3");
+  EXPECT_EQ(StrategyShortName(falcon::v1::STRATEGY_UNSPECIFIED), "-");
   EXPECT_EQ(DirectiveStateName(falcon::v1::DirectiveRecord::STATE_TIMED_OUT), "timed_out");
 }
 
@@ -335,6 +339,60 @@ TEST(Render, Plan) {
   EXPECT_TRUE(absl::StrContains(out, "S2 micro-batches per dp: 2,4,4,6"));
   EXPECT_TRUE(absl::StrContains(out, "predicted iteration time 105.0 ms"));
   EXPECT_FALSE(absl::StrContains(out, "S3 layout"));
+}
+
+// The S2L plan: its split ("dp2 6+10") and the micro-batches that go with it.
+TEST(Render, PlanShowsTheS2LSplitAndItsMicroBatches) {
+  falcon::v1::DryRunPlanResponse p;
+  auto* a = p.add_actions();
+  a->set_strategy(falcon::v1::STRATEGY_S2L_LAYER_SPLIT);
+  a->set_reason("when lost >= 1.002 s");
+  a->set_iteration(90);
+  for (int d = 0; d < 4; ++d) {
+    falcon::v1::ReplicaSplit* r = p.mutable_layer_split()->add_replicas();
+    r->add_stage_blocks(d == 2 ? 6 : 8);
+    r->add_stage_blocks(d == 2 ? 10 : 8);
+    p.mutable_layer_split()->add_micro_batches(d == 2 ? 13 : 17);
+  }
+  const std::string out = RenderPlan("j", p);
+  EXPECT_TRUE(absl::StrContains(out, "1     S2L layer split  90         when lost")) << out;
+  EXPECT_TRUE(
+      absl::StrContains(out, "S2L layer split: dp2 6+10; micro-batches per dp: 17,17,13,17\n"))
+      << out;
+}
+
+// The plan in force's ceiling, next to what the plan recovered as measured.
+TEST(Render, EventShowsTheCeilingNextToTheMeasuredShare) {
+  falcon::v1::Event e = SampleEvent();
+  std::string out = RenderEvent(e);
+  EXPECT_FALSE(absl::StrContains(out, "ceiling")) << out;
+  falcon::v1::PlanCeiling* c = e.mutable_ceiling();
+  c->set_strategy(falcon::v1::STRATEGY_S2L_LAYER_SPLIT);
+  c->set_healthy_iteration_time_ns(660'000'000);
+  c->set_slowed_iteration_time_ns(910'000'000);
+  c->set_predicted_iteration_time_ns(710'000'000);
+  c->set_recoverable(0.8812);
+  e.set_healthy_iteration_time_ns(660'000'000);
+  e.set_slow_iteration_time_ns(910'000'000);
+  e.set_mitigated_iteration_time_ns(695'000'000);  // (910 - 695) / (910 - 660) = 0.86.
+  out = RenderEvent(e);
+  EXPECT_TRUE(absl::StrContains(out,
+                                "ceiling S2L 0.88 (predicted 710.0 ms; healthy 660.0 ms, slowed "
+                                "910.0 ms) — recovered 0.86 measured\n"))
+      << out;
+  // Not measured yet: the ceiling alone.
+  e.clear_mitigated_iteration_time_ns();
+  out = RenderEvent(e);
+  EXPECT_TRUE(absl::StrContains(out, "slowed 910.0 ms)\n")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "measured")) << out;
+  // The events table: a short column.
+  falcon::v1::ListEventsResponse events;
+  *events.add_events() = e;
+  *events.add_events() = SampleEvent();
+  const std::string table = RenderEvents(events);
+  EXPECT_TRUE(absl::StrContains(table, "  LOST    CEILING\n")) << table;
+  EXPECT_TRUE(absl::StrContains(table, "  S2L 0.88\n")) << table;
+  EXPECT_TRUE(absl::StrContains(table, "  -\n")) << table;
 }
 
 TEST(HistoryCsv, MarksLandOnTheFirstPointAtOrAfterTheirIteration) {

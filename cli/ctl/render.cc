@@ -1,6 +1,7 @@
 #include "cli/ctl/render.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -26,6 +27,31 @@ std::string Slowdown(double ratio) { return ratio > 0 ? absl::StrFormat("x%.2f",
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
 std::string Index(int32_t i) { return i < 0 ? "-" : absl::StrCat(i); }
+
+// The share of the slowdown the plan in force recovered, as measured: (slow − mitigated) /
+// (slow − healthy) of the event's iteration times; nullopt until mitigated is measured.
+std::optional<double> MeasuredShare(const falcon::v1::Event& e) {
+  const int64_t healthy = e.healthy_iteration_time_ns(), slow = e.slow_iteration_time_ns();
+  const int64_t mitigated = e.mitigated_iteration_time_ns();
+  if (mitigated <= 0 || healthy <= 0 || slow <= healthy) return std::nullopt;
+  return static_cast<double>(slow - mitigated) / static_cast<double>(slow - healthy);
+}
+
+// "S2L 0.88": the plan in force's level and recoverable share; "-" without one.
+std::string CeilingCell(const falcon::v1::Event& e) {
+  if (!e.has_ceiling()) return "-";
+  return absl::StrFormat("%s %.2f", StrategyShortName(e.ceiling().strategy()),
+                         e.ceiling().recoverable());
+}
+
+// Blocks of a split: its first pipeline's (every pipeline holds them all).
+int SplitBlocks(const falcon::v1::LayerSplit& split) {
+  int blocks = 0;
+  if (split.replicas_size() > 0) {
+    for (uint32_t b : split.replicas(0).stage_blocks()) blocks += static_cast<int>(b);
+  }
+  return blocks;
+}
 
 // "+1.2 s" relative to `base_ns`; "" when either time is unknown.
 std::string Since(int64_t time_ns, int64_t base_ns) {
@@ -125,12 +151,13 @@ std::string RenderJob(const falcon::v1::Job& j) {
 std::string RenderEvents(const falcon::v1::ListEventsResponse& events) {
   if (events.events_size() == 0) return "no events\n";
   Table t({"ID", "JOB", "STATE", "CAUSE", "CULPRIT", "SLOWDOWN", "ONSET", "ALARM", "VERDICT",
-           "RECOVERY", "LOST"});
+           "RECOVERY", "LOST", "CEILING"});
   for (const auto& e : events.events()) {
     t.Add({absl::StrCat(e.event_id()), e.job(), EventStateOf(e), CauseName(e.cause()), Culprit(e),
            Slowdown(e.slowdown_ratio()), FormatIteration(e.onset_iteration()),
            FormatIteration(e.alarm_iteration()), FormatIteration(e.verdict_iteration()),
-           FormatIteration(e.recovery_iteration()), FormatSeconds(e.lost_seconds())});
+           FormatIteration(e.recovery_iteration()), FormatSeconds(e.lost_seconds()),
+           CeilingCell(e)});
   }
   return t.Render();
 }
@@ -152,7 +179,20 @@ std::string RenderEvent(const falcon::v1::Event& e) {
                   FormatDurationNs(e.healthy_iteration_time_ns()), ", slow ",
                   FormatDurationNs(e.slow_iteration_time_ns()), ", mitigated ",
                   FormatDurationNs(e.mitigated_iteration_time_ns()), "; lost ",
-                  FormatSeconds(e.lost_seconds()), "\n\ntimeline:\n");
+                  FormatSeconds(e.lost_seconds()), "\n");
+  if (e.has_ceiling()) {
+    // What the cost model says the plan in force can recover, next to what it did.
+    const falcon::v1::PlanCeiling& c = e.ceiling();
+    absl::StrAppend(&out, "ceiling ", CeilingCell(e), " (predicted ",
+                    FormatDurationNs(c.predicted_iteration_time_ns()), "; healthy ",
+                    FormatDurationNs(c.healthy_iteration_time_ns()), ", slowed ",
+                    FormatDurationNs(c.slowed_iteration_time_ns()), ")");
+    if (const std::optional<double> share = MeasuredShare(e); share.has_value()) {
+      absl::StrAppendFormat(&out, " — recovered %.2f measured", *share);
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  absl::StrAppend(&out, "\ntimeline:\n");
   struct Entry {
     int64_t iteration;
     int64_t time_ns;
@@ -293,6 +333,12 @@ std::string RenderPlan(const std::string& job, const falcon::v1::DryRunPlanRespo
   if (p.has_micro_batch_plan()) {
     absl::StrAppend(&out, "\nS2 micro-batches per dp: ",
                     absl::StrJoin(p.micro_batch_plan().micro_batches(), ","), "\n");
+  }
+  if (p.has_layer_split()) {
+    absl::StrAppend(
+        &out, "\nS2L layer split: ",
+        common::SplitText(common::StageBlocksOf(p.layer_split()), SplitBlocks(p.layer_split())),
+        "; micro-batches per dp: ", absl::StrJoin(p.layer_split().micro_batches(), ","), "\n");
   }
   if (p.has_topology_change()) {
     absl::StrAppend(&out, "\nS3 layout:\n");

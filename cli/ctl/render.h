@@ -15,9 +15,12 @@ namespace falcon::cli::ctl {
 std::string RenderJobs(const falcon::v1::ListJobsResponse& jobs);
 // Summary block, then RANK and COMM tables.
 std::string RenderJob(const falcon::v1::Job& job);
-// Table: ID JOB STATE CAUSE CULPRIT SLOWDOWN ONSET ALARM VERDICT RECOVERY LOST.
+// Table: ID JOB STATE CAUSE CULPRIT SLOWDOWN ONSET ALARM VERDICT RECOVERY LOST CEILING (the plan
+// in force's level and recoverable share, "S2L 0.88"; "-" without one).
 std::string RenderEvents(const falcon::v1::ListEventsResponse& events);
-// Summary, iteration times, timeline (onset, alarm, verdict, actions, recovery) and transitions.
+// Summary, iteration times, the plan in force's ceiling (Event.ceiling) with the share measured
+// ((slow − mitigated) / (slow − healthy), once mitigated is measured), timeline (onset, alarm,
+// verdict, actions, recovery) and transitions.
 std::string RenderEvent(const falcon::v1::Event& event);
 // One line for a WatchEvents message: time, event id, job, state, iteration, cause, culprit,
 // slowdown and the latest transition's reason.
@@ -33,7 +36,8 @@ std::string RenderDirectives(const falcon::v1::ListDirectivesResponse& directive
                              const std::map<std::string, uint32_t>& world_sizes);
 // "settings for job J" (or "defaults for new jobs") and KEY VALUE rows.
 std::string RenderSettings(const falcon::v1::Settings& settings);
-// Escalation ladder, micro-batch plan, topology change, predicted iteration time.
+// Escalation ladder, micro-batch plan, layer split ("dp2 6+10" and its micro-batches), topology
+// change, predicted iteration time.
 std::string RenderPlan(const std::string& job, const falcon::v1::DryRunPlanResponse& plan);
 
 }  // namespace falcon::cli::ctl
