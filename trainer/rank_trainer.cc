@@ -572,13 +572,15 @@ absl::Status RankTrainer::ApplyLayerSplit(const falcon::v1::Directive& d, int64_
   const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
   const int64_t bytes = RemapBytes(options_.model, plan);
   *reason = absl::StrFormat(
-      "layer split %s; micro-batches per DP group: %s; moved %d layers (%d bytes); pause_s=%.6f",
+      "layer split %s; micro-batches per DP group: %s; moved %d block copies (%d bytes); "
+      "pause_s=%.6f",
       common::SplitText(splits_, blocks), absl::StrJoin(plan_, ","), plan.size(), bytes, pause_s);
   if (rank_ == 0) {
     LOG(INFO) << "layer split applied iteration=" << t << " directive=" << d.directive_id()
               << " split=\"" << common::SplitText(splits_, blocks)
-              << "\" micro_batches=" << absl::StrJoin(plan_, ",") << " moved_layers=" << plan.size()
-              << " bytes=" << bytes << absl::StrFormat(" pause_s=%.6f", pause_s);
+              << "\" micro_batches=" << absl::StrJoin(plan_, ",")
+              << " moved_block_copies=" << plan.size() << " bytes=" << bytes
+              << absl::StrFormat(" pause_s=%.6f", pause_s);
   }
   return absl::OkStatus();
 }
