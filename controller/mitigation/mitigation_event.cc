@@ -178,8 +178,9 @@ std::string MitigationEvent::CeilingKey(falcon::v1::PlanCeiling* want) {
   return absl::StrCat(plan != nullptr ? plan->directive() : 0, "/", want->SerializeAsString());
 }
 
-void MitigationEvent::SyncCeiling(detection::EventActions& actions) {
-  if (ctx_.rebuilding) return;
+void MitigationEvent::SyncCeiling(detection::EventActions& actions, bool clear_without_plan) {
+  if (ctx_.rebuilding || ceiling_frozen_) return;
+  if (!clear_without_plan && PlanInForce() == nullptr) return;
   falcon::v1::PlanCeiling want;
   std::string key = CeilingKey(&want);
   if (synced_ceiling_.has_value() && *synced_ceiling_ == key) return;

@@ -72,12 +72,18 @@ class MitigationEvent {
   // Sets Event.ceiling to the ceiling of the plan in force (PlanInForce), or clears it when none
   // is in force or its ceiling is unknown (rebuilt after a restart); only when the plan in force
   // or its ceiling changed since the last call (after a rebuild the event keeps the ceiling it
-  // has until then). Nothing while rebuilding. A failed call is logged and counted at
+  // has until then). With no plan in force the event keeps the ceiling it has (a revert leaves
+  // the ceiling of the plan it reverted: the event's last plan, whose mitigated iteration time
+  // the event keeps too), unless `clear_without_plan` (a plan rejected or timed out: never in
+  // force). Nothing while rebuilding. A failed call is logged and counted at
   // "mitigation_set_ceiling".
-  void SyncCeiling(detection::EventActions& actions);
+  void SyncCeiling(detection::EventActions& actions, bool clear_without_plan = false);
 
   // The escalation ended (kEnd); the state is dropped unless an S4 waits for its directive.
   void set_ended() { ended_ = true; }
+  // The event cleared: its ceiling stays that of the plan in force when it did (the one its
+  // mitigated iteration time was measured under), through the reverts that follow.
+  void FreezeCeiling() { ceiling_frozen_ = true; }
 
   // A first S2 (or S2L) plan of a compute culprit waiting for the compute probe to measure the
   // culprit (Orchestrator::S2Ready): the escalation's step, and the job iteration the event began
@@ -133,6 +139,7 @@ class MitigationEvent {
   S3Topology s3_;
   S4CheckpointRestart s4_;
   bool ended_ = false;
+  bool ceiling_frozen_ = false;
   // The plan in force's directive and ceiling (empty: none or unknown), serialized into `want`'s
   // key; SyncCeiling writes when it changes.
   std::string CeilingKey(falcon::v1::PlanCeiling* want);

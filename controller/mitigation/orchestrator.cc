@@ -390,6 +390,7 @@ void Orchestrator::OnRecovered(const falcon::v1::Event& event, detection::EventA
   const int64_t iteration = std::max(event.recovery_iteration(), e.ctx().last_iteration);
   LOG(INFO) << "event recovered, reverting plans in force " << e.ctx().Subject()
             << " iteration=" << iteration;
+  e.FreezeCeiling();
   if (e.escalation().active()) {
     Execute(e, e.escalation().OnCleared(iteration), metrics::where::kMitigationEscalationCleared,
             actions);
@@ -413,7 +414,11 @@ void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
     events_.erase(it);
     return;
   }
-  e.SyncCeiling(actions);  // A plan dropped: the one still in force, if any.
+  // A plan dropped (rejected, timed out): the one still in force, or none. A revert's record
+  // leaves the reverted plan's ceiling on the event.
+  e.SyncCeiling(actions,
+                /*clear_without_plan=*/record.directive().reverts_directive_id() == 0 &&
+                    record.state() != falcon::v1::DirectiveRecord::STATE_APPLIED);
   const bool rejected = record.state() == falcon::v1::DirectiveRecord::STATE_REJECTED;
   if (s == &e.s4() ||
       (!rejected && record.state() != falcon::v1::DirectiveRecord::STATE_TIMED_OUT)) {
