@@ -1,6 +1,5 @@
 #include "agent/shim_validation.h"
 
-#include <algorithm>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -53,19 +52,8 @@ absl::Status ValidateShimHello(const v1::ShimHello& hello) {
     return s;
   if (auto s = ValidateLayoutIndex(r.tp_index(), hello.tp_size(), "hello.rank.tp_index"); !s.ok())
     return s;
-  if (const uint32_t blocks = hello.pipeline_blocks(); blocks != 0) {
-    const uint32_t least = std::max<uint32_t>(hello.pp_size(), 1);
-    if (blocks < least || blocks > static_cast<uint32_t>(common::kMaxPipelineBlocks)) {
-      return Bad("hello.pipeline_blocks",
-                 absl::StrCat(blocks, " is not 0 (unknown) or in [", least, " (pp_size), ",
-                              common::kMaxPipelineBlocks, "]"));
-    }
-  }
-  if (hello.block_state_bytes() > kMaxBlockStateBytes) {
-    return Bad("hello.block_state_bytes",
-               absl::StrCat(hello.block_state_bytes(), " is above 2^50"));
-  }
-  return absl::OkStatus();
+  return common::ValidatePipelineShape(hello.pipeline_blocks(), hello.block_state_bytes(),
+                                       hello.pp_size(), "hello.");
 }
 
 absl::Status ValidateCommunicator(const v1::Communicator& comm, uint32_t world_size,

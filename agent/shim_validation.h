@@ -19,10 +19,10 @@ inline constexpr uint32_t kMaxWorldSize = 1048576;
 inline constexpr int kMaxOpsPerShimBatch = 65536;
 inline constexpr uint64_t kMaxOpBytes = uint64_t{1} << 40;
 inline constexpr int64_t kMaxIterationTimeNs = int64_t{3600} * 1000 * 1000 * 1000;
-inline constexpr uint64_t kMaxBlockStateBytes = uint64_t{1} << 50;
 
 // ShimHello: job, rank (node, pid, rank < world_size), world_size, layout indices, the pipeline
-// shape (pipeline_blocks 0 or [max(pp_size, 1), 4096], block_state_bytes <= 2^50).
+// shape (common::ValidatePipelineShape: pipeline_blocks 0 or [max(pp_size, 1), 4096],
+// block_state_bytes <= 2^50).
 absl::Status ValidateShimHello(const v1::ShimHello& hello);
 
 // Communicator of a rank `self_rank` in a job of `world_size` ranks: comm_id != 0, members

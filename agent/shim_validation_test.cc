@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/layer_split.h"
 #include "gtest/gtest.h"
 
 namespace falcon::agent {
@@ -53,7 +54,7 @@ TEST(ShimValidationTest, PipelineShapeIsUnknownOrInRange) {
     h.set_pipeline_blocks(blocks);
     EXPECT_TRUE(ValidateShimHello(h).ok()) << blocks;
   }
-  h.set_block_state_bytes(kMaxBlockStateBytes);
+  h.set_block_state_bytes(common::kMaxBlockStateBytes);
   EXPECT_TRUE(ValidateShimHello(h).ok());
   h.set_pipeline_blocks(3);  // Fewer blocks than stages.
   absl::Status s = ValidateShimHello(h);
@@ -63,7 +64,7 @@ TEST(ShimValidationTest, PipelineShapeIsUnknownOrInRange) {
   h.set_pipeline_blocks(4097);
   EXPECT_EQ(FieldOf(ValidateShimHello(h)), "hello.pipeline_blocks");
   h.set_pipeline_blocks(4);
-  h.set_block_state_bytes(kMaxBlockStateBytes + 1);
+  h.set_block_state_bytes(common::kMaxBlockStateBytes + 1);
   EXPECT_EQ(FieldOf(ValidateShimHello(h)), "hello.block_state_bytes");
 }
 

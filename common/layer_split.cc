@@ -1,5 +1,6 @@
 #include "common/layer_split.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,8 +19,32 @@ StageBlocks EvenStageBlocks(int blocks, int stages) {
   return out;
 }
 
+absl::Status ValidatePipelineShape(int64_t pipeline_blocks, uint64_t block_state_bytes,
+                                   int64_t pp_size, absl::string_view field_prefix) {
+  const int64_t least = std::max<int64_t>(pp_size, 1);
+  if (pipeline_blocks != 0 && (pipeline_blocks < least || pipeline_blocks > kMaxPipelineBlocks)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field_prefix, "pipeline_blocks: ", pipeline_blocks, " is not 0 (unknown) or in [", least,
+        " (pp_size), ", kMaxPipelineBlocks, "]"));
+  }
+  if (block_state_bytes > kMaxBlockStateBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(field_prefix,
+                                                   "block_state_bytes: ", block_state_bytes,
+                                                   " is above 2^50 (", kMaxBlockStateBytes, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLayerSplit(const ::falcon::v1::LayerSplit& split, int dp, int pp, int blocks,
                                 int64_t global_micro_batches) {
+  if (dp < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer_split.replicas: empty (", dp, " DP groups; a job has at least 1)"));
+  }
+  if (pp < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("layer_split.replicas[0].stage_blocks: empty (",
+                                                   pp, " stages; a pipeline has at least 1)"));
+  }
   if (split.replicas_size() != dp) {
     return absl::InvalidArgumentError(absl::StrCat("layer_split.replicas: ", split.replicas_size(),
                                                    " entries for ", dp, " DP groups"));
@@ -33,6 +58,7 @@ absl::Status ValidateLayerSplit(const ::falcon::v1::LayerSplit& split, int dp, i
     return absl::InvalidArgumentError(absl::StrCat(
         "layer_split: the model's ", blocks, " blocks are outside [0, ", kMaxPipelineBlocks, "]"));
   }
+  int64_t first_sum = 0;
   for (int d = 0; d < dp; ++d) {
     const auto& stages = split.replicas(d).stage_blocks();
     if (stages.size() != pp) {
@@ -54,6 +80,18 @@ absl::Status ValidateLayerSplit(const ::falcon::v1::LayerSplit& split, int dp, i
                                                      "].stage_blocks sum to ", sum, ", not the ",
                                                      blocks, " blocks of the model"));
     }
+    // The model's blocks unknown: every pipeline still holds the same model, replicas[0]'s.
+    if (sum > kMaxPipelineBlocks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer_split.replicas[", d, "].stage_blocks sum to ", sum,
+                       ", more than the ", kMaxPipelineBlocks, " blocks a pipeline may have"));
+    }
+    if (d > 0 && sum != first_sum) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer_split.replicas[", d, "].stage_blocks sum to ", sum, ", not the ",
+                       first_sum, " blocks of replicas[0] (every pipeline holds the whole model)"));
+    }
+    if (d == 0) first_sum = sum;
   }
   int64_t total = 0;
   for (int d = 0; d < dp; ++d) {

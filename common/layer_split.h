@@ -17,12 +17,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/falcon/v1/common.pb.h"
 
 namespace falcon::common {
 
 // Most blocks a pipeline may have (matches analysis::plan::kMaxSplitLayers).
 inline constexpr int kMaxPipelineBlocks = 4096;
+
+// Most bytes of state one block may move between stages (ShimHello.block_state_bytes,
+// JobRegistration.block_state_bytes, the shim's options): 1 PiB.
+inline constexpr uint64_t kMaxBlockStateBytes = uint64_t{1} << 50;
 
 // Blocks per stage of one pipeline, indexed by pp index.
 using StageBlocks = std::vector<int>;
@@ -31,10 +36,21 @@ using StageBlocks = std::vector<int>;
 // [⌊s·blocks/stages⌋, ⌊(s+1)·blocks/stages⌋). Requires 1 <= stages <= blocks.
 StageBlocks EvenStageBlocks(int blocks, int stages);
 
-// Checks a LayerSplit against the job: `replicas` has `dp` entries of `pp` stage counts, each
-// >= 1, summing to `blocks`; `micro_batches` has `dp` entries, each >= 1, summing to
-// `global_micro_batches`. A zero `blocks` or `global_micro_batches` means unknown (that sum is not
-// checked). kInvalidArgument naming the field, e.g. "layer_split.replicas[2].stage_blocks[0]".
+// Checks a model's pipeline shape as the shim's options, a ShimHello and a JobRegistration carry
+// it: `pipeline_blocks` 0 (unknown) or in [max(pp_size, 1), kMaxPipelineBlocks] (`pp_size` 0:
+// unknown), `block_state_bytes` at most kMaxBlockStateBytes (0: unknown). kInvalidArgument
+// "<field_prefix>pipeline_blocks: ..." or "<field_prefix>block_state_bytes: ...", e.g. with
+// field_prefix "hello.": "hello.pipeline_blocks: 3 is not 0 (unknown) or in [4 (pp_size), 4096]".
+absl::Status ValidatePipelineShape(int64_t pipeline_blocks, uint64_t block_state_bytes,
+                                   int64_t pp_size, absl::string_view field_prefix);
+
+// Checks a LayerSplit against the job: `dp` >= 1 and `pp` >= 1; `replicas` has `dp` entries of
+// `pp` stage counts, each >= 1, every replica's summing to the same count, at most
+// kMaxPipelineBlocks, which is `blocks` when known; `micro_batches` has `dp` entries, each >= 1,
+// summing to `global_micro_batches`. A zero `blocks` or `global_micro_batches` means unknown (the
+// replicas then only agree with replicas[0]; the plan's sum is not checked). kInvalidArgument
+// naming the field, e.g. "layer_split.replicas[2].stage_blocks[0]"; a `dp` < 1 is
+// "layer_split.replicas: empty", a `pp` < 1 "layer_split.replicas[0].stage_blocks: empty".
 absl::Status ValidateLayerSplit(const ::falcon::v1::LayerSplit& split, int dp, int pp, int blocks,
                                 int64_t global_micro_batches);
 

@@ -104,6 +104,11 @@ absl::Status DirectiveIntake::CheckWellFormed(const Directive& d) const {
       if (split.replicas().empty()) return bad("directive.layer_split.replicas: empty");
       const int pp = options_.pp_size > 0 ? static_cast<int>(options_.pp_size)
                                           : split.replicas(0).stage_blocks_size();
+      // Each stage of each pipeline is at least one rank.
+      if (static_cast<int64_t>(dp) * pp > options_.world_size) {
+        return bad("directive.layer_split.replicas: ", dp, " pipelines of ", pp,
+                   " stages need more than the job's ", options_.world_size, " ranks");
+      }
       if (absl::Status s =
               common::ValidateLayerSplit(split, dp, pp, static_cast<int>(options_.pipeline_blocks),
                                          options_.global_micro_batches);

@@ -47,8 +47,9 @@ class DirectiveIntake {
     uint32_t dp_size = 0;               // 0: unknown (micro-batch plan length not checked).
     uint32_t global_micro_batches = 0;  // 0: unknown (plan sum not checked).
     // Layer split checks (common::ValidateLayerSplit): the pipeline's stages (0: unknown; every
-    // replica then needs as many stages as the first) and the model's blocks (0: unknown; the
-    // stage counts' sum is then not checked).
+    // replica then needs as many stages as the first) and the model's blocks (0: unknown; every
+    // replica's stage counts then sum to the first's). With DP or PP unknown, the split's
+    // replicas x stages must fit in world_size.
     uint32_t pp_size = 0;
     uint32_t pipeline_blocks = 0;
     bool agreed = false;  // Agreed mode (above).

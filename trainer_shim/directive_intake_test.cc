@@ -274,17 +274,38 @@ TEST(DirectiveIntakeTest, LayerSplitOfTheJobsShapeIsQueued) {
   DirectiveIntake::Due due = intake.TakeDue(20);
   ASSERT_EQ(due.due.size(), 1u);
   EXPECT_EQ(intake.Complete(due.due[0], 20, absl::OkStatus()).status(), ACK_STATUS_APPLIED);
-  // A shim that knows no sizes checks the split's own shape only.
+  // A shim that knows no sizes checks the split's own shape: every pipeline the same blocks
+  // (replicas[0]'s), its replicas x stages within the world.
   DirectiveIntake::Options unknown = Opts();
   unknown.dp_size = 0;
   unknown.global_micro_batches = 0;
   DirectiveIntake bare(unknown);
   Directive odd = Split(2);
-  odd.mutable_layer_split()->mutable_replicas(1)->set_stage_blocks(1, 1);  // 4+1: blocks unknown.
-  odd.mutable_layer_split()->set_micro_batches(1, 9);                      // M unknown.
+  SetStages(odd.mutable_layer_split()->mutable_replicas(1), {5, 3});  // 8 blocks, as replicas[0].
+  odd.mutable_layer_split()->set_micro_batches(1, 9);                 // M unknown.
   ack = bare.Receive(odd);
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(ack->status(), ACK_STATUS_RECEIVED) << ack->reason();
+  Directive two_models = Split(3);
+  SetStages(two_models.mutable_layer_split()->mutable_replicas(1), {4, 1});  // 5 blocks, not 8.
+  EXPECT_NE(RejectReason(bare, two_models)
+                .find("layer_split.replicas[1].stage_blocks sum to 5, not the 8 blocks of "
+                      "replicas[0]"),
+            std::string::npos)
+      << RejectReason(bare, two_models);
+  Directive too_many = Split(4);  // 3 pipelines of 2 stages: 6 ranks in a world of 4.
+  SetStages(too_many.mutable_layer_split()->add_replicas(), {4, 4});
+  too_many.mutable_layer_split()->add_micro_batches(1);
+  EXPECT_NE(RejectReason(bare, too_many)
+                .find("directive.layer_split.replicas: 3 pipelines of 2 stages need more than "
+                      "the job's 4 ranks"),
+            std::string::npos)
+      << RejectReason(bare, too_many);
+  Directive no_stage = Split(5);
+  no_stage.mutable_layer_split()->mutable_replicas(0)->clear_stage_blocks();
+  EXPECT_NE(RejectReason(bare, no_stage).find("layer_split.replicas[0].stage_blocks: empty"),
+            std::string::npos)
+      << RejectReason(bare, no_stage);
 }
 
 TEST(DirectiveIntakeTest, MalformedLayerSplitsRejectedWithTheField) {

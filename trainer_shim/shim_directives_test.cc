@@ -97,8 +97,9 @@ TEST_F(ShimTest, MalformedDirectiveIsRejectedWithAReasonAndTrainingContinues) {
 }
 
 // A trainer that applies directives itself checks a split against its layout (S3 changes it):
-// the shim screens a layer split only against the model's block count, which never changes.
-TEST_F(ShimTest, TrainerAppliedLayerSplitsAreScreenedByBlockCountOnly) {
+// the shim screens a layer split only against the model's block count and the world size, which
+// S3 does not change.
+TEST_F(ShimTest, TrainerAppliedLayerSplitsAreScreenedByBlockCountAndWorldSize) {
   ShimOptions o = FastOptions(socket_, &log_);
   o.pp_size = 2;
   o.pipeline_blocks = 6;
@@ -116,9 +117,18 @@ TEST_F(ShimTest, TrainerAppliedLayerSplitsAreScreenedByBlockCountOnly) {
     }
     return d;
   };
-  // Three DP groups of three stages (the job's layout at start was 2 x 2): the trainer decides.
-  ASSERT_TRUE(agent_->SendDirective(split(40, {{1, 2, 3}, {2, 2, 2}, {3, 2, 1}})));
+  // One DP group of four stages (the job's layout at start was 2 x 2): the trainer decides.
+  ASSERT_TRUE(agent_->SendDirective(split(40, {{1, 2, 2, 1}})));
   ASSERT_TRUE(agent_->SendDirective(split(41, {{1, 5}, {3, 2}})));  // 3+2: not 6 blocks.
+  // Three DP groups of three stages: more ranks than the world's 4, whatever the layout.
+  ASSERT_TRUE(agent_->SendDirective(split(42, {{1, 2, 3}, {2, 2, 2}, {3, 2, 1}})));
+  ASSERT_TRUE(agent_->WaitFor([&] { return HasAck(*agent_, 42, ACK_STATUS_REJECTED); }));
+  EXPECT_NE(FindAck(*agent_, 42, ACK_STATUS_REJECTED)
+                .reason()
+                .find("layer_split.replicas: 3 pipelines of 3 stages need more than the job's 4 "
+                      "ranks"),
+            std::string::npos)
+      << FindAck(*agent_, 42, ACK_STATUS_REJECTED).reason();
   ASSERT_TRUE(agent_->WaitFor([&] { return HasAck(*agent_, 41, ACK_STATUS_REJECTED); }));
   EXPECT_NE(FindAck(*agent_, 41, ACK_STATUS_REJECTED)
                 .reason()

@@ -1,7 +1,5 @@
 #include "trainer_shim/shim_options.h"
 
-#include <algorithm>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/layer_split.h"
@@ -47,16 +45,10 @@ absl::Status ShimOptions::Validate() const {
   if (dp_index < -1 || pp_index < -1 || tp_index < -1 || gpu < -1) {
     return absl::InvalidArgumentError("options.{dp,pp,tp}_index/gpu: need >= -1");
   }
-  if (pipeline_blocks != 0 &&
-      (pipeline_blocks < std::max<uint32_t>(pp_size, 1) ||
-       pipeline_blocks > static_cast<uint32_t>(common::kMaxPipelineBlocks))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.pipeline_blocks: ", pipeline_blocks, " is not 0 (unknown) or in [",
-        std::max<uint32_t>(pp_size, 1), " (pp_size), ", common::kMaxPipelineBlocks, "]"));
-  }
-  if (block_state_bytes > kMaxBlockStateBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("options.block_state_bytes: ", block_state_bytes,
-                                                   " is above 2^50 (", kMaxBlockStateBytes, ")"));
+  if (absl::Status s =
+          common::ValidatePipelineShape(pipeline_blocks, block_state_bytes, pp_size, "options.");
+      !s.ok()) {
+    return s;
   }
   if (absl::StartsWith(agent_socket, "unix:") && agent_socket.size() == 5) {
     return absl::InvalidArgumentError("options.agent_socket: 'unix:' without a path");

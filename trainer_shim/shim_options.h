@@ -13,9 +13,6 @@
 
 namespace falcon::trainer_shim {
 
-// Largest ShimOptions::block_state_bytes (ShimHello.block_state_bytes): 1 PiB.
-inline constexpr uint64_t kMaxBlockStateBytes = uint64_t{1} << 50;
-
 struct ShimOptions {
   // --- Identity (ShimHello). ---
   std::string job;          // REQUIRES: a valid job name (common/names.h).
@@ -35,8 +32,9 @@ struct ShimOptions {
   uint64_t epoch = 0;  // Epoch the trainer starts at; directives older than it are rejected.
   // The model's pipeline shape for S2L (ShimHello.pipeline_blocks, block_state_bytes): blocks
   // between the embedding and the head, 0 (unknown) or [max(pp_size, 1), 4096]; and the bytes of
-  // state one block moves between stages (parameters and optimizer moments), [0, 2^50], 0 when
-  // unknown. A layer split's stage counts must sum to pipeline_blocks when it is known.
+  // state one block moves between stages (parameters and optimizer moments), [0, 2^50]
+  // (common::kMaxBlockStateBytes), 0 when unknown (common::ValidatePipelineShape). A layer
+  // split's stage counts must sum to pipeline_blocks when it is known.
   uint32_t pipeline_blocks = 0;
   uint64_t block_state_bytes = 0;
 

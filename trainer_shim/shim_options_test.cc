@@ -1,5 +1,6 @@
 #include "trainer_shim/shim_options.h"
 
+#include "common/layer_split.h"
 #include "gtest/gtest.h"
 
 namespace falcon::trainer_shim {
@@ -57,7 +58,7 @@ TEST(ShimOptionsTest, PipelineShapeIsUnknownOrInRange) {
   ShimOptions o = Good();
   o.pp_size = 4;
   o.pipeline_blocks = 4;  // One block per stage.
-  o.block_state_bytes = kMaxBlockStateBytes;
+  o.block_state_bytes = common::kMaxBlockStateBytes;
   EXPECT_TRUE(o.Validate().ok());
   o.pipeline_blocks = 4096;
   EXPECT_TRUE(o.Validate().ok());
@@ -71,7 +72,7 @@ TEST(ShimOptionsTest, PipelineShapeIsUnknownOrInRange) {
   o.pp_size = 0;  // Unknown PP: one block is enough.
   o.pipeline_blocks = 1;
   EXPECT_TRUE(o.Validate().ok());
-  o.block_state_bytes = kMaxBlockStateBytes + 1;
+  o.block_state_bytes = common::kMaxBlockStateBytes + 1;
   ExpectBad(o, "options.block_state_bytes: 1125899906842625 is above 2^50");
 }
 

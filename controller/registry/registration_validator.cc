@@ -1,6 +1,6 @@
 #include "controller/registry/registration_validator.h"
 
-#include <algorithm>
+#include <string>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +18,14 @@ util::MaybeFieldError CheckIndex(const std::string& path, const char* name, int3
                                 absl::StrCat(index, " is not -1 or in [0, ", size, ")"));
   }
   return std::nullopt;
+}
+
+// "field: message" (common's validators) as a FieldError.
+util::MaybeFieldError FromStatus(const absl::Status& s) {
+  const absl::string_view m = s.message();
+  const size_t colon = m.find(": ");
+  if (colon == absl::string_view::npos) return util::MakeFieldError("", std::string(m));
+  return util::MakeFieldError(std::string(m.substr(0, colon)), std::string(m.substr(colon + 2)));
 }
 
 }  // namespace
@@ -47,17 +55,10 @@ util::MaybeFieldError ValidateJobRegistration(const falcon::v1::JobRegistration&
         absl::StrCat("dp_size * pp_size * tp_size = ", reg.dp_size(), "*", reg.pp_size(), "*",
                      reg.tp_size(), " != world_size ", world));
   }
-  if (const uint32_t blocks = reg.pipeline_blocks(); blocks != 0) {
-    const uint32_t least = std::max<uint32_t>(reg.pp_size(), 1);
-    if (blocks < least || blocks > static_cast<uint32_t>(common::kMaxPipelineBlocks)) {
-      return util::MakeFieldError(absl::StrCat(path, ".pipeline_blocks"),
-                                  absl::StrCat(blocks, " is not 0 (unknown) or in [", least,
-                                               " (pp_size), ", common::kMaxPipelineBlocks, "]"));
-    }
-  }
-  if (reg.block_state_bytes() > kMaxBlockStateBytes) {
-    return util::MakeFieldError(absl::StrCat(path, ".block_state_bytes"),
-                                absl::StrCat(reg.block_state_bytes(), " is above 2^50"));
+  if (absl::Status s = common::ValidatePipelineShape(reg.pipeline_blocks(), reg.block_state_bytes(),
+                                                     reg.pp_size(), absl::StrCat(path, "."));
+      !s.ok()) {
+    return FromStatus(s);
   }
   absl::flat_hash_set<uint32_t> seen_ranks;
   for (int i = 0; i < reg.ranks_size(); ++i) {

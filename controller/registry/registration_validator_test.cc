@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/layer_split.h"
 #include "controller/testing/job_fixtures.h"
 #include "gtest/gtest.h"
 
@@ -36,7 +37,7 @@ TEST(RegistrationValidatorTest, EachBadFieldIsNamed) {
       {[](JobRegistration* r) { r->set_dp_size(3); }, "reg.dp_size"},
       {[](JobRegistration* r) { r->set_pipeline_blocks(1); }, "reg.pipeline_blocks"},  // < PP 2.
       {[](JobRegistration* r) { r->set_pipeline_blocks(4097); }, "reg.pipeline_blocks"},
-      {[](JobRegistration* r) { r->set_block_state_bytes(kMaxBlockStateBytes + 1); },
+      {[](JobRegistration* r) { r->set_block_state_bytes(common::kMaxBlockStateBytes + 1); },
        "reg.block_state_bytes"},
       {[](JobRegistration* r) { r->mutable_ranks(1)->set_rank(4); }, "reg.ranks[1].rank"},
       {[](JobRegistration* r) { r->mutable_ranks(1)->set_rank(0); }, "reg.ranks[1].rank"},
