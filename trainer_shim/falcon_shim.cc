@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -90,7 +91,16 @@ std::string Bounded(const char* s, uint32_t capacity) {
   return std::string(s, strnlen(s, capacity));
 }
 
-// Reads a caller's struct that declares its own size, never past what either side knows.
+// The end of falcon_shim_options' ABI-4 fields (pipeline_blocks, block_state_bytes): a caller's
+// struct_size below it is an older ABI's struct, whose tail padding may reach into them.
+constexpr size_t kOptionsAbi4End =
+    offsetof(falcon_shim_options, block_state_bytes) + sizeof(uint64_t);
+static_assert(offsetof(falcon_shim_options, pipeline_blocks) == 100,
+              "ABI 3's falcon_shim_options ends at byte 100 (sizeof 104 with its tail padding)");
+
+// Reads a caller's struct that declares its own size, never past what either side knows. The
+// bytes are copied as they are: a field an older struct covers only with its tail padding needs
+// the caller's own check of struct_size (kOptionsAbi4End).
 template <typename T>
 T ReadSized(const T* in, T defaults) {
   if (in == nullptr) return defaults;
@@ -250,7 +260,13 @@ falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t wor
   try {
     falcon_shim_options defaults;
     falcon_shim_options_init(&defaults);
-    const falcon_shim_options o = falcon::trainer_shim::ReadSized(options, defaults);
+    falcon_shim_options o = falcon::trainer_shim::ReadSized(options, defaults);
+    // The ABI-4 fields only from a struct that has them whole: an ABI-3 struct's sizeof (104)
+    // takes in 4 bytes of tail padding where pipeline_blocks now sits.
+    if (options != nullptr && options->struct_size < falcon::trainer_shim::kOptionsAbi4End) {
+      o.pipeline_blocks = defaults.pipeline_blocks;
+      o.block_state_bytes = defaults.block_state_bytes;
+    }
     if (job == nullptr) return Report(absl::InvalidArgumentError("job: NULL"));
     falcon::trainer_shim::ShimOptions s;
     s.job = job;

@@ -281,9 +281,18 @@ int64_t falcon_shim_now_ns(void);
 /* Message of this thread's last failed call ("" if none). Valid until the next call. */
 const char* falcon_shim_last_error(void);
 
+/* Fills `options` with the defaults and struct_size = sizeof(falcon_shim_options) as the LIBRARY
+ * knows it: no size is passed in, so it writes that many bytes. Call it only on a struct at least
+ * that large: a binary built against an older header than the library it runs with (a smaller
+ * struct) calls it on a buffer with room to spare (e.g. 1 KiB), copies its own struct's part out,
+ * and sets struct_size to its own sizeof. */
 void falcon_shim_options_init(falcon_shim_options* options);
 /* Starts this process's shim. agent_socket: unix socket path ("unix:" prefix optional); NULL or
- * "" buffers without an agent. options may be NULL. FAILED_PRECONDITION if already running. */
+ * "" buffers without an agent. options may be NULL. FAILED_PRECONDITION if already running.
+ * options->struct_size says which fields the caller has: the fields its struct ends before take
+ * their defaults, and so do the ABI-4 fields (pipeline_blocks, block_state_bytes) unless
+ * struct_size covers both (an ABI-3 struct's sizeof, 104, takes in the tail padding where
+ * pipeline_blocks now sits). */
 falcon_shim_status falcon_shim_init(const char* job, uint32_t rank, uint32_t world_size,
                                     const char* agent_socket, const falcon_shim_options* options);
 /* Hot path (~20-40 ns). RESOURCE_EXHAUSTED when the ring is full (dropped and counted). */

@@ -387,10 +387,26 @@ TEST(FalconShimCOptionsTest, PipelineShapeOutOfRangeIsRefused) {
   EXPECT_EQ(falcon_shim_init("cjob", 0, 4, "", &o), FALCON_SHIM_INVALID_ARGUMENT);
   EXPECT_NE(std::string(falcon_shim_last_error()).find("options.block_state_bytes"),
             std::string::npos);
-  // A caller built against ABI 3 (a shorter struct) gets the defaults: unknown.
-  o.struct_size = offsetof(falcon_shim_options, pipeline_blocks);
+  // A caller built against ABI 3 gets the defaults (unknown): its struct's sizeof is 104, tail
+  // padding after agreed_directives included, which covers bytes 100..104 where pipeline_blocks
+  // sits now. Whatever those bytes hold (here 0xff..., out of range if read) is not read.
+  constexpr uint32_t kAbi3Size = 104;
+  static_assert(offsetof(falcon_shim_options, agreed_directives) + sizeof(int32_t) == 100);
+  std::memset(reinterpret_cast<char*>(&o) + 100, 0xff, sizeof(o) - 100);
+  EXPECT_EQ(o.pipeline_blocks, 0xffffffffu);
+  o.struct_size = kAbi3Size;
   ASSERT_EQ(falcon_shim_init("cjob", 0, 4, "", &o), FALCON_SHIM_OK) << falcon_shim_last_error();
   EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
+  // One byte short of block_state_bytes' end: still an older struct.
+  o.struct_size = sizeof(falcon_shim_options) - 1;
+  ASSERT_EQ(falcon_shim_init("cjob", 0, 4, "", &o), FALCON_SHIM_OK) << falcon_shim_last_error();
+  EXPECT_EQ(falcon_shim_shutdown(), FALCON_SHIM_OK);
+  // The whole ABI-4 struct: read, and refused.
+  o.struct_size = sizeof(falcon_shim_options);
+  EXPECT_EQ(falcon_shim_init("cjob", 0, 4, "", &o), FALCON_SHIM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(falcon_shim_last_error()).find("options.pipeline_blocks: 4294967295"),
+            std::string::npos)
+      << falcon_shim_last_error();
 }
 
 TEST_F(FalconShimCTest, PauseAndValidationThroughCCallbacks) {
