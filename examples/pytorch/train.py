@@ -3,7 +3,8 @@ Falcon (the `falcon` package). Rank r sits at pipeline stage r // dp, DP index r
 reference trainer (--rank-order stage: a stage's replicas on consecutive ranks, so on one node),
 or at stage r % pp, DP index r // pp (--rank-order replica: a whole pipeline on consecutive ranks);
 after an S3 relaunch, where the controller's new layout puts it (falcon.relaunch_layout()). Each
-stage holds an even share of the layers (stage 0 also the embedding, the last stage the head),
+stage holds an even share of the layers (falcon.layout.even_stage_blocks, the controller's rule:
+the later stages get the extra ones; stage 0 also holds the embedding, the last stage the head),
 or what --stage-blocks gives it; after an S2L relaunch, what the controller's layer split gives it
 (falcon.relaunch_split()): each DP group's pipeline may then split the layers its own way.
 Micro-batches go through the pipeline GPipe-style over send/recv, gradients are summed over the
@@ -30,11 +31,13 @@ compute alone (falcon_chaos compute:pid=P,thread=train-main), as a lowered GPU c
 kernels and not the NIC; Gloo's transport threads keep their speed.
 
 Environment as for falcon.init (FALCON_JOB, FALCON_AGENT_SOCKET, ...). --no-falcon runs without
-the package (the overhead benchmark's baseline). --log FILE: one JSON line per step from the rank
+a Falcon session (the overhead benchmark's baseline; the package is still imported, for its even
+split). --log FILE: one JSON line per step from the rank
 at DP index 0 of the last stage (step, loss, seconds, plan, rank).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -44,6 +47,13 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+from falcon.layout import even_stage_blocks
+
+# The stage checkpoints' format: 2 has every parameter's whole optimizer state (opt.state[p], by
+# its name in the whole model) and the optimizer's hyperparameters; 1 (no "format" key) had the
+# SGD momentum only.
+CHECKPOINT_FORMAT = 2
 
 
 def parse_args(argv):
@@ -153,10 +163,14 @@ def positions(a, world, layout):
     return [(r % a.dp, r // a.dp) for r in range(world)]
 
 
-def even_blocks(layers, pp):
-    """The even split of `layers` blocks over `pp` stages (the earlier stages get the extra)."""
-    per, extra = divmod(layers, pp)
-    return [per + (1 if s < extra else 0) for s in range(pp)]
+@contextlib.contextmanager
+def seeded(seed):
+    """A context in which torch's CPU generator starts from `seed`, its state restored after:
+    torch's modules initialise their parameters from that global generator (their constructors
+    take no other), and the script's other random numbers must not depend on the split."""
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)
+        yield
 
 
 def make_block(a):
@@ -168,29 +182,30 @@ class Stage(nn.Module):
     """Stage `stage` of a pipeline whose stages hold `stage_blocks` blocks each (None: the even
     split): blocks [first_block, first_block + its count) of the model; stage 0 embeds tokens, the
     last stage has the head. Each part is initialised from a seed of its own (the embedding, each
-    block by its index in the model, the head), so the model is the same whatever the split."""
+    block by its index in the model, the head), so the model is the same whatever the split;
+    torch's global random state is left as it was (torch.random.fork_rng)."""
 
     def __init__(self, a, stage, stage_blocks=None):
         super().__init__()
-        stage_blocks = stage_blocks or even_blocks(a.layers, a.pp)
+        stage_blocks = stage_blocks or even_stage_blocks(a.layers, a.pp)
         self.first_block = sum(stage_blocks[:stage])
         n = stage_blocks[stage]
         self.first = stage == 0
         self.last = stage == a.pp - 1
         seed = a.seed * 100_003
         if self.first:
-            torch.manual_seed(seed)
-            self.embed = nn.Embedding(a.vocab, a.hidden)
-            self.pos = nn.Parameter(torch.zeros(a.seq, a.hidden))
+            with seeded(seed):
+                self.embed = nn.Embedding(a.vocab, a.hidden)
+                self.pos = nn.Parameter(torch.zeros(a.seq, a.hidden))
         blocks = []
         for b in range(self.first_block, self.first_block + n):
-            torch.manual_seed(seed + 1 + b)
-            blocks.append(make_block(a))
+            with seeded(seed + 1 + b):
+                blocks.append(make_block(a))
         self.blocks = nn.ModuleList(blocks)
         if self.last:
-            torch.manual_seed(seed + 1 + a.layers)
-            self.norm = nn.LayerNorm(a.hidden)
-            self.head = nn.Linear(a.hidden, a.vocab)
+            with seeded(seed + 1 + a.layers):
+                self.norm = nn.LayerNorm(a.hidden)
+                self.head = nn.Linear(a.hidden, a.vocab)
         self.register_buffer("mask", torch.triu(torch.full((a.seq, a.seq), float("-inf")), 1))
 
     def global_name(self, name):
@@ -298,10 +313,10 @@ def main(argv):
                          f"{why}")
     places = positions(a, world, relaunched)
     dpi, stage = places[rank]
-    at = {pos: r for r, pos in enumerate(places)}
+    rank_at = {pos: r for r, pos in enumerate(places)}
     # Every rank makes every group, in the same order (dist.new_group's rule).
-    dp_ranks = [[at[(d, p)] for d in range(a.dp)] for p in range(a.pp)]
-    pp_ranks = [[at[(d, p)] for p in range(a.pp)] for d in range(a.dp)]
+    dp_ranks = [[rank_at[(d, p)] for d in range(a.dp)] for p in range(a.pp)]
+    pp_ranks = [[rank_at[(d, p)] for p in range(a.pp)] for d in range(a.dp)]
     dp_comms = [dist.new_group(g) for g in dp_ranks]
     pp_comms = [dist.new_group(g) for g in pp_ranks]
     dp_comm, pp_comm = dp_comms[stage], pp_comms[dpi]
@@ -313,10 +328,10 @@ def main(argv):
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     start_step = 0
     # One checkpoint per stage, written by its DP index 0 (every replica holds the same model),
-    # its parameters and momentum named by their place in the whole model: any DP size and any
-    # layer split resumes from the stage files together, so the survivors of an S4 restart
-    # without a node, and an S2L relaunch with a new split, go on with the same model, optimizer
-    # state and global batch.
+    # its parameters and their whole optimizer state named by their place in the whole model
+    # (format 2, resume()): any DP size and any layer split resumes from the stage files together,
+    # so the survivors of an S4 restart without a node, and an S2L relaunch with a new split, go
+    # on with the same model, optimizer state and global batch.
     ckpt = os.path.join(a.checkpoint_dir, f"stage{stage}.pt") if a.checkpoint_dir else ""
     if ckpt and os.path.exists(ckpt):
         start_step = resume(a, model, opt, stage)
@@ -332,11 +347,7 @@ def main(argv):
     def checkpoint(_dir, iteration, _excluded):
         if ckpt and dpi == 0:
             os.makedirs(a.checkpoint_dir, exist_ok=True)
-            params = model.global_parameters()
-            torch.save({"model": {n: p.detach() for n, p in params},
-                        "momentum": {n: opt.state[p]["momentum_buffer"] for n, p in params
-                                     if "momentum_buffer" in opt.state.get(p, {})},
-                        "step": max(iteration, 0)}, ckpt + ".tmp")
+            torch.save(checkpoint_state(model, opt, max(iteration, 0)), ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)  # The survivors never read half a checkpoint.
 
     fs = None
@@ -404,11 +415,11 @@ def main(argv):
             # Sum the gradients over the DP communicator: with the 1/M scale, the global mean.
             if uneven:
                 whole.zero_()
-                for p, (at, n) in zip(params, places_of):
-                    whole[at:at + n].copy_(p.grad.reshape(-1))
+                for p, (offset, n) in zip(params, places_of):
+                    whole[offset:offset + n].copy_(p.grad.reshape(-1))
                 dist.all_reduce(whole)
-                for p, (at, n) in zip(params, places_of):
-                    p.grad.copy_(whole[at:at + n].view_as(p))
+                for p, (offset, n) in zip(params, places_of):
+                    p.grad.copy_(whole[offset:offset + n].view_as(p))
             else:
                 torch.cat([p.grad.reshape(-1) for p in params], out=flat)
                 dist.all_reduce(flat, group=dp_comm)
@@ -422,9 +433,9 @@ def main(argv):
                 dist.all_reduce(loss_t, group=dp_comm)
             st.loss = float(loss_t[0])
         if log:
+            held = split or [even_stage_blocks(a.layers, a.pp)] * a.dp
             log.write(json.dumps({"step": step, "loss": st.loss, "seconds": time.monotonic() - t0,
-                                  "plan": plan, "rank": rank,
-                                  "stage_blocks": split or [even_blocks(a.layers, a.pp)] * a.dp,
+                                  "plan": plan, "rank": rank, "stage_blocks": held,
                                   "end_unix_ms": int(time.time() * 1000)}) + "\n")
             log.flush()
     if fs:
@@ -434,30 +445,58 @@ def main(argv):
     dist.destroy_process_group()
 
 
+def checkpoint_state(model, opt, step):
+    """What a stage checkpoint holds (format CHECKPOINT_FORMAT): the stage's parameters and each
+    one's whole optimizer state by its name in the whole model, the optimizer's hyperparameters
+    per parameter group, and the step to resume at."""
+    params = model.global_parameters()
+    return {"format": CHECKPOINT_FORMAT,
+            "model": {n: p.detach() for n, p in params},
+            # Every entry of each parameter's optimizer state (SGD: its momentum buffer).
+            "optimizer": {n: dict(opt.state[p]) for n, p in params if opt.state.get(p)},
+            # Each parameter group's hyperparameters (lr, momentum, ...), without its parameters.
+            "param_groups": [{k: v for k, v in g.items() if k != "params"}
+                             for g in opt.param_groups],
+            "step": step}
+
+
 def resume(a, model, opt, stage):
-    """Loads this stage's parameters and momentum from the stage checkpoints of --checkpoint-dir
-    (by their names in the whole model: whatever split wrote them); the step they were written
-    at. Exits naming the file when one is missing, of another step, or lacks a parameter."""
-    params, momentum, steps = {}, {}, {}
+    """Loads this stage's parameters and their optimizer state from the stage checkpoints of
+    --checkpoint-dir (by their names in the whole model: whatever split wrote them), and the
+    optimizer's hyperparameters; the step they were written at. Exits naming the file when one is
+    missing, of another format (CHECKPOINT_FORMAT) or step, or lacks a parameter."""
+    params, states, steps, groups = {}, {}, {}, None
     for s in range(a.pp):
         path = os.path.join(a.checkpoint_dir, f"stage{s}.pt")
         if not os.path.exists(path):
             sys.exit(f"train.py: stage {stage} resumes from {a.checkpoint_dir!r}, which lacks "
                      f"stage{s}.pt")
         state = torch.load(path)
+        version = state.get("format", 1) if isinstance(state, dict) else None
+        if version != CHECKPOINT_FORMAT:
+            sys.exit(f"train.py: {path} is a stage checkpoint of format {version}; this script "
+                     f"reads format {CHECKPOINT_FORMAT} (whole optimizer state per parameter): "
+                     "start without it, or resume with the script that wrote it")
         params.update(state["model"])
-        momentum.update(state["momentum"])
+        states.update(state["optimizer"])
         steps[path] = state["step"]
+        groups = state["param_groups"] if s == stage else groups
     if len(set(steps.values())) > 1:
         sys.exit(f"train.py: the stage checkpoints in --checkpoint-dir {a.checkpoint_dir!r} are "
                  f"of different steps: {steps}")
+    if len(groups) != len(opt.param_groups):
+        sys.exit(f"train.py: stage{stage}.pt in {a.checkpoint_dir!r} has {len(groups)} optimizer "
+                 f"parameter groups, this stage's optimizer {len(opt.param_groups)}")
+    for group, saved in zip(opt.param_groups, groups):
+        group.update(saved)
     with torch.no_grad():
         for name, p in model.global_parameters():
             if name not in params:
                 sys.exit(f"train.py: the checkpoints in {a.checkpoint_dir!r} lack {name}")
             p.copy_(params[name])
-            if name in momentum:
-                opt.state[p]["momentum_buffer"] = momentum[name].clone()
+            if name in states:
+                opt.state[p] = {k: v.clone() if torch.is_tensor(v) else v
+                                for k, v in states[name].items()}
     return next(iter(steps.values()))
 
 

@@ -86,6 +86,10 @@ class Options(_c.Structure):
     ]
 
 
+# Bytes falcon_shim_options_init may write (a newer library's larger struct): far more than any.
+_OPTIONS_SCRATCH = 4096
+
+
 class Op(_c.Structure):
     _fields_ = [
         ("comm_id", _c.c_uint64),
@@ -311,8 +315,12 @@ class Shim:
             raise ShimError(call, status, reason.decode(errors="replace"))
 
     def default_options(self):
-        o = Options()
-        self._lib.falcon_shim_options_init(_c.byref(o))
+        """The library's defaults as this module's Options. falcon_shim_options_init writes the
+        library's whole struct, which a newer library makes larger than Options: it fills a
+        buffer with room to spare, and this module keeps its own part (struct_size its own)."""
+        scratch = (_c.c_uint64 * (_OPTIONS_SCRATCH // 8))()  # 8-byte aligned.
+        self._lib.falcon_shim_options_init(_c.cast(scratch, _c.POINTER(Options)))
+        o = Options.from_buffer_copy(scratch, 0)
         o.struct_size = _c.sizeof(Options)
         return o
 

@@ -123,6 +123,24 @@ SPLIT_FIELDS = ("stage_blocks", "micro_batches", "plan_version")
 MAX_BLOCKS = 4096  # common::kMaxPipelineBlocks.
 
 
+def even_stage_blocks(blocks, stages):
+    """The even split of `blocks` blocks over `stages` pipeline stages, the one rule of
+    common::EvenStageBlocks (common/layer_split.h) that the controller, the shim and the reference
+    trainer use: stage s holds blocks [s * blocks // stages, (s + 1) * blocks // stages), so the
+    later stages get the extra blocks (7 over 3: [2, 2, 3]). ValueError unless
+    1 <= stages <= blocks."""
+    if not _is_count(stages, 1) or not _is_count(blocks, stages, MAX_BLOCKS):
+        raise ValueError(f"even_stage_blocks: {blocks!r} blocks over {stages!r} stages (need "
+                         f"1 <= stages <= blocks <= {MAX_BLOCKS})")
+    return [(s + 1) * blocks // stages - s * blocks // stages for s in range(stages)]
+
+
+def is_even_split(stage_blocks):
+    """Whether every pipeline of `stage_blocks` (per DP group, the blocks of each stage) holds the
+    even split of its blocks (even_stage_blocks); True for an empty list."""
+    return all(list(b) == even_stage_blocks(sum(b), len(b)) for b in stage_blocks)
+
+
 def _is_count(v, minimum, maximum=_env.MAX_U32):
     return isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= maximum
 

@@ -21,8 +21,11 @@ calls the user's checkpoint callback, leaves the restart request for falcon.laun
 at FALCON_RESTART_FILE) and exits with RESTART_EXIT_CODE for the launcher to relaunch; S3 (a new
 layout) the same way, at a relaunch of every node in the new layout (falcon.layout), not live;
 S2L (a layer split: blocks moved between a pipeline's stages, with a new micro-batch plan) live
-through the function given to on_layer_split, else at a relaunch in place with the new split
-(falcon.relaunch_split()), like S3.
+through the function given to on_layer_split (the ranks then agree on its outcome: a split that
+failed on any rank stops the job), else at a relaunch in place with the new split
+(falcon.relaunch_split()), like S3. A plan directive (S2, S2L, S3) whose plan version is not newer
+than the plan in force (a relaunched job given again the directive it was relaunched for) is
+acknowledged as applied and not acted on.
 An absent agent never stops training: the shim buffers and reconnects.
 """
 
@@ -108,12 +111,15 @@ class Session:
         self.pipeline_blocks = pipeline_blocks  # 0: unknown.
         self._split = None  # The S2L split in force, per DP group; None: every pipeline even.
         self._layer_split_fn = None  # on_layer_split's.
+        self._split_failure = None  # Why a live split failed on some rank: the job stops.
+        # The ranks agree on a live split's outcome over the validation group (untimed).
+        self._all_reduce = validation.untimed("all_reduce")
         if layout is not None:  # An S3 relaunch: the directive's plan version and S2 plan go on.
             self._plan_version = layout.plan_version
             if layout.micro_batches:
                 self._plan = list(layout.micro_batches)
         if split is not None:  # An S2L relaunch (or an S3 one under a split): its split and plan.
-            self._split = [list(b) for b in split.stage_blocks]
+            self._split = _uneven_or_none(split.stage_blocks)
             if split.micro_batches:
                 self._plan = list(split.micro_batches)
             self._plan_version = max(self._plan_version, split.plan_version)
@@ -236,7 +242,8 @@ class Session:
 
     def layer_split(self):
         """The S2L layer split in force: per DP index, the blocks each stage of that pipeline
-        holds; None while every pipeline is split evenly (no S2L directive applied)."""
+        holds; None while every pipeline is split evenly (falcon.layout.even_stage_blocks, the
+        controller's rule: no S2L directive applied, or a split reverted to even)."""
         return [list(b) for b in self._split] if self._split is not None else None
 
     def stage_blocks(self):
@@ -249,10 +256,17 @@ class Session:
         fn(stage_blocks, micro_batches) (stage_blocks: per DP index, the blocks each stage holds;
         micro_batches: the plan that goes with it, per DP index), which moves the layers (each
         rank of a pipeline gets its new blocks' parameters and optimizer state from the stage
-        that held them) and returns; an exception refuses the directive, its message the reason.
-        Without it a layer split is applied at a relaunch (a checkpoint, then
-        falcon.relaunch_split() in the relaunched job), which needs checkpoint_fn and
-        falcon.launch. fn=None removes it."""
+        that held them) and returns. The ranks then agree on the outcome (one all_reduce of a
+        flag per rank on the validation group): the split is in force only when fn returned on
+        every rank. An exception on any rank cannot be refused there alone (its peers may have
+        moved layers already, so the ranks' models no longer agree): every rank acks the
+        directive as rejected, naming the ranks it failed on, and the step() at that boundary
+        raises RuntimeError on every rank, which stops the job (resume it from its last checkpoint).
+        fn should therefore check what it can before moving anything, on every rank alike. With
+        more than one rank it needs the validation group (falcon.init(validation_group=True)):
+        without one a layer split is refused. Without fn a layer split is applied at a relaunch
+        (a checkpoint, then falcon.relaunch_split() in the relaunched job), which needs
+        checkpoint_fn and falcon.launch. fn=None removes it."""
         if fn is not None and not callable(fn):
             raise ValueError(f"falcon: on_layer_split: {fn!r} is not callable")
         self._layer_split_fn = fn
@@ -274,6 +288,8 @@ class Session:
                     self._shim.poll_directives(step.iteration, self._directive_cb)
             except _shim.ShimError as e:
                 log.warning("falcon: directive poll at iteration %d failed: %s", step.iteration, e)
+            if self._split_failure is not None:
+                self._stop_after_failed_split()
             if self._restart is not None:
                 self._exit_for_restart()
         if self.agreement:
@@ -369,6 +385,14 @@ class Session:
         return 1
 
     def _apply(self, d):
+        if d.kind in _PLAN_KINDS and 0 < d.plan_version <= self._plan_version:
+            # In force already: a relaunched job given again the directive it was relaunched for
+            # (its ack lost at the exit; a layer split does not bump the epoch). Acting on it
+            # again would relaunch again.
+            log.info("falcon: directive %d (plan version %d) is in force already (plan version "
+                     "%d): acknowledged, not applied again", d.directive_id, d.plan_version,
+                     self._plan_version)
+            return None
         if self._restart is not None:
             # The job is about to exit for a relaunch that carries what was decided before this
             # directive: applying it would be acknowledged and lost.
@@ -449,8 +473,7 @@ class Session:
         """S2L: the split checked against the job, then applied live (on_layer_split's function)
         or, without one, at a relaunch in place like S3: a checkpoint, and the split in the
         restart request for falcon.launch (FALCON_LAYER_SPLIT in the relaunched job)."""
-        if d.struct_size < _DIRECTIVE_SPLIT_END:
-            return "layer_split: the shim library's directive has no split (ABI version < 4)"
+        # The struct has the split's fields: _shim.load refuses libraries older than ABI 4.
         dp, pp = d.micro_batches_len, d.pp_stages
         if dp != self.dp_size or pp != self.pp_size:
             return (f"layer_split: a split of DP {dp} x PP {pp}, the job runs DP {self.dp_size} "
@@ -470,14 +493,7 @@ class Session:
                     f"{self.global_micro_batches}")
         stage_blocks = [list(b) for b in split.stage_blocks]
         if self._layer_split_fn is not None:
-            try:
-                self._layer_split_fn([list(b) for b in stage_blocks], list(plan))
-            except Exception as e:  # noqa: BLE001 (the user's function: any failure refuses)
-                return f"layer_split not applied: {e}"
-            self._split, self._plan, self._plan_version = stage_blocks, plan, d.plan_version
-            log.info("falcon: layer split %s, micro-batch plan %s (version %d) from iteration %d",
-                     stage_blocks, plan, d.plan_version, self._boundary)
-            return None
+            return self._apply_layer_split_live(d, stage_blocks, plan)
         if self._checkpoint_fn is None:
             return ("layer_split: no live applier (Session.on_layer_split) and no checkpoint "
                     "callback (falcon.init(checkpoint_fn=)) to apply it at a relaunch")
@@ -494,6 +510,57 @@ class Session:
         self._restart = {"checkpoint_dir": "", "excluded_ranks": [], "iteration": iteration,
                          "epoch": int(d.epoch), "layer_split": split.to_json()}
         return None
+
+    def _apply_layer_split_live(self, d, stage_blocks, plan):
+        """on_layer_split's function, then the ranks' agreement on its outcome: the split is in
+        force when it returned on every rank; else the job stops (on_layer_split)."""
+        world = self.env.world_size
+        if world > 1 and (self.validation_group is None or not self.agreement):
+            return ("layer_split: applying a split live needs the ranks to agree on its outcome "
+                    "over the package's validation group, which this job has not "
+                    "(falcon.init(validation_group=False))")
+        error = unknown = None
+        try:
+            self._layer_split_fn([list(b) for b in stage_blocks], list(plan))
+        except Exception as e:  # noqa: BLE001 (the user's function: any failure counts)
+            error = str(e) or type(e).__name__
+        try:
+            failed = self._failed_ranks(error is not None)
+        except Exception as e:  # noqa: BLE001 (a dead peer: the outcome is unknown)
+            failed = None
+            unknown = f"the ranks could not agree on its outcome ({e})"
+        if failed == []:
+            self._split, self._plan = _uneven_or_none(stage_blocks), plan
+            self._plan_version = d.plan_version
+            log.info("falcon: layer split %s, micro-batch plan %s (version %d) from iteration %d",
+                     stage_blocks, plan, d.plan_version, self._boundary)
+            return None
+        where = unknown if failed is None else f"it failed on rank(s) {failed} of {world}"
+        self._split_failure = (
+            f"layer_split applied live at iteration {self._boundary}: {where}"
+            f"{f' (here: {error})' if error is not None else ''}; ranks that moved layers "
+            "cannot move them back alone, so the ranks' models no longer agree: the job stops "
+            "(resume it from its last checkpoint)")
+        return self._split_failure
+
+    def _failed_ranks(self, failed_here):
+        """The ranks whose live split failed, ascending, the same on every rank: one all_reduce
+        (sum) of a flag per rank on the validation group. Raises what the all_reduce raises."""
+        if self.env.world_size == 1:
+            return [self.env.rank] if failed_here else []
+        import torch
+        flags = torch.zeros(self.env.world_size, dtype=torch.int64)
+        flags[self.env.rank] = 1 if failed_here else 0
+        self._all_reduce(flags, group=self.validation_group)
+        return [r for r, f in enumerate(flags.tolist()) if f]
+
+    def _stop_after_failed_split(self):
+        """A live layer split failed on some rank (its rejection is acked): flush the shim and
+        raise on every rank."""
+        why = self._split_failure
+        log.error("falcon: %s", why)
+        self.close()
+        raise RuntimeError(f"falcon: {why}")
 
     def _exit_for_restart(self):
         request = self._restart
@@ -615,8 +682,17 @@ class Session:
                 log.warning("falcon: shutdown: %s", e)
 
 
-# The end of the directive struct's layer split fields (ABI version 4).
-_DIRECTIVE_SPLIT_END = _shim.Directive.pp_stages.offset + ctypes.sizeof(ctypes.c_uint32)
+# Directives that carry a plan (and its version): S2, S2L, S3.
+_PLAN_KINDS = (_shim.DIRECTIVE_MICRO_BATCH_PLAN, _shim.DIRECTIVE_LAYER_SPLIT,
+               _shim.DIRECTIVE_TOPOLOGY_CHANGE)
+
+
+def _uneven_or_none(stage_blocks):
+    """`stage_blocks` as lists, or None when every pipeline is split evenly (the controller's
+    rule, falcon.layout.even_stage_blocks)."""
+    if layout_mod.is_even_split(stage_blocks):
+        return None
+    return [list(b) for b in stage_blocks]
 
 
 def _restart_kind(request):

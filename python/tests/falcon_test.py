@@ -314,6 +314,23 @@ class LayerSplitTest(unittest.TestCase):
                                         "FALCON_LAYER_SPLIT=/nonexistent/s.json: cannot read it"):
                 layout.relaunch_split({"FALCON_LAYER_SPLIT": "/nonexistent/s.json"})
 
+    def test_the_even_split_is_the_controllers(self):
+        # common::EvenStageBlocks (common/layer_split_test.cc pins the same table): the later
+        # stages get the extra blocks.
+        from falcon import layout
+        for blocks, stages, want in ((16, 2, [8, 8]), (7, 3, [2, 2, 3]), (10, 4, [2, 3, 2, 3]),
+                                     (5, 2, [2, 3]), (4, 4, [1, 1, 1, 1]), (4096, 3,
+                                                                            [1365, 1365, 1366])):
+            self.assertEqual(layout.even_stage_blocks(blocks, stages), want)
+            self.assertEqual(want, [(s + 1) * blocks // stages - s * blocks // stages
+                                    for s in range(stages)])
+        for blocks, stages in ((2, 3), (4, 0), (4097, 2), (4.0, 2)):
+            with self.assertRaisesRegex(ValueError, "even_stage_blocks"):
+                layout.even_stage_blocks(blocks, stages)
+        self.assertTrue(layout.is_even_split([[2, 2, 3], [3, 3]]))
+        self.assertTrue(layout.is_even_split([]))
+        self.assertFalse(layout.is_even_split([[2, 2, 3], [3, 2, 2]]))
+
     def test_s2l_requests_relaunch_in_place_and_are_checked(self):
         from falcon.session import write_restart_request
         request = {"excluded_ranks": [], "layer_split": self.SPLIT}
@@ -700,26 +717,37 @@ class SessionTest(unittest.TestCase):
                       s._apply(d))
         self.assertIsNone(s._restart)
 
-    def test_layer_splits_are_checked_then_applied_live_or_at_a_relaunch(self):
+    def _split_session(self, world=4, split=None, validation_group="vgroup"):
+        """A DP 2 x PP 2 session of rank 0 (DP index 1) over 4 blocks, without a shim; its
+        checkpoint calls go to .seen, its live-split agreement all_reduce to .reduced."""
         from falcon.session import Session
-        penv = env.ProcessEnv(job="s2l", rank=0, world_size=4, local_rank=0, node="n",
+        penv = env.ProcessEnv(job="s2l", rank=0, world_size=world, local_rank=0, node="n",
                               agent_socket="/nonexistent.sock", restart_count=0)
         seen = []
         s = Session(penv, None, dp_size=2, pp_size=2, tp_size=1, dp_index=1, pp_index=0,
                     tp_index=0, global_micro_batches=8, checkpoint_fn=lambda *a: seen.append(a),
-                    time_ops=False, validation_group=None, pipeline_blocks=4)
+                    time_ops=False, validation_group=validation_group, pipeline_blocks=4,
+                    split=split)
+        s.seen, s.reduced = seen, []
+        s._all_reduce = lambda flags, group: s.reduced.append((flags.tolist(), group))
+        return s
+
+    @staticmethod
+    def _split(stage_blocks, plan, version=4, epoch=2):
+        d, keep = _directive(_shim.DIRECTIVE_LAYER_SPLIT, plan, version=version)
+        flat = [b for stages in stage_blocks for b in stages]
+        arr = (ctypes.c_uint32 * len(flat))(*flat)
+        d.stage_blocks = ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint32))
+        d.stage_blocks_len = len(flat)
+        d.pp_stages = len(stage_blocks[0])
+        d.epoch = epoch
+        return d, (keep, arr)
+
+    def test_layer_splits_are_checked_then_applied_live_or_at_a_relaunch(self):
+        s = self._split_session()
         self.assertIsNone(s.layer_split())
         self.assertIsNone(s.stage_blocks())
-
-        def split(stage_blocks, plan, version=4, epoch=2):
-            d, keep = _directive(_shim.DIRECTIVE_LAYER_SPLIT, plan, version=version)
-            flat = [b for stages in stage_blocks for b in stages]
-            arr = (ctypes.c_uint32 * len(flat))(*flat)
-            d.stage_blocks = ctypes.cast(arr, ctypes.POINTER(ctypes.c_uint32))
-            d.stage_blocks_len = len(flat)
-            d.pp_stages = len(stage_blocks[0])
-            d.epoch = epoch
-            return d, (keep, arr)
+        split = self._split
         for stage_blocks, plan, why in (
                 ([[1, 3]], [8], "a split of DP 1 x PP 2, the job runs DP 2 x PP 2"),
                 ([[1, 3], [2, 1]], [5, 3], r'"stage_blocks"\[1\] sums to 3 blocks'),
@@ -728,43 +756,118 @@ class SessionTest(unittest.TestCase):
                 ([[1, 3], [3, 1]], [8, 0], '"micro_batches" holds')):
             d, _keep = split(stage_blocks, plan)
             self.assertRegex(s._apply(d), why)
-        d, _keep = split([[1, 3], [3, 1]], [5, 3])
-        d.struct_size = _shim.Directive.pp_stages.offset  # A library older than ABI 4.
-        self.assertIn("ABI version < 4", s._apply(d))
-        # Live: the script's function moves the layers; a failure refuses the directive.
+        # Live: the script's function moves the layers, then the ranks agree on the outcome (an
+        # all_reduce of a flag per rank on the validation group: here every flag stays 0).
         applied = []
         s.on_layer_split(lambda blocks, plan: applied.append((blocks, plan)))
         d, _keep = split([[1, 3], [3, 1]], [5, 3], version=7)
         self.assertIsNone(s._apply(d))
         self.assertEqual(applied, [([[1, 3], [3, 1]], [5, 3])])
+        self.assertEqual(s.reduced, [([0, 0, 0, 0], "vgroup")])
         self.assertEqual((s.layer_split(), s.stage_blocks(), s.plan(), s._plan_version),
                          ([[1, 3], [3, 1]], [3, 1], [5, 3], 7))
-
-        def refuse(blocks, plan):
-            raise RuntimeError("stage 0 is out of memory")
-        s.on_layer_split(refuse)
+        # A revert to the even split: layer_split() is None again (the controller's even rule).
         d, _keep = split([[2, 2], [2, 2]], [4, 4], version=8)
-        self.assertEqual(s._apply(d), "layer_split not applied: stage 0 is out of memory")
-        self.assertEqual(s.plan(), [5, 3])
+        self.assertIsNone(s._apply(d))
+        self.assertEqual((s.layer_split(), s.stage_blocks(), s.plan(), s._plan_version),
+                         (None, None, [4, 4], 8))
         with self.assertRaisesRegex(ValueError, "on_layer_split: 3 is not callable"):
             s.on_layer_split(3)
         # Without a live applier: a relaunch, which needs falcon.launch.
         s.on_layer_split(None)
+        d, _keep = split([[1, 3], [3, 1]], [5, 3], version=9)
         self.assertIn("FALCON_RESTART_FILE is unset", s._apply(d))
         s._checkpoint_fn = None
         self.assertIn("no checkpoint callback", s._apply(d))
-        s._checkpoint_fn = lambda *a: seen.append(a)
+        s._checkpoint_fn = lambda *a: s.seen.append(a)
         import dataclasses
         s.env = dataclasses.replace(s.env, restart_file="/nonexistent/restart.json")
         s._boundary = 33
         self.assertIsNone(s._apply(d))
-        self.assertEqual(seen, [("", 33, [])])
+        self.assertEqual(s.seen, [("", 33, [])])
         self.assertEqual(s._restart, {
             "checkpoint_dir": "", "excluded_ranks": [], "iteration": 33, "epoch": 2,
-            "layer_split": {"stage_blocks": [[2, 2], [2, 2]], "micro_batches": [4, 4],
-                            "plan_version": 8}})
-        later, _keep = _directive(_shim.DIRECTIVE_MICRO_BATCH_PLAN, (4, 4), version=9)
+            "layer_split": {"stage_blocks": [[1, 3], [3, 1]], "micro_batches": [5, 3],
+                            "plan_version": 9}})
+        later, _keep = _directive(_shim.DIRECTIVE_MICRO_BATCH_PLAN, (4, 4), version=10)
         self.assertIn("exiting for a relaunch (S2L at iteration 33)", s._apply(later))
+
+    def test_a_live_split_that_fails_on_any_rank_stops_every_rank(self):
+        d, _keep = self._split([[1, 3], [3, 1]], [5, 3], version=7)
+
+        def refuse(blocks, plan):
+            raise RuntimeError("stage 0 is out of memory")
+        # It fails here: every rank learns it (this rank's flag), none commits, the job stops.
+        s = self._split_session()
+        s.on_layer_split(refuse)
+        s._boundary = 12
+        why = s._apply(d)
+        self.assertEqual(why, "layer_split applied live at iteration 12: it failed on rank(s) [0] "
+                              "of 4 (here: stage 0 is out of memory); ranks that moved layers "
+                              "cannot move them back alone, so the ranks' models no longer "
+                              "agree: the job stops (resume it from its last checkpoint)")
+        self.assertEqual(s.reduced, [([1, 0, 0, 0], "vgroup")])
+        self.assertEqual((s.layer_split(), s.plan(), s._plan_version), (None, [4, 4], 0))
+        with self.assertRaisesRegex(RuntimeError, "^falcon: layer_split applied live at "
+                                                  "iteration 12: it failed on rank"):
+            s._stop_after_failed_split()
+        self.assertTrue(s._closed)
+        # It moved the layers here but failed on rank 2: this rank does not commit either.
+        s = self._split_session()
+        moved = []
+        s.on_layer_split(lambda blocks, plan: moved.append(blocks))
+
+        def rank2_failed(flags, group):
+            flags[2] += 1
+        s._all_reduce = rank2_failed
+        self.assertRegex(s._apply(d), r"it failed on rank\(s\) \[2\] of 4; ranks that moved")
+        self.assertEqual(len(moved), 1)
+        self.assertEqual((s.layer_split(), s.plan(), s._plan_version), (None, [4, 4], 0))
+        self.assertIsNotNone(s._split_failure)
+        # The agreement itself fails (a dead peer): the outcome is unknown, the job stops.
+        s = self._split_session()
+        s.on_layer_split(lambda blocks, plan: None)
+
+        def dead_peer(flags, group):
+            raise RuntimeError("connection reset by rank 3")
+        s._all_reduce = dead_peer
+        self.assertIn("the ranks could not agree on its outcome (connection reset by rank 3)",
+                      s._apply(d))
+        self.assertIsNone(s.layer_split())
+        # Without the validation group (falcon.init(validation_group=False)) the ranks cannot
+        # agree: refused before the function runs.
+        s = self._split_session(validation_group=None)
+        s.on_layer_split(refuse)
+        self.assertIn("needs the ranks to agree on its outcome", s._apply(d))
+        self.assertIsNone(s._split_failure)
+        # A world of one agrees with itself, without a collective.
+        s = self._split_session(world=1)
+        s.on_layer_split(lambda blocks, plan: None)
+        self.assertIsNone(s._apply(d))
+        self.assertEqual((s.reduced, s.layer_split()), ([], [[1, 3], [3, 1]]))
+
+    def test_a_relaunched_session_acks_the_directive_it_was_relaunched_for(self):
+        # The S2L relaunch's ack was lost at the exit (a layer split keeps the epoch): the
+        # controller sends the same directive again, which must not relaunch the job again.
+        from falcon import layout
+        s = self._split_session(split=layout.LayerSplit(((1, 3), (3, 1)), (5, 3), 4))
+        import dataclasses
+        s.env = dataclasses.replace(s.env, restart_file="/nonexistent/restart.json")
+        self.assertEqual((s.layer_split(), s.plan(), s._plan_version),
+                         ([[1, 3], [3, 1]], [5, 3], 4))
+        for version in (4, 3):  # The same directive, or an older plan.
+            d, _keep = self._split([[1, 3], [3, 1]], [5, 3], version=version)
+            self.assertIsNone(s._apply(d))
+            plan, _keep = _directive(_shim.DIRECTIVE_MICRO_BATCH_PLAN, (4, 4), version=version)
+            self.assertIsNone(s._apply(plan))
+        self.assertEqual((s.seen, s._restart, s.plan(), s._plan_version), ([], None, [5, 3], 4))
+        # A newer plan is applied (here at a relaunch: no live applier).
+        d, _keep = self._split([[2, 2], [2, 2]], [4, 4], version=5)
+        self.assertIsNone(s._apply(d))
+        self.assertEqual(s._restart["layer_split"]["plan_version"], 5)
+        # A relaunch into the even split: no split in force.
+        s = self._split_session(split=layout.LayerSplit(((2, 2), (2, 2)), (4, 4), 6))
+        self.assertEqual((s.layer_split(), s.stage_blocks(), s._plan_version), (None, None, 6))
 
     def test_restart_without_a_checkpoint_callback_is_refused(self):
         d, _keep = _directive(_shim.DIRECTIVE_CHECKPOINT_RESTART)
@@ -892,8 +995,9 @@ class InitTest(unittest.TestCase):
             fs = falcon.init(global_micro_batches=4, pipeline_blocks=4, block_state_bytes=1024,
                              environment=environment, required=True)
             try:
+                # One stage holding every block is the even split: none in force.
                 self.assertEqual((fs.layer_split(), fs.plan(), fs._plan_version),
-                                 ([[4]], [4], 5))
+                                 (None, [4], 5))
             finally:
                 fs.close()
             for kwargs, why in (({"pipeline_blocks": 6}, "hold 4 blocks, but pipeline_blocks=6"),
@@ -997,6 +1101,14 @@ class AgreementTest(unittest.TestCase):
 
 
 class ShimLibraryTest(unittest.TestCase):
+    def test_default_options_are_the_librarys_in_this_modules_struct(self):
+        # falcon_shim_options_init writes the library's whole struct (a newer library's is
+        # larger): it goes to a scratch buffer, and Options keeps its own part.
+        o = _shim.Shim(_shim.load()).default_options()
+        self.assertEqual(o.struct_size, ctypes.sizeof(_shim.Options))
+        self.assertEqual((o.gpu, o.dp_index, o.ring_capacity, o.pipeline_blocks,
+                          o.block_state_bytes), (-1, -1, 65536, 0, 0))
+
     def test_the_copy_already_in_the_process_is_the_one_used(self):
         # The NCCL interposer (LD_PRELOAD) brings its libfalcon_shim.so: the package must use
         # that copy, not load a second one (a second session) from FALCON_SHIM_LIB.
@@ -1054,6 +1166,66 @@ def _run_once(tmp, name, *args, steps, nproc, dp, env):
         raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stderr[-3000:]}")
     with open(log) as f:
         return [json.loads(line) for line in f]
+
+
+def _example_module():
+    """examples/pytorch/train.py as a module (its functions, in this process)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("falcon_example_train", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ExampleTest(unittest.TestCase):
+    def test_stages_split_evenly_as_the_controller_does_without_touching_the_global_rng(self):
+        train = _example_module()
+        a = train.parse_args(["--pp", "3", "--layers", "7", "--hidden", "8", "--heads", "2"])
+        torch.manual_seed(11)
+        want = torch.rand(3)
+        torch.manual_seed(11)
+        stages = [train.Stage(a, s) for s in range(3)]
+        self.assertTrue(torch.equal(torch.rand(3), want))  # Building stages drew nothing.
+        self.assertEqual([(s.first_block, len(s.blocks)) for s in stages], [(0, 2), (2, 2), (4, 3)])
+        # Each block from its own seed: the same parameters whatever the split.
+        other = train.Stage(a, 2, [1, 2, 4])
+        mine = dict(stages[2].global_parameters())
+        for name, p in other.global_parameters():
+            if name in mine:
+                self.assertTrue(torch.equal(p, mine[name]), name)
+
+    def test_checkpoints_keep_the_whole_optimizer_state_and_refuse_an_old_format(self):
+        train = _example_module()
+        a = train.parse_args(["--pp", "1", "--layers", "2", "--hidden", "8", "--heads", "2",
+                              "--seq", "4", "--vocab", "16"])
+        with tempfile.TemporaryDirectory() as tmp:
+            a.checkpoint_dir = tmp
+            model = train.Stage(a, 0)
+            opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
+            x, _ = train.micro_batch(a, 0, 0)
+            model(x).sum().backward()
+            opt.step()
+            path = os.path.join(tmp, "stage0.pt")
+            torch.save(train.checkpoint_state(model, opt, 3), path)
+            fresh = train.Stage(a, 0)
+            fresh_opt = torch.optim.SGD(fresh.parameters(), lr=1.0, momentum=0.5)
+            self.assertEqual(train.resume(a, fresh, fresh_opt, 0), 3)
+            self.assertEqual({k: fresh_opt.param_groups[0][k] for k in ("lr", "momentum",
+                                                                         "weight_decay")},
+                             {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01})
+            for (name, p), (_, q) in zip(model.global_parameters(), fresh.global_parameters()):
+                self.assertTrue(torch.equal(p, q), name)
+                self.assertEqual(opt.state[p].keys(), fresh_opt.state[q].keys(), name)
+                for key, v in opt.state[p].items():
+                    self.assertTrue(torch.equal(v, fresh_opt.state[q][key]), (name, key))
+            # Format 1 (no "format": the momentum only) is named, with its file.
+            torch.save({"model": {}, "momentum": {}, "step": 3}, path)
+            with self.assertRaises(SystemExit) as exited:
+                train.resume(a, fresh, fresh_opt, 0)
+            self.assertEqual(str(exited.exception),
+                             f"train.py: {path} is a stage checkpoint of format 1; this script "
+                             "reads format 2 (whole optimizer state per parameter): start "
+                             "without it, or resume with the script that wrote it")
 
 
 class S2MathTest(unittest.TestCase):
