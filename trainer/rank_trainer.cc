@@ -178,6 +178,16 @@ absl::Status RankTrainer::BuildGroupComms() {
   if (!pp.ok()) return pp.status();
   dp_comm_ = *std::move(dp);
   pp_comm_ = *std::move(pp);
+  return BuildGradientReducer();
+}
+
+absl::Status RankTrainer::BuildGradientReducer() {
+  const analysis::plan::RankPlacement p = layout_.at(rank_);
+  grad_reducer_.reset();
+  absl::StatusOr<std::unique_ptr<directives::SplitGradientReducer>> r =
+      directives::SplitGradientReducer::Create(options_.model, splits_, p.dp, p.pp, *world_);
+  if (!r.ok()) return r.status();
+  grad_reducer_ = *std::move(r);
   return absl::OkStatus();
 }
 
@@ -323,11 +333,7 @@ absl::Status RankTrainer::RunIteration(int64_t t, double* loss_sum, double* comp
     }
     if (!s.ok()) return s;
   }
-  if (absl::Status s =
-          directives::AllReduceGradients(c, splits_, *stage_, *dp_comm_, *world_, &grad_scratch_);
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = grad_reducer_->AllReduce(*stage_, *dp_comm_); !s.ok()) return s;
   compute([&] {
     AdamStep(options_.adam, t + 1, stage_->num_params(), stage_->params(), stage_->grads(),
              stage_->adam_m(), stage_->adam_v());
@@ -569,6 +575,7 @@ absl::Status RankTrainer::ApplyLayerSplit(const falcon::v1::Directive& d, int64_
   stage_ = *std::move(stage);
   splits_ = std::move(to.splits);
   plan_.assign(d.layer_split().micro_batches().begin(), d.layer_split().micro_batches().end());
+  if (absl::Status s = BuildGradientReducer(); !s.ok()) return s;
   const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
   const int64_t bytes = RemapBytes(options_.model, plan);
   *reason = absl::StrFormat(

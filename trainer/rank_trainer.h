@@ -6,15 +6,18 @@
 //       the same global batch; every micro-batch's loss is scaled by 1/(M*b), so the summed (DP
 //       all-reduce) gradient is the global-batch mean whatever the split (weighted aggregation).
 //   S3  topology_change: pause, move parameters and Adam moments between ranks over the world
-//       communicator through host buffers (directives/remap.h), rebuild the DP/PP communicators,
-//       resume; the pause time is reported (ack reason, IterationReport.pause_s, JSON log).
+//       communicator through host buffers (directives/remap.h), rebuild the DP/PP communicators
+//       (and the gradient groups of a split in force), resume; the pause time is reported (ack
+//       reason, IterationReport.pause_s, JSON log).
 //   S2L layer_split: each DP group's pipeline takes its own split of the model's blocks over its
 //       stages (common/layer_split.h) and the micro-batch plan the directive carries; the blocks
 //       a stage gains come, parameters and Adam moments bit for bit, from the stage of its own
 //       pipeline that held them (directives/remap.h) over the world communicator; the pause time
-//       is reported like S3's. Uneven splits sum the gradients with one world all-reduce
-//       (directives/layer_split.h). A micro_batch_plan keeps the split; an S3 that keeps the
-//       shape keeps each DP index's split, one that changes it starts even.
+//       is reported like S3's. While the splits differ, the gradients are summed per set of
+//       layers whose DP replicas sit at the same stages, over a sub-communicator of those
+//       replicas built with the split (directives/layer_split.h SplitGradientReducer). A
+//       micro_batch_plan keeps the split; an S3 that keeps the shape keeps each DP index's split,
+//       one that changes it starts even.
 //   S4  checkpoint_restart: write a checkpoint (checkpoint/checkpoint.h), ack, and return
 //       kCheckpointRestart; the launcher restarts the job without the excluded ranks and resumes
 //       from it.
@@ -50,6 +53,7 @@
 #include "common/layer_split.h"
 #include "trainer/device/emulated_device.h"
 #include "trainer/directives/directive_queue.h"
+#include "trainer/directives/layer_split.h"
 #include "trainer/directives/micro_batch_plan.h"
 #include "trainer/directives/validation_executor.h"
 #include "trainer/hooks.h"
@@ -153,7 +157,10 @@ class RankTrainer {
               analysis::plan::Layout layout);
 
   absl::Status Init();
+  // Collective over the world: the DP and PP communicators of layout_ and BuildGradientReducer.
   absl::Status BuildGroupComms();
+  // Collective over the world: grad_reducer_ for splits_ and layout_.
+  absl::Status BuildGradientReducer();
   RankContext Context() const;
   absl::Status RunIteration(int64_t iteration, double* loss_sum, double* compute_s);
   // Agrees (carrying `loss_sum` of the iteration before), calls `report` with the agreed loss
@@ -206,6 +213,9 @@ class RankTrainer {
   int64_t plan_version_ = 0;
   int64_t start_iteration_ = 0;
   std::unique_ptr<model::StageModel> stage_;
+  // The DP gradient all-reduce for splits_ and layout_ (over dp_comm_ while every pipeline is
+  // split alike, else over its own sub-communicators); rebuilt with them.
+  std::unique_ptr<directives::SplitGradientReducer> grad_reducer_;
   directives::DirectiveQueue queue_;
   bool paused_ = false;
   // Validation tasks run during the current pause (by task_id).
@@ -223,8 +233,6 @@ class RankTrainer {
   uint64_t restart_epoch_ = 0;  // The S4 directive's epoch.
   // Reusable point-to-point buffers, [b x hidden] each.
   std::vector<float> act_in_, act_out_, grad_in_, grad_out_;
-  // Model-sized gradient buffer of the all-reduce under uneven splits.
-  std::vector<float> grad_scratch_;
   std::vector<int32_t> context_ids_, targets_;
 };
 

@@ -1,7 +1,9 @@
 #include "trainer/directives/layer_split.h"
 
-#include <algorithm>
 #include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace falcon::trainer::directives {
 
@@ -21,31 +23,95 @@ absl::Duration EmulatedStageTime(absl::Duration per_forward, double units, int b
   return per_forward * (units * (static_cast<double>(blocks_held) * pp / num_blocks));
 }
 
-absl::Status AllReduceGradients(const model::ModelConfig& config,
-                                const std::vector<common::StageBlocks>& splits,
-                                model::StageModel& stage, collective::Communicator& dp_comm,
-                                collective::Communicator& world, std::vector<float>* scratch) {
-  if (SameSplitEverywhere(splits)) {
+std::vector<GradientGroup> GradientGroups(const model::ModelConfig& config,
+                                          const std::vector<common::StageBlocks>& splits) {
+  const int dp = static_cast<int>(splits.size());
+  // ends[d][s]: the layer after DP group d's stage s.
+  std::vector<std::vector<int>> ends(dp);
+  for (int d = 0; d < dp; ++d) {
+    for (int s = 0; s < static_cast<int>(splits[d].size()); ++s) {
+      ends[d].push_back(model::LayersOfStage(config, splits[d], s).end);
+    }
+  }
+  std::vector<GradientGroup> groups;
+  std::vector<int> stages(dp, 0);
+  for (int l = 0; l < config.num_layers(); ++l) {
+    for (int d = 0; d < dp; ++d) {
+      while (l >= ends[d][stages[d]]) ++stages[d];
+    }
+    if (groups.empty() || groups.back().stages != stages) {
+      groups.push_back(GradientGroup{l, l + 1, stages});
+    } else {
+      groups.back().end = l + 1;
+    }
+  }
+  return groups;
+}
+
+absl::StatusOr<std::unique_ptr<SplitGradientReducer>> SplitGradientReducer::Create(
+    const model::ModelConfig& config, const std::vector<common::StageBlocks>& splits, int dp,
+    int pp, collective::Communicator& world) {
+  if (splits.empty() || splits.front().empty()) {
+    return absl::InvalidArgumentError("gradient reducer: empty split");
+  }
+  const int num_dp = static_cast<int>(splits.size());
+  const int num_pp = static_cast<int>(splits.front().size());
+  for (int d = 0; d < num_dp; ++d) {
+    const common::StageBlocks& s = splits[d];
+    bool ok = static_cast<int>(s.size()) == num_pp;
+    int sum = 0;
+    for (int blocks : s) {
+      ok = ok && blocks >= 1;
+      sum += blocks;
+    }
+    if (!ok || sum != config.num_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient reducer: split ", common::StageBlocksText(s), " of DP group ", d, " is not ",
+          num_pp, " stages of >= 1 blocks summing to ", config.num_blocks));
+    }
+  }
+  if (dp < 0 || dp >= num_dp || pp < 0 || pp >= num_pp) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient reducer: position (", dp, ", ", pp,
+                                                   ") outside ", num_dp, " x ", num_pp));
+  }
+  std::unique_ptr<SplitGradientReducer> r(new SplitGradientReducer());
+  r->layers_ = model::LayersOfStage(config, splits[dp], pp);
+  if (SameSplitEverywhere(splits)) return r;
+  r->groups_ = GradientGroups(config, splits);
+  for (int k = 0; k < static_cast<int>(r->groups_.size()); ++k) {
+    const bool holds = r->groups_[k].stages[dp] == pp;
+    absl::StatusOr<std::unique_ptr<collective::Communicator>> comm = world.Split(
+        holds ? 0 : collective::Communicator::kNoColor, dp,
+        collective::CommLabel{collective::CommKind::COMM_KIND_DP, absl::StrCat("dp.split", k)});
+    if (!comm.ok()) return comm.status();
+    if (!holds) continue;
+    r->held_.push_back(k);
+    r->comms_.push_back(*std::move(comm));
+  }
+  return r;
+}
+
+absl::Status SplitGradientReducer::AllReduce(model::StageModel& stage,
+                                             collective::Communicator& dp_comm) {
+  if (stage.layers().first != layers_.first || stage.layers().end != layers_.end) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient reducer: the stage holds layers [",
+                                                   stage.layers().first, ", ", stage.layers().end,
+                                                   "), the split gives this rank [", layers_.first,
+                                                   ", ", layers_.end, ")"));
+  }
+  if (groups_.empty()) {
     if (dp_comm.size() <= 1) return absl::OkStatus();
     const collective::Buffer grads = collective::HostBuffer(stage.grads(), stage.num_params());
     return dp_comm.AllReduce(grads, grads, collective::ReduceOp::kSum);
   }
-  // Offset of each layer in the model-sized buffer.
-  std::vector<int64_t> offset(config.num_layers() + 1, 0);
-  for (int l = 0; l < config.num_layers(); ++l) {
-    offset[l + 1] = offset[l] + LayerParamCount(config, l);
-  }
-  scratch->assign(offset.back(), 0.0f);
-  const model::StageLayers mine = stage.layers();
-  for (int l = mine.first; l < mine.end; ++l) {
-    std::copy_n(stage.grads() + stage.LayerOffset(l), stage.LayerSize(l),
-                scratch->data() + offset[l]);
-  }
-  const collective::Buffer all = collective::HostBuffer(scratch->data(), scratch->size());
-  if (absl::Status s = world.AllReduce(all, all, collective::ReduceOp::kSum); !s.ok()) return s;
-  for (int l = mine.first; l < mine.end; ++l) {
-    std::copy_n(scratch->data() + offset[l], stage.LayerSize(l),
-                stage.grads() + stage.LayerOffset(l));
+  for (size_t i = 0; i < held_.size(); ++i) {
+    const GradientGroup& g = groups_[held_[i]];
+    const int64_t begin = stage.LayerOffset(g.first);
+    const int64_t end = stage.LayerOffset(g.end - 1) + stage.LayerSize(g.end - 1);
+    const collective::Buffer slice = collective::HostBuffer(stage.grads() + begin, end - begin);
+    if (absl::Status s = comms_[i]->AllReduce(slice, slice, collective::ReduceOp::kSum); !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }

@@ -2,15 +2,19 @@
 // may split the model's blocks differently (common/layer_split.h), so a slow stage holds fewer
 // blocks. What the rank trainer needs beyond moving the layers (directives/remap.h): the emulated
 // device time of a stage by the blocks it holds, and the gradient all-reduce when the replicas of
-// a stage no longer hold the same layers.
+// a stage no longer hold the same layers (over one sub-communicator per set of layers whose DP
+// replicas sit at the same stages, so each rank all-reduces only its own stage's gradients, as
+// with the per-stage DP all-reduce).
 //
 // Thread-compatible.
 #ifndef FALCON_TRAINER_DIRECTIVES_LAYER_SPLIT_H_
 #define FALCON_TRAINER_DIRECTIVES_LAYER_SPLIT_H_
 
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collective/communicator.h"
 #include "common/layer_split.h"
@@ -36,17 +40,72 @@ bool SameSplitEverywhere(const std::vector<common::StageBlocks>& splits);
 absl::Duration EmulatedStageTime(absl::Duration per_forward, double units, int blocks_held,
                                  int num_blocks, int pp);
 
-// Sums the gradients of `stage` (this rank's layers) over the DP replicas, in place. When every
-// pipeline is split alike (SameSplitEverywhere): one all-reduce of the stage's buffer over
-// `dp_comm` (its stage's DP group). Otherwise a layer's DP replicas sit at different stages: one
-// all-reduce (sum) over `world` of a model-sized buffer (every layer at its offset in layer order)
-// where each rank writes its own layers' gradients and zeros elsewhere, each layer then holding
-// the sum over its DP holders (one per replica; adding zeros is exact), read back into the stage.
-// `scratch` is the reused model-sized buffer. Communicator errors pass through.
-absl::Status AllReduceGradients(const model::ModelConfig& config,
-                                const std::vector<common::StageBlocks>& splits,
-                                model::StageModel& stage, collective::Communicator& dp_comm,
-                                collective::Communicator& world, std::vector<float>* scratch);
+// The layers whose gradients are summed together while the pipelines' splits differ: the layers
+// [first, end), which DP group d's pipeline holds on its stage stages[d], for every d. Their
+// holders are the D ranks at (d, stages[d]), one per DP group.
+struct GradientGroup {
+  int first = 0;
+  int end = 0;
+  std::vector<int> stages;  // By DP index.
+  bool operator==(const GradientGroup& o) const {
+    return first == o.first && end == o.end && stages == o.stages;
+  }
+};
+
+// The gradient groups of `splits` (one entry per DP group, each of P >= 1 counts >= 1 summing to
+// config.num_blocks; not checked here): the layers (embedding, blocks, head) grouped by their
+// tuple of stages (stage_0(l), ..., stage_{D-1}(l)). A layer's stage never falls as the layer
+// rises in any pipeline, so the layers of one tuple are contiguous and the groups, in layer order,
+// are also in tuple order; there are at most 1 + D (P - 1). Every pipeline split alike: P groups,
+// group s the layers of stage s with every stage s. E.g. D 4, P 2, 16 blocks, DP group 2 split
+// 6+10, the others 8+8: layers [0, 7) at (0,0,0,0), [7, 9) at (0,0,1,0), [9, 18) at (1,1,1,1).
+std::vector<GradientGroup> GradientGroups(const model::ModelConfig& config,
+                                          const std::vector<common::StageBlocks>& splits);
+
+// The DP gradient all-reduce of a step under the split in force: sums each layer's gradients over
+// its D holders (one per DP group), in place in the holders' stage buffers.
+//   Every pipeline split alike (SameSplitEverywhere): one all-reduce of the whole stage buffer
+//   over the rank's stage DP communicator, as without S2L; nothing is built.
+//   Otherwise: one sub-communicator of the world per gradient group (GradientGroups), its D
+//   holders in DP order (comm rank = DP index), labelled role DP, name "dp.split<k>" (k the
+//   group's index), so telemetry sees DP all-reduces. A rank sums, group by group in layer order,
+//   the slice of its stage buffer that holds the group's layers (contiguous: a rank holds all of a
+//   group's layers or none) over that group's communicator. Every rank takes its groups in the
+//   same global order, so a collective never waits on a member busy with a later one. A rank
+//   all-reduces its own stage's floats, as under an even split, in one call per group it holds.
+// Built when a split is applied or the layout changes, not per step. Thread-compatible.
+class SplitGradientReducer {
+ public:
+  // `splits`: the split in force, one StageBlocks per DP group (D >= 1 entries of the same P >= 1
+  // counts, each >= 1, summing to config.num_blocks); `dp`, `pp`: this rank's position.
+  // Collective over `world` when the splits differ (every rank calls it with the same `splits`):
+  // one Split round per group in order, the group's holders passing color 0 and key = their DP
+  // index, the others Communicator::kNoColor. kInvalidArgument for malformed `splits` or a
+  // position outside D x P; communicator errors pass through.
+  static absl::StatusOr<std::unique_ptr<SplitGradientReducer>> Create(
+      const model::ModelConfig& config, const std::vector<common::StageBlocks>& splits, int dp,
+      int pp, collective::Communicator& world);
+
+  // Sums `stage`'s gradients over their DP replicas, in place. `stage` must hold this rank's
+  // layers under the split (kInvalidArgument naming both ranges otherwise); `dp_comm` (its stage's
+  // DP communicator) is used only when every pipeline is split alike. Communicator errors pass
+  // through.
+  absl::Status AllReduce(model::StageModel& stage, collective::Communicator& dp_comm);
+
+  // The gradient groups (GradientGroups) when the splits differ; empty when they are alike.
+  const std::vector<GradientGroup>& groups() const { return groups_; }
+  // Indices into groups() of the groups this rank holds, in the order AllReduce sums them.
+  const std::vector<int>& held_groups() const { return held_; }
+
+ private:
+  SplitGradientReducer() = default;
+
+  model::StageLayers layers_;  // This rank's layers under the split.
+  std::vector<GradientGroup> groups_;
+  std::vector<int> held_;
+  // held_[i]'s communicator.
+  std::vector<std::unique_ptr<collective::Communicator>> comms_;
+};
 
 }  // namespace falcon::trainer::directives
 
