@@ -24,6 +24,9 @@ namespace {
 
 std::string Secs(absl::Duration d) { return absl::StrFormat("%.3f s", absl::ToDoubleSeconds(d)); }
 
+// The least compute fraction ComputeFraction gives: a stage is never modelled as all messages.
+constexpr double kMinComputeFraction = 0.05;
+
 // Per-stage compute of one micro-batch, from the healthy iteration time (see planner.h).
 absl::Duration StageCompute(absl::Duration healthy, int64_t m, int pp) {
   return healthy / static_cast<double>(std::max<int64_t>(1, m + pp - 1));
@@ -106,9 +109,11 @@ int BlocksMoved(const analysis::plan::StageSplit& a, const analysis::plan::Stage
   return moved;
 }
 
-// The job in the layer split planner's terms (planner.h): `blocks` blocks of c·P/blocks each,
-// the cells' slowdowns, q = 1, and the plan `shape` is in (its split when it has `blocks`
-// blocks, else even; shape.micro_batches) as the baseline.
+// The job in the layer split planner's terms (planner.h): the healthy time of a 1F1B slot,
+// c = healthy / (m + P − 1), split into compute f·c, spread over `blocks` blocks of f·c·P/blocks
+// each and slowed by the cells' slowdowns, and the rest (1 − f)·c (messages, scheduling) on the
+// stage boundaries, which no slowdown stretches (ComputeFraction); q = 1; the plan `shape` is in
+// (its split when it has `blocks` blocks, else even; shape.micro_batches) as the baseline.
 struct SplitModel {
   analysis::plan::LayerSplitProblem problem;
   std::vector<analysis::plan::StageSplit> base_splits;
@@ -116,15 +121,20 @@ struct SplitModel {
 };
 
 absl::StatusOr<SplitModel> SplitModelOf(const JobShape& shape, const std::vector<double>& cells,
-                                        absl::Duration healthy, int blocks) {
+                                        absl::Duration healthy, int blocks,
+                                        double compute_fraction) {
   const analysis::plan::Layout& l = shape.layout;
   const int D = l.dp_size(), P = l.pp_size();
   const absl::Duration c = StageCompute(healthy, PerReplica(shape), P);
+  const double f = std::clamp(compute_fraction, kMinComputeFraction, 1.0);
   SplitModel out;
   analysis::plan::LayerSplitProblem& p = out.problem;
   p.dp = D;
   p.pp = P;
-  p.layer_compute.assign(std::max(blocks, 0), c * P / std::max(blocks, 1));
+  p.layer_compute.assign(std::max(blocks, 0), c * f * P / std::max(blocks, 1));
+  // A middle stage has two boundaries, an end stage one: the slot's rest on each boundary (half
+  // of it beyond two stages), so the healthy bottleneck slot is c again.
+  if (P > 1 && f < 1.0) p.boundary_p2p.assign(P - 1, c * (1.0 - f) / (P == 2 ? 1.0 : 2.0));
   p.slowdowns = cells;
   p.global_micro_batches = shape.global_micro_batches;
   p.multiple = 1;
@@ -225,6 +235,14 @@ double CulpritStageSlowdown(const Culprit& culprit, int64_t m, int pp) {
   if (culprit.measured_stage_slowdown > 1.0)
     return std::min(culprit.measured_stage_slowdown, 1000.0);
   return StageSlowdown(culprit.slowdown_ratio, m, pp);
+}
+
+double ComputeFraction(const Culprit& culprit, int64_t m, int pp) {
+  const double s = culprit.measured_stage_slowdown;
+  if (!(s > 1.0) || !(culprit.slowdown_ratio > 1.0)) return 1.0;
+  // The job's slowdown as its culprit stage's whole slot would take it, over the compute's own.
+  const double slot = StageSlowdown(culprit.slowdown_ratio, m, pp);
+  return std::clamp((slot - 1.0) / (s - 1.0), kMinComputeFraction, 1.0);
 }
 
 double StageSlowdown(double job_ratio, int64_t m, int pp) {
@@ -360,7 +378,8 @@ absl::StatusOr<S2Plan> PlanS2(const JobShape& shape, const Culprit& culprit, abs
   // The ceiling on the layer split model (per block when the blocks are known, else one block
   // per stage: the same 1F1B model as Predict) with the split in force.
   absl::StatusOr<SplitModel> model =
-      SplitModelOf(shape, cells, healthy, Resplittable(shape) ? shape.pipeline_blocks : P);
+      SplitModelOf(shape, cells, healthy, Resplittable(shape) ? shape.pipeline_blocks : P,
+                   ComputeFraction(culprit, m, P));
   if (model.ok()) {
     plan.ceiling = SplitCeiling(
         falcon::v1::STRATEGY_S2_MICRO_BATCH, *model, model->base_splits,
@@ -385,7 +404,8 @@ absl::StatusOr<S2LPlan> PlanS2L(const JobShape& shape, const Culprit& culprit,
   if (!any) return absl::FailedPreconditionError("S2L: no culprit rank in the job's layout");
   const double s = CulpritStageSlowdown(culprit, m, P);
   const std::vector<double> cells = CellSlowdowns(shape, culprit, s, others);
-  absl::StatusOr<SplitModel> model = SplitModelOf(shape, cells, healthy, L);
+  const double f = ComputeFraction(culprit, m, P);
+  absl::StatusOr<SplitModel> model = SplitModelOf(shape, cells, healthy, L, f);
   if (!model.ok()) return model.status();
   const analysis::plan::LayerSplitProblem& problem = model->problem;
   absl::StatusOr<analysis::plan::LayerSplitPlan> best = analysis::plan::PlanLayerSplit(problem);
@@ -441,11 +461,11 @@ absl::StatusOr<S2LPlan> PlanS2L(const JobShape& shape, const Culprit& culprit,
   plan.improves = plan.blocks_moved > 0 && plan.predicted < plan.predicted_s2 * 0.98;
   plan.summary = absl::StrFormat(
       "split %s (was %s), m = [%s] (was [%s]), %d blocks move (%d bytes), culprit stage slowdown "
-      "x%.2f, predicted %s (S2 alone %s, now %s)",
+      "x%.2f, compute %.0f%% of a slot, predicted %s (S2 alone %s, now %s)",
       common::SplitText(plan.split, L), common::SplitText(base, L),
       absl::StrJoin(plan.micro_batches, ", "), absl::StrJoin(shape.micro_batches, ", "),
-      plan.blocks_moved, plan.bytes_moved, s, Secs(plan.predicted), Secs(plan.predicted_s2),
-      Secs(plan.predicted_current));
+      plan.blocks_moved, plan.bytes_moved, s, 100 * std::clamp(f, kMinComputeFraction, 1.0),
+      Secs(plan.predicted), Secs(plan.predicted_s2), Secs(plan.predicted_current));
   for (const Culprit& o : others) {
     if (o.cause != falcon::v1::CAUSE_COMPUTE || o.ranks.empty()) continue;
     absl::StrAppend(&plan.summary,

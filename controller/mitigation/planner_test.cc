@@ -367,6 +367,40 @@ TEST(PlannerTest, DryRunLaddersS2LWithItsSplitAndCost) {
   EXPECT_FALSE(r->has_layer_split());
 }
 
+// A compute slowdown the job's iteration time shows diluted (messages and scheduling between
+// micro-batches are not stretched): S2L models that share of a slot as unslowed, predicts the
+// slowed job near what it measured, and sheds fewer micro-batches from the culprit's group than
+// a model that stretches the whole slot.
+TEST(PlannerTest, S2LModelsTheShareOfASlotTheSlowdownStretches) {
+  JobShape shape = Shape(64);
+  shape.pipeline_blocks = 16;
+  shape.block_state_bytes = 1000;
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMPUTE;
+  c.ranks = {2};  // dp 2, stage 0.
+  c.measured_stage_slowdown = 1.85;
+  c.slowdown_ratio = 1.43;  // As measured on the netns demo.
+  // StageSlowdown(1.43, 16, 2) = 1 + 0.43 x 17/16 = 1.457; (1.457 - 1) / 0.85 = 0.54.
+  EXPECT_NEAR(ComputeFraction(c, 16, 2), 0.5375, 1e-3);
+  const absl::Duration healthy = absl::Milliseconds(400);
+  absl::StatusOr<S2LPlan> diluted = PlanS2L(shape, c, healthy);
+  ASSERT_TRUE(diluted.ok()) << diluted.status();
+  ASSERT_TRUE(diluted->ceiling.has_value());
+  // The model's slowed job is the measured one (1.43 x 400 ms), not 1.85 x the slot's.
+  EXPECT_NEAR(diluted->ceiling->slowed_iteration_time_ns() * 1e-9, 1.43 * 0.4, 0.02);
+  EXPECT_NE(diluted->summary.find("compute 54% of a slot"), std::string::npos) << diluted->summary;
+  Culprit whole = c;
+  whole.slowdown_ratio = 1.0;  // No job ratio to compare with: the whole slot stretches.
+  EXPECT_DOUBLE_EQ(ComputeFraction(whole, 16, 2), 1.0);
+  absl::StatusOr<S2LPlan> stretched = PlanS2L(shape, whole, healthy);
+  ASSERT_TRUE(stretched.ok()) << stretched.status();
+  EXPECT_GT(diluted->micro_batches[2], stretched->micro_batches[2])
+      << diluted->summary << " vs " << stretched->summary;
+  // Never below 5% compute.
+  c.slowdown_ratio = 1.0001;
+  EXPECT_DOUBLE_EQ(ComputeFraction(c, 16, 2), 0.05);
+}
+
 // The ceiling each plan carries: on the same model as its plan, calibrated to the measured
 // healthy iteration time.
 TEST(PlannerTest, PlansCarryTheirRecoverableCeiling) {
