@@ -70,9 +70,14 @@ void DirectiveIssuer::Load(const std::vector<DirectiveRecord>& records) {
   retries_.clear();
   acks_.clear();
   issued_epoch_.clear();
+  issued_plan_version_.clear();
   const absl::Time now = clock_->Now();
   for (const DirectiveRecord& r : records) {
     records_[r.directive().directive_id()] = r;
+    if (IsPlan(r.directive())) {
+      int64_t& v = issued_plan_version_[r.directive().job()];
+      v = std::max(v, r.directive().plan_version());
+    }
     if (BumpsEpoch(r.directive())) {
       uint64_t& e = issued_epoch_[r.directive().job()];
       e = std::max(e, r.directive().epoch());
@@ -127,6 +132,14 @@ uint64_t DirectiveIssuer::Issue(falcon::v1::Directive directive, uint64_t event_
   if (IsPlan(directive)) {
     directive.set_effective_iteration(
         std::max(directive.effective_iteration(), EffectiveIteration(job.name())));
+    // Plan versions rise per job in issue order: plans issued before the job applied the last
+    // one (S2 and S2L in one step, the reverts on clear) would otherwise share a version, and a
+    // shim that acts only on newer plans (the PyTorch package) would skip the later one.
+    int64_t& last = issued_plan_version_[job.name()];
+    const int64_t version =
+        std::max({directive.plan_version(), last + 1, job.job().plan_version() + 1});
+    directive.set_plan_version(version);
+    last = version;
   }
   const absl::Time now = clock_->Now();
   DirectiveRecord& record = records_[id];
@@ -523,7 +536,10 @@ void DirectiveIssuer::Forget(const std::vector<uint64_t>& directive_ids,
     retries_.erase(id);
     acks_.erase(id);
   }
-  for (const std::string& job : jobs) issued_epoch_.erase(job);
+  for (const std::string& job : jobs) {
+    issued_epoch_.erase(job);
+    issued_plan_version_.erase(job);
+  }
 }
 
 std::vector<DirectiveRecord> DirectiveIssuer::List(const std::string& job, uint32_t limit) const {

@@ -102,7 +102,8 @@ class DirectiveIssuer {
   int64_t EffectiveIteration(const std::string& job) const;
 
   // Assigns directive_id, sets job and the epoch (the fence; bumped first for S3/S4), raises the
-  // effective iteration of a plan directive to EffectiveIteration(), stores the record as PENDING
+  // effective iteration of a plan directive to EffectiveIteration() and its plan_version above
+  // every plan issued to the job before (and the job's plan in force), stores the record as PENDING
   // in `uow` and, after the commit, sends the directive to the agents hosting its target ranks
   // (every rank of the job when target_ranks is empty). `rollback` (optional) is what to send to
   // the ranks that applied it should another target reject it. Returns the id.
@@ -205,6 +206,8 @@ class DirectiveIssuer {
   // UpdateState holds an index.
   std::map<uint64_t, AckIndex> acks_;
   std::map<std::string, uint64_t> issued_epoch_;  // job -> highest epoch of its S3/S4.
+  // job -> highest plan_version of a plan directive issued (Issue raises a plan's to above it).
+  std::map<std::string, int64_t> issued_plan_version_;
 };
 
 }  // namespace falcon::controller::core

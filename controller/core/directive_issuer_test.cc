@@ -168,6 +168,28 @@ TEST_F(DirectiveIssuerTest, ALayerSplitIsAPlanThatKeepsTheEpoch) {
   EXPECT_EQ(issuer_.Epoch(job()), 1u);
 }
 
+// Plans issued before the job applied the last one (S2 and S2L in one step, the reverts on clear)
+// carry rising plan versions, also after a restart (Load), so a shim that acts only on newer plans
+// skips none of them.
+TEST_F(DirectiveIssuerTest, PlanVersionsRiseInIssueOrder) {
+  UnitOfWork uow;
+  falcon::v1::Directive s2 = PlanDirective({2, 2});
+  s2.set_plan_version(1);
+  falcon::v1::Directive s2l = s2;  // Planned in the same step: the same version as S2's.
+  const uint64_t a = issuer_.Issue(s2, 1, job(), &uow);
+  const uint64_t b = issuer_.Issue(s2l, 1, job(), &uow);
+  EXPECT_EQ(issuer_.Find(a)->directive().plan_version(), 1);
+  EXPECT_EQ(issuer_.Find(b)->directive().plan_version(), 2);
+  falcon::v1::Directive pause;
+  pause.mutable_pause()->set_max_duration_ns(1'000'000'000);
+  const uint64_t p = issuer_.Issue(pause, 1, job(), &uow);  // Not a plan: untouched.
+  EXPECT_EQ(issuer_.Find(p)->directive().plan_version(), 0);
+  std::vector<falcon::v1::DirectiveRecord> records = {*issuer_.Find(a), *issuer_.Find(b)};
+  issuer_.Load(records);
+  const uint64_t c = issuer_.Issue(s2, 1, job(), &uow);
+  EXPECT_EQ(issuer_.Find(c)->directive().plan_version(), 3);
+}
+
 TEST_F(DirectiveIssuerTest, RetriesKeepTheIdBackOffAndTimeOut) {
   auto jobs = [this](const std::string& name) { return registry_.Find(name); };
   UnitOfWork uow;

@@ -123,6 +123,23 @@ void Orchestrator::Apply(MitigationEvent& e, const EscalationStep& step,
          step.iteration, actions);
     return;
   }
+  // Concurrent events of one job: S2L has no hand-over between events (S2 has, RevertLevel), so
+  // one event's S2L does not share the job with another event's S2 or S2L plan: neither would
+  // know the other's split, and the first revert would undo both.
+  if (s == &e.s2() || s == &e.s2l()) {
+    for (const auto& [id, o] : events_) {
+      if (o.get() == &e || o->ctx().job != e.ctx().job) continue;
+      const uint64_t other =
+          s == &e.s2() ? o->s2l().directive() : std::max(o->s2().directive(), o->s2l().directive());
+      if (other == 0) continue;
+      Skip(e, step.strategy,
+           absl::StrCat("event ", id, "'s ", o->s2l().directive() != 0 ? "S2L" : "S2",
+                        " plan is in force on the job (directive ", other,
+                        "); S2L is not shared between events"),
+           step.iteration, actions);
+      return;
+    }
+  }
   if (probe_gated && !S2Ready(e, step)) return;
   SetOthers(e, 0);
   absl::StatusOr<PlannedDirective> plan = s->Plan(step, e.ctx(), actions);
@@ -361,6 +378,7 @@ void Orchestrator::OnRankIteration(const falcon::v1::Event& event,
     return;
   }
   ctx.last_iteration = std::max(ctx.last_iteration, r->iteration);
+  e.FreezeCeiling();  // As OnRecovered: the ceiling of the plan in force when it cleared.
   if (e.escalation().active()) {
     Execute(e, e.escalation().OnCleared(r->iteration), metrics::where::kMitigationEscalationCleared,
             actions);

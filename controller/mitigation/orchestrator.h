@@ -20,7 +20,11 @@
 //     APPLIED layer split took in the job (the slowest rank's "pause_s=<seconds>" at the end of
 //     its ack reason; ParsePauseSeconds), else the s2l_pause_seconds setting.
 //   - Event.ceiling follows the plan in force (MitigationEvent::SyncCeiling): set when a plan is
-//     issued, the remaining plan's (or none) when one is reverted or dropped.
+//     issued, the remaining plan's when one is reverted (the reverted one's when none remains),
+//     cleared only by a plan rejected or timed out with none in force; frozen once the event
+//     clears (the ceiling of the plan its mitigated time was measured under).
+//   - S2L is not shared between concurrent events of a job: an event's S2L is skipped while
+//     another event of the job has S2 or S2L in force, its S2 while another has S2L.
 //   - Concurrent events of a job (docs/algorithms.md#concurrent-events): each has its own ladder;
 //     S2 and S3 plan for the culprits of every active event of the job (one S2 plan for every slow
 //     DP group, an S3 layout that avoids every known slow link). An event whose S2 ends while
