@@ -92,9 +92,9 @@ absl::Status EscalationOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("s2l_bytes_moved: must be >= 0, got ", s2l_bytes_moved));
   }
-  if (!(s2l_bandwidth_bytes_per_s > 0 && s2l_bandwidth_bytes_per_s <= 1e13)) {  // NaN too
+  if (!(s2l_bandwidth_bytes_per_s >= 1e3 && s2l_bandwidth_bytes_per_s <= 1e13)) {  // NaN too
     return absl::InvalidArgumentError(absl::StrCat(
-        "s2l_bandwidth_bytes_per_s: must be in (0, 1e13], got ", s2l_bandwidth_bytes_per_s));
+        "s2l_bandwidth_bytes_per_s: must be in [1e3, 1e13], got ", s2l_bandwidth_bytes_per_s));
   }
   if (absl::Status s = CheckDuration(s2l_pause, absl::Seconds(1e6), "s2l_pause"); !s.ok()) {
     return s;

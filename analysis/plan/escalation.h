@@ -90,7 +90,7 @@ struct EscalationOptions {
   // Bytes the S2L plan moves (Σ over the blocks that change stage of a block's state), >= 0;
   // filled by the caller from its plan. Default 0.
   int64_t s2l_bytes_moved = 0;
-  // Bytes per second the blocks move at, in (0, 1e13]. Default 1e9.
+  // Bytes per second the blocks move at, in [1e3, 1e13]. Default 1e9.
   double s2l_bandwidth_bytes_per_s = 1e9;
   // The re-partition pause when none was measured, [0, 1e6 s]. Default 1 s.
   absl::Duration s2l_pause = absl::Seconds(1);

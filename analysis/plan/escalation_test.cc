@@ -290,7 +290,7 @@ TEST_F(EscalationTest, S2LCostsBytesOverBandwidthPlusTheMeasuredPause) {
   bad = WithS2L(0, absl::Seconds(1));
   bad.s2l_bandwidth_bytes_per_s = 0;
   EXPECT_THAT(Escalation::Create(bad, clock_).status().message(),
-              HasSubstr("s2l_bandwidth_bytes_per_s: must be in (0, 1e13]"));
+              HasSubstr("s2l_bandwidth_bytes_per_s: must be in [1e3, 1e13]"));
   bad.s2l_bandwidth_bytes_per_s = 1e9;
   bad.s2l_measured_pause = -absl::Seconds(1);
   EXPECT_THAT(Escalation::Create(bad, clock_).status().message(), HasSubstr("s2l_measured_pause"));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/layer_split.h"
 #include "common/stats.h"
 
 namespace falcon::controller::mitigation {
@@ -17,11 +18,8 @@ void ComputeProbe::SetLayout(const analysis::plan::Layout& layout, std::vector<u
   dp_size_ = layout.dp_size();
   pp_size_ = layout.pp_size();
   even_blocks_.clear();
-  if (pp_size_ >= 1 && pipeline_blocks >= pp_size_) {
-    for (int s = 0; s < pp_size_; ++s) {
-      even_blocks_.push_back(static_cast<uint32_t>((int64_t{s} + 1) * pipeline_blocks / pp_size_ -
-                                                   int64_t{s} * pipeline_blocks / pp_size_));
-    }
+  for (int b : common::EvenStageBlocks(pipeline_blocks, pp_size_)) {
+    even_blocks_.push_back(static_cast<uint32_t>(b));
   }
   for (const analysis::plan::RankPlacement& p : layout.ranks()) {
     rank_dp_.push_back(p.dp);

@@ -298,14 +298,14 @@ absl::StatusOr<JobShape> ShapeOf(const registry::JobEntry& job,
   int64_t blocks = 0, block_bytes = 0;
   for (const auto& [agent, part] : job.parts()) {
     blocks = std::max<int64_t>(blocks, part.registration().pipeline_blocks());
-    block_bytes =
-        std::max<int64_t>(block_bytes, static_cast<int64_t>(std::min<uint64_t>(
-                                           part.registration().block_state_bytes(), 1ULL << 50)));
+    block_bytes = std::max<int64_t>(
+        block_bytes, static_cast<int64_t>(std::min<uint64_t>(
+                         part.registration().block_state_bytes(), common::kMaxBlockStateBytes)));
   }
   if (job.job().pipeline_blocks() > 0) blocks = job.job().pipeline_blocks();
   if (job.job().block_state_bytes() > 0) {
-    block_bytes =
-        static_cast<int64_t>(std::min<uint64_t>(job.job().block_state_bytes(), 1ULL << 50));
+    block_bytes = static_cast<int64_t>(
+        std::min<uint64_t>(job.job().block_state_bytes(), common::kMaxBlockStateBytes));
   }
   shape.pipeline_blocks = blocks <= common::kMaxPipelineBlocks ? static_cast<int>(blocks) : 0;
   shape.block_state_bytes = block_bytes;
@@ -457,7 +457,10 @@ absl::StatusOr<S2LPlan> PlanS2L(const JobShape& shape, const Culprit& culprit,
     plan.blocks_moved += BlocksMoved(model->base_splits[d], splits[d], L);
     plan.micro_batches.push_back(static_cast<uint32_t>(counts[d]));
   }
-  plan.bytes_moved = plan.blocks_moved * shape.block_state_bytes;
+  // Saturating: blocks × bytes may exceed int64 for absurd (but accepted) block sizes.
+  const double bytes = static_cast<double>(plan.blocks_moved) * shape.block_state_bytes;
+  plan.bytes_moved =
+      bytes >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(bytes);
   plan.improves = plan.blocks_moved > 0 && plan.predicted < plan.predicted_s2 * 0.98;
   plan.summary = absl::StrFormat(
       "split %s (was %s), m = [%s] (was [%s]), %d blocks move (%d bytes), culprit stage slowdown "
@@ -795,9 +798,10 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
     } else {
       // Slow iterations until the lost time reaches the cost.
       const absl::Duration due = std::max(absl::ZeroDuration(), rung.cost - state.lost);
-      const int64_t more = delta > absl::ZeroDuration()
-                               ? static_cast<int64_t>(std::ceil(absl::FDivDuration(due, delta)))
-                               : -1;
+      // -1 ("?") when there is no slowdown or the count would not fit (a cost of ages).
+      const double n =
+          delta > absl::ZeroDuration() ? std::ceil(absl::FDivDuration(due, delta)) : -1;
+      const int64_t more = n >= 0 && n < 1e15 ? static_cast<int64_t>(n) : -1;
       if (more >= 0) a.set_iteration(state.iteration + more);
       reason = absl::StrCat("when lost >= ", Secs(rung.cost), " (", rung.why, "); after ~",
                             more >= 0 ? absl::StrCat(more) : std::string("?"),

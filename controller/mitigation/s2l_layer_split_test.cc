@@ -204,6 +204,8 @@ TEST_F(S2LLayerSplitTest, CostInputsNameTheBytesItsPlanMovesAndTheMeasuredPause)
   FakeEventActions flat(4, 2, 64);
   S2LLayerSplit other(nullptr);
   analysis::plan::EscalationOptions none;
+  none.s2l_resplittable = true;  // Stale values CostInputs must overwrite.
+  none.s2l_bytes_moved = 123;
   other.CostInputs(ctx_, flat, &none);
   EXPECT_FALSE(none.s2l_resplittable);
   EXPECT_EQ(none.s2l_bytes_moved, 0);

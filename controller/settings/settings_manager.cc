@@ -123,8 +123,9 @@ absl::Status ValidateSettings(const falcon::v1::Settings& s) {
     if (!st.ok()) return st;
   }
   if (s.has_s2l_bandwidth_bytes_per_s()) {
-    absl::Status st = CheckRange("s2l_bandwidth_bytes_per_s", s.s2l_bandwidth_bytes_per_s(), 0,
-                                 1e13, true, false);
+    // At least 1 kB/s: the cost divides by it, and a slower "network" is a typo.
+    absl::Status st = CheckRange("s2l_bandwidth_bytes_per_s", s.s2l_bandwidth_bytes_per_s(), 1e3,
+                                 1e13, false, false);
     if (!st.ok()) return st;
   }
   if (s.has_s2l_pause_seconds()) {

@@ -128,7 +128,7 @@ TEST(SettingsManagerTest, OutOfRangeFieldsAreNamed) {
   cases[7].s.set_job(std::string(129, 'x'));
   cases[7].field = "settings.job";
   cases[8].s.set_s2l_bandwidth_bytes_per_s(0);  // The cost divides by it.
-  cases[8].field = "settings.s2l_bandwidth_bytes_per_s: 0 is outside (0, 1e+13]";
+  cases[8].field = "settings.s2l_bandwidth_bytes_per_s: 0 is outside [1000, 1e+13]";
   cases[9].s.set_s2l_bandwidth_bytes_per_s(std::nan(""));
   cases[9].field = "settings.s2l_bandwidth_bytes_per_s";
   cases[10].s.set_s2l_pause_seconds(-1);
