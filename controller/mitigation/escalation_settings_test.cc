@@ -31,6 +31,7 @@ TEST(EscalationSettings, LevelsCostsAndCause) {
   s.s4_cost_seconds = 100;
 
   // S2L: its switch, bandwidth and pause setting; a measured pause or the plan's bytes differ.
+  s.s2l_enabled = true;  // Opt-in.
   s.s2l_bandwidth_bytes_per_s = 5e8;
   s.s2l_pause_seconds = 2;
   o = EscalationOptionsFor(s);

@@ -6,6 +6,8 @@ namespace falcon::controller::mitigation {
 
 FakeEventActions::FakeEventActions(int dp, int pp, int64_t global_micro_batches,
                                    uint32_t pipeline_blocks, uint64_t block_state_bytes) {
+  // A job that registers its blocks is one whose S2L the tests exercise: it opts in.
+  settings.s2l_enabled = pipeline_blocks > 0;
   falcon::controller::v1::JobRecord record;
   falcon::v1::JobRegistration* reg = record.add_agents()->mutable_registration();
   reg->set_job("job");

@@ -327,6 +327,7 @@ TEST(PlannerTest, DryRunLaddersS2LWithItsSplitAndCost) {
   ASSERT_TRUE(Resplittable(shape));
   EXPECT_EQ(SplitInForce(shape), std::vector<common::StageBlocks>(4, {8, 8}));
   settings::EffectiveSettings s;
+  s.s2l_enabled = true;       // Opt-in.
   s.s2_cost_iterations = 50;  // 50 x 80 ms = 4 s.
   Culprit c;
   c.cause = falcon::v1::CAUSE_COMPUTE;

@@ -33,7 +33,9 @@ struct EffectiveSettings {
   double s2_cost_iterations = 5;
   double s3_cost_seconds = 60;
   double s4_cost_seconds = 600;
-  bool s2l_enabled = true;
+  // Off by default until S2L re-sizes from its own measurement
+  // (docs/algorithms.md#layer-split-planner).
+  bool s2l_enabled = false;
   double s2l_bandwidth_bytes_per_s = 1e9;  // S2L cost: bytes moved / this + the pause.
   double s2l_pause_seconds = 1;            // S2L pause until one was measured.
 

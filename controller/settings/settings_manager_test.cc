@@ -19,7 +19,7 @@ TEST(SettingsManagerTest, BuiltInDefaultsMatchTheProto) {
   EXPECT_DOUBLE_EQ(s.change_probability(), 0.9);
   EXPECT_EQ(s.min_gap_iterations(), 10u);
   EXPECT_DOUBLE_EQ(s.s4_cost_seconds(), 600);
-  EXPECT_TRUE(s.s2l_enabled());
+  EXPECT_FALSE(s.s2l_enabled());  // Opt-in.
   EXPECT_DOUBLE_EQ(s.s2l_bandwidth_bytes_per_s(), 1e9);
   EXPECT_DOUBLE_EQ(s.s2l_pause_seconds(), 1);
 }
@@ -29,19 +29,19 @@ TEST(SettingsManagerTest, S2LSettingsLayerAndShowAsTheirFields) {
   store::StoreTxn txn;
   falcon::v1::Settings job;
   job.set_job("a");
-  job.set_s2l_enabled(false);
+  job.set_s2l_enabled(true);
   job.set_s2l_bandwidth_bytes_per_s(2.5e9);
   job.set_s2l_pause_seconds(0.25);
   absl::StatusOr<falcon::v1::Settings> stored = m.Prepare(job, &txn);
   ASSERT_TRUE(stored.ok()) << stored.status();
   m.Apply(*stored);
   const EffectiveSettings a = m.Effective("a");
-  EXPECT_FALSE(a.s2l_enabled);
+  EXPECT_TRUE(a.s2l_enabled);
   EXPECT_DOUBLE_EQ(a.s2l_bandwidth_bytes_per_s, 2.5e9);
   EXPECT_DOUBLE_EQ(a.s2l_pause_seconds, 0.25);
-  EXPECT_TRUE(m.Effective("b").s2l_enabled);
+  EXPECT_FALSE(m.Effective("b").s2l_enabled);  // The default: opt-in.
   EXPECT_EQ(SettingsFields(job),
-            "s2l_enabled=false s2l_bandwidth_bytes_per_s=2.5e+09 s2l_pause_seconds=0.25");
+            "s2l_enabled=true s2l_bandwidth_bytes_per_s=2.5e+09 s2l_pause_seconds=0.25");
 }
 
 TEST(SettingsManagerTest, LayersDefaultsAndJobOverrides) {

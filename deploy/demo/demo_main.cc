@@ -41,6 +41,10 @@ ABSL_FLAG(double, emulated_compute_ms, 5,
 ABSL_FLAG(int, micro_batches, 0, "micro-batches per global batch (0: 8 x DP x PP)");
 ABSL_FLAG(double, s3_cost_seconds, 3,
           "S3 cost for the escalation (controller default 60 s, sized for large jobs)");
+ABSL_FLAG(bool, s2l, false,
+          "let the controller take S2L (the layer split level); off in the demo: on its emulated "
+          "GPU a CPU-quota fault does not slow a stage in proportion to the blocks it holds, and "
+          "S2L measured no better than S2 (deploy/demo/README.md)");
 ABSL_FLAG(std::string, out, "falcon-demo-report", "report folder (created)");
 ABSL_FLAG(std::string, json_report, "", "also copy report.json to this path");
 
@@ -52,7 +56,7 @@ constexpr char kUsage[] =
     "usage: falcon_demo [--scenario NAME] [--cluster netns|loopback] [--layout DxP] [--nodes N]\n"
     "                   [--duration 180s]\n"
     "                   [--iterations N] [--emulated_compute_ms MS] [--micro-batches M]\n"
-    "                   [--s3_cost_seconds S] [--out DIR] [--json-report PATH]\n"
+    "                   [--s3_cost_seconds S] [--s2l] [--out DIR] [--json-report PATH]\n"
     "Flag names take dashes or underscores alike (--json-report = --json_report).\n";
 
 // Set by the SIGINT / SIGTERM handler; the only state a handler may touch.
@@ -215,6 +219,7 @@ int main(int argc, char** argv) {
   options.stop = &g_stop;
   options.settings = falcon::deploy::demo::DemoSettings();
   options.settings.set_s3_cost_seconds(s3_cost);
+  options.settings.set_s2l_enabled(absl::GetFlag(FLAGS_s2l));
   InstallSignalHandlers();
 
   std::cout << "Falcon demo: scenario " << options.scenario.name << " ("

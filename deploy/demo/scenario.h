@@ -69,7 +69,7 @@ struct InjectedFault {
   bool of_nominal = false;
   // Cause name Falcon should report ("COMPUTE" or "COMMUNICATION").
   std::string expected_cause;
-  // Strategy the mitigation should reach ("S2L", "S3"; empty: no expectation).
+  // Strategy the mitigation should reach ("S2", "S3"; empty: no expectation).
   std::string expected_strategy;
   // Kernel injection: why the fault driver could not apply it (its error); empty when it was
   // applied or never due. Set by the runner; a fault not applied is neither missed nor unreached.

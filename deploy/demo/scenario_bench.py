@@ -136,6 +136,7 @@ def main():
     p.add_argument("--demo", required=True, help="the falcon_demo binary")
     p.add_argument("--out", default="", help="keep the runs' report.json files here")
     p.add_argument("--cluster", default="netns", choices=["netns", "loopback"])
+    p.add_argument("--s2l", action="store_true", help="falcon_demo --s2l: let S2L run")
     args = p.parse_args()
     if args.runs < 1:
         sys.exit("scenario_bench: --runs must be >= 1")
@@ -148,6 +149,8 @@ def main():
             path = os.path.join(out, f"{name}-{i}.json")
             cmd = [args.demo, "--scenario", name, "--cluster", args.cluster, "--duration",
                    args.duration, "--out", os.path.join(out, f"{name}-{i}"), "--json-report", path]
+            if args.s2l:
+                cmd.append("--s2l")
             print(f"scenario_bench: {name} run {i + 1}/{args.runs}", flush=True)
             proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if proc.returncode != 0 or not os.path.exists(path):

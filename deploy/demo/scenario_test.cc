@@ -75,7 +75,7 @@ TEST(ScenarioTest, DefaultInjectsComputeThenLinkAcrossNodes) {
   EXPECT_EQ(c.kind, FaultKind::kCompute);
   EXPECT_EQ(c.factor, 1.5);
   EXPECT_EQ(c.expected_cause, "COMPUTE");
-  EXPECT_EQ(c.expected_strategy, "S2L");
+  EXPECT_EQ(c.expected_strategy, "S2");
   EXPECT_EQ(l.kind, FaultKind::kLink);
   EXPECT_LT(c.to_iteration, l.from_iteration);
   // A pipeline link (stage 0 -> stage 1 of one DP group) between two nodes.

@@ -103,21 +103,17 @@ TEST(DemoReport, ScenarioIsDetectedLocalizedAndMitigated) {
     EXPECT_EQ(j["settings"]["fault_injection"], "kernel");
     ASSERT_EQ(e["ranks"].size(), 1u);
     EXPECT_EQ(e["ranks"][0], fault["rank"]);
-    // S1 (keep going) is recorded first; S2 follows once it pays off, then S2L (blocks moved off
-    // the slow stage, with its micro-batch plan) once the lost time pays for the move.
-    bool s2 = false, s2l = false;
-    for (const auto& a : e["actions"]) {
-      const bool taken = !a["revert"].get<bool>() && !a["skipped"].get<bool>();
-      s2 = s2 || (a["strategy"] == "S2" && taken);
-      s2l = s2l || (a["strategy"] == "S2L" && taken);
-    }
+    bool s2 = false;  // S1 (keep going) is recorded first; S2 follows once it pays off.
+    for (const auto& a : e["actions"])
+      s2 = s2 || (a["strategy"] == "S2" && !a["revert"].get<bool>() && !a["skipped"].get<bool>());
     EXPECT_TRUE(s2) << j.dump(2);
-    EXPECT_TRUE(s2l) << j.dump(2);
-    // The ceiling of the plan in force is S2L's (~0.88 of a x1.5 slowdown with 64 micro-batches
-    // and 8 blocks per stage). The quota's slowdown of the rank is noisy on 2 cores; 0.3 still
-    // fails a plan that does nothing (0) or sheds from the wrong group (< 0).
-    EXPECT_EQ(e["ceiling_strategy"], "S2L") << j.dump(2);
-    EXPECT_GE(e["recoverable_ceiling"].get<double>(), 0.8) << j.dump(2);
+    // The demo leaves S2L off (DemoSettings): the event's ceiling is its S2 plan's, from the
+    // controller's model (~0.75 of a x1.5 slowdown with 64 micro-batches in multiples of 2).
+    EXPECT_EQ(e["ceiling_strategy"], "S2") << j.dump(2);
+    EXPECT_GT(e["recoverable_ceiling"].get<double>(), 0.3) << j.dump(2);
+    // S2 moves whole micro-batches off the slow DP group; the quota's slowdown of the rank is
+    // noisy on 2 cores, and measured runs took back 0.69 (the in-process fault: 0.47-0.86). 0.3
+    // still fails a plan that does nothing (0) or sheds from the wrong group (< 0).
     EXPECT_GE(e["slowdown_recovered"].get<double>(), 0.3) << j.dump(2);
   } else {
     EXPECT_EQ(e["cause"], "COMMUNICATION");
