@@ -24,4 +24,21 @@ absl::string_view DirectiveKindName(const ::falcon::v1::Directive& directive) {
   return "none";
 }
 
+absl::string_view StrategyShortName(::falcon::v1::Strategy strategy) {
+  switch (strategy) {
+    case ::falcon::v1::STRATEGY_S1_IGNORE:
+      return "S1";
+    case ::falcon::v1::STRATEGY_S2_MICRO_BATCH:
+      return "S2";
+    case ::falcon::v1::STRATEGY_S2L_LAYER_SPLIT:
+      return "S2L";
+    case ::falcon::v1::STRATEGY_S3_TOPOLOGY:
+      return "S3";
+    case ::falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART:
+      return "S4";
+    default:
+      return "";
+  }
+}
+
 }  // namespace falcon::common

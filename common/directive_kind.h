@@ -16,6 +16,10 @@ namespace falcon::common {
 // The directive's kind word; "none" when its kind is not set.
 absl::string_view DirectiveKindName(const ::falcon::v1::Directive& directive);
 
+// A mitigation level's short name, as operators read it in falconctl and the demo report: "S1",
+// "S2", "S2L", "S3", "S4"; empty for STRATEGY_UNSPECIFIED or an unknown value.
+absl::string_view StrategyShortName(::falcon::v1::Strategy strategy);
+
 // How a rank's REJECTED ack (DirectiveAck.reason) begins when the rank had already passed the
 // directive's effective iteration when it arrived ("late: effective_iteration 82 passed (rank
 // reached iteration 83)"): the shim writes it, the controller re-issues a late pause.

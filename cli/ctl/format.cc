@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/directive_kind.h"
 #include "google/protobuf/descriptor.h"
 
 namespace falcon::cli::ctl {
@@ -168,20 +169,8 @@ std::string StrategyName(falcon::v1::Strategy s) {
 }
 
 std::string StrategyShortName(falcon::v1::Strategy s) {
-  switch (s) {
-    case falcon::v1::STRATEGY_S1_IGNORE:
-      return "S1";
-    case falcon::v1::STRATEGY_S2_MICRO_BATCH:
-      return "S2";
-    case falcon::v1::STRATEGY_S2L_LAYER_SPLIT:
-      return "S2L";
-    case falcon::v1::STRATEGY_S3_TOPOLOGY:
-      return "S3";
-    case falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART:
-      return "S4";
-    default:
-      return "-";
-  }
+  const absl::string_view word = common::StrategyShortName(s);
+  return word.empty() ? "-" : std::string(word);
 }
 
 std::string DirectiveStateName(falcon::v1::DirectiveRecord::State s) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/directive_kind.h"
 #include "common/stats.h"
 
 namespace falcon::deploy::demo {
@@ -109,20 +110,8 @@ std::string ActionLabel(const ActionMark& a) {
 }
 
 std::string StrategyName(falcon::v1::Strategy strategy) {
-  switch (strategy) {
-    case falcon::v1::STRATEGY_S1_IGNORE:
-      return "S1";
-    case falcon::v1::STRATEGY_S2_MICRO_BATCH:
-      return "S2";
-    case falcon::v1::STRATEGY_S2L_LAYER_SPLIT:
-      return "S2L";
-    case falcon::v1::STRATEGY_S3_TOPOLOGY:
-      return "S3";
-    case falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART:
-      return "S4";
-    default:
-      return "UNSPECIFIED";
-  }
+  const absl::string_view word = common::StrategyShortName(strategy);
+  return word.empty() ? "UNSPECIFIED" : std::string(word);
 }
 
 std::string CauseName(falcon::v1::Cause cause) {
