@@ -27,6 +27,15 @@ TEST(DirectiveKindTest, OneWordPerKind) {
   EXPECT_EQ(DirectiveKindName(d), "s2l");
 }
 
+TEST(DirectiveKindTest, StrategyShortNames) {
+  EXPECT_EQ(StrategyShortName(::falcon::v1::STRATEGY_S1_IGNORE), "S1");
+  EXPECT_EQ(StrategyShortName(::falcon::v1::STRATEGY_S2_MICRO_BATCH), "S2");
+  EXPECT_EQ(StrategyShortName(::falcon::v1::STRATEGY_S2L_LAYER_SPLIT), "S2L");
+  EXPECT_EQ(StrategyShortName(::falcon::v1::STRATEGY_S3_TOPOLOGY), "S3");
+  EXPECT_EQ(StrategyShortName(::falcon::v1::STRATEGY_S4_CHECKPOINT_RESTART), "S4");
+  EXPECT_EQ(StrategyShortName(::falcon::v1::STRATEGY_UNSPECIFIED), "");
+}
+
 // A kind added to the proto gets a word of its own (this fails until it does).
 TEST(DirectiveKindTest, EveryKindOfTheProtoHasADistinctWord) {
   const auto* oneof = ::falcon::v1::Directive::descriptor()->FindOneofByName("kind");
