@@ -4,6 +4,8 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace falcon::trainer::device {
 namespace {
@@ -45,98 +47,69 @@ Host* RealHost() {
 
 EmulatedDevice::EmulatedDevice(EmulatedDeviceOptions options, Host* host)
     : options_(options), host_(host != nullptr ? host : RealHost()) {
-  if (options_.own_thread) thread_ = std::thread([this] { DeviceLoop(); });
+  const int64_t now = host_->MonotonicNanos();
+  next_due_ns_ = now;
+  last_end_ns_ = FirstLastEnd(now);
+  last_cpu_ns_ = host_->ThreadCpuNanos();  // The caller's clock, inline; reset by DeviceLoop.
+  if (options_.own_thread && clocked()) thread_ = std::thread([this] { DeviceLoop(); });
 }
 
 EmulatedDevice::~EmulatedDevice() {
   if (!thread_.joinable()) return;
   {
-    absl::MutexLock lock(&queue_mu_);
+    absl::MutexLock lock(&stop_mu_);
     stop_ = true;
   }
   thread_.join();
 }
 
-void EmulatedDevice::DeviceLoop() {
-  pthread_setname_np(pthread_self(), kDeviceThreadName);
-  const auto ready = +[](EmulatedDevice* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->queue_mu_) {
-    return d->stop_ || d->pending_.has_value();
-  };
-  for (;;) {
-    std::optional<absl::Duration> op;
-    {
-      absl::MutexLock lock(&queue_mu_);
-      if (!clocked()) {
-        queue_mu_.Await(absl::Condition(ready, this));
-      } else {
-        // Between ops the clock runs: wait for an op at most until the next idle cycle is due.
-        const int64_t start = host_->MonotonicNanos();
-        queue_mu_.AwaitWithTimeout(absl::Condition(ready, this),
-                                   absl::Nanoseconds(IdleWaitNanos()));
-        idle_owed_ns_ += host_->MonotonicNanos() - start;
-      }
-      if (pending_.has_value()) {
-        op = *pending_;
-      } else if (stop_) {
-        return;  // Stopped with nothing to run.
-      }
-    }
-    if (!op.has_value()) {
-      if (IdleWaitNanos() == 0) RunIdleCycleWork();
-      continue;
-    }
-    const absl::Duration took = RunHere(*op);
-    absl::MutexLock lock(&queue_mu_);
-    pending_.reset();
-    done_ = took;
-  }
+int64_t EmulatedDevice::FirstLastEnd(int64_t now) const {
+  // Where a healthy clock's previous slice would have ended, a tick before this one's end.
+  return now - static_cast<int64_t>(absl::ToDoubleNanoseconds(options_.tick) *
+                                    (1.0 - std::min(options_.duty, 1.0)));
 }
 
 bool EmulatedDevice::clocked() const {
-  return options_.duty > 0 && options_.idle_cycle > absl::ZeroDuration();
+  return options_.duty > 0 && options_.tick > absl::ZeroDuration();
 }
 
-int64_t EmulatedDevice::IdleWaitNanos() const {
-  const double cycle_wait_ns = absl::ToDoubleNanoseconds(options_.idle_cycle) * slowdown() *
-                               (1.0 - std::min(options_.duty, 1.0));
-  return std::max<int64_t>(0, static_cast<int64_t>(cycle_wait_ns) - idle_owed_ns_);
-}
-
-void EmulatedDevice::RunIdleCycleWork() {
-  const double cycle_wait_ns = absl::ToDoubleNanoseconds(options_.idle_cycle) * slowdown() *
-                               (1.0 - std::min(options_.duty, 1.0));
-  idle_owed_ns_ = std::max<int64_t>(0, idle_owed_ns_ - static_cast<int64_t>(cycle_wait_ns));
-  WorkAndSample(std::max<int64_t>(
-      1, static_cast<int64_t>(absl::ToDoubleNanoseconds(options_.idle_cycle) * options_.duty)));
-}
-
-void EmulatedDevice::Idle(absl::Duration gap) {
-  int64_t left = absl::ToInt64Nanoseconds(gap);
-  if (left <= 0) return;
-  if (!clocked() || thread_.joinable()) {
-    host_->SleepFor(gap);
-    return;
-  }
-  while (left > 0) {
-    const int64_t wait = IdleWaitNanos();
-    if (wait >= left) {
-      host_->SleepFor(absl::Nanoseconds(left));
-      idle_owed_ns_ += left;
-      return;
-    }
-    host_->SleepFor(absl::Nanoseconds(wait));
-    idle_owed_ns_ += wait;
-    left -= wait;
-    const int64_t start = host_->MonotonicNanos();
-    RunIdleCycleWork();
-    left -= host_->MonotonicNanos() - start;
+void EmulatedDevice::RunSlice() {
+  const int64_t tick_ns = absl::ToInt64Nanoseconds(options_.tick);
+  // A tick's duty of CPU in all, kept as a running target: the clock's waking and bookkeeping
+  // and the work's overshoot count toward it, so the thread uses exactly duty of a core (what a
+  // fault's quota of duty / F divides) and a quota counts all of it alike. A slice that could not
+  // run when due is not added: no catch-up.
+  const int64_t slice_ns =
+      static_cast<int64_t>(static_cast<double>(tick_ns) * std::min(options_.duty, 1.0));
+  // Past the target by more than a slice (the thread's CPU before the clock started, or a caller's
+  // own work inline): start from where the thread is.
+  if (last_cpu_ns_ - cpu_target_ns_ > slice_ns) cpu_target_ns_ = last_cpu_ns_;
+  cpu_target_ns_ += slice_ns;
+  host_->Work(std::max<int64_t>(1, cpu_target_ns_ - host_->ThreadCpuNanos()));
+  const int64_t cpu_now = host_->ThreadCpuNanos();
+  const int64_t cpu = std::max<int64_t>(1, cpu_now - last_cpu_ns_);
+  last_cpu_ns_ = cpu_now;
+  const int64_t end = host_->MonotonicNanos();
+  // The device asked for duty of a core all the time since the last slice ended, however long
+  // this one waited to run or took.
+  const double wanted = options_.duty * static_cast<double>(end - last_end_ns_);
+  last_end_ns_ = end;
+  next_due_ns_ = std::max(next_due_ns_ + tick_ns, end);
+  absl::MutexLock lock(&mu_);
+  slices_.push_back({end, wanted, cpu});
+  wanted_sum_ns_ += wanted;
+  cpu_sum_ns_ += cpu;
+  const int64_t window_start = end - absl::ToInt64Nanoseconds(options_.rate_window);
+  while (slices_.size() > 1 && slices_.front().end_ns < window_start) {
+    wanted_sum_ns_ -= slices_.front().wanted_ns;
+    cpu_sum_ns_ -= slices_.front().cpu_ns;
+    slices_.pop_front();
   }
 }
 
 double EmulatedDevice::SlowdownLocked() const {
   if (cpu_sum_ns_ <= 0) return 1.0;
-  const double s = static_cast<double>(wall_sum_ns_) / static_cast<double>(cpu_sum_ns_);
-  return std::clamp(s, 1.0, options_.max_slowdown);
+  return std::clamp(wanted_sum_ns_ / static_cast<double>(cpu_sum_ns_), 1.0, options_.max_slowdown);
 }
 
 double EmulatedDevice::slowdown() const {
@@ -144,55 +117,106 @@ double EmulatedDevice::slowdown() const {
   return SlowdownLocked();
 }
 
+std::optional<int64_t> EmulatedDevice::Advance(Op& op, int64_t now) const {
+  const double s = slowdown();
+  const double left_ns = static_cast<double>(op.nominal_ns) - op.done_ns;
+  // Half a nanosecond: the rounding of RemainingNanos' waits.
+  if (static_cast<double>(now - op.last_ns) / s + 0.5 >= left_ns) {
+    return op.last_ns + static_cast<int64_t>(std::llround(left_ns * s));
+  }
+  op.done_ns += static_cast<double>(now - op.last_ns) / s;
+  op.last_ns = now;
+  return std::nullopt;
+}
+
+int64_t EmulatedDevice::RemainingNanos(const Op& op) const {
+  const double left = (static_cast<double>(op.nominal_ns) - op.done_ns) * slowdown();
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(left)));
+}
+
+void EmulatedDevice::ResumeInline(int64_t now) {
+  const int64_t tick_ns = absl::ToInt64Nanoseconds(options_.tick);
+  if (now - last_end_ns_ <= 2 * tick_ns) return;
+  // Nobody ran the clock since the last call: that time was not asked for.
+  next_due_ns_ = now;
+  last_end_ns_ = FirstLastEnd(now);
+  last_cpu_ns_ = host_->ThreadCpuNanos();
+}
+
 absl::Duration EmulatedDevice::Run(absl::Duration nominal) {
   if (nominal <= absl::ZeroDuration()) return absl::ZeroDuration();
   if (!thread_.joinable()) return RunHere(nominal);
+  // The caller times its op on the device's clock, which the device thread runs: an op ends when
+  // its device time has passed, even while that thread is throttled.
   absl::MutexLock submit(&submit_mu_);
-  absl::MutexLock lock(&queue_mu_);
-  done_.reset();
-  pending_ = nominal;
-  queue_mu_.Await(absl::Condition(
-      +[](EmulatedDevice* d)
-           ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->queue_mu_) { return d->done_.has_value(); },
-      this));
-  const absl::Duration took = *done_;
-  done_.reset();
-  return took;
+  const int64_t start = host_->MonotonicNanos();
+  Op op{absl::ToInt64Nanoseconds(nominal), start, start};
+  for (;;) {
+    const int64_t now = host_->MonotonicNanos();
+    if (Advance(op, now).has_value()) return absl::Nanoseconds(now - start);
+    // The slowdown moves slowly (a rate over rate_window): one wait, and another if it rose.
+    host_->SleepFor(absl::Nanoseconds(RemainingNanos(op)));
+  }
 }
 
 absl::Duration EmulatedDevice::RunHere(absl::Duration nominal) {
-  if (options_.duty <= 0) {
-    const int64_t start = host_->MonotonicNanos();
+  const int64_t start = host_->MonotonicNanos();
+  if (!clocked()) {
     host_->SleepFor(nominal);
     return absl::Nanoseconds(host_->MonotonicNanos() - start);
   }
-  const int64_t nominal_ns = absl::ToInt64Nanoseconds(nominal);
-  const int64_t work_ns =
-      std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(nominal_ns) * options_.duty));
-  const int64_t start = host_->MonotonicNanos();
-  const double s = WorkAndSample(work_ns);
-  const int64_t target = static_cast<int64_t>(static_cast<double>(nominal_ns) * s);
-  const int64_t elapsed = host_->MonotonicNanos() - start;
-  if (target > elapsed) host_->SleepFor(absl::Nanoseconds(target - elapsed));
-  return absl::Nanoseconds(host_->MonotonicNanos() - start);
+  ResumeInline(start);
+  Op op{absl::ToInt64Nanoseconds(nominal), start, start};
+  for (;;) {
+    const int64_t now = host_->MonotonicNanos();
+    // Inline, a slice cannot be cut short: the op ends where its device time ran out, as it does
+    // on the device thread's clock (Run), not where the slice it ran out in ended.
+    if (std::optional<int64_t> end = Advance(op, now)) return absl::Nanoseconds(*end - start);
+    if (now >= next_due_ns_) {
+      RunSlice();
+      continue;
+    }
+    host_->SleepFor(absl::Nanoseconds(std::min(next_due_ns_ - now, RemainingNanos(op))));
+  }
 }
 
-double EmulatedDevice::WorkAndSample(int64_t work_ns) {
-  const int64_t start = host_->MonotonicNanos();
-  const int64_t cpu_start = host_->ThreadCpuNanos();
-  host_->Work(work_ns);
-  const int64_t wall = host_->MonotonicNanos() - start;
-  const int64_t cpu = std::max<int64_t>(1, host_->ThreadCpuNanos() - cpu_start);
-  absl::MutexLock lock(&mu_);
-  samples_.push_back({wall, cpu});
-  wall_sum_ns_ += wall;
-  cpu_sum_ns_ += cpu;
-  while (static_cast<int>(samples_.size()) > std::max(1, options_.window)) {
-    wall_sum_ns_ -= samples_.front().wall_ns;
-    cpu_sum_ns_ -= samples_.front().cpu_ns;
-    samples_.pop_front();
+void EmulatedDevice::Idle(absl::Duration gap) {
+  if (gap <= absl::ZeroDuration()) return;
+  if (!clocked() || thread_.joinable()) {
+    host_->SleepFor(gap);
+    return;
   }
-  return SlowdownLocked();
+  const int64_t start = host_->MonotonicNanos();
+  ResumeInline(start);
+  const int64_t until = start + absl::ToInt64Nanoseconds(gap);
+  for (;;) {
+    const int64_t now = host_->MonotonicNanos();
+    if (now >= until) return;
+    if (now >= next_due_ns_) {
+      RunSlice();
+      continue;
+    }
+    host_->SleepFor(absl::Nanoseconds(std::min(next_due_ns_, until) - now));
+  }
+}
+
+void EmulatedDevice::DeviceLoop() {
+  pthread_setname_np(pthread_self(), kDeviceThreadName);
+  last_cpu_ns_ = host_->ThreadCpuNanos();
+  const auto stopped =
+      +[](EmulatedDevice* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->stop_mu_) { return d->stop_; };
+  for (;;) {
+    const int64_t now = host_->MonotonicNanos();
+    if (now >= next_due_ns_) {
+      RunSlice();
+      continue;
+    }
+    absl::MutexLock lock(&stop_mu_);
+    if (stop_mu_.AwaitWithTimeout(absl::Condition(stopped, this),
+                                  absl::Nanoseconds(next_due_ns_ - now))) {
+      return;
+    }
+  }
 }
 
 }  // namespace falcon::trainer::device
