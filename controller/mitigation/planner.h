@@ -100,13 +100,15 @@ std::vector<uint32_t> EvenSplit(int64_t global_micro_batches, int dp, int pp);
 double StageSlowdown(double job_ratio, int64_t micro_batches_per_replica, int pp);
 // The culprit's measured stage slowdown when it has one (> 1), else StageSlowdown(...).
 double CulpritStageSlowdown(const Culprit& culprit, int64_t micro_batches_per_replica, int pp);
-// The share of a healthy 1F1B slot that is compute a slowdown stretches, in [0.05, 1]: the job's
-// slowdown as the culprit stage's whole slot would take it (StageSlowdown of slowdown_ratio) over
-// the stage slowdown the compute probe measured, (slot − 1) / (measured − 1). A x1.85 compute
-// slowdown that slows the job only x1.43 (messages and scheduling between micro-batches, which
-// it does not stretch, are ~45% of a slot) gives 0.54. 1 without a measured stage slowdown (the
-// slowdown is then derived from the job's, the whole slot). Used by the layer split model
-// (S2L's plan, S2's and S2L's ceilings); S2's own plan is sized as the paper does, per slot.
+// The share of a healthy iteration that is the pipeline's compute, which a slowdown stretches and
+// a layer split moves, in [0.05, 1]; the rest (the DP all-reduce, the optimizer step) is a fixed
+// cost per iteration. It is the job's slowdown as the culprit stage's whole 1F1B slot would take
+// it (StageSlowdown of slowdown_ratio) over the stage slowdown the compute probe measured,
+// (slot − 1) / (measured − 1): the pipeline of a healthy iteration t is (m + P − 1) slots c, and
+// one stage slowed x s adds m·c·(s − 1) = t·(ratio − 1). A x1.85 compute slowdown that slows the
+// job only x1.43 gives 0.54. 1 without a measured stage slowdown (the slowdown is then derived
+// from the job's, the whole iteration). Used by the layer split model (S2L's plan, S2's and S2L's
+// ceilings); S2's own plan is sized as the paper does, per slot.
 double ComputeFraction(const Culprit& culprit, int64_t micro_batches_per_replica, int pp);
 
 struct S2Plan {
