@@ -630,12 +630,16 @@ int64_t DetectionManager::LastIterationTimeNs(const std::string& job) const {
 bool DetectionManager::PlanCausedChange(const falcon::v1::Event& event,
                                         const analysis::detect::DetectorEvent& ev) {
   if (event.state() != falcon::v1::EVENT_STATE_MITIGATING) return false;
-  // The latest plan sent for the event (S2/S3 apply, or their revert).
-  for (int i = event.actions_size() - 1; i >= 0; --i) {
-    const falcon::v1::Action& a = event.actions(i);
+  // Any plan sent for the event (S2/S2L/S3 apply, or their revert), not only the latest: S2 and
+  // S2L are often sent a few iterations apart, and the change S2 made is S2's even once S2L is the
+  // latest (the demo: S2 in force at 72, S2L at 80, the iteration time back at 72 read as the
+  // fault clearing, and both plans reverted).
+  for (const falcon::v1::Action& a : event.actions()) {
     if (a.dry_run() || a.directive_id() == 0) continue;
-    return ev.iteration >= a.iteration() - kPlanSpeedupSlack &&
-           ev.iteration <= a.iteration() + kPlanSpeedupWindow;
+    if (ev.iteration >= a.iteration() - kPlanSpeedupSlack &&
+        ev.iteration <= a.iteration() + kPlanSpeedupWindow) {
+      return true;
+    }
   }
   return false;
 }

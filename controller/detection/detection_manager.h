@@ -121,12 +121,7 @@ class DetectionManager {
   uint32_t ArmedRanks(const std::string& job) const;
   // Healthy job iteration time: median of the recent job iterations before the active event.
   absl::Duration Baseline(const std::string& job) const;
-  // Approximate heap bytes of all pipelines (benchmarks).
-  size_t MemoryBytes() const;
-  size_t series_count() const;
-
- private:
-  // A change that starts where the event's latest mitigation plan took effect (its effective
+  // A change that starts where one of the event's mitigation plans took effect (its effective
   // iteration, within a few iterations) is the plan's doing, not the fail-slow: a speed-up does not
   // recover the event (a fault that clears later shows as a second speed-up), a slowdown (a plan
   // reverted) opens no new event.
@@ -134,6 +129,11 @@ class DetectionManager {
   static constexpr int64_t kPlanSpeedupWindow = 10;
   static bool PlanCausedChange(const falcon::v1::Event& event,
                                const analysis::detect::DetectorEvent& ev);
+  // Approximate heap bytes of all pipelines (benchmarks).
+  size_t MemoryBytes() const;
+  size_t series_count() const;
+
+ private:
   // Whether the event's latest plan action reverted its last plan in force (S2, S2L or S3). A full
   // recovery there (back within the threshold of the healthy level) is no plan's doing: the job
   // runs as it did before the fail-slow with no plan, so the fail-slow is gone, whatever the
