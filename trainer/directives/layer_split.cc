@@ -1,5 +1,6 @@
 #include "trainer/directives/layer_split.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -78,7 +79,18 @@ absl::StatusOr<std::unique_ptr<SplitGradientReducer>> SplitGradientReducer::Crea
   r->layers_ = model::LayersOfStage(config, splits[dp], pp);
   if (SameSplitEverywhere(splits)) return r;
   r->groups_ = GradientGroups(config, splits);
-  for (int k = 0; k < static_cast<int>(r->groups_.size()); ++k) {
+  // The global order: the groups every pipeline holds on one stage first, then the groups that
+  // cross stages (AllReduce in the header).
+  const auto on_one_stage = [](const GradientGroup& g) {
+    return std::all_of(g.stages.begin(), g.stages.end(),
+                       [&g](int stage) { return stage == g.stages.front(); });
+  };
+  std::vector<int> order(r->groups_.size());
+  for (int k = 0; k < static_cast<int>(order.size()); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return on_one_stage(r->groups_[a]) && !on_one_stage(r->groups_[b]);
+  });
+  for (const int k : order) {
     const bool holds = r->groups_[k].stages[dp] == pp;
     absl::StatusOr<std::unique_ptr<collective::Communicator>> comm = world.Split(
         holds ? 0 : collective::Communicator::kNoColor, dp,

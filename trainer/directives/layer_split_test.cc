@@ -146,9 +146,11 @@ TEST(SplitGradientReducerTest, SumsEveryLayerOverItsHoldersLikeTheEvenDpAllReduc
         absl::StatusOr<std::unique_ptr<SplitGradientReducer>> split_reducer =
             SplitGradientReducer::Create(c, split, dp, pp, **world);
         if (!split_reducer.ok()) return split_reducer.status();
+        // The one-stage groups (0 and 3) first, then the crossing ones (1, 2), each in layer
+        // order.
         const std::vector<int> want_held =
-            dp == 0   ? (pp == 0 ? std::vector<int>{0, 1} : std::vector<int>{2, 3})
-            : dp == 1 ? (pp == 0 ? std::vector<int>{0} : std::vector<int>{1, 2, 3})
+            dp == 0   ? (pp == 0 ? std::vector<int>{0, 1} : std::vector<int>{3, 2})
+            : dp == 1 ? (pp == 0 ? std::vector<int>{0} : std::vector<int>{3, 1, 2})
                       : (pp == 0 ? std::vector<int>{0, 1, 2} : std::vector<int>{3});
         if ((*split_reducer)->groups().size() != 4u ||
             (*split_reducer)->held_groups() != want_held) {
