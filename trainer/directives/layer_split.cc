@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -116,14 +117,25 @@ absl::Status SplitGradientReducer::AllReduce(model::StageModel& stage,
     const collective::Buffer grads = collective::HostBuffer(stage.grads(), stage.num_params());
     return dp_comm.AllReduce(grads, grads, collective::ReduceOp::kSum);
   }
-  for (size_t i = 0; i < held_.size(); ++i) {
+  // Group i's slice over its communicator.
+  const auto reduce = [this, &stage](size_t i) {
     const GradientGroup& g = groups_[held_[i]];
     const int64_t begin = stage.LayerOffset(g.first);
     const int64_t end = stage.LayerOffset(g.end - 1) + stage.LayerSize(g.end - 1);
     const collective::Buffer slice = collective::HostBuffer(stage.grads() + begin, end - begin);
-    if (absl::Status s = comms_[i]->AllReduce(slice, slice, collective::ReduceOp::kSum); !s.ok()) {
-      return s;
-    }
+    return comms_[i]->AllReduce(slice, slice, collective::ReduceOp::kSum);
+  };
+  // Side by side, one thread per group beyond the first: the slices are disjoint and each
+  // communicator is used by one thread (collective/communicator.h allows that).
+  std::vector<absl::Status> status(held_.size());
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < held_.size(); ++i) {
+    others.emplace_back([&status, &reduce, i] { status[i] = reduce(i); });
+  }
+  if (!held_.empty()) status[0] = reduce(0);
+  for (std::thread& t : others) t.join();
+  for (const absl::Status& st : status) {
+    if (!st.ok()) return st;
   }
   return absl::OkStatus();
 }
