@@ -87,14 +87,14 @@ struct TrainerOptions {
   absl::Duration task_set_wait = absl::Seconds(1);
   // Emulated device time per micro-batch forward on a stage of the average size, num_blocks /
   // pp blocks (backward: twice it), run after the real compute on the rank's emulated accelerator
-  // (trainer/device/emulated_device.h: duty of it real CPU work, the rest waited at the speed
-  // that work got), so iteration times are stable on a few noisy cores yet follow the CPU the OS
-  // gives the rank. A stage holding k blocks runs it times k / (num_blocks / pp)
+  // (trainer/device/emulated_device.h: its clock asks for duty of a core and runs device time at
+  // the share of that it gets), so iteration times are stable on a few noisy cores yet follow
+  // the CPU the OS gives the rank. A stage holding k blocks runs it times k / (num_blocks / pp)
   // (directives::EmulatedStageTime): unchanged on an even split of blocks divisible by pp, half
   // on a stage left with half the blocks (S2L). An in-process test fault's factor stretches it
   // too. Zero (default): none.
   absl::Duration emulated_compute = absl::ZeroDuration();
-  // The emulated accelerator (duty, smoothing window).
+  // The emulated accelerator (duty, tick, rate window).
   device::EmulatedDeviceOptions emulated_device;
   // Emulated wire time of one validation link-pass message, slept by its sender (not stretched
   // by faults: a link fault slows the real transfer). Unset: 10 x emulated_compute.

@@ -107,8 +107,8 @@ ABSL_FLAG(double, emulated_compute_ms, 0,
           "stage of --layers/--pp blocks (a stage of k blocks: x k/(layers/pp)), on the rank's "
           "emulated accelerator (its speed follows the CPU the rank gets); 0: none");
 ABSL_FLAG(double, emulated_device_duty, 0.1,
-          "share of emulated device time the emulated accelerator spends as real CPU work, in "
-          "[0, 1]; the rest it waits at the speed that work got; 0: a fixed-speed device that "
+          "share of a core the emulated accelerator's clock asks for, busy or idle, in [0, 1]; "
+          "its device time runs at the share of that it gets; 0: a fixed-speed device that "
           "only sleeps (for faults injected inside the trainer)");
 ABSL_FLAG(double, emulated_gemm_ms, -1,
           "emulated device time of one validation GEMM repetition in ms, on the emulated "

@@ -24,7 +24,8 @@ namespace {
 
 std::string Secs(absl::Duration d) { return absl::StrFormat("%.3f s", absl::ToDoubleSeconds(d)); }
 
-// The least compute fraction ComputeFraction gives: a stage is never modelled as all messages.
+// The least compute fraction ComputeFraction gives: an iteration is never modelled as all fixed
+// cost.
 constexpr double kMinComputeFraction = 0.05;
 
 // Per-stage compute of one micro-batch, from the healthy iteration time (see planner.h).

@@ -45,8 +45,23 @@ Host* RealHost() {
   return host;
 }
 
+namespace {
+
+// The options in their documented ranges (emulated_device.h): a duty outside [0, 1], a slowdown
+// cap below 1, or a tick or window that is not positive and finite would stall an op or divide by
+// zero.
+EmulatedDeviceOptions Bounded(EmulatedDeviceOptions o) {
+  o.duty = std::isfinite(o.duty) ? std::clamp(o.duty, 0.0, 1.0) : 0.0;
+  o.max_slowdown = std::isfinite(o.max_slowdown) ? std::clamp(o.max_slowdown, 1.0, 1e6) : 20.0;
+  o.tick = std::clamp(o.tick, absl::Microseconds(10), absl::Seconds(1));
+  o.rate_window = std::clamp(o.rate_window, o.tick, absl::Seconds(60));
+  return o;
+}
+
+}  // namespace
+
 EmulatedDevice::EmulatedDevice(EmulatedDeviceOptions options, Host* host)
-    : options_(options), host_(host != nullptr ? host : RealHost()) {
+    : options_(Bounded(options)), host_(host != nullptr ? host : RealHost()) {
   const int64_t now = host_->MonotonicNanos();
   next_due_ns_ = now;
   last_end_ns_ = FirstLastEnd(now);
@@ -57,6 +72,7 @@ EmulatedDevice::EmulatedDevice(EmulatedDeviceOptions options, Host* host)
 EmulatedDevice::~EmulatedDevice() {
   if (!thread_.joinable()) return;
   {
+    stopping_.store(true, std::memory_order_release);
     absl::MutexLock lock(&stop_mu_);
     stop_ = true;
   }
@@ -145,10 +161,10 @@ void EmulatedDevice::ResumeInline(int64_t now) {
 
 absl::Duration EmulatedDevice::Run(absl::Duration nominal) {
   if (nominal <= absl::ZeroDuration()) return absl::ZeroDuration();
+  absl::MutexLock submit(&submit_mu_);  // One op at a time, whoever runs the clock.
   if (!thread_.joinable()) return RunHere(nominal);
   // The caller times its op on the device's clock, which the device thread runs: an op ends when
   // its device time has passed, even while that thread is throttled.
-  absl::MutexLock submit(&submit_mu_);
   const int64_t start = host_->MonotonicNanos();
   Op op{absl::ToInt64Nanoseconds(nominal), start, start};
   for (;;) {
@@ -186,9 +202,10 @@ void EmulatedDevice::Idle(absl::Duration gap) {
     host_->SleepFor(gap);
     return;
   }
+  absl::MutexLock submit(&submit_mu_);
   const int64_t start = host_->MonotonicNanos();
   ResumeInline(start);
-  const int64_t until = start + absl::ToInt64Nanoseconds(gap);
+  const int64_t until = start + absl::ToInt64Nanoseconds(std::min(gap, absl::Hours(24 * 365)));
   for (;;) {
     const int64_t now = host_->MonotonicNanos();
     if (now >= until) return;
@@ -206,6 +223,9 @@ void EmulatedDevice::DeviceLoop() {
   const auto stopped =
       +[](EmulatedDevice* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->stop_mu_) { return d->stop_; };
   for (;;) {
+    // Checked before every slice: a clock that gets less than its duty runs its slices back to
+    // back and would not reach the wait below.
+    if (stopping_.load(std::memory_order_acquire)) return;
     const int64_t now = host_->MonotonicNanos();
     if (now >= next_due_ns_) {
       RunSlice();

@@ -4,15 +4,16 @@
 // The device's clock is a steady demand for CPU: every `tick` (busy or idle) its thread does
 // duty x tick of real work, measured in that thread's CPU time (CLOCK_THREAD_CPUTIME_ID). Its
 // slowdown s is the CPU it asked for over the CPU it got in the last `rate_window` of wall time
-// (>= 1): a slice that could not run when due (throttled, or its core busy) is not made up, so
-// the device falls behind by what it missed. A device op of nominal duration d (its time on a
-// healthy device) lasts until d of device time has passed, device time running at 1/s of wall
-// time. A healthy rank gets its duty of a core and runs ops in their nominal time. Under a cgroup
-// CPU quota q below duty it gets q: s = duty / q, whatever the ops, since the demand never
-// depends on them: fewer or shorter ops (S2 giving the slow rank fewer micro-batches, S2L fewer
-// layers) neither escape the quota nor meet its throttling at another phase, as a GPU with a
-// lowered clock slows every kernel alike. A core shared with busy processes slows the device
-// only when they leave it less than its duty.
+// (>= 1): the slices that fell due while one ran late (throttled, or its core busy) are not made
+// up, only the next runs at once, so the device falls behind by what it missed (and while it gets
+// less than its duty its slices run back to back, asking for what it can get). A device op of
+// nominal duration d (its time on a healthy device) lasts until d of device time has passed, device
+// time running at 1/s of wall time. A healthy rank gets its duty of a core and runs ops in their
+// nominal time. Under a cgroup CPU quota q below duty it gets q: s = duty / q, whatever the ops,
+// since the demand never depends on them: fewer or shorter ops (S2 giving the slow rank fewer
+// micro-batches, S2L fewer layers) neither escape the quota nor meet its throttling at another
+// phase, as a GPU with a lowered clock slows every kernel alike. A core shared with busy processes
+// slows the device only when they leave it less than its duty.
 //
 // (An earlier device did each op's share of work in one burst at the op's start and timed ops
 // by the wall time of those bursts over their CPU time. Under the kernel's per-period quota the
@@ -33,6 +34,7 @@
 #ifndef FALCON_TRAINER_DEVICE_EMULATED_DEVICE_H_
 #define FALCON_TRAINER_DEVICE_EMULATED_DEVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -44,7 +46,8 @@
 
 namespace falcon::trainer::device {
 
-// What the device needs from the machine; the default uses the real clocks.
+// What the device needs from the machine; the default uses the real clocks. With own_thread the
+// device thread and the callers of Run use it at once: it must be thread-safe then (RealHost is).
 class Host {
  public:
   virtual ~Host() = default;
@@ -74,8 +77,9 @@ struct EmulatedDeviceOptions {
   // The slowdown never goes beyond this (a process stopped for minutes must not sleep for hours
   // afterwards).
   double max_slowdown = 20;
-  // Run the clock and the ops on the device's own thread (named kDeviceThreadName); false: on
-  // the caller's, inside Run and Idle.
+  // Run the clock on the device's own thread (named kDeviceThreadName; none when duty is 0);
+  // false: on the thread that calls Run and Idle, inside them (one thread: the clock's CPU time
+  // is that thread's; unit tests).
   bool own_thread = true;
 };
 
@@ -84,7 +88,9 @@ inline constexpr char kDeviceThreadName[] = "falcon-device";
 
 class EmulatedDevice {
  public:
-  // `host` must outlive the device; nullptr: RealHost(). Starts the device thread (own_thread).
+  // `host` must outlive the device; nullptr: RealHost(). Starts the device thread (own_thread and
+  // duty > 0). Options outside their ranges are brought to the nearest bound (duty to [0, 1],
+  // max_slowdown to >= 1, tick to [10 us, 1 s], rate_window to [tick, 60 s]).
   explicit EmulatedDevice(EmulatedDeviceOptions options = {}, Host* host = nullptr);
   // Stops the device thread.
   ~EmulatedDevice();
@@ -152,6 +158,7 @@ class EmulatedDevice {
   absl::Mutex submit_mu_;  // One op at a time: callers take turns.
   absl::Mutex stop_mu_;
   bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::atomic<bool> stopping_{false};  // stop_, read by the clock between slices.
   std::thread thread_;
 };
 

@@ -129,15 +129,20 @@ absl::Status SplitGradientReducer::AllReduce(model::StageModel& stage,
   // communicator is used by one thread (collective/communicator.h allows that).
   std::vector<absl::Status> status(held_.size());
   std::vector<std::thread> others;
+  others.reserve(held_.size());
   for (size_t i = 1; i < held_.size(); ++i) {
     others.emplace_back([&status, &reduce, i] { status[i] = reduce(i); });
   }
   if (!held_.empty()) status[0] = reduce(0);
   for (std::thread& t : others) t.join();
+  // The cause first: a group whose peer died fails at once, the others then time out waiting.
+  absl::Status first;
   for (const absl::Status& st : status) {
-    if (!st.ok()) return st;
+    if (st.ok()) continue;
+    if (st.code() != absl::StatusCode::kDeadlineExceeded) return st;
+    if (first.ok()) first = st;
   }
-  return absl::OkStatus();
+  return first;
 }
 
 }  // namespace falcon::trainer::directives
