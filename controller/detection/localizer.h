@@ -174,7 +174,8 @@ class Localizer {
   void SetJobState(const std::string& job, falcon::v1::JobState state, core::UnitOfWork* uow);
   EventRecord* EventOfTask(uint64_t task_id);
   // Drops from `v` the culprits other active events of the job named (a concurrent event looks for
-  // a new culprit); the cause and the ratio follow what is left (the ratio from Verdict's
+  // a new culprit; a named link between two nodes stands for every rank pair across that node
+  // pair, either way); the cause and the ratio follow what is left (the ratio from Verdict's
   // per-culprit ratios where it has them). Returns what was dropped, for the reason; `owners`
   // (optional) gets the ids of the events whose culprits were dropped, ascending.
   std::string ExcludeKnownCulprits(const EventRecord& event, Verdict* v,
