@@ -365,8 +365,11 @@ TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan)
   // in multiples of PP ([20, 12, 12, 20]) leaves the slow groups 18 micro-batch times and the
   // healthy 20, against 24-27 for the new culprit's group under the first plan (16-18
   // micro-batches): ~0.5-0.6 of the compute. 0.3, as in the single-fault case, fails a plan that
-  // covers only one culprit (the other group back at 16+ micro-batches x1.5: ~0).
-  EXPECT_GT(slow2, mitigated1 * 1.2) << Dump(c);
+  // covers only one culprit (the other group back at 16+ micro-batches x1.5: ~0). "Clearly
+  // beyond": 10%. The emulated device slows by the quota's factor exactly (x1.5, not the x1.8-2.0
+  // it read before), and the job's messages and all-reduce, a fifth of its iteration, are not
+  // slowed: measured x1.18 over the first plan's level.
+  EXPECT_GT(slow2, mitigated1 * 1.1) << Dump(c);
   EXPECT_GE(recovered, 0.3) << "slowdown recovered " << recovered << "\n" << Dump(c);
 }
 
