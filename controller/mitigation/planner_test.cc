@@ -29,6 +29,24 @@ JobShape Shape(int64_t m = 32) {
   return s;
 }
 
+// Shape(64) with 16 blocks of 1000 bytes: a pipeline S2L can re-split.
+JobShape SplitShape() {
+  JobShape shape = Shape(64);
+  shape.pipeline_blocks = 16;
+  shape.block_state_bytes = 1000;
+  return shape;
+}
+
+// A compute culprit: `rank`, the probe's stage slowdown and the job's slowdown ratio.
+Culprit ComputeCulprit(uint32_t rank, double measured_stage_slowdown, double slowdown_ratio) {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMPUTE;
+  c.ranks = {rank};
+  c.measured_stage_slowdown = measured_stage_slowdown;
+  c.slowdown_ratio = slowdown_ratio;
+  return c;
+}
+
 TEST(PlannerTest, EvenSplitAndStageSlowdown) {
   EXPECT_EQ(EvenSplit(32, 4, 2), (std::vector<uint32_t>{8, 8, 8, 8}));
   EXPECT_EQ(EvenSplit(18, 4, 2), (std::vector<uint32_t>{6, 4, 4, 4}));
@@ -370,17 +388,12 @@ TEST(PlannerTest, DryRunLaddersS2LWithItsSplitAndCost) {
 
 // A compute slowdown the job's iteration time shows diluted (the all-reduce and the optimizer step
 // are not stretched): S2L models that share of the iteration as a fixed cost, predicts the slowed
-// job near what it measured, and sheds fewer micro-batches from the culprit's group than a model
-// that stretches the whole iteration.
+// job near what it measured, and predicts it faster than a model that stretches the whole
+// iteration (the plan itself is the same).
 TEST(PlannerTest, S2LModelsTheShareOfAnIterationTheSlowdownStretches) {
-  JobShape shape = Shape(64);
-  shape.pipeline_blocks = 16;
-  shape.block_state_bytes = 1000;
-  Culprit c;
-  c.cause = falcon::v1::CAUSE_COMPUTE;
-  c.ranks = {2};  // dp 2, stage 0.
-  c.measured_stage_slowdown = 1.85;
-  c.slowdown_ratio = 1.43;  // As measured on the netns demo.
+  const JobShape shape = SplitShape();
+  // Rank 2: dp 2, stage 0. The job's x1.43 as measured on the netns demo.
+  Culprit c = ComputeCulprit(2, 1.85, 1.43);
   // StageSlowdown(1.43, 16, 2) = 1 + 0.43 x 17/16 = 1.457; (1.457 - 1) / 0.85 = 0.54.
   EXPECT_NEAR(ComputeFraction(c, 16, 2), 0.5375, 1e-3);
   const absl::Duration healthy = absl::Milliseconds(400);
@@ -413,15 +426,8 @@ TEST(PlannerTest, S2LModelsTheShareOfAnIterationTheSlowdownStretches) {
 // micro-batches (13 x 10 + 8.6 < 17 x 8 + 8, the healthy groups' 17), not 14, which ran 0.35 s
 // where the model that put the fixed cost on each slot predicted 0.338 s.
 TEST(PlannerTest, S2LGivesThePeerWithMoreBlocksProportionallyMoreTime) {
-  JobShape shape = Shape(64);
-  shape.pipeline_blocks = 16;
-  shape.block_state_bytes = 1000;
-  Culprit c;
-  c.cause = falcon::v1::CAUSE_COMPUTE;
-  c.ranks = {2};
-  c.measured_stage_slowdown = 1.43;
-  c.slowdown_ratio = 1.27;
-  absl::StatusOr<S2LPlan> plan = PlanS2L(shape, c, absl::Milliseconds(320));
+  absl::StatusOr<S2LPlan> plan =
+      PlanS2L(SplitShape(), ComputeCulprit(2, 1.43, 1.27), absl::Milliseconds(320));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->micro_batches, (std::vector<uint32_t>{17, 17, 13, 17})) << plan->summary;
   ASSERT_EQ(plan->split.size(), 4u);
