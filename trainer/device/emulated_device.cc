@@ -81,12 +81,12 @@ EmulatedDevice::~EmulatedDevice() {
 
 int64_t EmulatedDevice::FirstLastEnd(int64_t now) const {
   // Where a healthy clock's previous slice would have ended, a tick before this one's end.
-  return now - static_cast<int64_t>(absl::ToDoubleNanoseconds(options_.tick) *
-                                    (1.0 - std::min(options_.duty, 1.0)));
+  return now -
+         static_cast<int64_t>(absl::ToDoubleNanoseconds(options_.tick) * (1.0 - options_.duty));
 }
 
 bool EmulatedDevice::clocked() const {
-  return options_.duty > 0 && options_.tick > absl::ZeroDuration();
+  return options_.duty > 0;  // Bounded: the tick is positive.
 }
 
 void EmulatedDevice::RunSlice() {
@@ -95,8 +95,7 @@ void EmulatedDevice::RunSlice() {
   // and the work's overshoot count toward it, so the thread uses exactly duty of a core (what a
   // fault's quota of duty / F divides) and a quota counts all of it alike. A slice that could not
   // run when due is not added: no catch-up.
-  const int64_t slice_ns =
-      static_cast<int64_t>(static_cast<double>(tick_ns) * std::min(options_.duty, 1.0));
+  const int64_t slice_ns = static_cast<int64_t>(static_cast<double>(tick_ns) * options_.duty);
   // Past the target by more than a slice (the thread's CPU before the clock started, or a caller's
   // own work inline): start from where the thread is.
   if (last_cpu_ns_ - cpu_target_ns_ > slice_ns) cpu_target_ns_ = last_cpu_ns_;
