@@ -497,6 +497,14 @@ falcon::v1::TopologyChange ToTopologyChange(const analysis::plan::Layout& layout
 
 absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::Duration healthy,
                               const std::vector<Culprit>& others) {
+  // The topology model's pipelines are even: over an uneven split its predictions (and the slow
+  // stage the split shrank, which a move would put elsewhere) would be wrong.
+  if (!shape.layer_split.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("S3: a layer split is in force (S2L: ",
+                     common::SplitText(shape.layer_split, shape.pipeline_blocks),
+                     "); the topology model plans even pipelines only"));
+  }
   // Every slow link, node and rank the job's active events know: the layout avoids them all.
   Culprit culprit = own;
   for (const Culprit& o : others) {

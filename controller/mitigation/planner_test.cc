@@ -117,6 +117,26 @@ TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpCommunicator) {
   EXPECT_EQ(p->layout.pp_size(), 2);
 }
 
+// Over an S2L split the topology model (even pipelines) does not apply: S3 says so rather than
+// plan a layout that might move the slow rank off the stage the split shrank.
+TEST(PlannerTest, S3IsNotApplicableWhileALayerSplitIsInForce) {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMMUNICATION;
+  falcon::v1::Link l;
+  l.set_src_rank(0);
+  l.set_dst_rank(2);
+  c.links = {l};
+  c.slowdown_ratio = 1.5;
+  JobShape shape = SplitShape();
+  ASSERT_TRUE(PlanS3(shape, c, absl::Milliseconds(100)).ok());
+  shape.layer_split = {{8, 8}, {8, 8}, {6, 10}, {8, 8}};
+  absl::StatusOr<S3Plan> p = PlanS3(shape, c, absl::Milliseconds(100));
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition) << p.status();
+  EXPECT_NE(p.status().message().find("a layer split is in force (S2L: dp2 6+10)"),
+            std::string::npos)
+      << p.status();
+}
+
 falcon::v1::Link L(uint32_t src, uint32_t dst) {
   falcon::v1::Link l;
   l.set_src_rank(src);
