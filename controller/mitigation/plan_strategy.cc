@@ -99,6 +99,11 @@ void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, detection::Eve
   } else if (d.has_topology_change()) {
     if (job == nullptr) return;  // The job ended: no plan to keep.
     m.assign(job->job().micro_batches().begin(), job->job().micro_batches().end());
+  } else if (d.has_checkpoint_restart()) {
+    // The job restarts without the excluded ranks, on fewer DP groups: the trainer starts that
+    // new shape even (trainer/checkpoint/restart_plan.h), so no micro-batch plan or split of the
+    // old shape stays in force.
+    split.Clear();
   } else {
     return;
   }

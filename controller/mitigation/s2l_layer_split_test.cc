@@ -163,6 +163,36 @@ TEST_F(S2LLayerSplitTest, OverS2ItsRevertRestoresS2sPlan) {
   EXPECT_EQ(Values(actions_.directives[2].directive().layer_split().micro_batches()), s2_m);
 }
 
+// S4 restarts the job on fewer DP groups, which the trainer runs even: once its directive is
+// APPLIED, the job shows neither the split nor the micro-batch plan of the old shape.
+TEST_F(S2LLayerSplitTest, AnAppliedCheckpointRestartClearsTheSplitInForce) {
+  absl::StatusOr<PlannedDirective> plan = s2l_.Plan(step_, ctx_, actions_);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(s2l_.Issue(step_, *plan, ctx_, actions_).ok());
+  falcon::v1::DirectiveRecord applied = actions_.directives[0];
+  applied.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+  RecordPlanInForce(applied, actions_, errors_);
+  ASSERT_EQ(actions_.job->job().layer_split_size(), 4);
+
+  falcon::v1::DirectiveRecord restart;
+  restart.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+  restart.mutable_directive()->set_job("job");
+  restart.mutable_directive()->set_directive_id(2);
+  restart.mutable_directive()->set_plan_version(2);
+  restart.mutable_directive()->mutable_checkpoint_restart()->add_excluded_ranks(2);
+  RecordPlanInForce(restart, actions_, errors_);
+  const falcon::v1::Job& job = actions_.job->job();
+  EXPECT_EQ(job.plan_version(), 2);
+  EXPECT_EQ(job.layer_split_size(), 0);
+  EXPECT_EQ(job.micro_batches_size(), 0);
+  // The planners read the even split and micro-batches back.
+  absl::StatusOr<JobShape> shape = ShapeOf(*actions_.job, nullptr, {});
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_TRUE(shape->layer_split.empty());
+  EXPECT_EQ(shape->micro_batches, (std::vector<uint32_t>{16, 16, 16, 16}));
+  EXPECT_TRUE(errors_.counts.empty());
+}
+
 TEST_F(S2LLayerSplitTest, NotApplicableWithoutBlocksToMoveOrGain) {
   // A job whose trainer registered no block count: nothing to re-split.
   FakeEventActions flat(4, 2, 64);
