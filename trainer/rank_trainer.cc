@@ -544,9 +544,11 @@ absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::str
                                       : splits_};
   const std::vector<directives::LayerTransfer> plan =
       directives::PlanRemap(options_.model, directives::Placement{layout_, splits_}, to);
+  const int64_t move_start = clock_->MonotonicNanos();
   absl::StatusOr<std::unique_ptr<model::StageModel>> stage =
       ExecuteRemap(options_.model, to, plan, *stage_, *world_);
   if (!stage.ok()) return stage.status();
+  const double move_s = (clock_->MonotonicNanos() - move_start) * 1e-9;
   stage_ = *std::move(stage);
   layout_ = std::move(to.layout);
   splits_ = std::move(to.splits);
@@ -555,9 +557,9 @@ absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::str
                                            options_.micro_batches);
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
-  *reason =
-      absl::StrFormat("remapped to %s; moved %d layer copies (%d bytes); pause_s=%.6f",
-                      layout_.ToString(), plan.size(), RemapBytes(options_.model, plan), pause_s);
+  *reason = absl::StrFormat(
+      "remapped to %s; moved %d layer copies; bytes_moved=%d; move_s=%.6f; pause_s=%.6f",
+      layout_.ToString(), plan.size(), RemapBytes(options_.model, plan), move_s, pause_s);
   hooks_->OnLayout(Context());
   return absl::OkStatus();
 }
@@ -569,9 +571,11 @@ absl::Status RankTrainer::ApplyLayerSplit(const falcon::v1::Directive& d, int64_
   directives::Placement to{layout_, common::StageBlocksOf(d.layer_split())};
   const std::vector<directives::LayerTransfer> plan =
       directives::PlanRemap(options_.model, directives::Placement{layout_, splits_}, to);
+  const int64_t move_start = clock_->MonotonicNanos();
   absl::StatusOr<std::unique_ptr<model::StageModel>> stage =
       ExecuteRemap(options_.model, to, plan, *stage_, *world_);
   if (!stage.ok()) return stage.status();
+  const double move_s = (clock_->MonotonicNanos() - move_start) * 1e-9;
   stage_ = *std::move(stage);
   splits_ = std::move(to.splits);
   plan_.assign(d.layer_split().micro_batches().begin(), d.layer_split().micro_batches().end());
@@ -579,15 +583,16 @@ absl::Status RankTrainer::ApplyLayerSplit(const falcon::v1::Directive& d, int64_
   const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
   const int64_t bytes = RemapBytes(options_.model, plan);
   *reason = absl::StrFormat(
-      "layer split %s; micro-batches per DP group: %s; moved %d block copies (%d bytes); "
-      "pause_s=%.6f",
-      common::SplitText(splits_, blocks), absl::StrJoin(plan_, ","), plan.size(), bytes, pause_s);
+      "layer split %s; micro-batches per DP group: %s; moved %d block copies; bytes_moved=%d; "
+      "move_s=%.6f; pause_s=%.6f",
+      common::SplitText(splits_, blocks), absl::StrJoin(plan_, ","), plan.size(), bytes, move_s,
+      pause_s);
   if (rank_ == 0) {
     LOG(INFO) << "layer split applied iteration=" << t << " directive=" << d.directive_id()
               << " split=\"" << common::SplitText(splits_, blocks)
               << "\" micro_batches=" << absl::StrJoin(plan_, ",")
-              << " moved_block_copies=" << plan.size() << " bytes=" << bytes
-              << absl::StrFormat(" pause_s=%.6f", pause_s);
+              << " moved_block_copies=" << plan.size() << " bytes_moved=" << bytes
+              << absl::StrFormat(" move_s=%.6f pause_s=%.6f", move_s, pause_s);
   }
   return absl::OkStatus();
 }

@@ -34,6 +34,21 @@ int EscalationRank(Strategy strategy) {
   return -1;
 }
 
+absl::Duration S2LCost(int64_t bytes_moved, double bandwidth_setting_bytes_per_s,
+                       absl::Duration pause_setting, const std::optional<S2LMeasurement>& measured,
+                       std::string* why) {
+  const bool measured_bw = measured.has_value() && measured->bandwidth_bytes_per_s.has_value();
+  const double bw = measured_bw ? *measured->bandwidth_bytes_per_s : bandwidth_setting_bytes_per_s;
+  const absl::Duration pause = measured.has_value() ? measured->pause : pause_setting;
+  if (why != nullptr) {
+    // Three significant digits: a measured pause is often milliseconds.
+    *why = absl::StrFormat("%d bytes / %.3g bytes/s (%s) + pause %.3gs (%s)", bytes_moved, bw,
+                           measured_bw ? "measured" : "setting", absl::ToDoubleSeconds(pause),
+                           measured.has_value() ? "measured" : "setting");
+  }
+  return absl::Seconds(static_cast<double>(bytes_moved) / bw) + pause;
+}
+
 absl::string_view StrategyName(Strategy strategy) {
   switch (strategy) {
     case Strategy::kS1Ignore:
@@ -99,11 +114,16 @@ absl::Status EscalationOptions::Validate() const {
   if (absl::Status s = CheckDuration(s2l_pause, absl::Seconds(1e6), "s2l_pause"); !s.ok()) {
     return s;
   }
-  if (s2l_measured_pause.has_value()) {
+  if (s2l_measured.has_value()) {
     if (absl::Status s =
-            CheckDuration(*s2l_measured_pause, absl::Seconds(1e6), "s2l_measured_pause");
+            CheckDuration(s2l_measured->pause, absl::Seconds(1e6), "s2l_measured.pause");
         !s.ok()) {
       return s;
+    }
+    const std::optional<double>& bw = s2l_measured->bandwidth_bytes_per_s;
+    if (bw.has_value() && !(*bw >= 1e3 && *bw <= 1e13)) {  // NaN too
+      return absl::InvalidArgumentError(
+          absl::StrCat("s2l_measured.bandwidth_bytes_per_s: must be in [1e3, 1e13], got ", *bw));
     }
   }
   return absl::OkStatus();
@@ -122,9 +142,8 @@ absl::Duration Escalation::Cost(Strategy strategy) const {
     case Strategy::kS2MicroBatch:
       return options_.s2_cost_iterations * (slow_ - healthy_);
     case Strategy::kS2LLayerSplit:
-      return absl::Seconds(static_cast<double>(options_.s2l_bytes_moved) /
-                           options_.s2l_bandwidth_bytes_per_s) +
-             options_.s2l_measured_pause.value_or(options_.s2l_pause);
+      return S2LCost(options_.s2l_bytes_moved, options_.s2l_bandwidth_bytes_per_s,
+                     options_.s2l_pause, options_.s2l_measured, nullptr);
     case Strategy::kS3Topology:
       return options_.s3_cost;
     case Strategy::kS4CheckpointRestart:
@@ -212,10 +231,8 @@ void Escalation::Escalate(int64_t iteration, std::vector<EscalationStep>* out) {
             absl::StrFormat("%g x Δt_iter %s", options_.s2_cost_iterations, Secs(slow_ - healthy_));
         break;
       case Strategy::kS2LLayerSplit:
-        why = absl::StrFormat("%d bytes / %g bytes/s + pause %s (%s)", options_.s2l_bytes_moved,
-                              options_.s2l_bandwidth_bytes_per_s,
-                              Secs(options_.s2l_measured_pause.value_or(options_.s2l_pause)),
-                              options_.s2l_measured_pause.has_value() ? "measured" : "setting");
+        S2LCost(options_.s2l_bytes_moved, options_.s2l_bandwidth_bytes_per_s, options_.s2l_pause,
+                options_.s2l_measured, &why);
         break;
       case Strategy::kS3Topology:
         why = "setting";

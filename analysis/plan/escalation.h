@@ -13,8 +13,9 @@
 // 2-competitive for a single level (Karlin et al.). S1 costs nothing and is taken at once.
 //
 // Costs (EscalationOptions): S2 = s2_cost_iterations × Δt_iter with Δt_iter = t_slow − t_healthy
-// of the event (the artifact's 5 × Δt_iter); S2L = the bytes its plan moves / s2l bandwidth + the
-// re-partition pause (the one the job's last S2L measured, else the s2l_pause setting); S3 = a
+// of the event (the artifact's 5 × Δt_iter); S2L = the bytes its plan moves / the bandwidth + the
+// re-partition pause beside the move (each the one the job's last S2L measured, else its
+// setting); S3 = a
 // setting, 60 s or a measured S3 pause; S4 = checkpoint write + read + restart. When the event
 // clears, S3, then S2L, then S2 are reverted if in force; S4 (a restart without the slow parts)
 // ends the event. Levels can be enabled or disabled at any time; disabling a level in force
@@ -65,6 +66,25 @@ absl::string_view StrategyName(Strategy strategy);
 // "compute", "communication", "unknown".
 absl::string_view CauseName(Cause cause);
 
+// What the job's last S2L measured (the slowest rank of its APPLIED acks): the pause beside the
+// move of its blocks (pause_s - move_s: agreeing on the boundary, rebuilding the gradient groups)
+// and the rate its blocks moved at (bytes_moved / move_s).
+struct S2LMeasurement {
+  absl::Duration pause;  // [0, 1e6 s].
+  // [1e3, 1e13] bytes/s; unset when that S2L moved no bytes or took no measurable time moving.
+  std::optional<double> bandwidth_bytes_per_s;
+  bool operator==(const S2LMeasurement& o) const {
+    return pause == o.pause && bandwidth_bytes_per_s == o.bandwidth_bytes_per_s;
+  }
+};
+
+// S2L's cost: `bytes_moved` over the bandwidth plus the pause, each the measured one when
+// `measured` has it, else the setting. `why` (may be null) gets how, e.g.
+// "100608 bytes / 2.5e+07 bytes/s (measured) + pause 0.01s (measured)".
+absl::Duration S2LCost(int64_t bytes_moved, double bandwidth_setting_bytes_per_s,
+                       absl::Duration pause_setting, const std::optional<S2LMeasurement>& measured,
+                       std::string* why);
+
 struct EscalationOptions {
   bool s2_enabled = true;  // Default true; changeable at run time (UpdateOptions).
   bool s3_enabled = true;
@@ -85,17 +105,17 @@ struct EscalationOptions {
   // a candidate for compute fail-slows only then. Filled by the caller from the job; default
   // false.
   bool s2l_resplittable = false;
-  // S2L cost = s2l_bytes_moved / s2l_bandwidth_bytes_per_s + the pause: s2l_measured_pause when
-  // known (the pause the job's last S2L took), else s2l_pause.
+  // S2L cost = s2l_bytes_moved / bandwidth + pause (S2LCost): the bandwidth and the pause the
+  // job's last S2L measured (s2l_measured) when known, else the settings below.
   // Bytes the S2L plan moves (Σ over the blocks that change stage of a block's state), >= 0;
   // filled by the caller from its plan. Default 0.
   int64_t s2l_bytes_moved = 0;
-  // Bytes per second the blocks move at, in [1e3, 1e13]. Default 1e9.
+  // Bytes per second the blocks move at when none was measured, in [1e3, 1e13]. Default 1e9.
   double s2l_bandwidth_bytes_per_s = 1e9;
-  // The re-partition pause when none was measured, [0, 1e6 s]. Default 1 s.
+  // The re-partition pause (beside the move) when none was measured, [0, 1e6 s]. Default 1 s.
   absl::Duration s2l_pause = absl::Seconds(1);
-  // The pause the job's last S2L measured (its APPLIED acks), [0, 1e6 s]; unset: none yet.
-  std::optional<absl::Duration> s2l_measured_pause;
+  // What the job's last S2L measured (its APPLIED acks); unset: none yet.
+  std::optional<S2LMeasurement> s2l_measured;
 
   // kInvalidArgument naming the field when a value is out of range.
   absl::Status Validate() const;

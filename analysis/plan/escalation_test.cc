@@ -244,9 +244,10 @@ TEST_F(EscalationTest, S2LSitsBetweenS2AndS3ForEqualCostsAndIsComputeOnly) {
   ASSERT_EQ(steps.size(), 5u);  // S2, S2L, S3, S4 and the end.
   EXPECT_EQ(steps[0].strategy, Strategy::kS2MicroBatch);
   EXPECT_EQ(steps[1].strategy, Strategy::kS2LLayerSplit);
-  EXPECT_EQ(steps[1].reason,
-            "lost 5.00s >= S2L layer split cost 5.00s (2000000000 bytes / 1e+09 bytes/s + pause "
-            "3.00s (setting))");
+  EXPECT_EQ(
+      steps[1].reason,
+      "lost 5.00s >= S2L layer split cost 5.00s (2000000000 bytes / 1e+09 bytes/s (setting) + "
+      "pause 3s (setting))");
   EXPECT_EQ(steps[2].strategy, Strategy::kS3Topology);
   EXPECT_EQ(steps[3].strategy, Strategy::kS4CheckpointRestart);
   EXPECT_EQ(steps[4].action, Action::kEnd);
@@ -268,9 +269,10 @@ TEST_F(EscalationTest, S2LCostsBytesOverBandwidthPlusTheMeasuredPause) {
   Escalation e = Make(WithS2L(4'000'000'000, absl::Seconds(1)));
   ASSERT_TRUE(e.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
   EXPECT_EQ(e.Cost(Strategy::kS2LLayerSplit), absl::Seconds(5));
-  // The job's last S2L paused 11 s: that, not the setting, is the pause now.
+  // The job's last S2L paused 11 s beside its move, whose rate it did not measure: that pause,
+  // not the setting, adds to the bytes at the bandwidth setting (the move is not counted twice).
   EscalationOptions o = e.options();
-  o.s2l_measured_pause = absl::Seconds(11);
+  o.s2l_measured = S2LMeasurement{absl::Seconds(11), std::nullopt};
   ASSERT_TRUE(e.UpdateOptions(o, 0).ok());
   EXPECT_EQ(e.Cost(Strategy::kS2LLayerSplit), absl::Seconds(15));
   int64_t it = 1;
@@ -279,7 +281,16 @@ TEST_F(EscalationTest, S2LCostsBytesOverBandwidthPlusTheMeasuredPause) {
   EXPECT_EQ(steps[0].strategy, Strategy::kS2MicroBatch);
   EXPECT_EQ(steps[1].strategy, Strategy::kS2LLayerSplit);
   EXPECT_EQ(steps[1].iteration, 15);
-  EXPECT_THAT(steps[1].reason, HasSubstr("+ pause 11.00s (measured)"));
+  EXPECT_THAT(steps[1].reason,
+              HasSubstr("4000000000 bytes / 1e+09 bytes/s (setting) + pause 11s (measured)"));
+  // A measured rate replaces the bandwidth setting: 4e9 bytes at 2e9 bytes/s = 2 s, + 11 s.
+  o.s2l_measured = S2LMeasurement{absl::Seconds(11), 2e9};
+  ASSERT_TRUE(e.UpdateOptions(o, it).ok());
+  EXPECT_EQ(e.Cost(Strategy::kS2LLayerSplit), absl::Seconds(13));
+  std::string why;
+  EXPECT_EQ(S2LCost(100, 1e9, absl::Seconds(1), S2LMeasurement{absl::Milliseconds(4), 1e4}, &why),
+            absl::Milliseconds(14));  // 100 bytes at 1e4 bytes/s = 10 ms, + 4 ms.
+  EXPECT_EQ(why, "100 bytes / 1e+04 bytes/s (measured) + pause 0.004s (measured)");
   // A cheap S2L comes before S2 (the ladder is ordered by cost).
   Escalation cheap = Make(WithS2L(0, absl::Seconds(2)));
   ASSERT_TRUE(cheap.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());
@@ -292,9 +303,12 @@ TEST_F(EscalationTest, S2LCostsBytesOverBandwidthPlusTheMeasuredPause) {
   EXPECT_THAT(Escalation::Create(bad, clock_).status().message(),
               HasSubstr("s2l_bandwidth_bytes_per_s: must be in [1e3, 1e13]"));
   bad.s2l_bandwidth_bytes_per_s = 1e9;
-  bad.s2l_measured_pause = -absl::Seconds(1);
-  EXPECT_THAT(Escalation::Create(bad, clock_).status().message(), HasSubstr("s2l_measured_pause"));
-  bad.s2l_measured_pause.reset();
+  bad.s2l_measured = S2LMeasurement{-absl::Seconds(1), std::nullopt};
+  EXPECT_THAT(Escalation::Create(bad, clock_).status().message(), HasSubstr("s2l_measured.pause"));
+  bad.s2l_measured = S2LMeasurement{absl::Seconds(1), 10.0};
+  EXPECT_THAT(Escalation::Create(bad, clock_).status().message(),
+              HasSubstr("s2l_measured.bandwidth_bytes_per_s: must be in [1e3, 1e13], got 10"));
+  bad.s2l_measured.reset();
   bad.s2l_pause = absl::Seconds(2e6);
   EXPECT_THAT(Escalation::Create(bad, clock_).status().message(), HasSubstr("s2l_pause"));
 }

@@ -300,8 +300,8 @@ inline constexpr common::metrics::ErrorSite kErrorSites[] = {
     {where::kMitigationSetCeiling,
      "The recoverable ceiling of the plan in force could not be recorded on the event"},
     {where::kMitigationS2LPause,
-     "An APPLIED ack of a layer split carried a malformed pause_s: that rank's pause is not "
-     "counted in S2L's measured cost"},
+     "An APPLIED ack of a layer split carried a malformed pause_s, move_s or bytes_moved: that "
+     "rank's figures are not counted in S2L's measured cost"},
     {where::kRetentionCommit,
      "A batch of the retention purge could not be stored: nothing of it is forgotten, the next "
      "sweep tries again"},

@@ -28,7 +28,7 @@ bool SameEscalationOptions(const analysis::plan::EscalationOptions& a,
          a.s2l_enabled == b.s2l_enabled && a.s2l_resplittable == b.s2l_resplittable &&
          a.s2l_bytes_moved == b.s2l_bytes_moved &&
          a.s2l_bandwidth_bytes_per_s == b.s2l_bandwidth_bytes_per_s && a.s2l_pause == b.s2l_pause &&
-         a.s2l_measured_pause == b.s2l_measured_pause;
+         a.s2l_measured == b.s2l_measured;
 }
 
 analysis::plan::Cause ToEscalationCause(falcon::v1::Cause c) {

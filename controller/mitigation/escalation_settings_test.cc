@@ -40,8 +40,11 @@ TEST(EscalationSettings, LevelsCostsAndCause) {
   EXPECT_EQ(o.s2l_bandwidth_bytes_per_s, 5e8);
   EXPECT_EQ(o.s2l_pause, absl::Seconds(2));
   analysis::plan::EscalationOptions measured = o;
-  measured.s2l_measured_pause = absl::Seconds(3);
+  measured.s2l_measured = analysis::plan::S2LMeasurement{absl::Seconds(3), std::nullopt};
   EXPECT_FALSE(SameEscalationOptions(o, measured));
+  analysis::plan::EscalationOptions rate = measured;
+  rate.s2l_measured->bandwidth_bytes_per_s = 1e6;
+  EXPECT_FALSE(SameEscalationOptions(rate, measured));
   measured = o;
   measured.s2l_bytes_moved = 1;
   EXPECT_FALSE(SameEscalationOptions(o, measured));

@@ -22,7 +22,7 @@ MitigationEvent::MitigationEvent(uint64_t event_id, std::string job, Culprit cul
 absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     const falcon::v1::Event& event, detection::EventActions& actions,
     const OrchestratorOptions& options, const common::Clock& clock, LayoutsInForce* layouts,
-    S2LPauses* s2l_pauses, common::ErrorCounter* errors, bool rebuild) {
+    S2LMeasurements* s2l_measurements, common::ErrorCounter* errors, bool rebuild) {
   const registry::JobEntry* job = actions.FindJob(event.job());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("job '", event.job(), "' unknown"));
   Culprit culprit = CulpritOf(event, *job);
@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     ctx.probe.SeenSlow();
   }
   ctx.layouts = layouts;
-  ctx.s2l_pauses = s2l_pauses;
+  ctx.s2l_measurements = s2l_measurements;
   ctx.errors = errors;
   ctx.last_iteration = std::max(event.verdict_iteration(), actions.LastIteration(event.job()));
   absl::StatusOr<analysis::plan::Escalation> esc =

@@ -40,11 +40,11 @@ class MitigationEvent {
   // The state of `event` (its escalation not started). `rebuild`: restores the plans in force
   // from the event's actions. Errors: kNotFound for an unknown job; kFailedPrecondition without
   // a healthy iteration time; the escalation's kInvalidArgument for settings out of range.
-  // `layouts` and `s2l_pauses` are the orchestrator's (EventContext), outliving the event.
+  // `layouts` and `s2l_measurements` are the orchestrator's (EventContext), outliving the event.
   static absl::StatusOr<std::unique_ptr<MitigationEvent>> Create(
       const falcon::v1::Event& event, detection::EventActions& actions,
       const OrchestratorOptions& options, const common::Clock& clock, LayoutsInForce* layouts,
-      S2LPauses* s2l_pauses, common::ErrorCounter* errors, bool rebuild);
+      S2LMeasurements* s2l_measurements, common::ErrorCounter* errors, bool rebuild);
 
   EventContext& ctx() { return ctx_; }
   analysis::plan::Escalation& escalation() { return *esc_; }

@@ -32,7 +32,7 @@ void Orchestrator::SetErrorCounter(common::ErrorCounter* errors) {
 MitigationEvent* Orchestrator::Start(const falcon::v1::Event& event,
                                      detection::EventActions& actions, bool rebuild) {
   absl::StatusOr<std::unique_ptr<MitigationEvent>> created = MitigationEvent::Create(
-      event, actions, options_, *clock_, &layouts_, &s2l_pauses_, errors_, rebuild);
+      event, actions, options_, *clock_, &layouts_, &s2l_measurements_, errors_, rebuild);
   if (!created.ok()) {
     if (absl::IsNotFound(created.status())) return nullptr;  // The job is gone.
     // Tried again at every job iteration (the event may change): logged and counted once per
@@ -420,7 +420,7 @@ void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
                                     detection::EventActions& actions) {
   if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
     RecordPlanInForce(record, actions, *errors_);
-    if (record.directive().has_layer_split()) RecordS2LPause(record);
+    if (record.directive().has_layer_split()) RecordS2LMeasurement(record);
   }
   auto it = events_.find(record.event_id());
   if (it == events_.end()) return;
@@ -505,10 +505,12 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
         break;
     }
   }
-  std::optional<absl::Duration> s2l_pause;
-  if (auto p = s2l_pauses_.find(ctx.job); p != s2l_pauses_.end()) s2l_pause = p->second;
+  std::optional<analysis::plan::S2LMeasurement> s2l_measured;
+  if (auto p = s2l_measurements_.find(ctx.job); p != s2l_measurements_.end()) {
+    s2l_measured = p->second;
+  }
   return mitigation::DryRun(*shape, actions.Settings(ctx.job), S2MicroBatch::SizingCulprit(ctx),
-                            ctx.healthy, actions.Now(), state, s2l_pause);
+                            ctx.healthy, actions.Now(), state, s2l_measured);
 }
 
 void Orchestrator::OnJobPurged(const std::string& job) {
@@ -520,42 +522,25 @@ void Orchestrator::OnJobPurged(const std::string& job) {
     }
   }
   layouts_.erase(job);
-  s2l_pauses_.erase(job);
+  s2l_measurements_.erase(job);
 }
 
-void Orchestrator::RecordS2LPause(const falcon::v1::DirectiveRecord& record) {
+void Orchestrator::RecordS2LMeasurement(const falcon::v1::DirectiveRecord& record) {
   const falcon::v1::Directive& d = record.directive();
-  std::optional<absl::Duration> slowest;
-  for (const falcon::v1::DirectiveAck& ack : record.acks()) {
-    if (ack.status() != falcon::v1::ACK_STATUS_APPLIED) continue;
-    absl::StatusOr<std::optional<absl::Duration>> pause = ParsePauseSeconds(ack.reason());
-    if (!pause.ok()) {
-      LOG(WARNING) << "S2L pause not read job=" << d.job() << " directive=" << d.directive_id()
-                   << " rank=" << ack.rank() << " where=" << metrics::where::kMitigationS2LPause
-                   << " error=\"" << pause.status().message() << "\"";
-      errors_->CountError(metrics::where::kMitigationS2LPause);
-      continue;
-    }
-    if (pause->has_value() && (!slowest.has_value() || **pause > *slowest)) slowest = **pause;
+  std::vector<absl::Status> bad;
+  std::optional<analysis::plan::S2LMeasurement> m = S2LMeasurementOf(record, &bad);
+  for (const absl::Status& s : bad) {
+    LOG(WARNING) << "S2L measurement not read job=" << d.job() << " directive=" << d.directive_id()
+                 << " where=" << metrics::where::kMitigationS2LPause << " error=\"" << s.message()
+                 << "\"";
+    errors_->CountError(metrics::where::kMitigationS2LPause);
   }
-  if (!slowest.has_value()) return;  // No rank reported its pause: the setting stays.
-  s2l_pauses_[d.job()] = *slowest;
+  if (!m.has_value()) return;  // No rank reported its pause: the settings stay.
+  s2l_measurements_[d.job()] = *m;
   LOG(INFO) << "S2L pause measured job=" << d.job() << " directive=" << d.directive_id()
-            << " pause_s=" << absl::ToDoubleSeconds(*slowest);
-}
-
-absl::StatusOr<std::optional<absl::Duration>> ParsePauseSeconds(absl::string_view reason) {
-  constexpr absl::string_view kKey = "pause_s=";
-  const size_t at = reason.rfind(kKey);
-  if (at == absl::string_view::npos) return std::optional<absl::Duration>();
-  const absl::string_view value = absl::StripAsciiWhitespace(reason.substr(at + kKey.size()));
-  double seconds = 0;
-  if (!absl::SimpleAtod(value, &seconds) || !std::isfinite(seconds) || seconds < 0 ||
-      seconds > 1e6) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pause_s: '", value, "' is not a number of seconds in [0, 1e6]"));
-  }
-  return std::optional<absl::Duration>(absl::Seconds(seconds));
+            << " pause_s=" << absl::ToDoubleSeconds(m->pause) << " bandwidth_bytes_per_s="
+            << (m->bandwidth_bytes_per_s.has_value() ? absl::StrCat(*m->bandwidth_bytes_per_s)
+                                                     : std::string("unmeasured"));
 }
 
 }  // namespace falcon::controller::mitigation

@@ -16,9 +16,10 @@
 //   - When the event recovers, S3, S2L and then S2 are reverted. An S4 that applied (or timed
 //     out: the ranks exit to restart) closes the event.
 //   - S2L carries its own micro-batch plan: S2 is skipped while it is in force, and an S2 reverted
-//     under it hands what it replaced over to S2L's revert. S2L's cost uses the pause its last
-//     APPLIED layer split took in the job (the slowest rank's "pause_s=<seconds>" at the end of
-//     its ack reason; ParsePauseSeconds), else the s2l_pause_seconds setting.
+//     under it hands what it replaced over to S2L's revert. S2L's cost uses the pause beside the
+//     move and the bandwidth its last APPLIED layer split measured in the job (S2LMeasurementOf its
+//     acks' "bytes_moved=", "move_s=" and "pause_s="), else the s2l_pause_seconds and
+//     s2l_bandwidth_bytes_per_s settings.
 //   - Event.ceiling follows the plan in force (MitigationEvent::SyncCeiling): set when a plan is
 //     issued, the remaining plan's when one is reverted (the reverted one's when none remains),
 //     cleared only by a plan rejected or timed out with none in force; frozen once the event
@@ -118,10 +119,10 @@ class Orchestrator : public detection::MitigationHook {
   // still has S2 in force (it plans again without e's culprit).
   void RevertLevel(MitigationEvent& e, MitigationStrategy* s,
                    const analysis::plan::EscalationStep& step, detection::EventActions& actions);
-  // A layer split directive APPLIED: the slowest rank's pause (ParsePauseSeconds over its
-  // APPLIED acks) becomes the job's measured S2L pause; a malformed one is logged and counted at
-  // "mitigation_s2l_pause" and left out.
-  void RecordS2LPause(const falcon::v1::DirectiveRecord& record);
+  // A layer split directive APPLIED: what its acks measured (S2LMeasurementOf) becomes the job's
+  // S2L pause and bandwidth; a malformed figure is logged and counted at "mitigation_s2l_pause"
+  // and its ack left out.
+  void RecordS2LMeasurement(const falcon::v1::DirectiveRecord& record);
 
   const OrchestratorOptions options_;
   const common::Clock* const clock_;
@@ -131,13 +132,8 @@ class Orchestrator : public detection::MitigationHook {
   // Events whose mitigation could not start, with the error last logged for each.
   std::map<uint64_t, std::string> not_started_;
   LayoutsInForce layouts_;
-  S2LPauses s2l_pauses_;
+  S2LMeasurements s2l_measurements_;
 };
-
-// The pause an APPLIED ack's reason reports: the number after its last "pause_s=" (the trainer
-// ends S2L and S3 acks with "pause_s=<seconds>"), in seconds. nullopt when the reason has none;
-// kInvalidArgument naming pause_s when the value is not a finite number in [0, 1e6].
-absl::StatusOr<std::optional<absl::Duration>> ParsePauseSeconds(absl::string_view reason);
 
 }  // namespace falcon::controller::mitigation
 

@@ -740,12 +740,10 @@ std::string S4Summary(const Culprit& culprit) {
   return out;
 }
 
-absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
-                                                      const settings::EffectiveSettings& settings,
-                                                      const Culprit& culprit,
-                                                      absl::Duration healthy, absl::Time now,
-                                                      const LadderState& state,
-                                                      std::optional<absl::Duration> s2l_pause) {
+absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(
+    const JobShape& shape, const settings::EffectiveSettings& settings, const Culprit& culprit,
+    absl::Duration healthy, absl::Time now, const LadderState& state,
+    const std::optional<analysis::plan::S2LMeasurement>& s2l_measured) {
   if (healthy <= absl::ZeroDuration()) {
     return absl::FailedPreconditionError("no healthy iteration time known for the job yet");
   }
@@ -774,14 +772,11 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
   if (compute && Resplittable(shape)) {
     s2l = PlanS2L(shape, culprit, healthy);
     const int64_t bytes = s2l->ok() ? (*s2l)->bytes_moved : 0;
-    const absl::Duration pause = s2l_pause.value_or(absl::Seconds(settings.s2l_pause_seconds));
-    ladder.push_back(
-        {falcon::v1::STRATEGY_S2L_LAYER_SPLIT,
-         absl::Seconds(static_cast<double>(bytes) / settings.s2l_bandwidth_bytes_per_s) + pause,
-         settings.s2l_enabled,
-         absl::StrFormat("%d bytes / %g bytes/s + pause %s (%s)", bytes,
-                         settings.s2l_bandwidth_bytes_per_s, Secs(pause),
-                         s2l_pause.has_value() ? "measured" : "setting")});
+    std::string why;
+    const absl::Duration cost =
+        analysis::plan::S2LCost(bytes, settings.s2l_bandwidth_bytes_per_s,
+                                absl::Seconds(settings.s2l_pause_seconds), s2l_measured, &why);
+    ladder.push_back({falcon::v1::STRATEGY_S2L_LAYER_SPLIT, cost, settings.s2l_enabled, why});
   }
   if (compute || comm) {
     ladder.push_back({falcon::v1::STRATEGY_S3_TOPOLOGY, absl::Seconds(settings.s3_cost_seconds),

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "analysis/plan/escalation.h"
 #include "analysis/plan/layout.h"
 #include "common/layer_split.h"
 #include "controller/registry/job_registry.h"
@@ -212,18 +213,17 @@ struct LadderState {
 
 // DryRunPlan: the escalation ladder (S1 first, then each enabled candidate with the lost time
 // that pays for it and why, "disabled" ones noted; S2L for a compute culprit of a Resplittable
-// job, costing its plan's bytes over s2l_bandwidth_bytes_per_s plus `s2l_pause` when given, else
-// s2l_pause_seconds), the S2 / S2L / S3 plans when they apply, and the
-// predicted iteration time under the first plan that improves. Each step's iteration is where
-// `state` says it was taken, else where the lost time would pay for it: state.iteration +
-// ceil((cost - state.lost) / Δt_iter). The S2 plan is computed from shape.micro_batches (the
-// caller passes what S2 plans from: the plan an S2 in force replaced).
-absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(const JobShape& shape,
-                                                      const settings::EffectiveSettings& settings,
-                                                      const Culprit& culprit,
-                                                      absl::Duration healthy, absl::Time now,
-                                                      const LadderState& state,
-                                                      std::optional<absl::Duration> s2l_pause = {});
+// job, costing its plan's bytes over the bandwidth plus the pause: analysis::plan::S2LCost, with
+// `s2l_measured` when the job's last S2L measured them, else the s2l_bandwidth_bytes_per_s and
+// s2l_pause_seconds settings), the S2 / S2L / S3 plans when they apply, and the predicted iteration
+// time under the first plan that improves. Each step's iteration is where `state` says it was
+// taken, else where the lost time would pay for it: state.iteration + ceil((cost - state.lost) /
+// Δt_iter). The S2 plan is computed from shape.micro_batches (the caller passes what S2 plans from:
+// the plan an S2 in force replaced).
+absl::StatusOr<falcon::v1::DryRunPlanResponse> DryRun(
+    const JobShape& shape, const settings::EffectiveSettings& settings, const Culprit& culprit,
+    absl::Duration healthy, absl::Time now, const LadderState& state,
+    const std::optional<analysis::plan::S2LMeasurement>& s2l_measured = {});
 
 }  // namespace falcon::controller::mitigation
 

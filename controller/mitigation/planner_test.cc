@@ -379,7 +379,7 @@ TEST(PlannerTest, DryRunLaddersS2LWithItsSplitAndCost) {
   // S2L: 2 blocks x 0.5 GB at 1 GB/s + 1 s = 2 s, before S2's 4 s.
   EXPECT_EQ(r->actions(1).strategy(), falcon::v1::STRATEGY_S2L_LAYER_SPLIT);
   EXPECT_NE(r->actions(1).reason().find("when lost >= 2.000 s (1000000000 bytes / 1e+09 bytes/s "
-                                        "+ pause 1.000 s (setting))"),
+                                        "(setting) + pause 1s (setting))"),
             std::string::npos)
       << r->actions(1).reason();
   EXPECT_NE(r->actions(1).reason().find("split dp2 6+10 (was even)"), std::string::npos);
@@ -392,11 +392,13 @@ TEST(PlannerTest, DryRunLaddersS2LWithItsSplitAndCost) {
             64u);
   // The first plan that improves is S2L's: 180 ms.
   EXPECT_NEAR(r->predicted_iteration_time_s(), 0.180, 1e-6);
-  // A measured pause replaces the setting.
+  // A measured pause and bandwidth replace the settings: 1e9 bytes at 4e9 bytes/s + 0.25 s.
   r = DryRun(shape, s, c, absl::Milliseconds(170), absl::FromUnixSeconds(1000), LadderState{},
-             absl::Milliseconds(250));
+             analysis::plan::S2LMeasurement{absl::Milliseconds(250), 4e9});
   ASSERT_TRUE(r.ok());
-  EXPECT_NE(r->actions(1).reason().find("+ pause 0.250 s (measured)"), std::string::npos)
+  EXPECT_NE(r->actions(1).reason().find("when lost >= 0.500 s (1000000000 bytes / 4e+09 bytes/s "
+                                        "(measured) + pause 0.25s (measured))"),
+            std::string::npos)
       << r->actions(1).reason();
   // Without blocks to move, no S2L rung (as the escalation's candidates).
   shape.pipeline_blocks = 2;

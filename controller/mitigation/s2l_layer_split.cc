@@ -1,8 +1,11 @@
 #include "controller/mitigation/s2l_layer_split.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -88,9 +91,9 @@ std::vector<uint32_t> S2LLayerSplit::PlanBase(const registry::JobEntry& job,
 
 void S2LLayerSplit::CostInputs(EventContext& ctx, detection::EventActions& actions,
                                analysis::plan::EscalationOptions* options) {
-  if (ctx.s2l_pauses != nullptr) {
-    auto it = ctx.s2l_pauses->find(ctx.job);
-    if (it != ctx.s2l_pauses->end()) options->s2l_measured_pause = it->second;
+  if (ctx.s2l_measurements != nullptr) {
+    auto it = ctx.s2l_measurements->find(ctx.job);
+    if (it != ctx.s2l_measurements->end()) options->s2l_measured = it->second;
   }
   if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) return;
   const registry::JobEntry* job = actions.FindJob(ctx.job);
@@ -163,6 +166,61 @@ void S2LLayerSplit::Restore(uint64_t directive, const JobShape* shape) {
                        common::EvenStageBlocks(shape->pipeline_blocks, shape->layout.pp_size()));
   before_m_ = shape->micro_batches;
   base_m_ = shape->micro_batches;
+}
+
+absl::StatusOr<std::optional<double>> AckNumber(absl::string_view reason, absl::string_view key,
+                                                double max) {
+  const std::string needle = absl::StrCat(key, "=");
+  size_t at = reason.rfind(needle);
+  // A key that only ends a longer one ("xpause_s=") is not it.
+  while (at != absl::string_view::npos && at > 0 &&
+         (absl::ascii_isalnum(reason[at - 1]) || reason[at - 1] == '_')) {
+    at = reason.rfind(needle, at - 1);
+  }
+  if (at == absl::string_view::npos) return std::optional<double>();
+  absl::string_view value = reason.substr(at + needle.size());
+  value = value.substr(0, value.find_first_of("; \t\n"));
+  double v = 0;
+  if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v < 0 || v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": '", value, "' is not a number in [0, ", max, "]"));
+  }
+  return std::optional<double>(v);
+}
+
+std::optional<analysis::plan::S2LMeasurement> S2LMeasurementOf(
+    const falcon::v1::DirectiveRecord& record, std::vector<absl::Status>* bad) {
+  std::optional<double> slowest_pause_s, its_move_s, longest_move_s, bytes;
+  for (const falcon::v1::DirectiveAck& ack : record.acks()) {
+    if (ack.status() != falcon::v1::ACK_STATUS_APPLIED) continue;
+    absl::StatusOr<std::optional<double>> pause = AckNumber(ack.reason(), "pause_s", 1e6);
+    absl::StatusOr<std::optional<double>> move = AckNumber(ack.reason(), "move_s", 1e6);
+    absl::StatusOr<std::optional<double>> moved = AckNumber(ack.reason(), "bytes_moved", 1e18);
+    bool ok = true;
+    for (const absl::Status& s : {pause.status(), move.status(), moved.status()}) {
+      if (s.ok()) continue;
+      ok = false;
+      if (bad != nullptr) {
+        bad->push_back(
+            absl::InvalidArgumentError(absl::StrCat("rank ", ack.rank(), ": ", s.message())));
+      }
+    }
+    if (!ok || !pause->has_value()) continue;
+    const double move_s = std::min(move->value_or(0.0), **pause);
+    if (!slowest_pause_s.has_value() || **pause > *slowest_pause_s) {
+      slowest_pause_s = **pause;
+      its_move_s = move_s;
+    }
+    if (move->has_value()) longest_move_s = std::max(longest_move_s.value_or(0.0), move_s);
+    if (moved->has_value()) bytes = std::max(bytes.value_or(0.0), **moved);
+  }
+  if (!slowest_pause_s.has_value()) return std::nullopt;
+  analysis::plan::S2LMeasurement m;
+  m.pause = absl::Seconds(*slowest_pause_s - its_move_s.value_or(0.0));
+  if (bytes.value_or(0) > 0 && longest_move_s.value_or(0) > 0) {
+    m.bandwidth_bytes_per_s = std::clamp(*bytes / *longest_move_s, 1e3, 1e13);
+  }
+  return m;
 }
 
 }  // namespace falcon::controller::mitigation

@@ -11,9 +11,13 @@
 #define FALCON_CONTROLLER_MITIGATION_S2L_LAYER_SPLIT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "analysis/plan/escalation.h"
 #include "common/layer_split.h"
 #include "controller/mitigation/plan_strategy.h"
@@ -50,7 +54,7 @@ class S2LLayerSplit final : public PlanStrategy {
 
   // Fills what the escalation needs of S2L in `options`: s2l_resplittable (a compute culprit of
   // a job whose pipeline can be re-split), s2l_bytes_moved (of the plan S2L would issue now;
-  // planned again only when its inputs change) and s2l_measured_pause (ctx.s2l_pauses).
+  // planned again only when its inputs change) and s2l_measured (ctx.s2l_measurements).
   void CostInputs(EventContext& ctx, detection::EventActions& actions,
                   analysis::plan::EscalationOptions* options);
 
@@ -76,6 +80,22 @@ class S2LLayerSplit final : public PlanStrategy {
   bool cost_resplittable_ = false;
   int64_t cost_bytes_ = 0;
 };
+
+// The number after the last "<key>=" of an ack reason, up to the next ';' or whitespace (the
+// trainer ends its S2L and S3 acks with "...; bytes_moved=<n>; move_s=<s>; pause_s=<s>").
+// nullopt when the reason has no such key; kInvalidArgument naming the key when the value is not
+// a finite number in [0, max].
+absl::StatusOr<std::optional<double>> AckNumber(absl::string_view reason, absl::string_view key,
+                                                double max);
+
+// What an APPLIED layer split's acks measured (the job's S2L cost from then on: S2LCost). Of the
+// acks that report a pause (pause_s), the slowest rank's: its pause less its move (move_s; 0
+// when it reports none) is the pause; the plan's bytes (bytes_moved) over the longest move
+// reported is the bandwidth (unset when no bytes moved or no move took time; clamped into [1e3,
+// 1e13] bytes/s). nullopt when no ack reports a pause. An ack with a malformed figure is left
+// out and its error (naming the rank and the key) appended to `bad`.
+std::optional<analysis::plan::S2LMeasurement> S2LMeasurementOf(
+    const falcon::v1::DirectiveRecord& record, std::vector<absl::Status>* bad);
 
 }  // namespace falcon::controller::mitigation
 

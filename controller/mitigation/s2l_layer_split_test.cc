@@ -19,7 +19,7 @@ class S2LLayerSplitTest : public ::testing::Test {
     ctx_.healthy = absl::Milliseconds(170);  // (16 + 1) x 10 ms per stage.
     ctx_.slow = absl::Milliseconds(250);     // 8 + 16 x 15 ms: the x1.5 stage paces dp 2.
     ctx_.layouts = &layouts_;
-    ctx_.s2l_pauses = &pauses_;
+    ctx_.s2l_measurements = &measurements_;
     ctx_.errors = &errors_;
     step_.strategy = analysis::plan::Strategy::kS2LLayerSplit;
     step_.iteration = 100;
@@ -40,7 +40,7 @@ class S2LLayerSplitTest : public ::testing::Test {
   FakeEventActions actions_;
   CountingErrorCounter errors_;
   LayoutsInForce layouts_;
-  S2LPauses pauses_;
+  S2LMeasurements measurements_;
   EventContext ctx_;
   analysis::plan::EscalationStep step_;
   S2MicroBatch s2_;
@@ -226,10 +226,10 @@ TEST_F(S2LLayerSplitTest, CostInputsNameTheBytesItsPlanMovesAndTheMeasuredPause)
   s2l_.CostInputs(ctx_, actions_, &o);
   EXPECT_TRUE(o.s2l_resplittable);
   EXPECT_EQ(o.s2l_bytes_moved, 2'000'000);  // Two blocks of 1 MB.
-  EXPECT_FALSE(o.s2l_measured_pause.has_value());
-  pauses_["job"] = absl::Milliseconds(350);
+  EXPECT_FALSE(o.s2l_measured.has_value());
+  measurements_["job"] = analysis::plan::S2LMeasurement{absl::Milliseconds(350), 5e8};
   s2l_.CostInputs(ctx_, actions_, &o);
-  EXPECT_EQ(o.s2l_measured_pause, absl::Milliseconds(350));
+  EXPECT_EQ(o.s2l_measured, (analysis::plan::S2LMeasurement{absl::Milliseconds(350), 5e8}));
   // No blocks known: not a candidate.
   FakeEventActions flat(4, 2, 64);
   S2LLayerSplit other(nullptr);
@@ -239,6 +239,56 @@ TEST_F(S2LLayerSplitTest, CostInputsNameTheBytesItsPlanMovesAndTheMeasuredPause)
   other.CostInputs(ctx_, flat, &none);
   EXPECT_FALSE(none.s2l_resplittable);
   EXPECT_EQ(none.s2l_bytes_moved, 0);
+}
+
+TEST(AckNumberTest, ReadsTheLastFigureOfAKeyInAnAckReason) {
+  EXPECT_EQ(*AckNumber("remapped; moved 2; pause_s=0.125000", "pause_s", 1e6), 0.125);
+  EXPECT_EQ(*AckNumber("pause_s=1 then pause_s=2", "pause_s", 1e6), 2.0);
+  EXPECT_EQ(*AckNumber("bytes_moved=100; move_s=0.5; pause_s=1", "move_s", 1e6), 0.5);
+  EXPECT_EQ(*AckNumber("bytes_moved=100; move_s=0.5; pause_s=1", "bytes_moved", 1e18), 100.0);
+  EXPECT_EQ(*AckNumber("applied", "pause_s", 1e6), std::nullopt);
+  // A longer key that ends in the one asked for is not it.
+  EXPECT_EQ(*AckNumber("xmove_s=3", "move_s", 1e6), std::nullopt);
+  EXPECT_EQ(*AckNumber("move_s=2; xmove_s=3", "move_s", 1e6), 2.0);
+  for (const char* bad : {"pause_s=", "pause_s=-1", "pause_s=nan", "pause_s=2e6", "pause_s=1s",
+                          "pause_s=inf; done"}) {
+    absl::StatusOr<std::optional<double>> p = AckNumber(bad, "pause_s", 1e6);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_NE(p.status().message().find("pause_s: '"), std::string::npos) << p.status();
+  }
+}
+
+// The slowest rank's pause less its own move; the plan's bytes over the longest move.
+TEST(S2LMeasurementOfTest, TakesTheSlowestPauseBesideItsMoveAndTheMovesRate) {
+  falcon::v1::DirectiveRecord r;
+  auto ack = [&](uint32_t rank, falcon::v1::AckStatus status, const std::string& reason) {
+    falcon::v1::DirectiveAck* a = r.add_acks();
+    a->set_rank(rank);
+    a->set_status(status);
+    a->set_reason(reason);
+  };
+  std::vector<absl::Status> bad;
+  EXPECT_EQ(S2LMeasurementOf(r, &bad), std::nullopt);
+  ack(0, falcon::v1::ACK_STATUS_APPLIED, "bytes_moved=1000; move_s=0.010; pause_s=0.030");
+  ack(1, falcon::v1::ACK_STATUS_APPLIED, "bytes_moved=1000; move_s=0.020; pause_s=0.025");
+  ack(2, falcon::v1::ACK_STATUS_RECEIVED, "queued; pause_s=9");  // Not an APPLIED ack.
+  ack(3, falcon::v1::ACK_STATUS_APPLIED, "bytes_moved=1000; move_s=oops; pause_s=5");
+  std::optional<analysis::plan::S2LMeasurement> m = S2LMeasurementOf(r, &bad);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->pause, absl::Milliseconds(20));
+  ASSERT_TRUE(m->bandwidth_bytes_per_s.has_value());
+  EXPECT_DOUBLE_EQ(*m->bandwidth_bytes_per_s, 1000 / 0.020);
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].message(), "rank 3: move_s: 'oops' is not a number in [0, 1e+06]");
+  // An older trainer reports the pause alone: all of it counts, and no rate is known.
+  falcon::v1::DirectiveRecord old;
+  falcon::v1::DirectiveAck* a = old.add_acks();
+  a->set_status(falcon::v1::ACK_STATUS_APPLIED);
+  a->set_reason("layer split dp2 6+10; moved 2 block copies (100 bytes); pause_s=0.5");
+  m = S2LMeasurementOf(old, nullptr);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->pause, absl::Milliseconds(500));
+  EXPECT_FALSE(m->bandwidth_bytes_per_s.has_value());
 }
 
 }  // namespace

@@ -32,9 +32,9 @@ namespace falcon::controller::mitigation {
 // The layout in force per job after an S3 (the registration may lag behind); shared by the
 // events of the orchestrator.
 using LayoutsInForce = std::map<std::string, analysis::plan::Layout>;
-// The pause the last S2L layer split applied in each job took (the slowest rank's pause_s of its
-// APPLIED acks): S2L's cost in the job from then on; shared by the events of the orchestrator.
-using S2LPauses = std::map<std::string, absl::Duration>;
+// What the last S2L layer split applied in each job measured (its APPLIED acks: S2LMeasurementOf):
+// S2L's cost in the job from then on; shared by the events of the orchestrator.
+using S2LMeasurements = std::map<std::string, analysis::plan::S2LMeasurement>;
 
 // What the levels of one event share.
 struct EventContext {
@@ -51,7 +51,7 @@ struct EventContext {
   PlanMeasurement measurement;  // The job under the plan in force.
   ComputeProbe probe;           // Compute culprits only.
   LayoutsInForce* layouts = nullptr;
-  S2LPauses* s2l_pauses = nullptr;
+  S2LMeasurements* s2l_measurements = nullptr;
   common::ErrorCounter* errors = nullptr;
   // The job's other active events with a verdict, as the orchestrator set them before this event's
   // latest plan (docs/algorithms.md#concurrent-events): their culprits, sized as S2 sizes them
