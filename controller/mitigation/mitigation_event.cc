@@ -56,6 +56,29 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   ctx.s2l_measurements = s2l_measurements;
   ctx.errors = errors;
   ctx.last_iteration = std::max(event.verdict_iteration(), actions.LastIteration(event.job()));
+  if (rebuild && s2l_measurements != nullptr && s2l_measurements->count(event.job()) == 0) {
+    // After a restart: what the last layer split the event applied (a plan or its revert)
+    // measured is S2L's cost in the job again (as RecordS2LMeasurement kept it).
+    for (const falcon::v1::Action& a : event.actions()) {
+      if (a.dry_run() || a.directive_id() == 0 ||
+          a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT) {
+        continue;
+      }
+      const falcon::v1::DirectiveRecord* d = actions.FindDirective(a.directive_id());
+      if (d == nullptr || d->state() != falcon::v1::DirectiveRecord::STATE_APPLIED) continue;
+      if (auto m = S2LMeasurementOf(*d, nullptr); m.has_value()) {
+        (*s2l_measurements)[event.job()] = *m;
+      }
+    }
+    if (auto it = s2l_measurements->find(event.job()); it != s2l_measurements->end()) {
+      LOG(INFO) << "S2L pause rebuilt job=" << event.job() << " event=" << event.event_id()
+                << " pause_s=" << absl::ToDoubleSeconds(it->second.pause)
+                << " bandwidth_bytes_per_s="
+                << (it->second.bandwidth_bytes_per_s.has_value()
+                        ? absl::StrCat(*it->second.bandwidth_bytes_per_s)
+                        : std::string("unmeasured"));
+    }
+  }
   absl::StatusOr<analysis::plan::Escalation> esc =
       analysis::plan::Escalation::Create(e->EscalationOptionsNow(actions), clock);
   if (!esc.ok()) return esc.status();
@@ -93,6 +116,14 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   const JobShape* registered = shape.ok() ? &*shape : nullptr;
   e->s2_.Restore(s2, registered);
   e->s2l_.Restore(s2l, registered);
+  // S2L planned over S2 in force (S2 is skipped while S2L is): its revert restores S2's plan.
+  if (s2 != 0 && s2l != 0) {
+    const falcon::v1::DirectiveRecord* d = actions.FindDirective(s2);
+    if (d != nullptr && d->directive().has_micro_batch_plan()) {
+      const auto& m = d->directive().micro_batch_plan().micro_batches();
+      e->s2l_.set_micro_batches_before(std::vector<uint32_t>(m.begin(), m.end()));
+    }
+  }
   e->s3_.Restore(s3, registered);
   e->s4_.Restore(s4, registered);
   // The plan in force is measured, and its culprit probed (ProbeRank), from its effective

@@ -383,6 +383,71 @@ TEST_F(OrchestratorS2LTest, AComputeEventEscalatesS2ThenS2LAndRevertsS2LThenS2On
 }
 
 // S2L carries its own micro-batch plan: an S2 step due while it is in force is skipped.
+// A restarted controller rebuilds the event from its log: S2L's revert still restores S2's plan
+// (not the even micro-batches), and the pause its layer split measured is still S2L's cost.
+TEST_F(OrchestratorS2LTest, AfterARestartS2LRevertsToS2sPlanAndKeepsItsMeasuredCost) {
+  orchestrator_.OnVerdict(Event(), actions_);
+  FeedProbe(98);
+  orchestrator_.OnJobIteration(Event(), 101, absl::Milliseconds(250), actions_);
+  ASSERT_EQ(actions_.directives.size(), 1u);  // S2.
+  actions_.directives[0].set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+  Applied(1);
+  const std::vector<uint32_t> s2_m(
+      actions_.directives[0].directive().micro_batch_plan().micro_batches().begin(),
+      actions_.directives[0].directive().micro_batch_plan().micro_batches().end());
+  ASSERT_NE(s2_m, (std::vector<uint32_t>{16, 16, 16, 16}));
+  for (int64_t it = 102; it < 140 && actions_.directives.size() == 1; ++it) {
+    orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(190), actions_);
+  }
+  ASSERT_EQ(actions_.directives.size(), 2u);  // S2L.
+  falcon::v1::DirectiveRecord& s2l = actions_.directives[1];
+  s2l.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+  falcon::v1::DirectiveAck* ack = s2l.add_acks();
+  ack->set_status(falcon::v1::ACK_STATUS_APPLIED);
+  ack->set_reason("layer split dp2 6+10; bytes_moved=2000000; move_s=0.1; pause_s=0.35");
+  Applied(2);
+
+  // The controller restarts: a new orchestrator sees the event (with its log) recover.
+  Orchestrator restarted({}, &clock_);
+  restarted.SetErrorCounter(&errors_);
+  falcon::v1::Event logged = Event();
+  for (const falcon::v1::Action& a : actions_.actions) *logged.add_actions() = a;
+  logged.set_recovery_iteration(150);
+  logged.set_lost_seconds(1.1);  // What the event lost up to S2L (the controller keeps it).
+  common::testing::LogCapture log;
+  restarted.OnRecovered(logged, actions_);
+  EXPECT_EQ(log.Count("mitigation state rebuilt job=job event=1 rank=2 s2_directive=1 "
+                      "s2l_directive=2"),
+            1);
+  EXPECT_EQ(log.Count("S2L pause rebuilt job=job event=1 pause_s=0.25 "
+                      "bandwidth_bytes_per_s=2e+07"),
+            1);
+  ASSERT_EQ(actions_.directives.size(), 4u);
+  const falcon::v1::Directive& undo_s2l = actions_.directives[2].directive();
+  EXPECT_EQ(undo_s2l.reverts_directive_id(), 2u);
+  EXPECT_EQ(std::vector<uint32_t>(undo_s2l.layer_split().micro_batches().begin(),
+                                  undo_s2l.layer_split().micro_batches().end()),
+            s2_m);
+  EXPECT_EQ(actions_.directives[3].directive().reverts_directive_id(), 1u);
+
+  // A second event of the job costs S2L at the measured rate and pause.
+  falcon::v1::Event next = Event();
+  next.set_event_id(2);
+  next.set_lost_seconds(0);
+  restarted.OnVerdict(next, actions_);
+  absl::StatusOr<falcon::v1::DryRunPlanResponse> dry = restarted.DryRun(next, actions_);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  bool s2l_rung = false;
+  for (const falcon::v1::Action& a : dry->actions()) {
+    if (a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT) continue;
+    s2l_rung = true;
+    EXPECT_NE(a.reason().find("bytes / 2e+07 bytes/s (measured) + pause 0.25s (measured)"),
+              std::string::npos)
+        << a.reason();
+  }
+  EXPECT_TRUE(s2l_rung);
+}
+
 TEST_F(OrchestratorS2LTest, S2IsSkippedWhileS2LIsInForce) {
   actions_.settings.s2_cost_iterations = 20;  // S2 1.6 s, after S2L's 1.002 s.
   orchestrator_.OnVerdict(Event(), actions_);
