@@ -8,8 +8,8 @@ the later stages get the extra ones; stage 0 also holds the embedding, the last 
 or what --stage-blocks gives it; after an S2L relaunch, what the controller's layer split gives it
 (falcon.relaunch_split()): each DP group's pipeline may then split the layers its own way.
 Micro-batches go through the pipeline GPipe-style over send/recv, gradients are summed over the
-stage's DP communicator (over the world, each block at its place in a model-sized buffer, while
-the pipelines' splits differ). The global batch (M micro-batches) is the same
+stage's DP communicator (while the pipelines' splits differ, per group of the D ranks that hold
+the same blocks, over a communicator of their own). The global batch (M micro-batches) is the same
 whatever the S2 split: DP group d runs micro-batches [sum(m[:d]), sum(m[:d+1])) of it. The model
 is the same whatever the layer split (each block is initialised from its own seed).
 An S2L layer_split directive is applied at a relaunch: with --checkpoint-dir the session
@@ -229,19 +229,35 @@ class Stage(nn.Module):
         return x
 
 
-def model_offsets(a, block):
-    """name in the whole model -> (offset, numel) in a flat buffer of every parameter of the
-    model, in model order; and the buffer's size. `block`: any block (its parameters' shapes)."""
-    shapes = [("embed.weight", a.vocab * a.hidden), ("pos", a.seq * a.hidden)]
-    for b in range(a.layers):
-        shapes += [(f"blocks.{b}.{n}", p.numel()) for n, p in block.named_parameters()]
-    shapes += [("norm.weight", a.hidden), ("norm.bias", a.hidden),
-               ("head.weight", a.vocab * a.hidden), ("head.bias", a.vocab)]
-    out, offset = {}, 0
-    for name, numel in shapes:
-        out[name] = (offset, numel)
-        offset += numel
-    return out, offset
+def gradient_groups(a, split, names):
+    """Where each part of the model sits while the pipelines' splits differ: a part's key is its
+    stage in each DP group's pipeline (the embedding at stage 0 and the head at the last in
+    every pipeline, block b where split[d] puts it). `names`: this rank's parameters' names in
+    the whole model (Stage.global_parameters). {"all": every key of the model, "mine": [(key,
+    indices into `names`)] for the keys of this rank's parameters, ascending}: the D ranks of a
+    key (DP group d's rank at stage key[d]) hold the same parameters, so each key's gradients are
+    summed over them alone."""
+    def stage_of(d, block):
+        first = 0
+        for s, n in enumerate(split[d]):
+            if block < first + n:
+                return s
+            first += n
+        raise ValueError(f"block {block} outside DP group {d}'s split {split[d]}")
+
+    def key_of(name):
+        if name.startswith("blocks."):
+            b = int(name.split(".")[1])
+            return tuple(stage_of(d, b) for d in range(a.dp))
+        last = name.startswith(("norm.", "head."))
+        return tuple([a.pp - 1 if last else 0] * a.dp)
+
+    every = {tuple(stage_of(d, b) for d in range(a.dp)) for b in range(a.layers)}
+    every |= {tuple([0] * a.dp), tuple([a.pp - 1] * a.dp)}
+    mine = {}
+    for i, name in enumerate(names):
+        mine.setdefault(key_of(name), []).append(i)
+    return {"all": every, "mine": sorted(mine.items())}
 
 
 class EmulatedDevice:
@@ -365,13 +381,17 @@ def main(argv):
             fs.register_group(pp_comm, "pp")
     params = [p for p in model.parameters()]
     flat = torch.zeros(sum(p.numel() for p in params))
-    # While the pipelines' splits differ, a stage's replicas hold different blocks: every rank
-    # puts its gradients at their blocks' places in a model-sized buffer, summed over the world.
+    # While the pipelines' splits differ, a stage's replicas hold different blocks: the gradients
+    # are summed per group of the D ranks that hold the same parts (gradient_groups), over a
+    # communicator of their own, each rank taking its groups in the same global order.
     uneven = split is not None and len({tuple(b) for b in split}) > 1
     if uneven:
-        offsets, total = model_offsets(a, model.blocks[0])
-        places_of = [offsets[n] for n, _ in model.global_parameters()]
-        whole = torch.zeros(total)
+        groups = gradient_groups(a, split, [n for n, _ in model.global_parameters()])
+        # Every rank makes every group's communicator, in the same order (dist.new_group's rule).
+        group_comms = {key: dist.new_group([rank_at[(d, s)] for d, s in enumerate(key)])
+                       for key in sorted(groups["all"])}
+        my_groups = [(key, [params[i] for i in idx], torch.zeros(
+            sum(params[i].numel() for i in idx))) for key, idx in groups["mine"]]
     blocks_scale = len(model.blocks) / (a.layers / a.pp)  # Device time per block held.
     log = open(a.log, "a") if a.log and stage == a.pp - 1 and dpi == 0 else None
     act_shape = (a.micro_batch_size, a.seq, a.hidden)
@@ -414,12 +434,13 @@ def main(argv):
                     dist.send(inputs[j].grad, prev_rank)
             # Sum the gradients over the DP communicator: with the 1/M scale, the global mean.
             if uneven:
-                whole.zero_()
-                for p, (offset, n) in zip(params, places_of):
-                    whole[offset:offset + n].copy_(p.grad.reshape(-1))
-                dist.all_reduce(whole)
-                for p, (offset, n) in zip(params, places_of):
-                    p.grad.copy_(whole[offset:offset + n].view_as(p))
+                for key, ps, buf in my_groups:
+                    torch.cat([p.grad.reshape(-1) for p in ps], out=buf)
+                    dist.all_reduce(buf, group=group_comms[key])
+                    offset = 0
+                    for p in ps:
+                        p.grad.copy_(buf[offset:offset + p.numel()].view_as(p))
+                        offset += p.numel()
             else:
                 torch.cat([p.grad.reshape(-1) for p in params], out=flat)
                 dist.all_reduce(flat, group=dp_comm)

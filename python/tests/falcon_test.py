@@ -1241,9 +1241,32 @@ class S2MathTest(unittest.TestCase):
             self.assertEqual(a["loss"], c["loss"])  # The package changes no number.
         self.assertLess(even[-1]["loss"], even[0]["loss"])  # It learns.
 
+    def test_gradients_are_summed_per_group_of_ranks_holding_the_same_blocks(self):
+        train = _example_module()
+        a = train.parse_args(["--dp", "2", "--pp", "2", "--layers", "4", "--hidden", "8",
+                              "--heads", "2"])
+        split = [[1, 3], [3, 1]]
+        first = train.Stage(a, 0, split[0])  # DP group 0, stage 0: the embedding and block 0.
+        last = train.Stage(a, 1, split[0])  # Blocks 1-3 and the head.
+        g0 = train.gradient_groups(a, split, [n for n, _ in first.global_parameters()])
+        g1 = train.gradient_groups(a, split, [n for n, _ in last.global_parameters()])
+        # Block 0 and the embedding sit at stage 0 of both pipelines, blocks 1-2 at stage 1 of
+        # DP group 0's and stage 0 of DP group 1's, block 3 and the head at stage 1 of both.
+        self.assertEqual(g0["all"], {(0, 0), (1, 0), (1, 1)})
+        self.assertEqual([k for k, _ in g0["mine"]], [(0, 0)])
+        self.assertEqual(len(g0["mine"][0][1]), len(list(first.parameters())))
+        self.assertEqual([k for k, _ in g1["mine"]], [(1, 0), (1, 1)])
+        names = [n for n, _ in last.global_parameters()]
+        self.assertTrue(all(names[i].startswith(("blocks.1.", "blocks.2."))
+                            for i in g1["mine"][0][1]))
+        self.assertTrue(all(names[i].startswith(("blocks.3.", "norm.", "head."))
+                            for i in g1["mine"][1][1]))
+        self.assertEqual(sorted(i for _, idx in g1["mine"] for i in idx), list(range(len(names))))
+
     def test_loss_trajectory_is_the_same_whatever_the_layer_split(self):
         # Each block starts from its own seed, and while the pipelines' splits differ the
-        # gradients are summed over the world: the model and its training do not change.
+        # gradients are summed per group of the ranks holding the same blocks: the model and its
+        # training do not change.
         with tempfile.TemporaryDirectory() as tmp:
             even = _run_example(tmp, "even", "--no-falcon")
             split = _run_example(tmp, "split", "--no-falcon", "--stage-blocks", "1+3,3+1")
