@@ -46,6 +46,7 @@ absl::Duration S2LCost(int64_t bytes_moved, double bandwidth_setting_bytes_per_s
                            measured_bw ? "measured" : "setting", absl::ToDoubleSeconds(pause),
                            measured.has_value() ? "measured" : "setting");
   }
+  if (!(bw > 0)) return absl::InfiniteDuration();  // NaN too; callers pass validated rates.
   return absl::Seconds(static_cast<double>(bytes_moved) / bw) + pause;
 }
 

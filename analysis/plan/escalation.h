@@ -79,8 +79,8 @@ struct S2LMeasurement {
 };
 
 // S2L's cost: `bytes_moved` over the bandwidth plus the pause, each the measured one when
-// `measured` has it, else the setting. `why` (may be null) gets how, e.g.
-// "100608 bytes / 2.5e+07 bytes/s (measured) + pause 0.01s (measured)".
+// `measured` has it, else the setting (infinite for a bandwidth that is not > 0). `why` (may be
+// null) gets how, e.g. "100608 bytes / 2.5e+07 bytes/s (measured) + pause 0.01s (measured)".
 absl::Duration S2LCost(int64_t bytes_moved, double bandwidth_setting_bytes_per_s,
                        absl::Duration pause_setting, const std::optional<S2LMeasurement>& measured,
                        std::string* why);

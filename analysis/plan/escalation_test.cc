@@ -291,6 +291,7 @@ TEST_F(EscalationTest, S2LCostsBytesOverBandwidthPlusTheMeasuredPause) {
   EXPECT_EQ(S2LCost(100, 1e9, absl::Seconds(1), S2LMeasurement{absl::Milliseconds(4), 1e4}, &why),
             absl::Milliseconds(14));  // 100 bytes at 1e4 bytes/s = 10 ms, + 4 ms.
   EXPECT_EQ(why, "100 bytes / 1e+04 bytes/s (measured) + pause 0.004s (measured)");
+  EXPECT_EQ(S2LCost(100, 0.0, absl::Seconds(1), std::nullopt, nullptr), absl::InfiniteDuration());
   // A cheap S2L comes before S2 (the ladder is ordered by cost).
   Escalation cheap = Make(WithS2L(0, absl::Seconds(2)));
   ASSERT_TRUE(cheap.StartEvent(Cause::kCompute, absl::Seconds(1), absl::Seconds(2), 0).ok());

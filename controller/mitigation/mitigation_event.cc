@@ -56,27 +56,33 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   ctx.s2l_measurements = s2l_measurements;
   ctx.errors = errors;
   ctx.last_iteration = std::max(event.verdict_iteration(), actions.LastIteration(event.job()));
-  if (rebuild && s2l_measurements != nullptr && s2l_measurements->count(event.job()) == 0) {
-    // After a restart: what the last layer split the event applied (a plan or its revert)
-    // measured is S2L's cost in the job again (as RecordS2LMeasurement kept it).
+  if (rebuild && s2l_measurements != nullptr) {
+    // After a restart: what the newest layer split the event applied (a plan or its revert)
+    // measured is S2L's cost in the job again, unless the job already has a newer one (from
+    // another event rebuilt, or measured since: RecordS2LMeasurement).
+    std::optional<S2LMeasured> newest;
     for (const falcon::v1::Action& a : event.actions()) {
       if (a.dry_run() || a.directive_id() == 0 ||
-          a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT) {
+          a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT ||
+          (newest.has_value() && a.directive_id() <= newest->directive_id)) {
         continue;
       }
       const falcon::v1::DirectiveRecord* d = actions.FindDirective(a.directive_id());
       if (d == nullptr || d->state() != falcon::v1::DirectiveRecord::STATE_APPLIED) continue;
       if (auto m = S2LMeasurementOf(*d, nullptr); m.has_value()) {
-        (*s2l_measurements)[event.job()] = *m;
+        newest = S2LMeasured{*m, a.directive_id()};
       }
     }
-    if (auto it = s2l_measurements->find(event.job()); it != s2l_measurements->end()) {
+    auto known = s2l_measurements->find(event.job());
+    if (newest.has_value() &&
+        (known == s2l_measurements->end() || known->second.directive_id < newest->directive_id)) {
+      (*s2l_measurements)[event.job()] = *newest;
+      const analysis::plan::S2LMeasurement& m = newest->measurement;
       LOG(INFO) << "S2L pause rebuilt job=" << event.job() << " event=" << event.event_id()
-                << " pause_s=" << absl::ToDoubleSeconds(it->second.pause)
-                << " bandwidth_bytes_per_s="
-                << (it->second.bandwidth_bytes_per_s.has_value()
-                        ? absl::StrCat(*it->second.bandwidth_bytes_per_s)
-                        : std::string("unmeasured"));
+                << " directive=" << newest->directive_id
+                << " pause_s=" << absl::ToDoubleSeconds(m.pause) << " bandwidth_bytes_per_s="
+                << (m.bandwidth_bytes_per_s.has_value() ? absl::StrCat(*m.bandwidth_bytes_per_s)
+                                                        : std::string("unmeasured"));
     }
   }
   absl::StatusOr<analysis::plan::Escalation> esc =
@@ -92,7 +98,8 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
   ctx.rebuilding = true;
   uint64_t s2 = 0, s2l = 0, s3 = 0, s4 = 0;
   for (const falcon::v1::Action& a : event.actions()) {
-    if (a.dry_run() || a.directive_id() == 0) continue;
+    // A revert without a directive of its own (S2 handed over to S2L) ends the level too.
+    if (a.dry_run() || (a.directive_id() == 0 && !a.revert())) continue;
     uint64_t* slot = nullptr;
     switch (a.strategy()) {
       case falcon::v1::STRATEGY_S2_MICRO_BATCH:

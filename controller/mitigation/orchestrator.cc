@@ -418,7 +418,10 @@ void Orchestrator::OnRecovered(const falcon::v1::Event& event, detection::EventA
 
 void Orchestrator::OnDirectiveState(const falcon::v1::DirectiveRecord& record,
                                     detection::EventActions& actions) {
-  if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED) {
+  if (record.state() == falcon::v1::DirectiveRecord::STATE_APPLIED ||
+      // A timed-out S4 restarts the job too (its ranks exit to restart).
+      (record.state() == falcon::v1::DirectiveRecord::STATE_TIMED_OUT &&
+       record.directive().has_checkpoint_restart())) {
     RecordPlanInForce(record, actions, *errors_);
     if (record.directive().has_layer_split()) RecordS2LMeasurement(record);
   }
@@ -507,7 +510,7 @@ absl::StatusOr<falcon::v1::DryRunPlanResponse> Orchestrator::DryRun(
   }
   std::optional<analysis::plan::S2LMeasurement> s2l_measured;
   if (auto p = s2l_measurements_.find(ctx.job); p != s2l_measurements_.end()) {
-    s2l_measured = p->second;
+    s2l_measured = p->second.measurement;
   }
   return mitigation::DryRun(*shape, actions.Settings(ctx.job), S2MicroBatch::SizingCulprit(ctx),
                             ctx.healthy, actions.Now(), state, s2l_measured);
@@ -536,7 +539,7 @@ void Orchestrator::RecordS2LMeasurement(const falcon::v1::DirectiveRecord& recor
     errors_->CountError(metrics::where::kMitigationS2LPause);
   }
   if (!m.has_value()) return;  // No rank reported its pause: the settings stay.
-  s2l_measurements_[d.job()] = *m;
+  s2l_measurements_[d.job()] = S2LMeasured{*m, d.directive_id()};
   LOG(INFO) << "S2L pause measured job=" << d.job() << " directive=" << d.directive_id()
             << " pause_s=" << absl::ToDoubleSeconds(m->pause) << " bandwidth_bytes_per_s="
             << (m->bandwidth_bytes_per_s.has_value() ? absl::StrCat(*m->bandwidth_bytes_per_s)

@@ -382,7 +382,6 @@ TEST_F(OrchestratorS2LTest, AComputeEventEscalatesS2ThenS2LAndRevertsS2LThenS2On
   EXPECT_EQ(errors_.counts.size(), 1u) << "only the malformed pause";
 }
 
-// S2L carries its own micro-batch plan: an S2 step due while it is in force is skipped.
 // A restarted controller rebuilds the event from its log: S2L's revert still restores S2's plan
 // (not the even micro-batches), and the pause its layer split measured is still S2L's cost.
 TEST_F(OrchestratorS2LTest, AfterARestartS2LRevertsToS2sPlanAndKeepsItsMeasuredCost) {
@@ -419,7 +418,7 @@ TEST_F(OrchestratorS2LTest, AfterARestartS2LRevertsToS2sPlanAndKeepsItsMeasuredC
   EXPECT_EQ(log.Count("mitigation state rebuilt job=job event=1 rank=2 s2_directive=1 "
                       "s2l_directive=2"),
             1);
-  EXPECT_EQ(log.Count("S2L pause rebuilt job=job event=1 pause_s=0.25 "
+  EXPECT_EQ(log.Count("S2L pause rebuilt job=job event=1 directive=2 pause_s=0.25 "
                       "bandwidth_bytes_per_s=2e+07"),
             1);
   ASSERT_EQ(actions_.directives.size(), 4u);
@@ -446,8 +445,107 @@ TEST_F(OrchestratorS2LTest, AfterARestartS2LRevertsToS2sPlanAndKeepsItsMeasuredC
         << a.reason();
   }
   EXPECT_TRUE(s2l_rung);
+
+  // Another restart, after which a newer layer split of the job (directive 9) applied before
+  // the event is rebuilt: the rebuild keeps the newer measurement.
+  Orchestrator again({}, &clock_);
+  again.SetErrorCounter(&errors_);
+  falcon::v1::DirectiveRecord newer;
+  newer.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+  newer.set_event_id(99);  // An event this controller does not track.
+  newer.mutable_directive()->set_job("job");
+  newer.mutable_directive()->set_directive_id(9);
+  newer.mutable_directive()->mutable_layer_split();
+  falcon::v1::DirectiveAck* newer_ack = newer.add_acks();
+  newer_ack->set_status(falcon::v1::ACK_STATUS_APPLIED);
+  newer_ack->set_reason("bytes_moved=4000000; move_s=0.1; pause_s=0.5");
+  again.OnDirectiveState(newer, actions_);
+  logged.set_state(falcon::v1::EVENT_STATE_MITIGATING);
+  again.OnJobIteration(logged, 151, absl::Milliseconds(250), actions_);
+  EXPECT_EQ(log.Count("S2L pause rebuilt"), 1);  // Only the first restart's.
+  again.OnVerdict(next, actions_);
+  dry = again.DryRun(next, actions_);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  s2l_rung = false;
+  for (const falcon::v1::Action& a : dry->actions()) {
+    if (a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT) continue;
+    s2l_rung = true;
+    EXPECT_NE(a.reason().find("bytes / 4e+07 bytes/s (measured) + pause 0.4s (measured)"),
+              std::string::npos)
+        << a.reason();
+  }
+  EXPECT_TRUE(s2l_rung);
 }
 
+// S2 disabled while S2L is in force hands what S2 replaced over to S2L (a revert without a
+// directive). A restarted controller sees the hand-over in the log: S2L's revert goes back to
+// the even micro-batches, not to S2's plan.
+TEST_F(OrchestratorS2LTest, AfterARestartAHandedOverS2LRevertsToTheEvenPlan) {
+  orchestrator_.OnVerdict(Event(), actions_);
+  FeedProbe(98);
+  orchestrator_.OnJobIteration(Event(), 101, absl::Milliseconds(250), actions_);
+  ASSERT_EQ(actions_.directives.size(), 1u);  // S2.
+  actions_.directives[0].set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+  Applied(1);
+  int64_t it = 102;
+  for (; it < 140 && actions_.directives.size() == 1; ++it) {
+    orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(190), actions_);
+  }
+  ASSERT_EQ(actions_.directives.size(), 2u);  // S2L.
+  actions_.directives[1].set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+  Applied(2);
+  actions_.settings.s2_enabled = false;
+  orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(190), actions_);
+  ASSERT_EQ(actions_.directives.size(), 2u);  // Handed over: no directive of its own.
+  ASSERT_TRUE(actions_.actions.back().revert());
+  ASSERT_EQ(actions_.actions.back().strategy(), falcon::v1::STRATEGY_S2_MICRO_BATCH);
+  ASSERT_EQ(actions_.actions.back().directive_id(), 0u);
+
+  Orchestrator restarted({}, &clock_);
+  restarted.SetErrorCounter(&errors_);
+  falcon::v1::Event logged = Event();
+  for (const falcon::v1::Action& a : actions_.actions) *logged.add_actions() = a;
+  logged.set_recovery_iteration(150);
+  logged.set_lost_seconds(1.1);
+  common::testing::LogCapture log;
+  restarted.OnRecovered(logged, actions_);
+  EXPECT_EQ(log.Count("mitigation state rebuilt job=job event=1 rank=2 s2_directive=0 "
+                      "s2l_directive=2"),
+            1);
+  ASSERT_EQ(actions_.directives.size(), 3u);  // S2L's revert alone.
+  const falcon::v1::Directive& undo_s2l = actions_.directives[2].directive();
+  EXPECT_EQ(undo_s2l.reverts_directive_id(), 2u);
+  EXPECT_EQ(std::vector<uint32_t>(undo_s2l.layer_split().micro_batches().begin(),
+                                  undo_s2l.layer_split().micro_batches().end()),
+            (std::vector<uint32_t>{16, 16, 16, 16}));
+}
+
+// A timed-out S4 restarts the job as an applied one does (its ranks exit to restart): the job
+// shows no split or micro-batch plan of the old shape.
+TEST_F(OrchestratorS2LTest, ATimedOutCheckpointRestartClearsTheSplitInForce) {
+  actions_.settings.s2_cost_iterations = 20;  // S2L first.
+  orchestrator_.OnVerdict(Event(), actions_);
+  FeedProbe(98);
+  for (int64_t it = 101; it < 120 && actions_.directives.empty(); ++it) {
+    orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(250), actions_);
+  }
+  ASSERT_EQ(actions_.directives.size(), 1u);
+  Applied(1);
+  ASSERT_EQ(actions_.job->job().layer_split_size(), 4);
+  falcon::v1::DirectiveRecord s4;
+  s4.set_state(falcon::v1::DirectiveRecord::STATE_TIMED_OUT);
+  s4.set_event_id(99);
+  s4.mutable_directive()->set_job("job");
+  s4.mutable_directive()->set_directive_id(7);
+  s4.mutable_directive()->set_plan_version(9);
+  s4.mutable_directive()->mutable_checkpoint_restart()->add_excluded_ranks(2);
+  orchestrator_.OnDirectiveState(s4, actions_);
+  EXPECT_EQ(actions_.job->job().layer_split_size(), 0);
+  EXPECT_EQ(actions_.job->job().micro_batches_size(), 0);
+  EXPECT_EQ(actions_.job->job().plan_version(), 9);
+}
+
+// S2L carries its own micro-batch plan: an S2 step due while it is in force is skipped.
 TEST_F(OrchestratorS2LTest, S2IsSkippedWhileS2LIsInForce) {
   actions_.settings.s2_cost_iterations = 20;  // S2 1.6 s, after S2L's 1.002 s.
   orchestrator_.OnVerdict(Event(), actions_);

@@ -29,10 +29,11 @@ class PlanStrategy : public MitigationStrategy {
 };
 
 // A plan directive (micro-batch plan, layer split, topology change or checkpoint restart) was
-// APPLIED: records the job's plan in force (Job.plan_version, Job.micro_batches, Job.layer_split:
-// a layer split sets both, an even one clears the split; a micro-batch plan keeps the split, a
-// topology change both; a checkpoint restart clears both, as the restarted job runs its new,
-// smaller shape even). A store error is logged and counted at "mitigation_set_job_plan".
+// APPLIED (or, a checkpoint restart, timed out: its ranks exit to restart all the same): records
+// the job's plan in force (Job.plan_version, Job.micro_batches, Job.layer_split: a layer split sets
+// both, an even one clears the split; a micro-batch plan keeps the split, a topology change both; a
+// checkpoint restart clears both, as the restarted job runs its new, smaller shape even). A store
+// error is logged and counted at "mitigation_set_job_plan".
 void RecordPlanInForce(const falcon::v1::DirectiveRecord& record, detection::EventActions& actions,
                        common::ErrorCounter& errors);
 

@@ -499,7 +499,8 @@ absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& own, absl::D
                               const std::vector<Culprit>& others) {
   // The topology model's pipelines are even: over an uneven split its predictions (and the slow
   // stage the split shrank, which a move would put elsewhere) would be wrong.
-  if (!shape.layer_split.empty()) {
+  if (!shape.layer_split.empty() &&
+      !common::IsEvenSplit(shape.layer_split, shape.pipeline_blocks)) {
     return absl::FailedPreconditionError(
         absl::StrCat("S3: a layer split is in force (S2L: ",
                      common::SplitText(shape.layer_split, shape.pipeline_blocks),

@@ -168,10 +168,11 @@ struct S3Plan {
   std::optional<falcon::v1::PlanCeiling> ceiling;
 };
 // S3: takes slow links out of DP (and PP) traffic, packs slow ranks into few stages;
-// kFailedPrecondition while a layer split is in force (shape.layer_split: its model's pipelines
-// are even, and a move could take the slow rank off the stage the split shrank). A culprit
-// node's links to every other node of the layout count as slow links (its NIC). `others`: the
-// culprits of the job's other active events, whose links, nodes and compute ranks it avoids too.
+// kFailedPrecondition while an uneven layer split is in force (shape.layer_split: its model's
+// pipelines are even, and a move could take the slow rank off the stage the split shrank). A
+// culprit node's links to every other node of the layout count as slow links (its NIC). `others`:
+// the culprits of the job's other active events, whose links, nodes and compute ranks it avoids
+// too.
 absl::StatusOr<S3Plan> PlanS3(const JobShape& shape, const Culprit& culprit, absl::Duration healthy,
                               const std::vector<Culprit>& others = {});
 

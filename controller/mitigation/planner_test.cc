@@ -129,6 +129,8 @@ TEST(PlannerTest, S3IsNotApplicableWhileALayerSplitIsInForce) {
   c.slowdown_ratio = 1.5;
   JobShape shape = SplitShape();
   ASSERT_TRUE(PlanS3(shape, c, absl::Milliseconds(100)).ok());
+  shape.layer_split = std::vector<common::StageBlocks>(4, {8, 8});  // Even: the model's own.
+  ASSERT_TRUE(PlanS3(shape, c, absl::Milliseconds(100)).ok());
   shape.layer_split = {{8, 8}, {8, 8}, {6, 10}, {8, 8}};
   absl::StatusOr<S3Plan> p = PlanS3(shape, c, absl::Milliseconds(100));
   ASSERT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition) << p.status();

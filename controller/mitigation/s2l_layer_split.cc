@@ -93,7 +93,7 @@ void S2LLayerSplit::CostInputs(EventContext& ctx, detection::EventActions& actio
                                analysis::plan::EscalationOptions* options) {
   if (ctx.s2l_measurements != nullptr) {
     auto it = ctx.s2l_measurements->find(ctx.job);
-    if (it != ctx.s2l_measurements->end()) options->s2l_measured = it->second;
+    if (it != ctx.s2l_measurements->end()) options->s2l_measured = it->second.measurement;
   }
   if (ctx.culprit.cause != falcon::v1::CAUSE_COMPUTE) return;
   const registry::JobEntry* job = actions.FindJob(ctx.job);
@@ -174,11 +174,12 @@ absl::StatusOr<std::optional<double>> AckNumber(absl::string_view reason, absl::
   size_t at = reason.rfind(needle);
   // A key that only ends a longer one ("xpause_s=") is not it.
   while (at != absl::string_view::npos && at > 0 &&
-         (absl::ascii_isalnum(reason[at - 1]) || reason[at - 1] == '_')) {
+         (absl::ascii_isalnum(reason[at - 1]) || reason[at - 1] == '_' || reason[at - 1] == '.' ||
+          reason[at - 1] == '-')) {
     at = reason.rfind(needle, at - 1);
   }
   if (at == absl::string_view::npos) return std::optional<double>();
-  absl::string_view value = reason.substr(at + needle.size());
+  absl::string_view value = absl::StripLeadingAsciiWhitespace(reason.substr(at + needle.size()));
   value = value.substr(0, value.find_first_of("; \t\n"));
   double v = 0;
   if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v < 0 || v > max) {
@@ -195,7 +196,7 @@ std::optional<analysis::plan::S2LMeasurement> S2LMeasurementOf(
     if (ack.status() != falcon::v1::ACK_STATUS_APPLIED) continue;
     absl::StatusOr<std::optional<double>> pause = AckNumber(ack.reason(), "pause_s", 1e6);
     absl::StatusOr<std::optional<double>> move = AckNumber(ack.reason(), "move_s", 1e6);
-    absl::StatusOr<std::optional<double>> moved = AckNumber(ack.reason(), "bytes_moved", 1e18);
+    absl::StatusOr<std::optional<double>> moved = AckNumber(ack.reason(), "bytes_moved", 9e18);
     bool ok = true;
     for (const absl::Status& s : {pause.status(), move.status(), moved.status()}) {
       if (s.ok()) continue;
@@ -206,8 +207,19 @@ std::optional<analysis::plan::S2LMeasurement> S2LMeasurementOf(
       }
     }
     if (!ok || !pause->has_value()) continue;
-    const double move_s = std::min(move->value_or(0.0), **pause);
-    if (!slowest_pause_s.has_value() || **pause > *slowest_pause_s) {
+    double move_s = move->value_or(0.0);
+    if (move_s > **pause) {  // The move is part of the pause: the pause stands, the move is cut.
+      if (bad != nullptr) {
+        bad->push_back(absl::InvalidArgumentError(absl::StrCat("rank ", ack.rank(), ": move_s ",
+                                                               move_s, " exceeds pause_s ", **pause,
+                                                               " (counted as the whole pause)")));
+      }
+      move_s = **pause;
+    }
+    // The slowest pause; of equal ones, the one with the most beside its move (whatever the
+    // acks' order).
+    if (!slowest_pause_s.has_value() || **pause > *slowest_pause_s ||
+        (**pause == *slowest_pause_s && **pause - move_s > *slowest_pause_s - *its_move_s)) {
       slowest_pause_s = **pause;
       its_move_s = move_s;
     }

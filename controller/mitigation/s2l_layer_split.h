@@ -81,7 +81,8 @@ class S2LLayerSplit final : public PlanStrategy {
   int64_t cost_bytes_ = 0;
 };
 
-// The number after the last "<key>=" of an ack reason, up to the next ';' or whitespace (the
+// The number after the last "<key>=" (not part of a longer key: no letter, digit, '_', '.' or '-'
+// before it) of an ack reason, from its first non-blank up to the next ';' or whitespace (the
 // trainer ends its S2L and S3 acks with "...; bytes_moved=<n>; move_s=<s>; pause_s=<s>").
 // nullopt when the reason has no such key; kInvalidArgument naming the key when the value is not
 // a finite number in [0, max].
@@ -89,11 +90,13 @@ absl::StatusOr<std::optional<double>> AckNumber(absl::string_view reason, absl::
                                                 double max);
 
 // What an APPLIED layer split's acks measured (the job's S2L cost from then on: S2LCost). Of the
-// acks that report a pause (pause_s), the slowest rank's: its pause less its move (move_s; 0
-// when it reports none) is the pause; the plan's bytes (bytes_moved) over the longest move
-// reported is the bandwidth (unset when no bytes moved or no move took time; clamped into [1e3,
-// 1e13] bytes/s). nullopt when no ack reports a pause. An ack with a malformed figure is left
-// out and its error (naming the rank and the key) appended to `bad`.
+// acks that report a pause (pause_s), the slowest rank's (of equal pauses, the one with the most
+// beside its move): its pause less its move (move_s; 0 when it reports none; a move reported
+// longer than its pause is cut to it, and said in `bad`) is the pause; the plan's bytes
+// (bytes_moved) over the longest move reported is the bandwidth (unset when no bytes moved or no
+// move took time; clamped into [1e3, 1e13] bytes/s). nullopt when no ack reports a pause. An ack
+// with a malformed figure is left out and its error (naming the rank and the key) appended to
+// `bad`.
 std::optional<analysis::plan::S2LMeasurement> S2LMeasurementOf(
     const falcon::v1::DirectiveRecord& record, std::vector<absl::Status>* bad);
 

@@ -227,7 +227,7 @@ TEST_F(S2LLayerSplitTest, CostInputsNameTheBytesItsPlanMovesAndTheMeasuredPause)
   EXPECT_TRUE(o.s2l_resplittable);
   EXPECT_EQ(o.s2l_bytes_moved, 2'000'000);  // Two blocks of 1 MB.
   EXPECT_FALSE(o.s2l_measured.has_value());
-  measurements_["job"] = analysis::plan::S2LMeasurement{absl::Milliseconds(350), 5e8};
+  measurements_["job"] = S2LMeasured{{absl::Milliseconds(350), 5e8}, 1};
   s2l_.CostInputs(ctx_, actions_, &o);
   EXPECT_EQ(o.s2l_measured, (analysis::plan::S2LMeasurement{absl::Milliseconds(350), 5e8}));
   // No blocks known: not a candidate.
@@ -249,6 +249,8 @@ TEST(AckNumberTest, ReadsTheLastFigureOfAKeyInAnAckReason) {
   EXPECT_EQ(*AckNumber("applied", "pause_s", 1e6), std::nullopt);
   // A longer key that ends in the one asked for is not it.
   EXPECT_EQ(*AckNumber("xmove_s=3", "move_s", 1e6), std::nullopt);
+  EXPECT_EQ(*AckNumber("x.move_s=3; y-move_s=4", "move_s", 1e6), std::nullopt);
+  EXPECT_EQ(*AckNumber("pause_s= 5", "pause_s", 1e6), 5.0);  // Blanks before the value.
   EXPECT_EQ(*AckNumber("move_s=2; xmove_s=3", "move_s", 1e6), 2.0);
   for (const char* bad : {"pause_s=", "pause_s=-1", "pause_s=nan", "pause_s=2e6", "pause_s=1s",
                           "pause_s=inf; done"}) {
@@ -280,6 +282,33 @@ TEST(S2LMeasurementOfTest, TakesTheSlowestPauseBesideItsMoveAndTheMovesRate) {
   EXPECT_DOUBLE_EQ(*m->bandwidth_bytes_per_s, 1000 / 0.020);
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_EQ(bad[0].message(), "rank 3: move_s: 'oops' is not a number in [0, 1e+06]");
+  // Of equal pauses, the one with the most beside its move, whatever the acks' order.
+  for (bool reversed : {false, true}) {
+    falcon::v1::DirectiveRecord tie;
+    const char* reasons[] = {"move_s=0.5; pause_s=2", "move_s=1.5; pause_s=2"};
+    for (int i = 0; i < 2; ++i) {
+      falcon::v1::DirectiveAck* a = tie.add_acks();
+      a->set_rank(i);
+      a->set_status(falcon::v1::ACK_STATUS_APPLIED);
+      a->set_reason(reasons[reversed ? 1 - i : i]);
+    }
+    m = S2LMeasurementOf(tie, nullptr);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(m->pause, absl::Milliseconds(1500)) << reversed;
+  }
+  // A move reported longer than its pause is cut to it, and said.
+  falcon::v1::DirectiveRecord odd;
+  falcon::v1::DirectiveAck* o = odd.add_acks();
+  o->set_rank(5);
+  o->set_status(falcon::v1::ACK_STATUS_APPLIED);
+  o->set_reason("bytes_moved=2000; move_s=2; pause_s=1");
+  bad.clear();
+  m = S2LMeasurementOf(odd, &bad);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->pause, absl::ZeroDuration());
+  EXPECT_DOUBLE_EQ(*m->bandwidth_bytes_per_s, 2000.0);
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].message(), "rank 5: move_s 2 exceeds pause_s 1 (counted as the whole pause)");
   // An older trainer reports the pause alone: all of it counts, and no rate is known.
   falcon::v1::DirectiveRecord old;
   falcon::v1::DirectiveAck* a = old.add_acks();

@@ -32,9 +32,14 @@ namespace falcon::controller::mitigation {
 // The layout in force per job after an S3 (the registration may lag behind); shared by the
 // events of the orchestrator.
 using LayoutsInForce = std::map<std::string, analysis::plan::Layout>;
-// What the last S2L layer split applied in each job measured (its APPLIED acks: S2LMeasurementOf):
-// S2L's cost in the job from then on; shared by the events of the orchestrator.
-using S2LMeasurements = std::map<std::string, analysis::plan::S2LMeasurement>;
+// What the last S2L layer split applied in a job measured (its APPLIED acks: S2LMeasurementOf),
+// and that split's directive (the newest wins when a restarted controller rebuilds them).
+struct S2LMeasured {
+  analysis::plan::S2LMeasurement measurement;
+  uint64_t directive_id = 0;
+};
+// Per job: S2L's cost in the job from then on; shared by the events of the orchestrator.
+using S2LMeasurements = std::map<std::string, S2LMeasured>;
 
 // What the levels of one event share.
 struct EventContext {
