@@ -171,16 +171,20 @@ def run_once(args, cands, workdir, index):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--train", required=True, help="the falcon_train binary")
-    p.add_argument("--plan", required=True, help="the falcon_plan binary")
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--dp", type=int, default=4)
-    p.add_argument("--pp", type=int, default=2)
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--micro-batches", type=int, default=64)
-    p.add_argument("--rank", type=int, default=2, help="the slow rank")
-    p.add_argument("--slowdown", type=float, default=1.5)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--train", required=True,
+                   help="the falcon_train binary (./falcon plan-sweep passes it)")
+    p.add_argument("--plan", required=True,
+                   help="the falcon_plan binary (./falcon plan-sweep passes it)")
+    p.add_argument("--runs", type=int, default=3, help="jobs to run (the medians are over them)")
+    p.add_argument("--dp", type=int, default=4, help="DP groups")
+    p.add_argument("--pp", type=int, default=2, help="pipeline stages")
+    p.add_argument("--layers", type=int, default=16, help="blocks of the model")
+    p.add_argument("--micro-batches", type=int, default=64, help="micro-batches per iteration")
+    p.add_argument("--rank", type=int, default=2,
+                   help="the slow rank (DP group rank %% dp, stage rank // dp)")
+    p.add_argument("--slowdown", type=float, default=1.5, help="its device's slowdown, (1, 10]")
     p.add_argument("--compute-ms", type=float, default=5.0,
                    help="emulated compute per micro-batch of a whole even stage (the demo's)")
     p.add_argument("--segment", type=int, default=12, help="iterations per segment")
@@ -192,9 +196,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     checks = [(args.runs >= 1, "--runs must be >= 1"),
               (args.dp >= 1 and args.pp >= 2, "--dp must be >= 1 and --pp >= 2"),
-              (args.layers > args.pp, "--layers must exceed --pp"),
-              (args.micro_batches >= args.dp, "--micro-batches must be >= --dp"),
-              (0 <= args.rank < args.dp * args.pp, "--rank must be a rank of the job"),
+              (args.layers > args.pp, f"--layers {args.layers} must exceed --pp {args.pp}"),
+              (args.micro_batches >= args.dp,
+               f"--micro-batches {args.micro_batches} must be >= --dp {args.dp}"),
+              (0 <= args.rank < args.dp * args.pp,
+               f"--rank {args.rank} is not a rank of the job: [0, {args.dp * args.pp})"),
+              (not args.cluster or os.path.isfile(args.cluster),
+               f"--cluster {args.cluster}: no such file"),
               (1.0 < args.slowdown <= 10.0, "--slowdown must be in (1, 10]"),
               (args.compute_ms > 0, "--compute-ms must be > 0"),
               (0 <= args.settle < args.segment, "--settle must be in [0, --segment)")]
@@ -206,6 +214,11 @@ def main(argv=None):
     cands = candidates(planned, args.dp, args.pp, args.layers, args.micro_batches,
                        args.rank % args.dp, args.rank // args.dp)
     names = [c[0] for c in cands]
+    print(f"plan_sweep: DP {args.dp} x PP {args.pp}, {args.layers} blocks, {args.micro_batches} "
+          f"micro-batches; rank {args.rank} (DP group {args.rank % args.dp}, stage "
+          f"{args.rank // args.dp}) x{args.slowdown}; {len(cands)} candidates of {args.segment} "
+          f"iterations each; {args.cluster or 'loopback'}. Run it on an otherwise idle machine: "
+          f"outside load moves the shares.", flush=True)
     per_run = []
     with tempfile.TemporaryDirectory(prefix="plan-sweep-") as workdir:
         for i in range(args.runs):
@@ -215,6 +228,12 @@ def main(argv=None):
             print(f"  healthy {times['healthy']:.4f} s, slowed {times['slowed']:.4f} s; after: "
                   f"healthy {times['healthy (after)']:.4f} s, slowed "
                   f"{times['slowed (after)']:.4f} s", flush=True)
+            h = (times["healthy"] + times["healthy (after)"]) / 2
+            s = (times["slowed"] + times["slowed (after)"]) / 2
+            if s < 1.05 * h:
+                print(f"  warning: the job slowed only x{s / h:.3f}: the shares of this run are "
+                      f"noise (give the slow rank more of the iteration: more --compute-ms, "
+                      f"--micro-batches or --slowdown)", flush=True)
     print(f"\n{'candidate':34} {'split of the slow pipeline':>26} {'micro-batches':>18} "
           f"{'median share':>13} {'per run':>s}")
     summary = []
