@@ -431,6 +431,7 @@ nlohmann::json ReportJson(const Report& report) {
     if (c.has_s3_cost_seconds()) cs["s3_cost_seconds"] = c.s3_cost_seconds();
     if (c.has_s2_cost_iterations()) cs["s2_cost_iterations"] = c.s2_cost_iterations();
     if (c.has_s4_cost_seconds()) cs["s4_cost_seconds"] = c.s4_cost_seconds();
+    if (c.has_s2l_enabled()) cs["s2l_enabled"] = c.s2l_enabled();
     if (c.has_verification_min_ratio()) {
       cs["verification_min_ratio"] = c.verification_min_ratio();
     }
@@ -705,7 +706,7 @@ std::string RecoveredText(const EventReport& e) {
   }
   if (e.recoverable_ceiling.has_value()) {
     absl::StrAppendFormat(
-        &out, "\n  ceiling of the %s plan %.0f%%: predicted %s (healthy %s, slowed %s)",
+        &out, "\n  ceiling of the %s plan %.0f%%: predicted %s (model: healthy %s, slowed %s)",
         e.ceiling_strategy, 100 * *e.recoverable_ceiling, Seconds(e.iteration_time_predicted_s),
         Seconds(e.ceiling_healthy_s), Seconds(e.ceiling_slowed_s));
     if (e.prediction_error.has_value()) {

@@ -100,10 +100,8 @@ bool ApplySettings(falcon::v1::Control::StubInterface* control, falcon::v1::Sett
 falcon::v1::Settings DemoSettings() {
   falcon::v1::Settings s;
   s.set_s3_cost_seconds(5);
-  // S2L off (falcon_demo --s2l turns it on): the emulated GPU's CPU-quota fault does not slow a
-  // stage in proportion to the blocks it holds (x1.76 per block before a split, x1.98 on 6 of 8
-  // blocks under it), so S2L's plan under-sheds and measured no better than S2 (median 0.71 of
-  // the slowdown recovered over 10 runs; once 0.25).
+  // S2L off (falcon_demo --s2l turns it on), as in the controller: it is opt-in (over 10 compute
+  // runs on the netns cluster it recovered a median 0.78 of the slowdown, S2 alone 0.75).
   s.set_s2l_enabled(false);
   // The paper's threshold: bursts of outside load (10-46% for up to ~40 iterations on a loaded
   // 2-core machine) slow every rank's compute alike and open no event
