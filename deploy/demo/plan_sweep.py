@@ -28,7 +28,9 @@ import tempfile
 
 
 def even_counts(total, parts):
-    """`total` split into `parts` counts that differ by at most one, larger first."""
+    """`total` split into `parts` counts that differ by at most one, larger first (how a
+    candidate spreads the rest of the micro-batches; not the job's even split, which main()
+    makes exact: --layers a multiple of --pp, --micro-batches of --dp x --pp)."""
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
@@ -68,7 +70,7 @@ def candidates(planned, dp, pp, layers, total, dp_index, stage):
     for delta in (-1, 1):
         add(f"slow group {m[dp_index] + delta} micro-batches", split,
             micro_batches_with(dp, total, dp_index, m[dp_index] + delta))
-    even = [even_counts(layers, pp) for _ in range(dp)]
+    even = [[layers // pp] * pp for _ in range(dp)]
     add("even split, same micro-batches", even, m)
     return out
 
@@ -86,11 +88,11 @@ def directive_script(cands, dp, pp, layers, total, first_iteration, segment):
                             "micro_batches": m}}})
         segments.append((name, it, it + segment))
         it += segment
-    even = [{"stage_blocks": even_counts(layers, pp)} for _ in range(dp)]
+    even = [{"stage_blocks": [layers // pp] * pp} for _ in range(dp)]
     lines.append({"directive": {
         "directive_id": len(cands) + 1, "effective_iteration": it,
         "plan_version": len(cands) + 1,
-        "layer_split": {"replicas": even, "micro_batches": even_counts(total, dp)}}})
+        "layer_split": {"replicas": even, "micro_batches": [total // dp] * dp}}})
     segments.append(("slowed (after)", it, it + segment))
     return lines, segments
 
@@ -196,9 +198,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     checks = [(args.runs >= 1, "--runs must be >= 1"),
               (args.dp >= 1 and args.pp >= 2, "--dp must be >= 1 and --pp >= 2"),
-              (args.layers > args.pp, f"--layers {args.layers} must exceed --pp {args.pp}"),
-              (args.micro_batches >= args.dp,
-               f"--micro-batches {args.micro_batches} must be >= --dp {args.dp}"),
+              # The job's even split is then the same by every rule (common::EvenStageBlocks,
+              # the trainer's even micro-batch plan), and the last segment restores it exactly.
+              (args.layers > args.pp and args.layers % args.pp == 0,
+               f"--layers {args.layers} must be a multiple of --pp {args.pp} above it"),
+              (args.micro_batches % (args.dp * args.pp) == 0 and args.micro_batches > 0,
+               f"--micro-batches {args.micro_batches} must be a multiple of --dp x --pp "
+               f"({args.dp * args.pp})"),
               (0 <= args.rank < args.dp * args.pp,
                f"--rank {args.rank} is not a rank of the job: [0, {args.dp * args.pp})"),
               (not args.cluster or os.path.isfile(args.cluster),
