@@ -42,6 +42,12 @@ absl::Status AppendLine(const std::string& path, const std::string& line) {
   return absl::OkStatus();
 }
 
+// The end of an S2L or S3 ack's reason, what the move cost, which the controller reads
+// (controller/mitigation/s2l_layer_split.h: AckNumber, S2LMeasurementOf).
+std::string MoveCost(int64_t bytes_moved, double move_s, double pause_s) {
+  return absl::StrFormat("bytes_moved=%d; move_s=%.6f; pause_s=%.6f", bytes_moved, move_s, pause_s);
+}
+
 std::string ResolveDir(const std::string& base, const std::string& dir) {
   if (dir.empty() || dir[0] == '/' || base.empty()) return dir;
   return absl::StrCat(base, "/", dir);
@@ -557,9 +563,9 @@ absl::Status RankTrainer::ApplyTopology(const falcon::v1::Directive& d, std::str
                                            options_.micro_batches);
   if (absl::Status s = BuildGroupComms(); !s.ok()) return s;
   const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
-  *reason = absl::StrFormat(
-      "remapped to %s; moved %d layer copies; bytes_moved=%d; move_s=%.6f; pause_s=%.6f",
-      layout_.ToString(), plan.size(), RemapBytes(options_.model, plan), move_s, pause_s);
+  *reason =
+      absl::StrFormat("remapped to %s; moved %d layer copies; %s", layout_.ToString(), plan.size(),
+                      MoveCost(RemapBytes(options_.model, plan), move_s, pause_s));
   hooks_->OnLayout(Context());
   return absl::OkStatus();
 }
@@ -582,11 +588,10 @@ absl::Status RankTrainer::ApplyLayerSplit(const falcon::v1::Directive& d, int64_
   if (absl::Status s = BuildGradientReducer(); !s.ok()) return s;
   const double pause_s = (clock_->MonotonicNanos() - start) * 1e-9;
   const int64_t bytes = RemapBytes(options_.model, plan);
-  *reason = absl::StrFormat(
-      "layer split %s; micro-batches per DP group: %s; moved %d block copies; bytes_moved=%d; "
-      "move_s=%.6f; pause_s=%.6f",
-      common::SplitText(splits_, blocks), absl::StrJoin(plan_, ","), plan.size(), bytes, move_s,
-      pause_s);
+  *reason =
+      absl::StrFormat("layer split %s; micro-batches per DP group: %s; moved %d block copies; %s",
+                      common::SplitText(splits_, blocks), absl::StrJoin(plan_, ","), plan.size(),
+                      MoveCost(bytes, move_s, pause_s));
   if (rank_ == 0) {
     LOG(INFO) << "layer split applied iteration=" << t << " directive=" << d.directive_id()
               << " split=\"" << common::SplitText(splits_, blocks)

@@ -77,12 +77,9 @@ absl::StatusOr<std::unique_ptr<MitigationEvent>> MitigationEvent::Create(
     if (newest.has_value() &&
         (known == s2l_measurements->end() || known->second.directive_id < newest->directive_id)) {
       (*s2l_measurements)[event.job()] = *newest;
-      const analysis::plan::S2LMeasurement& m = newest->measurement;
       LOG(INFO) << "S2L pause rebuilt job=" << event.job() << " event=" << event.event_id()
-                << " directive=" << newest->directive_id
-                << " pause_s=" << absl::ToDoubleSeconds(m.pause) << " bandwidth_bytes_per_s="
-                << (m.bandwidth_bytes_per_s.has_value() ? absl::StrCat(*m.bandwidth_bytes_per_s)
-                                                        : std::string("unmeasured"));
+                << " directive=" << newest->directive_id << " "
+                << S2LMeasurementText(newest->measurement);
     }
   }
   absl::StatusOr<analysis::plan::Escalation> esc =

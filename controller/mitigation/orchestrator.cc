@@ -540,10 +540,8 @@ void Orchestrator::RecordS2LMeasurement(const falcon::v1::DirectiveRecord& recor
   }
   if (!m.has_value()) return;  // No rank reported its pause: the settings stay.
   s2l_measurements_[d.job()] = S2LMeasured{*m, d.directive_id()};
-  LOG(INFO) << "S2L pause measured job=" << d.job() << " directive=" << d.directive_id()
-            << " pause_s=" << absl::ToDoubleSeconds(m->pause) << " bandwidth_bytes_per_s="
-            << (m->bandwidth_bytes_per_s.has_value() ? absl::StrCat(*m->bandwidth_bytes_per_s)
-                                                     : std::string("unmeasured"));
+  LOG(INFO) << "S2L pause measured job=" << d.job() << " directive=" << d.directive_id() << " "
+            << S2LMeasurementText(*m);
 }
 
 }  // namespace falcon::controller::mitigation

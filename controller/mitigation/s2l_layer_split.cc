@@ -235,4 +235,10 @@ std::optional<analysis::plan::S2LMeasurement> S2LMeasurementOf(
   return m;
 }
 
+std::string S2LMeasurementText(const analysis::plan::S2LMeasurement& m) {
+  return absl::StrCat("pause_s=", absl::ToDoubleSeconds(m.pause), " bandwidth_bytes_per_s=",
+                      m.bandwidth_bytes_per_s.has_value() ? absl::StrCat(*m.bandwidth_bytes_per_s)
+                                                          : std::string("unmeasured"));
+}
+
 }  // namespace falcon::controller::mitigation

@@ -100,6 +100,10 @@ absl::StatusOr<std::optional<double>> AckNumber(absl::string_view reason, absl::
 std::optional<analysis::plan::S2LMeasurement> S2LMeasurementOf(
     const falcon::v1::DirectiveRecord& record, std::vector<absl::Status>* bad);
 
+// "pause_s=0.25 bandwidth_bytes_per_s=2e+07" ("...=unmeasured" without a rate): how the
+// controller's log lines show a measurement.
+std::string S2LMeasurementText(const analysis::plan::S2LMeasurement& m);
+
 }  // namespace falcon::controller::mitigation
 
 #endif  // FALCON_CONTROLLER_MITIGATION_S2L_LAYER_SPLIT_H_
