@@ -98,4 +98,15 @@ absl::Status FakeEventActions::RecoverEvent(uint64_t, int64_t, const std::string
   return absl::OkStatus();
 }
 
+Culprit LinkCulprit() {
+  Culprit c;
+  c.cause = falcon::v1::CAUSE_COMMUNICATION;
+  falcon::v1::Link l;
+  l.set_src_rank(0);
+  l.set_dst_rank(2);
+  c.links = {l};
+  c.slowdown_ratio = 1.5;
+  return c;
+}
+
 }  // namespace falcon::controller::mitigation

@@ -13,6 +13,7 @@
 
 #include "common/error_counter.h"
 #include "controller/detection/mitigation_hook.h"
+#include "controller/mitigation/planner.h"
 
 namespace falcon::controller::mitigation {
 
@@ -68,6 +69,10 @@ class FakeEventActions final : public detection::EventActions {
 
   std::unique_ptr<registry::JobEntry> job;
 };
+
+// A slow link node0 -> node1 of the fake job (ranks 0 -> 2, both in the stage-0 DP
+// communicator), its job 1.5x slower.
+Culprit LinkCulprit();
 
 }  // namespace falcon::controller::mitigation
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/layer_split.h"
 #include "common/testing/log_capture.h"
@@ -285,6 +286,62 @@ class OrchestratorS2LTest : public ::testing::Test {
     }
     orchestrator_.OnDirectiveState(r, actions_);
   }
+  // Drives the event to S2 and then S2L over it, each stored APPLIED (S2L's with one ack of
+  // `s2l_ack`, when given) and reported; returns S2's micro-batches and the next iteration.
+  std::pair<std::vector<uint32_t>, int64_t> S2LOverS2(const std::string& s2l_ack = "") {
+    orchestrator_.OnVerdict(Event(), actions_);
+    FeedProbe(98);
+    orchestrator_.OnJobIteration(Event(), 101, absl::Milliseconds(250), actions_);
+    EXPECT_EQ(actions_.directives.size(), 1u);  // S2.
+    actions_.directives[0].set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+    Applied(1);
+    const auto& m = actions_.directives[0].directive().micro_batch_plan().micro_batches();
+    const std::vector<uint32_t> s2_m(m.begin(), m.end());
+    int64_t it = 102;
+    for (; it < 140 && actions_.directives.size() == 1; ++it) {
+      orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(190), actions_);
+    }
+    EXPECT_EQ(actions_.directives.size(), 2u);  // S2L.
+    if (actions_.directives.size() == 2) {
+      falcon::v1::DirectiveRecord& s2l = actions_.directives[1];
+      s2l.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+      if (!s2l_ack.empty()) {
+        falcon::v1::DirectiveAck* ack = s2l.add_acks();
+        ack->set_status(falcon::v1::ACK_STATUS_APPLIED);
+        ack->set_reason(s2l_ack);
+      }
+      Applied(2);
+    }
+    return {s2_m, it};
+  }
+  // The event as a restarted controller reads it: with its log so far, recovered at 150, having
+  // lost what it took to reach S2L (the controller keeps it).
+  falcon::v1::Event Logged() const {
+    falcon::v1::Event logged = Event();
+    for (const falcon::v1::Action& a : actions_.actions) *logged.add_actions() = a;
+    logged.set_recovery_iteration(150);
+    logged.set_lost_seconds(1.1);
+    return logged;
+  }
+  // The reason of the S2L rung of `o`'s dry run for a new event 2 of the job; "" (and a failure)
+  // without one. The whole dry run goes to `dry_out` when given.
+  std::string S2LRungReason(Orchestrator& o, falcon::v1::DryRunPlanResponse* dry_out = nullptr) {
+    falcon::v1::Event next = Event();
+    next.set_event_id(2);
+    next.set_lost_seconds(0);
+    o.OnVerdict(next, actions_);
+    absl::StatusOr<falcon::v1::DryRunPlanResponse> dry = o.DryRun(next, actions_);
+    if (!dry.ok()) {
+      ADD_FAILURE() << dry.status();
+      return "";
+    }
+    if (dry_out != nullptr) *dry_out = *dry;
+    for (const falcon::v1::Action& a : dry->actions()) {
+      if (a.strategy() == falcon::v1::STRATEGY_S2L_LAYER_SPLIT) return a.reason();
+    }
+    ADD_FAILURE() << "no S2L rung";
+    return "";
+  }
 
   common::FakeClock clock_;
   FakeEventActions actions_;
@@ -360,59 +417,30 @@ TEST_F(OrchestratorS2LTest, AComputeEventEscalatesS2ThenS2LAndRevertsS2LThenS2On
   EXPECT_EQ(actions_.ceilings[1].strategy(), falcon::v1::STRATEGY_S2L_LAYER_SPLIT);
   EXPECT_EQ(orchestrator_.active_events(), 0u);
 
-  // The next event of the job costs S2L with the measured pause.
-  falcon::v1::Event next = Event();
-  next.set_event_id(2);
-  next.set_lost_seconds(0);
-  orchestrator_.OnVerdict(next, actions_);
-  absl::StatusOr<falcon::v1::DryRunPlanResponse> dry = orchestrator_.DryRun(next, actions_);
-  ASSERT_TRUE(dry.ok()) << dry.status();
-  bool s2l_rung = false;
-  for (const falcon::v1::Action& a : dry->actions()) {
-    if (a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT) continue;
-    s2l_rung = true;
-    // The event's own S2L (measured above) is in force: its plan moves nothing more.
-    EXPECT_NE(a.reason().find("0 bytes / 1e+07 bytes/s (measured) + pause 0.3s (measured)"),
-              std::string::npos)
-        << a.reason();
-    EXPECT_NE(a.reason().find("split dp2 6+10"), std::string::npos) << a.reason();
-  }
-  EXPECT_TRUE(s2l_rung);
-  EXPECT_EQ(dry->layer_split().replicas_size(), 4);
+  // The next event of the job costs S2L with the measured pause. The event's own S2L (measured
+  // above) is in force: its plan moves nothing more.
+  falcon::v1::DryRunPlanResponse dry;
+  const std::string rung = S2LRungReason(orchestrator_, &dry);
+  EXPECT_NE(rung.find("0 bytes / 1e+07 bytes/s (measured) + pause 0.3s (measured)"),
+            std::string::npos)
+      << rung;
+  EXPECT_NE(rung.find("split dp2 6+10"), std::string::npos) << rung;
+  EXPECT_EQ(dry.layer_split().replicas_size(), 4);
   EXPECT_EQ(errors_.counts.size(), 1u) << "only the malformed pause";
 }
 
 // A restarted controller rebuilds the event from its log: S2L's revert still restores S2's plan
 // (not the even micro-batches), and the pause its layer split measured is still S2L's cost.
 TEST_F(OrchestratorS2LTest, AfterARestartS2LRevertsToS2sPlanAndKeepsItsMeasuredCost) {
-  orchestrator_.OnVerdict(Event(), actions_);
-  FeedProbe(98);
-  orchestrator_.OnJobIteration(Event(), 101, absl::Milliseconds(250), actions_);
-  ASSERT_EQ(actions_.directives.size(), 1u);  // S2.
-  actions_.directives[0].set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
-  Applied(1);
-  const std::vector<uint32_t> s2_m(
-      actions_.directives[0].directive().micro_batch_plan().micro_batches().begin(),
-      actions_.directives[0].directive().micro_batch_plan().micro_batches().end());
+  const std::vector<uint32_t> s2_m =
+      S2LOverS2("layer split dp2 6+10; bytes_moved=2000000; move_s=0.1; pause_s=0.35").first;
+  ASSERT_EQ(actions_.directives.size(), 2u);
   ASSERT_NE(s2_m, (std::vector<uint32_t>{16, 16, 16, 16}));
-  for (int64_t it = 102; it < 140 && actions_.directives.size() == 1; ++it) {
-    orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(190), actions_);
-  }
-  ASSERT_EQ(actions_.directives.size(), 2u);  // S2L.
-  falcon::v1::DirectiveRecord& s2l = actions_.directives[1];
-  s2l.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
-  falcon::v1::DirectiveAck* ack = s2l.add_acks();
-  ack->set_status(falcon::v1::ACK_STATUS_APPLIED);
-  ack->set_reason("layer split dp2 6+10; bytes_moved=2000000; move_s=0.1; pause_s=0.35");
-  Applied(2);
 
   // The controller restarts: a new orchestrator sees the event (with its log) recover.
   Orchestrator restarted({}, &clock_);
   restarted.SetErrorCounter(&errors_);
-  falcon::v1::Event logged = Event();
-  for (const falcon::v1::Action& a : actions_.actions) *logged.add_actions() = a;
-  logged.set_recovery_iteration(150);
-  logged.set_lost_seconds(1.1);  // What the event lost up to S2L (the controller keeps it).
+  falcon::v1::Event logged = Logged();
   common::testing::LogCapture log;
   restarted.OnRecovered(logged, actions_);
   EXPECT_EQ(log.Count("mitigation state rebuilt job=job event=1 rank=2 s2_directive=1 "
@@ -430,21 +458,10 @@ TEST_F(OrchestratorS2LTest, AfterARestartS2LRevertsToS2sPlanAndKeepsItsMeasuredC
   EXPECT_EQ(actions_.directives[3].directive().reverts_directive_id(), 1u);
 
   // A second event of the job costs S2L at the measured rate and pause.
-  falcon::v1::Event next = Event();
-  next.set_event_id(2);
-  next.set_lost_seconds(0);
-  restarted.OnVerdict(next, actions_);
-  absl::StatusOr<falcon::v1::DryRunPlanResponse> dry = restarted.DryRun(next, actions_);
-  ASSERT_TRUE(dry.ok()) << dry.status();
-  bool s2l_rung = false;
-  for (const falcon::v1::Action& a : dry->actions()) {
-    if (a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT) continue;
-    s2l_rung = true;
-    EXPECT_NE(a.reason().find("bytes / 2e+07 bytes/s (measured) + pause 0.25s (measured)"),
-              std::string::npos)
-        << a.reason();
-  }
-  EXPECT_TRUE(s2l_rung);
+  std::string rung = S2LRungReason(restarted);
+  EXPECT_NE(rung.find("bytes / 2e+07 bytes/s (measured) + pause 0.25s (measured)"),
+            std::string::npos)
+      << rung;
 
   // Another restart, after which a newer layer split of the job (directive 9) applied before
   // the event is rebuilt: the rebuild keeps the newer measurement.
@@ -463,37 +480,18 @@ TEST_F(OrchestratorS2LTest, AfterARestartS2LRevertsToS2sPlanAndKeepsItsMeasuredC
   logged.set_state(falcon::v1::EVENT_STATE_MITIGATING);
   again.OnJobIteration(logged, 151, absl::Milliseconds(250), actions_);
   EXPECT_EQ(log.Count("S2L pause rebuilt"), 1);  // Only the first restart's.
-  again.OnVerdict(next, actions_);
-  dry = again.DryRun(next, actions_);
-  ASSERT_TRUE(dry.ok()) << dry.status();
-  s2l_rung = false;
-  for (const falcon::v1::Action& a : dry->actions()) {
-    if (a.strategy() != falcon::v1::STRATEGY_S2L_LAYER_SPLIT) continue;
-    s2l_rung = true;
-    EXPECT_NE(a.reason().find("bytes / 4e+07 bytes/s (measured) + pause 0.4s (measured)"),
-              std::string::npos)
-        << a.reason();
-  }
-  EXPECT_TRUE(s2l_rung);
+  rung = S2LRungReason(again);
+  EXPECT_NE(rung.find("bytes / 4e+07 bytes/s (measured) + pause 0.4s (measured)"),
+            std::string::npos)
+      << rung;
 }
 
 // S2 disabled while S2L is in force hands what S2 replaced over to S2L (a revert without a
 // directive). A restarted controller sees the hand-over in the log: S2L's revert goes back to
 // the even micro-batches, not to S2's plan.
 TEST_F(OrchestratorS2LTest, AfterARestartAHandedOverS2LRevertsToTheEvenPlan) {
-  orchestrator_.OnVerdict(Event(), actions_);
-  FeedProbe(98);
-  orchestrator_.OnJobIteration(Event(), 101, absl::Milliseconds(250), actions_);
-  ASSERT_EQ(actions_.directives.size(), 1u);  // S2.
-  actions_.directives[0].set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
-  Applied(1);
-  int64_t it = 102;
-  for (; it < 140 && actions_.directives.size() == 1; ++it) {
-    orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(190), actions_);
-  }
-  ASSERT_EQ(actions_.directives.size(), 2u);  // S2L.
-  actions_.directives[1].set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
-  Applied(2);
+  const int64_t it = S2LOverS2().second;
+  ASSERT_EQ(actions_.directives.size(), 2u);
   actions_.settings.s2_enabled = false;
   orchestrator_.OnJobIteration(Event(), it, absl::Milliseconds(190), actions_);
   ASSERT_EQ(actions_.directives.size(), 2u);  // Handed over: no directive of its own.
@@ -503,12 +501,8 @@ TEST_F(OrchestratorS2LTest, AfterARestartAHandedOverS2LRevertsToTheEvenPlan) {
 
   Orchestrator restarted({}, &clock_);
   restarted.SetErrorCounter(&errors_);
-  falcon::v1::Event logged = Event();
-  for (const falcon::v1::Action& a : actions_.actions) *logged.add_actions() = a;
-  logged.set_recovery_iteration(150);
-  logged.set_lost_seconds(1.1);
   common::testing::LogCapture log;
-  restarted.OnRecovered(logged, actions_);
+  restarted.OnRecovered(Logged(), actions_);
   EXPECT_EQ(log.Count("mitigation state rebuilt job=job event=1 rank=2 s2_directive=0 "
                       "s2l_directive=2"),
             1);

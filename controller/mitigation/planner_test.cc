@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "controller/mitigation/fake_event_actions.h"
 #include "gtest/gtest.h"
 
 namespace falcon::controller::mitigation {
@@ -100,14 +101,8 @@ TEST(PlannerTest, S2ShiftsMicroBatchesAwayFromTheSlowGroup) {
 }
 
 TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpCommunicator) {
-  Culprit c;
-  c.cause = falcon::v1::CAUSE_COMMUNICATION;
-  falcon::v1::Link l;
-  l.set_src_rank(0);  // node0 -> node1: both in the stage-0 DP communicator.
-  l.set_dst_rank(2);
-  c.links = {l};
-  c.slowdown_ratio = 1.5;
-  absl::StatusOr<S3Plan> p = PlanS3(Shape(), c, absl::Milliseconds(100));
+  // node0 -> node1: both in the stage-0 DP communicator.
+  absl::StatusOr<S3Plan> p = PlanS3(Shape(), LinkCulprit(), absl::Milliseconds(100));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(p->improves) << p->summary;
   EXPECT_NE(p->summary.find("slow links in DP 1 -> 0"), std::string::npos) << p->summary;
@@ -120,13 +115,7 @@ TEST(PlannerTest, S3TakesTheSlowLinkOutOfTheDpCommunicator) {
 // Over an S2L split the topology model (even pipelines) does not apply: S3 says so rather than
 // plan a layout that might move the slow rank off the stage the split shrank.
 TEST(PlannerTest, S3IsNotApplicableWhileALayerSplitIsInForce) {
-  Culprit c;
-  c.cause = falcon::v1::CAUSE_COMMUNICATION;
-  falcon::v1::Link l;
-  l.set_src_rank(0);
-  l.set_dst_rank(2);
-  c.links = {l};
-  c.slowdown_ratio = 1.5;
+  const Culprit c = LinkCulprit();
   JobShape shape = SplitShape();
   ASSERT_TRUE(PlanS3(shape, c, absl::Milliseconds(100)).ok());
   shape.layer_split = std::vector<common::StageBlocks>(4, {8, 8});  // Even: the model's own.

@@ -1,6 +1,7 @@
 #include "controller/mitigation/s2l_layer_split.h"
 
 #include <numeric>
+#include <optional>
 
 #include "common/layer_split.h"
 #include "common/testing/log_capture.h"
@@ -35,6 +36,24 @@ class S2LLayerSplitTest : public ::testing::Test {
   }
   static std::vector<uint32_t> Values(const google::protobuf::RepeatedField<uint32_t>& v) {
     return std::vector<uint32_t>(v.begin(), v.end());
+  }
+  // Plans `s` at `step`, issues it and records its directive (the newest) APPLIED as the job's
+  // plan in force; the plan, or nullopt (and a failure) when it could not.
+  std::optional<PlannedDirective> IssueApplied(MitigationStrategy& s,
+                                               const analysis::plan::EscalationStep& step) {
+    absl::StatusOr<PlannedDirective> plan = s.Plan(step, ctx_, actions_);
+    if (!plan.ok()) {
+      ADD_FAILURE() << plan.status();
+      return std::nullopt;
+    }
+    if (absl::Status issued = s.Issue(step, *plan, ctx_, actions_); !issued.ok()) {
+      ADD_FAILURE() << issued;
+      return std::nullopt;
+    }
+    falcon::v1::DirectiveRecord applied = actions_.directives.back();
+    applied.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
+    RecordPlanInForce(applied, actions_, errors_);
+    return *plan;
   }
 
   FakeEventActions actions_;
@@ -139,12 +158,8 @@ TEST_F(S2LLayerSplitTest, SplitsTheSlowPipelineAndRebalancesItsMicroBatches) {
 TEST_F(S2LLayerSplitTest, OverS2ItsRevertRestoresS2sPlan) {
   analysis::plan::EscalationStep s2_step = step_;
   s2_step.strategy = analysis::plan::Strategy::kS2MicroBatch;
-  absl::StatusOr<PlannedDirective> s2_plan = s2_.Plan(s2_step, ctx_, actions_);
-  ASSERT_TRUE(s2_plan.ok()) << s2_plan.status();
-  ASSERT_TRUE(s2_.Issue(s2_step, *s2_plan, ctx_, actions_).ok());
-  falcon::v1::DirectiveRecord s2_applied = actions_.directives[0];
-  s2_applied.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
-  RecordPlanInForce(s2_applied, actions_, errors_);
+  const std::optional<PlannedDirective> s2_plan = IssueApplied(s2_, s2_step);
+  ASSERT_TRUE(s2_plan.has_value());
   const std::vector<uint32_t> s2_m = Values(actions_.job->job().micro_batches());
   ASSERT_NE(s2_m, (std::vector<uint32_t>{16, 16, 16, 16}));
   // S2's own ceiling (the even split, its micro-batches in multiples of PP): below S2L's.
@@ -166,12 +181,7 @@ TEST_F(S2LLayerSplitTest, OverS2ItsRevertRestoresS2sPlan) {
 // S4 restarts the job on fewer DP groups, which the trainer runs even: once its directive is
 // APPLIED, the job shows neither the split nor the micro-batch plan of the old shape.
 TEST_F(S2LLayerSplitTest, AnAppliedCheckpointRestartClearsTheSplitInForce) {
-  absl::StatusOr<PlannedDirective> plan = s2l_.Plan(step_, ctx_, actions_);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_TRUE(s2l_.Issue(step_, *plan, ctx_, actions_).ok());
-  falcon::v1::DirectiveRecord applied = actions_.directives[0];
-  applied.set_state(falcon::v1::DirectiveRecord::STATE_APPLIED);
-  RecordPlanInForce(applied, actions_, errors_);
+  ASSERT_TRUE(IssueApplied(s2l_, step_).has_value());
   ASSERT_EQ(actions_.job->job().layer_split_size(), 4);
 
   falcon::v1::DirectiveRecord restart;

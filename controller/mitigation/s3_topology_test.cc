@@ -6,18 +6,6 @@
 namespace falcon::controller::mitigation {
 namespace {
 
-// A slow link node0 -> node1 (ranks 0 -> 2, both in the stage-0 DP communicator).
-Culprit LinkCulprit() {
-  Culprit c;
-  c.cause = falcon::v1::CAUSE_COMMUNICATION;
-  falcon::v1::Link l;
-  l.set_src_rank(0);
-  l.set_dst_rank(2);
-  c.links = {l};
-  c.slowdown_ratio = 1.5;
-  return c;
-}
-
 class S3TopologyTest : public ::testing::Test {
  protected:
   S3TopologyTest() : ctx_(9, "job", LinkCulprit(), 3, 0.97, 3) {
