@@ -162,8 +162,12 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
   const double q = bocd_.ChangeProbabilityWithin(options_.lag);
   if (q >= th.change_probability) {
     const int64_t start = bocd_.MostProbableRecentStart(options_.lag);
-    const int64_t c = start + bocd_offset_;  // As an observation index.
-    if (start >= 0 && n - c >= options_.min_after && c - last_kept_ >= th.min_gap) {
+    // As an observation index. A start within `min_gap` of the last kept change is placed at
+    // the first observation the gap allows: rejected there, a change that soon after another
+    // (a speed-up of 11% at iteration 66, the link cap's x1.5 at 75: seen on the netns cluster)
+    // aged past `lag` before it could be kept and was never proposed again.
+    const int64_t c = std::max(start + bocd_offset_, last_kept_ + th.min_gap);
+    if (start >= 0 && n - c >= options_.min_after) {
       if (std::optional<DetectorEvent> event = Verify(c, q, /*again=*/false)) return event;
       if (options_.recheck > n - c) {
         if (recheck_first_ < 0) {

@@ -27,9 +27,11 @@ namespace falcon::analysis::detect {
 // The thresholds an operator may change while a job runs (proto Settings). Defaults as there.
 struct DetectorThresholds {
   double verification_ratio = 0.10;  // Min relative level change, (0, 10].
-  int min_gap = 10;                  // Min observations between kept changes, [1, 10000].
-  double hazard = 1.0 / 250.0;       // BOCD constant hazard, (0, 1).
-  double change_probability = 0.9;   // Lagged change-point probability to propose, (0, 1).
+  // Min observations between kept changes, [1, 10000]. A change proposed nearer the last kept
+  // one is verified at the first observation the gap allows.
+  int min_gap = 10;
+  double hazard = 1.0 / 250.0;      // BOCD constant hazard, (0, 1).
+  double change_probability = 0.9;  // Lagged change-point probability to propose, (0, 1).
 
   absl::Status Validate() const;  // kInvalidArgument naming the field.
 };

@@ -209,8 +209,8 @@ void DetectionManager::Feed(Pipeline& p, const registry::JobEntry& job, uint32_t
   absl::StatusOr<std::optional<analysis::detect::DetectorEvent>> ev =
       s.detector->Add(iteration, absl::Nanoseconds(time_ns));
   NoteArmed(p, RankSeries(rank), s, iteration, replay);
+  OnObservation(p, RankSeries(rank), s, iteration, ev, replay, uow);
   if (!replay) {
-    if (ev.ok() && ev->has_value()) OnDetection(p, RankSeries(rank), s, **ev, uow);
     events_->ObserveSeries(p.job, RankSeries(rank), iteration, absl::Nanoseconds(time_ns));
   }
   std::vector<JobPoint> done;
@@ -244,7 +244,10 @@ void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, 
       p.baseline_next = (p.baseline_next + 1) % kBaseline;
     }
   }
-  if (replay) return;
+  if (replay) {
+    OnObservation(p, kJobSeries, s, point.iteration, ev, /*replay=*/true, uow);
+    return;
+  }
 
   const int64_t bucket = point.iteration / options_.history_stride * options_.history_stride;
   if (bucket != p.bucket_start) {
@@ -266,7 +269,7 @@ void DetectionManager::CompleteJobIteration(Pipeline& p, const JobPoint& point, 
   }
 
   JudgePendingOnsets(p, uow);  // The ranks' series decided first, as their summaries came.
-  if (ev.ok() && ev->has_value()) OnDetection(p, kJobSeries, s, **ev, uow);
+  OnObservation(p, kJobSeries, s, point.iteration, ev, replay, uow);
   CheckLeftAfterEnvironment(p, point.iteration, point.iteration_time_ns, uow);
   events_->ObserveSeries(p.job, kJobSeries, point.iteration,
                          absl::Nanoseconds(point.iteration_time_ns));
@@ -448,6 +451,19 @@ void DetectionManager::Onset(Pipeline& p, const std::string& series, const Serie
     uow->AfterCommit([line]() { LOG(INFO) << line; });
   }
   localizer_->Start(e, uow);
+}
+
+void DetectionManager::OnObservation(
+    Pipeline& p, const std::string& series, const Series& s, int64_t iteration,
+    const absl::StatusOr<std::optional<analysis::detect::DetectorEvent>>& ev, bool replay,
+    core::UnitOfWork* uow) {
+  if (!ev.ok()) {
+    LOG(WARNING) << "observation refused by the detector job=" << p.job << " series=" << series
+                 << " iteration=" << iteration << " error=\"" << ev.status().message() << "\"";
+    if (metrics_ != nullptr) metrics_->CountError(metrics::where::kDetectionObservation);
+    return;
+  }
+  if (!replay && ev->has_value()) OnDetection(p, series, s, **ev, uow);
 }
 
 void DetectionManager::OnDetection(Pipeline& p, const std::string& series, const Series& s,

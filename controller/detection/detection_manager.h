@@ -210,6 +210,11 @@ class DetectionManager {
   void NoteArmed(Pipeline& p, const std::string& series, Series& s, int64_t iteration, bool replay);
   void OnDetection(Pipeline& p, const std::string& series, const Series& s,
                    const analysis::detect::DetectorEvent& ev, core::UnitOfWork* uow);
+  // What `series`' detector made of the time of `iteration`: an event goes to OnDetection
+  // (unless `replay`), a refusal is logged and counted (the observation is skipped).
+  void OnObservation(Pipeline& p, const std::string& series, const Series& s, int64_t iteration,
+                     const absl::StatusOr<std::optional<analysis::detect::DetectorEvent>>& ev,
+                     bool replay, core::UnitOfWork* uow);
   // A slowdown onset of `series`: joins an active event, or is an environment shift (when
   // `judge_environment`; docs/algorithms.md#environment-shifts), or opens a new event
   // (`after_environment_shift`: the slowdown an environment shift left, SeriesOnset).

@@ -190,6 +190,7 @@ inline constexpr char kDirectiveTimedOut[] = "directive_timed_out";
 inline constexpr char kTickCommit[] = "tick_commit";
 inline constexpr char kDetectionSetThresholds[] = "detection_set_thresholds";
 inline constexpr char kDetectionEnvironment[] = "detection_environment";
+inline constexpr char kDetectionObservation[] = "detection_observation";
 inline constexpr char kValidationPauseTimeout[] = "validation_pause_timeout";
 inline constexpr char kValidationTaskTimeout[] = "validation_task_timeout";
 inline constexpr char kMitigationStart[] = "mitigation_start";
@@ -265,6 +266,9 @@ inline constexpr common::metrics::ErrorSite kErrorSites[] = {
     {where::kDetectionEnvironment,
      "A slowdown could not be judged against the ranks' compute: it opens its event as if no "
      "compute were known"},
+    {where::kDetectionObservation,
+     "A series' detector refused an iteration time (not after its previous iteration, or out of "
+     "range): that observation is skipped"},
     {where::kValidationPauseTimeout,
      "Not every rank confirmed the validation pause in time: validation ran anyway"},
     {where::kValidationTaskTimeout,
