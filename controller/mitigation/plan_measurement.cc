@@ -7,11 +7,12 @@
 namespace falcon::controller::mitigation {
 
 PlanMeasurement::PlanMeasurement(int window, double no_help_fraction)
-    : window_(std::max(1, window)), no_help_fraction_(no_help_fraction) {}
+    : window_(std::max(1, window)), no_help_fraction_(no_help_fraction), needed_(window_) {}
 
 void PlanMeasurement::Restart(int64_t from) {
   from_ = from;
   samples_ns_.clear();
+  needed_ = window_;
   judged_ = false;
 }
 
@@ -24,18 +25,32 @@ std::optional<absl::Duration> PlanMeasurement::Add(int64_t iteration,
                                                    absl::Duration iteration_time) {
   if (from_ < 0 || iteration <= from_) return std::nullopt;
   samples_ns_.push_back(absl::ToInt64Nanoseconds(iteration_time));
-  if (static_cast<int>(samples_ns_.size()) > window_) samples_ns_.erase(samples_ns_.begin());
-  return absl::Nanoseconds(common::Median(samples_ns_));
+  // Until judged, the plan's first samples are kept for a longer window; then its latest.
+  const int keep = judged_ ? window_ : kLongerWindows * window_;
+  while (static_cast<int>(samples_ns_.size()) > keep) samples_ns_.erase(samples_ns_.begin());
+  return absl::Nanoseconds(common::Median(Latest(window_)));
+}
+
+std::vector<int64_t> PlanMeasurement::Latest(int n) const {
+  const size_t k = std::min(samples_ns_.size(), static_cast<size_t>(n));
+  return std::vector<int64_t>(samples_ns_.end() - static_cast<std::ptrdiff_t>(k),
+                              samples_ns_.end());
 }
 
 std::optional<PlanMeasurement::Judgement> PlanMeasurement::Judge(absl::Duration slow,
                                                                  double outside_load) {
   if (!Due()) return std::nullopt;
-  judged_ = true;
   Judgement j;
-  j.median = absl::Nanoseconds(common::Median(samples_ns_));
+  j.iterations = needed_;
+  j.median = absl::Nanoseconds(common::Median(Latest(needed_)));
   j.judged = outside_load > 0 ? j.median / outside_load : j.median;
   j.helped = j.judged < slow * no_help_fraction_;
+  if (!j.helped && needed_ == window_ && j.judged < slow) {
+    needed_ = kLongerWindows * window_;
+    j.final = false;
+    return j;
+  }
+  judged_ = true;
   return j;
 }
 

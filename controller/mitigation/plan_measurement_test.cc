@@ -32,13 +32,55 @@ TEST(PlanMeasurement, NoFasterThanTheFractionOfSlowDidNotHelp) {
   m.Add(2, absl::Milliseconds(136));
   std::optional<PlanMeasurement::Judgement> j = m.Judge(absl::Milliseconds(140));
   ASSERT_TRUE(j.has_value());
-  EXPECT_FALSE(j->helped);  // 136 >= 0.97 x 140 = 135.8.
+  // 136 >= 0.97 x 140 = 135.8, yet faster than slow: undecided, measured over 3 windows.
+  EXPECT_FALSE(j->final);
+  EXPECT_EQ(j->iterations, 2);
+  EXPECT_FALSE(m.Due());
+  EXPECT_FALSE(m.Judge(absl::Milliseconds(140)).has_value());
+  for (int64_t i = 3; i <= 6; ++i) m.Add(i, absl::Milliseconds(136));
+  j = m.Judge(absl::Milliseconds(140));
+  ASSERT_TRUE(j.has_value());
+  EXPECT_TRUE(j->final);
+  EXPECT_EQ(j->iterations, 6);
+  EXPECT_FALSE(j->helped);
+  EXPECT_FALSE(m.Judge(absl::Milliseconds(140)).has_value());  // Once.
   // A new plan is judged afresh.
   m.Restart(5);
   EXPECT_FALSE(m.Judge(absl::Milliseconds(140)).has_value());
   m.Add(6, absl::Milliseconds(100));
   m.Add(7, absl::Milliseconds(100));
   EXPECT_TRUE(m.Judge(absl::Milliseconds(140))->helped);
+}
+
+TEST(PlanMeasurement, NoFasterThanSlowIsJudgedOnTheFirstWindow) {
+  PlanMeasurement m(2, 0.97);
+  m.Restart(0);
+  m.Add(1, absl::Milliseconds(140));
+  m.Add(2, absl::Milliseconds(150));
+  std::optional<PlanMeasurement::Judgement> j = m.Judge(absl::Milliseconds(140));
+  ASSERT_TRUE(j.has_value());
+  EXPECT_TRUE(j->final);
+  EXPECT_FALSE(j->helped);
+}
+
+// The longer window holds the plan's first iterations: its median outvotes a slow start, and
+// after the judgement the reported median is the latest window's again.
+TEST(PlanMeasurement, TheLongerWindowJudgesTheFirstIterationsOfThePlan) {
+  PlanMeasurement m(2, 0.97);
+  m.Restart(0);
+  m.Add(1, absl::Milliseconds(138));
+  m.Add(2, absl::Milliseconds(138));
+  EXPECT_FALSE(m.Judge(absl::Milliseconds(140))->final);
+  m.Add(3, absl::Milliseconds(100));
+  m.Add(4, absl::Milliseconds(100));
+  m.Add(5, absl::Milliseconds(100));
+  EXPECT_EQ(*m.Add(6, absl::Milliseconds(100)), absl::Milliseconds(100));
+  std::optional<PlanMeasurement::Judgement> j = m.Judge(absl::Milliseconds(140));
+  ASSERT_TRUE(j.has_value());
+  EXPECT_TRUE(j->final);
+  EXPECT_TRUE(j->helped);
+  EXPECT_EQ(j->median, absl::Milliseconds(100));
+  EXPECT_EQ(*m.Add(7, absl::Milliseconds(200)), absl::Milliseconds(150));
 }
 
 // Load from outside the job during the window is divided out first: slower than slow under a x1.3

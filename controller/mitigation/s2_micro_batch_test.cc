@@ -122,13 +122,46 @@ TEST_F(S2MicroBatchTest, DryRunRecordsThePlanAndItsRevertWithoutSending) {
 
 TEST_F(S2MicroBatchTest, MeasuresUnderThePlanAndSaysWhenItDidNotHelp) {
   PlanAndIssue();
-  EXPECT_FALSE(s2_.Measure(103, absl::Milliseconds(139), ctx_, actions_).has_value());
-  EXPECT_FALSE(s2_.Measure(104, absl::Milliseconds(139), ctx_, actions_).has_value());
-  EXPECT_FALSE(s2_.Measure(105, absl::Milliseconds(139), ctx_, actions_).has_value());
-  const std::optional<std::string> why = s2_.Measure(106, absl::Milliseconds(139), ctx_, actions_);
+  EXPECT_FALSE(s2_.Measure(103, absl::Milliseconds(141), ctx_, actions_).has_value());
+  EXPECT_FALSE(s2_.Measure(104, absl::Milliseconds(141), ctx_, actions_).has_value());
+  EXPECT_FALSE(s2_.Measure(105, absl::Milliseconds(141), ctx_, actions_).has_value());
+  // No faster than slow: judged on the first window.
+  const std::optional<std::string> why = s2_.Measure(106, absl::Milliseconds(141), ctx_, actions_);
   ASSERT_TRUE(why.has_value());
-  EXPECT_EQ(*why, "measured 0.139 s under the plan vs slow 0.140 s: it did not help");
+  EXPECT_EQ(*why,
+            "measured 0.141 s under the plan (median of 3 iterations) vs slow 0.140 s: it did not "
+            "help");
   EXPECT_EQ(actions_.mitigated_times.size(), 3u);
+}
+
+TEST_F(S2MicroBatchTest, APlanWithinTheNoiseOfSlowIsMeasuredLonger) {
+  PlanAndIssue();
+  // 139 ms: faster than the slow 140 ms, not by 3%. Judged again over 3 windows of 3.
+  int64_t iteration = 103;
+  for (; iteration <= 111; ++iteration) {
+    EXPECT_FALSE(s2_.Measure(iteration, absl::Milliseconds(139), ctx_, actions_).has_value())
+        << "iteration " << iteration;
+  }
+  std::optional<std::string> why = s2_.Measure(iteration, absl::Milliseconds(139), ctx_, actions_);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_EQ(*why,
+            "measured 0.139 s under the plan (median of 9 iterations) vs slow 0.140 s: it did not "
+            "help");
+}
+
+TEST_F(S2MicroBatchTest, APlanThatHelpsOverTheLongerWindowIsKept) {
+  PlanAndIssue();
+  common::testing::LogCapture log;
+  // The first window (104-106) within the noise of slow, the next 6 iterations clearly faster.
+  for (int64_t iteration = 104; iteration <= 112; ++iteration) {
+    const absl::Duration t = absl::Milliseconds(iteration <= 106 ? 139 : 120);
+    EXPECT_FALSE(s2_.Measure(iteration, t, ctx_, actions_).has_value())
+        << "iteration " << iteration;
+  }
+  EXPECT_EQ(actions_.mitigated_times.back(), absl::Milliseconds(120));
+  EXPECT_EQ(log.Matching("plan measured longer").size(), 1u);
+  ASSERT_EQ(log.Matching("plan kept").size(), 1u);
+  EXPECT_NE(log.Matching("plan kept")[0].find("(median of 9 iterations)"), std::string::npos);
 }
 
 TEST_F(S2MicroBatchTest, RejectedDirectiveDropsThePlanAndFailedCallsAreCounted) {

@@ -139,13 +139,20 @@ std::optional<std::string> MitigationStrategy::Measure(int64_t iteration,
                                   : 1.0;
   const std::optional<PlanMeasurement::Judgement> j = ctx.measurement.Judge(ctx.slow, outside_load);
   if (!j.has_value()) return std::nullopt;
-  std::string measured =
-      absl::StrFormat("measured %.3f s under the plan vs slow %.3f s",
-                      absl::ToDoubleSeconds(j->median), absl::ToDoubleSeconds(ctx.slow));
+  std::string measured = absl::StrFormat(
+      "measured %.3f s under the plan (median of %d iterations) vs slow %.3f s",
+      absl::ToDoubleSeconds(j->median), j->iterations, absl::ToDoubleSeconds(ctx.slow));
   if (outside_load != 1.0) {
     absl::StrAppendFormat(
         &measured, " (x%.2f outside load on the culprit's stage peers' compute: %.3f s without it)",
         outside_load, absl::ToDoubleSeconds(j->judged));
+  }
+  if (!j->final) {
+    LOG(INFO) << "plan measured longer " << ctx.Subject() << " directive=" << directive_
+              << " strategy=" << ShortName(level()) << " why=\"" << measured
+              << ": within the noise of slow, judged again over "
+              << PlanMeasurement::kLongerWindows * j->iterations << " iterations\"";
+    return std::nullopt;
   }
   if (j->helped) {
     LOG(INFO) << "plan kept " << ctx.Subject() << " directive=" << directive_
