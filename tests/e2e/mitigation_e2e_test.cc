@@ -223,10 +223,17 @@ TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan)
   // The single-fault case applies S2 about 10 iterations after the onset; the second fault leaves
   // the first ~100 iterations to be localized, mitigated and measured under load.
   constexpr int kSecondFrom = kFaultFrom + 110;
+  // x2, not the single-fault cases' x1.5: the first plan must be in force when the second fault
+  // begins, and at x1.5 the job slowed x1.17 and S2 gained about 5% (0.298 -> 0.284 s
+  // predicted), within the drift of a loaded 2-core machine: CI saw the plan measured 0.292 s
+  // against slow 0.298 s, judged no help and reverted, and the second fault then hid behind the
+  // first (no second event).
+  constexpr double kSlowdown = 2.0;
   falcon::v1::Settings settings;
   settings.set_s3_cost_seconds(1e5);  // Judge S2 on its own.
   auto cluster = Start(
-      {ComputeFault(kFirst, 1.5, kFaultFrom), ComputeFault(kSecond, 1.5, kSecondFrom)}, settings);
+      {ComputeFault(kFirst, kSlowdown, kFaultFrom), ComputeFault(kSecond, kSlowdown, kSecondFrom)},
+      settings);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   harness::LocalCluster& c = (*cluster)->cluster();
 
@@ -246,6 +253,13 @@ TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan)
   const int64_t eff1 = first_s2->directive().effective_iteration();
   ASSERT_LT(eff1 + 20, kSecondFrom)
       << "the first fault's S2 came too late to be in force before the second fault\n"
+      << Dump(c);
+  // Judged and kept (a plan is judged within 15 iterations of its effective one: 5, or 15 when
+  // the first 5 are within the noise of slow), else the second fault hides behind the first.
+  ASSERT_TRUE(Await(c, absl::Seconds(90), [&] { return GetJob(c).last_iteration() >= eff1 + 17; }))
+      << Dump(c);
+  ASSERT_EQ(GetJob(c).plan_version(), first_s2->directive().plan_version())
+      << "the first fault's S2 plan is no longer in force\n"
       << Dump(c);
 
   // 2. The second fault: an event naming rank 6 whose (joint) S2 plan is applied, then 25
@@ -361,14 +375,14 @@ TEST(MitigationE2eTest, TwoComputeFailSlowsInDifferentDpGroupsGetOneJointS2Plan)
                                   << Dump(c);
 
   // The second fault slowed the job clearly beyond the first plan's level, and the joint plan took
-  // back a clear share of it. Its bound: with two groups at x1.5 the best split of 64 micro-batches
-  // in multiples of PP ([20, 12, 12, 20]) leaves the slow groups 18 micro-batch times and the
-  // healthy 20, against 24-27 for the new culprit's group under the first plan (16-18
-  // micro-batches): ~0.5-0.6 of the compute. 0.3, as in the single-fault case, fails a plan that
-  // covers only one culprit (the other group back at 16+ micro-batches x1.5: ~0). "Clearly
-  // beyond": 10%. The emulated device slows by the quota's factor exactly (x1.5, not the x1.8-2.0
-  // it read before), and the job's messages and all-reduce, a fifth of its iteration, are not
-  // slowed: measured x1.18 over the first plan's level.
+  // back a clear share of it. Its bound: with two groups at x2 the best split of 64 micro-batches
+  // in multiples of PP ([22, 10, 10, 22]) leaves the slow groups 20 micro-batch times and the
+  // healthy 22, against 32-36 for the new culprit's group under the first plan (16-18
+  // micro-batches): ~0.6 of the compute. 0.3, as in the single-fault case, fails a plan that
+  // covers only one culprit (the other group back at 16+ micro-batches x2: ~0). "Clearly
+  // beyond": 10%. The emulated device slows by the quota's factor exactly, and the job's messages
+  // and all-reduce, a fifth of its iteration, are not slowed (at x1.5: measured x1.18 over the
+  // first plan's level).
   EXPECT_GT(slow2, mitigated1 * 1.1) << Dump(c);
   EXPECT_GE(recovered, 0.3) << "slowdown recovered " << recovered << "\n" << Dump(c);
 }
