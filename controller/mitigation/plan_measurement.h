@@ -28,7 +28,8 @@ class PlanMeasurement {
   void Restart(int64_t from);
   // After a controller restart: the plan in force took effect at `from` and the job had reached
   // `last_iteration` when the state was lost. Measures from the next iteration on, as Restart;
-  // a plan whose window had filled by `last_iteration` was judged then and is not judged again.
+  // a plan whose window had filled by `last_iteration` was judged then and is not judged again
+  // (one still measured longer then counts as kept: what it measured was lost with the state).
   void Resume(int64_t from, int64_t last_iteration);
   // The effective iteration of the plan measured; -1 when none.
   int64_t from() const { return from_; }

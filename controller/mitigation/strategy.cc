@@ -132,7 +132,8 @@ std::optional<std::string> MitigationStrategy::Measure(int64_t iteration,
           << " median_s=" << absl::ToDoubleSeconds(*median);
   if (!ctx.measurement.Due()) return std::nullopt;
   // Load from outside the job since the plan was issued, as the culprit's stage peers compute
-  // (S2 of a compute fail-slow; 1: not measured). Read once per plan, when it is judged.
+  // (S2 of a compute fail-slow; 1: not measured). Read when the plan is judged (twice when
+  // the first window is undecided).
   const double peers_now = ctx.probe.PeerLevel();
   const double outside_load = ctx.peer_level_before_plan > 0 && peers_now > 0
                                   ? peers_now / ctx.peer_level_before_plan
