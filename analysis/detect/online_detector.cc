@@ -165,10 +165,18 @@ std::optional<DetectorEvent> OnlineDetector::Decide() {
     // As an observation index. A start within `min_gap` of the last kept change is placed at
     // the first observation the gap allows: rejected there, a change that soon after another
     // (a speed-up of 11% at iteration 66, the link cap's x1.5 at 75: seen on the netns cluster)
-    // aged past `lag` before it could be kept and was never proposed again.
-    const int64_t c = std::max(start + bocd_offset_, last_kept_ + th.min_gap);
+    // aged past `lag` before it could be kept and was never proposed again. Its stretch before
+    // then ends at the proposed start, when at least kPersistence observations lie between the
+    // last kept change and it: the observations between the two starts are on neither side, so
+    // the level before (the event's healthy time) and the ratio are the old level's.
+    const int64_t proposed = start + bocd_offset_;
+    const int64_t c = std::max(proposed, last_kept_ + th.min_gap);
+    const int64_t before_end =
+        c > proposed && proposed - last_kept_ >= OnlineDetectorOptions::kPersistence ? proposed : c;
     if (start >= 0 && n - c >= options_.min_after) {
-      if (std::optional<DetectorEvent> event = Verify(c, q, /*again=*/false)) return event;
+      if (std::optional<DetectorEvent> event = Verify(c, q, /*again=*/false, before_end)) {
+        return event;
+      }
       if (options_.recheck > n - c) {
         if (recheck_first_ < 0) {
           recheck_first_ = c;
@@ -212,14 +220,16 @@ int64_t OnlineDetector::BestSplit(int64_t from, int64_t lo, int64_t hi) const {
   return best;
 }
 
-std::optional<DetectorEvent> OnlineDetector::Verify(int64_t c, double probability, bool again) {
+std::optional<DetectorEvent> OnlineDetector::Verify(int64_t c, double probability, bool again,
+                                                    int64_t before_end) {
   const DetectorThresholds& th = options_.thresholds;
   const int64_t n = observations_;
-  const int64_t before_begin = std::max(last_kept_, c - options_.window);
-  if (before_begin >= c) return std::nullopt;
+  if (before_end < 0) before_end = c;
+  const int64_t before_begin = std::max(last_kept_, before_end - options_.window);
+  if (before_begin >= before_end) return std::nullopt;
   before_.clear();
   after_.clear();
-  for (int64_t i = before_begin; i < c; ++i) before_.push_back(ValueAt(i));
+  for (int64_t i = before_begin; i < before_end; ++i) before_.push_back(ValueAt(i));
   for (int64_t i = c; i < n; ++i) after_.push_back(ValueAt(i));
   const LevelComparison cmp = CompareLevels(before_, after_, th.verification_ratio);
   if (!cmp.significant) return std::nullopt;
@@ -253,6 +263,7 @@ std::optional<DetectorEvent> OnlineDetector::Verify(int64_t c, double probabilit
   event.iteration = IterationAt(c);
   event.decided_at = last_iteration_;
   event.before_iteration = IterationAt(before_begin);
+  event.before_end_iteration = IterationAt(before_end);
   event.ratio = cmp.mean_before > 0 ? cmp.mean_after / cmp.mean_before : 0.0;
   event.probability = probability;
   event.mean_before = cmp.mean_before;

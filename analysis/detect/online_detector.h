@@ -98,8 +98,13 @@ struct DetectorEvent {
   int64_t decided_at = 0;                   // Iteration whose observation completed the decision.
   // Iteration of the first observation of the stretch before the change that verification
   // compared with [iteration, decided_at] (at most `window` observations, none before the
-  // previous kept change).
+  // previous kept change; for a change placed at `min_gap`, the stretch ends at the proposed
+  // start, a few observations before `iteration`).
   int64_t before_iteration = 0;
+  // Iteration just past that stretch: `iteration`, except for a change placed at `min_gap`, where
+  // it is the proposed start (the observations from there to `iteration` are on neither side).
+  // 0 in an event made elsewhere: `iteration`.
+  int64_t before_end_iteration = 0;
   double ratio = 1.0;  // mean_after / mean_before.
   // Lagged change-point probability when the change was proposed (its latest proposal).
   double probability = 0;
@@ -145,8 +150,9 @@ class OnlineDetector {
   // Verification of the change starting at observation index `c` on [c, observations_), with the
   // persistence test; the event when it passes (it is then the last kept change). `again`: a
   // recheck, which also needs the two halves of the stretch after within half the ratio of each
-  // other.
-  std::optional<DetectorEvent> Verify(int64_t c, double probability, bool again);
+  // other. The stretch before ends at `before_end` (<= c; -1: at c).
+  std::optional<DetectorEvent> Verify(int64_t c, double probability, bool again,
+                                      int64_t before_end = -1);
   // The observation index k in [lo, hi] that best splits [from, observations_) into two levels
   // (least squares: the largest (mean after k - mean before)^2 x n1 n2 / (n1 + n2)); -1 when the
   // range is empty. Needs from < lo.

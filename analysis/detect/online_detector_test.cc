@@ -162,13 +162,12 @@ TEST(OnlineDetectorTest, ASlowStartDoesNotBlindTheDetector) {
   }
 }
 
-// A series that never settles within max_warmup is standardized on its latest `warmup`
-// observations then, not left without a detector.
 TEST(OnlineDetectorTest, AChangeSoonAfterAKeptOneIsFoundAtTheGap) {
   // As in a netns cluster's link-cap run (pytorch_e2e): the job sped up at iteration 66 (a
   // speed-up, kept; 11% there, 15% here so that every seed keeps it) and the cap slowed it x1.7
   // at 75, 9 observations later. The slowdown is kept at the first observation min_gap (10)
-  // allows, 76, not missed once it aged past `lag`. Its stretch before holds iteration 75.
+  // allows, 76, not missed once it aged past `lag`. Its stretch before ends at the proposed
+  // start: the level before is the faster one, and the ratio the step's.
   for (uint32_t seed = 0; seed < 20; ++seed) {
     OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
     const auto events = Feed(d, Series(160, 0.03, seed, [](int i) {
@@ -181,10 +180,34 @@ TEST(OnlineDetectorTest, AChangeSoonAfterAKeptOneIsFoundAtTheGap) {
     EXPECT_EQ(events[1].iteration, std::max<int64_t>(75, events[0].iteration + 10))
         << "seed " << seed;
     EXPECT_LE(events[1].decided_at, events[1].iteration + 6) << "seed " << seed;
-    EXPECT_GT(events[1].ratio, 1.5) << "seed " << seed;
+    EXPECT_NEAR(events[1].mean_before, 0.40, 0.02) << "seed " << seed;
+    EXPECT_NEAR(events[1].ratio, 0.70 / 0.40, 0.1) << "seed " << seed;
   }
 }
 
+// A relapse 6 observations after a kept recovery: the stretch before is those 6 observations at
+// the recovered level, so a x1.2 relapse is found and its level before is the recovered one.
+TEST(OnlineDetectorTest, ARelapseSoonAfterARecoveryIsFound) {
+  int found = 0;
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    OnlineDetector d = *OnlineDetector::Create(OnlineDetectorOptions());
+    const auto events = Feed(d, Series(400, 0.03, seed, [](int i) {
+                               return i < 200 ? 1.0 : i < 300 ? 1.5 : i < 306 ? 1.0 : 1.2;
+                             }));
+    ASSERT_GE(events.size(), 2u) << "seed " << seed;
+    EXPECT_EQ(events[1].kind, ChangeKind::kRecovery) << "seed " << seed;
+    if (events.size() < 3) continue;
+    EXPECT_EQ(events.size(), 3u) << "seed " << seed;
+    EXPECT_EQ(events[2].kind, ChangeKind::kSlowdown) << "seed " << seed;
+    EXPECT_NEAR(events[2].mean_before, 1.0, 0.05) << "seed " << seed;
+    EXPECT_NEAR(events[2].ratio, 1.2, 0.05) << "seed " << seed;
+    ++found;
+  }
+  EXPECT_GE(found, 18);
+}
+
+// A series that never settles within max_warmup is standardized on its latest `warmup`
+// observations then, not left without a detector.
 TEST(OnlineDetectorTest, AnUnsettledSeriesWarmsUpAtMaxWarmup) {
   OnlineDetectorOptions o;
   o.max_warmup = 60;

@@ -57,7 +57,8 @@ void EnvironmentGate::AddTransfer(const std::string& job, uint64_t comm_id, int6
 }
 
 analysis::detect::CommStretches EnvironmentGate::Transfers(const JobState& state, int64_t from,
-                                                           int64_t iteration, int64_t to) const {
+                                                           int64_t until, int64_t iteration,
+                                                           int64_t to) const {
   analysis::detect::CommStretches out;
   auto values = [&](const Ring& ring, int64_t lo, int64_t hi) {
     std::vector<double> v;
@@ -69,7 +70,7 @@ analysis::detect::CommStretches EnvironmentGate::Transfers(const JobState& state
   };
   for (const auto& [comm_id, ring] : state.comms) {
     out.comm_ids.push_back(comm_id);
-    out.before.push_back(values(ring, from, iteration));
+    out.before.push_back(values(ring, from, until));
     out.after.push_back(values(ring, iteration, to));
   }
   return out;
@@ -103,11 +104,17 @@ absl::StatusOr<EnvironmentJudgement> EnvironmentGate::JudgeSlowdown(const regist
   options.min_relative_change = threshold;
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   JobState& state = jobs_[job.name()];
-  const int64_t from = std::max(ev.before_iteration, ev.iteration - kBeforeIterations);
+  // The stretch before as verification compared it: it may end before the change's iteration
+  // (a change placed at min_gap, online_detector.h).
+  const int64_t until =
+      ev.before_end_iteration > ev.before_iteration && ev.before_end_iteration <= ev.iteration
+          ? ev.before_end_iteration
+          : ev.iteration;
+  const int64_t from = std::max(ev.before_iteration, until - kBeforeIterations);
   // Every series of the job decides on nearly the same stretches: measured once for them.
   auto found = std::find_if(state.measured.begin(), state.measured.end(), [&](const Measured& c) {
-    return c.from == from && c.iteration == ev.iteration && c.decided_at == ev.decided_at &&
-           c.ranks == job.ranks();
+    return c.from == from && c.until == until && c.iteration == ev.iteration &&
+           c.decided_at == ev.decided_at && c.ranks == job.ranks();
   });
   if (found == state.measured.end()) {
     // A stale entry first, else a new one (the oldest goes beyond kMaxMeasured).
@@ -120,7 +127,7 @@ absl::StatusOr<EnvironmentJudgement> EnvironmentGate::JudgeSlowdown(const regist
     }
   }
   Measured& m = *found;
-  if (m.from != from) {
+  if (m.from != from || m.until != until) {
     ++measurements_;
     std::vector<int32_t> stages;
     stages.reserve(job.ranks().size());
@@ -129,9 +136,10 @@ absl::StatusOr<EnvironmentJudgement> EnvironmentGate::JudgeSlowdown(const regist
       stages.push_back(info == nullptr ? -1 : info->pp_index());
     }
     absl::StatusOr<ComputeBaseline> baseline =
-        analysis::detect::MeasureBaseline(stages, Stretch(state, job.ranks(), from, ev.iteration));
+        analysis::detect::MeasureBaseline(stages, Stretch(state, job.ranks(), from, until));
     if (!baseline.ok()) return baseline.status();
     m.from = from;
+    m.until = until;
     m.iteration = ev.iteration;
     m.decided_at = ev.decided_at;
     m.ranks = job.ranks();
@@ -141,9 +149,9 @@ absl::StatusOr<EnvironmentJudgement> EnvironmentGate::JudgeSlowdown(const regist
   absl::StatusOr<EnvironmentJudgement> j =
       analysis::detect::JudgeEnvironment(ev.ratio, m.baseline, m.after, options);
   if (j.ok() && j->environment) {
-    absl::StatusOr<analysis::detect::CommStandout> comm =
-        analysis::detect::FindCommStandout(Transfers(state, from, ev.iteration, ev.decided_at + 1),
-                                           threshold, (ev.mean_after - ev.mean_before) * 1e9);
+    absl::StatusOr<analysis::detect::CommStandout> comm = analysis::detect::FindCommStandout(
+        Transfers(state, from, until, ev.iteration, ev.decided_at + 1), threshold,
+        (ev.mean_after - ev.mean_before) * 1e9);
     if (!comm.ok()) return comm.status();
     if (comm->stands_out) {
       j->environment = false;

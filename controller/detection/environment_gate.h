@@ -54,13 +54,13 @@ class EnvironmentGate {
                    int64_t transfer_ns);
 
   // Judges the slowdown `ev` (kSlowdown) of a series of `job` at verification ratio `threshold`
-  // over [before_iteration, iteration) (its last kBeforeIterations) and [iteration,
-  // decided_at]. The columns are `job`'s registered ranks with their pipeline stage
-  // (RankInfo.pp_index). A slowdown that compute calls the environment's is not when a
-  // communicator's transfer time stands out (analysis::detect::FindCommStandout) over the same
-  // stretches. When `remember` and the slowdown is an environment shift, its baseline
-  // is remembered unless one is (the first shift's: compute at the healthy level).
-  // kInvalidArgument: threshold out of (0, 10] or a ratio <= 0.
+  // over [before_iteration, before_end_iteration) (its last kBeforeIterations; the stretch
+  // verification compared) and [iteration, decided_at]. The columns are `job`'s registered ranks
+  // with their pipeline stage (RankInfo.pp_index). A slowdown that compute calls the environment's
+  // is not when a communicator's transfer time stands out (analysis::detect::FindCommStandout) over
+  // the same stretches. When `remember` and the slowdown is an environment shift, its baseline is
+  // remembered unless one is (the first shift's: compute at the healthy level). kInvalidArgument:
+  // threshold out of (0, 10] or a ratio <= 0.
   absl::StatusOr<analysis::detect::EnvironmentJudgement> JudgeSlowdown(
       const registry::JobEntry& job, const analysis::detect::DetectorEvent& ev, double threshold,
       bool remember);
@@ -106,7 +106,7 @@ class EnvironmentGate {
   // A judgement's measurement, reused by the other series of the job that decide on the same
   // stretches (every series sees the same shift).
   struct Measured {
-    int64_t from = -1, iteration = -1, decided_at = -1;
+    int64_t from = -1, until = -1, iteration = -1, decided_at = -1;
     double threshold = 0;
     std::vector<uint32_t> ranks;
     analysis::detect::ComputeBaseline baseline;
@@ -125,9 +125,9 @@ class EnvironmentGate {
 
   // The slot of `iteration` in `ring`, allocating the ring on first use.
   size_t SlotOf(Ring& ring, int64_t iteration) const;
-  // Transfer times of every communicator over [from, iteration) and [iteration, to).
-  analysis::detect::CommStretches Transfers(const JobState& state, int64_t from, int64_t iteration,
-                                            int64_t to) const;
+  // Transfer times of every communicator over [from, until) and [iteration, to).
+  analysis::detect::CommStretches Transfers(const JobState& state, int64_t from, int64_t until,
+                                            int64_t iteration, int64_t to) const;
   // Compute of `ranks` (columns) over iterations [from, to); NaN where missing.
   analysis::detect::ComputeStretch Stretch(const JobState& state,
                                            const std::vector<uint32_t>& ranks, int64_t from,
