@@ -26,15 +26,16 @@ std::optional<absl::Duration> PlanMeasurement::Add(int64_t iteration,
   if (from_ < 0 || iteration <= from_) return std::nullopt;
   samples_ns_.push_back(absl::ToInt64Nanoseconds(iteration_time));
   // Until judged, the plan's first samples are kept for a longer window; then its latest.
-  const int keep = judged_ ? window_ : kLongerWindows * window_;
-  while (static_cast<int>(samples_ns_.size()) > keep) samples_ns_.erase(samples_ns_.begin());
+  const size_t keep = static_cast<size_t>(judged_ ? window_ : kLongerWindows * window_);
+  if (samples_ns_.size() > keep) {
+    samples_ns_.erase(samples_ns_.begin(), samples_ns_.end() - static_cast<std::ptrdiff_t>(keep));
+  }
   return absl::Nanoseconds(common::Median(Latest(window_)));
 }
 
-std::vector<int64_t> PlanMeasurement::Latest(int n) const {
-  const size_t k = std::min(samples_ns_.size(), static_cast<size_t>(n));
-  return std::vector<int64_t>(samples_ns_.end() - static_cast<std::ptrdiff_t>(k),
-                              samples_ns_.end());
+absl::Span<const int64_t> PlanMeasurement::Latest(int n) const {
+  return absl::MakeConstSpan(samples_ns_)
+      .last(std::min(samples_ns_.size(), static_cast<size_t>(n)));
 }
 
 std::optional<PlanMeasurement::Judgement> PlanMeasurement::Judge(absl::Duration slow,

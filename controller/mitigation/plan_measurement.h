@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace falcon::controller::mitigation {
 
@@ -64,7 +65,7 @@ class PlanMeasurement {
 
  private:
   // The latest min(n, size) samples.
-  std::vector<int64_t> Latest(int n) const;
+  absl::Span<const int64_t> Latest(int n) const;
 
   int window_;
   double no_help_fraction_;

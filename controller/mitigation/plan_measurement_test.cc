@@ -1,5 +1,7 @@
 #include "controller/mitigation/plan_measurement.h"
 
+#include <initializer_list>
+
 #include "gtest/gtest.h"
 
 namespace falcon::controller::mitigation {
@@ -25,11 +27,17 @@ TEST(PlanMeasurement, MediansAfterTheEffectiveIterationAndJudgesOncePerPlan) {
   EXPECT_EQ(*m.Add(14, absl::Milliseconds(500)), absl::Milliseconds(500));
 }
 
-TEST(PlanMeasurement, NoFasterThanTheFractionOfSlowDidNotHelp) {
+// A window of 2 at 0.97, measuring a plan effective at iteration 0: `ms` are iterations 1, 2...
+PlanMeasurement MeasuredOver(std::initializer_list<int> ms) {
   PlanMeasurement m(2, 0.97);
   m.Restart(0);
-  m.Add(1, absl::Milliseconds(136));
-  m.Add(2, absl::Milliseconds(136));
+  int64_t iteration = 0;
+  for (int v : ms) m.Add(++iteration, absl::Milliseconds(v));
+  return m;
+}
+
+TEST(PlanMeasurement, NoFasterThanTheFractionOfSlowDidNotHelp) {
+  PlanMeasurement m = MeasuredOver({136, 136});
   std::optional<PlanMeasurement::Judgement> j = m.Judge(absl::Milliseconds(140));
   ASSERT_TRUE(j.has_value());
   // 136 >= 0.97 x 140 = 135.8, yet faster than slow: undecided, measured over 3 windows.
@@ -53,10 +61,7 @@ TEST(PlanMeasurement, NoFasterThanTheFractionOfSlowDidNotHelp) {
 }
 
 TEST(PlanMeasurement, NoFasterThanSlowIsJudgedOnTheFirstWindow) {
-  PlanMeasurement m(2, 0.97);
-  m.Restart(0);
-  m.Add(1, absl::Milliseconds(140));
-  m.Add(2, absl::Milliseconds(150));
+  PlanMeasurement m = MeasuredOver({140, 150});
   std::optional<PlanMeasurement::Judgement> j = m.Judge(absl::Milliseconds(140));
   ASSERT_TRUE(j.has_value());
   EXPECT_TRUE(j->final);
@@ -66,10 +71,7 @@ TEST(PlanMeasurement, NoFasterThanSlowIsJudgedOnTheFirstWindow) {
 // The longer window holds the plan's first iterations: its median outvotes a slow start, and
 // after the judgement the reported median is the latest window's again.
 TEST(PlanMeasurement, TheLongerWindowJudgesTheFirstIterationsOfThePlan) {
-  PlanMeasurement m(2, 0.97);
-  m.Restart(0);
-  m.Add(1, absl::Milliseconds(138));
-  m.Add(2, absl::Milliseconds(138));
+  PlanMeasurement m = MeasuredOver({138, 138});
   EXPECT_FALSE(m.Judge(absl::Milliseconds(140))->final);
   m.Add(3, absl::Milliseconds(100));
   m.Add(4, absl::Milliseconds(100));
